@@ -1,0 +1,65 @@
+# heaplab -- the two commands of README.md:
+#   make experiments   set up, build, install, run the experiment suite, print its table
+#   make test          set up, build, run every test (C, C under ASan+UBSan, Python, Lua)
+# Everything a fresh Debian machine lacks is installed by tools/setup.sh.
+
+PYTHON ?= python3
+BUILD  ?= build
+ASAN   ?= build-asan
+export MALLOC_PERTURB_ = 0
+
+.PHONY: all setup build build-asan install test test-c test-asan test-python test-lua \
+        experiments bench notebooks lua clean
+
+all: build
+
+setup:
+	@tools/setup.sh base
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) --buildtype=release
+
+build: setup $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+$(ASAN)/build.ninja:
+	meson setup $(ASAN) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+
+build-asan: setup $(ASAN)/build.ninja
+	ninja -C $(ASAN)
+
+# the Python package (meson-python builds the CFFI extension)
+install: setup
+	$(PYTHON) -m pip install -q --disable-pip-version-check --no-build-isolation .
+
+test-c: build
+	meson test -C $(BUILD) --suite c --print-errorlogs
+
+test-asan: build-asan
+	ASAN_OPTIONS=detect_leaks=1 meson test -C $(ASAN) --suite c --print-errorlogs
+
+test-python: install
+	cd tests/python && $(PYTHON) -m pytest -q .
+
+test-lua: build
+	meson test -C $(BUILD) --suite lua --print-errorlogs
+
+test: test-c test-asan test-python test-lua
+
+experiments: install build
+	$(PYTHON) -m pytest experiments -q
+
+bench:
+	@tools/setup.sh bench
+	$(MAKE) build
+	$(PYTHON) -m pytest experiments -m bench -q
+
+notebooks: install
+	$(PYTHON) -m heaplab.notebooks docs/notebooks
+
+lua: build
+	@echo "heaplab = require 'heaplab' is on the path; try: h = heaplab.heap{}"
+	LUA_CPATH="$(BUILD)/bindings/lua/?.so;;" lua5.4 -i -e 'heaplab = require "heaplab"'
+
+clean:
+	rm -rf $(BUILD) $(ASAN) results .setup-python.stamp

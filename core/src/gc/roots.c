@@ -1,0 +1,124 @@
+/*
+ * roots.c -- handles (the roots bindings hold) and registered root regions.
+ *
+ * A handle value packs the heap's tag, a generation and a table index, so a
+ * released handle, a handle of another heap and a made-up number are all
+ * detected instead of dereferenced:
+ *     bits 63..48 heap tag | 47..32 generation | 31..0 index + 1
+ */
+#include <stdlib.h>
+
+#include "../internal.h"
+
+#define REF_INDEX(r) ((uint32_t)((r) & 0xffffffffu))
+#define REF_GEN(r) ((uint32_t)(((r) >> 32) & 0xffffu))
+#define REF_TAG(r) ((uint16_t)((r) >> 48))
+
+int hl__handle_new(hl_heap *h, void *obj, hl_ref *out) {
+  if (h->handles_free == HL_NIL) {
+    uint32_t cap = h->handles_cap ? h->handles_cap * 2 : 256;
+    if (cap > (1u << 31)) return hl__fail(h, HL_ENOMEM, "handles: table is full");
+    hl_handle *n = realloc(h->handles, (size_t)cap * sizeof *n);
+    if (!n) return hl__fail(h, HL_ENOMEM, "handles: cannot grow the table to %u", cap);
+    for (uint32_t i = h->handles_cap; i < cap; i++) {
+      n[i].obj = NULL;
+      n[i].gen = 1;
+      n[i].next_free = i + 1 < cap ? i + 1 : h->handles_free;
+    }
+    h->handles_free = h->handles_cap;
+    h->handles = n;
+    h->handles_cap = cap;
+  }
+  uint32_t i = h->handles_free;
+  hl_handle *e = &h->handles[i];
+  h->handles_free = e->next_free;
+  e->obj = obj;
+  h->handles_live++;
+  *out = ((uint64_t)h->tag << 48) | ((uint64_t)(e->gen & 0xffffu) << 32) | (uint64_t)(i + 1);
+  return HL_OK;
+}
+
+static int lookup(hl_heap *h, hl_ref ref, hl_handle **out) {
+  if (ref == 0) return hl__fail(h, HL_EINVAL, "handle is null");
+  if (REF_TAG(ref) != h->tag)
+    return hl__fail(h, HL_EFOREIGN, "handle 0x%llx belongs to another heap",
+                    (unsigned long long)ref);
+  uint32_t i = REF_INDEX(ref);
+  if (i == 0 || i > h->handles_cap)
+    return hl__fail(h, HL_ESTALE, "handle 0x%llx is unknown", (unsigned long long)ref);
+  hl_handle *e = &h->handles[i - 1];
+  if (!e->obj || (e->gen & 0xffffu) != REF_GEN(ref))
+    return hl__fail(h, HL_ESTALE, "handle 0x%llx was released", (unsigned long long)ref);
+  *out = e;
+  return HL_OK;
+}
+
+int hl__handle_get(hl_heap *h, hl_ref ref, void **obj) {
+  hl_handle *e = NULL;
+  int rc = lookup(h, ref, &e);
+  if (rc) return rc;
+  *obj = e->obj;
+  return HL_OK;
+}
+
+int hl__handle_release(hl_heap *h, hl_ref ref) {
+  hl_handle *e = NULL;
+  int rc = lookup(h, ref, &e);
+  if (rc) return rc;
+  e->obj = NULL;
+  e->gen = (e->gen + 1) & 0xffffu;
+  if (e->gen == 0) e->gen = 1;
+  uint32_t i = (uint32_t)(e - h->handles);
+  e->next_free = h->handles_free;
+  h->handles_free = i;
+  h->handles_live--;
+  return HL_OK;
+}
+
+void hl__handles_destroy(hl_heap *h) {
+  free(h->handles);
+  h->handles = NULL;
+  h->handles_cap = h->handles_live = 0;
+  h->handles_free = HL_NIL;
+  free(h->regions);
+  h->regions = NULL;
+  h->nregions = h->regions_cap = 0;
+}
+
+int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
+  if (!h) return HL_EINVAL;
+  if (!base && words) return hl__fail(h, HL_EINVAL, "hl_roots_add: NULL region");
+  if (h->opt.mode != HL_MODE_COLLECTED)
+    return hl__fail(h, HL_EMODE, "hl_roots_add: root regions need a collected heap");
+  bool locked = hl__lock(h);
+  int rc = HL_OK;
+  if (h->nregions == h->regions_cap) {
+    uint32_t cap = h->regions_cap ? h->regions_cap * 2 : 8;
+    hl_root_region *n = realloc(h->regions, cap * sizeof *n);
+    if (!n) {
+      rc = hl__fail(h, HL_ENOMEM, "hl_roots_add: out of memory");
+      goto out;
+    }
+    h->regions = n;
+    h->regions_cap = cap;
+  }
+  h->regions[h->nregions++] = (hl_root_region){base, words, conservative != 0};
+out:
+  hl__unlock(h, locked);
+  return rc;
+}
+
+int hl_roots_remove(hl_heap *h, void *base) {
+  if (!h) return HL_EINVAL;
+  bool locked = hl__lock(h);
+  bool found = false;
+  for (uint32_t i = 0; i < h->nregions && !found; i++) {
+    if (h->regions[i].base == base) {
+      h->regions[i] = h->regions[--h->nregions];
+      found = true;
+    }
+  }
+  hl__unlock(h, locked);
+  if (!found) return hl__fail(h, HL_EINVAL, "hl_roots_remove: %p is not a registered region", base);
+  return HL_OK;
+}

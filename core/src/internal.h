@@ -1,0 +1,353 @@
+/*
+ * internal.h -- the heap's shared state.  Not installed.
+ *
+ * Layers (DESIGN.md section 1), each a folder of core/src:
+ *   prim/       OS calls, the retry helper, fault injection, probes
+ *   pages/      the reservation, out-of-page descriptors and side tables, pools
+ *   small/      BiBOP size classes, allocation inside a page, sweeping a page
+ *   large/      the large ("legacy") path
+ *   gc/         handles and root regions, mark, cycle policy, collector thread
+ *   release/    trim, fallback and upgrade, restore on reuse
+ *   manual/     explicit-free mode with per-thread caches
+ *   telemetry/  options, stats, events, errors
+ */
+#ifndef HL_INTERNAL_H
+#define HL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "heaplab.h"
+#include "prim/prim.h"
+
+#define HL_NIL UINT32_MAX
+#define HL_MAX_CLASSES 96
+#define HL_GRANULE 16
+
+#if defined(__GNUC__)
+#define hl_likely(x) __builtin_expect(!!(x), 1)
+#define hl_unlikely(x) __builtin_expect(!!(x), 0)
+#else
+#define hl_likely(x) (x)
+#define hl_unlikely(x) (x)
+#endif
+
+/* ---- page states: every carved page is in exactly one ---- */
+typedef enum page_state {
+  PS_UNUSED = 0,   /* beyond the high-water mark; not a page yet */
+  PS_OWNED,        /* the allocation page of its size class */
+  PS_RETIRED,      /* filled since the last sweep, waiting for one */
+  PS_PARTIAL,      /* swept, holds live objects */
+  PS_FREE,         /* empty and resident (warm cache, trim backlog) */
+  PS_RELEASED,     /* given back to the OS */
+  PS_REUSE_FAILED, /* released, restore failed, parked for a later retry */
+  PS_IN_FLIGHT,    /* unlinked under the lock, being advised outside it */
+  PS_COUNT
+} page_state;
+
+/* How a released page was released. */
+enum { RK_NONE = 0, RK_PRIMARY = 1, RK_FALLBACK = 2 };
+
+/* Page flags. */
+enum {
+  PF_DUMP_OFF = 1,   /* MADV_DONTDUMP applied (dump_toggle) */
+  PF_SPLICED = 2,    /* swept by a major sweep this cycle */
+  PF_AVAIL = 4       /* PARTIAL page on its class's avail list (has room) */
+};
+
+/* A page descriptor: lives in a side table, never inside the page, so a
+ * released page can give back every one of its OS pages. */
+typedef struct hl_page {
+  uint32_t next, prev;  /* pool links (page numbers) */
+  uint8_t state;        /* page_state */
+  uint8_t cls;          /* size class while formatted */
+  uint8_t release;      /* RK_* */
+  uint8_t flags;        /* PF_* */
+  uint32_t nslots;
+  uint32_t bump;        /* slots [0, bump) have been handed out */
+  uint32_t used;        /* slots holding an object (live or not yet swept) */
+  uint32_t free_head;   /* in-page free list: slot index + 1, 0 = empty */
+  uint32_t nfree;
+} hl_page;
+
+typedef struct hl_list {
+  uint32_t head, tail;
+  uint64_t count;
+} hl_list;
+
+/* ---- objects ----
+ * Every object starts with this header; the reference slots follow it, then
+ * the payload.  Large objects put an hl_large before the header. */
+typedef struct hl_objhdr {
+  uint32_t refs;
+  uint32_t size; /* payload bytes; HL_SIZE_LARGE for large objects */
+} hl_objhdr;
+#define HL_SIZE_LARGE UINT32_MAX
+
+typedef struct hl_large {
+  struct hl_large *prev, *next;
+  uint64_t size;   /* bytes of the block after this record */
+  uint32_t mark;
+  uint32_t internal; /* fill index objects */
+} hl_large;          /* 32 bytes: keeps the block after it 16-byte aligned */
+
+/* ---- handles ---- */
+typedef struct hl_handle {
+  void *obj;       /* NULL when free */
+  uint32_t gen;
+  uint32_t next_free;
+} hl_handle;
+
+typedef struct hl_root_region {
+  void **base;
+  uint64_t words;
+  int conservative;
+} hl_root_region;
+
+/* ---- thread cache (manual mode) ---- */
+typedef struct hl_tcache hl_tcache;
+
+/* ---- the heap ---- */
+struct hl_heap {
+  hl_options opt;
+  uint64_t serial;          /* unique per heap in this process */
+  uint16_t tag;             /* handle tag */
+
+  pthread_mutex_t lock;     /* the heap lock: pools, objects, handles */
+  pthread_cond_t cycle_done;
+  pthread_cond_t collector_cv;
+  bool in_cycle;            /* a cycle or trim is running (lock may be dropped) */
+  bool closing;
+
+  prim_ctx prim;
+
+  /* reservation and side tables */
+  uint8_t *base;
+  uint64_t reserved;        /* bytes */
+  uint32_t npages_max;
+  uint32_t high_water;      /* pages carved so far */
+  unsigned page_shift;
+  uint64_t page_size;
+  hl_page *pages;           /* descriptors */
+  uint64_t *bits;           /* per page: bitmap_words of mark bits, then
+                               bitmap_words of allocation bits */
+  uint32_t bitmap_words;
+  size_t meta_bytes[2];     /* sizes of the two side-table reservations */
+
+  /* size classes */
+  uint32_t nclasses;
+  uint32_t cls_size[HL_MAX_CLASSES];
+  uint8_t *size_to_cls;     /* index (size + 15) / 16 */
+  uint32_t small_max;
+
+  /* pools */
+  uint32_t owned[HL_MAX_CLASSES];
+  hl_list retired;
+  hl_list partial_avail[HL_MAX_CLASSES];
+  hl_list partial_full;
+  hl_list free_pool;
+  hl_list released_pool;
+  hl_list reuse_failed;
+  uint64_t state_count[PS_COUNT];
+  uint64_t fallback_count;  /* released pages on the fallback advice */
+
+  /* large path */
+  hl_large *large_head;
+  void **large_set;         /* open-addressing set of large objects */
+  uint64_t large_set_cap, large_set_count;
+
+  /* roots */
+  hl_handle *handles;
+  uint32_t handles_cap, handles_free, handles_live;
+  hl_root_region *regions;
+  uint32_t nregions, regions_cap;
+
+  /* gc state */
+  void **mark_stack;
+  uint64_t mark_top, mark_cap;
+  bool mark_overflow;
+  uint64_t trigger;          /* adaptive small-path trigger */
+  uint64_t last_live_bytes;  /* small + large live after the last cycle */
+  int high_survival_streak;
+  uint64_t cycles_since_major;
+  bool pressure;
+  uint64_t cycles_completed;
+  uint32_t pacing_dry_cycles; /* cycles in a row that freed nothing large */
+
+  /* background collector */
+  pthread_t collector;
+  bool collector_running;
+  bool collector_stop;           /* under req_lock */
+  pthread_mutex_t req_lock;      /* the collector sleeps on this, not the heap lock */
+  _Atomic bool cycle_requested;
+  _Atomic bool collector_waiting;
+  _Atomic uint64_t last_cycle_end_ns;
+
+  /* release scratch (sized release_per_sweep + upgrade_per_sweep) */
+  uint32_t *scratch;
+  uint64_t scratch_cap;
+
+  /* manual mode */
+  hl_tcache *tcaches;        /* caches of live threads (under lock) */
+  uint64_t manual_trim_threshold;
+
+  /* telemetry */
+  hl_stats st;
+  hl_event *events;
+  uint64_t ev_cap, ev_head, ev_count;
+
+  /* last error of this heap (any thread) */
+  pthread_mutex_t errlock;
+  char errmsg[256];
+};
+
+/* ---- error reporting (telemetry/errors.c) ---- */
+int hl__fail(const hl_heap *h, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap);
+void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- locking ----
+ * hl_enter marks a heap as held by this thread; per-call locking is skipped. */
+extern _Thread_local hl_heap *hl__held;
+extern _Thread_local uint32_t hl__held_depth;
+static inline bool hl__lock(hl_heap *h) {
+  if (hl__held == h) return false;
+  pthread_mutex_lock(&h->lock);
+  return true;
+}
+static inline void hl__unlock(hl_heap *h, bool locked) {
+  if (locked) pthread_mutex_unlock(&h->lock);
+}
+/* May this call drop the heap lock around a syscall?  Not when the thread
+ * holds the heap with hl_enter: its raw pointers would be exposed to a cycle. */
+static inline bool hl__may_drop_lock(const hl_heap *h) { return hl__held != h; }
+
+/* ---- telemetry ---- */
+void hl__event(hl_heap *h, int kind, int nfields, ...);
+void hl__stats_fill(hl_heap *h, hl_stats *out);
+const char *hl__option_choice(int index, int64_t value);
+
+/* ---- pages/pages.c ---- */
+int hl__pages_init(hl_heap *h, char *err, size_t errlen);
+void hl__pages_destroy(hl_heap *h);
+void hl__list_push_head(hl_heap *h, hl_list *l, uint32_t p);
+void hl__list_push_tail(hl_heap *h, hl_list *l, uint32_t p);
+void hl__list_remove(hl_heap *h, hl_list *l, uint32_t p);
+uint32_t hl__list_pop_head(hl_heap *h, hl_list *l);
+uint32_t hl__list_pop_tail(hl_heap *h, hl_list *l);
+void hl__set_state(hl_heap *h, uint32_t p, int state);
+hl_list *hl__list_of(hl_heap *h, uint32_t p);
+void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head);
+void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls, bool fresh);
+void hl__page_unformat(hl_heap *h, uint32_t p);
+uint32_t hl__acquire_page(hl_heap *h, uint32_t cls);
+int hl__check_locked(hl_heap *h, char *msg, size_t len);
+
+static inline uint8_t *hl__page_addr(const hl_heap *h, uint32_t p) {
+  return h->base + ((uint64_t)p << h->page_shift);
+}
+static inline bool hl__in_heap(const hl_heap *h, const void *ptr) {
+  return (const uint8_t *)ptr >= h->base &&
+         (const uint8_t *)ptr < h->base + ((uint64_t)h->high_water << h->page_shift);
+}
+static inline uint32_t hl__page_of(const hl_heap *h, const void *ptr) {
+  return (uint32_t)(((const uint8_t *)ptr - h->base) >> h->page_shift);
+}
+static inline uint64_t *hl__marks(const hl_heap *h, uint32_t p) {
+  return h->bits + (uint64_t)p * 2 * h->bitmap_words;
+}
+static inline uint64_t *hl__allocs(const hl_heap *h, uint32_t p) {
+  return h->bits + ((uint64_t)p * 2 + 1) * h->bitmap_words;
+}
+static inline bool hl__bit(const uint64_t *bm, uint32_t i) {
+  return (bm[i >> 6] >> (i & 63)) & 1;
+}
+static inline void hl__bit_set(uint64_t *bm, uint32_t i) {
+  bm[i >> 6] |= (uint64_t)1 << (i & 63);
+}
+static inline void hl__bit_clear(uint64_t *bm, uint32_t i) {
+  bm[i >> 6] &= ~((uint64_t)1 << (i & 63));
+}
+static inline bool hl__formatted(int state) {
+  return state == PS_OWNED || state == PS_RETIRED || state == PS_PARTIAL;
+}
+
+/* ---- small/small.c ---- */
+void hl__classes_init(hl_heap *h);
+static inline uint32_t hl__class_of(const hl_heap *h, uint64_t bytes) {
+  return h->size_to_cls[(bytes + HL_GRANULE - 1) / HL_GRANULE];
+}
+/* Take one slot of class cls; NULL when no page can be had. */
+void *hl__small_take(hl_heap *h, uint32_t cls);
+/* Give a slot back to its page (manual mode); false when it is not a live
+ * slot (double free, foreign pointer). */
+bool hl__small_give_checked(hl_heap *h, void *slot);
+/* Sweep one formatted page: free unmarked objects; returns bytes live. */
+uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects);
+void hl__poison(void *p, size_t n);
+bool hl__poison_intact(const void *p, size_t n);
+/* Resolve an address to the start of a live small object, or NULL. */
+void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
+
+/* ---- large/large.c ---- */
+void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool internal);
+void hl__large_free(hl_heap *h, hl_large *l);
+bool hl__large_contains(const hl_heap *h, const void *block);
+void hl__large_destroy_all(hl_heap *h);
+static inline hl_large *hl__large_of(const void *block) {
+  return (hl_large *)((uint8_t *)block - sizeof(hl_large));
+}
+
+/* ---- gc ---- */
+void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large);
+int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
+static inline void **hl__slots(void *obj) {
+  return (void **)((uint8_t *)obj + sizeof(hl_objhdr));
+}
+static inline uint64_t hl__obj_size(const void *obj) {
+  const hl_objhdr *hd = (const hl_objhdr *)obj;
+  if (hd->size == HL_SIZE_LARGE)
+    return hl__large_of(obj)->size - sizeof(hl_objhdr) - (uint64_t)hd->refs * sizeof(void *);
+  return hd->size;
+}
+static inline uint8_t *hl__obj_payload(void *obj) {
+  return (uint8_t *)obj + sizeof(hl_objhdr) + ((hl_objhdr *)obj)->refs * sizeof(void *);
+}
+/* Resolve any address to a live object (small or large), or NULL. */
+void *hl__resolve(hl_heap *h, const void *addr, bool interior);
+int hl__cycle(hl_heap *h, int major, int reason);
+void hl__maybe_collect(hl_heap *h);
+uint64_t hl__trigger_in_force(const hl_heap *h);
+void hl__large_paced(hl_heap *h, uint64_t bytes);
+int hl__collector_start(hl_heap *h);
+void hl__collector_stop(hl_heap *h);
+void hl__request_cycle(hl_heap *h);
+void hl__safepoint(hl_heap *h);
+/* handles */
+int hl__handle_new(hl_heap *h, void *obj, hl_ref *out);
+int hl__handle_get(hl_heap *h, hl_ref ref, void **obj);
+int hl__handle_release(hl_heap *h, hl_ref ref);
+void hl__handles_destroy(hl_heap *h);
+
+enum { REASON_EXPLICIT = 0, REASON_SMALL = 1, REASON_LARGE = 2, REASON_PACING = 3 };
+enum { MAJOR_NONE = 0, MAJOR_QUIET = 1, MAJOR_PRESSURE = 2, MAJOR_BACKSTOP = 3,
+       MAJOR_FORCED = 4 };
+
+/* ---- release/release.c ---- */
+/* Runs with the lock held and h->in_cycle set; drops the lock around syscalls
+ * when allowed. */
+void hl__trim_locked(hl_heap *h);
+int hl__restore_page(hl_heap *h, uint32_t p);
+void hl__trim_maybe(hl_heap *h);
+
+/* ---- manual/manual.c ---- */
+void hl__manual_destroy(hl_heap *h);
+void hl__manual_stats(hl_heap *h, hl_stats *st);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * prim.h -- the OS layer's contract.  The only code that calls mmap, madvise,
+ * mincore or reads /proc.  One implementation file per OS (prim_linux.c is
+ * built and tested; prim_darwin.c is written against the same contract).
+ *
+ * Raw calls (prim_os_*) return 0 or an errno and never retry.  Everything the
+ * heap does goes through prim_call() (syscall.c), the single bounded-retry
+ * helper and fault-injection point.
+ */
+#ifndef HL_PRIM_H
+#define HL_PRIM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heaplab.h"
+
+/* Advice a caller can ask for.  Which OS call implements each is the OS file's
+ * business (Linux: MADV_DONTNEED, MADV_FREE, MADV_DONTDUMP, MADV_DODUMP). */
+typedef enum prim_op {
+  PRIM_DONTNEED = 0,  /* drop the pages now; they read back as zero */
+  PRIM_FREE = 1,      /* lazy free: stays charged until the kernel reclaims */
+  PRIM_DONTDUMP = 2,  /* exclude from core dumps (changes VMA flags) */
+  PRIM_DODUMP = 3,    /* include again */
+  PRIM_RESTORE = 4,   /* make a released range safe to reuse (Darwin:
+                         MADV_FREE_REUSE; Linux: nothing to do) */
+  PRIM_NOHUGEPAGE = 5 /* whole reservation: no transparent huge pages */
+} prim_op;
+
+/* ---- raw OS calls (one file per OS) ---- */
+/* Reserve `bytes` of address space, readable and writable, not committed. */
+int prim_os_reserve(size_t bytes, void **out);
+int prim_os_unreserve(void *base, size_t bytes);
+int prim_os_advise(void *addr, size_t len, prim_op op);
+/* 1 when `op` needs a system call on this OS (PRIM_RESTORE does not on Linux). */
+int prim_os_op_is_syscall(prim_op op);
+int prim_os_resident(const void *addr, size_t len, uint64_t *bytes);
+int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count);
+int prim_os_footprint(hl_footprint *out);
+size_t prim_os_page_size(void);
+uint64_t prim_now_ns(void);
+void prim_sleep_us(int64_t us);
+
+/* ---- the bounded-retry helper and fault-injection point (syscall.c) ---- */
+typedef struct prim_fault {
+  int mode;            /* hl_fault_mode */
+  int err;
+  int64_t arg;
+  _Atomic uint64_t calls;
+  _Atomic uint64_t fired;
+} prim_fault;
+
+typedef struct prim_ctx {
+  int64_t retry_max;        /* -1 = unbounded */
+  int64_t backoff_us;
+  uintptr_t base;           /* reservation, for sticky-page matching */
+  unsigned page_shift;
+  prim_fault faults[HL_SITE_COUNT];
+  _Atomic int any_armed;    /* fast path: skip the fault table */
+  _Atomic uint64_t syscalls;
+  _Atomic uint64_t retries;
+  _Atomic uint64_t gave_up;
+  _Atomic uint64_t fired;
+  /* Optional shared counters (HEAPLAB_COUNTERS_FILE) a parent process can
+   * read while this one spins: [0] syscalls [1] retries [2] gave_up. */
+  _Atomic uint64_t *shared;
+} prim_ctx;
+
+typedef struct prim_result {
+  int err;        /* 0 = ok, else errno of the final attempt */
+  int gave_up;    /* EAGAIN retries exhausted */
+  int injected;   /* the final failure was injected */
+  uint64_t retries;
+} prim_result;
+
+void prim_ctx_init(prim_ctx *ctx, int64_t retry_max, int64_t backoff_us);
+void prim_ctx_destroy(prim_ctx *ctx);
+/* Advise [addr, addr+len) at `site`, retrying EAGAIN as configured.  An
+ * injected failure is decided per attempt, before the real call, and is
+ * handled exactly like a real one. */
+prim_result prim_call(prim_ctx *ctx, int site, void *addr, size_t len, prim_op op);
+/* Reserve through the same injection point (site reserve). */
+prim_result prim_reserve(prim_ctx *ctx, size_t bytes, void **out);
+int prim_arm(prim_ctx *ctx, int site, int mode, int64_t arg, int err);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * prim_darwin.c -- the OS layer on Darwin, written against prim.h.
+ * NOT built or tested here (Linux is); kept so the contract has two
+ * implementations and stays OS-neutral.  Meson builds it only on darwin.
+ */
+#include <errno.h>
+#include <mach/mach.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prim.h"
+
+int prim_os_reserve(size_t bytes, void **out) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  *out = p;
+  return 0;
+}
+
+int prim_os_unreserve(void *base, size_t bytes) {
+  return munmap(base, bytes) == 0 ? 0 : errno;
+}
+
+int prim_os_op_is_syscall(prim_op op) {
+  return op != PRIM_DONTDUMP && op != PRIM_DODUMP && op != PRIM_NOHUGEPAGE;
+}
+
+int prim_os_advise(void *addr, size_t len, prim_op op) {
+  int adv;
+  switch (op) {
+  /* Only MADV_FREE_REUSABLE decrements phys_footprint, the figure jetsam
+   * meters an app against; plain MADV_FREE leaves it charged (seed 000). */
+  case PRIM_DONTNEED: adv = MADV_FREE_REUSABLE; break;
+  case PRIM_FREE: adv = MADV_FREE; break;
+  /* Takes a MADV_FREE_REUSABLE range back out of the reusable state; its
+   * failure is real here and must not be ignored (seed 000). */
+  case PRIM_RESTORE: adv = MADV_FREE_REUSE; break;
+  default: return 0; /* no dump flags or THP on Darwin */
+  }
+  return madvise(addr, len, adv) == 0 ? 0 : errno;
+}
+
+int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
+  size_t ps = (size_t)getpagesize();
+  char vec[4096];
+  uint64_t total = 0;
+  const char *p = addr;
+  while (len > 0) {
+    size_t chunk = len > sizeof vec * ps ? sizeof vec * ps : len;
+    if (mincore((void *)p, chunk, vec) != 0) return errno;
+    for (size_t i = 0; i < (chunk + ps - 1) / ps; i++) total += (vec[i] & 1);
+    p += chunk;
+    len -= chunk;
+  }
+  *bytes = total * ps;
+  return 0;
+}
+
+int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+  uint64_t n = 0;
+  mach_vm_address_t addr = lo;
+  while (addr < hi) {
+    mach_vm_size_t size = 0;
+    vm_region_basic_info_data_64_t info;
+    mach_msg_type_number_t cnt = VM_REGION_BASIC_INFO_COUNT_64;
+    mach_port_t obj;
+    if (mach_vm_region(mach_task_self(), &addr, &size, VM_REGION_BASIC_INFO_64,
+                       (vm_region_info_t)&info, &cnt, &obj) != KERN_SUCCESS)
+      break;
+    if (addr >= hi) break;
+    n++;
+    addr += size;
+  }
+  *count = n;
+  return 0;
+}
+
+int prim_os_footprint(hl_footprint *out) {
+  memset(out, 0, sizeof *out);
+  task_vm_info_data_t info;
+  mach_msg_type_number_t cnt = TASK_VM_INFO_COUNT;
+  if (task_info(mach_task_self(), TASK_VM_INFO, (task_info_t)&info, &cnt) != KERN_SUCCESS)
+    return EIO;
+  out->rss = info.resident_size;
+  out->anonymous = info.internal;
+  out->swap = info.compressed;
+  out->phys_footprint = info.phys_footprint;
+  return 0;
+}
+
+size_t prim_os_page_size(void) { return (size_t)getpagesize(); }
+
+uint64_t prim_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void prim_sleep_us(int64_t us) {
+  if (us <= 0) return;
+  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}

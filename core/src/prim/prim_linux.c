@@ -1,0 +1,159 @@
+/*
+ * prim_linux.c -- the OS layer on Linux.  Raw calls only: no retry, no
+ * injection (syscall.c does both, once, for every caller).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prim.h"
+
+int prim_os_reserve(size_t bytes, void **out) {
+  /* Readable and writable from the start, MAP_NORESERVE so the kernel does
+   * not charge commit for it: touching a page is what commits it.  This keeps
+   * the reservation ONE VMA for its whole life -- no mprotect per page, which
+   * would split it (seed 001). */
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  *out = p;
+  return 0;
+}
+
+int prim_os_unreserve(void *base, size_t bytes) {
+  return munmap(base, bytes) == 0 ? 0 : errno;
+}
+
+static int advice_of(prim_op op) {
+  switch (op) {
+  /* MADV_DONTNEED as it drops RSS and the anonymous charge immediately;
+   * the range reads back as zero-fill on the next touch. */
+  case PRIM_DONTNEED: return MADV_DONTNEED;
+  /* MADV_FREE is lazy: the pages stay in Anonymous (and so in
+   * phys_footprint) as LazyFree until the kernel needs them. */
+  case PRIM_FREE: return MADV_FREE;
+  /* These two change VM_DONTDUMP on the range: on a sub-range that splits
+   * the VMA (bmalloc's defect, reproduced by dump_toggle). */
+  case PRIM_DONTDUMP: return MADV_DONTDUMP;
+  case PRIM_DODUMP: return MADV_DODUMP;
+  case PRIM_NOHUGEPAGE: return MADV_NOHUGEPAGE;
+  default: return -1;
+  }
+}
+
+int prim_os_op_is_syscall(prim_op op) { return op != PRIM_RESTORE; }
+
+int prim_os_advise(void *addr, size_t len, prim_op op) {
+  /* Linux needs no call to take back a page released with MADV_DONTNEED or
+   * MADV_FREE: the next write faults in (or keeps) the page.  The restore
+   * site still exists so that the same code path runs as on Darwin, where
+   * MADV_FREE_REUSE can fail. */
+  if (op == PRIM_RESTORE) return 0;
+  int adv = advice_of(op);
+  if (adv < 0) return EINVAL;
+  return madvise(addr, len, adv) == 0 ? 0 : errno;
+}
+
+int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
+  size_t ps = prim_os_page_size();
+  unsigned char vec[4096];
+  uint64_t total = 0;
+  const uint8_t *p = addr;
+  size_t left = len;
+  while (left > 0) {
+    size_t chunk = left;
+    if (chunk > sizeof vec * ps) chunk = sizeof vec * ps;
+    if (mincore((void *)p, chunk, vec) != 0) return errno;
+    size_t n = (chunk + ps - 1) / ps;
+    for (size_t i = 0; i < n; i++) total += (vec[i] & 1);
+    p += chunk;
+    left -= chunk;
+  }
+  *bytes = total * ps;
+  return 0;
+}
+
+int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return errno;
+  char line[512];
+  uint64_t n = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long a, b;
+    if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a < hi && b > lo) n++;
+    /* a line longer than the buffer: skip its tail */
+    while (!strchr(line, '\n') && fgets(line, sizeof line, f)) {
+    }
+  }
+  fclose(f);
+  *count = n;
+  return 0;
+}
+
+int prim_os_footprint(hl_footprint *out) {
+  memset(out, 0, sizeof *out);
+  int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buf[4096];
+  size_t got = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + got, sizeof buf - 1 - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      close(fd);
+      return e;
+    }
+    if (r == 0) break;
+    got += (size_t)r;
+    if (got == sizeof buf - 1) break;
+  }
+  close(fd);
+  buf[got] = 0;
+  struct { const char *key; uint64_t *dst; } keys[] = {
+      {"Rss:", &out->rss},
+      {"Anonymous:", &out->anonymous},
+      {"LazyFree:", &out->lazyfree},
+      {"Swap:", &out->swap},
+  };
+  for (char *line = buf; line && *line;) {
+    char *nl = strchr(line, '\n');
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+      size_t kl = strlen(keys[i].key);
+      if (strncmp(line, keys[i].key, kl) == 0)
+        *keys[i].dst = strtoull(line + kl, NULL, 10) * 1024;
+    }
+    line = nl ? nl + 1 : NULL;
+  }
+  /* DESIGN.md section 5: the figure the OS meters a process against.  Pages
+   * given MADV_FREE stay in Anonymous until reclaimed, as on Darwin. */
+  out->phys_footprint = out->anonymous + out->swap;
+  return 0;
+}
+
+size_t prim_os_page_size(void) {
+  static size_t ps;
+  if (!ps) ps = (size_t)sysconf(_SC_PAGESIZE);
+  return ps;
+}
+
+uint64_t prim_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void prim_sleep_us(int64_t us) {
+  if (us <= 0) return;
+  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}

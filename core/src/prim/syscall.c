@@ -1,0 +1,161 @@
+/*
+ * syscall.c -- the one bounded-retry helper and the one fault-injection point.
+ *
+ * Every system call the heap makes goes through prim_call()/prim_reserve().
+ * An injected failure is decided per attempt, before the real call, and then
+ * flows through exactly the code a real failure takes: an injected EAGAIN is
+ * retried like a real one, an injected refusal is returned like a real one.
+ *
+ * Why the retry is bounded (seed 001): madvise reports a failed VMA split as
+ * EAGAIN, so a process at vm.max_map_count gets EAGAIN on every call that
+ * needs a split, permanently.  An unbounded loop then spins forever holding
+ * whatever it holds.  retry_max = -1 keeps that loop as a control arm.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "prim.h"
+
+static _Atomic uint64_t *shared_counters;
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+
+/* HEAPLAB_COUNTERS_FILE=path: a file (created by the observer) mapped shared,
+ * so a parent can watch a child's syscall, retry and give-up counts while the
+ * child is stuck inside a call (experiment E6). */
+static void shared_open(void) {
+  const char *path = getenv("HEAPLAB_COUNTERS_FILE");
+  if (!path || !*path) return;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return;
+  if (ftruncate(fd, 4096) == 0) {
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) shared_counters = m;
+  }
+  close(fd);
+}
+
+void prim_ctx_init(prim_ctx *ctx, int64_t retry_max, int64_t backoff_us) {
+  memset(ctx, 0, sizeof *ctx);
+  ctx->retry_max = retry_max;
+  ctx->backoff_us = backoff_us;
+  pthread_once(&shared_once, shared_open);
+  ctx->shared = shared_counters;
+}
+
+void prim_ctx_destroy(prim_ctx *ctx) { (void)ctx; }
+
+static void bump_shared(prim_ctx *ctx, int idx) {
+  if (ctx->shared) atomic_fetch_add_explicit(&ctx->shared[idx], 1, memory_order_relaxed);
+}
+
+int prim_arm(prim_ctx *ctx, int site, int mode, int64_t arg, int err) {
+  if (site < 0 || site >= HL_SITE_COUNT) return EINVAL;
+  if (mode < 0 || mode >= HL_FAULT_MODE_COUNT) return EINVAL;
+  prim_fault *f = &ctx->faults[site];
+  f->mode = mode;
+  f->arg = arg;
+  f->err = err;
+  atomic_store(&f->calls, 0);
+  atomic_store(&f->fired, 0);
+  int armed = 0;
+  for (int i = 0; i < HL_SITE_COUNT; i++)
+    if (ctx->faults[i].mode != HL_FAULT_off) armed = 1;
+  atomic_store(&ctx->any_armed, armed);
+  return 0;
+}
+
+/* Does the schedule at `f` fail this call?  Counts the call. */
+static int fault_fires(prim_ctx *ctx, prim_fault *f, uintptr_t addr, size_t len) {
+  if (f->mode == HL_FAULT_off) return 0;
+  uint64_t n = atomic_fetch_add(&f->calls, 1) + 1;
+  int fire = 0;
+  switch (f->mode) {
+  case HL_FAULT_first: fire = (int64_t)n <= f->arg; break;
+  case HL_FAULT_always: fire = 1; break;
+  case HL_FAULT_every: fire = f->arg > 0 && n % (uint64_t)f->arg == 0; break;
+  case HL_FAULT_sticky: {
+    if (!ctx->page_shift || len == 0) break;
+    uintptr_t lo = (addr - ctx->base) >> ctx->page_shift;
+    uintptr_t hi = (addr + len - 1 - ctx->base) >> ctx->page_shift;
+    fire = addr >= ctx->base && (int64_t)lo <= f->arg && f->arg <= (int64_t)hi;
+    break;
+  }
+  default: break;
+  }
+  if (fire) {
+    atomic_fetch_add(&f->fired, 1);
+    atomic_fetch_add(&ctx->fired, 1);
+  }
+  return fire;
+}
+
+/* 0 = no injected failure, else the errno to inject. */
+static int injected(prim_ctx *ctx, int site, uintptr_t addr, size_t len) {
+  if (!atomic_load_explicit(&ctx->any_armed, memory_order_relaxed)) return 0;
+  int err = 0;
+  if (site >= 0 && site < HL_SITE_COUNT && fault_fires(ctx, &ctx->faults[site], addr, len))
+    err = ctx->faults[site].err;
+  if (!err && site != HL_SITE_any && fault_fires(ctx, &ctx->faults[HL_SITE_any], addr, len))
+    err = ctx->faults[HL_SITE_any].err;
+  return err;
+}
+
+typedef int (*raw_fn)(void *arg);
+
+struct advise_args { void *addr; size_t len; prim_op op; };
+static int do_advise(void *a) {
+  struct advise_args *x = a;
+  return prim_os_advise(x->addr, x->len, x->op);
+}
+struct reserve_args { size_t bytes; void **out; };
+static int do_reserve(void *a) {
+  struct reserve_args *x = a;
+  return prim_os_reserve(x->bytes, x->out);
+}
+
+static prim_result run(prim_ctx *ctx, int site, uintptr_t addr, size_t len,
+                       int real_call, raw_fn fn, void *arg) {
+  prim_result r = {0, 0, 0, 0};
+  for (;;) {
+    int err = injected(ctx, site, addr, len);
+    r.injected = err != 0;
+    if (!err && real_call) {
+      atomic_fetch_add_explicit(&ctx->syscalls, 1, memory_order_relaxed);
+      bump_shared(ctx, 0);
+      err = fn(arg);
+    } else if (!err) {
+      err = fn(arg); /* no syscall on this OS; still the same path */
+    }
+    r.err = err;
+    if (err != EAGAIN) return r;
+    if (ctx->retry_max >= 0 && (int64_t)r.retries >= ctx->retry_max) {
+      r.gave_up = 1;
+      atomic_fetch_add_explicit(&ctx->gave_up, 1, memory_order_relaxed);
+      bump_shared(ctx, 2);
+      return r;
+    }
+    r.retries++;
+    atomic_fetch_add_explicit(&ctx->retries, 1, memory_order_relaxed);
+    bump_shared(ctx, 1);
+    /* retry_max = -1 is the seed's loop: no backoff at all, a pure spin. */
+    if (ctx->retry_max >= 0) prim_sleep_us(ctx->backoff_us);
+  }
+}
+
+prim_result prim_call(prim_ctx *ctx, int site, void *addr, size_t len, prim_op op) {
+  struct advise_args a = {addr, len, op};
+  return run(ctx, site, (uintptr_t)addr, len, prim_os_op_is_syscall(op), do_advise, &a);
+}
+
+prim_result prim_reserve(prim_ctx *ctx, size_t bytes, void **out) {
+  struct reserve_args a = {bytes, out};
+  return run(ctx, HL_SITE_reserve, 0, 0, 1, do_reserve, &a);
+}

@@ -1,0 +1,280 @@
+/*
+ * release.c -- returning memory to the OS (seed 000, every review round):
+ *
+ *   trim     at the end of each sweep, empty pages beyond the warm cache are
+ *            unlinked under the lock, advised OUTSIDE it -- one call per
+ *            contiguous run, not one per page -- and the results published
+ *            under it.  A refused release is never recorded as released: the
+ *            page goes back to the free pool and a later trim retries it.
+ *   fallback when the primary advice is refused, the fallback advice (Linux
+ *            MADV_FREE, which stays charged) is tried and the page is
+ *            recorded as such ...
+ *   upgrade  ... and retried with the primary advice on later trims, at most
+ *            upgrade_per_sweep ATTEMPTS per trim; walking past pages already
+ *            upgraded costs nothing (upgrade_budget_counts=scanned is the
+ *            seed's stalling defect).
+ *   restore  before a released page is formatted for reuse (pages.c decides
+ *            where a page that fails restore is parked).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "../internal.h"
+
+enum { OUT_REJECTED = 0, OUT_PRIMARY = RK_PRIMARY, OUT_FALLBACK = RK_FALLBACK };
+
+static prim_op advice_op(int64_t advice) {
+  return advice == HL_ADVICE_FREE ? PRIM_FREE : PRIM_DONTNEED;
+}
+static prim_op fallback_op(int64_t fb) {
+  return fb == HL_FALLBACK_FREE ? PRIM_FREE : PRIM_DONTNEED;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+typedef struct trim_tally {
+  uint64_t calls, released, rejected, fallback, upgraded, upgrade_attempts, upgrade_calls;
+  int gave_up;
+  int gave_up_site, gave_up_errno;
+  uint64_t gave_up_retries, gave_up_page;
+} trim_tally;
+
+static void note_gave_up(trim_tally *t, int site, prim_result r, uint64_t page) {
+  if (!r.gave_up || t->gave_up) return;
+  t->gave_up = 1;
+  t->gave_up_site = site;
+  t->gave_up_errno = r.err;
+  t->gave_up_retries = r.retries;
+  t->gave_up_page = page;
+}
+
+/* The mark and allocation bits of released pages are not read again until
+ * the page is formatted, so the OS pages of the side table that cover only
+ * released pages go back too (1.6% of a 64 KiB page otherwise stays).  A
+ * failure here is harmless: the bits just stay resident. */
+static void release_bits(hl_heap *h, uint32_t first, uint32_t n) {
+  size_t per_page = (size_t)2 * h->bitmap_words * sizeof(uint64_t);
+  size_t os = prim_os_page_size();
+  uintptr_t lo = (uintptr_t)hl__marks(h, first);
+  uintptr_t hi = lo + (size_t)n * per_page;
+  lo = (lo + os - 1) / os * os;
+  hi = hi / os * os;
+  if (hi > lo) prim_call(&h->prim, HL_SITE_meta, (void *)lo, hi - lo, PRIM_DONTNEED);
+}
+
+/* Release the run [first, first+n) (no lock held).  Returns the outcome. */
+static int release_run(hl_heap *h, uint32_t first, uint32_t n, trim_tally *t) {
+  uint8_t *addr = hl__page_addr(h, first);
+  size_t len = (size_t)n << h->page_shift;
+  int out = OUT_REJECTED;
+  prim_result r = prim_call(&h->prim, HL_SITE_release, addr, len, advice_op(h->opt.release_advice));
+  t->calls++;
+  if (!r.err) {
+    out = OUT_PRIMARY;
+  } else if (r.gave_up) {
+    note_gave_up(t, HL_SITE_release, r, first);
+  } else if (h->opt.fallback_advice != HL_FALLBACK_NONE) {
+    r = prim_call(&h->prim, HL_SITE_fallback, addr, len, fallback_op(h->opt.fallback_advice));
+    t->calls++;
+    if (!r.err) out = OUT_FALLBACK;
+    else note_gave_up(t, HL_SITE_fallback, r, first);
+  }
+  if (out != OUT_REJECTED && h->opt.dump_toggle) {
+    /* bmalloc's pairing: exclude the released range from core dumps.  On a
+     * sub-range this splits the VMA; at vm.max_map_count it fails with
+     * EAGAIN every time (seed 001).  Not recorded as released unless it took. */
+    r = prim_call(&h->prim, HL_SITE_dump, addr, len, PRIM_DONTDUMP);
+    if (r.err) {
+      out = OUT_REJECTED;
+      note_gave_up(t, HL_SITE_dump, r, first);
+    } else {
+      for (uint32_t i = 0; i < n; i++) h->pages[first + i].flags |= PF_DUMP_OFF;
+    }
+  }
+  /* record_refused_release=1: the seed's defect -- the result of the advice
+   * was ignored and every page filed as released. */
+  if (out != OUT_REJECTED) release_bits(h, first, n);
+  else if (h->opt.record_refused_release) out = OUT_PRIMARY;
+  return out;
+}
+
+/* End of the contiguous run of sorted pages starting at i. */
+static uint64_t run_end(const uint32_t *pages, uint64_t n, uint64_t i) {
+  uint64_t j = i + 1;
+  while (j < n && pages[j] == pages[j - 1] + 1) j++;
+  return j;
+}
+
+/* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
+ * the syscalls unless the calling thread holds the heap (hl_enter). */
+void hl__trim_locked(hl_heap *h) {
+  if (!h->opt.page_release) return;
+  uint64_t warm = (uint64_t)h->opt.warm_pages;
+  uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
+  if (take > (uint64_t)h->opt.release_per_sweep) take = (uint64_t)h->opt.release_per_sweep;
+  uint64_t budget = h->fallback_count ? (uint64_t)h->opt.upgrade_per_sweep : 0;
+  if (take == 0 && budget == 0) return;
+
+  uint64_t need = take + 2 * budget;
+  if (need > h->scratch_cap) {
+    uint32_t *n = realloc(h->scratch, need * sizeof(uint32_t));
+    if (!n) return; /* try again next trim */
+    h->scratch = n;
+    h->scratch_cap = need;
+  }
+  uint32_t *rel = h->scratch;             /* pages to release */
+  uint32_t *upg = h->scratch + take;      /* upgrade candidates, list order */
+  uint32_t *upg_sorted = upg + budget;    /* the same, by address */
+  uint8_t *outcome = NULL;
+  uint64_t nr = 0, nu = 0;
+
+  /* The coldest pages: the free pool is pushed at its head when a page
+   * empties, so its tail has been empty longest. */
+  for (; nr < take; nr++) {
+    uint32_t p = h->free_pool.tail;
+    hl__page_to_state(h, p, PS_IN_FLIGHT, false);
+    rel[nr] = p;
+  }
+  if (budget) {
+    for (uint32_t p = h->released_pool.head, next; p != HL_NIL && budget; p = next) {
+      next = h->pages[p].next;
+      bool fallback = h->pages[p].release == RK_FALLBACK;
+      if (h->opt.upgrade_budget_counts == HL_BUDGET_SCANNED) budget--;
+      if (!fallback) continue;
+      if (h->opt.upgrade_budget_counts == HL_BUDGET_ATTEMPTS) budget--;
+      hl__page_to_state(h, p, PS_IN_FLIGHT, false);
+      upg[nu++] = p;
+      if (h->fallback_count == 0) break; /* every fallback page is picked */
+    }
+  }
+  if (nr == 0 && nu == 0) return;
+  outcome = malloc(nr ? nr : 1);
+  if (!outcome) {
+    for (uint64_t i = 0; i < nr; i++) hl__page_to_state(h, rel[i], PS_FREE, false);
+    for (uint64_t i = nu; i-- > 0;) hl__page_to_state(h, upg[i], PS_RELEASED, true);
+    return;
+  }
+
+  bool drop = hl__may_drop_lock(h);
+  if (drop) pthread_mutex_unlock(&h->lock);
+  uint64_t t0 = prim_now_ns();
+  trim_tally t = {0};
+
+  qsort(rel, nr, sizeof *rel, cmp_u32);
+  for (uint64_t i = 0, j; i < nr; i = j) {
+    j = run_end(rel, nr, i);
+    /* A page already carrying a release kind is filed as released without
+     * a call.  Unreachable while format initialises the release state; with
+     * init_page_state=0 this is the seed's defect (stale flag, no madvise). */
+    uint64_t k = i;
+    while (k < j) {
+      if (h->pages[rel[k]].release != RK_NONE) {
+        outcome[k] = h->pages[rel[k]].release == RK_FALLBACK ? OUT_FALLBACK : OUT_PRIMARY;
+        k++;
+        continue;
+      }
+      uint64_t e = k;
+      while (e < j && h->pages[rel[e]].release == RK_NONE) e++;
+      int out = t.gave_up ? OUT_REJECTED : release_run(h, rel[k], (uint32_t)(e - k), &t);
+      memset(outcome + k, out, e - k);
+      k = e;
+    }
+  }
+
+  memcpy(upg_sorted, upg, nu * sizeof *upg);
+  qsort(upg_sorted, nu, sizeof *upg_sorted, cmp_u32);
+  for (uint64_t i = 0, j; i < nu && !t.gave_up; i = j) {
+    j = run_end(upg_sorted, nu, i);
+    uint32_t n = (uint32_t)(j - i);
+    t.upgrade_attempts += n;
+    t.upgrade_calls++;
+    prim_result r = prim_call(&h->prim, HL_SITE_upgrade, hl__page_addr(h, upg_sorted[i]),
+                              (size_t)n << h->page_shift, advice_op(h->opt.release_advice));
+    if (!r.err) {
+      for (uint64_t k = i; k < j; k++) h->pages[upg_sorted[k]].release = RK_PRIMARY;
+      t.upgraded += n;
+    } else {
+      note_gave_up(&t, HL_SITE_upgrade, r, upg_sorted[i]);
+    }
+  }
+  uint64_t dt = prim_now_ns() - t0;
+  if (drop) pthread_mutex_lock(&h->lock);
+
+  for (uint64_t i = 0; i < nr; i++) {
+    uint32_t p = rel[i];
+    if (outcome[i] == OUT_REJECTED) {
+      /* Still a good empty page: allocatable, and retried by a later trim. */
+      h->pages[p].flags &= (uint8_t)~PF_DUMP_OFF;
+      hl__page_to_state(h, p, PS_FREE, false);
+      t.rejected++;
+    } else {
+      h->pages[p].release = outcome[i];
+      hl__page_to_state(h, p, PS_RELEASED, false);
+      t.released++;
+      if (outcome[i] == OUT_FALLBACK) t.fallback++;
+    }
+  }
+  /* Upgrade candidates go back to the head in their list order, so the
+   * released pool's order is what it was (scanned mode stalls on them). */
+  for (uint64_t i = nu; i-- > 0;) hl__page_to_state(h, upg[i], PS_RELEASED, true);
+  free(outcome);
+
+  h->st.trims++;
+  h->st.trim_ns += dt;
+  h->st.release_calls += t.calls;
+  h->st.released_pages += t.released;
+  h->st.rejected_pages += t.rejected;
+  h->st.fallback_pages += t.fallback;
+  h->st.upgraded_pages += t.upgraded;
+  h->st.upgrade_attempts += t.upgrade_attempts;
+  h->st.upgrade_calls += t.upgrade_calls;
+  if (t.gave_up)
+    hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)t.gave_up_site, (int64_t)t.gave_up_errno,
+              (int64_t)t.gave_up_retries, (int64_t)t.gave_up_page);
+  hl__event(h, HL_EV_trim, 9, (int64_t)t.released, (int64_t)t.calls, (int64_t)t.rejected,
+            (int64_t)t.fallback, (int64_t)t.upgraded, (int64_t)t.upgrade_attempts, (int64_t)dt,
+            (int64_t)h->free_pool.count, (int64_t)t.gave_up);
+}
+
+/* Restore page p (in flight, lock held) before it is formatted.  0 or errno. */
+int hl__restore_page(hl_heap *h, uint32_t p) {
+  hl_page *d = &h->pages[p];
+  uint8_t *addr = hl__page_addr(h, p);
+  bool dump = (d->flags & PF_DUMP_OFF) != 0;
+  bool drop = (dump || prim_os_op_is_syscall(PRIM_RESTORE)) && hl__may_drop_lock(h);
+  if (drop) pthread_mutex_unlock(&h->lock);
+  prim_result r = prim_call(&h->prim, HL_SITE_restore, addr, h->page_size, PRIM_RESTORE);
+  int site = HL_SITE_restore;
+  if (!r.err && dump) {
+    r = prim_call(&h->prim, HL_SITE_dump, addr, h->page_size, PRIM_DODUMP);
+    site = HL_SITE_dump;
+  }
+  if (drop) pthread_mutex_lock(&h->lock);
+  h->st.restore_calls++;
+  if (r.err) {
+    h->st.restore_failed_pages++;
+    hl__event(h, HL_EV_restore_failed, 3, (int64_t)p, (int64_t)r.err,
+              (int64_t)h->opt.reuse_failed_order);
+    if (r.gave_up)
+      hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)site, (int64_t)r.err, (int64_t)r.retries,
+                (int64_t)p);
+    return r.err;
+  }
+  d->release = RK_NONE;
+  d->flags &= (uint8_t)~PF_DUMP_OFF;
+  return 0;
+}
+
+/* Manual mode has no sweep: a trim runs when frees leave enough empty pages
+ * beyond the warm cache.  Lock held. */
+void hl__trim_maybe(hl_heap *h) {
+  if (!h->opt.page_release || h->in_cycle) return;
+  if (h->free_pool.count <= (uint64_t)h->opt.warm_pages + h->manual_trim_threshold) return;
+  h->in_cycle = true;
+  hl__trim_locked(h);
+  h->in_cycle = false;
+  pthread_cond_broadcast(&h->cycle_done);
+}

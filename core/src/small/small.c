@@ -1,0 +1,173 @@
+/*
+ * small.c -- BiBOP small objects: size classes, allocation inside a page
+ * (in-page free list first, then bump), giving a slot back (manual mode) and
+ * sweeping one page against the out-of-line mark and allocation bits.
+ */
+#include <stdlib.h>
+
+#include "../internal.h"
+
+#define POISON_BYTE 0xDB
+
+/* Classes: every 16 bytes up to 512 (so a 256-byte payload plus its 8-byte
+ * header wastes 8 bytes, not 56), then four per doubling up to small_max. */
+void hl__classes_init(hl_heap *h) {
+  uint32_t max = (uint32_t)((h->opt.small_max + HL_GRANULE - 1) / HL_GRANULE * HL_GRANULE);
+  uint32_t n = 0;
+  for (uint32_t s = HL_GRANULE; s <= max && s <= 512; s += HL_GRANULE) h->cls_size[n++] = s;
+  for (uint32_t base = 512; base < max && n < HL_MAX_CLASSES; base *= 2) {
+    for (uint32_t k = 1; k <= 4 && n < HL_MAX_CLASSES; k++) {
+      uint32_t s = base + base / 4 * k;
+      s = (s + HL_GRANULE - 1) / HL_GRANULE * HL_GRANULE;
+      if (s > max) s = max;
+      if (s > h->cls_size[n - 1]) h->cls_size[n++] = s;
+      if (s == max) break;
+    }
+  }
+  if (h->cls_size[n - 1] < max && n < HL_MAX_CLASSES) h->cls_size[n++] = max;
+  h->nclasses = n;
+  h->small_max = max;
+  uint32_t entries = max / HL_GRANULE + 1;
+  h->size_to_cls = malloc(entries);
+  uint32_t c = 0;
+  for (uint32_t i = 0; i < entries; i++) {
+    uint32_t bytes = i * HL_GRANULE;
+    while (c + 1 < n && h->cls_size[c] < bytes) c++;
+    h->size_to_cls[i] = (uint8_t)c;
+  }
+}
+
+void hl__poison(void *p, size_t n) { memset(p, POISON_BYTE, n); }
+
+bool hl__poison_intact(const void *p, size_t n) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != POISON_BYTE) return false;
+  return true;
+}
+
+/* Take one slot of class cls from the class's owned page, refilling the
+ * owned page from the partial pool or an acquired page.  Lock held. */
+void *hl__small_take(hl_heap *h, uint32_t cls) {
+  uint32_t sz = h->cls_size[cls];
+  for (;;) {
+    uint32_t p = h->owned[cls];
+    if (hl_likely(p != HL_NIL)) {
+      hl_page *d = &h->pages[p];
+      uint8_t *base = hl__page_addr(h, p);
+      uint32_t idx;
+      if (d->free_head) {
+        idx = d->free_head - 1;
+        d->free_head = *(uint32_t *)(base + (uint64_t)idx * sz);
+        d->nfree--;
+      } else if (d->bump < d->nslots) {
+        idx = d->bump++;
+      } else {
+        /* Full: it waits for the next sweep. */
+        h->owned[cls] = HL_NIL;
+        hl__page_to_state(h, p, PS_RETIRED, false);
+        continue;
+      }
+      d->used++;
+      hl__bit_set(hl__allocs(h, p), idx);
+      return base + (uint64_t)idx * sz;
+    }
+    p = h->partial_avail[cls].head;
+    if (p == HL_NIL) {
+      p = hl__acquire_page(h, cls);
+      if (p == HL_NIL) return NULL;
+      if (h->owned[cls] != HL_NIL) {
+        /* Another thread took an owned page while the lock was dropped
+         * for a restore; keep ours as room for later. */
+        hl__page_to_state(h, p, PS_PARTIAL, true);
+        continue;
+      }
+    }
+    hl__page_to_state(h, p, PS_OWNED, false);
+    h->owned[cls] = p;
+  }
+}
+
+/* Manual mode: give a slot back to its page.  Lock held.  Returns false for
+ * a pointer that is not a live slot (double free, foreign pointer). */
+bool hl__small_give_checked(hl_heap *h, void *slot) {
+  uint32_t p = hl__page_of(h, slot);
+  hl_page *d = &h->pages[p];
+  if (!hl__formatted(d->state)) return false;
+  uint32_t sz = h->cls_size[d->cls];
+  uint8_t *base = hl__page_addr(h, p);
+  uint64_t off = (uint64_t)((uint8_t *)slot - base);
+  uint32_t idx = (uint32_t)(off / sz);
+  if (off % sz || idx >= d->bump) return false;
+  uint64_t *ab = hl__allocs(h, p);
+  if (!hl__bit(ab, idx)) return false;
+  hl__bit_clear(ab, idx);
+  if (h->opt.verify) hl__poison(slot, sz);
+  *(uint32_t *)slot = d->free_head;
+  d->free_head = idx + 1;
+  d->nfree++;
+  d->used--;
+  if (d->used == 0 && d->state != PS_OWNED) {
+    hl__page_unformat(h, p);
+    hl__page_to_state(h, p, PS_FREE, true);
+  } else if (d->state == PS_RETIRED || (d->state == PS_PARTIAL && !(d->flags & PF_AVAIL))) {
+    hl__page_to_state(h, p, PS_PARTIAL, false);
+  }
+  return true;
+}
+
+
+/* Sweep one formatted page: every allocated slot without a mark is freed.
+ * A page with nothing live is detected from the bitmaps alone and never
+ * written to.  Returns the bytes still live. */
+uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects) {
+  hl_page *d = &h->pages[p];
+  uint32_t sz = h->cls_size[d->cls];
+  uint32_t words = (d->nslots + 63) / 64;
+  uint64_t *ab = hl__allocs(h, p);
+  const uint64_t *mb = hl__marks(h, p);
+  uint32_t live = 0;
+  for (uint32_t w = 0; w < words; w++) live += (uint32_t)__builtin_popcountll(ab[w] & mb[w]);
+  uint32_t dead = d->used - live;
+  *freed_objects += dead;
+  if (live == 0) {
+    memset(ab, 0, words * sizeof(uint64_t));
+    d->used = 0;
+    return 0;
+  }
+  if (dead) {
+    uint8_t *base = hl__page_addr(h, p);
+    for (uint32_t w = 0; w < words; w++) {
+      uint64_t kill = ab[w] & ~mb[w];
+      ab[w] &= mb[w];
+      while (kill) {
+        uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(kill);
+        kill &= kill - 1;
+        uint8_t *slot = base + (uint64_t)idx * sz;
+        if (h->opt.verify) hl__poison(slot, sz);
+        *(uint32_t *)slot = d->free_head;
+        d->free_head = idx + 1;
+        d->nfree++;
+      }
+    }
+    d->used = live;
+  }
+  return (uint64_t)live * sz;
+}
+
+/* The start of the live small object containing (interior) or starting at
+ * addr, or NULL. */
+void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior) {
+  if (!hl__in_heap(h, addr)) return NULL;
+  uint32_t p = hl__page_of(h, addr);
+  const hl_page *d = &h->pages[p];
+  if (!hl__formatted(d->state)) return NULL;
+  uint32_t sz = h->cls_size[d->cls];
+  uint8_t *base = hl__page_addr(h, p);
+  uint64_t off = (uint64_t)((const uint8_t *)addr - base);
+  uint32_t idx = (uint32_t)(off / sz);
+  if (idx >= d->bump) return NULL;
+  if (!interior && off % sz) return NULL;
+  if (!hl__bit(hl__allocs(h, p), idx)) return NULL;
+  return base + (uint64_t)idx * sz;
+}

@@ -1,0 +1,190 @@
+/*
+ * telemetry.c -- stats names, events (a ring buffer of structured records),
+ * fault-site names, errno names and error messages.  Each list is the X-macro
+ * declared once in heaplab.h.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../internal.h"
+
+/* ---- errors ---- */
+
+static _Thread_local const hl_heap *err_heap;
+static _Thread_local char err_buf[256];
+
+void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap) {
+  vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+  err_heap = h;
+  if (h) {
+    /* Also kept on the heap, for a caller asking from another thread. */
+    hl_heap *m = (hl_heap *)h;
+    pthread_mutex_lock(&m->errlock);
+    memcpy(m->errmsg, err_buf, sizeof err_buf);
+    pthread_mutex_unlock(&m->errlock);
+  }
+  return code;
+}
+
+int hl__fail(const hl_heap *h, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  hl__failv(h, code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+const char *hl_heap_error(const hl_heap *h) {
+  if (err_heap == h) return err_buf;
+  if (!h) return "";
+  hl_heap *m = (hl_heap *)h;
+  pthread_mutex_lock(&m->errlock);
+  memcpy(err_buf, m->errmsg, sizeof err_buf);
+  pthread_mutex_unlock(&m->errlock);
+  err_heap = h;
+  return err_buf;
+}
+
+static const char *const error_names[] = {
+#define EN(name, value, desc) [value] = #name,
+    HL_ERRORS(EN)
+#undef EN
+};
+
+const char *hl_error_name(int code) {
+  if (code < 0 || code >= HL_ERROR_COUNT) return "UNKNOWN";
+  return error_names[code];
+}
+
+const char *hl_version(void) { return "0.1.0"; }
+
+/* ---- stats ---- */
+
+static const char *const stat_names[] = {
+#define SN(name, desc) #name,
+    HL_STATS(SN)
+#undef SN
+};
+static const char *const stat_desc[] = {
+#define SD(name, desc) desc,
+    HL_STATS(SD)
+#undef SD
+};
+#define NSTATS ((int)(sizeof stat_names / sizeof stat_names[0]))
+
+int hl_stat_count(void) { return NSTATS; }
+const char *hl_stat_name(int i) { return i >= 0 && i < NSTATS ? stat_names[i] : NULL; }
+const char *hl_stat_description(int i) { return i >= 0 && i < NSTATS ? stat_desc[i] : NULL; }
+
+/* ---- events ---- */
+
+static const char *const event_names[] = {
+#define EVN(name, fields) #name,
+    HL_EVENTS(EVN)
+#undef EVN
+};
+static const char *const event_fields[] = {
+#define EVF(name, fields) fields,
+    HL_EVENTS(EVF)
+#undef EVF
+};
+
+const char *hl_event_name(int k) { return k >= 0 && k < HL_EV_COUNT ? event_names[k] : NULL; }
+const char *hl_event_fields(int k) { return k >= 0 && k < HL_EV_COUNT ? event_fields[k] : NULL; }
+
+/* Record an event (heap lock held). */
+void hl__event(hl_heap *h, int kind, int nfields, ...) {
+  if (!h->events) return;
+  uint64_t slot = (h->ev_head + h->ev_count) % h->ev_cap;
+  if (h->ev_count == h->ev_cap) {
+    h->ev_head = (h->ev_head + 1) % h->ev_cap;
+    h->st.events_dropped++;
+  } else {
+    h->ev_count++;
+  }
+  hl_event *e = &h->events[slot];
+  memset(e, 0, sizeof *e);
+  e->kind = kind;
+  e->cycle = h->st.cycles;
+  e->time_ns = prim_now_ns();
+  if (nfields > HL_EVENT_MAX_FIELDS) nfields = HL_EVENT_MAX_FIELDS;
+  e->nfields = nfields;
+  va_list ap;
+  va_start(ap, nfields);
+  for (int i = 0; i < nfields; i++) e->fields[i] = va_arg(ap, int64_t);
+  va_end(ap);
+}
+
+int hl_events_read(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear) {
+  if (!h) return HL_EINVAL;
+  if (!count || (!buf && cap)) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL buffer");
+  bool locked = hl__lock(h);
+  size_t n = h->ev_count < cap ? h->ev_count : cap;
+  for (size_t i = 0; i < n; i++) buf[i] = h->events[(h->ev_head + i) % h->ev_cap];
+  if (clear) {
+    h->ev_head = (h->ev_head + n) % h->ev_cap;
+    h->ev_count -= n;
+  }
+  *count = n;
+  hl__unlock(h, locked);
+  return HL_OK;
+}
+
+/* ---- fault sites ---- */
+
+static const char *const site_names[] = {
+#define SITE(name, desc) #name,
+    HL_FAULT_SITES(SITE)
+#undef SITE
+};
+static const char *const mode_names[] = {
+#define MODE(name, desc) #name,
+    HL_FAULT_MODES(MODE)
+#undef MODE
+};
+
+const char *hl_fault_site_name(int s) { return s >= 0 && s < HL_SITE_COUNT ? site_names[s] : NULL; }
+const char *hl_fault_mode_name(int m) {
+  return m >= 0 && m < HL_FAULT_MODE_COUNT ? mode_names[m] : NULL;
+}
+int hl_fault_site_index(const char *name) {
+  for (int i = 0; name && i < HL_SITE_COUNT; i++)
+    if (strcmp(site_names[i], name) == 0) return i;
+  return -1;
+}
+int hl_fault_mode_index(const char *name) {
+  for (int i = 0; name && i < HL_FAULT_MODE_COUNT; i++)
+    if (strcmp(mode_names[i], name) == 0) return i;
+  return -1;
+}
+
+static const struct { const char *name; int value; } errnos[] = {
+    {"EAGAIN", EAGAIN}, {"ENOMEM", ENOMEM}, {"EINVAL", EINVAL}, {"EIO", EIO},
+    {"EPERM", EPERM},   {"EFAULT", EFAULT}, {"EBUSY", EBUSY},   {"ENOSYS", ENOSYS},
+};
+
+int hl_errno_index(const char *name) {
+  for (size_t i = 0; name && i < sizeof errnos / sizeof errnos[0]; i++)
+    if (strcmp(errnos[i].name, name) == 0) return errnos[i].value;
+  return -1;
+}
+
+const char *hl_errno_name(int e) {
+  for (size_t i = 0; i < sizeof errnos / sizeof errnos[0]; i++)
+    if (errnos[i].value == e) return errnos[i].name;
+  return "E?";
+}
+
+int hl_footprint_get(hl_footprint *out) {
+  if (!out) return HL_EINVAL;
+  return prim_os_footprint(out) == 0 ? HL_OK : HL_ESYS;
+}

@@ -1,0 +1,95 @@
+/* Bad input returns an error code and a message naming what was wrong;
+ * nothing crashes, nothing live is freed. */
+#include "check.h"
+
+int main(void) {
+  char err[256];
+  hl_options o;
+  hl_options_defaults(&o);
+  /* options */
+  CHECK(hl_options_set(&o, "no_such_option", "1", err, sizeof err) == HL_EOPTION &&
+            strstr(err, "no_such_option"), "unknown option: %s", err);
+  CHECK(hl_options_set(&o, "warm_pages", "-5", err, sizeof err) == HL_EVALUE &&
+            strstr(err, "warm_pages") && strstr(err, "[0, 1048576]"), "range: %s", err);
+  CHECK(hl_options_set(&o, "page_release", "maybe", err, sizeof err) == HL_EVALUE &&
+            strstr(err, "page_release"), "bool: %s", err);
+  CHECK(hl_options_set(&o, "reuse_failed_order", "random", err, sizeof err) == HL_EVALUE &&
+            strstr(err, "fifo|lifo"), "enum: %s", err);
+  CHECK(hl_options_set(&o, "page_size", "64x", err, sizeof err) == HL_EVALUE, "suffix: %s", err);
+  CHECK(hl_options_set_int(&o, "syscall_retry_max", -2, err, sizeof err) == HL_EVALUE &&
+            strstr(err, "syscall_retry_max"), "int: %s", err);
+  hl_options bad = o;
+  bad.page_size = 65536 + 4096;
+  hl_heap *h = NULL;
+  CHECK(hl_heap_new(&bad, &h, err, sizeof err) == HL_EVALUE && !h && strstr(err, "power of two"),
+        "page_size: %s", err);
+  bad = o;
+  bad.small_max = 8192;
+  bad.page_size = 16384;
+  CHECK(hl_heap_new(&bad, &h, err, sizeof err) == HL_EVALUE && strstr(err, "small_max"),
+        "small_max: %s", err);
+  bad = o;
+  bad.gc_trigger_min_bytes = (int64_t)1 << 30;
+  bad.gc_trigger_max_bytes = (int64_t)1 << 20;
+  CHECK(hl_heap_new(&bad, &h, err, sizeof err) == HL_EVALUE && strstr(err, "gc_trigger_min_bytes"),
+        "trigger bounds: %s", err);
+  CHECK(hl_heap_new(&o, NULL, err, sizeof err) == HL_EINVAL, "NULL out");
+
+  h = HEAP("verify=true");
+  hl_heap *other = HEAP("page_release=false");
+  hl_ref keep, r, foreign;
+  OK(h, hl_alloc(h, 64, 2, &keep));
+  char pattern[64];
+  memset(pattern, 0x5a, sizeof pattern);
+  OK(h, hl_ref_write(h, keep, 0, pattern, sizeof pattern));
+  OK(other, hl_alloc(other, 8, 1, &foreign));
+
+  FAILS(h, HL_EINVAL, "size", hl_alloc(h, HL_MAX_SIZE + 1, 0, &r));
+  FAILS(h, HL_EINVAL, "refs", hl_alloc(h, 8, HL_MAX_REFS + 1, &r));
+  FAILS(h, HL_EINVAL, "NULL", hl_alloc(h, 8, 0, NULL));
+  FAILS(h, HL_ERANGE, "slot 2", hl_ref_get(h, keep, 2, &r));
+  FAILS(h, HL_ERANGE, "slot 99", hl_ref_set(h, keep, 99, 0));
+  FAILS(h, HL_EFOREIGN, "another heap", hl_ref_set(h, keep, 0, foreign));
+  FAILS(h, HL_EFOREIGN, "another heap", hl_ref_info(h, foreign, &(hl_object_info){0}));
+  FAILS(h, HL_EINVAL, "null", hl_ref_info(h, 0, &(hl_object_info){0}));
+  FAILS(h, HL_ESTALE, "unknown", hl_ref_release(h, keep + 12345));
+  OK(h, hl_alloc(h, 8, 0, &r));
+  OK(h, hl_ref_release(h, r));
+  FAILS(h, HL_ESTALE, "released", hl_ref_release(h, r));
+  FAILS(h, HL_ESTALE, "released", hl_ref_set(h, keep, 0, r));
+  FAILS(h, HL_ESTALE, "released", hl_ref_get(h, r, 0, &r));
+  FAILS(h, HL_ERANGE, "outside", hl_ref_write(h, keep, 60, pattern, 8));
+  FAILS(h, HL_ERANGE, "outside", hl_ref_read(h, keep, UINT64_MAX, pattern, 2));
+  FAILS(h, HL_EINVAL, "cycles", hl_collect(h, 0, -1));
+  FAILS(h, HL_EINVAL, "major", hl_collect(h, 1, 7));
+  FAILS(h, HL_EINVAL, "total_bytes", hl_fill(h, HL_MAX_SIZE + 1, 8, 0, &r));
+  FAILS(h, HL_EINVAL, "2^31", hl_fill(h, (uint64_t)1 << 40, 0, 0, &r));
+  FAILS(h, HL_EINVAL, "site", hl_inject(h, 99, HL_FAULT_always, 0, 5));
+  FAILS(h, HL_EINVAL, "mode", hl_inject(h, HL_SITE_release, 42, 0, 5));
+  FAILS(h, HL_EINVAL, "every needs", hl_inject(h, HL_SITE_release, HL_FAULT_every, 0, 5));
+  FAILS(h, HL_EINVAL, "errno", hl_inject(h, HL_SITE_release, HL_FAULT_always, 0, 0));
+  FAILS(h, HL_EMODE, "manual", hl_malloc(h, 8) ? HL_OK : HL_EMODE);
+  FAILS(h, HL_EINVAL, "duration", hl_churn(h, -1, 64, 1024, 0, &(hl_churn_result){0}));
+  FAILS(h, HL_EINVAL, "live_bytes", hl_churn(h, 0.01, 64, 8, 0, &(hl_churn_result){0}));
+  FAILS(h, HL_EINVAL, "not a registered", hl_roots_remove(h, pattern));
+  CHECK(hl_obj_new(h, HL_MAX_SIZE + 1, 0) == NULL, "raw alloc of a huge size");
+  CHECK(hl_obj_new_in(h, NULL, 0, 8, 0) == NULL, "raw alloc into NULL");
+  CHECK(hl_alloc(NULL, 8, 0, &r) == HL_EINVAL, "NULL heap");
+  CHECK(hl_collect(NULL, 1, -1) == HL_EINVAL, "NULL heap collect");
+  hl_heap_free(NULL);
+
+  hl_heap *m = HEAP("mode=manual");
+  FAILS(m, HL_EMODE, "collected", hl_alloc(m, 8, 0, &r));
+  FAILS(m, HL_EMODE, "manual heap", hl_collect(m, 1, -1));
+  hl_heap_free(m);
+
+  /* the object that was live through all of it is intact */
+  OK(h, hl_collect(h, 2, 1));
+  char back[64];
+  OK(h, hl_ref_read(h, keep, 0, back, sizeof back));
+  CHECK(memcmp(back, pattern, sizeof back) == 0, "live payload changed");
+  check_invariants(h);
+  hl_heap_free(h);
+  hl_heap_free(other);
+  return 0;
+}

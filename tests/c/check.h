@@ -1,0 +1,100 @@
+/*
+ * check.h -- the C scenario tests' few helpers.  One scenario per file, named
+ * after what it proves; a failed CHECK prints where and why and exits 1.
+ */
+#ifndef HL_TEST_CHECK_H
+#define HL_TEST_CHECK_H
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heaplab.h"
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+
+#define OK(h, expr)                                                            \
+  do {                                                                         \
+    int rc_ = (expr);                                                          \
+    CHECK(rc_ == HL_OK, "%s returned %s: %s", #expr, hl_error_name(rc_),       \
+          hl_heap_error(h));                                                   \
+  } while (0)
+
+/* Expect an error code and a message containing `needle`. */
+#define FAILS(h, code, needle, expr)                                           \
+  do {                                                                         \
+    int rc_ = (expr);                                                          \
+    CHECK(rc_ == (code), "%s returned %s, expected %s (%s)", #expr,            \
+          hl_error_name(rc_), hl_error_name(code), hl_heap_error(h));          \
+    CHECK(strstr(hl_heap_error(h), (needle)) != NULL,                          \
+          "message of %s is '%s', expected it to mention '%s'", #expr,         \
+          hl_heap_error(h), (needle));                                         \
+  } while (0)
+
+#define MiB (1024.0 * 1024.0)
+
+/* A heap from "name=value" pairs on top of the defaults (no environment). */
+static inline hl_heap *heap_with(const char *first, ...) {
+  hl_options o;
+  hl_options_defaults(&o);
+  char err[256];
+  va_list ap;
+  va_start(ap, first);
+  for (const char *kv = first; kv; kv = va_arg(ap, const char *)) {
+    char name[64];
+    const char *eq = strchr(kv, '=');
+    CHECK(eq && (size_t)(eq - kv) < sizeof name, "bad option pair '%s'", kv);
+    memcpy(name, kv, (size_t)(eq - kv));
+    name[eq - kv] = 0;
+    int rc = hl_options_set(&o, name, eq + 1, err, sizeof err);
+    CHECK(rc == HL_OK, "option %s: %s", kv, err);
+  }
+  va_end(ap);
+  hl_heap *h = NULL;
+  int rc = hl_heap_new(&o, &h, err, sizeof err);
+  CHECK(rc == HL_OK, "hl_heap_new: %s", err);
+  return h;
+}
+#define HEAP(...) heap_with(__VA_ARGS__, (const char *)NULL)
+
+static inline hl_stats stats_of(hl_heap *h) {
+  hl_stats s;
+  OK(h, hl_stats_get(h, &s));
+  return s;
+}
+
+static inline uint64_t resident_of(hl_heap *h) {
+  uint64_t r;
+  OK(h, hl_resident_bytes(h, &r));
+  return r;
+}
+
+static inline uint64_t vmas_of(hl_heap *h) {
+  uint64_t v;
+  OK(h, hl_vma_count(h, &v));
+  return v;
+}
+
+static inline void check_invariants(hl_heap *h) { OK(h, hl_heap_check(h)); }
+
+/* Collect until a cycle releases nothing more (bounded). */
+static inline void collect_settled(hl_heap *h) {
+  for (int i = 0; i < 64; i++) {
+    uint64_t before = stats_of(h).released_pages;
+    OK(h, hl_collect(h, 1, -1));
+    hl_stats s = stats_of(h);
+    if (i > 0 && s.released_pages == before) break;
+  }
+}
+
+#endif

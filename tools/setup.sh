@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# setup.sh -- installs everything heaplab needs on a fresh Debian machine.
+# Idempotent: a package already present is not installed again.  Shared by
+# `make test`, `make experiments`, `make bench` and `make notebooks`.
+#
+#   tools/setup.sh [base] [bench] [clients]
+#
+# base     compiler, Lua 5.4, Meson, CFFI, pytest, the analysis stack
+# bench    the peers of the benchmarks: Boehm GC, mimalloc, jemalloc
+# clients  the real programs run on heaplab-lua / heaplab-python
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+
+apt_base="gcc make pkg-config lua5.4 liblua5.4-dev valgrind"
+apt_bench="libgc-dev libmimalloc-dev libjemalloc-dev"
+apt_clients="lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem"
+pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel"
+
+profiles=${*:-base}
+want=""
+for p in $profiles; do
+  case $p in
+    base) want="$want $apt_base" ;;
+    bench) want="$want $apt_base $apt_bench" ;;
+    clients) want="$want $apt_base $apt_clients" ;;
+    *) echo "setup.sh: unknown profile '$p' (base, bench, clients)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for pkg in $want; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp=".setup-python.stamp"
+if [ ! -f "$stamp" ] || [ "$stamp" -ot "$0" ]; then
+  echo "setup.sh: installing Python packages: $pip_base"
+  # shellcheck disable=SC2086
+  $PYTHON -m pip install -q --disable-pip-version-check $pip_base
+  touch "$stamp"
+fi
