@@ -388,6 +388,42 @@ typedef struct hl_footprint {
 
 int hl_footprint_get(hl_footprint *out);
 
+/* A footprint sampler: a thread reading the process footprint every
+ * interval_us, keeping the lowest and highest values (overall and since the
+ * last mark) and a time series for plots.  When the series fills, every
+ * other sample is dropped and the interval doubles, so a long phase still
+ * spans the whole buffer.  Assertions on asynchronous reclamation use the
+ * LOWEST value seen after a marked event, never a reading at a chosen instant. */
+typedef struct hl_sampler hl_sampler;
+
+typedef struct hl_sample {
+  uint64_t t_ns;           /* CLOCK_MONOTONIC */
+  uint64_t phys_footprint;
+  uint64_t rss;
+  uint64_t lazyfree;
+} hl_sample;
+
+typedef struct hl_sampler_summary {
+  uint64_t samples;        /* taken since start */
+  uint64_t min_phys, max_phys;               /* since start (or reset) */
+  uint64_t min_phys_after_mark, max_phys_after_mark; /* since the last mark */
+  uint64_t min_rss, max_rss;
+  uint64_t mark_ns;        /* time of the last mark, 0 if none */
+  uint64_t interval_us;    /* current interval */
+  uint64_t stored;         /* samples in the series */
+} hl_sampler_summary;
+
+int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity);
+/* Take a sample now and start the "after mark" window with it. */
+int hl_sampler_mark(hl_sampler *s);
+/* Take a sample now and restart the overall window (min/max) with it. */
+int hl_sampler_reset(hl_sampler *s);
+int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *out);
+/* Copy stored samples [from, from+cap) of the series. */
+int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size_t *count);
+/* Stop the thread and free the sampler.  NULL is ignored. */
+void hl_sampler_stop(hl_sampler *s);
+
 /* ------------------------------------------------------------------------ */
 /* Heaps                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -436,6 +472,9 @@ typedef uint64_t hl_ref;
 
 #define HL_MAX_REFS ((uint64_t)1 << 24)    /* reference slots per object */
 #define HL_MAX_SIZE ((uint64_t)1 << 40)    /* payload bytes per object */
+/* The same limits as functions, for bindings that cannot see macros. */
+uint64_t hl_max_refs(void);
+uint64_t hl_max_size(void);
 
 typedef struct hl_object_info {
   uint64_t size;     /* payload bytes */

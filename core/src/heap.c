@@ -689,6 +689,9 @@ int hl_faults_get(hl_heap *h, hl_fault_state *buf, size_t cap, size_t *count) {
   return HL_OK;
 }
 
+uint64_t hl_max_refs(void) { return HL_MAX_REFS; }
+uint64_t hl_max_size(void) { return HL_MAX_SIZE; }
+
 /* ---- raw objects ---- */
 
 void hl_enter(hl_heap *h) {

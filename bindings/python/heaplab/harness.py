@@ -1,0 +1,350 @@
+"""The experiment harness.
+
+An experiment is a set of arms.  Each arm runs in a fresh interpreter process
+(so arms never share a baseline), as a sequence of named phases, and returns
+JSON records on its stdout (stderr is never parsed: the seed lost a phase to a
+tracer line spliced into a marker).
+
+Every phase records phys_footprint, rss, lazyfree and the heap's residency
+before and after, the peak during the phase, and the lowest value seen after a
+marked event -- sampled by a C thread (heaplab.Sampler) -- because reclamation
+can be asynchronous and a reading at a chosen instant is the wrong measurement.
+
+    E1 = Experiment("E1", "page floor")
+
+    @E1.arm("off", page_release=False)
+    @E1.arm("on", page_release=True)
+    def page_floor(rec, **options):
+        h = heaplab.Heap(**options)
+        with rec.phase("fill", heap=h):
+            r = h.fill(192 << 20, 256)
+        with rec.phase("drop", heap=h) as ph:
+            ph.mark()                       # lowest-after-mark starts here
+            r.release(); h.collect(cycles=4)
+
+    results = E1.run()                      # {"off": ArmResult, "on": ArmResult}
+    results["on"].phase("drop").returned    # phys before - low after mark
+
+Records land in a results folder (HEAPLAB_RESULTS, default ./results), one
+JSON file per arm and a CSV of every phase.
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+from . import Heap, Sampler, footprint
+
+MiB = 1024 * 1024
+
+# The figures of a phase record, all bytes unless named *_s.
+FIGURES = (
+    "phys_before", "phys_after", "phys_peak", "phys_low", "phys_low_after_mark",
+    "rss_before", "rss_after", "rss_peak", "lazyfree_before", "lazyfree_after",
+    "anonymous_before", "anonymous_after", "resident_before", "resident_after",
+    "vmas_after", "duration_s",
+)
+
+
+def results_dir():
+    return os.environ.get("HEAPLAB_RESULTS", os.path.join(os.getcwd(), "results"))
+
+
+# ---- inside an arm's process ---------------------------------------------------------
+
+class Phase:
+    """One named phase of an arm; use through Recorder.phase()."""
+
+    def __init__(self, recorder, name, heap):
+        self.rec = recorder
+        self.name = name
+        self.heap = heap
+        self.notes = {}
+        self.marked = False
+
+    def _heap_figures(self):
+        h = self.heap
+        if h is None or h.closed:
+            return None, None
+        return h.resident_bytes(), h.vma_count()
+
+    def __enter__(self):
+        s = self.rec.sampler
+        s.reset()
+        f = footprint()
+        self.t0 = time.monotonic_ns()
+        res, _ = self._heap_figures()
+        self.record = {
+            "experiment": self.rec.experiment, "arm": self.rec.arm, "phase": self.name,
+            "index": len(self.rec.records), "t_start_s": (self.t0 - self.rec.t0) / 1e9,
+            "phys_before": f.phys_footprint, "rss_before": f.rss, "lazyfree_before": f.lazyfree,
+            "anonymous_before": f.anonymous, "resident_before": res,
+        }
+        return self
+
+    def mark(self, label="event"):
+        """Start the lowest-after-mark window now (e.g. just before a drop)."""
+        self.rec.sampler.mark()
+        self.marked = True
+        self.notes["mark"] = label
+        self.notes["mark_s"] = (time.monotonic_ns() - self.rec.t0) / 1e9
+
+    def note(self, key, value):
+        """Attach a figure of the experiment's own (JSON-serialisable)."""
+        self.notes[key] = value
+
+    def __exit__(self, exc_type, exc, tb):
+        summ = self.rec.sampler.summary()
+        f = footprint()
+        t1 = time.monotonic_ns()
+        res, vmas = self._heap_figures()
+        r = self.record
+        r.update({
+            "t_end_s": (t1 - self.rec.t0) / 1e9, "duration_s": (t1 - self.t0) / 1e9,
+            "phys_after": f.phys_footprint, "rss_after": f.rss, "lazyfree_after": f.lazyfree,
+            "anonymous_after": f.anonymous, "resident_after": res, "vmas_after": vmas,
+            "phys_peak": summ["max_phys"], "phys_low": summ["min_phys"],
+            "rss_peak": summ["max_rss"],
+            "phys_low_after_mark": summ["min_phys_after_mark"] if self.marked else None,
+            "samples": summ["samples"],
+            "notes": self.notes,
+        })
+        if self.heap is not None and not self.heap.closed:
+            r["stats"] = self.heap.stats().as_dict()
+        self.rec.records.append(r)
+        return False
+
+
+class Recorder:
+    """What an arm function receives: phase() and the records so far."""
+
+    def __init__(self, experiment, arm, interval_s=0.002):
+        self.experiment = experiment
+        self.arm = arm
+        self.records = []
+        self.notes = {}
+        self.t0 = time.monotonic_ns()
+        self.sampler = Sampler(interval_s=interval_s)
+
+    def phase(self, name, heap=None):
+        return Phase(self, name, heap)
+
+    def note(self, key, value):
+        self.notes[key] = value
+
+    def series(self):
+        """The arm's footprint time series: [[t_s, phys, rss, lazyfree], ...]."""
+        return [[(t - self.t0) / 1e9, p, r, l] for t, p, r, l in self.sampler.series()]
+
+
+def _child_main(argv):
+    path, exp_name, arm_name = argv
+    spec = importlib.util.spec_from_file_location("_heaplab_experiment", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    exp = getattr(mod, exp_name)
+    arm = exp.arms[arm_name]
+    rec = Recorder(exp.name, arm_name)
+    out = {"experiment": exp.name, "title": exp.title, "arm": arm_name, "options": arm["options"],
+           "params": arm["params"], "pid": os.getpid(), "error": None}
+    try:
+        arm["fn"](rec, **arm["params"], **arm["options"])
+    except BaseException:  # report, do not lose the records so far
+        out["error"] = traceback.format_exc()
+    out["records"] = rec.records
+    out["notes"] = rec.notes
+    out["series"] = rec.series()
+    rec.sampler.stop()
+    sys.stdout.write(json.dumps(out))
+    sys.stdout.flush()
+    return 0 if out["error"] is None else 1
+
+
+# ---- in the parent ------------------------------------------------------------------------
+
+class ArmFailed(RuntimeError):
+    pass
+
+
+class ArmResult:
+    """The JSON an arm's process returned, with figure helpers."""
+
+    def __init__(self, data):
+        self.data = data
+        self.records = data["records"]
+        self.arm = data["arm"]
+        self.experiment = data["experiment"]
+
+    def phase(self, name):
+        for r in self.records:
+            if r["phase"] == name:
+                return PhaseRecord(r)
+        raise KeyError(f"arm {self.arm} has no phase {name!r} "
+                       f"(phases: {[r['phase'] for r in self.records]})")
+
+    @property
+    def notes(self):
+        return self.data.get("notes", {})
+
+    @property
+    def series(self):
+        return self.data.get("series", [])
+
+
+class PhaseRecord(dict):
+    """A phase record (a dict) with the usual derived figures."""
+
+    @property
+    def returned(self):
+        """Bytes the phase gave back: phys before minus the lowest after the mark."""
+        low = self["phys_low_after_mark"] if self["phys_low_after_mark"] is not None else self["phys_after"]
+        return self["phys_before"] - low
+
+    @property
+    def growth(self):
+        return self["phys_after"] - self["phys_before"]
+
+    @property
+    def peak_growth(self):
+        return self["phys_peak"] - self["phys_before"]
+
+    def stat(self, name):
+        return self["stats"][name]
+
+    def note(self, name):
+        return self["notes"][name]
+
+
+def child_env(extra=None):
+    env = dict(os.environ)
+    env["MALLOC_PERTURB_"] = "0"       # DESIGN.md section 5
+    env.pop("HEAPLAB_COUNTERS_FILE", None)
+    env.update(extra or {})
+    return env
+
+
+def spawn_arm(path, exp_name, arm_name, env=None):
+    """Start an arm in a fresh interpreter; returns the Popen (stdout = JSON)."""
+    cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=child_env(env), text=True)
+
+
+class Experiment:
+    """A named set of arms.  Declare arms with the @arm decorator in the
+    experiment's own module; run() spawns one process per arm."""
+
+    def __init__(self, name, title, seed=None):
+        self.name = name
+        self.title = title
+        self.seed = seed or {}
+        self.arms = {}
+        self.path = None
+        self.var = None
+
+    def arm(self, arm_name, params=None, **options):
+        """Declare an arm: the decorated function(rec, **params, **options)
+        runs in the arm's own process; options are meant for heaplab.Heap."""
+        def deco(fn):
+            self.arms[arm_name] = {"fn": fn, "options": options, "params": params or {}}
+            if self.path is None:
+                mod = sys.modules[fn.__module__]
+                self.path = os.path.abspath(mod.__file__)
+                for k, v in vars(mod).items():
+                    if v is self:
+                        self.var = k
+            return fn
+        return deco
+
+    def _locate(self):
+        if self.var is None:
+            mod = sys.modules.get(self.arms[next(iter(self.arms))]["fn"].__module__)
+            for k, v in vars(mod).items():
+                if v is self:
+                    self.var = k
+        if self.var is None:
+            raise RuntimeError(f"experiment {self.name} must be a module-level variable")
+
+    def run(self, arms=None, timeout=600, env=None, save=True):
+        """Run the arms (all by default), one fresh process each, in order.
+        Returns {arm: ArmResult}; raises ArmFailed with the child's traceback."""
+        self._locate()
+        out = {}
+        for arm_name in arms or list(self.arms):
+            p = spawn_arm(self.path, self.var, arm_name, env)
+            try:
+                stdout, stderr = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+                raise ArmFailed(f"{self.name}/{arm_name}: no result within {timeout} s")
+            try:
+                data = json.loads(stdout)
+            except ValueError:
+                raise ArmFailed(f"{self.name}/{arm_name}: exit {p.returncode}, no JSON on stdout;"
+                                f" stderr:\n{stderr[-4000:]}") from None
+            data["stderr_tail"] = stderr[-2000:]
+            data["seed"] = self.seed
+            if save:
+                save_arm(data)
+            if data.get("error"):
+                raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n{data['error']}")
+            out[arm_name] = ArmResult(data)
+        return out
+
+
+def save_arm(data, folder=None):
+    """Write an arm's JSON and append its phases to the experiment's CSV."""
+    folder = os.path.join(folder or results_dir(), data["experiment"])
+    os.makedirs(folder, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
+    with open(os.path.join(folder, f"{safe}.json"), "w") as f:
+        json.dump(data, f)
+    write_csv(folder)
+
+
+def load_arms(folder):
+    """Every arm JSON under a results folder (recursively)."""
+    out = []
+    for root, _, files in os.walk(folder):
+        for name in sorted(files):
+            if name.endswith(".json"):
+                with open(os.path.join(root, name)) as f:
+                    try:
+                        data = json.load(f)
+                    except ValueError:
+                        continue
+                if isinstance(data, dict) and "records" in data and "arm" in data:
+                    out.append(data)
+    return out
+
+
+def write_csv(folder):
+    rows = []
+    for data in load_arms(folder):
+        for r in data["records"]:
+            row = {"experiment": r["experiment"], "arm": r["arm"], "phase": r["phase"]}
+            row.update({k: r.get(k) for k in FIGURES})
+            rows.append(row)
+    with open(os.path.join(folder, "records.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["experiment", "arm", "phase", *FIGURES])
+        w.writeheader()
+        w.writerows(rows)
+
+
+def mib(x):
+    return None if x is None else x / MiB
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "child":
+        sys.exit(_child_main(sys.argv[2:]))
+    print("usage: python -m heaplab.harness child PATH EXPERIMENT ARM", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,149 @@
+/*
+ * sampler.c -- a thread that samples the process footprint (prim's
+ * smaps_rollup probe) for the experiment harnesses of Python and Lua: the
+ * peak, the lowest value after a marked event, and a decimating time series.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../internal.h"
+
+struct hl_sampler {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  bool stop;
+  uint64_t interval_us;
+  hl_sample *series;
+  size_t cap, n;
+  uint64_t taken;
+  uint64_t min_phys, max_phys, min_rss, max_rss;
+  uint64_t min_after, max_after, mark_ns;
+};
+
+static void take(hl_sampler *s) {
+  hl_footprint f;
+  if (prim_os_footprint(&f)) return;
+  hl_sample x = {prim_now_ns(), f.phys_footprint, f.rss, f.lazyfree};
+  pthread_mutex_lock(&s->lock);
+  if (s->taken == 0 || x.phys_footprint < s->min_phys) s->min_phys = x.phys_footprint;
+  if (x.phys_footprint > s->max_phys) s->max_phys = x.phys_footprint;
+  if (s->taken == 0 || x.rss < s->min_rss) s->min_rss = x.rss;
+  if (x.rss > s->max_rss) s->max_rss = x.rss;
+  if (s->mark_ns) {
+    if (!s->min_after || x.phys_footprint < s->min_after) s->min_after = x.phys_footprint;
+    if (x.phys_footprint > s->max_after) s->max_after = x.phys_footprint;
+  }
+  if (s->n == s->cap) {
+    /* decimate: keep every other sample, sample half as often */
+    for (size_t i = 0; i < s->n / 2; i++) s->series[i] = s->series[2 * i + 1];
+    s->n /= 2;
+    s->interval_us *= 2;
+  }
+  s->series[s->n++] = x;
+  s->taken++;
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void *run(void *arg) {
+  hl_sampler *s = arg;
+  pthread_mutex_lock(&s->lock);
+  while (!s->stop) {
+    uint64_t us = s->interval_us;
+    pthread_mutex_unlock(&s->lock);
+    take(s);
+    pthread_mutex_lock(&s->lock);
+    if (s->stop) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + us * 1000u;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&s->cv, &s->lock, &ts);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
+  if (!out) return HL_EINVAL;
+  *out = NULL;
+  if (interval_us < 100 || interval_us > 10000000u || capacity < 16 || capacity > (1u << 24))
+    return HL_EINVAL;
+  hl_sampler *s = calloc(1, sizeof *s);
+  if (!s) return HL_ENOMEM;
+  s->series = malloc(capacity * sizeof(hl_sample));
+  if (!s->series) {
+    free(s);
+    return HL_ENOMEM;
+  }
+  s->cap = capacity & ~(size_t)1;
+  s->interval_us = interval_us;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  take(s);
+  if (pthread_create(&s->thread, NULL, run, s)) {
+    free(s->series);
+    free(s);
+    return HL_ESYS;
+  }
+  *out = s;
+  return HL_OK;
+}
+
+int hl_sampler_mark(hl_sampler *s) {
+  if (!s) return HL_EINVAL;
+  pthread_mutex_lock(&s->lock);
+  s->mark_ns = prim_now_ns();
+  s->min_after = s->max_after = 0;
+  pthread_mutex_unlock(&s->lock);
+  take(s);
+  return HL_OK;
+}
+
+int hl_sampler_reset(hl_sampler *s) {
+  if (!s) return HL_EINVAL;
+  pthread_mutex_lock(&s->lock);
+  s->taken = 0;
+  s->max_phys = s->max_rss = 0;
+  s->mark_ns = 0;
+  s->min_after = s->max_after = 0;
+  pthread_mutex_unlock(&s->lock);
+  take(s);
+  return HL_OK;
+}
+
+int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
+  if (!s || !o) return HL_EINVAL;
+  take(s); /* the value now counts too */
+  pthread_mutex_lock(&s->lock);
+  *o = (hl_sampler_summary){s->taken, s->min_phys, s->max_phys, s->min_after, s->max_after,
+                            s->min_rss, s->max_rss, s->mark_ns, s->interval_us, s->n};
+  pthread_mutex_unlock(&s->lock);
+  return HL_OK;
+}
+
+int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size_t *count) {
+  if (!s || !count || (!buf && cap)) return HL_EINVAL;
+  pthread_mutex_lock(&s->lock);
+  size_t n = from < s->n ? s->n - from : 0;
+  if (n > cap) n = cap;
+  memcpy(buf, s->series + from, n * sizeof *buf);
+  *count = n;
+  pthread_mutex_unlock(&s->lock);
+  return HL_OK;
+}
+
+void hl_sampler_stop(hl_sampler *s) {
+  if (!s) return;
+  pthread_mutex_lock(&s->lock);
+  s->stop = true;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->thread, NULL);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->cv);
+  free(s->series);
+  free(s);
+}
