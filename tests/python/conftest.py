@@ -1,0 +1,10 @@
+import pytest
+
+import heaplab
+
+
+@pytest.fixture
+def heap():
+    h = heaplab.Heap()
+    yield h
+    h.close()

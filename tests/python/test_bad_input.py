@@ -1,0 +1,116 @@
+"""Bad input raises the documented exception with a message naming what was
+wrong; nothing crashes and no live object is harmed."""
+import pytest
+
+import heaplab
+
+
+@pytest.fixture(scope="module")
+def env():
+    h = heaplab.Heap(verify=True)
+    other = heaplab.Heap()
+    keep = h.alloc(64, refs=2)
+    keep.write(b"\x5a" * 64)
+    foreign = other.alloc(8, refs=1)
+    released = h.alloc(8)
+    released.release()
+    yield h, keep, foreign, released
+    # the live object survived every bad call
+    h.collect(cycles=2, major=True)
+    assert keep.read() == b"\x5a" * 64
+    h.check()
+    h.close()
+    other.close()
+
+
+OPTION_CASES = [
+    (dict(no_such_option=1), TypeError, "no_such_option"),
+    (dict(warm_pages=-1), ValueError, r"warm_pages.*\[0, 1048576\]"),
+    (dict(warm_pages=1 << 70), ValueError, "warm_pages"),
+    (dict(warm_pages="many"), ValueError, "warm_pages"),
+    (dict(warm_pages=1.5), TypeError, "warm_pages"),
+    (dict(warm_pages=True), TypeError, "warm_pages"),
+    (dict(page_release=2), TypeError, "page_release"),
+    (dict(page_release="maybe"), ValueError, "page_release"),
+    (dict(reuse_failed_order="random"), ValueError, r"fifo\|lifo"),
+    (dict(reuse_failed_order=1), TypeError, "reuse_failed_order"),
+    (dict(page_size=65536 + 4096), ValueError, "power of two"),
+    (dict(page_size=1024), ValueError, "page_size"),
+    (dict(small_max=8192, page_size=16384), ValueError, "small_max"),
+    (dict(syscall_retry_max=-2), ValueError, "syscall_retry_max"),
+    (dict(gc_trigger_min_bytes=1 << 30, gc_trigger_max_bytes=1 << 20), ValueError,
+     "gc_trigger_min_bytes"),
+    (dict(reserve_bytes="12q"), ValueError, "reserve_bytes"),
+]
+
+
+@pytest.mark.parametrize("kwargs,exc,msg", OPTION_CASES)
+def test_bad_options(kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        heaplab.Heap(**kwargs)
+
+
+CALL_CASES = [
+    ("alloc negative size", lambda h, k, f, r: h.alloc(-1), ValueError, "size"),
+    ("alloc huge size", lambda h, k, f, r: h.alloc(1 << 41), ValueError, "size"),
+    ("alloc 2^64 size", lambda h, k, f, r: h.alloc(1 << 64), ValueError, "size"),
+    ("alloc float size", lambda h, k, f, r: h.alloc(1.5), TypeError, "size"),
+    ("alloc str size", lambda h, k, f, r: h.alloc("8"), TypeError, "size"),
+    ("alloc too many refs", lambda h, k, f, r: h.alloc(8, refs=(1 << 24) + 1), ValueError, "refs"),
+    ("alloc negative refs", lambda h, k, f, r: h.alloc(8, refs=-1), ValueError, "refs"),
+    ("slot index too big", lambda h, k, f, r: k[2], IndexError, "slot 2"),
+    ("slot index too negative", lambda h, k, f, r: k[-3], IndexError, "slot -3"),
+    ("slot index not int", lambda h, k, f, r: k["0"], TypeError, "slot index"),
+    ("slot set out of range", lambda h, k, f, r: k.__setitem__(5, None), IndexError, "slot 5"),
+    ("slot value not a Ref", lambda h, k, f, r: k.__setitem__(0, 42), TypeError, "Ref or None"),
+    ("foreign Ref in a slot", lambda h, k, f, r: k.__setitem__(0, f), ValueError, "another heap"),
+    ("released Ref in a slot", lambda h, k, f, r: k.__setitem__(0, r), heaplab.StaleRef, "released"),
+    ("released Ref read", lambda h, k, f, r: r.size, heaplab.StaleRef, "released"),
+    ("released Ref slot", lambda h, k, f, r: r[0], heaplab.StaleRef, "released"),
+    ("read past payload", lambda h, k, f, r: k.read(60, 8), IndexError, "outside"),
+    ("write past payload", lambda h, k, f, r: k.write(b"x" * 65), IndexError, "outside"),
+    ("fill negative total", lambda h, k, f, r: h.fill(-1, 8), ValueError, "total_bytes"),
+    ("fill too many objects", lambda h, k, f, r: h.fill(1 << 40, 0), ValueError, "2\\^31"),
+    ("collect zero cycles", lambda h, k, f, r: h.collect(cycles=0), ValueError, "cycles"),
+    ("collect bad major", lambda h, k, f, r: h.collect(major="yes"), TypeError, "major"),
+    ("inject unknown site", lambda h, k, f, r: h.inject("nowhere", "always"), ValueError, "site"),
+    ("inject unknown mode", lambda h, k, f, r: h.inject("release", "sometimes"), ValueError, "mode"),
+    ("inject every 0", lambda h, k, f, r: h.inject("release", "every", 0), ValueError, "every"),
+    ("inject bad errno", lambda h, k, f, r: h.inject("release", "always", errno="ENOPE"), ValueError,
+     "errno"),
+    ("inject negative sticky", lambda h, k, f, r: h.inject("restore", "sticky", -1), ValueError,
+     "sticky"),
+    ("churn negative duration", lambda h, k, f, r: h.churn(-1, 64, 1024), ValueError, "duration"),
+    ("churn ring smaller than an object", lambda h, k, f, r: h.churn(0.01, 64, 8), ValueError,
+     "live_bytes"),
+    ("churn bad rate", lambda h, k, f, r: h.churn(0.01, 64, 1024, rate_bytes_per_s=-5), ValueError,
+     "rate"),
+]
+
+
+@pytest.mark.parametrize("name,call,exc,msg", CALL_CASES, ids=[c[0] for c in CALL_CASES])
+def test_bad_calls(env, name, call, exc, msg):
+    h, keep, foreign, released = env
+    with pytest.raises(exc, match=msg):
+        call(h, keep, foreign, released)
+
+
+def test_use_after_close_raises_heapclosed():
+    h = heaplab.Heap()
+    r = h.alloc(8, refs=1)
+    h.close()
+    for call in (lambda: h.alloc(8), lambda: h.fill(1024, 8), lambda: h.collect(),
+                 lambda: h.stats(), lambda: h.events(), lambda: h.resident_bytes(),
+                 lambda: h.vma_count(), lambda: h.inject("release", "off"), lambda: h.faults,
+                 lambda: r[0], lambda: r.size, lambda: r.checksum()):
+        with pytest.raises(heaplab.HeapClosed):
+            call()
+    assert issubclass(heaplab.HeapClosed, heaplab.Error)
+
+
+def test_manual_heap_rejects_collected_calls():
+    with heaplab.Heap(mode="manual") as h:
+        with pytest.raises(heaplab.ModeError, match="collected"):
+            h.alloc(8)
+        with pytest.raises(heaplab.ModeError, match="manual heap"):
+            h.collect()
