@@ -9,7 +9,7 @@ ASAN   ?= build-asan
 export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-lua \
-        experiments bench notebooks lua clean
+        test-clients test-bench test-notebooks experiments bench notebooks lua clean
 
 all: build
 
@@ -36,7 +36,7 @@ test-c: build
 	meson test -C $(BUILD) --suite c --print-errorlogs
 
 test-asan: build-asan
-	ASAN_OPTIONS=detect_leaks=1 meson test -C $(ASAN) --suite c --print-errorlogs
+	ASAN_OPTIONS=detect_leaks=1 meson test -C $(ASAN) --suite c --suite lua --print-errorlogs
 
 test-python: install
 	cd tests/python && $(PYTHON) -m pytest -q .
@@ -44,7 +44,19 @@ test-python: install
 test-lua: build
 	meson test -C $(BUILD) --suite lua --print-errorlogs
 
-test: test-c test-asan test-python test-lua
+# real programs on heaplab-lua / heaplab-python (issue 10)
+test-clients: build install
+	meson test -C $(BUILD) --suite clients --print-errorlogs
+
+# a tiny benchmark configuration: correctness only (issue 8)
+test-bench: build
+	meson test -C $(BUILD) --suite bench --print-errorlogs
+
+# every notebook under docs/notebooks runs headless (issue 9)
+test-notebooks: install
+	$(PYTHON) -m heaplab.notebooks docs/notebooks --check
+
+test: test-c test-asan test-python test-lua test-clients test-bench test-notebooks
 
 experiments: install build
 	$(PYTHON) -m pytest experiments -q
