@@ -6,10 +6,12 @@
 PYTHON ?= python3
 BUILD  ?= build
 ASAN   ?= build-asan
+TSAN   ?= build-tsan
 export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-lua \
-        test-clients test-bench test-notebooks experiments bench notebooks lua clean
+        test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
+        notebooks lua clean
 
 all: build
 
@@ -32,11 +34,21 @@ build-asan: setup $(ASAN)/build.ninja
 install: setup
 	$(PYTHON) -m pip install -q --disable-pip-version-check --no-build-isolation .
 
+$(TSAN)/build.ninja:
+	meson setup $(TSAN) --buildtype=debug -Db_sanitize=thread -Db_lundef=false -Dlua=disabled
+
+build-tsan: setup $(TSAN)/build.ninja
+	ninja -C $(TSAN) threads-tests
+
 test-c: build
 	meson test -C $(BUILD) --suite c --print-errorlogs
 
 test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 meson test -C $(ASAN) --suite c --suite lua --print-errorlogs
+
+# the threaded scenarios under ThreadSanitizer
+test-tsan: build-tsan
+	TSAN_OPTIONS=halt_on_error=1 meson test -C $(TSAN) --no-rebuild --suite threads --print-errorlogs
 
 test-python: install
 	cd tests/python && $(PYTHON) -m pytest -q .
@@ -56,7 +68,7 @@ test-bench: build
 test-notebooks: install
 	$(PYTHON) -m heaplab.notebooks docs/notebooks --check
 
-test: test-c test-asan test-python test-lua test-clients test-bench test-notebooks
+test: test-c test-asan test-tsan test-python test-lua test-clients test-bench test-notebooks
 
 experiments: install build
 	$(PYTHON) -m pytest experiments -q
@@ -74,4 +86,4 @@ lua: build
 	LUA_CPATH="$(BUILD)/bindings/lua/?.so;;" lua5.4 -i -e 'heaplab = require "heaplab"'
 
 clean:
-	rm -rf $(BUILD) $(ASAN) results .setup-python.stamp
+	rm -rf $(BUILD) $(ASAN) $(TSAN) results .setup-python.stamp

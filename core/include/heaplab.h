@@ -503,6 +503,11 @@ int hl_ref_set(hl_heap *heap, hl_ref ref, uint64_t slot, hl_ref value);
  * fill goes back to the OS whole.  size 0 counts as 1 byte of total. */
 int hl_fill(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t refs,
             hl_ref *out);
+/* The same, keeping only every stride-th object: the others are garbage as
+ * soon as they are allocated, so the pages come out partially live once swept
+ * (stride 2: half of every page).  total_bytes counts every object. */
+int hl_fill_stride(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t refs,
+                   uint64_t stride, hl_ref *out);
 /* A checksum of the payloads of every object reachable from ref. */
 int hl_ref_checksum(hl_heap *heap, hl_ref ref, uint64_t *sum, uint64_t *objects);
 /* Copy bytes in or out of the payload. */

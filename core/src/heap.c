@@ -373,8 +373,15 @@ static int group_append(hl_heap *h, group_builder *g, void *obj) {
 }
 
 int hl_fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, hl_ref *out) {
+  return hl_fill_stride(h, total, size, refs, 1, out);
+}
+
+int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t stride,
+                   hl_ref *out) {
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "fill: NULL output");
+  if (stride < 1 || stride > 1000000)
+    return hl__fail(h, HL_EINVAL, "fill: stride %" PRIu64 " out of range [1, 1000000]", stride);
   *out = 0;
   int rc = hl__check_alloc_args(h, size, refs);
   if (rc) return rc;
@@ -410,6 +417,8 @@ int hl_fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, hl_ref *ou
       rc = HL_ENOMEM;
       goto out;
     }
+    memset(hl__obj_payload(obj), (int)((k * 131 + 17) & 0xff), size);
+    if (k % stride) continue; /* garbage from the start */
     h->handles[pi].obj = obj; /* rooted while index nodes are allocated */
     uint32_t page = large ? HL_NIL - 1 : hl__page_of(h, obj);
     if (large || page != group_page || g.appended == g.n) {
@@ -419,6 +428,7 @@ int hl_fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, hl_ref *ou
         hl_page *d = &h->pages[page];
         n = 1 + d->nfree + (d->nslots - d->bump);
         if (n > count - k) n = count - k;
+        n = (n + stride - 1) / stride; /* kept objects this page can still get */
       }
       root = h->handles[ri].obj;
       if (used == cap) {
@@ -434,7 +444,6 @@ int hl_fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, hl_ref *ou
       group_page = page;
     }
     if ((rc = group_append(h, &g, obj))) goto out;
-    memset(hl__obj_payload(obj), (int)((k * 131 + 17) & 0xff), size);
   }
   root = h->handles[ri].obj;
   if (used != cap && !regrow_root(h, ref, root, used, used)) {

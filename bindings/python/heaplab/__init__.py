@@ -390,15 +390,18 @@ class Heap:
         self._call(lib.hl_alloc, size, refs, out)
         return Ref(self, out[0])
 
-    def fill(self, total_bytes, size, refs=0):
+    def fill(self, total_bytes, size, refs=0, stride=1):
         """Bulk phase in C (GIL released): objects of `size` until total_bytes,
-        payload touched, all reachable from the returned Ref (one slot per page
-        the objects landed on)."""
+        payload touched, reachable from the returned Ref (one slot per page the
+        objects landed on, each holding that page's index).  stride=N keeps
+        only every Nth object (the rest are garbage at once), so the pages come
+        out partially live."""
         _uint("total_bytes", total_bytes, MAX_SIZE)
         _uint("size", size, MAX_SIZE)
         _uint("refs", refs, MAX_REFS)
+        _uint("stride", stride)
         out = ffi.new("hl_ref *")
-        self._call(lib.hl_fill, total_bytes, size, refs, out)
+        self._call(lib.hl_fill_stride, total_bytes, size, refs, stride, out)
         return Ref(self, out[0])
 
     def collect(self, cycles=1, major=None):
