@@ -249,17 +249,24 @@ class Experiment:
         self.path = None
         self.var = None
 
+    def add_arm(self, arm_name, fn, params=None, **options):
+        """Declare an arm: fn(rec, **params, **options) runs in the arm's own
+        process; options are meant for heaplab.Heap.  fn must be a module-level
+        function of the module that holds this Experiment."""
+        if arm_name in self.arms:
+            raise ValueError(f"experiment {self.name}: arm {arm_name!r} declared twice")
+        self.arms[arm_name] = {"fn": fn, "options": options, "params": params or {}}
+        if self.path is None:
+            mod = sys.modules[fn.__module__]
+            self.path = os.path.abspath(mod.__file__)
+            for k, v in vars(mod).items():
+                if v is self:
+                    self.var = k
+
     def arm(self, arm_name, params=None, **options):
-        """Declare an arm: the decorated function(rec, **params, **options)
-        runs in the arm's own process; options are meant for heaplab.Heap."""
+        """Decorator form of add_arm."""
         def deco(fn):
-            self.arms[arm_name] = {"fn": fn, "options": options, "params": params or {}}
-            if self.path is None:
-                mod = sys.modules[fn.__module__]
-                self.path = os.path.abspath(mod.__file__)
-                for k, v in vars(mod).items():
-                    if v is self:
-                        self.var = k
+            self.add_arm(arm_name, fn, params, **options)
             return fn
         return deco
 
