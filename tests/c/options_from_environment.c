@@ -1,0 +1,63 @@
+/* Options are one declaration: defaults, HEAPLAB_<NAME> environment
+ * overrides, string and number setters, and errors naming the option and its
+ * allowed range -- for the environment too. */
+#include "check.h"
+
+int main(void) {
+  char err[256];
+  hl_options o;
+  CHECK(hl_option_count() > 30, "%d options", hl_option_count());
+  hl_option_info info;
+  int i = hl_option_index("release_advice");
+  CHECK(i >= 0 && hl_option_info_get(i, &info) == HL_OK && info.kind == HL_OPT_ENUM &&
+            strcmp(info.choices, "dontneed,free") == 0, "release_advice declaration");
+  hl_options_defaults(&o);
+  CHECK(o.page_size == 65536 && o.warm_pages == 64 && o.syscall_retry_max == 100, "defaults");
+
+  setenv("HEAPLAB_WARM_PAGES", "7", 1);
+  setenv("HEAPLAB_RESERVE_BYTES", "2g", 1);
+  setenv("HEAPLAB_REUSE_FAILED_ORDER", "lifo", 1);
+  setenv("HEAPLAB_PAGE_RELEASE", "off", 1);
+  CHECK(hl_options_from_env(&o, err, sizeof err) == HL_OK, "%s", err);
+  CHECK(o.warm_pages == 7 && o.reserve_bytes == (int64_t)2 << 30 && o.reuse_failed_order == 1 &&
+            o.page_release == 0, "environment not applied");
+
+  /* NULL options = defaults + environment */
+  hl_heap *h = NULL;
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_OK, "%s", err);
+  hl_options eff;
+  OK(h, hl_heap_options(h, &eff));
+  CHECK(eff.warm_pages == 7, "heap did not take the environment");
+  uint64_t base, bytes;
+  OK(h, hl_heap_range(h, &base, &bytes));
+  CHECK(bytes == (uint64_t)2 << 30, "reserved %" PRIu64, bytes);
+  hl_heap_free(h);
+
+  setenv("HEAPLAB_WARM_PAGES", "-3", 1);
+  CHECK(hl_options_from_env(&o, err, sizeof err) == HL_EVALUE &&
+            strstr(err, "HEAPLAB_WARM_PAGES") && strstr(err, "[0, 1048576]"), "%s", err);
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_EVALUE && !h, "bad env accepted");
+  unsetenv("HEAPLAB_WARM_PAGES");
+
+  setenv("HEAPLAB_FAULT_RESTORE", "sometimes:EIO", 1);
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_EVALUE && strstr(err, "HEAPLAB_FAULT_RESTORE"),
+        "bad fault spec: %s", err);
+  setenv("HEAPLAB_FAULT_RESTORE", "first:5:EIO", 1);
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_OK, "%s", err);
+  hl_fault_state f[HL_SITE_COUNT];
+  size_t n;
+  OK(h, hl_faults_get(h, f, HL_SITE_COUNT, &n));
+  CHECK(f[HL_SITE_restore].mode == HL_FAULT_first && f[HL_SITE_restore].arg == 5 &&
+            f[HL_SITE_restore].err == 5, "fault from the environment not armed");
+  hl_heap_free(h);
+  unsetenv("HEAPLAB_FAULT_RESTORE");
+
+  /* a reservation the kernel refuses steps down */
+  setenv("HEAPLAB_FAULT_RESERVE", "first:3:ENOMEM", 1);
+  unsetenv("HEAPLAB_RESERVE_BYTES");
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_OK, "%s", err);
+  OK(h, hl_heap_range(h, &base, &bytes));
+  CHECK(bytes == ((uint64_t)32 << 30) >> 3, "after 3 refusals reserved %" PRIu64, bytes);
+  hl_heap_free(h);
+  return 0;
+}
