@@ -98,7 +98,7 @@ static void tc_init_key(void) { pthread_key_create(&tc_key, tc_destructor); }
 
 /* This thread's cache for h, created on first use; NULL without a cache. */
 static hl_tcache *tcache_for(hl_heap *h) {
-  if (h->opt.tcache_blocks == 0 || h->opt.verify) return NULL;
+  if (h->opt.tcache_blocks == 0 || h->opt.verify || h->opt.mode != HL_MODE_MANUAL) return NULL;
   hl_tcache *free_one = NULL;
   for (hl_tcache *tc = tls_list; tc; tc = tc->next_thread) {
     hl_heap *th = atomic_load_explicit(&tc->heap, memory_order_relaxed);
@@ -215,6 +215,7 @@ void *hl_calloc(hl_heap *h, size_t count, size_t size) {
 }
 
 static void free_large(hl_heap *h, void *ptr) {
+  if (mode_check(h, "free")) return;
   pthread_mutex_lock(&h->lock);
   if (hl__large_contains(h, ptr)) {
     hl_large *l = hl__large_of(ptr);
@@ -229,6 +230,7 @@ static void free_large(hl_heap *h, void *ptr) {
 }
 
 static void free_slow(hl_heap *h, void *ptr, uint32_t cls) {
+  if (mode_check(h, "free")) return;
   hl_tcache *tc = tcache_for(h);
   if (!tc) {
     pthread_mutex_lock(&h->lock);
@@ -273,7 +275,7 @@ void hl_free(hl_heap *h, void *ptr) {
       return;
     }
     if (cls >= h->nclasses) {
-      hl__fail(h, HL_EINVAL, "free: %p is not a live block", ptr);
+      if (!mode_check(h, "free")) hl__fail(h, HL_EINVAL, "free: %p is not a live block", ptr);
       return;
     }
     free_slow(h, ptr, cls);
@@ -309,17 +311,25 @@ size_t hl_usable_size(hl_heap *h, const void *ptr) {
   return n;
 }
 
+/* old_size is the caller's size of the block (Lua passes it exactly; 0 =
+ * unknown, as from CPython).  It only shortens the copy: the block's own
+ * usable size is what is trusted. */
 void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
   if (!h) return NULL;
   if (!ptr) return hl_malloc(h, new_size);
+  if (mode_check(h, "realloc")) return NULL;
   if (new_size == 0) {
-    hl_free(h, ptr);
+    hl_free_sized(h, ptr, old_size);
     return NULL;
   }
   size_t usable;
   if (in_reservation(h, ptr)) {
     uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
-    if (cls >= h->nclasses) return NULL;
+    /* verify: a freed or interior pointer is refused, not moved */
+    if (cls >= h->nclasses || (h->opt.verify && hl_usable_size(h, ptr) == 0)) {
+      hl__fail(h, HL_EINVAL, "realloc: %p is not a live block (freed?)", ptr);
+      return NULL;
+    }
     usable = h->cls_size[cls];
     if (new_size <= h->small_max && hl__class_of(h, new_size) == cls) return ptr;
   } else {
@@ -332,10 +342,11 @@ void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
     usable = hl__large_of(ptr)->size;
     pthread_mutex_unlock(&h->lock);
   }
-  (void)old_size;
+  size_t copy = old_size && old_size < usable ? old_size : usable;
+  if (copy > new_size) copy = new_size;
   void *q = hl_malloc(h, new_size);
   if (!q) return NULL;
-  memcpy(q, ptr, usable < new_size ? usable : new_size);
+  memcpy(q, ptr, copy);
   hl_free(h, ptr);
   return q;
 }

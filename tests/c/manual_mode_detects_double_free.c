@@ -1,0 +1,85 @@
+/* With verify on, manual mode catches the caller's mistakes instead of
+ * corrupting the heap: a double free (small and large), a free of an
+ * interior or foreign pointer, a sized free with the wrong size and a
+ * realloc of a freed block are refused with a message, and nothing live is
+ * harmed; a write into a freed block is reported by hl_heap_check. */
+#include "check.h"
+
+static void expect_error(hl_heap *h, const char *needle, const char *what) {
+  CHECK(strstr(hl_heap_error(h), needle), "%s: message '%s' does not mention '%s'", what,
+        hl_heap_error(h), needle);
+}
+
+int main(void) {
+  hl_heap *h = HEAP("mode=manual", "verify=true");
+  char keep_pattern[100];
+  memset(keep_pattern, 0x3c, sizeof keep_pattern);
+  char *keep = hl_malloc(h, 100);
+  CHECK(keep, "malloc");
+  memcpy(keep, keep_pattern, sizeof keep_pattern);
+
+  /* small double free: the second one is refused, and the block is not
+   * handed out twice */
+  char *a = hl_malloc(h, 48);
+  hl_free(h, a);
+  hl_stats before = stats_of(h);
+  hl_free(h, a);
+  expect_error(h, "double free", "small double free");
+  hl_stats after = stats_of(h);
+  CHECK(after.objects_freed == before.objects_freed, "the second free was counted");
+  void *b1 = hl_malloc(h, 48), *b2 = hl_malloc(h, 48);
+  CHECK(b1 != b2, "one block handed out twice after a double free");
+
+  /* sized double free goes through the same check */
+  char *c = hl_malloc(h, 200);
+  hl_free_sized(h, c, 200);
+  hl_free_sized(h, c, 200);
+  expect_error(h, "double free", "sized double free");
+
+  /* large double free */
+  char *big = hl_malloc(h, 100000);
+  CHECK(big, "large malloc");
+  hl_free(h, big);
+  hl_free(h, big);
+  expect_error(h, "not a block", "large double free");
+
+  /* interior pointer of a live block */
+  char *d = hl_malloc(h, 64);
+  hl_free(h, d + 16);
+  expect_error(h, "not a live block", "interior free");
+  CHECK(hl_usable_size(h, d) >= 64, "the interior free freed the block");
+
+  /* sized free with a size of another class: refused, block still live */
+  hl_free_sized(h, d, 400);
+  expect_error(h, "freed with size 400", "wrong size");
+  CHECK(hl_usable_size(h, d) >= 64, "the wrongly sized free freed the block");
+  hl_free_sized(h, d, 64);
+  CHECK(hl_usable_size(h, d) == 0, "the right free did not free the block");
+
+  /* realloc of a freed block is refused */
+  char *e = hl_malloc(h, 32);
+  hl_free(h, e);
+  CHECK(hl_realloc(h, e, 32, 40) == NULL, "realloc of a freed block succeeded");
+  expect_error(h, "not a live block", "realloc after free");
+  CHECK(hl_realloc(h, e, 32, 4000) == NULL, "realloc of a freed block to large succeeded");
+
+  /* a pointer inside the reservation but on a page never carved */
+  uint64_t base, bytes;
+  OK(h, hl_heap_range(h, &base, &bytes));
+  hl_free(h, (void *)(uintptr_t)(base + bytes - 4096));
+  expect_error(h, "not a live block", "free beyond the carved pages");
+
+  CHECK(memcmp(keep, keep_pattern, sizeof keep_pattern) == 0, "a live block was damaged");
+  check_invariants(h);
+
+  /* use after free: the verifier sees the freed slot's poison broken */
+  char *f = hl_malloc(h, 64);
+  hl_free(h, f);
+  f[40] = 1;
+  int rc = hl_heap_check(h);
+  CHECK(rc == HL_ECHECK, "a write after free was not detected (%s)", hl_error_name(rc));
+  expect_error(h, "written after it was freed", "use after free");
+  hl_heap_free(h);
+  puts("manual mode with verify: double, foreign, interior and mis-sized frees are refused");
+  return 0;
+}

@@ -1,0 +1,174 @@
+/* Manual mode is thread-safe: several threads allocate, hand their blocks
+ * to each other through a shared queue and free each other's blocks (sized
+ * and unsized, small and large) while trims release pages underneath them;
+ * every block arrives intact.  A thread's cache goes home when the thread
+ * exits, so after the joins nothing is counted live; a thread that outlives
+ * its heap exits cleanly. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "check.h"
+
+#define THREADS 4
+#define ITERS 150000
+#define QCAP 65536
+
+static hl_heap *H;
+static void *queue[QCAP];
+static size_t qhead, qcount;
+static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned long bad;
+
+/* A block: its size and a tag in the first 16 bytes, then bytes derived
+ * from the tag. */
+static void stamp(uint64_t *b, uint64_t size, uint64_t tag) {
+  b[0] = size;
+  b[1] = tag;
+  unsigned char *p = (unsigned char *)b;
+  for (uint64_t i = 16; i < size; i++) p[i] = (unsigned char)(tag + i);
+}
+
+static int intact(const uint64_t *b) {
+  uint64_t size = b[0], tag = b[1];
+  const unsigned char *p = (const unsigned char *)b;
+  for (uint64_t i = 16; i < size; i++)
+    if (p[i] != (unsigned char)(tag + i)) return 0;
+  return 1;
+}
+
+static void *pop(void) {
+  void *b = NULL;
+  pthread_mutex_lock(&qlock);
+  if (qcount) {
+    b = queue[qhead];
+    qhead = (qhead + 1) % QCAP;
+    qcount--;
+  }
+  pthread_mutex_unlock(&qlock);
+  return b;
+}
+
+static int push(void *b) {
+  int ok = 0;
+  pthread_mutex_lock(&qlock);
+  if (qcount < QCAP) {
+    queue[(qhead + qcount) % QCAP] = b;
+    qcount++;
+    ok = 1;
+  }
+  pthread_mutex_unlock(&qlock);
+  return ok;
+}
+
+static void release(uint64_t *b) {
+  if (!intact(b)) bad++;
+  if (b[1] & 1) hl_free_sized(H, b, b[0]);
+  else hl_free(H, b);
+}
+
+static void *worker(void *arg) {
+  uint64_t id = (uintptr_t)arg, x = 0x9E3779B97F4A7C15ull * (id + 1);
+  for (uint64_t i = 0; i < ITERS; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    /* mostly small, one in 64 on the large path */
+    uint64_t size = (x & 63) == 0 ? 600 + (x >> 8) % 20000 : 16 + (x >> 8) % 500;
+    uint64_t *b = hl_malloc(H, size);
+    if (!b) {
+      bad++;
+      continue;
+    }
+    stamp(b, size, (id << 40) | (i << 1) | ((x >> 30) & 1));
+    if (!push(b)) release(b);
+    /* waves: a growing stretch frees one in four, a shrinking stretch frees
+     * two per block made (from whoever made them), so pages empty, are
+     * released and are reused while the other threads allocate */
+    int frees = (i / 6000) % 2 ? 2 : ((x >> 20) & 3) == 0;
+    for (int k = 0; k < frees; k++) {
+      uint64_t *o = pop();
+      if (o) release(o);
+    }
+  }
+  return NULL;
+}
+
+static void *cache_then_exit(void *arg) {
+  (void)arg;
+  void *b[1000];
+  for (int i = 0; i < 1000; i++) b[i] = hl_malloc(H, 16 + (i % 8) * 16);
+  for (int i = 0; i < 1000; i++) hl_free(H, b[i]);
+  return NULL; /* up to tcache_blocks per class stay in this thread's cache */
+}
+
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate;
+
+static void gate_wait(int want) {
+  pthread_mutex_lock(&gate_lock);
+  while (gate < want) pthread_cond_wait(&gate_cv, &gate_lock);
+  pthread_mutex_unlock(&gate_lock);
+}
+static void gate_open(int v) {
+  pthread_mutex_lock(&gate_lock);
+  gate = v;
+  pthread_cond_broadcast(&gate_cv);
+  pthread_mutex_unlock(&gate_lock);
+}
+
+static void *outlive_heap(void *arg) {
+  hl_heap *mine = arg;
+  void *b = hl_malloc(mine, 64);
+  hl_free(mine, b); /* now cached in this thread for `mine` */
+  gate_open(1);
+  gate_wait(2);     /* main closes `mine` meanwhile */
+  return NULL;      /* the exit flush must skip the closed heap */
+}
+
+int main(void) {
+  H = HEAP("mode=manual", "warm_pages=4");
+  pthread_t t[THREADS];
+  for (uintptr_t i = 0; i < THREADS; i++)
+    CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0, "pthread_create");
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  for (void *b; (b = pop());) release(b);
+  CHECK(bad == 0, "%lu blocks failed (NULL or damaged)", (unsigned long)bad);
+  hl_thread_flush(H);
+  check_invariants(H);
+  hl_stats s = stats_of(H);
+  printf("%d threads x %d: %" PRIu64 " mallocs, %" PRIu64 " refills, %" PRIu64
+         " flushes, %" PRIu64 " pages released, %" PRIu64 " reused\n",
+         THREADS, ITERS, s.manual_mallocs, s.tcache_refills, s.tcache_flushes,
+         s.released_pages, s.reused_pages);
+  CHECK(s.manual_mallocs == (uint64_t)THREADS * ITERS, "mallocs %" PRIu64, s.manual_mallocs);
+  CHECK(s.manual_frees == s.manual_mallocs, "frees %" PRIu64 " != mallocs %" PRIu64,
+        s.manual_frees, s.manual_mallocs);
+  CHECK(s.small_live_bytes == 0 && s.large_live_bytes == 0,
+        "after the joins %" PRIu64 " small and %" PRIu64 " large bytes are live",
+        s.small_live_bytes, s.large_live_bytes);
+  CHECK(s.released_pages > 0 && s.reused_pages > 0,
+        "trims did not run under the threads (%" PRIu64 " released, %" PRIu64 " reused)",
+        s.released_pages, s.reused_pages);
+
+  /* a thread's cache goes home when it exits */
+  pthread_t c;
+  CHECK(pthread_create(&c, NULL, cache_then_exit, NULL) == 0, "pthread_create");
+  pthread_join(c, NULL);
+  s = stats_of(H);
+  CHECK(s.small_live_bytes == 0, "a finished thread's cache still holds %" PRIu64 " bytes",
+        s.small_live_bytes);
+  CHECK(s.manual_frees == s.manual_mallocs, "the exited thread's counts were lost");
+  check_invariants(H);
+
+  /* a thread that outlives its heap */
+  hl_heap *mine = HEAP("mode=manual");
+  pthread_t o;
+  CHECK(pthread_create(&o, NULL, outlive_heap, mine) == 0, "pthread_create");
+  gate_wait(1);
+  hl_heap_free(mine);
+  gate_open(2);
+  pthread_join(o, NULL);
+
+  hl_heap_free(H);
+  puts("manual mode: threads free each other's blocks; exit flushes the cache");
+  return 0;
+}
