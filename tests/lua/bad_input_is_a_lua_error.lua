@@ -1,0 +1,98 @@
+-- Bad input is a Lua error, caught by pcall, whose message names the
+-- function, the argument and what was wrong -- never a crash.
+local hl = require "heaplab"
+local C = require "check"
+
+local h = hl.heap{ warm_pages = 4 }
+local other = hl.heap{}
+local o = h:alloc(64, 2)
+local foreign = other:alloc(16)
+local cases = 0
+
+local function case(want, f, ...)
+  C.raises(want, f, ...)
+  cases = cases + 1
+end
+
+-- heaplab.heap{...}: option names and ranges come from the C declaration
+case({ "heaplab.heap", "warm_pages", "-1", "[0, 1048576]" }, hl.heap, { warm_pages = -1 })
+case({ "heaplab.heap", "unknown option 'warm_page'" }, hl.heap, { warm_page = 64 })
+case({ "heaplab.heap", "page_release", "maybe", "boolean" }, hl.heap, { page_release = "maybe" })
+case({ "heaplab.heap", "warm_pages", "integer", "1.5" }, hl.heap, { warm_pages = 1.5 })
+case({ "heaplab.heap", "release_advice", "as a string", "dontneed,free" }, hl.heap, { release_advice = 1 })
+case({ "heaplab.heap", "reuse_failed_order", "sideways", "fifo|lifo" }, hl.heap, { reuse_failed_order = "sideways" })
+case({ "heaplab.heap", "option names are strings", "1" }, hl.heap, { true })
+case({ "heaplab.heap", "argument 1", "table of options", "'fast'" }, hl.heap, "fast")
+case({ "heaplab.heap", "page_size", "power of two" }, hl.heap, { page_size = 12288 })
+case({ "heaplab.heap", "small_max", "page_size/4" }, hl.heap, { page_size = "16k", small_max = 8192 })
+case({ "heaplab.heap", "warm_pages", "number", "a table" }, hl.heap, { warm_pages = {} })
+case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
+
+-- h:alloc / h:fill
+case({ "h:alloc", "size", ">= 0", "-1" }, h.alloc, h, -1)
+case({ "h:alloc", "size", "integer", "'big'" }, h.alloc, h, "big")
+case({ "h:alloc", "size", "integer", "nothing" }, h.alloc, h)
+case({ "h:alloc", "refs", ">= 0", "-2" }, h.alloc, h, 16, -2)
+case({ "h:alloc", "size", "exceeds the maximum", tostring(hl.MAX_SIZE) }, h.alloc, h, hl.MAX_SIZE + 1)
+case({ "h:alloc", "refs", "exceeds the maximum" }, h.alloc, h, 16, hl.MAX_REFS + 1)
+case({ "h:alloc", "size", "integer", "1.5" }, h.alloc, h, 1.5)
+case({ "h:alloc", "self", "call it with ':'" }, h.alloc, 16)
+case({ "h:fill", "total_bytes", ">= 0" }, h.fill, h, -5, 256)
+case({ "h:fill", "size", "integer", "nothing" }, h.fill, h, 1 << 20)
+
+-- h:collect{...}
+case({ "h:collect", "cycles", "[1, 1000000]", "0" }, h.collect, h, { cycles = 0 })
+case({ "h:collect", "major", "boolean", "'yes'" }, h.collect, h, { major = "yes" })
+case({ "h:collect", "unknown field", "'cyclez'" }, h.collect, h, { cyclez = 2 })
+case({ "h:collect", "table", "'all'" }, h.collect, h, "all")
+
+-- h:inject(site, mode, n, errno)
+case({ "h:inject", "unknown site 'nowhere'" }, h.inject, h, "nowhere", "always")
+case({ "h:inject", "unknown mode 'sometimes'" }, h.inject, h, "restore", "sometimes")
+case({ "h:inject", "unknown errno 'EWHAT'" }, h.inject, h, "restore", "always", 0, "EWHAT")
+case({ "h:inject", "every needs N >= 1" }, h.inject, h, "restore", "every", 0, "EIO")
+case({ "h:inject", "errno", "[1, 4095]", "-3" }, h.inject, h, "restore", "always", 0, -3)
+case({ "h:inject", "site", "string", "nothing" }, h.inject, h)
+
+-- other heap methods
+case({ "h:events", "clear", "boolean", "'yes'" }, h.events, h, "yes")
+case({ "h:churn", "duration_s", "(0, 3600]", "-1" }, h.churn, h, -1, 64, 1 << 20)
+case({ "h:churn", "size", "at least 1 byte" }, h.churn, h, 0.01, 0, 1 << 20)
+case({ "h:churn", "live_bytes", "smaller than one object" }, h.churn, h, 0.01, 4096, 16)
+case({ "heaplab.heap", "no method 'allco'" }, function() return h.allco end)
+case({ "heaplab.heap", "cannot set field 'x'" }, function() h.x = 1 end)
+
+-- slots: 1-based, values are objects of the same heap or nil
+case({ "o[i]", "slot index 0", "[1, 2]" }, function() return o[0] end)
+case({ "o[i]", "slot index 3", "[1, 2]" }, function() return o[3] end)
+case({ "o[i]", "slot index", "integer", "1.5" }, function() return o[1.5] end)
+case({ "o[i] = v", "slot index -1", "[1, 2]" }, function() o[-1] = nil end)
+case({ "o[i] = v", "cannot set field 'name'" }, function() o.name = "x" end)
+case({ "o[i] = v", "v must be a heaplab object or nil", "42" }, function() o[1] = 42 end)
+case({ "o[i] = v", "another heap" }, function() o[1] = foreign end)
+case({ "heaplab.object", "no method 'sise'" }, function() return o.sise end)
+case({ "o:read", "offset", "exceeds the maximum of 64" }, o.read, o, 65)
+case({ "o:read", "length", "exceeds the maximum of 4" }, o.read, o, 60, 5)
+case({ "o:write", "data", "string", "a table" }, o.write, o, {})
+case({ "o:write", "do not fit a 64-byte payload" }, o.write, o, ("x"):rep(10), 60)
+case({ "o:size", "self", "a heaplab.heap" }, o.size, h)
+
+-- released objects, a stopped sampler, bad sampler arguments
+local gone = h:alloc(16)
+gone:release()
+case({ "o:size", "released" }, gone.size, gone)
+case({ "o[i] = v", "v was released" }, function() o[1] = gone end)
+case({ "heaplab.sampler", "interval_s", "[0.0001, 10]", "0" }, hl.sampler, 0)
+case({ "heaplab.sampler", "capacity", "[16, 16777216]" }, hl.sampler, 0.01, 8)
+local s = hl.sampler(0.01)
+s:stop()
+case({ "s:mark", "stopped" }, s.mark, s)
+
+-- nothing above damaged the heap
+o[1] = h:alloc(8)
+h:check()
+C.eq(#o, 2, "#o")
+C.ok(cases >= 20, "at least 20 bad-input cases")
+print(("ok: %d bad-input cases, each a Lua error naming function, argument and fault"):format(cases))
+other:close()
+h:close()

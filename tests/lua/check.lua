@@ -1,0 +1,42 @@
+-- check.lua -- the few assertions the Lua tests share (require "check").
+local M = {}
+
+M.MiB = 1 << 20
+
+-- Run f(...) under pcall; it must fail with a string error containing every
+-- plain-text fragment in `want` (function name, argument, what was wrong).
+-- Returns the message.
+function M.raises(want, f, ...)
+  local ok, err = pcall(f, ...)
+  if ok then
+    error(("expected an error containing %q, got success"):format(table.concat(want, " ... ")), 2)
+  end
+  if type(err) ~= "string" then
+    error(("expected a string error, got %s"):format(type(err)), 2)
+  end
+  for _, frag in ipairs(want) do
+    if not err:find(frag, 1, true) then
+      error(("error %q does not mention %q"):format(err, frag), 2)
+    end
+  end
+  return err
+end
+
+function M.eq(a, b, what)
+  if a ~= b then
+    error(("%s: expected %s, got %s"):format(what or "value", tostring(b), tostring(a)), 2)
+  end
+end
+
+function M.ok(cond, what)
+  if not cond then error(what or "assertion failed", 2) end
+end
+
+-- Collect Lua garbage until finalizers have run (two full cycles: the first
+-- calls __gc, the second frees what the finalizers released).
+function M.lua_gc()
+  collectgarbage("collect")
+  collectgarbage("collect")
+end
+
+return M

@@ -1,0 +1,81 @@
+-- Closing a heap invalidates its handles safely: using them (or the heap) is
+-- a Lua error, releasing them is a no-op, and Lua's GC of either afterwards
+-- does nothing.  Conversely a heap stays alive while any handle does.
+local hl = require "heaplab"
+local C = require "check"
+
+-- 1. a heap stays alive while any of its handles does
+local function make_object()
+  local h = hl.heap{}
+  local o = h:alloc(32, 2)
+  o[1] = h:alloc(8)
+  return o -- the heap userdata is reachable only through o
+end
+local o = make_object()
+C.lua_gc()
+C.eq(#o, 2, "#o after the heap variable went out of scope")
+C.ok(o[1] ~= nil, "slot 1 survived")
+local h = o:heap()
+C.ok(not h:closed(), "the heap is open")
+h:collect{ cycles = 2 }
+C.ok(o[1] ~= nil, "slot 1 survived a heap collection")
+
+-- 2. close: the heap and every handle refuse to be used
+local child = o[1]
+h:close()
+C.ok(h:closed(), "h:closed() after close")
+C.ok(tostring(h):find("closed", 1, true), "tostring of a closed heap: " .. tostring(h))
+C.ok(tostring(o):find("heap closed", 1, true), "tostring of its object: " .. tostring(o))
+local uses = {
+  { "h:alloc", function() return h:alloc(16) end },
+  { "h:fill", function() return h:fill(1024, 16) end },
+  { "h:collect", function() h:collect() end },
+  { "h:stats", function() return h:stats() end },
+  { "h:events", function() return h:events() end },
+  { "h:resident_bytes", function() return h:resident_bytes() end },
+  { "h:vma_count", function() return h:vma_count() end },
+  { "h:inject", function() h:inject("restore", "always") end },
+  { "h:trim", function() h:trim() end },
+  { "h:check", function() h:check() end },
+  { "h:options", function() return h:options() end },
+  { "#o", function() return #o end },
+  { "o[i]", function() return o[1] end },
+  { "o[i] = v", function() o[2] = nil end },
+  { "o:size", function() return o:size() end },
+  { "o:checksum", function() return o:checksum() end },
+  { "o:dup", function() return o:dup() end },
+  { "o:read", function() return child:read() end },
+}
+for _, u in ipairs(uses) do
+  C.raises({ u[1], "closed" }, u[2])
+end
+-- releasing and closing again are no-ops, not errors
+child:release()
+o:release()
+o:release()
+h:close()
+h:close()
+o, child = nil, nil
+C.lua_gc() -- finalizers of a closed heap's handles: nothing to do
+
+-- 3. a heap closed while Lua still holds many handles, then everything
+--    collected by Lua in one go (finalisation order must not matter)
+do
+  local h2 = hl.heap{}
+  local objs = {}
+  for i = 1, 100 do objs[i] = h2:alloc(i, 1) end
+  for i = 2, 100 do objs[i][1] = objs[i - 1] end
+  C.eq(h2:stats().handles, 100, "handles")
+  objs[100]:heap():close()
+end
+C.lua_gc()
+
+-- 4. heap and handles unreachable together, never closed: Lua's GC frees
+--    both, in whatever order it finalises them
+do
+  local h3 = hl.heap{}
+  local r = h3:fill(4 * C.MiB, 128)
+  local x = r[1]
+end
+C.lua_gc()
+print("ok: closed heaps invalidate their handles; heaps live while their handles do")
