@@ -392,6 +392,13 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   uint64_t count = (total + each - 1) / each;
   if (count > ((uint64_t)1 << 31))
     return hl__fail(h, HL_EINVAL, "fill: %" PRIu64 " objects is more than 2^31", count);
+  /* fill touches every byte: more than the machine has would end in the OOM
+   * killer, not in an error the caller can handle */
+  uint64_t machine = prim_os_memory_bytes();
+  if (total > machine)
+    return hl__fail(h, HL_EINVAL,
+                    "fill: total_bytes %" PRIu64 " exceeds this machine's memory (%" PRIu64
+                    " bytes of RAM and swap)", total, machine);
   bool locked = hl__lock(h);
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
   bool large = bytes > h->small_max;

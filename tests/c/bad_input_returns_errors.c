@@ -64,6 +64,8 @@ int main(void) {
   FAILS(h, HL_EINVAL, "major", hl_collect(h, 1, 7));
   FAILS(h, HL_EINVAL, "total_bytes", hl_fill(h, HL_MAX_SIZE + 1, 8, 0, &r));
   FAILS(h, HL_EINVAL, "2^31", hl_fill(h, (uint64_t)1 << 40, 0, 0, &r));
+  FAILS(h, HL_EINVAL, "machine's memory", hl_fill(h, (uint64_t)1 << 40, 1u << 30, 0, &r));
+  FAILS(h, HL_ENOMEM, "refused", hl_alloc(h, HL_MAX_SIZE, 0, &r)); /* cannot be satisfied */
   FAILS(h, HL_EINVAL, "site", hl_inject(h, 99, HL_FAULT_always, 0, 5));
   FAILS(h, HL_EINVAL, "mode", hl_inject(h, HL_SITE_release, 42, 0, 5));
   FAILS(h, HL_EINVAL, "every needs", hl_inject(h, HL_SITE_release, HL_FAULT_every, 0, 5));

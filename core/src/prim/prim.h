@@ -39,6 +39,8 @@ int prim_os_resident(const void *addr, size_t len, uint64_t *bytes);
 int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count);
 int prim_os_footprint(hl_footprint *out);
 size_t prim_os_page_size(void);
+/* RAM plus swap: what a process could ever touch. */
+uint64_t prim_os_memory_bytes(void);
 uint64_t prim_now_ns(void);
 void prim_sleep_us(int64_t us);
 

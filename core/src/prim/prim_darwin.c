@@ -7,6 +7,7 @@
 #include <mach/mach.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +92,13 @@ int prim_os_footprint(hl_footprint *out) {
 }
 
 size_t prim_os_page_size(void) { return (size_t)getpagesize(); }
+
+uint64_t prim_os_memory_bytes(void) {
+  uint64_t mem = 0;
+  size_t len = sizeof mem;
+  if (sysctlbyname("hw.memsize", &mem, &len, NULL, 0) != 0) return UINT64_MAX;
+  return mem;
+}
 
 uint64_t prim_now_ns(void) {
   struct timespec ts;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,6 +144,12 @@ size_t prim_os_page_size(void) {
   static size_t ps;
   if (!ps) ps = (size_t)sysconf(_SC_PAGESIZE);
   return ps;
+}
+
+uint64_t prim_os_memory_bytes(void) {
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) return UINT64_MAX;
+  return ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
 }
 
 uint64_t prim_now_ns(void) {
