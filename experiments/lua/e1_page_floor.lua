@@ -1,0 +1,110 @@
+-- E1 page floor, in Lua -- DESIGN.md section 6; the same protocol and
+-- assertions as experiments/test_e1_page_floor.py (seed 000's
+-- BibopPageFloorIntegrationTest).
+--
+-- Protocol: fill 192 MiB of 256-byte objects, hold, drop, collect until
+-- settled; then allocate a 192 MiB large-object set ("textures", every byte
+-- written), drop it and allocate the identical set again.
+--
+-- Arms (one per process: lua5.4 e1_page_floor.lua off|on):
+--   off  page_release = false   the seed's "before": empty pages stay resident
+--   on   page_release = true    empty pages beyond the warm cache go back
+--
+-- Asserted effect (this script, per arm; it exits 1 if one does not hold):
+--   off  the drop returns at most 5% of the small-object footprint, and the
+--        textures cost full price (>= 95% of 192 MiB) on top of it;
+--   on   at least 97% of the dropped footprint comes back (warm cache aside);
+--   both heap residency (mincore) tells the same story as phys_footprint,
+--        within 2 percentage points.
+-- Across arms (experiments/test_lua_experiments.py): on's peak during the
+-- first texture set is lower than off's by at least 97% of what on returned.
+--
+-- Seed figures (16 KiB system pages, in-page headers): off held 269,504 KB,
+-- textures cost 196,992 KB on top, peak 466,224 KB; on returned 66-68%
+-- (287,824 KB peak), ~94% claimed for 4 KiB pages.
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+local heaplab = require "heaplab"
+local H = require "harness"
+
+local FILL = 192 << 20
+local TEXTURES = 192 << 20
+local TEXTURE_SIZE = 1 << 20
+
+local function page_floor(rec, options)
+  local h = heaplab.heap(options)
+  local small, tex
+  rec:phase("fill", h, function()
+    small = h:fill(FILL, 256)
+  end)
+  rec:phase("hold", h, function(ph)
+    h:collect()
+    ph:note("checksum", { small:checksum() })
+  end)
+  rec:phase("drop", h, function(ph)
+    ph:mark("drop")
+    small:release()
+    ph:note("cycles", H.collect_until_settled(h))
+  end)
+  rec:phase("textures", h, function()
+    tex = h:fill(TEXTURES, TEXTURE_SIZE)
+  end)
+  rec:phase("texture_drop", h, function(ph)
+    ph:mark("drop")
+    tex:release()
+    h:collect{ cycles = 2 }
+  end)
+  rec:phase("textures_again", h, function()
+    tex = h:fill(TEXTURES, TEXTURE_SIZE)
+  end)
+  local eff = h:options()
+  rec:note("warm_bytes", eff.warm_pages * eff.page_size)
+  tex:release()
+  h:close()
+end
+
+-- The figures of test_e1_page_floor.py's figures(), for one arm.
+local function figures(rec, page_release)
+  local fill, drop, tex = rec:get("fill"), rec:get("drop"), rec:get("textures")
+  local warm = page_release and rec.notes.warm_bytes or 0
+  local cost = H.growth(fill)                 -- the small objects' footprint
+  local returned = H.returned(drop)           -- phys before drop - lowest after
+  local res_cost = fill.resident_after - fill.resident_before
+  local res_returned = drop.resident_before - drop.resident_after
+  return {
+    cost = cost, returned = returned, frac = returned / (cost - warm),
+    res_frac = res_returned / (res_cost - warm),
+    peak = tex.phys_peak - fill.phys_before,  -- peak above the arm's baseline
+    textures_cost = H.growth(tex), warm = warm,
+  }
+end
+
+local function check(rec, arm)
+  local on = arm == "on"
+  local f = figures(rec, on)
+  rec:note("figures", f)
+  if on then
+    rec:expect("returned", H.pct(f.frac), ">= 97% (warm cache aside)", f.frac >= 0.97, "drop",
+               "66-68%")
+  else
+    rec:expect("returned", H.pct(f.frac), "<= 5%", f.frac <= 0.05, "drop", "~0%")
+    rec:expect("textures cost", H.mib(f.textures_cost) .. " on top", ">= 95% of 192 MiB",
+               f.textures_cost >= 0.95 * TEXTURES, "textures", "196,992 KB")
+  end
+  rec:expect("mincore vs phys", H.pct(f.res_frac) .. " vs " .. H.pct(f.frac), "within 2 points",
+             math.abs(f.res_frac - f.frac) <= 0.02, "drop")
+  -- nothing lost while it was held
+  local objects = rec:get("hold").notes.checksum[2]
+  rec:expect("objects held", tostring(objects), ">= " .. FILL // 256, objects >= FILL // 256, "hold")
+end
+
+H.main{
+  experiment = "E1", title = "page floor",
+  seed = { off = "held 269,504 KB; textures +196,992 KB; peak 466,224 KB",
+           on = "66-68% returned (16 KiB pages); peak 287,824 KB" },
+  arms = {
+    off = { options = { page_release = false } },
+    on = { options = { page_release = true } },
+  },
+  body = page_floor,
+  check = check,
+}

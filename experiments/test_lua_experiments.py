@@ -1,0 +1,129 @@
+"""Experiments written in Lua (experiments/lua/*.lua), run as lua5.4 subprocesses.
+
+Each script runs ONE arm per process (`lua5.4 script.lua ARM`, LUA_CPATH at the
+build's module, MALLOC_PERTURB_=0) and prints one arm JSON document on stdout in
+the harness's format (docs/harness.md); it exits non-zero when an effect it
+asserts for its own arm does not hold.  Here the arms' records and effects join
+the results table (lab.record / lab.effect), the JSON lands in results/ like
+Python's arms, and the effects that compare arms are asserted:
+
+  E1 page floor     on's peak during the first texture set is lower than off's
+                    by at least 97% of what on returned (as test_e1_page_floor.py)
+  E4a restore fails the injected arm's checksums equal the uninjected arm's,
+                    round by round, and its median round time is within 2x
+
+The Lua module is built by `make` (ninja -C build); HEAPLAB_LUA_CPATH overrides
+where it is looked for.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from heaplab.harness import child_env, save_arm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LUA_DIR = os.path.join(ROOT, "experiments", "lua")
+LUA = shutil.which("lua5.4")
+MODULE_DIR = os.path.join(ROOT, os.environ.get("BUILD", "build"), "bindings", "lua")
+LUA_CPATH = os.environ.get("HEAPLAB_LUA_CPATH", os.path.join(MODULE_DIR, "?.so") + ";;")
+MiB = 1 << 20
+
+pytestmark = pytest.mark.skipif(LUA is None, reason="lua5.4 is not installed (tools/setup.sh)")
+
+
+def run_arm(script, arm, env=None, save=True, timeout=120):
+    """Run one arm of a Lua experiment in a fresh lua5.4; returns its JSON
+    (plus returncode and stderr_tail)."""
+    module = LUA_CPATH.split(";")[0].replace("?", "heaplab")
+    if "HEAPLAB_LUA_CPATH" not in os.environ and not os.path.exists(module):
+        pytest.fail(f"the Lua module {module} is not built: run `make` (ninja -C build) first")
+    extra = {"LUA_CPATH": LUA_CPATH, "LUA_PATH": os.path.join(LUA_DIR, "?.lua") + ";;"}
+    extra.update(env or {})
+    p = subprocess.run([LUA, os.path.join(LUA_DIR, script), arm], capture_output=True, text=True,
+                       env=child_env(extra), cwd=ROOT, timeout=timeout)
+    try:
+        data = json.loads(p.stdout)
+    except ValueError:
+        pytest.fail(f"{script} {arm}: exit {p.returncode}, no JSON on stdout;\n"
+                    f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}")
+    data["returncode"] = p.returncode
+    data["stderr_tail"] = p.stderr[-2000:]
+    if save:
+        save_arm(data)
+    return data
+
+
+def record(lab, arms):
+    lab.record(arms)
+    for data in arms:
+        for e in data.get("effects", []):
+            lab.effect(e["experiment"], e["what"], e["ours"], e["asserted"], arm=e["arm"],
+                       phase=e["phase"], seed=e["seed"], ok=e["ok"])
+
+
+def completed(data):
+    """The arm ran to its end and its own effects held (else a readable failure)."""
+    failed = [f"{e['what']}: {e['ours']} (asserted {e['asserted']})"
+              for e in data.get("effects", []) if not e["ok"]]
+    assert data["error"] is None, f"{data['experiment']}/{data['arm']} raised:\n{data['error']}"
+    assert data["returncode"] == 0 and not failed, (
+        f"{data['experiment']}/{data['arm']} exit {data['returncode']}: {failed}\n"
+        f"{data['stderr_tail']}")
+
+
+def phase(data, name):
+    for r in data["records"]:
+        if r["phase"] == name:
+            return r
+    raise KeyError(f"{data['arm']} has no phase {name!r}")
+
+
+def test_lua_e1_page_floor(lab):
+    off = run_arm("e1_page_floor.lua", "off")
+    on = run_arm("e1_page_floor.lua", "on")
+    record(lab, [off, on])
+    f_on, f_off = on["notes"]["figures"], off["notes"]["figures"]
+    drop_in_peak = f_off["peak"] - f_on["peak"]
+    ok = f_on["returned"] * 0.97 <= drop_in_peak <= 1.03 * f_on["cost"]
+    lab.effect("E1", "peak lowered by", f"{drop_in_peak / MiB:.1f} MiB",
+               f">= 97% of {f_on['returned'] / MiB:.1f} MiB returned", arm="lua-on",
+               phase="textures", seed="466,224 -> 287,824 KB", ok=ok)
+    completed(off)
+    completed(on)
+    assert drop_in_peak >= 0.97 * f_on["returned"], (
+        f"peak lowered by {drop_in_peak / MiB:.1f} MiB, returned {f_on['returned'] / MiB:.1f} MiB")
+    assert drop_in_peak <= 1.03 * f_on["cost"], "the peak dropped by more than the fill cost"
+
+
+def test_lua_e1_fails_when_the_effect_is_missing():
+    """The script's own assertion can fail: with MADV_FREE as the release
+    advice the pages stay charged (LazyFree is in phys_footprint), so the on
+    arm returns almost nothing and must exit 1 naming the effect."""
+    data = run_arm("e1_page_floor.lua", "on", env={"HEAPLAB_RELEASE_ADVICE": "free"}, save=False)
+    returned = [e for e in data["effects"] if e["what"] == "returned"]
+    assert data["returncode"] == 1, f"exit {data['returncode']}; effects {data['effects']}"
+    assert returned and returned[0]["ok"] is False, returned
+
+
+def test_lua_e4a_every_restore_fails(lab):
+    ctl = run_arm("e4a_restore_fails.lua", "uninjected")
+    inj = run_arm("e4a_restore_fails.lua", "injected")
+    record(lab, [ctl, inj])
+    rounds = [r["phase"] for r in ctl["records"]]
+    same = [phase(inj, name)["notes"]["checksum"] == phase(ctl, name)["notes"]["checksum"]
+            for name in rounds]
+    lab.effect("E4a", "checksums", f"{sum(same)} of {len(same)} rounds equal",
+               "equal to the uninjected arm's", arm="lua-injected", phase=rounds[-1],
+               ok=all(same))
+    t_inj, t_ctl = inj["notes"]["median_round_s"], ctl["notes"]["median_round_s"]
+    ratio = t_inj / t_ctl
+    lab.effect("E4a", "median round time", f"{ratio:.2f}x ({t_inj * 1e3:.0f} vs {t_ctl * 1e3:.0f} ms)",
+               "<= 2x uninjected", arm="lua-injected", phase=rounds[-1], ok=ratio <= 2)
+    completed(ctl)
+    completed(inj)
+    assert all(same), f"checksums differ from the uninjected arm in rounds " \
+        f"{[n for n, s in zip(rounds, same) if not s]}"
+    assert ratio <= 2, f"injected rounds take {ratio:.2f}x the uninjected ones"
