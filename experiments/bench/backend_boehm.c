@@ -1,0 +1,156 @@
+/*
+ * backend_boehm.c -- the workloads on Boehm GC (libgc, Debian's build), used
+ * the way a C program uses it: GC_malloc for objects holding pointers,
+ * GC_malloc_atomic for payloads that hold none (heaplab's fill objects have
+ * no reference slots either, so neither collector scans them), no GC_free,
+ * roots found by scanning the stack and data conservatively.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+/* Debian's libgc is built with threads, and so marks in parallel on every
+ * core (GC_get_parallel is declared only under GC_THREADS). */
+#define GC_THREADS
+#include <gc/gc.h>
+
+#include "bench.h"
+
+const char bench_allocator[] = "boehm";
+
+typedef struct node {
+  struct node *left, *right;
+  uint64_t value;
+} node;
+
+void backend_init(const bench_params *p, bench_out *o) {
+  if (p->nopts) {
+    bench_fail(o, "-o sets heaplab options; %s has none", bench_allocator);
+    return;
+  }
+  GC_INIT();
+  bench_note_u(o, "gc_version", GC_get_version());
+  bench_note_u(o, "parallel_mark", (uint64_t)GC_get_parallel());
+}
+
+static void note_gc(bench_out *o, uint64_t gc_no0) {
+  bench_note_u(o, "collections", GC_get_gc_no() - gc_no0);
+  bench_note_u(o, "heap_size", GC_get_heap_size());
+}
+
+/* ---- binary-trees ---- */
+
+/* Top-down, like heaplab's (a parent before its children). */
+static node *make(int d, uint64_t item) {
+  node *n = GC_malloc(sizeof *n);
+  if (!n) return NULL;
+  n->value = item;
+  if (d > 0) {
+    if (!(n->left = make(d - 1, BENCH_LEFT(item)))) return NULL;
+    if (!(n->right = make(d - 1, BENCH_RIGHT(item)))) return NULL;
+  }
+  return n;
+}
+
+static uint64_t check(const node *n) {
+  if (!n) return 0;
+  return bench_node_sum(n->value, check(n->left), check(n->right));
+}
+
+int backend_binary_trees(const bench_params *p, bench_out *o) {
+  int max = bench_max_depth(p->depth);
+  uint64_t gc0 = GC_get_gc_no();
+  uint64_t t0 = bench_now_ns(), sum = 0, nodes = 0;
+  node *t = make(max + 1, 1);
+  if (!t) goto oom;
+  sum += check(t);
+  nodes += bench_tree_nodes(max + 1);
+  t = NULL;
+  node *long_lived = make(max, 2);
+  if (!long_lived) goto oom;
+  nodes += bench_tree_nodes(max);
+  for (int d = BENCH_MIN_DEPTH; d <= max; d += 2) {
+    uint64_t iters = bench_iterations(max, d);
+    for (uint64_t i = 1; i <= iters; i++) {
+      t = make(d, i);
+      if (!t) goto oom;
+      sum += check(t);
+    }
+    nodes += iters * bench_tree_nodes(d);
+  }
+  sum += check(long_lived);
+  o->time_ns = bench_now_ns() - t0;
+  o->checksum = sum;
+  o->objects = nodes;
+  note_gc(o, gc0);
+  return 0;
+oom:
+  return bench_fail(o, "binary-trees: GC_malloc returned NULL");
+}
+
+/* ---- fill, pause ---- */
+
+static void **fill(const bench_params *p, uint64_t *n_out, bench_out *o) {
+  uint64_t size = p->obj_size, n = (p->fill_bytes + size - 1) / size;
+  void **index = GC_malloc(n * sizeof(void *));
+  if (!index) {
+    bench_fail(o, "fill: GC_malloc of the index failed");
+    return NULL;
+  }
+  for (uint64_t k = 0; k < n; k++) {
+    void *obj = GC_malloc_atomic(size);
+    if (!obj) {
+      bench_fail(o, "fill: GC_malloc_atomic failed after %" PRIu64 " objects", k);
+      return NULL;
+    }
+    memset(obj, bench_fill_byte(k), size);
+    index[k] = obj;
+  }
+  *n_out = n;
+  return index;
+}
+
+static void checksum(void **index, uint64_t n, uint64_t size, bench_out *o) {
+  uint64_t sum = 0;
+  for (uint64_t k = 0; k < n; k++) sum += bench_payload_hash(index[k], size);
+  o->checksum = sum;
+  o->objects = n;
+}
+
+int backend_fill(const bench_params *p, bench_out *o) {
+  uint64_t n, gc0 = GC_get_gc_no();
+  uint64_t t0 = bench_now_ns();
+  void **index = fill(p, &n, o);
+  if (!index) return 1;
+  o->time_ns = bench_now_ns() - t0;
+  note_gc(o, gc0);
+  checksum(index, n, p->obj_size, o);
+  return 0;
+}
+
+int backend_pause(const bench_params *p, bench_out *o) {
+  uint64_t n;
+  uint64_t t0 = bench_now_ns();
+  void **index = fill(p, &n, o);
+  if (!index) return 1;
+  bench_note_u(o, "fill_ns", bench_now_ns() - t0);
+  uint64_t gc0 = GC_get_gc_no();
+  t0 = bench_now_ns();
+  GC_gcollect();
+  o->time_ns = bench_now_ns() - t0;
+  note_gc(o, gc0);
+  t0 = bench_now_ns();
+  GC_gcollect();
+  bench_note_u(o, "second_pause_ns", bench_now_ns() - t0);
+  checksum(index, n, p->obj_size, o);
+  return 0;
+}
+
+int backend_churn(const bench_params *p, bench_out *o) {
+  (void)p, (void)o;
+  return 2;
+}
+
+int backend_release(const bench_params *p, bench_out *o) {
+  (void)p, (void)o;
+  return 2;
+}

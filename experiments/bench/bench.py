@@ -1,0 +1,417 @@
+"""The benchmark driver: runs bench-<allocator> executables side by side.
+
+Every measurement is one fresh process (one workload, one run), so peak RSS
+is that run's own and no allocator inherits another's heap.  Runs are
+interleaved -- round 1 of every arm, then round 2 ... -- so a burst of load on
+the machine lands on every arm rather than on one.  What is reported are
+medians, min-max, and ratios of medians taken in the same invocation.
+
+    python3 experiments/bench/bench.py run [--quick]   # the table (make bench uses pytest)
+    python3 experiments/bench/bench.py check --exe heaplab=PATH ...   # meson test, suite bench
+
+Standard library only: the meson test runs it without the Python package.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MiB = 1 << 20
+ALLOCATORS = ("heaplab", "boehm", "mimalloc", "jemalloc", "glibc")
+PACKAGES = {"boehm": "libgc-dev", "mimalloc": "libmimalloc-dev", "jemalloc": "libjemalloc-dev"}
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+# ---- finding and running the executables -------------------------------------------
+
+def find_exes(build_dir=None, exes=None):
+    """{allocator: path}.  `exes` (name -> path) wins; otherwise the build dir
+    ($HEAPLAB_BUILD or ./build under the repository)."""
+    if exes:
+        return dict(exes)
+    build_dir = build_dir or os.environ.get("HEAPLAB_BUILD") or os.path.join(ROOT, "build")
+    folder = os.path.join(build_dir, "experiments", "bench")
+    out = {}
+    for name in ALLOCATORS:
+        path = os.path.join(folder, f"bench-{name}")
+        if os.access(path, os.X_OK):
+            out[name] = path
+    return out
+
+
+def require(exes, names):
+    missing = [n for n in names if n not in exes]
+    if missing:
+        hints = ", ".join(f"{n} ({PACKAGES.get(n, 'part of the build')})" for n in missing)
+        raise BenchError(f"benchmark executables missing: {hints}; run tools/setup.sh and "
+                         f"ninja -C build (Meson builds a peer only when its package is found)")
+
+
+def run_one(exe, workload, args=(), options=(), timeout=600):
+    """One process, one workload run: its JSON record."""
+    cmd = [exe, workload, *map(str, args)]
+    for o in options:
+        cmd += ["-o", o]
+    env = dict(os.environ, MALLOC_PERTURB_="0")
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=env, timeout=timeout)
+    try:
+        rec = json.loads(p.stdout)
+    except ValueError:
+        raise BenchError(f"{' '.join(cmd)}: exit {p.returncode}, no JSON record;"
+                         f" stderr: {p.stderr[-2000:]}") from None
+    if rec.get("error") or p.returncode:
+        raise BenchError(f"{' '.join(cmd)}: {rec.get('error')} (exit {p.returncode})")
+    return rec
+
+
+# ---- the suite -------------------------------------------------------------------------
+
+class Arm:
+    """One line of a workload: an allocator with its arguments."""
+
+    def __init__(self, name, allocator, args=(), options=()):
+        self.name = name
+        self.allocator = allocator
+        self.args = list(args)
+        self.options = list(options)
+        self.records = []
+
+    def times(self):
+        return [r["time_ns"] / 1e9 for r in self.records]
+
+    def median(self, key=None):
+        vals = self.times() if key is None else [key(r) for r in self.records]
+        return statistics.median(vals)
+
+    def span(self, key=None):
+        vals = self.times() if key is None else [key(r) for r in self.records]
+        return min(vals), max(vals)
+
+    def rss(self):
+        return statistics.median(r["maxrss_bytes"] for r in self.records)
+
+    def checksums(self):
+        return {r["checksum"] for r in self.records}
+
+
+class Workload:
+    def __init__(self, name, title, arms, runs, reference=None):
+        self.name = name
+        self.title = title
+        self.arms = arms
+        self.runs = runs
+        self.reference = reference     # arm name the ratios divide by
+
+    def arm(self, name):
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+
+def suite(quick=False, depth=None, runs=None):
+    """The full configuration (make bench), or a quicker one for development."""
+    depth = depth or int(os.environ.get("HEAPLAB_BENCH_DEPTH", 18 if quick else 20))
+    runs = runs or int(os.environ.get("HEAPLAB_BENCH_RUNS", 2 if quick else 3))
+    fill = 192 * MiB
+    bt = ["--depth", depth]
+    off = ["page_release=0"]
+    return [
+        Workload("binary-trees", f"binary-trees depth {depth} (GCBench shape)", [
+            Arm("heaplab", "heaplab", bt),
+            Arm("heaplab page_release=0", "heaplab", bt, off),
+            Arm("boehm", "boehm", bt),
+            Arm("mimalloc", "mimalloc", bt),
+            Arm("jemalloc", "jemalloc", bt),
+            Arm("glibc", "glibc", bt),
+        ], runs, reference="mimalloc"),
+        Workload("fill", "bulk fill 192 MiB of 256-byte objects", [
+            Arm("page-fault floor", "heaplab", ["--bytes", fill, "--size", 256]),
+            Arm("heaplab", "heaplab", ["--bytes", fill, "--size", 256]),
+            Arm("boehm", "boehm", ["--bytes", fill, "--size", 256]),
+            Arm("mimalloc", "mimalloc", ["--bytes", fill, "--size", 256]),
+            Arm("jemalloc", "jemalloc", ["--bytes", fill, "--size", 256]),
+            Arm("glibc", "glibc", ["--bytes", fill, "--size", 256]),
+        ], runs + 2, reference="page-fault floor"),
+        Workload("churn", "fill/drop churn: 8 x 64 MiB of 256-byte objects", [
+            Arm("page_release=1", "heaplab", ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8]),
+            Arm("page_release=0", "heaplab", ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8],
+                off),
+        ], runs + 2, reference="page_release=0"),
+        Workload("release", "release cost: 192 MiB of 256-byte objects dropped", [
+            Arm("contiguous", "heaplab", ["--bytes", fill, "--size", 256]),
+            Arm("scattered", "heaplab", ["--bytes", fill, "--size", 256, "--scattered"]),
+        ], runs),
+        Workload("pause", "full collection, 192 MiB of 256-byte objects live", [
+            Arm("heaplab", "heaplab", ["--bytes", fill, "--size", 256]),
+            Arm("boehm", "boehm", ["--bytes", fill, "--size", 256]),
+        ], runs, reference="boehm"),
+    ]
+
+
+def tiny_suite():
+    """make test: correctness only, a few seconds."""
+    bt = ["--depth", 8]
+    small = ["--bytes", 2 * MiB, "--size", 256]
+    return [
+        Workload("binary-trees", "binary-trees depth 8", [
+            Arm(a, a, bt) for a in ALLOCATORS] + [
+            Arm("heaplab page_release=0", "heaplab", bt, ["page_release=0"]),
+            # a tiny trigger: many cycles, so the checksum covers the collector
+            Arm("heaplab small trigger", "heaplab", bt,
+                ["gc_trigger_bytes=64k", "gc_trigger_min_bytes=64k", "verify=1"])], 1),
+        Workload("fill", "fill 2 MiB", [Arm("page-fault floor", "heaplab", small)] + [
+            Arm(a, a, small) for a in ALLOCATORS], 1),
+        Workload("pause", "pause 2 MiB", [Arm("heaplab", "heaplab", small),
+                                          Arm("boehm", "boehm", small)], 1),
+        Workload("churn", "churn", [Arm("page_release=1", "heaplab", small + ["--rounds", 3]),
+                                    Arm("page_release=0", "heaplab", small + ["--rounds", 3],
+                                        ["page_release=0"])], 1),
+        Workload("release", "release", [
+            Arm("contiguous", "heaplab", ["--bytes", 16 * MiB, "--size", 256]),
+            Arm("scattered", "heaplab", ["--bytes", 16 * MiB, "--size", 256, "--scattered"])], 1),
+    ]
+
+
+def workload_cmd(w, arm):
+    return "floor" if arm.name == "page-fault floor" else w.name
+
+
+def run_suite(workloads, exes, log=None):
+    require(exes, sorted({a.allocator for w in workloads for a in w.arms}))
+    for w in workloads:
+        for rnd in range(w.runs):
+            for arm in w.arms:
+                rec = run_one(exes[arm.allocator], workload_cmd(w, arm), arm.args, arm.options)
+                arm.records.append(rec)
+                if log:
+                    log(f"{w.name:13} {arm.name:24} run {rnd + 1}/{w.runs}: "
+                        f"{rec['time_ns'] / 1e9:8.3f} s  rss {rec['maxrss_bytes'] / MiB:7.1f} MiB")
+    return workloads
+
+
+# ---- checks --------------------------------------------------------------------------
+
+def checksum_problems(workloads):
+    """Checksums must agree across every allocator (and every run) of a
+    workload; the floor's fill is the same bytes as every allocator's fill."""
+    problems = []
+    for w in workloads:
+        if w.name in ("churn", "release"):
+            continue  # heaplab only: checked on their own below
+        sums = {a.name: a.checksums() for a in w.arms}
+        every = set().union(*sums.values())
+        if len(every) != 1:
+            problems.append(f"{w.name}: checksums differ: " +
+                            ", ".join(f"{k}={sorted(v)}" for k, v in sums.items()))
+    for w in workloads:
+        if w.name == "churn":
+            sums = {a.name: a.checksums() for a in w.arms}
+            if len(set().union(*sums.values())) != 1:
+                problems.append(f"churn: checksums differ between arms: {sums}")
+        if w.name == "release":
+            for a in w.arms:
+                for r in a.records:
+                    if r["notes"]["released_pages"] == 0:
+                        problems.append(f"release/{a.name}: nothing was released")
+    return problems
+
+
+# ---- figures and the table -----------------------------------------------------------
+
+def fmt_s(x):
+    return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.3f} s"
+
+
+def rows_of(w):
+    rows = []
+    ref = w.arm(w.reference) if w.reference else None
+    for a in w.arms:
+        med = a.median()
+        lo, hi = a.span()
+        ratio = f"{med / ref.median():.3f}" if ref else ""
+        rows.append([w.name, a.name, str(len(a.records)), fmt_s(med), f"{fmt_s(lo)} - {fmt_s(hi)}",
+                     ratio, f"{a.rss() / MiB:.1f}", sorted(a.checksums())[0][-8:]])
+    return rows
+
+
+def release_rows(w):
+    rows = []
+    for a in w.arms:
+        n = lambda k: a.median(lambda r: r["notes"][k])  # noqa: E731
+        mib = n("released_pages") * n("page_size") / MiB
+        calls, runs_ = n("release_calls"), n("released_runs")
+        rows.append([a.name, f"{mib:.1f}", f"{calls:.0f}", f"{runs_:.0f}",
+                     f"{calls / runs_:.3f}" if runs_ else "", f"{n('trims'):.0f}",
+                     f"{n('trim_ns') / 1e3 / mib:.1f}", f"{calls / mib:.3f}",
+                     f"{n('floor_one_call_ns') / 1e3 / (a.records[0]['params']['bytes'] / MiB):.1f}",
+                     f"{n('floor_per_page_ns') / 1e3 / (n('floor_per_page_calls') * n('page_size') / MiB):.1f}"])
+    return rows
+
+
+def table(rows, header):
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda cells: " | ".join(str(c).ljust(wd) for c, wd in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), "-+-".join("-" * wd for wd in widths)] + [line(r) for r in rows])
+
+
+def targets(workloads):
+    """DESIGN.md section 8, each as (what, ours, target, ok)."""
+    by = {w.name: w for w in workloads}
+    out = []
+    if "binary-trees" in by:
+        bt = by["binary-trees"]
+        h = bt.arm("heaplab")
+        hb = h.median() / bt.arm("boehm").median()
+        hm = h.median() / bt.arm("mimalloc").median()
+        out.append(("binary-trees: heaplab / boehm time", f"{hb:.3f}", "< 1", hb < 1))
+        out.append(("binary-trees: heaplab / mimalloc time", f"{hm:.3f}", "<= 1.2", hm <= 1.2))
+        rb = h.rss() / bt.arm("boehm").rss()
+        out.append(("binary-trees: heaplab / boehm peak RSS", f"{rb:.3f}", "<= 1", rb <= 1))
+    if "fill" in by:
+        f = by["fill"]
+        r = f.arm("heaplab").median() / f.arm("page-fault floor").median()
+        out.append(("fill: heaplab / page-fault floor", f"{r:.3f}", "<= 1.2", r <= 1.2))
+    ab = []
+    if "binary-trees" in by:
+        bt = by["binary-trees"]
+        ab.append(("binary-trees", bt.arm("heaplab").median() /
+                   bt.arm("heaplab page_release=0").median()))
+    if "churn" in by:
+        c = by["churn"]
+        ab.append(("churn", c.arm("page_release=1").median() / c.arm("page_release=0").median()))
+    if ab:
+        gm = statistics.geometric_mean([r for _, r in ab])
+        parts = ", ".join(f"{n} {r:.3f}" for n, r in ab)
+        out.append((f"page_release on / off, geomean ({parts})", f"{gm:.3f}", "<= 1.01",
+                    gm <= 1.01))
+    if "release" in by:
+        c = by["release"].arm("contiguous")
+        calls = c.median(lambda r: r["notes"]["release_calls"])
+        trims = c.median(lambda r: r["notes"]["trims"])
+        runs_ = c.median(lambda r: r["notes"]["released_runs"])
+        # a run split only by the per-trim budget (release_per_sweep) still
+        # costs one call per trim it spans
+        out.append(("release: contiguous calls per run of pages",
+                    f"{calls:.0f} calls / {runs_:.0f} runs / {trims:.0f} trims",
+                    "<= 1 per run (per trim)", calls <= max(runs_, 1) + trims - 1))
+    if "pause" in by:
+        p = by["pause"]
+        r = p.arm("heaplab").median() / p.arm("boehm").median()
+        out.append(("pause: heaplab / GC_gcollect", f"{r:.3f}", "(reported)", None))
+    return out
+
+
+def render(workloads, load=None):
+    parts = []
+    rows = []
+    for w in workloads:
+        if w.name != "release":
+            rows += rows_of(w)
+    parts.append(table(rows, ["workload", "arm", "runs", "median", "min - max",
+                              "ratio", "peak RSS MiB", "checksum"]))
+    parts.append("ratio = median / the workload's reference arm (binary-trees: mimalloc;"
+                 " fill: page-fault floor; churn: page_release=0; pause: boehm)")
+    for w in workloads:
+        if w.name == "release":
+            parts.append("")
+            parts.append(table(release_rows(w), [
+                "release", "MiB released", "calls", "runs", "calls/run", "trims",
+                "us/MiB (trim)", "calls/MiB", "floor 1 call us/MiB", "floor per page us/MiB"]))
+    tg = targets(workloads)
+    if tg:
+        parts.append("")
+        parts.append(table([[w, o, t, {True: "ok", False: "BEHIND", None: ""}[ok]]
+                            for w, o, t, ok in tg], ["target (DESIGN.md 8)", "ours", "target", ""]))
+    if load:
+        parts.append(f"load average before / after: {load[0]} / {load[1]}")
+    return "\n".join(parts)
+
+
+def arm_json(w, a):
+    """An arm in the harness's results format (docs/harness.md)."""
+    ref = w.arm(w.reference) if w.reference else None
+    records = []
+    for i, r in enumerate(a.records):
+        records.append({
+            "experiment": "bench", "arm": f"{w.name}/{a.name}", "phase": f"run{i + 1}",
+            "index": i, "duration_s": r["time_ns"] / 1e9, "rss_peak": r["maxrss_bytes"],
+            "notes": {"allocator": r["allocator"], "workload": r["workload"],
+                      "checksum": r["checksum"], "objects": r["objects"],
+                      "time_ns": r["time_ns"], "user_ns": r["user_ns"], "sys_ns": r["sys_ns"],
+                      "minflt": r["minflt"], "vmhwm_bytes": r["vmhwm_bytes"], **r["notes"]},
+        })
+    lo, hi = a.span()
+    return {"experiment": "bench", "title": w.title, "arm": f"{w.name}/{a.name}",
+            "options": {o.split("=")[0]: o.split("=", 1)[1] for o in a.options},
+            "params": a.records[0]["params"] if a.records else {}, "pid": None, "error": None,
+            "records": records,
+            "notes": {"workload": w.name, "allocator": a.allocator, "median_s": a.median(),
+                      "min_s": lo, "max_s": hi, "peak_rss_bytes": a.rss(),
+                      "reference": w.reference,
+                      "ratio": a.median() / ref.median() if ref else None},
+            "series": []}
+
+
+def save(workloads, folder):
+    os.makedirs(folder, exist_ok=True)
+    for w in workloads:
+        for a in w.arms:
+            data = arm_json(w, a)
+            safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
+            with open(os.path.join(folder, f"{safe}.json"), "w") as f:
+                json.dump(data, f)
+
+
+# ---- command line --------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("mode", choices=["run", "check"])
+    ap.add_argument("--exe", action="append", default=[], help="allocator=path (repeatable)")
+    ap.add_argument("--build", help="the Meson build folder (default ./build)")
+    ap.add_argument("--quick", action="store_true", help="depth 18, 2 runs")
+    ap.add_argument("--results", help="write JSON records here")
+    args = ap.parse_args(argv)
+    exes = dict(e.split("=", 1) for e in args.exe) if args.exe else None
+    exes = find_exes(args.build, exes)
+    try:
+        if args.mode == "check":
+            ws = run_suite(tiny_suite(), exes)
+            problems = checksum_problems(ws)
+            for w in ws:
+                for a in w.arms:
+                    print(f"{w.name:13} {a.name:24} checksum {sorted(a.checksums())}")
+            if problems:
+                print("\n".join(problems), file=sys.stderr)
+                return 1
+            print("checksums agree across", ", ".join(sorted(exes)))
+            return 0
+        load0 = os.getloadavg()
+        ws = run_suite(suite(quick=args.quick), exes, log=lambda s: print(s, file=sys.stderr))
+        load1 = os.getloadavg()
+        problems = checksum_problems(ws)
+        print(render(ws, (f"{load0[0]:.2f}", f"{load1[0]:.2f}")))
+        if args.results:
+            save(ws, args.results)
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
+            return 1
+        return 0
+    except BenchError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
