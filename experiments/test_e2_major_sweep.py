@@ -21,8 +21,26 @@ Asserted effect:
 
 Seed figures: 36 major sweeps in 38 cycles with the defect, 2 in 39 fixed.
 """
+import os
+
 import heaplab
 from heaplab.harness import Experiment
+
+
+def _env_number(var, default):
+    """A size override from the environment (the notebooks run smaller arms,
+    docs/analysis.md); unset means the protocol's own figure."""
+    v = os.environ.get(var)
+    if not v:
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"{var}={v!r}: expected a number") from None
+
+
+FILL = int(_env_number("HEAPLAB_E2_FILL_MIB", 240) * 2**20)
+CHURN_S = _env_number("HEAPLAB_E2_CHURN_S", 4.0)
 
 E2 = Experiment("E2", "major-sweep classification", seed={
     "small_only": "36 of 38 cycles", "both_paths": "2 of 39 cycles"})
@@ -35,7 +53,7 @@ COMMON = dict(collector="background", min_cycle_interval_ms=100)
 def major_sweep(rec, **options):
     h = heaplab.Heap(**options)
     with rec.phase("survivors", heap=h) as ph:
-        survivors = h.fill(240 << 20, 256, stride=2)
+        survivors = h.fill(FILL, 256, stride=2)
         h.collect(major=True)        # every page swept once: partially live now
         s = h.stats()
         ph.note("partial_pages", s.partial_pool_pages)
@@ -43,7 +61,7 @@ def major_sweep(rec, **options):
         ph.note("checksum", list(survivors.checksum()))
     with rec.phase("churn", heap=h) as ph:
         s0 = h.stats()
-        res = h.churn(4.0, 64 << 10, 4 << 20)
+        res = h.churn(CHURN_S, 64 << 10, 4 << 20)
         s1 = h.stats()
         ph.note("cycles", s1.cycles - s0.cycles)
         ph.note("major_sweeps", s1.major_sweeps - s0.major_sweeps)
