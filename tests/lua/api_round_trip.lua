@@ -93,6 +93,12 @@ r3:release()
 local c = h:churn(0.05, 1024, 64 * 1024)
 C.ok(c.allocations > 0 and c.elapsed_ns > 0, "churn")
 
+-- a background collector thread: churn drives it, close stops it
+local bg = hl.heap{ collector = "background", large_trigger_bytes = "1m" }
+local bc = bg:churn(0.1, 16384, 1 << 20)
+C.ok(bc.allocations > 0 and bg:stats().cycles > 0, "background cycles: " .. bg:stats().cycles)
+bg:close()
+
 -- the sampler
 local s = hl.sampler(0.001)
 s:reset()

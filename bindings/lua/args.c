@@ -1,0 +1,127 @@
+/*
+ * args.c -- the Lua module's errors and argument checking.
+ *
+ * Every error is a Lua error whose message names the function, the argument
+ * and what was wrong ("h:alloc: size must be >= 0, got -1"); every argument
+ * is checked here before it reaches C, so bad input never does.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lhl.h"
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* Raise "fn: message".  luaL_error prefixes the caller's position. */
+int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return luaL_error(L, "%s: %s", fn, msg);
+}
+
+/* A C error code from a heap call: the heap's own message and the code's name. */
+int lhl_fail_rc(lua_State *L, const char *fn, hl_heap *h, int rc) {
+  const char *msg = h ? hl_heap_error(h) : NULL;
+  if (!msg || !*msg) msg = hl_error_name(rc);
+  /* C's messages start with their own verb ("inject: ..."); when it is the
+   * method's name, say it once: "h:inject: every needs N >= 1". */
+  const char *verb = strrchr(fn, ':');
+  verb = verb ? verb + 1 : fn;
+  size_t n = strlen(verb);
+  if (strncmp(msg, verb, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
+  return lhl_fail(L, fn, "%s (%s)", msg, hl_error_name(rc));
+}
+
+/* "a string 'abc'", "the number 1.5", "a table": what the caller passed. */
+const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
+  switch (lua_type(L, idx)) {
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, idx))
+      snprintf(buf, len, "%lld", (long long)lua_tointeger(L, idx));
+    else
+      snprintf(buf, len, "%.17g", (double)lua_tonumber(L, idx));
+    return buf;
+  case LUA_TSTRING: snprintf(buf, len, "'%.60s'", lua_tostring(L, idx)); return buf;
+  case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
+  case LUA_TNONE: return "nothing";
+  case LUA_TUSERDATA:
+    switch (luaL_getmetafield(L, idx, "__name")) {
+    case LUA_TNIL: break; /* nothing pushed */
+    case LUA_TSTRING:
+      snprintf(buf, len, "a %.60s", lua_tostring(L, -1));
+      lua_pop(L, 1);
+      return buf;
+    default: lua_pop(L, 1);
+    }
+    /* fall through */
+  default: snprintf(buf, len, "a %s", luaL_typename(L, idx)); return buf;
+  }
+}
+
+/* ---- argument checking --------------------------------------------------------- */
+
+/* An integer argument: an integer, or a float with an integral value. */
+int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name) {
+  char b[80];
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    return lhl_fail(L, fn, "%s must be an integer, got %s", name, lhl_shown(L, idx, b, sizeof b));
+  int ok = 0;
+  lua_Integer v = lua_tointegerx(L, idx, &ok);
+  if (!ok)
+    return lhl_fail(L, fn, "%s must be an integer, got %s", name, lhl_shown(L, idx, b, sizeof b));
+  return (int64_t)v;
+}
+
+/* An integer in [0, max]; `def` when absent or nil and def >= 0 (else required). */
+uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, uint64_t max,
+                      int64_t def) {
+  if (def >= 0 && lua_isnoneornil(L, idx)) return (uint64_t)def;
+  int64_t v = lhl_arg_int(L, idx, fn, name);
+  if (v < 0) return (uint64_t)lhl_fail(L, fn, "%s must be >= 0, got %" PRId64, name, v);
+  if ((uint64_t)v > max)
+    return (uint64_t)lhl_fail(L, fn, "%s %" PRId64 " exceeds the maximum of %" PRIu64, name, v,
+                              max);
+  return (uint64_t)v;
+}
+
+double lhl_arg_number(lua_State *L, int idx, const char *fn, const char *name) {
+  char b[80];
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    return lhl_fail(L, fn, "%s must be a number, got %s", name, lhl_shown(L, idx, b, sizeof b));
+  return (double)lua_tonumber(L, idx);
+}
+
+/* nil/absent -> def; a boolean -> itself; anything else is an error. */
+int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int def) {
+  char b[80];
+  if (lua_isnoneornil(L, idx)) return def;
+  if (!lua_isboolean(L, idx))
+    return lhl_fail(L, fn, "%s must be a boolean, got %s", name, lhl_shown(L, idx, b, sizeof b));
+  return lua_toboolean(L, idx);
+}
+
+void lhl_check_rc(lua_State *L, const char *fn, hl_heap *h, int rc) {
+  if (rc) lhl_fail_rc(L, fn, h, rc);
+}
+
+void lhl_mib(char *buf, size_t len, uint64_t bytes) {
+  snprintf(buf, len, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+}
+
+/* Make metatable `name`: its metamethods, and __index a closure over the
+ * method table (index != NULL: it decides what other keys mean) or the
+ * method table itself.  Leaves the metatable on the stack. */
+void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
+                  lua_CFunction index) {
+  luaL_newmetatable(L, name);
+  luaL_setfuncs(L, meta, 0);
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  if (index) lua_pushcclosure(L, index, 1);
+  lua_setfield(L, -2, "__index");
+}

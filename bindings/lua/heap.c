@@ -1,0 +1,469 @@
+/*
+ * heap.c -- heaplab.heap: the heap userdata and its methods.
+ *
+ * An hl_heap * that is NULL once closed.  Created closed, opened only after
+ * hl_heap_new succeeds; one finalizer (heap_close) serves __gc, __close and
+ * h:close(), and is idempotent.  A heap's handles (object.c) keep the heap
+ * userdata alive through their user value, and see it closed -- never a
+ * dangling hl_heap * -- after h:close().
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lhl.h"
+
+/* The heap userdata at idx; `fn` names the method for the error. */
+static lheap *heap_ud(lua_State *L, int idx, const char *fn) {
+  lheap *lh = luaL_testudata(L, idx, HEAP_MT);
+  if (!lh) {
+    char b[80];
+    lhl_fail(L, fn, "expected a heap as self (call it with ':'), got %s",
+             lhl_shown(L, idx, b, sizeof b));
+  }
+  return lh;
+}
+
+/* An open heap at idx, or an error saying it is closed. */
+static hl_heap *heap_open(lua_State *L, int idx, const char *fn) {
+  lheap *lh = heap_ud(L, idx, fn);
+  if (!lh->h) lhl_fail(L, fn, "the heap is closed");
+  return lh->h;
+}
+
+/* Build hl_options from defaults, HEAPLAB_* environment, then the table at idx. */
+static void build_options(lua_State *L, int idx, hl_options *o) {
+  static const char fn[] = "heaplab.heap";
+  char err[256], b[80];
+  hl_options_defaults(o);
+  if (hl_options_from_env(o, err, sizeof err)) lhl_fail(L, fn, "%s", err);
+  if (!lua_isnoneornil(L, idx)) {
+    if (!lua_istable(L, idx))
+      lhl_fail(L, fn, "argument 1 must be a table of options, got %s",
+               lhl_shown(L, idx, b, sizeof b));
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      /* key at -2, value at -1 */
+      if (lua_type(L, -2) != LUA_TSTRING)
+        lhl_fail(L, fn, "option names are strings, got the key %s", lhl_shown(L, -2, b, sizeof b));
+      const char *name = lua_tostring(L, -2);
+      int i = hl_option_index(name);
+      if (i < 0) lhl_fail(L, fn, "unknown option '%s' (heaplab.options() lists them)", name);
+      hl_option_info info;
+      hl_option_info_get(i, &info);
+      int rc = 0;
+      switch (lua_type(L, -1)) {
+      case LUA_TSTRING: rc = hl_options_set(o, name, lua_tostring(L, -1), err, sizeof err); break;
+      case LUA_TBOOLEAN:
+        if (info.kind != HL_OPT_BOOL)
+          lhl_fail(L, fn, "option %s: expected %s, got a boolean", name,
+                   info.kind == HL_OPT_ENUM ? "a choice name (string)" : "an integer");
+        rc = hl_options_set_int(o, name, lua_toboolean(L, -1), err, sizeof err);
+        break;
+      case LUA_TNUMBER: {
+        if (info.kind == HL_OPT_ENUM)
+          lhl_fail(L, fn, "option %s: expected one of '%s' as a string, got %s", name, info.choices,
+                   lhl_shown(L, -1, b, sizeof b));
+        int ok = 0;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+          lhl_fail(L, fn, "option %s: expected an integer, got %s",
+                   name, lhl_shown(L, -1, b, sizeof b));
+        rc = hl_options_set_int(o, name, (int64_t)v, err, sizeof err);
+        break;
+      }
+      default: {
+        const char *want = info.kind == HL_OPT_BOOL   ? "boolean"
+                           : info.kind == HL_OPT_ENUM ? "string"
+                                                      : "number";
+        lhl_fail(L, fn, "option %s: expected a %s value, got %s", name, want,
+                 lhl_shown(L, -1, b, sizeof b));
+      }
+      }
+      if (rc) lhl_fail(L, fn, "%s", err);
+      lua_pop(L, 1);
+    }
+  }
+  if (hl_options_validate(o, err, sizeof err)) lhl_fail(L, fn, "%s", err);
+}
+
+/* heaplab.heap{ option = value, ... } */
+int lhl_heap_new(lua_State *L) {
+  hl_options o;
+  build_options(L, 1, &o);
+  lheap *lh = lua_newuserdatauv(L, sizeof *lh, 0);
+  lh->h = NULL; /* closed until hl_heap_new succeeds */
+  lh->manual = o.mode == HL_MODE_MANUAL;
+  lh->events_capacity = o.events_capacity;
+  luaL_setmetatable(L, HEAP_MT);
+  char err[256];
+  hl_heap *h = NULL;
+  int rc = hl_heap_new(&o, &h, err, sizeof err);
+  if (rc) return lhl_fail(L, "heaplab.heap", "%s (%s)", err, hl_error_name(rc));
+  lh->h = h;
+  return 1;
+}
+
+/* The one finalizer of a heap: __gc, __close and h:close().  Its handles see
+ * lh->h == NULL afterwards and refuse to run. */
+static int heap_close(lua_State *L) {
+  lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+  hl_heap *h = lh->h;
+  lh->h = NULL;
+  hl_heap_free(h);
+  return 0;
+}
+
+static int h_close(lua_State *L) {
+  heap_ud(L, 1, "h:close");
+  return heap_close(L);
+}
+
+static int h_closed(lua_State *L) {
+  lua_pushboolean(L, heap_ud(L, 1, "h:closed")->h == NULL);
+  return 1;
+}
+
+/* h:alloc(size, refs=0) */
+static int h_alloc(lua_State *L) {
+  static const char fn[] = "h:alloc";
+  hl_heap *h = heap_open(L, 1, fn);
+  uint64_t size = lhl_arg_uint(L, 2, fn, "size", hl_max_size(), -1);
+  uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", hl_max_refs(), 0);
+  lobj *o = lhl_obj_new(L, 1);
+  lhl_check_rc(L, fn, h, hl_alloc(h, size, refs, &o->ref));
+  return 1;
+}
+
+/* h:fill(total_bytes, size, refs=0) */
+static int h_fill(lua_State *L) {
+  static const char fn[] = "h:fill";
+  hl_heap *h = heap_open(L, 1, fn);
+  uint64_t total = lhl_arg_uint(L, 2, fn, "total_bytes", hl_max_size(), -1);
+  uint64_t size = lhl_arg_uint(L, 3, fn, "size", hl_max_size(), -1);
+  uint64_t refs = lhl_arg_uint(L, 4, fn, "refs", hl_max_refs(), 0);
+  lobj *o = lhl_obj_new(L, 1);
+  lhl_check_rc(L, fn, h, hl_fill(h, total, size, refs, &o->ref));
+  return 1;
+}
+
+/* h:collect{cycles = 1, major = nil|true|false}; h:collect(n) is h:collect{cycles = n}. */
+static int h_collect(lua_State *L) {
+  static const char fn[] = "h:collect";
+  hl_heap *h = heap_open(L, 1, fn);
+  int64_t cycles = 1;
+  int major = -1;
+  char b[80];
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    cycles = lhl_arg_int(L, 2, fn, "cycles");
+  } else if (lua_istable(L, 2)) {
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+      if (k && strcmp(k, "cycles") == 0) {
+        cycles = lhl_arg_int(L, -1, fn, "cycles");
+      } else if (k && strcmp(k, "major") == 0) {
+        major = lhl_arg_bool(L, -1, fn, "major", -1);
+      } else {
+        lhl_fail(L, fn, "unknown field %s in its table (fields: cycles, major)",
+                 lhl_shown(L, -2, b, sizeof b));
+      }
+      lua_pop(L, 1);
+    }
+  } else if (!lua_isnoneornil(L, 2)) {
+    return lhl_fail(L, fn, "argument must be a table {cycles=, major=} or a number, got %s",
+                    lhl_shown(L, 2, b, sizeof b));
+  }
+  if (cycles < 1 || cycles > 1000000)
+    return lhl_fail(L, fn, "cycles must be in [1, 1000000], got %" PRId64, cycles);
+  lhl_check_rc(L, fn, h, hl_collect(h, (int)cycles, major));
+  return 0;
+}
+
+static int h_trim(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:trim");
+  lhl_check_rc(L, "h:trim", h, hl_trim(h));
+  return 0;
+}
+
+static int h_check(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:check");
+  lhl_check_rc(L, "h:check", h, hl_heap_check(h));
+  return 0;
+}
+
+static int h_memory_pressure(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:memory_pressure");
+  lhl_check_rc(L, "h:memory_pressure", h, hl_memory_pressure(h));
+  return 0;
+}
+
+/* h:stats() -> {name = integer}.  hl_stats is HL_STATS's uint64_t fields in
+ * the order of hl_stat_name, both generated from the one list. */
+static void push_stats(lua_State *L, const hl_stats *st) {
+  const uint64_t *v = (const uint64_t *)st;
+  int n = hl_stat_count();
+  lua_createtable(L, 0, n);
+  for (int i = 0; i < n; i++) {
+    lua_pushinteger(L, (lua_Integer)v[i]);
+    lua_setfield(L, -2, hl_stat_name(i));
+  }
+}
+
+static int h_stats(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:stats");
+  hl_stats st;
+  lhl_check_rc(L, "h:stats", h, hl_stats_get(h, &st));
+  push_stats(L, &st);
+  return 1;
+}
+
+/* h:events(clear=true) -> { {kind=, cycle=, time_ns=, <fields>...}, ... } */
+static int h_events(lua_State *L) {
+  static const char fn[] = "h:events";
+  lheap *lh = heap_ud(L, 1, fn);
+  hl_heap *h = heap_open(L, 1, fn);
+  int clear = lhl_arg_bool(L, 2, fn, "clear", 1);
+  size_t cap = (size_t)lh->events_capacity;
+  /* a userdata buffer: freed by Lua even if building the result raises */
+  hl_event *buf = lua_newuserdatauv(L, cap * sizeof *buf, 0);
+  size_t n = 0;
+  lhl_check_rc(L, fn, h, hl_events_read(h, buf, cap, &n, clear));
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    const hl_event *e = &buf[i];
+    lua_createtable(L, 0, 3 + e->nfields);
+    lua_pushstring(L, hl_event_name(e->kind));
+    lua_setfield(L, -2, "kind");
+    lua_pushinteger(L, (lua_Integer)e->cycle);
+    lua_setfield(L, -2, "cycle");
+    lua_pushinteger(L, (lua_Integer)e->time_ns);
+    lua_setfield(L, -2, "time_ns");
+    const char *f = hl_event_fields(e->kind);
+    for (int k = 0; f && *f && k < e->nfields && k < HL_EVENT_MAX_FIELDS; k++) {
+      const char *end = strchr(f, ',');
+      size_t len = end ? (size_t)(end - f) : strlen(f);
+      lua_pushlstring(L, f, len);
+      lua_pushinteger(L, (lua_Integer)e->fields[k]);
+      lua_rawset(L, -3);
+      f = end ? end + 1 : f + len;
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+static int h_resident_bytes(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:resident_bytes");
+  uint64_t v = 0;
+  lhl_check_rc(L, "h:resident_bytes", h, hl_resident_bytes(h, &v));
+  lua_pushinteger(L, (lua_Integer)v);
+  return 1;
+}
+
+static int h_vma_count(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:vma_count");
+  uint64_t v = 0;
+  lhl_check_rc(L, "h:vma_count", h, hl_vma_count(h, &v));
+  lua_pushinteger(L, (lua_Integer)v);
+  return 1;
+}
+
+/* h:range() -> base address, reserved bytes */
+static int h_range(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:range");
+  uint64_t base = 0, bytes = 0;
+  lhl_check_rc(L, "h:range", h, hl_heap_range(h, &base, &bytes));
+  lua_pushinteger(L, (lua_Integer)base);
+  lua_pushinteger(L, (lua_Integer)bytes);
+  return 2;
+}
+
+/* h:options() -> the effective options {name = value} */
+static int h_options(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:options");
+  hl_options o;
+  lhl_check_rc(L, "h:options", h, hl_heap_options(h, &o));
+  int n = hl_option_count();
+  lua_createtable(L, 0, n);
+  for (int i = 0; i < n; i++) {
+    hl_option_info info;
+    int64_t v = 0;
+    if (hl_option_info_get(i, &info) || hl_options_get(&o, info.name, &v)) continue;
+    lhl_push_option_value(L, &info, v);
+    lua_setfield(L, -2, info.name);
+  }
+  return 1;
+}
+
+/* h:inject(site, mode, n=0, errno="ENOMEM") -- DESIGN.md section 4 */
+static int h_inject(lua_State *L) {
+  static const char fn[] = "h:inject";
+  hl_heap *h = heap_open(L, 1, fn);
+  char b[80];
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return lhl_fail(L, fn, "site must be a string (one of heaplab.fault_sites()), got %s",
+                    lhl_shown(L, 2, b, sizeof b));
+  int site = hl_fault_site_index(lua_tostring(L, 2));
+  if (site < 0)
+    return lhl_fail(L, fn, "unknown site '%s' (heaplab.fault_sites() lists them)",
+                    lua_tostring(L, 2));
+  if (lua_type(L, 3) != LUA_TSTRING)
+    return lhl_fail(L, fn, "mode must be a string (off, first, always, every, sticky), got %s",
+                    lhl_shown(L, 3, b, sizeof b));
+  int mode = hl_fault_mode_index(lua_tostring(L, 3));
+  if (mode < 0)
+    return lhl_fail(L, fn, "unknown mode '%s' (off, first, always, every, sticky)",
+                    lua_tostring(L, 3));
+  int64_t n = lua_isnoneornil(L, 4) ? 0 : lhl_arg_int(L, 4, fn, "n");
+  int err = ENOMEM;
+  if (lua_type(L, 5) == LUA_TSTRING) {
+    err = hl_errno_index(lua_tostring(L, 5));
+    if (err < 0)
+      return lhl_fail(L, fn,
+                      "unknown errno '%s' (EAGAIN, ENOMEM, EINVAL, EIO, EPERM, EFAULT, EBUSY, "
+                      "ENOSYS, or a number)",
+                      lua_tostring(L, 5));
+  } else if (!lua_isnoneornil(L, 5)) {
+    int64_t e = lhl_arg_int(L, 5, fn, "errno");
+    if (e <= 0 || e > 4095) return lhl_fail(L, fn, "errno must be in [1, 4095], got %" PRId64, e);
+    err = (int)e;
+  }
+  lhl_check_rc(L, fn, h, hl_inject(h, site, mode, n, err));
+  return 0;
+}
+
+/* h:faults() -> {site = {mode=, n=, errno=, calls=, fired=}} */
+static int h_faults(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:faults");
+  hl_fault_state buf[HL_SITE_COUNT];
+  size_t n = 0;
+  lhl_check_rc(L, "h:faults", h, hl_faults_get(h, buf, HL_SITE_COUNT, &n));
+  lua_createtable(L, 0, (int)n);
+  for (size_t i = 0; i < n; i++) {
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, hl_fault_mode_name(buf[i].mode));
+    lua_setfield(L, -2, "mode");
+    lua_pushinteger(L, (lua_Integer)buf[i].arg);
+    lua_setfield(L, -2, "n");
+    if (buf[i].err) {
+      lua_pushstring(L, hl_errno_name(buf[i].err));
+      lua_setfield(L, -2, "errno");
+    }
+    lua_pushinteger(L, (lua_Integer)buf[i].calls);
+    lua_setfield(L, -2, "calls");
+    lua_pushinteger(L, (lua_Integer)buf[i].fired);
+    lua_setfield(L, -2, "fired");
+    lua_setfield(L, -2, hl_fault_site_name(buf[i].site));
+  }
+  return 1;
+}
+
+/* h:churn(duration_s, size, live_bytes, rate_bytes_per_s=0) -> result table */
+static int h_churn(lua_State *L) {
+  static const char fn[] = "h:churn";
+  hl_heap *h = heap_open(L, 1, fn);
+  double dur = lhl_arg_number(L, 2, fn, "duration_s");
+  if (!(dur > 0 && dur <= 3600))
+    return lhl_fail(L, fn, "duration_s must be in (0, 3600], got %g", dur);
+  uint64_t size = lhl_arg_uint(L, 3, fn, "size", hl_max_size(), -1);
+  if (size == 0) return lhl_fail(L, fn, "size must be at least 1 byte, got 0");
+  uint64_t live = lhl_arg_uint(L, 4, fn, "live_bytes", hl_max_size(), -1);
+  double rate = lua_isnoneornil(L, 5) ? 0.0 : lhl_arg_number(L, 5, fn, "rate_bytes_per_s");
+  if (!(rate >= 0 && rate < 1e15))
+    return lhl_fail(L, fn, "rate_bytes_per_s must be in [0, 1e15) (0 = as fast as possible), "
+                    "got %g", rate);
+  hl_churn_result r;
+  lhl_check_rc(L, fn, h, hl_churn(h, dur, size, live, rate, &r));
+  lua_createtable(L, 0, 7);
+#define F(name)                                                                \
+  lua_pushinteger(L, (lua_Integer)r.name);                                     \
+  lua_setfield(L, -2, #name);
+  F(allocated_bytes) F(allocations) F(cycles) F(pacing_waits) F(pacing_wait_ns) F(elapsed_ns)
+  F(peak_large_live_bytes)
+#undef F
+  return 1;
+}
+
+/* One line for the REPL: mode, pages by state, handles, cycles, live bytes. */
+static int heap_tostring(lua_State *L) {
+  lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+  if (!lh->h) {
+    lua_pushfstring(L, "heaplab.heap (closed): %p", (void *)lh);
+    return 1;
+  }
+  hl_stats st;
+  if (hl_stats_get(lh->h, &st)) {
+    lua_pushfstring(L, "heaplab.heap: %p", (void *)lh);
+    return 1;
+  }
+  char small[32], large[32];
+  lhl_mib(small, sizeof small, st.small_live_bytes);
+  lhl_mib(large, sizeof large, st.large_live_bytes);
+  char line[400];
+  snprintf(line, sizeof line,
+           "heaplab.heap(%s): %" PRIu64 " pages (%" PRIu64 " owned, %" PRIu64 " partial, %" PRIu64
+           " free, %" PRIu64 " released), %" PRIu64 " handles, %" PRIu64 " cycles, live %s small"
+           " + %s large",
+           lh->manual ? "manual" : "collected", st.total_pages, st.owned_pages,
+           st.partial_pool_pages, st.free_pool_pages, st.released_pool_pages, st.handles,
+           st.cycles, small, large);
+  lua_pushstring(L, line);
+  return 1;
+}
+
+/* h.x = ... is always a mistake: a heap has methods, not fields. */
+static int heap_newindex(lua_State *L) {
+  char b[80];
+  return lhl_fail(L, "heaplab.heap", "cannot set field %s (a heap has methods only)",
+                  lhl_shown(L, 2, b, sizeof b));
+}
+
+static const luaL_Reg heap_methods[] = {
+    {"alloc", h_alloc},
+    {"fill", h_fill},
+    {"collect", h_collect},
+    {"stats", h_stats},
+    {"events", h_events},
+    {"resident_bytes", h_resident_bytes},
+    {"vma_count", h_vma_count},
+    {"inject", h_inject},
+    {"faults", h_faults},
+    {"close", h_close},
+    {"closed", h_closed},
+    {"trim", h_trim},
+    {"check", h_check},
+    {"churn", h_churn},
+    {"memory_pressure", h_memory_pressure},
+    {"options", h_options},
+    {"range", h_range},
+    {NULL, NULL}};
+
+/* h.method; an unknown name is an error naming it (a typo must not be nil). */
+static int heap_index(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    return lhl_fail(L, "heaplab.heap",
+                    "no method '%s' (methods: alloc, fill, collect, stats, events, "
+                    "resident_bytes, vma_count, inject, faults, close, closed, trim, check, "
+                    "churn, memory_pressure, options, range)",
+                    lua_tostring(L, 2));
+  }
+  char b[80];
+  return lhl_fail(L, "heaplab.heap",
+                  "no field %s (a heap has methods only)", lhl_shown(L, 2, b, sizeof b));
+}
+
+static const luaL_Reg heap_meta[] = {
+    {"__gc", heap_close},
+    {"__close", heap_close},
+    {"__tostring", heap_tostring},
+    {"__newindex", heap_newindex},
+    {NULL, NULL}};
+
+void lhl_open_heap(lua_State *L) {
+  lhl_new_type(L, HEAP_MT, heap_meta, heap_methods, heap_index);
+  lua_pop(L, 1);
+}

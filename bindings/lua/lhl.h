@@ -1,0 +1,69 @@
+/*
+ * lhl.h -- what the files of the Lua module share (internal; not installed).
+ *
+ *   heaplab_lua.c  the module table: declarations read from C, probes, luaopen
+ *   heap.c         heaplab.heap      (hl_heap *)
+ *   object.c       heaplab.object    (hl_ref: a root)
+ *   sampler.c      heaplab.sampler   (hl_sampler *)
+ *   args.c         errors and argument checking shared by all of them
+ */
+#ifndef HEAPLAB_LHL_H
+#define HEAPLAB_LHL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "heaplab.h"
+
+#define HEAP_MT "heaplab.heap"
+#define OBJ_MT "heaplab.object"
+#define SAMPLER_MT "heaplab.sampler"
+
+typedef struct lheap {
+  hl_heap *h;              /* NULL when closed */
+  int manual;              /* mode=manual: no handles, no collector */
+  int64_t events_capacity; /* events() reads at most this many */
+} lheap;
+
+typedef struct lobj {
+  hl_ref ref; /* 0 when released (or never acquired); user value 1 = the heap userdata */
+} lobj;
+
+typedef struct lsampler {
+  hl_sampler *s; /* NULL when stopped */
+} lsampler;
+
+/* args.c */
+int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int lhl_fail_rc(lua_State *L, const char *fn, hl_heap *h, int rc);
+void lhl_check_rc(lua_State *L, const char *fn, hl_heap *h, int rc);
+const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len);
+int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name);
+uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, uint64_t max,
+                      int64_t def);
+double lhl_arg_number(lua_State *L, int idx, const char *fn, const char *name);
+int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int def);
+void lhl_mib(char *buf, size_t len, uint64_t bytes);
+void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
+                  lua_CFunction index);
+
+/* heaplab_lua.c */
+void lhl_push_option_value(lua_State *L, const hl_option_info *info, int64_t v);
+
+/* heap.c */
+int lhl_heap_new(lua_State *L);
+void lhl_open_heap(lua_State *L);
+
+/* object.c */
+lobj *lhl_obj_new(lua_State *L, int heap_idx);
+void lhl_open_object(lua_State *L);
+
+/* sampler.c */
+int lhl_sampler_new(lua_State *L);
+void lhl_open_sampler(lua_State *L);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * object.c -- heaplab.object: a handle (a root) to one object of a heap.
+ *
+ * The userdata holds the hl_ref; its user value holds the heap userdata, so
+ * a heap stays alive while any of its handles does, and a handle whose heap
+ * was closed finds the hl_heap * gone and refuses to run (a Lua error, not a
+ * crash).  One finalizer (obj_gc) serves __gc, __close and o:release(): it
+ * drops the root, so the next heap collection can reclaim the object.
+ * Slots are 1-based: o[1] is C's slot 0; every o[i] read is a NEW root.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lhl.h"
+
+/* Push a new object userdata for heap at heap_idx, ref 0 (safe to collect). */
+lobj *lhl_obj_new(lua_State *L, int heap_idx) {
+  heap_idx = lua_absindex(L, heap_idx);
+  lobj *o = lua_newuserdatauv(L, sizeof *o, 1);
+  o->ref = 0;
+  luaL_setmetatable(L, OBJ_MT);
+  lua_pushvalue(L, heap_idx);
+  lua_setiuservalue(L, -2, 1);
+  return o;
+}
+
+/* The object at idx and (in *hp) its open hl_heap, read from the object's
+ * user value.  An error if released or if the heap was closed -- never a
+ * dangling use. */
+static lobj *obj_check(lua_State *L, int idx, const char *fn, hl_heap **hp) {
+  char b[80];
+  lobj *o = luaL_testudata(L, idx, OBJ_MT);
+  if (!o) {
+    lhl_fail(L, fn, "expected a heaplab object as self (call it with ':'), got %s",
+             lhl_shown(L, idx, b, sizeof b));
+    return NULL;
+  }
+  lua_getiuservalue(L, idx, 1);
+  lheap *lh = lua_touserdata(L, -1);
+  lua_pop(L, 1); /* the object's user value keeps the heap alive */
+  if (!lh || !lh->h) lhl_fail(L, fn, "the object's heap is closed");
+  if (o->ref == 0) lhl_fail(L, fn, "the object was released");
+  *hp = lh->h;
+  return o;
+}
+
+static void obj_info(lua_State *L, const char *fn, hl_heap *h, lobj *o, hl_object_info *info) {
+  lhl_check_rc(L, fn, h, hl_ref_info(h, o->ref, info));
+}
+
+/* The one finalizer of a handle: __gc, __close and o:release().  Drops the
+ * root unless the heap is already gone (its handles went with it). */
+static int obj_release_ud(lua_State *L, int idx) {
+  lobj *o = luaL_testudata(L, idx, OBJ_MT);
+  if (!o) return 0;
+  hl_ref ref = o->ref;
+  o->ref = 0;
+  if (!ref) return 0;
+  lua_getiuservalue(L, idx, 1);
+  lheap *lh = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (lh && lh->h) hl_ref_release(lh->h, ref);
+  return 0;
+}
+
+static int obj_gc(lua_State *L) { return obj_release_ud(L, 1); }
+
+static int o_release(lua_State *L) {
+  char b[80];
+  if (!luaL_testudata(L, 1, OBJ_MT))
+    return lhl_fail(L, "o:release", "expected a heaplab object as self (call it with ':'), got %s",
+                    lhl_shown(L, 1, b, sizeof b));
+  return obj_release_ud(L, 1);
+}
+
+static int o_released(lua_State *L) {
+  char b[80];
+  lobj *o = luaL_testudata(L, 1, OBJ_MT);
+  if (!o)
+    return lhl_fail(L, "o:released", "expected a heaplab object as self, got %s",
+                    lhl_shown(L, 1, b, sizeof b));
+  lua_pushboolean(L, o->ref == 0);
+  return 1;
+}
+
+static int o_size(lua_State *L) {
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, "o:size", &h);
+  hl_object_info info;
+  obj_info(L, "o:size", h, o, &info);
+  lua_pushinteger(L, (lua_Integer)info.size);
+  return 1;
+}
+
+static int o_refs(lua_State *L) {
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, "o:refs", &h);
+  hl_object_info info;
+  obj_info(L, "o:refs", h, o, &info);
+  lua_pushinteger(L, (lua_Integer)info.refs);
+  return 1;
+}
+
+static int o_address(lua_State *L) {
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, "o:address", &h);
+  hl_object_info info;
+  obj_info(L, "o:address", h, o, &info);
+  lua_pushinteger(L, (lua_Integer)info.address);
+  return 1;
+}
+
+static int o_large(lua_State *L) {
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, "o:large", &h);
+  hl_object_info info;
+  obj_info(L, "o:large", h, o, &info);
+  lua_pushboolean(L, info.large);
+  return 1;
+}
+
+/* o:heap() -> the heap userdata this object belongs to */
+static int o_heap(lua_State *L) {
+  char b[80];
+  if (!luaL_testudata(L, 1, OBJ_MT))
+    return lhl_fail(L, "o:heap",
+                    "expected a heaplab object as self, got %s", lhl_shown(L, 1, b, sizeof b));
+  lua_getiuservalue(L, 1, 1);
+  return 1;
+}
+
+/* o:checksum() -> sum, objects over everything reachable from o (the sum is
+ * a uint64 shown as a Lua integer, so it may be negative). */
+static int o_checksum(lua_State *L) {
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, "o:checksum", &h);
+  uint64_t sum = 0, n = 0;
+  lhl_check_rc(L, "o:checksum", h, hl_ref_checksum(h, o->ref, &sum, &n));
+  lua_pushinteger(L, (lua_Integer)sum);
+  lua_pushinteger(L, (lua_Integer)n);
+  return 2;
+}
+
+/* o:dup() -> a second, independent root to the same object */
+static int o_dup(lua_State *L) {
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, "o:dup", &h);
+  lua_getiuservalue(L, 1, 1);
+  lobj *d = lhl_obj_new(L, -1);
+  lhl_check_rc(L, "o:dup", h, hl_ref_dup(h, o->ref, &d->ref));
+  return 1;
+}
+
+/* o:read(offset=0, length=size-offset) -> string */
+static int o_read(lua_State *L) {
+  static const char fn[] = "o:read";
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, fn, &h);
+  hl_object_info info;
+  obj_info(L, fn, h, o, &info);
+  uint64_t off = lhl_arg_uint(L, 2, fn, "offset", info.size, 0);
+  uint64_t len = lhl_arg_uint(L, 3, fn, "length", info.size - off, (int64_t)(info.size - off));
+  luaL_Buffer b;
+  char *dst = luaL_buffinitsize(L, &b, (size_t)len);
+  lhl_check_rc(L, fn, h, hl_ref_read(h, o->ref, off, dst, len));
+  luaL_pushresultsize(&b, (size_t)len);
+  return 1;
+}
+
+/* o:write(data, offset=0) */
+static int o_write(lua_State *L) {
+  static const char fn[] = "o:write";
+  hl_heap *h;
+  char bb[80];
+  lobj *o = obj_check(L, 1, fn, &h);
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return lhl_fail(L, fn, "data must be a string, got %s", lhl_shown(L, 2, bb, sizeof bb));
+  size_t len = 0;
+  const char *src = lua_tolstring(L, 2, &len);
+  hl_object_info info;
+  obj_info(L, fn, h, o, &info);
+  uint64_t off = lhl_arg_uint(L, 3, fn, "offset", info.size, 0);
+  if (len > info.size - off)
+    return lhl_fail(L, fn, "%zu bytes at offset %" PRIu64 " do not fit a %" PRIu64 "-byte payload",
+                    len, off, info.size);
+  lhl_check_rc(L, fn, h, hl_ref_write(h, o->ref, off, src, len));
+  return 0;
+}
+
+/* A 1-based slot key at idx -> the 0-based C slot, checked against the object. */
+static uint64_t slot_index(lua_State *L, int idx, const char *fn, hl_heap *h, lobj *o) {
+  char b[80];
+  int ok = 0;
+  lua_Integer i = lua_tointegerx(L, idx, &ok);
+  if (!ok || lua_type(L, idx) != LUA_TNUMBER)
+    return (uint64_t)lhl_fail(L, fn, "slot index must be an integer, got %s",
+                              lhl_shown(L, idx, b, sizeof b));
+  hl_object_info info;
+  obj_info(L, fn, h, o, &info);
+  if (info.refs == 0)
+    return (uint64_t)lhl_fail(L, fn, "slot index %lld: the object has no slots (#o == 0)",
+                              (long long)i);
+  if (i < 1 || (uint64_t)i > info.refs)
+    return (uint64_t)lhl_fail(L, fn, "slot index %lld out of range [1, %" PRIu64 "]", (long long)i,
+                              info.refs);
+  return (uint64_t)(i - 1);
+}
+
+/* Methods of an object, looked up by obj_index for string keys. */
+static const luaL_Reg obj_methods[] = {
+    {"release", o_release}, {"released", o_released}, {"size", o_size},   {"refs", o_refs},
+    {"address", o_address}, {"large", o_large},       {"heap", o_heap},   {"checksum", o_checksum},
+    {"dup", o_dup},         {"read", o_read},         {"write", o_write}, {NULL, NULL}};
+
+/* o[i] -> object or nil (a NEW root to the slot's object); o.method -> method */
+static int obj_index(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    return lhl_fail(L, "heaplab.object",
+                    "no method '%s' (methods: release, released, size, refs, address, large, "
+                    "heap, checksum, dup, read, write; o[i] for slots)",
+                    lua_tostring(L, 2));
+  }
+  static const char fn[] = "o[i]";
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, fn, &h);
+  uint64_t slot = slot_index(L, 2, fn, h, o);
+  lua_getiuservalue(L, 1, 1);
+  lobj *v = lhl_obj_new(L, -1);
+  lhl_check_rc(L, fn, h, hl_ref_get(h, o->ref, slot, &v->ref));
+  if (v->ref == 0) lua_pushnil(L);
+  return 1;
+}
+
+/* o[i] = object or nil */
+static int obj_newindex(lua_State *L) {
+  static const char fn[] = "o[i] = v";
+  char b[80];
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, fn, &h);
+  if (lua_type(L, 2) == LUA_TSTRING)
+    return lhl_fail(L, fn, "cannot set field '%s' (an object has slots o[1..#o], not fields)",
+                    lua_tostring(L, 2));
+  uint64_t slot = slot_index(L, 2, fn, h, o);
+  hl_ref value = 0;
+  if (!lua_isnil(L, 3)) {
+    lobj *v = luaL_testudata(L, 3, OBJ_MT);
+    if (!v) return lhl_fail(L, fn, "v must be a heaplab object or nil, got %s",
+                            lhl_shown(L, 3, b, sizeof b));
+    lua_getiuservalue(L, 1, 1);
+    lua_getiuservalue(L, 3, 1);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (!same) return lhl_fail(L, fn, "v belongs to another heap");
+    if (v->ref == 0) return lhl_fail(L, fn, "v was released");
+    value = v->ref;
+  }
+  lhl_check_rc(L, fn, h, hl_ref_set(h, o->ref, slot, value));
+  return 0;
+}
+
+static int obj_len(lua_State *L) {
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, "#o", &h);
+  hl_object_info info;
+  obj_info(L, "#o", h, o, &info);
+  lua_pushinteger(L, (lua_Integer)info.refs);
+  return 1;
+}
+
+/* Two handles are equal when they root the same object of the same heap. */
+static int obj_eq(lua_State *L) {
+  lobj *a = luaL_testudata(L, 1, OBJ_MT), *b = luaL_testudata(L, 2, OBJ_MT);
+  if (!a || !b || !a->ref || !b->ref) {
+    lua_pushboolean(L, lua_rawequal(L, 1, 2));
+    return 1;
+  }
+  lua_getiuservalue(L, 1, 1);
+  lua_getiuservalue(L, 2, 1);
+  lheap *lh = lua_touserdata(L, -1);
+  int same_heap = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  hl_object_info ia, ib;
+  lua_pushboolean(L, same_heap && lh && lh->h && !hl_ref_info(lh->h, a->ref, &ia) &&
+                  !hl_ref_info(lh->h, b->ref, &ib) && ia.object == ib.object);
+  return 1;
+}
+
+static int obj_tostring(lua_State *L) {
+  lobj *o = luaL_checkudata(L, 1, OBJ_MT);
+  lua_getiuservalue(L, 1, 1);
+  lheap *lh = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  hl_object_info info;
+  if (o->ref == 0)
+    lua_pushstring(L, "heaplab.object (released)");
+  else if (!lh || !lh->h)
+    lua_pushstring(L, "heaplab.object (heap closed)");
+  else if (hl_ref_info(lh->h, o->ref, &info))
+    lua_pushstring(L, "heaplab.object (stale)");
+  else {
+    char line[160];
+    snprintf(line, sizeof line, "heaplab.object(size=%" PRIu64 ", refs=%" PRIu64 "%s): 0x%" PRIx64,
+             info.size, info.refs, info.large ? ", large" : "", info.address);
+    lua_pushstring(L, line);
+  }
+  return 1;
+}
+
+static const luaL_Reg obj_meta[] = {
+    {"__gc", obj_gc},
+    {"__close", obj_gc},
+    {"__tostring", obj_tostring},
+    {"__newindex", obj_newindex},
+    {"__len", obj_len},
+    {"__eq", obj_eq},
+    {NULL, NULL}};
+
+void lhl_open_object(lua_State *L) {
+  lhl_new_type(L, OBJ_MT, obj_meta, obj_methods, obj_index);
+  lua_pop(L, 1);
+}

@@ -1,0 +1,136 @@
+/*
+ * sampler.c -- heaplab.sampler: the footprint sampler (hl_sampler_*) for
+ * experiments written in Lua: a C thread reading phys_footprint and rss,
+ * keeping the peak, the lowest value after a mark, and a time series.
+ * One finalizer (sampler_stop) serves __gc, __close and s:stop().
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "lhl.h"
+
+static hl_sampler *sampler_check(lua_State *L, const char *fn) {
+  char b[80];
+  lsampler *ls = luaL_testudata(L, 1, SAMPLER_MT);
+  if (!ls) lhl_fail(L, fn, "expected a sampler as self (call it with ':'), got %s",
+                    lhl_shown(L, 1, b, sizeof b));
+  if (!ls->s) lhl_fail(L, fn, "the sampler is stopped");
+  return ls->s;
+}
+
+/* heaplab.sampler(interval_s=0.002, capacity=65536): a C thread sampling
+ * this process's footprint (peak, lowest after mark, time series). */
+int lhl_sampler_new(lua_State *L) {
+  static const char fn[] = "heaplab.sampler";
+  double interval = lua_isnoneornil(L, 1) ? 0.002 : lhl_arg_number(L, 1, fn, "interval_s");
+  if (!(interval >= 0.0001 && interval <= 10))
+    return lhl_fail(L, fn, "interval_s must be in [0.0001, 10] seconds, got %g", interval);
+  uint64_t cap = lhl_arg_uint(L, 2, fn, "capacity", 1u << 24, 65536);
+  if (cap < 16) return lhl_fail(L, fn, "capacity must be in [16, 16777216], got %" PRIu64, cap);
+  lsampler *ls = lua_newuserdatauv(L, sizeof *ls, 0);
+  ls->s = NULL;
+  luaL_setmetatable(L, SAMPLER_MT);
+  int rc = hl_sampler_start(&ls->s, (uint32_t)llround(interval * 1e6), (size_t)cap);
+  if (rc) return lhl_fail(L, fn, "cannot start the sampler thread (%s)", hl_error_name(rc));
+  return 1;
+}
+
+static int sampler_stop(lua_State *L) {
+  lsampler *ls = luaL_checkudata(L, 1, SAMPLER_MT);
+  hl_sampler *s = ls->s;
+  ls->s = NULL;
+  hl_sampler_stop(s);
+  return 0;
+}
+
+static int s_stop(lua_State *L) {
+  char b[80];
+  if (!luaL_testudata(L, 1, SAMPLER_MT))
+    return lhl_fail(L, "s:stop",
+                    "expected a sampler as self, got %s", lhl_shown(L, 1, b, sizeof b));
+  return sampler_stop(L);
+}
+
+static int s_mark(lua_State *L) {
+  hl_sampler_mark(sampler_check(L, "s:mark"));
+  return 0;
+}
+
+static int s_reset(lua_State *L) {
+  hl_sampler_reset(sampler_check(L, "s:reset"));
+  return 0;
+}
+
+static int s_summary(lua_State *L) {
+  hl_sampler_summary o;
+  hl_sampler_summary_get(sampler_check(L, "s:summary"), &o);
+  lua_createtable(L, 0, 10);
+#define F(name)                                                                \
+  lua_pushinteger(L, (lua_Integer)o.name);                                     \
+  lua_setfield(L, -2, #name);
+  F(samples) F(min_phys) F(max_phys) F(min_phys_after_mark) F(max_phys_after_mark) F(min_rss)
+  F(max_rss) F(mark_ns) F(interval_us) F(stored)
+#undef F
+  return 1;
+}
+
+/* s:series(start=1) -> { {t_ns, phys_footprint, rss, lazyfree}, ... } */
+static int s_series(lua_State *L) {
+  static const char fn[] = "s:series";
+  hl_sampler *s = sampler_check(L, fn);
+  uint64_t start = lhl_arg_uint(L, 2, fn, "start", UINT64_MAX >> 1, 1);
+  if (start < 1) return lhl_fail(L, fn, "start must be >= 1, got 0");
+  enum { CHUNK = 1024 };
+  hl_sample *buf = lua_newuserdatauv(L, CHUNK * sizeof *buf, 0);
+  lua_newtable(L);
+  lua_Integer out = 0;
+  size_t from = (size_t)(start - 1), n = 0;
+  do {
+    hl_sampler_read(s, from, buf, CHUNK, &n);
+    for (size_t i = 0; i < n; i++) {
+      lua_createtable(L, 4, 0);
+      lua_pushinteger(L, (lua_Integer)buf[i].t_ns);
+      lua_rawseti(L, -2, 1);
+      lua_pushinteger(L, (lua_Integer)buf[i].phys_footprint);
+      lua_rawseti(L, -2, 2);
+      lua_pushinteger(L, (lua_Integer)buf[i].rss);
+      lua_rawseti(L, -2, 3);
+      lua_pushinteger(L, (lua_Integer)buf[i].lazyfree);
+      lua_rawseti(L, -2, 4);
+      lua_rawseti(L, -2, ++out);
+    }
+    from += n;
+  } while (n == CHUNK);
+  return 1;
+}
+
+static int sampler_tostring(lua_State *L) {
+  lsampler *ls = luaL_checkudata(L, 1, SAMPLER_MT);
+  if (!ls->s) {
+    lua_pushstring(L, "heaplab.sampler (stopped)");
+    return 1;
+  }
+  hl_sampler_summary o;
+  hl_sampler_summary_get(ls->s, &o);
+  char line[200], lo[32], hi[32];
+  lhl_mib(lo, sizeof lo, o.min_phys);
+  lhl_mib(hi, sizeof hi, o.max_phys);
+  snprintf(line, sizeof line, "heaplab.sampler(every %" PRIu64 " us): %" PRIu64
+           " samples, phys %s .. %s", o.interval_us, o.samples, lo, hi);
+  lua_pushstring(L, line);
+  return 1;
+}
+
+static const luaL_Reg sampler_methods[] = {
+    {"mark", s_mark},     {"reset", s_reset}, {"summary", s_summary},
+    {"series", s_series}, {"stop", s_stop},   {NULL, NULL}};
+
+static const luaL_Reg sampler_meta[] = {
+    {"__gc", sampler_stop}, {"__close", sampler_stop}, {"__tostring", sampler_tostring},
+    {NULL, NULL}};
+
+void lhl_open_sampler(lua_State *L) {
+  lhl_new_type(L, SAMPLER_MT, sampler_meta, sampler_methods, NULL);
+  lua_pop(L, 1);
+}
