@@ -13,7 +13,8 @@ being refused; (c) models the primary release advice being refused.
     first acquires its pages through the released pool.
     Arms:   clean, restore_fails
     Effect: identical checksums of every live object; no spinning (the
-            fastest round within 2x of clean's fastest); growth bounded: at most one fresh page
+            fastest round within 2x of clean's fastest, in wall time less the
+            time the thread waited for a CPU other processes held); growth bounded: at most one fresh page
             per page acquired and at most reuse_attempts restore tries for it,
             heap residency (mincore) within 5% of clean.
     Seed:   the injected run "completes, returns a bit-identical RESULT, and
@@ -68,6 +69,15 @@ PER_PAGE = PAGE // 256    # objects per page
 MiB = 1 << 20
 
 
+def runqueue_wait_ns():
+    """Nanoseconds this thread has spent runnable but waiting for a CPU that
+    other processes held (/proc/thread-self/schedstat, second field).  Wall
+    time minus this is the time the thread ran or slept by itself: what a
+    spin or a stall would lengthen, and what a loaded machine does not."""
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1])
+
+
 def fill_pages(h, pages):
     """Fill exactly `pages` pages of objects (plus the fill's index pages)."""
     return h.fill(pages * PER_PAGE * OBJ, OBJ)
@@ -91,7 +101,7 @@ def restore_always_fails(rec, inject, **options):
     kept, rounds = [], []
     with rec.phase("rounds", heap=h) as ph:
         for k in range(ROUNDS_A):
-            t0 = time.monotonic_ns()
+            t0, w0 = time.monotonic_ns(), runqueue_wait_ns()
             r = fill_pages(h, PAGES_A)
             for i in range(len(r)):
                 if i % 4:
@@ -99,7 +109,10 @@ def restore_always_fails(rec, inject, **options):
             h.collect(major=True)
             kept.append(r)
             s = h.stats()
-            rounds.append({"s": (time.monotonic_ns() - t0) / 1e9, "fresh": s.fresh_pages,
+            wall = (time.monotonic_ns() - t0) / 1e9
+            wait = (runqueue_wait_ns() - w0) / 1e9
+            rounds.append({"s": wall, "waited_s": wait, "own_s": wall - wait,
+                           "fresh": s.fresh_pages,
                            "reused": s.reused_pages, "restore_failed": s.restore_failed_pages,
                            "restore_calls": s.restore_calls, "total_pages": s.total_pages,
                            "resident": h.resident_bytes(),
@@ -119,10 +132,11 @@ def test_e4a_every_restore_fails(lab):
     same = clean.phase("verify").note("checksums") == inj.phase("verify").note("checksums")
     rc, ri = clean.phase("rounds").note("rounds"), inj.phase("rounds").note("rounds")
     # Round 0 is the same work in both arms (nothing released yet); compare
-    # the rest.  Spinning would slow every round, so the gate is on the
-    # fastest round of each arm (a burst of load on the machine slows some
-    # rounds, never all); the median and the total are reported beside it.
-    ratio = min(b["s"] for b in ri[1:]) / min(a["s"] for a in rc[1:])
+    # the rest.  A spin or a stall would lengthen every round, so the gate is
+    # on the fastest round of each arm, in wall time less the time the thread
+    # waited for a CPU held by other processes (other engineers' builds move
+    # raw wall time by 2x on this 2-core machine); raw wall is reported.
+    ratio = min(b["own_s"] for b in ri[1:]) / min(a["own_s"] for a in rc[1:])
     median = statistics.median(b["s"] / a["s"] for a, b in zip(rc[1:], ri[1:]))
     wall = sum(b["s"] for b in ri) / sum(a["s"] for a in rc)
     last_c, last_i = rc[-1], ri[-1]
@@ -135,7 +149,8 @@ def test_e4a_every_restore_fails(lab):
     lab.effect("E4a", "checksums of every live object", "identical" if same else "DIFFER",
                "identical to clean", arm="restore_fails", phase="verify",
                seed="bit-identical RESULT", ok=same)
-    lab.effect("E4a", "round time vs clean", f"fastest {ratio:.2f}x, median {median:.2f}x, total {wall:.2f}x",
+    lab.effect("E4a", "round time vs clean", f"fastest {ratio:.2f}x (less runqueue wait); raw wall: median "
+               f"{median:.2f}x, total {wall:.2f}x",
                "<= 2x", arm="restore_fails", phase="rounds", seed="no spin, no stall",
                ok=ratio <= 2)
     lab.effect("E4a", "growth", f"fresh {last_i['fresh']} pages vs {last_c['fresh']}; "

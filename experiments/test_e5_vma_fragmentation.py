@@ -127,15 +127,20 @@ def test_e5_vma_fragmentation(lab):
         assert (res[arm].phase("verify").note("checksums")
                 == res[off].phase("verify").note("checksums")), f"{arm}: live objects differ"
 
-    # the time the trims spent advising, and what they asked the kernel for
+    # the time the trims spent advising, what they asked the kernel for, and
+    # the time the reuses took (restore -- MADV_DODUMP when toggled -- plus
+    # refilling the pages)
     for arm in ("off", "on", "off_1g", "on_1g"):
         v = res[arm].phase("verify")
         per_page_us = v.note("trim_ns") / 1e3 / v.note("released_pages")
         calls = sum(res[arm].phase(p).note("release_syscalls") for p in rounds)
         rel = sum(res[arm].phase(p).note("released") for p in rounds)
-        lab.effect("E5", "trim time", f"{v.note('trim_ns') / 1e6:.1f} ms for {rel} pages "
-                   f"({per_page_us:.1f} us/page, {calls / rel:.2f} syscalls/page)",
-                   "reported", arm=arm, phase="verify")
+        reuse_ms = sum(res[arm].phase(p).note("reuse_ns") for p in rounds) / 1e6
+        reused = sum(res[arm].phase(p).note("reused") for p in rounds)
+        lab.effect("E5", "trim / reuse time", f"trims {v.note('trim_ns') / 1e6:.1f} ms for {rel} "
+                   f"pages ({per_page_us:.1f} us/page, {calls / rel:.2f} syscalls/page); "
+                   f"reuses {reuse_ms:.0f} ms for {reused} pages", "reported", arm=arm,
+                   phase="verify")
     for small, big in (("off", "on"), ("off_1g", "on_1g")):
         a, b = res[small].phase("verify"), res[big].phase("verify")
         lab.effect("E5", "trim time on/off", f"{b.note('trim_ns') / a.note('trim_ns'):.2f}x",
