@@ -9,8 +9,9 @@ Python's arms, and the effects that compare arms are asserted:
 
   E1 page floor     on's peak during the first texture set is lower than off's
                     by at least 97% of what on returned (as test_e1_page_floor.py)
-  E4a restore fails the injected arm's checksums equal the uninjected arm's,
-                    round by round, and its median round time is within 2x
+  E4a restore fails the restore_fails arm's checksums equal the clean arm's,
+                    round by round, and its rounds take at most 2x as long
+                    (fastest round, less runqueue wait)
 
 The Lua module is built by `make` (ninja -C build); HEAPLAB_LUA_CPATH overrides
 where it is looked for.
@@ -18,6 +19,7 @@ where it is looked for.
 import json
 import os
 import shutil
+import statistics
 import subprocess
 
 import pytest
@@ -109,21 +111,28 @@ def test_lua_e1_fails_when_the_effect_is_missing():
 
 
 def test_lua_e4a_every_restore_fails(lab):
-    ctl = run_arm("e4a_restore_fails.lua", "uninjected")
-    inj = run_arm("e4a_restore_fails.lua", "injected")
-    record(lab, [ctl, inj])
-    rounds = [r["phase"] for r in ctl["records"]]
-    same = [phase(inj, name)["notes"]["checksum"] == phase(ctl, name)["notes"]["checksum"]
+    clean = run_arm("e4a_restore_fails.lua", "clean")
+    inj = run_arm("e4a_restore_fails.lua", "restore_fails")
+    record(lab, [clean, inj])
+    rounds = [r["phase"] for r in clean["records"]]
+    same = [phase(inj, name)["notes"]["checksum"] == phase(clean, name)["notes"]["checksum"]
             for name in rounds]
-    lab.effect("E4a", "checksums", f"{sum(same)} of {len(same)} rounds equal",
-               "equal to the uninjected arm's", arm="lua-injected", phase=rounds[-1],
-               ok=all(same))
-    t_inj, t_ctl = inj["notes"]["median_round_s"], ctl["notes"]["median_round_s"]
-    ratio = t_inj / t_ctl
-    lab.effect("E4a", "median round time", f"{ratio:.2f}x ({t_inj * 1e3:.0f} vs {t_ctl * 1e3:.0f} ms)",
-               "<= 2x uninjected", arm="lua-injected", phase=rounds[-1], ok=ratio <= 2)
-    completed(ctl)
+    lab.effect("E4a", "checksums vs clean", f"{sum(same)} of {len(same)} rounds equal",
+               "equal to the clean arm's", arm="lua-restore_fails", phase=rounds[-1],
+               seed="bit-identical RESULT", ok=all(same))
+    # A spin or a stall would lengthen every round, so the gate is on the
+    # fastest round of each arm, in wall time less the time the thread waited
+    # for a CPU other processes held (as test_e4_reuse_failures.py does);
+    # the raw wall-time median is reported beside it.
+    ci, ii = clean["notes"], inj["notes"]
+    ratio = min(ii["round_own_s"]) / min(ci["round_own_s"])
+    wall = statistics.median(ii["round_s"]) / statistics.median(ci["round_s"])
+    lab.effect("E4a", "round time vs clean",
+               f"fastest {ratio:.2f}x (less runqueue wait); raw wall median {wall:.2f}x",
+               "<= 2x", arm="lua-restore_fails", phase=rounds[-1], seed="no spin, no stall",
+               ok=ratio <= 2)
+    completed(clean)
     completed(inj)
-    assert all(same), f"checksums differ from the uninjected arm in rounds " \
-        f"{[n for n, s in zip(rounds, same) if not s]}"
-    assert ratio <= 2, f"injected rounds take {ratio:.2f}x the uninjected ones"
+    assert all(same), ("checksums differ from the clean arm in rounds "
+                       f"{[n for n, s in zip(rounds, same) if not s]}")
+    assert ratio <= 2, f"restore failures slowed the rounds {ratio:.2f}x (spinning?)"

@@ -137,6 +137,21 @@ function Phase:note(key, value) self.notes[key] = value end
 local Recorder = {}
 Recorder.__index = Recorder
 
+-- Seconds this thread has spent runnable but waiting for a CPU that other
+-- processes held (/proc/thread-self/schedstat, second field; 0 where it
+-- cannot be read).  A phase's duration less this is the time it ran or
+-- slept by itself: what a spin or a stall lengthens and a loaded machine
+-- (other engineers' builds on 2 cores) does not.
+local function runqueue_wait_s()
+  local f = io.open("/proc/thread-self/schedstat", "r")
+  if not f then return 0 end
+  local line = f:read("l") or ""
+  f:close()
+  local wait = line:match("^%d+%s+(%d+)")
+  return wait and tonumber(wait) / 1e9 or 0
+end
+H.runqueue_wait_s = runqueue_wait_s
+
 local function heap_figures(heap)
   if heap == nil or heap:closed() then return H.null, H.null end
   return heap:resident_bytes(), heap:vma_count()
@@ -149,6 +164,7 @@ function Recorder:phase(name, heap, fn)
   s:reset()
   local f = heaplab.footprint()
   local t0 = heaplab.clock_ns()
+  local w0 = runqueue_wait_s()
   local res = heap_figures(heap)
   local ph = setmetatable({ rec = self, name = name, notes = {}, marked = false }, Phase)
   local r = {
@@ -164,6 +180,7 @@ function Recorder:phase(name, heap, fn)
   local res_after, vmas = heap_figures(heap)
   r.t_end_s = (t1 - self.t0) / 1e9
   r.duration_s = (t1 - t0) / 1e9
+  r.waited_s = runqueue_wait_s() - w0 -- time spent waiting for a CPU (not in FIGURES)
   r.phys_after, r.rss_after, r.lazyfree_after = f.phys_footprint, f.rss, f.lazyfree
   r.anonymous_after, r.resident_after, r.vmas_after = f.anonymous, res_after, vmas
   r.phys_peak, r.phys_low, r.rss_peak = summ.max_phys, summ.min_phys, summ.max_rss
