@@ -14,9 +14,10 @@ being refused; (c) models the primary release advice being refused.
     Arms:   clean, restore_fails
     Effect: identical checksums of every live object; no spinning (the
             fastest round within 2x of clean's fastest, in wall time less the
-            time the thread waited for a CPU other processes held); growth bounded: at most one fresh page
-            per page acquired and at most reuse_attempts restore tries for it,
-            heap residency (mincore) within 5% of clean.
+            time the thread waited for a CPU other processes held); growth
+            bounded: at most one fresh page per page acquired and at most
+            reuse_attempts restore tries for it, heap residency (mincore)
+            within 5% of clean.
     Seed:   the injected run "completes, returns a bit-identical RESULT, and
             neither spins nor stalls".
 
@@ -100,7 +101,7 @@ def restore_always_fails(rec, inject, **options):
         h.inject("restore", "always", 0, "ENOMEM")
     kept, rounds = [], []
     with rec.phase("rounds", heap=h) as ph:
-        for k in range(ROUNDS_A):
+        for _ in range(ROUNDS_A):
             t0, w0 = time.monotonic_ns(), runqueue_wait_ns()
             r = fill_pages(h, PAGES_A)
             for i in range(len(r)):
@@ -149,10 +150,9 @@ def test_e4a_every_restore_fails(lab):
     lab.effect("E4a", "checksums of every live object", "identical" if same else "DIFFER",
                "identical to clean", arm="restore_fails", phase="verify",
                seed="bit-identical RESULT", ok=same)
-    lab.effect("E4a", "round time vs clean", f"fastest {ratio:.2f}x (less runqueue wait); raw wall: median "
-               f"{median:.2f}x, total {wall:.2f}x",
-               "<= 2x", arm="restore_fails", phase="rounds", seed="no spin, no stall",
-               ok=ratio <= 2)
+    lab.effect("E4a", "round time vs clean", f"fastest {ratio:.2f}x (less runqueue wait); "
+               f"raw wall: median {median:.2f}x, total {wall:.2f}x", "<= 2x", arm="restore_fails",
+               phase="rounds", seed="no spin, no stall", ok=ratio <= 2)
     lab.effect("E4a", "growth", f"fresh {last_i['fresh']} pages vs {last_c['fresh']}; "
                f"{last_i['restore_failed']} restores failed ({per_acq:.2f} per fresh page)",
                f"fresh <= {acquired} acquired; <= {attempts} tries each",
@@ -283,7 +283,8 @@ E4c = Experiment("E4c", "primary advice refused, fallback upgraded", seed={
 
 def snapshot(h):
     s, f = h.stats(), heaplab.footprint()
-    return {"phys": f.phys_footprint, "lazyfree": f.lazyfree, "fallback_pool": s.fallback_pool_pages,
+    return {"phys": f.phys_footprint, "lazyfree": f.lazyfree,
+            "fallback_pool": s.fallback_pool_pages,
             "free_pool": s.free_pool_pages, "released_pool": s.released_pool_pages,
             "upgraded": s.upgraded_pages, "upgrade_attempts": s.upgrade_attempts,
             "fallback": s.fallback_pages, "resident": h.resident_bytes()}

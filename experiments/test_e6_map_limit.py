@@ -173,7 +173,8 @@ def observe_unbounded():
         # the thread that ran most is the one inside madvise
         tid = max(sched1, key=lambda t: sched1[t][0] - sched0.get(t, (0, 0))[0])
         run, wait = (sched1[tid][i] - sched0.get(tid, (0, 0))[i] for i in (0, 1))
-        out["spinner"] = {"tid": tid, "on_cpu": run / window_ns, "runnable": (run + wait) / window_ns}
+        out["spinner"] = {"tid": tid, "on_cpu": run / window_ns,
+                          "runnable": (run + wait) / window_ns}
         out["samples"] = samples
         out["threads_cpu"] = maplimit.thread_cpu_seconds(p.pid)
         out["alive"] = p.poll() is None
@@ -199,7 +200,8 @@ def spin_record(spin):
         "maps": spin["maps"], "limit": spin["limit"], "alive": spin["alive"],
         "returncode": spin["returncode"], "start_s": spin["start_s"],
         "max_thread_cpu_s": max(spin["threads_cpu"].values()),
-        "spinner_on_cpu": spin["spinner"]["on_cpu"], "spinner_runnable": spin["spinner"]["runnable"],
+        "spinner_on_cpu": spin["spinner"]["on_cpu"],
+        "spinner_runnable": spin["spinner"]["runnable"],
         "samples": spin["samples"],
     }
     record = {"experiment": "E6", "arm": "unbounded", "phase": "spin (observed)", "index": 0,
