@@ -24,7 +24,8 @@
 --             taken before anything was injected: the results are identical;
 --             no spinning: no EAGAIN retries, no give-ups (EIO is not retried);
 --             bounded growth: no round's peak exceeds round 0's peak growth
---             by more than 10%, and each drop returns the footprint to
+--             by more than 25% (one fill kept charged would be ~80%), and
+--             each drop returns the footprint to
 --             within 10% of a fill of where round 0 started.
 --   restore_fails  the fault fired, restore_failed_pages counts it (at most
 --             reuse_attempts per fresh page), and no released page was
@@ -100,8 +101,10 @@ local function check(rec, arm)
   rec:expect("no spinning", ("%d retries, %d gave up"):format(last.syscall_retries,
              last.syscall_gave_up), "0 and 0",
              last.syscall_retries == 0 and last.syscall_gave_up == 0, "round" .. (ROUNDS - 1))
+  -- rounds after the first peak ~5% above round 0 in both arms (measured);
+  -- a round that kept its fill charged would add a whole fill (~1.8x)
   rec:expect("peak growth", H.mib(worst_peak) .. " worst round",
-             "<= 1.1 x round 0's " .. H.mib(peak0), worst_peak <= 1.1 * peak0, "round0")
+             "<= 1.25 x round 0's " .. H.mib(peak0), worst_peak <= 1.25 * peak0, "round0")
   rec:expect("after each drop", H.mib(worst_low) .. " above the start",
              "<= 10% of the fill", worst_low <= 0.1 * FILL, "round" .. (ROUNDS - 1))
   local fill_pages = FILL // 65536
