@@ -298,6 +298,7 @@ void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 /* ---- large/large.c ---- */
 void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool internal);
 void hl__large_free(hl_heap *h, hl_large *l);
+void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes);
 bool hl__large_contains(const hl_heap *h, const void *block);
 void hl__large_destroy_all(hl_heap *h);
 static inline hl_large *hl__large_of(const void *block) {

@@ -78,6 +78,25 @@ int main(void) {
     }
     len[i] = cur;
   }
+  /* large to large goes through the system realloc: 1 MiB -> 8 MiB (mremap
+   * territory) -> 2 MiB keeps the prefix, and the counters follow */
+  unsigned char *g = hl_malloc(h, 1 << 20);
+  CHECK(g, "malloc 1 MiB");
+  fill(g, 1 << 20, 77);
+  g = hl_realloc(h, g, 1 << 20, 8 << 20);
+  CHECK(g && intact(g, 1 << 20, 77), "1 -> 8 MiB lost the contents");
+  fill(g, 8 << 20, 78);
+  hl_stats sg = stats_of(h);
+  g = hl_realloc(h, g, 8 << 20, 2 << 20);
+  CHECK(g && intact(g, 2 << 20, 78), "8 -> 2 MiB lost the contents");
+  hl_stats sg2 = stats_of(h);
+  CHECK(sg.large_live_bytes - sg2.large_live_bytes == (6u << 20),
+        "shrinking by 6 MiB moved large_live_bytes by %" PRIu64,
+        sg.large_live_bytes - sg2.large_live_bytes);
+  CHECK(hl_usable_size(h, g) == (2u << 20), "usable size after the shrink: %zu",
+        hl_usable_size(h, g));
+  hl_free_sized(h, g, 2 << 20);
+
   /* realloc(NULL, n) allocates; realloc(p, 0) frees and returns NULL */
   void *r = hl_realloc(h, NULL, 0, 100);
   CHECK(r, "realloc(NULL, 100) failed");

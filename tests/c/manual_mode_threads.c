@@ -3,15 +3,20 @@
  * and unsized, small and large) while trims release pages underneath them;
  * every block arrives intact.  A thread's cache goes home when the thread
  * exits, so after the joins nothing is counted live; a thread that outlives
- * its heap exits cleanly. */
+ * its heap exits cleanly; a fork while other threads allocate leaves the
+ * child a usable heap (no lock inherited held). */
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 
 #include "check.h"
 
 #define THREADS 4
 #define ITERS 150000
-#define QCAP 65536
+#define ROUNDS 5
+#define QCAP (1 << 20)
 
 static hl_heap *H;
 static void *queue[QCAP];
@@ -66,27 +71,33 @@ static void release(uint64_t *b) {
   else hl_free(H, b);
 }
 
+static pthread_barrier_t phase;
+
+/* Rounds: every thread grows the shared live set (freeing one block of
+ * someone's in four as it goes), then all of them shrink it to nothing, so
+ * pages empty, are released, and are reused by the next round. */
 static void *worker(void *arg) {
   uint64_t id = (uintptr_t)arg, x = 0x9E3779B97F4A7C15ull * (id + 1);
-  for (uint64_t i = 0; i < ITERS; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    /* mostly small, one in 64 on the large path */
-    uint64_t size = (x & 63) == 0 ? 600 + (x >> 8) % 20000 : 16 + (x >> 8) % 500;
-    uint64_t *b = hl_malloc(H, size);
-    if (!b) {
-      bad++;
-      continue;
+  for (uint64_t round = 0; round < ROUNDS; round++) {
+    for (uint64_t i = 0; i < ITERS / ROUNDS; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      /* mostly small, one in 64 on the large path */
+      uint64_t size = (x & 63) == 0 ? 600 + (x >> 8) % 20000 : 16 + (x >> 8) % 500;
+      uint64_t *b = hl_malloc(H, size);
+      if (!b) {
+        bad++;
+        continue;
+      }
+      stamp(b, size, (id << 40) | ((round * ITERS + i) << 1) | ((x >> 30) & 1));
+      if (!push(b)) release(b);
+      if (((x >> 20) & 3) == 0) {
+        uint64_t *o = pop();
+        if (o) release(o);
+      }
     }
-    stamp(b, size, (id << 40) | (i << 1) | ((x >> 30) & 1));
-    if (!push(b)) release(b);
-    /* waves: a growing stretch frees one in four, a shrinking stretch frees
-     * two per block made (from whoever made them), so pages empty, are
-     * released and are reused while the other threads allocate */
-    int frees = (i / 6000) % 2 ? 2 : ((x >> 20) & 3) == 0;
-    for (int k = 0; k < frees; k++) {
-      uint64_t *o = pop();
-      if (o) release(o);
-    }
+    pthread_barrier_wait(&phase);
+    for (uint64_t *o; (o = pop());) release(o);
+    pthread_barrier_wait(&phase);
   }
   return NULL;
 }
@@ -124,8 +135,53 @@ static void *outlive_heap(void *arg) {
   return NULL;      /* the exit flush must skip the closed heap */
 }
 
+static _Atomic int stop_churn;
+
+/* Takes the heap lock as often as it can: large blocks and cache refills. */
+static void *churn(void *arg) {
+  (void)arg;
+  while (!stop_churn) {
+    void *big = hl_malloc(H, 4096);
+    void *small[64];
+    for (int i = 0; i < 64; i++) small[i] = hl_malloc(H, 32 + (i % 4) * 16);
+    for (int i = 0; i < 64; i++) hl_free(H, small[i]);
+    hl_free(H, big);
+  }
+  return NULL;
+}
+
+/* Fork 200 times while two threads hammer the heap lock; each child must
+ * allocate and free (small, large, refills, flushes) and exit within 10 s. */
+static void fork_while_allocating(void) {
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&t[i], NULL, churn, NULL) == 0, "pthread_create");
+  for (int k = 0; k < 200; k++) {
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+      alarm(10); /* a deadlocked child dies of SIGALRM and fails the test */
+      void *b[1000];
+      for (int i = 0; i < 1000; i++) b[i] = hl_malloc(H, (size_t)(16 + (i % 40) * 16));
+      for (int i = 0; i < 1000; i++) hl_free(H, b[i]);
+      void *big = hl_malloc(H, 100000);
+      hl_free(H, big);
+      hl_thread_flush(H);
+      _exit(hl_heap_check(H) == HL_OK ? 0 : 3);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "fork %d: the child %s %d", k, WIFSIGNALED(status) ? "died of signal" : "exited",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
+  stop_churn = 1;
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+}
+
 int main(void) {
   H = HEAP("mode=manual", "warm_pages=4");
+  pthread_barrier_init(&phase, NULL, THREADS);
   pthread_t t[THREADS];
   for (uintptr_t i = 0; i < THREADS; i++)
     CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0, "pthread_create");
@@ -157,6 +213,9 @@ int main(void) {
   CHECK(s.small_live_bytes == 0, "a finished thread's cache still holds %" PRIu64 " bytes",
         s.small_live_bytes);
   CHECK(s.manual_frees == s.manual_mallocs, "the exited thread's counts were lost");
+  check_invariants(H);
+
+  fork_while_allocating();
   check_invariants(H);
 
   /* a thread that outlives its heap */

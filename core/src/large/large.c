@@ -95,6 +95,29 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool internal) {
   return block;
 }
 
+/* Resize a block with the system realloc (in place when it can; mremap for
+ * big ones), keeping its record linked and its set entry current.  NULL when
+ * realloc fails, the block untouched.  The caller keeps the byte counters.
+ * Lock held. */
+void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes) {
+  if (block_bytes > SIZE_MAX - sizeof(hl_large)) return NULL;
+  /* set_add cannot fail below: each re-adds the one entry just removed */
+  set_remove(h, l + 1);
+  hl_large *n = realloc(l, sizeof(hl_large) + block_bytes);
+  if (!n) {
+    set_add(h, l + 1);
+    return NULL;
+  }
+  if (n != l) {
+    if (n->prev) n->prev->next = n;
+    else h->large_head = n;
+    if (n->next) n->next->prev = n;
+  }
+  n->size = block_bytes;
+  set_add(h, n + 1);
+  return n + 1;
+}
+
 /* Unlink and free.  The caller keeps the byte counters. Lock held. */
 void hl__large_free(hl_heap *h, hl_large *l) {
   if (l->prev) l->prev->next = l->next;

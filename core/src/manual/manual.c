@@ -10,6 +10,15 @@
  * pages.  A page whose last block comes home goes to the free pool, and a
  * trim runs when the free pool has grown past the warm cache by
  * manual_trim_threshold pages (there is no sweep to run it).
+ *
+ * A sized free (Lua) takes the class from the size and never reads the page
+ * descriptor; an unsized one (CPython) reads the class from the descriptor.
+ * Large blocks are resized by the system realloc (in place when it can).
+ * With verify on there is no cache, and every free is checked under the lock.
+ *
+ * fork(): the heaps that have been used are locked around a fork (atfork
+ * handlers), so a child never inherits a heap lock held by a thread that
+ * does not exist in it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,11 +29,12 @@ struct hl_tcache {
   _Atomic(hl_heap *) heap;     /* NULL once the heap is closed */
   hl_tcache *next_thread;      /* this thread's caches */
   hl_tcache *next_heap, *prev_heap; /* the heap's caches (heap lock) */
-  uint32_t cap;
+  uint32_t cap;                /* blocks per class */
+  uint32_t shift;              /* a class's slots start at cls << shift */
   uint32_t nclasses;
   _Atomic uint64_t mallocs, frees; /* written by the owner only */
   uint32_t count[HL_MAX_CLASSES];
-  void **slots;                /* nclasses * cap */
+  void **slots;
 };
 
 static pthread_mutex_t tc_global = PTHREAD_MUTEX_INITIALIZER;
@@ -33,26 +43,103 @@ static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
 static _Thread_local hl_tcache *tls_last;
 static _Thread_local hl_tcache *tls_list;
 
+#define NOINLINE __attribute__((noinline))
+
 static inline void owner_inc(_Atomic uint64_t *c) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                         memory_order_relaxed);
 }
 
-/* Return blocks [0, n) of class cls of tc to their pages.  Lock held. */
+static inline bool in_reservation(const hl_heap *h, const void *p) {
+  return (uintptr_t)p - (uintptr_t)h->base < h->reserved;
+}
+
+static inline void **bin_of(hl_tcache *tc, uint32_t cls) {
+  return tc->slots + ((size_t)cls << tc->shift);
+}
+
+/* This thread's cache for h if it has one already (the fast paths). */
+static inline hl_tcache *cache_of(const hl_heap *h) {
+  hl_tcache *tc = tls_last;
+  if (hl_likely(tc && atomic_load_explicit(&tc->heap, memory_order_relaxed) == h)) return tc;
+  return NULL;
+}
+
+/* ---- heaps known to the fork handlers ---- */
+
+#define FORK_HEAPS 64
+static hl_heap *_Atomic fork_heaps[FORK_HEAPS];
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static _Thread_local hl_heap *tls_registered;
+static _Thread_local uint64_t tls_registered_serial; /* a new heap may reuse an address */
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&tc_global);
+  for (int i = 0; i < FORK_HEAPS; i++) {
+    hl_heap *h = atomic_load(&fork_heaps[i]);
+    if (!h) continue;
+    pthread_mutex_lock(&h->lock);
+    /* a trim advising outside the lock must finish first: in the child it
+     * would never publish its pages */
+    while (h->in_cycle) pthread_cond_wait(&h->cycle_done, &h->lock);
+  }
+}
+
+static void fork_done(void) {
+  for (int i = FORK_HEAPS; i-- > 0;) {
+    hl_heap *h = atomic_load(&fork_heaps[i]);
+    if (h) pthread_mutex_unlock(&h->lock);
+  }
+  pthread_mutex_unlock(&tc_global);
+}
+
+static void fork_init(void) { pthread_atfork(fork_prepare, fork_done, fork_done); }
+
+/* Called on the slow paths: the first time a thread meets a heap, make
+ * sure the fork handlers know it.  Beyond FORK_HEAPS live manual heaps the
+ * extra ones are not protected across fork. */
+static void fork_register(hl_heap *h) {
+  if (hl_likely(tls_registered == h && tls_registered_serial == h->serial)) return;
+  pthread_once(&fork_once, fork_init);
+  for (int i = 0; i < FORK_HEAPS; i++)
+    if (atomic_load(&fork_heaps[i]) == h) {
+      tls_registered = h;
+      tls_registered_serial = h->serial;
+      return;
+    }
+  pthread_mutex_lock(&tc_global);
+  bool present = false;
+  for (int i = 0; i < FORK_HEAPS && !present; i++) present = atomic_load(&fork_heaps[i]) == h;
+  for (int i = 0; i < FORK_HEAPS && !present; i++) {
+    if (atomic_load(&fork_heaps[i])) continue;
+    atomic_store(&fork_heaps[i], h);
+    present = true;
+  }
+  pthread_mutex_unlock(&tc_global);
+  tls_registered = h;
+  tls_registered_serial = h->serial;
+}
+
+/* ---- thread caches ---- */
+
+/* Return n cached blocks to their pages.  Lock held. */
 static void give_back(hl_heap *h, void **blocks, uint32_t n) {
+  uint64_t bytes = 0, freed = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t cls = h->pages[hl__page_of(h, blocks[i])].cls;
     if (hl__small_give_checked(h, blocks[i])) {
-      h->st.small_live_bytes -= h->cls_size[cls];
-      h->st.objects_freed++;
+      bytes += h->cls_size[cls];
+      freed++;
     }
   }
+  h->st.small_live_bytes -= bytes;
+  h->st.objects_freed += freed;
 }
 
 static void flush_all(hl_tcache *tc, hl_heap *h) {
   pthread_mutex_lock(&h->lock);
   for (uint32_t c = 0; c < tc->nclasses; c++) {
-    give_back(h, tc->slots + (size_t)c * tc->cap, tc->count[c]);
+    give_back(h, bin_of(tc, c), tc->count[c]);
     tc->count[c] = 0;
   }
   h->st.tcache_flushes++;
@@ -92,6 +179,7 @@ static void tc_destructor(void *arg) {
   }
   pthread_mutex_unlock(&tc_global);
   tls_list = tls_last = NULL;
+  tls_registered = NULL;
 }
 
 static void tc_init_key(void) { pthread_key_create(&tc_key, tc_destructor); }
@@ -107,7 +195,8 @@ static hl_tcache *tcache_for(hl_heap *h) {
   }
   pthread_once(&tc_once, tc_init_key);
   hl_tcache *tc = free_one;
-  uint32_t cap = (uint32_t)h->opt.tcache_blocks;
+  uint32_t cap = (uint32_t)h->opt.tcache_blocks, shift = 0;
+  while ((1u << shift) < cap) shift++;
   if (!tc) {
     tc = calloc(1, sizeof *tc);
     if (!tc) return NULL;
@@ -116,9 +205,10 @@ static hl_tcache *tcache_for(hl_heap *h) {
     pthread_setspecific(tc_key, tls_list);
   }
   free(tc->slots);
-  tc->slots = malloc((size_t)h->nclasses * cap * sizeof(void *));
+  tc->slots = malloc(((size_t)h->nclasses << shift) * sizeof(void *));
   if (!tc->slots) return NULL;
   tc->cap = cap;
+  tc->shift = shift;
   tc->nclasses = h->nclasses;
   memset(tc->count, 0, sizeof tc->count);
   atomic_store(&tc->mallocs, 0);
@@ -141,15 +231,18 @@ static int mode_check(hl_heap *h, const char *what) {
   return HL_OK;
 }
 
-static void *large_malloc(hl_heap *h, size_t size) {
-  if (mode_check(h, "malloc")) return NULL;
+/* ---- malloc ---- */
+
+static NOINLINE void *malloc_large(hl_heap *h, size_t size) {
+  if (!h || mode_check(h, "malloc")) return NULL;
+  fork_register(h);
   pthread_mutex_lock(&h->lock);
-  uint64_t bytes = size < 16 ? 16 : size;
-  void *p = hl__large_alloc(h, bytes, false);
+  void *p = hl__large_alloc(h, size, false);
   if (p) {
-    h->st.large_bytes_since_cycle += bytes;
-    h->st.large_allocated_bytes += bytes;
-    h->st.large_live_bytes += bytes;
+    h->st.large_bytes_since_cycle += size;
+    h->st.large_allocated_bytes += size;
+    h->st.large_live_bytes += size;
+    h->st.objects_allocated++;
     h->st.manual_mallocs++;
   } else {
     hl__fail(h, HL_ENOMEM, "malloc: the system allocator refused %zu bytes", size);
@@ -158,19 +251,23 @@ static void *large_malloc(hl_heap *h, size_t size) {
   return p;
 }
 
-static void *malloc_slow(hl_heap *h, uint32_t cls) {
+/* Refill: half a cache of blocks in one visit under the lock (or the one
+ * block asked for, without a cache). */
+static NOINLINE void *malloc_slow(hl_heap *h, uint32_t cls) {
   if (mode_check(h, "malloc")) return NULL;
+  fork_register(h);
   hl_tcache *tc = tcache_for(h);
   uint32_t want = tc ? (tc->cap + 1) / 2 : 1;
   void *first = NULL;
   uint32_t got = 0;
   pthread_mutex_lock(&h->lock);
   uint32_t sz = h->cls_size[cls];
+  void **bin = tc ? bin_of(tc, cls) : NULL;
   while (got < want) {
     void *b = hl__small_take(h, cls);
     if (!b) break;
     if (!first) first = b;
-    else tc->slots[(size_t)cls * tc->cap + tc->count[cls]++] = b;
+    else bin[tc->count[cls]++] = b;
     got++;
   }
   h->st.small_allocated_bytes += (uint64_t)got * sz;
@@ -186,21 +283,20 @@ static void *malloc_slow(hl_heap *h, uint32_t cls) {
 }
 
 void *hl_malloc(hl_heap *h, size_t size) {
-  if (hl_unlikely(!h)) return NULL;
-  if (hl_likely(size <= h->small_max)) {
+  if (hl_likely(h && size <= h->small_max)) {
     uint32_t cls = hl__class_of(h, size);
-    hl_tcache *tc = tls_last;
-    if (hl_likely(tc && atomic_load_explicit(&tc->heap, memory_order_relaxed) == h)) {
+    hl_tcache *tc = cache_of(h);
+    if (hl_likely(tc)) {
       uint32_t n = tc->count[cls];
       if (hl_likely(n)) {
         tc->count[cls] = n - 1;
         owner_inc(&tc->mallocs);
-        return tc->slots[(size_t)cls * tc->cap + n - 1];
+        return bin_of(tc, cls)[n - 1];
       }
     }
     return malloc_slow(h, cls);
   }
-  return large_malloc(h, size);
+  return malloc_large(h, size);
 }
 
 void *hl_calloc(hl_heap *h, size_t count, size_t size) {
@@ -214,8 +310,11 @@ void *hl_calloc(hl_heap *h, size_t count, size_t size) {
   return p;
 }
 
-static void free_large(hl_heap *h, void *ptr) {
+/* ---- free ---- */
+
+static NOINLINE void free_large(hl_heap *h, void *ptr) {
   if (mode_check(h, "free")) return;
+  fork_register(h);
   pthread_mutex_lock(&h->lock);
   if (hl__large_contains(h, ptr)) {
     hl_large *l = hl__large_of(ptr);
@@ -229,8 +328,16 @@ static void free_large(hl_heap *h, void *ptr) {
   pthread_mutex_unlock(&h->lock);
 }
 
-static void free_slow(hl_heap *h, void *ptr, uint32_t cls) {
+/* A small block that did not fit the cache (or there is none).  The class
+ * comes from the page descriptor here, whatever the caller said. */
+static NOINLINE void free_small_slow(hl_heap *h, void *ptr) {
   if (mode_check(h, "free")) return;
+  uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
+  if (cls >= h->nclasses) {
+    hl__fail(h, HL_EINVAL, "free: %p is not a live block", ptr);
+    return;
+  }
+  fork_register(h);
   hl_tcache *tc = tcache_for(h);
   if (!tc) {
     pthread_mutex_lock(&h->lock);
@@ -246,54 +353,69 @@ static void free_slow(hl_heap *h, void *ptr, uint32_t cls) {
     return;
   }
   /* cache full: send its older half home, keep the newer (warmer) half */
-  void **s = tc->slots + (size_t)cls * tc->cap;
+  void **s = bin_of(tc, cls);
   uint32_t half = tc->count[cls] / 2;
-  pthread_mutex_lock(&h->lock);
-  give_back(h, s, half);
-  h->st.tcache_flushes++;
-  hl__trim_maybe(h);
-  pthread_mutex_unlock(&h->lock);
-  memmove(s, s + half, (tc->count[cls] - half) * sizeof(void *));
-  tc->count[cls] -= half;
+  if (half) {
+    pthread_mutex_lock(&h->lock);
+    give_back(h, s, half);
+    h->st.tcache_flushes++;
+    hl__trim_maybe(h);
+    pthread_mutex_unlock(&h->lock);
+    memmove(s, s + half, (tc->count[cls] - half) * sizeof(void *));
+    tc->count[cls] -= half;
+  }
   s[tc->count[cls]++] = ptr;
   owner_inc(&tc->frees);
 }
 
-static inline bool in_reservation(const hl_heap *h, const void *p) {
-  return (const uint8_t *)p >= h->base && (const uint8_t *)p < h->base + h->reserved;
+/* Push onto this thread's cache; false when there is no room or no cache. */
+static inline bool cache_push(hl_heap *h, void *ptr, uint32_t cls) {
+  hl_tcache *tc = cache_of(h);
+  if (hl_likely(tc && cls < tc->nclasses)) {
+    uint32_t n = tc->count[cls];
+    if (hl_likely(n < tc->cap)) {
+      bin_of(tc, cls)[n] = ptr;
+      tc->count[cls] = n + 1;
+      owner_inc(&tc->frees);
+      return true;
+    }
+  }
+  return false;
 }
 
 void hl_free(hl_heap *h, void *ptr) {
   if (hl_unlikely(!h || !ptr)) return;
   if (hl_likely(in_reservation(h, ptr))) {
-    uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
-    hl_tcache *tc = tls_last;
-    if (hl_likely(tc && atomic_load_explicit(&tc->heap, memory_order_relaxed) == h &&
-                  cls < tc->nclasses && tc->count[cls] < tc->cap)) {
-      tc->slots[(size_t)cls * tc->cap + tc->count[cls]++] = ptr;
-      owner_inc(&tc->frees);
-      return;
-    }
-    if (cls >= h->nclasses) {
-      if (!mode_check(h, "free")) hl__fail(h, HL_EINVAL, "free: %p is not a live block", ptr);
-      return;
-    }
-    free_slow(h, ptr, cls);
+    if (cache_push(h, ptr, h->pages[hl__page_of(h, ptr)].cls)) return;
+    free_small_slow(h, ptr);
     return;
   }
   free_large(h, ptr);
 }
 
+static NOINLINE void free_sized_verify(hl_heap *h, void *ptr, size_t size) {
+  size_t usable = hl_usable_size(h, ptr);
+  if (usable && (size > usable || (in_reservation(h, ptr) &&
+                                   hl__class_of(h, size) != h->pages[hl__page_of(h, ptr)].cls))) {
+    hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu", ptr,
+             size, usable);
+    return;
+  }
+  hl_free(h, ptr);
+}
+
+/* The size names the class: a block of size <= small_max is always small
+ * (only realloc moves a block between the paths, and it moves it). */
 void hl_free_sized(hl_heap *h, void *ptr, size_t size) {
-  if (!h || !ptr) return;
-  if (h->opt.verify) {
-    size_t usable = hl_usable_size(h, ptr);
-    if (usable && (size > usable || (in_reservation(h, ptr) &&
-                                     hl__class_of(h, size) != h->pages[hl__page_of(h, ptr)].cls))) {
-      hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu", ptr,
-               size, usable);
-      return;
-    }
+  if (hl_unlikely(!h || !ptr)) return;
+  if (hl_unlikely(h->opt.verify)) {
+    free_sized_verify(h, ptr, size);
+    return;
+  }
+  if (hl_likely(size <= h->small_max && in_reservation(h, ptr))) {
+    if (cache_push(h, ptr, hl__class_of(h, size))) return;
+    free_small_slow(h, ptr);
+    return;
   }
   hl_free(h, ptr);
 }
@@ -311,9 +433,35 @@ size_t hl_usable_size(hl_heap *h, const void *ptr) {
   return n;
 }
 
+/* ---- realloc ---- */
+
+/* Large to large: the system realloc, in place when it can (mremap for the
+ * big ones).  NULL on failure, the old block untouched. */
+static NOINLINE void *realloc_large(hl_heap *h, void *ptr, size_t new_size) {
+  pthread_mutex_lock(&h->lock);
+  if (!hl__large_contains(h, ptr)) {
+    hl__fail(h, HL_EINVAL, "realloc: %p is not a block of this heap", ptr);
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+  }
+  uint64_t old = hl__large_of(ptr)->size;
+  void *q = hl__large_realloc(h, hl__large_of(ptr), new_size);
+  if (q) {
+    h->st.large_live_bytes = h->st.large_live_bytes - old + new_size;
+    if (new_size > old) {
+      h->st.large_allocated_bytes += new_size - old;
+      h->st.large_bytes_since_cycle += new_size - old;
+    }
+  } else {
+    hl__fail(h, HL_ENOMEM, "realloc: the system allocator refused %zu bytes", new_size);
+  }
+  pthread_mutex_unlock(&h->lock);
+  return q;
+}
+
 /* old_size is the caller's size of the block (Lua passes it exactly; 0 =
- * unknown, as from CPython).  It only shortens the copy: the block's own
- * usable size is what is trusted. */
+ * unknown, as from CPython).  A known size names the class without reading
+ * the page descriptor; the copy is never longer than the block. */
 void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
   if (!h) return NULL;
   if (!ptr) return hl_malloc(h, new_size);
@@ -324,32 +472,41 @@ void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
   }
   size_t usable;
   if (in_reservation(h, ptr)) {
-    uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
-    /* verify: a freed or interior pointer is refused, not moved */
-    if (cls >= h->nclasses || (h->opt.verify && hl_usable_size(h, ptr) == 0)) {
-      hl__fail(h, HL_EINVAL, "realloc: %p is not a live block (freed?)", ptr);
-      return NULL;
+    uint32_t cls;
+    if (old_size && old_size <= h->small_max && !h->opt.verify) {
+      cls = hl__class_of(h, old_size);
+    } else {
+      cls = h->pages[hl__page_of(h, ptr)].cls;
+      /* verify: a freed or interior pointer is refused, not moved */
+      if (cls >= h->nclasses || (h->opt.verify && hl_usable_size(h, ptr) == 0)) {
+        hl__fail(h, HL_EINVAL, "realloc: %p is not a live block (freed?)", ptr);
+        return NULL;
+      }
     }
-    usable = h->cls_size[cls];
     if (new_size <= h->small_max && hl__class_of(h, new_size) == cls) return ptr;
+    usable = h->cls_size[cls];
   } else {
+    if (new_size > h->small_max) return realloc_large(h, ptr, new_size);
     pthread_mutex_lock(&h->lock);
-    if (!hl__large_contains(h, ptr)) {
+    bool known = hl__large_contains(h, ptr);
+    usable = known ? hl__large_of(ptr)->size : 0;
+    pthread_mutex_unlock(&h->lock);
+    if (!known) {
       hl__fail(h, HL_EINVAL, "realloc: %p is not a block of this heap", ptr);
-      pthread_mutex_unlock(&h->lock);
       return NULL;
     }
-    usable = hl__large_of(ptr)->size;
-    pthread_mutex_unlock(&h->lock);
   }
   size_t copy = old_size && old_size < usable ? old_size : usable;
   if (copy > new_size) copy = new_size;
   void *q = hl_malloc(h, new_size);
   if (!q) return NULL;
   memcpy(q, ptr, copy);
-  hl_free(h, ptr);
+  if (old_size && !h->opt.verify) hl_free_sized(h, ptr, old_size);
+  else hl_free(h, ptr);
   return q;
 }
+
+/* ---- threads and teardown ---- */
 
 void hl_thread_flush(hl_heap *h) {
   if (!h) return;
@@ -364,10 +521,13 @@ void hl_thread_flush(hl_heap *h) {
 
 void hl__manual_destroy(hl_heap *h) {
   pthread_mutex_lock(&tc_global);
+  for (int i = 0; i < FORK_HEAPS; i++)
+    if (atomic_load(&fork_heaps[i]) == h) atomic_store(&fork_heaps[i], NULL);
   pthread_mutex_lock(&h->lock);
   while (h->tcaches) detach(h->tcaches, h);
   pthread_mutex_unlock(&h->lock);
   pthread_mutex_unlock(&tc_global);
+  if (tls_registered == h) tls_registered = NULL;
 }
 
 void hl__manual_stats(hl_heap *h, hl_stats *st) {
