@@ -3,6 +3,9 @@
   options            the option table (name, default, range, description)
   stats              the names and meaning of every counter
   version            the library version
+  report DIR [--out OUT]
+                     plots and tables for a results folder (docs/analysis.md);
+                     needs the analysis extra (pandas, matplotlib)
 """
 import sys
 
@@ -22,7 +25,39 @@ def _stats():
               f"{ffi.string(lib.hl_stat_description(i)).decode()}")
 
 
+def _report(argv):
+    import argparse
+    import os
+    ap = argparse.ArgumentParser(prog="python -m heaplab report",
+                                 description="Write the footprint, phase-cost and VMA plots and "
+                                             "the tidy tables for a results folder.")
+    ap.add_argument("results", help="a results folder (results/, or one experiment's results/E1)")
+    ap.add_argument("--out", help="where the files go (default: RESULTS/report)")
+    ap.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.results):
+        print(f"heaplab report: {args.results}: no such folder", file=sys.stderr)
+        return 2
+    if not 20 <= args.dpi <= 600:
+        print(f"heaplab report: --dpi {args.dpi}: expected 20..600", file=sys.stderr)
+        return 2
+    try:
+        from . import analysis
+    except ImportError as e:
+        print(f"heaplab report: {e}", file=sys.stderr)
+        return 2
+    try:
+        written = analysis.report(args.results, args.out, dpi=args.dpi, log=print)
+    except ValueError as e:
+        print(f"heaplab report: {e}", file=sys.stderr)
+        return 2
+    print(f"{len(written)} files in {os.path.dirname(written[0]) if written else args.out}")
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "report":
+        return _report(argv[1:])
     cmds = {"options": _options, "stats": _stats, "version": lambda: print(heaplab.__version__)}
     if len(argv) < 1 or argv[0] not in cmds:
         print(__doc__.strip(), file=sys.stderr)

@@ -1,0 +1,263 @@
+"""Run the analysis notebooks headless.
+
+    python -m heaplab.notebooks [PATH ...] [--out DIR] [--check] [--timeout S]
+    python -m heaplab.notebooks --strip PATH ...
+
+Every notebook (PATH: a notebook or a folder of them; docs/notebooks by
+default) is executed top to bottom with nbclient in a fresh kernel whose
+working directory is the notebook's folder.  The executed copy goes to
+<folder>/_build/<name>.ipynb (git-ignored) and every PNG it displayed to
+<folder>/_build/<name>/<NN>_<tag>.png, named after the cell's first tag
+(e.g. `figure-footprint`) or its position.  A notebook that raises stops
+there; the rest still run, and the exit status is 1.
+
+--check is what `make test` runs: the same, and additionally a notebook
+fails when it displays no figure, or when the committed file carries
+outputs (executed notebooks belong in _build/, not in git; --strip clears
+them).
+
+Live arms run from a notebook write their JSON under _build/results
+(HEAPLAB_RESULTS), never into the repository's results/.
+
+Notebooks import an experiment module with experiment_module("e1"), which
+finds experiments/test_e1_*.py from the notebook's folder upwards (or under
+$HEAPLAB_EXPERIMENTS).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import glob
+import importlib.util
+import os
+import sys
+import time
+
+BUILD = "_build"
+
+
+# ---- used from inside a notebook ------------------------------------------------------
+
+def experiments_dir(start=None):
+    """The experiments/ folder: $HEAPLAB_EXPERIMENTS, else the nearest
+    experiments/ from `start` (the working directory) upwards."""
+    env = os.environ.get("HEAPLAB_EXPERIMENTS")
+    if env:
+        if not os.path.isdir(env):
+            raise FileNotFoundError(f"HEAPLAB_EXPERIMENTS={env}: no such folder")
+        return os.path.abspath(env)
+    d = os.path.abspath(start or os.getcwd())
+    while True:
+        cand = os.path.join(d, "experiments")
+        if os.path.isdir(cand) and glob.glob(os.path.join(cand, "test_e*.py")):
+            return cand
+        parent = os.path.dirname(d)
+        if parent == d:
+            raise FileNotFoundError(f"no experiments/ folder above {start or os.getcwd()}; "
+                                    "set HEAPLAB_EXPERIMENTS")
+        d = parent
+
+
+def experiment_module(name, start=None):
+    """Import an experiment module by its short name ("e1" finds
+    experiments/test_e1_*.py) or by path, the way the harness child does, so
+    that Experiment.run() can spawn its arms.  Returns the module."""
+    if os.path.sep in name or name.endswith(".py"):
+        path = os.path.abspath(name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{name}: no such experiment file")
+    else:
+        folder = experiments_dir(start)
+        found = sorted(glob.glob(os.path.join(folder, f"test_{name.lower()}_*.py")))
+        if len(found) != 1:
+            have = sorted(os.path.basename(p) for p in glob.glob(os.path.join(folder, "test_e*.py")))
+            raise FileNotFoundError(f"experiment {name!r}: expected one {folder}/test_{name.lower()}"
+                                    f"_*.py, found {len(found)} (experiments: {have})")
+        path = found[0]
+    modname = "heaplab_experiment_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(modname, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod          # Experiment.add_arm looks its module up here
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---- the runner -----------------------------------------------------------------------
+
+def find_notebooks(paths):
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            out.extend(sorted(q for q in glob.glob(os.path.join(p, "*.ipynb"))))
+        elif os.path.isfile(p) and p.endswith(".ipynb"):
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"{p}: not a notebook (.ipynb) or a folder of notebooks")
+    return out
+
+
+def _has_outputs(nb):
+    return any(c.get("cell_type") == "code" and (c.get("outputs") or c.get("execution_count"))
+               for c in nb.cells)
+
+
+def strip(path):
+    """Clear a notebook's outputs and execution counts in place; True if it changed."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    if not _has_outputs(nb):
+        return False
+    for c in nb.cells:
+        if c.get("cell_type") == "code":
+            c["outputs"] = []
+            c["execution_count"] = None
+    nbformat.write(nb, path)
+    return True
+
+
+def _figures(nb, stem, out_dir):
+    """Write each image/png output as a file; returns the paths."""
+    paths = []
+    n = 0
+    for ci, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        tags = cell.get("metadata", {}).get("tags", [])
+        tag = next((t for t in tags if t.startswith("figure")), None)
+        k = 0
+        for o in cell.get("outputs", []):
+            data = o.get("data", {})
+            if "image/png" not in data:
+                continue
+            n += 1
+            k += 1
+            name = tag or f"cell{ci}"
+            if k > 1:
+                name += f"-{k}"
+            path = os.path.join(out_dir, stem, f"{n:02d}_{name}.png")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(base64.b64decode(data["image/png"]))
+            paths.append(path)
+    return paths
+
+
+def _error_of(nb):
+    for ci, cell in enumerate(nb.cells):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                return ci, f"{o.get('ename')}: {o.get('evalue')}"
+    return None
+
+
+def run_notebook(path, out=None, timeout=600, kernel="python3"):
+    """Execute one notebook; returns a dict: path, executed (the copy),
+    figures (PNG paths), seconds, error (None or 'cell N: Error: message'),
+    had_outputs (the source notebook was not stripped)."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    out = out or os.path.join(folder, BUILD)
+    os.makedirs(out, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    nb = nbformat.read(path, as_version=4)
+    had_outputs = _has_outputs(nb)
+    # the kernel inherits this environment: live arms save under _build/results
+    saved = {k: os.environ.get(k) for k in ("HEAPLAB_RESULTS", "MPLBACKEND")}
+    os.environ["HEAPLAB_RESULTS"] = os.path.join(out, "results")
+    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend renders the PNGs
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel,
+                            resources={"metadata": {"path": folder}})
+    t0 = time.monotonic()
+    error = None
+    try:
+        client.execute()
+    except CellExecutionError as e:
+        where = _error_of(nb)
+        first = str(e).strip().splitlines()
+        error = f"cell {where[0]}: {where[1]}" if where else (first[-1] if first else repr(e))
+    except DeadKernelError as e:
+        error = f"the kernel died: {e}"
+    except TimeoutError as e:
+        error = f"a cell ran longer than {timeout} s: {e}"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    seconds = time.monotonic() - t0
+    executed = os.path.join(out, f"{stem}.ipynb")
+    nbformat.write(nb, executed)
+    for old in glob.glob(os.path.join(out, stem, "*.png")):
+        os.remove(old)
+    figures = _figures(nb, stem, out)
+    return {"path": path, "executed": executed, "figures": figures, "seconds": seconds,
+            "error": error, "had_outputs": had_outputs}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m heaplab.notebooks",
+                                 description="Execute notebooks headless; write the executed "
+                                             "copies and their PNG figures under _build/.")
+    ap.add_argument("paths", nargs="*", default=["docs/notebooks"],
+                    help="notebooks or folders of notebooks (default: docs/notebooks)")
+    ap.add_argument("--out", help="where executed copies go (default: <folder>/_build)")
+    ap.add_argument("--check", action="store_true",
+                    help="also fail on a notebook that shows no figure or was committed with outputs")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="seconds one cell may run before the notebook fails (default 600)")
+    ap.add_argument("--strip", action="store_true",
+                    help="clear the notebooks' outputs in place and exit (nothing is run)")
+    args = ap.parse_args(argv)
+    if args.timeout <= 0:
+        ap.error(f"--timeout {args.timeout}: must be > 0 seconds")
+    try:
+        notebooks = find_notebooks(args.paths)
+    except FileNotFoundError as e:
+        print(f"heaplab.notebooks: {e}", file=sys.stderr)
+        return 2
+    if not notebooks:
+        print(f"heaplab.notebooks: no notebooks in {' '.join(args.paths)}", file=sys.stderr)
+        return 2
+    if args.strip:
+        for p in notebooks:
+            print(f"{'stripped' if strip(p) else 'clean   '} {p}")
+        return 0
+    try:
+        import nbclient  # noqa: F401
+        import nbformat  # noqa: F401
+    except ImportError as e:
+        print(f"heaplab.notebooks: {e}; install with: pip install 'heaplab[notebooks]'",
+              file=sys.stderr)
+        return 2
+    failures = []
+    total = time.monotonic()
+    for p in notebooks:
+        r = run_notebook(p, out=args.out, timeout=args.timeout)
+        problems = []
+        if r["error"]:
+            problems.append(r["error"])
+        if args.check and not r["figures"]:
+            problems.append("it displayed no figure")
+        if args.check and r["had_outputs"]:
+            problems.append("the committed notebook carries outputs "
+                            f"(python -m heaplab.notebooks --strip {p})")
+        status = "FAIL" if problems else "ok"
+        print(f"{status:4} {p}  {r['seconds']:.1f} s, {len(r['figures'])} figure(s) "
+              f"-> {r['executed']}", flush=True)
+        for f in r["figures"]:
+            print(f"       {f}")
+        for msg in problems:
+            print(f"       {msg}")
+        if problems:
+            failures.append(p)
+    print(f"{len(notebooks) - len(failures)} of {len(notebooks)} notebooks ran "
+          f"({time.monotonic() - total:.1f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

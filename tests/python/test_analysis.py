@@ -1,0 +1,357 @@
+"""heaplab.analysis (results as DataFrames, plots, report) and the notebook
+runner.  Synthetic arm records pin the frame's exact shape; one real E1 arm
+pair, run small, checks the loader against what the harness really writes."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from heaplab import analysis as hla
+from heaplab.harness import FIGURES
+from heaplab.notebooks import experiment_module
+
+MiB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def phase(experiment, arm, name, index, t0, t1, phys=(10, 20), marked=False, vmas=1,
+          stats=None, notes=None, heap=True):
+    """A phase record as the harness writes it (docs/harness.md), bytes in MiB steps."""
+    before, after = phys[0] * MiB, phys[1] * MiB
+    r = {"experiment": experiment, "arm": arm, "phase": name, "index": index,
+         "t_start_s": t0, "t_end_s": t1, "duration_s": t1 - t0,
+         "phys_before": before, "phys_after": after, "phys_peak": max(before, after) + MiB,
+         "phys_low": min(before, after), "phys_low_after_mark": min(before, after) if marked else None,
+         "rss_before": before + 4 * MiB, "rss_after": after + 4 * MiB,
+         "rss_peak": max(before, after) + 5 * MiB, "lazyfree_before": 0, "lazyfree_after": 0,
+         "anonymous_before": before, "anonymous_after": after,
+         "resident_before": before - MiB if heap else None,
+         "resident_after": after - MiB if heap else None,
+         "vmas_after": vmas if heap else None, "samples": 7,
+         "stats": stats if stats is not None else {"cycles": index, "released_pages": 3 * index,
+                                                   "gc_ns": 1000 * index,
+                                                   "small_bytes_since_cycle": 64},
+         "notes": notes if notes is not None else {}}
+    if marked:
+        r["notes"] = dict(r["notes"], mark="drop", mark_s=(t0 + t1) / 2)
+    return r
+
+
+def arm(experiment, name, records, series=None, error=None):
+    return {"experiment": experiment, "title": "synthetic", "arm": name, "options": {},
+            "params": {}, "pid": 1, "error": error, "records": records, "notes": {},
+            "series": series if series is not None else
+            [[0.01 * i, (10 + i) * MiB, (14 + i) * MiB, 0] for i in range(40)]}
+
+
+def e1_like():
+    out = []
+    for name, drop_to in (("off", 20), ("on", 11)):
+        out.append(arm("E1", name, [
+            phase("E1", name, "fill", 0, 0.0, 0.1, (10, 20)),
+            phase("E1", name, "drop", 1, 0.1, 0.2, (20, drop_to), marked=True,
+                  notes={"cycles": 2, "rate_mib_s": 1.5, "label": "text", "peak_large_live": 5}),
+            phase("E1", name, "textures", 2, 0.2, 0.4, (drop_to, drop_to + 8)),
+        ]))
+    return out
+
+
+def e5_like():
+    """Like E5: vmas_after per round, counted mid-phase in the notes too."""
+    out = []
+    for name, vmas in (("off", [1, 1, 1, 1]), ("on", [512, 256, 512, 256])):
+        recs = [phase("E5", name, f"round{k + 1}", k, 0.1 * k, 0.1 * k + 0.1, vmas=v,
+                      notes={"vmas_after_release": v * 2, "vmas_after_reuse": v})
+                for k, v in enumerate(vmas)]
+        out.append(arm("E5", name, recs))
+    return out
+
+
+# ---- the tidy frame ---------------------------------------------------------------------
+
+def test_frame_columns_units_and_one_row_per_arm_phase_figure():
+    df = hla.records_frame(e1_like())
+    assert list(df.columns) == hla.COLUMNS
+    assert str(df["value"].dtype) == "float64" and str(df["index"].dtype) == "int64"
+    key = ["experiment", "arm", "phase", "figure"]
+    assert not df.duplicated(key).any(), df[df.duplicated(key, keep=False)]
+    # every recorded figure (all non-null here except phys_low_after_mark on unmarked phases)
+    rec = df[df["source"] == "record"]
+    counts = rec.groupby(["arm", "phase"]).size()
+    assert counts[("on", "drop")] == len(FIGURES) + 1           # + samples
+    assert counts[("on", "fill")] == len(FIGURES)               # no mark: no low-after-mark row
+    assert set(rec["figure"]) == set(FIGURES) | {"samples"}
+    # units: bytes for the footprint figures, s for times, count for VMAs and samples
+    unit = df.drop_duplicates("figure").set_index("figure")["unit"]
+    for f in FIGURES:
+        want = {"duration_s": "s", "vmas_after": "count"}.get(f, "bytes")
+        assert unit[f] == want, f
+    assert unit["samples"] == "count"
+    assert unit["stats.cycles"] == "count" and unit["stats.gc_ns"] == "ns"
+    assert unit["stats.small_bytes_since_cycle"] == "bytes"
+    assert unit["notes.rate_mib_s"] == "MiB/s" and unit["notes.cycles"] == "count"
+    assert unit["notes.mark_s"] == "s" and unit["notes.peak_large_live"] == "bytes"
+    assert "notes.label" not in set(df["figure"]) and "notes.mark" not in set(df["figure"])
+    # a note may share a counter's name: both are kept, told apart by prefix
+    drop = df[(df["arm"] == "on") & (df["phase"] == "drop")].set_index("figure")["value"]
+    assert drop["notes.cycles"] == 2 and drop["stats.cycles"] == 1
+
+
+def test_frame_values_and_derived_figures():
+    df = hla.records_frame(e1_like())
+    v = df.set_index(["arm", "phase", "figure"])["value"]
+    assert v["on", "fill", "phys_after"] == 20 * MiB
+    assert v["on", "fill", "phys_growth"] == 10 * MiB
+    assert v["on", "drop", "phys_returned"] == 9 * MiB           # 20 -> lowest 11
+    assert v["off", "drop", "phys_returned"] == 0
+    assert v["on", "drop", "phys_peak_growth"] == 1 * MiB
+    assert v["on", "textures", "resident_growth"] == 8 * MiB
+    assert ("on", "fill", "phys_returned") not in v.index        # not marked
+    assert v["on", "textures", "duration_s"] == pytest.approx(0.2)
+    mib = hla.to_unit(df, "MiB").set_index(["arm", "phase", "figure"])
+    assert mib.loc[("on", "fill", "phys_after"), "value"] == 20
+    assert mib.loc[("on", "fill", "phys_after"), "unit"] == "MiB"
+    assert mib.loc[("on", "fill", "duration_s"), "unit"] == "s"
+
+
+def test_frame_drops_nulls_and_optional_sources():
+    a = arm("X", "a", [phase("X", "a", "nohheap", 0, 0, 1, heap=False, stats={}, notes={})])
+    df = hla.records_frame(a)
+    assert "resident_after" not in set(df["figure"]) and "vmas_after" not in set(df["figure"])
+    only = hla.records_frame(e1_like(), stats=False, notes=False, derived=False)
+    assert set(only["source"]) == {"record"}
+
+
+def test_wide_table_is_arm_by_phase_in_mib():
+    t = hla.wide(hla.records_frame(e1_like()))
+    assert list(t.index.names) == ["experiment", "arm", "phase"]
+    assert list(t.index) == [("E1", a, p) for a in ("off", "on")
+                             for p in ("fill", "drop", "textures")]
+    assert t.loc[("E1", "on", "drop"), "phys_after"] == 11
+    assert t.loc[("E1", "on", "drop"), "phys_returned"] == 9
+
+
+def test_series_and_phase_boundaries():
+    s = hla.series_frame(e1_like())
+    assert list(s.columns) == hla.SERIES_COLUMNS
+    assert len(s) == 2 * 40
+    assert s.loc[s["t_s"] == 0.05, "phase"].iloc[0] == "fill"
+    assert s.loc[(s["t_s"] - 0.39).abs() < 1e-9, "phase"].iloc[0] == "textures"
+    ph = hla.phases_frame(e1_like())
+    assert list(ph.columns) == hla.PHASE_COLUMNS and len(ph) == 6
+    drop = ph[(ph["arm"] == "on") & (ph["phase"] == "drop")].iloc[0]
+    assert drop["mark"] == "drop" and drop["mark_s"] == pytest.approx(0.15)
+
+
+def test_sources_accepted_and_refused(tmp_path):
+    arms = e1_like()
+    folder = tmp_path / "results" / "E1"
+    folder.mkdir(parents=True)
+    for a in arms:
+        (folder / f"{a['arm']}.json").write_text(json.dumps(a))
+    (folder / "records.csv").write_text("not an arm\n")
+    (folder / "other.json").write_text(json.dumps({"not": "an arm"}))
+    base = hla.records_frame(arms)
+    for src in (tmp_path / "results", str(folder), str(folder / "on.json"), arms[1],
+                {"off": arms[0], "on": arms[1]}, [arms[0], [arms[1]]]):
+        got = hla.records_frame(src)
+        want = base if len(hla.arms(src)) == 2 else base[base["arm"] == "on"]
+        assert len(got) == len(want), src
+    with pytest.raises(TypeError, match="cannot read results from int"):
+        hla.records_frame(42)
+    with pytest.raises(ValueError, match="no such file or folder"):
+        hla.records_frame(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no arm results"):
+        hla.records_frame(tmp_path / "empty")
+    with pytest.raises(ValueError, match="keys"):
+        hla.records_frame({"records": []})
+    with pytest.raises(ValueError, match="name one with experiment="):
+        hla.plot_footprint(e1_like() + e5_like())
+    with pytest.raises(ValueError, match="no arms of experiment 'E9'"):
+        hla.plot_footprint(e1_like(), experiment="E9")
+    with pytest.raises(ValueError, match=r"no arm\(s\) \['middle'\]"):
+        hla.plot_footprint(e1_like(), arms=["middle"])
+    with pytest.raises(ValueError, match=r"no figure\(s\) \['nope'\]"):
+        hla.plot_phase_cost(e1_like(), figures=("nope",))
+    with pytest.raises(ValueError, match=r"no phase\(s\) \['nope'\]"):
+        hla.plot_phase_cost(e1_like(), phases=["nope"])
+    with pytest.raises(ValueError, match="unit 'KiB'"):
+        hla.to_unit(base, "KiB")
+
+
+# ---- plots ------------------------------------------------------------------------------
+
+def test_footprint_plot_has_a_panel_per_arm_with_phases_named():
+    fig = hla.plot_footprint(e1_like())
+    axes = fig.axes
+    assert len(axes) == 2
+    assert [ax.get_ylabel().split("\n")[0] for ax in axes] == ["off", "on"]
+    names = [t.get_text() for t in axes[1].texts]
+    assert names == ["fill", "drop", "textures"]
+    assert len(axes[0].lines) >= 2                   # phys and rss
+    over = hla.plot_footprint(e1_like(), overlay=True)
+    assert len(over.axes) == 1 and len(over.axes[0].get_lines()) >= 2
+
+
+def test_phase_cost_and_vma_plots():
+    fig = hla.plot_phase_cost(e1_like())
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_ylabel() == "phys_growth (MiB)"
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["fill", "drop", "textures"]
+    heights = sorted(round(p.get_height()) for p in fig.axes[0].patches)
+    assert heights == [-9, 0, 8, 8, 10, 10]
+    v = hla.plot_vmas(e5_like())
+    ax = v.axes[0]
+    assert ax.get_yscale() == "log"                  # 1 against 512
+    assert [list(line.get_ydata()) for line in ax.get_lines()] == [[1, 1, 1, 1],
+                                                                   [512, 256, 512, 256]]
+    two = hla.plot_vmas(e5_like(), figures=("notes.vmas_after_release", "notes.vmas_after_reuse"))
+    assert len(two.axes[0].get_lines()) == 4
+    with pytest.raises(ValueError, match="vmas_after"):
+        hla.plot_vmas([arm("X", "a", [phase("X", "a", "p", 0, 0, 1, heap=False)])])
+
+
+# ---- the report command -------------------------------------------------------------------
+
+def run_cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "heaplab", *args], capture_output=True,
+                          text=True, timeout=120, **kw)
+
+
+def test_report_writes_the_expected_files(tmp_path):
+    results = tmp_path / "results"
+    for a in e1_like() + e5_like():
+        d = results / a["experiment"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{a['arm']}.json").write_text(json.dumps(a))
+    out = tmp_path / "plots"
+    p = run_cli("report", str(results), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    want = {f"E1_{x}" for x in ("footprint.png", "phase_cost.png", "records.csv", "phases.csv")}
+    want |= {f"E5_{x}" for x in ("footprint.png", "phase_cost.png", "vmas.png", "records.csv",
+                                 "phases.csv")}
+    assert set(os.listdir(out)) == want                  # E1 has 1 VMA throughout: no VMA plot
+    for name in want:
+        if name.endswith(".png"):
+            with open(out / name, "rb") as f:
+                assert f.read(8) == b"\x89PNG\r\n\x1a\n", name
+            assert os.path.getsize(out / name) > 10_000, name
+    assert "E1: no phase saw more than one VMA" in p.stdout
+    # the CSV is the tidy frame
+    import pandas as pd
+    csv = pd.read_csv(out / "E1_records.csv")
+    assert list(csv.columns) == hla.COLUMNS and len(csv) == len(hla.records_frame(e1_like()))
+    # default output folder: RESULTS/report
+    written = hla.report(str(results / "E1"))
+    assert str(results / "E1" / "report" / "E1_footprint.png") in written
+    assert os.path.exists(results / "E1" / "report" / "E1_footprint.png")
+
+
+def test_report_bad_input_is_a_clear_error(tmp_path):
+    p = run_cli("report", str(tmp_path / "missing"))
+    assert p.returncode == 2 and "no such folder" in p.stderr
+    p = run_cli("report", str(tmp_path))
+    assert p.returncode == 2 and "no arm results" in p.stderr
+    p = run_cli("report")
+    assert p.returncode == 2 and "results" in p.stderr
+
+
+def test_core_package_does_not_need_pandas():
+    code = ("import sys, heaplab, heaplab.harness, heaplab.notebooks; "
+            "assert 'pandas' not in sys.modules and 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# ---- a real arm pair, what the harness writes ---------------------------------------------
+
+def test_real_e1_arms_load(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path))
+    e1 = experiment_module("e1", start=HERE)
+    res = e1.E1.run(env={"HEAPLAB_E1_FILL_MIB": "16", "HEAPLAB_E1_TEXTURES_MIB": "16"})
+    live = hla.records_frame(res)
+    disk = hla.records_frame(tmp_path / "E1")
+    assert len(live) == len(disk) and set(live["arm"]) == {"off", "on"}
+    phases = ["fill", "hold", "drop", "textures", "texture_drop", "textures_again"]
+    assert hla.phases_frame(res)["phase"].tolist() == phases * 2
+    key = ["experiment", "arm", "phase", "figure"]
+    assert not live.duplicated(key).any()
+    v = live.set_index(["arm", "phase", "figure"])["value"]
+    # 16 MiB of small objects: on gives most of it back, off nothing
+    assert v["on", "drop", "phys_returned"] > 0.8 * v["on", "fill", "phys_growth"] - 4 * MiB
+    assert v["off", "drop", "phys_returned"] < 0.2 * v["off", "fill", "phys_growth"]
+    s = hla.series_frame(res)
+    assert len(s) > 10
+    assert all(g["t_s"].is_monotonic_increasing for _, g in s.groupby("arm"))
+    assert set(s["phase"].dropna()) <= set(phases)
+    fig = hla.plot_footprint(res)
+    assert len(fig.axes) == 2
+
+
+# ---- the notebook runner ---------------------------------------------------------------
+
+def notebook(path, *cells, outputs=False):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+    nb = new_notebook(cells=[new_code_cell(c) for c in cells],
+                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                               "language": "python"}})
+    if outputs:
+        nb.cells[0].outputs = [new_output("stream", name="stdout", text="stale\n")]
+        nb.cells[0].execution_count = 1
+    for i, c in enumerate(nb.cells):
+        c["id"] = f"c{i}"
+    nbformat.write(nb, str(path))
+
+
+FIGURE_CELL = ("%matplotlib inline\nimport heaplab.analysis as hla\n"
+               "from matplotlib.figure import Figure\n"
+               "fig = Figure(figsize=(2, 2)); fig.add_subplot().plot([0, 1], [1, 0]); fig")
+
+
+def run_runner(*args):
+    return subprocess.run([sys.executable, "-m", "heaplab.notebooks", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_notebook_runner_check_fails_on_a_broken_notebook(tmp_path):
+    notebook(tmp_path / "a_good.ipynb", FIGURE_CELL)
+    notebook(tmp_path / "b_broken.ipynb", "x = 1", "raise RuntimeError('experiment moved')",
+             "print('never')", outputs=True)
+    p = run_runner(str(tmp_path), "--check")
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = p.stdout
+    assert "ok   " + str(tmp_path / "a_good.ipynb") in lines
+    assert "FAIL " + str(tmp_path / "b_broken.ipynb") in lines
+    assert "cell 1: RuntimeError: experiment moved" in lines
+    assert "displayed no figure" in lines and "carries outputs" in lines
+    assert "1 of 2 notebooks ran" in lines
+    build = tmp_path / "_build"
+    assert (build / "a_good.ipynb").exists() and (build / "b_broken.ipynb").exists()
+    pngs = os.listdir(build / "a_good")
+    assert len(pngs) == 1 and pngs[0].endswith(".png")
+    import nbformat
+    done = nbformat.read(str(build / "b_broken.ipynb"), as_version=4)
+    assert done.cells[2].outputs == []                  # it stopped at the error
+    # --strip clears the committed outputs (nothing runs); a second strip has nothing to do
+    p = run_runner("--strip", str(tmp_path / "b_broken.ipynb"))
+    assert p.returncode == 0 and "stripped" in p.stdout
+    assert nbformat.read(str(tmp_path / "b_broken.ipynb"), as_version=4).cells[0].outputs == []
+    p = run_runner("--strip", str(tmp_path / "b_broken.ipynb"))
+    assert "clean" in p.stdout
+
+
+def test_notebook_runner_bad_input(tmp_path):
+    p = run_runner(str(tmp_path / "nothing.ipynb"))
+    assert p.returncode == 2 and "not a notebook" in p.stderr
+    p = run_runner(str(tmp_path))
+    assert p.returncode == 2 and "no notebooks" in p.stderr
+    p = run_runner(str(tmp_path), "--timeout", "0")
+    assert p.returncode == 2 and "--timeout" in p.stderr
+    with pytest.raises(FileNotFoundError, match="expected one"):
+        experiment_module("e99", start=HERE)
+    with pytest.raises(FileNotFoundError, match="no such experiment file"):
+        experiment_module(str(tmp_path / "nope.py"))
+
