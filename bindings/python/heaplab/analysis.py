@@ -23,8 +23,10 @@ calls; in a notebook, make the Figure the cell's last expression to show it.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 
 try:
     import numpy as np
@@ -97,7 +99,6 @@ def arms(source):
                                  "(expected <experiment>/<arm>.json files written by the harness)")
             return found
         if os.path.isfile(path):
-            import json
             with open(path) as f:
                 try:
                     data = json.load(f)
@@ -122,7 +123,6 @@ def arms(source):
 
 
 def _natural(name):
-    import re
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name))]
 
 

@@ -70,9 +70,11 @@ def experiment_module(name, start=None):
         folder = experiments_dir(start)
         found = sorted(glob.glob(os.path.join(folder, f"test_{name.lower()}_*.py")))
         if len(found) != 1:
-            have = sorted(os.path.basename(p) for p in glob.glob(os.path.join(folder, "test_e*.py")))
-            raise FileNotFoundError(f"experiment {name!r}: expected one {folder}/test_{name.lower()}"
-                                    f"_*.py, found {len(found)} (experiments: {have})")
+            have = sorted(os.path.basename(p)
+                          for p in glob.glob(os.path.join(folder, "test_e*.py")))
+            raise FileNotFoundError(f"experiment {name!r}: expected one "
+                                    f"{folder}/test_{name.lower()}_*.py, found {len(found)} "
+                                    f"(experiments: {have})")
         path = found[0]
     modname = "heaplab_experiment_" + os.path.splitext(os.path.basename(path))[0]
     spec = importlib.util.spec_from_file_location(modname, path)
@@ -206,7 +208,8 @@ def main(argv=None):
                     help="notebooks or folders of notebooks (default: docs/notebooks)")
     ap.add_argument("--out", help="where executed copies go (default: <folder>/_build)")
     ap.add_argument("--check", action="store_true",
-                    help="also fail on a notebook that shows no figure or was committed with outputs")
+                    help="also fail on a notebook that shows no figure or was committed "
+                         "with outputs")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds one cell may run before the notebook fails (default 600)")
     ap.add_argument("--strip", action="store_true",
