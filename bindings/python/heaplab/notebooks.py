@@ -183,7 +183,7 @@ def run_notebook(path, out=None, timeout=600, kernel="python3"):
     except DeadKernelError as e:
         error = f"the kernel died: {e}"
     except TimeoutError as e:
-        error = f"a cell ran longer than {timeout} s: {e}"
+        error = f"a cell ran longer than {timeout} s ({str(e).strip().splitlines()[0]})"
     finally:
         for k, v in saved.items():
             if v is None:
