@@ -418,8 +418,7 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   uint32_t ri = (uint32_t)(ref & 0xffffffffu) - 1, pi = (uint32_t)(park & 0xffffffffu) - 1;
   for (uint64_t k = 0; k < count; k++) {
     if (large) hl__large_paced(h, bytes);
-    hl__maybe_collect(h);
-    void *obj = hl__obj_alloc(h, size, refs, false);
+    void *obj = hl__obj_new(h, size, refs);
     if (!obj) {
       rc = HL_ENOMEM;
       goto out;
@@ -728,19 +727,26 @@ void hl_leave(hl_heap *h) {
   pthread_mutex_unlock(&h->lock);
 }
 
+/* The raw-object calls are a C client's allocation path: the argument
+ * checks call out only when one fails. */
+static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (hl_likely(h->opt.mode == HL_MODE_COLLECTED && size <= HL_MAX_SIZE && refs <= HL_MAX_REFS))
+    return false;
+  return hl__check_alloc_args(h, size, refs) != HL_OK;
+}
+
 void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
-  if (!h || hl__check_alloc_args(h, size, refs)) return NULL;
+  if (!h || obj_args_bad(h, size, refs)) return NULL;
   bool locked = hl__lock(h);
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
   if (bytes > h->small_max) hl__large_paced(h, bytes);
-  hl__maybe_collect(h);
-  void *obj = hl__obj_alloc(h, size, refs, false);
+  void *obj = hl__obj_new(h, size, refs);
   hl__unlock(h, locked);
   return obj;
 }
 
 void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint64_t refs) {
-  if (!h || !parent || hl__check_alloc_args(h, size, refs)) return NULL;
+  if (!h || !parent || obj_args_bad(h, size, refs)) return NULL;
   if (slot >= ((hl_objhdr *)parent)->refs) {
     hl__fail(h, HL_ERANGE, "obj_new_in: slot %" PRIu64 " out of range", slot);
     return NULL;
@@ -748,8 +754,7 @@ void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint
   bool locked = hl__lock(h);
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
   if (bytes > h->small_max) hl__large_paced(h, bytes);
-  hl__maybe_collect(h);
-  void *obj = hl__obj_alloc(h, size, refs, false);
+  void *obj = hl__obj_new(h, size, refs);
   if (obj) hl__slots(parent)[slot] = obj;
   hl__unlock(h, locked);
   return obj;

@@ -324,6 +324,8 @@ static inline uint8_t *hl__obj_payload(void *obj) {
 void *hl__resolve(hl_heap *h, const void *addr, bool interior);
 int hl__cycle(hl_heap *h, int major, int reason);
 void hl__maybe_collect(hl_heap *h);
+/* hl__maybe_collect + hl__obj_alloc (not forced large) in one call. */
+void *hl__obj_new(hl_heap *h, uint64_t size, uint64_t refs);
 uint64_t hl__trigger_in_force(const hl_heap *h);
 void hl__large_paced(hl_heap *h, uint64_t bytes);
 int hl__collector_start(hl_heap *h);

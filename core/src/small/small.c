@@ -48,7 +48,34 @@ bool hl__poison_intact(const void *p, size_t n) {
 
 /* Take one slot of class cls from the class's owned page, refilling the
  * owned page from the partial pool or an acquired page.  Lock held. */
+static void *take_refill(hl_heap *h, uint32_t cls) __attribute__((noinline));
+
 void *hl__small_take(hl_heap *h, uint32_t cls) {
+  /* The common case -- room on the owned page -- without the refill loop's
+   * registers and calls (a third of the cost of the allocation path). */
+  uint32_t p = h->owned[cls];
+  if (hl_likely(p != HL_NIL)) {
+    hl_page *d = &h->pages[p];
+    uint32_t sz = h->cls_size[cls];
+    uint8_t *base = hl__page_addr(h, p);
+    uint32_t idx;
+    if (d->free_head) {
+      idx = d->free_head - 1;
+      d->free_head = *(uint32_t *)(base + (uint64_t)idx * sz);
+      d->nfree--;
+    } else if (d->bump < d->nslots) {
+      idx = d->bump++;
+    } else {
+      return take_refill(h, cls);
+    }
+    d->used++;
+    hl__bit_set(hl__allocs(h, p), idx);
+    return base + (uint64_t)idx * sz;
+  }
+  return take_refill(h, cls);
+}
+
+static void *take_refill(hl_heap *h, uint32_t cls) {
   uint32_t sz = h->cls_size[cls];
   for (;;) {
     uint32_t p = h->owned[cls];
