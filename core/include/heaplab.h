@@ -127,8 +127,8 @@ typedef enum hl_option_kind {
     "upper bound of the adaptive trigger")                                    \
   X(adaptive_trigger, BOOL, 1, 0, 1, "",                                       \
     "double the trigger on high survival twice in a row, halve on low")       \
-  X(gc_live_ratio, INT, 0, 0, 1000, "",                                        \
-    "percent of live bytes added to the trigger (0 = off; 100 = grow by the live set)") \
+  X(gc_live_ratio, INT, 200, 0, 1000, "",                                      \
+    "percent of the bytes the last cycle marked added to the trigger (0 = off)") \
   X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
     "large-path bytes that request a cycle")                                  \
   X(large_pacing, BOOL, 1, 0, 1, "",                                           \

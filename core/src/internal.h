@@ -171,7 +171,7 @@ struct hl_heap {
   uint64_t mark_top, mark_cap;
   bool mark_overflow;
   uint64_t trigger;          /* adaptive small-path trigger */
-  uint64_t last_live_bytes;  /* small + large live after the last cycle */
+  uint64_t last_live_bytes;  /* small + large bytes the last cycle marked */
   int high_survival_streak;
   uint64_t cycles_since_major;
   bool pressure;

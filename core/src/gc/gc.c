@@ -106,10 +106,15 @@ static bool mark_push(hl_heap *h, void *obj) {
  * cycle runs in one thread, and heaps in other threads have their own. */
 #define RECIP_SHIFT 40
 static _Thread_local uint64_t mark_recip[HL_MAX_CLASSES];
+/* Bytes marked by this cycle: what is really live.  The byte counters after
+ * a sweep still hold the dead objects of partial pages no sweep has visited,
+ * and a trigger grown from those grew the heap from its own garbage. */
+static _Thread_local uint64_t marked_bytes;
 
 static void mark_prepare(hl_heap *h) {
   for (uint32_t c = 0; c < h->nclasses; c++)
     mark_recip[c] = (((uint64_t)1 << RECIP_SHIFT) + h->cls_size[c] - 1) / h->cls_size[c];
+  marked_bytes = 0;
 }
 
 static inline uint32_t slot_index(uint64_t off, uint32_t cls) {
@@ -127,6 +132,7 @@ static void mark_large(hl_heap *h, void *obj) {
   hl_large *l = hl__large_of(obj);
   if (l->mark) return;
   l->mark = 1;
+  marked_bytes += l->size;
   mark_found(h, obj);
 }
 
@@ -138,6 +144,7 @@ static void mark_one(hl_heap *h, void *obj) {
     uint64_t *mb = hl__marks(h, p);
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
+    marked_bytes += h->cls_size[h->pages[p].cls];
     mark_found(h, obj);
   } else {
     mark_large(h, obj);
@@ -166,6 +173,7 @@ static inline void mark_value(hl_heap *h, void *v, bool interior) {
     uint64_t *mb = hl__marks(h, p);
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
+    marked_bytes += h->cls_size[d->cls];
     mark_found(h, base + start);
     return;
   }
@@ -425,7 +433,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   uint64_t large_since = h->st.large_bytes_since_cycle;
   h->st.small_bytes_since_cycle = 0;
   h->st.large_bytes_since_cycle = 0;
-  h->last_live_bytes = h->st.small_live_bytes + h->st.large_live_bytes;
+  h->last_live_bytes = marked_bytes; /* gc_live_ratio grows the trigger by these */
   h->st.gc_trigger_bytes = trigger_in_force(h);
   atomic_store(&h->cycle_requested, false);
   /* pacing gives up after cycles in a row that free nothing large */
