@@ -117,11 +117,15 @@ int main(void) {
    * one round's worth per round */
   CHECK(sf.total_pages <= sc.total_pages + (uint64_t)ROUNDS * (ROUND_BYTES >> 16) * 2,
         "faulty run carved %" PRIu64 " pages", sf.total_pages);
-  /* and the pages still go back to the OS */
+  /* and the pages still go back to the OS.  Fallback (MADV_FREE) pages
+   * that were never upgraded stay resident until the kernel reclaims them:
+   * with every restore failing, some of them end up parked in the
+   * reuse-failed pool, which upgrades do not visit. */
   uint64_t allowed = 8 * 65536 + 64 * 65536;
-  CHECK(res_faulty <= allowed && res_none <= allowed && res_clean <= allowed,
-        "resident at the end: clean %.1f, faulty %.1f, no fallback %.1f MiB", res_clean / MiB,
-        res_faulty / MiB, res_none / MiB);
+  uint64_t lazy = (sf.fallback_pages - sf.upgraded_pages) * 65536;
+  CHECK(res_none <= allowed && res_clean <= allowed && res_faulty <= allowed + lazy,
+        "resident at the end: clean %.1f, faulty %.1f (%.1f lazily free), no fallback %.1f MiB",
+        res_clean / MiB, res_faulty / MiB, lazy / MiB, res_none / MiB);
   free(live);
   free(live_size);
   return 0;

@@ -134,6 +134,29 @@ int main(void) {
         s.small_live_bytes, s.large_live_bytes);
   CHECK(s.manual_mallocs == s.manual_frees, "%" PRIu64 " mallocs but %" PRIu64 " frees",
         s.manual_mallocs, s.manual_frees);
+
+  /* one thread alternating between two heaps: each heap's cache stays its
+   * own, and blocks never cross heaps */
+  hl_heap *h2 = HEAP("mode=manual");
+  for (unsigned round = 0; round < 3; round++) {
+    for (unsigned i = 0; i < NBLOCKS; i++) {
+      len[i] = 16 + (i * 29) % 400;
+      blk[i] = hl_malloc(i & 1 ? h2 : h, len[i]);
+      CHECK(blk[i], "alternating malloc %u", i);
+      fill(blk[i], len[i], i + round);
+    }
+    for (unsigned i = 0; i < NBLOCKS; i++) {
+      CHECK(intact(blk[i], len[i], i + round), "alternating block %u damaged", i);
+      hl_free_sized(i & 1 ? h2 : h, blk[i], len[i]);
+    }
+  }
+  hl_thread_flush(h2);
+  check_invariants(h2);
+  CHECK(stats_of(h2).small_live_bytes == 0, "the second heap kept blocks");
+  hl_heap_free(h2);
+  hl_thread_flush(h);
+  check_invariants(h);
+  CHECK(stats_of(h).small_live_bytes == 0, "the first heap kept blocks");
   hl_heap_free(h);
 
   /* no cache at all (tcache_blocks=0) runs the same paths under the lock */

@@ -32,16 +32,29 @@ struct hl_tcache {
   uint32_t cap;                /* blocks per class */
   uint32_t shift;              /* a class's slots start at cls << shift */
   uint32_t nclasses;
+  uint32_t room;               /* slots allocated after this struct */
   _Atomic uint64_t mallocs, frees; /* written by the owner only */
   uint32_t count[HL_MAX_CLASSES];
-  void **slots;
+  void *slots[];               /* inline: one load less on the hot path */
 };
+
+/* initial-exec: the fast paths read these without a __tls_get_addr call
+ * (which made the compiler save registers on every malloc and free).  48
+ * bytes, within the static TLS glibc keeps for modules loaded by dlopen (the
+ * Python extension). */
+#define TLS _Thread_local __attribute__((tls_model("initial-exec")))
 
 static pthread_mutex_t tc_global = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t tc_key;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
-static _Thread_local hl_tcache *tls_last;
-static _Thread_local hl_tcache *tls_list;
+static TLS hl_tcache *tls_list;
+/* The cache the fast paths use, and the heap (address and serial) it is
+ * for.  Three independent thread-local loads instead of a chain; a heap
+ * closed and another created at the same address differs in serial.  The
+ * slow paths check the cache's own heap field, which closing clears. */
+static TLS hl_tcache *tls_cache;
+static TLS const hl_heap *tls_heap;
+static TLS uint64_t tls_serial;
 
 #define NOINLINE __attribute__((noinline))
 
@@ -60,9 +73,21 @@ static inline void **bin_of(hl_tcache *tc, uint32_t cls) {
 
 /* This thread's cache for h if it has one already (the fast paths). */
 static inline hl_tcache *cache_of(const hl_heap *h) {
-  hl_tcache *tc = tls_last;
-  if (hl_likely(tc && atomic_load_explicit(&tc->heap, memory_order_relaxed) == h)) return tc;
+  if (hl_likely(tls_heap == h && tls_serial == h->serial)) return tls_cache;
   return NULL;
+}
+
+static inline hl_tcache *use_cache(hl_tcache *tc, const hl_heap *h) {
+  tls_cache = tc;
+  tls_heap = h;
+  tls_serial = h->serial;
+  return tc;
+}
+
+static inline void forget_cache(void) {
+  tls_cache = NULL;
+  tls_heap = NULL;
+  tls_serial = 0;
 }
 
 /* ---- heaps known to the fork handlers ---- */
@@ -70,8 +95,8 @@ static inline hl_tcache *cache_of(const hl_heap *h) {
 #define FORK_HEAPS 64
 static hl_heap *_Atomic fork_heaps[FORK_HEAPS];
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static _Thread_local hl_heap *tls_registered;
-static _Thread_local uint64_t tls_registered_serial; /* a new heap may reuse an address */
+static TLS hl_heap *tls_registered;
+static TLS uint64_t tls_registered_serial; /* a new heap may reuse an address */
 
 static void fork_prepare(void) {
   pthread_mutex_lock(&tc_global);
@@ -122,24 +147,18 @@ static void fork_register(hl_heap *h) {
 
 /* ---- thread caches ---- */
 
-/* Return n cached blocks to their pages.  Lock held. */
-static void give_back(hl_heap *h, void **blocks, uint32_t n) {
-  uint64_t bytes = 0, freed = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t cls = h->pages[hl__page_of(h, blocks[i])].cls;
-    if (hl__small_give_checked(h, blocks[i])) {
-      bytes += h->cls_size[cls];
-      freed++;
-    }
-  }
-  h->st.small_live_bytes -= bytes;
+/* Return n cached blocks of class cls to their pages.  Lock held. */
+static void give_back(hl_heap *h, void **blocks, uint32_t n, uint32_t cls) {
+  uint64_t freed = 0;
+  for (uint32_t i = 0; i < n; i++) freed += hl__small_give_checked(h, blocks[i]);
+  h->st.small_live_bytes -= freed * h->cls_size[cls];
   h->st.objects_freed += freed;
 }
 
 static void flush_all(hl_tcache *tc, hl_heap *h) {
   pthread_mutex_lock(&h->lock);
   for (uint32_t c = 0; c < tc->nclasses; c++) {
-    give_back(h, bin_of(tc, c), tc->count[c]);
+    give_back(h, bin_of(tc, c), tc->count[c], c);
     tc->count[c] = 0;
   }
   h->st.tcache_flushes++;
@@ -173,12 +192,12 @@ static void tc_destructor(void *arg) {
       detach(tc, h);
       pthread_mutex_unlock(&h->lock);
     }
-    free(tc->slots);
     free(tc);
     tc = next;
   }
   pthread_mutex_unlock(&tc_global);
-  tls_list = tls_last = NULL;
+  tls_list = NULL;
+  forget_cache();
   tls_registered = NULL;
 }
 
@@ -187,26 +206,25 @@ static void tc_init_key(void) { pthread_key_create(&tc_key, tc_destructor); }
 /* This thread's cache for h, created on first use; NULL without a cache. */
 static hl_tcache *tcache_for(hl_heap *h) {
   if (h->opt.tcache_blocks == 0 || h->opt.verify || h->opt.mode != HL_MODE_MANUAL) return NULL;
+  uint32_t cap = (uint32_t)h->opt.tcache_blocks, shift = 0;
+  while ((1u << shift) < cap) shift++;
+  uint32_t room = h->nclasses << shift;
   hl_tcache *free_one = NULL;
   for (hl_tcache *tc = tls_list; tc; tc = tc->next_thread) {
     hl_heap *th = atomic_load_explicit(&tc->heap, memory_order_relaxed);
-    if (th == h) return tls_last = tc;
-    if (!th && !free_one) free_one = tc;
+    if (th == h) return use_cache(tc, h);
+    if (!th && !free_one && tc->room >= room) free_one = tc;
   }
   pthread_once(&tc_once, tc_init_key);
   hl_tcache *tc = free_one;
-  uint32_t cap = (uint32_t)h->opt.tcache_blocks, shift = 0;
-  while ((1u << shift) < cap) shift++;
   if (!tc) {
-    tc = calloc(1, sizeof *tc);
+    tc = calloc(1, sizeof *tc + room * sizeof(void *));
     if (!tc) return NULL;
+    tc->room = room;
     tc->next_thread = tls_list;
     tls_list = tc;
     pthread_setspecific(tc_key, tls_list);
   }
-  free(tc->slots);
-  tc->slots = malloc(((size_t)h->nclasses << shift) * sizeof(void *));
-  if (!tc->slots) return NULL;
   tc->cap = cap;
   tc->shift = shift;
   tc->nclasses = h->nclasses;
@@ -222,7 +240,7 @@ static hl_tcache *tcache_for(hl_heap *h) {
   atomic_store(&tc->heap, h);
   pthread_mutex_unlock(&h->lock);
   pthread_mutex_unlock(&tc_global);
-  return tls_last = tc;
+  return use_cache(tc, h);
 }
 
 static int mode_check(hl_heap *h, const char *what) {
@@ -257,6 +275,11 @@ static NOINLINE void *malloc_slow(hl_heap *h, uint32_t cls) {
   if (mode_check(h, "malloc")) return NULL;
   fork_register(h);
   hl_tcache *tc = tcache_for(h);
+  if (tc && tc->count[cls]) {
+    /* the thread came back from another heap: its cache here has blocks */
+    owner_inc(&tc->mallocs);
+    return bin_of(tc, cls)[--tc->count[cls]];
+  }
   uint32_t want = tc ? (tc->cap + 1) / 2 : 1;
   void *first = NULL;
   uint32_t got = 0;
@@ -282,11 +305,18 @@ static NOINLINE void *malloc_slow(hl_heap *h, uint32_t cls) {
   return first;
 }
 
+static NOINLINE __attribute__((cold)) void *malloc_miss(hl_heap *h, size_t size) {
+  if (!h || size > h->small_max) return malloc_large(h, size);
+  return malloc_slow(h, hl__class_of(h, size));
+}
+
+/* The fast path keeps nothing live into the miss call, so the compiler
+ * needs no saved registers here (measured: 6 instructions a call less). */
 void *hl_malloc(hl_heap *h, size_t size) {
   if (hl_likely(h && size <= h->small_max)) {
-    uint32_t cls = hl__class_of(h, size);
     hl_tcache *tc = cache_of(h);
     if (hl_likely(tc)) {
+      uint32_t cls = hl__class_of(h, size);
       uint32_t n = tc->count[cls];
       if (hl_likely(n)) {
         tc->count[cls] = n - 1;
@@ -294,9 +324,8 @@ void *hl_malloc(hl_heap *h, size_t size) {
         return bin_of(tc, cls)[n - 1];
       }
     }
-    return malloc_slow(h, cls);
   }
-  return malloc_large(h, size);
+  return malloc_miss(h, size);
 }
 
 void *hl_calloc(hl_heap *h, size_t count, size_t size) {
@@ -352,12 +381,13 @@ static NOINLINE void free_small_slow(hl_heap *h, void *ptr) {
     pthread_mutex_unlock(&h->lock);
     return;
   }
-  /* cache full: send its older half home, keep the newer (warmer) half */
+  /* cache full: send its older half home, keep the newer (warmer) half
+   * (not full: the thread came back from another heap) */
   void **s = bin_of(tc, cls);
-  uint32_t half = tc->count[cls] / 2;
+  uint32_t half = tc->count[cls] < tc->cap ? 0 : tc->count[cls] / 2;
   if (half) {
     pthread_mutex_lock(&h->lock);
-    give_back(h, s, half);
+    give_back(h, s, half, cls);
     h->st.tcache_flushes++;
     hl__trim_maybe(h);
     pthread_mutex_unlock(&h->lock);
@@ -510,13 +540,11 @@ void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
 
 void hl_thread_flush(hl_heap *h) {
   if (!h) return;
-  hl_tcache *tc = tls_last;
-  if (!tc || atomic_load(&tc->heap) != h) {
-    tc = NULL;
-    for (hl_tcache *t = tls_list; t; t = t->next_thread)
-      if (atomic_load(&t->heap) == h) tc = t;
-  }
-  if (tc) flush_all(tc, h);
+  for (hl_tcache *tc = tls_list; tc; tc = tc->next_thread)
+    if (atomic_load(&tc->heap) == h) {
+      flush_all(tc, h);
+      return;
+    }
 }
 
 void hl__manual_destroy(hl_heap *h) {
@@ -528,6 +556,7 @@ void hl__manual_destroy(hl_heap *h) {
   pthread_mutex_unlock(&h->lock);
   pthread_mutex_unlock(&tc_global);
   if (tls_registered == h) tls_registered = NULL;
+  if (tls_heap == h) forget_cache();
 }
 
 void hl__manual_stats(hl_heap *h, hl_stats *st) {
