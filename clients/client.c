@@ -1,0 +1,143 @@
+/*
+ * client.c -- the allocator switch, the heap from the environment and the
+ * HEAPLAB_STATS report of the launchers (see client.h).
+ */
+#include "client.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+hl_client client;
+
+uint64_t client_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t client_peak_rss(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
+}
+
+/* The name of choice `value` of a comma-separated choices string. */
+static void choice_name(const char *choices, int64_t value, char *buf, size_t len) {
+  const char *p = choices;
+  for (int64_t i = 0; i < value && p; i++) {
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  if (!p) {
+    snprintf(buf, len, "%lld", (long long)value);
+    return;
+  }
+  size_t n = strcspn(p, ",");
+  if (n >= len) n = len - 1;
+  memcpy(buf, p, n);
+  buf[n] = 0;
+}
+
+int client_write_report(FILE *out) {
+  hl_footprint fp = {0};
+  hl_footprint_get(&fp);
+  fprintf(out, "{\"launcher\": \"%s\", \"allocator\": \"%s\", \"pid\": %d, \"elapsed_s\": %.6f",
+          client.launcher, client.allocator, (int)getpid(),
+          (client_now_ns() - client.start_ns) / 1e9);
+  fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
+               "\"swap\": %llu, \"phys_footprint\": %llu}, \"peak_rss\": %llu",
+          (unsigned long long)fp.rss, (unsigned long long)fp.anonymous,
+          (unsigned long long)fp.lazyfree, (unsigned long long)fp.swap,
+          (unsigned long long)fp.phys_footprint, (unsigned long long)client_peak_rss());
+  hl_heap *h = client.heap;
+  if (!h) {
+    fputs(", \"options\": null, \"stats\": null, \"resident_bytes\": null, \"vma_count\": null}\n",
+          out);
+    return ferror(out) ? -1 : 0;
+  }
+  hl_options o;
+  hl_heap_options(h, &o);
+  fputs(", \"options\": {", out);
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    int64_t v = 0;
+    hl_option_info_get(i, &info);
+    hl_options_get(&o, info.name, &v);
+    fprintf(out, "%s\"%s\": ", i ? ", " : "", info.name);
+    if (info.kind == HL_OPT_BOOL) {
+      fputs(v ? "true" : "false", out);
+    } else if (info.kind == HL_OPT_ENUM) {
+      char name[64];
+      choice_name(info.choices, v, name, sizeof name);
+      fprintf(out, "\"%s\"", name);
+    } else {
+      fprintf(out, "%lld", (long long)v);
+    }
+  }
+  hl_stats st;
+  hl_stats_get(h, &st);
+  const uint64_t *field = (const uint64_t *)&st;
+  fputs("}, \"stats\": {", out);
+  for (int i = 0; i < hl_stat_count(); i++)
+    fprintf(out, "%s\"%s\": %llu", i ? ", " : "", hl_stat_name(i),
+            (unsigned long long)field[i]);
+  uint64_t resident = 0, vmas = 0;
+  hl_resident_bytes(h, &resident);
+  hl_vma_count(h, &vmas);
+  fprintf(out, "}, \"resident_bytes\": %llu, \"vma_count\": %llu}\n",
+          (unsigned long long)resident, (unsigned long long)vmas);
+  return ferror(out) ? -1 : 0;
+}
+
+static void report_at_exit(void) {
+  /* a forked child inherits the handler; only the launcher's own process
+   * writes, so a child's exit cannot overwrite the parent's report */
+  if (!client.stats_path || getpid() != client.pid) return;
+  FILE *f = fopen(client.stats_path, "w");
+  if (!f) {
+    fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report\n", client.launcher,
+            client.stats_path);
+    return;
+  }
+  client_write_report(f);
+  fclose(f);
+}
+
+int client_start(const char *launcher) {
+  client.launcher = launcher;
+  client.pid = (int)getpid();
+  client.start_ns = client_now_ns();
+  const char *alloc = getenv("HEAPLAB_ALLOCATOR");
+  if (!alloc || !*alloc || strcmp(alloc, "heaplab") == 0) {
+    client.allocator = "heaplab";
+  } else if (strcmp(alloc, "libc") == 0) {
+    client.allocator = "libc";
+  } else {
+    fprintf(stderr, "%s: HEAPLAB_ALLOCATOR=%s: expected heaplab or libc\n", launcher, alloc);
+    return 2;
+  }
+  const char *stats = getenv("HEAPLAB_STATS");
+  client.stats_path = stats && *stats ? stats : NULL;
+  if (client.stats_path) atexit(report_at_exit);
+  if (strcmp(client.allocator, "libc") == 0) return 0;
+
+  hl_options o;
+  char err[512];
+  hl_options_defaults(&o);
+  int rc = hl_options_from_env(&o, err, sizeof err);
+  if (!rc && getenv("HEAPLAB_MODE") && strcmp(getenv("HEAPLAB_MODE"), "manual") != 0) {
+    snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: a launcher's heap is always manual",
+             getenv("HEAPLAB_MODE"));
+    rc = HL_EVALUE;
+  }
+  if (!rc) rc = hl_options_set_int(&o, "mode", HL_MODE_MANUAL, err, sizeof err);
+  if (!rc) rc = hl_heap_new(&o, &client.heap, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "%s: %s\n", launcher, err);
+    return 2;
+  }
+  return 0;
+}

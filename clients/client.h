@@ -1,0 +1,47 @@
+/*
+ * client.h -- what heaplab-lua and heaplab-python share: choosing the
+ * allocator (HEAPLAB_ALLOCATOR), creating the manual heap from the HEAPLAB_*
+ * environment, and the HEAPLAB_STATS report written at exit.
+ *
+ * A launcher calls client_start() before its interpreter allocates anything,
+ * then routes every allocation through client.heap (or the C library when
+ * client.heap is NULL).  The report is written by an atexit handler, so it is
+ * there however the program ends through exit(): the end of the script,
+ * Lua's os.exit, Python's sys.exit -- not _exit or a signal.
+ */
+#ifndef HEAPLAB_CLIENT_H
+#define HEAPLAB_CLIENT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "heaplab.h"
+
+typedef struct hl_client {
+  const char *launcher;   /* "heaplab-lua", "heaplab-python" */
+  const char *allocator;  /* "heaplab" or "libc" */
+  hl_heap *heap;          /* NULL on the libc allocator */
+  const char *stats_path; /* HEAPLAB_STATS, or NULL */
+  int pid;                /* the process that owns the report (not a fork) */
+  uint64_t start_ns;
+} hl_client;
+
+extern hl_client client;
+
+/* Read HEAPLAB_ALLOCATOR (heaplab | libc) and, for heaplab, create the heap:
+ * defaults, then HEAPLAB_<OPTION> variables, then mode=manual.  On bad input
+ * prints "<launcher>: <what was wrong>" on stderr and returns nonzero. */
+int client_start(const char *launcher);
+
+/* Write the report (allocator, options, every stat by name, residency, VMAs,
+ * footprint, peak RSS) as one JSON object.  Also called by the atexit
+ * handler when HEAPLAB_STATS is set. */
+int client_write_report(FILE *out);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t client_now_ns(void);
+
+/* Peak resident set size of this process in bytes (getrusage). */
+uint64_t client_peak_rss(void);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * heaplab-python -- CPython with heaplab's manual mode as the allocator of
+ * all three memory domains (RAW, MEM, OBJ), then the ordinary `python3`
+ * command line: scripts, -m, -c, -X dev, the REPL, exit statuses.
+ *
+ * CPython's documentation requires PyMem_SetAllocator to be called after
+ * pre-initialisation (which parses -X dev, -E, -I, PYTHONMALLOC... and
+ * allocates nothing that outlives it) and before initialisation, so the
+ * launcher does exactly that, instead of Py_BytesMain doing all three at
+ * once: Py_PreInitializeFromBytesArgs, PyMem_SetAllocator x 3,
+ * Py_InitializeFromConfig with the same argv, Py_RunMain.
+ *
+ * Replacing the OBJ domain replaces pymalloc: every object lives on heaplab's
+ * pages.  The RAW domain is called without the GIL, from any thread: manual
+ * mode is thread-safe.  CPython frees without a size, hence hl_free.
+ *
+ * HEAPLAB_ALLOCATOR=libc leaves CPython's own allocators untouched (pymalloc
+ * over malloc, exactly what `python3` does): the baseline.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "client.h"
+
+PyObject *PyInit__heaplab_client(void);
+
+static void *py_malloc(void *ctx, size_t n) { return hl_malloc(ctx, n); }
+
+static void *py_calloc(void *ctx, size_t count, size_t size) {
+  return hl_calloc(ctx, count, size);
+}
+
+/* PyMem_Realloc(p, 0) resizes to a valid block, it does not free. */
+static void *py_realloc(void *ctx, void *ptr, size_t n) {
+  return hl_realloc(ctx, ptr, 0, n ? n : 1);
+}
+
+static void py_free(void *ctx, void *ptr) { hl_free(ctx, ptr); }
+
+static void install_heaplab(hl_heap *h) {
+  /* -X dev / PYTHONMALLOC=debug put debug hooks over the default
+   * allocators during pre-initialisation (their context is not NULL; the
+   * plain allocators' is).  Keep them, over heaplab. */
+  PyMemAllocatorEx current;
+  PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &current);
+  int debug_hooks = current.ctx != NULL;
+  PyMemAllocatorEx ours = {h, py_malloc, py_calloc, py_realloc, py_free};
+  PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &ours);
+  PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &ours);
+  PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &ours);
+  if (debug_hooks) PyMem_SetupDebugHooks();
+}
+
+static int exit_with(PyStatus st) {
+  if (PyStatus_IsExit(st)) return st.exitcode;
+  Py_ExitStatusException(st); /* prints the error, exits 1 */
+}
+
+int main(int argc, char **argv) {
+  int rc = client_start("heaplab-python");
+  if (rc) return rc;
+
+  PyPreConfig pre;
+  PyPreConfig_InitPythonConfig(&pre);
+  PyStatus st = Py_PreInitializeFromBytesArgs(&pre, argc, argv);
+  if (PyStatus_Exception(st)) return exit_with(st);
+
+  if (client.heap) install_heaplab(client.heap);
+  if (PyImport_AppendInittab("_heaplab_client", PyInit__heaplab_client) == -1) {
+    fprintf(stderr, "heaplab-python: cannot register the _heaplab_client module\n");
+    return 1;
+  }
+
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  st = PyConfig_SetBytesArgv(&config, argc, argv);
+  if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(st)) return exit_with(st);
+  /* runs -c / -m / the script / the REPL, finalises, returns the status;
+   * the HEAPLAB_STATS report is written by exit()'s handler after it */
+  return Py_RunMain();
+}

@@ -1,0 +1,225 @@
+/*
+ * lua_client_module.c -- `require "heaplab.client"` inside heaplab-lua: the
+ * launcher's own heap and the process footprint, seen from the script, so a
+ * real Lua program can measure itself (E8 records its phases with it).
+ *
+ *   local c = require "heaplab.client"
+ *   c.allocator()                 "heaplab" or "libc"
+ *   c.stats(), c.options()        tables by name (nil on libc)
+ *   c.resident_bytes(), c.vma_count()   the heap's reservation (nil on libc)
+ *   c.footprint()                 {rss, anonymous, lazyfree, swap, phys_footprint}
+ *   c.trim()                      run a trim pass now (nil on libc)
+ *   c.flush()                     return this thread's cached blocks
+ *   c.now()                       CLOCK_MONOTONIC, seconds
+ *   c.peak_rss()                  bytes
+ *   c.report()                    the HEAPLAB_STATS JSON, as a string
+ *   local s <close> = c.sampler(interval_us)   s:mark() s:reset() s:summary() s:series() s:stop()
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "client.h"
+
+#define SAMPLER "heaplab.client.sampler"
+
+static int c_allocator(lua_State *L) {
+  lua_pushstring(L, client.allocator);
+  return 1;
+}
+
+static int c_stats(lua_State *L) {
+  if (!client.heap) return 0;
+  hl_stats st;
+  hl_stats_get(client.heap, &st);
+  const uint64_t *field = (const uint64_t *)&st;
+  lua_createtable(L, 0, hl_stat_count());
+  for (int i = 0; i < hl_stat_count(); i++) {
+    lua_pushinteger(L, (lua_Integer)field[i]);
+    lua_setfield(L, -2, hl_stat_name(i));
+  }
+  return 1;
+}
+
+static int c_options(lua_State *L) {
+  if (!client.heap) return 0;
+  hl_options o;
+  hl_heap_options(client.heap, &o);
+  lua_createtable(L, 0, hl_option_count());
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    int64_t v = 0;
+    hl_option_info_get(i, &info);
+    hl_options_get(&o, info.name, &v);
+    if (info.kind == HL_OPT_BOOL) lua_pushboolean(L, v != 0);
+    else lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, info.name);
+  }
+  return 1;
+}
+
+static int c_resident_bytes(lua_State *L) {
+  uint64_t v;
+  if (!client.heap || hl_resident_bytes(client.heap, &v)) return 0;
+  lua_pushinteger(L, (lua_Integer)v);
+  return 1;
+}
+
+static int c_vma_count(lua_State *L) {
+  uint64_t v;
+  if (!client.heap || hl_vma_count(client.heap, &v)) return 0;
+  lua_pushinteger(L, (lua_Integer)v);
+  return 1;
+}
+
+static int c_footprint(lua_State *L) {
+  hl_footprint f;
+  if (hl_footprint_get(&f)) return luaL_error(L, "footprint: cannot read /proc/self/smaps_rollup");
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, (lua_Integer)f.rss), lua_setfield(L, -2, "rss");
+  lua_pushinteger(L, (lua_Integer)f.anonymous), lua_setfield(L, -2, "anonymous");
+  lua_pushinteger(L, (lua_Integer)f.lazyfree), lua_setfield(L, -2, "lazyfree");
+  lua_pushinteger(L, (lua_Integer)f.swap), lua_setfield(L, -2, "swap");
+  lua_pushinteger(L, (lua_Integer)f.phys_footprint), lua_setfield(L, -2, "phys_footprint");
+  return 1;
+}
+
+static int c_trim(lua_State *L) {
+  if (!client.heap) return 0;
+  hl_thread_flush(client.heap);
+  hl_trim(client.heap);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int c_flush(lua_State *L) {
+  (void)L;
+  if (client.heap) hl_thread_flush(client.heap);
+  return 0;
+}
+
+static int c_now(lua_State *L) {
+  lua_pushnumber(L, client_now_ns() / 1e9);
+  return 1;
+}
+
+static int c_peak_rss(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)client_peak_rss());
+  return 1;
+}
+
+static int c_report(lua_State *L) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return luaL_error(L, "report: out of memory");
+  client_write_report(f);
+  fclose(f);
+  lua_pushlstring(L, buf, len);
+  free(buf);
+  return 1;
+}
+
+/* ---- the footprint sampler: a C thread, so it samples while Lua runs ---- */
+
+typedef struct sampler_ud {
+  hl_sampler *s; /* NULL once stopped */
+} sampler_ud;
+
+static hl_sampler *check_sampler(lua_State *L) {
+  sampler_ud *u = luaL_checkudata(L, 1, SAMPLER);
+  if (!u->s) luaL_error(L, "sampler is stopped");
+  return u->s;
+}
+
+static int c_sampler(lua_State *L) {
+  lua_Integer us = luaL_optinteger(L, 1, 2000);
+  lua_Integer cap = luaL_optinteger(L, 2, 1 << 16);
+  luaL_argcheck(L, us >= 100 && us <= 10000000, 1, "interval_us out of range [100, 10000000]");
+  luaL_argcheck(L, cap >= 16 && cap <= (1 << 24), 2, "capacity out of range [16, 16777216]");
+  sampler_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
+  u->s = NULL; /* closed until started, so __gc is always safe */
+  luaL_setmetatable(L, SAMPLER);
+  if (hl_sampler_start(&u->s, (uint32_t)us, (size_t)cap))
+    return luaL_error(L, "sampler: cannot start the sampling thread");
+  return 1;
+}
+
+static int s_mark(lua_State *L) {
+  hl_sampler_mark(check_sampler(L));
+  return 0;
+}
+
+static int s_reset(lua_State *L) {
+  hl_sampler_reset(check_sampler(L));
+  return 0;
+}
+
+static int s_summary(lua_State *L) {
+  hl_sampler_summary m;
+  hl_sampler_summary_get(check_sampler(L), &m);
+  lua_createtable(L, 0, 10);
+#define F(name) lua_pushinteger(L, (lua_Integer)m.name), lua_setfield(L, -2, #name)
+  F(samples); F(min_phys); F(max_phys); F(min_phys_after_mark); F(max_phys_after_mark);
+  F(min_rss); F(max_rss); F(mark_ns); F(interval_us); F(stored);
+#undef F
+  return 1;
+}
+
+/* {{t_ns, phys_footprint, rss, lazyfree}, ...} */
+static int s_series(lua_State *L) {
+  hl_sampler *s = check_sampler(L);
+  hl_sample buf[256];
+  size_t from = 0, n;
+  lua_newtable(L);
+  lua_Integer k = 1;
+  while (hl_sampler_read(s, from, buf, 256, &n) == 0 && n > 0) {
+    for (size_t i = 0; i < n; i++) {
+      lua_createtable(L, 4, 0);
+      lua_pushinteger(L, (lua_Integer)buf[i].t_ns), lua_rawseti(L, -2, 1);
+      lua_pushinteger(L, (lua_Integer)buf[i].phys_footprint), lua_rawseti(L, -2, 2);
+      lua_pushinteger(L, (lua_Integer)buf[i].rss), lua_rawseti(L, -2, 3);
+      lua_pushinteger(L, (lua_Integer)buf[i].lazyfree), lua_rawseti(L, -2, 4);
+      lua_rawseti(L, -2, k++);
+    }
+    from += n;
+  }
+  return 1;
+}
+
+/* One idempotent finalizer for stop, __gc and __close. */
+static int s_stop(lua_State *L) {
+  sampler_ud *u = luaL_checkudata(L, 1, SAMPLER);
+  if (u->s) hl_sampler_stop(u->s);
+  u->s = NULL;
+  return 0;
+}
+
+static const luaL_Reg functions[] = {
+  {"allocator", c_allocator}, {"stats", c_stats}, {"options", c_options},
+  {"resident_bytes", c_resident_bytes}, {"vma_count", c_vma_count},
+  {"footprint", c_footprint}, {"trim", c_trim}, {"flush", c_flush}, {"now", c_now},
+  {"peak_rss", c_peak_rss}, {"report", c_report}, {"sampler", c_sampler}, {NULL, NULL},
+};
+
+static const luaL_Reg methods[] = {
+  {"mark", s_mark}, {"reset", s_reset}, {"summary", s_summary}, {"series", s_series},
+  {"stop", s_stop}, {NULL, NULL},
+};
+
+static const luaL_Reg metamethods[] = {
+  {"__gc", s_stop}, {"__close", s_stop}, {NULL, NULL},
+};
+
+int luaopen_heaplab_client(lua_State *L) {
+  luaL_newmetatable(L, SAMPLER);
+  luaL_setfuncs(L, metamethods, 0);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  luaL_newlib(L, functions);
+  return 1;
+}

@@ -1,0 +1,261 @@
+/*
+ * python_client_module.c -- `import _heaplab_client` inside heaplab-python:
+ * the launcher's own heap and the process footprint seen from Python, so a
+ * real program can measure itself (E8 records its phases with it).  The same
+ * functions as heaplab-lua's `heaplab.client`:
+ *
+ *   allocator()                "heaplab" or "libc"
+ *   stats(), options()         dicts by name (None on libc)
+ *   resident_bytes(), vma_count()   the heap's reservation (None on libc)
+ *   footprint()                {rss, anonymous, lazyfree, swap, phys_footprint}
+ *   trim(), flush(), now(), peak_rss(), report()
+ *   sampler_start(interval_us=2000), sampler_mark(), sampler_reset(),
+ *   sampler_summary(), sampler_series(), sampler_stop()   (one per process)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "client.h"
+
+static hl_sampler *sampler;
+
+static PyObject *m_allocator(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  return PyUnicode_FromString(client.allocator);
+}
+
+static PyObject *m_stats(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (!client.heap) Py_RETURN_NONE;
+  hl_stats st;
+  hl_stats_get(client.heap, &st);
+  const uint64_t *field = (const uint64_t *)&st;
+  PyObject *d = PyDict_New();
+  for (int i = 0; d && i < hl_stat_count(); i++) {
+    PyObject *v = PyLong_FromUnsignedLongLong(field[i]);
+    if (!v || PyDict_SetItemString(d, hl_stat_name(i), v)) {
+      Py_XDECREF(v);
+      Py_CLEAR(d);
+      break;
+    }
+    Py_DECREF(v);
+  }
+  return d;
+}
+
+static PyObject *m_options(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (!client.heap) Py_RETURN_NONE;
+  hl_options o;
+  hl_heap_options(client.heap, &o);
+  PyObject *d = PyDict_New();
+  for (int i = 0; d && i < hl_option_count(); i++) {
+    hl_option_info info;
+    int64_t v = 0;
+    hl_option_info_get(i, &info);
+    hl_options_get(&o, info.name, &v);
+    PyObject *x = info.kind == HL_OPT_BOOL ? PyBool_FromLong(v != 0) : PyLong_FromLongLong(v);
+    if (!x || PyDict_SetItemString(d, info.name, x)) {
+      Py_XDECREF(x);
+      Py_CLEAR(d);
+      break;
+    }
+    Py_DECREF(x);
+  }
+  return d;
+}
+
+static PyObject *m_resident_bytes(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  uint64_t v;
+  if (!client.heap || hl_resident_bytes(client.heap, &v)) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(v);
+}
+
+static PyObject *m_vma_count(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  uint64_t v;
+  if (!client.heap || hl_vma_count(client.heap, &v)) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(v);
+}
+
+static PyObject *m_footprint(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  hl_footprint f;
+  if (hl_footprint_get(&f)) {
+    PyErr_SetString(PyExc_OSError, "footprint: cannot read /proc/self/smaps_rollup");
+    return NULL;
+  }
+  return Py_BuildValue("{sKsKsKsKsK}", "rss", (unsigned long long)f.rss, "anonymous",
+                       (unsigned long long)f.anonymous, "lazyfree",
+                       (unsigned long long)f.lazyfree, "swap", (unsigned long long)f.swap,
+                       "phys_footprint", (unsigned long long)f.phys_footprint);
+}
+
+static PyObject *m_trim(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (!client.heap) Py_RETURN_NONE;
+  hl_thread_flush(client.heap);
+  Py_BEGIN_ALLOW_THREADS
+  hl_trim(client.heap);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_TRUE;
+}
+
+static PyObject *m_flush(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (client.heap) hl_thread_flush(client.heap);
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_now(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  return PyFloat_FromDouble(client_now_ns() / 1e9);
+}
+
+static PyObject *m_peak_rss(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  return PyLong_FromUnsignedLongLong(client_peak_rss());
+}
+
+static PyObject *m_report(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return PyErr_NoMemory();
+  client_write_report(f);
+  fclose(f);
+  PyObject *s = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len);
+  free(buf);
+  return s;
+}
+
+/* ---- the footprint sampler (a C thread; one per process) ---- */
+
+static int need_sampler(void) {
+  if (sampler) return 1;
+  PyErr_SetString(PyExc_RuntimeError, "no sampler running (call sampler_start first)");
+  return 0;
+}
+
+static PyObject *m_sampler_start(PyObject *self, PyObject *args) {
+  (void)self;
+  long long us = 2000, cap = 1 << 16;
+  if (!PyArg_ParseTuple(args, "|LL:sampler_start", &us, &cap)) return NULL;
+  if (us < 100 || us > 10000000) {
+    PyErr_Format(PyExc_ValueError, "sampler_start: interval_us %lld out of range [100, 10000000]",
+                 us);
+    return NULL;
+  }
+  if (cap < 16 || cap > (1 << 24)) {
+    PyErr_Format(PyExc_ValueError, "sampler_start: capacity %lld out of range [16, 16777216]",
+                 cap);
+    return NULL;
+  }
+  if (sampler) {
+    PyErr_SetString(PyExc_RuntimeError, "sampler_start: a sampler is already running");
+    return NULL;
+  }
+  if (hl_sampler_start(&sampler, (uint32_t)us, (size_t)cap)) {
+    sampler = NULL;
+    PyErr_SetString(PyExc_OSError, "sampler_start: cannot start the sampling thread");
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_sampler_mark(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (!need_sampler()) return NULL;
+  hl_sampler_mark(sampler);
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_sampler_reset(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (!need_sampler()) return NULL;
+  hl_sampler_reset(sampler);
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_sampler_summary(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (!need_sampler()) return NULL;
+  hl_sampler_summary m;
+  hl_sampler_summary_get(sampler, &m);
+  return Py_BuildValue(
+      "{sKsKsKsKsKsKsKsKsKsK}", "samples", (unsigned long long)m.samples, "min_phys",
+      (unsigned long long)m.min_phys, "max_phys", (unsigned long long)m.max_phys,
+      "min_phys_after_mark", (unsigned long long)m.min_phys_after_mark, "max_phys_after_mark",
+      (unsigned long long)m.max_phys_after_mark, "min_rss", (unsigned long long)m.min_rss,
+      "max_rss", (unsigned long long)m.max_rss, "mark_ns", (unsigned long long)m.mark_ns,
+      "interval_us", (unsigned long long)m.interval_us, "stored", (unsigned long long)m.stored);
+}
+
+/* [(t_ns, phys_footprint, rss, lazyfree), ...] */
+static PyObject *m_sampler_series(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (!need_sampler()) return NULL;
+  PyObject *out = PyList_New(0);
+  hl_sample buf[256];
+  size_t from = 0, n;
+  while (out && hl_sampler_read(sampler, from, buf, 256, &n) == 0 && n > 0) {
+    for (size_t i = 0; i < n; i++) {
+      PyObject *t = Py_BuildValue("(KKKK)", (unsigned long long)buf[i].t_ns,
+                                  (unsigned long long)buf[i].phys_footprint,
+                                  (unsigned long long)buf[i].rss,
+                                  (unsigned long long)buf[i].lazyfree);
+      if (!t || PyList_Append(out, t)) {
+        Py_XDECREF(t);
+        Py_CLEAR(out);
+        break;
+      }
+      Py_DECREF(t);
+    }
+    from += n;
+  }
+  return out;
+}
+
+static PyObject *m_sampler_stop(PyObject *self, PyObject *args) {
+  (void)self, (void)args;
+  if (sampler) {
+    hl_sampler *s = sampler;
+    sampler = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    hl_sampler_stop(s);
+    Py_END_ALLOW_THREADS
+  }
+  Py_RETURN_NONE;
+}
+
+#define FN(name, doc) {#name, m_##name, METH_NOARGS, doc}
+static PyMethodDef methods[] = {
+  FN(allocator, "'heaplab' or 'libc'"),
+  FN(stats, "the launcher heap's stats by name (None on libc)"),
+  FN(options, "the launcher heap's options by name (None on libc)"),
+  FN(resident_bytes, "bytes of the heap's reservation resident now (mincore)"),
+  FN(vma_count, "VMAs over the heap's reservation"),
+  FN(footprint, "the process footprint (smaps_rollup), bytes"),
+  FN(trim, "return this thread's cached blocks and run a trim pass"),
+  FN(flush, "return this thread's cached blocks"),
+  FN(now, "CLOCK_MONOTONIC in seconds"),
+  FN(peak_rss, "peak RSS of the process, bytes"),
+  FN(report, "the HEAPLAB_STATS report as a JSON string"),
+  {"sampler_start", m_sampler_start, METH_VARARGS, "start the footprint sampler thread"},
+  FN(sampler_mark, "start the lowest-after-mark window now"),
+  FN(sampler_reset, "restart the overall min/max window now"),
+  FN(sampler_summary, "the sampler's figures"),
+  FN(sampler_series, "the sampled series [(t_ns, phys, rss, lazyfree)]"),
+  FN(sampler_stop, "stop the sampler"),
+  {NULL, NULL, 0, NULL},
+};
+#undef FN
+
+static struct PyModuleDef module = {
+  PyModuleDef_HEAD_INIT, "_heaplab_client",
+  "heaplab-python's own heap and the process footprint, seen from Python", -1, methods,
+};
+
+PyObject *PyInit__heaplab_client(void) { return PyModule_Create(&module); }
