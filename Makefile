@@ -73,9 +73,10 @@ test: test-c test-asan test-tsan test-python test-lua test-clients test-bench te
 experiments: install build
 	$(PYTHON) -m pytest experiments -q
 
-bench:
+# the benchmarks against Boehm GC, mimalloc, jemalloc, glibc (issue 8): the
+# table on the terminal, records under results/bench (docs/performance.md)
+bench: install build
 	@tools/setup.sh bench
-	$(MAKE) build
 	$(PYTHON) -m pytest experiments -m bench -q
 
 notebooks: install

@@ -1,0 +1,66 @@
+"""Benchmarks against Boehm GC, mimalloc, jemalloc and glibc malloc -- issue 8,
+DESIGN.md section 8.  Not part of the experiment suite: `make bench` or
+`python -m pytest experiments -m bench` selects it.
+
+Protocol (experiments/bench/bench.py runs the C program of
+experiments/bench/, one fresh process per run, runs interleaved):
+  binary-trees  GCBench shape, depth 20: heaplab (collected, raw objects),
+                heaplab with page_release=0, Boehm GC (GC_malloc, collecting),
+                mimalloc / jemalloc / glibc (explicit free)
+  fill          192 MiB of 256-byte objects against the page-fault floor
+                (mmap + writing the same bytes), every allocator
+  churn         8 rounds of fill 64 MiB / drop / collect, page_release on, off
+  release       192 MiB dropped: every page (contiguous) or every other
+                (scattered); calls, runs of pages, time per MiB
+  pause         a full collection with 192 MiB of 256-byte objects live,
+                heaplab against GC_gcollect
+
+Asserted: every peer is present, and every allocator's checksums agree
+(trees, fills).  The speed targets are reported as ratios measured side by
+side (the table, and lab effects marked ok/FAIL) -- never asserted on a time.
+"""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+from heaplab.harness import results_dir, save_arm
+
+pytestmark = pytest.mark.bench
+
+_spec = importlib.util.spec_from_file_location(
+    "heaplab_bench", os.path.join(os.path.dirname(__file__), "bench", "bench.py"))
+bench = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bench
+_spec.loader.exec_module(bench)
+
+
+def test_bench(lab, capsys):
+    exes = bench.find_exes()
+    bench.require(exes, bench.ALLOCATORS)
+
+    def log(line):
+        with capsys.disabled():
+            print(line, flush=True)
+
+    load0 = os.getloadavg()[0]
+    workloads = bench.run_suite(bench.suite(), exes, log=log)
+    load1 = os.getloadavg()[0]
+
+    folder = os.path.join(results_dir(), "bench")
+    for w in workloads:
+        for a in w.arms:
+            save_arm(bench.arm_json(w, a), folder=results_dir())
+    text = bench.render(workloads, (f"{load0:.2f}", f"{load1:.2f}"))
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "table.txt"), "w") as f:
+        f.write(text + "\n")
+    with capsys.disabled():
+        print("\n" + text + f"\nrecords: {folder}", flush=True)
+
+    for what, ours, target, ok in bench.targets(workloads):
+        lab.effect("bench", what, ours, target, ok=ok)
+
+    problems = bench.checksum_problems(workloads)
+    assert not problems, "\n".join(problems)
