@@ -272,11 +272,12 @@ typedef struct cmdline {
   int script;        /* index of the script in argv, 0 if none */
   int interactive, version, noenv, has_exec;
   int bad;           /* index of a bad argument, 0 if none */
-  const char *why;
+  int missing_value; /* ... which is -e or -l without its value */
 } cmdline;
 
-static void usage(const char *badarg, const char *why) {
-  if (badarg) fprintf(stderr, "%s: %s '%s'\n", progname, why, badarg);
+static void usage(const char *badarg, int missing_value) {
+  if (badarg && missing_value) fprintf(stderr, "%s: '%s' needs argument\n", progname, badarg);
+  else if (badarg) fprintf(stderr, "%s: unrecognized option '%s'\n", progname, badarg);
   fprintf(stderr,
           "usage: %s [options] [script [args]]\n"
           "Available options are:\n"
@@ -319,7 +320,7 @@ static cmdline parse_args(char **argv) {
       if (!a[2]) {
         if (!argv[i + 1] || argv[i + 1][0] == '-') {
           c.bad = i;
-          c.why = "needs argument after";
+          c.missing_value = 1;
           return c;
         }
         i++;
@@ -333,7 +334,6 @@ static cmdline parse_args(char **argv) {
   return c;
 bad:
   c.bad = i;
-  c.why = "unrecognized option";
   return c;
 }
 
@@ -412,7 +412,7 @@ int main(int argc, char **argv) {
   if (rc) return rc;
   run_args ra = {argc, argv, parse_args(argv)};
   if (ra.cmd.bad) {
-    usage(argv[ra.cmd.bad], ra.cmd.why);
+    usage(argv[ra.cmd.bad], ra.cmd.missing_value);
     return EXIT_FAILURE;
   }
   lua_State *L = client.heap ? lua_newstate(alloc_heaplab, client.heap)

@@ -1,0 +1,38 @@
+-- The launcher's heaplab.client module, as E8's page_floor.lua uses it.
+local c = require "heaplab.client"
+local heaplab = c.allocator() == "heaplab"
+assert(c.allocator() == "heaplab" or c.allocator() == "libc", c.allocator())
+local fp = c.footprint()
+assert(fp.rss > 0 and fp.phys_footprint > 0 and fp.lazyfree >= 0, "footprint")
+if heaplab then
+  local before = c.stats()
+  local t = {}
+  for i = 1, 100000 do t[i] = { i } end
+  local after = c.stats()
+  assert(after.manual_mallocs - before.manual_mallocs >= 100000, "mallocs counted")
+  assert(c.options().page_size == 65536 and c.options().page_release == true, "options")
+  assert(c.resident_bytes() > 0 and c.vma_count() >= 1, "residency")
+  t = nil
+  collectgarbage()
+  assert(c.trim() == true)
+else
+  assert(c.stats() == nil and c.options() == nil and c.resident_bytes() == nil, "no heap on libc")
+end
+do
+  local s <close> = c.sampler(500)
+  s:mark()
+  local big = string.rep("x", 8 << 20)
+  local m = s:summary()
+  assert(m.samples >= 1 and m.max_phys > 0 and m.mark_ns > 0, "sampler summary")
+  assert(#s:series() >= 1 and #s:series()[1] == 4, "sampler series")
+  assert(#big == 8 << 20)
+end
+local ok, err = pcall(c.sampler, 5)
+assert(not ok and err:find("interval_us"), "a bad interval is refused: " .. tostring(err))
+local s = c.sampler()
+s:stop()
+ok, err = pcall(s.mark, s)
+assert(not ok and err:find("stopped"), "a stopped sampler says so")
+assert(c.report():find('"allocator": "' .. c.allocator() .. '"', 1, true), "report")
+assert(c.peak_rss() > 0 and c.now() > 0)
+print("ok")

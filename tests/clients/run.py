@@ -1,0 +1,521 @@
+"""Real programs on heaplab-lua and heaplab-python (issue 10), one scenario per
+Meson test in suite 'clients' (tests/clients/meson.build):
+
+    python3 tests/clients/run.py SCENARIO
+
+Every scenario runs the same program on heaplab (the launcher's default), on
+the C library's allocator (HEAPLAB_ALLOCATOR=libc, the same binary) and, where
+it makes sense, on the stock interpreter (lua5.4 / python3), and asserts that
+the results are identical: stdout, stderr and exit status, or the files the
+program wrote.  The fault scenarios rerun a program with every restore failing
+and the primary release advice refused, and assert the output did not change
+while the faults really fired (the launcher's HEAPLAB_STATS report says so).
+
+Paths come from the environment (Meson sets them): HEAPLAB_LUA_LAUNCHER,
+HEAPLAB_PYTHON_LAUNCHER, STOCK_LUA, STOCK_PYTHON.
+"""
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+LUA = os.environ.get("HEAPLAB_LUA_LAUNCHER", "")
+PYTHON = os.environ.get("HEAPLAB_PYTHON_LAUNCHER", "")
+STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
+STOCK_PYTHON = os.environ.get("STOCK_PYTHON") or sys.executable
+LUA51_PATH = "/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua;;"  # luacheck lives there
+PENLIGHT = "/usr/share/lua/5.1/pl"
+DKJSON_EXAMPLES = "/usr/share/doc/lua-dkjson/examples"
+ALLOCATORS = ("heaplab", "libc")
+
+# CPython's own regression tests run under heaplab-python (about 20 s here)
+REGRTESTS = ["test_list", "test_dict", "test_set", "test_json", "test_gc", "test_unicode",
+             "test_bytes", "test_weakref", "test_thread", "test_tracemalloc", "test_capi"]
+
+# every restore fails; the primary release advice is refused for a while
+FAULTS = {"HEAPLAB_FAULT_RESTORE": "always:EIO", "HEAPLAB_FAULT_RELEASE": "first:40:ENOMEM",
+          "HEAPLAB_WARM_PAGES": "0"}
+
+
+class Skip(Exception):
+    pass
+
+
+def need(path, what):
+    if not path or not os.path.exists(path):
+        raise Skip(f"{what} is not available ({path or 'not configured'})")
+
+
+def clean_env(extra=None, allocator=None):
+    """The caller's environment without any HEAPLAB_* or PYTHONMALLOC (a run
+    says what it wants), plus MALLOC_PERTURB_=0."""
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("HEAPLAB_") or k == "PYTHONMALLOC")}
+    env["MALLOC_PERTURB_"] = "0"
+    env.update(extra or {})
+    if allocator:
+        env["HEAPLAB_ALLOCATOR"] = allocator
+    return env
+
+
+def run(argv, executable=None, env=None, allocator=None, stdin=None, cwd=None, timeout=300):
+    """Run argv (argv[0] is what the program sees as its name; `executable`
+    is what actually runs).  Returns (status, stdout, stderr) as text."""
+    p = subprocess.run(argv, executable=executable, env=clean_env(env, allocator),
+                       input=stdin, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                       errors="replace")
+    return p.returncode, p.stdout, p.stderr
+
+
+def same(results, what):
+    """All (status, stdout, stderr) results equal, or a readable failure."""
+    names = list(results)
+    first = results[names[0]]
+    for n in names[1:]:
+        if results[n] != first:
+            a, b = first, results[n]
+            diff = [f"{k}: {names[0]}={x!r:.600} {n}={y!r:.600}"
+                    for k, x, y in zip(("status", "stdout", "stderr"), a, b) if x != y]
+            raise AssertionError(f"{what}: {names[0]} and {n} differ\n  " + "\n  ".join(diff))
+
+
+def report(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------------------
+# heaplab-lua
+
+LUA_CASES = [
+    # (name, args, stdin, extra environment)
+    ("-e", ["-e", "print(1 + 1, #arg, arg[0], arg[-1])"], None, {}),
+    ("-e in order", ["-e", "x = 6", "-e", "print(x * 7)"], None, {}),
+    ("script and args", ["script.lua", "a", "b c", "-e"], None, {}),
+    ("-l mod", ["-l", "mod", "-e", "print(mod.v)"], None, {}),
+    ("-l g=mod", ["-lg=mod", "-e", "print(g.v, mod)"], None, {}),
+    ("stdin with args", ["-", "x", "y"], "print('stdin', ...) print(arg[0], arg[1])", {}),
+    ("stdin, no args", [], "print('piped', #arg)", {}),
+    ("--", ["--", "script.lua", "-v"], None, {}),
+    ("runtime error", ["-e", "local t = nil; return t.x"], None, {}),
+    ("error object", ["-e", "error({})"], None, {}),
+    ("error with __tostring",
+     ["-e", "error(setmetatable({}, {__tostring = function() return 'custom' end}))"], None, {}),
+    ("os.exit(5)", ["-e", "io.write('out') os.exit(5)"], None, {}),
+    ("os.exit(false)", ["-e", "os.exit(false)"], None, {}),
+    ("os.exit(true, true)", ["-e", "os.exit(true, true)"], None, {}),
+    ("syntax error", ["bad.lua"], None, {}),
+    ("missing script", ["no_such_file.lua"], None, {}),
+    ("-W warnings", ["-W", "-e", "warn('hello', ' world') warn('@off') warn('hidden')"], None, {}),
+    ("warnings off", ["-e", "warn('hidden')"], None, {}),
+    ("LUA_INIT", ["-e", "print(init)"], None, {"LUA_INIT": "init = 'from LUA_INIT'"}),
+    ("LUA_INIT_5_4", ["-e", "print(init)"], None,
+     {"LUA_INIT": "init = 'old'", "LUA_INIT_5_4": "init = 'new'"}),
+    ("LUA_INIT=@file", ["-e", "print(mod_from_init)"], None, {"LUA_INIT": "@init.lua"}),
+    ("-E", ["-E", "-e", "print(init, package.path:find('nowhere') ~= nil)"], None,
+     {"LUA_INIT": "init = 1", "LUA_PATH": "/nowhere/?.lua"}),
+    ("generational", ["-e", "print(collectgarbage('incremental'))"], None, {}),
+    ("big tables and strings",
+     ["-e", "local t = {} for i = 1, 300000 do t[i] = {i, tostring(i)} end "
+            "local s = string.rep('ab', 1 << 22) print(#t, #s, t[12345][2])"], None, {}),
+]
+
+# our launcher intentionally says more than lua5.4 here: compare status and
+# the first line of stderr only
+LUA_LOOSE = [
+    ("unknown option", ["-Q"], None, {}),
+    ("-e needs an argument", ["-e"], None, {}),
+    ("-v", ["-v"], None, {}),
+]
+
+LUA_FILES = {
+    "script.lua": "print('script', select('#', ...), ...)\nprint(arg[0], arg[1], arg[-1])\n",
+    "mod.lua": "return { v = 'module value' }\n",
+    "bad.lua": "print('unclosed'\n",
+    "init.lua": "mod_from_init = 'set by @init.lua'\n",
+}
+
+
+def lua_cli():
+    """heaplab-lua runs scripts as lua5.4 does (compared with lua5.4 itself
+    and with the same binary on libc)."""
+    need(LUA, "heaplab-lua")
+    need(STOCK_LUA, "lua5.4")
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in LUA_FILES.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        base = {"LUA_PATH": os.path.join(d, "?.lua") + ";;"}
+        for loose, cases in ((False, LUA_CASES), (True, LUA_LOOSE)):
+            for name, args, stdin, extra in cases:
+                env = dict(base, **extra)
+                res = {"lua5.4": run(["lua5.4"] + args, STOCK_LUA, env, stdin=stdin, cwd=d)}
+                for a in ALLOCATORS:
+                    res[a] = run(["lua5.4"] + args, LUA, env, a, stdin=stdin, cwd=d)
+                if loose:
+                    res = {k: (s, "", e.splitlines()[0] if e else "") for k, (s, o, e) in
+                           res.items()}
+                    if name == "-v":
+                        assert all(o.startswith("Lua 5.4") for _, o, _ in
+                                   [run(["lua5.4", "-v"], LUA, env, a, cwd=d)
+                                    for a in ALLOCATORS]), "heaplab-lua -v"
+                        continue
+                same(res, f"heaplab-lua {name} {args}")
+        # interactive mode reads statements and expressions from stdin
+        for a in ALLOCATORS:
+            status, out, err = run(["lua5.4", "-i"], LUA, base, a, stdin="x = 20\nx * 2 + 2\n",
+                                   cwd=d)
+            assert status == 0 and "42" in out and not err, f"-i on {a}: {status} {out!r} {err!r}"
+    print(f"{len(LUA_CASES) + len(LUA_LOOSE)} command lines identical to lua5.4 on both allocators")
+
+
+def lua_ldoc():
+    """ldoc over Penlight's sources: the HTML it writes is byte-identical on
+    heaplab, on libc and on lua5.4."""
+    need(LUA, "heaplab-lua")
+    need(PENLIGHT, "Penlight (lua-penlight)")
+    need("/usr/bin/ldoc", "ldoc (lua-ldoc)")
+    env = {"SOURCE_DATE_EPOCH": "1700000000"}   # ldoc's "Last updated" line
+    with tempfile.TemporaryDirectory() as d:
+        outs = {}
+        for name, exe, alloc in [("heaplab", LUA, "heaplab"), ("libc", LUA, "libc"),
+                                 ("lua5.4", STOCK_LUA, None)]:
+            if not exe:
+                continue
+            work = os.path.join(d, name)
+            os.mkdir(work)
+            status, out, err = run(["lua5.4", "/usr/bin/ldoc", "-a", "-d", "doc", PENLIGHT], exe,
+                                   env, alloc, cwd=work)
+            assert status == 0, f"ldoc on {name} exited {status}: {err}"
+            outs[name] = (status, out.replace(work, "WORK"), err.replace(work, "WORK"))
+        same(outs, "ldoc's messages")
+        files = 0
+        for name in outs:
+            if name == "heaplab":
+                continue
+            cmp = filecmp.dircmp(os.path.join(d, "heaplab", "doc"), os.path.join(d, name, "doc"))
+            stack = [cmp]
+            while stack:
+                c = stack.pop()
+                assert not c.left_only and not c.right_only, f"ldoc trees differ: {c.left_only} {c.right_only}"
+                for f in c.common_files:
+                    a, b = os.path.join(c.left, f), os.path.join(c.right, f)
+                    assert filecmp.cmp(a, b, shallow=False), f"{f} differs between heaplab and {name}"
+                    files += 1
+                stack.extend(c.subdirs.values())
+        assert files > 20, f"ldoc wrote only {files} files"
+    print(f"ldoc: {files // max(1, len(outs) - 1)} files byte-identical across {sorted(outs)}")
+
+
+def json_lines(out):
+    """jsontest.lua prints tables encoded as JSON objects whose key order is
+    Lua's hash order -- seeded per run from the time and addresses (ASLR),
+    on any allocator -- so objects are compared as parsed, not as text."""
+    lines = []
+    for line in out.splitlines():
+        head, sep, tail = line.partition("\t")
+        if sep and tail[:1] in "[{":
+            try:
+                tail = json.dumps(json.loads(tail), sort_keys=True)
+            except ValueError:
+                pass
+        lines.append(head + sep + tail)
+    return "\n".join(lines)
+
+
+def lua_dkjson():
+    """dkjson: its test program's results are identical everywhere; its speed
+    test (a tenth of its iterations) runs to the end with the same results
+    on both allocators."""
+    need(LUA, "heaplab-lua")
+    need(os.path.join(DKJSON_EXAMPLES, "jsontest.lua"), "dkjson's examples (lua-dkjson)")
+    res = {a: run(["lua5.4", os.path.join(DKJSON_EXAMPLES, "jsontest.lua"), "dkjson"], LUA,
+                  None, a) for a in ALLOCATORS}
+    if STOCK_LUA:
+        res["lua5.4"] = run(["lua5.4", os.path.join(DKJSON_EXAMPLES, "jsontest.lua"), "dkjson"],
+                            STOCK_LUA)
+    res = {k: (st, json_lines(out), err) for k, (st, out, err) in res.items()}
+    same(res, "dkjson jsontest.lua")
+    assert res["heaplab"][0] == 0 and "encoded as" in res["heaplab"][1], res["heaplab"]
+    speed = os.path.join(PROGRAMS, "dkjson_speed.lua")
+    results = {}
+    for a in ALLOCATORS:
+        status, out, err = run(["lua5.4", speed, "10000"], LUA, None, a)
+        lines = out.splitlines()
+        assert status == 0 and [ln.split("\t")[0] for ln in lines[:2]] == \
+            ["Decoding:", "Encoding:"], (a, status, out, err)
+        results[a] = (status, "\n".join(lines[2:]), err)    # the timings aside
+    same(results, "dkjson speed test results")
+    print("dkjson: jsontest identical, speed test (a tenth) completes with the same results")
+
+
+def lua_luacheck():
+    """luacheck over Penlight, busted and luacheck itself: the same report
+    (and exit status 1 for the warnings it finds) everywhere."""
+    need(LUA, "heaplab-lua")
+    need("/usr/bin/luacheck", "luacheck (lua-check)")
+    args = ["lua5.4", "/usr/bin/luacheck", "--no-color", "--codes", "--no-cache", PENLIGHT,
+            "/usr/share/lua/5.4/busted", "/usr/share/lua/5.1/luacheck"]
+    env = {"LUA_PATH": LUA51_PATH}
+    res = {a: run(args, LUA, env, a) for a in ALLOCATORS}
+    if STOCK_LUA:
+        res["lua5.4"] = run(args, STOCK_LUA, env)
+    same(res, "luacheck")
+    status, out, _ = res["heaplab"]
+    assert status == 1 and "warnings / 0 errors in" in out, (status, out[-500:])
+    print("luacheck:", out.strip().splitlines()[-1])
+
+
+def lua_busted():
+    """busted on a spec of ours (passes) and on a failing one (the same
+    failures and exit status), TAP output identical everywhere."""
+    need(LUA, "heaplab-lua")
+    need("/usr/bin/busted", "busted (lua-busted)")
+    for spec, want in (("spec", 0), ("spec_failing", 1)):
+        args = ["lua5.4", "/usr/bin/busted", "-o", "TAP", spec]
+        res = {a: run(args, LUA, None, a, cwd=HERE) for a in ALLOCATORS}
+        if STOCK_LUA:
+            res["lua5.4"] = run(args, STOCK_LUA, cwd=HERE)
+        same(res, f"busted {spec}")
+        status, out, err = res["heaplab"]
+        assert (status == 0) == (want == 0), f"busted {spec}: exit {status}\n{out}\n{err}"
+        if want == 0:
+            assert "not ok" not in out and out.strip().endswith("1..12"), out
+        else:
+            assert out.count("not ok") == 2, out
+    print("busted: spec passes, spec_failing fails the same way, on every allocator")
+
+
+def lua_report():
+    """HEAPLAB_STATS: written at the end of a script, on os.exit and on an
+    error exit; every stat by name; a libc report has no heap; bad settings
+    are refused with a message naming them."""
+    need(LUA, "heaplab-lua")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        work = "local t = {} for i = 1, 200000 do t[i] = {i} end t = nil collectgarbage() "
+        for how, code, want in (("end", work, 0), ("os.exit", work + "os.exit(3)", 3),
+                                ("error", work + "error('x')", 1)):
+            if os.path.exists(path):
+                os.unlink(path)
+            status, _, err = run(["heaplab-lua", "-e", code], LUA, {"HEAPLAB_STATS": path})
+            assert status == want, f"{how}: exit {status}, {err}"
+            r = report(path)
+            assert r["allocator"] == "heaplab" and r["launcher"] == "heaplab-lua", r
+            st = r["stats"]
+            assert st["manual_mallocs"] > 200000 and st["manual_frees"] > 200000, (how, st)
+            assert st["total_pages"] > 0 and r["options"]["mode"] == "manual", r["options"]
+            assert r["footprint"]["phys_footprint"] > 0 and r["resident_bytes"] > 0, r
+        status, _, _ = run(["heaplab-lua", "-e", work], LUA,
+                           {"HEAPLAB_STATS": path, "HEAPLAB_WARM_PAGES": "3"})
+        assert report(path)["options"]["warm_pages"] == 3, "HEAPLAB_WARM_PAGES not applied"
+        status, _, _ = run(["heaplab-lua", "-e", "print(1)"], LUA, {"HEAPLAB_STATS": path},
+                           "libc")
+        r = report(path)
+        assert status == 0 and r["allocator"] == "libc" and r["stats"] is None, r
+        for var, value, needle in (("HEAPLAB_ALLOCATOR", "jemalloc", "HEAPLAB_ALLOCATOR"),
+                                   ("HEAPLAB_WARM_PAGES", "-1", "warm_pages"),
+                                   ("HEAPLAB_MODE", "collected", "HEAPLAB_MODE"),
+                                   ("HEAPLAB_FAULT_RESTORE", "sometimes", "HEAPLAB_FAULT_RESTORE")):
+            status, out, err = run(["heaplab-lua", "-e", "print(1)"], LUA, {var: value})
+            assert status == 2 and needle in err and not out, f"{var}={value}: {status} {err!r}"
+    print("HEAPLAB_STATS written at the end, on os.exit and on errors; bad settings refused")
+
+
+def lua_faults():
+    """Faults injected through HEAPLAB_FAULT_* (every restore fails, the
+    primary advice refused for a while) leave a churning program's and
+    luacheck's output unchanged -- and they did fire."""
+    need(LUA, "heaplab-lua")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        churn = ["lua5.4", os.path.join(PROGRAMS, "churn.lua"), "6", "16"]
+        clean = run(churn, LUA, {"HEAPLAB_WARM_PAGES": "0"})
+        faulty = run(churn, LUA, dict(FAULTS, HEAPLAB_STATS=path))
+        same({"clean": clean, "faults": faulty}, "churn.lua under faults")
+        assert clean[0] == 0 and clean[1].count("round") == 6, clean
+        st = report(path)["stats"]
+        assert st["restore_failed_pages"] > 0 and st["reused_pages"] == 0, st
+        assert st["fallback_pages"] > 0 and st["released_pages"] > st["fallback_pages"], st
+        args = ["lua5.4", "/usr/bin/luacheck", "--no-color", "--codes", "--no-cache", PENLIGHT]
+        if os.path.exists("/usr/bin/luacheck"):
+            env = {"LUA_PATH": LUA51_PATH}
+            same({"libc": run(args, LUA, env, "libc"),
+                  "faults": run(args, LUA, dict(env, **FAULTS))}, "luacheck under faults")
+    print(f"faults: {st['restore_failed_pages']} restores failed, {st['fallback_pages']} "
+          f"releases took the fallback, {st['upgraded_pages']} upgraded; output unchanged")
+
+
+def lua_client_module():
+    """require 'heaplab.client' inside heaplab-lua: the launcher's own heap,
+    the footprint and a sampler, as the E8 program uses them."""
+    need(LUA, "heaplab-lua")
+    script = os.path.join(HERE, "client_module.lua")
+    for a in ALLOCATORS:
+        status, out, err = run(["heaplab-lua", script], LUA, None, a)
+        assert status == 0 and out.strip().endswith("ok"), f"{a}: {status}\n{out}\n{err}"
+    print("heaplab.client works on both allocators")
+
+
+# ---------------------------------------------------------------------------
+# heaplab-python
+
+PY_FILES = {
+    "script.py": "import sys\nprint('script', __name__, sys.argv[1:])\n",
+    "pkgmod.py": "import sys\nif __name__ == '__main__':\n    print('module', sys.argv[1:])\n",
+    "threads.py": (
+        "import threading, hashlib, zlib\n"
+        "out = {}\n"
+        "def work(k):\n"
+        "    acc = []\n"
+        "    for i in range(3000):\n"
+        "        d = {str(j): [j] * (j % 7) for j in range(i % 50)}\n"
+        "        acc.append(zlib.crc32(repr(sorted(d.items())).encode()))\n"
+        "        hashlib.sha256(bytes(i % 251) * 64).hexdigest()\n"
+        "    out[k] = sum(acc)\n"
+        "ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "print(sorted(out.items()))\n"),
+}
+
+PY_CASES = [
+    ("-c", ["-c", "import sys; print(sys.argv, sys.flags.optimize)", "a", "b"], None, {}),
+    ("script", ["script.py", "x", "--y"], None, {}),
+    ("-m module", ["-m", "pkgmod", "1", "2"], None, {"PYTHONPATH": "."}),
+    ("-m json.tool", ["-m", "json.tool"], '{"b": [1, 2], "a": null}', {}),
+    ("stdin", ["-"], "import sys\nprint('stdin', sys.argv)\n", {}),
+    ("SystemExit(3)", ["-c", "raise SystemExit(3)"], None, {}),
+    ("sys.exit(msg)", ["-c", "import sys; sys.exit('bye')"], None, {}),
+    ("exception", ["-c", "def f():\n    raise ValueError('boom')\nf()"], None, {}),
+    ("-X dev", ["-X", "dev", "-c", "import sys; print(sys.flags.dev_mode)"], None, {}),
+    ("-E", ["-E", "-c", "import sys; print(sys.flags.ignore_environment)"], None,
+     {"PYTHONOPTIMIZE": "2"}),
+    ("-I", ["-I", "-c", "import sys; print(sys.flags.isolated)"], None, {}),
+    ("-O", ["-O", "-c", "assert False, 'x'; print('asserts off')"], None, {}),
+    ("-W error", ["-W", "error", "-c", "import warnings; warnings.warn('w')"], None, {}),
+    ("-V", ["-V"], None, {}),
+    ("unknown option", ["-Z"], None, {}),
+    ("threads", ["threads.py"], None, {}),
+    ("big objects", ["-c", "x = [str(i) * 3 for i in range(300000)]; "
+                           "b = bytearray(50 << 20); print(len(x), len(b), x[777])"], None, {}),
+]
+
+
+def python_cli():
+    """heaplab-python takes python3's command line (compared with python3
+    itself and with the same binary on libc)."""
+    need(PYTHON, "heaplab-python")
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in PY_FILES.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        for name, args, stdin, extra in PY_CASES:
+            # argv[0] is python3's own path in every run, so usage lines match
+            res = {"python3": run([STOCK_PYTHON] + args, STOCK_PYTHON, extra, stdin=stdin, cwd=d)}
+            for a in ALLOCATORS:
+                res[a] = run([STOCK_PYTHON] + args, PYTHON, extra, a, stdin=stdin, cwd=d)
+            same(res, f"heaplab-python {name} {args}")
+        # -X dev keeps CPython's debug hooks, now over heaplab: they still
+        # catch a buffer overrun at free
+        code = ("import _testcapi; _testcapi.pymem_buffer_overflow()")
+        status, out, err = run([PYTHON, "-X", "dev", "-c", code], PYTHON)
+        assert status != 0 and "bad trailing pad byte" in err, (status, err[-2000:])
+    print(f"{len(PY_CASES)} command lines identical to python3 on both allocators")
+
+
+def python_regrtest():
+    """CPython's own regression tests pass under heaplab-python (and
+    sys.executable is heaplab-python, so their subprocesses run on it too)."""
+    need(PYTHON, "heaplab-python")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([PYTHON, "-m", "test", "-q"] + REGRTESTS, PYTHON,
+                               {"HEAPLAB_STATS": path}, cwd=d, timeout=900)
+        tail = "\n".join((out + err).strip().splitlines()[-15:])
+        assert status == 0, f"regrtest failed (exit {status}):\n{tail}"
+        st = report(path)["stats"]
+        assert st["manual_mallocs"] > 1_000_000, st
+    print(f"CPython regrtest {' '.join(REGRTESTS)}: passed on heaplab "
+          f"({st['manual_mallocs']} mallocs, {st['released_pages']} pages released)")
+
+
+def python_faults():
+    """Faults injected into heaplab-python leave a churning program's output
+    unchanged, and regression tests still pass -- the faults did fire."""
+    need(PYTHON, "heaplab-python")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        churn = [PYTHON, os.path.join(PROGRAMS, "churn.py"), "6", "16"]
+        clean = run(churn, PYTHON, {"HEAPLAB_WARM_PAGES": "0"})
+        faulty = run(churn, PYTHON, dict(FAULTS, HEAPLAB_STATS=path))
+        same({"clean": clean, "faults": faulty}, "churn.py under faults")
+        assert clean[0] == 0 and clean[1].count("round") == 6, clean
+        st = report(path)["stats"]
+        assert st["restore_failed_pages"] > 0 and st["fallback_pages"] > 0, st
+        status, out, err = run([PYTHON, "-m", "test", "-q", "test_json", "test_dict"], PYTHON,
+                               dict(FAULTS, HEAPLAB_STATS=path), cwd=d, timeout=600)
+        assert status == 0, f"regrtest under faults: exit {status}\n{(out + err)[-3000:]}"
+    print(f"faults: {st['restore_failed_pages']} restores failed, {st['fallback_pages']} "
+          f"releases took the fallback; output unchanged, regrtest passes")
+
+
+def python_report():
+    """HEAPLAB_STATS from heaplab-python: on a normal end and on sys.exit;
+    a forked child's exit does not overwrite the parent's report."""
+    need(PYTHON, "heaplab-python")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        code = ("import os, sys\nx = [str(i) for i in range(100000)]\npid = os.fork()\n"
+                "if pid == 0:\n    y = [0] * 10\n    sys.exit(0)\nos.waitpid(pid, 0)\n"
+                "print(os.getpid())\nsys.exit(4)")
+        status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": path})
+        assert status == 4, (status, err)
+        r = report(path)
+        assert r["pid"] == int(out.strip()), f"report of pid {r['pid']}, parent {out.strip()}"
+        assert r["launcher"] == "heaplab-python" and r["stats"]["manual_mallocs"] > 100000, r
+        status, _, _ = run([PYTHON, "-c", "pass"], PYTHON, {"HEAPLAB_STATS": path}, "libc")
+        assert status == 0 and report(path)["stats"] is None
+        status, out, err = run([PYTHON, "-c", "pass"], PYTHON, {"HEAPLAB_RELEASE_ADVICE": "x"})
+        assert status == 2 and "release_advice" in err, (status, err)
+        heap_checks = ("s = c.stats(); assert s['manual_mallocs'] > 0, s\n"
+                       "assert c.options()['mode'] == 1 and c.resident_bytes() > 0\n"
+                       "assert c.vma_count() >= 1 and c.trim() is True\n")
+        common = ("c.sampler_start(500); c.sampler_mark(); x = bytearray(8 << 20)\n"
+                  "m = c.sampler_summary(); assert m['samples'] >= 1 and m['max_phys'] > 0, m\n"
+                  "assert len(c.sampler_series()) >= 1; c.sampler_stop()\n"
+                  "assert json.loads(c.report())['allocator'] == c.allocator()\n"
+                  "assert c.footprint()['rss'] > 0 and c.peak_rss() > 0\n"
+                  "print('ok')")
+        for a in ALLOCATORS:
+            checks = heap_checks if a == "heaplab" else (
+                "assert c.stats() is None and c.resident_bytes() is None\n")
+            code = "import _heaplab_client as c, json\n" + checks + common
+            status, out, err = run([PYTHON, "-c", code], PYTHON, None, a)
+            assert status == 0 and out.strip() == "ok", f"_heaplab_client on {a}: {err}"
+    print("HEAPLAB_STATS from heaplab-python: end, sys.exit, fork; _heaplab_client works")
+
+
+SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck, lua_busted,
+                                     lua_report, lua_faults, lua_client_module, python_cli,
+                                     python_regrtest, python_faults, python_report)}
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] not in SCENARIOS:
+        print(f"usage: {argv[0]} SCENARIO   ({', '.join(SCENARIOS)})", file=sys.stderr)
+        return 2
+    try:
+        SCENARIOS[argv[1]]()
+    except Skip as e:
+        print(f"SKIP: {e}")
+        return 77       # Meson's "skipped" status
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
