@@ -56,7 +56,9 @@ enum { RK_NONE = 0, RK_PRIMARY = 1, RK_FALLBACK = 2 };
 enum {
   PF_DUMP_OFF = 1,   /* MADV_DONTDUMP applied (dump_toggle) */
   PF_SPLICED = 2,    /* swept by a major sweep this cycle */
-  PF_AVAIL = 4       /* PARTIAL page on its class's avail list (has room) */
+  PF_AVAIL = 4,      /* PARTIAL page on its class's avail list (has room) */
+  PF_REFS = 8        /* an object with reference slots was allocated here since
+                        format: the marker reads no header on pages without */
 };
 
 /* A page descriptor: lives in a side table, never inside the page, so a

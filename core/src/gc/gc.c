@@ -40,6 +40,7 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) 
     h->st.small_allocated_bytes += sz;
     h->st.small_live_bytes += sz;
     ((hl_objhdr *)obj)->size = (uint32_t)size;
+    if (refs) h->pages[hl__page_of(h, obj)].flags |= PF_REFS;
   } else {
     obj = hl__large_alloc(h, bytes, force_large);
     if (!obj) {
@@ -145,7 +146,7 @@ static void mark_one(hl_heap *h, void *obj) {
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
     marked_bytes += h->cls_size[h->pages[p].cls];
-    mark_found(h, obj);
+    if (h->pages[p].flags & PF_REFS) mark_found(h, obj);
   } else {
     mark_large(h, obj);
   }
@@ -174,7 +175,9 @@ static inline void mark_value(hl_heap *h, void *v, bool interior) {
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
     marked_bytes += h->cls_size[d->cls];
-    mark_found(h, base + start);
+    /* Pages of objects without slots (a fill's payloads) are marked without
+     * a push: no header read, the miss per object the marker otherwise pays. */
+    if (d->flags & PF_REFS) mark_found(h, base + start);
     return;
   }
   if (hl__large_contains(h, a)) mark_large(h, v);
