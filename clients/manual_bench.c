@@ -3,7 +3,7 @@
  * malloc, pattern by pattern, in one process: nanoseconds per operation and
  * the ratio.  The launchers spend their allocator time here.
  *
- *   heaplab-manual-bench [scale]     (scale 1 = about a second per allocator)
+ *   heaplab-manual-bench [scale [pattern]]   (scale 1: a few seconds in all)
  *
  * Patterns (an operation is one malloc plus one free, or one realloc):
  *   lifo      malloc(64); free -- the same block every time
@@ -50,7 +50,7 @@ static uint64_t rnd(uint64_t *x) {
 static volatile uintptr_t sink;
 
 static uint64_t lifo(alloc_api *a, uint64_t scale) {
-  uint64_t n = 20000000 * scale;
+  uint64_t n = 5000000 * scale;
   for (uint64_t i = 0; i < n; i++) {
     char *p = a->malloc(a->ctx, 64);
     p[0] = (char)i;
@@ -65,7 +65,7 @@ static uint64_t batch(alloc_api *a, uint64_t scale) {
   static void *p[N];
   static size_t sz[N];
   uint64_t x = 7, ops = 0;
-  for (uint64_t r = 0; r < 600 * scale; r++) {
+  for (uint64_t r = 0; r < 150 * scale; r++) {
     for (int i = 0; i < N; i++) {
       sz[i] = 16 + rnd(&x) % 497;
       p[i] = a->malloc(a->ctx, sz[i]);
@@ -115,14 +115,14 @@ static uint64_t random_pat(alloc_api *a, uint64_t scale) {
   uint64_t x = 11;
   pool pl;
   pool_init(a, &pl, 100000, &x);
-  uint64_t ops = random_steps(a, &pl, 6000000 * scale, &x);
+  uint64_t ops = random_steps(a, &pl, 2000000 * scale, &x);
   pool_free(a, &pl);
   return ops;
 }
 
 static uint64_t realloc_pat(alloc_api *a, uint64_t scale) {
   uint64_t ops = 0;
-  for (uint64_t r = 0; r < 40000 * scale; r++) {
+  for (uint64_t r = 0; r < 10000 * scale; r++) {
     size_t cur = 16;
     char *p = a->malloc(a->ctx, cur);
     for (size_t n = 32; n <= 4096; n += 16, ops++) {
@@ -167,7 +167,7 @@ static void *thread_body(void *arg) {
 }
 
 static uint64_t threads2(alloc_api *a, uint64_t scale) {
-  shared s = {a, NULL, NULL, NULL, 100000, 3000000 * scale};
+  shared s = {a, NULL, NULL, NULL, 100000, 1000000 * scale};
   s.p = malloc(s.n * sizeof(void *));
   s.sz = malloc(s.n * sizeof(size_t));
   s.locks = malloc(256 * sizeof(pthread_mutex_t));

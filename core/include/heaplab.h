@@ -147,8 +147,10 @@ typedef enum hl_option_kind {
     "poison freed slots and check heap invariants every cycle")               \
   X(events_capacity, INT, 4096, 16, 1048576, "",                               \
     "events kept in the ring buffer (older ones are dropped and counted)")    \
-  X(tcache_blocks, INT, 256, 0, 1024, "",                                      \
+  X(tcache_blocks, INT, 1024, 0, 1024, "",                                     \
     "manual mode: blocks per size class cached per thread (0 = no cache)")    \
+  X(tcache_bytes, BYTES, 65536, 0, 1073741824, "",                             \
+    "manual mode: bytes per size class cached per thread, at least 16 blocks (0 = no limit)") \
   X(record_refused_release, BOOL, 0, 0, 1, "",                                 \
     "control: 1 = the seed's defect, a refused release recorded as released") \
   X(init_page_state, BOOL, 1, 0, 1, "",                                        \

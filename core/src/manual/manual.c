@@ -4,7 +4,8 @@
  * the collected heap, so real interpreters (Lua through lua_newstate, CPython
  * through PyMem_SetAllocator) run on heaplab's page machinery unchanged.
  *
- * Hot path: a per-thread cache of blocks per size class.  malloc pops from
+ * Hot path: a per-thread cache of blocks per size class (tcache_blocks
+ * blocks, or tcache_bytes' worth for the bigger classes).  malloc pops from
  * it, free pushes to it, and only a refill or a flush (half a cache at a
  * time) takes the heap lock.  Blocks in a cache count as used by their
  * pages.  A page whose last block comes home goes to the free pool, and a
@@ -29,12 +30,13 @@ struct hl_tcache {
   _Atomic(hl_heap *) heap;     /* NULL once the heap is closed */
   hl_tcache *next_thread;      /* this thread's caches */
   hl_tcache *next_heap, *prev_heap; /* the heap's caches (heap lock) */
-  uint32_t cap;                /* blocks per class */
+  uint32_t cap;                /* blocks per class at most (tcache_blocks) */
   uint32_t shift;              /* a class's slots start at cls << shift */
   uint32_t nclasses;
   uint32_t room;               /* slots allocated after this struct */
   _Atomic uint64_t mallocs, frees; /* written by the owner only */
   uint32_t count[HL_MAX_CLASSES];
+  uint32_t limit[HL_MAX_CLASSES]; /* blocks of each class: tcache_bytes' worth, 16..cap */
   void *slots[];               /* inline: one load less on the hot path */
 };
 
@@ -229,6 +231,12 @@ static hl_tcache *tcache_for(hl_heap *h) {
   tc->shift = shift;
   tc->nclasses = h->nclasses;
   memset(tc->count, 0, sizeof tc->count);
+  /* small classes are the busy ones: they may cache more blocks than the
+   * big ones for the same bytes */
+  for (uint32_t c = 0; c < h->nclasses; c++) {
+    uint64_t n = h->opt.tcache_bytes ? (uint64_t)h->opt.tcache_bytes / h->cls_size[c] : cap;
+    tc->limit[c] = (uint32_t)(n > cap ? cap : n < 16 ? (cap < 16 ? cap : 16) : n);
+  }
   atomic_store(&tc->mallocs, 0);
   atomic_store(&tc->frees, 0);
   pthread_mutex_lock(&tc_global);
@@ -280,7 +288,7 @@ static NOINLINE void *malloc_slow(hl_heap *h, uint32_t cls) {
     owner_inc(&tc->mallocs);
     return bin_of(tc, cls)[--tc->count[cls]];
   }
-  uint32_t want = tc ? (tc->cap + 1) / 2 : 1;
+  uint32_t want = tc ? (tc->limit[cls] + 1) / 2 : 1;
   void *first = NULL;
   uint32_t got = 0;
   pthread_mutex_lock(&h->lock);
@@ -384,7 +392,7 @@ static NOINLINE void free_small_slow(hl_heap *h, void *ptr) {
   /* cache full: send its older half home, keep the newer (warmer) half
    * (not full: the thread came back from another heap) */
   void **s = bin_of(tc, cls);
-  uint32_t half = tc->count[cls] < tc->cap ? 0 : tc->count[cls] / 2;
+  uint32_t half = tc->count[cls] < tc->limit[cls] ? 0 : tc->count[cls] / 2;
   if (half) {
     pthread_mutex_lock(&h->lock);
     give_back(h, s, half, cls);
@@ -403,7 +411,7 @@ static inline bool cache_push(hl_heap *h, void *ptr, uint32_t cls) {
   hl_tcache *tc = cache_of(h);
   if (hl_likely(tc && cls < tc->nclasses)) {
     uint32_t n = tc->count[cls];
-    if (hl_likely(n < tc->cap)) {
+    if (hl_likely(n < tc->limit[cls])) {
       bin_of(tc, cls)[n] = ptr;
       tc->count[cls] = n + 1;
       owner_inc(&tc->frees);
