@@ -96,6 +96,9 @@ static void report_at_exit(void) {
   /* a forked child inherits the handler; only the launcher's own process
    * writes, so a child's exit cannot overwrite the parent's report */
   if (!client.stats_path || getpid() != client.pid) return;
+  /* the exiting thread's cached blocks go home first, so the live bytes in
+   * the report are the program's, not the cache's */
+  if (client.heap) hl_thread_flush(client.heap);
   FILE *f = fopen(client.stats_path, "w");
   if (!f) {
     fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report\n", client.launcher,
