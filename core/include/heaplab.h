@@ -241,7 +241,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(released_pool_pages, "pages given back to the OS")                         \
   X(reuse_failed_pool_pages, "released pages whose restore failed")            \
   X(in_flight_pages, "pages being advised outside the lock")                   \
-  X(fallback_pool_pages, "released pages still on the fallback advice")        \
+  X(fallback_pool_pages, "released (or reuse-failed) pages still on the fallback advice")        \
   X(fresh_pages, "pages taken fresh from the reservation")                     \
   X(reused_pages, "released pages restored and reused")                        \
   X(warm_reused_pages, "free (warm) pages reused")                             \

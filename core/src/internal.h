@@ -57,8 +57,9 @@ enum {
   PF_DUMP_OFF = 1,   /* MADV_DONTDUMP applied (dump_toggle) */
   PF_SPLICED = 2,    /* swept by a major sweep this cycle */
   PF_AVAIL = 4,      /* PARTIAL page on its class's avail list (has room) */
-  PF_REFS = 8        /* an object with reference slots was allocated here since
+  PF_REFS = 8,       /* an object with reference slots was allocated here since
                         format: the marker reads no header on pages without */
+  PF_PARKED = 16     /* upgrade candidate taken from the reuse-failed pool */
 };
 
 /* A page descriptor: lives in a side table, never inside the page, so a
@@ -155,7 +156,7 @@ struct hl_heap {
   hl_list released_pool;
   hl_list reuse_failed;
   uint64_t state_count[PS_COUNT];
-  uint64_t fallback_count;  /* released pages on the fallback advice */
+  uint64_t fallback_count;  /* released or reuse-failed pages on the fallback advice */
 
   /* large path */
   hl_large *large_head;
@@ -275,6 +276,10 @@ static inline void hl__bit_set(uint64_t *bm, uint32_t i) {
 }
 static inline void hl__bit_clear(uint64_t *bm, uint32_t i) {
   bm[i >> 6] &= ~((uint64_t)1 << (i & 63));
+}
+/* States whose pages are given back to the OS (fallback pages counted there). */
+static inline bool hl__released_state(int state) {
+  return state == PS_RELEASED || state == PS_REUSE_FAILED;
 }
 static inline bool hl__formatted(int state) {
   return state == PS_OWNED || state == PS_RETIRED || state == PS_PARTIAL;

@@ -74,7 +74,7 @@ static void leave_state(hl_heap *h, uint32_t p) {
   hl_page *d = &h->pages[p];
   hl_list *l = hl__list_of(h, p);
   if (l) hl__list_remove(h, l, p);
-  if (d->state == PS_RELEASED && d->release == RK_FALLBACK) h->fallback_count--;
+  if (hl__released_state(d->state) && d->release == RK_FALLBACK) h->fallback_count--;
   h->state_count[d->state]--;
 }
 
@@ -92,7 +92,7 @@ void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head) {
     d->flags &= (uint8_t)~PF_AVAIL;
   }
   h->state_count[state]++;
-  if (state == PS_RELEASED && d->release == RK_FALLBACK) h->fallback_count++;
+  if (hl__released_state(state) && d->release == RK_FALLBACK) h->fallback_count++;
   hl_list *l = hl__list_of(h, p);
   if (l) {
     if (at_head) hl__list_push_head(h, l, p);
@@ -306,7 +306,7 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
     CHECK(d->state > PS_UNUSED && d->state < PS_COUNT, "page %" PRIu32 ": bad state %d", p,
           d->state);
     per_state[d->state]++;
-    if (d->state == PS_RELEASED && d->release == RK_FALLBACK) fallback++;
+    if (hl__released_state(d->state) && d->release == RK_FALLBACK) fallback++;
     if (d->state == PS_RELEASED || d->state == PS_REUSE_FAILED)
       CHECK(d->release != RK_NONE, "page %" PRIu32 ": released without a release kind", p);
     if (d->state == PS_FREE)

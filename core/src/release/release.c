@@ -138,13 +138,18 @@ void hl__trim_locked(hl_heap *h) {
     hl__page_to_state(h, p, PS_IN_FLIGHT, false);
     rel[nr] = p;
   }
-  if (budget) {
-    for (uint32_t p = h->released_pool.head, next; p != HL_NIL && budget; p = next) {
+  /* Fallback pages wait in the released pool, and in the reuse-failed pool
+   * when a restore failed after they were released: both are walked, or the
+   * latter would stay charged (MADV_FREE) for as long as restores fail. */
+  hl_list *pools[2] = {&h->released_pool, &h->reuse_failed};
+  for (int k = 0; k < 2 && budget && h->fallback_count; k++) {
+    for (uint32_t p = pools[k]->head, next; p != HL_NIL && budget; p = next) {
       next = h->pages[p].next;
       bool fallback = h->pages[p].release == RK_FALLBACK;
       if (h->opt.upgrade_budget_counts == HL_BUDGET_SCANNED) budget--;
       if (!fallback) continue;
       if (h->opt.upgrade_budget_counts == HL_BUDGET_ATTEMPTS) budget--;
+      if (k == 1) h->pages[p].flags |= PF_PARKED;
       hl__page_to_state(h, p, PS_IN_FLIGHT, false);
       upg[nu++] = p;
       if (h->fallback_count == 0) break; /* every fallback page is picked */
@@ -154,7 +159,11 @@ void hl__trim_locked(hl_heap *h) {
   outcome = malloc(nr ? nr : 1);
   if (!outcome) {
     for (uint64_t i = 0; i < nr; i++) hl__page_to_state(h, rel[i], PS_FREE, false);
-    for (uint64_t i = nu; i-- > 0;) hl__page_to_state(h, upg[i], PS_RELEASED, true);
+    for (uint64_t i = nu; i-- > 0;) {
+      bool parked = h->pages[upg[i]].flags & PF_PARKED;
+      h->pages[upg[i]].flags &= (uint8_t)~PF_PARKED;
+      hl__page_to_state(h, upg[i], parked ? PS_REUSE_FAILED : PS_RELEASED, !parked);
+    }
     return;
   }
 
@@ -217,9 +226,16 @@ void hl__trim_locked(hl_heap *h) {
       if (outcome[i] == OUT_FALLBACK) t.fallback++;
     }
   }
-  /* Upgrade candidates go back to the head in their list order, so the
-   * released pool's order is what it was (scanned mode stalls on them). */
-  for (uint64_t i = nu; i-- > 0;) hl__page_to_state(h, upg[i], PS_RELEASED, true);
+  /* Upgrade candidates go back where they came from in their list order:
+   * the released pool's head (so its order is what it was: scanned mode
+   * stalls on them), or the reuse-failed pool's tail. */
+  for (uint64_t i = nu; i-- > 0;)
+    if (!(h->pages[upg[i]].flags & PF_PARKED)) hl__page_to_state(h, upg[i], PS_RELEASED, true);
+  for (uint64_t i = 0; i < nu; i++) {
+    if (!(h->pages[upg[i]].flags & PF_PARKED)) continue;
+    h->pages[upg[i]].flags &= (uint8_t)~PF_PARKED;
+    hl__page_to_state(h, upg[i], PS_REUSE_FAILED, false);
+  }
   free(outcome);
 
   h->st.trims++;
