@@ -437,7 +437,8 @@ typedef struct hl_heap hl_heap;
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen);
 /* Close a heap: every object, handle and page is gone.  NULL is ignored. */
 void hl_heap_free(hl_heap *heap);
-/* Message of the last failure on this heap from the calling thread. */
+/* Message of the calling thread's last failure when it was on this heap;
+ * otherwise the heap's last failure from any thread ("" if none). */
 const char *hl_heap_error(const hl_heap *heap);
 int hl_heap_options(const hl_heap *heap, hl_options *out);
 
