@@ -134,7 +134,7 @@ def suite(quick=False, depth=None, runs=None):
             Arm("mimalloc", "mimalloc", bt),
             Arm("jemalloc", "jemalloc", bt),
             Arm("glibc", "glibc", bt),
-        ], runs, reference="mimalloc"),
+        ], runs + 2, reference="mimalloc"),
         Workload("fill", "bulk fill 192 MiB of 256-byte objects", [
             Arm("page-fault floor", "heaplab", ["--bytes", fill, "--size", 256]),
             Arm("heaplab", "heaplab", ["--bytes", fill, "--size", 256]),
@@ -249,8 +249,9 @@ def rows_of(w):
         med = a.median()
         lo, hi = a.span()
         ratio = f"{med / ref.median():.3f}" if ref else ""
+        cpu = a.median(lambda r: (r["user_ns"] + r["sys_ns"]) / 1e9)
         rows.append([w.name, a.name, str(len(a.records)), fmt_s(med), f"{fmt_s(lo)} - {fmt_s(hi)}",
-                     ratio, f"{a.rss() / MiB:.1f}", sorted(a.checksums())[0][-8:]])
+                     ratio, fmt_s(cpu), f"{a.rss() / MiB:.1f}", sorted(a.checksums())[0][-8:]])
     return rows
 
 
@@ -328,9 +329,11 @@ def render(workloads, load=None):
         if w.name != "release":
             rows += rows_of(w)
     parts.append(table(rows, ["workload", "arm", "runs", "median", "min - max",
-                              "ratio", "peak RSS MiB", "checksum"]))
-    parts.append("ratio = median / the workload's reference arm (binary-trees: mimalloc;"
-                 " fill: page-fault floor; churn: page_release=0; pause: boehm)")
+                              "ratio", "process cpu", "peak RSS MiB", "checksum"]))
+    parts.append("median, min - max: the timed part, wall clock; ratio = median / the workload's"
+                 " reference arm (binary-trees: mimalloc; fill: page-fault floor; churn:"
+                 " page_release=0; pause: boehm); process cpu: user + sys of the whole process"
+                 " (median), which load on the machine disturbs less")
     for w in workloads:
         if w.name == "release":
             parts.append("")
