@@ -44,7 +44,7 @@ test-c: build
 	meson test -C $(BUILD) --suite c --print-errorlogs
 
 test-asan: build-asan
-	ASAN_OPTIONS=detect_leaks=1 meson test -C $(ASAN) --suite c --suite lua --print-errorlogs
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 meson test -C $(ASAN) --suite c --suite lua --print-errorlogs
 
 # the threaded scenarios under ThreadSanitizer
 test-tsan: build-tsan
