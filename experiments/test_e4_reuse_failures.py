@@ -96,7 +96,7 @@ E4a = Experiment("E4a", "every restore fails", seed={
 @E4a.arm("restore_fails", params={"inject": True})
 @E4a.arm("clean", params={"inject": False})
 def restore_always_fails(rec, inject, **options):
-    h = heaplab.Heap(warm_pages=0, **options)
+    h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, **options)
     if inject:
         h.inject("restore", "always", 0, "ENOMEM")
     kept, rounds = [], []
@@ -187,7 +187,7 @@ E4b = Experiment("E4b", "one sticky restore failure", seed={
 @E4b.arm("lifo", reuse_failed_order="lifo")
 @E4b.arm("fifo", reuse_failed_order="fifo")
 def sticky_restore(rec, **options):
-    h = heaplab.Heap(warm_pages=0, release_per_sweep=1 << 20, **options)
+    h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("release", heap=h) as ph:
         r = fill_pages(h, POOL_B)
         r.release()
@@ -294,7 +294,7 @@ def snapshot(h):
 @E4c.arm("refused_1024", params={"inject": True}, upgrade_per_sweep=1024)
 @E4c.arm("clean", params={"inject": False}, upgrade_per_sweep=1024)
 def refused_release(rec, inject, **options):
-    h = heaplab.Heap(warm_pages=0, **options)
+    h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, **options)
     with rec.phase("fill", heap=h):
         r = fill_pages(h, PAGES_C)
         h.collect()
@@ -330,7 +330,8 @@ def refused_release(rec, inject, **options):
 @E4c.arm("budget8_scanned", upgrade_budget_counts="scanned")
 @E4c.arm("budget8_attempts", upgrade_budget_counts="attempts")
 def small_budget(rec, **options):
-    h = heaplab.Heap(warm_pages=0, release_per_sweep=1 << 20, upgrade_per_sweep=SMALL_BUDGET,
+    h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20,
+                     upgrade_per_sweep=SMALL_BUDGET,
                      **options)
     with rec.phase("backlog", heap=h) as ph:
         r = fill_pages(h, BACKLOG_PAGES)

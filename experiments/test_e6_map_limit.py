@@ -100,7 +100,7 @@ def trim_events(h):
 @E6.arm("bounded", dump_toggle=True, syscall_retry_max=100, syscall_retry_backoff_us=1000)
 @E6.arm("unbounded", dump_toggle=True, syscall_retry_max=-1)
 def at_map_limit(rec, **options):
-    h = heaplab.Heap(warm_pages=0, release_per_sweep=1 << 20, **options)
+    h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("fill", heap=h) as ph:
         r = h.fill(FILL_PAGES * PER_PAGE * OBJ, OBJ)
         h.collect()

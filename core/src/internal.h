@@ -190,6 +190,10 @@ struct hl_heap {
   _Atomic bool collector_waiting;
   _Atomic uint64_t last_cycle_end_ns;
 
+  /* the warm cache's demand window (release.c) */
+  uint64_t taken_since_trim;      /* pages acquired since the last trim */
+  uint64_t demand[16];            /* pages acquired in each of the last intervals */
+
   /* release scratch (sized release_per_sweep + upgrade_per_sweep) */
   uint32_t *scratch;
   uint64_t scratch_cap;

@@ -149,6 +149,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
     hl__page_to_state(h, p, PS_IN_FLIGHT, false);
     hl__page_format(h, p, cls, false);
     h->st.warm_reused_pages++;
+    h->taken_since_trim++;
     return p;
   }
   for (int64_t attempt = 0; attempt < h->opt.reuse_attempts; attempt++) {
@@ -162,6 +163,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
     if (hl__restore_page(h, p) == 0) {
       if (h->opt.restore_before_format) hl__page_format(h, p, cls, false);
       h->st.reused_pages++;
+      h->taken_since_trim++;
       return p;
     }
     /* Park the page.  fifo: at the tail of the reuse-failed pool, so the next
@@ -184,6 +186,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
   h->state_count[PS_IN_FLIGHT]++;
   hl__page_format(h, p, cls, true);
   h->st.fresh_pages++;
+  h->taken_since_trim++;
   h->st.total_pages = h->high_water;
   return p;
 }

@@ -108,11 +108,36 @@ static uint64_t run_end(const uint32_t *pages, uint64_t n, uint64_t i) {
   return j;
 }
 
+/* How many empty pages this trim keeps resident.  warm_pages always; and
+ * while the mutator is allocating (it took pages since the last trim), as
+ * many as it took in any of the last warm_demand_trims intervals: releasing
+ * those would only have the next cycle fault them back in (binary-trees
+ * released and refaulted 4 GiB at depth 20, page release on/off 1.22x).  An
+ * interval in which nothing was taken ends the window at once, so a quiet
+ * heap -- a burst that died, an explicit collect -- still goes down to
+ * warm_pages at the next trim.  This is the decay jemalloc and mimalloc use
+ * for their purge, counted in trims instead of milliseconds. */
+static uint64_t warm_target(hl_heap *h) {
+  uint64_t n = (uint64_t)h->opt.warm_demand_trims;
+  uint64_t taken = h->taken_since_trim;
+  h->taken_since_trim = 0;
+  for (uint64_t i = n; i-- > 1;) h->demand[i] = h->demand[i - 1];
+  h->demand[0] = taken;
+  uint64_t warm = (uint64_t)h->opt.warm_pages;
+  if (n == 0 || taken == 0) {
+    memset(h->demand, 0, sizeof h->demand); /* quiet: the window closes */
+    return warm;
+  }
+  for (uint64_t i = 0; i < n; i++)
+    if (h->demand[i] > warm) warm = h->demand[i];
+  return warm;
+}
+
 /* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
  * the syscalls unless the calling thread holds the heap (hl_enter). */
 void hl__trim_locked(hl_heap *h) {
   if (!h->opt.page_release) return;
-  uint64_t warm = (uint64_t)h->opt.warm_pages;
+  uint64_t warm = warm_target(h);
   uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
   if (take > (uint64_t)h->opt.release_per_sweep) take = (uint64_t)h->opt.release_per_sweep;
   uint64_t budget = h->fallback_count ? (uint64_t)h->opt.upgrade_per_sweep : 0;
