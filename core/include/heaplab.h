@@ -90,7 +90,7 @@ typedef enum hl_option_kind {
   X(warm_pages, INT, 64, 0, 1048576, "",                                       \
     "empty pages kept resident as a warm cache")                              \
   X(warm_demand_trims, INT, 2, 0, 16, "",                                      \
-    "while allocating, also keep as many empty pages as were taken in each of the last N trim intervals (0 = warm_pages only, the seed's policy)") \
+    "while allocating, also keep as many empty pages as were taken in the last N trim intervals (0 = warm_pages only, the seed's policy)") \
   X(release_per_sweep, INT, 1024, 1, 1048576, "",                              \
     "pages released per trim at most")                                        \
   X(release_advice, ENUM, 0, 0, 1, "dontneed,free",                            \

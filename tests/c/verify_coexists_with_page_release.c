@@ -6,7 +6,7 @@
 #include "check.h"
 
 int main(void) {
-  hl_heap *h = HEAP("verify=true", "warm_pages=2", "release_per_sweep=64");
+  hl_heap *h = HEAP("verify=true", "warm_pages=2", "warm_demand_trims=0", "release_per_sweep=64");
   hl_ref keep;
   OK(h, hl_alloc(h, 0, 16, &keep));
   for (int round = 0; round < 40; round++) {

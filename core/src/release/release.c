@@ -110,9 +110,11 @@ static uint64_t run_end(const uint32_t *pages, uint64_t n, uint64_t i) {
 
 /* How many empty pages this trim keeps resident.  warm_pages always; and
  * while the mutator is allocating (it took pages since the last trim), as
- * many as it took in any of the last warm_demand_trims intervals: releasing
- * those would only have the next cycle fault them back in (binary-trees
- * released and refaulted 4 GiB at depth 20, page release on/off 1.22x).  An
+ * many as it took in the last warm_demand_trims intervals together:
+ * releasing those would only have the next cycle fault them back in
+ * (binary-trees released and refaulted 4 GiB at depth 20, page release on/off
+ * 1.22x; a sum, not the largest interval, because a cycle triggered in the
+ * middle of a phase splits its demand over two intervals).  An
  * interval in which nothing was taken ends the window at once, so a quiet
  * heap -- a burst that died, an explicit collect -- still goes down to
  * warm_pages at the next trim.  This is the decay jemalloc and mimalloc use
@@ -128,9 +130,9 @@ static uint64_t warm_target(hl_heap *h) {
     memset(h->demand, 0, sizeof h->demand); /* quiet: the window closes */
     return warm;
   }
-  for (uint64_t i = 0; i < n; i++)
-    if (h->demand[i] > warm) warm = h->demand[i];
-  return warm;
+  uint64_t recent = 0;
+  for (uint64_t i = 0; i < n; i++) recent += h->demand[i];
+  return recent > warm ? recent : warm;
 }
 
 /* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
