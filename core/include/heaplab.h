@@ -247,6 +247,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(fresh_pages, "pages taken fresh from the reservation")                     \
   X(reused_pages, "released pages restored and reused")                        \
   X(warm_reused_pages, "free (warm) pages reused")                             \
+  X(populated_pages, "pages a bulk phase faulted in with one call each")        \
   X(released_pages, "pages released (primary or fallback advice)")             \
   X(release_calls, "release advice calls")                                     \
   X(rejected_pages, "pages whose release was refused (returned to the free pool)") \
@@ -336,6 +337,7 @@ const char *hl_event_fields(int kind);
   X(restore, "restore of a released page before reuse")                        \
   X(dump, "MADV_DONTDUMP / MADV_DODUMP toggles (dump_toggle)")                 \
   X(meta, "release of the side-table bits of released pages")                  \
+  X(populate, "faulting in a page a bulk phase (fill) will write whole")         \
   X(any, "every call through the retry helper")
 
 typedef enum hl_fault_site {
@@ -565,6 +567,20 @@ uint64_t hl_obj_size(const void *obj);
 uint64_t hl_obj_refs(const void *obj);
 void *hl_obj_get(const void *obj, uint64_t slot);
 void hl_obj_set(void *obj, uint64_t slot, void *value);
+
+#ifndef HL_CDEF
+/* The same access compiled into the caller, for hot loops.  The object layout
+ * is part of the ABI: an 8-byte header {uint32_t refs; uint32_t size}, then
+ * `refs` slots of void *, then the payload.  No checks: slot < refs is the
+ * caller's business (hl_obj_get/hl_obj_set check). */
+#define HL_OBJ_HEADER_BYTES 8
+static inline void **hl_obj_slots(void *obj) {
+  return (void **)((char *)obj + HL_OBJ_HEADER_BYTES);
+}
+static inline void *hl_obj_data(void *obj) {
+  return (char *)obj + HL_OBJ_HEADER_BYTES + (uint64_t)(*(uint32_t *)obj) * sizeof(void *);
+}
+#endif
 
 /* Register an array of object pointers scanned as roots.  conservative = 1:
  * every word that points into an object keeps it alive (E7). */

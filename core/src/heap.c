@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +417,8 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   }
   uint32_t group_page = HL_NIL;
   uint32_t ri = (uint32_t)(ref & 0xffffffffu) - 1, pi = (uint32_t)(park & 0xffffffffu) - 1;
+  /* small objects fill every page they take: fault each in with one call */
+  h->bulk = !large;
   for (uint64_t k = 0; k < count; k++) {
     if (large) hl__large_paced(h, bytes);
     void *obj = hl__obj_new(h, size, refs);
@@ -459,6 +462,7 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   *out = ref;
   ref = 0;
 out:
+  h->bulk = false;
   if (park) hl__handle_release(h, park);
   if (ref) hl__handle_release(h, ref);
   hl__unlock(h, locked);
@@ -703,6 +707,10 @@ int hl_faults_get(hl_heap *h, hl_fault_state *buf, size_t cap, size_t *count) {
   *count = n;
   return HL_OK;
 }
+
+/* heaplab.h's inline accessors assume this layout */
+_Static_assert(sizeof(hl_objhdr) == HL_OBJ_HEADER_BYTES && offsetof(hl_objhdr, refs) == 0,
+               "object header layout is part of the ABI");
 
 uint64_t hl_max_refs(void) { return HL_MAX_REFS; }
 uint64_t hl_max_size(void) { return HL_MAX_SIZE; }

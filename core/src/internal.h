@@ -124,6 +124,7 @@ struct hl_heap {
   pthread_cond_t cycle_done;
   pthread_cond_t collector_cv;
   bool in_cycle;            /* a cycle or trim is running (lock may be dropped) */
+  bool bulk;                /* a bulk phase (fill) is running: it writes whole pages */
   bool closing;
 
   prim_ctx prim;

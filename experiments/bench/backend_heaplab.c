@@ -76,7 +76,7 @@ static void note_stats(bench_out *o, const hl_stats *a, const hl_stats *b) {
 /* Fill the node just allocated (in a rooted place) and build its subtrees
  * into its own slots. */
 static int build(void *node, int d, uint64_t item) {
-  *(uint64_t *)hl_obj_payload(node) = item;
+  *(uint64_t *)hl_obj_data(node) = item;
   if (d == 0) return 0;
   void *l = hl_obj_new_in(H, node, 0, sizeof(uint64_t), 2);
   if (!l || build(l, d - 1, BENCH_LEFT(item))) return 1;
@@ -90,10 +90,12 @@ static int make_tree(int slot, int d, uint64_t item) {
   return !shadow[slot] || build(shadow[slot], d, item);
 }
 
-static uint64_t check(const void *n) {
+/* Slot and payload reads through heaplab.h's inline accessors, as a C
+ * client's hot loop would (the checked hl_obj_get is a library call). */
+static uint64_t check(void *n) {
   if (!n) return 0;
-  return bench_node_sum(*(const uint64_t *)hl_obj_payload(n), check(hl_obj_get(n, 0)),
-                        check(hl_obj_get(n, 1)));
+  void **s = hl_obj_slots(n);
+  return bench_node_sum(*(const uint64_t *)hl_obj_data(n), check(s[0]), check(s[1]));
 }
 
 int backend_binary_trees(const bench_params *p, bench_out *o) {

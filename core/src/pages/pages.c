@@ -139,6 +139,20 @@ void hl__page_unformat(hl_heap *h, uint32_t p) {
 
 /* ---- acquisition ---- */
 
+/* A bulk phase will write every byte of the page it just took: fault it in
+ * with one call instead of one fault per OS page.  Outside the lock (the page
+ * is in flight) unless the thread holds the heap; a failure only means the
+ * page faults in the ordinary way. */
+static void populate(hl_heap *h, uint32_t p) {
+  if (!h->bulk) return;
+  bool drop = hl__may_drop_lock(h);
+  if (drop) pthread_mutex_unlock(&h->lock);
+  prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
+                            PRIM_POPULATE);
+  if (drop) pthread_mutex_lock(&h->lock);
+  if (!r.err) h->st.populated_pages++;
+}
+
 /* Take an empty page for class cls: a warm free page, else a released one
  * (restored BEFORE it is formatted; at most reuse_attempts tries), else a
  * fresh page.  Returns the page in state PS_IN_FLIGHT, formatted, or HL_NIL.
@@ -161,6 +175,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
      * range the kernel still considers released. */
     if (!h->opt.restore_before_format) hl__page_format(h, p, cls, false);
     if (hl__restore_page(h, p) == 0) {
+      populate(h, p);
       if (h->opt.restore_before_format) hl__page_format(h, p, cls, false);
       h->st.reused_pages++;
       h->taken_since_trim++;
@@ -184,6 +199,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
   d->state = PS_IN_FLIGHT;
   d->next = d->prev = HL_NIL;
   h->state_count[PS_IN_FLIGHT]++;
+  populate(h, p);
   hl__page_format(h, p, cls, true);
   h->st.fresh_pages++;
   h->taken_since_trim++;

@@ -25,7 +25,9 @@ typedef enum prim_op {
   PRIM_DODUMP = 3,    /* include again */
   PRIM_RESTORE = 4,   /* make a released range safe to reuse (Darwin:
                          MADV_FREE_REUSE; Linux: nothing to do) */
-  PRIM_NOHUGEPAGE = 5 /* whole reservation: no transparent huge pages */
+  PRIM_NOHUGEPAGE = 5, /* whole reservation: no transparent huge pages */
+  PRIM_POPULATE = 6    /* fault the range in now, in one call: a bulk phase
+                          is about to write all of it */
 } prim_op;
 
 /* ---- raw OS calls (one file per OS) ---- */

@@ -25,7 +25,8 @@ int prim_os_unreserve(void *base, size_t bytes) {
 }
 
 int prim_os_op_is_syscall(prim_op op) {
-  return op != PRIM_DONTDUMP && op != PRIM_DODUMP && op != PRIM_NOHUGEPAGE;
+  return op != PRIM_DONTDUMP && op != PRIM_DODUMP && op != PRIM_NOHUGEPAGE &&
+         op != PRIM_POPULATE;
 }
 
 int prim_os_advise(void *addr, size_t len, prim_op op) {
