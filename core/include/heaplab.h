@@ -89,7 +89,7 @@ typedef enum hl_option_kind {
     "return empty pages to the OS; 0 = the seed's 'before' (kept forever)")   \
   X(warm_pages, INT, 64, 0, 1048576, "",                                       \
     "empty pages kept resident as a warm cache")                              \
-  X(warm_demand_trims, INT, 2, 0, 16, "",                                      \
+  X(warm_demand_trims, INT, 4, 0, 16, "",                                      \
     "while allocating, also keep as many empty pages as were taken in the last N trim intervals (0 = warm_pages only, the seed's policy)") \
   X(release_per_sweep, INT, 1024, 1, 1048576, "",                              \
     "pages released per trim at most")                                        \
