@@ -20,26 +20,12 @@ Seed figures (16 KiB system pages, in-page headers): off held 269,504 KB,
 textures cost 196,992 KB on top, peak 466,224 KB; on returned 66-68%
 (287,824 KB peak), ~94% claimed for 4 KiB pages.
 """
-import os
-
 import heaplab
-from heaplab.harness import Experiment
+from heaplab.harness import Experiment, env_number
 
 
-def _env_number(var, default):
-    """A size override from the environment (the notebooks run smaller arms,
-    docs/analysis.md); unset means the protocol's own figure."""
-    v = os.environ.get(var)
-    if not v:
-        return default
-    try:
-        return float(v)
-    except ValueError:
-        raise ValueError(f"{var}={v!r}: expected a number") from None
-
-
-FILL = int(_env_number("HEAPLAB_E1_FILL_MIB", 192) * 2**20)
-TEXTURES = int(_env_number("HEAPLAB_E1_TEXTURES_MIB", 192) * 2**20)
+FILL = int(env_number("HEAPLAB_E1_FILL_MIB", 192) * 2**20)
+TEXTURES = int(env_number("HEAPLAB_E1_TEXTURES_MIB", 192) * 2**20)
 TEXTURE_SIZE = 1 << 20
 
 E1 = Experiment("E1", "page floor", seed={

@@ -21,26 +21,12 @@ Asserted effect:
 
 Seed figures: 36 major sweeps in 38 cycles with the defect, 2 in 39 fixed.
 """
-import os
-
 import heaplab
-from heaplab.harness import Experiment
+from heaplab.harness import Experiment, env_number
 
 
-def _env_number(var, default):
-    """A size override from the environment (the notebooks run smaller arms,
-    docs/analysis.md); unset means the protocol's own figure."""
-    v = os.environ.get(var)
-    if not v:
-        return default
-    try:
-        return float(v)
-    except ValueError:
-        raise ValueError(f"{var}={v!r}: expected a number") from None
-
-
-FILL = int(_env_number("HEAPLAB_E2_FILL_MIB", 240) * 2**20)
-CHURN_S = _env_number("HEAPLAB_E2_CHURN_S", 4.0)
+FILL = int(env_number("HEAPLAB_E2_FILL_MIB", 240) * 2**20)
+CHURN_S = env_number("HEAPLAB_E2_CHURN_S", 4.0)
 
 E2 = Experiment("E2", "major-sweep classification", seed={
     "small_only": "36 of 38 cycles", "both_paths": "2 of 39 cycles"})

@@ -18,27 +18,13 @@ Asserted effect:
 Seed figures: 1.49-2.36 GB of growth against a 4 MB live set (1.8 GB at
 2048 MB/s).
 """
-import os
-
 import heaplab
-from heaplab.harness import Experiment
-
-
-def _env_number(var, default):
-    """A size override from the environment (the notebooks run smaller arms,
-    docs/analysis.md); unset means the protocol's own figure."""
-    v = os.environ.get(var)
-    if not v:
-        return default
-    try:
-        return float(v)
-    except ValueError:
-        raise ValueError(f"{var}={v!r}: expected a number") from None
+from heaplab.harness import Experiment, env_number
 
 
 LIVE = 4 << 20
 SIZE = 16 << 10
-SECONDS = _env_number("HEAPLAB_E3_SECONDS", 2.5)
+SECONDS = env_number("HEAPLAB_E3_SECONDS", 2.5)
 RATES = {"full": None, "2048": 2048 << 20, "512": 512 << 20}
 
 E3 = Experiment("E3", "large-path pacing", seed={

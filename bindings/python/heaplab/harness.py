@@ -52,6 +52,19 @@ FIGURES = (
 )
 
 
+def env_number(var, default):
+    """A protocol figure an experiment lets the environment override (the
+    notebooks run smaller arms through it, docs/analysis.md); unset means the
+    protocol's own figure, a non-number is an error naming the variable."""
+    v = os.environ.get(var)
+    if not v:
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"{var}={v!r}: expected a number") from None
+
+
 def results_dir():
     return os.environ.get("HEAPLAB_RESULTS", os.path.join(os.getcwd(), "results"))
 

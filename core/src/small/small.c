@@ -46,6 +46,26 @@ bool hl__poison_intact(const void *p, size_t n) {
   return true;
 }
 
+/* A slot of page p (owned by class cls): its free list first, then bump.
+ * NULL when the page is full. */
+static inline void *slot_of_owned(hl_heap *h, uint32_t p, uint32_t sz) {
+  hl_page *d = &h->pages[p];
+  uint8_t *base = hl__page_addr(h, p);
+  uint32_t idx;
+  if (d->free_head) {
+    idx = d->free_head - 1;
+    d->free_head = *(uint32_t *)(base + (uint64_t)idx * sz);
+    d->nfree--;
+  } else if (d->bump < d->nslots) {
+    idx = d->bump++;
+  } else {
+    return NULL;
+  }
+  d->used++;
+  hl__bit_set(hl__allocs(h, p), idx);
+  return base + (uint64_t)idx * sz;
+}
+
 /* Take one slot of class cls from the class's owned page, refilling the
  * owned page from the partial pool or an acquired page.  Lock held. */
 static void *take_refill(hl_heap *h, uint32_t cls) __attribute__((noinline));
@@ -55,22 +75,8 @@ void *hl__small_take(hl_heap *h, uint32_t cls) {
    * registers and calls (a third of the cost of the allocation path). */
   uint32_t p = h->owned[cls];
   if (hl_likely(p != HL_NIL)) {
-    hl_page *d = &h->pages[p];
-    uint32_t sz = h->cls_size[cls];
-    uint8_t *base = hl__page_addr(h, p);
-    uint32_t idx;
-    if (d->free_head) {
-      idx = d->free_head - 1;
-      d->free_head = *(uint32_t *)(base + (uint64_t)idx * sz);
-      d->nfree--;
-    } else if (d->bump < d->nslots) {
-      idx = d->bump++;
-    } else {
-      return take_refill(h, cls);
-    }
-    d->used++;
-    hl__bit_set(hl__allocs(h, p), idx);
-    return base + (uint64_t)idx * sz;
+    void *slot = slot_of_owned(h, p, h->cls_size[cls]);
+    if (hl_likely(slot != NULL)) return slot;
   }
   return take_refill(h, cls);
 }
@@ -79,25 +85,13 @@ static void *take_refill(hl_heap *h, uint32_t cls) {
   uint32_t sz = h->cls_size[cls];
   for (;;) {
     uint32_t p = h->owned[cls];
-    if (hl_likely(p != HL_NIL)) {
-      hl_page *d = &h->pages[p];
-      uint8_t *base = hl__page_addr(h, p);
-      uint32_t idx;
-      if (d->free_head) {
-        idx = d->free_head - 1;
-        d->free_head = *(uint32_t *)(base + (uint64_t)idx * sz);
-        d->nfree--;
-      } else if (d->bump < d->nslots) {
-        idx = d->bump++;
-      } else {
-        /* Full: it waits for the next sweep. */
-        h->owned[cls] = HL_NIL;
-        hl__page_to_state(h, p, PS_RETIRED, false);
-        continue;
-      }
-      d->used++;
-      hl__bit_set(hl__allocs(h, p), idx);
-      return base + (uint64_t)idx * sz;
+    if (p != HL_NIL) {
+      void *slot = slot_of_owned(h, p, sz);
+      if (slot) return slot;
+      /* Full: it waits for the next sweep. */
+      h->owned[cls] = HL_NIL;
+      hl__page_to_state(h, p, PS_RETIRED, false);
+      continue;
     }
     p = h->partial_avail[cls].head;
     if (p == HL_NIL) {
