@@ -31,14 +31,12 @@ The launchers are built by `make` (ninja -C build); HEAPLAB_LUA_LAUNCHER and
 HEAPLAB_PYTHON_LAUNCHER override where they are looked for; HEAPLAB_E8_MIB
 overrides the 192 MiB (the notebooks run smaller arms).
 """
-import json
 import os
 import shutil
-import subprocess
 
 import pytest
 
-from heaplab.harness import ArmResult, child_env, save_arm
+from heaplab.harness import ArmResult, run_command_arm, save_arm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(ROOT, "tests", "clients", "programs")
@@ -97,22 +95,12 @@ def run_arm(language, arm, env, timeout=300):
     name = f"{language}/{arm}"
     # the arm's environment decides: no HEAPLAB_* option or PYTHONMALLOC of
     # the caller's leaks into an arm
-    e = {k: v for k, v in child_env().items()
-         if not (k.startswith("HEAPLAB_") or k == "PYTHONMALLOC")}
-    e.update(env)
-    p = subprocess.run(cmd + [name, str(_size_mib())], capture_output=True, text=True, env=e,
-                       cwd=ROOT, timeout=timeout)
-    try:
-        data = json.loads(p.stdout)
-    except ValueError:
-        pytest.fail(f"E8 {name}: exit {p.returncode}, no JSON on stdout;\n"
-                    f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}")
-    data["returncode"] = p.returncode
-    data["stderr_tail"] = p.stderr[-2000:]
+    data = run_command_arm(cmd + [name, str(_size_mib())], env, cwd=ROOT, timeout=timeout,
+                           label=f"E8 {name}", drop=("HEAPLAB_", "PYTHONMALLOC"))
     data["seed"] = SEED
     data["params"]["environment"] = env
     save_arm(data)
-    assert p.returncode == 0, f"E8 {name} exited {p.returncode}:\n{p.stderr[-4000:]}"
+    assert data["returncode"] == 0, f"E8 {name} exited {data['returncode']}:\n{data['stderr_tail']}"
     return ArmResult(data)
 
 

@@ -16,15 +16,13 @@ Python's arms, and the effects that compare arms are asserted:
 The Lua module is built by `make` (ninja -C build); HEAPLAB_LUA_CPATH overrides
 where it is looked for.
 """
-import json
 import os
 import shutil
 import statistics
-import subprocess
 
 import pytest
 
-from heaplab.harness import child_env, save_arm
+from heaplab.harness import run_command_arm, save_arm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LUA_DIR = os.path.join(ROOT, "experiments", "lua")
@@ -33,26 +31,19 @@ MODULE_DIR = os.path.join(ROOT, os.environ.get("BUILD", "build"), "bindings", "l
 LUA_CPATH = os.environ.get("HEAPLAB_LUA_CPATH", os.path.join(MODULE_DIR, "?.so") + ";;")
 MiB = 1 << 20
 
-pytestmark = pytest.mark.skipif(LUA is None, reason="lua5.4 is not installed (tools/setup.sh)")
-
-
 def run_arm(script, arm, env=None, save=True, timeout=120):
     """Run one arm of a Lua experiment in a fresh lua5.4; returns its JSON
     (plus returncode and stderr_tail)."""
+    # a missing interpreter is a failure, not a skip: tools/setup.sh installs it
+    if LUA is None:
+        pytest.fail("lua5.4 is not installed: run tools/setup.sh (make test / make experiments do)")
     module = LUA_CPATH.split(";")[0].replace("?", "heaplab")
     if "HEAPLAB_LUA_CPATH" not in os.environ and not os.path.exists(module):
         pytest.fail(f"the Lua module {module} is not built: run `make` (ninja -C build) first")
     extra = {"LUA_CPATH": LUA_CPATH, "LUA_PATH": os.path.join(LUA_DIR, "?.lua") + ";;"}
     extra.update(env or {})
-    p = subprocess.run([LUA, os.path.join(LUA_DIR, script), arm], capture_output=True, text=True,
-                       env=child_env(extra), cwd=ROOT, timeout=timeout)
-    try:
-        data = json.loads(p.stdout)
-    except ValueError:
-        pytest.fail(f"{script} {arm}: exit {p.returncode}, no JSON on stdout;\n"
-                    f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}")
-    data["returncode"] = p.returncode
-    data["stderr_tail"] = p.stderr[-2000:]
+    data = run_command_arm([LUA, os.path.join(LUA_DIR, script), arm], extra, cwd=ROOT,
+                           timeout=timeout, label=f"{script} {arm}")
     if save:
         save_arm(data)
     return data

@@ -42,13 +42,17 @@ FAULTS = {"HEAPLAB_FAULT_RESTORE": "always:EIO", "HEAPLAB_FAULT_RELEASE": "first
           "HEAPLAB_WARM_PAGES": "0"}
 
 
-class Skip(Exception):
+class Missing(Exception):
     pass
 
 
 def need(path, what):
+    """A missing program or package fails the scenario (it never skips): they
+    are all built by Meson or installed by tools/setup.sh, and a skip would
+    let `make test` pass without the real programs ever running."""
     if not path or not os.path.exists(path):
-        raise Skip(f"{what} is not available ({path or 'not configured'})")
+        raise Missing(f"{what} is not available ({path or 'not configured'}): "
+                      "run tools/setup.sh and build with meson")
 
 
 def clean_env(extra=None, allocator=None):
@@ -511,9 +515,9 @@ def main(argv):
         return 2
     try:
         SCENARIOS[argv[1]]()
-    except Skip as e:
-        print(f"SKIP: {e}")
-        return 77       # Meson's "skipped" status
+    except Missing as e:
+        print(f"MISSING: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

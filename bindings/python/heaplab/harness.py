@@ -235,12 +235,35 @@ class PhaseRecord(dict):
         return self["notes"][name]
 
 
-def child_env(extra=None):
-    env = dict(os.environ)
+def child_env(extra=None, drop=()):
+    """The environment of an arm's process: this one's, less the variables
+    whose names start with a prefix in `drop`, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not (drop and k.startswith(tuple(drop)))}
     env["MALLOC_PERTURB_"] = "0"       # DESIGN.md section 5
     env.pop("HEAPLAB_COUNTERS_FILE", None)
     env.update(extra or {})
     return env
+
+
+def run_command_arm(cmd, env=None, cwd=None, timeout=600, label=None, drop=()):
+    """Run a program that is one arm (a Python child, a Lua script, a
+    launcher) and return the arm JSON it printed on stdout, with its
+    `returncode` and `stderr_tail` added.  stderr is never parsed.  Raises
+    ArmFailed when it times out or prints no JSON.  env and drop: child_env."""
+    label = label or " ".join(map(str, cmd[-2:]))
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=child_env(env, drop), cwd=cwd,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ArmFailed(f"{label}: no result within {timeout} s") from None
+    try:
+        data = json.loads(p.stdout)
+    except ValueError:
+        raise ArmFailed(f"{label}: exit {p.returncode}, no JSON on stdout;\n"
+                        f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
+    data["returncode"] = p.returncode
+    data["stderr_tail"] = p.stderr[-2000:]
+    return data
 
 
 def spawn_arm(path, exp_name, arm_name, env=None):
@@ -298,19 +321,8 @@ class Experiment:
         self._locate()
         out = {}
         for arm_name in arms or list(self.arms):
-            p = spawn_arm(self.path, self.var, arm_name, env)
-            try:
-                stdout, stderr = p.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate()
-                raise ArmFailed(f"{self.name}/{arm_name}: no result within {timeout} s")
-            try:
-                data = json.loads(stdout)
-            except ValueError:
-                raise ArmFailed(f"{self.name}/{arm_name}: exit {p.returncode}, no JSON on stdout;"
-                                f" stderr:\n{stderr[-4000:]}") from None
-            data["stderr_tail"] = stderr[-2000:]
+            cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var, arm_name]
+            data = run_command_arm(cmd, env, timeout=timeout, label=f"{self.name}/{arm_name}")
             data["seed"] = self.seed
             if save:
                 save_arm(data)
