@@ -48,8 +48,7 @@ extern "C" {
   X(EVALUE, 8, "option value out of range")                                    \
   X(EMODE, 9, "operation not available in this heap mode")                     \
   X(ESYS, 10, "system call failed")                                            \
-  X(ECHECK, 11, "heap invariant violated")                                     \
-  X(EBUSY, 12, "operation not allowed now")
+  X(ECHECK, 11, "heap invariant violated")
 
 typedef enum hl_error {
 #define HL__ERR_ENUM(name, value, desc) HL_##name = value,

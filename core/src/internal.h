@@ -95,7 +95,7 @@ typedef struct hl_large {
   struct hl_large *prev, *next;
   uint64_t size;   /* bytes of the block after this record */
   uint32_t mark;
-  uint32_t internal; /* fill index objects */
+  uint32_t pad;
 } hl_large;          /* 32 bytes: keeps the block after it 16-byte aligned */
 
 /* ---- handles ---- */
@@ -239,7 +239,6 @@ static inline bool hl__may_drop_lock(const hl_heap *h) { return hl__held != h; }
 /* ---- telemetry ---- */
 void hl__event(hl_heap *h, int kind, int nfields, ...);
 void hl__stats_fill(hl_heap *h, hl_stats *out);
-const char *hl__option_choice(int index, int64_t value);
 
 /* ---- pages/pages.c ---- */
 int hl__pages_init(hl_heap *h, char *err, size_t errlen);
@@ -308,7 +307,7 @@ bool hl__poison_intact(const void *p, size_t n);
 void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 
 /* ---- large/large.c ---- */
-void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool internal);
+void *hl__large_alloc(hl_heap *h, uint64_t block_bytes);
 void hl__large_free(hl_heap *h, hl_large *l);
 void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes);
 bool hl__large_contains(const hl_heap *h, const void *block);

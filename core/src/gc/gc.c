@@ -42,7 +42,7 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) 
     ((hl_objhdr *)obj)->size = (uint32_t)size;
     if (refs) h->pages[hl__page_of(h, obj)].flags |= PF_REFS;
   } else {
-    obj = hl__large_alloc(h, bytes, force_large);
+    obj = hl__large_alloc(h, bytes);
     if (!obj) {
       hl__fail(h, HL_ENOMEM, "alloc: the system allocator refused %llu bytes",
                (unsigned long long)bytes);
@@ -77,11 +77,8 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) 
 void *hl__resolve(hl_heap *h, const void *addr, bool interior) {
   if ((const uint8_t *)addr >= h->base && (const uint8_t *)addr < h->base + h->reserved)
     return hl__small_resolve(h, addr, interior);
+  /* a large object resolves from its start only, interior or not */
   if (hl__large_contains(h, addr)) return (void *)addr;
-  if (interior) {
-    /* a payload or slot address of a large object is not resolved: only its
-     * start.  Conservative roots are for E7's small objects. */
-  }
   return NULL;
 }
 

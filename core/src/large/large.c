@@ -75,7 +75,7 @@ bool hl__large_contains(const hl_heap *h, const void *block) {
 
 /* A block of block_bytes after its hl_large record; NULL when malloc fails.
  * Lock held. */
-void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool internal) {
+void *hl__large_alloc(hl_heap *h, uint64_t block_bytes) {
   if (block_bytes > SIZE_MAX - sizeof(hl_large)) return NULL;
   hl_large *l = malloc(sizeof(hl_large) + block_bytes);
   if (!l) return NULL;
@@ -86,7 +86,6 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool internal) {
   }
   l->size = block_bytes;
   l->mark = 0;
-  l->internal = internal;
   l->prev = NULL;
   l->next = h->large_head;
   if (h->large_head) h->large_head->prev = l;

@@ -263,7 +263,7 @@ static NOINLINE void *malloc_large(hl_heap *h, size_t size) {
   if (!h || mode_check(h, "malloc")) return NULL;
   fork_register(h);
   pthread_mutex_lock(&h->lock);
-  void *p = hl__large_alloc(h, size, false);
+  void *p = hl__large_alloc(h, size);
   if (p) {
     h->st.large_bytes_since_cycle += size;
     h->st.large_allocated_bytes += size;

@@ -203,7 +203,6 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
   hl__page_format(h, p, cls, true);
   h->st.fresh_pages++;
   h->taken_since_trim++;
-  h->st.total_pages = h->high_water;
   return p;
 }
 

@@ -65,11 +65,6 @@ static const char *choice(int index, int64_t value, char *buf, size_t len) {
   return NULL;
 }
 
-const char *hl__option_choice(int index, int64_t value) {
-  static _Thread_local char buf[64];
-  return choice(index, value, buf, sizeof buf);
-}
-
 static void describe_range(int i, char *buf, size_t len) {
   const hl_option_info *o = &table[i];
   switch (o->kind) {
