@@ -461,10 +461,16 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
 }
 
 /* Allocation-driven cycles: called before an allocation, lock held. */
+static inline bool small_due(const hl_heap *h) {
+  return h->st.small_bytes_since_cycle >= trigger_in_force(h);
+}
+static inline bool large_due(const hl_heap *h) {
+  return h->st.large_bytes_since_cycle >= (uint64_t)h->opt.large_trigger_bytes;
+}
+
 void hl__maybe_collect(hl_heap *h) {
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
-  bool small = h->st.small_bytes_since_cycle >= trigger_in_force(h);
-  bool large = h->st.large_bytes_since_cycle >= (uint64_t)h->opt.large_trigger_bytes;
+  bool small = small_due(h), large = large_due(h);
   if (!small && !large) return;
   if (h->opt.collector == HL_COLLECTOR_BACKGROUND && hl__may_drop_lock(h)) {
     hl__request_cycle(h);
@@ -481,9 +487,8 @@ uint64_t hl__trigger_in_force(const hl_heap *h) { return trigger_in_force(h); }
  * inline: the pair every small allocation of the C API makes (hl_obj_new,
  * hl_obj_new_in, hl_fill), where each call cost a tenth of the path. */
 void *hl__obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
-  if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed) ||
-      h->st.small_bytes_since_cycle >= trigger_in_force(h) ||
-      h->st.large_bytes_since_cycle >= (uint64_t)h->opt.large_trigger_bytes)
+  if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed) || small_due(h) ||
+      large_due(h))
     hl__maybe_collect(h);
   return hl__obj_alloc(h, size, refs, false);
 }
