@@ -156,12 +156,19 @@ def fault_modes():
 
 # ---- value types ----------------------------------------------------------------
 
-Footprint = collections.namedtuple("Footprint", "rss anonymous lazyfree swap phys_footprint")
+def _fields(ctype):
+    """The field names of a C struct, in declaration order (from heaplab.h)."""
+    return [name for name, _ in ffi.typeof(ctype).fields]
+
+
+def _tuple_of(cls, cdata):
+    return cls(*(getattr(cdata, f) for f in cls._fields))
+
+
+Footprint = collections.namedtuple("Footprint", _fields("hl_footprint"))
 Footprint.__doc__ = "Bytes charged to this process (Linux: /proc/self/smaps_rollup)."
 
-ChurnResult = collections.namedtuple(
-    "ChurnResult",
-    "allocated_bytes allocations cycles pacing_waits pacing_wait_ns elapsed_ns peak_large_live_bytes")
+ChurnResult = collections.namedtuple("ChurnResult", _fields("hl_churn_result"))
 
 
 def footprint():
@@ -169,7 +176,7 @@ def footprint():
     f = ffi.new("hl_footprint *")
     if lib.hl_footprint_get(f) != lib.HL_OK:
         raise Error("footprint: cannot read /proc/self/smaps_rollup")
-    return Footprint(f.rss, f.anonymous, f.lazyfree, f.swap, f.phys_footprint)
+    return _tuple_of(Footprint, f)
 
 
 class Stats:
@@ -440,7 +447,7 @@ class Heap:
                                   f"got {rate_bytes_per_s!r}")
         out = ffi.new("hl_churn_result *")
         self._call(lib.hl_churn, float(duration_s), size, live_bytes, float(rate), out)
-        return ChurnResult(*(getattr(out, f) for f in ChurnResult._fields))
+        return _tuple_of(ChurnResult, out)
 
     # -- telemetry --
     def stats(self):
@@ -695,9 +702,7 @@ class Sampler:
     def summary(self):
         o = ffi.new("hl_sampler_summary *")
         lib.hl_sampler_summary_get(self._p(), o)
-        return {f: getattr(o, f) for f in ("samples", "min_phys", "max_phys", "min_phys_after_mark",
-                                            "max_phys_after_mark", "min_rss", "max_rss", "mark_ns",
-                                            "interval_us", "stored")}
+        return {f: getattr(o, f) for f in _fields("hl_sampler_summary")}
 
     def series(self, start=0):
         """[(t_ns, phys_footprint, rss, lazyfree), ...] from stored sample `start` on."""
