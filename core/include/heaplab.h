@@ -130,6 +130,12 @@ typedef enum hl_option_kind {
     "double the trigger on high survival twice in a row, halve on low")       \
   X(gc_live_ratio, INT, 200, 0, 1000, "",                                      \
     "percent of the bytes the last cycle marked added to the trigger (0 = off)") \
+  X(generational, BOOL, 0, 0, 1, "",                                           \
+    "sticky mark bits: most cycles mark only what was allocated since the last one (stores into slots must go through the API)") \
+  X(young_bytes, BYTES, 4194304, 65536, 1099511627776, "",                     \
+    "generational: small-path bytes allocated between minor cycles")          \
+  X(full_growth_ratio, INT, 100, 1, 1000, "",                                  \
+    "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes") \
   X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
     "large-path bytes that request a cycle")                                  \
   X(large_pacing, BOOL, 1, 0, 1, "",                                           \
@@ -220,6 +226,11 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(major_pressure, "major sweeps chosen because of memory pressure")          \
   X(major_backstop, "major sweeps chosen by the backstop")                     \
   X(major_forced, "major sweeps forced by the caller or major_sweep=always")   \
+  X(major_full_mark, "generational: major sweeps after a full mark the old generation's growth called") \
+  X(minor_cycles, "generational: cycles that marked only objects allocated since the last cycle") \
+  X(promoted_bytes, "generational: bytes minor cycles marked (promoted to the old generation)") \
+  X(dirty_pages_scanned, "generational: pages a minor cycle scanned for stores into old objects") \
+  X(verify_failures, "cycles whose verification failed (verify=true; hl_heap_error says why)") \
   X(gc_trigger_bytes, "small-path trigger in force")                           \
   X(small_bytes_since_cycle, "small-path bytes allocated since the last cycle") \
   X(large_bytes_since_cycle, "large-path bytes allocated since the last cycle") \
@@ -296,7 +307,7 @@ const char *hl_stat_description(int index);
 /* X(name, "comma,separated,field,names") -- at most HL_EVENT_MAX_FIELDS. */
 #define HL_EVENTS(X)                                                           \
   X(heap_created, "reserved_bytes,page_size,thp_disabled,reserve_attempts")    \
-  X(cycle, "major,duration_ns,small_bytes,large_bytes,swept_pages,freed_objects,live_bytes,trigger_bytes,reason") \
+  X(cycle, "major,duration_ns,small_bytes,large_bytes,swept_pages,freed_objects,live_bytes,trigger_bytes,reason,minor") \
   X(major_sweep, "reason,spliced_pages,small_bytes,large_bytes,quiet_limit")   \
   X(trim, "released,calls,rejected,fallback,upgraded,upgrade_attempts,duration_ns,free_after,gave_up") \
   X(restore_failed, "page,errno,order")                                        \
@@ -565,16 +576,21 @@ void *hl_obj_payload(const void *obj);
 uint64_t hl_obj_size(const void *obj);
 uint64_t hl_obj_refs(const void *obj);
 void *hl_obj_get(const void *obj, uint64_t slot);
+/* Store a reference into a slot.  Every store into a slot must go through
+ * hl_obj_set (or hl_obj_new_in / hl_ref_set): it is the write barrier of a
+ * generational heap (option generational), which otherwise would not see
+ * an old object refer to a young one, and would free the young one. */
 void hl_obj_set(void *obj, uint64_t slot, void *value);
 
 #ifndef HL_CDEF
-/* The same access compiled into the caller, for hot loops.  The object layout
+/* Read access compiled into the caller, for hot loops.  The object layout
  * is part of the ABI: an 8-byte header {uint32_t refs; uint32_t size}, then
  * `refs` slots of void *, then the payload.  No checks: slot < refs is the
- * caller's business (hl_obj_get/hl_obj_set check). */
+ * caller's business (hl_obj_get/hl_obj_set check).  The slots are read-only
+ * here on purpose: a store must go through hl_obj_set (the write barrier). */
 #define HL_OBJ_HEADER_BYTES 8
-static inline void **hl_obj_slots(void *obj) {
-  return (void **)((char *)obj + HL_OBJ_HEADER_BYTES);
+static inline void *const *hl_obj_slots(const void *obj) {
+  return (void *const *)((const char *)obj + HL_OBJ_HEADER_BYTES);
 }
 static inline void *hl_obj_data(void *obj) {
   return (char *)obj + HL_OBJ_HEADER_BYTES + (uint64_t)(*(uint32_t *)obj) * sizeof(void *);

@@ -114,6 +114,10 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
     goto fail;
   }
   if ((rc = hl__pages_init(h, err, errlen))) goto fail;
+  if (o.mode == HL_MODE_COLLECTED && (rc = hl__registry_add(h))) {
+    hl__fmt_err(err, errlen, "hl_heap_new: out of memory");
+    goto fail;
+  }
   h->trigger = (uint64_t)o.gc_trigger_bytes;
   h->st.gc_trigger_bytes = h->trigger;
   h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
@@ -126,6 +130,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   *out = h;
   return HL_OK;
 fail:
+  hl__registry_remove(h);
   hl__pages_destroy(h);
   free(h->size_to_cls);
   free(h->events);
@@ -150,6 +155,7 @@ void hl_heap_free(hl_heap *h) {
   while (h->in_cycle) pthread_cond_wait(&h->cycle_done, &h->lock);
   h->closing = true;
   pthread_mutex_unlock(&h->lock);
+  hl__registry_remove(h);
   hl__manual_destroy(h);
   hl__large_destroy_all(h);
   hl__handles_destroy(h);
@@ -263,7 +269,7 @@ int hl_ref_set(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref value) {
   int rc = hl__handle_get(h, ref, &obj);
   if (!rc) rc = slot_check(h, obj, slot, "set");
   if (!rc && value) rc = hl__handle_get(h, value, &v);
-  if (!rc) hl__slots(obj)[slot] = v;
+  if (!rc) hl__store(h, obj, slot, v);
   hl__unlock(h, locked);
   return rc;
 }
@@ -337,8 +343,9 @@ static void *new_node(hl_heap *h, group_builder *g, int level) {
   return node;
 }
 
-/* Start the group for n objects; its root is stored in *slot at once. */
-static int group_start(hl_heap *h, group_builder *g, uint64_t n, void **slot) {
+/* Start the group for n objects; its root is stored in slot `slot` of
+ * `parent` at once. */
+static int group_start(hl_heap *h, group_builder *g, uint64_t n, void *parent, uint64_t slot) {
   memset(g->node, 0, sizeof g->node);
   g->n = n;
   g->appended = 0;
@@ -354,7 +361,7 @@ static int group_start(hl_heap *h, group_builder *g, uint64_t n, void **slot) {
     span *= g->fanout;
   }
   if (!new_node(h, g, 0)) return HL_ENOMEM;
-  *slot = g->node[0];
+  hl__store(h, parent, slot, g->node[0]);
   return HL_OK;
 }
 
@@ -366,9 +373,9 @@ static int group_append(hl_heap *h, group_builder *g, void *obj) {
     /* room at level l: hang a new child below it */
     void *child = new_node(h, g, l + 1);
     if (!child) return HL_ENOMEM;
-    hl__slots(g->node[l])[g->used[l]++] = child;
+    hl__store(h, g->node[l], g->used[l]++, child);
   }
-  hl__slots(g->node[l])[g->used[l]++] = obj;
+  hl__store(h, g->node[l], g->used[l]++, obj);
   g->appended++;
   return HL_OK;
 }
@@ -448,7 +455,7 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
         }
         cap *= 2;
       }
-      if ((rc = group_start(h, &g, n, &hl__slots(root)[used]))) goto out;
+      if ((rc = group_start(h, &g, n, root, used))) goto out;
       used++;
       group_page = page;
     }
@@ -763,7 +770,7 @@ void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
   if (bytes > h->small_max) hl__large_paced(h, bytes);
   void *obj = hl__obj_new(h, size, refs);
-  if (obj) hl__slots(parent)[slot] = obj;
+  if (obj) hl__store(h, parent, slot, obj);
   hl__unlock(h, locked);
   return obj;
 }
@@ -777,5 +784,5 @@ void *hl_obj_get(const void *obj, uint64_t slot) {
 }
 void hl_obj_set(void *obj, uint64_t slot, void *value) {
   if (!obj || slot >= ((hl_objhdr *)obj)->refs) return;
-  hl__slots(obj)[slot] = value;
+  hl__store_any(obj, slot, value);
 }

@@ -59,7 +59,9 @@ enum {
   PF_AVAIL = 4,      /* PARTIAL page on its class's avail list (has room) */
   PF_REFS = 8,       /* an object with reference slots was allocated here since
                         format: the marker reads no header on pages without */
-  PF_PARKED = 16     /* upgrade candidate taken from the reuse-failed pool */
+  PF_PARKED = 16,    /* upgrade candidate taken from the reuse-failed pool */
+  PF_DIRTY = 32      /* generational: a slot of an object here was stored to
+                        since the last cycle (the write barrier's card) */
 };
 
 /* A page descriptor: lives in a side table, never inside the page, so a
@@ -73,8 +75,9 @@ typedef struct hl_page {
   uint32_t nslots;
   uint32_t bump;        /* slots [0, bump) have been handed out */
   uint32_t used;        /* slots holding an object (live or not yet swept) */
-  uint32_t free_head;   /* in-page free list: slot index + 1, 0 = empty */
-  uint32_t nfree;
+  uint32_t cursor;      /* allocation-bitmap word where the search for a free
+                           slot starts: none below it (small.c) */
+  uint32_t nfree;       /* free slots below bump (zero allocation bits) */
 } hl_page;
 
 typedef struct hl_list {
@@ -95,7 +98,7 @@ typedef struct hl_large {
   struct hl_large *prev, *next;
   uint64_t size;   /* bytes of the block after this record */
   uint32_t mark;
-  uint32_t pad;
+  uint32_t dirty;  /* generational: a slot was stored to since the last cycle */
 } hl_large;          /* 32 bytes: keeps the block after it 16-byte aligned */
 
 /* ---- handles ---- */
@@ -145,6 +148,7 @@ struct hl_heap {
   /* size classes */
   uint32_t nclasses;
   uint32_t cls_size[HL_MAX_CLASSES];
+  uint64_t cls_recip[HL_MAX_CLASSES]; /* slot index = off * recip >> HL_RECIP_SHIFT */
   uint8_t *size_to_cls;     /* index (size + 15) / 16 */
   uint32_t small_max;
 
@@ -179,6 +183,9 @@ struct hl_heap {
   int high_survival_streak;
   uint64_t cycles_since_major;
   bool pressure;
+  /* generational mode (gc.c): marks survive minor cycles (sticky) */
+  uint64_t last_full_live;   /* bytes the last full mark found live */
+  uint64_t promoted_since_full; /* bytes minor cycles marked since then */
   uint64_t cycles_completed;
   uint32_t pacing_dry_cycles; /* cycles in a row that freed nothing large */
 
@@ -322,6 +329,39 @@ int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
 static inline void **hl__slots(void *obj) {
   return (void **)((uint8_t *)obj + sizeof(hl_objhdr));
 }
+/* The slot index of page offset off in class cls: a multiply by a
+ * reciprocal instead of a divide (a fifth of the mark loop was the divide).
+ * Exact here: classes are multiples of 16, offsets are below 2^20
+ * (page_size <= 1 MiB), so the error off/2^40 stays below 1/size (checked
+ * for every class size and offset by the C tests). */
+#define HL_RECIP_SHIFT 40
+static inline uint32_t hl__slot_index(const hl_heap *h, uint64_t off, uint32_t cls) {
+  return (uint32_t)((off * h->cls_recip[cls]) >> HL_RECIP_SHIFT);
+}
+
+/* The write barrier: every store of a reference into a slot goes through
+ * here.  Generational mode: when the object is old (marked), its page (or
+ * large block) is marked dirty, and the next minor cycle traces the marked
+ * objects on that page again, so an old object never hides a young one.
+ * A store into a young object needs nothing: a cycle that marks it traces
+ * it.  Lock held. */
+static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
+  hl__slots(obj)[slot] = value;
+  if (!h->opt.generational || !value) return;
+  if (hl__in_heap(h, obj)) {
+    uint32_t p = hl__page_of(h, obj);
+    hl_page *d = &h->pages[p];
+    uint64_t off = (uint64_t)((uint8_t *)obj - hl__page_addr(h, p));
+    if (hl__bit(hl__marks(h, p), hl__slot_index(h, off, d->cls))) d->flags |= PF_DIRTY;
+  } else {
+    hl_large *l = hl__large_of(obj);
+    if (l->mark) l->dirty = 1;
+  }
+}
+/* The same for a caller without the heap (hl_obj_set); gc.c. */
+void hl__store_any(void *obj, uint64_t slot, void *value);
+int hl__registry_add(hl_heap *h);
+void hl__registry_remove(hl_heap *h);
 static inline uint64_t hl__obj_size(const void *obj) {
   const hl_objhdr *hd = (const hl_objhdr *)obj;
   if (hd->size == HL_SIZE_LARGE)
@@ -351,7 +391,7 @@ void hl__handles_destroy(hl_heap *h);
 
 enum { REASON_EXPLICIT = 0, REASON_SMALL = 1, REASON_LARGE = 2, REASON_PACING = 3 };
 enum { MAJOR_NONE = 0, MAJOR_QUIET = 1, MAJOR_PRESSURE = 2, MAJOR_BACKSTOP = 3,
-       MAJOR_FORCED = 4 };
+       MAJOR_FORCED = 4, MAJOR_FULL_MARK = 5 };
 
 /* ---- release/release.c ---- */
 /* Runs with the lock held and h->in_cycle set; drops the lock around syscalls

@@ -94,7 +94,7 @@ static int make_tree(int slot, int d, uint64_t item) {
  * client's hot loop would (the checked hl_obj_get is a library call). */
 static uint64_t check(void *n) {
   if (!n) return 0;
-  void **s = hl_obj_slots(n);
+  void *const *s = hl_obj_slots(n);
   return bench_node_sum(*(const uint64_t *)hl_obj_data(n), check(s[0]), check(s[1]));
 }
 

@@ -209,7 +209,7 @@ int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, 
     for (uint64_t off = 0; off < size; off += 4096) pl[off] = (uint8_t)i;
     pl[size - 1] = (uint8_t)i;
     ring = h->handles[(uint32_t)(ring_ref & 0xffffffffu) - 1].obj;
-    hl__slots(ring)[i % ring_n] = obj;
+    hl__store(h, ring, i % ring_n, obj);
     if (h->st.large_live_bytes > out->peak_large_live_bytes)
       out->peak_large_live_bytes = h->st.large_live_bytes;
     hl__unlock(h, locked);

@@ -4,6 +4,7 @@
  * trigger).  Everything here runs under the heap lock; the only part of a
  * cycle that drops it is the trim's syscalls (release.c).
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../internal.h"
@@ -72,6 +73,68 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) 
   return obj;
 }
 
+/* ---- the write barrier without a heap (hl_obj_set) ----
+ * hl_obj_set(obj, slot, value) names no heap, yet in generational mode the
+ * store must dirty the object's page in its heap's side table.  Collected
+ * heaps register their reservation here; a store looks its object up only
+ * while some generational heap exists (otherwise it is a plain store).  An
+ * object in no registered reservation is a large object: its block header
+ * has the dirty flag (harmless for a heap that is not generational). */
+typedef struct heap_range {
+  const uint8_t *lo, *hi;
+  hl_heap *heap;
+} heap_range;
+static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
+static heap_range *registry;
+static uint32_t registry_n, registry_cap;
+static _Atomic uint32_t generational_heaps;
+
+int hl__registry_add(hl_heap *h) {
+  int rc = HL_OK;
+  pthread_rwlock_wrlock(&registry_lock);
+  if (registry_n == registry_cap) {
+    uint32_t cap = registry_cap ? registry_cap * 2 : 8;
+    heap_range *n = realloc(registry, cap * sizeof *n);
+    if (!n) rc = HL_ENOMEM;
+    else registry = n, registry_cap = cap;
+  }
+  if (!rc) {
+    registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
+    if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);
+  }
+  pthread_rwlock_unlock(&registry_lock);
+  return rc;
+}
+
+void hl__registry_remove(hl_heap *h) {
+  pthread_rwlock_wrlock(&registry_lock);
+  for (uint32_t i = 0; i < registry_n; i++) {
+    if (registry[i].heap != h) continue;
+    registry[i] = registry[--registry_n];
+    if (h->opt.generational) atomic_fetch_sub(&generational_heaps, 1);
+    break;
+  }
+  if (!registry_n) { /* nothing outlives the last heap (a module may be unloaded) */
+    free(registry);
+    registry = NULL;
+    registry_cap = 0;
+  }
+  pthread_rwlock_unlock(&registry_lock);
+}
+
+void hl__store_any(void *obj, uint64_t slot, void *value) {
+  hl__slots(obj)[slot] = value;
+  if (!value || !atomic_load_explicit(&generational_heaps, memory_order_relaxed)) return;
+  const uint8_t *a = obj;
+  pthread_rwlock_rdlock(&registry_lock);
+  hl_heap *h = NULL;
+  for (uint32_t i = 0; i < registry_n && !h; i++)
+    if (a >= registry[i].lo && a < registry[i].hi) h = registry[i].heap;
+  if (!h) hl__large_of(obj)->dirty = 1;
+  else if (h->opt.generational) hl__store(h, obj, slot, value);
+  pthread_rwlock_unlock(&registry_lock);
+}
+
 /* ---- resolving and marking ---- */
 
 void *hl__resolve(hl_heap *h, const void *addr, bool interior) {
@@ -96,27 +159,14 @@ static bool mark_push(hl_heap *h, void *obj) {
 
 #define mark_overflowed (h->mark_overflow)
 
-/* Marking maps a page offset to a slot index once per reference; a divide
- * by the class size was a fifth of the mark loop.  A multiply by a
- * reciprocal made once per cycle is exact here: classes are multiples of 16,
- * offsets are below 2^20 (page_size <= 1 MiB), so the error off/2^40 stays
- * below 1/size (checked for every class size and offset).  Thread-local: a
- * cycle runs in one thread, and heaps in other threads have their own. */
-#define RECIP_SHIFT 40
-static _Thread_local uint64_t mark_recip[HL_MAX_CLASSES];
 /* Bytes marked by this cycle: what is really live.  The byte counters after
  * a sweep still hold the dead objects of partial pages no sweep has visited,
  * and a trigger grown from those grew the heap from its own garbage. */
 static _Thread_local uint64_t marked_bytes;
 
 static void mark_prepare(hl_heap *h) {
-  for (uint32_t c = 0; c < h->nclasses; c++)
-    mark_recip[c] = (((uint64_t)1 << RECIP_SHIFT) + h->cls_size[c] - 1) / h->cls_size[c];
+  (void)h;
   marked_bytes = 0;
-}
-
-static inline uint32_t slot_index(uint64_t off, uint32_t cls) {
-  return (uint32_t)((off * mark_recip[cls]) >> RECIP_SHIFT);
 }
 
 /* Objects are pushed marked but unread: the header is first read by drain,
@@ -138,7 +188,7 @@ static void mark_large(hl_heap *h, void *obj) {
 static void mark_one(hl_heap *h, void *obj) {
   if (hl__in_heap(h, obj)) {
     uint32_t p = hl__page_of(h, obj);
-    uint32_t idx = slot_index((uint64_t)((uint8_t *)obj - hl__page_addr(h, p)), h->pages[p].cls);
+    uint32_t idx = hl__slot_index(h, (uint64_t)((uint8_t *)obj - hl__page_addr(h, p)), h->pages[p].cls);
     uint64_t *mb = hl__marks(h, p);
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
@@ -163,7 +213,7 @@ static inline void mark_value(hl_heap *h, void *v, bool interior) {
     if (!hl__formatted(d->state)) return;
     uint8_t *base = hl__page_addr(h, p);
     uint64_t off = (uint64_t)(a - base);
-    uint32_t idx = slot_index(off, d->cls);
+    uint32_t idx = hl__slot_index(h, off, d->cls);
     if (idx >= d->bump) return;
     uint64_t start = (uint64_t)idx * h->cls_size[d->cls];
     if (!interior && start != off) return;
@@ -229,9 +279,43 @@ static void rescan_marked(hl_heap *h) {
   }
 }
 
-static void mark_roots(hl_heap *h) {
+/* Trace the slots of one object already marked (the dirty-page scan). */
+static void trace_slots(hl_heap *h, void *obj) {
+  void **slots = hl__slots(obj);
+  uint32_t refs = ((hl_objhdr *)obj)->refs;
+  for (uint32_t k = 0; k < refs; k++) mark_value(h, slots[k], false);
+  drain(h);
+}
+
+/* Generational, minor cycle: the old (marked) objects on pages the write
+ * barrier dirtied may hold the only reference to a young object; trace them
+ * again.  Their dirt is consumed: afterwards what they refer to is marked. */
+static void mark_dirty(hl_heap *h) {
+  for (uint32_t p = 0; p < h->high_water; p++) {
+    hl_page *d = &h->pages[p];
+    if (!(d->flags & PF_DIRTY)) continue;
+    d->flags &= (uint8_t)~PF_DIRTY;
+    if (!hl__formatted(d->state) || !(d->flags & PF_REFS)) continue;
+    h->st.dirty_pages_scanned++;
+    uint32_t sz = h->cls_size[d->cls], words = (d->bump + 63) / 64;
+    const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
+    uint8_t *base = hl__page_addr(h, p);
+    for (uint32_t w = 0; w < words; w++) {
+      for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1)
+        trace_slots(h, base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * sz);
+    }
+  }
+  for (hl_large *l = h->large_head; l; l = l->next) {
+    if (!l->dirty) continue;
+    l->dirty = 0;
+    if (l->mark) trace_slots(h, l + 1);
+  }
+}
+
+static void mark_roots(hl_heap *h, bool minor) {
   mark_prepare(h);
   mark_overflowed = false;
+  if (minor) mark_dirty(h);
   for (uint32_t i = 0; i < h->handles_cap; i++) {
     void *obj = h->handles[i].obj;
     if (obj) {
@@ -249,9 +333,12 @@ static void mark_roots(hl_heap *h) {
   rescan_marked(h);
 }
 
+/* A full mark starts from clear marks; the barrier's dirt is moot then. */
 static void clear_marks_of_list(hl_heap *h, hl_list *l) {
-  for (uint32_t p = l->head; p != HL_NIL; p = h->pages[p].next)
+  for (uint32_t p = l->head; p != HL_NIL; p = h->pages[p].next) {
     memset(hl__marks(h, p), 0, (h->pages[p].nslots + 63) / 64 * sizeof(uint64_t));
+    h->pages[p].flags &= (uint8_t)~PF_DIRTY;
+  }
 }
 
 /* ---- sweeping ---- */
@@ -286,12 +373,13 @@ static void sweep_one(hl_heap *h, uint32_t p, sweep_tally *t) {
   }
 }
 
-static void sweep_large(hl_heap *h, sweep_tally *t) {
+/* sticky: generational mode, a survivor keeps its mark (it is old now) */
+static void sweep_large(hl_heap *h, sweep_tally *t, bool sticky) {
   hl_large *l = h->large_head;
   while (l) {
     hl_large *n = l->next;
     if (l->mark) {
-      l->mark = 0;
+      if (!sticky) l->mark = 0;
     } else {
       h->st.large_live_bytes -= l->size;
       t->freed_objects++;
@@ -303,7 +391,24 @@ static void sweep_large(hl_heap *h, sweep_tally *t) {
 }
 
 static uint64_t trigger_in_force(const hl_heap *h) {
+  if (h->opt.generational) return (uint64_t)h->opt.young_bytes;
   return h->trigger + h->last_live_bytes / 100 * (uint64_t)h->opt.gc_live_ratio;
+}
+
+/* Generational: promoted bytes that call for a full mark. */
+static uint64_t full_trigger(const hl_heap *h) {
+  uint64_t t = h->last_full_live / 100 * (uint64_t)h->opt.full_growth_ratio;
+  uint64_t floor = (uint64_t)h->opt.gc_trigger_min_bytes;
+  return t > floor ? t : floor;
+}
+
+/* Whether this cycle marks only the young objects (generational mode):
+ * not when the caller asked for a collection, under pressure, with
+ * major_sweep=always, or once the old generation has grown enough. */
+static bool choose_minor(const hl_heap *h, int reason) {
+  if (!h->opt.generational || reason == REASON_EXPLICIT || h->pressure) return false;
+  if (h->opt.major_sweep == HL_MAJOR_ALWAYS) return false;
+  return h->promoted_since_full < full_trigger(h);
 }
 
 static void adapt_trigger(hl_heap *h, const sweep_tally *t) {
@@ -352,6 +457,51 @@ static int choose_major(hl_heap *h, int major_req, uint64_t *quiet_limit) {
   return MAJOR_NONE;
 }
 
+/* Verify, between mark and sweep: every reference held by a marked object
+ * leads to a marked object.  In a minor cycle marked (old) objects are not
+ * traced, so a reference from one to an unmarked object -- a store that
+ * missed the write barrier -- is a live object this sweep would free.  (A
+ * slot value that is not an object start is ignored, as the marker ignores
+ * it.) */
+static int slots_marked(hl_heap *h, void *obj, char *msg, size_t len) {
+  void **slots = hl__slots(obj);
+  for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) {
+    void *v = hl__resolve(h, slots[k], false);
+    if (!v) continue;
+    bool marked;
+    if (hl__in_heap(h, v)) {
+      uint32_t q = hl__page_of(h, v);
+      uint64_t off = (uint64_t)((uint8_t *)v - hl__page_addr(h, q));
+      marked = hl__bit(hl__marks(h, q), hl__slot_index(h, off, h->pages[q].cls));
+    } else {
+      marked = hl__large_of(v)->mark;
+    }
+    if (!marked) {
+      snprintf(msg, len, "marked object %p slot %u refers to unmarked object %p (a store "
+               "without the write barrier?)", obj, k, v);
+      return HL_ECHECK;
+    }
+  }
+  return HL_OK;
+}
+
+static int check_marks_closed(hl_heap *h, char *msg, size_t len) {
+  for (uint32_t p = 0; p < h->high_water; p++) {
+    hl_page *d = &h->pages[p];
+    if (!hl__formatted(d->state) || !(d->flags & PF_REFS)) continue;
+    const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
+    for (uint32_t w = 0; w < (d->bump + 63) / 64; w++)
+      for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1) {
+        void *obj = hl__page_addr(h, p) +
+                    (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * h->cls_size[d->cls];
+        if (slots_marked(h, obj, msg, len)) return HL_ECHECK;
+      }
+  }
+  for (hl_large *l = h->large_head; l; l = l->next)
+    if (l->mark && slots_marked(h, l + 1, msg, len)) return HL_ECHECK;
+  return HL_OK;
+}
+
 /* One full cycle.  Lock held; returns with it held. */
 int hl__cycle(hl_heap *h, int major_req, int reason) {
   while (h->in_cycle) pthread_cond_wait(&h->cycle_done, &h->lock);
@@ -368,13 +518,36 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   }
 
   uint64_t quiet_limit = 0;
-  int major = choose_major(h, major_req, &quiet_limit);
-  bool sweep_partials = major != MAJOR_NONE || h->opt.sweep == HL_SWEEP_FULL;
+  bool minor = choose_minor(h, reason);
+  int major;
+  if (minor) {
+    major = MAJOR_NONE;
+  } else if (h->opt.generational && reason != REASON_EXPLICIT && !h->pressure) {
+    /* the old generation grew: its garbage is on partial pages */
+    major = MAJOR_FULL_MARK;
+  } else {
+    major = choose_major(h, major_req, &quiet_limit);
+  }
+  bool sweep_partials = major != MAJOR_NONE || (!minor && h->opt.sweep == HL_SWEEP_FULL);
 
-  clear_marks_of_list(h, &h->retired);
-  clear_marks_of_list(h, &h->partial_full);
-  for (uint32_t c = 0; c < h->nclasses; c++) clear_marks_of_list(h, &h->partial_avail[c]);
-  mark_roots(h);
+  if (!minor) {
+    clear_marks_of_list(h, &h->retired);
+    clear_marks_of_list(h, &h->partial_full);
+    for (uint32_t c = 0; c < h->nclasses; c++) clear_marks_of_list(h, &h->partial_avail[c]);
+    for (hl_large *l = h->large_head; l; l = l->next) l->mark = l->dirty = 0;
+  }
+  mark_roots(h, minor);
+  int rc = HL_OK;
+  if (h->opt.verify) {
+    char msg[256];
+    if (check_marks_closed(h, msg, sizeof msg)) {
+      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
+      h->st.verify_failures++;
+      /* and nothing is lost: trace from every marked object before sweeping */
+      mark_overflowed = true;
+      rescan_marked(h);
+    }
+  }
 
   sweep_tally t = {0};
   /* Partial pages first (taken off their lists before retired pages can
@@ -402,7 +575,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     h->pages[p].flags &= (uint8_t)~PF_SPLICED;
     sweep_one(h, p, &t);
   }
-  sweep_large(h, &t);
+  sweep_large(h, &t, h->opt.generational);
   h->st.small_live_bytes -= t.freed_bytes;
   h->st.objects_freed += t.freed_objects;
   h->st.swept_pages += t.pages;
@@ -414,15 +587,16 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     if (major == MAJOR_PRESSURE) h->st.major_pressure++;
     if (major == MAJOR_BACKSTOP) h->st.major_backstop++;
     if (major == MAJOR_FORCED) h->st.major_forced++;
+    if (major == MAJOR_FULL_MARK) h->st.major_full_mark++;
     h->cycles_since_major = 0;
     h->pressure = false;
     hl__event(h, HL_EV_major_sweep, 5, (int64_t)major, (int64_t)spliced,
               (int64_t)h->st.small_bytes_since_cycle, (int64_t)h->st.large_bytes_since_cycle,
               (int64_t)quiet_limit);
-  } else {
-    h->cycles_since_major++;
+  } else if (!minor) {
+    h->cycles_since_major++; /* the backstop counts full marks only */
   }
-  adapt_trigger(h, &t);
+  if (!h->opt.generational) adapt_trigger(h, &t);
   for (uint32_t q = h->partial_full.head; q != HL_NIL; q = h->pages[q].next)
     h->pages[q].flags &= (uint8_t)~PF_SPLICED;
   for (uint32_t c = 0; c < h->nclasses; c++)
@@ -433,7 +607,16 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   uint64_t large_since = h->st.large_bytes_since_cycle;
   h->st.small_bytes_since_cycle = 0;
   h->st.large_bytes_since_cycle = 0;
-  h->last_live_bytes = marked_bytes; /* gc_live_ratio grows the trigger by these */
+  if (minor) {
+    h->st.minor_cycles++;
+    h->st.promoted_bytes += marked_bytes;
+    h->promoted_since_full += marked_bytes;
+  } else {
+    h->last_full_live = marked_bytes;
+    h->promoted_since_full = 0;
+  }
+  /* gc_live_ratio grows the trigger by these; generational: the estimate */
+  h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : marked_bytes;
   h->st.gc_trigger_bytes = trigger_in_force(h);
   atomic_store(&h->cycle_requested, false);
   /* pacing gives up after cycles in a row that free nothing large */
@@ -443,14 +626,17 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   uint64_t dt = prim_now_ns() - t0;
   h->st.gc_ns += dt;
   if (dt > h->st.max_pause_ns) h->st.max_pause_ns = dt;
-  hl__event(h, HL_EV_cycle, 9, (int64_t)(major != MAJOR_NONE), (int64_t)dt, (int64_t)small_since,
+  hl__event(h, HL_EV_cycle, 10, (int64_t)(major != MAJOR_NONE), (int64_t)dt, (int64_t)small_since,
             (int64_t)large_since, (int64_t)t.pages, (int64_t)t.freed_objects,
-            (int64_t)h->last_live_bytes, (int64_t)h->st.gc_trigger_bytes, (int64_t)reason);
+            (int64_t)h->last_live_bytes, (int64_t)h->st.gc_trigger_bytes, (int64_t)reason,
+            (int64_t)minor);
 
-  int rc = HL_OK;
-  if (h->opt.verify) {
+  if (h->opt.verify && !rc) {
     char msg[256];
-    if (hl__check_locked(h, msg, sizeof msg)) rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
+    if (hl__check_locked(h, msg, sizeof msg)) {
+      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
+      h->st.verify_failures++;
+    }
   }
   hl__trim_locked(h);
   atomic_store(&h->last_cycle_end_ns, prim_now_ns());

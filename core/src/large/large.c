@@ -86,6 +86,7 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes) {
   }
   l->size = block_bytes;
   l->mark = 0;
+  l->dirty = 0;
   l->prev = NULL;
   l->next = h->large_head;
   if (h->large_head) h->large_head->prev = l;

@@ -119,7 +119,7 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls, bool fresh) {
   d->nslots = (uint32_t)(h->page_size / h->cls_size[cls]);
   d->bump = 0;
   d->used = 0;
-  d->free_head = 0;
+  d->cursor = 0;
   d->nfree = 0;
   uint32_t words = (d->nslots + 63) / 64;
   memset(hl__marks(h, p), 0, words * sizeof(uint64_t));
@@ -133,7 +133,7 @@ void hl__page_unformat(hl_heap *h, uint32_t p) {
   hl_page *d = &h->pages[p];
   d->bump = 0;
   d->used = 0;
-  d->free_head = 0;
+  d->cursor = 0;
   d->nfree = 0;
 }
 
@@ -348,16 +348,19 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
           p, allocated, d->used);
     uint32_t nfree = 0;
     uint8_t *base = hl__page_addr(h, p);
-    for (uint32_t f = d->free_head; f; f = *(uint32_t *)(base + (uint64_t)(f - 1) * sz)) {
-      CHECK(f - 1 < d->bump, "page %" PRIu32 ": free slot %" PRIu32 " beyond bump", p, f - 1);
-      CHECK(!hl__bit(ab, f - 1), "page %" PRIu32 ": free slot %" PRIu32 " is allocated", p, f - 1);
+    for (uint32_t i = 0; i < d->nslots; i++) {
+      if (i >= d->bump) {
+        CHECK(!hl__bit(ab, i), "page %" PRIu32 ": slot %" PRIu32 " allocated beyond bump", p, i);
+        continue;
+      }
+      if (hl__bit(ab, i)) continue;
+      nfree++;
+      CHECK(i / 64 >= d->cursor, "page %" PRIu32 ": free slot %" PRIu32 " below the cursor", p, i);
       if (h->opt.verify)
-        CHECK(hl__poison_intact(base + (uint64_t)(f - 1) * sz + sizeof(uint32_t),
-                                sz - sizeof(uint32_t)),
-              "page %" PRIu32 ": free slot %" PRIu32 " was written after it was freed", p, f - 1);
-      CHECK(++nfree <= d->nslots, "page %" PRIu32 ": free list cycle", p);
+        CHECK(hl__poison_intact(base + (uint64_t)i * sz, sz),
+              "page %" PRIu32 ": free slot %" PRIu32 " was written after it was freed", p, i);
     }
-    CHECK(nfree == d->nfree, "page %" PRIu32 ": nfree %" PRIu32 " but %" PRIu32 " listed", p,
+    CHECK(nfree == d->nfree, "page %" PRIu32 ": nfree %" PRIu32 " but %" PRIu32 " free", p,
           d->nfree, nfree);
     CHECK(d->used + d->nfree == d->bump,
           "page %" PRIu32 ": used %" PRIu32 " + free %" PRIu32 " != bump %" PRIu32, p, d->used,
