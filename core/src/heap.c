@@ -120,6 +120,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   }
   h->trigger = (uint64_t)o.gc_trigger_bytes;
   h->st.gc_trigger_bytes = h->trigger;
+  hl__alloc_limit_update(h);
   h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&
       (rc = hl__collector_start(h))) {
@@ -740,39 +741,6 @@ void hl_leave(hl_heap *h) {
   if (--hl__held_depth) return;
   hl__held = NULL;
   pthread_mutex_unlock(&h->lock);
-}
-
-/* The raw-object calls are a C client's allocation path: the argument
- * checks call out only when one fails. */
-static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
-  if (hl_likely(h->opt.mode == HL_MODE_COLLECTED && size <= HL_MAX_SIZE && refs <= HL_MAX_REFS))
-    return false;
-  return hl__check_alloc_args(h, size, refs) != HL_OK;
-}
-
-void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
-  if (!h || obj_args_bad(h, size, refs)) return NULL;
-  bool locked = hl__lock(h);
-  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
-  if (bytes > h->small_max) hl__large_paced(h, bytes);
-  void *obj = hl__obj_new(h, size, refs);
-  hl__unlock(h, locked);
-  return obj;
-}
-
-void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint64_t refs) {
-  if (!h || !parent || obj_args_bad(h, size, refs)) return NULL;
-  if (slot >= ((hl_objhdr *)parent)->refs) {
-    hl__fail(h, HL_ERANGE, "obj_new_in: slot %" PRIu64 " out of range", slot);
-    return NULL;
-  }
-  bool locked = hl__lock(h);
-  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
-  if (bytes > h->small_max) hl__large_paced(h, bytes);
-  void *obj = hl__obj_new(h, size, refs);
-  if (obj) hl__store(h, parent, slot, obj);
-  hl__unlock(h, locked);
-  return obj;
 }
 
 void *hl_obj_payload(const void *obj) { return obj ? hl__obj_payload((void *)obj) : NULL; }

@@ -60,8 +60,10 @@ enum {
   PF_REFS = 8,       /* an object with reference slots was allocated here since
                         format: the marker reads no header on pages without */
   PF_PARKED = 16,    /* upgrade candidate taken from the reuse-failed pool */
-  PF_DIRTY = 32      /* generational: a slot of an object here was stored to
+  PF_DIRTY = 32,     /* generational: a slot of an object here was stored to
                         since the last cycle (the write barrier's card) */
+  PF_OLD = 64        /* an object here was marked since the page's last full
+                        mark or format: only then can a store need the barrier */
 };
 
 /* A page descriptor: lives in a side table, never inside the page, so a
@@ -179,6 +181,8 @@ struct hl_heap {
   uint64_t mark_top, mark_cap;
   bool mark_overflow;
   uint64_t trigger;          /* adaptive small-path trigger */
+  uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
+                                allocation leaves the fast path (0: a cycle is due) */
   uint64_t last_live_bytes;  /* small + large bytes the last cycle marked */
   int high_survival_streak;
   uint64_t cycles_since_major;
@@ -302,7 +306,52 @@ static inline uint32_t hl__class_of(const hl_heap *h, uint64_t bytes) {
   return h->size_to_cls[(bytes + HL_GRANULE - 1) / HL_GRANULE];
 }
 /* Take one slot of class cls; NULL when no page can be had. */
-void *hl__small_take(hl_heap *h, uint32_t cls);
+void *hl__take_refill(hl_heap *h, uint32_t cls);
+
+/* A slot of page p (owned by class cls): the lowest free slot below bump
+ * (a zero allocation bit), else bump.  NULL when the page is full.
+ *
+ * Free slots are found in the allocation bitmap, not in a list threaded
+ * through them: a sweep frees by clearing bits and never writes into a dead
+ * slot, and an allocation does not read the slot it takes -- with a list,
+ * each reuse was two cache misses on memory a trigger's worth old (the
+ * sweep's write of the link, the allocation's read of it).  The next free
+ * slot of the same word is prefetched for the allocation after this one. */
+#define HL_ALLOC_PREFETCH 2048
+static inline void *hl__slot_of_owned(hl_heap *h, uint32_t p, uint32_t sz) {
+  hl_page *d = &h->pages[p];
+  uint8_t *base = hl__page_addr(h, p);
+  uint64_t *ab = hl__allocs(h, p);
+  uint32_t idx;
+  if (d->nfree) {
+    uint32_t w = d->cursor;
+    uint64_t free;
+    while (!(free = ~ab[w])) w++; /* ends: a free slot lies at or after the cursor */
+    d->cursor = w;
+    idx = w * 64 + (uint32_t)__builtin_ctzll(free);
+    d->nfree--;
+  } else if (hl_likely(d->bump < d->nslots)) {
+    idx = d->bump++;
+  } else {
+    return NULL;
+  }
+  d->used++;
+  hl__bit_set(ab, idx);
+  uint8_t *slot = base + (uint64_t)idx * sz;
+  __builtin_prefetch(slot + HL_ALLOC_PREFETCH, 1, 3);
+  return slot;
+}
+
+/* Take one slot of class cls (lock held); NULL when memory cannot be had.
+ * Inline: the common case is room on the class's owned page. */
+static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
+  uint32_t p = h->owned[cls];
+  if (hl_likely(p != HL_NIL)) {
+    void *slot = hl__slot_of_owned(h, p, h->cls_size[cls]);
+    if (hl_likely(slot != NULL)) return slot;
+  }
+  return hl__take_refill(h, cls);
+}
 /* Give a slot back to its page (manual mode); false when it is not a live
  * slot (double free, foreign pointer). */
 bool hl__small_give_checked(hl_heap *h, void *slot);
@@ -351,6 +400,7 @@ static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) 
   if (hl__in_heap(h, obj)) {
     uint32_t p = hl__page_of(h, obj);
     hl_page *d = &h->pages[p];
+    if (!(d->flags & PF_OLD)) return; /* nothing marked on the page: obj is young */
     uint64_t off = (uint64_t)((uint8_t *)obj - hl__page_addr(h, p));
     if (hl__bit(hl__marks(h, p), hl__slot_index(h, off, d->cls))) d->flags |= PF_DIRTY;
   } else {
@@ -376,6 +426,7 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior);
 int hl__cycle(hl_heap *h, int major, int reason);
 void hl__maybe_collect(hl_heap *h);
 /* hl__maybe_collect + hl__obj_alloc (not forced large) in one call. */
+void hl__alloc_limit_update(hl_heap *h);
 void *hl__obj_new(hl_heap *h, uint64_t size, uint64_t refs);
 uint64_t hl__trigger_in_force(const hl_heap *h);
 void hl__large_paced(hl_heap *h, uint64_t bytes);

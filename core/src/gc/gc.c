@@ -4,6 +4,7 @@
  * trigger).  Everything here runs under the heap lock; the only part of a
  * cycle that drops it is the trim's syscalls (release.c).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,40 +24,12 @@ int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs) {
   return HL_OK;
 }
 
-/* Allocate an object (lock held, arguments checked).  Slots start empty; the
- * payload is not cleared.  NULL when memory cannot be had. */
-void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) {
-  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
-  void *obj;
-  if (!force_large && bytes <= h->small_max) {
-    uint32_t cls = hl__class_of(h, bytes);
-    obj = hl__small_take(h, cls);
-    if (!obj) {
-      hl__fail(h, HL_ENOMEM, "alloc: the reservation of %llu bytes is exhausted",
-               (unsigned long long)h->reserved);
-      return NULL;
-    }
-    uint64_t sz = h->cls_size[cls];
-    h->st.small_bytes_since_cycle += sz;
-    h->st.small_allocated_bytes += sz;
-    h->st.small_live_bytes += sz;
-    ((hl_objhdr *)obj)->size = (uint32_t)size;
-    if (refs) h->pages[hl__page_of(h, obj)].flags |= PF_REFS;
-  } else {
-    obj = hl__large_alloc(h, bytes);
-    if (!obj) {
-      hl__fail(h, HL_ENOMEM, "alloc: the system allocator refused %llu bytes",
-               (unsigned long long)bytes);
-      return NULL;
-    }
-    h->st.large_bytes_since_cycle += bytes;
-    h->st.large_allocated_bytes += bytes;
-    h->st.large_live_bytes += bytes;
-    ((hl_objhdr *)obj)->size = HL_SIZE_LARGE;
-  }
+/* The header and empty slots of a new object, and the count.  A few slots
+ * are cleared inline: the call to memset cost as much as the rest of a
+ * small allocation. */
+static inline void obj_init(hl_heap *h, void *obj, uint32_t size_field, uint64_t refs) {
+  ((hl_objhdr *)obj)->size = size_field;
   ((hl_objhdr *)obj)->refs = (uint32_t)refs;
-  /* A few slots are cleared inline: the call to memset cost as much as the
-   * rest of a small allocation. */
   void **slots = hl__slots(obj);
   if (refs <= 4) {
     switch (refs) {
@@ -70,6 +43,46 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) 
     memset(slots, 0, refs * sizeof(void *));
   }
   h->st.objects_allocated++;
+}
+
+/* A small object of class cls: NULL (and the error) when memory cannot be
+ * had. */
+static inline void *small_obj(hl_heap *h, uint32_t cls, uint64_t size, uint64_t refs) {
+  void *obj = hl__small_take(h, cls);
+  if (hl_unlikely(!obj)) {
+    hl__fail(h, HL_ENOMEM, "alloc: the reservation of %llu bytes is exhausted",
+             (unsigned long long)h->reserved);
+    return NULL;
+  }
+  uint64_t sz = h->cls_size[cls];
+  h->st.small_bytes_since_cycle += sz;
+  h->st.small_allocated_bytes += sz;
+  h->st.small_live_bytes += sz;
+  if (refs) h->pages[hl__page_of(h, obj)].flags |= PF_REFS;
+  obj_init(h, obj, (uint32_t)size, refs);
+  return obj;
+}
+
+/* Allocate an object (lock held, arguments checked).  Slots start empty; the
+ * payload is not cleared.  NULL when memory cannot be had. */
+void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) {
+  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
+  void *obj;
+  if (!force_large && bytes <= h->small_max) {
+    return small_obj(h, hl__class_of(h, bytes), size, refs);
+  } else {
+    obj = hl__large_alloc(h, bytes);
+    if (!obj) {
+      hl__fail(h, HL_ENOMEM, "alloc: the system allocator refused %llu bytes",
+               (unsigned long long)bytes);
+      return NULL;
+    }
+    h->st.large_bytes_since_cycle += bytes;
+    h->st.large_allocated_bytes += bytes;
+    h->st.large_live_bytes += bytes;
+    hl__alloc_limit_update(h); /* the large trigger may be due now */
+  }
+  obj_init(h, obj, HL_SIZE_LARGE, refs);
   return obj;
 }
 
@@ -193,6 +206,7 @@ static void mark_one(hl_heap *h, void *obj) {
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
     marked_bytes += h->cls_size[h->pages[p].cls];
+    h->pages[p].flags |= PF_OLD;
     if (h->pages[p].flags & PF_REFS) mark_found(h, obj);
   } else {
     mark_large(h, obj);
@@ -209,7 +223,7 @@ static inline void mark_value(hl_heap *h, void *v, bool interior) {
   if (a >= h->base && a < h->base + h->reserved) {
     if (!hl__in_heap(h, a)) return;
     uint32_t p = hl__page_of(h, a);
-    const hl_page *d = &h->pages[p];
+    hl_page *d = &h->pages[p];
     if (!hl__formatted(d->state)) return;
     uint8_t *base = hl__page_addr(h, p);
     uint64_t off = (uint64_t)(a - base);
@@ -222,6 +236,7 @@ static inline void mark_value(hl_heap *h, void *v, bool interior) {
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
     marked_bytes += h->cls_size[d->cls];
+    d->flags |= PF_OLD;
     /* Pages of objects without slots (a fill's payloads) are marked without
      * a push: no header read, the miss per object the marker otherwise pays. */
     if (d->flags & PF_REFS) mark_found(h, base + start);
@@ -232,7 +247,7 @@ static inline void mark_value(hl_heap *h, void *v, bool interior) {
 
 /* Trace everything pushed.  Popped objects wait in a small FIFO after a
  * prefetch, so their headers arrive while earlier objects are scanned. */
-#define PREFETCH_DEPTH 8
+#define PREFETCH_DEPTH 16
 static void drain(hl_heap *h) {
   void *fifo[PREFETCH_DEPTH];
   unsigned head = 0, n = 0;
@@ -337,7 +352,7 @@ static void mark_roots(hl_heap *h, bool minor) {
 static void clear_marks_of_list(hl_heap *h, hl_list *l) {
   for (uint32_t p = l->head; p != HL_NIL; p = h->pages[p].next) {
     memset(hl__marks(h, p), 0, (h->pages[p].nslots + 63) / 64 * sizeof(uint64_t));
-    h->pages[p].flags &= (uint8_t)~PF_DIRTY;
+    h->pages[p].flags &= (uint8_t)~(PF_DIRTY | PF_OLD);
   }
 }
 
@@ -618,6 +633,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   /* gc_live_ratio grows the trigger by these; generational: the estimate */
   h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : marked_bytes;
   h->st.gc_trigger_bytes = trigger_in_force(h);
+  hl__alloc_limit_update(h);
   atomic_store(&h->cycle_requested, false);
   /* pacing gives up after cycles in a row that free nothing large */
   if (t.large_freed) h->pacing_dry_cycles = 0;
@@ -669,12 +685,62 @@ void hl__maybe_collect(hl_heap *h) {
 
 uint64_t hl__trigger_in_force(const hl_heap *h) { return trigger_in_force(h); }
 
-/* hl__maybe_collect then hl__obj_alloc as one call, the collection check
- * inline: the pair every small allocation of the C API makes (hl_obj_new,
- * hl_obj_new_in, hl_fill), where each call cost a tenth of the path. */
-void *hl__obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+/* The one number the allocation fast path compares with: the small trigger
+ * in force, or 0 while the large trigger is due.  Set after every cycle and
+ * every large allocation. */
+void hl__alloc_limit_update(hl_heap *h) {
+  h->alloc_limit = large_due(h) ? 0 : trigger_in_force(h);
+}
+
+/* hl__maybe_collect then hl__obj_alloc as one call: the pair every
+ * allocation of the C API makes (hl_obj_new, hl_obj_new_in, hl_fill).  The
+ * common case -- a small object, no cycle due, room on the owned page -- is
+ * one compare against alloc_limit and the inline slot take, no call. */
+static inline void *obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
+  if (hl_likely(bytes <= h->small_max && h->st.small_bytes_since_cycle < h->alloc_limit &&
+                !atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)))
+    return small_obj(h, hl__class_of(h, bytes), size, refs);
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed) || small_due(h) ||
       large_due(h))
     hl__maybe_collect(h);
   return hl__obj_alloc(h, size, refs, false);
+}
+
+void *hl__obj_new(hl_heap *h, uint64_t size, uint64_t refs) { return obj_new(h, size, refs); }
+
+/* ---- the raw-object API (heaplab.h), here so that the fast path above is
+ * compiled into it ---- */
+
+/* The raw-object calls are a C client's allocation path: the argument
+ * checks call out only when one fails. */
+static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (hl_likely(h->opt.mode == HL_MODE_COLLECTED && size <= HL_MAX_SIZE && refs <= HL_MAX_REFS))
+    return false;
+  return hl__check_alloc_args(h, size, refs) != HL_OK;
+}
+
+void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (!h || obj_args_bad(h, size, refs)) return NULL;
+  bool locked = hl__lock(h);
+  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
+  if (bytes > h->small_max) hl__large_paced(h, bytes);
+  void *obj = obj_new(h, size, refs);
+  hl__unlock(h, locked);
+  return obj;
+}
+
+void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint64_t refs) {
+  if (!h || !parent || obj_args_bad(h, size, refs)) return NULL;
+  if (slot >= ((hl_objhdr *)parent)->refs) {
+    hl__fail(h, HL_ERANGE, "obj_new_in: slot %" PRIu64 " out of range", slot);
+    return NULL;
+  }
+  bool locked = hl__lock(h);
+  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
+  if (bytes > h->small_max) hl__large_paced(h, bytes);
+  void *obj = obj_new(h, size, refs);
+  if (obj) hl__store(h, parent, slot, obj);
+  hl__unlock(h, locked);
+  return obj;
 }

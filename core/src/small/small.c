@@ -48,60 +48,15 @@ bool hl__poison_intact(const void *p, size_t n) {
   return true;
 }
 
-/* A slot of page p (owned by class cls): the lowest free slot below bump
- * (a zero allocation bit), else bump.  NULL when the page is full.
- *
- * Free slots are found in the allocation bitmap, not in a list threaded
- * through them: a sweep frees by clearing bits and never writes into a dead
- * slot, and an allocation does not read the slot it takes -- with a list,
- * each reuse was two cache misses on memory a trigger's worth old (the
- * sweep's write of the link, the allocation's read of it).  The next free
- * slot of the same word is prefetched for the allocation after this one. */
-static inline void *slot_of_owned(hl_heap *h, uint32_t p, uint32_t sz) {
-  hl_page *d = &h->pages[p];
-  uint8_t *base = hl__page_addr(h, p);
-  uint64_t *ab = hl__allocs(h, p);
-  uint32_t idx;
-  if (d->nfree) {
-    uint32_t w = d->cursor;
-    uint64_t free;
-    while (!(free = ~ab[w])) w++; /* ends: a free slot lies at or after the cursor */
-    d->cursor = w;
-    idx = w * 64 + (uint32_t)__builtin_ctzll(free);
-    d->nfree--;
-    uint64_t rest = free & (free - 1);
-    if (rest) __builtin_prefetch(base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(rest)) * sz, 1);
-  } else if (d->bump < d->nslots) {
-    idx = d->bump++;
-  } else {
-    return NULL;
-  }
-  d->used++;
-  hl__bit_set(ab, idx);
-  return base + (uint64_t)idx * sz;
-}
-
-/* Take one slot of class cls from the class's owned page, refilling the
- * owned page from the partial pool or an acquired page.  Lock held. */
-static void *take_refill(hl_heap *h, uint32_t cls) __attribute__((noinline));
-
-void *hl__small_take(hl_heap *h, uint32_t cls) {
-  /* The common case -- room on the owned page -- without the refill loop's
-   * registers and calls (a third of the cost of the allocation path). */
-  uint32_t p = h->owned[cls];
-  if (hl_likely(p != HL_NIL)) {
-    void *slot = slot_of_owned(h, p, h->cls_size[cls]);
-    if (hl_likely(slot != NULL)) return slot;
-  }
-  return take_refill(h, cls);
-}
-
-static void *take_refill(hl_heap *h, uint32_t cls) {
+/* Take one slot of class cls when the owned page has none: refill the
+ * owned page from the partial pool or an acquired page.  Lock held.  (The
+ * common case, room on the owned page, is hl__small_take in internal.h.) */
+void *hl__take_refill(hl_heap *h, uint32_t cls) {
   uint32_t sz = h->cls_size[cls];
   for (;;) {
     uint32_t p = h->owned[cls];
     if (p != HL_NIL) {
-      void *slot = slot_of_owned(h, p, sz);
+      void *slot = hl__slot_of_owned(h, p, sz);
       if (slot) return slot;
       /* Full: it waits for the next sweep. */
       h->owned[cls] = HL_NIL;
