@@ -5,7 +5,8 @@ DESIGN.md section 8.  Not part of the experiment suite: `make bench` or
 Protocol (experiments/bench/bench.py runs the C program of
 experiments/bench/, one fresh process per run, runs interleaved):
   binary-trees  GCBench shape, depth 20: heaplab (collected, raw objects),
-                heaplab with page_release=0, Boehm GC (GC_malloc, collecting),
+                heaplab generational (option generational), each also with
+                page_release=0, Boehm GC (GC_malloc, collecting),
                 mimalloc / jemalloc / glibc (explicit free)
   fill          192 MiB of 256-byte objects against the page-fault floor
                 (mmap + writing the same bytes), every allocator

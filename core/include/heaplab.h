@@ -88,7 +88,7 @@ typedef enum hl_option_kind {
     "return empty pages to the OS; 0 = the seed's 'before' (kept forever)")   \
   X(warm_pages, INT, 64, 0, 1048576, "",                                       \
     "empty pages kept resident as a warm cache")                              \
-  X(warm_demand_trims, INT, 4, 0, 16, "",                                      \
+  X(warm_demand_trims, INT, 8, 0, 16, "",                                      \
     "while allocating, also keep as many empty pages as were taken in the last N trim intervals (0 = warm_pages only, the seed's policy)") \
   X(release_per_sweep, INT, 1024, 1, 1048576, "",                              \
     "pages released per trim at most")                                        \
@@ -132,9 +132,9 @@ typedef enum hl_option_kind {
     "percent of the bytes the last cycle marked added to the trigger (0 = off)") \
   X(generational, BOOL, 0, 0, 1, "",                                           \
     "sticky mark bits: most cycles mark only what was allocated since the last one (stores into slots must go through the API)") \
-  X(young_bytes, BYTES, 4194304, 65536, 1099511627776, "",                     \
+  X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
     "generational: small-path bytes allocated between minor cycles")          \
-  X(full_growth_ratio, INT, 100, 1, 1000, "",                                  \
+  X(full_growth_ratio, INT, 50, 1, 1000, "",                                   \
     "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes") \
   X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
     "large-path bytes that request a cycle")                                  \

@@ -65,6 +65,10 @@ static void note_stats(bench_out *o, const hl_stats *a, const hl_stats *b) {
   D(reused_pages);
   D(warm_reused_pages);
   D(fresh_pages);
+  D(minor_cycles);
+  D(major_full_mark);
+  D(promoted_bytes);
+  D(dirty_pages_scanned);
 #undef D
   bench_note_u(o, "max_pause_ns", b->max_pause_ns);
   bench_note_u(o, "gc_trigger_bytes", b->gc_trigger_bytes);
