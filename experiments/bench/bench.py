@@ -98,7 +98,10 @@ class Arm:
         return min(vals), max(vals)
 
     def rss(self):
-        return statistics.median(r["maxrss_bytes"] for r in self.records)
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so a run
+        # started from a big process (a notebook kernel, a fat pytest) would
+        # report its launcher's peak
+        return statistics.median(r["vmhwm_bytes"] for r in self.records)
 
     def checksums(self):
         return {r["checksum"] for r in self.records}
@@ -210,7 +213,7 @@ def run_suite(workloads, exes, log=None):
                 arm.records.append(rec)
                 if log:
                     log(f"{w.name:13} {arm.name:24} run {rnd + 1}/{w.runs}: "
-                        f"{rec['time_ns'] / 1e9:8.3f} s  rss {rec['maxrss_bytes'] / MiB:7.1f} MiB")
+                        f"{rec['time_ns'] / 1e9:8.3f} s  rss {rec['vmhwm_bytes'] / MiB:7.1f} MiB")
     return workloads
 
 
@@ -370,11 +373,12 @@ def arm_json(w, a):
     for i, r in enumerate(a.records):
         records.append({
             "experiment": "bench", "arm": f"{w.name}/{a.name}", "phase": f"run{i + 1}",
-            "index": i, "duration_s": r["time_ns"] / 1e9, "rss_peak": r["maxrss_bytes"],
+            "index": i, "duration_s": r["time_ns"] / 1e9, "rss_peak": r["vmhwm_bytes"],
             "notes": {"allocator": r["allocator"], "workload": r["workload"],
                       "checksum": r["checksum"], "objects": r["objects"],
                       "time_ns": r["time_ns"], "user_ns": r["user_ns"], "sys_ns": r["sys_ns"],
-                      "minflt": r["minflt"], "vmhwm_bytes": r["vmhwm_bytes"], **r["notes"]},
+                      "minflt": r["minflt"], "vmhwm_bytes": r["vmhwm_bytes"],
+                      "maxrss_bytes": r["maxrss_bytes"], **r["notes"]},
         })
     lo, hi = a.span()
     return {"experiment": "bench", "title": w.title, "arm": f"{w.name}/{a.name}",
