@@ -64,6 +64,12 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
       continue;
     }
     p = h->partial_avail[cls].head;
+    /* Generational: an empty (warm) page before a partial one.  A partial
+     * page holds old objects, so every store into its young objects costs
+     * the write barrier a mark-bit read, and its holes are found in the
+     * bitmap instead of by bump (binary-trees at depth 20: 6.4 s against
+     * 6.6-7.0 s, the same peak RSS). */
+    if (h->opt.generational && h->free_pool.head != HL_NIL) p = HL_NIL;
     if (p == HL_NIL) {
       p = hl__acquire_page(h, cls);
       if (p == HL_NIL) return NULL;
