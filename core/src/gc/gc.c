@@ -177,11 +177,6 @@ static bool mark_push(hl_heap *h, void *obj) {
  * and a trigger grown from those grew the heap from its own garbage. */
 static _Thread_local uint64_t marked_bytes;
 
-static void mark_prepare(hl_heap *h) {
-  (void)h;
-  marked_bytes = 0;
-}
-
 /* Objects are pushed marked but unread: the header is first read by drain,
  * after a prefetch (tracing a heap bigger than the cache is a cache miss per
  * object, half the mark time when the header was read here). */
@@ -328,7 +323,7 @@ static void mark_dirty(hl_heap *h) {
 }
 
 static void mark_roots(hl_heap *h, bool minor) {
-  mark_prepare(h);
+  marked_bytes = 0;
   mark_overflowed = false;
   if (minor) mark_dirty(h);
   for (uint32_t i = 0; i < h->handles_cap; i++) {
@@ -543,7 +538,9 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   } else {
     major = choose_major(h, major_req, &quiet_limit);
   }
-  bool sweep_partials = major != MAJOR_NONE || (!minor && h->opt.sweep == HL_SWEEP_FULL);
+  /* Safe in a minor cycle too: an unmarked object on a partial page is dead
+   * (young objects are only on the pages owned since the last cycle). */
+  bool sweep_partials = major != MAJOR_NONE || h->opt.sweep == HL_SWEEP_FULL;
 
   if (!minor) {
     clear_marks_of_list(h, &h->retired);
