@@ -1,7 +1,10 @@
 /* Mutator threads allocating and dropping against the background collector
  * (collector=background) for a few seconds: no lost object (every slot's
  * payload is checked, during the run and at the end), no deadlock, and the
- * collector really ran cycles concurrently.  Built and run under
+ * collector really ran cycles concurrently.  Twice: with the default
+ * collector, then generational (minor cycles on the collector thread, the
+ * write barrier in the mutators' hl_ref_set, the verifier checking between
+ * mark and sweep that no old object hides a young one).  Built and run under
  * ThreadSanitizer too (suite 'threads'). */
 #include <pthread.h>
 #include <time.h>
@@ -84,25 +87,34 @@ static void *mutator(void *arg) {
   return NULL;
 }
 
-int main(int argc, char **argv) {
-  if (argc > 1) seconds = atof(argv[1]);
+static void run(const char *mode, const char *young) {
   h = HEAP("collector=background", "gc_trigger_bytes=1m", "gc_trigger_min_bytes=256k",
-           "warm_pages=4", "verify=true");
+           "warm_pages=4", "verify=true", mode, young);
   pthread_t th[THREADS];
   for (uintptr_t t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, mutator, (void *)t);
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
   hl_stats s = stats_of(h);
-  printf("%.1f s, %d threads: %" PRIu64 " cycles (%" PRIu64 " collector wake-ups), %" PRIu64
-         " objects, %" PRIu64 " pages released, %" PRIu64 " reused\n",
-         seconds, THREADS, s.cycles, s.collector_wakeups, s.objects_allocated, s.released_pages,
-         s.reused_pages);
+  printf("%s: %.1f s, %d threads: %" PRIu64 " cycles (%" PRIu64 " minor, %" PRIu64
+         " collector wake-ups), %" PRIu64 " objects, %" PRIu64 " pages released, %" PRIu64
+         " reused\n", mode, seconds, THREADS, s.cycles, s.minor_cycles, s.collector_wakeups,
+         s.objects_allocated, s.released_pages, s.reused_pages);
   CHECK(s.collector_wakeups >= 3, "the background collector ran %" PRIu64 " cycles",
         s.collector_wakeups);
+  CHECK(s.verify_failures == 0, "verify failed: %s", hl_heap_error(h));
+  if (strcmp(mode, "generational=true") == 0)
+    CHECK(s.minor_cycles >= 3, "minor cycles %" PRIu64, s.minor_cycles);
   OK(h, hl_collect(h, 2, 1));
   hl_stats e = stats_of(h);
   CHECK(e.handles == 0 && e.small_live_bytes == 0, "leftover: %" PRIu64 " handles, %" PRIu64 " bytes",
         e.handles, e.small_live_bytes);
   check_invariants(h);
   hl_heap_free(h); /* stops the collector thread */
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) seconds = atof(argv[1]);
+  seconds /= 2;
+  run("generational=false", "young_bytes=32m");
+  run("generational=true", "young_bytes=256k");
   return 0;
 }
