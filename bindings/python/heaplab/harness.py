@@ -144,6 +144,14 @@ class Recorder:
         self.notes = {}
         self.t0 = time.monotonic_ns()
         self.sampler = Sampler(interval_s=interval_s)
+        self._earlier = []     # the series of samplers set_interval replaced
+
+    def set_interval(self, interval_s):
+        """Sample at another interval from now on (a new sampler); the series
+        keeps what the earlier samplers recorded."""
+        self._earlier.extend(self.sampler.series())
+        self.sampler.stop()
+        self.sampler = Sampler(interval_s=interval_s)
 
     def phase(self, name, heap=None):
         return Phase(self, name, heap)
@@ -153,7 +161,8 @@ class Recorder:
 
     def series(self):
         """The arm's footprint time series: [[t_s, phys, rss, lazyfree], ...]."""
-        return [[(t - self.t0) / 1e9, p, r, l] for t, p, r, l in self.sampler.series()]
+        samples = self._earlier + list(self.sampler.series())
+        return [[(t - self.t0) / 1e9, p, r, l] for t, p, r, l in samples]
 
 
 def _child_main(argv):
