@@ -252,3 +252,17 @@ def test_sampler_records_peak_and_low_after_mark():
         series = s.series()
         assert len(series) >= 2 and series[0][0] <= series[-1][0]
         h.close()
+
+
+def test_recorder_set_interval_keeps_the_earlier_series():
+    """An arm that changes its sampling interval (E6 at the map limit) keeps
+    what the first sampler recorded: the series starts at the arm's start."""
+    from heaplab.harness import Recorder
+    rec = Recorder("T", "arm", interval_s=0.001)
+    first = rec.series()
+    assert first, "a sampler takes a sample when it starts"
+    rec.set_interval(0.1)
+    later = rec.series()
+    assert later[:len(first)] == first and len(later) > len(first)
+    assert later[0][0] == first[0][0] and all(a[0] <= b[0] for a, b in zip(later, later[1:]))
+    rec.sampler.stop()
