@@ -131,7 +131,7 @@ typedef enum hl_option_kind {
   X(gc_live_ratio, INT, 200, 0, 1000, "",                                      \
     "percent of the bytes the last cycle marked added to the trigger (0 = off)") \
   X(generational, BOOL, 0, 0, 1, "",                                           \
-    "sticky mark bits: most cycles mark only what was allocated since the last one (stores into slots must go through the API)") \
+    "collected mode, sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
   X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
     "generational: small-path bytes allocated between minor cycles")          \
   X(full_growth_ratio, INT, 50, 1, 1000, "",                                   \
@@ -579,7 +579,9 @@ void *hl_obj_get(const void *obj, uint64_t slot);
 /* Store a reference into a slot.  Every store into a slot must go through
  * hl_obj_set (or hl_obj_new_in / hl_ref_set): it is the write barrier of a
  * generational heap (option generational), which otherwise would not see
- * an old object refer to a young one, and would free the young one. */
+ * an old object refer to a young one, and would free the young one.  Like
+ * every raw-object call it takes no lock: with collector=background, make
+ * raw stores with the heap held (hl_enter), or a cycle may run beside them. */
 void hl_obj_set(void *obj, uint64_t slot, void *value);
 
 #ifndef HL_CDEF
