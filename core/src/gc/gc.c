@@ -383,14 +383,13 @@ static void sweep_one(hl_heap *h, uint32_t p, sweep_tally *t) {
   }
 }
 
-/* sticky: generational mode, a survivor keeps its mark (it is old now) */
-static void sweep_large(hl_heap *h, sweep_tally *t, bool sticky) {
+/* A survivor keeps its mark until the next full mark clears it (in
+ * generational mode it is old until then), as small objects do. */
+static void sweep_large(hl_heap *h, sweep_tally *t) {
   hl_large *l = h->large_head;
   while (l) {
     hl_large *n = l->next;
-    if (l->mark) {
-      if (!sticky) l->mark = 0;
-    } else {
+    if (!l->mark) {
       h->st.large_live_bytes -= l->size;
       t->freed_objects++;
       t->large_freed++;
@@ -587,7 +586,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     h->pages[p].flags &= (uint8_t)~PF_SPLICED;
     sweep_one(h, p, &t);
   }
-  sweep_large(h, &t, h->opt.generational);
+  sweep_large(h, &t);
   h->st.small_live_bytes -= t.freed_bytes;
   h->st.objects_freed += t.freed_objects;
   h->st.swept_pages += t.pages;
