@@ -17,11 +17,6 @@
 
 const char bench_allocator[] = "boehm";
 
-typedef struct node {
-  struct node *left, *right;
-  uint64_t value;
-} node;
-
 void backend_init(const bench_params *p, bench_out *o) {
   if (p->nopts) {
     bench_fail(o, "-o sets heaplab options; %s has none", bench_allocator);
@@ -40,8 +35,8 @@ static void note_gc(bench_out *o, uint64_t gc_no0) {
 /* ---- binary-trees ---- */
 
 /* Top-down, like heaplab's (a parent before its children). */
-static node *make(int d, uint64_t item) {
-  node *n = GC_malloc(sizeof *n);
+static bench_node *make(int d, uint64_t item) {
+  bench_node *n = GC_malloc(sizeof *n);
   if (!n) return NULL;
   n->value = item;
   if (d > 0) {
@@ -51,21 +46,16 @@ static node *make(int d, uint64_t item) {
   return n;
 }
 
-static uint64_t check(const node *n) {
-  if (!n) return 0;
-  return bench_node_sum(n->value, check(n->left), check(n->right));
-}
-
 int backend_binary_trees(const bench_params *p, bench_out *o) {
   int max = bench_max_depth(p->depth);
   uint64_t gc0 = GC_get_gc_no();
   uint64_t t0 = bench_now_ns(), sum = 0, nodes = 0;
-  node *t = make(max + 1, 1);
+  bench_node *t = make(max + 1, 1);
   if (!t) goto oom;
-  sum += check(t);
+  sum += bench_check(t);
   nodes += bench_tree_nodes(max + 1);
   t = NULL;
-  node *long_lived = make(max, 2);
+  bench_node *long_lived = make(max, 2);
   if (!long_lived) goto oom;
   nodes += bench_tree_nodes(max);
   for (int d = BENCH_MIN_DEPTH; d <= max; d += 2) {
@@ -73,11 +63,11 @@ int backend_binary_trees(const bench_params *p, bench_out *o) {
     for (uint64_t i = 1; i <= iters; i++) {
       t = make(d, i);
       if (!t) goto oom;
-      sum += check(t);
+      sum += bench_check(t);
     }
     nodes += iters * bench_tree_nodes(d);
   }
-  sum += check(long_lived);
+  sum += bench_check(long_lived);
   o->time_ns = bench_now_ns() - t0;
   o->checksum = sum;
   o->objects = nodes;
@@ -109,13 +99,6 @@ static void **fill(const bench_params *p, uint64_t *n_out, bench_out *o) {
   return index;
 }
 
-static void checksum(void **index, uint64_t n, uint64_t size, bench_out *o) {
-  uint64_t sum = 0;
-  for (uint64_t k = 0; k < n; k++) sum += bench_payload_hash(index[k], size);
-  o->checksum = sum;
-  o->objects = n;
-}
-
 int backend_fill(const bench_params *p, bench_out *o) {
   uint64_t n, gc0 = GC_get_gc_no();
   uint64_t t0 = bench_now_ns();
@@ -123,7 +106,7 @@ int backend_fill(const bench_params *p, bench_out *o) {
   if (!index) return 1;
   o->time_ns = bench_now_ns() - t0;
   note_gc(o, gc0);
-  checksum(index, n, p->obj_size, o);
+  bench_index_checksum(index, n, p->obj_size, o);
   return 0;
 }
 
@@ -141,16 +124,6 @@ int backend_pause(const bench_params *p, bench_out *o) {
   t0 = bench_now_ns();
   GC_gcollect();
   bench_note_u(o, "second_pause_ns", bench_now_ns() - t0);
-  checksum(index, n, p->obj_size, o);
+  bench_index_checksum(index, n, p->obj_size, o);
   return 0;
-}
-
-int backend_churn(const bench_params *p, bench_out *o) {
-  (void)p, (void)o;
-  return 2;
-}
-
-int backend_release(const bench_params *p, bench_out *o) {
-  (void)p, (void)o;
-  return 2;
 }

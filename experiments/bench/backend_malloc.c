@@ -34,11 +34,6 @@ const char bench_allocator[] = "jemalloc";
 const char bench_allocator[] = "glibc";
 #endif
 
-typedef struct node {
-  struct node *left, *right;
-  uint64_t value;
-} node;
-
 void backend_init(const bench_params *p, bench_out *o) {
   if (p->nopts) {
     bench_fail(o, "-o sets heaplab options; %s has none", bench_allocator);
@@ -66,8 +61,8 @@ void backend_init(const bench_params *p, bench_out *o) {
 
 /* ---- binary-trees ---- */
 
-static node *make(int d, uint64_t item) {
-  node *n = ALLOC(sizeof *n);
+static bench_node *make(int d, uint64_t item) {
+  bench_node *n = ALLOC(sizeof *n);
   if (!n) return NULL;
   n->value = item;
   n->left = n->right = NULL;
@@ -78,12 +73,7 @@ static node *make(int d, uint64_t item) {
   return n;
 }
 
-static uint64_t check(const node *n) {
-  if (!n) return 0;
-  return bench_node_sum(n->value, check(n->left), check(n->right));
-}
-
-static void drop(node *n) {
+static void drop(bench_node *n) {
   if (!n) return;
   drop(n->left);
   drop(n->right);
@@ -93,12 +83,12 @@ static void drop(node *n) {
 int backend_binary_trees(const bench_params *p, bench_out *o) {
   int max = bench_max_depth(p->depth);
   uint64_t t0 = bench_now_ns(), sum = 0, nodes = 0;
-  node *t = make(max + 1, 1);
+  bench_node *t = make(max + 1, 1);
   if (!t) goto oom;
-  sum += check(t);
+  sum += bench_check(t);
   drop(t);
   nodes += bench_tree_nodes(max + 1);
-  node *long_lived = make(max, 2);
+  bench_node *long_lived = make(max, 2);
   if (!long_lived) goto oom;
   nodes += bench_tree_nodes(max);
   for (int d = BENCH_MIN_DEPTH; d <= max; d += 2) {
@@ -106,12 +96,12 @@ int backend_binary_trees(const bench_params *p, bench_out *o) {
     for (uint64_t i = 1; i <= iters; i++) {
       t = make(d, i);
       if (!t) goto oom;
-      sum += check(t);
+      sum += bench_check(t);
       drop(t);
     }
     nodes += iters * bench_tree_nodes(d);
   }
-  sum += check(long_lived);
+  sum += bench_check(long_lived);
   drop(long_lived);
   o->time_ns = bench_now_ns() - t0;
   o->checksum = sum;
@@ -135,27 +125,11 @@ int backend_fill(const bench_params *p, bench_out *o) {
     index[k] = obj;
   }
   o->time_ns = bench_now_ns() - t0;
-  uint64_t sum = 0;
-  for (uint64_t k = 0; k < n; k++) sum += bench_payload_hash(index[k], size);
-  o->checksum = sum;
-  o->objects = n;
+  bench_index_checksum(index, n, size, o);
   for (uint64_t k = 0; k < n; k++) FREE(index[k]);
   FREE(index);
   return 0;
 }
 
-/* Pauses, churn and release cost are about collectors and heaplab's pages. */
-int backend_pause(const bench_params *p, bench_out *o) {
-  (void)p, (void)o;
-  return 2;
-}
-
-int backend_churn(const bench_params *p, bench_out *o) {
-  (void)p, (void)o;
-  return 2;
-}
-
-int backend_release(const bench_params *p, bench_out *o) {
-  (void)p, (void)o;
-  return 2;
-}
+/* Pauses, churn and release cost are about collectors and heaplab's pages:
+ * not defined here (bench_main.c's weak definitions say so). */

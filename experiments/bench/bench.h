@@ -59,7 +59,9 @@ int bench_fail(bench_out *o, const char *fmt, ...) __attribute__((format(printf,
 extern const char bench_allocator[];       /* "heaplab", "boehm", ... */
 /* Called once before any workload (GC_INIT, version notes...). */
 void backend_init(const bench_params *p, bench_out *o);
-/* Each returns 0, or 1 with o->error set; 2 = not supported here. */
+/* Each returns 0, or 1 with o->error set; 2 = not supported here.  A
+ * backend defines only the workloads it supports: bench_main.c has weak
+ * definitions that return 2 for the others. */
 int backend_binary_trees(const bench_params *p, bench_out *o);
 int backend_fill(const bench_params *p, bench_out *o);
 int backend_pause(const bench_params *p, bench_out *o);
@@ -117,6 +119,28 @@ static inline uint64_t bench_iterations(int max, int d) {
 }
 /* Nodes a tree of depth d has. */
 static inline uint64_t bench_tree_nodes(int d) { return ((uint64_t)1 << (d + 1)) - 1; }
+
+/* A tree node of the backends that allocate plain structs (Boehm and the
+ * mallocs; heaplab's nodes are its own objects), and its checksum. */
+typedef struct bench_node {
+  struct bench_node *left, *right;
+  uint64_t value;
+} bench_node;
+
+static inline uint64_t bench_check(const bench_node *n) {
+  if (!n) return 0;
+  return bench_node_sum(n->value, bench_check(n->left), bench_check(n->right));
+}
+
+/* A fill's checksum and object count, from an index of n objects of size
+ * bytes. */
+static inline void bench_index_checksum(void *const *index, uint64_t n, uint64_t size,
+                                        bench_out *o) {
+  uint64_t sum = 0;
+  for (uint64_t k = 0; k < n; k++) sum += bench_payload_hash(index[k], size);
+  o->checksum = sum;
+  o->objects = n;
+}
 
 /* The page-fault floor and release floors need no allocator. */
 int bench_floor(const bench_params *p, bench_out *o);

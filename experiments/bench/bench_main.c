@@ -164,6 +164,16 @@ static int parse_u64(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* The workloads a backend does not define: not supported there (2). */
+#define BENCH_UNSUPPORTED(name)                                                 \
+  __attribute__((weak)) int name(const bench_params *p, bench_out *o) {        \
+    (void)p, (void)o;                                                           \
+    return 2;                                                                   \
+  }
+BENCH_UNSUPPORTED(backend_pause)
+BENCH_UNSUPPORTED(backend_churn)
+BENCH_UNSUPPORTED(backend_release)
+
 int main(int argc, char **argv) {
   if (argc < 2) return usage("no workload given");
   const char *workload = argv[1];
