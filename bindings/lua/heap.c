@@ -254,21 +254,20 @@ static int h_events(lua_State *L) {
   return 1;
 }
 
-static int h_resident_bytes(lua_State *L) {
-  hl_heap *h = heap_open(L, 1, "h:resident_bytes");
+/* A method that returns one number the C API reads from the heap. */
+static int heap_u64(lua_State *L, const char *fn, int (*get)(hl_heap *, uint64_t *)) {
+  hl_heap *h = heap_open(L, 1, fn);
   uint64_t v = 0;
-  lhl_check_rc(L, "h:resident_bytes", h, hl_resident_bytes(h, &v));
+  lhl_check_rc(L, fn, h, get(h, &v));
   lua_pushinteger(L, (lua_Integer)v);
   return 1;
 }
 
-static int h_vma_count(lua_State *L) {
-  hl_heap *h = heap_open(L, 1, "h:vma_count");
-  uint64_t v = 0;
-  lhl_check_rc(L, "h:vma_count", h, hl_vma_count(h, &v));
-  lua_pushinteger(L, (lua_Integer)v);
-  return 1;
+static int h_resident_bytes(lua_State *L) {
+  return heap_u64(L, "h:resident_bytes", hl_resident_bytes);
 }
+
+static int h_vma_count(lua_State *L) { return heap_u64(L, "h:vma_count", hl_vma_count); }
 
 /* h:range() -> base address, reserved bytes */
 static int h_range(lua_State *L) {
