@@ -24,6 +24,13 @@ static PyObject *m_allocator(PyObject *self, PyObject *args) {
   return PyUnicode_FromString(client.allocator);
 }
 
+/* d[key] = v, taking v (which may be NULL: a failed conversion).  On a
+ * failure d is released and set to NULL, so a loop can stop on !d. */
+static void put(PyObject **d, const char *key, PyObject *v) {
+  if (!v || PyDict_SetItemString(*d, key, v)) Py_CLEAR(*d);
+  Py_XDECREF(v);
+}
+
 static PyObject *m_stats(PyObject *self, PyObject *args) {
   (void)self, (void)args;
   if (!client.heap) Py_RETURN_NONE;
@@ -31,15 +38,8 @@ static PyObject *m_stats(PyObject *self, PyObject *args) {
   hl_stats_get(client.heap, &st);
   const uint64_t *field = (const uint64_t *)&st;
   PyObject *d = PyDict_New();
-  for (int i = 0; d && i < hl_stat_count(); i++) {
-    PyObject *v = PyLong_FromUnsignedLongLong(field[i]);
-    if (!v || PyDict_SetItemString(d, hl_stat_name(i), v)) {
-      Py_XDECREF(v);
-      Py_CLEAR(d);
-      break;
-    }
-    Py_DECREF(v);
-  }
+  for (int i = 0; d && i < hl_stat_count(); i++)
+    put(&d, hl_stat_name(i), PyLong_FromUnsignedLongLong(field[i]));
   return d;
 }
 
@@ -54,13 +54,7 @@ static PyObject *m_options(PyObject *self, PyObject *args) {
     int64_t v = 0;
     hl_option_info_get(i, &info);
     hl_options_get(&o, info.name, &v);
-    PyObject *x = info.kind == HL_OPT_BOOL ? PyBool_FromLong(v != 0) : PyLong_FromLongLong(v);
-    if (!x || PyDict_SetItemString(d, info.name, x)) {
-      Py_XDECREF(x);
-      Py_CLEAR(d);
-      break;
-    }
-    Py_DECREF(x);
+    put(&d, info.name, info.kind == HL_OPT_BOOL ? PyBool_FromLong(v != 0) : PyLong_FromLongLong(v));
   }
   return d;
 }
