@@ -442,8 +442,7 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
       /* a new group: the objects of one page (or one large object) */
       uint64_t n = 1;
       if (!large) {
-        hl_page *d = &h->pages[page];
-        n = 1 + d->nfree + (d->nslots - d->bump);
+        n = 1 + hl__page_free_slots(h, page);
         if (n > count - k) n = count - k;
         n = (n + stride - 1) / stride; /* kept objects this page can still get */
       }
@@ -607,6 +606,7 @@ int hl_stats_get(hl_heap *h, hl_stats *out) {
 }
 
 void hl__stats_fill(hl_heap *h, hl_stats *st) {
+  hl__aword_flush(h); /* the counts of reserved slots not handed out */
   *st = h->st;
   st->total_pages = h->high_water;
   st->owned_pages = h->state_count[PS_OWNED];

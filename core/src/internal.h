@@ -82,6 +82,19 @@ typedef struct hl_page {
   uint32_t nfree;       /* free slots below bump (zero allocation bits) */
 } hl_page;
 
+/* The allocation word of a size class (small.c): the free slots of one word
+ * of its owned page's allocation bitmap, reserved for the fast path.  While
+ * reserved they count as used on the page and as allocated in the stats;
+ * hl__aword_flush gives back the ones not taken. */
+typedef struct hl_aword {
+  uint64_t free;  /* reserved slots not taken yet: bit i is slot base + i * sz */
+  uint64_t *ab;   /* that word of the page's allocation bitmap */
+  uint8_t *base;  /* the word's slot 0 */
+  uint32_t sz;    /* the class's slot size */
+  uint32_t page;  /* the owned page */
+  bool refs;      /* PF_REFS is set on the page */
+} hl_aword;
+
 typedef struct hl_list {
   uint32_t head, tail;
   uint64_t count;
@@ -156,6 +169,7 @@ struct hl_heap {
 
   /* pools */
   uint32_t owned[HL_MAX_CLASSES];
+  hl_aword aword[HL_MAX_CLASSES]; /* per class: free slots reserved on its owned page */
   hl_list retired;
   hl_list partial_avail[HL_MAX_CLASSES];
   hl_list partial_full;
@@ -305,53 +319,43 @@ void hl__classes_init(hl_heap *h);
 static inline uint32_t hl__class_of(const hl_heap *h, uint64_t bytes) {
   return h->size_to_cls[(bytes + HL_GRANULE - 1) / HL_GRANULE];
 }
-/* Take one slot of class cls; NULL when no page can be had. */
+/* Take one slot of class cls when its allocation word is empty: reserve the
+ * owned page's next word, or take a new owned page; NULL when no page can be
+ * had. */
 void *hl__take_refill(hl_heap *h, uint32_t cls);
 
-/* A slot of page p (owned by class cls): the lowest free slot below bump
- * (a zero allocation bit), else bump.  NULL when the page is full.
+/* Take one slot of class cls (lock held); NULL when memory cannot be had.
  *
  * Free slots are found in the allocation bitmap, not in a list threaded
  * through them: a sweep frees by clearing bits and never writes into a dead
  * slot, and an allocation does not read the slot it takes -- with a list,
  * each reuse was two cache misses on memory a trigger's worth old (the
- * sweep's write of the link, the allocation's read of it).  The next free
- * slot of the same word is prefetched for the allocation after this one. */
+ * sweep's write of the link, the allocation's read of it).
+ *
+ * The common case is inline and touches only the class's allocation word:
+ * the lowest reserved slot is taken by clearing its bit there and setting it
+ * in the bitmap.  The page's counts and the stats (all but the trigger's
+ * count, charged per object by the caller so that a cycle starts at the same
+ * byte as without the word) were charged for the whole word when it was
+ * reserved (hl__take_refill).  A write prefetch runs
+ * HL_ALLOC_PREFETCH bytes ahead, where the allocations after this one go. */
 #define HL_ALLOC_PREFETCH 2048
-static inline void *hl__slot_of_owned(hl_heap *h, uint32_t p, uint32_t sz) {
-  hl_page *d = &h->pages[p];
-  uint8_t *base = hl__page_addr(h, p);
-  uint64_t *ab = hl__allocs(h, p);
-  uint32_t idx;
-  if (d->nfree) {
-    uint32_t w = d->cursor;
-    uint64_t free;
-    while (!(free = ~ab[w])) w++; /* ends: a free slot lies at or after the cursor */
-    d->cursor = w;
-    idx = w * 64 + (uint32_t)__builtin_ctzll(free);
-    d->nfree--;
-  } else if (hl_likely(d->bump < d->nslots)) {
-    idx = d->bump++;
-  } else {
-    return NULL;
-  }
-  d->used++;
-  hl__bit_set(ab, idx);
-  uint8_t *slot = base + (uint64_t)idx * sz;
+static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
+  hl_aword *a = &h->aword[cls];
+  uint64_t m = a->free;
+  if (hl_unlikely(!m)) return hl__take_refill(h, cls);
+  a->free = m & (m - 1);
+  *a->ab |= m & -m;
+  uint8_t *slot = a->base + (uint64_t)__builtin_ctzll(m) * a->sz;
   __builtin_prefetch(slot + HL_ALLOC_PREFETCH, 1, 3);
   return slot;
 }
-
-/* Take one slot of class cls (lock held); NULL when memory cannot be had.
- * Inline: the common case is room on the class's owned page. */
-static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
-  uint32_t p = h->owned[cls];
-  if (hl_likely(p != HL_NIL)) {
-    void *slot = hl__slot_of_owned(h, p, h->cls_size[cls]);
-    if (hl_likely(slot != NULL)) return slot;
-  }
-  return hl__take_refill(h, cls);
-}
+/* Give the reserved slots not taken back to their pages and the stats:
+ * before anything reads the page counts or the stats (a cycle, the stats,
+ * the check).  Lock held. */
+void hl__aword_flush(hl_heap *h);
+/* Free slots page p still has, reserved ones included. */
+uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p);
 /* Give a slot back to its page (manual mode); false when it is not a live
  * slot (double free, foreign pointer). */
 bool hl__small_give_checked(hl_heap *h, void *slot);

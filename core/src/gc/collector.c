@@ -107,6 +107,7 @@ void hl__large_paced(hl_heap *h, uint64_t bytes) {
   if (h->opt.collector != HL_COLLECTOR_BACKGROUND) return; /* sync: the cycle runs inline */
   bool over = h->st.large_bytes_since_cycle + bytes > (uint64_t)h->opt.large_trigger_bytes;
   uint64_t limit = (uint64_t)h->opt.heap_limit_bytes;
+  if (limit) hl__aword_flush(h); /* live bytes without the reserved slots */
   bool over_limit =
       limit && h->st.small_live_bytes + h->st.large_live_bytes + bytes > limit;
   if (!over && !over_limit) return;

@@ -24,10 +24,10 @@ int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs) {
   return HL_OK;
 }
 
-/* The header and empty slots of a new object, and the count.  A few slots
- * are cleared inline: the call to memset cost as much as the rest of a
- * small allocation. */
-static inline void obj_init(hl_heap *h, void *obj, uint32_t size_field, uint64_t refs) {
+/* The header and empty slots of a new object.  A few slots are cleared
+ * inline: the call to memset cost as much as the rest of a small
+ * allocation. */
+static inline void obj_init(void *obj, uint32_t size_field, uint64_t refs) {
   ((hl_objhdr *)obj)->size = size_field;
   ((hl_objhdr *)obj)->refs = (uint32_t)refs;
   void **slots = hl__slots(obj);
@@ -42,7 +42,6 @@ static inline void obj_init(hl_heap *h, void *obj, uint32_t size_field, uint64_t
   } else {
     memset(slots, 0, refs * sizeof(void *));
   }
-  h->st.objects_allocated++;
 }
 
 /* A small object of class cls: NULL (and the error) when memory cannot be
@@ -54,12 +53,17 @@ static inline void *small_obj(hl_heap *h, uint32_t cls, uint64_t size, uint64_t 
              (unsigned long long)h->reserved);
     return NULL;
   }
-  uint64_t sz = h->cls_size[cls];
-  h->st.small_bytes_since_cycle += sz;
-  h->st.small_allocated_bytes += sz;
-  h->st.small_live_bytes += sz;
-  if (refs) h->pages[hl__page_of(h, obj)].flags |= PF_REFS;
-  obj_init(h, obj, (uint32_t)size, refs);
+  /* The trigger's count is exact: a cycle starts at the same byte whatever
+   * the word reservations (where minor cycles land decides what is promoted:
+   * charging by word, 2 KiB early, moved binary-trees' peak RSS by 10%).
+   * The other stats were charged when the slot's word was reserved. */
+  hl_aword *a = &h->aword[cls];
+  h->st.small_bytes_since_cycle += a->sz;
+  if (refs && hl_unlikely(!a->refs)) {
+    a->refs = true;
+    h->pages[a->page].flags |= PF_REFS;
+  }
+  obj_init(obj, (uint32_t)size, refs);
   return obj;
 }
 
@@ -82,7 +86,8 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) 
     h->st.large_live_bytes += bytes;
     hl__alloc_limit_update(h); /* the large trigger may be due now */
   }
-  obj_init(h, obj, HL_SIZE_LARGE, refs);
+  h->st.objects_allocated++;
+  obj_init(obj, HL_SIZE_LARGE, refs);
   return obj;
 }
 
@@ -519,7 +524,9 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   h->st.cycles++;
 
   /* The owned pages are swept like retired ones: their new objects may
-   * already be dead. */
+   * already be dead.  The slots their allocation words reserved and did not
+   * hand out go back first. */
+  hl__aword_flush(h);
   for (uint32_t c = 0; c < h->nclasses; c++) {
     if (h->owned[c] == HL_NIL) continue;
     hl__page_to_state(h, h->owned[c], PS_RETIRED, false);

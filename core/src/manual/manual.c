@@ -292,7 +292,6 @@ static NOINLINE void *malloc_slow(hl_heap *h, uint32_t cls) {
   void *first = NULL;
   uint32_t got = 0;
   pthread_mutex_lock(&h->lock);
-  uint32_t sz = h->cls_size[cls];
   void **bin = tc ? bin_of(tc, cls) : NULL;
   while (got < want) {
     void *b = hl__small_take(h, cls);
@@ -301,9 +300,7 @@ static NOINLINE void *malloc_slow(hl_heap *h, uint32_t cls) {
     else bin[tc->count[cls]++] = b;
     got++;
   }
-  h->st.small_allocated_bytes += (uint64_t)got * sz;
-  h->st.small_live_bytes += (uint64_t)got * sz;
-  h->st.objects_allocated += got;
+  /* (the stats were charged when the blocks' word was reserved) */
   if (tc) h->st.tcache_refills++;
   else if (first) h->st.manual_mallocs++;
   if (!first) hl__fail(h, HL_ENOMEM, "malloc: the reservation of %llu bytes is exhausted",

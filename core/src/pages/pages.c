@@ -317,6 +317,7 @@ static int check_list(hl_heap *h, hl_list *l, const char *name, char *msg, size_
 }
 
 int hl__check_locked(hl_heap *h, char *msg, size_t len) {
+  hl__aword_flush(h); /* reserved slots count as used until then */
   uint64_t per_state[PS_COUNT] = {0};
   uint64_t owned = 0, fallback = 0;
   for (uint32_t p = 0; p < h->high_water; p++) {

@@ -48,16 +48,94 @@ bool hl__poison_intact(const void *p, size_t n) {
   return true;
 }
 
-/* Take one slot of class cls when the owned page has none: refill the
- * owned page from the partial pool or an acquired page.  Lock held.  (The
- * common case, room on the owned page, is hl__small_take in internal.h.) */
-void *hl__take_refill(hl_heap *h, uint32_t cls) {
+/* Charge (sign +1) or give back (-1) k slots of class cls to the stats:
+ * reserved slots count as allocated until a flush gives back the ones not
+ * taken.  (Not the trigger's small_bytes_since_cycle: gc.c counts that per
+ * object.) */
+static void aword_charge(hl_heap *h, uint32_t cls, uint64_t k, int sign) {
+  uint64_t bytes = k * h->cls_size[cls];
+  if (sign < 0) {
+    k = -k;
+    bytes = -bytes;
+  }
+
+  h->st.small_allocated_bytes += bytes;
+  h->st.small_live_bytes += bytes;
+  h->st.objects_allocated += k;
+}
+
+/* Bits [0, n) of a word (n may exceed 64). */
+static inline uint64_t low_bits(uint32_t n) { return n >= 64 ? ~0ULL : ((1ULL << n) - 1); }
+
+/* Reserve the next word of free slots of page p, owned by class cls, for
+ * the class's allocation word: the lowest word with a free slot below bump
+ * (at or after the cursor), else up to a word's worth of slots from bump.
+ * False when the page is full. */
+static bool aword_reserve(hl_heap *h, uint32_t cls, uint32_t p) {
+  hl_page *d = &h->pages[p];
+  uint64_t *ab = hl__allocs(h, p);
+  uint32_t w;
+  uint64_t mask;
+  if (d->nfree) {
+    /* ends: a free slot lies below bump, at or after the cursor */
+    for (w = d->cursor; !(mask = ~ab[w] & low_bits(d->bump - w * 64)); w++) {
+    }
+    d->cursor = w;
+    d->nfree -= (uint32_t)__builtin_popcountll(mask);
+  } else if (d->bump < d->nslots) {
+    w = d->bump / 64;
+    uint32_t lo = d->bump % 64, n = 64 - lo;
+    if (n > d->nslots - d->bump) n = d->nslots - d->bump;
+    mask = low_bits(n) << lo;
+    d->bump += n;
+  } else {
+    return false;
+  }
+  uint32_t k = (uint32_t)__builtin_popcountll(mask);
+  d->used += k;
+  aword_charge(h, cls, k, +1);
   uint32_t sz = h->cls_size[cls];
+  h->aword[cls] = (hl_aword){.free = mask,
+                             .ab = ab + w,
+                             .base = hl__page_addr(h, p) + (uint64_t)w * 64 * sz,
+                             .sz = sz,
+                             .page = p,
+                             .refs = (d->flags & PF_REFS) != 0};
+  return true;
+}
+
+void hl__aword_flush(hl_heap *h) {
+  for (uint32_t c = 0; c < h->nclasses; c++) {
+    hl_aword *a = &h->aword[c];
+    if (!a->free) continue;
+    uint32_t k = (uint32_t)__builtin_popcountll(a->free);
+    hl_page *d = &h->pages[a->page];
+    uint32_t w = (uint32_t)(a->ab - hl__allocs(h, a->page));
+    d->used -= k;
+    d->nfree += k; /* below bump now, free */
+    if (w < d->cursor) d->cursor = w;
+    aword_charge(h, c, k, -1);
+    a->free = 0;
+  }
+}
+
+uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p) {
+  const hl_page *d = &h->pages[p];
+  uint32_t n = d->nfree + (d->nslots - d->bump);
+  if (hl__formatted(d->state) && h->aword[d->cls].free && h->aword[d->cls].page == p)
+    n += (uint32_t)__builtin_popcountll(h->aword[d->cls].free);
+  return n;
+}
+
+/* Take one slot of class cls when its allocation word is empty.  Lock held.
+ * (The common case is hl__small_take in internal.h.) */
+void *hl__take_refill(hl_heap *h, uint32_t cls) {
   for (;;) {
+    /* (another thread may have reserved a word while the lock was dropped) */
+    if (h->aword[cls].free) return hl__small_take(h, cls);
     uint32_t p = h->owned[cls];
     if (p != HL_NIL) {
-      void *slot = hl__slot_of_owned(h, p, sz);
-      if (slot) return slot;
+      if (aword_reserve(h, cls, p)) continue;
       /* Full: it waits for the next sweep. */
       h->owned[cls] = HL_NIL;
       hl__page_to_state(h, p, PS_RETIRED, false);
