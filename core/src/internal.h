@@ -31,9 +31,11 @@
 #if defined(__GNUC__)
 #define hl_likely(x) __builtin_expect(!!(x), 1)
 #define hl_unlikely(x) __builtin_expect(!!(x), 0)
+#define NOINLINE __attribute__((noinline))
 #else
 #define hl_likely(x) (x)
 #define hl_unlikely(x) (x)
+#define NOINLINE
 #endif
 
 /* ---- page states: every carved page is in exactly one ---- */
@@ -340,15 +342,18 @@ void *hl__take_refill(hl_heap *h, uint32_t cls);
  * reserved (hl__take_refill).  A write prefetch runs
  * HL_ALLOC_PREFETCH bytes ahead, where the allocations after this one go. */
 #define HL_ALLOC_PREFETCH 2048
-static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
-  hl_aword *a = &h->aword[cls];
-  uint64_t m = a->free;
-  if (hl_unlikely(!m)) return hl__take_refill(h, cls);
+static inline void *hl__aword_take(hl_aword *a, uint64_t m /* a->free, not 0 */) {
   a->free = m & (m - 1);
   *a->ab |= m & -m;
   uint8_t *slot = a->base + (uint64_t)__builtin_ctzll(m) * a->sz;
   __builtin_prefetch(slot + HL_ALLOC_PREFETCH, 1, 3);
   return slot;
+}
+static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
+  hl_aword *a = &h->aword[cls];
+  uint64_t m = a->free;
+  if (hl_unlikely(!m)) return hl__take_refill(h, cls);
+  return hl__aword_take(a, m);
 }
 /* Give the reserved slots not taken back to their pages and the stats:
  * before anything reads the page counts or the stats (a cycle, the stats,
@@ -398,19 +403,17 @@ static inline uint32_t hl__slot_index(const hl_heap *h, uint64_t off, uint32_t c
  * objects on that page again, so an old object never hides a young one.
  * A store into a young object needs nothing: a cycle that marks it traces
  * it.  Lock held. */
+void hl__store_old(hl_heap *h, void *obj);
+/* The barrier's inline test: false when nothing is marked on obj's page
+ * (obj is young: the common case) or the heap is not generational. */
+static inline bool hl__store_may_dirty(const hl_heap *h, const void *obj) {
+  if (!h->opt.generational) return false;
+  return !hl__in_heap(h, obj) || (h->pages[hl__page_of(h, obj)].flags & PF_OLD);
+}
 static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
-  if (!h->opt.generational || !value) return;
-  if (hl__in_heap(h, obj)) {
-    uint32_t p = hl__page_of(h, obj);
-    hl_page *d = &h->pages[p];
-    if (!(d->flags & PF_OLD)) return; /* nothing marked on the page: obj is young */
-    uint64_t off = (uint64_t)((uint8_t *)obj - hl__page_addr(h, p));
-    if (hl__bit(hl__marks(h, p), hl__slot_index(h, off, d->cls))) d->flags |= PF_DIRTY;
-  } else {
-    hl_large *l = hl__large_of(obj);
-    if (l->mark) l->dirty = 1;
-  }
+  if (value && hl__store_may_dirty(h, obj))
+    hl__store_old(h, obj); /* gc.c: reads the mark bit, dirties the page */
 }
 /* The same for a caller without the heap (hl_obj_set); gc.c. */
 void hl__store_any(void *obj, uint64_t slot, void *value);

@@ -27,20 +27,26 @@ int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs) {
 /* The header and empty slots of a new object.  A few slots are cleared
  * inline: the call to memset cost as much as the rest of a small
  * allocation. */
-static inline void obj_init(void *obj, uint32_t size_field, uint64_t refs) {
+#define FEW_REFS 4
+static inline void obj_init_few(void *obj, uint32_t size_field, uint64_t refs /* <= FEW_REFS */) {
   ((hl_objhdr *)obj)->size = size_field;
   ((hl_objhdr *)obj)->refs = (uint32_t)refs;
   void **slots = hl__slots(obj);
-  if (refs <= 4) {
-    switch (refs) {
-    case 4: slots[3] = NULL; /* fallthrough */
-    case 3: slots[2] = NULL; /* fallthrough */
-    case 2: slots[1] = NULL; /* fallthrough */
-    case 1: slots[0] = NULL; /* fallthrough */
-    default: break;
-    }
+  switch (refs) {
+  case 4: slots[3] = NULL; /* fallthrough */
+  case 3: slots[2] = NULL; /* fallthrough */
+  case 2: slots[1] = NULL; /* fallthrough */
+  case 1: slots[0] = NULL; /* fallthrough */
+  default: break;
+  }
+}
+static inline void obj_init(void *obj, uint32_t size_field, uint64_t refs) {
+  if (refs <= FEW_REFS) {
+    obj_init_few(obj, size_field, refs);
   } else {
-    memset(slots, 0, refs * sizeof(void *));
+    ((hl_objhdr *)obj)->size = size_field;
+    ((hl_objhdr *)obj)->refs = (uint32_t)refs;
+    memset(hl__slots(obj), 0, refs * sizeof(void *));
   }
 }
 
@@ -67,6 +73,30 @@ static inline void *small_obj(hl_heap *h, uint32_t cls, uint64_t size, uint64_t 
   return obj;
 }
 
+/* What a raw-object call (hl_obj_new, hl_obj_new_in) tries first: the heap
+ * held by this thread (hl_enter), a small object with at most FEW_REFS
+ * slots, no cycle due, a slot
+ * reserved in its class's allocation word on a page already flagged PF_REFS
+ * when the object has slots.  NULL, with nothing done, when any of that does
+ * not hold: the caller then takes the general path.  No call in it, so the
+ * raw-object calls save no registers on their common path. */
+static inline void *obj_fast(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (hl_unlikely(hl__held != h || h->opt.mode != HL_MODE_COLLECTED || size > h->small_max ||
+                  refs > FEW_REFS))
+    return NULL;
+  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
+  if (hl_unlikely(bytes > h->small_max || h->st.small_bytes_since_cycle >= h->alloc_limit ||
+                  atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)))
+    return NULL;
+  hl_aword *a = &h->aword[hl__class_of(h, bytes)];
+  uint64_t m = a->free;
+  if (hl_unlikely(!m || (refs && !a->refs))) return NULL;
+  void *obj = hl__aword_take(a, m);
+  h->st.small_bytes_since_cycle += a->sz; /* as small_obj */
+  obj_init_few(obj, (uint32_t)size, refs);
+  return obj;
+}
+
 /* Allocate an object (lock held, arguments checked).  Slots start empty; the
  * payload is not cleared.  NULL when memory cannot be had. */
 void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) {
@@ -89,6 +119,21 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large) 
   h->st.objects_allocated++;
   obj_init(obj, HL_SIZE_LARGE, refs);
   return obj;
+}
+
+/* The write barrier's out-of-line part (hl__store): obj is on a page with
+ * old objects, or large.  When obj itself is old (marked), its page or block
+ * is dirtied. */
+void hl__store_old(hl_heap *h, void *obj) {
+  if (hl__in_heap(h, obj)) {
+    uint32_t p = hl__page_of(h, obj);
+    hl_page *d = &h->pages[p];
+    uint64_t off = (uint64_t)((uint8_t *)obj - hl__page_addr(h, p));
+    if (hl__bit(hl__marks(h, p), hl__slot_index(h, off, d->cls))) d->flags |= PF_DIRTY;
+  } else {
+    hl_large *l = hl__large_of(obj);
+    if (l->mark) l->dirty = 1;
+  }
 }
 
 /* ---- the write barrier without a heap (hl_obj_set) ----
@@ -723,7 +768,7 @@ static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
   return hl__check_alloc_args(h, size, refs) != HL_OK;
 }
 
-void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+static NOINLINE void *obj_new_general(hl_heap *h, uint64_t size, uint64_t refs) {
   if (!h || obj_args_bad(h, size, refs)) return NULL;
   bool locked = hl__lock(h);
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
@@ -733,7 +778,8 @@ void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
   return obj;
 }
 
-void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint64_t refs) {
+static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot,
+                                          uint64_t size, uint64_t refs) {
   if (!h || !parent || obj_args_bad(h, size, refs)) return NULL;
   if (slot >= ((hl_objhdr *)parent)->refs) {
     hl__fail(h, HL_ERANGE, "obj_new_in: slot %" PRIu64 " out of range", slot);
@@ -746,4 +792,26 @@ void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint
   if (obj) hl__store(h, parent, slot, obj);
   hl__unlock(h, locked);
   return obj;
+}
+
+static NOINLINE void *store_old_ret(hl_heap *h, void *parent, void *obj) {
+  hl__store_old(h, parent);
+  return obj;
+}
+
+void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+  void *obj = h ? obj_fast(h, size, refs) : NULL;
+  return hl_likely(obj != NULL) ? obj : obj_new_general(h, size, refs);
+}
+
+void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint64_t refs) {
+  if (hl_likely(h && parent && slot < ((hl_objhdr *)parent)->refs)) {
+    void *obj = obj_fast(h, size, refs);
+    if (hl_likely(obj != NULL)) {
+      /* hl__store, with its out-of-line part a tail call */
+      hl__slots(parent)[slot] = obj;
+      return hl_likely(!hl__store_may_dirty(h, parent)) ? obj : store_old_ret(h, parent, obj);
+    }
+  }
+  return obj_new_in_general(h, parent, slot, size, refs);
 }

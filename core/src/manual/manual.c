@@ -58,8 +58,6 @@ static TLS hl_tcache *tls_cache;
 static TLS const hl_heap *tls_heap;
 static TLS uint64_t tls_serial;
 
-#define NOINLINE __attribute__((noinline))
-
 static inline void owner_inc(_Atomic uint64_t *c) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                         memory_order_relaxed);
