@@ -136,6 +136,8 @@ typedef enum hl_option_kind {
     "generational: small-path bytes allocated between minor cycles")          \
   X(full_growth_ratio, INT, 50, 1, 1000, "",                                   \
     "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes") \
+  X(tenure_full_marks, INT, 8, 0, 1000000, "",                                 \
+    "generational: a page at least 7/8 live after two full marks in a row is tenured -- later full marks keep its marks and do not trace it -- until every Nth full mark, which marks everything (0 = no tenuring)") \
   X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
     "large-path bytes that request a cycle")                                  \
   X(large_pacing, BOOL, 1, 0, 1, "",                                           \
@@ -230,6 +232,9 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(minor_cycles, "generational: cycles that marked only objects allocated since the last cycle") \
   X(promoted_bytes, "generational: bytes minor cycles marked (promoted to the old generation)") \
   X(dirty_pages_scanned, "generational: pages a minor cycle scanned for stores into old objects") \
+  X(whole_marks, "generational: full marks that marked the tenured pages too (every tenure_full_marks-th, explicit, pressure)") \
+  X(tenured_pages, "generational: pages tenured now (full marks keep their marks)")  \
+  X(remembered_pages_scanned, "generational: tenured pages a full mark traced for references to younger objects") \
   X(verify_failures, "cycles whose verification failed (verify=true; hl_heap_error says why)") \
   X(gc_trigger_bytes, "small-path trigger in force")                           \
   X(small_bytes_since_cycle, "small-path bytes allocated since the last cycle") \
@@ -280,6 +285,8 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(cycle_requests, "cycles requested by the byte counters")                   \
   X(collector_wakeups, "background collector wake-ups")                        \
   X(gc_ns, "time spent in cycles (mark + sweep), nanoseconds")                 \
+  X(mark_ns, "of gc_ns: marking (roots, dirty pages, tracing), nanoseconds")  \
+  X(minor_gc_ns, "of gc_ns: minor cycles (generational), nanoseconds")        \
   X(max_pause_ns, "longest cycle, nanoseconds")                                \
   X(events_dropped, "events overwritten before they were read")              \
   X(manual_mallocs, "manual mode allocations")                                 \

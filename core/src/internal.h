@@ -68,6 +68,14 @@ enum {
                         mark or format: only then can a store need the barrier */
 };
 
+/* Tenuring (generational; gc.c), per page in h->tenure. */
+enum {
+  TN_TENURED = 1,  /* full marks keep the page's marks and do not trace it */
+  TN_DENSE = 2,    /* at least 7/8 live after the last full mark */
+  TN_REMEMBER = 4  /* tenured, and may refer to an object not tenured: full
+                      marks trace its marked objects */
+};
+
 /* A page descriptor: lives in a side table, never inside the page, so a
  * released page can give back every one of its OS pages. */
 typedef struct hl_page {
@@ -160,7 +168,8 @@ struct hl_heap {
   uint64_t *bits;           /* per page: bitmap_words of mark bits, then
                                bitmap_words of allocation bits */
   uint32_t bitmap_words;
-  size_t meta_bytes[2];     /* sizes of the two side-table reservations */
+  size_t meta_bytes[3];     /* sizes of the side-table reservations */
+  uint8_t *tenure;          /* per page: TN_* (generational tenuring, gc.c) */
 
   /* size classes */
   uint32_t nclasses;
@@ -206,6 +215,8 @@ struct hl_heap {
   /* generational mode (gc.c): marks survive minor cycles (sticky) */
   uint64_t last_full_live;   /* bytes the last full mark found live */
   uint64_t promoted_since_full; /* bytes minor cycles marked since then */
+  uint64_t tenured_bytes;    /* bytes of the objects on tenured pages */
+  uint64_t full_marks_since_whole;
   uint64_t cycles_completed;
   uint32_t pacing_dry_cycles; /* cycles in a row that freed nothing large */
 

@@ -57,6 +57,8 @@ static void note_stats(bench_out *o, const hl_stats *a, const hl_stats *b) {
   D(cycles);
   D(major_sweeps);
   D(gc_ns);
+  D(mark_ns);
+  D(minor_gc_ns);
   D(released_pages);
   D(release_calls);
   D(trims);
@@ -69,7 +71,10 @@ static void note_stats(bench_out *o, const hl_stats *a, const hl_stats *b) {
   D(major_full_mark);
   D(promoted_bytes);
   D(dirty_pages_scanned);
+  D(whole_marks);
+  D(remembered_pages_scanned);
 #undef D
+  bench_note_u(o, "tenured_pages", b->tenured_pages);
   bench_note_u(o, "max_pause_ns", b->max_pause_ns);
   bench_note_u(o, "gc_trigger_bytes", b->gc_trigger_bytes);
   bench_note_u(o, "total_pages", b->total_pages);

@@ -1,5 +1,6 @@
 """A generational heap against a model: random programs of allocations, slot
-stores, dropped roots and collections (minor cycles run inside allocation),
+stores, dropped roots and collections (minor cycles and full marks run inside
+allocation; with tenuring, pages are tenured and untenured),
 after which every object the model says is reachable has its payload and its
 slots intact -- the write barrier's promise -- and the verifier (checking,
 between mark and sweep of every cycle, that no old object hides a young one)
@@ -15,7 +16,7 @@ SLOTS = 3
 
 # one operation: (kind, a, b) with small integers interpreted against the state
 ops = st.lists(st.tuples(st.sampled_from(["alloc", "child", "set", "clear", "drop", "garbage",
-                                          "collect"]),
+                                          "churn", "collect"]),
                          st.integers(0, 63), st.integers(0, 63)),
                min_size=1, max_size=120)
 
@@ -58,6 +59,17 @@ def run_program(program, **options):
             elif kind == "garbage":
                 for _ in range(200 * (b + 1)):     # minor cycles run in here
                     h.alloc(200).release()
+            elif kind == "churn":
+                # temporaries that outlive a minor cycle and then die: the old
+                # generation grows, and full marks run (tenuring, with them)
+                ring = [None] * 300
+                for i in range(100 * (b + 1)):
+                    if ring[i % 300] is not None:
+                        ring[i % 300].release()
+                    ring[i % 300] = h.alloc(200)
+                for r in ring:
+                    if r is not None:
+                        r.release()
             else:
                 h.collect()
         for _ in range(3000):                      # and a few more, after everything
@@ -90,6 +102,14 @@ def test_generational_heap_matches_its_model(program):
     run_program(program, generational=True)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_tenuring_heap_matches_its_model(program):
+    # small pages and a whole mark every second full mark: pages are tenured
+    # and untenured often
+    run_program(program, generational=True, tenure_full_marks=2, page_size="4k")
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_default_collector_matches_the_same_model(program):
@@ -104,3 +124,12 @@ def test_the_programs_do_run_minor_cycles():
                                        ("set", 2, 0), ("garbage", 0, 20)]
     s = run_program(program, generational=True)
     assert s.minor_cycles >= 10 and s.promoted_bytes > 0
+
+
+def test_the_programs_do_tenure_pages():
+    program = ([("alloc", 0, 0)] * 100 + [("churn", 0, 63)] * 4 +
+               [("child", k, k) for k in range(0, 100, 3)] + [("set", k, k + 1) for k in range(40)] +
+               [("churn", 0, 63)] * 3)
+    s = run_program(program, generational=True, tenure_full_marks=3, page_size="4k")
+    assert s.major_full_mark >= 4 and s.whole_marks >= 1, s
+    assert s.tenured_pages > 0 or s.remembered_pages_scanned > 0, s

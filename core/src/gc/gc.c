@@ -129,7 +129,10 @@ void hl__store_old(hl_heap *h, void *obj) {
     uint32_t p = hl__page_of(h, obj);
     hl_page *d = &h->pages[p];
     uint64_t off = (uint64_t)((uint8_t *)obj - hl__page_addr(h, p));
-    if (hl__bit(hl__marks(h, p), hl__slot_index(h, off, d->cls))) d->flags |= PF_DIRTY;
+    if (hl__bit(hl__marks(h, p), hl__slot_index(h, off, d->cls))) {
+      d->flags |= PF_DIRTY;
+      if (h->tenure[p] & TN_TENURED) h->tenure[p] |= TN_REMEMBER;
+    }
   } else {
     hl_large *l = hl__large_of(obj);
     if (l->mark) l->dirty = 1;
@@ -347,6 +350,18 @@ static void trace_slots(hl_heap *h, void *obj) {
   drain(h);
 }
 
+/* Trace the slots of every marked object of formatted page p. */
+static void trace_marked_on(hl_heap *h, uint32_t p) {
+  hl_page *d = &h->pages[p];
+  uint32_t sz = h->cls_size[d->cls], words = (d->bump + 63) / 64;
+  const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
+  uint8_t *base = hl__page_addr(h, p);
+  for (uint32_t w = 0; w < words; w++) {
+    for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1)
+      trace_slots(h, base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * sz);
+  }
+}
+
 /* Generational, minor cycle: the old (marked) objects on pages the write
  * barrier dirtied may hold the only reference to a young object; trace them
  * again.  Their dirt is consumed: afterwards what they refer to is marked. */
@@ -357,13 +372,7 @@ static void mark_dirty(hl_heap *h) {
     d->flags &= (uint8_t)~PF_DIRTY;
     if (!hl__formatted(d->state) || !(d->flags & PF_REFS)) continue;
     h->st.dirty_pages_scanned++;
-    uint32_t sz = h->cls_size[d->cls], words = (d->bump + 63) / 64;
-    const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
-    uint8_t *base = hl__page_addr(h, p);
-    for (uint32_t w = 0; w < words; w++) {
-      for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1)
-        trace_slots(h, base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * sz);
-    }
+    trace_marked_on(h, p);
   }
   for (hl_large *l = h->large_head; l; l = l->next) {
     if (!l->dirty) continue;
@@ -372,10 +381,94 @@ static void mark_dirty(hl_heap *h) {
   }
 }
 
+/* ---- tenuring (generational) ----
+ * A full mark clears the marks of every page and traces the whole live set
+ * again -- binary-trees' long-lived tree, 2 M objects, 25 times.  A page that
+ * is at least 7/8 live after two full marks in a row is tenured: later full
+ * marks keep its marks (its objects stay live) and do not trace it, until a
+ * whole mark (every tenure_full_marks-th full mark, an explicit collection,
+ * pressure) untenures every page and marks everything.  A tenured page takes
+ * no new objects.  Its objects' references to objects that are not tenured
+ * are the full mark's remembered set: a page that may hold one (found when
+ * it is tenured, or a store into it through the write barrier since) is
+ * TN_REMEMBER, and a full mark traces its marked objects. */
+
+/* Whether a marked object of page p refers to an object not tenured. */
+static bool refers_untenured(hl_heap *h, uint32_t p) {
+  hl_page *d = &h->pages[p];
+  if (!(d->flags & PF_REFS)) return false;
+  uint32_t sz = h->cls_size[d->cls], words = (d->bump + 63) / 64;
+  const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
+  uint8_t *base = hl__page_addr(h, p);
+  for (uint32_t w = 0; w < words; w++) {
+    for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1) {
+      void *obj = base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * sz;
+      void **slots = hl__slots(obj);
+      for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) {
+        void *v = hl__resolve(h, slots[k], false);
+        if (!v) continue;
+        if (!hl__in_heap(h, v) || !(h->tenure[hl__page_of(h, v)] & TN_TENURED)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+static void mark_remembered(hl_heap *h) {
+  if (!h->st.tenured_pages) return;
+  for (uint32_t p = 0; p < h->high_water; p++) {
+    if ((h->tenure[p] & (TN_TENURED | TN_REMEMBER)) != (TN_TENURED | TN_REMEMBER)) continue;
+    h->st.remembered_pages_scanned++;
+    trace_marked_on(h, p);
+  }
+}
+
+/* Before a whole mark: every page is untenured (its marks are cleared with
+ * the others'). */
+static void untenure_all(hl_heap *h) {
+  if (h->st.tenured_pages)
+    for (uint32_t p = 0; p < h->high_water; p++) h->tenure[p] &= (uint8_t)~(TN_TENURED | TN_REMEMBER);
+  h->st.tenured_pages = 0;
+  h->tenured_bytes = 0;
+}
+
+/* After a full mark's sweep: tenure the pages dense now and at the last full
+ * mark; drop TN_REMEMBER from tenured pages that no longer need it. */
+static void tenure_pages(hl_heap *h) {
+  for (uint32_t p = 0; p < h->high_water; p++) {
+    hl_page *d = &h->pages[p];
+    uint8_t *tn = &h->tenure[p];
+    if (*tn & TN_TENURED) {
+      if ((*tn & TN_REMEMBER) && !refers_untenured(h, p)) *tn &= (uint8_t)~TN_REMEMBER;
+      continue;
+    }
+    uint32_t live = 0;
+    if (d->state == PS_PARTIAL) {
+      const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
+      for (uint32_t w = 0; w < (d->bump + 63) / 64; w++)
+        live += (uint32_t)__builtin_popcountll(mb[w] & ab[w]);
+    }
+    /* dense: 7/8 live, and swept (no dead object still allocated) */
+    bool dense = live == d->used && (uint64_t)live * 8 >= (uint64_t)d->nslots * 7;
+    if (!dense) {
+      *tn &= (uint8_t)~TN_DENSE;
+    } else if (!(*tn & TN_DENSE)) {
+      *tn |= TN_DENSE;
+    } else {
+      *tn |= TN_TENURED;
+      if (refers_untenured(h, p)) *tn |= TN_REMEMBER;
+      h->st.tenured_pages++;
+      h->tenured_bytes += (uint64_t)live * h->cls_size[d->cls];
+      if (d->flags & PF_AVAIL) hl__page_to_state(h, p, PS_PARTIAL, false); /* off the avail list */
+    }
+  }
+}
+
 static void mark_roots(hl_heap *h, bool minor) {
   marked_bytes = 0;
   mark_overflowed = false;
   if (minor) mark_dirty(h);
+  else mark_remembered(h);
   for (uint32_t i = 0; i < h->handles_cap; i++) {
     void *obj = h->handles[i].obj;
     if (obj) {
@@ -393,9 +486,11 @@ static void mark_roots(hl_heap *h, bool minor) {
   rescan_marked(h);
 }
 
-/* A full mark starts from clear marks; the barrier's dirt is moot then. */
+/* A full mark starts from clear marks; the barrier's dirt is moot then.
+ * Tenured pages keep theirs. */
 static void clear_marks_of_list(hl_heap *h, hl_list *l) {
   for (uint32_t p = l->head; p != HL_NIL; p = h->pages[p].next) {
+    if (h->tenure[p] & TN_TENURED) continue;
     memset(hl__marks(h, p), 0, (h->pages[p].nslots + 63) / 64 * sizeof(uint64_t));
     h->pages[p].flags &= (uint8_t)~(PF_DIRTY | PF_OLD);
   }
@@ -592,7 +687,18 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   /* Safe in a minor cycle too: an unmarked object on a partial page is dead
    * (young objects are only on the pages owned since the last cycle). */
   bool sweep_partials = major != MAJOR_NONE || h->opt.sweep == HL_SWEEP_FULL;
+  bool tenuring = !minor && h->opt.generational && h->opt.tenure_full_marks > 0;
+  if (!minor && h->opt.generational) {
+    if (!tenuring || reason == REASON_EXPLICIT || h->pressure ||
+        ++h->full_marks_since_whole >= (uint64_t)h->opt.tenure_full_marks) {
+      untenure_all(h);
+      h->full_marks_since_whole = 0;
+      h->st.whole_marks++;
+    }
+  }
+  uint64_t tenured_before = h->tenured_bytes; /* full marks do not count them */
 
+  uint64_t tm = prim_now_ns(); /* mark_ns: clearing the marks, then marking */
   if (!minor) {
     clear_marks_of_list(h, &h->retired);
     clear_marks_of_list(h, &h->partial_full);
@@ -600,6 +706,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     for (hl_large *l = h->large_head; l; l = l->next) l->mark = l->dirty = 0;
   }
   mark_roots(h, minor);
+  h->st.mark_ns += prim_now_ns() - tm;
   int rc = HL_OK;
   if (h->opt.verify) {
     char msg[256];
@@ -621,7 +728,9 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     uint32_t *list = n ? malloc(n * sizeof(uint32_t)) : NULL;
     if (list || !n) {
       uint64_t k = 0;
-      for (uint32_t p = h->partial_full.head; p != HL_NIL; p = h->pages[p].next) list[k++] = p;
+      /* (tenured pages are on partial_full: nothing on them is unmarked) */
+      for (uint32_t p = h->partial_full.head; p != HL_NIL; p = h->pages[p].next)
+        if (!(h->tenure[p] & TN_TENURED)) list[k++] = p;
       for (uint32_t c = 0; c < h->nclasses; c++)
         for (uint32_t p = h->partial_avail[c].head; p != HL_NIL; p = h->pages[p].next)
           list[k++] = p;
@@ -675,8 +784,9 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     h->st.promoted_bytes += marked_bytes;
     h->promoted_since_full += marked_bytes;
   } else {
-    h->last_full_live = marked_bytes;
+    h->last_full_live = marked_bytes + tenured_before;
     h->promoted_since_full = 0;
+    if (tenuring) tenure_pages(h);
   }
   /* gc_live_ratio grows the trigger by these; generational: the estimate */
   h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : marked_bytes;
@@ -689,6 +799,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
 
   uint64_t dt = prim_now_ns() - t0;
   h->st.gc_ns += dt;
+  if (minor) h->st.minor_gc_ns += dt;
   if (dt > h->st.max_pause_ns) h->st.max_pause_ns = dt;
   hl__event(h, HL_EV_cycle, 10, (int64_t)(major != MAJOR_NONE), (int64_t)dt, (int64_t)small_since,
             (int64_t)large_since, (int64_t)t.pages, (int64_t)t.freed_objects,

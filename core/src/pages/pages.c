@@ -86,7 +86,8 @@ void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head) {
   leave_state(h, p);
   d->state = (uint8_t)state;
   if (state == PS_PARTIAL) {
-    if (d->nfree > 0 || d->bump < d->nslots) d->flags |= PF_AVAIL;
+    /* a tenured page takes no new objects (gc.c) */
+    if ((d->nfree > 0 || d->bump < d->nslots) && !(h->tenure[p] & TN_TENURED)) d->flags |= PF_AVAIL;
     else d->flags &= (uint8_t)~PF_AVAIL;
   } else {
     d->flags &= (uint8_t)~PF_AVAIL;
@@ -116,6 +117,7 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls, bool fresh) {
     d->flags = 0;
   }
   d->cls = (uint8_t)cls;
+  h->tenure[p] = 0;
   d->nslots = (uint32_t)(h->page_size / h->cls_size[cls]);
   d->bump = 0;
   d->used = 0;
@@ -255,6 +257,8 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   size_t bm = (size_t)h->npages_max * 2 * h->bitmap_words * sizeof(uint64_t);
   if ((e = map_table(h, bm, &t, &h->meta_bytes[1]))) goto fail;
   h->bits = t;
+  if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[2]))) goto fail;
+  h->tenure = t;
 
   /* THP would make the kernel back the reservation with 2 MiB pages and
    * inflate RSS; advised once over the whole range, which changes the flags
@@ -282,9 +286,11 @@ fail:
 }
 
 void hl__pages_destroy(hl_heap *h) {
+  if (h->tenure) prim_os_unreserve(h->tenure, h->meta_bytes[2]);
   if (h->bits) prim_os_unreserve(h->bits, h->meta_bytes[1]);
   if (h->pages) prim_os_unreserve(h->pages, h->meta_bytes[0]);
   if (h->base) prim_os_unreserve(h->base, h->reserved);
+  h->tenure = NULL;
   h->bits = NULL;
   h->pages = NULL;
   h->base = NULL;
@@ -319,7 +325,7 @@ static int check_list(hl_heap *h, hl_list *l, const char *name, char *msg, size_
 int hl__check_locked(hl_heap *h, char *msg, size_t len) {
   hl__aword_flush(h); /* reserved slots count as used until then */
   uint64_t per_state[PS_COUNT] = {0};
-  uint64_t owned = 0, fallback = 0;
+  uint64_t owned = 0, fallback = 0, tenured = 0;
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
     CHECK(d->state > PS_UNUSED && d->state < PS_COUNT, "page %" PRIu32 ": bad state %d", p,
@@ -335,6 +341,12 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
       CHECK(d->cls < h->nclasses && h->owned[d->cls] == p,
             "page %" PRIu32 ": owned but not its class's page", p);
       owned++;
+    }
+    if (h->tenure[p] & TN_TENURED) {
+      CHECK(d->state == PS_PARTIAL && !(d->flags & PF_AVAIL),
+            "page %" PRIu32 ": tenured, but in state %d%s", p, d->state,
+            d->flags & PF_AVAIL ? " on an avail list" : "");
+      tenured++;
     }
     if (!hl__formatted(d->state)) continue;
     CHECK(d->cls < h->nclasses, "page %" PRIu32 ": bad class %d", p, d->cls);
@@ -377,6 +389,8 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
         h->high_water);
   CHECK(fallback == h->fallback_count, "fallback pages %" PRIu64 " but counted %" PRIu64,
         fallback, h->fallback_count);
+  CHECK(tenured == h->st.tenured_pages, "tenured pages %" PRIu64 " but counted %" PRIu64,
+        tenured, h->st.tenured_pages);
   uint64_t owned_expected = 0;
   for (uint32_t c = 0; c < h->nclasses; c++) owned_expected += h->owned[c] != HL_NIL;
   CHECK(owned == owned_expected, "owned pages %" PRIu64 " but %" PRIu64 " classes own one",
