@@ -162,6 +162,7 @@ struct hl_heap {
   uint64_t reserved;        /* bytes */
   uint32_t npages_max;
   uint32_t high_water;      /* pages carved so far */
+  uint8_t *carved_end;      /* base + high_water pages: hl__in_heap's bound */
   unsigned page_shift;
   uint64_t page_size;
   hl_page *pages;           /* descriptors */
@@ -298,8 +299,7 @@ static inline uint8_t *hl__page_addr(const hl_heap *h, uint32_t p) {
   return h->base + ((uint64_t)p << h->page_shift);
 }
 static inline bool hl__in_heap(const hl_heap *h, const void *ptr) {
-  return (const uint8_t *)ptr >= h->base &&
-         (const uint8_t *)ptr < h->base + ((uint64_t)h->high_water << h->page_shift);
+  return (const uint8_t *)ptr >= h->base && (const uint8_t *)ptr < h->carved_end;
 }
 static inline uint32_t hl__page_of(const hl_heap *h, const void *ptr) {
   return (uint32_t)(((const uint8_t *)ptr - h->base) >> h->page_shift);

@@ -81,9 +81,8 @@ static inline void *small_obj(hl_heap *h, uint32_t cls, uint64_t size, uint64_t 
  * not hold: the caller then takes the general path.  No call in it, so the
  * raw-object calls save no registers on their common path. */
 static inline void *obj_fast(hl_heap *h, uint64_t size, uint64_t refs) {
-  if (hl_unlikely(hl__held != h || h->opt.mode != HL_MODE_COLLECTED || size > h->small_max ||
-                  refs > FEW_REFS))
-    return NULL;
+  /* (a manual heap's alloc_limit is 0: it fails the trigger compare below) */
+  if (hl_unlikely(hl__held != h || size > h->small_max || refs > FEW_REFS)) return NULL;
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
   if (hl_unlikely(bytes > h->small_max || h->st.small_bytes_since_cycle >= h->alloc_limit ||
                   atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)))
@@ -268,8 +267,7 @@ static void mark_one(hl_heap *h, void *obj) {
 static inline void mark_value(hl_heap *h, void *v, bool interior) {
   if (!v) return;
   const uint8_t *a = v;
-  if (a >= h->base && a < h->base + h->reserved) {
-    if (!hl__in_heap(h, a)) return;
+  if (hl__in_heap(h, a)) {
     uint32_t p = hl__page_of(h, a);
     hl_page *d = &h->pages[p];
     if (!hl__formatted(d->state)) return;
@@ -284,12 +282,13 @@ static inline void mark_value(hl_heap *h, void *v, bool interior) {
     if (hl__bit(mb, idx)) return;
     hl__bit_set(mb, idx);
     marked_bytes += h->cls_size[d->cls];
-    d->flags |= PF_OLD;
+    if (!(d->flags & PF_OLD)) d->flags |= PF_OLD;
     /* Pages of objects without slots (a fill's payloads) are marked without
      * a push: no header read, the miss per object the marker otherwise pays. */
     if (d->flags & PF_REFS) mark_found(h, base + start);
     return;
   }
+  if (a >= h->base && a < h->base + h->reserved) return; /* reserved, not carved */
   if (hl__large_contains(h, a)) mark_large(h, v);
 }
 
@@ -848,7 +847,8 @@ uint64_t hl__trigger_in_force(const hl_heap *h) { return trigger_in_force(h); }
  * in force, or 0 while the large trigger is due.  Set after every cycle and
  * every large allocation. */
 void hl__alloc_limit_update(hl_heap *h) {
-  h->alloc_limit = large_due(h) ? 0 : trigger_in_force(h);
+  /* (0 on a manual heap: the raw-object fast path relies on it) */
+  h->alloc_limit = h->opt.mode != HL_MODE_COLLECTED || large_due(h) ? 0 : trigger_in_force(h);
 }
 
 /* hl__maybe_collect then hl__obj_alloc as one call: the pair every

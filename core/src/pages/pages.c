@@ -194,6 +194,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
   }
   if (h->high_water >= h->npages_max) return HL_NIL;
   p = h->high_water++;
+  h->carved_end = h->base + ((uint64_t)h->high_water << h->page_shift);
   hl_page *d = &h->pages[p];
   /* verify: fresh descriptors arrive holding garbage, as memory recycled by
    * malloc did in the seed, so a field format forgets is caught. */
@@ -244,6 +245,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
     return HL_ENOMEM;
   }
   h->base = base;
+  h->carved_end = base;
   h->reserved = want;
   h->npages_max = (uint32_t)(want >> h->page_shift);
   h->prim.base = (uintptr_t)base;
