@@ -80,9 +80,23 @@ int main(void) {
   CHECK(hl_collect(NULL, 1, -1) == HL_EINVAL, "NULL heap collect");
   hl_heap_free(NULL);
 
-  hl_heap *m = HEAP("mode=manual");
+  hl_heap *m = HEAP("mode=manual", "tcache_blocks=0"); /* (a malloc leaves its word reserved) */
   FAILS(m, HL_EMODE, "collected", hl_alloc(m, 8, 0, &r));
   FAILS(m, HL_EMODE, "manual heap", hl_collect(m, 1, -1));
+  /* the raw-object calls too, held (their fast path) or not, with blocks of
+   * the same size class reserved by a malloc */
+  void *blk = hl_malloc(m, 24);
+  CHECK(blk, "malloc: %s", hl_heap_error(m));
+  uint64_t fake_parent[4] = {2}; /* a header with two slots */
+  for (int held = 0; held < 2; held++) {
+    if (held) hl_enter(m);
+    FAILS(m, HL_EMODE, "collected", hl_obj_new(m, 8, 1) ? HL_OK : HL_EMODE);
+    FAILS(m, HL_EMODE, "collected", hl_obj_new(m, 16, 0) ? HL_OK : HL_EMODE);
+    FAILS(m, HL_EMODE, "collected", hl_obj_new_in(m, fake_parent, 0, 8, 1) ? HL_OK : HL_EMODE);
+    if (held) hl_leave(m);
+  }
+  CHECK(fake_parent[1] == 0, "a refused hl_obj_new_in stored into its parent");
+  hl_free(m, blk);
   hl_heap_free(m);
 
   /* the object that was live through all of it is intact */
