@@ -349,16 +349,39 @@ static void trace_slots(hl_heap *h, void *obj) {
   drain(h);
 }
 
+/* The marked objects of formatted page p, in address order:
+ *   marked_iter it = marked_begin(h, p);
+ *   for (void *obj; (obj = marked_next(&it));) ...
+ * (a word's marks are read when the iteration reaches it) */
+typedef struct marked_iter {
+  const uint64_t *mb, *ab;
+  uint8_t *base;
+  uint32_t sz, w, words;
+  uint64_t bits;
+} marked_iter;
+
+static inline marked_iter marked_begin(const hl_heap *h, uint32_t p) {
+  const hl_page *d = &h->pages[p];
+  marked_iter it = {hl__marks(h, p), hl__allocs(h, p), hl__page_addr(h, p),
+                    h->cls_size[d->cls], 0, (d->bump + 63) / 64, 0};
+  if (it.words) it.bits = it.mb[0] & it.ab[0];
+  return it;
+}
+
+static inline void *marked_next(marked_iter *it) {
+  while (!it->bits) {
+    if (++it->w >= it->words) return NULL;
+    it->bits = it->mb[it->w] & it->ab[it->w];
+  }
+  uint32_t i = it->w * 64 + (uint32_t)__builtin_ctzll(it->bits);
+  it->bits &= it->bits - 1;
+  return it->base + (uint64_t)i * it->sz;
+}
+
 /* Trace the slots of every marked object of formatted page p. */
 static void trace_marked_on(hl_heap *h, uint32_t p) {
-  hl_page *d = &h->pages[p];
-  uint32_t sz = h->cls_size[d->cls], words = (d->bump + 63) / 64;
-  const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
-  uint8_t *base = hl__page_addr(h, p);
-  for (uint32_t w = 0; w < words; w++) {
-    for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1)
-      trace_slots(h, base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * sz);
-  }
+  marked_iter it = marked_begin(h, p);
+  for (void *obj; (obj = marked_next(&it));) trace_slots(h, obj);
 }
 
 /* Generational, minor cycle: the old (marked) objects on pages the write
@@ -394,20 +417,14 @@ static void mark_dirty(hl_heap *h) {
 
 /* Whether a marked object of page p refers to an object not tenured. */
 static bool refers_untenured(hl_heap *h, uint32_t p) {
-  hl_page *d = &h->pages[p];
-  if (!(d->flags & PF_REFS)) return false;
-  uint32_t sz = h->cls_size[d->cls], words = (d->bump + 63) / 64;
-  const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
-  uint8_t *base = hl__page_addr(h, p);
-  for (uint32_t w = 0; w < words; w++) {
-    for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1) {
-      void *obj = base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * sz;
-      void **slots = hl__slots(obj);
-      for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) {
-        void *v = hl__resolve(h, slots[k], false);
-        if (!v) continue;
-        if (!hl__in_heap(h, v) || !(h->tenure[hl__page_of(h, v)] & TN_TENURED)) return true;
-      }
+  if (!(h->pages[p].flags & PF_REFS)) return false;
+  marked_iter it = marked_begin(h, p);
+  for (void *obj; (obj = marked_next(&it));) {
+    void **slots = hl__slots(obj);
+    for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) {
+      void *v = hl__resolve(h, slots[k], false);
+      if (!v) continue;
+      if (!hl__in_heap(h, v) || !(h->tenure[hl__page_of(h, v)] & TN_TENURED)) return true;
     }
   }
   return false;
@@ -642,13 +659,9 @@ static int check_marks_closed(hl_heap *h, char *msg, size_t len) {
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
     if (!hl__formatted(d->state) || !(d->flags & PF_REFS)) continue;
-    const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
-    for (uint32_t w = 0; w < (d->bump + 63) / 64; w++)
-      for (uint64_t bits = mb[w] & ab[w]; bits; bits &= bits - 1) {
-        void *obj = hl__page_addr(h, p) +
-                    (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * h->cls_size[d->cls];
-        if (slots_marked(h, obj, msg, len)) return HL_ECHECK;
-      }
+    marked_iter it = marked_begin(h, p);
+    for (void *obj; (obj = marked_next(&it));)
+      if (slots_marked(h, obj, msg, len)) return HL_ECHECK;
   }
   for (hl_large *l = h->large_head; l; l = l->next)
     if (l->mark && slots_marked(h, l + 1, msg, len)) return HL_ECHECK;
