@@ -73,6 +73,7 @@ static void note_stats(bench_out *o, const hl_stats *a, const hl_stats *b) {
   D(dirty_pages_scanned);
   D(whole_marks);
   D(remembered_pages_scanned);
+  D(verify_failures);
 #undef D
   bench_note_u(o, "tenured_pages", b->tenured_pages);
   bench_note_u(o, "max_pause_ns", b->max_pause_ns);
