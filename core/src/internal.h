@@ -415,16 +415,12 @@ static inline uint32_t hl__slot_index(const hl_heap *h, uint64_t off, uint32_t c
  * A store into a young object needs nothing: a cycle that marks it traces
  * it.  Lock held. */
 void hl__store_old(hl_heap *h, void *obj);
-/* The barrier's inline test: false when nothing is marked on obj's page
- * (obj is young: the common case) or the heap is not generational. */
-static inline bool hl__store_may_dirty(const hl_heap *h, const void *obj) {
-  if (!h->opt.generational) return false;
-  return !hl__in_heap(h, obj) || (h->pages[hl__page_of(h, obj)].flags & PF_OLD);
-}
 static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
-  if (value && hl__store_may_dirty(h, obj))
-    hl__store_old(h, obj); /* gc.c: reads the mark bit, dirties the page */
+  if (!h->opt.generational || !value) return;
+  /* nothing marked on the page: obj is young (the common case, inline) */
+  if (hl__in_heap(h, obj) && !(h->pages[hl__page_of(h, obj)].flags & PF_OLD)) return;
+  hl__store_old(h, obj); /* gc.c: reads the mark bit, dirties the page */
 }
 /* The same for a caller without the heap (hl_obj_set); gc.c. */
 void hl__store_any(void *obj, uint64_t slot, void *value);

@@ -50,6 +50,27 @@ static inline void obj_init(void *obj, uint32_t size_field, uint64_t refs) {
   }
 }
 
+/* Whether a small allocation of `bytes` may skip the cycle check: no cycle
+ * is due (alloc_limit: 0 while the large trigger is due, and on a manual
+ * heap) and no background collector waits for this thread. */
+static inline bool small_no_cycle(const hl_heap *h, uint64_t bytes) {
+  return bytes <= h->small_max && h->st.small_bytes_since_cycle < h->alloc_limit &&
+         !atomic_load_explicit(&h->collector_waiting, memory_order_relaxed);
+}
+
+/* A new small object in the slot just taken from class word a: the
+ * trigger's count, the header, empty slots.
+ * The trigger's count is exact: a cycle starts at the same byte whatever the
+ * word reservations (where minor cycles land decides what is promoted:
+ * charging by word, 2 KiB early, moved binary-trees' peak RSS by 10%).  The
+ * other stats were charged when the slot's word was reserved. */
+static inline void *small_init(hl_heap *h, hl_aword *a, void *obj, uint64_t size,
+                               uint64_t refs) {
+  h->st.small_bytes_since_cycle += a->sz;
+  obj_init(obj, (uint32_t)size, refs);
+  return obj;
+}
+
 /* A small object of class cls: NULL (and the error) when memory cannot be
  * had. */
 static inline void *small_obj(hl_heap *h, uint32_t cls, uint64_t size, uint64_t refs) {
@@ -59,41 +80,29 @@ static inline void *small_obj(hl_heap *h, uint32_t cls, uint64_t size, uint64_t 
              (unsigned long long)h->reserved);
     return NULL;
   }
-  /* The trigger's count is exact: a cycle starts at the same byte whatever
-   * the word reservations (where minor cycles land decides what is promoted:
-   * charging by word, 2 KiB early, moved binary-trees' peak RSS by 10%).
-   * The other stats were charged when the slot's word was reserved. */
   hl_aword *a = &h->aword[cls];
-  h->st.small_bytes_since_cycle += a->sz;
   if (refs && hl_unlikely(!a->refs)) {
     a->refs = true;
     h->pages[a->page].flags |= PF_REFS;
   }
-  obj_init(obj, (uint32_t)size, refs);
-  return obj;
+  return small_init(h, a, obj, size, refs);
 }
 
 /* What a raw-object call (hl_obj_new, hl_obj_new_in) tries first: the heap
  * held by this thread (hl_enter), a small object with at most FEW_REFS
- * slots, no cycle due, a slot
- * reserved in its class's allocation word on a page already flagged PF_REFS
- * when the object has slots.  NULL, with nothing done, when any of that does
- * not hold: the caller then takes the general path.  No call in it, so the
- * raw-object calls save no registers on their common path. */
+ * slots, no cycle due, a slot reserved in its class's allocation word on a
+ * page already flagged PF_REFS when the object has slots.  NULL, with
+ * nothing done, when any of that does not hold: the caller then takes the
+ * general path.  No call in it, so the raw-object calls save no registers on
+ * their common path. */
 static inline void *obj_fast(hl_heap *h, uint64_t size, uint64_t refs) {
-  /* (a manual heap's alloc_limit is 0: it fails the trigger compare below) */
   if (hl_unlikely(hl__held != h || size > h->small_max || refs > FEW_REFS)) return NULL;
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
-  if (hl_unlikely(bytes > h->small_max || h->st.small_bytes_since_cycle >= h->alloc_limit ||
-                  atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)))
-    return NULL;
+  if (hl_unlikely(!small_no_cycle(h, bytes))) return NULL; /* (a manual heap too) */
   hl_aword *a = &h->aword[hl__class_of(h, bytes)];
   uint64_t m = a->free;
   if (hl_unlikely(!m || (refs && !a->refs))) return NULL;
-  void *obj = hl__aword_take(a, m);
-  h->st.small_bytes_since_cycle += a->sz; /* as small_obj */
-  obj_init_few(obj, (uint32_t)size, refs);
-  return obj;
+  return small_init(h, a, hl__aword_take(a, m), size, refs);
 }
 
 /* Allocate an object (lock held, arguments checked).  Slots start empty; the
@@ -870,9 +879,7 @@ void hl__alloc_limit_update(hl_heap *h) {
  * one compare against alloc_limit and the inline slot take, no call. */
 static inline void *obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
   uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
-  if (hl_likely(bytes <= h->small_max && h->st.small_bytes_since_cycle < h->alloc_limit &&
-                !atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)))
-    return small_obj(h, hl__class_of(h, bytes), size, refs);
+  if (hl_likely(small_no_cycle(h, bytes))) return small_obj(h, hl__class_of(h, bytes), size, refs);
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed) || small_due(h) ||
       large_due(h))
     hl__maybe_collect(h);
@@ -918,11 +925,6 @@ static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot
   return obj;
 }
 
-static NOINLINE void *store_old_ret(hl_heap *h, void *parent, void *obj) {
-  hl__store_old(h, parent);
-  return obj;
-}
-
 void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
   void *obj = h ? obj_fast(h, size, refs) : NULL;
   return hl_likely(obj != NULL) ? obj : obj_new_general(h, size, refs);
@@ -932,9 +934,8 @@ void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint
   if (hl_likely(h && parent && slot < ((hl_objhdr *)parent)->refs)) {
     void *obj = obj_fast(h, size, refs);
     if (hl_likely(obj != NULL)) {
-      /* hl__store, with its out-of-line part a tail call */
-      hl__slots(parent)[slot] = obj;
-      return hl_likely(!hl__store_may_dirty(h, parent)) ? obj : store_old_ret(h, parent, obj);
+      hl__store(h, parent, slot, obj);
+      return obj;
     }
   }
   return obj_new_in_general(h, parent, slot, size, refs);

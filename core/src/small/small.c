@@ -48,20 +48,14 @@ bool hl__poison_intact(const void *p, size_t n) {
   return true;
 }
 
-/* Charge (sign +1) or give back (-1) k slots of class cls to the stats:
+/* Charge k slots of class cls to the stats (k < 0: give them back):
  * reserved slots count as allocated until a flush gives back the ones not
  * taken.  (Not the trigger's small_bytes_since_cycle: gc.c counts that per
  * object.) */
-static void aword_charge(hl_heap *h, uint32_t cls, uint64_t k, int sign) {
-  uint64_t bytes = k * h->cls_size[cls];
-  if (sign < 0) {
-    k = -k;
-    bytes = -bytes;
-  }
-
-  h->st.small_allocated_bytes += bytes;
-  h->st.small_live_bytes += bytes;
-  h->st.objects_allocated += k;
+static void aword_charge(hl_heap *h, uint32_t cls, int64_t k) {
+  h->st.small_allocated_bytes += (uint64_t)(k * h->cls_size[cls]);
+  h->st.small_live_bytes += (uint64_t)(k * h->cls_size[cls]);
+  h->st.objects_allocated += (uint64_t)k;
 }
 
 /* Bits [0, n) of a word (n may exceed 64). */
@@ -93,7 +87,7 @@ static bool aword_reserve(hl_heap *h, uint32_t cls, uint32_t p) {
   }
   uint32_t k = (uint32_t)__builtin_popcountll(mask);
   d->used += k;
-  aword_charge(h, cls, k, +1);
+  aword_charge(h, cls, k);
   uint32_t sz = h->cls_size[cls];
   h->aword[cls] = (hl_aword){.free = mask,
                              .ab = ab + w,
@@ -114,7 +108,7 @@ void hl__aword_flush(hl_heap *h) {
     d->used -= k;
     d->nfree += k; /* below bump now, free */
     if (w < d->cursor) d->cursor = w;
-    aword_charge(h, c, k, -1);
+    aword_charge(h, c, -(int64_t)k);
     a->free = 0;
   }
 }
