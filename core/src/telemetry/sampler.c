@@ -41,7 +41,12 @@ static void take(hl_sampler *s) {
     s->n /= 2;
     s->interval_us *= 2;
   }
-  s->series[s->n++] = x;
+  /* The caller's thread (mark, reset, summary) measures too: a sample
+   * measured before one already stored goes in before it, so the series
+   * stays in time order. */
+  size_t i = s->n++;
+  for (; i > 0 && s->series[i - 1].t_ns > x.t_ns; i--) s->series[i] = s->series[i - 1];
+  s->series[i] = x;
   s->taken++;
   pthread_mutex_unlock(&s->lock);
 }
