@@ -9,6 +9,7 @@ judged on the fastest runs, with the ratio of medians beside it (time_ratio).
 
     python3 experiments/bench/bench.py run [--quick]   # the table (make bench uses pytest)
     python3 experiments/bench/bench.py check --exe heaplab=PATH ...   # meson test, suite bench
+    python3 experiments/bench/bench.py pair "CMD_A" "CMD_B" [--rounds N]   # an A/B, side by side
 
 Standard library only: the meson test runs it without the Python package.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -57,14 +59,11 @@ def require(exes, names):
                          f"ninja -C build (Meson builds a peer only when its package is found)")
 
 
-def run_one(exe, workload, args=(), options=(), timeout=600):
-    """One process, one workload run: its JSON record."""
-    cmd = [exe, workload, *map(str, args)]
-    for o in options:
-        cmd += ["-o", o]
-    env = dict(os.environ, MALLOC_PERTURB_="0")
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       env=env, timeout=timeout)
+ENV = dict(os.environ, MALLOC_PERTURB_="0")
+
+
+def record_of(cmd, p):
+    """The JSON record a finished run (a subprocess result) printed."""
     try:
         rec = json.loads(p.stdout)
     except ValueError:
@@ -73,6 +72,35 @@ def run_one(exe, workload, args=(), options=(), timeout=600):
     if rec.get("error") or p.returncode:
         raise BenchError(f"{' '.join(cmd)}: {rec.get('error')} (exit {p.returncode})")
     return rec
+
+
+def run_one(exe, workload, args=(), options=(), timeout=600):
+    """One process, one workload run: its JSON record."""
+    cmd = [exe, workload, *map(str, args)]
+    for o in options:
+        cmd += ["-o", o]
+    return record_of(cmd, subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True, env=ENV, timeout=timeout))
+
+
+def run_pair(cmd_a, cmd_b, rounds=4, timeout=600):
+    """An A/B of two benchmark commands (argument lists) run at the same time,
+    pinned to CPU 0 and CPU 1, swapped every round: both see the same moment
+    of the host, so a slow spell of the VM lands on both (they share the
+    memory system, so the times are slower than alone: the ratio is what this
+    is for).  Yields (record A, record B) per round."""
+    if len(os.sched_getaffinity(0)) < 2:
+        raise BenchError("pair: needs 2 CPUs, this process may use "
+                         f"{len(os.sched_getaffinity(0))}")
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    for i in range(rounds):
+        order = cpus if i % 2 == 0 else cpus[::-1]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=ENV, preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c}))
+                 for cmd, cpu in zip((cmd_a, cmd_b), order)]
+        outs = [p.communicate(timeout=timeout) for p in procs]   # both finish first
+        yield tuple(record_of(cmd, subprocess.CompletedProcess(cmd, p.returncode, *out))
+                    for cmd, p, out in zip((cmd_a, cmd_b), procs, outs))
 
 
 # ---- the suite -------------------------------------------------------------------------
@@ -441,7 +469,10 @@ def save(workloads, folder):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["run", "check"])
+    ap.add_argument("mode", choices=["run", "check", "pair"])
+    ap.add_argument("commands", nargs="*",
+                    help='pair: two benchmark commands, e.g. "OLD/bench-heaplab binary-trees"')
+    ap.add_argument("--rounds", type=int, default=4, help="pair: rounds (default 4)")
     ap.add_argument("--exe", action="append", default=[], help="allocator=path (repeatable)")
     ap.add_argument("--build", help="the Meson build folder (default ./build)")
     ap.add_argument("--quick", action="store_true", help="depth 18, 2 runs")
@@ -450,6 +481,14 @@ def main(argv=None):
     exes = dict(e.split("=", 1) for e in args.exe) if args.exe else None
     exes = find_exes(args.build, exes)
     try:
+        if args.mode == "pair":
+            if len(args.commands) != 2:
+                ap.error("pair needs two commands (each one quoted argument)")
+            a, b = (shlex.split(c) for c in args.commands)
+            for ra, rb in run_pair(a, b, args.rounds):
+                print(f"A {ra['time_ns'] / 1e9:.3f} s  B {rb['time_ns'] / 1e9:.3f} s  "
+                      f"B/A {rb['time_ns'] / ra['time_ns']:.3f}", flush=True)
+            return 0
         if args.mode == "check":
             ws = run_suite(tiny_suite(), exes)
             problems = checksum_problems(ws)
