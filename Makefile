@@ -25,7 +25,7 @@ build: setup $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
 $(ASAN)/build.ninja:
-	meson setup $(ASAN) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+	meson setup $(ASAN) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dasserts=true
 
 build-asan: setup $(ASAN)/build.ninja
 	ninja -C $(ASAN)

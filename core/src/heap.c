@@ -1,7 +1,15 @@
 /*
- * heap.c -- the public API: creating and closing heaps, handles, bulk phases,
- * collections, stats, probes and fault injection.  Argument checking happens
- * here, once; the layers below trust their callers.
+ * heap.c -- the front door: every public entry of a heap (heaplab.h) is
+ * here.  Each checks its arguments once, takes the heap lock through the one
+ * helper (hl__lock: nothing when the thread holds the heap with hl_enter),
+ * and hands over to the layer that does the work; the layers below trust
+ * their callers and assert the lock.  The hot entries (hl_obj_new,
+ * hl_obj_new_in, hl_malloc, hl_free, hl_free_sized) try an inline fast path
+ * first (internal.h, manual/manual.h) and call out only when it misses.
+ *
+ * Not here: the options (telemetry/options.c), the footprint sampler
+ * (telemetry/sampler.c), the names of stats, events, sites and errors
+ * (telemetry/telemetry.c) -- none of them takes a heap.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -12,9 +20,22 @@
 #include <string.h>
 
 #include "internal.h"
+#include "manual/manual.h"
 
 _Thread_local hl_heap *hl__held;
 _Thread_local uint32_t hl__held_depth;
+#ifdef HL_ASSERTS
+_Thread_local char hl__thread_token;
+
+void hl__assert_fail(const char *cond, const char *file, int line, const char *func) {
+  /* no allocation: the heap may be what is broken */
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "heaplab: assertion failed: %s (%s:%d, %s)\n", cond, file,
+                   line, func);
+  if (n > 0) fputs(buf, stderr);
+  abort();
+}
+#endif
 
 static _Atomic uint64_t heap_serial;
 
@@ -68,6 +89,27 @@ static int faults_from_env(hl_heap *h, char *err, size_t errlen) {
   return HL_OK;
 }
 
+/* ---- creating and closing ---- */
+
+static void heap_destroy(hl_heap *h) {
+  hl__registry_remove(h);
+  hl__manual_destroy(h);
+  hl__large_destroy_all(h);
+  hl__handles_destroy(h);
+  hl__pages_destroy(h);
+  prim_ctx_destroy(&h->prim);
+  free(h->size_to_cls);
+  free(h->events);
+  free(h->mark_stack);
+  free(h->scratch);
+  pthread_mutex_destroy(&h->lock);
+  pthread_mutex_destroy(&h->errlock);
+  pthread_mutex_destroy(&h->req_lock);
+  pthread_cond_destroy(&h->cycle_done);
+  pthread_cond_destroy(&h->collector_cv);
+  free(h);
+}
+
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen) {
   if (!out) {
     hl__fmt_err(err, errlen, "hl_heap_new: NULL output pointer");
@@ -114,12 +156,11 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
     goto fail;
   }
   if ((rc = hl__pages_init(h, err, errlen))) goto fail;
-  if (o.mode == HL_MODE_COLLECTED && (rc = hl__registry_add(h))) {
+  if ((rc = hl__registry_add(h))) {
     hl__fmt_err(err, errlen, "hl_heap_new: out of memory");
     goto fail;
   }
   h->trigger = (uint64_t)o.gc_trigger_bytes;
-  h->st.gc_trigger_bytes = h->trigger;
   hl__alloc_limit_update(h);
   h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&
@@ -131,16 +172,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   *out = h;
   return HL_OK;
 fail:
-  hl__registry_remove(h);
-  hl__pages_destroy(h);
-  free(h->size_to_cls);
-  free(h->events);
-  pthread_mutex_destroy(&h->lock);
-  pthread_mutex_destroy(&h->errlock);
-  pthread_mutex_destroy(&h->req_lock);
-  pthread_cond_destroy(&h->cycle_done);
-  pthread_cond_destroy(&h->collector_cv);
-  free(h);
+  heap_destroy(h);
   return rc;
 }
 
@@ -150,28 +182,13 @@ void hl_heap_free(hl_heap *h) {
   if (hl__held == h) {
     hl__held = NULL;
     hl__held_depth = 0;
-    pthread_mutex_unlock(&h->lock);
+    hl__unlock_raw(h);
   }
-  pthread_mutex_lock(&h->lock);
-  while (h->in_cycle) pthread_cond_wait(&h->cycle_done, &h->lock);
+  hl__lock_raw(h);
+  while (h->in_cycle) hl__wait(h, &h->cycle_done);
   h->closing = true;
-  pthread_mutex_unlock(&h->lock);
-  hl__registry_remove(h);
-  hl__manual_destroy(h);
-  hl__large_destroy_all(h);
-  hl__handles_destroy(h);
-  hl__pages_destroy(h);
-  prim_ctx_destroy(&h->prim);
-  free(h->size_to_cls);
-  free(h->events);
-  free(h->mark_stack);
-  free(h->scratch);
-  pthread_mutex_destroy(&h->lock);
-  pthread_mutex_destroy(&h->errlock);
-  pthread_mutex_destroy(&h->req_lock);
-  pthread_cond_destroy(&h->cycle_done);
-  pthread_cond_destroy(&h->collector_cv);
-  free(h);
+  hl__unlock_raw(h);
+  heap_destroy(h);
 }
 
 int hl_heap_options(const hl_heap *h, hl_options *out) {
@@ -183,6 +200,12 @@ int hl_heap_options(const hl_heap *h, hl_options *out) {
 
 /* ---- handles ---- */
 
+/* The one allocation of the handle API: the fast path, else the sequence. */
+static inline void *obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+  void *obj = hl__obj_alloc_fast(h, size, refs);
+  return hl_likely(obj != NULL) ? obj : hl__obj_alloc(h, size, refs, 0);
+}
+
 int hl_alloc(hl_heap *h, uint64_t size, uint64_t refs, hl_ref *out) {
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "alloc: NULL output");
@@ -190,10 +213,7 @@ int hl_alloc(hl_heap *h, uint64_t size, uint64_t refs, hl_ref *out) {
   int rc = hl__check_alloc_args(h, size, refs);
   if (rc) return rc;
   bool locked = hl__lock(h);
-  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
-  if (bytes > h->small_max) hl__large_paced(h, bytes);
-  hl__maybe_collect(h);
-  void *obj = hl__obj_alloc(h, size, refs, false);
+  void *obj = obj_new(h, size, refs);
   rc = obj ? hl__handle_new(h, obj, out) : HL_ENOMEM;
   hl__unlock(h, locked);
   return rc;
@@ -307,79 +327,16 @@ int hl_ref_read(hl_heap *h, hl_ref ref, uint64_t off, void *dst, uint64_t len) {
   return rc;
 }
 
-/* ---- bulk fill ---- */
-
-/* Replace the object of handle `ref` (a root) with a copy holding `cap`
- * slots.  Lock held. */
-static void *regrow_root(hl_heap *h, hl_ref ref, void *old, uint64_t used, uint64_t cap) {
-  void *n = hl__obj_alloc(h, 0, cap, true);
-  if (!n) return NULL;
-  memcpy(hl__slots(n), hl__slots(old), used * sizeof(void *));
-  uint32_t i = (uint32_t)(ref & 0xffffffffu) - 1;
-  h->handles[i].obj = n;
-  return n;
+int hl_ref_checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
+  CHECK_HEAP(h);
+  if (!sum) return hl__fail(h, HL_EINVAL, "checksum: NULL output");
+  bool locked = hl__lock(h);
+  int rc = hl__checksum(h, ref, sum, objects);
+  hl__unlock(h, locked);
+  return rc;
 }
 
-/* The index of one page's objects: a small tree of small objects (fanout
- * up to 63 slots) so that everything a fill makes lives on heaplab's own
- * pages and goes back to the OS with them when dropped. */
-typedef struct group_builder {
-  void *node[8];
-  uint64_t used[8], size[8];
-  uint64_t span[8];   /* objects one slot covers at each level */
-  int levels;
-  uint64_t n, appended;
-  uint64_t fanout;
-} group_builder;
-
-static void *new_node(hl_heap *h, group_builder *g, int level) {
-  uint64_t remaining = g->n - g->appended;
-  uint64_t slots = (remaining + g->span[level] - 1) / g->span[level];
-  if (slots > g->fanout) slots = g->fanout;
-  void *node = hl__obj_alloc(h, 0, slots, g->fanout > 63);
-  if (!node) return NULL;
-  g->node[level] = node;
-  g->used[level] = 0;
-  g->size[level] = slots;
-  return node;
-}
-
-/* Start the group for n objects; its root is stored in slot `slot` of
- * `parent` at once. */
-static int group_start(hl_heap *h, group_builder *g, uint64_t n, void *parent, uint64_t slot) {
-  memset(g->node, 0, sizeof g->node);
-  g->n = n;
-  g->appended = 0;
-  g->levels = 1;
-  uint64_t cap = g->fanout;
-  while (cap < n && g->levels < 8) {
-    cap *= g->fanout;
-    g->levels++;
-  }
-  uint64_t span = 1;
-  for (int l = g->levels - 1; l >= 0; l--) {
-    g->span[l] = span;
-    span *= g->fanout;
-  }
-  if (!new_node(h, g, 0)) return HL_ENOMEM;
-  hl__store(h, parent, slot, g->node[0]);
-  return HL_OK;
-}
-
-/* Append obj (parked in a root by the caller while nodes are made). */
-static int group_append(hl_heap *h, group_builder *g, void *obj) {
-  int l = g->levels - 1;
-  while (l > 0 && (!g->node[l] || g->used[l] == g->size[l])) l--;
-  for (; l < g->levels - 1; l++) {
-    /* room at level l: hang a new child below it */
-    void *child = new_node(h, g, l + 1);
-    if (!child) return HL_ENOMEM;
-    hl__store(h, g->node[l], g->used[l]++, child);
-  }
-  hl__store(h, g->node[l], g->used[l]++, obj);
-  g->appended++;
-  return HL_OK;
-}
+/* ---- workloads ---- */
 
 int hl_fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, hl_ref *out) {
   return hl_fill_stride(h, total, size, refs, 1, out);
@@ -409,174 +366,31 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
                     "fill: total_bytes %" PRIu64 " exceeds this machine's memory (%" PRIu64
                     " bytes of RAM and swap)", total, machine);
   bool locked = hl__lock(h);
-  uint64_t bytes = sizeof(hl_objhdr) + refs * sizeof(void *) + size;
-  bool large = bytes > h->small_max;
-  uint64_t cap = 64, used = 0;
-  hl_ref ref = 0, park = 0;
-  group_builder g;
-  g.fanout = (h->small_max - sizeof(hl_objhdr)) / sizeof(void *);
-  if (g.fanout > 63) g.fanout = 63;
-  if (g.fanout < 8) g.fanout = 1024; /* tiny small_max: index nodes go large */
-  hl__maybe_collect(h);
-  void *root = hl__obj_alloc(h, 0, cap, true);
-  if (!root || (rc = hl__handle_new(h, root, &ref)) || (rc = hl__handle_new(h, root, &park))) {
-    rc = rc ? rc : HL_ENOMEM;
-    goto out;
-  }
-  uint32_t group_page = HL_NIL;
-  uint32_t ri = (uint32_t)(ref & 0xffffffffu) - 1, pi = (uint32_t)(park & 0xffffffffu) - 1;
-  /* small objects fill every page they take: fault each in with one call */
-  h->bulk = !large;
-  for (uint64_t k = 0; k < count; k++) {
-    if (large) hl__large_paced(h, bytes);
-    void *obj = hl__obj_new(h, size, refs);
-    if (!obj) {
-      rc = HL_ENOMEM;
-      goto out;
-    }
-    memset(hl__obj_payload(obj), (int)((k * 131 + 17) & 0xff), size);
-    if (k % stride) continue; /* garbage from the start */
-    h->handles[pi].obj = obj; /* rooted while index nodes are allocated */
-    uint32_t page = large ? HL_NIL - 1 : hl__page_of(h, obj);
-    if (large || page != group_page || g.appended == g.n) {
-      /* a new group: the objects of one page (or one large object) */
-      uint64_t n = 1;
-      if (!large) {
-        n = 1 + hl__page_free_slots(h, page);
-        if (n > count - k) n = count - k;
-        n = (n + stride - 1) / stride; /* kept objects this page can still get */
-      }
-      root = h->handles[ri].obj;
-      if (used == cap) {
-        root = regrow_root(h, ref, root, used, cap * 2);
-        if (!root) {
-          rc = hl__fail(h, HL_ENOMEM, "fill: cannot grow the index");
-          goto out;
-        }
-        cap *= 2;
-      }
-      if ((rc = group_start(h, &g, n, root, used))) goto out;
-      used++;
-      group_page = page;
-    }
-    if ((rc = group_append(h, &g, obj))) goto out;
-  }
-  root = h->handles[ri].obj;
-  if (used != cap && !regrow_root(h, ref, root, used, used)) {
-    rc = hl__fail(h, HL_ENOMEM, "fill: cannot allocate the index");
-    goto out;
-  }
-  *out = ref;
-  ref = 0;
-out:
-  h->bulk = false;
-  if (park) hl__handle_release(h, park);
-  if (ref) hl__handle_release(h, ref);
+  rc = hl__fill(h, total, size, refs, stride, out);
   hl__unlock(h, locked);
   return rc;
 }
 
-/* ---- checksum over everything reachable ---- */
-
-typedef struct ptrset {
-  void **slots;
-  uint64_t cap, count;
-} ptrset;
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-static int ptrset_add(ptrset *s, void *p) { /* 1 added, 0 present, -1 oom */
-  if ((s->count + 1) * 2 > s->cap) {
-    uint64_t cap = s->cap ? s->cap * 2 : 4096;
-    void **n = calloc(cap, sizeof(void *));
-    if (!n) return -1;
-    for (uint64_t i = 0; i < s->cap; i++) {
-      if (!s->slots[i]) continue;
-      uint64_t j = mix((uintptr_t)s->slots[i]) & (cap - 1);
-      while (n[j]) j = (j + 1) & (cap - 1);
-      n[j] = s->slots[i];
-    }
-    free(s->slots);
-    s->slots = n;
-    s->cap = cap;
-  }
-  uint64_t j = mix((uintptr_t)p) & (s->cap - 1);
-  while (s->slots[j]) {
-    if (s->slots[j] == p) return 0;
-    j = (j + 1) & (s->cap - 1);
-  }
-  s->slots[j] = p;
-  s->count++;
-  return 1;
-}
-
-/* Order-independent: the sum of per-object hashes of (size, refs, payload). */
-static uint64_t object_hash(void *obj) {
-  uint64_t size = hl__obj_size(obj);
-  const uint8_t *p = hl__obj_payload(obj);
-  uint64_t x = mix(size * 0x9E3779B97F4A7C15ULL ^ ((hl_objhdr *)obj)->refs);
-  uint64_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t w;
-    memcpy(&w, p + i, 8);
-    x = (x ^ w) * 0x100000001b3ULL;
-  }
-  for (; i < size; i++) x = (x ^ p[i]) * 0x100000001b3ULL;
-  return mix(x);
-}
-
-int hl_ref_checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
+int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, double rate,
+             hl_churn_result *out) {
   CHECK_HEAP(h);
-  if (!sum) return hl__fail(h, HL_EINVAL, "checksum: NULL output");
-  bool locked = hl__lock(h);
-  void *root;
-  int rc = hl__handle_get(h, ref, &root);
-  ptrset seen = {0};
-  void **stack = NULL;
-  uint64_t top = 0, cap = 0, n = 0, total = 0;
-  if (rc) goto out;
-  if (ptrset_add(&seen, root) < 0) goto oom;
-  cap = 1024;
-  stack = malloc(cap * sizeof(void *));
-  if (!stack) goto oom;
-  stack[top++] = root;
-  while (top) {
-    void *obj = stack[--top];
-    total += object_hash(obj);
-    n++;
-    uint32_t refs = ((hl_objhdr *)obj)->refs;
-    for (uint32_t i = 0; i < refs; i++) {
-      void *v = hl__slots(obj)[i];
-      if (!v) continue;
-      int a = ptrset_add(&seen, v);
-      if (a < 0) goto oom;
-      if (!a) continue;
-      if (top == cap) {
-        void **ns = realloc(stack, cap * 2 * sizeof(void *));
-        if (!ns) goto oom;
-        stack = ns;
-        cap *= 2;
-      }
-      stack[top++] = v;
-    }
-  }
-  *sum = total;
-  if (objects) *objects = n;
-  goto out;
-oom:
-  rc = hl__fail(h, HL_ENOMEM, "checksum: out of memory");
-out:
-  free(stack);
-  free(seen.slots);
-  hl__unlock(h, locked);
-  return rc;
+  if (!out) return hl__fail(h, HL_EINVAL, "churn: NULL output");
+  memset(out, 0, sizeof *out);
+  if (!(duration_s > 0 && duration_s <= 3600))
+    return hl__fail(h, HL_EINVAL, "churn: duration_s %g out of range (0, 3600]", duration_s);
+  if (!(rate >= 0 && rate < 1e15))
+    return hl__fail(h, HL_EINVAL, "churn: rate_bytes_per_s %g out of range [0, 1e15)", rate);
+  int rc = hl__check_alloc_args(h, size, 0);
+  if (rc) return rc;
+  if (size == 0) return hl__fail(h, HL_EINVAL, "churn: size must be at least 1 byte");
+  if (live_bytes < size)
+    return hl__fail(h, HL_EINVAL, "churn: live_bytes %" PRIu64 " is smaller than one object of %"
+                    PRIu64, live_bytes, size);
+  uint64_t ring_n = live_bytes / size;
+  if (ring_n > HL_MAX_REFS)
+    return hl__fail(h, HL_EINVAL, "churn: a ring of %" PRIu64 " objects exceeds %" PRIu64,
+                    ring_n, (uint64_t)HL_MAX_REFS);
+  return hl__churn(h, duration_s, size, live_bytes, rate, out);
 }
 
 /* ---- collections, probes ---- */
@@ -605,25 +419,19 @@ int hl_stats_get(hl_heap *h, hl_stats *out) {
   return HL_OK;
 }
 
-void hl__stats_fill(hl_heap *h, hl_stats *st) {
-  hl__aword_flush(h); /* the counts of reserved slots not handed out */
-  *st = h->st;
-  st->total_pages = h->high_water;
-  st->owned_pages = h->state_count[PS_OWNED];
-  st->retired_pool_pages = h->state_count[PS_RETIRED];
-  st->partial_pool_pages = h->state_count[PS_PARTIAL];
-  st->free_pool_pages = h->state_count[PS_FREE];
-  st->released_pool_pages = h->state_count[PS_RELEASED];
-  st->reuse_failed_pool_pages = h->state_count[PS_REUSE_FAILED];
-  st->in_flight_pages = h->state_count[PS_IN_FLIGHT];
-  st->fallback_pool_pages = h->fallback_count;
-  st->handles = h->handles_live;
-  st->syscalls = atomic_load(&h->prim.syscalls);
-  st->syscall_retries = atomic_load(&h->prim.retries);
-  st->syscall_gave_up = atomic_load(&h->prim.gave_up);
-  st->faults_fired = atomic_load(&h->prim.fired);
-  st->gc_trigger_bytes = hl__trigger_in_force(h);
-  hl__manual_stats(h, st);
+int hl_events_read(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear) {
+  CHECK_HEAP(h);
+  if (!count || (!buf && cap)) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL buffer");
+  bool locked = hl__lock(h);
+  size_t n = h->ev_count < cap ? h->ev_count : cap;
+  for (size_t i = 0; i < n; i++) buf[i] = h->events[(h->ev_head + i) % h->ev_cap];
+  if (clear) {
+    h->ev_head = (h->ev_head + n) % h->ev_cap;
+    h->ev_count -= n;
+  }
+  *count = n;
+  hl__unlock(h, locked);
+  return HL_OK;
 }
 
 int hl_heap_range(hl_heap *h, uint64_t *base, uint64_t *bytes) {
@@ -666,11 +474,7 @@ int hl_heap_check(hl_heap *h) {
 int hl_trim(hl_heap *h) {
   CHECK_HEAP(h);
   bool locked = hl__lock(h);
-  while (h->in_cycle) pthread_cond_wait(&h->cycle_done, &h->lock);
-  h->in_cycle = true;
-  hl__trim_locked(h);
-  h->in_cycle = false;
-  pthread_cond_broadcast(&h->cycle_done);
+  hl__trim_now(h);
   hl__unlock(h, locked);
   return HL_OK;
 }
@@ -723,7 +527,7 @@ _Static_assert(sizeof(hl_objhdr) == HL_OBJ_HEADER_BYTES && offsetof(hl_objhdr, r
 uint64_t hl_max_refs(void) { return HL_MAX_REFS; }
 uint64_t hl_max_size(void) { return HL_MAX_SIZE; }
 
-/* ---- raw objects ---- */
+/* ---- holding a heap ---- */
 
 void hl_enter(hl_heap *h) {
   if (!h) return;
@@ -731,7 +535,7 @@ void hl_enter(hl_heap *h) {
     hl__held_depth++;
     return;
   }
-  pthread_mutex_lock(&h->lock);
+  hl__lock_raw(h);
   hl__held = h;
   hl__held_depth = 1;
 }
@@ -740,7 +544,58 @@ void hl_leave(hl_heap *h) {
   if (!h || hl__held != h) return;
   if (--hl__held_depth) return;
   hl__held = NULL;
-  pthread_mutex_unlock(&h->lock);
+  hl__unlock_raw(h);
+}
+
+/* ---- raw objects ----
+ * A C client's allocation path: with the heap held, the inline fast path
+ * (no call, so these save no registers on their common path); the argument
+ * checks call out only when one fails. */
+
+static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (hl_likely(h->opt.mode == HL_MODE_COLLECTED && size <= HL_MAX_SIZE && refs <= HL_MAX_REFS))
+    return false;
+  return hl__check_alloc_args(h, size, refs) != HL_OK;
+}
+
+static NOINLINE void *obj_new_general(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (!h || obj_args_bad(h, size, refs)) return NULL;
+  bool locked = hl__lock(h);
+  void *obj = obj_new(h, size, refs);
+  hl__unlock(h, locked);
+  return obj;
+}
+
+static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot,
+                                          uint64_t size, uint64_t refs) {
+  if (!h || !parent || obj_args_bad(h, size, refs)) return NULL;
+  if (slot >= ((hl_objhdr *)parent)->refs) {
+    hl__fail(h, HL_ERANGE, "obj_new_in: slot %" PRIu64 " out of range", slot);
+    return NULL;
+  }
+  bool locked = hl__lock(h);
+  void *obj = obj_new(h, size, refs);
+  if (obj) hl__store(h, parent, slot, obj);
+  hl__unlock(h, locked);
+  return obj;
+}
+
+/* The fast path needs the heap held (its lock is this thread's) and relies
+ * on a manual heap's alloc_limit being 0 instead of checking the mode. */
+void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+  void *obj = h && hl__held == h ? hl__obj_alloc_fast(h, size, refs) : NULL;
+  return hl_likely(obj != NULL) ? obj : obj_new_general(h, size, refs);
+}
+
+void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint64_t refs) {
+  if (hl_likely(h && parent && hl__held == h && slot < ((hl_objhdr *)parent)->refs)) {
+    void *obj = hl__obj_alloc_fast(h, size, refs);
+    if (hl_likely(obj != NULL)) {
+      hl__store(h, parent, slot, obj);
+      return obj;
+    }
+  }
+  return obj_new_in_general(h, parent, slot, size, refs);
 }
 
 void *hl_obj_payload(const void *obj) { return obj ? hl__obj_payload((void *)obj) : NULL; }
@@ -753,4 +608,105 @@ void *hl_obj_get(const void *obj, uint64_t slot) {
 void hl_obj_set(void *obj, uint64_t slot, void *value) {
   if (!obj || slot >= ((hl_objhdr *)obj)->refs) return;
   hl__store_any(obj, slot, value);
+}
+
+int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
+  CHECK_HEAP(h);
+  if (!base && words) return hl__fail(h, HL_EINVAL, "hl_roots_add: NULL region");
+  if (h->opt.mode != HL_MODE_COLLECTED)
+    return hl__fail(h, HL_EMODE, "hl_roots_add: root regions need a collected heap");
+  bool locked = hl__lock(h);
+  int rc = hl__roots_add(h, base, words, conservative);
+  hl__unlock(h, locked);
+  return rc;
+}
+
+int hl_roots_remove(hl_heap *h, void *base) {
+  CHECK_HEAP(h);
+  bool locked = hl__lock(h);
+  int rc = hl__roots_remove(h, base);
+  hl__unlock(h, locked);
+  return rc;
+}
+
+/* ---- manual mode ----
+ * The fast paths are a thread cache's pop and push (manual/manual.h); the
+ * mode is checked when they miss. */
+
+static int manual_check(hl_heap *h, const char *what) {
+  if (h->opt.mode != HL_MODE_MANUAL)
+    return hl__fail(h, HL_EMODE, "%s: needs a manual heap (mode=manual)", what);
+  return HL_OK;
+}
+
+/* The fast path keeps nothing live into the miss call, so the compiler
+ * needs no saved registers for it. */
+static NOINLINE __attribute__((cold)) void *malloc_miss(hl_heap *h, size_t size) {
+  if (!h || manual_check(h, "malloc")) return NULL;
+  return hl__manual_malloc(h, size);
+}
+
+void *hl_malloc(hl_heap *h, size_t size) {
+  void *p = hl__tcache_pop(h, size);
+  return hl_likely(p != NULL) ? p : malloc_miss(h, size);
+}
+
+void *hl_calloc(hl_heap *h, size_t count, size_t size) {
+  if (!h) return NULL;
+  if (size && count > SIZE_MAX / size) {
+    hl__fail(h, HL_EINVAL, "calloc: %zu x %zu overflows", count, size);
+    return NULL;
+  }
+  void *p = hl_malloc(h, count * size);
+  if (p) memset(p, 0, count * size);
+  return p;
+}
+
+static NOINLINE void free_miss(hl_heap *h, void *ptr) {
+  if (manual_check(h, "free")) return;
+  if (hl__in_reservation(h, ptr)) hl__manual_free_small(h, ptr);
+  else hl__manual_free_large(h, ptr);
+}
+
+void hl_free(hl_heap *h, void *ptr) {
+  if (hl_unlikely(!h || !ptr)) return;
+  if (hl_likely(hl__in_reservation(h, ptr)) &&
+      hl__tcache_push(h, ptr, h->pages[hl__page_of(h, ptr)].cls))
+    return;
+  free_miss(h, ptr);
+}
+
+/* The size names the class: a block of size <= small_max is always small
+ * (only realloc moves a block between the paths, and it moves it). */
+void hl_free_sized(hl_heap *h, void *ptr, size_t size) {
+  if (hl_unlikely(!h || !ptr)) return;
+  if (hl_unlikely(h->opt.verify)) {
+    if (manual_check(h, "free") == HL_OK && hl__manual_free_sized_ok(h, ptr, size)) free_miss(h, ptr);
+    return;
+  }
+  if (hl_likely(size <= h->small_max && hl__in_reservation(h, ptr)) &&
+      hl__tcache_push(h, ptr, hl__class_of(h, size)))
+    return;
+  free_miss(h, ptr);
+}
+
+void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
+  if (!h) return NULL;
+  if (!ptr) return hl_malloc(h, new_size);
+  if (manual_check(h, "realloc")) return NULL;
+  if (new_size == 0) {
+    hl_free_sized(h, ptr, old_size);
+    return NULL;
+  }
+  return hl__manual_realloc(h, ptr, old_size, new_size);
+}
+
+size_t hl_usable_size(hl_heap *h, const void *ptr) {
+  if (!h || !ptr) return 0;
+  return hl__manual_usable_size(h, ptr);
+}
+
+void hl_thread_flush(hl_heap *h) {
+  if (!h) return;
+  hl__manual_thread_flush(h);
 }

@@ -1,15 +1,32 @@
 /*
- * internal.h -- the heap's shared state.  Not installed.
+ * internal.h -- the heap's shared state and the spine every layer uses.
+ * Not installed.  docs/design.md ("A map of the core") says which file owns
+ * which concept and who calls whom.
  *
  * Layers (DESIGN.md section 1), each a folder of core/src:
  *   prim/       OS calls, the retry helper, fault injection, probes
  *   pages/      the reservation, out-of-page descriptors and side tables, pools
  *   small/      BiBOP size classes, allocation inside a page, sweeping a page
  *   large/      the large ("legacy") path
- *   gc/         handles and root regions, mark, cycle policy, collector thread
- *   release/    trim, fallback and upgrade, restore on reuse
+ *   gc/         the allocation sequence, marking, the cycle and its trigger,
+ *               the write barrier, handles and root regions, the collector thread
+ *   release/    trim, fallback and upgrade; page reuse and restore
  *   manual/     explicit-free mode with per-thread caches
- *   telemetry/  options, stats, events, errors
+ *   check/      the whole-heap invariant checker
+ *   workload/   the lab's bulk phases: fill, checksum, churn
+ *   telemetry/  options, stats, events, errors, the footprint sampler
+ *   util/       a pointer set
+ * and at the top, heap.c (the front door: every public entry, its argument
+ * checks, its lock) and registry.c (the process-wide list of heaps: the
+ * write barrier's lookup and fork()).
+ *
+ * The spine, used by every path of both modes:
+ *   the heap lock      hl__lock / hl__unlock and friends, below, with
+ *                      HL_ASSERT_LOCKED in the functions that need it
+ *   the accounting     hl__charge / hl__discharge (hl_counters, private):
+ *                      the triggers and pacing read these, never hl_stats
+ *   the allocation     hl__obj_alloc (gc/alloc.c): safepoint, pacing,
+ *                      collect when due, take a slot or a large block, charge
  */
 #ifndef HL_INTERNAL_H
 #define HL_INTERNAL_H
@@ -36,6 +53,19 @@
 #define hl_likely(x) (x)
 #define hl_unlikely(x) (x)
 #define NOINLINE
+#endif
+
+/* ---- assertions ----
+ * -Dasserts=true (Meson) defines HL_ASSERTS: internal invariants, the lock
+ * ones first, are checked and a failure prints one line and aborts (the
+ * failure path allocates nothing).  Off, they compile to nothing. */
+#ifdef HL_ASSERTS
+__attribute__((noreturn, cold)) void hl__assert_fail(const char *cond, const char *file,
+                                                      int line, const char *func);
+#define HL_ASSERT(cond)                                                        \
+  ((cond) ? (void)0 : hl__assert_fail(#cond, __FILE__, __LINE__, __func__))
+#else
+#define HL_ASSERT(cond) ((void)0)
 #endif
 
 /* ---- page states: every carved page is in exactly one ---- */
@@ -68,7 +98,7 @@ enum {
                         mark or format: only then can a store need the barrier */
 };
 
-/* Tenuring (generational; gc.c), per page in h->tenure. */
+/* Tenuring (generational; gc/mark.c), per page in h->tenure. */
 enum {
   TN_TENURED = 1,  /* full marks keep the page's marks and do not trace it */
   TN_DENSE = 2,    /* at least 7/8 live after the last full mark */
@@ -94,7 +124,7 @@ typedef struct hl_page {
 
 /* The allocation word of a size class (small.c): the free slots of one word
  * of its owned page's allocation bitmap, reserved for the fast path.  While
- * reserved they count as used on the page and as allocated in the stats;
+ * reserved they count as used on the page and as allocated in the counters;
  * hl__aword_flush gives back the ones not taken. */
 typedef struct hl_aword {
   uint64_t free;  /* reserved slots not taken yet: bit i is slot base + i * sz */
@@ -126,7 +156,18 @@ typedef struct hl_large {
   uint32_t dirty;  /* generational: a slot was stored to since the last cycle */
 } hl_large;          /* 32 bytes: keeps the block after it 16-byte aligned */
 
-/* ---- handles ---- */
+/* ---- util/ptrset.c: an open-addressing set of pointers ---- */
+typedef struct hl_ptrset {
+  void **slots;
+  uint64_t cap, count;
+} hl_ptrset;
+/* 1 added, 0 already present, -1 out of memory. */
+int hl__ptrset_add(hl_ptrset *s, void *p);
+bool hl__ptrset_contains(const hl_ptrset *s, const void *p);
+void hl__ptrset_remove(hl_ptrset *s, const void *p);
+void hl__ptrset_free(hl_ptrset *s);
+
+/* ---- handles (gc/roots.c; their encoding is private to it) ---- */
 typedef struct hl_handle {
   void *obj;       /* NULL when free */
   uint32_t gen;
@@ -139,6 +180,22 @@ typedef struct hl_root_region {
   int conservative;
 } hl_root_region;
 
+/* ---- the accounting ----
+ * Which path a block was taken from: a size class (small) or the large path. */
+enum { HL_SMALL = 0, HL_LARGE = 1 };
+
+/* The byte and object counters the policy runs on (the triggers, the quiet
+ * test, pacing, the heap limit).  Private: hl_stats_get copies them into the
+ * public stats, which nothing in the core reads.  Written only by
+ * hl__charge, hl__discharge and hl__charge_cycle below. */
+typedef struct hl_counters {
+  uint64_t since_cycle[2]; /* bytes allocated since the last cycle, per path */
+  uint64_t allocated[2];   /* bytes allocated in all */
+  uint64_t live[2];        /* bytes in use (small: slot bytes) */
+  uint64_t objects_allocated, objects_freed;
+  uint64_t large_objects;  /* large blocks in use */
+} hl_counters;
+
 /* ---- thread cache (manual mode) ---- */
 typedef struct hl_tcache hl_tcache;
 
@@ -149,6 +206,9 @@ struct hl_heap {
   uint16_t tag;             /* handle tag */
 
   pthread_mutex_t lock;     /* the heap lock: pools, objects, handles */
+  _Atomic(const void *) owner; /* the thread holding the lock (set in asserts
+                                  builds only; always here, so that a test
+                                  built without them sees the same layout) */
   pthread_cond_t cycle_done;
   pthread_cond_t collector_cv;
   bool in_cycle;            /* a cycle or trim is running (lock may be dropped) */
@@ -170,7 +230,7 @@ struct hl_heap {
                                bitmap_words of allocation bits */
   uint32_t bitmap_words;
   size_t meta_bytes[3];     /* sizes of the side-table reservations */
-  uint8_t *tenure;          /* per page: TN_* (generational tenuring, gc.c) */
+  uint8_t *tenure;          /* per page: TN_* (generational tenuring, gc/mark.c) */
 
   /* size classes */
   uint32_t nclasses;
@@ -193,8 +253,7 @@ struct hl_heap {
 
   /* large path */
   hl_large *large_head;
-  void **large_set;         /* open-addressing set of large objects */
-  uint64_t large_set_cap, large_set_count;
+  hl_ptrset large_set;      /* the large objects' blocks: validates a pointer */
 
   /* roots */
   hl_handle *handles;
@@ -202,10 +261,14 @@ struct hl_heap {
   hl_root_region *regions;
   uint32_t nregions, regions_cap;
 
+  /* the accounting the policy reads (hl__charge, hl__discharge) */
+  hl_counters ctr;
+
   /* gc state */
   void **mark_stack;
   uint64_t mark_top, mark_cap;
   bool mark_overflow;
+  uint64_t marked_bytes;     /* bytes the mark in progress has marked */
   uint64_t trigger;          /* adaptive small-path trigger */
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
                                 allocation leaves the fast path (0: a cycle is due) */
@@ -213,9 +276,10 @@ struct hl_heap {
   int high_survival_streak;
   uint64_t cycles_since_major;
   bool pressure;
-  /* generational mode (gc.c): marks survive minor cycles (sticky) */
+  /* generational mode: marks survive minor cycles (sticky) */
   uint64_t last_full_live;   /* bytes the last full mark found live */
   uint64_t promoted_since_full; /* bytes minor cycles marked since then */
+  uint64_t tenured_pages;    /* pages tenured now */
   uint64_t tenured_bytes;    /* bytes of the objects on tenured pages */
   uint64_t full_marks_since_whole;
   uint64_t cycles_completed;
@@ -242,8 +306,9 @@ struct hl_heap {
   hl_tcache *tcaches;        /* caches of live threads (under lock) */
   uint64_t manual_trim_threshold;
 
-  /* telemetry */
-  hl_stats st;
+  /* telemetry: counters only ever added to (hl_stats' event counts; the
+   * byte and page gauges come from where they live, when asked for) */
+  hl_stats tally;
   hl_event *events;
   uint64_t ev_cap, ev_head, ev_count;
 
@@ -252,31 +317,131 @@ struct hl_heap {
   char errmsg[256];
 };
 
-/* ---- error reporting (telemetry/errors.c) ---- */
+/* ---- error reporting (telemetry/telemetry.c) ---- */
 int hl__fail(const hl_heap *h, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap);
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- locking ----
- * hl_enter marks a heap as held by this thread; per-call locking is skipped. */
+/* ---- the heap lock ----
+ * Both modes lock through these.  hl_enter marks a heap as held by this
+ * thread (hl__held): hl__lock then takes nothing and the calls run under the
+ * lock the thread already holds.  With -Dasserts=true the holder is recorded
+ * and HL_ASSERT_LOCKED(h) checks it; the cond waits and the syscalls run
+ * outside the lock keep the record right. */
 extern _Thread_local hl_heap *hl__held;
 extern _Thread_local uint32_t hl__held_depth;
+#ifdef HL_ASSERTS
+extern _Thread_local char hl__thread_token; /* its address names the thread */
+static inline void hl__owner_set(hl_heap *h) {
+  atomic_store_explicit(&h->owner, (const void *)&hl__thread_token, memory_order_relaxed);
+}
+static inline void hl__owner_clear(hl_heap *h) {
+  atomic_store_explicit(&h->owner, (const void *)0, memory_order_relaxed);
+}
+static inline bool hl__lock_owned(hl_heap *h) {
+  return atomic_load_explicit(&h->owner, memory_order_relaxed) == (const void *)&hl__thread_token;
+}
+#define HL_ASSERT_LOCKED(h) HL_ASSERT(hl__lock_owned(h))
+/* (unless the thread holds the heap with hl_enter) */
+#define HL_ASSERT_UNLOCKED(h) HL_ASSERT(hl__held == (h) || !hl__lock_owned(h))
+#else
+static inline void hl__owner_set(hl_heap *h) { (void)h; }
+static inline void hl__owner_clear(hl_heap *h) { (void)h; }
+#define HL_ASSERT_LOCKED(h) ((void)0)
+#define HL_ASSERT_UNLOCKED(h) ((void)0)
+#endif
+
+/* Take the mutex whatever hl__held says (hl_enter, the collector thread,
+ * the fork handlers). */
+static inline void hl__lock_raw(hl_heap *h) {
+  pthread_mutex_lock(&h->lock);
+  hl__owner_set(h);
+}
+static inline void hl__unlock_raw(hl_heap *h) {
+  hl__owner_clear(h);
+  pthread_mutex_unlock(&h->lock);
+}
+/* The lock for one call: true when this call took it (pass it to hl__unlock). */
 static inline bool hl__lock(hl_heap *h) {
   if (hl__held == h) return false;
-  pthread_mutex_lock(&h->lock);
+  hl__lock_raw(h);
   return true;
 }
 static inline void hl__unlock(hl_heap *h, bool locked) {
-  if (locked) pthread_mutex_unlock(&h->lock);
+  if (locked) hl__unlock_raw(h);
+}
+/* Wait on a condition of the heap (lock held; returns with it held). */
+static inline void hl__wait(hl_heap *h, pthread_cond_t *cv) {
+  HL_ASSERT_LOCKED(h);
+  hl__owner_clear(h);
+  pthread_cond_wait(cv, &h->lock);
+  hl__owner_set(h);
+}
+static inline int hl__timedwait(hl_heap *h, pthread_cond_t *cv, const struct timespec *ts) {
+  HL_ASSERT_LOCKED(h);
+  hl__owner_clear(h);
+  int rc = pthread_cond_timedwait(cv, &h->lock, ts);
+  hl__owner_set(h);
+  return rc;
 }
 /* May this call drop the heap lock around a syscall?  Not when the thread
  * holds the heap with hl_enter: its raw pointers would be exposed to a cycle. */
 static inline bool hl__may_drop_lock(const hl_heap *h) { return hl__held != h; }
+/* Drop the lock for a syscall when allowed; true when it was dropped. */
+static inline bool hl__drop_lock(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
+  if (!hl__may_drop_lock(h)) return false;
+  hl__unlock_raw(h);
+  return true;
+}
+static inline void hl__retake_lock(hl_heap *h, bool dropped) {
+  if (dropped) hl__lock_raw(h);
+}
+
+/* ---- the accounting (the one charge point) ----
+ * hl__charge: blocks handed out (bytes and objects, signed: a reservation
+ * given back is a negative charge).  Small blocks are charged when their
+ * allocation word is reserved (small.c), large ones by the large path
+ * (large.c), in both modes.  hl__discharge: blocks freed, by a sweep or an
+ * explicit free.  hl__charge_cycle: the bytes a trigger counts, per object
+ * (the small path's are charged by the allocation sequence one object at a
+ * time, so a cycle starts at the same byte whatever the word reservations). */
+static inline void hl__charge_cycle(hl_heap *h, int path, uint64_t bytes) {
+  h->ctr.since_cycle[path] += bytes;
+}
+static inline void hl__charge(hl_heap *h, int path, int64_t bytes, int64_t objects) {
+  h->ctr.allocated[path] += (uint64_t)bytes;
+  h->ctr.live[path] += (uint64_t)bytes;
+  h->ctr.objects_allocated += (uint64_t)objects;
+  if (path == HL_LARGE) {
+    h->ctr.since_cycle[HL_LARGE] += (uint64_t)bytes;
+    h->ctr.large_objects += (uint64_t)objects;
+  }
+}
+static inline void hl__discharge(hl_heap *h, int path, uint64_t bytes, uint64_t objects) {
+  h->ctr.live[path] -= bytes;
+  h->ctr.objects_freed += objects;
+  if (path == HL_LARGE) h->ctr.large_objects -= objects;
+}
+/* A large block resized in place (manual realloc): live by the difference,
+ * allocated and since_cycle by the growth. */
+static inline void hl__charge_resize(hl_heap *h, uint64_t old_bytes, uint64_t new_bytes) {
+  h->ctr.live[HL_LARGE] = h->ctr.live[HL_LARGE] - old_bytes + new_bytes;
+  if (new_bytes > old_bytes) {
+    h->ctr.allocated[HL_LARGE] += new_bytes - old_bytes;
+    h->ctr.since_cycle[HL_LARGE] += new_bytes - old_bytes;
+  }
+}
+static inline uint64_t hl__live_bytes(const hl_heap *h) {
+  return h->ctr.live[HL_SMALL] + h->ctr.live[HL_LARGE];
+}
 
 /* ---- telemetry ---- */
 void hl__event(hl_heap *h, int kind, int nfields, ...);
+/* The public stats, assembled from the tally and the state that owns each
+ * gauge.  Lock held. */
 void hl__stats_fill(hl_heap *h, hl_stats *out);
 
 /* ---- pages/pages.c ---- */
@@ -285,21 +450,21 @@ void hl__pages_destroy(hl_heap *h);
 void hl__list_push_head(hl_heap *h, hl_list *l, uint32_t p);
 void hl__list_push_tail(hl_heap *h, hl_list *l, uint32_t p);
 void hl__list_remove(hl_heap *h, hl_list *l, uint32_t p);
-uint32_t hl__list_pop_head(hl_heap *h, hl_list *l);
-uint32_t hl__list_pop_tail(hl_heap *h, hl_list *l);
-void hl__set_state(hl_heap *h, uint32_t p, int state);
 hl_list *hl__list_of(hl_heap *h, uint32_t p);
 void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head);
-void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls, bool fresh);
+void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls);
 void hl__page_unformat(hl_heap *h, uint32_t p);
-uint32_t hl__acquire_page(hl_heap *h, uint32_t cls);
-int hl__check_locked(hl_heap *h, char *msg, size_t len);
+/* Carve the next page of the reservation (in flight, unformatted), or HL_NIL. */
+uint32_t hl__page_carve(hl_heap *h);
 
 static inline uint8_t *hl__page_addr(const hl_heap *h, uint32_t p) {
   return h->base + ((uint64_t)p << h->page_shift);
 }
 static inline bool hl__in_heap(const hl_heap *h, const void *ptr) {
   return (const uint8_t *)ptr >= h->base && (const uint8_t *)ptr < h->carved_end;
+}
+static inline bool hl__in_reservation(const hl_heap *h, const void *ptr) {
+  return (uintptr_t)ptr - (uintptr_t)h->base < h->reserved;
 }
 static inline uint32_t hl__page_of(const hl_heap *h, const void *ptr) {
   return (uint32_t)(((const uint8_t *)ptr - h->base) >> h->page_shift);
@@ -327,6 +492,11 @@ static inline bool hl__formatted(int state) {
   return state == PS_OWNED || state == PS_RETIRED || state == PS_PARTIAL;
 }
 
+/* ---- check/check.c ---- */
+/* Every invariant of pages, pools and counts; HL_ECHECK and the first
+ * violation in msg.  Lock held. */
+int hl__check_locked(hl_heap *h, char *msg, size_t len);
+
 /* ---- small/small.c ---- */
 void hl__classes_init(hl_heap *h);
 static inline uint32_t hl__class_of(const hl_heap *h, uint64_t bytes) {
@@ -334,7 +504,7 @@ static inline uint32_t hl__class_of(const hl_heap *h, uint64_t bytes) {
 }
 /* Take one slot of class cls when its allocation word is empty: reserve the
  * owned page's next word, or take a new owned page; NULL when no page can be
- * had. */
+ * had.  Lock held. */
 void *hl__take_refill(hl_heap *h, uint32_t cls);
 
 /* Take one slot of class cls (lock held); NULL when memory cannot be had.
@@ -347,10 +517,9 @@ void *hl__take_refill(hl_heap *h, uint32_t cls);
  *
  * The common case is inline and touches only the class's allocation word:
  * the lowest reserved slot is taken by clearing its bit there and setting it
- * in the bitmap.  The page's counts and the stats (all but the trigger's
- * count, charged per object by the caller so that a cycle starts at the same
- * byte as without the word) were charged for the whole word when it was
- * reserved (hl__take_refill).  A write prefetch runs
+ * in the bitmap.  The page's counts and the counters (all but the trigger's,
+ * charged per object by the allocation sequence) were charged for the whole
+ * word when it was reserved (hl__take_refill).  A write prefetch runs
  * HL_ALLOC_PREFETCH bytes ahead, where the allocations after this one go. */
 #define HL_ALLOC_PREFETCH 2048
 static inline void *hl__aword_take(hl_aword *a, uint64_t m /* a->free, not 0 */) {
@@ -366,14 +535,14 @@ static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
   if (hl_unlikely(!m)) return hl__take_refill(h, cls);
   return hl__aword_take(a, m);
 }
-/* Give the reserved slots not taken back to their pages and the stats:
- * before anything reads the page counts or the stats (a cycle, the stats,
+/* Give the reserved slots not taken back to their pages and the counters:
+ * before anything reads the page counts or the counters (a cycle, the stats,
  * the check).  Lock held. */
 void hl__aword_flush(hl_heap *h);
 /* Free slots page p still has, reserved ones included. */
 uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p);
 /* Give a slot back to its page (manual mode); false when it is not a live
- * slot (double free, foreign pointer). */
+ * slot (double free, foreign pointer).  Lock held. */
 bool hl__small_give_checked(hl_heap *h, void *slot);
 /* Sweep one formatted page: free unmarked objects; returns bytes live. */
 uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects);
@@ -382,7 +551,8 @@ bool hl__poison_intact(const void *p, size_t n);
 /* Resolve an address to the start of a live small object, or NULL. */
 void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 
-/* ---- large/large.c ---- */
+/* ---- large/large.c ----
+ * The large path charges and discharges its own bytes (hl__charge). */
 void *hl__large_alloc(hl_heap *h, uint64_t block_bytes);
 void hl__large_free(hl_heap *h, hl_large *l);
 void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes);
@@ -392,11 +562,22 @@ static inline hl_large *hl__large_of(const void *block) {
   return (hl_large *)((uint8_t *)block - sizeof(hl_large));
 }
 
-/* ---- gc ---- */
-void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, bool force_large);
-int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
+/* ---- objects ---- */
 static inline void **hl__slots(void *obj) {
   return (void **)((uint8_t *)obj + sizeof(hl_objhdr));
+}
+/* Bytes of an object of `size` payload bytes and `refs` slots. */
+static inline uint64_t hl__obj_bytes(uint64_t size, uint64_t refs) {
+  return sizeof(hl_objhdr) + refs * sizeof(void *) + size;
+}
+static inline uint64_t hl__obj_size(const void *obj) {
+  const hl_objhdr *hd = (const hl_objhdr *)obj;
+  if (hd->size == HL_SIZE_LARGE)
+    return hl__large_of(obj)->size - hl__obj_bytes(0, hd->refs);
+  return hd->size;
+}
+static inline uint8_t *hl__obj_payload(void *obj) {
+  return (uint8_t *)obj + hl__obj_bytes(0, ((hl_objhdr *)obj)->refs);
 }
 /* The slot index of page offset off in class cls: a multiply by a
  * reciprocal instead of a divide (a fifth of the mark loop was the divide).
@@ -408,65 +589,180 @@ static inline uint32_t hl__slot_index(const hl_heap *h, uint64_t off, uint32_t c
   return (uint32_t)((off * h->cls_recip[cls]) >> HL_RECIP_SHIFT);
 }
 
-/* The write barrier: every store of a reference into a slot goes through
- * here.  Generational mode: when the object is old (marked), its page (or
- * large block) is marked dirty, and the next minor cycle traces the marked
- * objects on that page again, so an old object never hides a young one.
- * A store into a young object needs nothing: a cycle that marks it traces
- * it.  Lock held. */
+/* ---- gc/alloc.c: the allocation sequence ----
+ * hl__obj_alloc is the one sequence every allocating entry of the collected
+ * mode takes (hl_alloc, hl_obj_new, hl_obj_new_in, fill, churn, the fill's
+ * index): safepoint, pacing, collect when due, take a slot or a large block
+ * (charged), initialise the header and empty slots.  NULL and the heap's
+ * error when memory cannot be had.  Lock held; it may drop it (pacing, a
+ * cycle's trim), so everything the caller needs must be rooted.
+ * HL_ALLOC_LARGE puts the object on the large path whatever its size. */
+enum { HL_ALLOC_LARGE = 1 };
+void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags);
+
+/* The same with an inline first try: a small object, no cycle due, a slot
+ * reserved in its class's allocation word -- one compare and the slot take,
+ * no call (hl_obj_new's common path under hl_enter).  The object
+ * initialisation is here because the fast paths need it inline. */
+#define HL_FEW_REFS 4
+static inline void hl__obj_init(void *obj, uint32_t size_field, uint64_t refs) {
+  ((hl_objhdr *)obj)->size = size_field;
+  ((hl_objhdr *)obj)->refs = (uint32_t)refs;
+  void **slots = hl__slots(obj);
+  /* a few slots inline: the call to memset cost as much as the rest of a
+   * small allocation */
+  switch (refs) {
+  case 4: slots[3] = NULL; /* fallthrough */
+  case 3: slots[2] = NULL; /* fallthrough */
+  case 2: slots[1] = NULL; /* fallthrough */
+  case 1: slots[0] = NULL; /* fallthrough */
+  case 0: break;
+  default: memset(slots, 0, refs * sizeof(void *));
+  }
+}
+/* Whether a small allocation of `bytes` may skip the cycle check: no cycle
+ * is due (alloc_limit: 0 while the large trigger is due, and on a manual
+ * heap) and no background collector waits for this thread. */
+static inline bool hl__no_cycle_due(const hl_heap *h, uint64_t bytes) {
+  return bytes <= h->small_max && h->ctr.since_cycle[HL_SMALL] < h->alloc_limit &&
+         !atomic_load_explicit(&h->collector_waiting, memory_order_relaxed);
+}
+/* The fast path: a new small object in a slot of its class's allocation
+ * word, or NULL with nothing done.  Lock held (or the heap held). */
+static inline void *hl__obj_alloc_fast(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (hl_unlikely(size > h->small_max || refs > HL_FEW_REFS)) return NULL;
+  uint64_t bytes = hl__obj_bytes(size, refs);
+  if (hl_unlikely(!hl__no_cycle_due(h, bytes))) return NULL; /* (a manual heap too) */
+  hl_aword *a = &h->aword[hl__class_of(h, bytes)];
+  uint64_t m = a->free;
+  if (hl_unlikely(!m || (refs && !a->refs))) return NULL;
+  void *obj = hl__aword_take(a, m);
+  hl__charge_cycle(h, HL_SMALL, a->sz);
+  hl__obj_init(obj, (uint32_t)size, refs);
+  return obj;
+}
+/* Checks of an allocation's arguments and mode: HL_OK or the error. */
+int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
+
+/* ---- gc/barrier.c: the write barrier ----
+ * Every store of a reference into a slot goes through hl__store.
+ * Generational mode: when the object is old (marked), its page (or large
+ * block) is marked dirty, and the next minor cycle traces the marked objects
+ * on that page again, so an old object never hides a young one.  A store
+ * into a young object needs nothing: a cycle that marks it traces it.  Lock
+ * held (hl__store_any: no heap known). */
 void hl__store_old(hl_heap *h, void *obj);
 static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
   if (!h->opt.generational || !value) return;
   /* nothing marked on the page: obj is young (the common case, inline) */
   if (hl__in_heap(h, obj) && !(h->pages[hl__page_of(h, obj)].flags & PF_OLD)) return;
-  hl__store_old(h, obj); /* gc.c: reads the mark bit, dirties the page */
+  hl__store_old(h, obj); /* barrier.c: reads the mark bit, dirties the page */
 }
-/* The same for a caller without the heap (hl_obj_set); gc.c. */
 void hl__store_any(void *obj, uint64_t slot, void *value);
+
+/* ---- registry.c: the process-wide list of heaps ---- */
 int hl__registry_add(hl_heap *h);
 void hl__registry_remove(hl_heap *h);
-static inline uint64_t hl__obj_size(const void *obj) {
-  const hl_objhdr *hd = (const hl_objhdr *)obj;
-  if (hd->size == HL_SIZE_LARGE)
-    return hl__large_of(obj)->size - sizeof(hl_objhdr) - (uint64_t)hd->refs * sizeof(void *);
-  return hd->size;
-}
-static inline uint8_t *hl__obj_payload(void *obj) {
-  return (uint8_t *)obj + sizeof(hl_objhdr) + ((hl_objhdr *)obj)->refs * sizeof(void *);
-}
+/* The heap whose reservation holds addr, with the registry read-locked
+ * until hl__registry_unlock; NULL (still locked) when none. */
+hl_heap *hl__registry_find_locked(const void *addr);
+void hl__registry_unlock(void);
+/* How many generational heaps exist (hl_obj_set's fast test). */
+uint32_t hl__registry_generational(void);
+
+/* ---- gc/mark.c ---- */
 /* Resolve any address to a live object (small or large), or NULL. */
 void *hl__resolve(hl_heap *h, const void *addr, bool interior);
-int hl__cycle(hl_heap *h, int major, int reason);
-void hl__maybe_collect(hl_heap *h);
-/* hl__maybe_collect + hl__obj_alloc (not forced large) in one call. */
-void hl__alloc_limit_update(hl_heap *h);
-void *hl__obj_new(hl_heap *h, uint64_t size, uint64_t refs);
-uint64_t hl__trigger_in_force(const hl_heap *h);
-void hl__large_paced(hl_heap *h, uint64_t bytes);
-int hl__collector_start(hl_heap *h);
-void hl__collector_stop(hl_heap *h);
-void hl__request_cycle(hl_heap *h);
-void hl__safepoint(hl_heap *h);
-/* handles */
-int hl__handle_new(hl_heap *h, void *obj, hl_ref *out);
-int hl__handle_get(hl_heap *h, hl_ref ref, void **obj);
-int hl__handle_release(hl_heap *h, hl_ref ref);
-void hl__handles_destroy(hl_heap *h);
+/* Mark from the roots (minor: trace the dirty pages first and stop at
+ * marked objects; full: trace the remembered tenured pages first); returns
+ * the bytes marked. */
+uint64_t hl__mark(hl_heap *h, bool minor);
+/* Clear the marks of every page not tenured, and of large objects. */
+void hl__marks_clear(hl_heap *h);
+/* verify: every reference a marked object holds leads to a marked object
+ * (HL_ECHECK and why in msg); after a failure hl__mark_repair traces from
+ * every marked object so that the sweep frees nothing live. */
+int hl__check_marks_closed(hl_heap *h, char *msg, size_t len);
+void hl__mark_repair(hl_heap *h);
+/* Tenuring (generational): untenure every page before a whole mark; after
+ * a full mark's sweep, tenure the pages dense now and at the last one. */
+void hl__untenure_all(hl_heap *h);
+void hl__tenure_pages(hl_heap *h);
 
+/* ---- gc/cycle.c ---- */
 enum { REASON_EXPLICIT = 0, REASON_SMALL = 1, REASON_LARGE = 2, REASON_PACING = 3 };
 enum { MAJOR_NONE = 0, MAJOR_QUIET = 1, MAJOR_PRESSURE = 2, MAJOR_BACKSTOP = 3,
        MAJOR_FORCED = 4, MAJOR_FULL_MARK = 5 };
+/* One cycle (major: -1 = policy, 0 = no, 1 = force).  Lock held. */
+int hl__cycle(hl_heap *h, int major, int reason);
+/* Whether a trigger is due; run (or request) the cycle when one is.  Lock held. */
+bool hl__cycle_due(const hl_heap *h);
+void hl__maybe_collect(hl_heap *h);
+/* The number the allocation fast path compares with (after every cycle and
+ * every large allocation). */
+void hl__alloc_limit_update(hl_heap *h);
+uint64_t hl__trigger_in_force(const hl_heap *h);
 
-/* ---- release/release.c ---- */
-/* Runs with the lock held and h->in_cycle set; drops the lock around syscalls
- * when allowed. */
+/* ---- gc/collector.c ---- */
+int hl__collector_start(hl_heap *h);
+void hl__collector_stop(hl_heap *h);
+void hl__request_cycle(hl_heap *h);
+/* Step aside while the collector waits for the lock.  Lock held. */
+void hl__safepoint(hl_heap *h);
+/* Before a large allocation of `bytes`: wait for the cycle the large path
+ * requested (large_pacing, background collector).  Lock held. */
+void hl__pace(hl_heap *h, uint64_t bytes);
+
+/* ---- gc/roots.c: handles ---- */
+int hl__handle_new(hl_heap *h, void *obj, hl_ref *out);
+int hl__handle_get(hl_heap *h, hl_ref ref, void **obj);
+/* Point a live handle at another object (a root's object replaced). */
+void hl__handle_set(hl_heap *h, hl_ref ref, void *obj);
+int hl__handle_release(hl_heap *h, hl_ref ref);
+/* Visit every handle's object (the marker). */
+#define HL_HANDLES_FOR_EACH(h, obj)                                            \
+  for (uint32_t hl__i = 0; hl__i < (h)->handles_cap; hl__i++)                   \
+    if (((obj) = (h)->handles[hl__i].obj) != NULL)
+int hl__roots_add(hl_heap *h, void *base, uint64_t words, int conservative);
+int hl__roots_remove(hl_heap *h, void *base);
+void hl__handles_destroy(hl_heap *h);
+
+/* ---- release/release.c and release/reuse.c ---- */
+/* Trim: lock held and h->in_cycle set by the caller; drops the lock around
+ * the syscalls when allowed. */
 void hl__trim_locked(hl_heap *h);
-int hl__restore_page(hl_heap *h, uint32_t p);
+/* A trim outside a cycle (hl_trim; manual mode when frees leave enough empty
+ * pages: hl__trim_maybe).  Lock held. */
+void hl__trim_now(hl_heap *h);
 void hl__trim_maybe(hl_heap *h);
+/* Take an empty page for class cls: warm, else released (restored before it
+ * is formatted), else fresh.  In flight and formatted, or HL_NIL.  May drop
+ * the lock around a restore.  Lock held. */
+uint32_t hl__acquire_page(hl_heap *h, uint32_t cls);
 
-/* ---- manual/manual.c ---- */
+/* ---- workload/ ---- */
+int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t stride,
+             hl_ref *out);
+int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects);
+int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, double rate,
+              hl_churn_result *out);
+
+/* ---- manual/manual.c (the thread caches' fast paths: manual/manual.h) ----
+ * The slow paths behind hl_malloc and friends; heap.c has checked the heap
+ * and its mode.  Called without the lock (or with the heap held). */
+void *hl__manual_malloc(hl_heap *h, size_t size);
+/* ptr in the reservation (a small block) or not (a large one) */
+void hl__manual_free_small(hl_heap *h, void *ptr);
+void hl__manual_free_large(hl_heap *h, void *ptr);
+void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size);
+size_t hl__manual_usable_size(hl_heap *h, const void *ptr);
+bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size);
+void hl__manual_thread_flush(hl_heap *h);
 void hl__manual_destroy(hl_heap *h);
 void hl__manual_stats(hl_heap *h, hl_stats *st);
+/* fork(): the thread caches' global lock, taken before every heap's. */
+void hl__manual_fork_prepare(void);
+void hl__manual_fork_done(void);
 
 #endif

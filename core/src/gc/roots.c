@@ -5,6 +5,7 @@
  * released handle, a handle of another heap and a made-up number are all
  * detected instead of dereferenced:
  *     bits 63..48 heap tag | 47..32 generation | 31..0 index + 1
+ * The encoding is this file's alone.  Lock held everywhere.
  */
 #include <stdlib.h>
 
@@ -15,6 +16,7 @@
 #define REF_TAG(r) ((uint16_t)((r) >> 48))
 
 int hl__handle_new(hl_heap *h, void *obj, hl_ref *out) {
+  HL_ASSERT_LOCKED(h);
   if (h->handles_free == HL_NIL) {
     uint32_t cap = h->handles_cap ? h->handles_cap * 2 : 256;
     if (cap > (1u << 31)) return hl__fail(h, HL_ENOMEM, "handles: table is full");
@@ -39,6 +41,7 @@ int hl__handle_new(hl_heap *h, void *obj, hl_ref *out) {
 }
 
 static int lookup(hl_heap *h, hl_ref ref, hl_handle **out) {
+  HL_ASSERT_LOCKED(h);
   if (ref == 0) return hl__fail(h, HL_EINVAL, "handle is null");
   if (REF_TAG(ref) != h->tag)
     return hl__fail(h, HL_EFOREIGN, "handle 0x%llx belongs to another heap",
@@ -59,6 +62,14 @@ int hl__handle_get(hl_heap *h, hl_ref ref, void **obj) {
   if (rc) return rc;
   *obj = e->obj;
   return HL_OK;
+}
+
+/* The caller's ref is known live (it just made or looked it up). */
+void hl__handle_set(hl_heap *h, hl_ref ref, void *obj) {
+  HL_ASSERT_LOCKED(h);
+  hl_handle *e = &h->handles[REF_INDEX(ref) - 1];
+  HL_ASSERT(REF_INDEX(ref) >= 1 && REF_INDEX(ref) <= h->handles_cap && e->obj);
+  e->obj = obj;
 }
 
 int hl__handle_release(hl_heap *h, hl_ref ref) {
@@ -85,40 +96,28 @@ void hl__handles_destroy(hl_heap *h) {
   h->nregions = h->regions_cap = 0;
 }
 
-int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
-  if (!h) return HL_EINVAL;
-  if (!base && words) return hl__fail(h, HL_EINVAL, "hl_roots_add: NULL region");
-  if (h->opt.mode != HL_MODE_COLLECTED)
-    return hl__fail(h, HL_EMODE, "hl_roots_add: root regions need a collected heap");
-  bool locked = hl__lock(h);
-  int rc = HL_OK;
+/* Root regions: arrays of words scanned as roots (precise, or conservative:
+ * any word that points into an object keeps it). */
+int hl__roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
+  HL_ASSERT_LOCKED(h);
   if (h->nregions == h->regions_cap) {
     uint32_t cap = h->regions_cap ? h->regions_cap * 2 : 8;
     hl_root_region *n = realloc(h->regions, cap * sizeof *n);
-    if (!n) {
-      rc = hl__fail(h, HL_ENOMEM, "hl_roots_add: out of memory");
-      goto out;
-    }
+    if (!n) return hl__fail(h, HL_ENOMEM, "roots_add: out of memory");
     h->regions = n;
     h->regions_cap = cap;
   }
   h->regions[h->nregions++] = (hl_root_region){base, words, conservative != 0};
-out:
-  hl__unlock(h, locked);
-  return rc;
+  return HL_OK;
 }
 
-int hl_roots_remove(hl_heap *h, void *base) {
-  if (!h) return HL_EINVAL;
-  bool locked = hl__lock(h);
-  bool found = false;
-  for (uint32_t i = 0; i < h->nregions && !found; i++) {
+int hl__roots_remove(hl_heap *h, void *base) {
+  HL_ASSERT_LOCKED(h);
+  for (uint32_t i = 0; i < h->nregions; i++) {
     if (h->regions[i].base == base) {
       h->regions[i] = h->regions[--h->nregions];
-      found = true;
+      return HL_OK;
     }
   }
-  hl__unlock(h, locked);
-  if (!found) return hl__fail(h, HL_EINVAL, "hl_roots_remove: %p is not a registered region", base);
-  return HL_OK;
+  return hl__fail(h, HL_EINVAL, "roots_remove: %p is not a registered region", base);
 }

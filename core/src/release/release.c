@@ -13,8 +13,9 @@
  *            upgrade_per_sweep ATTEMPTS per trim; walking past pages already
  *            upgraded costs nothing (upgrade_budget_counts=scanned is the
  *            seed's stalling defect).
- *   restore  before a released page is formatted for reuse (pages.c decides
- *            where a page that fails restore is parked).
+ *
+ * Reuse -- which page an allocation gets, and the restore before it is
+ * formatted -- is the other half, in reuse.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -138,6 +139,8 @@ static uint64_t warm_target(hl_heap *h) {
 /* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
  * the syscalls unless the calling thread holds the heap (hl_enter). */
 void hl__trim_locked(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
+  HL_ASSERT(h->in_cycle);
   if (!h->opt.page_release) return;
   uint64_t warm = warm_target(h);
   uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
@@ -194,8 +197,7 @@ void hl__trim_locked(hl_heap *h) {
     return;
   }
 
-  bool drop = hl__may_drop_lock(h);
-  if (drop) pthread_mutex_unlock(&h->lock);
+  bool dropped = hl__drop_lock(h);
   uint64_t t0 = prim_now_ns();
   trim_tally t = {0};
 
@@ -237,7 +239,7 @@ void hl__trim_locked(hl_heap *h) {
     }
   }
   uint64_t dt = prim_now_ns() - t0;
-  if (drop) pthread_mutex_lock(&h->lock);
+  hl__retake_lock(h, dropped);
 
   for (uint64_t i = 0; i < nr; i++) {
     uint32_t p = rel[i];
@@ -265,15 +267,15 @@ void hl__trim_locked(hl_heap *h) {
   }
   free(outcome);
 
-  h->st.trims++;
-  h->st.trim_ns += dt;
-  h->st.release_calls += t.calls;
-  h->st.released_pages += t.released;
-  h->st.rejected_pages += t.rejected;
-  h->st.fallback_pages += t.fallback;
-  h->st.upgraded_pages += t.upgraded;
-  h->st.upgrade_attempts += t.upgrade_attempts;
-  h->st.upgrade_calls += t.upgrade_calls;
+  h->tally.trims++;
+  h->tally.trim_ns += dt;
+  h->tally.release_calls += t.calls;
+  h->tally.released_pages += t.released;
+  h->tally.rejected_pages += t.rejected;
+  h->tally.fallback_pages += t.fallback;
+  h->tally.upgraded_pages += t.upgraded;
+  h->tally.upgrade_attempts += t.upgrade_attempts;
+  h->tally.upgrade_calls += t.upgrade_calls;
   if (t.gave_up)
     hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)t.gave_up_site, (int64_t)t.gave_up_errno,
               (int64_t)t.gave_up_retries, (int64_t)t.gave_up_page);
@@ -282,38 +284,21 @@ void hl__trim_locked(hl_heap *h) {
             (int64_t)h->free_pool.count, (int64_t)t.gave_up);
 }
 
-/* Restore page p (in flight, lock held) before it is formatted.  0 or errno. */
-int hl__restore_page(hl_heap *h, uint32_t p) {
-  hl_page *d = &h->pages[p];
-  uint8_t *addr = hl__page_addr(h, p);
-  bool dump = (d->flags & PF_DUMP_OFF) != 0;
-  bool drop = (dump || prim_os_op_is_syscall(PRIM_RESTORE)) && hl__may_drop_lock(h);
-  if (drop) pthread_mutex_unlock(&h->lock);
-  prim_result r = prim_call(&h->prim, HL_SITE_restore, addr, h->page_size, PRIM_RESTORE);
-  int site = HL_SITE_restore;
-  if (!r.err && dump) {
-    r = prim_call(&h->prim, HL_SITE_dump, addr, h->page_size, PRIM_DODUMP);
-    site = HL_SITE_dump;
-  }
-  if (drop) pthread_mutex_lock(&h->lock);
-  h->st.restore_calls++;
-  if (r.err) {
-    h->st.restore_failed_pages++;
-    hl__event(h, HL_EV_restore_failed, 3, (int64_t)p, (int64_t)r.err,
-              (int64_t)h->opt.reuse_failed_order);
-    if (r.gave_up)
-      hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)site, (int64_t)r.err, (int64_t)r.retries,
-                (int64_t)p);
-    return r.err;
-  }
-  d->release = RK_NONE;
-  d->flags &= (uint8_t)~PF_DUMP_OFF;
-  return 0;
+/* A trim outside a cycle: waits for one running (it may be in its trim with
+ * the lock dropped).  Lock held. */
+void hl__trim_now(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
+  while (h->in_cycle) hl__wait(h, &h->cycle_done);
+  h->in_cycle = true;
+  hl__trim_locked(h);
+  h->in_cycle = false;
+  pthread_cond_broadcast(&h->cycle_done);
 }
 
 /* Manual mode has no sweep: a trim runs when frees leave enough empty pages
  * beyond the warm cache.  Lock held. */
 void hl__trim_maybe(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
   if (!h->opt.page_release || h->in_cycle) return;
   if (h->free_pool.count <= (uint64_t)h->opt.warm_pages + h->manual_trim_threshold) return;
   h->in_cycle = true;

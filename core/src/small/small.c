@@ -2,6 +2,7 @@
  * small.c -- BiBOP small objects: size classes, allocation inside a page
  * (the lowest free slot in the allocation bitmap, then bump), giving a slot back (manual mode) and
  * sweeping one page against the out-of-line mark and allocation bits.
+ * Every function here runs under the heap lock.
  */
 #include <stdlib.h>
 
@@ -48,14 +49,11 @@ bool hl__poison_intact(const void *p, size_t n) {
   return true;
 }
 
-/* Charge k slots of class cls to the stats (k < 0: give them back):
- * reserved slots count as allocated until a flush gives back the ones not
- * taken.  (Not the trigger's small_bytes_since_cycle: gc.c counts that per
- * object.) */
+/* Charge k slots of class cls (k < 0: give them back): reserved slots count
+ * as allocated until a flush gives back the ones not taken.  (Not the
+ * trigger's since_cycle: the allocation sequence charges that per object.) */
 static void aword_charge(hl_heap *h, uint32_t cls, int64_t k) {
-  h->st.small_allocated_bytes += (uint64_t)(k * h->cls_size[cls]);
-  h->st.small_live_bytes += (uint64_t)(k * h->cls_size[cls]);
-  h->st.objects_allocated += (uint64_t)k;
+  hl__charge(h, HL_SMALL, k * (int64_t)h->cls_size[cls], k);
 }
 
 /* Bits [0, n) of a word (n may exceed 64). */
@@ -99,6 +97,7 @@ static bool aword_reserve(hl_heap *h, uint32_t cls, uint32_t p) {
 }
 
 void hl__aword_flush(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
   for (uint32_t c = 0; c < h->nclasses; c++) {
     hl_aword *a = &h->aword[c];
     if (!a->free) continue;
@@ -124,6 +123,7 @@ uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p) {
 /* Take one slot of class cls when its allocation word is empty.  Lock held.
  * (The common case is hl__small_take in internal.h.) */
 void *hl__take_refill(hl_heap *h, uint32_t cls) {
+  HL_ASSERT_LOCKED(h);
   for (;;) {
     /* (another thread may have reserved a word while the lock was dropped) */
     if (h->aword[cls].free) return hl__small_take(h, cls);
@@ -160,6 +160,7 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
 /* Manual mode: give a slot back to its page.  Lock held.  Returns false for
  * a pointer that is not a live slot (double free, foreign pointer). */
 bool hl__small_give_checked(hl_heap *h, void *slot) {
+  HL_ASSERT_LOCKED(h);
   uint32_t p = hl__page_of(h, slot);
   hl_page *d = &h->pages[p];
   if (!hl__formatted(d->state)) return false;
@@ -189,6 +190,7 @@ bool hl__small_give_checked(hl_heap *h, void *slot) {
  * A page with nothing live is detected from the bitmaps alone and never
  * written to.  Returns the bytes still live. */
 uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects) {
+  HL_ASSERT_LOCKED(h);
   hl_page *d = &h->pages[p];
   uint32_t sz = h->cls_size[d->cls];
   uint32_t words = (d->nslots + 63) / 64;

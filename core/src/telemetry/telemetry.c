@@ -85,6 +85,41 @@ int hl_stat_count(void) { return NSTATS; }
 const char *hl_stat_name(int i) { return i >= 0 && i < NSTATS ? stat_names[i] : NULL; }
 const char *hl_stat_description(int i) { return i >= 0 && i < NSTATS ? stat_desc[i] : NULL; }
 
+/* The public stats: the tally (counters only ever added to), then every
+ * gauge from the state that owns it -- the counters of hl__charge, the
+ * pools' page counts, the handles, the prim layer's syscall counts. */
+void hl__stats_fill(hl_heap *h, hl_stats *st) {
+  HL_ASSERT_LOCKED(h);
+  hl__aword_flush(h); /* the counts of reserved slots not handed out */
+  *st = h->tally;
+  st->small_bytes_since_cycle = h->ctr.since_cycle[HL_SMALL];
+  st->large_bytes_since_cycle = h->ctr.since_cycle[HL_LARGE];
+  st->small_allocated_bytes = h->ctr.allocated[HL_SMALL];
+  st->large_allocated_bytes = h->ctr.allocated[HL_LARGE];
+  st->small_live_bytes = h->ctr.live[HL_SMALL];
+  st->large_live_bytes = h->ctr.live[HL_LARGE];
+  st->large_objects = h->ctr.large_objects;
+  st->objects_allocated = h->ctr.objects_allocated;
+  st->objects_freed = h->ctr.objects_freed;
+  st->tenured_pages = h->tenured_pages;
+  st->gc_trigger_bytes = hl__trigger_in_force(h);
+  st->total_pages = h->high_water;
+  st->owned_pages = h->state_count[PS_OWNED];
+  st->retired_pool_pages = h->state_count[PS_RETIRED];
+  st->partial_pool_pages = h->state_count[PS_PARTIAL];
+  st->free_pool_pages = h->state_count[PS_FREE];
+  st->released_pool_pages = h->state_count[PS_RELEASED];
+  st->reuse_failed_pool_pages = h->state_count[PS_REUSE_FAILED];
+  st->in_flight_pages = h->state_count[PS_IN_FLIGHT];
+  st->fallback_pool_pages = h->fallback_count;
+  st->handles = h->handles_live;
+  st->syscalls = atomic_load(&h->prim.syscalls);
+  st->syscall_retries = atomic_load(&h->prim.retries);
+  st->syscall_gave_up = atomic_load(&h->prim.gave_up);
+  st->faults_fired = atomic_load(&h->prim.fired);
+  hl__manual_stats(h, st);
+}
+
 /* ---- events ---- */
 
 static const char *const event_names[] = {
@@ -107,14 +142,14 @@ void hl__event(hl_heap *h, int kind, int nfields, ...) {
   uint64_t slot = (h->ev_head + h->ev_count) % h->ev_cap;
   if (h->ev_count == h->ev_cap) {
     h->ev_head = (h->ev_head + 1) % h->ev_cap;
-    h->st.events_dropped++;
+    h->tally.events_dropped++;
   } else {
     h->ev_count++;
   }
   hl_event *e = &h->events[slot];
   memset(e, 0, sizeof *e);
   e->kind = kind;
-  e->cycle = h->st.cycles;
+  e->cycle = h->tally.cycles;
   e->time_ns = prim_now_ns();
   if (nfields > HL_EVENT_MAX_FIELDS) nfields = HL_EVENT_MAX_FIELDS;
   e->nfields = nfields;
@@ -122,21 +157,6 @@ void hl__event(hl_heap *h, int kind, int nfields, ...) {
   va_start(ap, nfields);
   for (int i = 0; i < nfields; i++) e->fields[i] = va_arg(ap, int64_t);
   va_end(ap);
-}
-
-int hl_events_read(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear) {
-  if (!h) return HL_EINVAL;
-  if (!count || (!buf && cap)) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL buffer");
-  bool locked = hl__lock(h);
-  size_t n = h->ev_count < cap ? h->ev_count : cap;
-  for (size_t i = 0; i < n; i++) buf[i] = h->events[(h->ev_head + i) % h->ev_cap];
-  if (clear) {
-    h->ev_head = (h->ev_head + n) % h->ev_cap;
-    h->ev_count -= n;
-  }
-  *count = n;
-  hl__unlock(h, locked);
-  return HL_OK;
 }
 
 /* ---- fault sites ---- */

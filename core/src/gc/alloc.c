@@ -1,0 +1,77 @@
+/*
+ * alloc.c -- the allocation sequence of the collected mode: the one slow path
+ * every allocating entry takes (hl_alloc, hl_obj_new, hl_obj_new_in, fill and
+ * its index, churn).  The inline first try (a slot of the class's allocation
+ * word, no cycle due) is hl__obj_alloc_fast in internal.h.
+ *
+ *   1. safepoint   a background collector waiting for the lock goes first
+ *   2. pacing      a large allocation waits for the cycle the large path
+ *                  asked for (large_pacing, background collector)
+ *   3. collect     when a trigger is due (or request it, background)
+ *   4. take        a slot of the size class, or a large block -- both
+ *                  charged (hl__charge) where they are taken
+ *   5. initialise  the header and empty slots
+ *
+ * Steps 1-3 may drop the heap lock or run a cycle: everything the caller
+ * needs must be rooted across the call.  The object returned is not: it is
+ * the caller's to root before its next allocation.
+ */
+#include <inttypes.h>
+
+#include "../internal.h"
+
+int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs) {
+  if (h->opt.mode != HL_MODE_COLLECTED)
+    return hl__fail(h, HL_EMODE, "alloc: objects need a collected heap (this one is manual)");
+  if (size > HL_MAX_SIZE)
+    return hl__fail(h, HL_EINVAL, "alloc: size %" PRIu64 " exceeds the maximum of %" PRIu64
+                    " bytes", size, (uint64_t)HL_MAX_SIZE);
+  if (refs > HL_MAX_REFS)
+    return hl__fail(h, HL_EINVAL, "alloc: refs %" PRIu64 " exceeds the maximum of %" PRIu64
+                    " slots", refs, (uint64_t)HL_MAX_REFS);
+  return HL_OK;
+}
+
+/* Step 4 on the small path: a slot of class cls, its page flagged PF_REFS
+ * when the object has slots, the trigger's bytes charged. */
+static void *take_small(hl_heap *h, uint64_t bytes, uint64_t refs) {
+  uint32_t cls = hl__class_of(h, bytes);
+  void *obj = hl__small_take(h, cls);
+  if (hl_unlikely(!obj)) return NULL;
+  hl_aword *a = &h->aword[cls];
+  if (refs && hl_unlikely(!a->refs)) {
+    a->refs = true;
+    h->pages[a->page].flags |= PF_REFS;
+  }
+  hl__charge_cycle(h, HL_SMALL, a->sz);
+  return obj;
+}
+
+void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
+  HL_ASSERT_LOCKED(h);
+  HL_ASSERT(h->opt.mode == HL_MODE_COLLECTED);
+  uint64_t bytes = hl__obj_bytes(size, refs);
+  bool large = (flags & HL_ALLOC_LARGE) || bytes > h->small_max;
+  if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
+  if (large) hl__pace(h, bytes);
+  if (hl__cycle_due(h)) hl__maybe_collect(h);
+  void *obj;
+  if (!large) {
+    obj = take_small(h, bytes, refs);
+    if (hl_unlikely(!obj)) {
+      hl__fail(h, HL_ENOMEM, "alloc: the reservation of %" PRIu64 " bytes is exhausted",
+               h->reserved);
+      return NULL;
+    }
+    hl__obj_init(obj, (uint32_t)size, refs);
+    return obj;
+  }
+  obj = hl__large_alloc(h, bytes);
+  if (!obj) {
+    hl__fail(h, HL_ENOMEM, "alloc: the system allocator refused %" PRIu64 " bytes", bytes);
+    return NULL;
+  }
+  hl__alloc_limit_update(h); /* the large trigger may be due now */
+  hl__obj_init(obj, HL_SIZE_LARGE, refs);
+  return obj;
+}

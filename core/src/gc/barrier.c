@@ -1,0 +1,40 @@
+/*
+ * barrier.c -- the write barrier's out-of-line part (the inline part is
+ * hl__store in internal.h), and the barrier for a caller that names no heap
+ * (hl_obj_set), which finds the object's heap in the process-wide registry
+ * (registry.c).
+ */
+#include "../internal.h"
+
+/* obj is on a page with old objects, or large.  When obj itself is old
+ * (marked), its page or block is dirtied; a tenured page is remembered.
+ * Lock held. */
+void hl__store_old(hl_heap *h, void *obj) {
+  if (hl__in_heap(h, obj)) {
+    uint32_t p = hl__page_of(h, obj);
+    hl_page *d = &h->pages[p];
+    uint64_t off = (uint64_t)((uint8_t *)obj - hl__page_addr(h, p));
+    if (hl__bit(hl__marks(h, p), hl__slot_index(h, off, d->cls))) {
+      d->flags |= PF_DIRTY;
+      if (h->tenure[p] & TN_TENURED) h->tenure[p] |= TN_REMEMBER;
+    }
+  } else {
+    hl_large *l = hl__large_of(obj);
+    if (l->mark) l->dirty = 1;
+  }
+}
+
+/* hl_obj_set(obj, slot, value) names no heap, yet in generational mode the
+ * store must dirty the object's page in its heap's side table.  The object
+ * is looked up only while some generational heap exists (otherwise this is
+ * a plain store).  An object in no registered reservation is a large object:
+ * its block record has the dirty flag (harmless for a heap that is not
+ * generational). */
+void hl__store_any(void *obj, uint64_t slot, void *value) {
+  hl__slots(obj)[slot] = value;
+  if (!value || !hl__registry_generational()) return;
+  hl_heap *h = hl__registry_find_locked(obj);
+  if (!h) hl__large_of(obj)->dirty = 1;
+  else if (h->opt.generational) hl__store(h, obj, slot, value);
+  hl__registry_unlock();
+}

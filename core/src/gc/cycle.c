@@ -1,0 +1,322 @@
+/*
+ * cycle.c -- one collection cycle and the policy around it: when a cycle is
+ * due (the small trigger, adaptive, and the large path's own), whether it is
+ * minor (generational), whether it sweeps major (quiet, pressure, backstop),
+ * the sweep, the trigger's adaptation, and the trim at its end.
+ *
+ * How the marking is done is gc/mark.c; the pages' sweep is small.c.  The
+ * triggers read the private counters (hl_counters), never the stats.
+ * Everything here runs under the heap lock; the only part of a cycle that
+ * drops it is the trim's syscalls (release/release.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../internal.h"
+
+typedef struct sweep_tally {
+  uint64_t pages, freed_objects, freed_bytes;
+  uint64_t stat_before, stat_live; /* bytes before/after, non-spliced pages */
+  uint64_t large_freed;
+} sweep_tally;
+
+static void sweep_one(hl_heap *h, uint32_t p, sweep_tally *t) {
+  hl_page *d = &h->pages[p];
+  uint32_t sz = h->cls_size[d->cls];
+  uint64_t before = (uint64_t)d->used * sz;
+  uint64_t freed = 0;
+  uint64_t live = hl__sweep_page(h, p, &freed);
+  t->pages++;
+  t->freed_objects += freed;
+  t->freed_bytes += freed * sz;
+  /* Pages spliced in by a major sweep are mostly dead by selection; feeding
+   * them to the survival ratio halved the trigger in the seed (5 cycles
+   * became 8), so they are left out. */
+  if (!(d->flags & PF_SPLICED)) {
+    t->stat_before += before;
+    t->stat_live += live;
+  }
+  if (live == 0) {
+    hl__page_unformat(h, p);
+    hl__page_to_state(h, p, PS_FREE, true);
+  } else {
+    hl__page_to_state(h, p, PS_PARTIAL, false);
+  }
+}
+
+/* A survivor keeps its mark until the next full mark clears it (in
+ * generational mode it is old until then), as small objects do. */
+static void sweep_large(hl_heap *h, sweep_tally *t) {
+  hl_large *l = h->large_head;
+  while (l) {
+    hl_large *n = l->next;
+    if (!l->mark) {
+      t->freed_objects++;
+      t->large_freed++;
+      hl__large_free(h, l); /* (discharges it) */
+    }
+    l = n;
+  }
+}
+
+static uint64_t trigger_in_force(const hl_heap *h) {
+  if (h->opt.generational) return (uint64_t)h->opt.young_bytes;
+  return h->trigger + h->last_live_bytes / 100 * (uint64_t)h->opt.gc_live_ratio;
+}
+
+/* Generational: promoted bytes that call for a full mark. */
+static uint64_t full_trigger(const hl_heap *h) {
+  uint64_t t = h->last_full_live / 100 * (uint64_t)h->opt.full_growth_ratio;
+  uint64_t floor = (uint64_t)h->opt.gc_trigger_min_bytes;
+  return t > floor ? t : floor;
+}
+
+/* Whether this cycle marks only the young objects (generational mode):
+ * not when the caller asked for a collection, under pressure, with
+ * major_sweep=always, or once the old generation has grown enough. */
+static bool choose_minor(const hl_heap *h, int reason) {
+  if (!h->opt.generational || reason == REASON_EXPLICIT || h->pressure) return false;
+  if (h->opt.major_sweep == HL_MAJOR_ALWAYS) return false;
+  return h->promoted_since_full < full_trigger(h);
+}
+
+static void adapt_trigger(hl_heap *h, const sweep_tally *t) {
+  if (!h->opt.adaptive_trigger || t->stat_before == 0) return;
+  uint64_t pct = t->stat_live * 100 / t->stat_before;
+  uint64_t old = h->trigger;
+  if (pct >= 50) {
+    if (++h->high_survival_streak >= 2) {
+      h->high_survival_streak = 0;
+      h->trigger = h->trigger * 2;
+      if (h->trigger > (uint64_t)h->opt.gc_trigger_max_bytes)
+        h->trigger = (uint64_t)h->opt.gc_trigger_max_bytes;
+    }
+  } else {
+    h->high_survival_streak = 0;
+    if (pct < 10) {
+      h->trigger /= 2;
+      if (h->trigger < (uint64_t)h->opt.gc_trigger_min_bytes)
+        h->trigger = (uint64_t)h->opt.gc_trigger_min_bytes;
+    }
+  }
+  if (h->trigger != old)
+    hl__event(h, HL_EV_trigger_adapted, 3, (int64_t)old, (int64_t)h->trigger, (int64_t)pct);
+}
+
+/* Which kind of major sweep this cycle gets (MAJOR_NONE for none). */
+static int choose_major(hl_heap *h, int major_req, uint64_t *quiet_limit) {
+  uint64_t trig = trigger_in_force(h);
+  uint64_t limit = trig / 4;
+  if ((uint64_t)h->opt.quiet_bytes < limit) limit = (uint64_t)h->opt.quiet_bytes;
+  *quiet_limit = limit;
+  if (major_req == 1) return MAJOR_FORCED;
+  if (major_req == 0) return MAJOR_NONE;
+  if (h->opt.major_sweep == HL_MAJOR_ALWAYS) return MAJOR_FORCED;
+  if (h->opt.major_sweep == HL_MAJOR_NEVER) return MAJOR_NONE;
+  if (h->pressure) return MAJOR_PRESSURE;
+  /* A cycle is quiet when little was allocated since the last one -- on both
+   * paths.  Counting only small-path bytes (quiet_counts_large=0) is the
+   * seed's defect: heavy large churn looks quiet and every cycle splices. */
+  uint64_t recent = h->ctr.since_cycle[HL_SMALL];
+  if (h->opt.quiet_counts_large) recent += h->ctr.since_cycle[HL_LARGE];
+  if (recent < limit) return MAJOR_QUIET;
+  if (h->opt.major_backstop_cycles > 0 &&
+      h->cycles_since_major + 1 >= (uint64_t)h->opt.major_backstop_cycles)
+    return MAJOR_BACKSTOP;
+  return MAJOR_NONE;
+}
+
+/* One full cycle.  Lock held; returns with it held. */
+int hl__cycle(hl_heap *h, int major_req, int reason) {
+  HL_ASSERT_LOCKED(h);
+  while (h->in_cycle) hl__wait(h, &h->cycle_done);
+  h->in_cycle = true;
+  uint64_t t0 = prim_now_ns();
+  h->tally.cycles++;
+
+  /* The owned pages are swept like retired ones: their new objects may
+   * already be dead.  The slots their allocation words reserved and did not
+   * hand out go back first. */
+  hl__aword_flush(h);
+  for (uint32_t c = 0; c < h->nclasses; c++) {
+    if (h->owned[c] == HL_NIL) continue;
+    hl__page_to_state(h, h->owned[c], PS_RETIRED, false);
+    h->owned[c] = HL_NIL;
+  }
+
+  uint64_t quiet_limit = 0;
+  bool minor = choose_minor(h, reason);
+  int major;
+  if (minor) {
+    major = MAJOR_NONE;
+  } else if (h->opt.generational && reason != REASON_EXPLICIT && !h->pressure) {
+    /* the old generation grew: its garbage is on partial pages */
+    major = MAJOR_FULL_MARK;
+  } else {
+    major = choose_major(h, major_req, &quiet_limit);
+  }
+  /* Safe in a minor cycle too: an unmarked object on a partial page is dead
+   * (young objects are only on the pages owned since the last cycle). */
+  bool sweep_partials = major != MAJOR_NONE || h->opt.sweep == HL_SWEEP_FULL;
+  bool tenuring = !minor && h->opt.generational && h->opt.tenure_full_marks > 0;
+  if (!minor && h->opt.generational) {
+    if (!tenuring || reason == REASON_EXPLICIT || h->pressure ||
+        ++h->full_marks_since_whole >= (uint64_t)h->opt.tenure_full_marks) {
+      hl__untenure_all(h);
+      h->full_marks_since_whole = 0;
+      h->tally.whole_marks++;
+    }
+  }
+  uint64_t tenured_before = h->tenured_bytes; /* full marks do not count them */
+
+  uint64_t tm = prim_now_ns(); /* mark_ns: clearing the marks, then marking */
+  if (!minor) hl__marks_clear(h);
+  hl__mark(h, minor);
+  h->tally.mark_ns += prim_now_ns() - tm;
+  int rc = HL_OK;
+  if (h->opt.verify) {
+    char msg[256];
+    if (hl__check_marks_closed(h, msg, sizeof msg)) {
+      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
+      h->tally.verify_failures++;
+      /* and nothing is lost: trace from every marked object before sweeping */
+      hl__mark_repair(h);
+    }
+  }
+  uint64_t marked_bytes = h->marked_bytes;
+
+  sweep_tally t = {0};
+  /* Partial pages first (taken off their lists before retired pages can
+   * join them), then everything retired since the last cycle. */
+  uint64_t spliced = 0;
+  if (sweep_partials) {
+    uint64_t n = h->state_count[PS_PARTIAL];
+    uint32_t *list = n ? malloc(n * sizeof(uint32_t)) : NULL;
+    if (list || !n) {
+      uint64_t k = 0;
+      /* (tenured pages are on partial_full: nothing on them is unmarked) */
+      for (uint32_t p = h->partial_full.head; p != HL_NIL; p = h->pages[p].next)
+        if (!(h->tenure[p] & TN_TENURED)) list[k++] = p;
+      for (uint32_t c = 0; c < h->nclasses; c++)
+        for (uint32_t p = h->partial_avail[c].head; p != HL_NIL; p = h->pages[p].next)
+          list[k++] = p;
+      for (uint64_t i = 0; i < k; i++) {
+        if (major != MAJOR_NONE) h->pages[list[i]].flags |= PF_SPLICED;
+        sweep_one(h, list[i], &t);
+      }
+      spliced = k;
+      free(list);
+    }
+  }
+  uint32_t p;
+  while ((p = h->retired.head) != HL_NIL) {
+    h->pages[p].flags &= (uint8_t)~PF_SPLICED;
+    sweep_one(h, p, &t);
+  }
+  uint64_t small_freed = t.freed_objects;
+  sweep_large(h, &t); /* (the large path discharges its own) */
+  hl__discharge(h, HL_SMALL, t.freed_bytes, small_freed);
+  h->tally.swept_pages += t.pages;
+
+  if (major != MAJOR_NONE) {
+    h->tally.major_sweeps++;
+    h->tally.major_swept_pages += spliced;
+    if (major == MAJOR_QUIET) h->tally.major_quiet++;
+    if (major == MAJOR_PRESSURE) h->tally.major_pressure++;
+    if (major == MAJOR_BACKSTOP) h->tally.major_backstop++;
+    if (major == MAJOR_FORCED) h->tally.major_forced++;
+    if (major == MAJOR_FULL_MARK) h->tally.major_full_mark++;
+    h->cycles_since_major = 0;
+    h->pressure = false;
+    hl__event(h, HL_EV_major_sweep, 5, (int64_t)major, (int64_t)spliced,
+              (int64_t)h->ctr.since_cycle[HL_SMALL], (int64_t)h->ctr.since_cycle[HL_LARGE],
+              (int64_t)quiet_limit);
+  } else if (!minor) {
+    h->cycles_since_major++; /* the backstop counts full marks only */
+  }
+  if (!h->opt.generational) adapt_trigger(h, &t);
+  for (uint32_t q = h->partial_full.head; q != HL_NIL; q = h->pages[q].next)
+    h->pages[q].flags &= (uint8_t)~PF_SPLICED;
+  for (uint32_t c = 0; c < h->nclasses; c++)
+    for (uint32_t q = h->partial_avail[c].head; q != HL_NIL; q = h->pages[q].next)
+      h->pages[q].flags &= (uint8_t)~PF_SPLICED;
+
+  uint64_t small_since = h->ctr.since_cycle[HL_SMALL];
+  uint64_t large_since = h->ctr.since_cycle[HL_LARGE];
+  h->ctr.since_cycle[HL_SMALL] = 0;
+  h->ctr.since_cycle[HL_LARGE] = 0;
+  if (minor) {
+    h->tally.minor_cycles++;
+    h->tally.promoted_bytes += marked_bytes;
+    h->promoted_since_full += marked_bytes;
+  } else {
+    h->last_full_live = marked_bytes + tenured_before;
+    h->promoted_since_full = 0;
+    if (tenuring) hl__tenure_pages(h);
+  }
+  /* gc_live_ratio grows the trigger by these; generational: the estimate */
+  h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : marked_bytes;
+  hl__alloc_limit_update(h);
+  atomic_store(&h->cycle_requested, false);
+  /* pacing gives up after cycles in a row that free nothing large */
+  if (t.large_freed) h->pacing_dry_cycles = 0;
+  else h->pacing_dry_cycles++;
+
+  uint64_t dt = prim_now_ns() - t0;
+  h->tally.gc_ns += dt;
+  if (minor) h->tally.minor_gc_ns += dt;
+  if (dt > h->tally.max_pause_ns) h->tally.max_pause_ns = dt;
+  hl__event(h, HL_EV_cycle, 10, (int64_t)(major != MAJOR_NONE), (int64_t)dt, (int64_t)small_since,
+            (int64_t)large_since, (int64_t)t.pages, (int64_t)t.freed_objects,
+            (int64_t)h->last_live_bytes, (int64_t)trigger_in_force(h), (int64_t)reason,
+            (int64_t)minor);
+
+  if (h->opt.verify && !rc) {
+    char msg[256];
+    if (hl__check_locked(h, msg, sizeof msg)) {
+      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
+      h->tally.verify_failures++;
+    }
+  }
+  hl__trim_locked(h);
+  atomic_store(&h->last_cycle_end_ns, prim_now_ns());
+  h->cycles_completed++;
+  h->in_cycle = false;
+  pthread_cond_broadcast(&h->cycle_done);
+  return rc;
+}
+
+/* Allocation-driven cycles: called before an allocation, lock held. */
+static inline bool small_due(const hl_heap *h) {
+  return h->ctr.since_cycle[HL_SMALL] >= trigger_in_force(h);
+}
+static inline bool large_due(const hl_heap *h) {
+  return h->ctr.since_cycle[HL_LARGE] >= (uint64_t)h->opt.large_trigger_bytes;
+}
+
+bool hl__cycle_due(const hl_heap *h) { return small_due(h) || large_due(h); }
+
+void hl__maybe_collect(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
+  if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
+  bool small = small_due(h), large = large_due(h);
+  if (!small && !large) return;
+  if (h->opt.collector == HL_COLLECTOR_BACKGROUND && hl__may_drop_lock(h)) {
+    hl__request_cycle(h);
+    return;
+  }
+  if (h->in_cycle) return; /* one is running (in its trim): it will reset the counters */
+  h->tally.cycle_requests++;
+  hl__cycle(h, -1, small ? REASON_SMALL : REASON_LARGE);
+}
+
+uint64_t hl__trigger_in_force(const hl_heap *h) { return trigger_in_force(h); }
+
+/* The one number the allocation fast path compares with: the small trigger
+ * in force, or 0 while the large trigger is due.  Set after every cycle and
+ * every large allocation. */
+void hl__alloc_limit_update(hl_heap *h) {
+  /* (0 on a manual heap: the raw-object fast path relies on it) */
+  h->alloc_limit = h->opt.mode != HL_MODE_COLLECTED || large_due(h) ? 0 : trigger_in_force(h);
+}
+

@@ -1,0 +1,86 @@
+/*
+ * manual.h -- the manual mode's per-thread caches and their fast paths,
+ * compiled into the front door (heap.c's hl_malloc, hl_free,
+ * hl_free_sized): a pop or a push on this thread's cache of the size class,
+ * no lock, no call.  Everything else is manual.c.
+ */
+#ifndef HL_MANUAL_H
+#define HL_MANUAL_H
+
+#include "../internal.h"
+
+struct hl_tcache {
+  _Atomic(hl_heap *) heap;     /* NULL once the heap is closed */
+  hl_tcache *next_thread;      /* this thread's caches */
+  hl_tcache *next_heap, *prev_heap; /* the heap's caches (heap lock) */
+  uint32_t cap;                /* blocks per class at most (tcache_blocks) */
+  uint32_t shift;              /* a class's slots start at cls << shift */
+  uint32_t nclasses;
+  uint32_t room;               /* slots allocated after this struct */
+  _Atomic uint64_t mallocs, frees; /* written by the owner only */
+  uint32_t count[HL_MAX_CLASSES];
+  uint32_t limit[HL_MAX_CLASSES]; /* blocks of each class: tcache_bytes' worth, 16..cap */
+  void *slots[];               /* inline: one load less on the hot path */
+};
+
+/* initial-exec: the fast paths read these without a __tls_get_addr call
+ * (which made the compiler save registers on every malloc and free).  Small
+ * enough for the static TLS glibc keeps for modules loaded by dlopen (the
+ * Python extension).  The cache the fast paths use, and the heap (address
+ * and serial) it is for: three independent thread-local loads instead of a
+ * chain; a heap closed and another created at the same address differs in
+ * serial.  The slow paths check the cache's own heap field, which closing
+ * clears. */
+#define HL_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+extern HL_TLS hl_tcache *hl__tls_cache;
+extern HL_TLS const hl_heap *hl__tls_heap;
+extern HL_TLS uint64_t hl__tls_serial;
+
+static inline void hl__owner_inc(_Atomic uint64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+}
+
+static inline void **hl__bin_of(hl_tcache *tc, uint32_t cls) {
+  return tc->slots + ((size_t)cls << tc->shift);
+}
+
+/* This thread's cache for h if it has one already (the fast paths). */
+static inline hl_tcache *hl__cache_of(const hl_heap *h) {
+  if (hl_likely(hl__tls_heap == h && hl__tls_serial == h->serial)) return hl__tls_cache;
+  return NULL;
+}
+
+/* A cached block of the class of `size`, or NULL. */
+static inline void *hl__tcache_pop(hl_heap *h, size_t size) {
+  if (hl_likely(h && size <= h->small_max)) {
+    hl_tcache *tc = hl__cache_of(h);
+    if (hl_likely(tc)) {
+      uint32_t cls = hl__class_of(h, size);
+      uint32_t n = tc->count[cls];
+      if (hl_likely(n)) {
+        tc->count[cls] = n - 1;
+        hl__owner_inc(&tc->mallocs);
+        return hl__bin_of(tc, cls)[n - 1];
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Push onto this thread's cache; false when there is no room or no cache. */
+static inline bool hl__tcache_push(hl_heap *h, void *ptr, uint32_t cls) {
+  hl_tcache *tc = hl__cache_of(h);
+  if (hl_likely(tc && cls < tc->nclasses)) {
+    uint32_t n = tc->count[cls];
+    if (hl_likely(n < tc->limit[cls])) {
+      hl__bin_of(tc, cls)[n] = ptr;
+      tc->count[cls] = n + 1;
+      hl__owner_inc(&tc->frees);
+      return true;
+    }
+  }
+  return false;
+}
+
+#endif

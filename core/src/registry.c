@@ -1,0 +1,101 @@
+/*
+ * registry.c -- the process-wide list of heaps, both modes.  It serves:
+ *
+ *   the write barrier  hl_obj_set names no heap: the registry finds the
+ *                      generational heap whose reservation holds the object
+ *                      (gc/barrier.c)
+ *   fork()             atfork handlers lock every heap (after the manual
+ *                      mode's thread-cache lock) so that a child never
+ *                      inherits a heap lock held by a thread that does not
+ *                      exist in it, and wait for a trim advising outside the
+ *                      lock to publish its pages first
+ *
+ * Lock order, everywhere: the thread caches' global lock (manual.c), then
+ * the registry, then a heap's lock.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct heap_range {
+  const uint8_t *lo, *hi;
+  hl_heap *heap;
+} heap_range;
+
+static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
+static heap_range *registry;
+static uint32_t registry_n, registry_cap;
+static _Atomic uint32_t generational_heaps;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) {
+  hl__manual_fork_prepare();
+  pthread_rwlock_rdlock(&registry_lock);
+  for (uint32_t i = 0; i < registry_n; i++) {
+    hl_heap *h = registry[i].heap;
+    if (hl__held == h) continue; /* this thread holds it (hl_enter) */
+    hl__lock_raw(h);
+    /* a trim advising outside the lock must finish first: in the child it
+     * would never publish its pages */
+    while (h->in_cycle) hl__wait(h, &h->cycle_done);
+  }
+}
+
+static void fork_done(void) {
+  for (uint32_t i = registry_n; i-- > 0;) {
+    hl_heap *h = registry[i].heap;
+    if (hl__held != h) hl__unlock_raw(h);
+  }
+  pthread_rwlock_unlock(&registry_lock);
+  hl__manual_fork_done();
+}
+
+static void fork_init(void) { pthread_atfork(fork_prepare, fork_done, fork_done); }
+
+int hl__registry_add(hl_heap *h) {
+  pthread_once(&fork_once, fork_init);
+  int rc = HL_OK;
+  pthread_rwlock_wrlock(&registry_lock);
+  if (registry_n == registry_cap) {
+    uint32_t cap = registry_cap ? registry_cap * 2 : 8;
+    heap_range *n = realloc(registry, cap * sizeof *n);
+    if (!n) rc = HL_ENOMEM;
+    else registry = n, registry_cap = cap;
+  }
+  if (!rc) {
+    registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
+    if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);
+  }
+  pthread_rwlock_unlock(&registry_lock);
+  return rc;
+}
+
+void hl__registry_remove(hl_heap *h) {
+  pthread_rwlock_wrlock(&registry_lock);
+  for (uint32_t i = 0; i < registry_n; i++) {
+    if (registry[i].heap != h) continue;
+    registry[i] = registry[--registry_n];
+    if (h->opt.generational) atomic_fetch_sub(&generational_heaps, 1);
+    break;
+  }
+  if (!registry_n) { /* nothing outlives the last heap (a module may be unloaded) */
+    free(registry);
+    registry = NULL;
+    registry_cap = 0;
+  }
+  pthread_rwlock_unlock(&registry_lock);
+}
+
+uint32_t hl__registry_generational(void) {
+  return atomic_load_explicit(&generational_heaps, memory_order_relaxed);
+}
+
+hl_heap *hl__registry_find_locked(const void *addr) {
+  const uint8_t *a = addr;
+  pthread_rwlock_rdlock(&registry_lock);
+  for (uint32_t i = 0; i < registry_n; i++)
+    if (a >= registry[i].lo && a < registry[i].hi) return registry[i].heap;
+  return NULL;
+}
+
+void hl__registry_unlock(void) { pthread_rwlock_unlock(&registry_lock); }

@@ -1,0 +1,98 @@
+/*
+ * reuse.c -- the other half of release: which empty page an allocation gets,
+ * and restoring a released page before it is used again.
+ *
+ *   acquire  a warm free page first; else a released one (restored BEFORE it
+ *            is formatted; at most reuse_attempts tries, a page whose restore
+ *            fails is parked in the reuse-failed pool); else a fresh page.
+ *   restore  on Linux a page released with MADV_DONTNEED or MADV_FREE needs
+ *            no call; the restore *site* still runs (and with dump_toggle
+ *            issues MADV_DODUMP) so that an injected failure takes exactly the
+ *            path a real Darwin MADV_FREE_REUSE failure would.
+ *   populate a bulk phase (fill) writes every byte of a page it takes: fault
+ *            it in with one call instead of one fault per OS page.
+ */
+#include "../internal.h"
+
+/* Fault page p in with one call (a bulk phase only).  Outside the lock (the
+ * page is in flight) unless the thread holds the heap; a failure only means
+ * the page faults in the ordinary way. */
+static void populate(hl_heap *h, uint32_t p) {
+  if (!h->bulk) return;
+  bool dropped = hl__drop_lock(h);
+  prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
+                            PRIM_POPULATE);
+  hl__retake_lock(h, dropped);
+  if (!r.err) h->tally.populated_pages++;
+}
+
+/* Restore page p (in flight) before it is formatted.  0 or errno. */
+static int restore_page(hl_heap *h, uint32_t p) {
+  hl_page *d = &h->pages[p];
+  uint8_t *addr = hl__page_addr(h, p);
+  bool dump = (d->flags & PF_DUMP_OFF) != 0;
+  bool dropped = (dump || prim_os_op_is_syscall(PRIM_RESTORE)) && hl__drop_lock(h);
+  prim_result r = prim_call(&h->prim, HL_SITE_restore, addr, h->page_size, PRIM_RESTORE);
+  int site = HL_SITE_restore;
+  if (!r.err && dump) {
+    r = prim_call(&h->prim, HL_SITE_dump, addr, h->page_size, PRIM_DODUMP);
+    site = HL_SITE_dump;
+  }
+  hl__retake_lock(h, dropped);
+  h->tally.restore_calls++;
+  if (r.err) {
+    h->tally.restore_failed_pages++;
+    hl__event(h, HL_EV_restore_failed, 3, (int64_t)p, (int64_t)r.err,
+              (int64_t)h->opt.reuse_failed_order);
+    if (r.gave_up)
+      hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)site, (int64_t)r.err, (int64_t)r.retries,
+                (int64_t)p);
+    return r.err;
+  }
+  d->release = RK_NONE;
+  d->flags &= (uint8_t)~PF_DUMP_OFF;
+  return 0;
+}
+
+uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
+  HL_ASSERT_LOCKED(h);
+  uint32_t p = h->free_pool.head;
+  if (p != HL_NIL) {
+    hl__page_to_state(h, p, PS_IN_FLIGHT, false);
+    hl__page_format(h, p, cls);
+    h->tally.warm_reused_pages++;
+    h->taken_since_trim++;
+    return p;
+  }
+  for (int64_t attempt = 0; attempt < h->opt.reuse_attempts; attempt++) {
+    p = h->released_pool.head;
+    if (p == HL_NIL) p = h->reuse_failed.head;
+    if (p == HL_NIL) break;
+    hl__page_to_state(h, p, PS_IN_FLIGHT, false);
+    /* restore_before_format=0 is the seed's defect: format writes into a
+     * range the kernel still considers released. */
+    if (!h->opt.restore_before_format) hl__page_format(h, p, cls);
+    if (restore_page(h, p) == 0) {
+      populate(h, p);
+      if (h->opt.restore_before_format) hl__page_format(h, p, cls);
+      h->tally.reused_pages++;
+      h->taken_since_trim++;
+      return p;
+    }
+    /* Park the page.  fifo: at the tail of the reuse-failed pool, so the next
+     * try reaches a different page.  lifo: back at the head of the pool it
+     * came from -- the seed's defect, where the next try pops the same bad
+     * page and one page hides the whole pool. */
+    if (h->opt.reuse_failed_order == HL_ORDER_FIFO)
+      hl__page_to_state(h, p, PS_REUSE_FAILED, false);
+    else
+      hl__page_to_state(h, p, PS_RELEASED, true);
+  }
+  p = hl__page_carve(h);
+  if (p == HL_NIL) return HL_NIL;
+  populate(h, p);
+  hl__page_format(h, p, cls);
+  h->tally.fresh_pages++;
+  h->taken_since_trim++;
+  return p;
+}
