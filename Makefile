@@ -50,8 +50,8 @@ test-asan: build-asan
 test-tsan: build-tsan
 	TSAN_OPTIONS=halt_on_error=1 meson test -C $(TSAN) --no-rebuild --suite threads --print-errorlogs
 
-test-python: install
-	cd tests/python && $(PYTHON) -m pytest -q .
+test-python: install build
+	cd tests/python && HEAPLAB_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q .
 
 test-lua: build
 	meson test -C $(BUILD) --suite lua --print-errorlogs

@@ -24,23 +24,6 @@ uint64_t client_peak_rss(void) {
   return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
 }
 
-/* The name of choice `value` of a comma-separated choices string. */
-static void choice_name(const char *choices, int64_t value, char *buf, size_t len) {
-  const char *p = choices;
-  for (int64_t i = 0; i < value && p; i++) {
-    p = strchr(p, ',');
-    if (p) p++;
-  }
-  if (!p) {
-    snprintf(buf, len, "%lld", (long long)value);
-    return;
-  }
-  size_t n = strcspn(p, ",");
-  if (n >= len) n = len - 1;
-  memcpy(buf, p, n);
-  buf[n] = 0;
-}
-
 int client_write_report(FILE *out) {
   hl_footprint fp = {0};
   hl_footprint_get(&fp);
@@ -70,9 +53,7 @@ int client_write_report(FILE *out) {
     if (info.kind == HL_OPT_BOOL) {
       fputs(v ? "true" : "false", out);
     } else if (info.kind == HL_OPT_ENUM) {
-      char name[64];
-      choice_name(info.choices, v, name, sizeof name);
-      fprintf(out, "\"%s\"", name);
+      fprintf(out, "\"%s\"", hl_option_choice(i, v));
     } else {
       fprintf(out, "%lld", (long long)v);
     }

@@ -13,7 +13,7 @@
  *   c.now()                       CLOCK_MONOTONIC, seconds
  *   c.peak_rss()                  bytes
  *   c.report()                    the HEAPLAB_STATS JSON, as a string
- *   local s <close> = c.sampler(interval_us)   s:mark() s:reset() s:summary() s:series() s:stop()
+ *   local s <close> = c.sampler(interval_s)   s:mark() s:reset() s:summary() s:series() s:stop()
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +55,7 @@ static int c_options(lua_State *L) {
     hl_option_info_get(i, &info);
     hl_options_get(&o, info.name, &v);
     if (info.kind == HL_OPT_BOOL) lua_pushboolean(L, v != 0);
+    else if (info.kind == HL_OPT_ENUM) lua_pushstring(L, hl_option_choice(i, v));
     else lua_pushinteger(L, (lua_Integer)v);
     lua_setfield(L, -2, info.name);
   }
@@ -135,16 +136,15 @@ static hl_sampler *check_sampler(lua_State *L) {
   return u->s;
 }
 
+/* client.sampler(interval_s = 0.002, capacity = 65536) */
 static int c_sampler(lua_State *L) {
-  lua_Integer us = luaL_optinteger(L, 1, 2000);
+  lua_Number interval = luaL_optnumber(L, 1, 0.002);
   lua_Integer cap = luaL_optinteger(L, 2, 1 << 16);
-  luaL_argcheck(L, us >= 100 && us <= 10000000, 1, "interval_us out of range [100, 10000000]");
-  luaL_argcheck(L, cap >= 16 && cap <= (1 << 24), 2, "capacity out of range [16, 16777216]");
   sampler_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->s = NULL; /* closed until started, so __gc is always safe */
   luaL_setmetatable(L, SAMPLER);
-  if (hl_sampler_start(&u->s, (uint32_t)us, (size_t)cap))
-    return luaL_error(L, "sampler: cannot start the sampling thread");
+  if (hl_sampler_open(&u->s, (double)interval, (int64_t)cap))
+    return luaL_error(L, "%s", hl_heap_error(NULL));
   return 1;
 }
 

@@ -9,7 +9,7 @@
  *   resident_bytes(), vma_count()   the heap's reservation (None on libc)
  *   footprint()                {rss, anonymous, lazyfree, swap, phys_footprint}
  *   trim(), flush(), now(), peak_rss(), report()
- *   sampler_start(interval_us=2000), sampler_mark(), sampler_reset(),
+ *   sampler_start(interval_s=0.002), sampler_mark(), sampler_reset(),
  *   sampler_summary(), sampler_series(), sampler_stop()   (one per process)
  */
 #define PY_SSIZE_T_CLEAN
@@ -54,7 +54,9 @@ static PyObject *m_options(PyObject *self, PyObject *args) {
     int64_t v = 0;
     hl_option_info_get(i, &info);
     hl_options_get(&o, info.name, &v);
-    put(&d, info.name, info.kind == HL_OPT_BOOL ? PyBool_FromLong(v != 0) : PyLong_FromLongLong(v));
+    put(&d, info.name, info.kind == HL_OPT_BOOL   ? PyBool_FromLong(v != 0)
+                       : info.kind == HL_OPT_ENUM ? PyUnicode_FromString(hl_option_choice(i, v))
+                                                  : PyLong_FromLongLong(v));
   }
   return d;
 }
@@ -135,25 +137,17 @@ static int need_sampler(void) {
 
 static PyObject *m_sampler_start(PyObject *self, PyObject *args) {
   (void)self;
-  long long us = 2000, cap = 1 << 16;
-  if (!PyArg_ParseTuple(args, "|LL:sampler_start", &us, &cap)) return NULL;
-  if (us < 100 || us > 10000000) {
-    PyErr_Format(PyExc_ValueError, "sampler_start: interval_us %lld out of range [100, 10000000]",
-                 us);
-    return NULL;
-  }
-  if (cap < 16 || cap > (1 << 24)) {
-    PyErr_Format(PyExc_ValueError, "sampler_start: capacity %lld out of range [16, 16777216]",
-                 cap);
-    return NULL;
-  }
+  double interval = 0.002;
+  long long cap = 1 << 16;
+  if (!PyArg_ParseTuple(args, "|dL:sampler_start", &interval, &cap)) return NULL;
   if (sampler) {
     PyErr_SetString(PyExc_RuntimeError, "sampler_start: a sampler is already running");
     return NULL;
   }
-  if (hl_sampler_start(&sampler, (uint32_t)us, (size_t)cap)) {
+  int rc = hl_sampler_open(&sampler, interval, (int64_t)cap);
+  if (rc) {
     sampler = NULL;
-    PyErr_SetString(PyExc_OSError, "sampler_start: cannot start the sampling thread");
+    PyErr_SetString(rc == HL_EINVAL ? PyExc_ValueError : PyExc_OSError, hl_heap_error(NULL));
     return NULL;
   }
   Py_RETURN_NONE;

@@ -32,56 +32,60 @@ static hl_heap *heap_open(lua_State *L, int idx, const char *fn) {
   return lh->h;
 }
 
-/* Build hl_options from defaults, HEAPLAB_* environment, then the table at idx. */
+/* Build hl_options from defaults, HEAPLAB_* environment, then the table at
+ * idx.  The C library converts and checks every value (one message for
+ * every language); this only says what Lua type each value has. */
 static void build_options(lua_State *L, int idx, hl_options *o) {
   static const char fn[] = "heaplab.heap";
   char err[256], b[80];
   hl_options_defaults(o);
-  if (hl_options_from_env(o, err, sizeof err)) lhl_fail(L, fn, "%s", err);
+  if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
+    lhl_fail(L, fn, "argument 1 must be a table of options, got %s", lhl_shown(L, idx, b, sizeof b));
+  /* the names set explicitly: their HEAPLAB_<NAME> variables are overridden */
+  const char *names[128];
+  size_t n = 0;
   if (!lua_isnoneornil(L, idx)) {
-    if (!lua_istable(L, idx))
-      lhl_fail(L, fn, "argument 1 must be a table of options, got %s",
-               lhl_shown(L, idx, b, sizeof b));
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      if (lua_type(L, -2) != LUA_TSTRING)
+        lhl_fail(L, fn, "option names are strings, got the key %s", lhl_shown(L, -2, b, sizeof b));
+      if (n < sizeof names / sizeof names[0]) names[n++] = lua_tostring(L, -2);
+      lua_pop(L, 1);
+    }
+  }
+  if (hl_options_from_env_except(o, names, n, err, sizeof err)) lhl_fail(L, fn, "%s", err);
+  if (!lua_isnoneornil(L, idx)) {
     lua_pushnil(L);
     while (lua_next(L, idx)) {
       /* key at -2, value at -1 */
-      if (lua_type(L, -2) != LUA_TSTRING)
-        lhl_fail(L, fn, "option names are strings, got the key %s", lhl_shown(L, -2, b, sizeof b));
       const char *name = lua_tostring(L, -2);
-      int i = hl_option_index(name);
-      if (i < 0) lhl_fail(L, fn, "unknown option '%s' (heaplab.options() lists them)", name);
-      hl_option_info info;
-      hl_option_info_get(i, &info);
-      int rc = 0;
+      int type = HL_VALUE_OTHER, ok = 0;
+      int64_t ival = 0;
+      size_t len = 0;
+      const char *sval = NULL;
       switch (lua_type(L, -1)) {
-      case LUA_TSTRING: rc = hl_options_set(o, name, lua_tostring(L, -1), err, sizeof err); break;
       case LUA_TBOOLEAN:
-        if (info.kind != HL_OPT_BOOL)
-          lhl_fail(L, fn, "option %s: expected %s, got a boolean", name,
-                   info.kind == HL_OPT_ENUM ? "a choice name (string)" : "an integer");
-        rc = hl_options_set_int(o, name, lua_toboolean(L, -1), err, sizeof err);
+        type = HL_VALUE_BOOL;
+        ival = lua_toboolean(L, -1);
         break;
-      case LUA_TNUMBER: {
-        if (info.kind == HL_OPT_ENUM)
-          lhl_fail(L, fn, "option %s: expected one of '%s' as a string, got %s", name, info.choices,
-                   lhl_shown(L, -1, b, sizeof b));
-        int ok = 0;
-        lua_Integer v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-          lhl_fail(L, fn, "option %s: expected an integer, got %s",
-                   name, lhl_shown(L, -1, b, sizeof b));
-        rc = hl_options_set_int(o, name, (int64_t)v, err, sizeof err);
+      case LUA_TSTRING:
+        type = HL_VALUE_STRING;
+        sval = lua_tolstring(L, -1, &len);
         break;
+      case LUA_TNUMBER:
+        ival = (int64_t)lua_tointegerx(L, -1, &ok);
+        if (ok) {
+          type = HL_VALUE_INT;
+        } else {
+          snprintf(b, sizeof b, "the number %.17g", (double)lua_tonumber(L, -1));
+          sval = b;
+        }
+        break;
+      default: sval = lhl_shown(L, -1, b, sizeof b); break;
       }
-      default: {
-        const char *want = info.kind == HL_OPT_BOOL   ? "boolean"
-                           : info.kind == HL_OPT_ENUM ? "string"
-                                                      : "number";
-        lhl_fail(L, fn, "option %s: expected a %s value, got %s", name, want,
-                 lhl_shown(L, -1, b, sizeof b));
-      }
-      }
-      if (rc) lhl_fail(L, fn, "%s", err);
+      if (sval && type == HL_VALUE_OTHER) len = strlen(sval);
+      if (hl_options_set_value(o, name, type, ival, sval, len, err, sizeof err))
+        lhl_fail(L, fn, "%s", err);
       lua_pop(L, 1);
     }
   }
@@ -129,22 +133,23 @@ static int h_closed(lua_State *L) {
 static int h_alloc(lua_State *L) {
   static const char fn[] = "h:alloc";
   hl_heap *h = heap_open(L, 1, fn);
-  uint64_t size = lhl_arg_uint(L, 2, fn, "size", hl_max_size(), -1);
-  uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", hl_max_refs(), 0);
+  uint64_t size = lhl_arg_uint(L, 2, fn, "size", UINT64_MAX, -1);
+  uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", UINT64_MAX, 0);
   lobj *o = lhl_obj_new(L, 1);
   lhl_check_rc(L, fn, h, hl_alloc(h, size, refs, &o->ref));
   return 1;
 }
 
-/* h:fill(total_bytes, size, refs=0) */
+/* h:fill(total_bytes, size, refs=0, stride=1) */
 static int h_fill(lua_State *L) {
   static const char fn[] = "h:fill";
   hl_heap *h = heap_open(L, 1, fn);
-  uint64_t total = lhl_arg_uint(L, 2, fn, "total_bytes", hl_max_size(), -1);
-  uint64_t size = lhl_arg_uint(L, 3, fn, "size", hl_max_size(), -1);
-  uint64_t refs = lhl_arg_uint(L, 4, fn, "refs", hl_max_refs(), 0);
+  uint64_t total = lhl_arg_uint(L, 2, fn, "total_bytes", UINT64_MAX, -1);
+  uint64_t size = lhl_arg_uint(L, 3, fn, "size", UINT64_MAX, -1);
+  uint64_t refs = lhl_arg_uint(L, 4, fn, "refs", UINT64_MAX, 0);
+  uint64_t stride = lhl_arg_uint(L, 5, fn, "stride", UINT64_MAX, 1);
   lobj *o = lhl_obj_new(L, 1);
-  lhl_check_rc(L, fn, h, hl_fill(h, total, size, refs, &o->ref));
+  lhl_check_rc(L, fn, h, hl_fill_stride(h, total, size, refs, stride, &o->ref));
   return 1;
 }
 
@@ -175,9 +180,7 @@ static int h_collect(lua_State *L) {
     return lhl_fail(L, fn, "argument must be a table {cycles=, major=} or a number, got %s",
                     lhl_shown(L, 2, b, sizeof b));
   }
-  if (cycles < 1 || cycles > 1000000)
-    return lhl_fail(L, fn, "cycles must be in [1, 1000000], got %" PRId64, cycles);
-  lhl_check_rc(L, fn, h, hl_collect(h, (int)cycles, major));
+  lhl_check_rc(L, fn, h, hl_collect(h, cycles, major));
   return 0;
 }
 
@@ -240,14 +243,9 @@ static int h_events(lua_State *L) {
     lua_setfield(L, -2, "cycle");
     lua_pushinteger(L, (lua_Integer)e->time_ns);
     lua_setfield(L, -2, "time_ns");
-    const char *f = hl_event_fields(e->kind);
-    for (int k = 0; f && *f && k < e->nfields && k < HL_EVENT_MAX_FIELDS; k++) {
-      const char *end = strchr(f, ',');
-      size_t len = end ? (size_t)(end - f) : strlen(f);
-      lua_pushlstring(L, f, len);
+    for (int k = 0; k < e->nfields && hl_event_field(e->kind, k); k++) {
       lua_pushinteger(L, (lua_Integer)e->fields[k]);
-      lua_rawset(L, -3);
-      f = end ? end + 1 : f + len;
+      lua_setfield(L, -2, hl_event_field(e->kind, k));
     }
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
@@ -290,46 +288,33 @@ static int h_options(lua_State *L) {
     hl_option_info info;
     int64_t v = 0;
     if (hl_option_info_get(i, &info) || hl_options_get(&o, info.name, &v)) continue;
-    lhl_push_option_value(L, &info, v);
+    lhl_push_option_value(L, i, &info, v);
     lua_setfield(L, -2, info.name);
   }
   return 1;
 }
 
-/* h:inject(site, mode, n=0, errno="ENOMEM") -- DESIGN.md section 4 */
+/* h:inject(site, mode, n=0, errno="ENOMEM") -- DESIGN.md section 4; the
+ * names are checked by the C library (hl_inject_named). */
 static int h_inject(lua_State *L) {
   static const char fn[] = "h:inject";
   hl_heap *h = heap_open(L, 1, fn);
-  char b[80];
+  char b[80], num[32];
   if (lua_type(L, 2) != LUA_TSTRING)
     return lhl_fail(L, fn, "site must be a string (one of heaplab.fault_sites()), got %s",
                     lhl_shown(L, 2, b, sizeof b));
-  int site = hl_fault_site_index(lua_tostring(L, 2));
-  if (site < 0)
-    return lhl_fail(L, fn, "unknown site '%s' (heaplab.fault_sites() lists them)",
-                    lua_tostring(L, 2));
   if (lua_type(L, 3) != LUA_TSTRING)
-    return lhl_fail(L, fn, "mode must be a string (off, first, always, every, sticky), got %s",
+    return lhl_fail(L, fn, "mode must be a string (one of heaplab.fault_modes()), got %s",
                     lhl_shown(L, 3, b, sizeof b));
-  int mode = hl_fault_mode_index(lua_tostring(L, 3));
-  if (mode < 0)
-    return lhl_fail(L, fn, "unknown mode '%s' (off, first, always, every, sticky)",
-                    lua_tostring(L, 3));
   int64_t n = lua_isnoneornil(L, 4) ? 0 : lhl_arg_int(L, 4, fn, "n");
-  int err = ENOMEM;
+  const char *err = NULL;
   if (lua_type(L, 5) == LUA_TSTRING) {
-    err = hl_errno_index(lua_tostring(L, 5));
-    if (err < 0)
-      return lhl_fail(L, fn,
-                      "unknown errno '%s' (EAGAIN, ENOMEM, EINVAL, EIO, EPERM, EFAULT, EBUSY, "
-                      "ENOSYS, or a number)",
-                      lua_tostring(L, 5));
+    err = lua_tostring(L, 5);
   } else if (!lua_isnoneornil(L, 5)) {
-    int64_t e = lhl_arg_int(L, 5, fn, "errno");
-    if (e <= 0 || e > 4095) return lhl_fail(L, fn, "errno must be in [1, 4095], got %" PRId64, e);
-    err = (int)e;
+    snprintf(num, sizeof num, "%" PRId64, lhl_arg_int(L, 5, fn, "errno"));
+    err = num;
   }
-  lhl_check_rc(L, fn, h, hl_inject(h, site, mode, n, err));
+  lhl_check_rc(L, fn, h, hl_inject_named(h, lua_tostring(L, 2), lua_tostring(L, 3), n, err));
   return 0;
 }
 
@@ -364,15 +349,9 @@ static int h_churn(lua_State *L) {
   static const char fn[] = "h:churn";
   hl_heap *h = heap_open(L, 1, fn);
   double dur = lhl_arg_number(L, 2, fn, "duration_s");
-  if (!(dur > 0 && dur <= 3600))
-    return lhl_fail(L, fn, "duration_s must be in (0, 3600], got %g", dur);
-  uint64_t size = lhl_arg_uint(L, 3, fn, "size", hl_max_size(), -1);
-  if (size == 0) return lhl_fail(L, fn, "size must be at least 1 byte, got 0");
-  uint64_t live = lhl_arg_uint(L, 4, fn, "live_bytes", hl_max_size(), -1);
+  uint64_t size = lhl_arg_uint(L, 3, fn, "size", UINT64_MAX, -1);
+  uint64_t live = lhl_arg_uint(L, 4, fn, "live_bytes", UINT64_MAX, -1);
   double rate = lua_isnoneornil(L, 5) ? 0.0 : lhl_arg_number(L, 5, fn, "rate_bytes_per_s");
-  if (!(rate >= 0 && rate < 1e15))
-    return lhl_fail(L, fn, "rate_bytes_per_s must be in [0, 1e15) (0 = as fast as possible), "
-                    "got %g", rate);
   hl_churn_result r;
   lhl_check_rc(L, fn, h, hl_churn(h, dur, size, live, rate, &r));
   lua_createtable(L, 0, 7);

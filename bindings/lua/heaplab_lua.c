@@ -35,28 +35,12 @@ static const char *kind_name(int kind) {
   }
 }
 
-/* Push choice k of a comma-separated list, or nil. */
-static void push_choice(lua_State *L, const char *choices, int64_t k) {
-  const char *c = choices;
-  for (int64_t i = 0; c && *c; i++) {
-    const char *end = strchr(c, ',');
-    size_t n = end ? (size_t)(end - c) : strlen(c);
-    if (i == k) {
-      lua_pushlstring(L, c, n);
-      return;
-    }
-    if (!end) break;
-    c = end + 1;
-  }
-  lua_pushnil(L);
-}
-
 /* An option's value as Lua shows it: boolean, choice name or integer. */
-void lhl_push_option_value(lua_State *L, const hl_option_info *info, int64_t v) {
+void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, int64_t v) {
   if (info->kind == HL_OPT_BOOL)
     lua_pushboolean(L, v != 0);
   else if (info->kind == HL_OPT_ENUM)
-    push_choice(L, info->choices, v);
+    lua_pushstring(L, hl_option_choice(index, v)); /* (nil if none) */
   else
     lua_pushinteger(L, (lua_Integer)v);
 }
@@ -71,7 +55,7 @@ static int l_options(lua_State *L) {
     lua_createtable(L, 0, 6);
     lua_pushstring(L, kind_name(info.kind));
     lua_setfield(L, -2, "kind");
-    lhl_push_option_value(L, &info, info.def);
+    lhl_push_option_value(L, i, &info, info.def);
     lua_setfield(L, -2, "default");
     lua_pushinteger(L, (lua_Integer)info.min);
     lua_setfield(L, -2, "min");
@@ -80,7 +64,7 @@ static int l_options(lua_State *L) {
     if (info.kind == HL_OPT_ENUM) {
       lua_newtable(L);
       for (int64_t k = info.min; k <= info.max; k++) {
-        push_choice(L, info.choices, k);
+        lua_pushstring(L, hl_option_choice(i, k));
         lua_rawseti(L, -2, (lua_Integer)(k - info.min + 1));
       }
       lua_setfield(L, -2, "choices");
@@ -178,6 +162,8 @@ int luaopen_heaplab(lua_State *L) {
   luaL_newlib(L, module_functions);
   lua_pushstring(L, hl_version());
   lua_setfield(L, -2, "version");
+  lua_pushstring(L, hl_version());
+  lua_setfield(L, -2, "_VERSION");
   lua_pushinteger(L, (lua_Integer)hl_max_size());
   lua_setfield(L, -2, "MAX_SIZE");
   lua_pushinteger(L, (lua_Integer)hl_max_refs());

@@ -52,7 +52,7 @@ void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const lu
                   lua_CFunction index);
 
 /* heaplab_lua.c */
-void lhl_push_option_value(lua_State *L, const hl_option_info *info, int64_t v);
+void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, int64_t v);
 
 /* heap.c */
 int lhl_heap_new(lua_State *L);

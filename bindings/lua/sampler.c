@@ -24,15 +24,12 @@ static hl_sampler *sampler_check(lua_State *L, const char *fn) {
 int lhl_sampler_new(lua_State *L) {
   static const char fn[] = "heaplab.sampler";
   double interval = lua_isnoneornil(L, 1) ? 0.002 : lhl_arg_number(L, 1, fn, "interval_s");
-  if (!(interval >= 0.0001 && interval <= 10))
-    return lhl_fail(L, fn, "interval_s must be in [0.0001, 10] seconds, got %g", interval);
-  uint64_t cap = lhl_arg_uint(L, 2, fn, "capacity", 1u << 24, 65536);
-  if (cap < 16) return lhl_fail(L, fn, "capacity must be in [16, 16777216], got %" PRIu64, cap);
+  int64_t cap = lua_isnoneornil(L, 2) ? 65536 : lhl_arg_int(L, 2, fn, "capacity");
   lsampler *ls = lua_newuserdatauv(L, sizeof *ls, 0);
   ls->s = NULL;
   luaL_setmetatable(L, SAMPLER_MT);
-  int rc = hl_sampler_start(&ls->s, (uint32_t)llround(interval * 1e6), (size_t)cap);
-  if (rc) return lhl_fail(L, fn, "cannot start the sampler thread (%s)", hl_error_name(rc));
+  int rc = hl_sampler_open(&ls->s, interval, cap);
+  if (rc) return lhl_fail(L, fn, "%s (%s)", hl_heap_error(NULL), hl_error_name(rc));
   return 1;
 }
 

@@ -46,45 +46,81 @@ static _Atomic uint64_t heap_serial;
 
 /* ---- fault schedules from the environment ----
  * HEAPLAB_FAULT_<SITE>=mode[:N][:ERRNO], e.g. HEAPLAB_FAULT_RESTORE=always:EIO,
- * HEAPLAB_FAULT_RELEASE=first:2000:ENOMEM.  The errno defaults to ENOMEM. */
-static int faults_from_env(hl_heap *h, char *err, size_t errlen) {
-  for (int s = 0; s < HL_SITE_COUNT; s++) {
-    char var[64] = "HEAPLAB_FAULT_";
-    size_t n = strlen(var);
-    for (const char *p = hl_fault_site_name(s); *p; p++) var[n++] = (char)toupper((unsigned char)*p);
-    var[n] = 0;
-    const char *v = getenv(var);
-    if (!v || !*v) continue;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", v);
-    char *save = NULL;
-    char *mode_s = strtok_r(buf, ":", &save);
-    char *a = strtok_r(NULL, ":", &save);
-    char *b = strtok_r(NULL, ":", &save);
-    int mode = hl_fault_mode_index(mode_s);
-    int64_t arg = 0;
-    int e = ENOMEM;
-    if (mode < 0) {
-      hl__fmt_err(err, errlen, "environment %s=%s: unknown mode '%s' (off, first, always, every, sticky)",
-                  var, v, mode_s ? mode_s : "");
-      return HL_EVALUE;
-    }
-    /* the optional number, then the optional errno, in either order */
-    char *parts[2] = {a, b};
-    for (int i = 0; i < 2; i++) {
-      if (!parts[i]) continue;
-      if (isdigit((unsigned char)parts[i][0])) {
-        arg = strtoll(parts[i], NULL, 10);
-      } else if ((e = hl_errno_index(parts[i])) < 0) {
-        hl__fmt_err(err, errlen, "environment %s=%s: unknown errno '%s'", var, v, parts[i]);
+ * HEAPLAB_FAULT_RELEASE=first:2000:ENOMEM.  The errno defaults to ENOMEM.
+ * Anything else -- a site that does not exist, a number with junk after it,
+ * a fourth field -- is an error naming the variable. */
+static int fault_from_env(hl_heap *h, const char *var, const char *site, const char *v,
+                          char *err, size_t errlen) {
+  char buf[128];
+  if (strlen(v) >= sizeof buf) {
+    hl__fmt_err(err, errlen, "environment %s: the value is too long", var);
+    return HL_EVALUE;
+  }
+  snprintf(buf, sizeof buf, "%s", v);
+  char *fields[4] = {0};
+  int nf = 0;
+  for (char *p = buf, *f = buf;; p++) {
+    if (*p == ':' || !*p) {
+      bool last = !*p;
+      *p = 0;
+      if (nf == 3) {
+        hl__fmt_err(err, errlen, "environment %s=%s: expected mode[:N][:ERRNO], got %d fields",
+                    var, v, nf + 1);
         return HL_EVALUE;
       }
+      fields[nf++] = f;
+      f = p + 1;
+      if (last) break;
     }
-    int rc = hl_inject(h, s, mode, arg, e);
-    if (rc) {
-      hl__fmt_err(err, errlen, "environment %s=%s: %s", var, v, h->errmsg);
-      return rc;
+  }
+  int64_t arg = 0;
+  const char *errname = NULL, *number = NULL;
+  /* the optional number, then the optional errno, in either order */
+  for (int i = 1; i < nf; i++) {
+    const char *x = fields[i];
+    bool numeric = isdigit((unsigned char)x[0]) || x[0] == '-';
+    if (numeric ? number != NULL : errname != NULL) {
+      hl__fmt_err(err, errlen, "environment %s=%s: expected mode[:N][:ERRNO], got two %s", var, v,
+                  numeric ? "numbers" : "errno names");
+      return HL_EVALUE;
     }
+    if (numeric) {
+      number = x;
+      char *end = NULL;
+      errno = 0;
+      long long n = strtoll(x, &end, 10);
+      if (*end || errno) {
+        hl__fmt_err(err, errlen, "environment %s=%s: N '%s' is not a decimal number", var, v, x);
+        return HL_EVALUE;
+      }
+      arg = n;
+    } else {
+      errname = x;
+    }
+  }
+  int rc = hl_inject_named(h, site, fields[0], arg, errname);
+  if (!rc) return HL_OK;
+  hl__fmt_err(err, errlen, "environment %s=%s: %s", var, v, hl_heap_error(h));
+  return HL_EVALUE; /* a bad value of a variable, whatever inject said */
+}
+
+static int faults_from_env(hl_heap *h, char *err, size_t errlen) {
+  extern char **environ;
+  static const char prefix[] = "HEAPLAB_FAULT_";
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, prefix, sizeof prefix - 1)) continue;
+    const char *eq = strchr(*e, '=');
+    if (!eq) continue;
+    char var[96], site[64];
+    size_t vn = (size_t)(eq - *e), sn = vn - (sizeof prefix - 1);
+    if (vn >= sizeof var || sn >= sizeof site) continue;
+    memcpy(var, *e, vn);
+    var[vn] = 0;
+    for (size_t i = 0; i < sn; i++) site[i] = (char)tolower((unsigned char)var[sizeof prefix - 1 + i]);
+    site[sn] = 0;
+    if (!eq[1]) continue; /* set but empty: nothing armed */
+    int rc = fault_from_env(h, var, site, eq + 1, err, errlen);
+    if (rc) return rc;
   }
   return HL_OK;
 }
@@ -395,17 +431,17 @@ int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, 
 
 /* ---- collections, probes ---- */
 
-int hl_collect(hl_heap *h, int cycles, int major) {
+int hl_collect(hl_heap *h, int64_t cycles, int major) {
   CHECK_HEAP(h);
   if (h->opt.mode != HL_MODE_COLLECTED)
     return hl__fail(h, HL_EMODE, "collect: a manual heap has no collector (use hl_trim)");
   if (cycles < 1 || cycles > 1000000)
-    return hl__fail(h, HL_EINVAL, "collect: cycles %d out of range [1, 1000000]", cycles);
+    return hl__fail(h, HL_EINVAL, "collect: cycles %" PRId64 " out of range [1, 1000000]", cycles);
   if (major < -1 || major > 1)
     return hl__fail(h, HL_EINVAL, "collect: major %d is not -1 (policy), 0 or 1", major);
   bool locked = hl__lock(h);
   int rc = HL_OK;
-  for (int i = 0; i < cycles && !rc; i++) rc = hl__cycle(h, major, REASON_EXPLICIT);
+  for (int64_t i = 0; i < cycles && !rc; i++) rc = hl__cycle(h, major, REASON_EXPLICIT);
   hl__unlock(h, locked);
   return rc;
 }
@@ -505,6 +541,42 @@ int hl_inject(hl_heap *h, int site, int mode, int64_t arg, int err) {
     return hl__fail(h, HL_EINVAL, "inject: errno %d is not a positive errno value", err);
   prim_arm(&h->prim, site, mode, arg, err);
   return HL_OK;
+}
+
+int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
+                    const char *err) {
+  CHECK_HEAP(h);
+  char list[200];
+  int s = site ? hl_fault_site_index(site) : -1;
+  if (s < 0) {
+    size_t n = 0;
+    for (int i = 0; i < HL_SITE_COUNT; i++)
+      n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", hl_fault_site_name(i));
+    return hl__fail(h, HL_EINVAL, "inject: unknown site '%s' (%s)", site ? site : "(null)", list);
+  }
+  int m = mode ? hl_fault_mode_index(mode) : -1;
+  if (m < 0) {
+    size_t n = 0;
+    for (int i = 0; i < HL_FAULT_MODE_COUNT; i++)
+      n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", hl_fault_mode_name(i));
+    return hl__fail(h, HL_EINVAL, "inject: unknown mode '%s' (%s)", mode ? mode : "(null)", list);
+  }
+  int e = ENOMEM;
+  if (err) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(err, &end, 10);
+    if (end != err && !*end && !errno) {
+      if (n <= 0 || n > 4095)
+        return hl__fail(h, HL_EINVAL, "inject: errno %s must be in [1, 4095]", err);
+      e = (int)n;
+    } else if ((e = hl_errno_index(err)) < 0) {
+      hl__errno_list(list, sizeof list);
+      return hl__fail(h, HL_EINVAL, "inject: unknown errno '%s' (%s, or a number in [1, 4095])",
+                      err, list);
+    }
+  }
+  return hl_inject(h, s, m, arg, e);
 }
 
 int hl_faults_get(hl_heap *h, hl_fault_state *buf, size_t cap, size_t *count) {

@@ -440,6 +440,8 @@ static inline uint64_t hl__live_bytes(const hl_heap *h) {
 
 /* ---- telemetry ---- */
 void hl__event(hl_heap *h, int kind, int nfields, ...);
+/* "EAGAIN, ENOMEM, ..." (the errno names heaplab knows), for messages. */
+void hl__errno_list(char *buf, size_t len);
 /* The public stats, assembled from the tally and the state that owns each
  * gauge.  Lock held. */
 void hl__stats_fill(hl_heap *h, hl_stats *out);

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "internal.h"
 
+#ifdef HL_ASSERTS
 /* Run f(h) in a child; its wait status. */
 static int in_child(void (*f)(hl_heap *), hl_heap *h) {
   fflush(NULL);
@@ -39,6 +40,7 @@ static void cycle_held(hl_heap *h) {
   CHECK(hl__obj_alloc(h, 16, 0, 0), "alloc with the heap held");
   hl_leave(h);
 }
+#endif
 
 int main(void) {
 #ifndef HL_ASSERTS

@@ -55,6 +55,12 @@ h:collect{ cycles = 1 }
 C.eq(select(1, r:checksum()), sum1, "a collection keeps the fill")
 r:release()
 C.ok(r:released(), "released")
+-- fill(..., stride): every 4th object kept, as in Python and C
+local rs = h:fill(1 * C.MiB, 128, 0, 4)
+local ns = select(2, rs:checksum())
+local kept = (C.MiB // 128 + 3) // 4
+C.ok(ns >= kept and ns < kept + kept // 10, "stride 4 keeps a quarter: " .. ns .. " of " .. C.MiB // 128)
+rs:release()
 h:collect{ cycles = 2, major = true }
 C.lua_gc() -- the roots o[1] and o[2] made above are garbage now
 local st = h:stats()

@@ -19,13 +19,13 @@ case({ "heaplab.heap", "warm_pages", "-1", "[0, 1048576]" }, hl.heap, { warm_pag
 case({ "heaplab.heap", "unknown option 'warm_page'" }, hl.heap, { warm_page = 64 })
 case({ "heaplab.heap", "page_release", "maybe", "boolean" }, hl.heap, { page_release = "maybe" })
 case({ "heaplab.heap", "warm_pages", "integer", "1.5" }, hl.heap, { warm_pages = 1.5 })
-case({ "heaplab.heap", "release_advice", "as a string", "dontneed,free" }, hl.heap, { release_advice = 1 })
+case({ "heaplab.heap", "release_advice", "as a string", "dontneed|free" }, hl.heap, { release_advice = 1 })
 case({ "heaplab.heap", "reuse_failed_order", "sideways", "fifo|lifo" }, hl.heap, { reuse_failed_order = "sideways" })
 case({ "heaplab.heap", "option names are strings", "1" }, hl.heap, { true })
 case({ "heaplab.heap", "argument 1", "table of options", "'fast'" }, hl.heap, "fast")
 case({ "heaplab.heap", "page_size", "power of two" }, hl.heap, { page_size = 12288 })
 case({ "heaplab.heap", "small_max", "page_size/4" }, hl.heap, { page_size = "16k", small_max = 8192 })
-case({ "heaplab.heap", "warm_pages", "number", "a table" }, hl.heap, { warm_pages = {} })
+case({ "heaplab.heap", "warm_pages", "integer", "a table" }, hl.heap, { warm_pages = {} })
 case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
 
 -- h:alloc / h:fill

@@ -21,7 +21,7 @@ from ._heaplab import ffi, lib
 __all__ = [
     "Heap", "Ref", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
-    "SlotIndexError", "footprint", "options", "stat_names", "fault_sites", "fault_modes",
+    "InvalidType", "UnknownOption", "CheckFailed", "SlotIndexError", "footprint", "options", "stat_names", "fault_sites", "fault_modes",
     "MAX_SIZE", "MAX_REFS", "__version__",
 ]
 
@@ -78,6 +78,12 @@ class CheckFailed(Error):
     code = "ECHECK"
 
 
+class InvalidType(Error, TypeError):
+    """A value of the wrong type (a number for an enum option...)."""
+
+    code = "ETYPE"
+
+
 _ERRORS = {
     lib.HL_EINVAL: InvalidArgument,
     lib.HL_ENOMEM: OutOfMemory,
@@ -89,6 +95,7 @@ _ERRORS = {
     lib.HL_EVALUE: InvalidArgument,
     lib.HL_EMODE: ModeError,
     lib.HL_ECHECK: CheckFailed,
+    lib.HL_ETYPE: InvalidType,
 }
 
 
@@ -116,11 +123,13 @@ def _option_table():
     for i in range(lib.hl_option_count()):
         lib.hl_option_info_get(i, info)
         kind = _KINDS[info.kind]
-        choices = _s(info.choices).split(",") if kind == "enum" else None
+        choices = ([_s(lib.hl_option_choice(i, k)) for k in range(info.min, info.max + 1)]
+                   if kind == "enum" else None)
         default = getattr(info, "def")
         table[_s(info.name)] = {
             "kind": kind,
-            "default": choices[default] if choices else (bool(default) if kind == "bool" else default),
+            "default": (_s(lib.hl_option_choice(i, default)) if choices else
+                        bool(default) if kind == "bool" else default),
             "min": info.min,
             "max": info.max,
             "choices": choices,
@@ -131,8 +140,16 @@ def _option_table():
 
 _OPTIONS = _option_table()
 _STAT_NAMES = tuple(_s(lib.hl_stat_name(i)) for i in range(lib.hl_stat_count()))
-_EVENTS = tuple((_s(lib.hl_event_name(k)), tuple(f for f in _s(lib.hl_event_fields(k)).split(",") if f))
-                for k in range(lib.HL_EV_COUNT))
+
+
+def _event_fields(kind):
+    fields = []
+    while lib.hl_event_field(kind, len(fields)) != ffi.NULL:
+        fields.append(_s(lib.hl_event_field(kind, len(fields))))
+    return tuple(fields)
+
+
+_EVENTS = tuple((_s(lib.hl_event_name(k)), _event_fields(k)) for k in range(lib.HL_EV_COUNT))
 _SITES = tuple(_s(lib.hl_fault_site_name(i)) for i in range(lib.HL_SITE_COUNT))
 _MODES = tuple(_s(lib.hl_fault_mode_name(i)) for i in range(lib.HL_FAULT_MODE_COUNT))
 
@@ -233,36 +250,37 @@ class Event:
 
 
 # ---- options ------------------------------------------------------------------------
+# The C library converts and checks every option value (hl_options_set_value):
+# this only says what Python type a value has.
+
+def _typed(value):
+    """(type, integer, bytes) of a Python value, as hl_options_set_value takes it."""
+    if isinstance(value, bool):
+        return lib.HL_VALUE_BOOL, int(value), b""
+    if isinstance(value, int):
+        if -(1 << 63) <= value < (1 << 63):
+            return lib.HL_VALUE_INT, value, b""
+        return lib.HL_VALUE_STRING, 0, str(value).encode()  # C says it is out of range
+    if isinstance(value, str):
+        return lib.HL_VALUE_STRING, 0, value.encode("utf-8", "surrogateescape")
+    if isinstance(value, float):
+        return lib.HL_VALUE_OTHER, 0, f"the number {value!r}".encode()
+    return lib.HL_VALUE_OTHER, 0, f"a {type(value).__name__}".encode()
+
 
 def _build_options(kwargs):
     opts = ffi.new("hl_options *")
     err = ffi.new("char[256]")
     lib.hl_options_defaults(opts)
-    rc = lib.hl_options_from_env(opts, err, 256)
+    # an explicit option overrides its HEAPLAB_<NAME> variable (even a bad one)
+    names = [ffi.new("char[]", k.encode("utf-8", "surrogateescape")) for k in kwargs]
+    rc = lib.hl_options_from_env_except(opts, ffi.new("char *[]", names), len(names), err, 256)
     if rc:
-        raise InvalidArgument(_s(err))
+        _raise(rc, _s(err))
     for name, value in kwargs.items():
-        spec = _OPTIONS.get(name)
-        if spec is None:
-            raise UnknownOption(f"Heap() got an unknown option {name!r}; options are: "
-                                + ", ".join(sorted(_OPTIONS)))
-        kind = spec["kind"]
-        if isinstance(value, str):
-            rc = lib.hl_options_set(opts, name.encode(), value.encode(), err, 256)
-        elif kind == "bool":
-            if not isinstance(value, (bool, int)) or value not in (0, 1):
-                raise TypeError(f"option {name}: expected a bool, got {value!r}")
-            rc = lib.hl_options_set_int(opts, name.encode(), int(value), err, 256)
-        elif kind == "enum":
-            raise TypeError(f"option {name}: expected one of {'|'.join(spec['choices'])} "
-                            f"as a string, got {value!r}")
-        else:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"option {name}: expected an integer, got {type(value).__name__} {value!r}")
-            if not -(1 << 63) <= value < (1 << 63):
-                raise InvalidArgument(f"option {name}: {value} is out of range; expected an integer "
-                                      f"in [{spec['min']}, {spec['max']}]")
-            rc = lib.hl_options_set_int(opts, name.encode(), value, err, 256)
+        kind, number, text = _typed(value)
+        rc = lib.hl_options_set_value(opts, name.encode("utf-8", "surrogateescape"), kind, number,
+                                      text, len(text), err, 256)
         if rc:
             _raise(rc, _s(err))
     rc = lib.hl_options_validate(opts, err, 256)
@@ -273,28 +291,45 @@ def _build_options(kwargs):
 
 def _options_dict(opts):
     out = {}
-    for name, spec in _OPTIONS.items():
+    for i, (name, spec) in enumerate(_OPTIONS.items()):
         v = getattr(opts, name)
         if spec["kind"] == "bool":
             v = bool(v)
         elif spec["kind"] == "enum":
-            v = spec["choices"][v]
+            v = _s(lib.hl_option_choice(i, v))
         out[name] = v
     return out
 
 
-# ---- argument checking ---------------------------------------------------------------
+# ---- argument conversion ---------------------------------------------------------------
+# Python values to the C types of the calls.  What a value may be -- a size's
+# maximum, a count's range -- the C library checks, once, for every language.
 
-def _uint(name, value, limit=None):
+def _u64(name, value):
+    """An int for a uint64_t argument."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise InvalidArgument(f"{name} must be >= 0, got {value}")
-    if limit is not None and value > limit:
-        raise InvalidArgument(f"{name} {value} exceeds the maximum of {limit}")
     if value >= 1 << 64:
         raise InvalidArgument(f"{name} {value} does not fit in 64 bits")
     return value
+
+
+def _i64(name, value):
+    """An int for an int64_t argument."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not -(1 << 63) <= value < (1 << 63):
+        raise InvalidArgument(f"{name} {value} does not fit in 64 bits")
+    return value
+
+
+def _number(name, value):
+    """A float for a double argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    return float(value)
 
 
 # ---- heaps ------------------------------------------------------------------------------
@@ -391,10 +426,8 @@ class Heap:
     # -- objects --
     def alloc(self, size, refs=0):
         """A new object with `size` payload bytes and `refs` empty slots, as a Ref."""
-        _uint("size", size, MAX_SIZE)
-        _uint("refs", refs, MAX_REFS)
         out = ffi.new("hl_ref *")
-        self._call(lib.hl_alloc, size, refs, out)
+        self._call(lib.hl_alloc, _u64("size", size), _u64("refs", refs), out)
         return Ref(self, out[0])
 
     def fill(self, total_bytes, size, refs=0, stride=1):
@@ -403,23 +436,17 @@ class Heap:
         objects landed on, each holding that page's index).  stride=N keeps
         only every Nth object (the rest are garbage at once), so the pages come
         out partially live."""
-        _uint("total_bytes", total_bytes, MAX_SIZE)
-        _uint("size", size, MAX_SIZE)
-        _uint("refs", refs, MAX_REFS)
-        _uint("stride", stride)
         out = ffi.new("hl_ref *")
-        self._call(lib.hl_fill_stride, total_bytes, size, refs, stride, out)
+        self._call(lib.hl_fill_stride, _u64("total_bytes", total_bytes), _u64("size", size),
+                   _u64("refs", refs), _u64("stride", stride), out)
         return Ref(self, out[0])
 
     def collect(self, cycles=1, major=None):
         """Synchronous full collection(s); major=True forces a major sweep,
         False forbids it, None lets the policy decide."""
-        _uint("cycles", cycles)
-        if not 1 <= cycles <= 1_000_000:
-            raise InvalidArgument(f"collect: cycles {cycles} out of range [1, 1000000]")
         if major not in (None, True, False):
             raise TypeError(f"collect: major must be None, True or False, not {major!r}")
-        self._call(lib.hl_collect, cycles, -1 if major is None else int(major))
+        self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(major))
 
     def trim(self):
         """Run a trim pass now (release beyond the warm cache, upgrades)."""
@@ -437,16 +464,10 @@ class Heap:
     def churn(self, duration_s, size, live_bytes, rate_bytes_per_s=None):
         """Keep a ring of live_bytes of objects of `size` alive while allocating
         at rate_bytes_per_s (None = as fast as possible) for duration_s."""
-        if not isinstance(duration_s, (int, float)) or isinstance(duration_s, bool):
-            raise TypeError("churn: duration_s must be a number")
-        _uint("size", size, MAX_SIZE)
-        _uint("live_bytes", live_bytes)
-        rate = 0.0 if rate_bytes_per_s is None else rate_bytes_per_s
-        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate < 0:
-            raise InvalidArgument(f"churn: rate_bytes_per_s must be a positive number or None, "
-                                  f"got {rate_bytes_per_s!r}")
+        rate = 0.0 if rate_bytes_per_s is None else _number("rate_bytes_per_s", rate_bytes_per_s)
         out = ffi.new("hl_churn_result *")
-        self._call(lib.hl_churn, float(duration_s), size, live_bytes, float(rate), out)
+        self._call(lib.hl_churn, _number("duration_s", duration_s), _u64("size", size),
+                   _u64("live_bytes", live_bytes), rate, out)
         return _tuple_of(ChurnResult, out)
 
     # -- telemetry --
@@ -493,23 +514,17 @@ class Heap:
         """Arm a fault schedule: site in heaplab.fault_sites(), mode in
         heaplab.fault_modes() ('first' N calls, 'always', 'every' Nth call,
         'sticky' on page N, 'off'), errno by name or number."""
-        if site not in _SITES:
-            raise InvalidArgument(f"inject: unknown site {site!r}; sites are: {', '.join(_SITES)}")
-        if mode not in _MODES:
-            raise InvalidArgument(f"inject: unknown mode {mode!r}; modes are: {', '.join(_MODES)}")
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"inject: n must be an int, not {type(n).__name__}")
+        if not isinstance(site, str):
+            raise TypeError(f"inject: site must be a string, not {type(site).__name__}")
+        if not isinstance(mode, str):
+            raise TypeError(f"inject: mode must be a string, not {type(mode).__name__}")
         if isinstance(errno, str):
-            e = lib.hl_errno_index(errno.encode())
-            if e < 0:
-                raise InvalidArgument(f"inject: unknown errno {errno!r}")
-        elif isinstance(errno, int) and not isinstance(errno, bool):
             e = errno
+        elif isinstance(errno, int) and not isinstance(errno, bool):
+            e = str(errno)
         else:
             raise TypeError(f"inject: errno must be a name or an int, not {errno!r}")
-        if not -(1 << 63) <= n < (1 << 63):
-            raise InvalidArgument(f"inject: n {n} does not fit in 64 bits")
-        self._call(lib.hl_inject, _SITES.index(site), _MODES.index(mode), n, e)
+        self._call(lib.hl_inject_named, site.encode(), mode.encode(), _i64("n", n), e.encode())
 
     @property
     def faults(self):
@@ -614,8 +629,8 @@ class Ref:
     def read(self, offset=0, length=None):
         """Copy payload bytes out."""
         size = self.size
-        _uint("offset", offset)
-        length = size - offset if length is None else _uint("length", length)
+        _u64("offset", offset)
+        length = size - offset if length is None else _u64("length", length)
         buf = ffi.new("char[]", max(length, 1))
         self._heap._call(lib.hl_ref_read, self._ref, offset, buf, length)
         return bytes(ffi.buffer(buf, length))
@@ -623,7 +638,7 @@ class Ref:
     def write(self, data, offset=0):
         """Copy bytes into the payload."""
         data = bytes(data)
-        _uint("offset", offset)
+        _u64("offset", offset)
         self._h()._call(lib.hl_ref_write, self._ref, offset, data, len(data))
 
     def checksum(self):
@@ -681,11 +696,11 @@ class Sampler:
     manager; summary() and series() can be read at any time."""
 
     def __init__(self, interval_s=0.002, capacity=65536):
+        self._s = ffi.NULL
         out = ffi.new("hl_sampler **")
-        rc = lib.hl_sampler_start(out, int(interval_s * 1e6), capacity)
+        rc = lib.hl_sampler_open(out, _number("interval_s", interval_s), _i64("capacity", capacity))
         if rc:
-            _raise(rc, f"Sampler: cannot start (interval_s={interval_s}, capacity={capacity}; "
-                       "interval 100 us..10 s, capacity 16..2^24)")
+            _raise(rc, _s(lib.hl_heap_error(ffi.NULL)))
         self._s = out[0]
 
     def _p(self):

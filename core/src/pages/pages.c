@@ -80,7 +80,7 @@ void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head) {
   leave_state(h, p);
   d->state = (uint8_t)state;
   if (state == PS_PARTIAL) {
-    /* a tenured page takes no new objects (gc.c) */
+    /* a tenured page takes no new objects (gc/mark.c, tenuring) */
     if ((d->nfree > 0 || d->bump < d->nslots) && !(h->tenure[p] & TN_TENURED)) d->flags |= PF_AVAIL;
     else d->flags &= (uint8_t)~PF_AVAIL;
   } else {

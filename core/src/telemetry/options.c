@@ -1,7 +1,12 @@
 /*
- * options.c -- the options table, generated from HL_OPTIONS in heaplab.h.
- * Parsing, validation and the HEAPLAB_<NAME> environment overrides.  A bad
- * value is an error naming the option and the allowed range.
+ * options.c -- the options table, generated from HL_OPTIONS in heaplab.h:
+ * parsing, validation and the HEAPLAB_<NAME> environment overrides.
+ *
+ * This is the only place an option value is converted or checked, for every
+ * language: the bindings hand over what they were given, typed
+ * (hl_options_set_value), and every message -- unknown option, wrong type,
+ * out of range -- is written here once, so Python, Lua, C and the launchers
+ * say the same words.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -47,9 +52,14 @@ void hl_options_defaults(hl_options *opts) {
     *(int64_t *)((char *)opts + offsets[i]) = table[i].def;
 }
 
-/* The i-th choice of an enum option, or NULL. */
-static const char *choice(int index, int64_t value, char *buf, size_t len) {
-  const char *c = table[index].choices;
+static int64_t *field(hl_options *o, int i) { return (int64_t *)((char *)o + offsets[i]); }
+
+/* ---- choices ---- */
+
+/* Choice `value` of enum option i into buf (NULL when there is none). */
+static const char *choice(int i, int64_t value, char *buf, size_t len) {
+  const char *c = table[i].choices;
+  if (table[i].kind != HL_OPT_ENUM || value < 0) return NULL;
   for (int64_t k = 0; c && *c; k++) {
     const char *end = strchr(c, ',');
     size_t n = end ? (size_t)(end - c) : strlen(c);
@@ -65,6 +75,26 @@ static const char *choice(int index, int64_t value, char *buf, size_t len) {
   return NULL;
 }
 
+/* The names of every choice, as static strings (built once). */
+#define MAX_CHOICES 8
+static char choice_names[sizeof table / sizeof table[0]][MAX_CHOICES][32];
+static pthread_once_t choices_once = PTHREAD_ONCE_INIT;
+static void choices_init(void) {
+  for (int i = 0; i < NOPT; i++)
+    for (int64_t k = 0; k < MAX_CHOICES; k++)
+      if (!choice(i, k, choice_names[i][k], sizeof choice_names[i][k])) choice_names[i][k][0] = 0;
+}
+
+const char *hl_option_choice(int index, int64_t value) {
+  if (index < 0 || index >= NOPT || table[index].kind != HL_OPT_ENUM) return NULL;
+  if (value < table[index].min || value > table[index].max || value >= MAX_CHOICES) return NULL;
+  pthread_once(&choices_once, choices_init);
+  return choice_names[index][value][0] ? choice_names[index][value] : NULL;
+}
+
+/* ---- messages ---- */
+
+/* What option i takes, for the messages. */
 static void describe_range(int i, char *buf, size_t len) {
   const hl_option_info *o = &table[i];
   switch (o->kind) {
@@ -92,6 +122,61 @@ static int range_error(int i, const char *shown, char *err, size_t errlen) {
   return HL_EVALUE;
 }
 
+static int type_error(int i, const char *got, char *err, size_t errlen) {
+  char range[200];
+  describe_range(i, range, sizeof range);
+  hl__fmt_err(err, errlen, "option %s: expected %s%s, got %s", table[i].name, range,
+              table[i].kind == HL_OPT_ENUM ? " as a string" : "", got);
+  return HL_ETYPE;
+}
+
+/* Edit distance (for "did you mean"), capped. */
+static int distance(const char *a, const char *b) {
+  size_t n = strlen(b);
+  if (strlen(a) > 63 || n > 63) return 99;
+  int row[64];
+  for (size_t j = 0; j <= n; j++) row[j] = (int)j;
+  for (size_t i = 1; a[i - 1]; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= n; j++) {
+      int up = row[j];
+      int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+      int best = diag + cost;
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[n];
+}
+
+const char *hl_option_nearest(const char *name) {
+  if (!name) return NULL;
+  int best = 99, at = -1;
+  for (int i = 0; i < NOPT; i++) {
+    int d = distance(name, table[i].name);
+    if (d < best) best = d, at = i;
+  }
+  /* close enough to be a typo: a third of the name, at least 2 edits */
+  size_t n = strlen(name);
+  int limit = n / 3 > 2 ? (int)(n / 3) : 2;
+  return at >= 0 && best <= limit ? table[at].name : NULL;
+}
+
+static int unknown_option(const char *name, char *err, size_t errlen) {
+  const char *near = hl_option_nearest(name);
+  if (near)
+    hl__fmt_err(err, errlen, "unknown option '%s' (did you mean '%s'?)", name ? name : "(null)",
+                near);
+  else
+    hl__fmt_err(err, errlen, "unknown option '%s'", name ? name : "(null)");
+  return HL_EOPTION;
+}
+
+/* ---- setting ---- */
+
 static int check_value(int i, int64_t v, char *err, size_t errlen) {
   const hl_option_info *o = &table[i];
   if (v < o->min || v > o->max) {
@@ -104,44 +189,60 @@ static int check_value(int i, int64_t v, char *err, size_t errlen) {
 
 int hl_options_set_int(hl_options *opts, const char *name, int64_t value, char *err,
                        size_t errlen) {
-  int i = hl_option_index(name);
   if (!opts) {
     hl__fmt_err(err, errlen, "options: NULL options struct");
     return HL_EINVAL;
   }
-  if (i < 0) {
-    hl__fmt_err(err, errlen, "unknown option '%s'", name ? name : "(null)");
-    return HL_EOPTION;
-  }
+  int i = hl_option_index(name);
+  if (i < 0) return unknown_option(name, err, errlen);
   int rc = check_value(i, value, err, errlen);
   if (rc) return rc;
-  *(int64_t *)((char *)opts + offsets[i]) = value;
+  *field(opts, i) = value;
   return HL_OK;
 }
 
-/* Parse a value string for option i. */
-static int parse(int i, const char *s, int64_t *out, char *err, size_t errlen) {
+/* Parse the string s (len bytes) for option i. */
+static int parse(int i, const char *s, size_t len, int64_t *out, char *err, size_t errlen) {
   const hl_option_info *o = &table[i];
-  while (isspace((unsigned char)*s)) s++;
+  char shown[80];
+  snprintf(shown, sizeof shown, "'%.*s'", (int)(len < 60 ? len : 60), s);
+  if (memchr(s, 0, len)) {
+    hl__fmt_err(err, errlen, "option %s: the value contains a NUL byte", o->name);
+    return HL_EVALUE;
+  }
+  char buf[96];
+  if (len >= sizeof buf) return range_error(i, shown, err, errlen);
+  memcpy(buf, s, len);
+  buf[len] = 0;
+  char *p = buf;
+  while (isspace((unsigned char)*p)) p++;
+  char *e = p + strlen(p);
+  while (e > p && isspace((unsigned char)e[-1])) *--e = 0;
   if (o->kind == HL_OPT_BOOL) {
     static const char *yes[] = {"1", "true", "on", "yes"};
     static const char *no[] = {"0", "false", "off", "no"};
     for (int k = 0; k < 4; k++) {
-      if (strcasecmp(s, yes[k]) == 0) return *out = 1, HL_OK;
-      if (strcasecmp(s, no[k]) == 0) return *out = 0, HL_OK;
+      if (strcasecmp(p, yes[k]) == 0) return *out = 1, HL_OK;
+      if (strcasecmp(p, no[k]) == 0) return *out = 0, HL_OK;
     }
-    return range_error(i, s, err, errlen);
+    return range_error(i, shown, err, errlen);
   }
   if (o->kind == HL_OPT_ENUM) {
-    char buf[64];
-    for (int64_t k = 0; choice(i, k, buf, sizeof buf); k++)
-      if (strcasecmp(buf, s) == 0) return *out = k, HL_OK;
-    return range_error(i, s, err, errlen);
+    for (int64_t k = o->min; k <= o->max; k++) {
+      const char *c = hl_option_choice(i, k);
+      if (c && strcasecmp(c, p) == 0) return *out = k, HL_OK;
+    }
+    return range_error(i, shown, err, errlen);
   }
+  /* decimal (a leading 0 is not octal: "010" is ten), or 0x hexadecimal */
   errno = 0;
   char *end = NULL;
-  long long v = strtoll(s, &end, 0);
-  if (end == s || errno == ERANGE) return range_error(i, s, err, errlen);
+  int base = 10;
+  const char *digits = p + (*p == '-' || *p == '+');
+  if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) base = 16;
+  long long v = strtoll(p, &end, base);
+  if (end == p || errno == ERANGE)
+    return range_error(i, shown, err, errlen);
   int64_t mult = 1;
   if (o->kind == HL_OPT_BYTES && *end) {
     switch (tolower((unsigned char)*end)) {
@@ -149,32 +250,62 @@ static int parse(int i, const char *s, int64_t *out, char *err, size_t errlen) {
     case 'm': mult = (int64_t)1 << 20; break;
     case 'g': mult = (int64_t)1 << 30; break;
     case 't': mult = (int64_t)1 << 40; break;
-    default: return range_error(i, s, err, errlen);
+    default: return range_error(i, shown, err, errlen);
     }
     end++;
     if (tolower((unsigned char)*end) == 'i') end++;
     if (tolower((unsigned char)*end) == 'b') end++;
   }
-  while (isspace((unsigned char)*end)) end++;
-  if (*end) return range_error(i, s, err, errlen);
+  if (*end) return range_error(i, shown, err, errlen);
   if (mult > 1 && (v > INT64_MAX / mult || v < INT64_MIN / mult))
-    return range_error(i, s, err, errlen);
+    return range_error(i, shown, err, errlen);
   *out = (int64_t)v * mult;
+  if (*out < o->min || *out > o->max) return range_error(i, shown, err, errlen);
+  return HL_OK;
+}
+
+int hl_options_set_value(hl_options *opts, const char *name, int type, int64_t ival,
+                         const char *sval, size_t slen, char *err, size_t errlen) {
+  if (!opts) {
+    hl__fmt_err(err, errlen, "options: NULL options struct");
+    return HL_EINVAL;
+  }
+  int i = hl_option_index(name);
+  if (i < 0) return unknown_option(name, err, errlen);
+  const hl_option_info *o = &table[i];
+  int64_t v = 0;
+  char got[96];
+  switch (type) {
+  case HL_VALUE_BOOL:
+    if (o->kind != HL_OPT_BOOL) return type_error(i, "a boolean", err, errlen);
+    v = ival != 0;
+    break;
+  case HL_VALUE_INT:
+    if (o->kind == HL_OPT_ENUM || (o->kind == HL_OPT_BOOL && ival != 0 && ival != 1)) {
+      snprintf(got, sizeof got, "the integer %" PRId64, ival);
+      return type_error(i, got, err, errlen);
+    }
+    v = ival;
+    break;
+  case HL_VALUE_STRING: {
+    if (!sval) return range_error(i, "(null)", err, errlen);
+    int rc = parse(i, sval, slen, &v, err, errlen);
+    if (rc) return rc;
+    break;
+  }
+  default: /* something the binding could not convert: sval shows it */
+    return type_error(i, sval ? sval : "a value of another type", err, errlen);
+  }
+  int rc = check_value(i, v, err, errlen);
+  if (rc) return rc;
+  *field(opts, i) = v;
   return HL_OK;
 }
 
 int hl_options_set(hl_options *opts, const char *name, const char *value, char *err,
                    size_t errlen) {
-  int i = hl_option_index(name);
-  if (i < 0) {
-    hl__fmt_err(err, errlen, "unknown option '%s'", name ? name : "(null)");
-    return HL_EOPTION;
-  }
-  if (!value) return range_error(i, "(null)", err, errlen);
-  int64_t v = 0;
-  int rc = parse(i, value, &v, err, errlen);
-  if (rc) return rc;
-  return hl_options_set_int(opts, name, v, err, errlen);
+  return hl_options_set_value(opts, name, HL_VALUE_STRING, 0, value, value ? strlen(value) : 0,
+                              err, errlen);
 }
 
 int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
@@ -184,13 +315,29 @@ int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
   return HL_OK;
 }
 
-int hl_options_from_env(hl_options *opts, char *err, size_t errlen) {
+/* ---- the environment ---- */
+
+/* The variable of option i: HEAPLAB_<NAME>. */
+static void env_name(int i, char *var, size_t len) {
+  size_t n = (size_t)snprintf(var, len, "HEAPLAB_");
+  for (const char *p = table[i].name; *p && n + 1 < len; p++)
+    var[n++] = (char)toupper((unsigned char)*p);
+  var[n] = 0;
+}
+
+int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t nskip,
+                               char *err, size_t errlen) {
+  if (!opts) {
+    hl__fmt_err(err, errlen, "options: NULL options struct");
+    return HL_EINVAL;
+  }
   for (int i = 0; i < NOPT; i++) {
-    char var[96] = "HEAPLAB_";
-    size_t n = strlen(var);
-    for (const char *p = table[i].name; *p && n + 1 < sizeof var; p++)
-      var[n++] = (char)toupper((unsigned char)*p);
-    var[n] = 0;
+    bool skipped = false;
+    for (size_t k = 0; k < nskip && !skipped; k++)
+      skipped = skip[k] && strcmp(skip[k], table[i].name) == 0;
+    if (skipped) continue;
+    char var[96];
+    env_name(i, var, sizeof var);
     const char *v = getenv(var);
     if (!v) continue;
     char inner[256];
@@ -201,6 +348,10 @@ int hl_options_from_env(hl_options *opts, char *err, size_t errlen) {
     }
   }
   return HL_OK;
+}
+
+int hl_options_from_env(hl_options *opts, char *err, size_t errlen) {
+  return hl_options_from_env_except(opts, NULL, 0, err, errlen);
 }
 
 int hl_options_validate(const hl_options *o, char *err, size_t errlen) {

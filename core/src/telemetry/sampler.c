@@ -71,19 +71,25 @@ static void *run(void *arg) {
   return NULL;
 }
 
-int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
-  if (!out) return HL_EINVAL;
+int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
+  if (!out) return hl__fail(NULL, HL_EINVAL, "sampler: NULL output");
   *out = NULL;
-  if (interval_us < 100 || interval_us > 10000000u || capacity < 16 || capacity > (1u << 24))
-    return HL_EINVAL;
+  if (!(interval_s >= 0.0001 && interval_s <= 10))
+    return hl__fail(NULL, HL_EINVAL, "sampler: interval_s %g out of range [0.0001, 10] seconds",
+                    interval_s);
+  if (capacity < 16 || capacity > (1 << 24))
+    return hl__fail(NULL, HL_EINVAL, "sampler: capacity %lld out of range [16, 16777216]",
+                    (long long)capacity);
+  uint32_t interval_us = (uint32_t)(interval_s * 1e6 + 0.5);
   hl_sampler *s = calloc(1, sizeof *s);
-  if (!s) return HL_ENOMEM;
-  s->series = malloc(capacity * sizeof(hl_sample));
+  if (!s) return hl__fail(NULL, HL_ENOMEM, "sampler: out of memory");
+  s->series = malloc((size_t)capacity * sizeof(hl_sample));
   if (!s->series) {
     free(s);
-    return HL_ENOMEM;
+    return hl__fail(NULL, HL_ENOMEM, "sampler: out of memory for %lld samples",
+                    (long long)capacity);
   }
-  s->cap = capacity & ~(size_t)1;
+  s->cap = (size_t)capacity & ~(size_t)1;
   s->interval_us = interval_us;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cv, NULL);
@@ -91,10 +97,15 @@ int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
   if (pthread_create(&s->thread, NULL, run, s)) {
     free(s->series);
     free(s);
-    return HL_ESYS;
+    return hl__fail(NULL, HL_ESYS, "sampler: cannot start its thread");
   }
   *out = s;
   return HL_OK;
+}
+
+int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
+  return hl_sampler_open(out, interval_us / 1e6,
+                         capacity > (size_t)INT64_MAX ? INT64_MAX : (int64_t)capacity);
 }
 
 int hl_sampler_mark(hl_sampler *s) {

@@ -65,7 +65,7 @@ const char *hl_error_name(int code) {
   return error_names[code];
 }
 
-const char *hl_version(void) { return "0.1.0"; }
+const char *hl_version(void) { return HL_VERSION_STRING; }
 
 /* ---- stats ---- */
 
@@ -136,6 +136,26 @@ static const char *const event_fields[] = {
 const char *hl_event_name(int k) { return k >= 0 && k < HL_EV_COUNT ? event_names[k] : NULL; }
 const char *hl_event_fields(int k) { return k >= 0 && k < HL_EV_COUNT ? event_fields[k] : NULL; }
 
+/* The field names one by one, split once. */
+static char field_names[HL_EV_COUNT][HL_EVENT_MAX_FIELDS][32];
+static pthread_once_t fields_once = PTHREAD_ONCE_INIT;
+static void fields_init(void) {
+  for (int k = 0; k < HL_EV_COUNT; k++) {
+    const char *f = event_fields[k];
+    for (int i = 0; i < HL_EVENT_MAX_FIELDS && *f; i++) {
+      size_t n = strcspn(f, ",");
+      snprintf(field_names[k][i], sizeof field_names[k][i], "%.*s", (int)n, f);
+      f += n + (f[n] == ',');
+    }
+  }
+}
+
+const char *hl_event_field(int k, int i) {
+  if (k < 0 || k >= HL_EV_COUNT || i < 0 || i >= HL_EVENT_MAX_FIELDS) return NULL;
+  pthread_once(&fields_once, fields_init);
+  return field_names[k][i][0] ? field_names[k][i] : NULL;
+}
+
 /* Record an event (heap lock held). */
 void hl__event(hl_heap *h, int kind, int nfields, ...) {
   if (!h->events) return;
@@ -196,6 +216,14 @@ int hl_errno_index(const char *name) {
   for (size_t i = 0; name && i < sizeof errnos / sizeof errnos[0]; i++)
     if (strcmp(errnos[i].name, name) == 0) return errnos[i].value;
   return -1;
+}
+
+/* "EAGAIN, ENOMEM, ..." for messages. */
+void hl__errno_list(char *buf, size_t len) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (size_t i = 0; i < sizeof errnos / sizeof errnos[0] && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", errnos[i].name);
 }
 
 const char *hl_errno_name(int e) {

@@ -66,7 +66,7 @@ end
 local function json(v) return table.concat(encode(v, {})) end
 
 -- ---- the recorder: phases in the harness's record format ----
-local sampler = client.sampler(2000)
+local sampler = client.sampler(0.002)
 local t0 = client.now()
 local records = {}
 local heaplab = client.allocator() == "heaplab"

@@ -30,7 +30,7 @@ class Recorder:
     def __init__(self):
         self.t0 = client.now()
         self.records = []
-        client.sampler_start(2000)
+        client.sampler_start(0.002)
 
     def phase(self, name):
         return Phase(self, name)

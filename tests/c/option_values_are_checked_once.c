@@ -1,0 +1,112 @@
+/* Every option value is converted and checked by one function of the
+ * library (hl_options_set_value) for every binding; the enum options'
+ * choices are declared once (the HL_CHOICES_* lists make both the C
+ * constants and the choices strings).  Checked here: each enum's constants
+ * are the positions of its names, the type matrix (a number for an enum, a
+ * boolean for a count, a string for anything), decimal-only numbers ("010"
+ * is ten, not octal eight), no NUL smuggled into a string, the nearest
+ * option suggested for a typo, and an explicit value overriding a bad
+ * environment value of the same option. */
+#include "check.h"
+
+static int set(hl_options *o, const char *name, int type, int64_t i, const char *s, char *err) {
+  return hl_options_set_value(o, name, type, i, s, s ? strlen(s) : 0, err, 256);
+}
+
+static void expect(int rc, int code, const char *err, const char *needle, const char *what) {
+  CHECK(rc == code, "%s: %s, expected %s (%s)", what, hl_error_name(rc), hl_error_name(code), err);
+  CHECK(!needle || strstr(err, needle), "%s: message '%s' does not mention '%s'", what, err, needle);
+}
+
+int main(void) {
+  /* the enums and their names come from one list */
+  struct { const char *opt, *name; int value; } consts[] = {
+      {"mode", "manual", HL_MODE_MANUAL},       {"release_advice", "free", HL_ADVICE_FREE},
+      {"fallback_advice", "none", HL_FALLBACK_NONE}, {"fallback_advice", "free", HL_FALLBACK_FREE},
+      {"upgrade_budget_counts", "scanned", HL_BUDGET_SCANNED},
+      {"reuse_failed_order", "lifo", HL_ORDER_LIFO}, {"sweep", "full", HL_SWEEP_FULL},
+      {"major_sweep", "always", HL_MAJOR_ALWAYS}, {"collector", "background", HL_COLLECTOR_BACKGROUND},
+  };
+  for (size_t k = 0; k < sizeof consts / sizeof consts[0]; k++) {
+    int i = hl_option_index(consts[k].opt);
+    const char *name = hl_option_choice(i, consts[k].value);
+    CHECK(name && strcmp(name, consts[k].name) == 0, "%s: constant %d is '%s', not '%s'",
+          consts[k].opt, consts[k].value, name ? name : "(none)", consts[k].name);
+  }
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    hl_option_info_get(i, &info);
+    if (info.kind != HL_OPT_ENUM) continue;
+    /* the choices string is exactly the names min..max, comma-separated */
+    char joined[200] = "";
+    for (int64_t v = info.min; v <= info.max; v++)
+      snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s",
+               v > info.min ? "," : "", hl_option_choice(i, v));
+    CHECK(info.min == 0 && strcmp(joined, info.choices) == 0, "%s: choices '%s' but names '%s'",
+          info.name, info.choices, joined);
+    CHECK(hl_option_choice(i, info.max + 1) == NULL, "%s: a name past the last", info.name);
+  }
+
+  hl_options o;
+  hl_options_defaults(&o);
+  char err[256];
+  expect(set(&o, "sweep", HL_VALUE_STRING, 0, "full", err), HL_OK, err, NULL, "sweep=full");
+  CHECK(o.sweep == HL_SWEEP_FULL, "sweep");
+  expect(set(&o, "sweep", HL_VALUE_INT, 1, NULL, err), HL_ETYPE, err, "retired|full as a string",
+         "an integer for an enum");
+  expect(set(&o, "warm_pages", HL_VALUE_BOOL, 1, NULL, err), HL_ETYPE, err, "got a boolean",
+         "a boolean for a count");
+  expect(set(&o, "page_release", HL_VALUE_INT, 2, NULL, err), HL_ETYPE, err, "the integer 2",
+         "2 for a boolean");
+  expect(set(&o, "page_release", HL_VALUE_INT, 0, NULL, err), HL_OK, err, NULL, "0 for a boolean");
+  expect(set(&o, "warm_pages", HL_VALUE_OTHER, 0, "the number 1.5", err), HL_ETYPE, err,
+         "got the number 1.5", "a float");
+  expect(set(&o, "warm_pages", HL_VALUE_INT, -1, NULL, err), HL_EVALUE, err, "[0, 1048576]",
+         "out of range");
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "010", err), HL_OK, err, NULL, "'010'");
+  CHECK(o.warm_pages == 10, "'010' is %lld, not ten (octal?)", (long long)o.warm_pages);
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "0x10", err), HL_OK, err, NULL, "'0x10'");
+  CHECK(o.warm_pages == 16, "'0x10' is %lld", (long long)o.warm_pages);
+  expect(set(&o, "reserve_bytes", HL_VALUE_STRING, 0, "2g", err), HL_OK, err, NULL, "2g");
+  CHECK(o.reserve_bytes == (int64_t)2 << 30, "2g");
+  expect(hl_options_set_value(&o, "reserve_bytes", HL_VALUE_STRING, 0, "16\0junk", 7, err, 256),
+         HL_EVALUE, err, "NUL", "a NUL inside the value");
+  expect(hl_options_set_value(&o, "sweep", HL_VALUE_STRING, 0, "full\0", 5, err, 256), HL_EVALUE,
+         err, "NUL", "a trailing NUL");
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "7 pages", err), HL_EVALUE, err, "'7 pages'",
+         "junk after a number");
+  expect(set(&o, "warm_page", HL_VALUE_INT, 1, NULL, err), HL_EOPTION, err,
+         "did you mean 'warm_pages'", "a typo");
+  expect(set(&o, "zzzzzzzz", HL_VALUE_INT, 1, NULL, err), HL_EOPTION, err, "unknown option",
+         "no near name");
+  CHECK(!strstr(err, "did you mean"), "suggested something for zzzzzzzz: %s", err);
+
+  /* an explicit value overrides the environment, even a bad one */
+  setenv("HEAPLAB_WARM_PAGES", "lots", 1);
+  hl_options_defaults(&o);
+  expect(hl_options_from_env(&o, err, sizeof err), HL_EVALUE, err, "HEAPLAB_WARM_PAGES",
+         "a bad environment value");
+  const char *skip[] = {"warm_pages"};
+  expect(hl_options_from_env_except(&o, skip, 1, err, sizeof err), HL_OK, err, NULL,
+         "skipping the option set explicitly");
+  unsetenv("HEAPLAB_WARM_PAGES");
+
+  /* fault specs: strict */
+  const char *bad_specs[] = {"first:12abc", "always:5:6", "always:5:6:7", "first:EIO:EAGAIN",
+                             "nope"};
+  for (size_t k = 0; k < sizeof bad_specs / sizeof bad_specs[0]; k++) {
+    setenv("HEAPLAB_FAULT_RELEASE", bad_specs[k], 1);
+    hl_heap *h = NULL;
+    int rc = hl_heap_new(NULL, &h, err, sizeof err);
+    CHECK(rc == HL_EVALUE && !h && strstr(err, "HEAPLAB_FAULT_RELEASE"),
+          "fault spec '%s' accepted (%s)", bad_specs[k], err);
+  }
+  unsetenv("HEAPLAB_FAULT_RELEASE");
+  setenv("HEAPLAB_FAULT_RELAESE", "always", 1);
+  hl_heap *h = NULL;
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_EVALUE && strstr(err, "unknown site 'relaese'"),
+        "a fault variable naming no site: %s", err);
+  unsetenv("HEAPLAB_FAULT_RELAESE");
+  puts("ok");
+  return 0;
+}
