@@ -543,24 +543,27 @@ int hl_inject(hl_heap *h, int site, int mode, int64_t arg, int err) {
   return HL_OK;
 }
 
+/* "a, b, c": the names 0..count-1 of a list, for a message. */
+static const char *name_list(char *buf, size_t len, const char *(*name)(int), int count) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; i < count && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", name(i));
+  return buf;
+}
+
 int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
                     const char *err) {
   CHECK_HEAP(h);
   char list[200];
   int s = site ? hl_fault_site_index(site) : -1;
-  if (s < 0) {
-    size_t n = 0;
-    for (int i = 0; i < HL_SITE_COUNT; i++)
-      n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", hl_fault_site_name(i));
-    return hl__fail(h, HL_EINVAL, "inject: unknown site '%s' (%s)", site ? site : "(null)", list);
-  }
+  if (s < 0)
+    return hl__fail(h, HL_EINVAL, "inject: unknown site '%s' (%s)", site ? site : "(null)",
+                    name_list(list, sizeof list, hl_fault_site_name, HL_SITE_COUNT));
   int m = mode ? hl_fault_mode_index(mode) : -1;
-  if (m < 0) {
-    size_t n = 0;
-    for (int i = 0; i < HL_FAULT_MODE_COUNT; i++)
-      n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", hl_fault_mode_name(i));
-    return hl__fail(h, HL_EINVAL, "inject: unknown mode '%s' (%s)", mode ? mode : "(null)", list);
-  }
+  if (m < 0)
+    return hl__fail(h, HL_EINVAL, "inject: unknown mode '%s' (%s)", mode ? mode : "(null)",
+                    name_list(list, sizeof list, hl_fault_mode_name, HL_FAULT_MODE_COUNT));
   int e = ENOMEM;
   if (err) {
     char *end = NULL;
