@@ -633,10 +633,15 @@ static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
   return hl__check_alloc_args(h, size, refs) != HL_OK;
 }
 
+/* (with the heap held the fast path has just missed: straight to the sequence) */
+static inline void *obj_new_raw(hl_heap *h, uint64_t size, uint64_t refs) {
+  return hl__held == h ? hl__obj_alloc(h, size, refs, 0) : obj_new(h, size, refs);
+}
+
 static NOINLINE void *obj_new_general(hl_heap *h, uint64_t size, uint64_t refs) {
   if (!h || obj_args_bad(h, size, refs)) return NULL;
   bool locked = hl__lock(h);
-  void *obj = obj_new(h, size, refs);
+  void *obj = obj_new_raw(h, size, refs);
   hl__unlock(h, locked);
   return obj;
 }
@@ -649,7 +654,7 @@ static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot
     return NULL;
   }
   bool locked = hl__lock(h);
-  void *obj = obj_new(h, size, refs);
+  void *obj = obj_new_raw(h, size, refs);
   if (obj) hl__store(h, parent, slot, obj);
   hl__unlock(h, locked);
   return obj;

@@ -54,7 +54,8 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
   bool large = (flags & HL_ALLOC_LARGE) || bytes > h->small_max;
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
   if (large) hl__pace(h, bytes);
-  if (hl__cycle_due(h)) hl__maybe_collect(h);
+  /* alloc_limit is the small trigger in force, 0 while the large one is due */
+  if (h->ctr.since_cycle[HL_SMALL] >= h->alloc_limit) hl__maybe_collect(h);
   void *obj;
   if (!large) {
     obj = take_small(h, bytes, refs);

@@ -296,9 +296,9 @@ static inline bool large_due(const hl_heap *h) {
 
 bool hl__cycle_due(const hl_heap *h) { return small_due(h) || large_due(h); }
 
+/* (the allocation sequence has passed its safepoint already) */
 void hl__maybe_collect(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
-  if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
   bool small = small_due(h), large = large_due(h);
   if (!small && !large) return;
   if (h->opt.collector == HL_COLLECTOR_BACKGROUND && hl__may_drop_lock(h)) {
