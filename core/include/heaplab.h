@@ -186,7 +186,7 @@ enum hl_collector { HL_CHOICES_collector(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(large_pacing, BOOL, 1, 0, 1, "",                                           \
     "make a large allocator wait for the cycle it requested; 0 = the seed's legacy path") \
   X(heap_limit_bytes, BYTES, 0, 0, 1099511627776, "",                          \
-    "budget pacing holds the heap under (0 = none)")                          \
+    "live bytes the heap may hold (0 = none): collected mode collects, then fails with ENOMEM; manual mode fails; pacing (background) waits for cycles below it") \
   X(pacing_max_wait_ms, INT, 1000, 1, 600000, "",                              \
     "longest a paced allocation waits for one cycle")                         \
   X(pacing_give_up_cycles, INT, 4, 1, 1000, "",                                \
@@ -334,6 +334,9 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(restore_failed_pages, "restore attempts that failed")                      \
   X(trims, "trim passes run")                                                  \
   X(trim_ns, "time spent advising in trims, nanoseconds")                      \
+  X(trim_backoffs, "trims skipped while trims back off after one gave up (EAGAIN that does not clear)") \
+  X(trim_backoff_ns, "the current back-off after a trim gave up, nanoseconds (0: none)") \
+  X(syscall_stall_ns, "time slept between EAGAIN retries, nanoseconds")      \
   X(syscalls, "system calls made through the retry helper")                    \
   X(syscall_retries, "EAGAIN retries")                                         \
   X(syscall_gave_up, "calls that gave up after syscall_retry_max retries")     \
@@ -343,6 +346,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(pacing_timeouts, "paced waits cut short by pacing_max_wait_ms")            \
   X(pacing_gave_up, "paced waits skipped after cycles that freed nothing")     \
   X(cycle_requests, "cycles requested by the byte counters")                   \
+  X(memory_cycles, "cycles an allocation ran because it found no memory or the heap was at heap_limit_bytes") \
   X(collector_wakeups, "background collector wake-ups")                        \
   X(gc_ns, "time spent in cycles (mark + sweep), nanoseconds")                 \
   X(mark_ns, "of gc_ns: marking (roots, dirty pages, tracing), nanoseconds")  \

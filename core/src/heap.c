@@ -374,6 +374,36 @@ int hl_ref_checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
 
 /* ---- workloads ---- */
 
+/* A fill touches every byte it allocates: headers, slots, payload, the index.
+ * More than the machine has available would end in the OOM killer, and more
+ * small bytes than the reservation in ENOMEM half-way: both are refused up
+ * front, with what the fill would touch.  The garbage of a stride is
+ * collected as the fill goes, so it counts up to two triggers' worth. */
+static int fill_fits(hl_heap *h, uint64_t count, uint64_t size, uint64_t refs, uint64_t stride) {
+  uint64_t bytes = hl__obj_bytes(size, refs);
+  bool large = bytes > h->small_max;
+  /* a slot of its class, or the block with its record and malloc's header */
+  uint64_t block = large ? bytes + sizeof(hl_large) + 16 : h->cls_size[hl__class_of(h, bytes)];
+  uint64_t kept = (count + stride - 1) / stride;
+  double index = (double)kept * 8 * 1.25 + 4096; /* a slot per object, nodes' headers */
+  double garbage = (double)(count - kept) * (double)block;
+  double cap = 2.0 * (double)hl__trigger_in_force(h);
+  double touched = (double)kept * (double)block + index + (garbage < cap ? garbage : cap);
+  uint64_t avail = prim_os_available_bytes();
+  if (touched > (double)avail)
+    return hl__fail(h, HL_EINVAL,
+                    "fill: %" PRIu64 " objects of %" PRIu64 " bytes would touch about %.0f bytes "
+                    "(%" PRIu64 "-byte blocks, the index), more than this machine's memory "
+                    "available now (%" PRIu64 " bytes)", count, size, touched, block, avail);
+  double on_pages = large ? index : touched;
+  if (on_pages > (double)h->reserved)
+    return hl__fail(h, HL_ENOMEM,
+                    "fill: %" PRIu64 " objects of %" PRIu64 " bytes need about %.0f bytes of "
+                    "pages, more than the reservation of %" PRIu64 " bytes (reserve_bytes)",
+                    count, size, on_pages, h->reserved);
+  return HL_OK;
+}
+
 int hl_fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, hl_ref *out) {
   return hl_fill_stride(h, total, size, refs, 1, out);
 }
@@ -394,15 +424,9 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   uint64_t count = (total + each - 1) / each;
   if (count > ((uint64_t)1 << 31))
     return hl__fail(h, HL_EINVAL, "fill: %" PRIu64 " objects is more than 2^31", count);
-  /* fill touches every byte: more than the machine has would end in the OOM
-   * killer, not in an error the caller can handle */
-  uint64_t machine = prim_os_memory_bytes();
-  if (total > machine)
-    return hl__fail(h, HL_EINVAL,
-                    "fill: total_bytes %" PRIu64 " exceeds this machine's memory (%" PRIu64
-                    " bytes of RAM and swap)", total, machine);
   bool locked = hl__lock(h);
-  rc = hl__fill(h, total, size, refs, stride, out);
+  rc = fill_fits(h, count, size, refs, stride);
+  if (!rc) rc = hl__fill(h, total, size, refs, stride, out);
   hl__unlock(h, locked);
   return rc;
 }
@@ -737,8 +761,10 @@ void *hl_calloc(hl_heap *h, size_t count, size_t size) {
     hl__fail(h, HL_EINVAL, "calloc: %zu x %zu overflows", count, size);
     return NULL;
   }
-  void *p = hl_malloc(h, count * size);
-  if (p) memset(p, 0, count * size);
+  size_t n = count * size;
+  if (n > h->small_max) return manual_check(h, "calloc") ? NULL : hl__manual_calloc_large(h, n);
+  void *p = hl_malloc(h, n); /* a slot: zeroed here (its page is written anyway) */
+  if (p) memset(p, 0, n);
   return p;
 }
 

@@ -258,6 +258,7 @@ struct hl_heap {
   /* roots */
   hl_handle *handles;
   uint32_t handles_cap, handles_free, handles_live;
+  uint64_t handles_retired; /* slots retired before their generation wrapped */
   hl_root_region *regions;
   uint32_t nregions, regions_cap;
 
@@ -297,6 +298,10 @@ struct hl_heap {
   /* the warm cache's demand window (release.c) */
   uint64_t taken_since_trim;      /* pages acquired since the last trim */
   uint64_t demand[16];            /* pages acquired in each of the last intervals */
+
+  /* after a trim gave up: later trims wait (release.c) */
+  uint64_t trim_backoff_ns;       /* the current wait, 0 when none */
+  uint64_t trim_next_ns;          /* no trim (but a forced one) before this */
 
   /* release scratch (sized release_per_sweep + upgrade_per_sweep) */
   uint32_t *scratch;
@@ -555,7 +560,7 @@ void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 
 /* ---- large/large.c ----
  * The large path charges and discharges its own bytes (hl__charge). */
-void *hl__large_alloc(hl_heap *h, uint64_t block_bytes);
+void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero);
 void hl__large_free(hl_heap *h, hl_large *l);
 void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes);
 bool hl__large_contains(const hl_heap *h, const void *block);
@@ -693,7 +698,9 @@ void hl__untenure_all(hl_heap *h);
 void hl__tenure_pages(hl_heap *h);
 
 /* ---- gc/cycle.c ---- */
-enum { REASON_EXPLICIT = 0, REASON_SMALL = 1, REASON_LARGE = 2, REASON_PACING = 3 };
+/* Why a cycle ran (the cycle event's reason field). */
+enum { REASON_EXPLICIT = 0, REASON_SMALL = 1, REASON_LARGE = 2, REASON_PACING = 3,
+       REASON_MEMORY = 4 /* an allocation found no memory, or the heap at its limit */ };
 enum { MAJOR_NONE = 0, MAJOR_QUIET = 1, MAJOR_PRESSURE = 2, MAJOR_BACKSTOP = 3,
        MAJOR_FORCED = 4, MAJOR_FULL_MARK = 5 };
 /* One cycle (major: -1 = policy, 0 = no, 1 = force).  Lock held. */
@@ -732,8 +739,9 @@ void hl__handles_destroy(hl_heap *h);
 
 /* ---- release/release.c and release/reuse.c ---- */
 /* Trim: lock held and h->in_cycle set by the caller; drops the lock around
- * the syscalls when allowed. */
-void hl__trim_locked(hl_heap *h);
+ * the syscalls when allowed.  forced: asked for (hl_trim, hl_collect), so
+ * not skipped while trims back off after one gave up. */
+void hl__trim_locked(hl_heap *h, bool forced);
 /* A trim outside a cycle (hl_trim; manual mode when frees leave enough empty
  * pages: hl__trim_maybe).  Lock held. */
 void hl__trim_now(hl_heap *h);
@@ -754,6 +762,9 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
  * The slow paths behind hl_malloc and friends; heap.c has checked the heap
  * and its mode.  Called without the lock (or with the heap held). */
 void *hl__manual_malloc(hl_heap *h, size_t size);
+/* A zeroed large block (calloc above small_max: nothing written when the
+ * memory is fresh). */
+void *hl__manual_calloc_large(hl_heap *h, size_t size);
 /* ptr in the reservation (a small block) or not (a large one) */
 void hl__manual_free_small(hl_heap *h, void *ptr);
 void hl__manual_free_large(hl_heap *h, void *ptr);

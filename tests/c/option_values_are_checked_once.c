@@ -7,7 +7,29 @@
  * is ten, not octal eight), no NUL smuggled into a string, the nearest
  * option suggested for a typo, and an explicit value overriding a bad
  * environment value of the same option. */
+#include <unistd.h>
+
 #include "check.h"
+
+/* What hl_options_from_env writes on stderr. */
+static void env_warnings(char *buf, size_t len) {
+  int fds[2];
+  CHECK(pipe(fds) == 0, "pipe");
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fds[1], 2);
+  hl_options o;
+  hl_options_defaults(&o);
+  char err[256];
+  hl_options_from_env(&o, err, sizeof err);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(fds[1]);
+  ssize_t n = read(fds[0], buf, len - 1);
+  buf[n > 0 ? n : 0] = 0;
+  close(fds[0]);
+  close(saved);
+}
 
 static int set(hl_options *o, const char *name, int type, int64_t i, const char *s, char *err) {
   return hl_options_set_value(o, name, type, i, s, s ? strlen(s) : 0, err, 256);
@@ -107,6 +129,25 @@ int main(void) {
   CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_EVALUE && strstr(err, "unknown site 'relaese'"),
         "a fault variable naming no site: %s", err);
   unsetenv("HEAPLAB_FAULT_RELAESE");
+  /* a HEAPLAB_ variable that is no option: one warning naming the nearest,
+   * once per process; the variables of heaplab's own tools are left alone */
+  setenv("HEAPLAB_warm_pages", "3", 1);
+  setenv("HEAPLAB_RESULTS", "/tmp", 1);
+  setenv("HEAPLAB_E1_FILL_MIB", "8", 1);
+  char warn[1024];
+  env_warnings(warn, sizeof warn);
+  CHECK(strstr(warn, "HEAPLAB_warm_pages is not an option; did you mean HEAPLAB_WARM_PAGES?"),
+        "warning: '%s'", warn);
+  CHECK(!strstr(warn, "RESULTS") && !strstr(warn, "E1_FILL"), "tool variables warned: %s", warn);
+  env_warnings(warn, sizeof warn);
+  CHECK(warn[0] == 0, "warned twice: %s", warn);
+  unsetenv("HEAPLAB_warm_pages");
+
+  /* the trigger must lie between its bounds */
+  hl_options_defaults(&o);
+  expect(set(&o, "gc_trigger_bytes", HL_VALUE_STRING, 0, "1m", err), HL_OK, err, NULL, "1m");
+  expect(hl_options_validate(&o, err, sizeof err), HL_EVALUE, err, "gc_trigger_min_bytes",
+         "a trigger below its minimum");
   puts("ok");
   return 0;
 }

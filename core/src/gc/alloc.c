@@ -7,9 +7,12 @@
  *   1. safepoint   a background collector waiting for the lock goes first
  *   2. pacing      a large allocation waits for the cycle the large path
  *                  asked for (large_pacing, background collector)
- *   3. collect     when a trigger is due (or request it, background)
+ *   3. collect     when a trigger is due (or request it, background); with
+ *                  heap_limit_bytes, a major cycle when the live bytes would
+ *                  pass the limit, and ENOMEM when they still would
  *   4. take        a slot of the size class, or a large block -- both
- *                  charged (hl__charge) where they are taken
+ *                  charged (hl__charge) where they are taken; when there is
+ *                  none, a major cycle and one more try before ENOMEM
  *   5. initialise  the header and empty slots
  *
  * Steps 1-3 may drop the heap lock or run a cycle: everything the caller
@@ -47,6 +50,39 @@ static void *take_small(hl_heap *h, uint64_t bytes, uint64_t refs) {
   return obj;
 }
 
+/* Run a major cycle for memory (step 4 found none, or the heap is at its
+ * limit), unless one is running in this thread (its trim: it will free what
+ * there is).  False when none could run. */
+static bool collect_for_memory(hl_heap *h) {
+  if (h->in_cycle && !hl__may_drop_lock(h)) return false;
+  h->tally.memory_cycles++;
+  hl__cycle(h, 1, REASON_MEMORY);
+  return true;
+}
+
+/* heap_limit_bytes: would `bytes` more take the live bytes past it? */
+static bool over_limit(hl_heap *h, uint64_t bytes) {
+  uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
+  if (!cap) return false;
+  hl__aword_flush(h); /* live bytes without the reserved slots */
+  return hl__live_bytes(h) + bytes > cap;
+}
+
+/* Step 4 and 5: a block (the small or the large path), initialised. */
+static void *take(hl_heap *h, uint64_t size, uint64_t refs, uint64_t bytes, bool large) {
+  void *obj;
+  if (!large) {
+    obj = take_small(h, bytes, refs);
+    if (obj) hl__obj_init(obj, (uint32_t)size, refs);
+    return obj;
+  }
+  obj = hl__large_alloc(h, bytes, false);
+  if (!obj) return NULL;
+  hl__alloc_limit_update(h); /* the large trigger may be due now */
+  hl__obj_init(obj, HL_SIZE_LARGE, refs);
+  return obj;
+}
+
 void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
   HL_ASSERT_LOCKED(h);
   HL_ASSERT(h->opt.mode == HL_MODE_COLLECTED);
@@ -54,25 +90,30 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
   bool large = (flags & HL_ALLOC_LARGE) || bytes > h->small_max;
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
   if (large) hl__pace(h, bytes);
-  /* alloc_limit is the small trigger in force, 0 while the large one is due */
-  if (h->ctr.since_cycle[HL_SMALL] >= h->alloc_limit) hl__maybe_collect(h);
-  void *obj;
-  if (!large) {
-    obj = take_small(h, bytes, refs);
-    if (hl_unlikely(!obj)) {
-      hl__fail(h, HL_ENOMEM, "alloc: the reservation of %" PRIu64 " bytes is exhausted",
-               h->reserved);
-      return NULL;
+  /* alloc_limit is the small trigger in force, 0 while the large one is due
+   * (and below it when heap_limit_bytes is near) */
+  if (h->ctr.since_cycle[HL_SMALL] >= h->alloc_limit || (large && h->opt.heap_limit_bytes)) {
+    hl__maybe_collect(h);
+    if (h->opt.heap_limit_bytes) {
+      if (over_limit(h, bytes) && collect_for_memory(h) && over_limit(h, bytes)) {
+        hl__fail(h, HL_ENOMEM, "alloc: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
+                 " bytes live after a collection, %" PRIu64 " more asked",
+                 (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), bytes);
+        hl__alloc_limit_update(h);
+        return NULL;
+      }
+      hl__alloc_limit_update(h); /* the headroom left */
     }
-    hl__obj_init(obj, (uint32_t)size, refs);
-    return obj;
   }
-  obj = hl__large_alloc(h, bytes);
-  if (!obj) {
+  void *obj = take(h, size, refs, bytes, large);
+  /* No memory: a major cycle may free some (a trigger larger than what is
+   * left, a failed fill's garbage), then one more try. */
+  if (hl_unlikely(!obj) && collect_for_memory(h)) obj = take(h, size, refs, bytes, large);
+  if (hl_likely(obj != NULL)) return obj;
+  if (large)
     hl__fail(h, HL_ENOMEM, "alloc: the system allocator refused %" PRIu64 " bytes", bytes);
-    return NULL;
-  }
-  hl__alloc_limit_update(h); /* the large trigger may be due now */
-  hl__obj_init(obj, HL_SIZE_LARGE, refs);
-  return obj;
+  else
+    hl__fail(h, HL_ENOMEM, "alloc: the reservation of %" PRIu64 " bytes is exhausted",
+             h->reserved);
+  return NULL;
 }

@@ -59,9 +59,15 @@ static void sweep_large(hl_heap *h, sweep_tally *t) {
   }
 }
 
+/* The small trigger in force: at most half the reservation, so that a heap
+ * whose reservation is smaller than its trigger (a small reserve_bytes, or a
+ * reservation halved under ulimit -v) still collects before it runs out. */
 static uint64_t trigger_in_force(const hl_heap *h) {
-  if (h->opt.generational) return (uint64_t)h->opt.young_bytes;
-  return h->trigger + h->last_live_bytes / 100 * (uint64_t)h->opt.gc_live_ratio;
+  uint64_t t = h->opt.generational
+                   ? (uint64_t)h->opt.young_bytes
+                   : h->trigger + h->last_live_bytes / 100 * (uint64_t)h->opt.gc_live_ratio;
+  uint64_t cap = h->reserved / 2;
+  return t < cap ? t : cap;
 }
 
 /* Generational: promoted bytes that call for a full mark. */
@@ -278,7 +284,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
       h->tally.verify_failures++;
     }
   }
-  hl__trim_locked(h);
+  hl__trim_locked(h, reason == REASON_EXPLICIT);
   atomic_store(&h->last_cycle_end_ns, prim_now_ns());
   h->cycles_completed++;
   h->in_cycle = false;
@@ -317,6 +323,16 @@ uint64_t hl__trigger_in_force(const hl_heap *h) { return trigger_in_force(h); }
  * every large allocation. */
 void hl__alloc_limit_update(hl_heap *h) {
   /* (0 on a manual heap: the raw-object fast path relies on it) */
-  h->alloc_limit = h->opt.mode != HL_MODE_COLLECTED || large_due(h) ? 0 : trigger_in_force(h);
+  uint64_t lim = h->opt.mode != HL_MODE_COLLECTED || large_due(h) ? 0 : trigger_in_force(h);
+  /* heap_limit_bytes: the fast path also leaves when the bytes left under the
+   * limit are used (the sequence then checks the limit) */
+  uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
+  if (cap && lim) {
+    /* one object's margin: the fast path checks before it adds */
+    uint64_t live = hl__live_bytes(h) + h->small_max;
+    uint64_t at = h->ctr.since_cycle[HL_SMALL] + (cap > live ? cap - live : 0);
+    if (at < lim) lim = at;
+  }
+  h->alloc_limit = lim;
 }
 

@@ -72,17 +72,24 @@ void hl__handle_set(hl_heap *h, hl_ref ref, void *obj) {
   e->obj = obj;
 }
 
+/* A released slot's generation goes up, so the released handle no longer
+ * matches it.  The generation is 16 bits: a slot whose generation would wrap
+ * is retired instead of reused (16 bytes per 65,535 reuses), so a stale
+ * handle can never match a later object of its slot. */
 int hl__handle_release(hl_heap *h, hl_ref ref) {
   hl_handle *e = NULL;
   int rc = lookup(h, ref, &e);
   if (rc) return rc;
   e->obj = NULL;
-  e->gen = (e->gen + 1) & 0xffffu;
-  if (e->gen == 0) e->gen = 1;
+  h->handles_live--;
+  if (e->gen >= 0xffffu) {
+    h->handles_retired++;
+    return HL_OK;
+  }
+  e->gen++;
   uint32_t i = (uint32_t)(e - h->handles);
   e->next_free = h->handles_free;
   h->handles_free = i;
-  h->handles_live--;
   return HL_OK;
 }
 

@@ -25,6 +25,7 @@
  * global lock is taken first.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "manual.h"
@@ -162,9 +163,26 @@ static hl_tcache *tcache_for(hl_heap *h) {
 
 /* ---- malloc ---- */
 
-static NOINLINE void *malloc_large(hl_heap *h, size_t size) {
+/* heap_limit_bytes: a manual heap has nothing to collect; an allocation that
+ * would take the live bytes (thread caches included) past it fails.  Lock
+ * held. */
+static bool over_limit(hl_heap *h, uint64_t bytes, const char *what) {
+  uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
+  if (!cap) return false;
+  hl__aword_flush(h);
+  if (hl__live_bytes(h) + bytes <= cap) return false;
+  hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
+           " bytes live, %" PRIu64 " more asked", what, cap, hl__live_bytes(h), bytes);
+  return true;
+}
+
+static NOINLINE void *malloc_large(hl_heap *h, size_t size, bool zero) {
   bool locked = hl__lock(h);
-  void *p = hl__large_alloc(h, size); /* (charged there) */
+  if (over_limit(h, size, zero ? "calloc" : "malloc")) {
+    hl__unlock(h, locked);
+    return NULL;
+  }
+  void *p = hl__large_alloc(h, size, zero); /* (charged there) */
   if (p) h->tally.manual_mallocs++;
   else hl__fail(h, HL_ENOMEM, "malloc: the system allocator refused %zu bytes", size);
   hl__unlock(h, locked);
@@ -184,6 +202,15 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
   void *first = NULL;
   uint32_t got = 0;
   bool locked = hl__lock(h);
+  if (h->opt.heap_limit_bytes) {
+    if (over_limit(h, h->cls_size[cls], "malloc")) {
+      hl__unlock(h, locked);
+      return NULL;
+    }
+    /* no more cached than the limit leaves room for */
+    uint64_t room = (uint64_t)h->opt.heap_limit_bytes - hl__live_bytes(h);
+    if ((uint64_t)want * h->cls_size[cls] > room) want = (uint32_t)(room / h->cls_size[cls]);
+  }
   void **bin = tc ? hl__bin_of(tc, cls) : NULL;
   while (got < want) {
     void *b = hl__small_take(h, cls); /* (charged when its word was reserved) */
@@ -202,9 +229,11 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
 }
 
 void *hl__manual_malloc(hl_heap *h, size_t size) {
-  if (size > h->small_max) return malloc_large(h, size);
+  if (size > h->small_max) return malloc_large(h, size, false);
   return malloc_small(h, hl__class_of(h, size));
 }
+
+void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, size, true); }
 
 /* ---- free ---- */
 
@@ -290,7 +319,8 @@ static NOINLINE void *realloc_large(hl_heap *h, void *ptr, size_t new_size) {
   void *q = NULL;
   if (!hl__large_contains(h, ptr)) {
     hl__fail(h, HL_EINVAL, "realloc: %p is not a block of this heap", ptr);
-  } else {
+  } else if (new_size <= hl__large_of(ptr)->size ||
+             !over_limit(h, new_size - hl__large_of(ptr)->size, "realloc")) {
     q = hl__large_realloc(h, hl__large_of(ptr), new_size); /* (charged there) */
     if (!q) hl__fail(h, HL_ENOMEM, "realloc: the system allocator refused %zu bytes", new_size);
   }

@@ -43,6 +43,9 @@ int prim_os_footprint(hl_footprint *out);
 size_t prim_os_page_size(void);
 /* RAM plus swap: what a process could ever touch. */
 uint64_t prim_os_memory_bytes(void);
+/* What could be touched now without swapping others out or the OOM killer:
+ * Linux MemAvailable + SwapFree; where unknown, prim_os_memory_bytes. */
+uint64_t prim_os_available_bytes(void);
 uint64_t prim_now_ns(void);
 void prim_sleep_us(int64_t us);
 
@@ -53,6 +56,7 @@ typedef struct prim_fault {
   int64_t arg;
   _Atomic uint64_t calls;
   _Atomic uint64_t fired;
+  _Atomic uint64_t stall_ns;  /* time slept between EAGAIN retries */
 } prim_fault;
 
 typedef struct prim_ctx {
@@ -66,6 +70,7 @@ typedef struct prim_ctx {
   _Atomic uint64_t retries;
   _Atomic uint64_t gave_up;
   _Atomic uint64_t fired;
+  _Atomic uint64_t stall_ns;  /* time slept between EAGAIN retries */
   /* Optional shared counters (HEAPLAB_COUNTERS_FILE) a parent process can
    * read while this one spins: [0] syscalls [1] retries [2] gave_up. */
   _Atomic uint64_t *shared;

@@ -101,6 +101,8 @@ uint64_t prim_os_memory_bytes(void) {
   return mem;
 }
 
+uint64_t prim_os_available_bytes(void) { return prim_os_memory_bytes(); }
+
 uint64_t prim_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -159,6 +159,20 @@ uint64_t prim_os_memory_bytes(void) {
   return ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
 }
 
+uint64_t prim_os_available_bytes(void) {
+  FILE *f = fopen("/proc/meminfo", "re");
+  if (!f) return prim_os_memory_bytes();
+  char line[256];
+  unsigned long long avail = 0, swap = 0, v;
+  int found = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) avail = v, found = 1;
+    else if (sscanf(line, "SwapFree: %llu kB", &v) == 1) swap = v;
+  }
+  fclose(f);
+  return found ? (avail + swap) * 1024 : prim_os_memory_bytes();
+}
+
 uint64_t prim_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

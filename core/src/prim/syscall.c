@@ -146,7 +146,11 @@ static prim_result run(prim_ctx *ctx, int site, uintptr_t addr, size_t len,
     atomic_fetch_add_explicit(&ctx->retries, 1, memory_order_relaxed);
     bump_shared(ctx, 1);
     /* retry_max = -1 is the seed's loop: no backoff at all, a pure spin. */
-    if (ctx->retry_max >= 0) prim_sleep_us(ctx->backoff_us);
+    if (ctx->retry_max >= 0 && ctx->backoff_us > 0) {
+      uint64_t t0 = prim_now_ns();
+      prim_sleep_us(ctx->backoff_us);
+      atomic_fetch_add_explicit(&ctx->stall_ns, prim_now_ns() - t0, memory_order_relaxed);
+    }
   }
 }
 

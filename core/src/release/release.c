@@ -136,12 +136,39 @@ static uint64_t warm_target(hl_heap *h) {
   return recent > warm ? recent : warm;
 }
 
+/* Backing off (seed 001's other half).  A call that gives up after its
+ * bounded retries ends its trim, but the next trim would try again, and a
+ * condition that does not clear (the map limit, a refusal that is not
+ * transient) then costs every trim its whole retry budget -- 513 trims of
+ * 100 retries of 1 ms made a 20 ms Lua script take 56 s.  So after a trim
+ * gives up, the trims that are not asked for (allocation-driven cycles, the
+ * manual mode's) wait: 100 ms, doubling after each trim that gives up again,
+ * at most 10 s; a trim that does not give up ends the wait.  Stalled time
+ * is then at most one retry budget per doubling (a 1% share of the time
+ * once at the 10 s cap).  hl_trim and hl_collect are never skipped. */
+#define BACKOFF_FIRST_NS 100000000ull
+#define BACKOFF_MAX_NS 10000000000ull
+
+static void backoff_update(hl_heap *h, bool gave_up) {
+  if (!gave_up) {
+    h->trim_backoff_ns = 0;
+    return;
+  }
+  uint64_t b = h->trim_backoff_ns ? h->trim_backoff_ns * 2 : BACKOFF_FIRST_NS;
+  h->trim_backoff_ns = b < BACKOFF_MAX_NS ? b : BACKOFF_MAX_NS;
+  h->trim_next_ns = prim_now_ns() + h->trim_backoff_ns;
+}
+
 /* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
  * the syscalls unless the calling thread holds the heap (hl_enter). */
-void hl__trim_locked(hl_heap *h) {
+void hl__trim_locked(hl_heap *h, bool forced) {
   HL_ASSERT_LOCKED(h);
   HL_ASSERT(h->in_cycle);
   if (!h->opt.page_release) return;
+  if (!forced && h->trim_backoff_ns && prim_now_ns() < h->trim_next_ns) {
+    h->tally.trim_backoffs++;
+    return;
+  }
   uint64_t warm = warm_target(h);
   uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
   if (take > (uint64_t)h->opt.release_per_sweep) take = (uint64_t)h->opt.release_per_sweep;
@@ -269,6 +296,7 @@ void hl__trim_locked(hl_heap *h) {
 
   h->tally.trims++;
   h->tally.trim_ns += dt;
+  backoff_update(h, t.gave_up);
   h->tally.release_calls += t.calls;
   h->tally.released_pages += t.released;
   h->tally.rejected_pages += t.rejected;
@@ -290,7 +318,7 @@ void hl__trim_now(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   while (h->in_cycle) hl__wait(h, &h->cycle_done);
   h->in_cycle = true;
-  hl__trim_locked(h);
+  hl__trim_locked(h, true);
   h->in_cycle = false;
   pthread_cond_broadcast(&h->cycle_done);
 }
@@ -302,7 +330,7 @@ void hl__trim_maybe(hl_heap *h) {
   if (!h->opt.page_release || h->in_cycle) return;
   if (h->free_pool.count <= (uint64_t)h->opt.warm_pages + h->manual_trim_threshold) return;
   h->in_cycle = true;
-  hl__trim_locked(h);
+  hl__trim_locked(h, false);
   h->in_cycle = false;
   pthread_cond_broadcast(&h->cycle_done);
 }

@@ -325,8 +325,63 @@ static void env_name(int i, char *var, size_t len) {
   var[n] = 0;
 }
 
+/* HEAPLAB_ variables that are not options but belong to heaplab's tools (the
+ * launchers, the harness, the benchmarks): not warned about.  A tool that
+ * reads a new HEAPLAB_ variable adds it here. */
+static const char *const tool_vars[] = {
+    "ALLOCATOR", "STATS", "TRACE_EVENTS", "COUNTERS_FILE", "RESULTS", "BUILD", "LUA",
+    "LUA_LAUNCHER", "PYTHON_LAUNCHER", "LUA_CPATH", "EXPERIMENTS", "PRELOAD", "SOAK_SECONDS",
+};
+static const char *const tool_prefixes[] = {"FAULT_", "BENCH_", "SWEEP_", "X_"};
+
+static bool tool_var(const char *name /* after HEAPLAB_ */, size_t n) {
+  for (size_t i = 0; i < sizeof tool_vars / sizeof tool_vars[0]; i++)
+    if (strlen(tool_vars[i]) == n && strncmp(tool_vars[i], name, n) == 0) return true;
+  for (size_t i = 0; i < sizeof tool_prefixes / sizeof tool_prefixes[0]; i++)
+    if (strncmp(name, tool_prefixes[i], strlen(tool_prefixes[i])) == 0) return true;
+  /* E1_FILL_MIB ...: an experiment's protocol figures */
+  return name[0] == 'E' && isdigit((unsigned char)name[1]);
+}
+
+/* One warning line for a HEAPLAB_ variable that is no option (a typo, the
+ * wrong case), naming the nearest option's variable; once per variable. */
+static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
+static char warned[16][64];
+static int nwarned;
+
+static void warn_unknown_env(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "HEAPLAB_", 8)) continue;
+    const char *name = *e + 8, *eq = strchr(name, '=');
+    size_t n = eq ? (size_t)(eq - name) : strlen(name);
+    if (n == 0 || n >= 63 || tool_var(name, n)) continue;
+    char lower[64];
+    for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)name[i]);
+    lower[n] = 0;
+    int i = hl_option_index(lower);
+    if (i >= 0) {
+      char var[96];
+      env_name(i, var, sizeof var);
+      if (strncmp(*e, var, strlen(var)) == 0 && (*e)[strlen(var)] == '=') continue; /* an option */
+    }
+    pthread_mutex_lock(&warned_lock);
+    bool seen = false;
+    for (int k = 0; k < nwarned && !seen; k++) seen = strcmp(warned[k], lower) == 0;
+    if (!seen && nwarned < 16) snprintf(warned[nwarned++], sizeof warned[0], "%s", lower);
+    pthread_mutex_unlock(&warned_lock);
+    if (seen) continue;
+    const char *near = i >= 0 ? table[i].name : hl_option_nearest(lower);
+    char var[96] = "";
+    if (near) env_name(hl_option_index(near), var, sizeof var);
+    fprintf(stderr, "heaplab: warning: HEAPLAB_%.*s is not an option%s%s%s (ignored)\n", (int)n,
+            name, near ? "; did you mean " : "", near ? var : "", near ? "?" : "");
+  }
+}
+
 int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t nskip,
                                char *err, size_t errlen) {
+  warn_unknown_env();
   if (!opts) {
     hl__fmt_err(err, errlen, "options: NULL options struct");
     return HL_EINVAL;
@@ -390,6 +445,13 @@ int hl_options_validate(const hl_options *o, char *err, size_t errlen) {
     hl__fmt_err(err, errlen,
                 "option gc_trigger_min_bytes: %" PRId64 " exceeds gc_trigger_max_bytes %" PRId64,
                 o->gc_trigger_min_bytes, o->gc_trigger_max_bytes);
+    return HL_EVALUE;
+  }
+  if (o->gc_trigger_bytes < o->gc_trigger_min_bytes || o->gc_trigger_bytes > o->gc_trigger_max_bytes) {
+    hl__fmt_err(err, errlen,
+                "option gc_trigger_bytes: %" PRId64 " is outside [gc_trigger_min_bytes %" PRId64
+                ", gc_trigger_max_bytes %" PRId64 "]",
+                o->gc_trigger_bytes, o->gc_trigger_min_bytes, o->gc_trigger_max_bytes);
     return HL_EVALUE;
   }
   return HL_OK;

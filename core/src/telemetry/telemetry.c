@@ -117,6 +117,8 @@ void hl__stats_fill(hl_heap *h, hl_stats *st) {
   st->syscall_retries = atomic_load(&h->prim.retries);
   st->syscall_gave_up = atomic_load(&h->prim.gave_up);
   st->faults_fired = atomic_load(&h->prim.fired);
+  st->syscall_stall_ns = atomic_load(&h->prim.stall_ns);
+  st->trim_backoff_ns = h->trim_backoff_ns;
   hl__manual_stats(h, st);
 }
 
