@@ -500,9 +500,40 @@ def python_report():
     print("HEAPLAB_STATS from heaplab-python: end, sys.exit, fork; _heaplab_client works")
 
 
+def python_verify_debug_hooks():
+    """HEAPLAB_VERIFY=1 keeps CPython's debug allocator hooks working
+    (PYTHONMALLOC=debug): a freed object still reads as freed
+    (_PyObject_IsFreed finds the hooks' 0xDD fill: verify seals a freed
+    block in its first 16 bytes instead of poisoning all of it), the hooks
+    still catch an overrun, and test_capi's allocator tests pass -- with
+    verify's checks running (the report has the option on and no
+    failures)."""
+    need(PYTHON, "heaplab-python")
+    env = {"HEAPLAB_VERIFY": "1", "PYTHONMALLOC": "debug"}
+    checks = ("import _testcapi\n"
+              "for name in ('freed', 'uninitialized', 'forbidden_bytes', 'null'):\n"
+              "    getattr(_testcapi, f'check_pyobject_{name}_is_freed')()\n"
+              "print('ok')")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([PYTHON, "-c", checks], PYTHON, dict(env, HEAPLAB_STATS=path))
+        assert status == 0 and out.strip() == "ok", f"_PyObject_IsFreed under verify: {err[-2000:]}"
+        r = report(path)
+        assert r["options"]["verify"] is True and r["stats"]["manual_frees"] > 1000, r
+        status, out, err = run([PYTHON, "-c", "import _testcapi; _testcapi.pymem_buffer_overflow()"],
+                               PYTHON, env)
+        assert status != 0 and "bad trailing pad byte" in err, (status, err[-2000:])
+        status, out, err = run([PYTHON, "-m", "test", "test_capi", "-m", "PyMem*"], PYTHON, env,
+                               cwd=d, timeout=300)
+        assert status == 0 and "Result: SUCCESS" in out, f"test_capi PyMem*: {(out + err)[-3000:]}"
+    print("PYTHONMALLOC=debug under HEAPLAB_VERIFY=1: freed objects read as freed, "
+          "overruns caught, test_capi PyMem* passes")
+
+
 SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck, lua_busted,
                                      lua_report, lua_faults, lua_client_module, python_cli,
-                                     python_regrtest, python_faults, python_report)}
+                                     python_regrtest, python_faults, python_report,
+                                     python_verify_debug_hooks)}
 
 
 def main(argv):
