@@ -100,7 +100,12 @@ int lhl_heap_new(lua_State *L) {
   char err[256];
   hl_heap *h = NULL;
   int rc = hl_heap_new(&o, &h, err, sizeof err);
-  if (rc) return lhl_fail(L, "heaplab.heap", "%s (%s)", err, hl_error_name(rc));
+  if (rc) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "heaplab.heap: %s (%s)", err, hl_error_name(rc));
+    if (lhl_is_failure(rc)) return lhl_push_failure(L, msg, rc);
+    return luaL_error(L, "%s", msg);
+  }
   lh->h = h;
   return 1;
 }
@@ -117,7 +122,9 @@ static int heap_close(lua_State *L) {
 
 static int h_close(lua_State *L) {
   heap_ud(L, 1, "h:close");
-  return heap_close(L);
+  heap_close(L);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static int h_closed(lua_State *L) {
@@ -132,7 +139,8 @@ static int h_alloc(lua_State *L) {
   uint64_t size = lhl_arg_uint(L, 2, fn, "size", hl_max_size(), -1);
   uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", hl_max_refs(), 0);
   lobj *o = lhl_obj_new(L, 1);
-  lhl_check_rc(L, fn, h, hl_alloc(h, size, refs, &o->ref));
+  int rc = hl_alloc(h, size, refs, &o->ref);
+  if (rc) return lhl_result(L, fn, h, rc);
   return 1;
 }
 
@@ -144,7 +152,8 @@ static int h_fill(lua_State *L) {
   uint64_t size = lhl_arg_uint(L, 3, fn, "size", hl_max_size(), -1);
   uint64_t refs = lhl_arg_uint(L, 4, fn, "refs", hl_max_refs(), 0);
   lobj *o = lhl_obj_new(L, 1);
-  lhl_check_rc(L, fn, h, hl_fill(h, total, size, refs, &o->ref));
+  int rc = hl_fill(h, total, size, refs, &o->ref);
+  if (rc) return lhl_result(L, fn, h, rc);
   return 1;
 }
 
@@ -177,26 +186,32 @@ static int h_collect(lua_State *L) {
   }
   if (cycles < 1 || cycles > 1000000)
     return lhl_fail(L, fn, "cycles must be in [1, 1000000], got %" PRId64, cycles);
-  lhl_check_rc(L, fn, h, hl_collect(h, (int)cycles, major));
-  return 0;
+  int rc = hl_collect(h, (int)cycles, major);
+  if (rc) return lhl_result(L, fn, h, rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* true, or nil, message, code (lhl_result) */
+static int heap_done(lua_State *L, const char *fn, hl_heap *h, int rc) {
+  if (rc) return lhl_result(L, fn, h, rc);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static int h_trim(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:trim");
-  lhl_check_rc(L, "h:trim", h, hl_trim(h));
-  return 0;
+  return heap_done(L, "h:trim", h, hl_trim(h));
 }
 
 static int h_check(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:check");
-  lhl_check_rc(L, "h:check", h, hl_heap_check(h));
-  return 0;
+  return heap_done(L, "h:check", h, hl_heap_check(h));
 }
 
 static int h_memory_pressure(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:memory_pressure");
-  lhl_check_rc(L, "h:memory_pressure", h, hl_memory_pressure(h));
-  return 0;
+  return heap_done(L, "h:memory_pressure", h, hl_memory_pressure(h));
 }
 
 /* h:stats() -> {name = integer}.  hl_stats is HL_STATS's uint64_t fields in
@@ -205,6 +220,7 @@ static void push_stats(lua_State *L, const hl_stats *st) {
   const uint64_t *v = (const uint64_t *)st;
   int n = hl_stat_count();
   lua_createtable(L, 0, n);
+  luaL_setmetatable(L, STATS_MT);
   for (int i = 0; i < n; i++) {
     lua_pushinteger(L, (lua_Integer)v[i]);
     lua_setfield(L, -2, hl_stat_name(i));
@@ -214,7 +230,8 @@ static void push_stats(lua_State *L, const hl_stats *st) {
 static int h_stats(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:stats");
   hl_stats st;
-  lhl_check_rc(L, "h:stats", h, hl_stats_get(h, &st));
+  int rc = hl_stats_get(h, &st);
+  if (rc) return lhl_result(L, "h:stats", h, rc);
   push_stats(L, &st);
   return 1;
 }
@@ -229,11 +246,14 @@ static int h_events(lua_State *L) {
   /* a userdata buffer: freed by Lua even if building the result raises */
   hl_event *buf = lua_newuserdatauv(L, cap * sizeof *buf, 0);
   size_t n = 0;
-  lhl_check_rc(L, fn, h, hl_events_read(h, buf, cap, &n, clear));
+  int rc = hl_events_read(h, buf, cap, &n, clear);
+  if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, (int)n, 0);
+  luaL_setmetatable(L, EVENTS_MT);
   for (size_t i = 0; i < n; i++) {
     const hl_event *e = &buf[i];
     lua_createtable(L, 0, 3 + e->nfields);
+    luaL_setmetatable(L, EVENT_MT);
     lua_pushstring(L, hl_event_name(e->kind));
     lua_setfield(L, -2, "kind");
     lua_pushinteger(L, (lua_Integer)e->cycle);
@@ -258,7 +278,8 @@ static int h_events(lua_State *L) {
 static int heap_u64(lua_State *L, const char *fn, int (*get)(hl_heap *, uint64_t *)) {
   hl_heap *h = heap_open(L, 1, fn);
   uint64_t v = 0;
-  lhl_check_rc(L, fn, h, get(h, &v));
+  int rc = get(h, &v);
+  if (rc) return lhl_result(L, fn, h, rc);
   lua_pushinteger(L, (lua_Integer)v);
   return 1;
 }
@@ -273,7 +294,8 @@ static int h_vma_count(lua_State *L) { return heap_u64(L, "h:vma_count", hl_vma_
 static int h_range(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:range");
   uint64_t base = 0, bytes = 0;
-  lhl_check_rc(L, "h:range", h, hl_heap_range(h, &base, &bytes));
+  int rc = hl_heap_range(h, &base, &bytes);
+  if (rc) return lhl_result(L, "h:range", h, rc);
   lua_pushinteger(L, (lua_Integer)base);
   lua_pushinteger(L, (lua_Integer)bytes);
   return 2;
@@ -283,7 +305,8 @@ static int h_range(lua_State *L) {
 static int h_options(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:options");
   hl_options o;
-  lhl_check_rc(L, "h:options", h, hl_heap_options(h, &o));
+  int rc = hl_heap_options(h, &o);
+  if (rc) return lhl_result(L, "h:options", h, rc);
   int n = hl_option_count();
   lua_createtable(L, 0, n);
   for (int i = 0; i < n; i++) {
@@ -329,8 +352,7 @@ static int h_inject(lua_State *L) {
     if (e <= 0 || e > 4095) return lhl_fail(L, fn, "errno must be in [1, 4095], got %" PRId64, e);
     err = (int)e;
   }
-  lhl_check_rc(L, fn, h, hl_inject(h, site, mode, n, err));
-  return 0;
+  return heap_done(L, fn, h, hl_inject(h, site, mode, n, err));
 }
 
 /* h:faults() -> {site = {mode=, n=, errno=, calls=, fired=}} */
@@ -338,7 +360,8 @@ static int h_faults(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:faults");
   hl_fault_state buf[HL_SITE_COUNT];
   size_t n = 0;
-  lhl_check_rc(L, "h:faults", h, hl_faults_get(h, buf, HL_SITE_COUNT, &n));
+  int rc = hl_faults_get(h, buf, HL_SITE_COUNT, &n);
+  if (rc) return lhl_result(L, "h:faults", h, rc);
   lua_createtable(L, 0, (int)n);
   for (size_t i = 0; i < n; i++) {
     lua_createtable(L, 0, 5);
@@ -374,7 +397,8 @@ static int h_churn(lua_State *L) {
     return lhl_fail(L, fn, "rate_bytes_per_s must be in [0, 1e15) (0 = as fast as possible), "
                     "got %g", rate);
   hl_churn_result r;
-  lhl_check_rc(L, fn, h, hl_churn(h, dur, size, live, rate, &r));
+  int rc = hl_churn(h, dur, size, live, rate, &r);
+  if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, 0, 7);
 #define F(name)                                                                \
   lua_pushinteger(L, (lua_Integer)r.name);                                     \

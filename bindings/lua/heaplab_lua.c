@@ -18,6 +18,7 @@
  * here may crash on bad input: every argument is checked before it reaches
  * C, and C's own error codes become Lua errors with hl_heap_error's message.
  */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -125,9 +126,14 @@ static int l_fault_modes(lua_State *L) {
 static int l_footprint(lua_State *L) {
   hl_footprint f;
   int rc = hl_footprint_get(&f);
-  if (rc) return lhl_fail(L, "heaplab.footprint", "cannot read /proc/self/smaps_rollup (%s)",
-                          hl_error_name(rc));
+  if (rc) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "heaplab.footprint: cannot read /proc/self/smaps_rollup (%s)",
+             hl_error_name(rc));
+    return lhl_push_failure(L, msg, rc);
+  }
   lua_createtable(L, 0, 5);
+  luaL_setmetatable(L, FOOTPRINT_MT);
   lua_pushinteger(L, (lua_Integer)f.rss);
   lua_setfield(L, -2, "rss");
   lua_pushinteger(L, (lua_Integer)f.anonymous);
@@ -175,9 +181,12 @@ int luaopen_heaplab(lua_State *L) {
   lhl_open_heap(L);
   lhl_open_object(L);
   lhl_open_sampler(L);
+  lhl_open_show(L);
   luaL_newlib(L, module_functions);
   lua_pushstring(L, hl_version());
   lua_setfield(L, -2, "version");
+  lua_pushfstring(L, "heaplab %s", hl_version());
+  lua_setfield(L, -2, "_VERSION");
   lua_pushinteger(L, (lua_Integer)hl_max_size());
   lua_setfield(L, -2, "MAX_SIZE");
   lua_pushinteger(L, (lua_Integer)hl_max_refs());

@@ -123,7 +123,8 @@ static int o_checksum(lua_State *L) {
   hl_heap *h;
   lobj *o = obj_check(L, 1, "o:checksum", &h);
   uint64_t sum = 0, n = 0;
-  lhl_check_rc(L, "o:checksum", h, hl_ref_checksum(h, o->ref, &sum, &n));
+  int rc = hl_ref_checksum(h, o->ref, &sum, &n);
+  if (rc) return lhl_result(L, "o:checksum", h, rc);
   lua_pushinteger(L, (lua_Integer)sum);
   lua_pushinteger(L, (lua_Integer)n);
   return 2;
@@ -135,7 +136,8 @@ static int o_dup(lua_State *L) {
   lobj *o = obj_check(L, 1, "o:dup", &h);
   lua_getiuservalue(L, 1, 1);
   lobj *d = lhl_obj_new(L, -1);
-  lhl_check_rc(L, "o:dup", h, hl_ref_dup(h, o->ref, &d->ref));
+  int rc = hl_ref_dup(h, o->ref, &d->ref);
+  if (rc) return lhl_result(L, "o:dup", h, rc);
   return 1;
 }
 
@@ -150,7 +152,8 @@ static int o_read(lua_State *L) {
   uint64_t len = lhl_arg_uint(L, 3, fn, "length", info.size - off, (int64_t)(info.size - off));
   luaL_Buffer b;
   char *dst = luaL_buffinitsize(L, &b, (size_t)len);
-  lhl_check_rc(L, fn, h, hl_ref_read(h, o->ref, off, dst, len));
+  int rc = hl_ref_read(h, o->ref, off, dst, len);
+  if (rc) return lhl_result(L, fn, h, rc);
   luaL_pushresultsize(&b, (size_t)len);
   return 1;
 }
@@ -171,8 +174,10 @@ static int o_write(lua_State *L) {
   if (len > info.size - off)
     return lhl_fail(L, fn, "%zu bytes at offset %" PRIu64 " do not fit a %" PRIu64 "-byte payload",
                     len, off, info.size);
-  lhl_check_rc(L, fn, h, hl_ref_write(h, o->ref, off, src, len));
-  return 0;
+  int rc = hl_ref_write(h, o->ref, off, src, len);
+  if (rc) return lhl_result(L, fn, h, rc);
+  lua_pushvalue(L, 1); /* as file:write, the object: o:write(a):write(b, 16) */
+  return 1;
 }
 
 /* A 1-based slot key at idx -> the 0-based C slot, checked against the object. */

@@ -32,7 +32,12 @@ int lhl_sampler_new(lua_State *L) {
   ls->s = NULL;
   luaL_setmetatable(L, SAMPLER_MT);
   int rc = hl_sampler_start(&ls->s, (uint32_t)llround(interval * 1e6), (size_t)cap);
-  if (rc) return lhl_fail(L, fn, "cannot start the sampler thread (%s)", hl_error_name(rc));
+  if (rc) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: cannot start the sampler thread (%s)", fn, hl_error_name(rc));
+    if (lhl_is_failure(rc)) return lhl_push_failure(L, msg, rc);
+    return luaL_error(L, "%s", msg);
+  }
   return 1;
 }
 
