@@ -7,6 +7,7 @@
  * userdata alive through their user value, and see it closed -- never a
  * dangling hl_heap * -- after h:close().
  */
+/*** @submodule heaplab */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -88,6 +89,17 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
   if (hl_options_validate(o, err, sizeof err)) lhl_fail(L, fn, "%s", err);
 }
 
+/***
+Make a heap.  Options start from the defaults, then the `HEAPLAB_NAME` environment
+variables, then `options`.
+@function heap
+@tparam[opt] table options `{name = value}`: a boolean, an integer, or a string the C library
+parses ("64k", "true", "lifo"); enum options by choice name (see `options`)
+@treturn heap
+@return nil, message, code when the heap cannot be made (its reservation refused: "ENOMEM")
+@raise on an unknown option, a bad value, or a bad `HEAPLAB_*` variable
+@usage local h = assert(heaplab.heap{ page_release = true, warm_pages = 64 })
+*/
 /* heaplab.heap{ option = value, ... } */
 int lhl_heap_new(lua_State *L) {
   hl_options o;
@@ -120,6 +132,18 @@ static int heap_close(lua_State *L) {
   return 0;
 }
 
+/***
+A collected or manual-mode heap: `heaplab.heap` makes one; `tostring` gives a one-line
+summary.  A heap is also closed by its `__gc` and `__close` (`local h <close> = ...`).
+@type heap
+*/
+
+/***
+Free the heap and everything in it now.  Its handles stay valid Lua values; using them is
+an error.  Idempotent.
+@function heap:close
+@treturn boolean true
+*/
 static int h_close(lua_State *L) {
   heap_ud(L, 1, "h:close");
   heap_close(L);
@@ -127,11 +151,25 @@ static int h_close(lua_State *L) {
   return 1;
 }
 
+/***
+Is the heap closed?
+@function heap:closed
+@treturn boolean
+*/
 static int h_closed(lua_State *L) {
   lua_pushboolean(L, heap_ud(L, 1, "h:closed")->h == NULL);
   return 1;
 }
 
+/***
+A new object, as a handle that roots it.
+@function heap:alloc
+@tparam integer size payload bytes
+@tparam[opt=0] integer refs empty slots
+@treturn object
+@return nil, message, code when the heap is out of memory ("ENOMEM")
+@raise on bad arguments, a closed heap, or a manual-mode heap ("EMODE")
+*/
 /* h:alloc(size, refs=0) */
 static int h_alloc(lua_State *L) {
   static const char fn[] = "h:alloc";
@@ -144,6 +182,16 @@ static int h_alloc(lua_State *L) {
   return 1;
 }
 
+/***
+The bulk phase in C: objects of `size` bytes until `total_bytes`, payload written, all
+reachable from the returned handle (one slot per page).
+@function heap:fill
+@tparam integer total_bytes
+@tparam integer size
+@tparam[opt=0] integer refs slots per object
+@treturn object the root
+@return nil, message, code when the heap is out of memory ("ENOMEM")
+*/
 /* h:fill(total_bytes, size, refs=0) */
 static int h_fill(lua_State *L) {
   static const char fn[] = "h:fill";
@@ -157,6 +205,14 @@ static int h_fill(lua_State *L) {
   return 1;
 }
 
+/***
+Synchronous collection(s).
+@function heap:collect
+@tparam[opt] table|integer how `{cycles = 1, major = nil}`: `major = true` forces a major
+sweep, `false` forbids it, `nil` lets the policy decide; a number is `{cycles = n}`
+@treturn boolean true
+@return nil, message, code when a cycle fails (verify found a broken invariant: "ECHECK")
+*/
 /* h:collect{cycles = 1, major = nil|true|false}; h:collect(n) is h:collect{cycles = n}. */
 static int h_collect(lua_State *L) {
   static const char fn[] = "h:collect";
@@ -199,16 +255,34 @@ static int heap_done(lua_State *L, const char *fn, hl_heap *h, int rc) {
   return 1;
 }
 
+/***
+Run a trim pass now (return free pages beyond the warm cache to the OS).
+@function heap:trim
+@treturn boolean true
+@return nil, message, code
+*/
 static int h_trim(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:trim");
   return heap_done(L, "h:trim", h, hl_trim(h));
 }
 
+/***
+Check every invariant of the heap.
+@function heap:check
+@treturn boolean true
+@return nil, message, "ECHECK" naming the first invariant broken
+*/
 static int h_check(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:check");
   return heap_done(L, "h:check", h, hl_heap_check(h));
 }
 
+/***
+Make the next cycle sweep major.
+@function heap:memory_pressure
+@treturn boolean true
+@return nil, message, code
+*/
 static int h_memory_pressure(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:memory_pressure");
   return heap_done(L, "h:memory_pressure", h, hl_memory_pressure(h));
@@ -227,6 +301,12 @@ static void push_stats(lua_State *L, const hl_stats *st) {
   }
 }
 
+/***
+Every counter of the heap.
+@function heap:stats
+@treturn table `{name = integer}` (names: `stat_names`); `tostring` lists them all
+@return nil, message, code
+*/
 static int h_stats(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:stats");
   hl_stats st;
@@ -236,6 +316,14 @@ static int h_stats(lua_State *L) {
   return 1;
 }
 
+/***
+The events recorded since the last read.
+@function heap:events
+@tparam[opt=true] boolean clear consume them
+@treturn table `{ {kind=, cycle=, time_ns=, <the kind's fields>}, ... }`; `tostring` of the
+list and of each event shows its fields
+@return nil, message, code
+*/
 /* h:events(clear=true) -> { {kind=, cycle=, time_ns=, <fields>...}, ... } */
 static int h_events(lua_State *L) {
   static const char fn[] = "h:events";
@@ -284,12 +372,30 @@ static int heap_u64(lua_State *L, const char *fn, int (*get)(hl_heap *, uint64_t
   return 1;
 }
 
+/***
+Bytes of the heap's reservation resident now (mincore).
+@function heap:resident_bytes
+@treturn integer
+@return nil, message, code ("ESYS" when mincore fails)
+*/
 static int h_resident_bytes(lua_State *L) {
   return heap_u64(L, "h:resident_bytes", hl_resident_bytes);
 }
 
+/***
+VMAs over the heap's reservation (/proc/self/maps).
+@function heap:vma_count
+@treturn integer
+@return nil, message, code
+*/
 static int h_vma_count(lua_State *L) { return heap_u64(L, "h:vma_count", hl_vma_count); }
 
+/***
+The reservation.
+@function heap:range
+@treturn integer base address
+@treturn integer reserved bytes
+*/
 /* h:range() -> base address, reserved bytes */
 static int h_range(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:range");
@@ -301,6 +407,11 @@ static int h_range(lua_State *L) {
   return 2;
 }
 
+/***
+The heap's effective options.
+@function heap:options
+@treturn table `{name = value}`
+*/
 /* h:options() -> the effective options {name = value} */
 static int h_options(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:options");
@@ -319,6 +430,16 @@ static int h_options(lua_State *L) {
   return 1;
 }
 
+/***
+Arm a fault schedule (DESIGN.md section 4).
+@function heap:inject
+@tparam string site one of `fault_sites`
+@tparam string mode one of `fault_modes`; "off" disarms
+@tparam[opt=0] integer n the schedule's count
+@tparam[opt="ENOMEM"] string|integer errno by name or number
+@treturn boolean true
+@raise on an unknown site, mode or errno, or a count the mode cannot take ("EINVAL")
+*/
 /* h:inject(site, mode, n=0, errno="ENOMEM") -- DESIGN.md section 4 */
 static int h_inject(lua_State *L) {
   static const char fn[] = "h:inject";
@@ -355,6 +476,11 @@ static int h_inject(lua_State *L) {
   return heap_done(L, fn, h, hl_inject(h, site, mode, n, err));
 }
 
+/***
+The state of every fault site.
+@function heap:faults
+@treturn table `{site = {mode=, n=, errno=, calls=, fired=}}`
+*/
 /* h:faults() -> {site = {mode=, n=, errno=, calls=, fired=}} */
 static int h_faults(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:faults");
@@ -382,6 +508,16 @@ static int h_faults(lua_State *L) {
   return 1;
 }
 
+/***
+Keep a ring of `live_bytes` alive while allocating objects of `size` at the rate.
+@function heap:churn
+@tparam number duration_s
+@tparam integer size
+@tparam integer live_bytes
+@tparam[opt=0] number rate_bytes_per_s 0 = as fast as possible
+@treturn table the counts: allocations, allocated_bytes, cycles, pacing_waits, ...
+@return nil, message, code when the heap runs out of memory
+*/
 /* h:churn(duration_s, size, live_bytes, rate_bytes_per_s=0) -> result table */
 static int h_churn(lua_State *L) {
   static const char fn[] = "h:churn";
