@@ -15,6 +15,7 @@ docstring and docs/clients.md.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -192,6 +193,39 @@ def lua_options():
     print("option errors and option forms as lua5.4")
 
 
+def lua_interrupt():
+    """Ctrl-C (SIGINT) while a chunk runs is the error "interrupted!" at the
+    next instruction, which a pcall catches; the program goes on (lua.c's
+    laction/lstop, which testes/main.lua checks).  The same on lua5.4."""
+    common.need(LUA, "heaplab-lua")
+    common.need(STOCK_LUA, "lua5.4")
+    # "12" is printed inside the pcall, so the signal always lands inside it
+    code = ("local ok, err = pcall(function() print(12) while true do end end) "
+            "print(ok, err) print(42)")
+    results = {}
+    for name, exe, alloc in (("lua5.4", STOCK_LUA, None), ("heaplab", LUA, "heaplab"),
+                             ("libc", LUA, "libc")):
+        p = subprocess.Popen(["lua5.4", "-e", code], executable=exe, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=common.clean_env(None, alloc))
+        try:
+            assert p.stdout.readline() == "12\n", f"{name}: no first line"
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        results[name] = (p.returncode, out, err)
+    # the hook fires at the next call, return or instruction: the message has
+    # the chunk's position or not depending on which came first, on lua5.4 too
+    for name, (status, out, err) in results.items():
+        assert status == 0 and not err and \
+            re.fullmatch(r"false\t(\(command line\):1: )?interrupted!\n42\n", out), \
+            (name, status, out, err)
+    print("SIGINT inside a pcall: caught as 'interrupted!', the program goes on, as lua5.4")
+
+
 # ---------------------------------------------------------------------------
 # Lua 5.4.4's own test suite
 
@@ -305,7 +339,7 @@ def lua_testes():
 
 SCENARIOS = {f.__name__: f for f in (lua_arg_table, lua_arg_not_table, lua_repl_return_shorthand,
                                      lua_repl_prompts, lua_repl_transcript, lua_version,
-                                     lua_options, lua_testes)}
+                                     lua_options, lua_interrupt, lua_testes)}
 
 
 def main(argv):
