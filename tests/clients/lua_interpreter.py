@@ -306,8 +306,9 @@ def lua_testes():
     main.lua's Ctrl-C checks race with the shell (`prog -e ... & echo $!`
     must print the pid before the program prints its first line); on a
     loaded machine the program sometimes wins, on any interpreter, and the
-    check fails.  A failed run is repeated (five runs at most, each failure
-    shown); a real failure fails every time."""
+    check fails (here, with the load average near 5, about half the time: see
+    docs/clients.md).  A failed run is repeated (eight runs at most, each
+    failure shown); a real failure fails every time."""
     common.need(LUA, "heaplab-lua")
     common.need(STOCK_LUA, "lua5.4")
     src, why = find_testes()
@@ -317,7 +318,7 @@ def lua_testes():
     include = "/usr/include/lua5.4"
     for name, exe, alloc in (("lua5.4", STOCK_LUA, None), ("heaplab", LUA, "heaplab"),
                              ("libc", LUA, "libc")):
-        for attempt in range(1, 6):
+        for attempt in range(1, 9):
             with tempfile.TemporaryDirectory() as d:
                 work = os.path.join(d, "testes")
                 shutil.copytree(src, work)   # the suite writes files beside itself
@@ -333,7 +334,7 @@ def lua_testes():
             tail = "\n".join(out.splitlines()[-12:])
             print(f"{name}: run {attempt} failed (exit {status}):\n{tail}")
         else:
-            raise AssertionError(f"{name}: Lua's test suite failed five times")
+            raise AssertionError(f"{name}: Lua's test suite failed eight times")
     return 0
 
 
