@@ -11,7 +11,7 @@ export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
-        notebooks lua clean
+        notebooks lua clean docs test-lua-testes
 
 all: build
 
@@ -81,6 +81,16 @@ bench: install build
 
 notebooks: install
 	$(PYTHON) -m heaplab.notebooks docs/notebooks
+
+# the Lua module's reference, from the LDoc comments in bindings/lua (config.ld)
+docs: setup
+	ldoc --fatalwarnings -d $(BUILD)/docs/lua .
+	@echo "open $(BUILD)/docs/lua/index.html"
+
+# Lua 5.4.4's own test suite on heaplab-lua (docs/clients.md): needs a copy,
+# LUA_TESTES=/path/to/lua-5.4.4/testes (or HEAPLAB_FETCH_LUA_TESTES=1)
+test-lua-testes: build
+	meson test -C $(BUILD) --suite clients lua_testes --print-errorlogs -v
 
 lua: build
 	@echo "heaplab = require 'heaplab' is on the path; try: h = heaplab.heap{}"

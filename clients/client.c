@@ -27,8 +27,9 @@ uint64_t client_peak_rss(void) {
 int client_write_report(FILE *out) {
   hl_footprint fp = {0};
   hl_footprint_get(&fp);
-  fprintf(out, "{\"launcher\": \"%s\", \"allocator\": \"%s\", \"pid\": %d, \"elapsed_s\": %.6f",
-          client.launcher, client.allocator, (int)getpid(),
+  fprintf(out, "{\"launcher\": \"%s\", \"interpreter\": \"%s\", \"allocator\": \"%s\", "
+               "\"pid\": %d, \"elapsed_s\": %.6f",
+          client.launcher, client.interpreter, client.allocator, (int)getpid(),
           (client_now_ns() - client.start_ns) / 1e9);
   fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
                "\"swap\": %llu, \"phys_footprint\": %llu}, \"peak_rss\": %llu",
@@ -90,8 +91,9 @@ static void report_at_exit(void) {
   fclose(f);
 }
 
-int client_start(const char *launcher) {
+int client_start(const char *launcher, const char *interpreter) {
   client.launcher = launcher;
+  client.interpreter = interpreter;
   client.pid = (int)getpid();
   client.start_ns = client_now_ns();
   const char *alloc = getenv("HEAPLAB_ALLOCATOR");

@@ -19,6 +19,7 @@
 
 typedef struct hl_client {
   const char *launcher;   /* "heaplab-lua", "heaplab-python" */
+  const char *interpreter; /* what runs on the heap: "Lua 5.4.4", "CPython 3.11.7" */
   const char *allocator;  /* "heaplab" or "libc" */
   hl_heap *heap;          /* NULL on the libc allocator */
   const char *stats_path; /* HEAPLAB_STATS, or NULL */
@@ -30,10 +31,12 @@ extern hl_client client;
 
 /* Read HEAPLAB_ALLOCATOR (heaplab | libc) and, for heaplab, create the heap:
  * defaults, then HEAPLAB_<OPTION> variables, then mode=manual.  On bad input
- * prints "<launcher>: <what was wrong>" on stderr and returns nonzero. */
-int client_start(const char *launcher);
+ * prints "<launcher>: <what was wrong>" on stderr and returns nonzero.
+ * `interpreter` names the interpreter in the report (the launchers' banners
+ * are the stock interpreters' own). */
+int client_start(const char *launcher, const char *interpreter);
 
-/* Write the report (allocator, options, every stat by name, residency, VMAs,
+/* Write the report (launcher, interpreter, allocator, options, every stat by name, residency, VMAs,
  * footprint, peak RSS) as one JSON object.  Also called by the atexit
  * handler when HEAPLAB_STATS is set. */
 int client_write_report(FILE *out);

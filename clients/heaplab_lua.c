@@ -3,12 +3,17 @@
  * created with lua_newstate over heaplab's manual mode, so every byte Lua
  * allocates lives on heaplab's pages, pools and release machinery.
  *
- * It runs scripts the way the stock lua5.4 does -- the `arg` table, -e, -l,
- * -i, -v, -E, -W, `--`, `-` (stdin), LUA_INIT_5_4 / LUA_INIT, exit status
- * 1 on an error with its traceback on stderr, the generational collector
- * switched on as lua.c 5.4 does -- but it is our own program, built around
- * the allocator.  HEAPLAB_ALLOCATOR=libc runs the same binary on the C
- * library's realloc/free: the baseline of every comparison.
+ * Apart from the allocator it behaves as the stock lua5.4 (lua.c 5.4.4)
+ * does, down to the details Lua's own test suite checks (testes/main.lua):
+ * the options and their errors, the `arg` table and the script's arguments
+ * taken from it (so `-e 'arg[1]=100' -` changes `...`), LUA_INIT_5_4 /
+ * LUA_INIT, messages prefixed with the program name, the REPL with readline,
+ * `=expr`, _PROMPT / _PROMPT2 through tostring, continuation lines, Ctrl-C
+ * as an "interrupted!" error, the generational collector.  It is our own
+ * program, built around the allocator: HEAPLAB_ALLOCATOR=libc runs the same
+ * binary on the C library's realloc/free, the baseline of every comparison.
+ * That it runs on heaplab is said in the HEAPLAB_STATS report, not in the
+ * banner (docs/clients.md).
  *
  * Lua tells its allocator the exact old size of every block, so blocks need
  * no header: a free is hl_free_sized(ptr, osize), a resize hl_realloc(ptr,
@@ -24,10 +29,16 @@
 #include <lua.h>
 #include <lualib.h>
 
+#ifdef HEAPLAB_LUA_READLINE
+#include <readline/history.h>
+#include <readline/readline.h>
+#endif
+
 #include "client.h"
 
 int luaopen_heaplab_client(lua_State *L);
 
+/* the name errors are prefixed with: argv[0]; NULL inside the REPL */
 static const char *progname = "heaplab-lua";
 
 /* ---- the two allocators (lua_Alloc) ---- */
@@ -54,15 +65,23 @@ static void *alloc_libc(void *ud, void *ptr, size_t osize, size_t nsize) {
 
 /* ---- what luaL_newstate would have installed: panic and warnings ---- */
 
+static void message(const char *name, const char *msg) {
+  if (name) fprintf(stderr, "%s: ", name);
+  fprintf(stderr, "%s\n", msg);
+  fflush(stderr);
+}
+
 static int on_panic(lua_State *L) {
-  const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "error object is not a string";
-  fprintf(stderr, "%s: PANIC: unprotected error in call to Lua API (%s)\n", progname, msg);
+  const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                   : "error object is not a string";
+  fprintf(stderr, "PANIC: unprotected error in call to Lua API (%s)\n", msg);
   fflush(stderr);
   return 0; /* Lua aborts */
 }
 
-/* Warnings start off.  "@on" / "@off" (sent as one piece) switch them; a
- * message may come in pieces (tocont) and ends with a newline. */
+/* Warnings start off.  A message of one piece starting with '@' is a
+ * control message: "@on" / "@off" switch, others are ignored.  A message
+ * may come in pieces (tocont) and ends with a newline. */
 enum { WARN_OFF, WARN_ON, WARN_CONT };
 static int warn_state = WARN_OFF;
 
@@ -89,6 +108,14 @@ static void on_warning(void *ud, const char *msg, int tocont) {
 
 static lua_State *running;
 
+static void on_signal(int sig, void (*handler)(int)) {
+  struct sigaction sa;
+  sa.sa_handler = handler;
+  sa.sa_flags = 0;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, NULL);
+}
+
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lua_sethook(L, NULL, 0, 0);
@@ -96,14 +123,16 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
 }
 
 /* Ctrl-C while Lua runs: make the running code raise an error at its next
- * call, return or instruction count (lua_sethook is safe in a handler). */
+ * call, return or instruction count (lua_sethook is safe in a handler); a
+ * second Ctrl-C before that kills the process. */
 static void on_sigint(int sig) {
-  signal(sig, SIG_DFL);
+  on_signal(sig, SIG_DFL);
   lua_sethook(running, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 /* Message handler: a traceback under the message; a non-string error object
- * is shown through its __tostring, or named by its type. */
+ * with a __tostring that gives a string is shown as that string alone, any
+ * other is named by its type. */
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
@@ -121,20 +150,22 @@ static int call(lua_State *L, int narg, int nres) {
   lua_pushcfunction(L, traceback);
   lua_insert(L, base);
   running = L;
-  signal(SIGINT, on_sigint);
+  on_signal(SIGINT, on_sigint);
   int status = lua_pcall(L, narg, nres, base);
-  signal(SIGINT, SIG_DFL);
+  on_signal(SIGINT, SIG_DFL);
   lua_remove(L, base);
   return status;
 }
 
-/* Print an error (the message on top) and pop it. */
+/* Print an error (the message on top) and pop it.  When input ends inside
+ * an unfinished statement at the prompt there is no message (lua.c 5.4.4
+ * then prints what printf makes of a null string, and so do we; it also
+ * pops from the empty stack, which we do not). */
 static int report(lua_State *L, int status) {
   if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
-    fprintf(stderr, "%s: %s\n", progname, msg ? msg : "(error object is not a string)");
-    fflush(stderr);
-    lua_pop(L, 1);
+    message(progname, msg ? msg : "(null)");
+    if (lua_gettop(L) > 0) lua_pop(L, 1);
   }
   return status;
 }
@@ -168,18 +199,25 @@ static int require_into_global(lua_State *L, char *spec) {
   return report(L, status);
 }
 
-/* The script: argv[script] ("-" = stdin unless after "--"), with the
- * arguments after it as `...`. */
+/* The script's arguments are what the global `arg` holds when the script
+ * starts -- LUA_INIT, -e and -l may have changed it -- not argv: arg[1] ..
+ * arg[#arg].  Anything but a table there is an error. */
+static int push_script_args(lua_State *L) {
+  if (lua_getglobal(L, "arg") != LUA_TTABLE) return luaL_error(L, "'arg' is not a table");
+  int n = (int)luaL_len(L, -1);
+  luaL_checkstack(L, n + 3, "too many arguments to script");
+  for (int i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+  lua_remove(L, -n - 1);
+  return n;
+}
+
+/* The script argv[script] ("-" = stdin unless it follows "--"). */
 static int run_script(lua_State *L, char **argv, int script) {
   const char *fname = argv[script];
   if (strcmp(fname, "-") == 0 && strcmp(argv[script - 1], "--") != 0) fname = NULL;
   int status = luaL_loadfile(L, fname);
   if (status == LUA_OK) {
-    int n = 0;
-    for (char **a = argv + script + 1; *a; a++, n++) {
-      luaL_checkstack(L, 1, "too many arguments to script");
-      lua_pushstring(L, *a);
-    }
+    int n = push_script_args(L);
     status = call(L, n, LUA_MULTRET);
   }
   return report(L, status);
@@ -188,8 +226,8 @@ static int run_script(lua_State *L, char **argv, int script) {
 /* arg[0] = the script (or the program when there is none), arg[-k] the
  * interpreter and its options, arg[1..n] the script's arguments. */
 static void make_arg_table(lua_State *L, int argc, char **argv, int script) {
-  int zero = script ? script : 0;
-  lua_createtable(L, argc - zero - 1 > 0 ? argc - zero - 1 : 0, zero + 1);
+  int zero = script < argc ? script : 0;
+  lua_createtable(L, argc - zero - 1, zero + 1);
   for (int i = 0; i < argc; i++) {
     lua_pushstring(L, argv[i]);
     lua_rawseti(L, -2, i - zero);
@@ -209,75 +247,184 @@ static int run_lua_init(lua_State *L) {
   return run_string(L, init, name);
 }
 
-/* ---- interactive mode: a plain line reader ---- */
+/* ---- interactive mode ---- */
 
+/* With readline (as Debian's lua5.4 is built): line editing and history on
+ * a terminal; on a pipe readline echoes each line after its prompt, which
+ * is what lua5.4 prints too.  Without it: a plain line reader. */
+#ifdef HEAPLAB_LUA_READLINE
+static void reader_init(void) { rl_readline_name = "lua"; }
+static char *read_line(const char *prompt) { return readline(prompt); }
+static void keep_line(const char *line) { add_history(line); }
+static void free_line(char *line) { free(line); }
+#else
+enum { LINE_MAX_INPUT = 512 };
+static char line_buffer[LINE_MAX_INPUT];
+static void reader_init(void) {}
+static char *read_line(const char *prompt) {
+  fputs(prompt, stdout);
+  fflush(stdout);
+  return fgets(line_buffer, sizeof line_buffer, stdin);
+}
+static void keep_line(const char *line) { (void)line; }
+static void free_line(char *line) { (void)line; }
+#endif
+
+/* The prompt: _PROMPT (first line) or _PROMPT2 (continuation) through
+ * tostring when set, else "> " / ">> ".  Left on the stack. */
+static const char *push_prompt(lua_State *L, int first) {
+  if (lua_getglobal(L, first ? "_PROMPT" : "_PROMPT2") == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_pushstring(L, first ? "> " : ">> ");
+    return lua_tostring(L, -1);
+  }
+  const char *p = luaL_tolstring(L, -1, NULL);
+  lua_remove(L, -2);
+  return p;
+}
+
+/* Read one line and push it without its newline; "=expr" on a first line
+ * becomes "return expr".  0 at the end of input. */
+static int push_line(lua_State *L, int first) {
+  const char *prompt = push_prompt(L, first);
+  char *line = read_line(prompt);
+  lua_pop(L, 1);
+  if (!line) return 0;
+  size_t len = strlen(line);
+  if (len > 0 && line[len - 1] == '\n') line[--len] = 0;
+  if (first && line[0] == '=') lua_pushfstring(L, "return %s", line + 1);
+  else lua_pushlstring(L, line, len);
+  free_line(line);
+  return 1;
+}
+
+/* A syntax error at <eof>: the statement goes on on the next line.  The
+ * message is popped then. */
 static int incomplete(lua_State *L, int status) {
   if (status != LUA_ERRSYNTAX) return 0;
   size_t len;
   const char *msg = lua_tolstring(L, -1, &len);
-  return len >= 5 && strcmp(msg + len - 5, "<eof>") == 0;
+  static const char mark[] = "<eof>";
+  if (len < sizeof mark - 1 || strcmp(msg + len - (sizeof mark - 1), mark) != 0) return 0;
+  lua_pop(L, 1);
+  return 1;
+}
+
+/* The line on top as an expression: "return <line>;".  On success the
+ * chunk replaces nothing (it is pushed above the line); on failure the
+ * stack is as before. */
+static int load_as_expression(lua_State *L) {
+  const char *line = lua_tostring(L, -1);
+  const char *code = lua_pushfstring(L, "return %s;", line);
+  int status = luaL_loadbuffer(L, code, strlen(code), "=stdin");
+  if (status == LUA_OK) {
+    lua_remove(L, -2);
+    if (line[0]) keep_line(line);
+  } else {
+    lua_pop(L, 2);
+  }
+  return status;
+}
+
+/* The line at index 1 as a statement, reading continuation lines while it
+ * is incomplete. */
+static int load_as_statement(lua_State *L) {
+  for (;;) {
+    size_t len;
+    const char *code = lua_tolstring(L, 1, &len);
+    int status = luaL_loadbuffer(L, code, len, "=stdin");
+    if (!incomplete(L, status) || !push_line(L, 0)) {
+      keep_line(code);
+      return status;
+    }
+    lua_pushliteral(L, "\n");
+    lua_insert(L, -2);
+    lua_concat(L, 3);
+  }
+}
+
+/* Leaves one chunk (or an error message) on an empty stack; -1 at the end
+ * of input. */
+static int load_input(lua_State *L) {
+  lua_settop(L, 0);
+  if (!push_line(L, 1)) return -1;
+  int status = load_as_expression(L);
+  if (status != LUA_OK) status = load_as_statement(L);
+  lua_remove(L, 1);
+  return status;
+}
+
+/* Print whatever the chunk returned, with the global print. */
+static void print_results(lua_State *L) {
+  int n = lua_gettop(L);
+  if (n == 0) return;
+  luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+  lua_getglobal(L, "print");
+  lua_insert(L, 1);
+  if (lua_pcall(L, n, 0, 0) != LUA_OK)
+    message(progname, lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
 }
 
 static void repl(lua_State *L) {
-  char line[4096];
-  for (;;) {
-    fputs("> ", stdout);
-    fflush(stdout);
-    if (!fgets(line, sizeof line, stdin)) break;
-    lua_pushstring(L, line);
-    /* an expression first ("return <line>"), then a statement that may span
-     * several lines */
-    const char *ret = lua_pushfstring(L, "return %s", line);
-    int status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
-    lua_remove(L, -2); /* the "return" string */
-    if (status != LUA_OK) {
-      lua_pop(L, 1);
-      for (;;) {
-        size_t len;
-        const char *code = lua_tolstring(L, -1, &len);
-        status = luaL_loadbuffer(L, code, len, "=stdin");
-        if (!incomplete(L, status)) break;
-        lua_pop(L, 1);
-        fputs(">> ", stdout);
-        fflush(stdout);
-        if (!fgets(line, sizeof line, stdin)) break;
-        lua_pushstring(L, line);
-        lua_concat(L, 2);
-      }
-    }
-    lua_remove(L, -2); /* the source line(s) */
-    int base = lua_gettop(L);
+  const char *name = progname;
+  progname = NULL; /* errors typed at the prompt are not prefixed */
+  reader_init();
+  int status;
+  while ((status = load_input(L)) != -1) {
     if (status == LUA_OK) status = call(L, 0, LUA_MULTRET);
-    if (status == LUA_OK) {
-      int n = lua_gettop(L) - base + 1;
-      if (n > 0) {
-        luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-        lua_getglobal(L, "print");
-        lua_insert(L, -n - 1);
-        if (lua_pcall(L, n, 0, 0) != LUA_OK)
-          fprintf(stderr, "%s: error calling 'print' (%s)\n", progname, lua_tostring(L, -1));
-      }
-    } else {
-      report(L, status);
-    }
-    lua_settop(L, 0);
+    if (status == LUA_OK) print_results(L);
+    else report(L, status);
   }
+  lua_settop(L, 0);
   fputs("\n", stdout);
   fflush(stdout);
+  progname = name;
 }
 
 /* ---- the command line ---- */
 
-typedef struct cmdline {
-  int script;        /* index of the script in argv, 0 if none */
-  int interactive, version, noenv, has_exec;
-  int bad;           /* index of a bad argument, 0 if none */
-  int missing_value; /* ... which is -e or -l without its value */
-} cmdline;
+enum { OPT_ERROR = 1, OPT_I = 2, OPT_V = 4, OPT_E_STAT = 8, OPT_NOENV = 16 };
 
-static void usage(const char *badarg, int missing_value) {
-  if (badarg && missing_value) fprintf(stderr, "%s: '%s' needs argument\n", progname, badarg);
-  else if (badarg) fprintf(stderr, "%s: unrecognized option '%s'\n", progname, badarg);
+/* Options up to the script.  *script is the script's index (argc when there
+ * is none), or the bad option's index when OPT_ERROR is returned. */
+static int parse_args(char **argv, int *script) {
+  int opts = 0, i;
+  for (i = 1; argv[i]; i++) {
+    const char *a = argv[i];
+    *script = i;
+    if (a[0] != '-') return opts;
+    switch (a[1]) {
+    case '\0': /* "-": the script is stdin */
+      return opts;
+    case '-': /* "--": the script is next */
+      if (a[2]) return OPT_ERROR;
+      *script = i + 1;
+      return opts;
+    case 'E': case 'W': case 'i': case 'v':
+      if (a[2]) return OPT_ERROR;
+      if (a[1] == 'E') opts |= OPT_NOENV;
+      if (a[1] == 'i') opts |= OPT_I | OPT_V;
+      if (a[1] == 'v') opts |= OPT_V;
+      break;
+    case 'e': case 'l':
+      if (a[1] == 'e') opts |= OPT_E_STAT;
+      if (!a[2]) {
+        i++;
+        if (!argv[i] || argv[i][0] == '-') return OPT_ERROR;
+      }
+      break;
+    default:
+      return OPT_ERROR;
+    }
+  }
+  *script = i;
+  return opts;
+}
+
+static void usage(const char *badarg) {
+  fprintf(stderr, "%s: ", progname);
+  if (badarg[1] == 'e' || badarg[1] == 'l') fprintf(stderr, "'%s' needs argument\n", badarg);
+  else fprintf(stderr, "unrecognized option '%s'\n", badarg);
   fprintf(stderr,
           "usage: %s [options] [script [args]]\n"
           "Available options are:\n"
@@ -296,52 +443,15 @@ static void usage(const char *badarg, int missing_value) {
   fflush(stderr);
 }
 
-static cmdline parse_args(char **argv) {
-  cmdline c = {0};
-  int i = 1;
-  for (; argv[i] && argv[i][0] == '-'; i++) {
-    const char *a = argv[i];
-    switch (a[1]) {
-    case '\0': /* "-": the script is stdin */
-      c.script = i;
-      return c;
-    case '-':
-      if (a[2]) goto bad;
-      c.script = argv[i + 1] ? i + 1 : 0;
-      return c;
-    case 'E': case 'W': case 'i': case 'v':
-      if (a[2]) goto bad;
-      if (a[1] == 'E') c.noenv = 1;
-      if (a[1] == 'i') c.interactive = c.version = 1;
-      if (a[1] == 'v') c.version = 1;
-      break;
-    case 'e': case 'l':
-      if (a[1] == 'e') c.has_exec = 1;
-      if (!a[2]) {
-        if (!argv[i + 1] || argv[i + 1][0] == '-') {
-          c.bad = i;
-          c.missing_value = 1;
-          return c;
-        }
-        i++;
-      }
-      break;
-    default:
-      goto bad;
-    }
-  }
-  c.script = argv[i] ? i : 0;
-  return c;
-bad:
-  c.bad = i;
-  return c;
+static void print_version(void) {
+  fputs(LUA_COPYRIGHT "\n", stdout);
+  fflush(stdout);
 }
 
-/* -e, -l and -W, in the order given. */
-static int run_options(lua_State *L, char **argv, int last) {
-  for (int i = 1; i < last; i++) {
+/* -e, -l and -W, in the order given, before the script. */
+static int run_options(lua_State *L, char **argv, int script) {
+  for (int i = 1; i < script; i++) {
     const char *a = argv[i];
-    if (a[0] != '-') continue;
     if (a[1] == 'W') {
       lua_warning(L, "@on", 0);
       continue;
@@ -358,45 +468,42 @@ static int run_options(lua_State *L, char **argv, int last) {
 typedef struct run_args {
   int argc;
   char **argv;
-  cmdline cmd;
 } run_args;
 
 /* Everything that touches Lua runs here, protected, so even an allocation
  * failure while opening the libraries is reported, not a panic. */
 static int protected_main(lua_State *L) {
   run_args *ra = lua_touserdata(L, 1);
+  int argc = ra->argc;
   char **argv = ra->argv;
-  cmdline *c = &ra->cmd;
-  if (c->version) {
-    fputs(LUA_COPYRIGHT " on heaplab (", stdout);
-    fputs(client.allocator, stdout);
-    fputs(" allocator)\n", stdout);
-    fflush(stdout);
+  int script;
+  int opts = parse_args(argv, &script);
+  luaL_checkversion(L);
+  if (opts == OPT_ERROR) {
+    usage(argv[script]);
+    return 0;
   }
-  if (c->noenv) {
+  if (opts & OPT_V) print_version();
+  if (opts & OPT_NOENV) {
     /* tells the package library to ignore LUA_PATH / LUA_CPATH */
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   }
-  lua_gc(L, LUA_GCSTOP);
   luaL_openlibs(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_heaplab_client);
   lua_setfield(L, -2, "heaplab.client");
   lua_pop(L, 1);
-  make_arg_table(L, ra->argc, argv, c->script);
-  lua_gc(L, LUA_GCRESTART);
+  make_arg_table(L, argc, argv, script);
   lua_gc(L, LUA_GCGEN, 0, 0); /* as the stock 5.4 interpreter does */
-  if (!c->noenv && run_lua_init(L) != LUA_OK) return 0;
-  if (!run_options(L, argv, c->script ? c->script : ra->argc)) return 0;
-  if (c->script && run_script(L, argv, c->script) != LUA_OK) return 0;
-  if (c->interactive) {
+  if (!(opts & OPT_NOENV) && run_lua_init(L) != LUA_OK) return 0;
+  if (!run_options(L, argv, script)) return 0;
+  if (script < argc && run_script(L, argv, script) != LUA_OK) return 0;
+  if (opts & OPT_I) {
     repl(L);
-  } else if (!c->script && !c->has_exec && !c->version) {
+  } else if (script == argc && !(opts & (OPT_E_STAT | OPT_V))) {
     if (isatty(0)) {
-      fputs(LUA_COPYRIGHT " on heaplab (", stdout);
-      fputs(client.allocator, stdout);
-      fputs(" allocator)\n", stdout);
+      print_version();
       repl(L);
     } else if (run_file(L, NULL) != LUA_OK) {
       return 0;
@@ -408,21 +515,17 @@ static int protected_main(lua_State *L) {
 
 int main(int argc, char **argv) {
   if (argv[0] && argv[0][0]) progname = argv[0];
-  int rc = client_start("heaplab-lua");
+  int rc = client_start("heaplab-lua", LUA_RELEASE);
   if (rc) return rc;
-  run_args ra = {argc, argv, parse_args(argv)};
-  if (ra.cmd.bad) {
-    usage(argv[ra.cmd.bad], ra.cmd.missing_value);
-    return EXIT_FAILURE;
-  }
   lua_State *L = client.heap ? lua_newstate(alloc_heaplab, client.heap)
                              : lua_newstate(alloc_libc, NULL);
   if (!L) {
-    fprintf(stderr, "%s: cannot create state: not enough memory\n", progname);
+    message(progname, "cannot create state: not enough memory");
     return EXIT_FAILURE;
   }
   lua_atpanic(L, on_panic);
   lua_setwarnf(L, on_warning, NULL);
+  run_args ra = {argc, argv};
   lua_pushcfunction(L, protected_main);
   lua_pushlightuserdata(L, &ra);
   int status = lua_pcall(L, 1, 1, 0);

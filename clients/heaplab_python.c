@@ -57,7 +57,7 @@ static int exit_with(PyStatus st) {
 }
 
 int main(int argc, char **argv) {
-  int rc = client_start("heaplab-python");
+  int rc = client_start("heaplab-python", "CPython " PY_VERSION);
   if (rc) return rc;
 
   PyPreConfig pre;

@@ -13,7 +13,7 @@ PYTHON=${PYTHON:-python3}
 
 # `make test` runs a tiny benchmark across every allocator and the real
 # programs on heaplab-lua, so base already has the peers and the Lua programs.
-apt_base="gcc make pkg-config lua5.4 liblua5.4-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem"
+apt_base="gcc make pkg-config lua5.4 liblua5.4-dev libreadline-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem luarocks"
 apt_bench=""
 apt_clients=""
 pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel"

@@ -24,8 +24,8 @@ int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...) {
   return luaL_error(L, "%s: %s", fn, msg);
 }
 
-/* A C error code from a heap call: the heap's own message and the code's name. */
-int lhl_fail_rc(lua_State *L, const char *fn, hl_heap *h, int rc) {
+/* "fn: <the heap's message> (<code name>)" for a C error code. */
+static void rc_message(char *buf, size_t len, const char *fn, hl_heap *h, int rc) {
   const char *msg = h ? hl_heap_error(h) : NULL;
   if (!msg || !*msg) msg = hl_error_name(rc);
   /* C's messages start with their own verb ("inject: ..."); when it is the
@@ -34,7 +34,36 @@ int lhl_fail_rc(lua_State *L, const char *fn, hl_heap *h, int rc) {
   verb = verb ? verb + 1 : fn;
   size_t n = strlen(verb);
   if (strncmp(msg, verb, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
-  return lhl_fail(L, fn, "%s (%s)", msg, hl_error_name(rc));
+  snprintf(buf, len, "%s: %s (%s)", fn, msg, hl_error_name(rc));
+}
+
+/* A C error code from a heap call, raised: the heap's own message and the
+ * code's name. */
+int lhl_fail_rc(lua_State *L, const char *fn, hl_heap *h, int rc) {
+  char msg[600];
+  rc_message(msg, sizeof msg, fn, h, rc);
+  return luaL_error(L, "%s", msg);
+}
+
+/* liolib's convention: when the operation itself fails -- memory or the
+ * reservation exhausted, a system call refused, a heap invariant broken --
+ * the caller gets nil, message, code (the code's name, as Python's
+ * heaplab.Error.code); every other code means the call was wrong (a bad
+ * argument, a released handle, a heap of the other mode) and is raised. */
+int lhl_is_failure(int rc) { return rc == HL_ENOMEM || rc == HL_ESYS || rc == HL_ECHECK; }
+
+int lhl_push_failure(lua_State *L, const char *message, int rc) {
+  lua_pushnil(L);
+  lua_pushstring(L, message);
+  lua_pushstring(L, hl_error_name(rc));
+  return 3;
+}
+
+int lhl_result(lua_State *L, const char *fn, hl_heap *h, int rc) {
+  if (!lhl_is_failure(rc)) return lhl_fail_rc(L, fn, h, rc);
+  char msg[600];
+  rc_message(msg, sizeof msg, fn, h, rc);
+  return lhl_push_failure(L, msg, rc);
 }
 
 /* "a string 'abc'", "the number 1.5", "a table": what the caller passed. */

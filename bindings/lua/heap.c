@@ -7,6 +7,7 @@
  * userdata alive through their user value, and see it closed -- never a
  * dangling hl_heap * -- after h:close().
  */
+/*** @submodule heaplab */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -92,6 +93,17 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
   if (hl_options_validate(o, err, sizeof err)) lhl_fail(L, fn, "%s", err);
 }
 
+/***
+Make a heap.  Options start from the defaults, then the `HEAPLAB_NAME` environment
+variables, then `options`.
+@function heap
+@tparam[opt] table options `{name = value}`: a boolean, an integer, or a string the C library
+parses ("64k", "true", "lifo"); enum options by choice name (see `options`)
+@treturn heap
+@return nil, message, code when the heap cannot be made (its reservation refused: "ENOMEM")
+@raise on an unknown option, a bad value, or a bad `HEAPLAB_*` variable
+@usage local h = assert(heaplab.heap{ page_release = true, warm_pages = 64 })
+*/
 /* heaplab.heap{ option = value, ... } */
 int lhl_heap_new(lua_State *L) {
   hl_options o;
@@ -104,7 +116,12 @@ int lhl_heap_new(lua_State *L) {
   char err[256];
   hl_heap *h = NULL;
   int rc = hl_heap_new(&o, &h, err, sizeof err);
-  if (rc) return lhl_fail(L, "heaplab.heap", "%s (%s)", err, hl_error_name(rc));
+  if (rc) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "heaplab.heap: %s (%s)", err, hl_error_name(rc));
+    if (lhl_is_failure(rc)) return lhl_push_failure(L, msg, rc);
+    return luaL_error(L, "%s", msg);
+  }
   lh->h = h;
   return 1;
 }
@@ -119,16 +136,44 @@ static int heap_close(lua_State *L) {
   return 0;
 }
 
+/***
+A collected or manual-mode heap: `heaplab.heap` makes one; `tostring` gives a one-line
+summary.  A heap is also closed by its `__gc` and `__close` (`local h <close> = ...`).
+@type heap
+*/
+
+/***
+Free the heap and everything in it now.  Its handles stay valid Lua values; using them is
+an error.  Idempotent.
+@function heap:close
+@treturn boolean true
+*/
 static int h_close(lua_State *L) {
   heap_ud(L, 1, "h:close");
-  return heap_close(L);
+  heap_close(L);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
+/***
+Is the heap closed?
+@function heap:closed
+@treturn boolean
+*/
 static int h_closed(lua_State *L) {
   lua_pushboolean(L, heap_ud(L, 1, "h:closed")->h == NULL);
   return 1;
 }
 
+/***
+A new object, as a handle that roots it.
+@function heap:alloc
+@tparam integer size payload bytes
+@tparam[opt=0] integer refs empty slots
+@treturn object
+@return nil, message, code when the heap is out of memory ("ENOMEM")
+@raise on bad arguments, a closed heap, or a manual-mode heap ("EMODE")
+*/
 /* h:alloc(size, refs=0) */
 static int h_alloc(lua_State *L) {
   static const char fn[] = "h:alloc";
@@ -136,10 +181,22 @@ static int h_alloc(lua_State *L) {
   uint64_t size = lhl_arg_uint(L, 2, fn, "size", UINT64_MAX, -1);
   uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", UINT64_MAX, 0);
   lobj *o = lhl_obj_new(L, 1);
-  lhl_check_rc(L, fn, h, hl_alloc(h, size, refs, &o->ref));
+  int rc = hl_alloc(h, size, refs, &o->ref);
+  if (rc) return lhl_result(L, fn, h, rc);
   return 1;
 }
 
+/***
+The bulk phase in C: objects of `size` bytes until `total_bytes`, payload written, all
+reachable from the returned handle (one slot per page).
+@function heap:fill
+@tparam integer total_bytes
+@tparam integer size
+@tparam[opt=0] integer refs slots per object
+@tparam[opt=1] integer stride keep every stride-th object (the rest are garbage at once: partially live pages)
+@treturn object the root
+@return nil, message, code when the heap is out of memory ("ENOMEM")
+*/
 /* h:fill(total_bytes, size, refs=0, stride=1) */
 static int h_fill(lua_State *L) {
   static const char fn[] = "h:fill";
@@ -149,10 +206,19 @@ static int h_fill(lua_State *L) {
   uint64_t refs = lhl_arg_uint(L, 4, fn, "refs", UINT64_MAX, 0);
   uint64_t stride = lhl_arg_uint(L, 5, fn, "stride", UINT64_MAX, 1);
   lobj *o = lhl_obj_new(L, 1);
-  lhl_check_rc(L, fn, h, hl_fill_stride(h, total, size, refs, stride, &o->ref));
+  int rc = hl_fill_stride(h, total, size, refs, stride, &o->ref);
+  if (rc) return lhl_result(L, fn, h, rc);
   return 1;
 }
 
+/***
+Synchronous collection(s).
+@function heap:collect
+@tparam[opt] table|integer how `{cycles = 1, major = nil}`: `major = true` forces a major
+sweep, `false` forbids it, `nil` lets the policy decide; a number is `{cycles = n}`
+@treturn boolean true
+@return nil, message, code when a cycle fails (verify found a broken invariant: "ECHECK")
+*/
 /* h:collect{cycles = 1, major = nil|true|false}; h:collect(n) is h:collect{cycles = n}. */
 static int h_collect(lua_State *L) {
   static const char fn[] = "h:collect";
@@ -180,26 +246,50 @@ static int h_collect(lua_State *L) {
     return lhl_fail(L, fn, "argument must be a table {cycles=, major=} or a number, got %s",
                     lhl_shown(L, 2, b, sizeof b));
   }
-  lhl_check_rc(L, fn, h, hl_collect(h, cycles, major));
-  return 0;
+  int rc = hl_collect(h, cycles, major);
+  if (rc) return lhl_result(L, fn, h, rc);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
+/* true, or nil, message, code (lhl_result) */
+static int heap_done(lua_State *L, const char *fn, hl_heap *h, int rc) {
+  if (rc) return lhl_result(L, fn, h, rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/***
+Run a trim pass now (return free pages beyond the warm cache to the OS).
+@function heap:trim
+@treturn boolean true
+@return nil, message, code
+*/
 static int h_trim(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:trim");
-  lhl_check_rc(L, "h:trim", h, hl_trim(h));
-  return 0;
+  return heap_done(L, "h:trim", h, hl_trim(h));
 }
 
+/***
+Check every invariant of the heap.
+@function heap:check
+@treturn boolean true
+@return nil, message, "ECHECK" naming the first invariant broken
+*/
 static int h_check(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:check");
-  lhl_check_rc(L, "h:check", h, hl_heap_check(h));
-  return 0;
+  return heap_done(L, "h:check", h, hl_heap_check(h));
 }
 
+/***
+Make the next cycle sweep major.
+@function heap:memory_pressure
+@treturn boolean true
+@return nil, message, code
+*/
 static int h_memory_pressure(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:memory_pressure");
-  lhl_check_rc(L, "h:memory_pressure", h, hl_memory_pressure(h));
-  return 0;
+  return heap_done(L, "h:memory_pressure", h, hl_memory_pressure(h));
 }
 
 /* h:stats() -> {name = integer}.  hl_stats is HL_STATS's uint64_t fields in
@@ -208,20 +298,36 @@ static void push_stats(lua_State *L, const hl_stats *st) {
   const uint64_t *v = (const uint64_t *)st;
   int n = hl_stat_count();
   lua_createtable(L, 0, n);
+  luaL_setmetatable(L, STATS_MT);
   for (int i = 0; i < n; i++) {
     lua_pushinteger(L, (lua_Integer)v[i]);
     lua_setfield(L, -2, hl_stat_name(i));
   }
 }
 
+/***
+Every counter of the heap.
+@function heap:stats
+@treturn table `{name = integer}` (names: `stat_names`); `tostring` lists them all
+@return nil, message, code
+*/
 static int h_stats(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:stats");
   hl_stats st;
-  lhl_check_rc(L, "h:stats", h, hl_stats_get(h, &st));
+  int rc = hl_stats_get(h, &st);
+  if (rc) return lhl_result(L, "h:stats", h, rc);
   push_stats(L, &st);
   return 1;
 }
 
+/***
+The events recorded since the last read.
+@function heap:events
+@tparam[opt=true] boolean clear consume them
+@treturn table `{ {kind=, cycle=, time_ns=, <the kind's fields>}, ... }`; `tostring` of the
+list and of each event shows its fields
+@return nil, message, code
+*/
 /* h:events(clear=true) -> { {kind=, cycle=, time_ns=, <fields>...}, ... } */
 static int h_events(lua_State *L) {
   static const char fn[] = "h:events";
@@ -232,11 +338,14 @@ static int h_events(lua_State *L) {
   /* a userdata buffer: freed by Lua even if building the result raises */
   hl_event *buf = lua_newuserdatauv(L, cap * sizeof *buf, 0);
   size_t n = 0;
-  lhl_check_rc(L, fn, h, hl_events_read(h, buf, cap, &n, clear));
+  int rc = hl_events_read(h, buf, cap, &n, clear);
+  if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, (int)n, 0);
+  luaL_setmetatable(L, EVENTS_MT);
   for (size_t i = 0; i < n; i++) {
     const hl_event *e = &buf[i];
     lua_createtable(L, 0, 3 + e->nfields);
+    luaL_setmetatable(L, EVENT_MT);
     lua_pushstring(L, hl_event_name(e->kind));
     lua_setfield(L, -2, "kind");
     lua_pushinteger(L, (lua_Integer)e->cycle);
@@ -256,32 +365,58 @@ static int h_events(lua_State *L) {
 static int heap_u64(lua_State *L, const char *fn, int (*get)(hl_heap *, uint64_t *)) {
   hl_heap *h = heap_open(L, 1, fn);
   uint64_t v = 0;
-  lhl_check_rc(L, fn, h, get(h, &v));
+  int rc = get(h, &v);
+  if (rc) return lhl_result(L, fn, h, rc);
   lua_pushinteger(L, (lua_Integer)v);
   return 1;
 }
 
+/***
+Bytes of the heap's reservation resident now (mincore).
+@function heap:resident_bytes
+@treturn integer
+@return nil, message, code ("ESYS" when mincore fails)
+*/
 static int h_resident_bytes(lua_State *L) {
   return heap_u64(L, "h:resident_bytes", hl_resident_bytes);
 }
 
+/***
+VMAs over the heap's reservation (/proc/self/maps).
+@function heap:vma_count
+@treturn integer
+@return nil, message, code
+*/
 static int h_vma_count(lua_State *L) { return heap_u64(L, "h:vma_count", hl_vma_count); }
 
+/***
+The reservation.
+@function heap:range
+@treturn integer base address
+@treturn integer reserved bytes
+*/
 /* h:range() -> base address, reserved bytes */
 static int h_range(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:range");
   uint64_t base = 0, bytes = 0;
-  lhl_check_rc(L, "h:range", h, hl_heap_range(h, &base, &bytes));
+  int rc = hl_heap_range(h, &base, &bytes);
+  if (rc) return lhl_result(L, "h:range", h, rc);
   lua_pushinteger(L, (lua_Integer)base);
   lua_pushinteger(L, (lua_Integer)bytes);
   return 2;
 }
 
+/***
+The heap's effective options.
+@function heap:options
+@treturn table `{name = value}`
+*/
 /* h:options() -> the effective options {name = value} */
 static int h_options(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:options");
   hl_options o;
-  lhl_check_rc(L, "h:options", h, hl_heap_options(h, &o));
+  int rc = hl_heap_options(h, &o);
+  if (rc) return lhl_result(L, "h:options", h, rc);
   int n = hl_option_count();
   lua_createtable(L, 0, n);
   for (int i = 0; i < n; i++) {
@@ -294,6 +429,16 @@ static int h_options(lua_State *L) {
   return 1;
 }
 
+/***
+Arm a fault schedule (DESIGN.md section 4).
+@function heap:inject
+@tparam string site one of `fault_sites`
+@tparam string mode one of `fault_modes`; "off" disarms
+@tparam[opt=0] integer n the schedule's count
+@tparam[opt="ENOMEM"] string|integer errno by name or number
+@treturn boolean true
+@raise on an unknown site, mode or errno, or a count the mode cannot take ("EINVAL")
+*/
 /* h:inject(site, mode, n=0, errno="ENOMEM") -- DESIGN.md section 4; the
  * names are checked by the C library (hl_inject_named). */
 static int h_inject(lua_State *L) {
@@ -314,16 +459,21 @@ static int h_inject(lua_State *L) {
     snprintf(num, sizeof num, "%" PRId64, lhl_arg_int(L, 5, fn, "errno"));
     err = num;
   }
-  lhl_check_rc(L, fn, h, hl_inject_named(h, lua_tostring(L, 2), lua_tostring(L, 3), n, err));
-  return 0;
+  return heap_done(L, fn, h, hl_inject_named(h, lua_tostring(L, 2), lua_tostring(L, 3), n, err));
 }
 
+/***
+The state of every fault site.
+@function heap:faults
+@treturn table `{site = {mode=, n=, errno=, calls=, fired=}}`
+*/
 /* h:faults() -> {site = {mode=, n=, errno=, calls=, fired=}} */
 static int h_faults(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:faults");
   hl_fault_state buf[HL_SITE_COUNT];
   size_t n = 0;
-  lhl_check_rc(L, "h:faults", h, hl_faults_get(h, buf, HL_SITE_COUNT, &n));
+  int rc = hl_faults_get(h, buf, HL_SITE_COUNT, &n);
+  if (rc) return lhl_result(L, "h:faults", h, rc);
   lua_createtable(L, 0, (int)n);
   for (size_t i = 0; i < n; i++) {
     lua_createtable(L, 0, 5);
@@ -344,6 +494,16 @@ static int h_faults(lua_State *L) {
   return 1;
 }
 
+/***
+Keep a ring of `live_bytes` alive while allocating objects of `size` at the rate.
+@function heap:churn
+@tparam number duration_s
+@tparam integer size
+@tparam integer live_bytes
+@tparam[opt=0] number rate_bytes_per_s 0 = as fast as possible
+@treturn table the counts: allocations, allocated_bytes, cycles, pacing_waits, ...
+@return nil, message, code when the heap runs out of memory
+*/
 /* h:churn(duration_s, size, live_bytes, rate_bytes_per_s=0) -> result table */
 static int h_churn(lua_State *L) {
   static const char fn[] = "h:churn";
@@ -353,7 +513,8 @@ static int h_churn(lua_State *L) {
   uint64_t live = lhl_arg_uint(L, 4, fn, "live_bytes", UINT64_MAX, -1);
   double rate = lua_isnoneornil(L, 5) ? 0.0 : lhl_arg_number(L, 5, fn, "rate_bytes_per_s");
   hl_churn_result r;
-  lhl_check_rc(L, fn, h, hl_churn(h, dur, size, live, rate, &r));
+  int rc = hl_churn(h, dur, size, live, rate, &r);
+  if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, 0, 7);
 #define F(name)                                                                \
   lua_pushinteger(L, (lua_Integer)r.name);                                     \

@@ -18,6 +18,41 @@
  * here may crash on bad input: every argument is checked before it reaches
  * C, and C's own error codes become Lua errors with hl_heap_error's message.
  */
+/***
+heaplab from Lua 5.4: `local heaplab = require "heaplab"`.
+
+A thin layer over libheaplab: heaps (`heaplab.heap`), object handles, fault injection,
+events and a footprint sampler.  Option names, stat names, event fields and fault sites
+come from the C declarations.  docs/lua.md is the guide.
+
+Errors follow liolib's convention.  When the operation itself fails -- memory or the
+reservation exhausted ("ENOMEM"), a system call refused ("ESYS"), a heap invariant broken
+("ECHECK") -- a function returns nil, a message and the code's name, so
+`assert(h:fill(...))` raises with the message and `local r, msg, code = h:fill(...)` lets a
+program decide.  Bad arguments, handles that were released, a closed heap or a heap of the
+wrong mode are raised with `error()`: those are mistakes in the program.  Functions without
+a result return true on success.
+
+@module heaplab
+@release 0.1.0
+*/
+
+/*** The C library's version, e.g. "0.1.0".
+@field version
+*/
+
+/*** "heaplab " .. version, as Lua modules name themselves: "heaplab 0.1.0".
+@field _VERSION
+*/
+
+/*** The largest payload an object may have, in bytes.
+@field MAX_SIZE
+*/
+
+/*** The most slots an object may have.
+@field MAX_REFS
+*/
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +80,13 @@ void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, 
     lua_pushinteger(L, (lua_Integer)v);
 }
 
+/***
+Every heap option, as the C library declares it.
+@function options
+@treturn table `{name = {kind=, default=, min=, max=, choices=, description=}}`; `kind` is
+"bool", "int", "bytes" or "enum"; `choices` (enum options) lists the names
+@usage for name, o in pairs(heaplab.options()) do print(name, o.default, o.description) end
+*/
 /* heaplab.options() -> {name = {kind, default, min, max, choices, description}} */
 static int l_options(lua_State *L) {
   int n = hl_option_count();
@@ -76,6 +118,11 @@ static int l_options(lua_State *L) {
   return 1;
 }
 
+/***
+The names of every counter of `heap:stats`, in the C library's order.
+@function stat_names
+@treturn {string,...}
+*/
 static int l_stat_names(lua_State *L) {
   int n = hl_stat_count();
   lua_createtable(L, n, 0);
@@ -86,6 +133,11 @@ static int l_stat_names(lua_State *L) {
   return 1;
 }
 
+/***
+The fault injection sites (`heap:inject`), e.g. "reserve", "release", "restore".
+@function fault_sites
+@treturn {string,...}
+*/
 static int l_fault_sites(lua_State *L) {
   lua_createtable(L, HL_SITE_COUNT, 0);
   for (int i = 0; i < HL_SITE_COUNT; i++) {
@@ -95,6 +147,11 @@ static int l_fault_sites(lua_State *L) {
   return 1;
 }
 
+/***
+The fault schedules (`heap:inject`): "off", "first", "always", "every", "sticky".
+@function fault_modes
+@treturn {string,...}
+*/
 static int l_fault_modes(lua_State *L) {
   lua_createtable(L, HL_FAULT_MODE_COUNT, 0);
   for (int i = 0; i < HL_FAULT_MODE_COUNT; i++) {
@@ -106,12 +163,24 @@ static int l_fault_modes(lua_State *L) {
 
 /* ---- process-wide probes --------------------------------------------------------- */
 
+/***
+What the OS charges this process now, from /proc/self/smaps_rollup.
+@function footprint
+@treturn table `{phys_footprint=, rss=, anonymous=, lazyfree=, swap=}` in bytes; `tostring`
+shows them in MiB
+@return nil, message, code when the figures cannot be read
+*/
 static int l_footprint(lua_State *L) {
   hl_footprint f;
   int rc = hl_footprint_get(&f);
-  if (rc) return lhl_fail(L, "heaplab.footprint", "cannot read /proc/self/smaps_rollup (%s)",
-                          hl_error_name(rc));
+  if (rc) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "heaplab.footprint: cannot read /proc/self/smaps_rollup (%s)",
+             hl_error_name(rc));
+    return lhl_push_failure(L, msg, rc);
+  }
   lua_createtable(L, 0, 5);
+  luaL_setmetatable(L, FOOTPRINT_MT);
   lua_pushinteger(L, (lua_Integer)f.rss);
   lua_setfield(L, -2, "rss");
   lua_pushinteger(L, (lua_Integer)f.anonymous);
@@ -125,6 +194,11 @@ static int l_footprint(lua_State *L) {
   return 1;
 }
 
+/***
+CLOCK_MONOTONIC in nanoseconds: the clock of events and of the sampler's series.
+@function clock_ns
+@treturn integer
+*/
 /* CLOCK_MONOTONIC in ns: the clock of the sampler's series and of events. */
 static int l_clock_ns(lua_State *L) {
   struct timespec ts;
@@ -133,6 +207,11 @@ static int l_clock_ns(lua_State *L) {
   return 1;
 }
 
+/***
+This process's id.
+@function pid
+@treturn integer
+*/
 static int l_pid(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)getpid());
   return 1;
@@ -159,10 +238,11 @@ int luaopen_heaplab(lua_State *L) {
   lhl_open_heap(L);
   lhl_open_object(L);
   lhl_open_sampler(L);
+  lhl_open_show(L);
   luaL_newlib(L, module_functions);
   lua_pushstring(L, hl_version());
   lua_setfield(L, -2, "version");
-  lua_pushstring(L, hl_version());
+  lua_pushfstring(L, "heaplab %s", hl_version());
   lua_setfield(L, -2, "_VERSION");
   lua_pushinteger(L, (lua_Integer)hl_max_size());
   lua_setfield(L, -2, "MAX_SIZE");

@@ -6,6 +6,7 @@
  *   object.c       heaplab.object    (hl_ref: a root)
  *   sampler.c      heaplab.sampler   (hl_sampler *)
  *   args.c         errors and argument checking shared by all of them
+ *   show.c         __tostring of the stats, footprint and events tables
  */
 #ifndef HEAPLAB_LHL_H
 #define HEAPLAB_LHL_H
@@ -21,6 +22,11 @@
 #define HEAP_MT "heaplab.heap"
 #define OBJ_MT "heaplab.object"
 #define SAMPLER_MT "heaplab.sampler"
+/* plain tables with a __tostring (show.c) */
+#define STATS_MT "heaplab.stats"
+#define FOOTPRINT_MT "heaplab.footprint"
+#define EVENTS_MT "heaplab.events"
+#define EVENT_MT "heaplab.event"
 
 typedef struct lheap {
   hl_heap *h;              /* NULL when closed */
@@ -41,6 +47,11 @@ int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int lhl_fail_rc(lua_State *L, const char *fn, hl_heap *h, int rc);
 void lhl_check_rc(lua_State *L, const char *fn, hl_heap *h, int rc);
+/* A failed operation (rc != 0): nil, message, code when lhl_is_failure(rc),
+ * else a raised error.  Returns the number of results pushed (3). */
+int lhl_result(lua_State *L, const char *fn, hl_heap *h, int rc);
+int lhl_is_failure(int rc);
+int lhl_push_failure(lua_State *L, const char *message, int rc);
 const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len);
 int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name);
 uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, uint64_t max,
@@ -50,6 +61,9 @@ int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int de
 void lhl_mib(char *buf, size_t len, uint64_t bytes);
 void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
                   lua_CFunction index);
+
+/* show.c */
+void lhl_open_show(lua_State *L);
 
 /* heaplab_lua.c */
 void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, int64_t v);

@@ -8,6 +8,7 @@
  * drops the root, so the next heap collection can reclaim the object.
  * Slots are 1-based: o[1] is C's slot 0; every o[i] read is a NEW root.
  */
+/*** @submodule heaplab */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,6 +67,18 @@ static int obj_release_ud(lua_State *L, int idx) {
 
 static int obj_gc(lua_State *L) { return obj_release_ud(L, 1); }
 
+/***
+A handle to one object of a heap: a root.  `#o` is its number of slots, `o[i]` the object
+in slot `i` (1-based) as a new handle or nil, `o[i] = v` stores a handle of the same heap
+or nil (indexing raises on failure: an expression cannot return nil, message, code), and
+`a == b` when both root the same object.  Released by `__gc` and `__close` too.
+@type object
+*/
+
+/***
+Drop this root now.  Idempotent.
+@function object:release
+*/
 static int o_release(lua_State *L) {
   char b[80];
   if (!luaL_testudata(L, 1, OBJ_MT))
@@ -74,6 +87,11 @@ static int o_release(lua_State *L) {
   return obj_release_ud(L, 1);
 }
 
+/***
+Was the handle released?
+@function object:released
+@treturn boolean
+*/
 static int o_released(lua_State *L) {
   char b[80];
   lobj *o = luaL_testudata(L, 1, OBJ_MT);
@@ -102,11 +120,36 @@ static int info_field(lua_State *L, const char *fn, int field) {
   return 1;
 }
 
+/***
+Payload bytes.
+@function object:size
+@treturn integer
+*/
 static int o_size(lua_State *L) { return info_field(L, "o:size", INFO_SIZE); }
+/***
+Number of slots (also `#o`).
+@function object:refs
+@treturn integer
+*/
 static int o_refs(lua_State *L) { return info_field(L, "o:refs", INFO_REFS); }
+/***
+The payload's address.
+@function object:address
+@treturn integer
+*/
 static int o_address(lua_State *L) { return info_field(L, "o:address", INFO_ADDRESS); }
+/***
+Is the object on the large path?
+@function object:large
+@treturn boolean
+*/
 static int o_large(lua_State *L) { return info_field(L, "o:large", INFO_LARGE); }
 
+/***
+The heap the object belongs to.
+@function object:heap
+@treturn heap
+*/
 /* o:heap() -> the heap userdata this object belongs to */
 static int o_heap(lua_State *L) {
   char b[80];
@@ -117,28 +160,50 @@ static int o_heap(lua_State *L) {
   return 1;
 }
 
+/***
+A checksum over everything reachable from the object, independent of addresses and order.
+@function object:checksum
+@treturn integer sum (a 64-bit value; may show negative)
+@treturn integer objects
+@return nil, message, code
+*/
 /* o:checksum() -> sum, objects over everything reachable from o (the sum is
  * a uint64 shown as a Lua integer, so it may be negative). */
 static int o_checksum(lua_State *L) {
   hl_heap *h;
   lobj *o = obj_check(L, 1, "o:checksum", &h);
   uint64_t sum = 0, n = 0;
-  lhl_check_rc(L, "o:checksum", h, hl_ref_checksum(h, o->ref, &sum, &n));
+  int rc = hl_ref_checksum(h, o->ref, &sum, &n);
+  if (rc) return lhl_result(L, "o:checksum", h, rc);
   lua_pushinteger(L, (lua_Integer)sum);
   lua_pushinteger(L, (lua_Integer)n);
   return 2;
 }
 
+/***
+A second, independent root to the same object.
+@function object:dup
+@treturn object
+@return nil, message, code when the heap is out of memory
+*/
 /* o:dup() -> a second, independent root to the same object */
 static int o_dup(lua_State *L) {
   hl_heap *h;
   lobj *o = obj_check(L, 1, "o:dup", &h);
   lua_getiuservalue(L, 1, 1);
   lobj *d = lhl_obj_new(L, -1);
-  lhl_check_rc(L, "o:dup", h, hl_ref_dup(h, o->ref, &d->ref));
+  int rc = hl_ref_dup(h, o->ref, &d->ref);
+  if (rc) return lhl_result(L, "o:dup", h, rc);
   return 1;
 }
 
+/***
+Copy payload bytes out.
+@function object:read
+@tparam[opt=0] integer offset
+@tparam[opt] integer length the rest by default
+@treturn string
+*/
 /* o:read(offset=0, length=size-offset) -> string */
 static int o_read(lua_State *L) {
   static const char fn[] = "o:read";
@@ -150,11 +215,19 @@ static int o_read(lua_State *L) {
   uint64_t len = lhl_arg_uint(L, 3, fn, "length", info.size - off, (int64_t)(info.size - off));
   luaL_Buffer b;
   char *dst = luaL_buffinitsize(L, &b, (size_t)len);
-  lhl_check_rc(L, fn, h, hl_ref_read(h, o->ref, off, dst, len));
+  int rc = hl_ref_read(h, o->ref, off, dst, len);
+  if (rc) return lhl_result(L, fn, h, rc);
   luaL_pushresultsize(&b, (size_t)len);
   return 1;
 }
 
+/***
+Copy payload bytes in.
+@function object:write
+@tparam string data
+@tparam[opt=0] integer offset
+@treturn object the object itself (`o:write(a):write(b, 16)`)
+*/
 /* o:write(data, offset=0) */
 static int o_write(lua_State *L) {
   static const char fn[] = "o:write";
@@ -171,8 +244,10 @@ static int o_write(lua_State *L) {
   if (len > info.size - off)
     return lhl_fail(L, fn, "%zu bytes at offset %" PRIu64 " do not fit a %" PRIu64 "-byte payload",
                     len, off, info.size);
-  lhl_check_rc(L, fn, h, hl_ref_write(h, o->ref, off, src, len));
-  return 0;
+  int rc = hl_ref_write(h, o->ref, off, src, len);
+  if (rc) return lhl_result(L, fn, h, rc);
+  lua_pushvalue(L, 1); /* as file:write, the object: o:write(a):write(b, 16) */
+  return 1;
 }
 
 /* A 1-based slot key at idx -> the 0-based C slot, checked against the object. */

@@ -4,6 +4,7 @@
  * keeping the peak, the lowest value after a mark, and a time series.
  * One finalizer (sampler_stop) serves __gc, __close and s:stop().
  */
+/*** @submodule heaplab */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +20,14 @@ static hl_sampler *sampler_check(lua_State *L, const char *fn) {
   return ls->s;
 }
 
+/***
+A footprint sampler: a C thread reading phys_footprint and rss every `interval_s`.
+@function sampler
+@tparam[opt=0.002] number interval_s
+@tparam[opt=65536] integer capacity samples kept in the series
+@treturn sampler
+@return nil, message, code when the thread cannot start
+*/
 /* heaplab.sampler(interval_s=0.002, capacity=65536): a C thread sampling
  * this process's footprint (peak, lowest after mark, time series). */
 int lhl_sampler_new(lua_State *L) {
@@ -29,7 +38,12 @@ int lhl_sampler_new(lua_State *L) {
   ls->s = NULL;
   luaL_setmetatable(L, SAMPLER_MT);
   int rc = hl_sampler_open(&ls->s, interval, cap);
-  if (rc) return lhl_fail(L, fn, "%s (%s)", hl_heap_error(NULL), hl_error_name(rc));
+  if (rc) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s: %s (%s)", fn, hl_heap_error(NULL), hl_error_name(rc));
+    if (lhl_is_failure(rc)) return lhl_push_failure(L, msg, rc);
+    return luaL_error(L, "%s", msg);
+  }
   return 1;
 }
 
@@ -41,6 +55,15 @@ static int sampler_stop(lua_State *L) {
   return 0;
 }
 
+/***
+The footprint sampler (`sampler`).  Also stopped by `__gc` and `__close`.
+@type sampler
+*/
+
+/***
+Stop the thread.  Idempotent.
+@function sampler:stop
+*/
 static int s_stop(lua_State *L) {
   char b[80];
   if (!luaL_testudata(L, 1, SAMPLER_MT))
@@ -49,16 +72,30 @@ static int s_stop(lua_State *L) {
   return sampler_stop(L);
 }
 
+/***
+Start the "lowest after the mark" window.
+@function sampler:mark
+*/
 static int s_mark(lua_State *L) {
   hl_sampler_mark(sampler_check(L, "s:mark"));
   return 0;
 }
 
+/***
+Restart the overall minimum and maximum.
+@function sampler:reset
+*/
 static int s_reset(lua_State *L) {
   hl_sampler_reset(sampler_check(L, "s:reset"));
   return 0;
 }
 
+/***
+What was sampled.
+@function sampler:summary
+@treturn table `{samples, min_phys, max_phys, min_phys_after_mark, max_phys_after_mark,
+min_rss, max_rss, mark_ns, interval_us, stored}`
+*/
 static int s_summary(lua_State *L) {
   hl_sampler_summary o;
   hl_sampler_summary_get(sampler_check(L, "s:summary"), &o);
@@ -73,6 +110,12 @@ static int s_summary(lua_State *L) {
 }
 
 /* s:series(start=1) -> { {t_ns, phys_footprint, rss, lazyfree}, ... } */
+/***
+The samples kept.
+@function sampler:series
+@tparam[opt=1] integer start the first sample
+@treturn table `{ {t_ns, phys, rss, lazyfree}, ... }`
+*/
 static int s_series(lua_State *L) {
   static const char fn[] = "s:series";
   hl_sampler *s = sampler_check(L, fn);

@@ -555,6 +555,11 @@ bool hl__small_give_checked(hl_heap *h, void *slot);
 uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects);
 void hl__poison(void *p, size_t n);
 bool hl__poison_intact(const void *p, size_t n);
+/* verify, manual mode: seal a slot its owner freed, keeping its bytes past
+ * the first 16 (small.c); a free slot is intact when its seal or its
+ * poison is. */
+void hl__seal_freed(void *slot, size_t n);
+bool hl__free_slot_intact(const void *slot, size_t n);
 /* Resolve an address to the start of a live small object, or NULL. */
 void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 

@@ -44,25 +44,25 @@ local SIZE = 256
 local ROUNDS = 6 -- round 0 and five refills
 
 local function restore_fails(rec, options, params)
-  local h = heaplab.heap(options)
+  local h = assert(heaplab.heap(options))
   for round = 0, ROUNDS - 1 do
     if round == 1 and params.inject then
-      h:inject(table.unpack(params.inject))
+      assert(h:inject(table.unpack(params.inject)))
       rec:note("armed_after_round", 0)
-      rec:note("stats_when_armed", h:stats())
+      rec:note("stats_when_armed", assert(h:stats()))
     end
     rec:phase("round" .. round, h, function(ph)
-      local r = h:fill(FILL, SIZE)
-      local sum, objects = r:checksum()
+      local r = assert(h:fill(FILL, SIZE))
+      local sum, objects = assert(r:checksum())
       ph:note("checksum", { sum, objects })
       ph:mark("drop")
       r:release()
       ph:note("cycles", H.collect_until_settled(h))
       ph:note("injected", round >= 1 and params.inject ~= nil)
-      ph:note("restore_fired", h:faults().restore.fired)
+      ph:note("restore_fired", assert(h:faults()).restore.fired)
     end)
   end
-  rec:note("reuse_attempts", h:options().reuse_attempts)
+  rec:note("reuse_attempts", assert(h:options()).reuse_attempts)
   h:close()
 end
 

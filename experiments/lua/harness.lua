@@ -154,7 +154,7 @@ H.runqueue_wait_s = runqueue_wait_s
 
 local function heap_figures(heap)
   if heap == nil or heap:closed() then return H.null, H.null end
-  return heap:resident_bytes(), heap:vma_count()
+  return assert(heap:resident_bytes()), assert(heap:vma_count())
 end
 
 -- Run fn(phase) as the named phase; its record is kept even if fn raises
@@ -162,7 +162,7 @@ end
 function Recorder:phase(name, heap, fn)
   local s = self.sampler
   s:reset()
-  local f = heaplab.footprint()
+  local f = assert(heaplab.footprint())
   local t0 = heaplab.clock_ns()
   local w0 = runqueue_wait_s()
   local res = heap_figures(heap)
@@ -175,7 +175,7 @@ function Recorder:phase(name, heap, fn)
   }
   local ok, err = pcall(fn, ph)
   local summ = s:summary()
-  f = heaplab.footprint()
+  f = assert(heaplab.footprint())
   local t1 = heaplab.clock_ns()
   local res_after, vmas = heap_figures(heap)
   r.t_end_s = (t1 - self.t0) / 1e9
@@ -231,7 +231,7 @@ function H.recorder(experiment, title, arm, interval_s)
   return setmetatable({
     experiment = experiment, title = title, arm = arm,
     records = H.array(), notes = {}, effects = H.array(),
-    t0 = heaplab.clock_ns(), sampler = heaplab.sampler(interval_s or 0.002),
+    t0 = heaplab.clock_ns(), sampler = assert(heaplab.sampler(interval_s or 0.002)),
   }, Recorder)
 end
 
@@ -256,10 +256,10 @@ function H.collect_until_settled(h, limit)
   limit = limit or 32
   local cycles = 0
   while cycles < limit do
-    local before = h:stats().released_pages
-    h:collect()
+    local before = assert(h:stats()).released_pages
+    assert(h:collect())
     cycles = cycles + 1
-    if cycles > 1 and h:stats().released_pages == before then break end
+    if cycles > 1 and assert(h:stats()).released_pages == before then break end
   end
   return cycles
 end

@@ -85,7 +85,7 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
       nfree++;
       CHECK(i / 64 >= d->cursor, "page %" PRIu32 ": free slot %" PRIu32 " below the cursor", p, i);
       if (h->opt.verify)
-        CHECK(hl__poison_intact(base + (uint64_t)i * sz, sz),
+        CHECK(hl__free_slot_intact(base + (uint64_t)i * sz, sz),
               "page %" PRIu32 ": free slot %" PRIu32 " was written after it was freed", p, i);
     }
     CHECK(nfree == d->nfree, "page %" PRIu32 ": nfree %" PRIu32 " but %" PRIu32 " free", p,

@@ -49,6 +49,39 @@ bool hl__poison_intact(const void *p, size_t n) {
   return true;
 }
 
+/* Manual mode, verify: a block freed by its owner keeps its bytes -- a
+ * client may read its own free pattern back (CPython's debug hooks fill a
+ * freed block with 0xDD and _PyObject_IsFreed looks for it) -- except the
+ * first 16, which hold a seal: a tag and a hash of the rest, both keyed by
+ * the slot's address.  (malloc implementations keep their free-list links
+ * there, glibc's tcache too, so clients expect those bytes to change.)  A
+ * write after free breaks the seal.  Slots are at least HL_GRANULE (16)
+ * bytes and multiples of 16. */
+#define SEAL_TAG 0xDBF7EEDDB10C4A5Eull
+static uint64_t seal_hash(const uint8_t *slot, size_t n) {
+  uint64_t x = (uint64_t)(uintptr_t)slot * 0x9E3779B97F4A7C15ull;
+  for (size_t i = 16; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, slot + i, 8);
+    x = (x ^ w) * 0x100000001B3ull;
+    x ^= x >> 29;
+  }
+  return x;
+}
+
+void hl__seal_freed(void *slot, size_t n) {
+  uint64_t seal[2] = {SEAL_TAG ^ (uint64_t)(uintptr_t)slot, seal_hash(slot, n)};
+  memcpy(slot, seal, sizeof seal);
+}
+
+bool hl__free_slot_intact(const void *slot, size_t n) {
+  uint64_t seal[2];
+  memcpy(seal, slot, sizeof seal);
+  if (seal[0] == (SEAL_TAG ^ (uint64_t)(uintptr_t)slot) && seal[1] == seal_hash(slot, n))
+    return true;
+  return hl__poison_intact(slot, n);
+}
+
 /* Charge k slots of class cls (k < 0: give them back): reserved slots count
  * as allocated until a flush gives back the ones not taken.  (Not the
  * trigger's since_cycle: the allocation sequence charges that per object.) */
@@ -172,7 +205,7 @@ bool hl__small_give_checked(hl_heap *h, void *slot) {
   uint64_t *ab = hl__allocs(h, p);
   if (!hl__bit(ab, idx)) return false;
   hl__bit_clear(ab, idx);
-  if (h->opt.verify) hl__poison(slot, sz);
+  if (h->opt.verify) hl__seal_freed(slot, sz);
   if (idx / 64 < d->cursor) d->cursor = idx / 64;
   d->nfree++;
   d->used--;

@@ -4,13 +4,15 @@
 local hl = require "heaplab"
 local C = require "check"
 
+describe("a handle finalised by Lua's GC", function()
+local h
+setup(function() h = assert(hl.heap{ warm_pages = 0 }) end)
+teardown(function() collectgarbage("restart") h:close() end)
+
 -- Lua's collector must not finalise anything before we ask it to, or the
--- "still rooted before collectgarbage()" half of the test could not fail.
+-- "still rooted before collectgarbage()" half of a test could not fail.
+it("no longer roots a large object", function()
 collectgarbage("stop")
-
-local h = hl.heap{ warm_pages = 0 }
-
--- large objects: counted one by one in large_objects
 local keep = h:alloc(1 << 20)
 do
   local dropped = h:alloc(1 << 20) -- no release(): only Lua's __gc can drop it
@@ -27,8 +29,11 @@ h:collect{ cycles = 1 }
 C.eq(h:stats().large_objects, 1, "large objects after the next heap collection")
 C.eq(#keep, 0, "the kept object is still usable")
 
+end)
+
 -- a fill (small objects on whole pages): its pages come back once Lua has
 -- finalised the root and the heap has collected
+it("no longer roots a fill, whose pages come back", function()
 collectgarbage("stop")
 local function fill_and_forget()
   local r = h:fill(16 * C.MiB, 256)
@@ -49,8 +54,11 @@ C.ok(after.small_live_bytes < C.MiB, "small live bytes after: " .. after.small_l
 C.ok(after.released_pages * 65536 >= 16 * C.MiB, "pages released: " .. after.released_pages)
 C.ok(after.objects_freed >= objects, "objects freed: " .. after.objects_freed)
 
+end)
+
 -- a slot read makes a NEW root; once Lua finalises it, the slot is the only
 -- path, and clearing the slot lets the object go
+it("leaves a slot the only path to its object", function()
 local parent = h:alloc(0, 1)
 parent[1] = h:alloc(4096)
 local child = parent[1]
@@ -61,5 +69,6 @@ C.lua_gc()
 local freed = h:stats().objects_freed
 h:collect{ cycles = 1, major = true }
 C.ok(h:stats().objects_freed > freed, "the child went with its last root")
-h:check()
-print("ok: finalised handles no longer root their objects")
+C.eq(h:check(), true, "h:check()")
+end)
+end)

@@ -4,9 +4,18 @@
 local hl = require "heaplab"
 local C = require "check"
 
-collectgarbage("stop") -- only __close may release anything here
+describe("<close>", function()
+local h
+setup(function()
+  collectgarbage("stop") -- only __close may release anything here
+  h = assert(hl.heap{ warm_pages = 0 })
+end)
+teardown(function()
+  collectgarbage("restart")
+  h:close()
+end)
 
-local h = hl.heap{ warm_pages = 0 }
+it("releases an object at the end of its scope", function()
 do
   local big <close> = h:alloc(1 << 20)
   C.eq(h:stats().handles, 1, "handles inside the scope")
@@ -15,6 +24,9 @@ C.eq(h:stats().handles, 0, "handles after the scope")
 h:collect{ cycles = 1 }
 C.eq(h:stats().large_objects, 0, "large objects after the next collection")
 
+end)
+
+it("releases a fill when its scope ends by an error", function()
 local ok, err = pcall(function()
   local r <close> = h:fill(8 * C.MiB, 256)
   C.eq(h:stats().handles, 1, "handles while the fill is held")
@@ -25,13 +37,17 @@ C.eq(h:stats().handles, 0, "the fill root was released by __close on the error p
 h:collect{ cycles = 2, major = true }
 C.ok(h:stats().released_pages * 65536 >= 8 * C.MiB, "the fill's pages went back")
 
--- a released object closed again: idempotent
+end)
+
+it("is idempotent on a released object", function()
 do
   local o <close> = h:alloc(16)
   o:release()
 end
 
--- a to-be-closed heap
+end)
+
+it("closes a heap at the end of its scope", function()
 local outer
 do
   local h2 <close> = hl.heap{}
@@ -42,7 +58,9 @@ end
 C.ok(outer:closed(), "closed at the end of its scope")
 C.raises({ "h:stats", "closed" }, outer.stats, outer)
 
--- a to-be-closed sampler
+end)
+
+it("stops a sampler at the end of its scope", function()
 local s_outer
 do
   local s <close> = hl.sampler(0.001)
@@ -51,6 +69,5 @@ do
 end
 C.raises({ "s:summary", "stopped" }, s_outer.summary, s_outer)
 
-collectgarbage("restart")
-h:close()
-print("ok: __close releases objects, closes heaps and stops samplers at scope end")
+end)
+end)

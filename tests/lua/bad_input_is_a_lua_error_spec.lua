@@ -3,10 +3,10 @@
 local hl = require "heaplab"
 local C = require "check"
 
-local h = hl.heap{ warm_pages = 4 }
-local other = hl.heap{}
-local o = h:alloc(64, 2)
-local foreign = other:alloc(16)
+local h = assert(hl.heap{ warm_pages = 4 })
+local other = assert(hl.heap{})
+local o = assert(h:alloc(64, 2))
+local foreign = assert(other:alloc(16))
 local cases = 0
 
 local function case(want, f, ...)
@@ -14,7 +14,9 @@ local function case(want, f, ...)
   cases = cases + 1
 end
 
--- heaplab.heap{...}: option names and ranges come from the C declaration
+describe("bad input is a Lua error naming function, argument and fault", function()
+
+it("heaplab.heap{...}: option names and ranges from the C declaration", function()
 case({ "heaplab.heap", "warm_pages", "-1", "[0, 1048576]" }, hl.heap, { warm_pages = -1 })
 case({ "heaplab.heap", "unknown option 'warm_page'" }, hl.heap, { warm_page = 64 })
 case({ "heaplab.heap", "page_release", "maybe", "boolean" }, hl.heap, { page_release = "maybe" })
@@ -28,7 +30,9 @@ case({ "heaplab.heap", "small_max", "page_size/4" }, hl.heap, { page_size = "16k
 case({ "heaplab.heap", "warm_pages", "integer", "a table" }, hl.heap, { warm_pages = {} })
 case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
 
--- h:alloc / h:fill
+end)
+
+it("h:alloc / h:fill", function()
 case({ "h:alloc", "size", ">= 0", "-1" }, h.alloc, h, -1)
 case({ "h:alloc", "size", "integer", "'big'" }, h.alloc, h, "big")
 case({ "h:alloc", "size", "integer", "nothing" }, h.alloc, h)
@@ -40,13 +44,17 @@ case({ "h:alloc", "self", "call it with ':'" }, h.alloc, 16)
 case({ "h:fill", "total_bytes", ">= 0" }, h.fill, h, -5, 256)
 case({ "h:fill", "size", "integer", "nothing" }, h.fill, h, 1 << 20)
 
--- h:collect{...}
+end)
+
+it("h:collect{...}", function()
 case({ "h:collect", "cycles", "[1, 1000000]", "0" }, h.collect, h, { cycles = 0 })
 case({ "h:collect", "major", "boolean", "'yes'" }, h.collect, h, { major = "yes" })
 case({ "h:collect", "unknown field", "'cyclez'" }, h.collect, h, { cyclez = 2 })
 case({ "h:collect", "table", "'all'" }, h.collect, h, "all")
 
--- h:inject(site, mode, n, errno)
+end)
+
+it("h:inject(site, mode, n, errno)", function()
 case({ "h:inject", "unknown site 'nowhere'" }, h.inject, h, "nowhere", "always")
 case({ "h:inject", "unknown mode 'sometimes'" }, h.inject, h, "restore", "sometimes")
 case({ "h:inject", "unknown errno 'EWHAT'" }, h.inject, h, "restore", "always", 0, "EWHAT")
@@ -54,7 +62,9 @@ case({ "h:inject", "every needs N >= 1" }, h.inject, h, "restore", "every", 0, "
 case({ "h:inject", "errno", "[1, 4095]", "-3" }, h.inject, h, "restore", "always", 0, -3)
 case({ "h:inject", "site", "string", "nothing" }, h.inject, h)
 
--- other heap methods
+end)
+
+it("other heap methods", function()
 case({ "h:events", "clear", "boolean", "'yes'" }, h.events, h, "yes")
 case({ "h:churn", "duration_s", "(0, 3600]", "-1" }, h.churn, h, -1, 64, 1 << 20)
 case({ "h:churn", "size", "at least 1 byte" }, h.churn, h, 0.01, 0, 1 << 20)
@@ -62,7 +72,9 @@ case({ "h:churn", "live_bytes", "smaller than one object" }, h.churn, h, 0.01, 4
 case({ "heaplab.heap", "no method 'allco'" }, function() return h.allco end)
 case({ "heaplab.heap", "cannot set field 'x'" }, function() h.x = 1 end)
 
--- slots: 1-based, values are objects of the same heap or nil
+end)
+
+it("slots: 1-based, values are objects of the same heap or nil", function()
 case({ "o[i]", "slot index 0", "[1, 2]" }, function() return o[0] end)
 case({ "o[i]", "slot index 3", "[1, 2]" }, function() return o[3] end)
 case({ "o[i]", "slot index", "integer", "1.5" }, function() return o[1.5] end)
@@ -78,7 +90,9 @@ case({ "o:write", "data", "string", "a table" }, o.write, o, {})
 case({ "o:write", "do not fit a 64-byte payload" }, o.write, o, ("x"):rep(10), 60)
 case({ "o:size", "self", "a heaplab.heap" }, o.size, h)
 
--- released objects, a stopped sampler, bad sampler arguments
+end)
+
+it("released objects, a stopped sampler, bad sampler arguments", function()
 local gone = h:alloc(16)
 gone:release()
 case({ "o:size", "released" }, gone.size, gone)
@@ -89,11 +103,14 @@ local s = hl.sampler(0.01)
 s:stop()
 case({ "s:mark", "stopped" }, s.mark, s)
 
--- nothing above damaged the heap
+end)
+
+it("nothing above damaged the heap", function()
 o[1] = h:alloc(8)
-h:check()
+C.eq(h:check(), true, "h:check()")
 C.eq(#o, 2, "#o")
-C.ok(cases >= 20, "at least 20 bad-input cases")
-print(("ok: %d bad-input cases, each a Lua error naming function, argument and fault"):format(cases))
+C.ok(cases >= 20, "at least 20 bad-input cases, got " .. cases)
 other:close()
 h:close()
+end)
+end)

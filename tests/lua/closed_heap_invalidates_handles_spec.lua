@@ -4,24 +4,29 @@
 local hl = require "heaplab"
 local C = require "check"
 
--- 1. a heap stays alive while any of its handles does
+describe("a closed heap", function()
+local o, h, child
+
+it("stays alive while any of its handles does", function()
 local function make_object()
   local h = hl.heap{}
   local o = h:alloc(32, 2)
   o[1] = h:alloc(8)
   return o -- the heap userdata is reachable only through o
 end
-local o = make_object()
+o = make_object()
 C.lua_gc()
 C.eq(#o, 2, "#o after the heap variable went out of scope")
 C.ok(o[1] ~= nil, "slot 1 survived")
-local h = o:heap()
+h = o:heap()
 C.ok(not h:closed(), "the heap is open")
 h:collect{ cycles = 2 }
 C.ok(o[1] ~= nil, "slot 1 survived a heap collection")
 
--- 2. close: the heap and every handle refuse to be used
-local child = o[1]
+end)
+
+it("refuses to be used, and so do its handles", function()
+child = o[1]
 h:close()
 C.ok(h:closed(), "h:closed() after close")
 C.ok(tostring(h):find("closed", 1, true), "tostring of a closed heap: " .. tostring(h))
@@ -49,7 +54,9 @@ local uses = {
 for _, u in ipairs(uses) do
   C.raises({ u[1], "closed" }, u[2])
 end
--- releasing and closing again are no-ops, not errors
+end)
+
+it("is closed again, and its handles released, as no-ops", function()
 child:release()
 o:release()
 o:release()
@@ -57,9 +64,10 @@ h:close()
 h:close()
 o, child = nil, nil
 C.lua_gc() -- finalizers of a closed heap's handles: nothing to do
+end)
 
--- 3. a heap closed while Lua still holds many handles, then everything
---    collected by Lua in one go (finalisation order must not matter)
+-- finalisation order must not matter
+it("lets Lua collect it with many handles, all at once", function()
 do
   local h2 = hl.heap{}
   local objs = {}
@@ -69,13 +77,14 @@ do
   objs[100]:heap():close()
 end
 C.lua_gc()
+end)
 
--- 4. heap and handles unreachable together, never closed: Lua's GC frees
---    both, in whatever order it finalises them
+it("is freed by Lua's GC with its handles when never closed, in any order", function()
 do
   local h3 = hl.heap{}
   local r = h3:fill(4 * C.MiB, 128)
   local x = r[1]
 end
 C.lua_gc()
-print("ok: closed heaps invalidate their handles; heaps live while their handles do")
+end)
+end)

@@ -1,0 +1,174 @@
+-- The API of DESIGN.md section 2 (Lua), each call once, with its results
+-- checked against what the heap reports.
+local hl = require "heaplab"
+local C = require "check"
+
+describe("the API round trip", function()
+  local h, o, a, d
+
+  setup(function()
+    h = assert(hl.heap{ page_size = "16k", warm_pages = 8, page_release = true,
+                        reuse_failed_order = "lifo" })
+  end)
+  teardown(function() h:close() end)
+
+  it("reads the module's declarations from C", function()
+    local opts = hl.options()
+    C.eq(opts.warm_pages.default, 64, "warm_pages default")
+    C.eq(opts.warm_pages.kind, "int", "warm_pages kind")
+    C.eq(opts.page_release.default, true, "page_release default")
+    C.eq(opts.release_advice.choices[2], "free", "release_advice choices")
+    C.eq(opts.page_size.max, 1 << 20, "page_size max")
+    C.ok(#hl.stat_names() > 40, "stat names")
+    C.eq(hl.fault_sites()[5], "restore", "fault site 5")
+    C.ok(type(hl.version) == "string", "version")
+    C.eq(hl._VERSION, "heaplab " .. hl.version, "_VERSION")
+    local fp = assert(hl.footprint())
+    C.ok(fp.phys_footprint > 0 and fp.rss > 0, "footprint")
+  end)
+
+  it("takes options as strings with suffixes, booleans and integers", function()
+    local eff = assert(h:options())
+    C.eq(eff.page_size, 16384, "page_size")
+    C.eq(eff.warm_pages, 8, "warm_pages")
+    C.eq(eff.reuse_failed_order, "lifo", "reuse_failed_order")
+    C.ok(tostring(h):find("^heaplab%.heap%(collected%)"), "summary line: " .. tostring(h))
+  end)
+
+  it("makes objects with sizes, 1-based slots, equality, dup and payload bytes", function()
+    o = assert(h:alloc(256, 2))
+    C.eq(#o, 2, "#o")
+    C.eq(o:size(), 256, "o:size()")
+    C.eq(o:refs(), 2, "o:refs()")
+    C.eq(o[1], nil, "a new slot is empty")
+    a = assert(h:alloc(16))
+    o[1] = a
+    C.ok(o[1] == a, "o[1] is a")
+    C.ok(o[2] ~= a, "o[2] is not a")
+    o[2] = o -- a cycle
+    C.ok(o[2] == o, "o[2] is o")
+    d = assert(o:dup())
+    C.ok(d == o and rawequal(d, d) and not rawequal(d, o), "dup is a second handle to o")
+    C.ok(rawequal(o:write("hello", 10), o), "o:write returns the object")
+    C.eq(o:read(10, 5), "hello", "o:read")
+    C.eq(#o:read(), 256, "o:read() whole payload")
+    C.ok(o:address() > 0, "address")
+    C.ok(tostring(o):find("size=256, refs=2", 1, true), "tostring(o): " .. tostring(o))
+    local _, n = assert(o:checksum())
+    C.eq(n, 2, "checksum covers o and a")
+  end)
+
+  it("fills, collects, and reports stats and events", function()
+    local r = assert(h:fill(8 * C.MiB, 128))
+    local sum1, n1 = r:checksum()
+    C.ok(n1 >= 8 * C.MiB // 128, "fill objects: " .. n1)
+    C.ok(#r > 0, "the fill root has one slot per page")
+    C.eq(h:collect{ cycles = 1 }, true, "h:collect returns true")
+    C.eq(select(1, r:checksum()), sum1, "a collection keeps the fill")
+    r:release()
+    C.ok(r:released(), "released")
+    assert(h:collect{ cycles = 2, major = true })
+    C.lua_gc() -- the roots o[1] and o[2] made above are garbage now
+    local st = assert(h:stats())
+    C.ok(st.cycles >= 3, "cycles")
+    C.ok(st.released_pages > 0, "released pages")
+    C.eq(st.handles, 3, "handles: o, a, d")
+    local evs = assert(h:events())
+    C.ok(#evs > 0, "events")
+    local kinds = {}
+    for _, e in ipairs(evs) do kinds[e.kind] = e end
+    C.ok(kinds.cycle and kinds.cycle.duration_ns >= 0, "a cycle event with its fields")
+    C.ok(kinds.trim and kinds.trim.released > 0, "a trim event")
+    C.eq(#h:events(), 0, "events(clear=true) consumed them")
+    C.ok(h:resident_bytes() >= 0, "resident bytes")
+    C.eq(h:vma_count(), 1, "the reservation is one VMA")
+    local base, bytes = h:range()
+    C.ok(base > 0 and bytes > 0, "range")
+    C.eq(h:trim(), true, "h:trim")
+    C.eq(h:check(), true, "h:check")
+    C.eq(h:memory_pressure(), true, "h:memory_pressure")
+  end)
+
+  it("keeps every stride-th object of a fill", function()
+    local rs = assert(h:fill(1 * C.MiB, 128, 0, 4))
+    local _, ns = rs:checksum()
+    local kept = (C.MiB // 128 + 3) // 4
+    C.ok(ns >= kept and ns < kept + kept // 10,
+         "stride 4 keeps a quarter: " .. ns .. " of " .. C.MiB // 128)
+    rs:release()
+  end)
+
+  it("injects faults that fire and show in the stats", function()
+    local r2 = assert(h:fill(2 * C.MiB, 128))
+    r2:release()
+    assert(h:collect{ cycles = 2, major = true })
+    C.eq(h:inject("restore", "always", 0, "EIO"), true, "h:inject returns true")
+    C.eq(h:faults().restore.mode, "always", "armed")
+    C.eq(h:faults().restore.errno, "EIO", "errno")
+    local r3 = assert(h:fill(2 * C.MiB, 128))
+    C.ok(h:faults().restore.fired > 0, "the restore fault fired")
+    C.ok(h:stats().restore_failed_pages > 0, "restore failures counted")
+    assert(h:inject("restore", "off"))
+    r3:release()
+  end)
+
+  it("churns", function()
+    local c = assert(h:churn(0.05, 1024, 64 * 1024))
+    C.ok(c.allocations > 0 and c.elapsed_ns > 0, "churn")
+  end)
+
+  it("runs a background collector thread that close stops", function()
+    local bg = assert(hl.heap{ collector = "background", large_trigger_bytes = "1m" })
+    local bc = assert(bg:churn(0.1, 16384, 1 << 20))
+    C.ok(bc.allocations > 0 and bg:stats().cycles > 0, "background cycles: " .. bg:stats().cycles)
+    C.eq(bg:close(), true, "h:close returns true")
+  end)
+
+  it("samples the footprint", function()
+    local s = assert(hl.sampler(0.001))
+    s:reset()
+    s:mark()
+    local summ = s:summary()
+    C.ok(summ.samples >= 1 and summ.max_phys > 0 and summ.min_phys_after_mark > 0,
+         "sampler summary")
+    local series = s:series()
+    C.ok(#series >= 1 and #series[1] == 4, "sampler series")
+    C.ok(math.abs(series[1][1] - hl.clock_ns()) < 60e9, "series on CLOCK_MONOTONIC")
+    C.ok(tostring(s):find("heaplab.sampler", 1, true), "tostring(s)")
+    s:stop()
+    s:stop()
+  end)
+
+  it("refuses handles on a manual-mode heap with a clear error", function()
+    local m = assert(hl.heap{ mode = "manual" })
+    C.raises({ "h:alloc", "EMODE" }, m.alloc, m, 16)
+    C.raises({ "h:collect", "EMODE" }, m.collect, m)
+    m:close()
+  end)
+
+  -- o[i] = x goes through the write barrier, so a young object whose only
+  -- reference is an old one survives the minor cycles allocation runs
+  it("keeps young objects referenced from old ones (generational)", function()
+    local g = assert(hl.heap{ generational = true, young_bytes = "64k", verify = true })
+    local old = g:alloc(0, 4)
+    assert(g:collect()) -- old is old now
+    for i = 1, 4 do
+      local kid = g:alloc(16)
+      kid:write(string.rep(string.char(64 + i), 16))
+      old[i] = kid
+      kid:release()
+      for _ = 1, 2000 do g:alloc(48):release() end -- minor cycles run in here
+    end
+    local gs = g:stats()
+    C.ok(gs.minor_cycles >= 4 and gs.verify_failures == 0,
+         "generational: minor cycles, no verify failure")
+    for i = 1, 4 do
+      C.eq(old[i]:read(), string.rep(string.char(64 + i), 16), "generational: kid " .. i)
+    end
+    g:close()
+  end)
+
+  it("knows its pid", function()
+    C.eq(hl.pid(), hl.pid(), "pid")
+  end)
+end)

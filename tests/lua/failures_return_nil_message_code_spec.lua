@@ -1,0 +1,135 @@
+-- liolib's convention (docs/lua.md, "Errors"): when the operation itself
+-- fails -- memory or the reservation exhausted, a system call refused, a
+-- heap invariant broken -- a function returns nil, message, code; error()
+-- is for bad arguments only.  Plus what the REPL shows of the module's
+-- tables (__tostring) and its _VERSION.
+local hl = require "heaplab"
+local C = require "check"
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+describe("a failed operation", function()
+  it("returns nil, message, code when the reservation is exhausted", function()
+    local h = assert(hl.heap{ reserve_bytes = 1 << 20, warm_pages = 0 })
+    local r, msg, code = h:fill(64 * C.MiB, 256)
+    C.eq(r, nil, "h:fill's first result")
+    C.eq(code, "ENOMEM", "h:fill's code")
+    C.ok(msg:find("^h:fill: .*reservation.*%(ENOMEM%)$"), "h:fill's message: " .. msg)
+    C.eq(h:collect{ cycles = 2, major = true }, true, "collecting what the failed fill made")
+    local kept, n = {}, 0
+    repeat
+      local o, m, c = h:alloc(100)
+      if o then
+        n = n + 1
+        kept[n] = o
+      else
+        C.eq(c, "ENOMEM", "h:alloc's code")
+        C.ok(m:find("^h:alloc: ") and m:find("ENOMEM", 1, true), "h:alloc's message: " .. m)
+      end
+    until not o or n > 100000
+    C.ok(n > 1000 and n < 100000, "small objects until the reservation ran out: " .. n)
+    -- the heap is intact and usable after the failures
+    C.eq(h:check(), true, "h:check() after the failures")
+    for i = 1, n do kept[i]:release() end
+    C.eq(h:collect{ cycles = 2, major = true }, true, "h:collect()")
+    C.ok(h:alloc(100), "an allocation succeeds again after a collection")
+    h:close()
+  end)
+
+  it("returns nil, message, code when a heap cannot be made", function()
+    local lua = os.getenv("HEAPLAB_LUA") or "lua5.4"
+    local code = [[local r, m, c = require("heaplab").heap{} print(r, c) print(m)]]
+    local p = assert(io.popen("HEAPLAB_FAULT_RESERVE=always " .. sh_quote(lua) .. " -e "
+                              .. sh_quote(code) .. " 2>&1"))
+    local out = p:read("a")
+    C.ok(p:close(), "the script ran: " .. out)
+    C.ok(out:find("^nil\tENOMEM\nheaplab%.heap: .*refused.*%(ENOMEM%)\n$"),
+         "heaplab.heap under a refused reservation: " .. out)
+  end)
+
+  it("is told apart from a bad argument, which raises", function()
+    local h = assert(hl.heap{})
+    C.raises({ "h:alloc", "size", ">= 0" }, h.alloc, h, -1)
+    C.raises({ "heaplab.heap", "unknown option" }, hl.heap, { no_such_option = 1 })
+    C.raises({ "h:inject", "every needs N >= 1", "EINVAL" }, h.inject, h, "restore", "every", 0)
+    local m = assert(hl.heap{ mode = "manual" })
+    C.raises({ "h:alloc", "EMODE" }, m.alloc, m, 16) -- the wrong kind of heap
+    m:close()
+    h:close()
+    C.raises({ "h:stats", "closed" }, h.stats, h) -- like a closed file
+  end)
+
+  it("returns true, or the one value, on success (so assert(...) works)", function()
+    local h = assert(hl.heap{ reserve_bytes = 1 << 20 })
+    local r = assert(h:fill(1 << 16, 64))
+    C.eq(select("#", h:collect()), 1, "h:collect() on success: one value")
+    C.eq(select("#", h:fill(64 * C.MiB, 64)), 3, "h:fill() on failure: three values")
+    local ok, err = pcall(function() return assert(h:fill(64 * C.MiB, 64)) end)
+    C.ok(not ok and tostring(err):find("ENOMEM", 1, true), "assert of a failed fill: " .. tostring(err))
+    r:release()
+    h:close()
+  end)
+end)
+
+describe("what the REPL shows", function()
+  local h
+  setup(function()
+    h = assert(hl.heap{ warm_pages = 2 })
+    local r = assert(h:fill(4 * C.MiB, 256))
+    r:release()
+    assert(h:collect{ cycles = 2, major = true })
+  end)
+  teardown(function() h:close() end)
+
+  it("of stats: every counter by name, as the table holds it now", function()
+    local st = assert(h:stats())
+    local text = tostring(st)
+    C.ok(text:find("^heaplab%.stats: cycles=" .. st.cycles .. " "), text)
+    for _, name in ipairs(hl.stat_names()) do
+      C.ok(text:find(" " .. name .. "=" .. st[name], 1, true), name .. " in " .. text)
+    end
+    for line in text:gmatch("[^\n]+") do C.ok(#line <= 100, "a line of " .. #line) end
+    st.cycles = 12345
+    C.ok(tostring(st):find("cycles=12345", 1, true), "a changed field shows its new value")
+    -- still a plain table
+    C.eq(getmetatable(st).__name, "heaplab.stats", "__name")
+    local n = 0
+    for _ in pairs(st) do n = n + 1 end
+    C.eq(n, #hl.stat_names(), "pairs sees every counter")
+  end)
+
+  it("of the footprint: the five figures in MiB", function()
+    local fp = assert(hl.footprint())
+    local text = tostring(fp)
+    C.ok(text:find("^heaplab%.footprint: phys_footprint [%d.]+ MiB, rss [%d.]+ MiB, anonymous "
+                   .. "[%d.]+ MiB, lazyfree [%d.]+ MiB, swap [%d.]+ MiB$"), text)
+    C.ok(fp.rss > 0, "fields as before")
+  end)
+
+  it("of events: one line per event with its kind's fields", function()
+    local evs = assert(h:events(false))
+    local text = tostring(evs)
+    C.ok(text:find("^heaplab%.events: " .. #evs .. "\n  %[1%] heap_created %(cycle 0, time_ns %d+%):"
+                   .. " reserved_bytes=%d+ page_size=65536"), text)
+    C.ok(text:find("trim (cycle ", 1, true) and text:find(" released=", 1, true), text)
+    local e = evs[1]
+    C.ok(tostring(e):find("^heaplab%.event: heap_created %(cycle 0, time_ns " .. e.time_ns .. "%)"),
+         tostring(e))
+    C.eq(e.kind, "heap_created", "fields as before")
+  end)
+
+  it("of many events: the first and last twenty, and how many between", function()
+    local many = {}
+    local one = assert(h:events(false))[1]
+    for i = 1, 100 do many[i] = one end
+    setmetatable(many, getmetatable(assert(h:events(false))))
+    local text = tostring(many)
+    C.ok(text:find("\n  ... 60 more ...\n  [81] ", 1, true), text)
+    C.ok(text:find("[100] heap_created", 1, true) and not text:find("[21] ", 1, true), text)
+  end)
+
+  it("of the module: its _VERSION", function()
+    C.ok(hl._VERSION:find("^heaplab %d+%.%d+%.%d+$"), hl._VERSION)
+    C.eq(hl._VERSION, "heaplab " .. hl.version, "_VERSION and version agree")
+  end)
+end)
