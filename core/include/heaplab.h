@@ -60,7 +60,8 @@ extern "C" {
   X(EMODE, 9, "operation not available in this heap mode")                     \
   X(ESYS, 10, "system call failed")                                            \
   X(ECHECK, 11, "heap invariant violated")                                     \
-  X(ETYPE, 12, "value of the wrong type")
+  X(ETYPE, 12, "value of the wrong type")                                      \
+  X(EINTR, 13, "interrupted")
 
 typedef enum hl_error {
 #define HL__ERR_ENUM(name, value, desc) HL_##name = value,
@@ -526,6 +527,21 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *out);
 int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size_t *count);
 /* Stop the thread and free the sampler.  NULL is ignored. */
 void hl_sampler_stop(hl_sampler *s);
+
+/* ------------------------------------------------------------------------ */
+/* Interrupts                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The long calls -- hl_fill, hl_churn, hl_collect of several cycles,
+ * hl_ref_checksum -- stop at their next safe point with HL_EINTR after
+ * hl_interrupt() is called, leaving nothing half-done (a fill's objects
+ * become garbage; no handle is made).  hl_interrupt is async-signal-safe.
+ * hl_interrupt_attach(signo) installs a handler for signo that calls it and
+ * then the handler that was there before (CPython's, for SIGINT), so Ctrl-C
+ * stops a long fill instead of waiting for it.  Once per signal; HL_ESYS if
+ * the handler cannot be installed. */
+void hl_interrupt(void);
+int hl_interrupt_attach(int signo);
 
 /* ------------------------------------------------------------------------ */
 /* Heaps                                                                    */

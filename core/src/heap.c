@@ -13,6 +13,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -38,6 +39,45 @@ void hl__assert_fail(const char *cond, const char *file, int line, const char *f
 #endif
 
 static _Atomic uint64_t heap_serial;
+
+/* ---- interrupts ---- */
+
+_Atomic uint64_t hl__interrupts;
+
+void hl_interrupt(void) { atomic_fetch_add_explicit(&hl__interrupts, 1, memory_order_relaxed); }
+
+static struct sigaction chained[65];
+static _Atomic int attached[65];
+
+static void on_signal(int sig, siginfo_t *info, void *ctx) {
+  int saved = errno;
+  hl_interrupt();
+  errno = saved;
+  const struct sigaction *old = &chained[sig];
+  if (old->sa_flags & SA_SIGINFO) {
+    if (old->sa_sigaction) old->sa_sigaction(sig, info, ctx);
+  } else if (old->sa_handler == SIG_DFL) {
+    signal(sig, SIG_DFL); /* what the signal did before: end the process */
+    raise(sig);
+  } else if (old->sa_handler != SIG_IGN) {
+    old->sa_handler(sig);
+  }
+}
+
+int hl_interrupt_attach(int signo) {
+  if (signo <= 0 || signo > 64) return HL_EINVAL;
+  if (atomic_exchange(&attached[signo], 1)) return HL_OK;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(signo, &sa, &chained[signo]) != 0) {
+    atomic_store(&attached[signo], 0);
+    return HL_ESYS;
+  }
+  return HL_OK;
+}
 
 #define CHECK_HEAP(h)                                                          \
   do {                                                                         \
@@ -465,7 +505,15 @@ int hl_collect(hl_heap *h, int64_t cycles, int major) {
     return hl__fail(h, HL_EINVAL, "collect: major %d is not -1 (policy), 0 or 1", major);
   bool locked = hl__lock(h);
   int rc = HL_OK;
-  for (int64_t i = 0; i < cycles && !rc; i++) rc = hl__cycle(h, major, REASON_EXPLICIT);
+  uint64_t mark = hl__interrupt_mark();
+  for (int64_t i = 0; i < cycles && !rc; i++) {
+    if (i && hl__interrupted(mark)) {
+      rc = hl__fail(h, HL_EINTR, "collect: interrupted after %" PRId64 " of %" PRId64 " cycles",
+                    i, cycles);
+      break;
+    }
+    rc = hl__cycle(h, major, REASON_EXPLICIT);
+  }
   hl__unlock(h, locked);
   return rc;
 }

@@ -443,6 +443,17 @@ static inline uint64_t hl__live_bytes(const hl_heap *h) {
   return h->ctr.live[HL_SMALL] + h->ctr.live[HL_LARGE];
 }
 
+/* ---- interrupts (heap.c) ----
+ * hl_interrupt counts; a long call remembers the count when it starts and
+ * stops at a safe point once it has moved. */
+extern _Atomic uint64_t hl__interrupts;
+static inline uint64_t hl__interrupt_mark(void) {
+  return atomic_load_explicit(&hl__interrupts, memory_order_relaxed);
+}
+static inline bool hl__interrupted(uint64_t mark) {
+  return atomic_load_explicit(&hl__interrupts, memory_order_relaxed) != mark;
+}
+
 /* ---- telemetry ---- */
 void hl__event(hl_heap *h, int kind, int nfields, ...);
 /* "EAGAIN, ENOMEM, ..." (the errno names heaplab knows), for messages. */

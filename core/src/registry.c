@@ -4,11 +4,16 @@
  *   the write barrier  hl_obj_set names no heap: the registry finds the
  *                      generational heap whose reservation holds the object
  *                      (gc/barrier.c)
- *   fork()             atfork handlers lock every heap (after the manual
- *                      mode's thread-cache lock) so that a child never
- *                      inherits a heap lock held by a thread that does not
- *                      exist in it, and wait for a trim advising outside the
- *                      lock to publish its pages first
+ *   fork()             atfork handlers take every heap's locks (after the
+ *                      manual mode's thread-cache lock): the heap lock, the
+ *                      collector's request lock and the error lock, so that a
+ *                      child never inherits a lock held by a thread that
+ *                      does not exist in it, and wait for a trim advising
+ *                      outside the lock to publish its pages first.  In the
+ *                      child, the condition variables are made anew (their
+ *                      waiters did not come along) and a background
+ *                      collector, whose thread did not either, is started
+ *                      again at its next request (gc/collector.c).
  *
  * Lock order, everywhere: the thread caches' global lock (manual.c), then
  * the registry, then a heap's lock.
@@ -33,24 +38,48 @@ static void fork_prepare(void) {
   pthread_rwlock_rdlock(&registry_lock);
   for (uint32_t i = 0; i < registry_n; i++) {
     hl_heap *h = registry[i].heap;
-    if (hl__held == h) continue; /* this thread holds it (hl_enter) */
-    hl__lock_raw(h);
-    /* a trim advising outside the lock must finish first: in the child it
-     * would never publish its pages */
-    while (h->in_cycle) hl__wait(h, &h->cycle_done);
+    if (hl__held != h) { /* (this thread may hold it: hl_enter) */
+      hl__lock_raw(h);
+      /* a trim advising outside the lock must finish first: in the child it
+       * would never publish its pages */
+      while (h->in_cycle) hl__wait(h, &h->cycle_done);
+    }
+    pthread_mutex_lock(&h->req_lock);
+    pthread_mutex_lock(&h->errlock);
   }
 }
 
-static void fork_done(void) {
+static void fork_parent(void) {
   for (uint32_t i = registry_n; i-- > 0;) {
     hl_heap *h = registry[i].heap;
+    pthread_mutex_unlock(&h->errlock);
+    pthread_mutex_unlock(&h->req_lock);
     if (hl__held != h) hl__unlock_raw(h);
   }
   pthread_rwlock_unlock(&registry_lock);
   hl__manual_fork_done();
 }
 
-static void fork_init(void) { pthread_atfork(fork_prepare, fork_done, fork_done); }
+static void fork_child(void) {
+  for (uint32_t i = registry_n; i-- > 0;) {
+    hl_heap *h = registry[i].heap;
+    pthread_mutex_unlock(&h->errlock);
+    pthread_mutex_unlock(&h->req_lock);
+    pthread_cond_init(&h->cycle_done, NULL);
+    pthread_cond_init(&h->collector_cv, NULL);
+    /* the collector thread stayed in the parent: it is started again when
+     * a cycle is next requested */
+    h->collector_running = false;
+    h->collector_stop = false;
+    atomic_store(&h->collector_waiting, false);
+    atomic_store(&h->cycle_requested, false);
+    if (hl__held != h) hl__unlock_raw(h);
+  }
+  pthread_rwlock_unlock(&registry_lock);
+  hl__manual_fork_done();
+}
+
+static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 int hl__registry_add(hl_heap *h) {
   pthread_once(&fork_once, fork_init);

@@ -31,6 +31,11 @@ static void abs_deadline(struct timespec *ts, uint64_t ns_from_now) {
 /* Lock held (by the caller, through hl__lock). */
 void hl__request_cycle(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
+  /* a child of fork() has no collector thread until it asks for a cycle */
+  if (!h->collector_running && !h->closing && hl__collector_start(h) != 0) {
+    hl__cycle(h, -1, REASON_SMALL); /* no thread: the cycle runs here */
+    return;
+  }
   if (atomic_load_explicit(&h->cycle_requested, memory_order_relaxed)) return;
   h->tally.cycle_requests++;
   pthread_mutex_lock(&h->req_lock);

@@ -2,14 +2,23 @@
  * sampler.c -- a thread that samples the process footprint (prim's
  * smaps_rollup probe) for the experiment harnesses of Python and Lua: the
  * peak, the lowest value after a marked event, and a decimating time series.
+ *
+ * fork(): every live sampler's lock is taken around a fork (so that the
+ * child does not inherit it held by the sampling thread), and in the child,
+ * where that thread does not exist, it is started again by the sampler's
+ * next call.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../internal.h"
 
 struct hl_sampler {
+  hl_sampler *next_live;    /* the samplers fork() knows */
+  pid_t pid;                /* the process its thread runs in */
+  bool running;             /* its thread runs (not in a child of fork) */
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t cv;
@@ -49,6 +58,62 @@ static void take(hl_sampler *s) {
   s->series[i] = x;
   s->taken++;
   pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the live samplers, for fork() ---- */
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static hl_sampler *live;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&live_lock);
+  for (hl_sampler *s = live; s; s = s->next_live) pthread_mutex_lock(&s->lock);
+}
+static void fork_parent(void) {
+  for (hl_sampler *s = live; s; s = s->next_live) pthread_mutex_unlock(&s->lock);
+  pthread_mutex_unlock(&live_lock);
+}
+static void fork_child(void) {
+  for (hl_sampler *s = live; s; s = s->next_live) {
+    s->running = false; /* the thread stayed in the parent */
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_unlock(&s->lock);
+  }
+  pthread_mutex_unlock(&live_lock);
+}
+static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+static void live_add(hl_sampler *s) {
+  pthread_once(&fork_once, fork_init);
+  pthread_mutex_lock(&live_lock);
+  s->next_live = live;
+  live = s;
+  pthread_mutex_unlock(&live_lock);
+}
+static void live_remove(hl_sampler *s) {
+  pthread_mutex_lock(&live_lock);
+  for (hl_sampler **p = &live; *p; p = &(*p)->next_live)
+    if (*p == s) {
+      *p = s->next_live;
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+}
+
+static void *run(void *arg);
+
+/* Start the sampling thread when it is not running here (a child of fork). */
+static int ensure_thread(hl_sampler *s) {
+  pthread_mutex_lock(&s->lock);
+  int rc = 0;
+  if (!s->running && !s->stop) {
+    s->pid = getpid();
+    rc = pthread_create(&s->thread, NULL, run, s);
+    s->running = rc == 0;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return rc;
 }
 
 static void *run(void *arg) {
@@ -94,11 +159,14 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cv, NULL);
   take(s);
-  if (pthread_create(&s->thread, NULL, run, s)) {
+  if (ensure_thread(s)) {
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cv);
     free(s->series);
     free(s);
     return hl__fail(NULL, HL_ESYS, "sampler: cannot start its thread");
   }
+  live_add(s);
   *out = s;
   return HL_OK;
 }
@@ -110,6 +178,7 @@ int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
 
 int hl_sampler_mark(hl_sampler *s) {
   if (!s) return HL_EINVAL;
+  ensure_thread(s);
   pthread_mutex_lock(&s->lock);
   s->mark_ns = prim_now_ns();
   s->min_after = s->max_after = 0;
@@ -120,6 +189,7 @@ int hl_sampler_mark(hl_sampler *s) {
 
 int hl_sampler_reset(hl_sampler *s) {
   if (!s) return HL_EINVAL;
+  ensure_thread(s);
   pthread_mutex_lock(&s->lock);
   s->taken = 0;
   s->max_phys = s->max_rss = 0;
@@ -132,6 +202,7 @@ int hl_sampler_reset(hl_sampler *s) {
 
 int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
   if (!s || !o) return HL_EINVAL;
+  ensure_thread(s);
   take(s); /* the value now counts too */
   pthread_mutex_lock(&s->lock);
   *o = (hl_sampler_summary){s->taken, s->min_phys, s->max_phys, s->min_after, s->max_after,
@@ -153,11 +224,13 @@ int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size
 
 void hl_sampler_stop(hl_sampler *s) {
   if (!s) return;
+  live_remove(s);
   pthread_mutex_lock(&s->lock);
   s->stop = true;
+  bool running = s->running;
   pthread_cond_signal(&s->cv);
   pthread_mutex_unlock(&s->lock);
-  pthread_join(s->thread, NULL);
+  if (running) pthread_join(s->thread, NULL);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cv);
   free(s->series);

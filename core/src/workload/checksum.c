@@ -48,7 +48,13 @@ int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
   stack = malloc(cap * sizeof(void *));
   if (!stack) goto oom;
   stack[top++] = root;
+  uint64_t mark = hl__interrupt_mark();
   while (top) {
+    if ((n & 4095) == 4095 && hl__interrupted(mark)) {
+      rc = hl__fail(h, HL_EINTR, "checksum: interrupted after %llu objects",
+                    (unsigned long long)n);
+      goto out;
+    }
     void *obj = stack[--top];
     total += object_hash(obj);
     n++;

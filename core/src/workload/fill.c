@@ -109,7 +109,14 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   uint32_t group_page = HL_NIL;
   /* small objects fill every page they take: fault each in with one call */
   h->bulk = !large;
+  uint64_t mark = hl__interrupt_mark();
   for (uint64_t k = 0; k < count; k++) {
+    if ((k & 4095) == 4095 && hl__interrupted(mark)) {
+      /* what was made is garbage: its handles go below */
+      rc = hl__fail(h, HL_EINTR, "fill: interrupted after %llu of %llu objects",
+                    (unsigned long long)k, (unsigned long long)count);
+      goto out;
+    }
     void *obj = hl__obj_alloc_fast(h, size, refs);
     if (!obj) obj = hl__obj_alloc(h, size, refs, 0);
     if (!obj) {

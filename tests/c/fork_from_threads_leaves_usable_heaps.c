@@ -1,0 +1,106 @@
+/* fork() while other threads allocate leaves the child usable heaps of both
+ * modes, a working background collector and a working sampler.  On a8ce51d
+ * only manual heaps were protected: 37 of 40 children of a process whose
+ * thread was filling a collected heap hung on its lock.  Each child here
+ * allocates, fills, collects, reads its sampler and exits; an alarm fails it
+ * if anything hangs.  Runs under ThreadSanitizer too (suite threads), whose
+ * runtime cannot start threads in a child of a threaded parent ("dup thread
+ * with used id"): there the child leaves the collector and the sampler,
+ * whose threads it would start again, alone. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static hl_heap *sync_heap, *bg_heap, *manual_heap;
+static hl_sampler *sampler;
+static _Atomic int stop;
+
+static void *filler(void *arg) {
+  hl_heap *h = arg;
+  while (!stop) {
+    hl_ref r;
+    if (hl_fill(h, 2u << 20, 64, 0, &r) == HL_OK) hl_ref_release(h, r);
+    hl_ref l;
+    if (hl_alloc(h, 100000, 0, &l) == HL_OK) hl_ref_release(h, l); /* the large path too */
+  }
+  return NULL;
+}
+
+static void *mallocer(void *arg) {
+  hl_heap *h = arg;
+  void *b[256];
+  while (!stop) {
+    for (int i = 0; i < 256; i++) b[i] = hl_malloc(h, 16 + (size_t)i * 7);
+    for (int i = 0; i < 256; i++) hl_free(h, b[i]);
+  }
+  return NULL;
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define CHILD_STARTS_THREADS 0
+#else
+#define CHILD_STARTS_THREADS 1
+#endif
+
+static int child(void) {
+  alarm(10);
+  hl_ref r;
+  for (int k = 0; k < 3; k++) {
+    if (hl_fill(sync_heap, 1u << 20, 64, 0, &r) || hl_ref_release(sync_heap, r)) return 2;
+    if (hl_collect(sync_heap, 1, -1)) return 3;
+    /* the background heap: its collector thread is started again here */
+    for (int i = 0; i < 64 && CHILD_STARTS_THREADS; i++) {
+      if (hl_alloc(bg_heap, 64 << 10, 0, &r) || hl_ref_release(bg_heap, r)) return 4;
+    }
+    if (CHILD_STARTS_THREADS && hl_collect(bg_heap, 1, -1)) return 5;
+    void *p = hl_malloc(manual_heap, 100);
+    if (!p) return 6;
+    hl_free(manual_heap, p);
+  }
+  if (hl_heap_check(sync_heap) || hl_heap_check(bg_heap) || hl_heap_check(manual_heap)) return 7;
+  hl_sampler_summary s;
+  if (CHILD_STARTS_THREADS &&
+      (hl_sampler_mark(sampler) || hl_sampler_summary_get(sampler, &s) || !s.samples))
+    return 8;
+  hl_sampler_stop(sampler);
+  hl_heap_free(bg_heap); /* joins the child's collector thread */
+  return 0;
+}
+
+int main(void) {
+  sync_heap = HEAP("reserve_bytes=256m");
+  bg_heap = HEAP("reserve_bytes=256m", "collector=background", "large_trigger_bytes=1m");
+  manual_heap = HEAP("mode=manual", "reserve_bytes=256m");
+  CHECK(hl_sampler_open(&sampler, 0.0005, 4096) == HL_OK, "sampler");
+  pthread_t t[4];
+  CHECK(pthread_create(&t[0], NULL, filler, sync_heap) == 0, "thread");
+  CHECK(pthread_create(&t[1], NULL, filler, bg_heap) == 0, "thread");
+  CHECK(pthread_create(&t[2], NULL, mallocer, manual_heap) == 0, "thread");
+  CHECK(pthread_create(&t[3], NULL, mallocer, manual_heap) == 0, "thread");
+  int hung = 0, failed = 0;
+  for (int i = 0; i < 30; i++) {
+    usleep(2000);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) _exit(child());
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) hung++;
+    else if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+      failed++;
+      fprintf(stderr, "child %d: status %d\n", i, st);
+    }
+  }
+  stop = 1;
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  CHECK(!hung && !failed, "%d of 30 children hung, %d failed", hung, failed);
+  hl_sampler_stop(sampler);
+  hl_heap_free(sync_heap);
+  hl_heap_free(bg_heap);
+  hl_heap_free(manual_heap);
+  puts("ok: 30 children of a threaded parent ran");
+  return 0;
+}
