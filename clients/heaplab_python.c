@@ -24,15 +24,36 @@
 
 PyObject *PyInit__heaplab_client(void);
 
-static void *py_malloc(void *ctx, size_t n) { return hl_malloc(ctx, n); }
+/* Out of memory before CPython is initialised: it cannot raise MemoryError
+ * yet and would abort with a fatal error (HEAPLAB_RESERVE_BYTES=1m did), so
+ * the launcher says what ran out and exits 2, as on a bad option.  Once
+ * CPython runs, NULL is its MemoryError as usual. */
+static __attribute__((noinline, cold)) void *starved(void *ctx, size_t n) {
+  if (Py_IsInitialized()) return NULL;
+  hl_options o;
+  hl_heap_options(ctx, &o);
+  fprintf(stderr,
+          "heaplab-python: out of memory while CPython starts (%zu bytes asked): %s; "
+          "the heap's reservation is %lld bytes (HEAPLAB_RESERVE_BYTES)\n",
+          n, hl_heap_error(ctx), (long long)o.reserve_bytes);
+  fflush(stderr);
+  exit(2);
+}
+
+static void *py_malloc(void *ctx, size_t n) {
+  void *p = hl_malloc(ctx, n);
+  return p ? p : starved(ctx, n);
+}
 
 static void *py_calloc(void *ctx, size_t count, size_t size) {
-  return hl_calloc(ctx, count, size);
+  void *p = hl_calloc(ctx, count, size);
+  return p ? p : starved(ctx, count * size);
 }
 
 /* PyMem_Realloc(p, 0) resizes to a valid block, it does not free. */
 static void *py_realloc(void *ctx, void *ptr, size_t n) {
-  return hl_realloc(ctx, ptr, 0, n ? n : 1);
+  void *p = hl_realloc(ctx, ptr, 0, n ? n : 1);
+  return p ? p : starved(ctx, n);
 }
 
 static void py_free(void *ctx, void *ptr) { hl_free(ctx, ptr); }

@@ -1,7 +1,12 @@
 /*
  * heap.c -- heaplab.heap: the heap userdata and its methods.
  *
- * An hl_heap * that is NULL once closed.  Created closed, opened only after
+ * An hl_heap * that is NULL once closed.
+ *
+ * A method reads the hl_heap * (heap_open) only after the last thing it
+ * allocates on the Lua side before its C call: an allocation may run a
+ * finalizer, and a finalizer may close the heap (issue 16: h:alloc under an
+ * aggressive GC freed the heap between reading the pointer and using it).  Created closed, opened only after
  * hl_heap_new succeeds; one finalizer (heap_close) serves __gc, __close and
  * h:close(), and is idempotent.  A heap's handles (object.c) keep the heap
  * userdata alive through their user value, and see it closed -- never a
@@ -123,6 +128,11 @@ int lhl_heap_new(lua_State *L) {
     return luaL_error(L, "%s", msg);
   }
   lh->h = h;
+  /* Lua's collector sees a few bytes of userdata, not what the heap holds
+   * (its descriptors, events, first pages: ~100 KiB as soon as it is used),
+   * so 3,000 dropped heaps held 925 MiB until collectgarbage().  Tell it:
+   * a step as if the heap's cost had been allocated. */
+  lua_gc(L, LUA_GCSTEP, (int)((o.page_size + o.events_capacity * (int64_t)sizeof(hl_event)) >> 10));
   return 1;
 }
 
@@ -177,10 +187,11 @@ A new object, as a handle that roots it.
 /* h:alloc(size, refs=0) */
 static int h_alloc(lua_State *L) {
   static const char fn[] = "h:alloc";
-  hl_heap *h = heap_open(L, 1, fn);
+  heap_ud(L, 1, fn);
   uint64_t size = lhl_arg_uint(L, 2, fn, "size", UINT64_MAX, -1);
   uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", UINT64_MAX, 0);
-  lobj *o = lhl_obj_new(L, 1);
+  lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
+  hl_heap *h = heap_open(L, 1, fn);
   int rc = hl_alloc(h, size, refs, &o->ref);
   if (rc) return lhl_result(L, fn, h, rc);
   return 1;
@@ -200,12 +211,13 @@ reachable from the returned handle (one slot per page).
 /* h:fill(total_bytes, size, refs=0, stride=1) */
 static int h_fill(lua_State *L) {
   static const char fn[] = "h:fill";
-  hl_heap *h = heap_open(L, 1, fn);
+  heap_ud(L, 1, fn);
   uint64_t total = lhl_arg_uint(L, 2, fn, "total_bytes", UINT64_MAX, -1);
   uint64_t size = lhl_arg_uint(L, 3, fn, "size", UINT64_MAX, -1);
   uint64_t refs = lhl_arg_uint(L, 4, fn, "refs", UINT64_MAX, 0);
   uint64_t stride = lhl_arg_uint(L, 5, fn, "stride", UINT64_MAX, 1);
-  lobj *o = lhl_obj_new(L, 1);
+  lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
+  hl_heap *h = heap_open(L, 1, fn);
   int rc = hl_fill_stride(h, total, size, refs, stride, &o->ref);
   if (rc) return lhl_result(L, fn, h, rc);
   return 1;
@@ -332,11 +344,11 @@ list and of each event shows its fields
 static int h_events(lua_State *L) {
   static const char fn[] = "h:events";
   lheap *lh = heap_ud(L, 1, fn);
-  hl_heap *h = heap_open(L, 1, fn);
   int clear = lhl_arg_bool(L, 2, fn, "clear", 1);
   size_t cap = (size_t)lh->events_capacity;
   /* a userdata buffer: freed by Lua even if building the result raises */
-  hl_event *buf = lua_newuserdatauv(L, cap * sizeof *buf, 0);
+  hl_event *buf = lua_newuserdatauv(L, cap * sizeof *buf, 0); /* (may run a finalizer) */
+  hl_heap *h = heap_open(L, 1, fn);
   size_t n = 0;
   int rc = hl_events_read(h, buf, cap, &n, clear);
   if (rc) return lhl_result(L, fn, h, rc);

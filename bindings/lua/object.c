@@ -189,9 +189,12 @@ A second, independent root to the same object.
 /* o:dup() -> a second, independent root to the same object */
 static int o_dup(lua_State *L) {
   hl_heap *h;
-  lobj *o = obj_check(L, 1, "o:dup", &h);
+  obj_check(L, 1, "o:dup", &h);
   lua_getiuservalue(L, 1, 1);
   lobj *d = lhl_obj_new(L, -1);
+  /* the allocation may have run a finalizer that closed the heap or
+   * released o: look again (heap.c says why) */
+  lobj *o = obj_check(L, 1, "o:dup", &h);
   int rc = hl_ref_dup(h, o->ref, &d->ref);
   if (rc) return lhl_result(L, "o:dup", h, rc);
   return 1;
@@ -215,6 +218,7 @@ static int o_read(lua_State *L) {
   uint64_t len = lhl_arg_uint(L, 3, fn, "length", info.size - off, (int64_t)(info.size - off));
   luaL_Buffer b;
   char *dst = luaL_buffinitsize(L, &b, (size_t)len);
+  o = obj_check(L, 1, fn, &h); /* (after an allocation: heap.c says why) */
   int rc = hl_ref_read(h, o->ref, off, dst, len);
   if (rc) return lhl_result(L, fn, h, rc);
   luaL_pushresultsize(&b, (size_t)len);
@@ -291,6 +295,7 @@ static int obj_index(lua_State *L) {
   uint64_t slot = slot_index(L, 2, fn, h, o);
   lua_getiuservalue(L, 1, 1);
   lobj *v = lhl_obj_new(L, -1);
+  o = obj_check(L, 1, fn, &h); /* (after an allocation: heap.c says why) */
   lhl_check_rc(L, fn, h, hl_ref_get(h, o->ref, slot, &v->ref));
   if (v->ref == 0) lua_pushnil(L);
   return 1;

@@ -127,6 +127,9 @@ static int s_series(lua_State *L) {
   lua_Integer out = 0;
   size_t from = (size_t)(start - 1), n = 0;
   do {
+    /* every table made below may run a finalizer that stops the sampler:
+     * look it up again before each read (an error if it was stopped) */
+    s = sampler_check(L, fn);
     hl_sampler_read(s, from, buf, CHUNK, &n);
     for (size_t i = 0; i < n; i++) {
       lua_createtable(L, 4, 0);

@@ -460,8 +460,18 @@ def python_faults():
         status, out, err = run([PYTHON, "-m", "test", "-q", "test_json", "test_dict"], PYTHON,
                                dict(FAULTS, HEAPLAB_STATS=path), cwd=d, timeout=600)
         assert status == 0, f"regrtest under faults: exit {status}\n{(out + err)[-3000:]}"
+    # a reservation too small to start CPython: a clear line and status 2 (it
+    # aborted with a fatal Python error before), and a MemoryError once it runs
+    status, out, err = run([PYTHON, "-c", "print(1)"], PYTHON, {"HEAPLAB_RESERVE_BYTES": "1m"})
+    assert status == 2 and "out of memory while CPython starts" in err \
+        and "HEAPLAB_RESERVE_BYTES" in err and "Fatal Python error" not in err, (status, err)
+    status, out, err = run([PYTHON, "-c", "try:\n    x = [str(i) for i in range(10**7)]\n"
+                            "except MemoryError:\n    print('MemoryError')"], PYTHON,
+                           {"HEAPLAB_RESERVE_BYTES": "64m"})
+    assert status == 0 and out.strip() == "MemoryError", (status, out, err)
     print(f"faults: {st['restore_failed_pages']} restores failed, {st['fallback_pages']} "
-          f"releases took the fallback; output unchanged, regrtest passes")
+          f"releases took the fallback; output unchanged, regrtest passes; a reservation too "
+          f"small to start: status 2")
 
 
 def python_report():

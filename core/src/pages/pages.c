@@ -166,11 +166,16 @@ static int map_table(hl_heap *h, size_t bytes, void **out, size_t *kept) {
 int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   h->page_size = (uint64_t)h->opt.page_size;
   h->page_shift = (unsigned)__builtin_ctzll(h->page_size);
-  uint64_t want = (uint64_t)h->opt.reserve_bytes / h->page_size * h->page_size;
-  uint64_t floor = 16 * h->page_size;
+  uint64_t asked = (uint64_t)h->opt.reserve_bytes / h->page_size * h->page_size;
+  uint64_t want = asked;
+  /* Step down when refused (RLIMIT_AS, overcommit=2, a small VM) -- but not
+   * below 64 MiB (or what was asked, if less): a heap that silently got a
+   * sliver of what it asked for (the 5,000th heap of a process has 2 MiB of
+   * address space left) fails later and obscurely; better a clear error now. */
+  uint64_t floor = asked < ((uint64_t)64 << 20) ? asked : (uint64_t)64 << 20;
+  if (floor < 16 * h->page_size) floor = 16 * h->page_size;
   void *base = NULL;
   int attempts = 0, last = 0;
-  /* Step down when refused (RLIMIT_AS, overcommit=2, a small VM). */
   for (;;) {
     attempts++;
     prim_result r = prim_reserve(&h->prim, want, &base);
@@ -182,9 +187,11 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   }
   if (!base) {
     hl__fmt_err(err, errlen,
-                "reserve: the kernel refused every reservation down to %" PRIu64
-                " bytes (%s, %d attempts)",
-                want, strerror(last), attempts);
+                "reserve: the kernel refused every reservation from the %" PRIu64
+                " bytes asked down to %" PRIu64 " (%s, %d attempts: the address space "
+                "is exhausted -- RLIMIT_AS, or too many heaps open -- or a smaller "
+                "reserve_bytes is needed)",
+                asked, want, strerror(last), attempts);
     return HL_ENOMEM;
   }
   h->base = base;

@@ -1,0 +1,51 @@
+/* A heap whose reservation the kernel refuses steps it down (ulimit -v,
+ * overcommit), but not below 64 MiB (or what was asked, if less): with the
+ * address space nearly exhausted, heap creation fails with a clear error
+ * instead of handing out a sliver.  On a8ce51d the 5,000th heap of a
+ * process silently got 2 MiB of the 32 GiB it asked for.  RLIMIT_AS is set
+ * in a child process here (the system's limits are left alone). */
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+/* In a child under RLIMIT_AS = limit: the reservation a default heap gets,
+ * or 0 when creation fails with a message naming the address space. */
+static uint64_t reserved_under(uint64_t limit) {
+  int fds[2];
+  CHECK(pipe(fds) == 0, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit rl = {limit, limit};
+    setrlimit(RLIMIT_AS, &rl);
+    hl_heap *h = NULL;
+    char err[512];
+    uint64_t got = 0;
+    if (hl_heap_new(NULL, &h, err, sizeof err) == HL_OK) hl_heap_range(h, NULL, &got);
+    else if (!strstr(err, "address space")) got = 1; /* an unclear message */
+    if (write(fds[1], &got, sizeof got) != sizeof got) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  uint64_t got = 2;
+  CHECK(read(fds[0], &got, sizeof got) == sizeof got, "child");
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+  return got;
+}
+
+int main(void) {
+  uint64_t at_2g = reserved_under(2ull << 30);
+  CHECK(at_2g >= (256u << 20) && at_2g < (2ull << 30), "under 2 GiB: %" PRIu64, at_2g);
+  uint64_t at_50m = reserved_under(50u << 20);
+  CHECK(at_50m == 0, "under 50 MiB a sliver of %" PRIu64 " bytes was handed out", at_50m);
+  /* asking for little is fine */
+  hl_heap *h = HEAP("reserve_bytes=4m");
+  uint64_t got;
+  OK(h, hl_heap_range(h, NULL, &got));
+  CHECK(got == 4u << 20, "4 MiB asked, %" PRIu64 " got", got);
+  hl_heap_free(h);
+  puts("ok");
+  return 0;
+}

@@ -1,0 +1,52 @@
+-- The Lua collector and heaplab's lifetimes (issue 16, defects 2 and 16).
+local hl = require "heaplab"
+local C = require "check"
+
+describe("a heap closed by a finalizer during one of its calls", function()
+  it("is an error in the call, never a use after free", function()
+    -- an aggressive collector: a finalizer may run at any allocation, and
+    -- this one closes the heap whose method is running
+    collectgarbage("incremental", 1, 1000, 0)
+    local closed_in_call = 0
+    for round = 1, 60 do
+      local h = hl.heap{ reserve_bytes = "64m" }
+      local o = assert(h:alloc(64, 2))
+      o[1] = assert(h:alloc(8))
+      local s = hl.sampler(0.01)
+      setmetatable({}, { __gc = function() h:close(); s:stop() end })
+      for i = 1, 50 do
+        local calls = {
+          function() return h:alloc(64) end, function() return h:fill(4096, 64) end,
+          function() return h:events() end, function() return o:dup() end,
+          function() return o[1] end, function() return o:read() end,
+          function() return s:series() end,
+        }
+        local ok, err = pcall(calls[(i % #calls) + 1])
+        if not ok then
+          C.ok(tostring(err):find("closed") or tostring(err):find("stopped")
+               or tostring(err):find("released"), "the error says why: " .. tostring(err))
+          closed_in_call = closed_in_call + 1
+        end
+      end
+      h:close()
+      s:stop()
+    end
+    collectgarbage("incremental", 200, 100, 13)
+    C.ok(closed_in_call > 0, "finalizers closed heaps during calls: " .. closed_in_call)
+  end)
+end)
+
+describe("heaps Lua drops", function()
+  it("are collected without collectgarbage(): Lua is told what a heap costs", function()
+    collectgarbage()
+    local alive = setmetatable({}, { __mode = "k" })
+    for i = 1, 3000 do
+      local h = hl.heap{}
+      alive[h] = true
+      local o = h:alloc(64)
+    end
+    local n = 0
+    for h in pairs(alive) do if not h:closed() then n = n + 1 end end
+    C.ok(n < 1000, "heaps still open without a collectgarbage(): " .. n .. " of 3000")
+  end)
+end)
