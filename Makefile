@@ -7,9 +7,10 @@ PYTHON ?= python3
 BUILD  ?= build
 ASAN   ?= build-asan
 TSAN   ?= build-tsan
+PYASAN ?= build-pyasan
 export MALLOC_PERTURB_ = 0
 
-.PHONY: all setup build build-asan install test test-c test-asan test-python test-lua \
+.PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
         notebooks lua clean docs test-lua-testes
 
@@ -50,6 +51,24 @@ test-asan: build-asan
 test-tsan: build-tsan
 	TSAN_OPTIONS=halt_on_error=1 meson test -C $(TSAN) --no-rebuild --suite threads --print-errorlogs
 
+# The binding's lifetimes under AddressSanitizer: the Python package with an
+# instrumented extension (finalizers, Ctrl-C, threads racing close/stop).
+$(PYASAN)/build.ninja:
+	meson setup $(PYASAN) --buildtype=debug -Dpython=true -Dtests=false -Dlua=disabled \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dasserts=true
+
+test-python-asan: setup build $(PYASAN)/build.ninja
+	ninja -C $(PYASAN)
+	rm -rf $(PYASAN)/pkg && mkdir -p $(PYASAN)/pkg/heaplab
+	cp bindings/python/heaplab/*.py $(PYASAN)/bindings/python/_heaplab*.so $(PYASAN)/pkg/heaplab/
+	cd tests/python && \
+	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:allocator_may_return_null=1 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
+	  PYTHONPATH=$(abspath $(PYASAN))/pkg HEAPLAB_BUILD=$(abspath $(BUILD)) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider test_reliability.py test_bad_input.py \
+	  test_threads.py test_same_words.py
+
 test-python: install build
 	cd tests/python && HEAPLAB_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q .
 
@@ -68,7 +87,7 @@ test-bench: build
 test-notebooks: install
 	$(PYTHON) -m heaplab.notebooks docs/notebooks --check
 
-test: test-c test-asan test-tsan test-python test-lua test-clients test-bench test-notebooks
+test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-bench test-notebooks
 
 experiments: install build
 	$(PYTHON) -m pytest experiments -q
@@ -97,4 +116,4 @@ lua: build
 	LUA_CPATH="$(BUILD)/bindings/lua/?.so;;" lua5.4 -i -e 'heaplab = require "heaplab"'
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN) results .setup-python.stamp
+	rm -rf $(BUILD) $(ASAN) $(TSAN) $(PYASAN) results .setup-python.stamp

@@ -6,13 +6,23 @@ options, stats, events and fault sites expand into the plain declarations
 CFFI parses: nothing is typed a second time.  Meson runs this at build time
 (a custom_target) and compiles the result with py.extension_module.
 
-usage: gen_cffi.py CC HEADER OUT_C
+The binding's own C-level owners (owners.h, owners.c: the heap and the
+roots freed from cffi's deallocation, in C) are declared and compiled in
+beside it.
+
+usage: gen_cffi.py CC HEADER OUT_C [OWNERS_H OWNERS_C]
 """
 import shlex
 import subprocess
 import sys
 
 import cffi
+
+
+def cdef_from_text(cc, text):
+    """Declarations with their comments removed (the preprocessor's work)."""
+    cmd = shlex.split(cc) + ["-E", "-P", "-x", "c", "-"]
+    return subprocess.run(cmd, input=text, check=True, capture_output=True, text=True).stdout
 
 
 def cdef_from_header(cc, header):
@@ -23,9 +33,17 @@ def cdef_from_header(cc, header):
 
 def main():
     cc, header, out_c = sys.argv[1:4]
+    owners = sys.argv[4:6]
     ffi = cffi.FFI()
-    ffi.cdef(cdef_from_header(cc, header))
-    ffi.set_source("heaplab._heaplab", '#include "heaplab.h"')
+    cdef = cdef_from_header(cc, header)
+    source = '#include "heaplab.h"\n'
+    if owners:
+        with open(owners[0]) as h, open(owners[1]) as c:
+            owners_h, owners_c = h.read(), c.read()
+        cdef += "\n" + cdef_from_text(cc, owners_h)
+        source += owners_h + "\n" + owners_c
+    ffi.cdef(cdef)
+    ffi.set_source("heaplab._heaplab", source)
     ffi.emit_c_code(out_c)
 
 

@@ -14,6 +14,7 @@ policy lives here.
 from __future__ import annotations
 
 import collections
+import signal
 import threading
 
 from ._heaplab import ffi, lib
@@ -21,7 +22,7 @@ from ._heaplab import ffi, lib
 __all__ = [
     "Heap", "Ref", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
-    "InvalidType", "UnknownOption", "CheckFailed", "SlotIndexError", "footprint", "options", "stat_names", "fault_sites", "fault_modes",
+    "InvalidType", "UnknownOption", "CheckFailed", "SlotIndexError", "Interrupted", "footprint", "options", "stat_names", "fault_sites", "fault_modes",
     "MAX_SIZE", "MAX_REFS", "__version__",
 ]
 
@@ -84,6 +85,14 @@ class InvalidType(Error, TypeError):
     code = "ETYPE"
 
 
+class Interrupted(Error, KeyboardInterrupt):
+    """A long call (fill, churn, collect, checksum) stopped at a safe point
+    because SIGINT arrived; raised only where CPython's own KeyboardInterrupt
+    is not (a SIGINT handler of the program's that does not raise)."""
+
+    code = "EINTR"
+
+
 _ERRORS = {
     lib.HL_EINVAL: InvalidArgument,
     lib.HL_ENOMEM: OutOfMemory,
@@ -96,7 +105,16 @@ _ERRORS = {
     lib.HL_EMODE: ModeError,
     lib.HL_ECHECK: CheckFailed,
     lib.HL_ETYPE: InvalidType,
+    lib.HL_EINTR: Interrupted,
 }
+
+# Ctrl-C stops the long C calls at a safe point (hl_interrupt_attach puts a
+# handler in front of CPython's, which still runs and raises KeyboardInterrupt
+# as the call returns).  Only when SIGINT has CPython's default handler: a
+# program's own handler is left alone.  A signal.signal(SIGINT, ...) later
+# replaces the chain; the calls then finish before the handler runs, as usual.
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    lib.hl_interrupt_attach(signal.SIGINT)
 
 
 def _raise(rc, message):
@@ -206,10 +224,15 @@ class Stats:
         object.__setattr__(self, "_values", values)
 
     def __getattr__(self, name):
+        if name.startswith("_"):   # (not a stat: no recursion through _values)
+            raise AttributeError(name)
         try:
             return self._values[name]
         except KeyError:
             raise AttributeError(f"Stats has no field {name!r}") from None
+
+    def __reduce__(self):
+        return (Stats, (dict(self._values),))
 
     def __setattr__(self, name, value):
         raise AttributeError("Stats is read-only")
@@ -236,10 +259,15 @@ class Event:
         self.kind, self.cycle, self.time_ns, self.fields = kind, cycle, time_ns, fields
 
     def __getattr__(self, name):
+        if name.startswith("_") or name in Event.__slots__:  # (not set yet: unpickling)
+            raise AttributeError(name)
         try:
             return self.fields[name]
         except KeyError:
             raise AttributeError(f"{self.kind} event has no field {name!r}") from None
+
+    def __reduce__(self):
+        return (Event, (self.kind, self.cycle, self.time_ns, dict(self.fields)))
 
     def as_dict(self):
         return {"kind": self.kind, "cycle": self.cycle, "time_ns": self.time_ns, **self.fields}
@@ -332,84 +360,179 @@ def _number(name, value):
     return float(value)
 
 
-# ---- heaps ------------------------------------------------------------------------------
+# ---- owners of C objects ----------------------------------------------------------------
+# A Heap and a Sampler own a C object that close() frees.  Calls in flight must
+# finish first (other threads), and a close() from inside a call of the same
+# thread -- a finalizer that runs while a method of the same heap allocates --
+# must not wait for itself: it defers the free to the end of that call.
+#
+# The counts are kept exact under KeyboardInterrupt and thread switches: CPython
+# (3.11 and later) handles signals and switches threads only at calls, loops and
+# function entry, never between the plain attribute loads, stores and integer
+# operations that check, count and enter the protected block below, so no
+# interrupt can land between counting a call and the `try` that uncounts it.
+# (A free-threaded build of CPython gives no such guarantee.)
 
-class Heap:
-    """A heaplab heap.  Keyword arguments are options (see heaplab.options());
-    HEAPLAB_<NAME> environment variables change the defaults.
+class _Here(threading.local):
+    depth = 0   # calls of one owner in flight in this thread
 
-    Unknown option -> TypeError; bad value -> ValueError naming the option and
-    its allowed range.  Use as a context manager or call close()."""
 
-    def __init__(self, **options):
-        opts = _build_options(options)
-        out = ffi.new("hl_heap **")
-        err = ffi.new("char[256]")
-        rc = lib.hl_heap_new(opts, out, err, 256)
-        if rc:
-            _raise(rc, _s(err))
-        self._ptr = out[0]
-        self._options = _options_dict(opts)
-        self._manual = self._options["mode"] == "manual"
-        # close() waits for calls in flight (other threads) to finish
-        self._cv = threading.Condition()
-        self._active = 0
+class _Owned:
+    """The C object lives in an anchor (owners.h) that frees it on close() or,
+    if the Python object dies open, from cffi's deallocation -- in C, where no
+    KeyboardInterrupt can land (a __del__ would have swallowed one)."""
+
+    __slots__ = ("_ptr", "_anchor", "_closed", "_calls", "_here", "_cv", "_pending",
+                 "__weakref__")
+    _what = "the object"
+
+    def _anchored(self, kind):
+        """A new anchor (kind 0 heap, 1 sampler), still empty."""
+        self._ptr = ffi.NULL
+        self._closed = True   # until the object exists
+        a = lib.hlpy_anchor_new(ffi.NULL, kind)
+        if a == ffi.NULL:
+            raise OutOfMemory(f"{self._what}: out of memory")
+        self._anchor = ffi.gc(a, lib.hlpy_anchor_drop)
+        return self._anchor
+
+    def _own(self, ptr):
+        self._ptr = ptr
+        self._calls = 0
+        self._here = _Here()
+        self._cv = threading.Condition(threading.Lock())
+        self._pending = False
         self._closed = False
 
-    # -- plumbing --
-    def _enter(self):
-        with self._cv:
-            if self._closed:
-                raise HeapClosed("the heap is closed")
-            self._active += 1
-        return self._ptr
+    def _free(self, ptr):
+        lib.hlpy_anchor_close(self._anchor)
 
-    def _exit(self):
-        with self._cv:
-            self._active -= 1
-            if self._active == 0:
-                self._cv.notify_all()
+    def _closed_error(self):
+        return HeapClosed(f"{self._what} is closed")
 
-    def _check(self, rc):
-        if rc:
-            _raise(rc, _s(lib.hl_heap_error(self._ptr)))
-
-    def _call(self, fn, *args):
-        p = self._enter()
+    def _run(self, fn, *args):
+        """fn(ptr, *args) with the object kept alive for the call; its result."""
+        if self._closed:
+            raise self._closed_error()
+        self._calls += 1
+        self._here.depth += 1
         try:
-            self._check(fn(p, *args))
+            return fn(self._ptr, *args)
         finally:
-            self._exit()
+            self._here.depth -= 1
+            self._calls -= 1
+            if self._closed and not self._calls:
+                self._settle()
 
-    # -- lifecycle --
-    def close(self):
-        """Free the heap: every object and handle is gone.  Idempotent."""
+    def _settle(self):
+        """The last call of a closed owner finished: free it if its close()
+        deferred that, else wake the close() that waits."""
         with self._cv:
+            if self._pending and not self._calls and self._ptr != ffi.NULL:
+                ptr, self._ptr = self._ptr, ffi.NULL
+                self._pending = False
+                self._free(ptr)
+            self._cv.notify_all()
+
+    def close(self):
+        """Free the C object; idempotent.  Calls in flight in other threads
+        finish first; inside a call of this thread (a finalizer) the free
+        waits for the end of that call."""
+        cv = getattr(self, "_cv", None)
+        if cv is None:   # __init__ failed before the C object existed
+            return
+        with cv:
             if self._closed:
                 return
             self._closed = True
-            while self._active:
-                self._cv.wait()
+            if self._here.depth:
+                self._pending = True   # this thread is inside one of our calls
+                return
+            try:
+                while self._calls:
+                    self._cv.wait(0.05)
+            except BaseException:
+                self._pending = True   # interrupted while waiting: the last call frees
+                raise
             ptr, self._ptr = self._ptr, ffi.NULL
-        lib.hl_heap_free(ptr)
+        if ptr != ffi.NULL:
+            self._free(ptr)
 
     @property
     def closed(self):
         return self._closed
 
+    def __copy__(self):
+        raise TypeError(f"a heaplab.{type(self).__name__} cannot be copied: it owns a C object "
+                        f"(share the object itself)")
+
+    def __deepcopy__(self, memo):
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"a heaplab.{type(self).__name__} cannot be pickled: it owns a C object")
+
     def __enter__(self):
         if self._closed:
-            raise HeapClosed("the heap is closed")
+            raise self._closed_error()
         return self
 
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+
+# ---- heaps ------------------------------------------------------------------------------
+
+class Heap(_Owned):
+    """A heaplab heap.  Keyword arguments are options (see heaplab.options());
+    HEAPLAB_<NAME> environment variables change the defaults, an explicit
+    option overrides its variable.
+
+    Unknown option -> TypeError; bad value -> ValueError naming the option and
+    its allowed range.  Use as a context manager or call close().  A Heap
+    cannot be copied or pickled (it owns the C heap)."""
+
+    __slots__ = ("_options", "_manual")
+    _what = "the heap"
+
+    def __init__(self, **options):
+        self._ptr = ffi.NULL
+        self._closed = True   # until the C heap exists
+        opts = _build_options(options)
+        slot = lib.hlpy_anchor_heap_slot(self._anchored(0))
+        err = ffi.new("char[256]")
+        rc = lib.hl_heap_new(opts, slot, err, 256)
+        if rc:
+            _raise(rc, _s(err))
+        self._options = _options_dict(opts)
+        self._manual = self._options["mode"] == "manual"
+        self._own(slot[0])
+
+    # -- plumbing --
+    def _check(self, rc):
+        if rc:
+            _raise(rc, _s(lib.hl_heap_error(self._ptr)))
+
+    def _call(self, fn, *args):
+        self._check(self._run(fn, *args))
+
+    def _root(self):
+        """An empty root of this heap, owned by C (owners.h)."""
+        root = ffi.gc(ffi.new("hlpy_root *"), lib.hlpy_root_done)
+        lib.hlpy_root_init(root, self._anchor)
+        return root
+
+    def _new_ref(self, fn, *args):
+        """A call that makes a handle (its last argument) into a new Ref: the
+        call writes the handle into the Ref's root, which exists before it, so
+        no KeyboardInterrupt can leave a handle that nothing owns."""
+        root = self._root()
+        ref = Ref.__new__(Ref)
+        ref._heap = self
+        ref._root = root
+        ref._hash = None
+        self._call(fn, *args, ffi.addressof(root, "ref"))
+        return ref
 
     def __repr__(self):
         if self._closed:
@@ -426,9 +549,7 @@ class Heap:
     # -- objects --
     def alloc(self, size, refs=0):
         """A new object with `size` payload bytes and `refs` empty slots, as a Ref."""
-        out = ffi.new("hl_ref *")
-        self._call(lib.hl_alloc, _u64("size", size), _u64("refs", refs), out)
-        return Ref(self, out[0])
+        return self._new_ref(lib.hl_alloc, _u64("size", size), _u64("refs", refs))
 
     def fill(self, total_bytes, size, refs=0, stride=1):
         """Bulk phase in C (GIL released): objects of `size` until total_bytes,
@@ -436,10 +557,8 @@ class Heap:
         objects landed on, each holding that page's index).  stride=N keeps
         only every Nth object (the rest are garbage at once), so the pages come
         out partially live."""
-        out = ffi.new("hl_ref *")
-        self._call(lib.hl_fill_stride, _u64("total_bytes", total_bytes), _u64("size", size),
-                   _u64("refs", refs), _u64("stride", stride), out)
-        return Ref(self, out[0])
+        return self._new_ref(lib.hl_fill_stride, _u64("total_bytes", total_bytes),
+                             _u64("size", size), _u64("refs", refs), _u64("stride", stride))
 
     def collect(self, cycles=1, major=None):
         """Synchronous full collection(s); major=True forces a major sweep,
@@ -544,13 +663,20 @@ class Heap:
 class Ref:
     """A root: while this Ref lives its object survives.  Slots are 0-based;
     o[i] = other_ref_or_None; o[i] -> Ref or None.  release(), `del`, or a
-    `with` block drop the root (idempotent)."""
+    `with` block drop the root (idempotent).  copy.copy(ref) is ref.dup() (a
+    second root); a Ref cannot be deep-copied or pickled."""
 
-    __slots__ = ("_heap", "_ref", "__weakref__")
+    __slots__ = ("_heap", "_root", "_hash", "__weakref__")
 
     def __init__(self, heap, ref):
         self._heap = heap
-        self._ref = ref
+        self._root = heap._root()
+        self._root.ref = ref
+        self._hash = None
+
+    @property
+    def _ref(self):
+        return self._root.ref
 
     def _h(self):
         if self._ref == 0:
@@ -599,9 +725,8 @@ class Ref:
 
     def __getitem__(self, i):
         j = self._index(i)
-        out = ffi.new("hl_ref *")
-        self._heap._call(lib.hl_ref_get, self._ref, j, out)
-        return Ref(self._heap, out[0]) if out[0] else None
+        r = self._heap._new_ref(lib.hl_ref_get, self._ref, j)
+        return r if r._ref else None
 
     def __setitem__(self, i, value):
         j = self._index(i)
@@ -622,24 +747,39 @@ class Ref:
 
     def dup(self):
         """A second, independent root to the same object."""
-        out = ffi.new("hl_ref *")
-        self._h()._call(lib.hl_ref_dup, self._ref, out)
-        return Ref(self._heap, out[0])
+        return self._h()._new_ref(lib.hl_ref_dup, self._ref)
+
+    def __copy__(self):
+        return self.dup()
+
+    def __deepcopy__(self, memo):
+        raise TypeError("a heaplab.Ref cannot be deep-copied (copy.copy gives a second root "
+                        "to the same object; the object itself lives in the heap)")
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a heaplab.Ref cannot be pickled: it is a root of a heap in this process")
 
     def read(self, offset=0, length=None):
-        """Copy payload bytes out."""
+        """Copy payload bytes out (from offset, length bytes; the rest by default)."""
         size = self.size
-        _u64("offset", offset)
-        length = size - offset if length is None else _u64("length", length)
-        buf = ffi.new("char[]", max(length, 1))
+        offset = _u64("offset", offset)
+        length = max(size - offset, 0) if length is None else _u64("length", length)
+        # more than the payload holds: the library names the range (IndexError)
+        # before anything is copied, so no buffer of that size is made
+        buf = ffi.new("char[]", max(min(length, size), 1))
         self._heap._call(lib.hl_ref_read, self._ref, offset, buf, length)
         return bytes(ffi.buffer(buf, length))
 
     def write(self, data, offset=0):
-        """Copy bytes into the payload."""
-        data = bytes(data)
-        _u64("offset", offset)
-        self._h()._call(lib.hl_ref_write, self._ref, offset, data, len(data))
+        """Copy bytes (a bytes-like object) into the payload at offset."""
+        if isinstance(data, (int, str)) or data is None:
+            raise TypeError(f"write: data must be a bytes-like object, not {type(data).__name__}")
+        try:
+            data = bytes(memoryview(data))
+        except TypeError:
+            raise TypeError(f"write: data must be a bytes-like object, "
+                            f"not {type(data).__name__}") from None
+        self._h()._call(lib.hl_ref_write, self._ref, _u64("offset", offset), data, len(data))
 
     def checksum(self):
         """(checksum, objects) over the payloads of everything reachable from
@@ -649,13 +789,9 @@ class Ref:
         return s[0], n[0]
 
     def release(self):
-        """Drop this root (idempotent; a no-op once the heap is closed)."""
-        ref, self._ref = self._ref, 0
-        if ref and not self._heap._closed:
-            try:
-                self._heap._call(lib.hl_ref_release, ref)
-            except HeapClosed:
-                pass
+        """Drop this root (idempotent; a no-op once the heap is closed).  Done
+        in C, as when the Ref dies (owners.h)."""
+        lib.hlpy_root_release(self._root)
 
     def __enter__(self):
         self._h()
@@ -664,22 +800,26 @@ class Ref:
     def __exit__(self, *exc):
         self.release()
 
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:
-            pass
-
     def _object(self):
         return self._info().object
 
     def __eq__(self, other):
+        """Refs to the same object of the same heap are equal; a released Ref
+        (or one of a closed heap) is equal only to itself."""
         if not isinstance(other, Ref):
             return NotImplemented
-        return other._heap is self._heap and other._object() == self._object()
+        if other is self:
+            return True
+        if other._heap is not self._heap or not self._ref or not other._ref or self._heap.closed:
+            return False
+        return other._object() == self._object()
 
     def __hash__(self):
-        return hash((id(self._heap), self._object()))
+        # computed once: a Ref's hash does not change when it is released
+        if self._hash is None:
+            live = self._ref and not self._heap.closed
+            self._hash = hash((id(self._heap), self._object())) if live else id(self)
+        return self._hash
 
     def __repr__(self):
         if self._ref == 0:
@@ -690,42 +830,47 @@ class Ref:
         return f"<heaplab.Ref size={i.size} refs={i.refs} at 0x{i.address:x}{' large' if i.large else ''}>"
 
 
-class Sampler:
+class Sampler(_Owned):
     """A C thread sampling this process's footprint every interval_s: the peak,
     the lowest value after mark(), and a time series.  Use as a context
-    manager; summary() and series() can be read at any time."""
+    manager; summary() and series() can be read at any time, from any thread
+    (stop() waits for them)."""
+
+    __slots__ = ()
+    _what = "the sampler"
 
     def __init__(self, interval_s=0.002, capacity=65536):
-        self._s = ffi.NULL
-        out = ffi.new("hl_sampler **")
-        rc = lib.hl_sampler_open(out, _number("interval_s", interval_s), _i64("capacity", capacity))
+        interval_s, capacity = _number("interval_s", interval_s), _i64("capacity", capacity)
+        slot = lib.hlpy_anchor_sampler_slot(self._anchored(1))
+        rc = lib.hl_sampler_open(slot, interval_s, capacity)
         if rc:
             _raise(rc, _s(lib.hl_heap_error(ffi.NULL)))
-        self._s = out[0]
+        self._own(slot[0])
 
-    def _p(self):
-        if self._s == ffi.NULL:
-            raise Error("the sampler is stopped")
-        return self._s
+    def _closed_error(self):
+        return Error("the sampler is stopped")
 
     def mark(self):
-        lib.hl_sampler_mark(self._p())
+        """Start the 'after mark' window with a sample taken now."""
+        self._run(lib.hl_sampler_mark)
 
     def reset(self):
-        lib.hl_sampler_reset(self._p())
+        """Restart the overall window (min/max) with a sample taken now."""
+        self._run(lib.hl_sampler_reset)
 
     def summary(self):
         o = ffi.new("hl_sampler_summary *")
-        lib.hl_sampler_summary_get(self._p(), o)
+        self._run(lib.hl_sampler_summary_get, o)
         return {f: getattr(o, f) for f in _fields("hl_sampler_summary")}
 
     def series(self, start=0):
         """[(t_ns, phys_footprint, rss, lazyfree), ...] from stored sample `start` on."""
+        start = _u64("start", start)
         out = []
         buf = ffi.new("hl_sample[]", 4096)
         n = ffi.new("size_t *")
         while True:
-            lib.hl_sampler_read(self._p(), start, buf, 4096, n)
+            self._run(lib.hl_sampler_read, start, buf, 4096, n)
             out.extend((buf[i].t_ns, buf[i].phys_footprint, buf[i].rss, buf[i].lazyfree)
                        for i in range(n[0]))
             if n[0] < 4096:
@@ -733,15 +878,5 @@ class Sampler:
             start += n[0]
 
     def stop(self):
-        s, self._s = self._s, ffi.NULL
-        if s != ffi.NULL:
-            lib.hl_sampler_stop(s)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def __del__(self):
-        self.stop()
+        """Stop the thread and free the sampler (idempotent)."""
+        self.close()
