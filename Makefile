@@ -5,18 +5,27 @@
 
 PYTHON ?= python3
 BUILD  ?= build
+# The project's virtual environment (tools/setup.sh makes it from $(PYTHON)
+# and installs every Python package there; nothing goes into $(PYTHON)
+# itself).  From here on PYTHON is the venv's interpreter, and the venv's bin
+# comes first on PATH, so meson, ninja and pytest are the venv's too.
+VENV   ?= .venv
+BASE_PYTHON := $(PYTHON)
+override PYTHON := $(abspath $(VENV))/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export VIRTUAL_ENV := $(abspath $(VENV))
 ASAN   ?= build-asan
 TSAN   ?= build-tsan
 export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
-        notebooks lua clean
+        notebooks lua clean distclean
 
 all: build
 
 setup:
-	@tools/setup.sh base
+	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh base
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) --buildtype=release
@@ -76,7 +85,7 @@ experiments: install build
 # the benchmarks against Boehm GC, mimalloc, jemalloc, glibc (issue 8): the
 # table on the terminal, records under results/bench (docs/performance.md)
 bench: install build
-	@tools/setup.sh bench
+	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh bench
 	$(PYTHON) -m pytest experiments -m bench -q
 
 notebooks: install
@@ -88,3 +97,7 @@ lua: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(TSAN) results .setup-python.stamp
+
+# clean, and the project's virtual environment too
+distclean: clean
+	rm -rf $(VENV)

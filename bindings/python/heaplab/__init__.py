@@ -14,20 +14,34 @@ policy lives here.
 from __future__ import annotations
 
 import collections
+import inspect
+import sys
 import threading
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Tuple,
+                    Union)
 
 from ._heaplab import ffi, lib
+from ._options import OPTION_TABLE, HeapOptions
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from typing import Unpack
+    else:
+        from typing_extensions import Unpack
 
 __all__ = [
-    "Heap", "Ref", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
+    "Heap", "HeapOptions", "Ref", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
-    "SlotIndexError", "footprint", "options", "stat_names", "fault_sites", "fault_modes",
+    "SlotIndexError", "UnknownOption", "CheckFailed",
+    "footprint", "options", "stat_names", "fault_sites", "fault_modes",
     "MAX_SIZE", "MAX_REFS", "__version__",
 ]
 
-__version__ = ffi.string(lib.hl_version()).decode()
-MAX_SIZE = int(lib.hl_max_size())
-MAX_REFS = int(lib.hl_max_refs())
+__version__: str = ffi.string(lib.hl_version()).decode()
+#: the largest payload of one object, bytes
+MAX_SIZE: int = int(lib.hl_max_size())
+#: the most reference slots one object can have
+MAX_REFS: int = int(lib.hl_max_refs())
 
 
 # ---- exceptions: one mapping from C error codes -------------------------------
@@ -51,6 +65,8 @@ class StaleRef(Error):
 
 
 class OutOfMemory(Error, MemoryError):
+    """The heap could not get the memory it needed (reservation full, limit hit)."""
+
     code = "ENOMEM"
 
 
@@ -61,14 +77,20 @@ class ModeError(Error):
 
 
 class InvalidArgument(Error, ValueError):
+    """A value out of range (an option, a size, an index base...); a ValueError."""
+
     code = "EINVAL"
 
 
 class SlotIndexError(Error, IndexError):
+    """A slot index outside the object's slots; an IndexError."""
+
     code = "ERANGE"
 
 
 class UnknownOption(Error, TypeError):
+    """Heap() got an option name that is not in the option table; a TypeError."""
+
     code = "EOPTION"
 
 
@@ -92,7 +114,7 @@ _ERRORS = {
 }
 
 
-def _raise(rc, message):
+def _raise(rc: int, message: Optional[str]) -> NoReturn:
     cls = _ERRORS.get(rc, Error)
     exc = cls(message)
     if cls is Error:
@@ -100,7 +122,7 @@ def _raise(rc, message):
     raise exc
 
 
-def _s(p):
+def _s(p: Any) -> Optional[str]:
     return ffi.string(p).decode() if p != ffi.NULL else None
 
 
@@ -137,20 +159,23 @@ _SITES = tuple(_s(lib.hl_fault_site_name(i)) for i in range(lib.HL_SITE_COUNT))
 _MODES = tuple(_s(lib.hl_fault_mode_name(i)) for i in range(lib.HL_FAULT_MODE_COUNT))
 
 
-def options():
+def options() -> Dict[str, Dict[str, Any]]:
     """The option table: name -> {kind, default, min, max, choices, description}."""
     return {k: dict(v) for k, v in _OPTIONS.items()}
 
 
-def stat_names():
+def stat_names() -> Tuple[str, ...]:
+    """The names of the heap's counters (HL_STATS), in the order of Stats."""
     return _STAT_NAMES
 
 
-def fault_sites():
+def fault_sites() -> Tuple[str, ...]:
+    """The fault-injection sites (HL_FAULT_SITES): what Heap.inject() takes as site."""
     return _SITES
 
 
-def fault_modes():
+def fault_modes() -> Tuple[str, ...]:
+    """The fault schedules Heap.inject() takes as mode (first, always, every, sticky, off)."""
     return _MODES
 
 
@@ -165,13 +190,17 @@ def _tuple_of(cls, cdata):
     return cls(*(getattr(cdata, f) for f in cls._fields))
 
 
-Footprint = collections.namedtuple("Footprint", _fields("hl_footprint"))
-Footprint.__doc__ = "Bytes charged to this process (Linux: /proc/self/smaps_rollup)."
+if TYPE_CHECKING:   # the same fields, as typed classes generated from heaplab.h
+    from ._options import ChurnResult, Footprint
+else:
+    Footprint = collections.namedtuple("Footprint", _fields("hl_footprint"))
+    Footprint.__doc__ = "Bytes charged to this process (Linux: /proc/self/smaps_rollup)."
 
-ChurnResult = collections.namedtuple("ChurnResult", _fields("hl_churn_result"))
+    ChurnResult = collections.namedtuple("ChurnResult", _fields("hl_churn_result"))
+    ChurnResult.__doc__ = "What Heap.churn() did: bytes and objects allocated, cycles, pacing."
 
 
-def footprint():
+def footprint() -> Footprint:
     """This process's footprint now: rss, anonymous, lazyfree, swap, phys_footprint."""
     f = ffi.new("hl_footprint *")
     if lib.hl_footprint_get(f) != lib.HL_OK:
@@ -185,25 +214,26 @@ class Stats:
 
     __slots__ = ("_values",)
 
-    def __init__(self, values):
+    def __init__(self, values: Dict[str, int]) -> None:
         object.__setattr__(self, "_values", values)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> int:
         try:
             return self._values[name]
         except KeyError:
             raise AttributeError(f"Stats has no field {name!r}") from None
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise AttributeError("Stats is read-only")
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, int]:
+        """The counters as a new dict: name -> value."""
         return dict(self._values)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[str, int]]:
         return iter(self._values.items())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         keys = ("cycles", "major_sweeps", "total_pages", "free_pool_pages", "released_pool_pages",
                 "released_pages", "small_live_bytes", "large_live_bytes")
         return "Stats(" + ", ".join(f"{k}={self._values[k]}" for k in keys) + ", ...)"
@@ -215,16 +245,22 @@ class Event:
 
     __slots__ = ("kind", "cycle", "time_ns", "fields")
 
-    def __init__(self, kind, cycle, time_ns, fields):
+    kind: str
+    cycle: int
+    time_ns: int
+    fields: Dict[str, int]
+
+    def __init__(self, kind: str, cycle: int, time_ns: int, fields: Dict[str, int]) -> None:
         self.kind, self.cycle, self.time_ns, self.fields = kind, cycle, time_ns, fields
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> int:
         try:
             return self.fields[name]
         except KeyError:
             raise AttributeError(f"{self.kind} event has no field {name!r}") from None
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
+        """kind, cycle, time_ns and the kind's fields as one dict."""
         return {"kind": self.kind, "cycle": self.cycle, "time_ns": self.time_ns, **self.fields}
 
     def __repr__(self):
@@ -234,7 +270,7 @@ class Event:
 
 # ---- options ------------------------------------------------------------------------
 
-def _build_options(kwargs):
+def _build_options(kwargs: Mapping[str, Any]) -> Any:
     opts = ffi.new("hl_options *")
     err = ffi.new("char[256]")
     lib.hl_options_defaults(opts)
@@ -271,7 +307,7 @@ def _build_options(kwargs):
     return opts
 
 
-def _options_dict(opts):
+def _options_dict(opts: Any) -> Dict[str, Any]:
     out = {}
     for name, spec in _OPTIONS.items():
         v = getattr(opts, name)
@@ -285,7 +321,7 @@ def _options_dict(opts):
 
 # ---- argument checking ---------------------------------------------------------------
 
-def _uint(name, value, limit=None):
+def _uint(name: str, value: Any, limit: Optional[int] = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
@@ -306,7 +342,7 @@ class Heap:
     Unknown option -> TypeError; bad value -> ValueError naming the option and
     its allowed range.  Use as a context manager or call close()."""
 
-    def __init__(self, **options):
+    def __init__(self, **options: Unpack[HeapOptions]) -> None:
         opts = _build_options(options)
         out = ffi.new("hl_heap **")
         err = ffi.new("char[256]")
@@ -322,24 +358,24 @@ class Heap:
         self._closed = False
 
     # -- plumbing --
-    def _enter(self):
+    def _enter(self) -> Any:
         with self._cv:
             if self._closed:
                 raise HeapClosed("the heap is closed")
             self._active += 1
         return self._ptr
 
-    def _exit(self):
+    def _exit(self) -> None:
         with self._cv:
             self._active -= 1
             if self._active == 0:
                 self._cv.notify_all()
 
-    def _check(self, rc):
+    def _check(self, rc: int) -> None:
         if rc:
             _raise(rc, _s(lib.hl_heap_error(self._ptr)))
 
-    def _call(self, fn, *args):
+    def _call(self, fn: Any, *args: Any) -> None:
         p = self._enter()
         try:
             self._check(fn(p, *args))
@@ -347,7 +383,7 @@ class Heap:
             self._exit()
 
     # -- lifecycle --
-    def close(self):
+    def close(self) -> None:
         """Free the heap: every object and handle is gone.  Idempotent."""
         with self._cv:
             if self._closed:
@@ -359,24 +395,25 @@ class Heap:
         lib.hl_heap_free(ptr)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """True once close() ran."""
         return self._closed
 
-    def __enter__(self):
+    def __enter__(self) -> Heap:
         if self._closed:
             raise HeapClosed("the heap is closed")
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._closed:
             return "<heaplab.Heap closed>"
         s = self.stats()
@@ -384,12 +421,12 @@ class Heap:
                 f"free={s.free_pool_pages} released={s.released_pool_pages} cycles={s.cycles}>")
 
     @property
-    def options(self):
+    def options(self) -> Dict[str, Any]:
         """The effective options (defaults, environment, arguments)."""
         return dict(self._options)
 
     # -- objects --
-    def alloc(self, size, refs=0):
+    def alloc(self, size: int, refs: int = 0) -> Ref:
         """A new object with `size` payload bytes and `refs` empty slots, as a Ref."""
         _uint("size", size, MAX_SIZE)
         _uint("refs", refs, MAX_REFS)
@@ -397,7 +434,7 @@ class Heap:
         self._call(lib.hl_alloc, size, refs, out)
         return Ref(self, out[0])
 
-    def fill(self, total_bytes, size, refs=0, stride=1):
+    def fill(self, total_bytes: int, size: int, refs: int = 0, stride: int = 1) -> Ref:
         """Bulk phase in C (GIL released): objects of `size` until total_bytes,
         payload touched, reachable from the returned Ref (one slot per page the
         objects landed on, each holding that page's index).  stride=N keeps
@@ -411,7 +448,7 @@ class Heap:
         self._call(lib.hl_fill_stride, total_bytes, size, refs, stride, out)
         return Ref(self, out[0])
 
-    def collect(self, cycles=1, major=None):
+    def collect(self, cycles: int = 1, major: Optional[bool] = None) -> None:
         """Synchronous full collection(s); major=True forces a major sweep,
         False forbids it, None lets the policy decide."""
         _uint("cycles", cycles)
@@ -421,20 +458,21 @@ class Heap:
             raise TypeError(f"collect: major must be None, True or False, not {major!r}")
         self._call(lib.hl_collect, cycles, -1 if major is None else int(major))
 
-    def trim(self):
+    def trim(self) -> None:
         """Run a trim pass now (release beyond the warm cache, upgrades)."""
         self._call(lib.hl_trim)
 
-    def memory_pressure(self):
+    def memory_pressure(self) -> None:
         """Tell the heap the OS is under pressure: the next cycle sweeps major."""
         self._call(lib.hl_memory_pressure)
 
-    def check(self):
+    def check(self) -> None:
         """Check every heap invariant; raises heaplab.CheckFailed naming the first
         one that does not hold."""
         self._call(lib.hl_heap_check)
 
-    def churn(self, duration_s, size, live_bytes, rate_bytes_per_s=None):
+    def churn(self, duration_s: float, size: int, live_bytes: int,
+              rate_bytes_per_s: Optional[float] = None) -> ChurnResult:
         """Keep a ring of live_bytes of objects of `size` alive while allocating
         at rate_bytes_per_s (None = as fast as possible) for duration_s."""
         if not isinstance(duration_s, (int, float)) or isinstance(duration_s, bool):
@@ -450,12 +488,13 @@ class Heap:
         return _tuple_of(ChurnResult, out)
 
     # -- telemetry --
-    def stats(self):
+    def stats(self) -> Stats:
+        """The heap's counters now (names: heaplab.stat_names())."""
         out = ffi.new("hl_stats *")
         self._call(lib.hl_stats_get, out)
         return Stats({name: getattr(out, name) for name in _STAT_NAMES})
 
-    def events(self, clear=True):
+    def events(self, clear: bool = True) -> List[Event]:
         """The structured events recorded since the last read (clear=True
         consumes them)."""
         cap = self._options["events_capacity"]
@@ -470,26 +509,26 @@ class Heap:
                              {f: e.fields[k] for k, f in enumerate(fields) if k < e.nfields}))
         return out
 
-    def resident_bytes(self):
+    def resident_bytes(self) -> int:
         """Bytes of the heap's own reservation resident now (mincore)."""
         out = ffi.new("uint64_t *")
         self._call(lib.hl_resident_bytes, out)
         return out[0]
 
-    def vma_count(self):
+    def vma_count(self) -> int:
         """VMAs of /proc/self/maps that overlap the heap's reservation."""
         out = ffi.new("uint64_t *")
         self._call(lib.hl_vma_count, out)
         return out[0]
 
-    def range(self):
+    def range(self) -> Tuple[int, int]:
         """(base address, reserved bytes) of the heap's reservation."""
         base, size = ffi.new("uint64_t *"), ffi.new("uint64_t *")
         self._call(lib.hl_heap_range, base, size)
         return base[0], size[0]
 
     # -- fault injection --
-    def inject(self, site, mode, n=0, errno="ENOMEM"):
+    def inject(self, site: str, mode: str, n: int = 0, errno: Union[str, int] = "ENOMEM") -> None:
         """Arm a fault schedule: site in heaplab.fault_sites(), mode in
         heaplab.fault_modes() ('first' N calls, 'always', 'every' Nth call,
         'sticky' on page N, 'off'), errno by name or number."""
@@ -512,7 +551,7 @@ class Heap:
         self._call(lib.hl_inject, _SITES.index(site), _MODES.index(mode), n, e)
 
     @property
-    def faults(self):
+    def faults(self) -> Dict[str, Dict[str, Any]]:
         """What is armed at each site and how often it fired."""
         buf = ffi.new("hl_fault_state[]", len(_SITES))
         n = ffi.new("size_t *")
@@ -526,6 +565,29 @@ class Heap:
         return out
 
 
+def _document_options(cls: type) -> None:
+    """Heap's signature and docstring list every option, from OPTION_TABLE
+    (generated at build time from heaplab.h's HL_OPTIONS): help(heaplab.Heap)
+    and inspect.signature show them all, with their C defaults."""
+    types = {"bool": "bool", "int": "int", "bytes": "int | str"}
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    lines = ["", "", "Options (name: type = C default -- allowed values; description):", ""]
+    for name, kind, default, lo, hi, choices, desc in OPTION_TABLE:
+        ann = " | ".join(repr(c) for c in choices) if kind == "enum" else types[kind]
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=ann))
+        allowed = "|".join(choices) if kind == "enum" else (
+            "True|False" if kind == "bool" else f"{lo}..{hi}")
+        lines.append(f"    {name}: {ann} = {default!r} -- {allowed}")
+        lines.append(f"        {desc}")
+    init = cls.__init__  # type: ignore[misc]
+    init.__signature__ = inspect.Signature(params, return_annotation=None)
+    cls.__doc__ = (cls.__doc__ or "") + "\n".join(lines)
+
+
+_document_options(Heap)
+
+
 class Ref:
     """A root: while this Ref lives its object survives.  Slots are 0-based;
     o[i] = other_ref_or_None; o[i] -> Ref or None.  release(), `del`, or a
@@ -533,47 +595,50 @@ class Ref:
 
     __slots__ = ("_heap", "_ref", "__weakref__")
 
-    def __init__(self, heap, ref):
+    def __init__(self, heap: Heap, ref: Any) -> None:
         self._heap = heap
         self._ref = ref
 
-    def _h(self):
+    def _h(self) -> Heap:
         if self._ref == 0:
             raise StaleRef("this Ref was released")
         return self._heap
 
-    def _info(self):
+    def _info(self) -> Any:
         h = self._h()
         out = ffi.new("hl_object_info *")
         h._call(lib.hl_ref_info, self._ref, out)
         return out
 
     @property
-    def heap(self):
+    def heap(self) -> Heap:
+        """The heap the object lives in."""
         return self._heap
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Payload bytes."""
         return self._info().size
 
     @property
-    def address(self):
+    def address(self) -> int:
         """The payload's address."""
         return self._info().address
 
     @property
-    def large(self):
+    def large(self) -> bool:
+        """True when the object is on the large path (size > small_max)."""
         return bool(self._info().large)
 
     @property
-    def released(self):
+    def released(self) -> bool:
+        """True once this root was dropped (release(), del, the end of a with block)."""
         return self._ref == 0
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._info().refs
 
-    def _index(self, i):
+    def _index(self, i: int) -> int:
         if isinstance(i, bool) or not isinstance(i, int):
             raise TypeError(f"slot index must be an int, not {type(i).__name__}")
         n = len(self)
@@ -582,13 +647,13 @@ class Ref:
             raise SlotIndexError(f"slot {i} out of range for an object with {n} slots")
         return j
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Optional[Ref]:
         j = self._index(i)
         out = ffi.new("hl_ref *")
         self._heap._call(lib.hl_ref_get, self._ref, j, out)
         return Ref(self._heap, out[0]) if out[0] else None
 
-    def __setitem__(self, i, value):
+    def __setitem__(self, i: int, value: Optional[Ref]) -> None:
         j = self._index(i)
         if value is None:
             v = 0
@@ -601,17 +666,17 @@ class Ref:
             raise TypeError(f"a slot holds a Ref or None, not {type(value).__name__}")
         self._heap._call(lib.hl_ref_set, self._ref, j, v)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Optional[Ref]]:
         for i in range(len(self)):
             yield self[i]
 
-    def dup(self):
+    def dup(self) -> Ref:
         """A second, independent root to the same object."""
         out = ffi.new("hl_ref *")
         self._h()._call(lib.hl_ref_dup, self._ref, out)
         return Ref(self._heap, out[0])
 
-    def read(self, offset=0, length=None):
+    def read(self, offset: int = 0, length: Optional[int] = None) -> bytes:
         """Copy payload bytes out."""
         size = self.size
         _uint("offset", offset)
@@ -620,20 +685,20 @@ class Ref:
         self._heap._call(lib.hl_ref_read, self._ref, offset, buf, length)
         return bytes(ffi.buffer(buf, length))
 
-    def write(self, data, offset=0):
+    def write(self, data: Union[bytes, bytearray, memoryview], offset: int = 0) -> None:
         """Copy bytes into the payload."""
         data = bytes(data)
         _uint("offset", offset)
         self._h()._call(lib.hl_ref_write, self._ref, offset, data, len(data))
 
-    def checksum(self):
+    def checksum(self) -> Tuple[int, int]:
         """(checksum, objects) over the payloads of everything reachable from
         this object; independent of addresses and traversal order."""
         s, n = ffi.new("uint64_t *"), ffi.new("uint64_t *")
         self._h()._call(lib.hl_ref_checksum, self._ref, s, n)
         return s[0], n[0]
 
-    def release(self):
+    def release(self) -> None:
         """Drop this root (idempotent; a no-op once the heap is closed)."""
         ref, self._ref = self._ref, 0
         if ref and not self._heap._closed:
@@ -642,31 +707,31 @@ class Ref:
             except HeapClosed:
                 pass
 
-    def __enter__(self):
+    def __enter__(self) -> Ref:
         self._h()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.release()
         except Exception:
             pass
 
-    def _object(self):
+    def _object(self) -> int:
         return self._info().object
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Ref):
             return NotImplemented
         return other._heap is self._heap and other._object() == self._object()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((id(self._heap), self._object()))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._ref == 0:
             return "<heaplab.Ref released>"
         if self._heap._closed:
@@ -680,7 +745,7 @@ class Sampler:
     the lowest value after mark(), and a time series.  Use as a context
     manager; summary() and series() can be read at any time."""
 
-    def __init__(self, interval_s=0.002, capacity=65536):
+    def __init__(self, interval_s: float = 0.002, capacity: int = 65536) -> None:
         out = ffi.new("hl_sampler **")
         rc = lib.hl_sampler_start(out, int(interval_s * 1e6), capacity)
         if rc:
@@ -688,23 +753,27 @@ class Sampler:
                        "interval 100 us..10 s, capacity 16..2^24)")
         self._s = out[0]
 
-    def _p(self):
+    def _p(self) -> Any:
         if self._s == ffi.NULL:
             raise Error("the sampler is stopped")
         return self._s
 
-    def mark(self):
+    def mark(self) -> None:
+        """Start the lowest-after-mark window now (summary()'s min_phys_after_mark)."""
         lib.hl_sampler_mark(self._p())
 
-    def reset(self):
+    def reset(self) -> None:
+        """Start a new summary window: peak, lowest and mark from now on."""
         lib.hl_sampler_reset(self._p())
 
-    def summary(self):
+    def summary(self) -> Dict[str, int]:
+        """The window's figures: samples, max_phys, min_phys, max_rss,
+        min_phys_after_mark... (names of hl_sampler_summary)."""
         o = ffi.new("hl_sampler_summary *")
         lib.hl_sampler_summary_get(self._p(), o)
         return {f: getattr(o, f) for f in _fields("hl_sampler_summary")}
 
-    def series(self, start=0):
+    def series(self, start: int = 0) -> List[Tuple[int, int, int, int]]:
         """[(t_ns, phys_footprint, rss, lazyfree), ...] from stored sample `start` on."""
         out = []
         buf = ffi.new("hl_sample[]", 4096)
@@ -717,16 +786,17 @@ class Sampler:
                 return out
             start += n[0]
 
-    def stop(self):
+    def stop(self) -> None:
+        """Stop the sampling thread (idempotent); the object is unusable after."""
         s, self._s = self._s, ffi.NULL
         if s != ffi.NULL:
             lib.hl_sampler_stop(s)
 
-    def __enter__(self):
+    def __enter__(self) -> Sampler:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def __del__(self):
+    def __del__(self) -> None:
         self.stop()

@@ -254,30 +254,67 @@ def child_env(extra=None, drop=()):
     return env
 
 
+# Who is told when an arm's process starts and ends (the pytest plugin prints
+# "E1/off ... 3.2 s" lines as the suite runs; `heaplab run` has its own
+# display).  Each is called as fn(event, label, info): event "start" (info:
+# {}) or "end" (info: {"seconds": s, "ok": bool}).
+_progress_listeners = []
+
+
+def add_progress_listener(fn):
+    """Call fn(event, label, info) when an arm's process starts ("start") and
+    ends ("end", info has seconds and ok).  Returns fn (remove it with
+    remove_progress_listener)."""
+    _progress_listeners.append(fn)
+    return fn
+
+
+def remove_progress_listener(fn):
+    """Stop calling fn (no error if it was not registered)."""
+    if fn in _progress_listeners:
+        _progress_listeners.remove(fn)
+
+
+def _announce(event, label, **info):
+    for fn in list(_progress_listeners):
+        try:
+            fn(event, label, info)
+        except Exception:       # a display must never fail an arm
+            pass
+
+
 def run_command_arm(cmd, env=None, cwd=None, timeout=600, label=None, drop=()):
     """Run a program that is one arm (a Python child, a Lua script, a
     launcher) and return the arm JSON it printed on stdout, with its
     `returncode` and `stderr_tail` added.  stderr is never parsed.  Raises
     ArmFailed when it times out or prints no JSON.  env and drop: child_env."""
     label = label or " ".join(map(str, cmd[-2:]))
+    t0 = time.monotonic()
+    _announce("start", label)
+    ok = False
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=child_env(env, drop), cwd=cwd,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise ArmFailed(f"{label}: no result within {timeout} s") from None
-    try:
-        data = json.loads(p.stdout)
-    except ValueError:
-        raise ArmFailed(f"{label}: exit {p.returncode}, no JSON on stdout;\n"
-                        f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
-    data["returncode"] = p.returncode
-    data["stderr_tail"] = p.stderr[-2000:]
-    return data
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=child_env(env, drop),
+                               cwd=cwd, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ArmFailed(f"{label}: no result within {timeout} s") from None
+        try:
+            data = json.loads(p.stdout)
+        except ValueError:
+            raise ArmFailed(f"{label}: exit {p.returncode}, no JSON on stdout;\n"
+                            f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
+        data["returncode"] = p.returncode
+        data["stderr_tail"] = p.stderr[-2000:]
+        ok = p.returncode == 0 and not data.get("error")
+        return data
+    finally:
+        _announce("end", label, seconds=time.monotonic() - t0, ok=ok)
 
 
 def spawn_arm(path, exp_name, arm_name, env=None):
     """Start an arm in a fresh interpreter; returns the Popen (stdout = JSON)."""
     cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
+    _announce("spawn", f"{exp_name}/{arm_name}")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=child_env(env), text=True)
 

@@ -21,7 +21,8 @@ Live arms run from a notebook write their JSON under _build/results
 
 Notebooks import an experiment module with experiment_module("e1"), which
 finds experiments/test_e1_*.py from the notebook's folder upwards (or under
-$HEAPLAB_EXPERIMENTS).
+$HEAPLAB_EXPERIMENTS, or, outside a checkout, in the copy installed with the
+package: heaplab/experiments).
 """
 from __future__ import annotations
 
@@ -38,9 +39,14 @@ BUILD = "_build"
 
 # ---- used from inside a notebook ------------------------------------------------------
 
+#: the experiments installed with the package (heaplab/experiments)
+PACKAGE_EXPERIMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "experiments")
+
+
 def experiments_dir(start=None):
     """The experiments/ folder: $HEAPLAB_EXPERIMENTS, else the nearest
-    experiments/ from `start` (the working directory) upwards."""
+    experiments/ from `start` (the working directory) upwards (a checkout),
+    else the copy installed inside the package (heaplab/experiments)."""
     env = os.environ.get("HEAPLAB_EXPERIMENTS")
     if env:
         if not os.path.isdir(env):
@@ -53,9 +59,12 @@ def experiments_dir(start=None):
             return cand
         parent = os.path.dirname(d)
         if parent == d:
-            raise FileNotFoundError(f"no experiments/ folder above {start or os.getcwd()}; "
-                                    "set HEAPLAB_EXPERIMENTS")
+            break
         d = parent
+    if glob.glob(os.path.join(PACKAGE_EXPERIMENTS, "test_e*.py")):
+        return PACKAGE_EXPERIMENTS
+    raise FileNotFoundError(f"no experiments/ folder above {start or os.getcwd()} and none "
+                            f"installed in {PACKAGE_EXPERIMENTS}; set HEAPLAB_EXPERIMENTS")
 
 
 def experiment_module(name, start=None):
