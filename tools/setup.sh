@@ -29,7 +29,7 @@ VENV=${VENV:-.venv}
 apt_base="gcc make pkg-config lua5.4 liblua5.4-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem"
 apt_bench=""
 apt_clients=""
-pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
+pip_base="meson>=0.64 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
 
 profiles=${*:-base}
 want=""
