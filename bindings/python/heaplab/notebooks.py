@@ -96,6 +96,8 @@ def experiment_module(name, start=None):
 # ---- the runner -----------------------------------------------------------------------
 
 def find_notebooks(paths):
+    """The notebooks named in `paths` (notebook files, or folders: their
+    *.ipynb in name order); FileNotFoundError for anything else."""
     out = []
     for p in paths:
         if os.path.isdir(p):
@@ -210,6 +212,7 @@ def run_notebook(path, out=None, timeout=600, kernel="python3"):
 
 
 def main(argv=None):
+    """The command line (python -m heaplab.notebooks); returns the exit status."""
     ap = argparse.ArgumentParser(prog="python -m heaplab.notebooks",
                                  description="Execute notebooks headless; write the executed "
                                              "copies and their PNG figures under _build/.")
