@@ -291,8 +291,96 @@ def _phase_of(t, records):
 # ---- plots ----------------------------------------------------------------------------
 
 _SHADES = ("#4c72b0", "#dd8452")
+# one colour per arm group (an off/on pair shares one: off dashed and lighter, on solid)
 _ARM_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf")
+
+# Human names of the figures, for axis labels (unit added from the frame).
+FIGURE_LABELS = {
+    "phys_before": "footprint when the phase began",
+    "phys_after": "footprint when the phase ended",
+    "phys_peak": "peak footprint in the phase",
+    "phys_low": "lowest footprint in the phase",
+    "phys_low_after_mark": "lowest footprint after the mark",
+    "phys_growth": "footprint the phase left",
+    "phys_peak_growth": "peak above the phase's start",
+    "phys_returned": "footprint returned after the mark",
+    "resident_after": "heap resident at the end (mincore)",
+    "resident_growth": "heap residency the phase left (mincore)",
+    "rss_after": "RSS when the phase ended",
+    "vmas_after": "VMAs over the heap",
+    "duration_s": "phase duration",
+    "samples": "footprint samples",
+}
+
+_CONTROL = ("off",)
+_TREATMENT = ("on",)
+
+
+def figure_label(figure, unit=""):
+    """A human axis label for a figure of records_frame: its name in words
+    and the unit, e.g. 'footprint the phase left (MiB)'.  Notes and stats
+    without an entry in FIGURE_LABELS are their name with spaces."""
+    base = figure.split(".", 1)[1] if figure.startswith(("notes.", "stats.")) else figure
+    text = FIGURE_LABELS.get(figure) or FIGURE_LABELS.get(base) or base.replace("_", " ")
+    for suffix in ("_mib_s", "_bytes", "_mib", "_ms", "_ns", "_us", "_s", "_pct"):
+        if base.endswith(suffix) and figure not in FIGURE_LABELS:
+            text = base[: -len(suffix)].replace("_", " ")
+            break
+    if figure.startswith("stats."):
+        text += " (counter)" if unit in ("", "count") else ""
+    return f"{text} ({unit})" if unit and unit != "count" else text
+
+
+def arm_groups(names):
+    """Arms paired for the plots: {arm: (group, role)} where an arm named
+    with an 'off' or 'on' token (off, on_512, lua-off, python/on) belongs
+    to the group of its other tokens with role 'control' or 'treatment';
+    any other arm is a group of its own (role '').  Groups keep the order
+    of first appearance."""
+    out = {}
+    for name in names:
+        tokens = re.split(r"([-_/])", str(name))
+        role, rest = "", []
+        for t in tokens:
+            if t in _CONTROL and not role:
+                role = "control"
+            elif t in _TREATMENT and not role:
+                role = "treatment"
+            else:
+                rest.append(t)
+        group = "".join(rest).strip("-_/") if role else str(name)
+        out[name] = (group or "", role)
+    return out
+
+
+def _paired_order(names):
+    """Arm names reordered so each off/on pair sits together (control first)."""
+    groups = arm_groups(names)
+    order = list(dict.fromkeys(groups[n][0] for n in names))
+    rank = {"control": 0, "": 1, "treatment": 2}
+    return sorted(names, key=lambda n: (order.index(groups[n][0]), rank[groups[n][1]]))
+
+
+def _styles(names):
+    """{arm: dict(color, ls, alpha)}: a colour per group, off dashed."""
+    groups = arm_groups(names)
+    order = list(dict.fromkeys(groups[n][0] for n in names))
+    out = {}
+    for n in names:
+        g, role = groups[n]
+        colour = _ARM_COLOURS[order.index(g) % len(_ARM_COLOURS)]
+        out[n] = {"color": colour, "ls": "--" if role == "control" else "-",
+                  "alpha": 0.85 if role == "control" else 1.0}
+    return out
+
+
+def _by_arm(sel):
+    """{arm name: [arm dicts, one per repeat]} in order of first appearance."""
+    out = {}
+    for a in sel:
+        out.setdefault(a["arm"], []).append(a)
+    return out
 
 
 def mark_phases(ax, phases, labels=True, marks=True):
@@ -322,51 +410,165 @@ def _mib_formatter(ax):
     ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:,.0f}")
 
 
-def plot_footprint(source, experiment=None, arms=None, overlay=None, rss=True, sharey=True,
-                   title=None, width=10.0):
-    """Footprint over time per arm, phases marked.
+def _slots(sel):
+    """The aligned phase slots of some arms: [(index, name, start, width,
+    mark offset or None)], where phase k of every arm starts at the same x
+    and is as wide as the longest arm took for it."""
+    width, names, mark = {}, {}, {}
+    for a in sel:
+        for pos, r in enumerate(a["records"]):
+            k = r.get("index", pos)
+            t0, t1 = r.get("t_start_s"), r.get("t_end_s")
+            if t0 is None or t1 is None:
+                continue
+            width[k] = max(width.get(k, 0.0), t1 - t0)
+            names.setdefault(k, []).append(r["phase"])
+            m = (r.get("notes") or {}).get("mark_s")
+            if m is not None:
+                off = m - t0
+                mark[k] = off if k not in mark else min(mark[k], off)
+    out, x = [], 0.0
+    for k in sorted(width):
+        label = " / ".join(dict.fromkeys(names[k]))
+        out.append((k, label, x, width[k], mark.get(k)))
+        x += width[k]
+    return out
 
-    One panel per arm (shared axes, so arms compare at a glance): the
-    sampled phys_footprint (solid), rss (dashed), lazyfree if any, the
-    phases shaded and named, dotted lines at the marks.  overlay=True draws
-    every arm's phys_footprint on one axis instead, with the first arm's
-    phases marked -- the better view for many arms of one phase each (E3);
-    overlay=None picks it for more than three arms of at most one phase.
+
+def _aligned(a, slots):
+    """One arm's series in aligned coordinates: [(x array, phys MiB array)]
+    per phase (samples outside every phase -- before the first, between
+    phases, after the last, when the heap is closed -- are left out)."""
+    s = np.asarray(a.get("series") or [], dtype=float).reshape(-1, 4)
+    start = {k: x for k, _, x, _, _ in slots}
+    out = []
+    for pos, r in enumerate(a["records"]):
+        k = r.get("index", pos)
+        t0, t1 = r.get("t_start_s"), r.get("t_end_s")
+        if t0 is None or t1 is None or k not in start:
+            continue
+        sel = (s[:, 0] >= t0) & (s[:, 0] <= t1)
+        xs = start[k] + (s[sel, 0] - t0)
+        ys = s[sel, 1] / MiB
+        # the phase's own before/after readings pin its ends
+        if _number(r.get("phys_before")) and _number(r.get("phys_after")):
+            xs = np.concatenate([[start[k]], xs, [start[k] + (t1 - t0)]])
+            ys = np.concatenate([[r["phys_before"] / MiB], ys, [r["phys_after"] / MiB]])
+        out.append((k, xs, ys, t1 - t0))
+    return out
+
+
+def plot_footprint(source, experiment=None, arms=None, overlay=True, rss=True, sharey=True,
+                   title=None, width=10.0):
+    """Footprint over time, every arm of the experiment on one axis.
+
+    overlay=True (the default): one axis; the phases of every arm are
+    aligned (phase k starts at the same x for every arm and is as wide as
+    the slowest arm took; x is seconds since the phase began), shaded and
+    named along the top, the mark dotted.  Arms of an off/on pair share a
+    colour, off dashed.  Repeats of an arm (a sweep's or --repeat's records)
+    are drawn as their median with the min-max band shaded.  Samples
+    outside the phases (after the arm closed its heap) are not drawn.
+
+    overlay=False: one panel per arm on its own time axis (phys_footprint
+    solid, rss dashed, lazyfree dash-dotted), the detail view.
     Returns a matplotlib Figure."""
+    experiment, sel = _select(source, experiment, arms)
+    if not overlay:
+        return _plot_footprint_panels(sel, experiment, rss, sharey, title, width)
     from matplotlib.lines import Line2D
 
-    experiment, sel = _select(source, experiment, arms)
-    ser = series_frame(sel)
-    ph = phases_frame(sel)
-    names = [a["arm"] for a in sel]
+    groups = _by_arm(sel)
+    names = _paired_order(list(groups))
+    styles = _styles(names)
+    slots = _slots(sel)
     failed = {a["arm"] for a in sel if a.get("error")}
-    if overlay is None:
-        overlay = len(names) > 3 and all(len(a["records"]) <= 1 for a in sel)
+    fig = Figure(figsize=(width, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    tr = ax.get_xaxis_transform()
+    top = 1.0
+    for i, (k, label, x0, w, mark) in enumerate(slots):
+        ax.axvspan(x0, x0 + w, color=_SHADES[i % 2], alpha=0.10, lw=0)
+        ax.axvline(x0, color="0.45", lw=0.7)
+        ax.text(x0 + w / 2, 0.98 if i % 2 == 0 else 0.90, label, transform=tr, ha="center",
+                va="top", fontsize=8, clip_on=True,
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
+        if mark is not None:
+            ax.axvline(x0 + mark, color="k", lw=0.9, ls=":")
+    if slots:
+        ax.axvline(slots[-1][2] + slots[-1][3], color="0.45", lw=0.7)
+    handles = []
+    slot_end = {s[0]: s[2] + s[3] for s in slots}
+    for name in names:
+        st = styles[name]
+        reps = groups[name]
+        per = [_aligned(a, slots) for a in reps]
+        if len(reps) == 1:
+            # a faint dotted line carries the arm's level to the end of a
+            # slot its phase finished early in (it did not wait; the slot
+            # is as long as the slowest arm's phase)
+            for k, xs, ys, _ in per[0]:
+                if len(xs) and slot_end[k] - xs[-1] > 1e-9:
+                    ax.plot([xs[-1], slot_end[k]], [ys[-1], ys[-1]], color=st["color"],
+                            ls=":", lw=0.8, alpha=0.4)
+        for k, x0, _, _ in [(s[0], s[2], None, None) for s in slots]:
+            parts = [next(((xs, ys, d) for kk, xs, ys, d in p if kk == k), None) for p in per]
+            parts = [p for p in parts if p is not None and len(p[0])]
+            if not parts:
+                continue
+            if len(parts) == 1:
+                xs, ys, _ = parts[0]
+                ax.plot(xs, ys, color=st["color"], ls=st["ls"], alpha=st["alpha"], lw=1.5)
+                top = max(top, float(np.nanmax(ys)))
+            else:
+                longest = max(d for _, _, d in parts)
+                grid = np.linspace(0.0, longest, 200)
+                ys = np.full((len(parts), len(grid)), np.nan)
+                for j, (xs, yv, d) in enumerate(parts):
+                    inside = grid <= d
+                    ys[j, inside] = np.interp(grid[inside], xs - x0, yv)
+                lo, hi = np.nanmin(ys, axis=0), np.nanmax(ys, axis=0)
+                med = np.nanmedian(ys, axis=0)
+                ax.fill_between(x0 + grid, lo, hi, color=st["color"], alpha=0.18, lw=0)
+                ax.plot(x0 + grid, med, color=st["color"], ls=st["ls"], alpha=st["alpha"], lw=1.5)
+                top = max(top, float(np.nanmax(hi)))
+        n = len(reps)
+        label = name + (" (failed)" if name in failed else "")
+        if n > 1:
+            label += f" (median of {n}, band min-max)"
+        handles.append(Line2D([], [], color=st["color"], ls=st["ls"], lw=1.5, label=label))
+    if any(s[4] is not None for s in slots):
+        handles.append(Line2D([], [], color="k", lw=0.9, ls=":", label="mark (lowest-after window)"))
+    ax.set_ylim(0, top * 1.25)              # head room for the phase names
+    _mib_formatter(ax)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylabel("memory charged to the process\n(phys_footprint, MiB)")
+    ax.set_xlabel("seconds since the phase began (phases aligned across arms; "
+                  "each as long as its slowest arm)" if len(slots) > 1 else
+                  "seconds since the phase began")
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+    head = " ".join(x for x in (experiment, sel[0].get("title", "")) if x)
+    fig.suptitle(title or f"{head}: footprint over time, arms overlaid")
+    return fig
+
+
+def _plot_footprint_panels(sel, experiment, rss, sharey, title, width):
+    from matplotlib.lines import Line2D
+
+    ser = series_frame(sel)
+    ser = ser[ser["phase"].notna()]           # only samples inside a phase
+    ph = phases_frame(sel)
+    names = list(dict.fromkeys(a["arm"] for a in sel))
+    failed = {a["arm"] for a in sel if a.get("error")}
+    styles = _styles(names)
     head = " ".join(x for x in (experiment, sel[0].get("title", "")) if x)
     title = title or f"{head}: footprint over time"
     mark_handle = Line2D([], [], color="k", lw=0.9, ls=":", label="mark (lowest-after window)")
-    if overlay:
-        fig = Figure(figsize=(width, 4.6), layout="constrained")
-        ax = fig.add_subplot()
-        for i, name in enumerate(names):
-            s = ser[ser["arm"] == name]
-            ax.plot(s["t_s"], s["phys"] / MiB, color=_ARM_COLOURS[i % len(_ARM_COLOURS)],
-                    lw=1.4, label=name + (" (failed)" if name in failed else ""))
-        mark_phases(ax, ph[ph["arm"] == names[0]])
-        _finish_axis(ax, ser)
-        ax.set_ylabel("phys_footprint (MiB)")
-        handles, _ = ax.get_legend_handles_labels()
-        if ph["mark_s"].notna().any():
-            handles.append(mark_handle)
-        fig.legend(handles=handles, loc="outside right upper", fontsize=8)
-        ax.set_xlabel(f"seconds since the arm started (phases of {names[0]})")
-        fig.suptitle(title)
-        return fig
     fig = Figure(figsize=(width, 1.1 + 2.3 * len(names)), layout="constrained")
     axes = fig.subplots(len(names), 1, sharex=True, sharey=sharey, squeeze=False)[:, 0]
-    for i, (ax, name) in enumerate(zip(axes, names)):
+    for ax, name in zip(axes, names):
         s = ser[ser["arm"] == name]
-        colour = _ARM_COLOURS[i % len(_ARM_COLOURS)]
+        colour = styles[name]["color"]
         if len(s):
             ax.plot(s["t_s"], s["phys"] / MiB, color=colour, lw=1.6)
             if rss:
@@ -375,7 +577,7 @@ def plot_footprint(source, experiment=None, arms=None, overlay=None, rss=True, s
                 ax.plot(s["t_s"], s["lazyfree"] / MiB, color="0.3", lw=0.9, ls="-.")
         else:
             ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center")
-        mark_phases(ax, ph[ph["arm"] == name])
+        mark_phases(ax, ph[ph["arm"] == name].drop_duplicates("index"))
         label = name + (" (failed)" if name in failed else "")
         ax.set_ylabel(f"{label}\nMiB")
         if not sharey:
@@ -384,11 +586,11 @@ def plot_footprint(source, experiment=None, arms=None, overlay=None, rss=True, s
         _finish_axis(axes[0], ser)
     for ax in axes:
         ax.grid(axis="y", alpha=0.3)
-    handles = [Line2D([], [], color="0.2", lw=1.6, label="phys_footprint")]
+    handles = [Line2D([], [], color="0.2", lw=1.6, label="phys_footprint (memory charged)")]
     if rss:
-        handles.append(Line2D([], [], color="0.2", lw=0.9, ls="--", alpha=0.6, label="rss"))
+        handles.append(Line2D([], [], color="0.2", lw=0.9, ls="--", alpha=0.6, label="RSS"))
     if (ser["lazyfree"] > 0).any():
-        handles.append(Line2D([], [], color="0.3", lw=0.9, ls="-.", label="lazyfree"))
+        handles.append(Line2D([], [], color="0.3", lw=0.9, ls="-.", label="LazyFree"))
     if ph["mark_s"].notna().any():
         handles.append(mark_handle)
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8,
@@ -414,19 +616,39 @@ def _phase_order(df):
     return list(dict.fromkeys(df.sort_values("index", kind="stable")["phase"]))
 
 
+def _label_bars(ax, fig, bars, values, bar_width_data, fontsize=7):
+    """Write each bar's value on it only where it fits: horizontally if the
+    text is narrower than the bar, else turned upright if one line of text
+    is, else not at all (the values are in the CSV and the table)."""
+    x0, x1 = ax.get_xlim()
+    axes_px = ax.get_position().width * fig.get_figwidth() * fig.dpi
+    bar_px = axes_px * bar_width_data / max(x1 - x0, 1e-9)
+    texts = [_short(v) for v in values]
+    longest = max((len(t) for t in texts), default=0)
+    char_px = fontsize * fig.dpi / 72 * 0.62
+    if longest * char_px <= bar_px * 1.05:
+        ax.bar_label(bars, labels=texts, fontsize=fontsize, padding=1)
+    elif fontsize * fig.dpi / 72 * 1.1 <= bar_px:
+        ax.bar_label(bars, labels=texts, fontsize=fontsize, padding=2, rotation=90)
+
+
 def plot_phase_cost(source, experiment=None, arms=None, figures=("phys_growth", "duration_s"),
                     phases=None, title=None, width=10.0):
-    """Per-phase cost per arm: one panel per figure (default: what the phase
-    left charged, phys_growth, in MiB; and how long it took, in s), phases
-    on x (all, or the ones named in `phases`), one bar per arm, values
-    written on the bars.  Any figure of records_frame works, e.g.
-    "phys_peak_growth" or "notes.major_sweeps".
+    """Per-phase cost per arm: one panel per figure (default: the footprint
+    the phase left, phys_growth, in MiB; and how long it took, in s),
+    phases on x (all, or the ones named in `phases`), one bar per arm with
+    off/on pairs side by side in one colour (off hatched).  Values are
+    written on the bars where they fit.  Repeats of an arm: the bar is
+    their median and the line through it spans min to max.  Any figure of
+    records_frame works, e.g. "phys_peak_growth" or "notes.major_sweeps".
     Returns a matplotlib Figure."""
     if isinstance(figures, str):
         figures = (figures,)
     experiment, sel = _select(source, experiment, arms)
     df = to_unit(records_frame(sel), "MiB")
-    names = [a["arm"] for a in sel]
+    names = _paired_order(list(_by_arm(sel)))
+    styles = _styles(names)
+    roles = arm_groups(names)
     unknown = [f for f in figures if f not in set(df["figure"])]
     if unknown:
         raise ValueError(f"experiment {experiment}: no figure(s) {unknown} in its records "
@@ -437,56 +659,76 @@ def plot_phase_cost(source, experiment=None, arms=None, figures=("phys_growth", 
         if missing:
             raise ValueError(f"experiment {experiment}: no phase(s) {missing} (phases: {order})")
         order = list(phases)
-    if len(order) == 1:
+    single = len(order) == 1
+    if single:
         # one phase: the arms are the categories, and the panels sit side by side
-        fig = Figure(figsize=(width, 4.2), layout="constrained")
+        fig = Figure(figsize=(width, 4.4), layout="constrained")
         axes = fig.subplots(1, len(figures), squeeze=False)[0, :]
     else:
-        fig = Figure(figsize=(width, 0.8 + 3.0 * len(figures)), layout="constrained")
+        fig = Figure(figsize=(width, 0.9 + 3.1 * len(figures)), layout="constrained")
         axes = fig.subplots(len(figures), 1, squeeze=False)[:, 0]
     n = len(names)
     wbar = 0.8 / n
+    any_repeats = False
+    to_label = []
     for ax, fig_name in zip(axes, figures):
         d = df[df["figure"] == fig_name]
         unit = d["unit"].iloc[0]
         if unit in ("ns", "us"):            # counters in ns read better in ms
             d = d.assign(value=d["value"] / (1e6 if unit == "ns" else 1e3))
             unit = "ms"
-        if len(order) == 1:
-            v = d.drop_duplicates("arm").set_index("arm")["value"].reindex(names)
-            bars = ax.bar(np.arange(n), v.to_numpy(dtype=float), 0.8,
-                          color=[_ARM_COLOURS[i % len(_ARM_COLOURS)] for i in range(n)])
-            ax.bar_label(bars, fmt=_short, fontsize=7, padding=1)
+        stats = d.groupby(["arm", "phase"])["value"].agg(["median", "min", "max", "count"])
+        for i, name in enumerate(names):
+            st = styles[name]
+            hatch = "//" if roles[name][1] == "control" else None
+            rows = stats.loc[name] if name in stats.index.get_level_values(0) else None
+            keys = [order[0]] if single else order
+            med = np.array([rows.loc[p, "median"] if rows is not None and p in rows.index
+                            else np.nan for p in keys], dtype=float)
+            lo = np.array([rows.loc[p, "min"] if rows is not None and p in rows.index
+                           else np.nan for p in keys], dtype=float)
+            hi = np.array([rows.loc[p, "max"] if rows is not None and p in rows.index
+                           else np.nan for p in keys], dtype=float)
+            cnt = int(rows["count"].max()) if rows is not None and len(rows) else 1
+            x = np.array([i]) if single else np.arange(len(order)) + (i - (n - 1) / 2) * wbar
+            w = 0.8 if single else wbar * 0.95
+            bars = ax.bar(x, med, w, color=st["color"], alpha=0.55 if hatch else 0.9,
+                          hatch=hatch, edgecolor=st["color"], lw=0.6,
+                          label=name + (f" (median of {cnt})" if cnt > 1 else ""))
+            if cnt > 1:
+                any_repeats = True
+                ax.vlines(x, lo, hi, color="0.15", lw=1.0)
+            to_label.append((ax, bars, med, w))
+        if single:
             ax.set_xticks(np.arange(n), names, fontsize=8, rotation=30 if n > 3 else 0)
             ax.set_xlabel(f"arm (phase {order[0]})", fontsize=9)
         else:
-            for i, name in enumerate(names):
-                v = (d[d["arm"] == name].drop_duplicates("phase").set_index("phase")["value"]
-                     .reindex(order))
-                x = np.arange(len(order)) + (i - (n - 1) / 2) * wbar
-                bars = ax.bar(x, v.to_numpy(dtype=float), wbar * 0.95, label=name,
-                              color=_ARM_COLOURS[i % len(_ARM_COLOURS)])
-                if len(order) * n <= 40:
-                    ax.bar_label(bars, fmt=_short, fontsize=7, padding=1)
             ax.set_xticks(np.arange(len(order)), order, fontsize=9)
-            ax.legend(fontsize=8)
         ax.axhline(0, color="0.3", lw=0.8)
-        ax.set_ylabel(f"{fig_name} ({unit})")
-        ax.margins(y=0.15)
+        ax.set_ylabel(figure_label(fig_name, unit), fontsize=9)
+        ax.margins(y=0.18)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(title or f"{experiment}: cost per phase and arm")
+    for ax, bars, values, w in to_label:
+        _label_bars(ax, fig, bars, values, w)
+    if not single:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside upper center", ncols=min(n, 6), fontsize=8,
+                   frameon=False)
+    spread = " (bars: median, lines: min-max of the repeats)" if any_repeats else ""
+    fig.suptitle(title or f"{experiment}: cost per phase and arm{spread}")
     return fig
 
 
 def plot_vmas(source, experiment=None, arms=None, figures=("vmas_after",), log=None, title=None,
               width=10.0):
     """VMA counts per round: one line per arm (and per figure: solid, dashed,
-    dotted), phases that have the figure on x.  The default figure is the
-    harness's vmas_after (VMAs over the heap's reservation when the phase
-    ended); an experiment that counts VMAs mid-phase names its notes, e.g.
-    figures=("notes.vmas_after_release", "notes.vmas_after_reuse") for E5.
-    log=None picks a log scale when the counts span 20x or more (hundreds
-    with dump_toggle against 1 without).  Returns a matplotlib Figure."""
+    dotted), phases that have the figure on x; the last value is in the
+    legend.  The default figure is the harness's vmas_after (VMAs over the
+    heap's reservation when the phase ended); an experiment that counts VMAs
+    mid-phase names its notes, e.g. figures=("notes.vmas_after_release",
+    "notes.vmas_after_reuse") for E5.  log=None picks a log scale when the
+    counts span 20x or more (hundreds with dump_toggle against 1 without).
+    Repeats: the median per phase.  Returns a matplotlib Figure."""
     if isinstance(figures, str):
         figures = (figures,)
     experiment, sel = _select(source, experiment, arms)
@@ -495,22 +737,24 @@ def plot_vmas(source, experiment=None, arms=None, figures=("vmas_after",), log=N
     if d.empty:
         raise ValueError(f"experiment {experiment}: no phase recorded {list(figures)} "
                          "(the harness counts VMAs for a phase given heap=)")
-    names = [a["arm"] for a in sel]
+    names = _paired_order(list(dict.fromkeys(a["arm"] for a in sel)))
+    styles = _styles(names)
     order = _phase_order(d)
     fig = Figure(figsize=(width, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    styles = ("-", "--", ":", "-.")
-    for i, name in enumerate(names):
+    markers = ("o", "s", "^", "D")
+    for name in names:
         for j, fig_name in enumerate(figures):
-            v = d[(d["arm"] == name) & (d["figure"] == fig_name)].sort_values("index")
+            v = d[(d["arm"] == name) & (d["figure"] == fig_name)]
             if v.empty:
                 continue
+            v = v.groupby(["index", "phase"], sort=True)["value"].median().reset_index()
             xs = [order.index(p) for p in v["phase"]]
-            label = name if len(figures) == 1 else f"{name}: {fig_name.removeprefix('notes.')}"
-            ax.plot(xs, v["value"], marker="o", lw=1.5, ls=styles[j % len(styles)], label=label,
-                    color=_ARM_COLOURS[i % len(_ARM_COLOURS)])
-            ax.annotate(f"{v['value'].iloc[-1]:,.0f}", (xs[-1], v["value"].iloc[-1]),
-                        textcoords="offset points", xytext=(6, 0), va="center", fontsize=8)
+            what = "" if len(figures) == 1 else ": " + figure_label(fig_name)
+            label = f"{name}{what} (last {v['value'].iloc[-1]:,.0f})"
+            ax.plot(xs, v["value"], marker=markers[j % len(markers)], lw=1.5,
+                    ls=styles[name]["ls"] if len(figures) == 1 else ("-", "--", ":", "-.")[j % 4],
+                    label=label, color=styles[name]["color"])
     lo, hi = d["value"].min(), d["value"].max()
     if log is None:
         log = lo > 0 and hi / lo >= 20
@@ -520,8 +764,8 @@ def plot_vmas(source, experiment=None, arms=None, figures=("vmas_after",), log=N
     else:
         ax.set_ylim(bottom=0, top=max(hi, 1) * 1.15)
     ax.set_xticks(range(len(order)), order, fontsize=9)
-    ax.set_xlim(-0.3, len(order) - 0.4)
-    ax.set_ylabel("VMAs over the heap" + (" (log)" if log else ""))
+    ax.set_xlim(-0.3, len(order) - 0.7)
+    ax.set_ylabel("VMAs over the heap's reservation" + (" (log scale)" if log else ""))
     ax.set_xlabel("phase (round)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
