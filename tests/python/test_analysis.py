@@ -425,3 +425,30 @@ def test_notebook_runner_bad_input(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such experiment file"):
         experiment_module(str(tmp_path / "nope.py"))
 
+
+
+def test_notebook_parameters_cell_is_overridden(tmp_path):
+    """--param NAME=VALUE injects a cell after the one tagged `parameters`
+    (papermill's convention); a name the cell does not set is an error."""
+    import nbformat
+    path = tmp_path / "p.ipynb"
+    notebook(path, "SIZE_MIB = 96\nLABEL = 'small'", "assert (SIZE_MIB, LABEL) == (192, 'big')",
+             FIGURE_CELL)
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nbformat.write(nb, str(path))
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "-p", "SIZE_MIB=192",
+                   "-p", "LABEL=big", "--check")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "WARNING" not in p.stderr, p.stderr          # no kernel warning (TCP) either
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "--check")
+    assert p.returncode == 1 and "AssertionError" in p.stdout, p.stdout
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "-p", "NOPE=1")
+    assert p.returncode == 1 and "['NOPE'] are not set in the parameters cell" in p.stdout
+
+
+def test_notebook_check_fails_on_printed_warnings(tmp_path):
+    path = tmp_path / "w.ipynb"
+    notebook(path, "import warnings\nwarnings.warn('stale API')", FIGURE_CELL)
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "--check")
+    assert p.returncode == 1 and "printed warnings" in p.stdout and "stale API" in p.stdout, p.stdout
