@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 try:
     import numpy as np
@@ -65,7 +66,7 @@ _SUFFIX_UNITS = (("_mib_s", "MiB/s"), ("_bytes", "bytes"), ("_mib", "MiB"), ("_n
                  ("_ms", "ms"), ("_us", "us"), ("_s", "s"), ("_pct", "%"))
 
 
-def unit_of(name, value=None, source="note"):
+def unit_of(name: str, value: Any = None, source: str = "note") -> str:
     """The unit of a figure from its name: a known record figure, else its
     suffix (_bytes, _mib, _mib_s, _s, _ms, _us, _ns, _pct) or a `bytes` word
     inside it; a stat or an integer note without a unit is a count; anything
@@ -86,7 +87,7 @@ def unit_of(name, value=None, source="note"):
 
 # ---- sources --------------------------------------------------------------------------
 
-def arms(source):
+def arms(source: Any) -> List[Dict[str, Any]]:
     """The arm JSON dicts of a source (see the module docstring), in order."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -126,7 +127,7 @@ def _natural(name):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name))]
 
 
-def experiments(source):
+def experiments(source: Any) -> List[str]:
     """The experiment names in a source, in order of first appearance."""
     return list(dict.fromkeys(a["experiment"] for a in arms(source)))
 
@@ -158,7 +159,8 @@ def _number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def records_frame(source, stats=True, notes=True, derived=True):
+def records_frame(source: Any, stats: bool = True, notes: bool = True,
+                  derived: bool = True) -> pd.DataFrame:
     """The tidy table: one row per experiment x arm x phase x figure.
 
     Columns: experiment, arm, phase, index (the phase's position in its arm),
@@ -204,7 +206,7 @@ def records_frame(source, stats=True, notes=True, derived=True):
     return df.astype({"index": "int64", "value": "float64"})
 
 
-def to_unit(df, unit="MiB"):
+def to_unit(df: pd.DataFrame, unit: str = "MiB") -> pd.DataFrame:
     """Rows in bytes converted to MiB (unit='MiB') or back (unit='bytes')."""
     out = df.copy()
     if unit == "MiB":
@@ -223,7 +225,8 @@ WIDE_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark",
                 "phys_returned", "resident_after", "vmas_after", "duration_s")
 
 
-def wide(df, figures=WIDE_FIGURES, unit="MiB"):
+def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
+         unit: Optional[str] = "MiB") -> pd.DataFrame:
     """One row per experiment x arm x phase, one column per figure (bytes
     shown in MiB by default) -- the table a notebook shows.  `df` is a
     records_frame (or a source, which is read first)."""
@@ -248,7 +251,7 @@ def wide(df, figures=WIDE_FIGURES, unit="MiB"):
     return t
 
 
-def phases_frame(source):
+def phases_frame(source: Any) -> pd.DataFrame:
     """One row per arm x phase: when it ran (seconds since the arm started),
     and its mark (label and time) if it set one."""
     rows = []
@@ -261,7 +264,7 @@ def phases_frame(source):
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
-def series_frame(source):
+def series_frame(source: Any) -> pd.DataFrame:
     """The footprint time series: one row per sample -- experiment, arm, t_s
     (seconds since the arm started), phys, rss, lazyfree (bytes), and the
     phase the sample falls in (None between phases)."""
@@ -317,7 +320,7 @@ _CONTROL = ("off",)
 _TREATMENT = ("on",)
 
 
-def figure_label(figure, unit=""):
+def figure_label(figure: str, unit: str = "") -> str:
     """A human axis label for a figure of records_frame: its name in words
     and the unit, e.g. 'footprint the phase left (MiB)'.  Notes and stats
     without an entry in FIGURE_LABELS are their name with spaces."""
@@ -332,7 +335,7 @@ def figure_label(figure, unit=""):
     return f"{text} ({unit})" if unit and unit != "count" else text
 
 
-def arm_groups(names):
+def arm_groups(names: Sequence[str]) -> Dict[str, Tuple[str, str]]:
     """Arms paired for the plots: {arm: (group, role)} where an arm named
     with an 'off' or 'on' token (off, on_512, lua-off, python/on) belongs
     to the group of its other tokens with role 'control' or 'treatment';
@@ -383,7 +386,7 @@ def _by_arm(sel):
     return out
 
 
-def mark_phases(ax, phases, labels=True, marks=True):
+def mark_phases(ax: Any, phases: pd.DataFrame, labels: bool = True, marks: bool = True) -> None:
     """Mark phase boundaries on an axis whose x is seconds since the arm
     started: alternating shaded spans, a line at each boundary, the phase
     names along the top (staggered on two rows so short phases stay legible)
@@ -458,8 +461,10 @@ def _aligned(a, slots):
     return out
 
 
-def plot_footprint(source, experiment=None, arms=None, overlay=True, rss=True, sharey=True,
-                   title=None, width=10.0):
+def plot_footprint(source: Any, experiment: Optional[str] = None,
+                   arms: Optional[Sequence[str]] = None, overlay: bool = True, rss: bool = True,
+                   sharey: bool = True, title: Optional[str] = None,
+                   width: float = 10.0) -> Figure:
     """Footprint over time, every arm of the experiment on one axis.
 
     overlay=True (the default): one axis; the phases of every arm are
@@ -467,7 +472,8 @@ def plot_footprint(source, experiment=None, arms=None, overlay=True, rss=True, s
     the slowest arm took; x is seconds since the phase began), shaded and
     named along the top, the mark dotted.  Arms of an off/on pair share a
     colour, off dashed.  Repeats of an arm (a sweep's or --repeat's records)
-    are drawn as their median with the min-max band shaded.  Samples
+    are drawn as their median with the min-max band shaded, each repeat's
+    phase stretched to the slot (aligned on the share of the phase done).  Samples
     outside the phases (after the arm closed its heap) are not drawn.
 
     overlay=False: one panel per arm on its own time axis (phys_footprint
@@ -525,8 +531,10 @@ def plot_footprint(source, experiment=None, arms=None, overlay=True, rss=True, s
                 grid = np.linspace(0.0, longest, 200)
                 ys = np.full((len(parts), len(grid)), np.nan)
                 for j, (xs, yv, d) in enumerate(parts):
-                    inside = grid <= d
-                    ys[j, inside] = np.interp(grid[inside], xs - x0, yv)
+                    # each repeat's phase stretched to the slot: the same
+                    # share of the phase done, not the same second, so a
+                    # shorter repeat does not end the band early
+                    ys[j] = np.interp(grid * (d / longest if longest > 0 else 0), xs - x0, yv)
                 lo, hi = np.nanmin(ys, axis=0), np.nanmax(ys, axis=0)
                 med = np.nanmedian(ys, axis=0)
                 ax.fill_between(x0 + grid, lo, hi, color=st["color"], alpha=0.18, lw=0)
@@ -632,8 +640,11 @@ def _label_bars(ax, fig, bars, values, bar_width_data, fontsize=7):
         ax.bar_label(bars, labels=texts, fontsize=fontsize, padding=2, rotation=90)
 
 
-def plot_phase_cost(source, experiment=None, arms=None, figures=("phys_growth", "duration_s"),
-                    phases=None, title=None, width=10.0):
+def plot_phase_cost(source: Any, experiment: Optional[str] = None,
+                    arms: Optional[Sequence[str]] = None,
+                    figures: Union[str, Sequence[str]] = ("phys_growth", "duration_s"),
+                    phases: Optional[Sequence[str]] = None, title: Optional[str] = None,
+                    width: float = 10.0) -> Figure:
     """Per-phase cost per arm: one panel per figure (default: the footprint
     the phase left, phys_growth, in MiB; and how long it took, in s),
     phases on x (all, or the ones named in `phases`), one bar per arm with
@@ -719,8 +730,10 @@ def plot_phase_cost(source, experiment=None, arms=None, figures=("phys_growth", 
     return fig
 
 
-def plot_vmas(source, experiment=None, arms=None, figures=("vmas_after",), log=None, title=None,
-              width=10.0):
+def plot_vmas(source: Any, experiment: Optional[str] = None,
+              arms: Optional[Sequence[str]] = None,
+              figures: Union[str, Sequence[str]] = ("vmas_after",), log: Optional[bool] = None,
+              title: Optional[str] = None, width: float = 10.0) -> Figure:
     """VMA counts per round: one line per arm (and per figure: solid, dashed,
     dotted), phases that have the figure on x; the last value is in the
     legend.  The default figure is the harness's vmas_after (VMAs over the
@@ -779,7 +792,8 @@ def _safe(name):
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in str(name))
 
 
-def report(source, out=None, dpi=110, log=None):
+def report(source: Any, out: Optional[str] = None, dpi: int = 110,
+           log: Optional[Callable[[str], None]] = None) -> List[str]:
     """Write the plots and tables for every experiment in `source`:
 
         <out>/<experiment>_footprint.png    plot_footprint
