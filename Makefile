@@ -59,7 +59,7 @@ test-asan: build-asan
 test-tsan: build-tsan
 	TSAN_OPTIONS=halt_on_error=1 meson test -C $(TSAN) --no-rebuild --suite threads --print-errorlogs
 
-test-python: install
+test-python: install build
 	cd tests/python && $(PYTHON) -m pytest -q .
 
 test-lua: build

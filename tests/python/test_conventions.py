@@ -105,7 +105,7 @@ def test_all_lists_every_public_exception_and_name():
 
 
 PUBLIC_MODULES = ["heaplab", "heaplab.harness", "heaplab.analysis", "heaplab.notebooks",
-                  "heaplab.pytest_plugin", "heaplab.__main__"]
+                  "heaplab.pytest_plugin", "heaplab.__main__", "heaplab.sweep"]
 
 
 def _public(mod):
@@ -143,7 +143,7 @@ def test_cli_help_version_and_errors(tmp_path):
     assert p.returncode == 0 and p.stdout.strip() == f"heaplab {heaplab.__version__}"
     p = run([sys.executable, "-m", "heaplab", "frobnicate"], cwd=tmp_path)
     assert p.returncode == 2 and "frobnicate" in p.stderr
-    for known in ("options", "stats", "version", "report"):
+    for known in ("options", "stats", "version", "report", "run", "compare"):
         assert known in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
     p = run([sys.executable, "-m", "heaplab"], cwd=tmp_path)

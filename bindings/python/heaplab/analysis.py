@@ -23,6 +23,7 @@ calls; in a notebook, make the Figure the cell's last expression to show it.
 """
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -332,6 +333,8 @@ def figure_label(figure: str, unit: str = "") -> str:
             break
     if figure.startswith("stats."):
         text += " (counter)" if unit in ("", "count") else ""
+    if unit == "fraction":
+        unit = "share: 1 = all of it"
     return f"{text} ({unit})" if unit and unit != "count" else text
 
 
@@ -838,4 +841,311 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
             save_fig(plot_vmas(sel), f"{base}_vmas.png")
         else:
             say(f"{exp}: no phase saw more than one VMA over the heap; no VMA plot")
+    return written
+
+
+# ---- sweeps (heaplab run) ---------------------------------------------------------------
+
+SWEEP_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark", "rss_peak",
+                 "resident_before", "resident_after", "vmas_after", "duration_s")
+
+
+def is_run_folder(path: Any) -> bool:
+    """True when `path` is a sweep's run folder (it holds meta.json)."""
+    return os.path.isfile(os.path.join(os.fspath(path), "meta.json"))
+
+
+def run_meta(run: Any) -> Dict[str, Any]:
+    """A run folder's meta.json as a dict (ValueError if it is not one)."""
+    from .sweep import SweepError, load_meta
+    try:
+        return load_meta(os.fspath(run))
+    except SweepError as e:
+        raise ValueError(str(e)) from None
+
+
+def run_records(run: Any) -> List[Dict[str, Any]]:
+    """Every task record of a run folder (complete or failed), in task order."""
+    run = os.fspath(run)
+    meta = run_meta(run)
+    out = []
+    for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and "sweep" in data:
+            out.append(data)
+    if not out:
+        raise ValueError(f"{run}: no task records yet (run {meta.get('run_id')})")
+    return out
+
+
+def sweep_frame(run: Any) -> pd.DataFrame:
+    """A run folder as one tidy DataFrame: one row per cell x arm x repeat x
+    phase, with the swept option values as columns (named as in --set), then
+    experiment, cell, arm, repeat, status, worker, phase, index, and the
+    phase's figures (bytes, except duration_s in s and vmas_after a count)
+    with the derived phys_growth, phys_peak_growth and phys_returned.  A
+    failed task has one row with phase None and its error."""
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    rows = []
+    for data in run_records(run):
+        sw = data["sweep"]
+        base = {n: _grid_value(sw["values"].get(n)) for n in names}
+        base.update({"experiment": data.get("experiment", sw["experiment"]), "cell": sw["cell"],
+                     "arm": sw["arm"], "repeat": sw["repeat"], "status": sw["status"],
+                     "worker": sw.get("worker"), "error": sw.get("error")})
+        recs = data.get("records") or []
+        if not recs:
+            rows.append({**base, "phase": None, "index": -1})
+        for pos, r in enumerate(recs):
+            row = {**base, "phase": r["phase"], "index": r.get("index", pos)}
+            for f in SWEEP_FIGURES:
+                row[f] = r.get(f)
+            g = r.get
+            row["phys_growth"] = (g("phys_after") - g("phys_before")
+                                  if _number(g("phys_after")) and _number(g("phys_before")) else None)
+            row["phys_peak_growth"] = (g("phys_peak") - g("phys_before")
+                                       if _number(g("phys_peak")) and _number(g("phys_before"))
+                                       else None)
+            row["phys_returned"] = (g("phys_before") - g("phys_low_after_mark")
+                                    if _number(g("phys_low_after_mark")) and _number(g("phys_before"))
+                                    else None)
+            rows.append(row)
+    cols = names + ["experiment", "cell", "arm", "repeat", "status", "worker", "error", "phase",
+                    "index", *SWEEP_FIGURES, "phys_growth", "phys_peak_growth", "phys_returned"]
+    df = pd.DataFrame(rows, columns=cols)
+    return df.sort_values(["cell", "arm", "repeat", "index"], kind="stable").reset_index(drop=True)
+
+
+def _grid_value(v):
+    """A grid value as a number when it is one (64, 0.5), else the string (16k)."""
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return v
+
+
+def effects_frame(run: Any) -> pd.DataFrame:
+    """The run's effects as numbers: one row per cell x arm x repeat x
+    effect -- option values, experiment, cell, arm, repeat, effect, value,
+    unit, threshold, passed, status (the task's)."""
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    rows = []
+    for data in run_records(run):
+        sw = data["sweep"]
+        base = {n: _grid_value(sw["values"].get(n)) for n in names}
+        base.update({"experiment": data.get("experiment", sw["experiment"]), "cell": sw["cell"],
+                     "arm": sw["arm"], "repeat": sw["repeat"], "status": sw["status"]})
+        for e in data.get("effects_numeric") or []:
+            if e.get("value") is None:
+                continue
+            rows.append({**base, "effect": e["effect"], "value": float(e["value"]),
+                         "unit": e.get("unit", ""), "threshold": e.get("threshold"),
+                         "passed": e.get("passed")})
+    cols = names + ["experiment", "cell", "arm", "repeat", "status", "effect", "value", "unit",
+                    "threshold", "passed"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def effect_summary(run: Any) -> pd.DataFrame:
+    """Per experiment x cell x arm x effect (ok tasks only): the median
+    across repeats, min, max, spread (max - min), n, and the option values."""
+    df = effects_frame(run)
+    df = df[df["status"] == "ok"]
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    keys = ["experiment", "cell", "arm", "effect", "unit"]
+    g = df.groupby(keys, sort=False)["value"]
+    out = g.agg(median="median", min="min", max="max", n="count").reset_index()
+    out["spread"] = out["max"] - out["min"]
+    if names:
+        vals = df.drop_duplicates("cell").set_index("cell")[names]
+        out = out.join(vals, on="cell")
+    return out[names + keys + ["median", "min", "max", "spread", "n"]]
+
+
+def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFrame:
+    """Per effect, the medians of two runs side by side: one row per
+    experiment x arm x effect x option values present in both runs, with
+    median_a, median_b, ratio (b / a), spread (the larger of the two runs'
+    max - min across repeats) and `significant`: the medians differ by more
+    than that spread and by more than `tolerance` of the larger median
+    (relative; a floor, so that two runs of near-identical repeats do not
+    call a 0.1% difference real; near zero the floor is `tolerance` itself
+    for fractions and 1 MiB for MiB figures).  Cells are matched on their option values,
+    not their ids, so runs with different grids compare where they meet."""
+    a, b = effect_summary(run_a), effect_summary(run_b)
+    names = [c for c in a.columns if c in b.columns and c not in
+             ("experiment", "cell", "arm", "effect", "unit", "median", "min", "max", "spread", "n")]
+    keys = ["experiment", "arm", "effect", "unit"] + names
+    m = a.merge(b, on=keys, suffixes=("_a", "_b"))
+    if m.empty:
+        raise ValueError("the two runs have no effect in common (same experiment, arm and "
+                         "option values)")
+    m["ratio"] = m["median_b"] / m["median_a"].where(m["median_a"] != 0)
+    m["spread"] = m[["spread_a", "spread_b"]].max(axis=1)
+    diff = (m["median_b"] - m["median_a"]).abs()
+    floor = tolerance * m[["median_a", "median_b"]].abs().max(axis=1)
+    # near zero a relative floor is no floor: fractions get `tolerance`
+    # itself (2 points by default), MiB figures 1 MiB
+    floor = floor.where(m["unit"] != "fraction", floor.clip(lower=tolerance))
+    floor = floor.where(m["unit"] != "MiB", floor.clip(lower=1.0))
+    m["significant"] = (diff > m["spread"]) & (diff > floor)
+    return m[keys + ["median_a", "median_b", "ratio", "spread", "n_a", "n_b", "significant"]]
+
+
+def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Optional[str] = None,
+                title: Optional[str] = None, width: float = 10.0) -> Figure:
+    """One effect of a sweep: its median per cell and arm (points joined by
+    arm, off/on pairs in one colour, off dashed) with the min-max range of
+    the repeats as error bars; x is a swept option (the first by default),
+    the other options' combinations are separate lines.  Returns a Figure."""
+    s = effect_summary(run)
+    s = s[s["effect"] == effect]
+    if experiment is not None:
+        s = s[s["experiment"] == experiment]
+    if s.empty:
+        raise ValueError(f"no effect {effect!r} in this run (effects: "
+                         f"{sorted(set(effect_summary(run)['effect']))})")
+    names = list(run_meta(run).get("grid") or {})
+    x = x or (names[0] if names else None)
+    fig = Figure(figsize=(width, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    arm_names = _paired_order(list(dict.fromkeys(s["arm"])))
+    styles = _styles(arm_names)
+    others = [n for n in names if n != x]
+    markers = ("o", "s", "^", "D", "v", "P", "X")
+    for arm_name in arm_names:
+        d = s[s["arm"] == arm_name]
+        groups = d.groupby(others, sort=False) if others else [((), d)]
+        for j, (key, g) in enumerate(groups):
+            key = key if isinstance(key, tuple) else (key,)
+            g = g.sort_values(x) if x else g
+            xs = [str(v) for v in g[x]] if x else ["(one cell)"] * len(g)
+            med = g["median"].to_numpy(dtype=float)
+            err = np.vstack([med - g["min"].to_numpy(dtype=float),
+                             g["max"].to_numpy(dtype=float) - med])
+            label = arm_name + ("" if not others else " " + ", ".join(
+                f"{n}={v}" for n, v in zip(others, key)))
+            ax.errorbar(xs, med, yerr=err, color=styles[arm_name]["color"],
+                        ls=styles[arm_name]["ls"], marker=markers[j % len(markers)], capsize=3,
+                        lw=1.3, label=label)
+    unit = s["unit"].iloc[0]
+    ax.set_ylabel(figure_label(effect, unit))
+    ax.set_xlabel(x or "")
+    ax.grid(alpha=0.3)
+    n = int(s["n"].max())
+    fig.legend(loc="outside right upper", fontsize=8)
+    fig.suptitle(title or f"{s['experiment'].iloc[0]}: {effect.replace('_', ' ')} per cell "
+                          f"(median of {n} repeats, bars min-max)")
+    return fig
+
+
+def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None,
+                        y: Optional[str] = None, experiment: Optional[str] = None,
+                        title: Optional[str] = None, width: float = 7.0) -> Figure:
+    """A heat map of one effect's median over two swept options (the first
+    two by default) for one arm; each cell is annotated with its median and
+    the spread of its repeats.  Returns a Figure."""
+    s = effect_summary(run)
+    s = s[(s["effect"] == effect) & (s["arm"] == arm)]
+    if experiment is not None:
+        s = s[s["experiment"] == experiment]
+    names = list(run_meta(run).get("grid") or {})
+    if len(names) < 2:
+        raise ValueError("a heat map needs two swept options (--set twice)")
+    x, y = x or names[0], y or names[1]
+    if s.empty:
+        raise ValueError(f"no effect {effect!r} for arm {arm!r} in this run")
+    rest = [n for n in names if n not in (x, y)]
+    if rest:      # other options: the median over them
+        s = s.groupby([x, y], sort=False)["median"].median().reset_index().assign(spread=np.nan)
+    t = s.pivot_table(index=y, columns=x, values="median", aggfunc="median")
+    sp = s.pivot_table(index=y, columns=x, values="spread", aggfunc="max") if not rest else None
+    fig = Figure(figsize=(width, 0.9 + 0.55 * len(t.index) + 1.5), layout="constrained")
+    ax = fig.add_subplot()
+    im = ax.imshow(t.to_numpy(dtype=float), aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(t.columns)), [str(c) for c in t.columns])
+    ax.set_yticks(range(len(t.index)), [str(i) for i in t.index])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    vals = t.to_numpy(dtype=float)
+    lo, hi = np.nanmin(vals), np.nanmax(vals)
+    for i in range(len(t.index)):
+        for j in range(len(t.columns)):
+            v = vals[i, j]
+            if not math.isfinite(v):
+                continue
+            text = _short(v)
+            if sp is not None and math.isfinite(sp.to_numpy(dtype=float)[i, j]):
+                text += f"\n±{_short(sp.to_numpy(dtype=float)[i, j] / 2)}"
+            dark = hi > lo and (v - lo) / (hi - lo) < 0.5
+            ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+    unit = s["unit"].iloc[0] if "unit" in s else ""
+    fig.colorbar(im, ax=ax, label=figure_label(effect, unit))
+    fig.suptitle(title or f"{effect.replace('_', ' ')}, arm {arm}: median over repeats"
+                 + (f" (and over {', '.join(rest)})" if rest else ""))
+    return fig
+
+
+def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
+               log: Optional[Callable[[str], None]] = None) -> List[str]:
+    """The report of a sweep's run folder: per effect a median/spread plot
+    (<experiment>_<effect>.png), per effect and arm a heat map over the
+    first two swept options (<experiment>_<effect>_<arm>_heatmap.png), the
+    footprint and phase-cost plots of every arm over all its repeats (first
+    cell), and the tidy tables sweep.csv, effects.csv, effect_summary.csv.
+    Returns the paths written."""
+    run = os.fspath(run)
+    out = out or os.path.join(run, "report")
+    os.makedirs(out, exist_ok=True)
+    say = log or (lambda msg: None)
+    written = []
+
+    def save(fig, name):
+        path = os.path.join(out, name)
+        fig.savefig(path, dpi=dpi)
+        written.append(path)
+        say(f"wrote {path}")
+
+    for name, frame in (("sweep.csv", sweep_frame(run)), ("effects.csv", effects_frame(run)),
+                        ("effect_summary.csv", effect_summary(run))):
+        path = os.path.join(out, name)
+        frame.to_csv(path, index=False)
+        written.append(path)
+        say(f"wrote {path}")
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    s = effect_summary(run)
+    for exp in dict.fromkeys(s["experiment"]):
+        base = _safe(exp)
+        for eff in dict.fromkeys(s[s["experiment"] == exp]["effect"]):
+            save(plot_effect(run, eff, experiment=exp), f"{base}_{_safe(eff)}.png")
+            if len(names) >= 2:
+                for arm_name in dict.fromkeys(s[(s["experiment"] == exp) &
+                                                (s["effect"] == eff)]["arm"]):
+                    save(plot_effect_heatmap(run, eff, arm_name, experiment=exp),
+                         f"{base}_{_safe(eff)}_{_safe(arm_name)}_heatmap.png")
+    recs = [r for r in run_records(run) if r["sweep"]["status"] == "ok"]
+    if recs:
+        first = recs[0]["sweep"]["cell"]
+        sel = [r for r in recs if r["sweep"]["cell"] == first]
+        for exp in dict.fromkeys(r["experiment"] for r in sel):
+            mine = [r for r in sel if r["experiment"] == exp]
+            save(plot_footprint(mine, experiment=exp,
+                                title=f"{exp}: footprint, cell {first} "
+                                      f"{meta.get('cells', {}).get(first, {})}"),
+                 f"{_safe(exp)}_{first}_footprint.png")
+            save(plot_phase_cost(mine, experiment=exp), f"{_safe(exp)}_{first}_phase_cost.png")
     return written

@@ -47,6 +47,7 @@ __all__ = [
     "Experiment", "Recorder", "Phase", "ArmResult", "PhaseRecord", "ArmFailed", "FIGURES", "MiB",
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
+    "median_arm",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -217,6 +218,8 @@ class ArmResult:
 
     def __init__(self, data: Dict[str, Any]) -> None:
         self.data = data
+        #: the runs behind a median (Experiment.run(repeat=N)); [] for one run
+        self.repeats: List[ArmResult] = []
         self.records = data["records"]
         self.arm = data["arm"]
         self.experiment = data["experiment"]
@@ -391,21 +394,82 @@ class Experiment:
             raise RuntimeError(f"experiment {self.name} must be a module-level variable")
 
     def run(self, arms: Optional[Sequence[str]] = None, timeout: float = 600,
-            env: Optional[Mapping[str, str]] = None, save: bool = True) -> Dict[str, ArmResult]:
+            env: Optional[Mapping[str, str]] = None, save: bool = True,
+            repeat: Optional[int] = None) -> Dict[str, ArmResult]:
         """Run the arms (all by default), one fresh process each, in order.
-        Returns {arm: ArmResult}; raises ArmFailed with the child's traceback."""
+        Returns {arm: ArmResult}; raises ArmFailed with the child's traceback.
+
+        repeat=N (default: $HEAPLAB_REPEAT, which `pytest --repeat N` sets,
+        else 1) runs every arm N times, interleaved (off, on, off, on...),
+        and returns for each arm the median of its N runs: every number of
+        its records, stats and notes is the median across the repeats (lists
+        and strings, and the footprint series, are the first run's), so an
+        assertion on it is judged on the median of N.  The runs themselves
+        are in ArmResult.repeats and saved as <arm>.r<k>.json."""
         self._locate()
+        n = repeat if repeat is not None else int(env_number("HEAPLAB_REPEAT", 1))
+        if n < 1:
+            raise ValueError(f"repeat={n}: expected >= 1")
+        names = list(arms or list(self.arms))
+        runs: Dict[str, List[Dict[str, Any]]] = {a: [] for a in names}
+        for k in range(n):
+            for arm_name in names:
+                cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var,
+                       arm_name]
+                label = f"{self.name}/{arm_name}" + (f" (repeat {k + 1}/{n})" if n > 1 else "")
+                data = run_command_arm(cmd, env, timeout=timeout, label=label)
+                data["seed"] = self.seed
+                if n > 1:
+                    data["repeat"] = k
+                if save:
+                    save_arm(data)
+                if data.get("error"):
+                    raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n"
+                                    f"{data['error']}")
+                runs[arm_name].append(data)
         out = {}
-        for arm_name in arms or list(self.arms):
-            cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var, arm_name]
-            data = run_command_arm(cmd, env, timeout=timeout, label=f"{self.name}/{arm_name}")
-            data["seed"] = self.seed
-            if save:
-                save_arm(data)
-            if data.get("error"):
-                raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n{data['error']}")
-            out[arm_name] = ArmResult(data)
+        for arm_name, datas in runs.items():
+            res = ArmResult(datas[0] if n == 1 else median_arm(datas))
+            res.repeats = [ArmResult(d) for d in datas]
+            out[arm_name] = res
         return out
+
+
+def _median(values: List[Any]) -> Any:
+    nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(nums) != len(values) or not nums:
+        return values[0]
+    import statistics
+    m = statistics.median(nums)
+    return int(m) if all(isinstance(v, int) for v in nums) and m == int(m) else m
+
+
+def _median_dict(dicts: List[Dict[str, Any]]) -> Dict[str, Any]:
+    out = {}
+    for key, first in dicts[0].items():
+        vals = [d.get(key) for d in dicts]
+        if isinstance(first, dict) and all(isinstance(v, dict) for v in vals):
+            out[key] = _median_dict(vals)
+        else:
+            out[key] = _median(vals)
+    return out
+
+
+def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """One arm JSON from N runs of the same arm: every number of the phase
+    records (matched by position), their stats and notes, and the arm's
+    notes is the median across the runs; anything else (strings, lists, the
+    series) is the first run's.  "repeats" says how many there were."""
+    first = dict(datas[0])
+    if any(len(d["records"]) != len(first["records"]) for d in datas):
+        raise ArmFailed(f"{first['experiment']}/{first['arm']}: the repeats recorded different "
+                        "phases; they cannot be combined")
+    first["records"] = [_median_dict([d["records"][i] for d in datas])
+                        for i in range(len(first["records"]))]
+    first["notes"] = _median_dict([d.get("notes", {}) for d in datas])
+    first["repeats"] = len(datas)
+    first.pop("repeat", None)
+    return first
 
 
 def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
@@ -413,6 +477,8 @@ def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
     folder = os.path.join(folder or results_dir(), data["experiment"])
     os.makedirs(folder, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
+    if data.get("repeat") is not None:
+        safe += f".r{data['repeat']}"
     with open(os.path.join(folder, f"{safe}.json"), "w") as f:
         json.dump(data, f)
     write_csv(folder)
