@@ -339,3 +339,12 @@ def test_experiment_suite_repeat_judges_on_the_median(tmp_path):
                         "test_e1_page_floor", "--repeat", "0", "-p", "no:cacheprovider"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and "--repeat 0" in p.stderr + p.stdout
+
+
+def test_resume_without_a_folder_takes_latest(cluster, tmp_path):
+    p = heaplab("run", "e1", "--arms", "on", *SMALL, "--cluster", cluster.address,
+                "--results", str(tmp_path), "--progress", "plain")
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = heaplab("run", "--resume", "--results", str(tmp_path), "--cluster", cluster.address,
+                "--progress", "plain")
+    assert p.returncode == 0 and "0 ok, 0 failed, 1 already complete" in p.stdout, p.stdout

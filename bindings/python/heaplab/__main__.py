@@ -96,6 +96,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if not eq or not name:
                 raise sweep.SweepError(f"--env {item!r}: expected NAME=VALUE")
             env[name] = value
+        if args.resume == "latest":
+            args.resume = os.path.realpath(os.path.join(args.results, "latest"))
         if args.resume:
             meta = sweep.load_meta(args.resume)
             if args.experiment is None and not args.command:
@@ -242,8 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-worker", type=int, default=1,
                    help="arms one worker runs at once (1: footprints are never shared)")
     p.add_argument("--results", default="results", help="where run folders go (results)")
-    p.add_argument("--resume", metavar="RUN",
-                   help="a run folder: run only its tasks whose records are missing or failed")
+    p.add_argument("--resume", metavar="RUN", nargs="?", const="latest",
+                   help="a run folder (default: RESULTS/latest): run only its tasks whose "
+                        "records are missing or failed")
     p.add_argument("--timeout", type=float, default=600,
                    help="seconds one arm may run before it is killed and recorded failed (600)")
     p.add_argument("--command", help="a command line that is one arm ({arm} = the arm's name); "

@@ -41,6 +41,8 @@ import os
 import shutil
 import sys
 import time
+import types
+from typing import Any, Dict, List, Optional, Sequence
 
 BUILD = "_build"
 
@@ -51,7 +53,7 @@ BUILD = "_build"
 PACKAGE_EXPERIMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "experiments")
 
 
-def experiments_dir(start=None):
+def experiments_dir(start: Optional[str] = None) -> str:
     """The experiments/ folder: $HEAPLAB_EXPERIMENTS, else the nearest
     experiments/ from `start` (the working directory) upwards (a checkout),
     else the copy installed inside the package (heaplab/experiments)."""
@@ -75,7 +77,7 @@ def experiments_dir(start=None):
                             f"installed in {PACKAGE_EXPERIMENTS}; set HEAPLAB_EXPERIMENTS")
 
 
-def experiment_module(name, start=None):
+def experiment_module(name: str, start: Optional[str] = None) -> types.ModuleType:
     """Import an experiment module by its short name ("e1" finds
     experiments/test_e1_*.py) or by path, the way the harness child does, so
     that Experiment.run() can spawn its arms.  Returns the module."""
@@ -103,7 +105,7 @@ def experiment_module(name, start=None):
 
 # ---- the runner -----------------------------------------------------------------------
 
-def find_notebooks(paths):
+def find_notebooks(paths: Sequence[str]) -> List[str]:
     """The notebooks named in `paths` (notebook files, or folders: their
     *.ipynb in name order); FileNotFoundError for anything else."""
     out = []
@@ -122,7 +124,7 @@ def _has_outputs(nb):
                for c in nb.cells)
 
 
-def strip(path):
+def strip(path: str) -> bool:
     """Clear a notebook's outputs and execution counts in place; True if it changed."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
@@ -175,7 +177,7 @@ PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
 
 
-def parameters_cell(nb):
+def parameters_cell(nb: Any) -> Optional[int]:
     """The index of the notebook's cell tagged `parameters` (papermill's
     convention: the protocol sizes a run may change), or None."""
     for i, c in enumerate(nb.cells):
@@ -184,7 +186,7 @@ def parameters_cell(nb):
     return None
 
 
-def inject_parameters(nb, params):
+def inject_parameters(nb: Any, params: Optional[Dict[str, Any]]) -> Any:
     """Put a cell tagged `injected-parameters` right after the `parameters`
     cell that assigns `params` ({name: value}, any Python literal), as
     papermill does; the parameters cell itself is left as written.
@@ -224,7 +226,8 @@ def _warnings(nb):
     return out
 
 
-def run_notebook(path, out=None, timeout=600, kernel="python3", params=None):
+def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
+                 kernel: str = "python3", params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Execute one notebook; returns a dict: path, executed (the copy),
     figures (PNG paths), seconds, error (None or 'cell N: Error: message'),
     had_outputs (the source notebook was not stripped), warnings (what
@@ -289,7 +292,7 @@ def run_notebook(path, out=None, timeout=600, kernel="python3", params=None):
             "error": error, "had_outputs": had_outputs, "warnings": _warnings(nb)}
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line (python -m heaplab.notebooks); returns the exit status."""
     ap = argparse.ArgumentParser(prog="python -m heaplab.notebooks",
                                  description="Execute notebooks headless; write the executed "
