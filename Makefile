@@ -5,6 +5,15 @@
 
 PYTHON ?= python3
 BUILD  ?= build
+# The project's virtual environment (tools/setup.sh makes it from $(PYTHON)
+# and installs every Python package there; nothing goes into $(PYTHON)
+# itself).  From here on PYTHON is the venv's interpreter, and the venv's bin
+# comes first on PATH, so meson, ninja and pytest are the venv's too.
+VENV   ?= .venv
+BASE_PYTHON := $(PYTHON)
+override PYTHON := $(abspath $(VENV))/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export VIRTUAL_ENV := $(abspath $(VENV))
 ASAN   ?= build-asan
 TSAN   ?= build-tsan
 PYASAN ?= build-pyasan
@@ -12,12 +21,12 @@ export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
-        notebooks lua clean docs test-lua-testes
+        notebooks lua clean distclean docs test-lua-testes
 
 all: build
 
 setup:
-	@tools/setup.sh base
+	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh base
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) --buildtype=release
@@ -60,7 +69,8 @@ $(PYASAN)/build.ninja:
 test-python-asan: setup build $(PYASAN)/build.ninja
 	ninja -C $(PYASAN)
 	rm -rf $(PYASAN)/pkg && mkdir -p $(PYASAN)/pkg/heaplab
-	cp bindings/python/heaplab/*.py $(PYASAN)/bindings/python/_heaplab*.so $(PYASAN)/pkg/heaplab/
+	cp bindings/python/heaplab/*.py $(PYASAN)/bindings/python/_heaplab*.so \
+	  $(PYASAN)/bindings/python/_options.py $(PYASAN)/pkg/heaplab/
 	cd tests/python && \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:allocator_may_return_null=1 \
@@ -95,7 +105,7 @@ experiments: install build
 # the benchmarks against Boehm GC, mimalloc, jemalloc, glibc (issue 8): the
 # table on the terminal, records under results/bench (docs/performance.md)
 bench: install build
-	@tools/setup.sh bench
+	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh bench
 	$(PYTHON) -m pytest experiments -m bench -q
 
 notebooks: install
@@ -117,3 +127,7 @@ lua: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(TSAN) $(PYASAN) results .setup-python.stamp
+
+# clean, and the project's virtual environment too
+distclean: clean
+	rm -rf $(VENV)

@@ -75,6 +75,30 @@ def pct(x):
     return f"{100 * x:.1f}%"
 
 
+def arm_effects(data):
+    """E1's effect for ONE arm, as numbers (heaplab run / compare; works on
+    the Lua arms' records too): the share of the dropped small-object
+    footprint that came back (warm cache aside for an arm that releases),
+    and the peak during the first texture set above the arm's start.
+    `passed` is judged against this file's thresholds: >= 97% for an arm
+    whose pages are released, <= 5% for one whose are not."""
+    recs = {r["phase"]: r for r in data["records"]}
+    fill, drop, tex = recs["fill"], recs["drop"], recs["textures"]
+    releases = bool(data.get("options", {}).get("page_release", True))
+    warm = (data.get("notes") or {}).get("warm_bytes", 0) if releases else 0
+    cost = fill["phys_after"] - fill["phys_before"]
+    low = drop["phys_low_after_mark"] if drop.get("phys_low_after_mark") is not None \
+        else drop["phys_after"]
+    frac = (drop["phys_before"] - low) / (cost - warm)
+    return [
+        {"effect": "returned_fraction", "value": frac, "unit": "fraction",
+         "threshold": 0.97 if releases else 0.05, "direction": ">=" if releases else "<=",
+         "passed": frac >= 0.97 if releases else frac <= 0.05},
+        {"effect": "texture_peak", "value": (tex["phys_peak"] - fill["phys_before"]) / 2**20,
+         "unit": "MiB", "threshold": None, "passed": None},
+    ]
+
+
 def test_e1_page_floor(lab):
     res = E1.run()
     lab.record(res)

@@ -8,15 +8,28 @@
 # base     compiler, Lua 5.4, Meson, CFFI, pytest, the analysis stack
 # bench    the peers of the benchmarks: Boehm GC, mimalloc, jemalloc
 # clients  the real programs run on heaplab-lua / heaplab-python
+#
+# Python packages go into the project's virtual environment $VENV (default
+# .venv at the root of the checkout), made from $PYTHON (default python3):
+# ALWAYS, whatever the interpreter, so that nothing is ever installed into a
+# system or user interpreter (Debian's /usr/bin/python3 refuses it anyway:
+# "externally-managed-environment", PEP 668) and every machine runs the same
+# package versions.  The Makefile puts $VENV/bin first on PATH: meson, ninja,
+# pytest and python3 are the venv's, and Meson's Python (the one heaplab-python
+# embeds) is the venv's base interpreter.  A .venv made from another
+# interpreter than $PYTHON is made again (and the build folders configured
+# with the old one are removed: heaplab-python embeds that interpreter).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
 
 # `make test` runs a tiny benchmark across every allocator and the real
 # programs on heaplab-lua, so base already has the peers and the Lua programs.
 apt_base="gcc make pkg-config lua5.4 liblua5.4-dev libreadline-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem luarocks"
 apt_bench=""
 apt_clients=""
-pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel"
+pip_base="meson>=0.64 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
 
 profiles=${*:-base}
 want=""
@@ -28,6 +41,22 @@ for p in $profiles; do
     *) echo "setup.sh: unknown profile '$p' (base, bench, clients)" >&2; exit 2 ;;
   esac
 done
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  echo "setup.sh: no Python interpreter '$PYTHON' (set PYTHON=/path/to/python3)" >&2
+  exit 2
+fi
+# What the base interpreter lacks that Debian packages for its own Python
+# provide (a pyenv or self-built interpreter has them all): the venv module
+# (ensurepip), the C headers and libpython (the extension and heaplab-python),
+# and the test package (CPython's regrtest runs on heaplab-python in make test).
+read -r pyver pyprefix <<<"$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2], sys.base_prefix)')"
+if [ "$pyprefix" = /usr ]; then
+  "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || want="$want python$pyver-venv"
+  "$PYTHON" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || want="$want python$pyver-dev"
+  "$PYTHON" -c 'import test.test_list' 2>/dev/null || want="$want libpython$pyver-testsuite"
+fi
 
 missing=()
 for pkg in $want; do
@@ -41,10 +70,28 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-stamp=".setup-python.stamp"
+# ---- the project's virtual environment -------------------------------------
+base=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))')
+marker="$VENV/heaplab-base-python"
+if [ -d "$VENV" ] && { [ ! -x "$VENV/bin/python" ] || [ "$(cat "$marker" 2>/dev/null)" != "$base" ]; }; then
+  echo "setup.sh: $VENV was made from $(cat "$marker" 2>/dev/null || echo 'another interpreter'); making it again from $base"
+  rm -rf "$VENV"
+  for d in build*/; do
+    [ -d "$d/meson-private" ] || continue
+    echo "setup.sh: removing $d (configured with the old $VENV)"
+    rm -rf "$d"
+  done
+fi
+if [ ! -d "$VENV" ]; then
+  echo "setup.sh: making the virtual environment $VENV from $base (Python $pyver)"
+  "$PYTHON" -m venv "$VENV"
+  echo "$base" > "$marker"
+fi
+
+stamp="$VENV/setup-python.stamp"
 if [ ! -f "$stamp" ] || [ "$stamp" -ot "$0" ]; then
-  echo "setup.sh: installing Python packages: $pip_base"
+  echo "setup.sh: installing Python packages into $VENV: $pip_base"
   # shellcheck disable=SC2086
-  $PYTHON -m pip install -q --disable-pip-version-check $pip_base
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check $pip_base
   touch "$stamp"
 fi

@@ -185,22 +185,91 @@ def test_sources_accepted_and_refused(tmp_path):
 
 # ---- plots ------------------------------------------------------------------------------
 
-def test_footprint_plot_has_a_panel_per_arm_with_phases_named():
+def test_footprint_plot_overlays_the_arms_with_phases_aligned():
     fig = hla.plot_footprint(e1_like())
-    axes = fig.axes
+    assert len(fig.axes) == 1
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["fill", "drop", "textures"]
+    assert "phys_footprint, MiB" in ax.get_ylabel() and "seconds" in ax.get_xlabel()
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[:2] == ["off", "on"]
+    lines = [ln for ln in ax.get_lines() if ln.get_linestyle() in ("-", "--")
+             and len(ln.get_xdata()) > 2]
+    styles = {ln.get_linestyle() for ln in lines}
+    assert styles == {"-", "--"}, "off dashed, on solid"
+    colours = {ln.get_color() for ln in lines}
+    assert len(colours) == 1, "an off/on pair shares a colour"
+    # the phase slots: every arm's phase k starts at the same x
+    starts = sorted({round(float(ln.get_xdata()[0]), 6) for ln in lines})
+    assert starts == [0.0, 0.1, 0.2]
+    # the series runs past the last phase (t up to 0.39 s, the last phase
+    # ends at 0.4 s): nothing is drawn after the phases end
+    assert max(float(max(ln.get_xdata())) for ln in ax.get_lines()) <= 0.4 + 1e-9
+    panels = hla.plot_footprint(e1_like(), overlay=False)
+    axes = panels.axes
     assert len(axes) == 2
-    assert [ax.get_ylabel().split("\n")[0] for ax in axes] == ["off", "on"]
-    names = [t.get_text() for t in axes[1].texts]
-    assert names == ["fill", "drop", "textures"]
+    assert [a.get_ylabel().split("\n")[0] for a in axes] == ["off", "on"]
     assert len(axes[0].lines) >= 2                   # phys and rss
-    over = hla.plot_footprint(e1_like(), overlay=True)
-    assert len(over.axes) == 1 and len(over.axes[0].get_lines()) >= 2
+
+
+def test_footprint_plot_drops_samples_after_the_heap_closed():
+    """A false drop to 0: samples taken after the last phase (the arm closed
+    its heap) are not part of any phase and are not drawn."""
+    a = e1_like()[1]
+    a["series"] = a["series"] + [[0.45, 0.0, 0.0, 0], [0.5, 0.0, 0.0, 0]]
+    for overlay in (True, False):
+        fig = hla.plot_footprint(a, overlay=overlay)
+        ys = [y for ln in fig.axes[0].get_lines() for y in ln.get_ydata()
+              if len(ln.get_xdata()) > 2]
+        assert min(ys) >= 10, (overlay, min(ys))
+
+
+def test_repeats_show_median_and_spread():
+    reps = []
+    for k, scale in enumerate((1.0, 1.2, 0.8)):
+        for a in e1_like():
+            a = json.loads(json.dumps(a))
+            a["repeat"] = k
+            a["series"] = [[t, p * scale, r, lf] for t, p, r, lf in a["series"]]
+            for r in a["records"]:
+                r["phys_after"] = int(r["phys_after"] * scale)
+            reps.append(a)
+    fig = hla.plot_footprint(reps)
+    ax = fig.axes[0]
+    assert ax.collections, "the min-max band"
+    assert any("median of 3" in t.get_text() for t in fig.legends[0].get_texts())
+    cost = hla.plot_phase_cost(reps)
+    assert any(len(c.get_segments()) for a in cost.axes for c in a.collections), "min-max lines"
+    assert "median" in cost.get_suptitle()
+
+
+def test_bar_labels_never_overlap():
+    """Value labels are drawn only where they fit (flat, or turned upright)."""
+    many = []
+    for i in range(8):
+        for a in e1_like():
+            a = json.loads(json.dumps(a))
+            a["arm"] = f"{a['arm']}_{i}"
+            for r in a["records"]:
+                r["arm"] = a["arm"]
+            many.append(a)
+    fig = hla.plot_phase_cost(many, width=6.0)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_text()]
+        for i, b in enumerate(boxes):
+            for c in boxes[i + 1:]:
+                assert not b.overlaps(c) or b.intersection(b, c).width < 1, (b, c)
 
 
 def test_phase_cost_and_vma_plots():
     fig = hla.plot_phase_cost(e1_like())
     assert len(fig.axes) == 2
-    assert fig.axes[0].get_ylabel() == "phys_growth (MiB)"
+    assert fig.axes[0].get_ylabel() == "footprint the phase left (MiB)"
+    assert fig.axes[1].get_ylabel() == "phase duration (s)"
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["fill", "drop", "textures"]
     heights = sorted(round(p.get_height()) for p in fig.axes[0].patches)
     assert heights == [-9, 0, 8, 8, 10, 10]
@@ -288,7 +357,7 @@ def test_real_e1_arms_load(tmp_path, monkeypatch):
     assert all(g["t_s"].is_monotonic_increasing for _, g in s.groupby("arm"))
     assert set(s["phase"].dropna()) <= set(phases)
     fig = hla.plot_footprint(res)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 1
 
 
 # ---- the notebook runner ---------------------------------------------------------------
@@ -356,3 +425,30 @@ def test_notebook_runner_bad_input(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such experiment file"):
         experiment_module(str(tmp_path / "nope.py"))
 
+
+
+def test_notebook_parameters_cell_is_overridden(tmp_path):
+    """--param NAME=VALUE injects a cell after the one tagged `parameters`
+    (papermill's convention); a name the cell does not set is an error."""
+    import nbformat
+    path = tmp_path / "p.ipynb"
+    notebook(path, "SIZE_MIB = 96\nLABEL = 'small'", "assert (SIZE_MIB, LABEL) == (192, 'big')",
+             FIGURE_CELL)
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nbformat.write(nb, str(path))
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "-p", "SIZE_MIB=192",
+                   "-p", "LABEL=big", "--check")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "WARNING" not in p.stderr, p.stderr          # no kernel warning (TCP) either
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "--check")
+    assert p.returncode == 1 and "AssertionError" in p.stdout, p.stdout
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "-p", "NOPE=1")
+    assert p.returncode == 1 and "['NOPE'] are not set in the parameters cell" in p.stdout
+
+
+def test_notebook_check_fails_on_printed_warnings(tmp_path):
+    path = tmp_path / "w.ipynb"
+    notebook(path, "import warnings\nwarnings.warn('stale API')", FIGURE_CELL)
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "--check")
+    assert p.returncode == 1 and "printed warnings" in p.stdout and "stale API" in p.stdout, p.stdout

@@ -14,21 +14,35 @@ policy lives here.
 from __future__ import annotations
 
 import collections
+import inspect
 import signal
+import sys
 import threading
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Tuple,
+                    TypeVar, Union)
 
 from ._heaplab import ffi, lib
+from ._options import OPTION_TABLE, HeapOptions
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from typing import Unpack
+    else:
+        from typing_extensions import Unpack
 
 __all__ = [
-    "Heap", "Ref", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
+    "Heap", "HeapOptions", "Ref", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
-    "InvalidType", "UnknownOption", "CheckFailed", "SlotIndexError", "Interrupted", "footprint", "options", "stat_names", "fault_sites", "fault_modes",
+    "SlotIndexError", "UnknownOption", "CheckFailed", "InvalidType", "Interrupted",
+    "footprint", "options", "stat_names", "fault_sites", "fault_modes",
     "MAX_SIZE", "MAX_REFS", "__version__",
 ]
 
-__version__ = ffi.string(lib.hl_version()).decode()
-MAX_SIZE = int(lib.hl_max_size())
-MAX_REFS = int(lib.hl_max_refs())
+__version__: str = ffi.string(lib.hl_version()).decode()
+#: the largest payload of one object, bytes
+MAX_SIZE: int = int(lib.hl_max_size())
+#: the most reference slots one object can have
+MAX_REFS: int = int(lib.hl_max_refs())
 
 
 # ---- exceptions: one mapping from C error codes -------------------------------
@@ -52,6 +66,8 @@ class StaleRef(Error):
 
 
 class OutOfMemory(Error, MemoryError):
+    """The heap could not get the memory it needed (reservation full, limit hit)."""
+
     code = "ENOMEM"
 
 
@@ -62,14 +78,20 @@ class ModeError(Error):
 
 
 class InvalidArgument(Error, ValueError):
+    """A value out of range (an option, a size, an index base...); a ValueError."""
+
     code = "EINVAL"
 
 
 class SlotIndexError(Error, IndexError):
+    """A slot index outside the object's slots; an IndexError."""
+
     code = "ERANGE"
 
 
 class UnknownOption(Error, TypeError):
+    """Heap() got an option name that is not in the option table; a TypeError."""
+
     code = "EOPTION"
 
 
@@ -117,7 +139,7 @@ if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     lib.hl_interrupt_attach(signal.SIGINT)
 
 
-def _raise(rc, message):
+def _raise(rc: int, message: Optional[str]) -> NoReturn:
     cls = _ERRORS.get(rc, Error)
     exc = cls(message)
     if cls is Error:
@@ -125,7 +147,7 @@ def _raise(rc, message):
     raise exc
 
 
-def _s(p):
+def _s(p: Any) -> Optional[str]:
     return ffi.string(p).decode() if p != ffi.NULL else None
 
 
@@ -172,20 +194,23 @@ _SITES = tuple(_s(lib.hl_fault_site_name(i)) for i in range(lib.HL_SITE_COUNT))
 _MODES = tuple(_s(lib.hl_fault_mode_name(i)) for i in range(lib.HL_FAULT_MODE_COUNT))
 
 
-def options():
+def options() -> Dict[str, Dict[str, Any]]:
     """The option table: name -> {kind, default, min, max, choices, description}."""
     return {k: dict(v) for k, v in _OPTIONS.items()}
 
 
-def stat_names():
+def stat_names() -> Tuple[str, ...]:
+    """The names of the heap's counters (HL_STATS), in the order of Stats."""
     return _STAT_NAMES
 
 
-def fault_sites():
+def fault_sites() -> Tuple[str, ...]:
+    """The fault-injection sites (HL_FAULT_SITES): what Heap.inject() takes as site."""
     return _SITES
 
 
-def fault_modes():
+def fault_modes() -> Tuple[str, ...]:
+    """The fault schedules Heap.inject() takes as mode (first, always, every, sticky, off)."""
     return _MODES
 
 
@@ -200,13 +225,17 @@ def _tuple_of(cls, cdata):
     return cls(*(getattr(cdata, f) for f in cls._fields))
 
 
-Footprint = collections.namedtuple("Footprint", _fields("hl_footprint"))
-Footprint.__doc__ = "Bytes charged to this process (Linux: /proc/self/smaps_rollup)."
+if TYPE_CHECKING:   # the same fields, as typed classes generated from heaplab.h
+    from ._options import ChurnResult, Footprint
+else:
+    Footprint = collections.namedtuple("Footprint", _fields("hl_footprint"))
+    Footprint.__doc__ = "Bytes charged to this process (Linux: /proc/self/smaps_rollup)."
 
-ChurnResult = collections.namedtuple("ChurnResult", _fields("hl_churn_result"))
+    ChurnResult = collections.namedtuple("ChurnResult", _fields("hl_churn_result"))
+    ChurnResult.__doc__ = "What Heap.churn() did: bytes and objects allocated, cycles, pacing."
 
 
-def footprint():
+def footprint() -> Footprint:
     """This process's footprint now: rss, anonymous, lazyfree, swap, phys_footprint."""
     f = ffi.new("hl_footprint *")
     if lib.hl_footprint_get(f) != lib.HL_OK:
@@ -220,10 +249,10 @@ class Stats:
 
     __slots__ = ("_values",)
 
-    def __init__(self, values):
+    def __init__(self, values: Dict[str, int]) -> None:
         object.__setattr__(self, "_values", values)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> int:
         if name.startswith("_"):   # (not a stat: no recursion through _values)
             raise AttributeError(name)
         try:
@@ -231,19 +260,20 @@ class Stats:
         except KeyError:
             raise AttributeError(f"Stats has no field {name!r}") from None
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (Stats, (dict(self._values),))
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise AttributeError("Stats is read-only")
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, int]:
+        """The counters as a new dict: name -> value."""
         return dict(self._values)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[str, int]]:
         return iter(self._values.items())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         keys = ("cycles", "major_sweeps", "total_pages", "free_pool_pages", "released_pool_pages",
                 "released_pages", "small_live_bytes", "large_live_bytes")
         return "Stats(" + ", ".join(f"{k}={self._values[k]}" for k in keys) + ", ...)"
@@ -255,10 +285,15 @@ class Event:
 
     __slots__ = ("kind", "cycle", "time_ns", "fields")
 
-    def __init__(self, kind, cycle, time_ns, fields):
+    kind: str
+    cycle: int
+    time_ns: int
+    fields: Dict[str, int]
+
+    def __init__(self, kind: str, cycle: int, time_ns: int, fields: Dict[str, int]) -> None:
         self.kind, self.cycle, self.time_ns, self.fields = kind, cycle, time_ns, fields
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> int:
         if name.startswith("_") or name in Event.__slots__:  # (not set yet: unpickling)
             raise AttributeError(name)
         try:
@@ -266,10 +301,11 @@ class Event:
         except KeyError:
             raise AttributeError(f"{self.kind} event has no field {name!r}") from None
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (Event, (self.kind, self.cycle, self.time_ns, dict(self.fields)))
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
+        """kind, cycle, time_ns and the kind's fields as one dict."""
         return {"kind": self.kind, "cycle": self.cycle, "time_ns": self.time_ns, **self.fields}
 
     def __repr__(self):
@@ -296,7 +332,7 @@ def _typed(value):
     return lib.HL_VALUE_OTHER, 0, f"a {type(value).__name__}".encode()
 
 
-def _build_options(kwargs):
+def _build_options(kwargs: Mapping[str, Any]) -> Any:
     opts = ffi.new("hl_options *")
     err = ffi.new("char[256]")
     lib.hl_options_defaults(opts)
@@ -317,7 +353,7 @@ def _build_options(kwargs):
     return opts
 
 
-def _options_dict(opts):
+def _options_dict(opts: Any) -> Dict[str, Any]:
     out = {}
     for i, (name, spec) in enumerate(_OPTIONS.items()):
         v = getattr(opts, name)
@@ -333,7 +369,7 @@ def _options_dict(opts):
 # Python values to the C types of the calls.  What a value may be -- a size's
 # maximum, a count's range -- the C library checks, once, for every language.
 
-def _u64(name, value):
+def _u64(name: str, value: Any) -> int:
     """An int for a uint64_t argument."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -373,6 +409,9 @@ def _number(name, value):
 # interrupt can land between counting a call and the `try` that uncounts it.
 # (A free-threaded build of CPython gives no such guarantee.)
 
+_T = TypeVar("_T", bound="_Owned")
+
+
 class _Here(threading.local):
     depth = 0   # calls of one owner in flight in this thread
 
@@ -386,7 +425,7 @@ class _Owned:
                  "__weakref__")
     _what = "the object"
 
-    def _anchored(self, kind):
+    def _anchored(self, kind: int) -> Any:
         """A new anchor (kind 0 heap, 1 sampler), still empty."""
         self._ptr = ffi.NULL
         self._closed = True   # until the object exists
@@ -396,7 +435,7 @@ class _Owned:
         self._anchor = ffi.gc(a, lib.hlpy_anchor_drop)
         return self._anchor
 
-    def _own(self, ptr):
+    def _own(self, ptr: Any) -> None:
         self._ptr = ptr
         self._calls = 0
         self._here = _Here()
@@ -404,13 +443,13 @@ class _Owned:
         self._pending = False
         self._closed = False
 
-    def _free(self, ptr):
+    def _free(self, ptr: Any) -> None:
         lib.hlpy_anchor_close(self._anchor)
 
-    def _closed_error(self):
+    def _closed_error(self) -> Error:
         return HeapClosed(f"{self._what} is closed")
 
-    def _run(self, fn, *args):
+    def _run(self, fn: Any, *args: Any) -> Any:
         """fn(ptr, *args) with the object kept alive for the call; its result."""
         if self._closed:
             raise self._closed_error()
@@ -424,7 +463,7 @@ class _Owned:
             if self._closed and not self._calls:
                 self._settle()
 
-    def _settle(self):
+    def _settle(self) -> None:
         """The last call of a closed owner finished: free it if its close()
         deferred that, else wake the close() that waits."""
         with self._cv:
@@ -434,7 +473,7 @@ class _Owned:
                 self._free(ptr)
             self._cv.notify_all()
 
-    def close(self):
+    def close(self) -> None:
         """Free the C object; idempotent.  Calls in flight in other threads
         finish first; inside a call of this thread (a finalizer) the free
         waits for the end of that call."""
@@ -459,25 +498,26 @@ class _Owned:
             self._free(ptr)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """True once close() ran."""
         return self._closed
 
-    def __copy__(self):
+    def __copy__(self) -> NoReturn:
         raise TypeError(f"a heaplab.{type(self).__name__} cannot be copied: it owns a C object "
                         f"(share the object itself)")
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: Any) -> NoReturn:
         self.__copy__()
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
         raise TypeError(f"a heaplab.{type(self).__name__} cannot be pickled: it owns a C object")
 
-    def __enter__(self):
+    def __enter__(self: _T) -> _T:
         if self._closed:
             raise self._closed_error()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -495,7 +535,7 @@ class Heap(_Owned):
     __slots__ = ("_options", "_manual")
     _what = "the heap"
 
-    def __init__(self, **options):
+    def __init__(self, **options: Unpack[HeapOptions]) -> None:
         self._ptr = ffi.NULL
         self._closed = True   # until the C heap exists
         opts = _build_options(options)
@@ -509,20 +549,20 @@ class Heap(_Owned):
         self._own(slot[0])
 
     # -- plumbing --
-    def _check(self, rc):
+    def _check(self, rc: int) -> None:
         if rc:
             _raise(rc, _s(lib.hl_heap_error(self._ptr)))
 
-    def _call(self, fn, *args):
+    def _call(self, fn: Any, *args: Any) -> None:
         self._check(self._run(fn, *args))
 
-    def _root(self):
+    def _root(self) -> Any:
         """An empty root of this heap, owned by C (owners.h)."""
         root = ffi.gc(ffi.new("hlpy_root *"), lib.hlpy_root_done)
         lib.hlpy_root_init(root, self._anchor)
         return root
 
-    def _new_ref(self, fn, *args):
+    def _new_ref(self, fn: Any, *args: Any) -> Ref:
         """A call that makes a handle (its last argument) into a new Ref: the
         call writes the handle into the Ref's root, which exists before it, so
         no KeyboardInterrupt can leave a handle that nothing owns."""
@@ -534,7 +574,7 @@ class Heap(_Owned):
         self._call(fn, *args, ffi.addressof(root, "ref"))
         return ref
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._closed:
             return "<heaplab.Heap closed>"
         s = self.stats()
@@ -542,16 +582,16 @@ class Heap(_Owned):
                 f"free={s.free_pool_pages} released={s.released_pool_pages} cycles={s.cycles}>")
 
     @property
-    def options(self):
+    def options(self) -> Dict[str, Any]:
         """The effective options (defaults, environment, arguments)."""
         return dict(self._options)
 
     # -- objects --
-    def alloc(self, size, refs=0):
+    def alloc(self, size: int, refs: int = 0) -> Ref:
         """A new object with `size` payload bytes and `refs` empty slots, as a Ref."""
         return self._new_ref(lib.hl_alloc, _u64("size", size), _u64("refs", refs))
 
-    def fill(self, total_bytes, size, refs=0, stride=1):
+    def fill(self, total_bytes: int, size: int, refs: int = 0, stride: int = 1) -> Ref:
         """Bulk phase in C (GIL released): objects of `size` until total_bytes,
         payload touched, reachable from the returned Ref (one slot per page the
         objects landed on, each holding that page's index).  stride=N keeps
@@ -560,27 +600,28 @@ class Heap(_Owned):
         return self._new_ref(lib.hl_fill_stride, _u64("total_bytes", total_bytes),
                              _u64("size", size), _u64("refs", refs), _u64("stride", stride))
 
-    def collect(self, cycles=1, major=None):
+    def collect(self, cycles: int = 1, major: Optional[bool] = None) -> None:
         """Synchronous full collection(s); major=True forces a major sweep,
         False forbids it, None lets the policy decide."""
         if major not in (None, True, False):
             raise TypeError(f"collect: major must be None, True or False, not {major!r}")
         self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(major))
 
-    def trim(self):
+    def trim(self) -> None:
         """Run a trim pass now (release beyond the warm cache, upgrades)."""
         self._call(lib.hl_trim)
 
-    def memory_pressure(self):
+    def memory_pressure(self) -> None:
         """Tell the heap the OS is under pressure: the next cycle sweeps major."""
         self._call(lib.hl_memory_pressure)
 
-    def check(self):
+    def check(self) -> None:
         """Check every heap invariant; raises heaplab.CheckFailed naming the first
         one that does not hold."""
         self._call(lib.hl_heap_check)
 
-    def churn(self, duration_s, size, live_bytes, rate_bytes_per_s=None):
+    def churn(self, duration_s: float, size: int, live_bytes: int,
+              rate_bytes_per_s: Optional[float] = None) -> ChurnResult:
         """Keep a ring of live_bytes of objects of `size` alive while allocating
         at rate_bytes_per_s (None = as fast as possible) for duration_s."""
         rate = 0.0 if rate_bytes_per_s is None else _number("rate_bytes_per_s", rate_bytes_per_s)
@@ -590,12 +631,13 @@ class Heap(_Owned):
         return _tuple_of(ChurnResult, out)
 
     # -- telemetry --
-    def stats(self):
+    def stats(self) -> Stats:
+        """The heap's counters now (names: heaplab.stat_names())."""
         out = ffi.new("hl_stats *")
         self._call(lib.hl_stats_get, out)
         return Stats({name: getattr(out, name) for name in _STAT_NAMES})
 
-    def events(self, clear=True):
+    def events(self, clear: bool = True) -> List[Event]:
         """The structured events recorded since the last read (clear=True
         consumes them)."""
         cap = self._options["events_capacity"]
@@ -610,26 +652,26 @@ class Heap(_Owned):
                              {f: e.fields[k] for k, f in enumerate(fields) if k < e.nfields}))
         return out
 
-    def resident_bytes(self):
+    def resident_bytes(self) -> int:
         """Bytes of the heap's own reservation resident now (mincore)."""
         out = ffi.new("uint64_t *")
         self._call(lib.hl_resident_bytes, out)
         return out[0]
 
-    def vma_count(self):
+    def vma_count(self) -> int:
         """VMAs of /proc/self/maps that overlap the heap's reservation."""
         out = ffi.new("uint64_t *")
         self._call(lib.hl_vma_count, out)
         return out[0]
 
-    def range(self):
+    def range(self) -> Tuple[int, int]:
         """(base address, reserved bytes) of the heap's reservation."""
         base, size = ffi.new("uint64_t *"), ffi.new("uint64_t *")
         self._call(lib.hl_heap_range, base, size)
         return base[0], size[0]
 
     # -- fault injection --
-    def inject(self, site, mode, n=0, errno="ENOMEM"):
+    def inject(self, site: str, mode: str, n: int = 0, errno: Union[str, int] = "ENOMEM") -> None:
         """Arm a fault schedule: site in heaplab.fault_sites(), mode in
         heaplab.fault_modes() ('first' N calls, 'always', 'every' Nth call,
         'sticky' on page N, 'off'), errno by name or number."""
@@ -646,7 +688,7 @@ class Heap(_Owned):
         self._call(lib.hl_inject_named, site.encode(), mode.encode(), _i64("n", n), e.encode())
 
     @property
-    def faults(self):
+    def faults(self) -> Dict[str, Dict[str, Any]]:
         """What is armed at each site and how often it fired."""
         buf = ffi.new("hl_fault_state[]", len(_SITES))
         n = ffi.new("size_t *")
@@ -660,6 +702,29 @@ class Heap(_Owned):
         return out
 
 
+def _document_options(cls: type) -> None:
+    """Heap's signature and docstring list every option, from OPTION_TABLE
+    (generated at build time from heaplab.h's HL_OPTIONS): help(heaplab.Heap)
+    and inspect.signature show them all, with their C defaults."""
+    types = {"bool": "bool", "int": "int", "bytes": "int | str"}
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    lines = ["", "", "Options (name: type = C default -- allowed values; description):", ""]
+    for name, kind, default, lo, hi, choices, desc in OPTION_TABLE:
+        ann = " | ".join(repr(c) for c in choices) if kind == "enum" else types[kind]
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=ann))
+        allowed = "|".join(choices) if kind == "enum" else (
+            "True|False" if kind == "bool" else f"{lo}..{hi}")
+        lines.append(f"    {name}: {ann} = {default!r} -- {allowed}")
+        lines.append(f"        {desc}")
+    init = cls.__init__  # type: ignore[misc]
+    init.__signature__ = inspect.Signature(params, return_annotation=None)
+    cls.__doc__ = (cls.__doc__ or "") + "\n".join(lines)
+
+
+_document_options(Heap)
+
+
 class Ref:
     """A root: while this Ref lives its object survives.  Slots are 0-based;
     o[i] = other_ref_or_None; o[i] -> Ref or None.  release(), `del`, or a
@@ -668,7 +733,7 @@ class Ref:
 
     __slots__ = ("_heap", "_root", "_hash", "__weakref__")
 
-    def __init__(self, heap, ref):
+    def __init__(self, heap: Heap, ref: Any) -> None:
         self._heap = heap
         self._root = heap._root()
         self._root.ref = ref
@@ -678,43 +743,46 @@ class Ref:
     def _ref(self):
         return self._root.ref
 
-    def _h(self):
+    def _h(self) -> Heap:
         if self._ref == 0:
             raise StaleRef("this Ref was released")
         return self._heap
 
-    def _info(self):
+    def _info(self) -> Any:
         h = self._h()
         out = ffi.new("hl_object_info *")
         h._call(lib.hl_ref_info, self._ref, out)
         return out
 
     @property
-    def heap(self):
+    def heap(self) -> Heap:
+        """The heap the object lives in."""
         return self._heap
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Payload bytes."""
         return self._info().size
 
     @property
-    def address(self):
+    def address(self) -> int:
         """The payload's address."""
         return self._info().address
 
     @property
-    def large(self):
+    def large(self) -> bool:
+        """True when the object is on the large path (size > small_max)."""
         return bool(self._info().large)
 
     @property
-    def released(self):
+    def released(self) -> bool:
+        """True once this root was dropped (release(), del, the end of a with block)."""
         return self._ref == 0
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._info().refs
 
-    def _index(self, i):
+    def _index(self, i: int) -> int:
         if isinstance(i, bool) or not isinstance(i, int):
             raise TypeError(f"slot index must be an int, not {type(i).__name__}")
         n = len(self)
@@ -723,12 +791,12 @@ class Ref:
             raise SlotIndexError(f"slot {i} out of range for an object with {n} slots")
         return j
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Optional[Ref]:
         j = self._index(i)
         r = self._heap._new_ref(lib.hl_ref_get, self._ref, j)
         return r if r._ref else None
 
-    def __setitem__(self, i, value):
+    def __setitem__(self, i: int, value: Optional[Ref]) -> None:
         j = self._index(i)
         if value is None:
             v = 0
@@ -741,11 +809,11 @@ class Ref:
             raise TypeError(f"a slot holds a Ref or None, not {type(value).__name__}")
         self._heap._call(lib.hl_ref_set, self._ref, j, v)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Optional[Ref]]:
         for i in range(len(self)):
             yield self[i]
 
-    def dup(self):
+    def dup(self) -> Ref:
         """A second, independent root to the same object."""
         return self._h()._new_ref(lib.hl_ref_dup, self._ref)
 
@@ -759,7 +827,7 @@ class Ref:
     def __reduce_ex__(self, protocol):
         raise TypeError("a heaplab.Ref cannot be pickled: it is a root of a heap in this process")
 
-    def read(self, offset=0, length=None):
+    def read(self, offset: int = 0, length: Optional[int] = None) -> bytes:
         """Copy payload bytes out (from offset, length bytes; the rest by default)."""
         size = self.size
         offset = _u64("offset", offset)
@@ -770,7 +838,7 @@ class Ref:
         self._heap._call(lib.hl_ref_read, self._ref, offset, buf, length)
         return bytes(ffi.buffer(buf, length))
 
-    def write(self, data, offset=0):
+    def write(self, data: Union[bytes, bytearray, memoryview], offset: int = 0) -> None:
         """Copy bytes (a bytes-like object) into the payload at offset."""
         if isinstance(data, (int, str)) or data is None:
             raise TypeError(f"write: data must be a bytes-like object, not {type(data).__name__}")
@@ -781,29 +849,29 @@ class Ref:
                             f"not {type(data).__name__}") from None
         self._h()._call(lib.hl_ref_write, self._ref, _u64("offset", offset), data, len(data))
 
-    def checksum(self):
+    def checksum(self) -> Tuple[int, int]:
         """(checksum, objects) over the payloads of everything reachable from
         this object; independent of addresses and traversal order."""
         s, n = ffi.new("uint64_t *"), ffi.new("uint64_t *")
         self._h()._call(lib.hl_ref_checksum, self._ref, s, n)
         return s[0], n[0]
 
-    def release(self):
+    def release(self) -> None:
         """Drop this root (idempotent; a no-op once the heap is closed).  Done
         in C, as when the Ref dies (owners.h)."""
         lib.hlpy_root_release(self._root)
 
-    def __enter__(self):
+    def __enter__(self) -> Ref:
         self._h()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def _object(self):
+    def _object(self) -> int:
         return self._info().object
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         """Refs to the same object of the same heap are equal; a released Ref
         (or one of a closed heap) is equal only to itself."""
         if not isinstance(other, Ref):
@@ -814,14 +882,14 @@ class Ref:
             return False
         return other._object() == self._object()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         # computed once: a Ref's hash does not change when it is released
         if self._hash is None:
             live = self._ref and not self._heap.closed
             self._hash = hash((id(self._heap), self._object())) if live else id(self)
         return self._hash
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._ref == 0:
             return "<heaplab.Ref released>"
         if self._heap._closed:
@@ -839,7 +907,7 @@ class Sampler(_Owned):
     __slots__ = ()
     _what = "the sampler"
 
-    def __init__(self, interval_s=0.002, capacity=65536):
+    def __init__(self, interval_s: float = 0.002, capacity: int = 65536) -> None:
         interval_s, capacity = _number("interval_s", interval_s), _i64("capacity", capacity)
         slot = lib.hlpy_anchor_sampler_slot(self._anchored(1))
         rc = lib.hl_sampler_open(slot, interval_s, capacity)
@@ -847,23 +915,25 @@ class Sampler(_Owned):
             _raise(rc, _s(lib.hl_heap_error(ffi.NULL)))
         self._own(slot[0])
 
-    def _closed_error(self):
+    def _closed_error(self) -> Error:
         return Error("the sampler is stopped")
 
-    def mark(self):
+    def mark(self) -> None:
         """Start the 'after mark' window with a sample taken now."""
         self._run(lib.hl_sampler_mark)
 
-    def reset(self):
+    def reset(self) -> None:
         """Restart the overall window (min/max) with a sample taken now."""
         self._run(lib.hl_sampler_reset)
 
-    def summary(self):
+    def summary(self) -> Dict[str, int]:
+        """The window's figures: samples, max_phys, min_phys, max_rss,
+        min_phys_after_mark... (names of hl_sampler_summary)."""
         o = ffi.new("hl_sampler_summary *")
         self._run(lib.hl_sampler_summary_get, o)
         return {f: getattr(o, f) for f in _fields("hl_sampler_summary")}
 
-    def series(self, start=0):
+    def series(self, start: int = 0) -> List[Tuple[int, int, int, int]]:
         """[(t_ns, phys_footprint, rss, lazyfree), ...] from stored sample `start` on."""
         start = _u64("start", start)
         out = []
@@ -877,6 +947,6 @@ class Sampler(_Owned):
                 return out
             start += n[0]
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop the thread and free the sampler (idempotent)."""
         self.close()

@@ -1,40 +1,60 @@
-"""python -m heaplab COMMAND
+"""The heaplab command line: ``heaplab COMMAND`` or ``python3 -m heaplab COMMAND``.
+
+Commands:
 
   options            the option table (name, default, range, description)
   stats              the names and meaning of every counter
-  version            the library version
-  report DIR [--out OUT]
-                     plots and tables for a results folder (docs/analysis.md);
-                     needs the analysis extra (pandas, matplotlib)
+  version            the library version (also: heaplab --version)
+  report RESULTS     plots and tables for a results folder or a sweep's run
+                     folder (docs/analysis.md); needs pandas and matplotlib
+  run EXPERIMENT     a sweep: option grid x arms x repeats, each an isolated
+                     process on a Dask worker (docs/harness.md); needs the
+                     sweep extra (distributed)
+  compare RUN RUN    per effect, the two runs' medians, ratio and whether the
+                     difference exceeds the run-to-run spread
+
+``heaplab COMMAND --help`` describes each.  Exit status: 0 on success, 2 for
+a usage error (an unknown command or option, a missing folder), 1 when the
+command itself failed.
 """
+from __future__ import annotations
+
+import argparse
+import json
+import os
 import sys
+from typing import Callable, Dict, List, Optional
 
-import heaplab
-from heaplab._heaplab import ffi, lib
+__all__ = ["main", "build_parser"]
 
 
-def _options():
-    for name, o in heaplab.options().items():
+def _cmd_options(args: argparse.Namespace) -> int:
+    import heaplab
+    table = heaplab.options()
+    if args.json:
+        print(json.dumps(table, indent=1))
+        return 0
+    for name, o in table.items():
         rng = "|".join(o["choices"]) if o["choices"] else f"[{o['min']}, {o['max']}]"
         print(f"{name:26} {str(o['default']):>12}  {rng:28} {o['description']}")
+    return 0
 
 
-def _stats():
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from heaplab._heaplab import ffi, lib
     for i in range(lib.hl_stat_count()):
         print(f"{ffi.string(lib.hl_stat_name(i)).decode():26} "
               f"{ffi.string(lib.hl_stat_description(i)).decode()}")
+    return 0
 
 
-def _report(argv):
-    import argparse
-    import os
-    ap = argparse.ArgumentParser(prog="python -m heaplab report",
-                                 description="Write the footprint, phase-cost and VMA plots and "
-                                             "the tidy tables for a results folder.")
-    ap.add_argument("results", help="a results folder (results/, or one experiment's results/E1)")
-    ap.add_argument("--out", help="where the files go (default: RESULTS/report)")
-    ap.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
-    args = ap.parse_args(argv)
+def _cmd_version(args: argparse.Namespace) -> int:
+    import heaplab
+    print(heaplab.__version__)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.results):
         print(f"heaplab report: {args.results}: no such folder", file=sys.stderr)
         return 2
@@ -47,7 +67,10 @@ def _report(argv):
         print(f"heaplab report: {e}", file=sys.stderr)
         return 2
     try:
-        written = analysis.report(args.results, args.out, dpi=args.dpi, log=print)
+        if analysis.is_run_folder(args.results):
+            written = analysis.report_run(args.results, args.out, dpi=args.dpi, log=print)
+        else:
+            written = analysis.report(args.results, args.out, dpi=args.dpi, log=print)
     except ValueError as e:
         print(f"heaplab report: {e}", file=sys.stderr)
         return 2
@@ -55,16 +78,222 @@ def _report(argv):
     return 0
 
 
-def main(argv):
-    if argv and argv[0] == "report":
-        return _report(argv[1:])
-    cmds = {"options": _options, "stats": _stats, "version": lambda: print(heaplab.__version__)}
-    if len(argv) < 1 or argv[0] not in cmds:
-        print(__doc__.strip(), file=sys.stderr)
+def _cmd_run(args: argparse.Namespace) -> int:
+    from . import sweep
+    try:
+        grid = sweep.parse_set(args.set)
+        arms = [a for a in args.arms.split(",") if a] if args.arms else None
+        arm_env: Dict[str, Dict[str, str]] = {}
+        for item in args.arm_env:
+            arm, colon, kv = item.partition(":")
+            name, eq, value = kv.partition("=")
+            if not colon or not eq or not name:
+                raise sweep.SweepError(f"--arm-env {item!r}: expected ARM:NAME=VALUE")
+            arm_env.setdefault(arm, {})[name] = value
+        env: Dict[str, str] = {}
+        for item in args.env:
+            name, eq, value = item.partition("=")
+            if not eq or not name:
+                raise sweep.SweepError(f"--env {item!r}: expected NAME=VALUE")
+            env[name] = value
+        if args.resume == "latest":
+            args.resume = os.path.realpath(os.path.join(args.results, "latest"))
+        if args.resume:
+            meta = sweep.load_meta(args.resume)
+            if args.experiment is None and not args.command:
+                args.experiment = None if meta.get("kind") == "command" else meta["experiment"]
+                if meta.get("kind") == "command":
+                    args.command = " ".join(meta["spec"]["argv"])
+                arms = arms or meta["arms"]
+                grid = grid or meta["grid"]
+                args.repeat = meta["repeat"] if args.repeat is None else args.repeat
+            run_id = meta["run_id"]
+        else:
+            run_id = None
+        repeat = 1 if args.repeat is None else args.repeat
+        sw = sweep.build_sweep(args.experiment, arms=arms, grid=grid, repeat=repeat,
+                               command=args.command, arm_env=arm_env, env=env,
+                               timeout=args.timeout, run_id=run_id)
+        progress = None if args.progress == "auto" else args.progress == "live"
+        print(f"heaplab run: {sw.experiment}, {len(sw.cells)} cell(s) x {len(sw.arms)} arm(s) x "
+              f"{sw.repeat} repeat(s) = {len(sw.tasks)} tasks on "
+              f"{args.cluster if args.cluster != 'local' else f'a local cluster of {args.workers} worker(s)'}",
+              flush=True)
+        run_dir, counts = sweep.run_sweep(sw, results=args.results, cluster=args.cluster,
+                                          workers=args.workers, per_worker=args.per_worker,
+                                          resume=args.resume, argv=sys.argv, progress=progress)
+    except (sweep.SweepError, FileNotFoundError) as e:
+        print(f"heaplab run: {e}", file=sys.stderr)
         return 2
-    cmds[argv[0]]()
+    print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} already complete: "
+          f"{run_dir}")
+    return 1 if counts["failed"] else 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    try:
+        from . import analysis
+    except ImportError as e:
+        print(f"heaplab compare: {e}", file=sys.stderr)
+        return 2
+    for run in (args.run_a, args.run_b):
+        if not analysis.is_run_folder(run):
+            print(f"heaplab compare: {run}: not a sweep run folder (no meta.json)",
+                  file=sys.stderr)
+            return 2
+    try:
+        t = analysis.compare_runs(args.run_a, args.run_b, tolerance=args.tolerance)
+    except ValueError as e:
+        print(f"heaplab compare: {e}", file=sys.stderr)
+        return 2
+    if args.effect:
+        t = t[t["effect"].isin(args.effect)]
+        if t.empty:
+            print(f"heaplab compare: no effect {args.effect} in both runs", file=sys.stderr)
+            return 2
+    if args.json:
+        print(t.to_json(orient="records", indent=1))
+    else:
+        from .pytest_plugin import render_effects
+        opts = [c for c in t.columns if c not in ("experiment", "arm", "effect", "unit",
+                                                  "median_a", "median_b", "ratio", "spread",
+                                                  "n_a", "n_b", "significant")]
+        rows = []
+        for r in t.itertuples(index=False):
+            d = r._asdict()
+            cell = ", ".join(f"{o}={d[o]}" for o in opts)
+            rows.append((d["experiment"], d["arm"], d["effect"] + (f" [{d['unit']}]" if d["unit"] else ""),
+                         cell, f"{d['median_a']:.4g}", f"{d['median_b']:.4g}",
+                         "" if d["ratio"] != d["ratio"] else f"{d['ratio']:.3f}",
+                         f"{d['spread']:.3g}", "YES" if d["significant"] else "no"))
+        print(f"A = {args.run_a}\nB = {args.run_b}  (medians over repeats; significant = the "
+              f"difference exceeds the larger run-to-run spread and {args.tolerance:.0%})")
+        print(render_effects(rows, columns=("experiment", "arm", "effect", "cell", "median A",
+                                            "median B", "B/A", "spread", "significant")))
+        n = int(t["significant"].sum())
+        print(f"{n} of {len(t)} effect(s) differ significantly")
     return 0
 
 
+def _version() -> str:
+    try:
+        import heaplab
+        return f"heaplab {heaplab.__version__}"
+    except ImportError as e:          # pragma: no cover - a broken install
+        return f"heaplab (the compiled module does not load: {e})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the heaplab command (every subcommand)."""
+    ap = argparse.ArgumentParser(
+        prog="heaplab",
+        description="heaplab: a garbage-collected heap and page allocator for experiments on "
+                    "what the OS charges a process.",
+        epilog="`heaplab COMMAND --help` describes a command. Experiments: "
+               "python3 -m pytest experiments (docs/harness.md).")
+    ap.add_argument("--version", action="version", version=_version())
+    sub = ap.add_subparsers(dest="_command", metavar="COMMAND", title="commands")
+    commands: Dict[str, Callable[[argparse.Namespace], int]] = {}
+
+    p = sub.add_parser("options", help="the option table: name, default, range, description",
+                       description="Every option of heaplab.Heap (and HEAPLAB_<NAME>) with "
+                                   "its default and allowed range.")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    commands["options"] = _cmd_options
+
+    sub.add_parser("stats", help="the names and meaning of every counter",
+                   description="Every counter of Heap.stats(), with what it counts.")
+    commands["stats"] = _cmd_stats
+
+    sub.add_parser("version", help="the library version", description="Print the version.")
+    commands["version"] = _cmd_version
+
+    p = sub.add_parser("report", help="plots and tidy tables for a results folder",
+                       description="Write the footprint, phase-cost and VMA plots and the "
+                                   "tidy tables for a results folder (docs/analysis.md). "
+                                   "Needs pandas and matplotlib (pip install 'heaplab[analysis]').")
+    p.add_argument("results", help="a results folder (results/, results/latest, one "
+                                   "experiment's results/E1, or a sweep's run folder)")
+    p.add_argument("--out", help="where the files go (default: RESULTS/report)")
+    p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
+    commands["report"] = _cmd_report
+
+    p = sub.add_parser(
+        "run", help="a sweep: option grid x arms x repeats on Dask workers",
+        description="Expand an option grid x arms x repeats and run every task as an isolated "
+                    "process on a Dask worker (one arm at a time per worker); records go to "
+                    "RESULTS/<run-id>/ with meta.json, RESULTS/latest points to it "
+                    "(docs/harness.md, 'Sweeps').",
+        epilog="examples: heaplab run e1 --set warm_pages=0,64 --set page_size=16k,64k "
+               "--repeat 3;  heaplab run lua:e1_page_floor --set HEAPLAB_E1_FILL_MIB=32,64;  "
+               "heaplab run --command 'build/clients/heaplab-lua "
+               "tests/clients/programs/page_floor.lua {arm} 64' --arms lua/on,lua/off "
+               "--arm-env lua/off:HEAPLAB_PAGE_RELEASE=false")
+    p.add_argument("experiment", nargs="?",
+                   help="e1, E4b, a path to an experiment module, lua:e1_page_floor; omit "
+                        "with --command (or --resume)")
+    p.add_argument("--arms", help="comma-separated arms (default: all)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=V1,V2",
+                   help="a grid dimension: an option (warm_pages=0,64; sizes take k/m/g) or an "
+                        "environment variable in capitals (HEAPLAB_E1_FILL_MIB=32,64); repeatable")
+    p.add_argument("--repeat", type=int, default=None, help="repeats of every cell x arm (1)")
+    p.add_argument("--cluster", default="local",
+                   help="local (a LocalCluster, the default) or tcp://HOST:PORT of a "
+                        "`dask scheduler`")
+    p.add_argument("--workers", type=int, default=2, help="local cluster: worker processes (2)")
+    p.add_argument("--per-worker", type=int, default=1,
+                   help="arms one worker runs at once (1: footprints are never shared)")
+    p.add_argument("--results", default="results", help="where run folders go (results)")
+    p.add_argument("--resume", metavar="RUN", nargs="?", const="latest",
+                   help="a run folder (default: RESULTS/latest): run only its tasks whose "
+                        "records are missing or failed")
+    p.add_argument("--timeout", type=float, default=600,
+                   help="seconds one arm may run before it is killed and recorded failed (600)")
+    p.add_argument("--command", help="a command line that is one arm ({arm} = the arm's name); "
+                                     "it prints the arm JSON (docs/harness.md)")
+    p.add_argument("--arm-env", action="append", default=[], metavar="ARM:NAME=VALUE",
+                   help="an environment variable for one arm of --command; repeatable")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable for every task; repeatable")
+    p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
+                   help="live display (rich) or one line per task; auto: live on a terminal")
+    commands["run"] = _cmd_run
+
+    p = sub.add_parser("compare", help="compare two sweep runs effect by effect",
+                       description="For every effect in both runs (same experiment, arm and "
+                                   "option values): the two medians over repeats, their ratio, "
+                                   "and whether the difference exceeds the run-to-run spread.")
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("--effect", action="append", help="only this effect (repeatable)")
+    p.add_argument("--tolerance", type=float, default=0.02,
+                   help="a difference below this share of the median is never significant (0.02)")
+    p.add_argument("--json", action="store_true", help="print the table as JSON records")
+    commands["compare"] = _cmd_compare
+
+    ap.set_defaults(_commands=commands)
+    return ap
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the heaplab command line; returns the exit status."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args._command is None:
+        ap.print_help(sys.stderr)
+        return 2
+    try:
+        return args._commands[args._command](args)
+    except BrokenPipeError:
+        # the reader went away (`heaplab options | head -1`): not an error of
+        # ours; point stdout at /dev/null so the interpreter's own flush at
+        # exit does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

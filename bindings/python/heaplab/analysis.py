@@ -23,10 +23,12 @@ calls; in a notebook, make the Figure the cell's last expression to show it.
 """
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
 import re
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 try:
     import numpy as np
@@ -65,7 +67,7 @@ _SUFFIX_UNITS = (("_mib_s", "MiB/s"), ("_bytes", "bytes"), ("_mib", "MiB"), ("_n
                  ("_ms", "ms"), ("_us", "us"), ("_s", "s"), ("_pct", "%"))
 
 
-def unit_of(name, value=None, source="note"):
+def unit_of(name: str, value: Any = None, source: str = "note") -> str:
     """The unit of a figure from its name: a known record figure, else its
     suffix (_bytes, _mib, _mib_s, _s, _ms, _us, _ns, _pct) or a `bytes` word
     inside it; a stat or an integer note without a unit is a count; anything
@@ -86,7 +88,7 @@ def unit_of(name, value=None, source="note"):
 
 # ---- sources --------------------------------------------------------------------------
 
-def arms(source):
+def arms(source: Any) -> List[Dict[str, Any]]:
     """The arm JSON dicts of a source (see the module docstring), in order."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -126,7 +128,7 @@ def _natural(name):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name))]
 
 
-def experiments(source):
+def experiments(source: Any) -> List[str]:
     """The experiment names in a source, in order of first appearance."""
     return list(dict.fromkeys(a["experiment"] for a in arms(source)))
 
@@ -158,7 +160,8 @@ def _number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def records_frame(source, stats=True, notes=True, derived=True):
+def records_frame(source: Any, stats: bool = True, notes: bool = True,
+                  derived: bool = True) -> pd.DataFrame:
     """The tidy table: one row per experiment x arm x phase x figure.
 
     Columns: experiment, arm, phase, index (the phase's position in its arm),
@@ -204,7 +207,7 @@ def records_frame(source, stats=True, notes=True, derived=True):
     return df.astype({"index": "int64", "value": "float64"})
 
 
-def to_unit(df, unit="MiB"):
+def to_unit(df: pd.DataFrame, unit: str = "MiB") -> pd.DataFrame:
     """Rows in bytes converted to MiB (unit='MiB') or back (unit='bytes')."""
     out = df.copy()
     if unit == "MiB":
@@ -223,7 +226,8 @@ WIDE_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark",
                 "phys_returned", "resident_after", "vmas_after", "duration_s")
 
 
-def wide(df, figures=WIDE_FIGURES, unit="MiB"):
+def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
+         unit: Optional[str] = "MiB") -> pd.DataFrame:
     """One row per experiment x arm x phase, one column per figure (bytes
     shown in MiB by default) -- the table a notebook shows.  `df` is a
     records_frame (or a source, which is read first)."""
@@ -248,7 +252,7 @@ def wide(df, figures=WIDE_FIGURES, unit="MiB"):
     return t
 
 
-def phases_frame(source):
+def phases_frame(source: Any) -> pd.DataFrame:
     """One row per arm x phase: when it ran (seconds since the arm started),
     and its mark (label and time) if it set one."""
     rows = []
@@ -261,7 +265,7 @@ def phases_frame(source):
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
-def series_frame(source):
+def series_frame(source: Any) -> pd.DataFrame:
     """The footprint time series: one row per sample -- experiment, arm, t_s
     (seconds since the arm started), phys, rss, lazyfree (bytes), and the
     phase the sample falls in (None between phases)."""
@@ -291,11 +295,101 @@ def _phase_of(t, records):
 # ---- plots ----------------------------------------------------------------------------
 
 _SHADES = ("#4c72b0", "#dd8452")
+# one colour per arm group (an off/on pair shares one: off dashed and lighter, on solid)
 _ARM_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf")
 
+# Human names of the figures, for axis labels (unit added from the frame).
+FIGURE_LABELS = {
+    "phys_before": "footprint when the phase began",
+    "phys_after": "footprint when the phase ended",
+    "phys_peak": "peak footprint in the phase",
+    "phys_low": "lowest footprint in the phase",
+    "phys_low_after_mark": "lowest footprint after the mark",
+    "phys_growth": "footprint the phase left",
+    "phys_peak_growth": "peak above the phase's start",
+    "phys_returned": "footprint returned after the mark",
+    "resident_after": "heap resident at the end (mincore)",
+    "resident_growth": "heap residency the phase left (mincore)",
+    "rss_after": "RSS when the phase ended",
+    "vmas_after": "VMAs over the heap",
+    "duration_s": "phase duration",
+    "samples": "footprint samples",
+}
 
-def mark_phases(ax, phases, labels=True, marks=True):
+_CONTROL = ("off",)
+_TREATMENT = ("on",)
+
+
+def figure_label(figure: str, unit: str = "") -> str:
+    """A human axis label for a figure of records_frame: its name in words
+    and the unit, e.g. 'footprint the phase left (MiB)'.  Notes and stats
+    without an entry in FIGURE_LABELS are their name with spaces."""
+    base = figure.split(".", 1)[1] if figure.startswith(("notes.", "stats.")) else figure
+    text = FIGURE_LABELS.get(figure) or FIGURE_LABELS.get(base) or base.replace("_", " ")
+    for suffix in ("_mib_s", "_bytes", "_mib", "_ms", "_ns", "_us", "_s", "_pct"):
+        if base.endswith(suffix) and figure not in FIGURE_LABELS:
+            text = base[: -len(suffix)].replace("_", " ")
+            break
+    if figure.startswith("stats."):
+        text += " (counter)" if unit in ("", "count") else ""
+    if unit == "fraction":
+        unit = "share: 1 = all of it"
+    return f"{text} ({unit})" if unit and unit != "count" else text
+
+
+def arm_groups(names: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """Arms paired for the plots: {arm: (group, role)} where an arm named
+    with an 'off' or 'on' token (off, on_512, lua-off, python/on) belongs
+    to the group of its other tokens with role 'control' or 'treatment';
+    any other arm is a group of its own (role '').  Groups keep the order
+    of first appearance."""
+    out = {}
+    for name in names:
+        tokens = re.split(r"([-_/])", str(name))
+        role, rest = "", []
+        for t in tokens:
+            if t in _CONTROL and not role:
+                role = "control"
+            elif t in _TREATMENT and not role:
+                role = "treatment"
+            else:
+                rest.append(t)
+        group = "".join(rest).strip("-_/") if role else str(name)
+        out[name] = (group or "", role)
+    return out
+
+
+def _paired_order(names):
+    """Arm names reordered so each off/on pair sits together (control first)."""
+    groups = arm_groups(names)
+    order = list(dict.fromkeys(groups[n][0] for n in names))
+    rank = {"control": 0, "": 1, "treatment": 2}
+    return sorted(names, key=lambda n: (order.index(groups[n][0]), rank[groups[n][1]]))
+
+
+def _styles(names):
+    """{arm: dict(color, ls, alpha)}: a colour per group, off dashed."""
+    groups = arm_groups(names)
+    order = list(dict.fromkeys(groups[n][0] for n in names))
+    out = {}
+    for n in names:
+        g, role = groups[n]
+        colour = _ARM_COLOURS[order.index(g) % len(_ARM_COLOURS)]
+        out[n] = {"color": colour, "ls": "--" if role == "control" else "-",
+                  "alpha": 0.85 if role == "control" else 1.0}
+    return out
+
+
+def _by_arm(sel):
+    """{arm name: [arm dicts, one per repeat]} in order of first appearance."""
+    out = {}
+    for a in sel:
+        out.setdefault(a["arm"], []).append(a)
+    return out
+
+
+def mark_phases(ax: Any, phases: pd.DataFrame, labels: bool = True, marks: bool = True) -> None:
     """Mark phase boundaries on an axis whose x is seconds since the arm
     started: alternating shaded spans, a line at each boundary, the phase
     names along the top (staggered on two rows so short phases stay legible)
@@ -322,51 +416,170 @@ def _mib_formatter(ax):
     ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:,.0f}")
 
 
-def plot_footprint(source, experiment=None, arms=None, overlay=None, rss=True, sharey=True,
-                   title=None, width=10.0):
-    """Footprint over time per arm, phases marked.
+def _slots(sel):
+    """The aligned phase slots of some arms: [(index, name, start, width,
+    mark offset or None)], where phase k of every arm starts at the same x
+    and is as wide as the longest arm took for it."""
+    width, names, mark = {}, {}, {}
+    for a in sel:
+        for pos, r in enumerate(a["records"]):
+            k = r.get("index", pos)
+            t0, t1 = r.get("t_start_s"), r.get("t_end_s")
+            if t0 is None or t1 is None:
+                continue
+            width[k] = max(width.get(k, 0.0), t1 - t0)
+            names.setdefault(k, []).append(r["phase"])
+            m = (r.get("notes") or {}).get("mark_s")
+            if m is not None:
+                off = m - t0
+                mark[k] = off if k not in mark else min(mark[k], off)
+    out, x = [], 0.0
+    for k in sorted(width):
+        label = " / ".join(dict.fromkeys(names[k]))
+        out.append((k, label, x, width[k], mark.get(k)))
+        x += width[k]
+    return out
 
-    One panel per arm (shared axes, so arms compare at a glance): the
-    sampled phys_footprint (solid), rss (dashed), lazyfree if any, the
-    phases shaded and named, dotted lines at the marks.  overlay=True draws
-    every arm's phys_footprint on one axis instead, with the first arm's
-    phases marked -- the better view for many arms of one phase each (E3);
-    overlay=None picks it for more than three arms of at most one phase.
+
+def _aligned(a, slots):
+    """One arm's series in aligned coordinates: [(x array, phys MiB array)]
+    per phase (samples outside every phase -- before the first, between
+    phases, after the last, when the heap is closed -- are left out)."""
+    s = np.asarray(a.get("series") or [], dtype=float).reshape(-1, 4)
+    start = {k: x for k, _, x, _, _ in slots}
+    out = []
+    for pos, r in enumerate(a["records"]):
+        k = r.get("index", pos)
+        t0, t1 = r.get("t_start_s"), r.get("t_end_s")
+        if t0 is None or t1 is None or k not in start:
+            continue
+        sel = (s[:, 0] >= t0) & (s[:, 0] <= t1)
+        xs = start[k] + (s[sel, 0] - t0)
+        ys = s[sel, 1] / MiB
+        # the phase's own before/after readings pin its ends
+        if _number(r.get("phys_before")) and _number(r.get("phys_after")):
+            xs = np.concatenate([[start[k]], xs, [start[k] + (t1 - t0)]])
+            ys = np.concatenate([[r["phys_before"] / MiB], ys, [r["phys_after"] / MiB]])
+        out.append((k, xs, ys, t1 - t0))
+    return out
+
+
+def plot_footprint(source: Any, experiment: Optional[str] = None,
+                   arms: Optional[Sequence[str]] = None, overlay: bool = True, rss: bool = True,
+                   sharey: bool = True, title: Optional[str] = None,
+                   width: float = 10.0) -> Figure:
+    """Footprint over time, every arm of the experiment on one axis.
+
+    overlay=True (the default): one axis; the phases of every arm are
+    aligned (phase k starts at the same x for every arm and is as wide as
+    the slowest arm took; x is seconds since the phase began), shaded and
+    named along the top, the mark dotted.  Arms of an off/on pair share a
+    colour, off dashed.  Repeats of an arm (a sweep's or --repeat's records)
+    are drawn as their median with the min-max band shaded, each repeat's
+    phase stretched to the slot (aligned on the share of the phase done).  Samples
+    outside the phases (after the arm closed its heap) are not drawn.
+
+    overlay=False: one panel per arm on its own time axis (phys_footprint
+    solid, rss dashed, lazyfree dash-dotted), the detail view.
     Returns a matplotlib Figure."""
+    experiment, sel = _select(source, experiment, arms)
+    if not overlay:
+        return _plot_footprint_panels(sel, experiment, rss, sharey, title, width)
     from matplotlib.lines import Line2D
 
-    experiment, sel = _select(source, experiment, arms)
-    ser = series_frame(sel)
-    ph = phases_frame(sel)
-    names = [a["arm"] for a in sel]
+    groups = _by_arm(sel)
+    names = _paired_order(list(groups))
+    styles = _styles(names)
+    slots = _slots(sel)
     failed = {a["arm"] for a in sel if a.get("error")}
-    if overlay is None:
-        overlay = len(names) > 3 and all(len(a["records"]) <= 1 for a in sel)
+    fig = Figure(figsize=(width, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    tr = ax.get_xaxis_transform()
+    top = 1.0
+    for i, (k, label, x0, w, mark) in enumerate(slots):
+        ax.axvspan(x0, x0 + w, color=_SHADES[i % 2], alpha=0.10, lw=0)
+        ax.axvline(x0, color="0.45", lw=0.7)
+        ax.text(x0 + w / 2, 0.98 if i % 2 == 0 else 0.90, label, transform=tr, ha="center",
+                va="top", fontsize=8, clip_on=True,
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
+        if mark is not None:
+            ax.axvline(x0 + mark, color="k", lw=0.9, ls=":")
+    if slots:
+        ax.axvline(slots[-1][2] + slots[-1][3], color="0.45", lw=0.7)
+    handles = []
+    slot_end = {s[0]: s[2] + s[3] for s in slots}
+    for name in names:
+        st = styles[name]
+        reps = groups[name]
+        per = [_aligned(a, slots) for a in reps]
+        if len(reps) == 1:
+            # a faint dotted line carries the arm's level to the end of a
+            # slot its phase finished early in (it did not wait; the slot
+            # is as long as the slowest arm's phase)
+            for k, xs, ys, _ in per[0]:
+                if len(xs) and slot_end[k] - xs[-1] > 1e-9:
+                    ax.plot([xs[-1], slot_end[k]], [ys[-1], ys[-1]], color=st["color"],
+                            ls=":", lw=0.8, alpha=0.4)
+        for k, x0, _, _ in [(s[0], s[2], None, None) for s in slots]:
+            parts = [next(((xs, ys, d) for kk, xs, ys, d in p if kk == k), None) for p in per]
+            parts = [p for p in parts if p is not None and len(p[0])]
+            if not parts:
+                continue
+            if len(parts) == 1:
+                xs, ys, _ = parts[0]
+                ax.plot(xs, ys, color=st["color"], ls=st["ls"], alpha=st["alpha"], lw=1.5)
+                top = max(top, float(np.nanmax(ys)))
+            else:
+                longest = max(d for _, _, d in parts)
+                grid = np.linspace(0.0, longest, 200)
+                ys = np.full((len(parts), len(grid)), np.nan)
+                for j, (xs, yv, d) in enumerate(parts):
+                    # each repeat's phase stretched to the slot: the same
+                    # share of the phase done, not the same second, so a
+                    # shorter repeat does not end the band early
+                    ys[j] = np.interp(grid * (d / longest if longest > 0 else 0), xs - x0, yv)
+                lo, hi = np.nanmin(ys, axis=0), np.nanmax(ys, axis=0)
+                med = np.nanmedian(ys, axis=0)
+                ax.fill_between(x0 + grid, lo, hi, color=st["color"], alpha=0.18, lw=0)
+                ax.plot(x0 + grid, med, color=st["color"], ls=st["ls"], alpha=st["alpha"], lw=1.5)
+                top = max(top, float(np.nanmax(hi)))
+        n = len(reps)
+        label = name + (" (failed)" if name in failed else "")
+        if n > 1:
+            label += f" (median of {n}, band min-max)"
+        handles.append(Line2D([], [], color=st["color"], ls=st["ls"], lw=1.5, label=label))
+    if any(s[4] is not None for s in slots):
+        handles.append(Line2D([], [], color="k", lw=0.9, ls=":", label="mark (lowest-after window)"))
+    ax.set_ylim(0, top * 1.25)              # head room for the phase names
+    _mib_formatter(ax)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylabel("memory charged to the process\n(phys_footprint, MiB)")
+    ax.set_xlabel("seconds since the phase began (phases aligned across arms; "
+                  "each as long as its slowest arm)" if len(slots) > 1 else
+                  "seconds since the phase began")
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+    head = " ".join(x for x in (experiment, sel[0].get("title", "")) if x)
+    fig.suptitle(title or f"{head}: footprint over time, arms overlaid")
+    return fig
+
+
+def _plot_footprint_panels(sel, experiment, rss, sharey, title, width):
+    from matplotlib.lines import Line2D
+
+    ser = series_frame(sel)
+    ser = ser[ser["phase"].notna()]           # only samples inside a phase
+    ph = phases_frame(sel)
+    names = list(dict.fromkeys(a["arm"] for a in sel))
+    failed = {a["arm"] for a in sel if a.get("error")}
+    styles = _styles(names)
     head = " ".join(x for x in (experiment, sel[0].get("title", "")) if x)
     title = title or f"{head}: footprint over time"
     mark_handle = Line2D([], [], color="k", lw=0.9, ls=":", label="mark (lowest-after window)")
-    if overlay:
-        fig = Figure(figsize=(width, 4.6), layout="constrained")
-        ax = fig.add_subplot()
-        for i, name in enumerate(names):
-            s = ser[ser["arm"] == name]
-            ax.plot(s["t_s"], s["phys"] / MiB, color=_ARM_COLOURS[i % len(_ARM_COLOURS)],
-                    lw=1.4, label=name + (" (failed)" if name in failed else ""))
-        mark_phases(ax, ph[ph["arm"] == names[0]])
-        _finish_axis(ax, ser)
-        ax.set_ylabel("phys_footprint (MiB)")
-        handles, _ = ax.get_legend_handles_labels()
-        if ph["mark_s"].notna().any():
-            handles.append(mark_handle)
-        fig.legend(handles=handles, loc="outside right upper", fontsize=8)
-        ax.set_xlabel(f"seconds since the arm started (phases of {names[0]})")
-        fig.suptitle(title)
-        return fig
     fig = Figure(figsize=(width, 1.1 + 2.3 * len(names)), layout="constrained")
     axes = fig.subplots(len(names), 1, sharex=True, sharey=sharey, squeeze=False)[:, 0]
-    for i, (ax, name) in enumerate(zip(axes, names)):
+    for ax, name in zip(axes, names):
         s = ser[ser["arm"] == name]
-        colour = _ARM_COLOURS[i % len(_ARM_COLOURS)]
+        colour = styles[name]["color"]
         if len(s):
             ax.plot(s["t_s"], s["phys"] / MiB, color=colour, lw=1.6)
             if rss:
@@ -375,7 +588,7 @@ def plot_footprint(source, experiment=None, arms=None, overlay=None, rss=True, s
                 ax.plot(s["t_s"], s["lazyfree"] / MiB, color="0.3", lw=0.9, ls="-.")
         else:
             ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center")
-        mark_phases(ax, ph[ph["arm"] == name])
+        mark_phases(ax, ph[ph["arm"] == name].drop_duplicates("index"))
         label = name + (" (failed)" if name in failed else "")
         ax.set_ylabel(f"{label}\nMiB")
         if not sharey:
@@ -384,11 +597,11 @@ def plot_footprint(source, experiment=None, arms=None, overlay=None, rss=True, s
         _finish_axis(axes[0], ser)
     for ax in axes:
         ax.grid(axis="y", alpha=0.3)
-    handles = [Line2D([], [], color="0.2", lw=1.6, label="phys_footprint")]
+    handles = [Line2D([], [], color="0.2", lw=1.6, label="phys_footprint (memory charged)")]
     if rss:
-        handles.append(Line2D([], [], color="0.2", lw=0.9, ls="--", alpha=0.6, label="rss"))
+        handles.append(Line2D([], [], color="0.2", lw=0.9, ls="--", alpha=0.6, label="RSS"))
     if (ser["lazyfree"] > 0).any():
-        handles.append(Line2D([], [], color="0.3", lw=0.9, ls="-.", label="lazyfree"))
+        handles.append(Line2D([], [], color="0.3", lw=0.9, ls="-.", label="LazyFree"))
     if ph["mark_s"].notna().any():
         handles.append(mark_handle)
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8,
@@ -414,19 +627,42 @@ def _phase_order(df):
     return list(dict.fromkeys(df.sort_values("index", kind="stable")["phase"]))
 
 
-def plot_phase_cost(source, experiment=None, arms=None, figures=("phys_growth", "duration_s"),
-                    phases=None, title=None, width=10.0):
-    """Per-phase cost per arm: one panel per figure (default: what the phase
-    left charged, phys_growth, in MiB; and how long it took, in s), phases
-    on x (all, or the ones named in `phases`), one bar per arm, values
-    written on the bars.  Any figure of records_frame works, e.g.
-    "phys_peak_growth" or "notes.major_sweeps".
+def _label_bars(ax, fig, bars, values, bar_width_data, fontsize=7):
+    """Write each bar's value on it only where it fits: horizontally if the
+    text is narrower than the bar, else turned upright if one line of text
+    is, else not at all (the values are in the CSV and the table)."""
+    x0, x1 = ax.get_xlim()
+    axes_px = ax.get_position().width * fig.get_figwidth() * fig.dpi
+    bar_px = axes_px * bar_width_data / max(x1 - x0, 1e-9)
+    texts = [_short(v) for v in values]
+    longest = max((len(t) for t in texts), default=0)
+    char_px = fontsize * fig.dpi / 72 * 0.62
+    if longest * char_px <= bar_px * 1.05:
+        ax.bar_label(bars, labels=texts, fontsize=fontsize, padding=1)
+    elif fontsize * fig.dpi / 72 * 1.1 <= bar_px:
+        ax.bar_label(bars, labels=texts, fontsize=fontsize, padding=2, rotation=90)
+
+
+def plot_phase_cost(source: Any, experiment: Optional[str] = None,
+                    arms: Optional[Sequence[str]] = None,
+                    figures: Union[str, Sequence[str]] = ("phys_growth", "duration_s"),
+                    phases: Optional[Sequence[str]] = None, title: Optional[str] = None,
+                    width: float = 10.0) -> Figure:
+    """Per-phase cost per arm: one panel per figure (default: the footprint
+    the phase left, phys_growth, in MiB; and how long it took, in s),
+    phases on x (all, or the ones named in `phases`), one bar per arm with
+    off/on pairs side by side in one colour (off hatched).  Values are
+    written on the bars where they fit.  Repeats of an arm: the bar is
+    their median and the line through it spans min to max.  Any figure of
+    records_frame works, e.g. "phys_peak_growth" or "notes.major_sweeps".
     Returns a matplotlib Figure."""
     if isinstance(figures, str):
         figures = (figures,)
     experiment, sel = _select(source, experiment, arms)
     df = to_unit(records_frame(sel), "MiB")
-    names = [a["arm"] for a in sel]
+    names = _paired_order(list(_by_arm(sel)))
+    styles = _styles(names)
+    roles = arm_groups(names)
     unknown = [f for f in figures if f not in set(df["figure"])]
     if unknown:
         raise ValueError(f"experiment {experiment}: no figure(s) {unknown} in its records "
@@ -437,56 +673,78 @@ def plot_phase_cost(source, experiment=None, arms=None, figures=("phys_growth", 
         if missing:
             raise ValueError(f"experiment {experiment}: no phase(s) {missing} (phases: {order})")
         order = list(phases)
-    if len(order) == 1:
+    single = len(order) == 1
+    if single:
         # one phase: the arms are the categories, and the panels sit side by side
-        fig = Figure(figsize=(width, 4.2), layout="constrained")
+        fig = Figure(figsize=(width, 4.4), layout="constrained")
         axes = fig.subplots(1, len(figures), squeeze=False)[0, :]
     else:
-        fig = Figure(figsize=(width, 0.8 + 3.0 * len(figures)), layout="constrained")
+        fig = Figure(figsize=(width, 0.9 + 3.1 * len(figures)), layout="constrained")
         axes = fig.subplots(len(figures), 1, squeeze=False)[:, 0]
     n = len(names)
     wbar = 0.8 / n
+    any_repeats = False
+    to_label = []
     for ax, fig_name in zip(axes, figures):
         d = df[df["figure"] == fig_name]
         unit = d["unit"].iloc[0]
         if unit in ("ns", "us"):            # counters in ns read better in ms
             d = d.assign(value=d["value"] / (1e6 if unit == "ns" else 1e3))
             unit = "ms"
-        if len(order) == 1:
-            v = d.drop_duplicates("arm").set_index("arm")["value"].reindex(names)
-            bars = ax.bar(np.arange(n), v.to_numpy(dtype=float), 0.8,
-                          color=[_ARM_COLOURS[i % len(_ARM_COLOURS)] for i in range(n)])
-            ax.bar_label(bars, fmt=_short, fontsize=7, padding=1)
+        stats = d.groupby(["arm", "phase"])["value"].agg(["median", "min", "max", "count"])
+        for i, name in enumerate(names):
+            st = styles[name]
+            hatch = "//" if roles[name][1] == "control" else None
+            rows = stats.loc[name] if name in stats.index.get_level_values(0) else None
+            keys = [order[0]] if single else order
+            med = np.array([rows.loc[p, "median"] if rows is not None and p in rows.index
+                            else np.nan for p in keys], dtype=float)
+            lo = np.array([rows.loc[p, "min"] if rows is not None and p in rows.index
+                           else np.nan for p in keys], dtype=float)
+            hi = np.array([rows.loc[p, "max"] if rows is not None and p in rows.index
+                           else np.nan for p in keys], dtype=float)
+            cnt = int(rows["count"].max()) if rows is not None and len(rows) else 1
+            x = np.array([i]) if single else np.arange(len(order)) + (i - (n - 1) / 2) * wbar
+            w = 0.8 if single else wbar * 0.95
+            bars = ax.bar(x, med, w, color=st["color"], alpha=0.55 if hatch else 0.9,
+                          hatch=hatch, edgecolor=st["color"], lw=0.6,
+                          label=name + (f" (median of {cnt})" if cnt > 1 else ""))
+            if cnt > 1:
+                any_repeats = True
+                ax.vlines(x, lo, hi, color="0.15", lw=1.0)
+            to_label.append((ax, bars, med, w))
+        if single:
             ax.set_xticks(np.arange(n), names, fontsize=8, rotation=30 if n > 3 else 0)
             ax.set_xlabel(f"arm (phase {order[0]})", fontsize=9)
         else:
-            for i, name in enumerate(names):
-                v = (d[d["arm"] == name].drop_duplicates("phase").set_index("phase")["value"]
-                     .reindex(order))
-                x = np.arange(len(order)) + (i - (n - 1) / 2) * wbar
-                bars = ax.bar(x, v.to_numpy(dtype=float), wbar * 0.95, label=name,
-                              color=_ARM_COLOURS[i % len(_ARM_COLOURS)])
-                if len(order) * n <= 40:
-                    ax.bar_label(bars, fmt=_short, fontsize=7, padding=1)
             ax.set_xticks(np.arange(len(order)), order, fontsize=9)
-            ax.legend(fontsize=8)
         ax.axhline(0, color="0.3", lw=0.8)
-        ax.set_ylabel(f"{fig_name} ({unit})")
-        ax.margins(y=0.15)
+        ax.set_ylabel(figure_label(fig_name, unit), fontsize=9)
+        ax.margins(y=0.18)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(title or f"{experiment}: cost per phase and arm")
+    for ax, bars, values, w in to_label:
+        _label_bars(ax, fig, bars, values, w)
+    if not single:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside upper center", ncols=min(n, 6), fontsize=8,
+                   frameon=False)
+    spread = " (bars: median, lines: min-max of the repeats)" if any_repeats else ""
+    fig.suptitle(title or f"{experiment}: cost per phase and arm{spread}")
     return fig
 
 
-def plot_vmas(source, experiment=None, arms=None, figures=("vmas_after",), log=None, title=None,
-              width=10.0):
+def plot_vmas(source: Any, experiment: Optional[str] = None,
+              arms: Optional[Sequence[str]] = None,
+              figures: Union[str, Sequence[str]] = ("vmas_after",), log: Optional[bool] = None,
+              title: Optional[str] = None, width: float = 10.0) -> Figure:
     """VMA counts per round: one line per arm (and per figure: solid, dashed,
-    dotted), phases that have the figure on x.  The default figure is the
-    harness's vmas_after (VMAs over the heap's reservation when the phase
-    ended); an experiment that counts VMAs mid-phase names its notes, e.g.
-    figures=("notes.vmas_after_release", "notes.vmas_after_reuse") for E5.
-    log=None picks a log scale when the counts span 20x or more (hundreds
-    with dump_toggle against 1 without).  Returns a matplotlib Figure."""
+    dotted), phases that have the figure on x; the last value is in the
+    legend.  The default figure is the harness's vmas_after (VMAs over the
+    heap's reservation when the phase ended); an experiment that counts VMAs
+    mid-phase names its notes, e.g. figures=("notes.vmas_after_release",
+    "notes.vmas_after_reuse") for E5.  log=None picks a log scale when the
+    counts span 20x or more (hundreds with dump_toggle against 1 without).
+    Repeats: the median per phase.  Returns a matplotlib Figure."""
     if isinstance(figures, str):
         figures = (figures,)
     experiment, sel = _select(source, experiment, arms)
@@ -495,22 +753,24 @@ def plot_vmas(source, experiment=None, arms=None, figures=("vmas_after",), log=N
     if d.empty:
         raise ValueError(f"experiment {experiment}: no phase recorded {list(figures)} "
                          "(the harness counts VMAs for a phase given heap=)")
-    names = [a["arm"] for a in sel]
+    names = _paired_order(list(dict.fromkeys(a["arm"] for a in sel)))
+    styles = _styles(names)
     order = _phase_order(d)
     fig = Figure(figsize=(width, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    styles = ("-", "--", ":", "-.")
-    for i, name in enumerate(names):
+    markers = ("o", "s", "^", "D")
+    for name in names:
         for j, fig_name in enumerate(figures):
-            v = d[(d["arm"] == name) & (d["figure"] == fig_name)].sort_values("index")
+            v = d[(d["arm"] == name) & (d["figure"] == fig_name)]
             if v.empty:
                 continue
+            v = v.groupby(["index", "phase"], sort=True)["value"].median().reset_index()
             xs = [order.index(p) for p in v["phase"]]
-            label = name if len(figures) == 1 else f"{name}: {fig_name.removeprefix('notes.')}"
-            ax.plot(xs, v["value"], marker="o", lw=1.5, ls=styles[j % len(styles)], label=label,
-                    color=_ARM_COLOURS[i % len(_ARM_COLOURS)])
-            ax.annotate(f"{v['value'].iloc[-1]:,.0f}", (xs[-1], v["value"].iloc[-1]),
-                        textcoords="offset points", xytext=(6, 0), va="center", fontsize=8)
+            what = "" if len(figures) == 1 else ": " + figure_label(fig_name)
+            label = f"{name}{what} (last {v['value'].iloc[-1]:,.0f})"
+            ax.plot(xs, v["value"], marker=markers[j % len(markers)], lw=1.5,
+                    ls=styles[name]["ls"] if len(figures) == 1 else ("-", "--", ":", "-.")[j % 4],
+                    label=label, color=styles[name]["color"])
     lo, hi = d["value"].min(), d["value"].max()
     if log is None:
         log = lo > 0 and hi / lo >= 20
@@ -520,8 +780,8 @@ def plot_vmas(source, experiment=None, arms=None, figures=("vmas_after",), log=N
     else:
         ax.set_ylim(bottom=0, top=max(hi, 1) * 1.15)
     ax.set_xticks(range(len(order)), order, fontsize=9)
-    ax.set_xlim(-0.3, len(order) - 0.4)
-    ax.set_ylabel("VMAs over the heap" + (" (log)" if log else ""))
+    ax.set_xlim(-0.3, len(order) - 0.7)
+    ax.set_ylabel("VMAs over the heap's reservation" + (" (log scale)" if log else ""))
     ax.set_xlabel("phase (round)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -535,7 +795,8 @@ def _safe(name):
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in str(name))
 
 
-def report(source, out=None, dpi=110, log=None):
+def report(source: Any, out: Optional[str] = None, dpi: int = 110,
+           log: Optional[Callable[[str], None]] = None) -> List[str]:
     """Write the plots and tables for every experiment in `source`:
 
         <out>/<experiment>_footprint.png    plot_footprint
@@ -580,4 +841,311 @@ def report(source, out=None, dpi=110, log=None):
             save_fig(plot_vmas(sel), f"{base}_vmas.png")
         else:
             say(f"{exp}: no phase saw more than one VMA over the heap; no VMA plot")
+    return written
+
+
+# ---- sweeps (heaplab run) ---------------------------------------------------------------
+
+SWEEP_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark", "rss_peak",
+                 "resident_before", "resident_after", "vmas_after", "duration_s")
+
+
+def is_run_folder(path: Any) -> bool:
+    """True when `path` is a sweep's run folder (it holds meta.json)."""
+    return os.path.isfile(os.path.join(os.fspath(path), "meta.json"))
+
+
+def run_meta(run: Any) -> Dict[str, Any]:
+    """A run folder's meta.json as a dict (ValueError if it is not one)."""
+    from .sweep import SweepError, load_meta
+    try:
+        return load_meta(os.fspath(run))
+    except SweepError as e:
+        raise ValueError(str(e)) from None
+
+
+def run_records(run: Any) -> List[Dict[str, Any]]:
+    """Every task record of a run folder (complete or failed), in task order."""
+    run = os.fspath(run)
+    meta = run_meta(run)
+    out = []
+    for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and "sweep" in data:
+            out.append(data)
+    if not out:
+        raise ValueError(f"{run}: no task records yet (run {meta.get('run_id')})")
+    return out
+
+
+def sweep_frame(run: Any) -> pd.DataFrame:
+    """A run folder as one tidy DataFrame: one row per cell x arm x repeat x
+    phase, with the swept option values as columns (named as in --set), then
+    experiment, cell, arm, repeat, status, worker, phase, index, and the
+    phase's figures (bytes, except duration_s in s and vmas_after a count)
+    with the derived phys_growth, phys_peak_growth and phys_returned.  A
+    failed task has one row with phase None and its error."""
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    rows = []
+    for data in run_records(run):
+        sw = data["sweep"]
+        base = {n: _grid_value(sw["values"].get(n)) for n in names}
+        base.update({"experiment": data.get("experiment", sw["experiment"]), "cell": sw["cell"],
+                     "arm": sw["arm"], "repeat": sw["repeat"], "status": sw["status"],
+                     "worker": sw.get("worker"), "error": sw.get("error")})
+        recs = data.get("records") or []
+        if not recs:
+            rows.append({**base, "phase": None, "index": -1})
+        for pos, r in enumerate(recs):
+            row = {**base, "phase": r["phase"], "index": r.get("index", pos)}
+            for f in SWEEP_FIGURES:
+                row[f] = r.get(f)
+            g = r.get
+            row["phys_growth"] = (g("phys_after") - g("phys_before")
+                                  if _number(g("phys_after")) and _number(g("phys_before")) else None)
+            row["phys_peak_growth"] = (g("phys_peak") - g("phys_before")
+                                       if _number(g("phys_peak")) and _number(g("phys_before"))
+                                       else None)
+            row["phys_returned"] = (g("phys_before") - g("phys_low_after_mark")
+                                    if _number(g("phys_low_after_mark")) and _number(g("phys_before"))
+                                    else None)
+            rows.append(row)
+    cols = names + ["experiment", "cell", "arm", "repeat", "status", "worker", "error", "phase",
+                    "index", *SWEEP_FIGURES, "phys_growth", "phys_peak_growth", "phys_returned"]
+    df = pd.DataFrame(rows, columns=cols)
+    return df.sort_values(["cell", "arm", "repeat", "index"], kind="stable").reset_index(drop=True)
+
+
+def _grid_value(v):
+    """A grid value as a number when it is one (64, 0.5), else the string (16k)."""
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return v
+
+
+def effects_frame(run: Any) -> pd.DataFrame:
+    """The run's effects as numbers: one row per cell x arm x repeat x
+    effect -- option values, experiment, cell, arm, repeat, effect, value,
+    unit, threshold, passed, status (the task's)."""
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    rows = []
+    for data in run_records(run):
+        sw = data["sweep"]
+        base = {n: _grid_value(sw["values"].get(n)) for n in names}
+        base.update({"experiment": data.get("experiment", sw["experiment"]), "cell": sw["cell"],
+                     "arm": sw["arm"], "repeat": sw["repeat"], "status": sw["status"]})
+        for e in data.get("effects_numeric") or []:
+            if e.get("value") is None:
+                continue
+            rows.append({**base, "effect": e["effect"], "value": float(e["value"]),
+                         "unit": e.get("unit", ""), "threshold": e.get("threshold"),
+                         "passed": e.get("passed")})
+    cols = names + ["experiment", "cell", "arm", "repeat", "status", "effect", "value", "unit",
+                    "threshold", "passed"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def effect_summary(run: Any) -> pd.DataFrame:
+    """Per experiment x cell x arm x effect (ok tasks only): the median
+    across repeats, min, max, spread (max - min), n, and the option values."""
+    df = effects_frame(run)
+    df = df[df["status"] == "ok"]
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    keys = ["experiment", "cell", "arm", "effect", "unit"]
+    g = df.groupby(keys, sort=False)["value"]
+    out = g.agg(median="median", min="min", max="max", n="count").reset_index()
+    out["spread"] = out["max"] - out["min"]
+    if names:
+        vals = df.drop_duplicates("cell").set_index("cell")[names]
+        out = out.join(vals, on="cell")
+    return out[names + keys + ["median", "min", "max", "spread", "n"]]
+
+
+def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFrame:
+    """Per effect, the medians of two runs side by side: one row per
+    experiment x arm x effect x option values present in both runs, with
+    median_a, median_b, ratio (b / a), spread (the larger of the two runs'
+    max - min across repeats) and `significant`: the medians differ by more
+    than that spread and by more than `tolerance` of the larger median
+    (relative; a floor, so that two runs of near-identical repeats do not
+    call a 0.1% difference real; near zero the floor is `tolerance` itself
+    for fractions and 1 MiB for MiB figures).  Cells are matched on their option values,
+    not their ids, so runs with different grids compare where they meet."""
+    a, b = effect_summary(run_a), effect_summary(run_b)
+    names = [c for c in a.columns if c in b.columns and c not in
+             ("experiment", "cell", "arm", "effect", "unit", "median", "min", "max", "spread", "n")]
+    keys = ["experiment", "arm", "effect", "unit"] + names
+    m = a.merge(b, on=keys, suffixes=("_a", "_b"))
+    if m.empty:
+        raise ValueError("the two runs have no effect in common (same experiment, arm and "
+                         "option values)")
+    m["ratio"] = m["median_b"] / m["median_a"].where(m["median_a"] != 0)
+    m["spread"] = m[["spread_a", "spread_b"]].max(axis=1)
+    diff = (m["median_b"] - m["median_a"]).abs()
+    floor = tolerance * m[["median_a", "median_b"]].abs().max(axis=1)
+    # near zero a relative floor is no floor: fractions get `tolerance`
+    # itself (2 points by default), MiB figures 1 MiB
+    floor = floor.where(m["unit"] != "fraction", floor.clip(lower=tolerance))
+    floor = floor.where(m["unit"] != "MiB", floor.clip(lower=1.0))
+    m["significant"] = (diff > m["spread"]) & (diff > floor)
+    return m[keys + ["median_a", "median_b", "ratio", "spread", "n_a", "n_b", "significant"]]
+
+
+def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Optional[str] = None,
+                title: Optional[str] = None, width: float = 10.0) -> Figure:
+    """One effect of a sweep: its median per cell and arm (points joined by
+    arm, off/on pairs in one colour, off dashed) with the min-max range of
+    the repeats as error bars; x is a swept option (the first by default),
+    the other options' combinations are separate lines.  Returns a Figure."""
+    s = effect_summary(run)
+    s = s[s["effect"] == effect]
+    if experiment is not None:
+        s = s[s["experiment"] == experiment]
+    if s.empty:
+        raise ValueError(f"no effect {effect!r} in this run (effects: "
+                         f"{sorted(set(effect_summary(run)['effect']))})")
+    names = list(run_meta(run).get("grid") or {})
+    x = x or (names[0] if names else None)
+    fig = Figure(figsize=(width, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    arm_names = _paired_order(list(dict.fromkeys(s["arm"])))
+    styles = _styles(arm_names)
+    others = [n for n in names if n != x]
+    markers = ("o", "s", "^", "D", "v", "P", "X")
+    for arm_name in arm_names:
+        d = s[s["arm"] == arm_name]
+        groups = d.groupby(others, sort=False) if others else [((), d)]
+        for j, (key, g) in enumerate(groups):
+            key = key if isinstance(key, tuple) else (key,)
+            g = g.sort_values(x) if x else g
+            xs = [str(v) for v in g[x]] if x else ["(one cell)"] * len(g)
+            med = g["median"].to_numpy(dtype=float)
+            err = np.vstack([med - g["min"].to_numpy(dtype=float),
+                             g["max"].to_numpy(dtype=float) - med])
+            label = arm_name + ("" if not others else " " + ", ".join(
+                f"{n}={v}" for n, v in zip(others, key)))
+            ax.errorbar(xs, med, yerr=err, color=styles[arm_name]["color"],
+                        ls=styles[arm_name]["ls"], marker=markers[j % len(markers)], capsize=3,
+                        lw=1.3, label=label)
+    unit = s["unit"].iloc[0]
+    ax.set_ylabel(figure_label(effect, unit))
+    ax.set_xlabel(x or "")
+    ax.grid(alpha=0.3)
+    n = int(s["n"].max())
+    fig.legend(loc="outside right upper", fontsize=8)
+    fig.suptitle(title or f"{s['experiment'].iloc[0]}: {effect.replace('_', ' ')} per cell "
+                          f"(median of {n} repeats, bars min-max)")
+    return fig
+
+
+def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None,
+                        y: Optional[str] = None, experiment: Optional[str] = None,
+                        title: Optional[str] = None, width: float = 7.0) -> Figure:
+    """A heat map of one effect's median over two swept options (the first
+    two by default) for one arm; each cell is annotated with its median and
+    the spread of its repeats.  Returns a Figure."""
+    s = effect_summary(run)
+    s = s[(s["effect"] == effect) & (s["arm"] == arm)]
+    if experiment is not None:
+        s = s[s["experiment"] == experiment]
+    names = list(run_meta(run).get("grid") or {})
+    if len(names) < 2:
+        raise ValueError("a heat map needs two swept options (--set twice)")
+    x, y = x or names[0], y or names[1]
+    if s.empty:
+        raise ValueError(f"no effect {effect!r} for arm {arm!r} in this run")
+    rest = [n for n in names if n not in (x, y)]
+    if rest:      # other options: the median over them
+        s = s.groupby([x, y], sort=False)["median"].median().reset_index().assign(spread=np.nan)
+    t = s.pivot_table(index=y, columns=x, values="median", aggfunc="median")
+    sp = s.pivot_table(index=y, columns=x, values="spread", aggfunc="max") if not rest else None
+    fig = Figure(figsize=(width, 0.9 + 0.55 * len(t.index) + 1.5), layout="constrained")
+    ax = fig.add_subplot()
+    im = ax.imshow(t.to_numpy(dtype=float), aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(t.columns)), [str(c) for c in t.columns])
+    ax.set_yticks(range(len(t.index)), [str(i) for i in t.index])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    vals = t.to_numpy(dtype=float)
+    lo, hi = np.nanmin(vals), np.nanmax(vals)
+    for i in range(len(t.index)):
+        for j in range(len(t.columns)):
+            v = vals[i, j]
+            if not math.isfinite(v):
+                continue
+            text = _short(v)
+            if sp is not None and math.isfinite(sp.to_numpy(dtype=float)[i, j]):
+                text += f"\n±{_short(sp.to_numpy(dtype=float)[i, j] / 2)}"
+            dark = hi > lo and (v - lo) / (hi - lo) < 0.5
+            ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+    unit = s["unit"].iloc[0] if "unit" in s else ""
+    fig.colorbar(im, ax=ax, label=figure_label(effect, unit))
+    fig.suptitle(title or f"{effect.replace('_', ' ')}, arm {arm}: median over repeats"
+                 + (f" (and over {', '.join(rest)})" if rest else ""))
+    return fig
+
+
+def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
+               log: Optional[Callable[[str], None]] = None) -> List[str]:
+    """The report of a sweep's run folder: per effect a median/spread plot
+    (<experiment>_<effect>.png), per effect and arm a heat map over the
+    first two swept options (<experiment>_<effect>_<arm>_heatmap.png), the
+    footprint and phase-cost plots of every arm over all its repeats (first
+    cell), and the tidy tables sweep.csv, effects.csv, effect_summary.csv.
+    Returns the paths written."""
+    run = os.fspath(run)
+    out = out or os.path.join(run, "report")
+    os.makedirs(out, exist_ok=True)
+    say = log or (lambda msg: None)
+    written = []
+
+    def save(fig, name):
+        path = os.path.join(out, name)
+        fig.savefig(path, dpi=dpi)
+        written.append(path)
+        say(f"wrote {path}")
+
+    for name, frame in (("sweep.csv", sweep_frame(run)), ("effects.csv", effects_frame(run)),
+                        ("effect_summary.csv", effect_summary(run))):
+        path = os.path.join(out, name)
+        frame.to_csv(path, index=False)
+        written.append(path)
+        say(f"wrote {path}")
+    meta = run_meta(run)
+    names = list(meta.get("grid") or {})
+    s = effect_summary(run)
+    for exp in dict.fromkeys(s["experiment"]):
+        base = _safe(exp)
+        for eff in dict.fromkeys(s[s["experiment"] == exp]["effect"]):
+            save(plot_effect(run, eff, experiment=exp), f"{base}_{_safe(eff)}.png")
+            if len(names) >= 2:
+                for arm_name in dict.fromkeys(s[(s["experiment"] == exp) &
+                                                (s["effect"] == eff)]["arm"]):
+                    save(plot_effect_heatmap(run, eff, arm_name, experiment=exp),
+                         f"{base}_{_safe(eff)}_{_safe(arm_name)}_heatmap.png")
+    recs = [r for r in run_records(run) if r["sweep"]["status"] == "ok"]
+    if recs:
+        first = recs[0]["sweep"]["cell"]
+        sel = [r for r in recs if r["sweep"]["cell"] == first]
+        for exp in dict.fromkeys(r["experiment"] for r in sel):
+            mine = [r for r in sel if r["experiment"] == exp]
+            save(plot_footprint(mine, experiment=exp,
+                                title=f"{exp}: footprint, cell {first} "
+                                      f"{meta.get('cells', {}).get(first, {})}"),
+                 f"{_safe(exp)}_{first}_footprint.png")
+            save(plot_phase_cost(mine, experiment=exp), f"{_safe(exp)}_{first}_phase_cost.png")
     return written

@@ -38,8 +38,22 @@ import subprocess
 import sys
 import time
 import traceback
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 from . import Heap, Sampler, footprint
+
+__all__ = [
+    "Experiment", "Recorder", "Phase", "ArmResult", "PhaseRecord", "ArmFailed", "FIGURES", "MiB",
+    "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
+    "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
+    "median_arm",
+]
+
+#: an arm function: fn(rec, **params, **options)
+ArmFn = Callable[..., None]
+F = TypeVar("F", bound=Callable[..., Any])
+ProgressListener = Callable[[str, str, Dict[str, Any]], None]
 
 MiB = 1024 * 1024
 
@@ -52,7 +66,7 @@ FIGURES = (
 )
 
 
-def env_number(var, default):
+def env_number(var: str, default: float) -> float:
     """A protocol figure an experiment lets the environment override (the
     notebooks run smaller arms through it, docs/analysis.md); unset means the
     protocol's own figure, a non-number is an error naming the variable."""
@@ -65,7 +79,8 @@ def env_number(var, default):
         raise ValueError(f"{var}={v!r}: expected a number") from None
 
 
-def results_dir():
+def results_dir() -> str:
+    """Where arm records are written: $HEAPLAB_RESULTS, else ./results."""
     return os.environ.get("HEAPLAB_RESULTS", os.path.join(os.getcwd(), "results"))
 
 
@@ -74,20 +89,20 @@ def results_dir():
 class Phase:
     """One named phase of an arm; use through Recorder.phase()."""
 
-    def __init__(self, recorder, name, heap):
+    def __init__(self, recorder: Recorder, name: str, heap: Optional[Heap]) -> None:
         self.rec = recorder
         self.name = name
         self.heap = heap
         self.notes = {}
         self.marked = False
 
-    def _heap_figures(self):
+    def _heap_figures(self) -> Tuple[Optional[int], Optional[int]]:
         h = self.heap
         if h is None or h.closed:
             return None, None
         return h.resident_bytes(), h.vma_count()
 
-    def __enter__(self):
+    def __enter__(self) -> Phase:
         s = self.rec.sampler
         s.reset()
         f = footprint()
@@ -101,18 +116,18 @@ class Phase:
         }
         return self
 
-    def mark(self, label="event"):
+    def mark(self, label: str = "event") -> None:
         """Start the lowest-after-mark window now (e.g. just before a drop)."""
         self.rec.sampler.mark()
         self.marked = True
         self.notes["mark"] = label
         self.notes["mark_s"] = (time.monotonic_ns() - self.rec.t0) / 1e9
 
-    def note(self, key, value):
+    def note(self, key: str, value: Any) -> None:
         """Attach a figure of the experiment's own (JSON-serialisable)."""
         self.notes[key] = value
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         summ = self.rec.sampler.summary()
         f = footprint()
         t1 = time.monotonic_ns()
@@ -137,7 +152,7 @@ class Phase:
 class Recorder:
     """What an arm function receives: phase() and the records so far."""
 
-    def __init__(self, experiment, arm, interval_s=0.002):
+    def __init__(self, experiment: str, arm: str, interval_s: float = 0.002) -> None:
         self.experiment = experiment
         self.arm = arm
         self.records = []
@@ -146,26 +161,29 @@ class Recorder:
         self.sampler = Sampler(interval_s=interval_s)
         self._earlier = []     # the series of samplers set_interval replaced
 
-    def set_interval(self, interval_s):
+    def set_interval(self, interval_s: float) -> None:
         """Sample at another interval from now on (a new sampler); the series
         keeps what the earlier samplers recorded."""
         self._earlier.extend(self.sampler.series())
         self.sampler.stop()
         self.sampler = Sampler(interval_s=interval_s)
 
-    def phase(self, name, heap=None):
+    def phase(self, name: str, heap: Optional[Heap] = None) -> Phase:
+        """A phase to run in a with block; heap= adds the heap's residency,
+        VMAs and stats to its record."""
         return Phase(self, name, heap)
 
-    def note(self, key, value):
+    def note(self, key: str, value: Any) -> None:
+        """Attach a figure of the experiment's own to the arm (JSON-serialisable)."""
         self.notes[key] = value
 
-    def series(self):
+    def series(self) -> List[List[float]]:
         """The arm's footprint time series: [[t_s, phys, rss, lazyfree], ...]."""
         samples = self._earlier + list(self.sampler.series())
         return [[(t - self.t0) / 1e9, p, r, l] for t, p, r, l in samples]
 
 
-def _child_main(argv):
+def _child_main(argv: Sequence[str]) -> int:
     path, exp_name, arm_name = argv
     spec = importlib.util.spec_from_file_location("_heaplab_experiment", path)
     mod = importlib.util.module_from_spec(spec)
@@ -192,19 +210,22 @@ def _child_main(argv):
 # ---- in the parent ------------------------------------------------------------------------
 
 class ArmFailed(RuntimeError):
-    pass
+    """An arm's process failed: it raised, timed out or printed no JSON."""
 
 
 class ArmResult:
     """The JSON an arm's process returned, with figure helpers."""
 
-    def __init__(self, data):
+    def __init__(self, data: Dict[str, Any]) -> None:
         self.data = data
+        #: the runs behind a median (Experiment.run(repeat=N)); [] for one run
+        self.repeats: List[ArmResult] = []
         self.records = data["records"]
         self.arm = data["arm"]
         self.experiment = data["experiment"]
 
-    def phase(self, name):
+    def phase(self, name: str) -> PhaseRecord:
+        """The record of the phase called `name` (KeyError naming the phases if none)."""
         for r in self.records:
             if r["phase"] == name:
                 return PhaseRecord(r)
@@ -212,11 +233,13 @@ class ArmResult:
                        f"(phases: {[r['phase'] for r in self.records]})")
 
     @property
-    def notes(self):
+    def notes(self) -> Dict[str, Any]:
+        """The arm's own notes (Recorder.note)."""
         return self.data.get("notes", {})
 
     @property
-    def series(self):
+    def series(self) -> List[List[float]]:
+        """The arm's footprint series: [[t_s, phys, rss, lazyfree], ...]."""
         return self.data.get("series", [])
 
 
@@ -224,27 +247,31 @@ class PhaseRecord(dict):
     """A phase record (a dict) with the usual derived figures."""
 
     @property
-    def returned(self):
+    def returned(self) -> int:
         """Bytes the phase gave back: phys before minus the lowest after the mark."""
         low = self["phys_low_after_mark"] if self["phys_low_after_mark"] is not None else self["phys_after"]
         return self["phys_before"] - low
 
     @property
-    def growth(self):
+    def growth(self) -> int:
+        """phys_after - phys_before: what the phase left charged."""
         return self["phys_after"] - self["phys_before"]
 
     @property
-    def peak_growth(self):
+    def peak_growth(self) -> int:
+        """phys_peak - phys_before: the most the phase cost at any instant."""
         return self["phys_peak"] - self["phys_before"]
 
-    def stat(self, name):
+    def stat(self, name: str) -> int:
+        """A counter of the heap's stats at the end of the phase."""
         return self["stats"][name]
 
-    def note(self, name):
+    def note(self, name: str) -> Any:
+        """A figure the phase noted (Phase.note)."""
         return self["notes"][name]
 
 
-def child_env(extra=None, drop=()):
+def child_env(extra: Optional[Mapping[str, str]] = None, drop: Sequence[str] = ()) -> Dict[str, str]:
     """The environment of an arm's process: this one's, less the variables
     whose names start with a prefix in `drop`, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not (drop and k.startswith(tuple(drop)))}
@@ -254,30 +281,70 @@ def child_env(extra=None, drop=()):
     return env
 
 
-def run_command_arm(cmd, env=None, cwd=None, timeout=600, label=None, drop=()):
+# Who is told when an arm's process starts and ends (the pytest plugin prints
+# "E1/off ... 3.2 s" lines as the suite runs; `heaplab run` has its own
+# display).  Each is called as fn(event, label, info): event "start" (info:
+# {}) or "end" (info: {"seconds": s, "ok": bool}).
+_progress_listeners: List[ProgressListener] = []
+
+
+def add_progress_listener(fn: ProgressListener) -> ProgressListener:
+    """Call fn(event, label, info) when an arm's process starts ("start") and
+    ends ("end", info has seconds and ok).  Returns fn (remove it with
+    remove_progress_listener)."""
+    _progress_listeners.append(fn)
+    return fn
+
+
+def remove_progress_listener(fn: ProgressListener) -> None:
+    """Stop calling fn (no error if it was not registered)."""
+    if fn in _progress_listeners:
+        _progress_listeners.remove(fn)
+
+
+def _announce(event: str, label: str, **info: Any) -> None:
+    for fn in list(_progress_listeners):
+        try:
+            fn(event, label, info)
+        except Exception:       # a display must never fail an arm
+            pass
+
+
+def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
+                    cwd: Optional[str] = None, timeout: float = 600, label: Optional[str] = None,
+                    drop: Sequence[str] = ()) -> Dict[str, Any]:
     """Run a program that is one arm (a Python child, a Lua script, a
     launcher) and return the arm JSON it printed on stdout, with its
     `returncode` and `stderr_tail` added.  stderr is never parsed.  Raises
     ArmFailed when it times out or prints no JSON.  env and drop: child_env."""
     label = label or " ".join(map(str, cmd[-2:]))
+    t0 = time.monotonic()
+    _announce("start", label)
+    ok = False
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=child_env(env, drop), cwd=cwd,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise ArmFailed(f"{label}: no result within {timeout} s") from None
-    try:
-        data = json.loads(p.stdout)
-    except ValueError:
-        raise ArmFailed(f"{label}: exit {p.returncode}, no JSON on stdout;\n"
-                        f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
-    data["returncode"] = p.returncode
-    data["stderr_tail"] = p.stderr[-2000:]
-    return data
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=child_env(env, drop),
+                               cwd=cwd, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ArmFailed(f"{label}: no result within {timeout} s") from None
+        try:
+            data = json.loads(p.stdout)
+        except ValueError:
+            raise ArmFailed(f"{label}: exit {p.returncode}, no JSON on stdout;\n"
+                            f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
+        data["returncode"] = p.returncode
+        data["stderr_tail"] = p.stderr[-2000:]
+        ok = p.returncode == 0 and not data.get("error")
+        return data
+    finally:
+        _announce("end", label, seconds=time.monotonic() - t0, ok=ok)
 
 
-def spawn_arm(path, exp_name, arm_name, env=None):
+def spawn_arm(path: str, exp_name: str, arm_name: str,
+              env: Optional[Mapping[str, str]] = None) -> subprocess.Popen:
     """Start an arm in a fresh interpreter; returns the Popen (stdout = JSON)."""
     cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
+    _announce("spawn", f"{exp_name}/{arm_name}")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=child_env(env), text=True)
 
@@ -286,7 +353,7 @@ class Experiment:
     """A named set of arms.  Declare arms with the @arm decorator in the
     experiment's own module; run() spawns one process per arm."""
 
-    def __init__(self, name, title, seed=None):
+    def __init__(self, name: str, title: str, seed: Optional[Dict[str, str]] = None) -> None:
         self.name = name
         self.title = title
         self.seed = seed or {}
@@ -294,7 +361,8 @@ class Experiment:
         self.path = None
         self.var = None
 
-    def add_arm(self, arm_name, fn, params=None, **options):
+    def add_arm(self, arm_name: str, fn: ArmFn, params: Optional[Dict[str, Any]] = None,
+                **options: Any) -> None:
         """Declare an arm: fn(rec, **params, **options) runs in the arm's own
         process; options are meant for heaplab.Heap.  fn must be a module-level
         function of the module that holds this Experiment."""
@@ -308,14 +376,15 @@ class Experiment:
                 if v is self:
                     self.var = k
 
-    def arm(self, arm_name, params=None, **options):
+    def arm(self, arm_name: str, params: Optional[Dict[str, Any]] = None,
+            **options: Any) -> Callable[[F], F]:
         """Decorator form of add_arm."""
-        def deco(fn):
+        def deco(fn: F) -> F:
             self.add_arm(arm_name, fn, params, **options)
             return fn
         return deco
 
-    def _locate(self):
+    def _locate(self) -> None:
         if self.var is None:
             mod = sys.modules.get(self.arms[next(iter(self.arms))]["fn"].__module__)
             for k, v in vars(mod).items():
@@ -324,34 +393,98 @@ class Experiment:
         if self.var is None:
             raise RuntimeError(f"experiment {self.name} must be a module-level variable")
 
-    def run(self, arms=None, timeout=600, env=None, save=True):
+    def run(self, arms: Optional[Sequence[str]] = None, timeout: float = 600,
+            env: Optional[Mapping[str, str]] = None, save: bool = True,
+            repeat: Optional[int] = None) -> Dict[str, ArmResult]:
         """Run the arms (all by default), one fresh process each, in order.
-        Returns {arm: ArmResult}; raises ArmFailed with the child's traceback."""
+        Returns {arm: ArmResult}; raises ArmFailed with the child's traceback.
+
+        repeat=N (default: $HEAPLAB_REPEAT, which `pytest --repeat N` sets,
+        else 1) runs every arm N times, interleaved (off, on, off, on...),
+        and returns for each arm the median of its N runs: every number of
+        its records, stats and notes is the median across the repeats (lists
+        and strings, and the footprint series, are the first run's), so an
+        assertion on it is judged on the median of N.  The runs themselves
+        are in ArmResult.repeats and saved as <arm>.r<k>.json."""
         self._locate()
+        n = repeat if repeat is not None else int(env_number("HEAPLAB_REPEAT", 1))
+        if n < 1:
+            raise ValueError(f"repeat={n}: expected >= 1")
+        names = list(arms or list(self.arms))
+        runs: Dict[str, List[Dict[str, Any]]] = {a: [] for a in names}
+        for k in range(n):
+            for arm_name in names:
+                cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var,
+                       arm_name]
+                label = f"{self.name}/{arm_name}" + (f" (repeat {k + 1}/{n})" if n > 1 else "")
+                data = run_command_arm(cmd, env, timeout=timeout, label=label)
+                data["seed"] = self.seed
+                if n > 1:
+                    data["repeat"] = k
+                if save:
+                    save_arm(data)
+                if data.get("error"):
+                    raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n"
+                                    f"{data['error']}")
+                runs[arm_name].append(data)
         out = {}
-        for arm_name in arms or list(self.arms):
-            cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var, arm_name]
-            data = run_command_arm(cmd, env, timeout=timeout, label=f"{self.name}/{arm_name}")
-            data["seed"] = self.seed
-            if save:
-                save_arm(data)
-            if data.get("error"):
-                raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n{data['error']}")
-            out[arm_name] = ArmResult(data)
+        for arm_name, datas in runs.items():
+            res = ArmResult(datas[0] if n == 1 else median_arm(datas))
+            res.repeats = [ArmResult(d) for d in datas]
+            out[arm_name] = res
         return out
 
 
-def save_arm(data, folder=None):
+def _median(values: List[Any]) -> Any:
+    nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(nums) != len(values) or not nums:
+        return values[0]
+    import statistics
+    m = statistics.median(nums)
+    return int(m) if all(isinstance(v, int) for v in nums) and m == int(m) else m
+
+
+def _median_dict(dicts: List[Dict[str, Any]]) -> Dict[str, Any]:
+    out = {}
+    for key, first in dicts[0].items():
+        vals = [d.get(key) for d in dicts]
+        if isinstance(first, dict) and all(isinstance(v, dict) for v in vals):
+            out[key] = _median_dict(vals)
+        else:
+            out[key] = _median(vals)
+    return out
+
+
+def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """One arm JSON from N runs of the same arm: every number of the phase
+    records (matched by position), their stats and notes, and the arm's
+    notes is the median across the runs; anything else (strings, lists, the
+    series) is the first run's.  "repeats" says how many there were."""
+    first = dict(datas[0])
+    if any(len(d["records"]) != len(first["records"]) for d in datas):
+        raise ArmFailed(f"{first['experiment']}/{first['arm']}: the repeats recorded different "
+                        "phases; they cannot be combined")
+    first["records"] = [_median_dict([d["records"][i] for d in datas])
+                        for i in range(len(first["records"]))]
+    first["notes"] = _median_dict([d.get("notes", {}) for d in datas])
+    first["repeats"] = len(datas)
+    first.pop("repeat", None)
+    return first
+
+
+def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
     """Write an arm's JSON and append its phases to the experiment's CSV."""
     folder = os.path.join(folder or results_dir(), data["experiment"])
     os.makedirs(folder, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
+    if data.get("repeat") is not None:
+        safe += f".r{data['repeat']}"
     with open(os.path.join(folder, f"{safe}.json"), "w") as f:
         json.dump(data, f)
     write_csv(folder)
 
 
-def load_arms(folder):
+def load_arms(folder: str) -> List[Dict[str, Any]]:
     """Every arm JSON under a results folder (recursively)."""
     out = []
     for root, _, files in os.walk(folder):
@@ -367,7 +500,8 @@ def load_arms(folder):
     return out
 
 
-def write_csv(folder):
+def write_csv(folder: str) -> None:
+    """Write <folder>/records.csv: one row per phase of every arm JSON under it."""
     rows = []
     for data in load_arms(folder):
         for r in data["records"]:
@@ -380,7 +514,8 @@ def write_csv(folder):
         w.writerows(rows)
 
 
-def mib(x):
+def mib(x: Optional[float]) -> Optional[float]:
+    """Bytes as MiB (None stays None)."""
     return None if x is None else x / MiB
 
 

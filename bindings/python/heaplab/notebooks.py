@@ -1,6 +1,6 @@
 """Run the analysis notebooks headless.
 
-    python -m heaplab.notebooks [PATH ...] [--out DIR] [--check] [--timeout S]
+    python -m heaplab.notebooks [PATH ...] [--out DIR] [--check] [--timeout S] [-p NAME=VALUE]
     python -m heaplab.notebooks --strip PATH ...
 
 Every notebook (PATH: a notebook or a folder of them; docs/notebooks by
@@ -12,16 +12,24 @@ working directory is the notebook's folder.  The executed copy goes to
 there; the rest still run, and the exit status is 1.
 
 --check is what `make test` runs: the same, and additionally a notebook
-fails when it displays no figure, or when the committed file carries
-outputs (executed notebooks belong in _build/, not in git; --strip clears
-them).
+fails when it displays no figure, prints a warning on stderr, or when the
+committed file carries outputs (executed notebooks belong in _build/, not
+in git; --strip clears them).
+
+Each notebook's protocol sizes are assigned in one cell tagged `parameters`
+(papermill's convention, so papermill runs them too); `--param NAME=VALUE`
+(repeatable) adds a cell after it that overrides them, e.g.
+`python -m heaplab.notebooks docs/notebooks/e1_page_floor.ipynb -p SIZE_MIB=192`.
+The kernel is reached over IPC sockets in a private temporary folder, not
+TCP (ipykernel warns about unencrypted TCP, and there is no need for it).
 
 Live arms run from a notebook write their JSON under _build/results
 (HEAPLAB_RESULTS), never into the repository's results/.
 
 Notebooks import an experiment module with experiment_module("e1"), which
 finds experiments/test_e1_*.py from the notebook's folder upwards (or under
-$HEAPLAB_EXPERIMENTS).
+$HEAPLAB_EXPERIMENTS, or, outside a checkout, in the copy installed with the
+package: heaplab/experiments).
 """
 from __future__ import annotations
 
@@ -30,17 +38,25 @@ import base64
 import glob
 import importlib.util
 import os
+import shutil
 import sys
 import time
+import types
+from typing import Any, Dict, List, Optional, Sequence
 
 BUILD = "_build"
 
 
 # ---- used from inside a notebook ------------------------------------------------------
 
-def experiments_dir(start=None):
+#: the experiments installed with the package (heaplab/experiments)
+PACKAGE_EXPERIMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "experiments")
+
+
+def experiments_dir(start: Optional[str] = None) -> str:
     """The experiments/ folder: $HEAPLAB_EXPERIMENTS, else the nearest
-    experiments/ from `start` (the working directory) upwards."""
+    experiments/ from `start` (the working directory) upwards (a checkout),
+    else the copy installed inside the package (heaplab/experiments)."""
     env = os.environ.get("HEAPLAB_EXPERIMENTS")
     if env:
         if not os.path.isdir(env):
@@ -53,12 +69,15 @@ def experiments_dir(start=None):
             return cand
         parent = os.path.dirname(d)
         if parent == d:
-            raise FileNotFoundError(f"no experiments/ folder above {start or os.getcwd()}; "
-                                    "set HEAPLAB_EXPERIMENTS")
+            break
         d = parent
+    if glob.glob(os.path.join(PACKAGE_EXPERIMENTS, "test_e*.py")):
+        return PACKAGE_EXPERIMENTS
+    raise FileNotFoundError(f"no experiments/ folder above {start or os.getcwd()} and none "
+                            f"installed in {PACKAGE_EXPERIMENTS}; set HEAPLAB_EXPERIMENTS")
 
 
-def experiment_module(name, start=None):
+def experiment_module(name: str, start: Optional[str] = None) -> types.ModuleType:
     """Import an experiment module by its short name ("e1" finds
     experiments/test_e1_*.py) or by path, the way the harness child does, so
     that Experiment.run() can spawn its arms.  Returns the module."""
@@ -86,7 +105,9 @@ def experiment_module(name, start=None):
 
 # ---- the runner -----------------------------------------------------------------------
 
-def find_notebooks(paths):
+def find_notebooks(paths: Sequence[str]) -> List[str]:
+    """The notebooks named in `paths` (notebook files, or folders: their
+    *.ipynb in name order); FileNotFoundError for anything else."""
     out = []
     for p in paths:
         if os.path.isdir(p):
@@ -103,7 +124,7 @@ def _has_outputs(nb):
                for c in nb.cells)
 
 
-def strip(path):
+def strip(path: str) -> bool:
     """Clear a notebook's outputs and execution counts in place; True if it changed."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
@@ -152,11 +173,71 @@ def _error_of(nb):
     return None
 
 
-def run_notebook(path, out=None, timeout=600, kernel="python3"):
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+
+
+def parameters_cell(nb: Any) -> Optional[int]:
+    """The index of the notebook's cell tagged `parameters` (papermill's
+    convention: the protocol sizes a run may change), or None."""
+    for i, c in enumerate(nb.cells):
+        if c.get("cell_type") == "code" and PARAMETERS_TAG in c.get("metadata", {}).get("tags", []):
+            return i
+    return None
+
+
+def inject_parameters(nb: Any, params: Optional[Dict[str, Any]]) -> Any:
+    """Put a cell tagged `injected-parameters` right after the `parameters`
+    cell that assigns `params` ({name: value}, any Python literal), as
+    papermill does; the parameters cell itself is left as written.
+    ValueError if the notebook has no parameters cell or the cell does not
+    define a name."""
+    if not params:
+        return nb
+    import ast
+    import nbformat
+    i = parameters_cell(nb)
+    if i is None:
+        raise ValueError(f"no cell tagged {PARAMETERS_TAG!r} to override {sorted(params)}")
+    defined = set()
+    for node in ast.walk(ast.parse(nb.cells[i].source)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+    unknown = sorted(set(params) - defined)
+    if unknown:
+        raise ValueError(f"parameter(s) {unknown} are not set in the parameters cell "
+                         f"(it sets: {sorted(defined)})")
+    src = "# Injected parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())
+    cell = nbformat.v4.new_code_cell(src)
+    cell.metadata["tags"] = [INJECTED_TAG]
+    nb.cells.insert(i + 1, cell)
+    return nb
+
+
+def _warnings(nb):
+    """Warnings the executed notebook printed (its stderr streams)."""
+    out = []
+    for ci, cell in enumerate(nb.cells):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream" and o.get("name") == "stderr":
+                text = "".join(o.get("text", "")) if isinstance(o.get("text"), list) else o.get("text", "")
+                if "warning" in text.lower():
+                    out.append(f"cell {ci}: {text.strip().splitlines()[0]}")
+    return out
+
+
+def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
+                 kernel: str = "python3", params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Execute one notebook; returns a dict: path, executed (the copy),
     figures (PNG paths), seconds, error (None or 'cell N: Error: message'),
-    had_outputs (the source notebook was not stripped)."""
+    had_outputs (the source notebook was not stripped), warnings (what
+    its cells printed as warnings on stderr).  params: {name: value} to
+    inject after the cell tagged `parameters`.  The kernel talks to this
+    process over IPC sockets in a private temporary folder (not TCP)."""
+    import tempfile
+
     import nbformat
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, DeadKernelError
 
@@ -170,7 +251,10 @@ def run_notebook(path, out=None, timeout=600, kernel="python3"):
     saved = {k: os.environ.get(k) for k in ("HEAPLAB_RESULTS", "MPLBACKEND")}
     os.environ["HEAPLAB_RESULTS"] = os.path.join(out, "results")
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend renders the PNGs
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel,
+    inject_parameters(nb, params)
+    sockets = tempfile.mkdtemp(prefix="heaplab-kernel-")
+    km = KernelManager(kernel_name=kernel, transport="ipc", ip=os.path.join(sockets, "kernel"))
+    client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
                             resources={"metadata": {"path": folder}})
     t0 = time.monotonic()
     error = None
@@ -190,6 +274,14 @@ def run_notebook(path, out=None, timeout=600, kernel="python3"):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        # the client does not own a kernel manager it was given: shut the
+        # kernel down here (else it lingers and warns when this process exits)
+        try:
+            if km.has_kernel:
+                km.shutdown_kernel(now=False)
+        except Exception:
+            pass
+        shutil.rmtree(sockets, ignore_errors=True)
     seconds = time.monotonic() - t0
     executed = os.path.join(out, f"{stem}.ipynb")
     nbformat.write(nb, executed)
@@ -197,10 +289,11 @@ def run_notebook(path, out=None, timeout=600, kernel="python3"):
         os.remove(old)
     figures = _figures(nb, stem, out)
     return {"path": path, "executed": executed, "figures": figures, "seconds": seconds,
-            "error": error, "had_outputs": had_outputs}
+            "error": error, "had_outputs": had_outputs, "warnings": _warnings(nb)}
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line (python -m heaplab.notebooks); returns the exit status."""
     ap = argparse.ArgumentParser(prog="python -m heaplab.notebooks",
                                  description="Execute notebooks headless; write the executed "
                                              "copies and their PNG figures under _build/.")
@@ -212,11 +305,24 @@ def main(argv=None):
                          "with outputs")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds one cell may run before the notebook fails (default 600)")
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a name of the notebooks' cell tagged `parameters` "
+                         "(VALUE is a Python literal, else a string); repeatable")
     ap.add_argument("--strip", action="store_true",
                     help="clear the notebooks' outputs in place and exit (nothing is run)")
     args = ap.parse_args(argv)
     if args.timeout <= 0:
         ap.error(f"--timeout {args.timeout}: must be > 0 seconds")
+    params = {}
+    for item in args.param:
+        name, eq, value = item.partition("=")
+        if not eq or not name.isidentifier():
+            ap.error(f"--param {item!r}: expected NAME=VALUE")
+        try:
+            import ast
+            params[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            params[name] = value
     try:
         notebooks = find_notebooks(args.paths)
     except FileNotFoundError as e:
@@ -239,10 +345,17 @@ def main(argv=None):
     failures = []
     total = time.monotonic()
     for p in notebooks:
-        r = run_notebook(p, out=args.out, timeout=args.timeout)
+        try:
+            r = run_notebook(p, out=args.out, timeout=args.timeout, params=params)
+        except ValueError as e:
+            print(f"FAIL {p}  {e}", flush=True)
+            failures.append(p)
+            continue
         problems = []
         if r["error"]:
             problems.append(r["error"])
+        if args.check and r["warnings"]:
+            problems.append("it printed warnings: " + "; ".join(r["warnings"]))
         if args.check and not r["figures"]:
             problems.append("it displayed no figure")
         if args.check and r["had_outputs"]:

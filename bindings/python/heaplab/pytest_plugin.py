@@ -1,35 +1,62 @@
-"""pytest plugin: the `lab` fixture and the results table.
+"""pytest plugin: the `lab` fixture, arm progress lines and the results tables.
 
-experiments/conftest.py registers it (pytest_plugins = ["heaplab.pytest_plugin"]).
-Experiments hand their arm results to `lab.record(...)` and state each asserted
-effect with `lab.effect(...)`; at the end of the session one table is printed:
-experiment, arm, phase, figures in MiB, the effect we measured against what
-is asserted, and the seed's figure beside ours where there is one.
+Installed with heaplab and registered through the ``pytest11`` entry point
+``heaplab``: pytest loads it by itself (or explicitly with ``pytest -p
+heaplab`` when plugin autoloading is off), in any project.  Experiments hand
+their arm results to ``lab.record(...)`` and state each asserted effect with
+``lab.effect(...)``.
+
+While the suite runs, one line per arm process names the experiment and arm
+and, when it ends, how long it took.  At the end of the session:
+
+- the terminal shows the effects table: one line per asserted effect --
+  experiment, arm, effect, ours, asserted, ok -- at most 120 columns wide;
+- ``<results>/table.txt`` gets the full per-phase table (figures in MiB, the
+  effect beside its phase, the seed's figure), ``<results>/effects.txt`` the
+  effects table and ``<results>/effects.json`` the effects as records.
+
+``--repeat N`` (or HEAPLAB_REPEAT=N) runs every arm of Experiment.run N
+times and judges each assertion on the median of the N (docs/harness.md).
 """
 from __future__ import annotations
 
 import json
 import os
+import textwrap
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pytest
 
+from . import harness
 from .harness import MiB, results_dir
+
+__all__ = ["Lab", "lab", "render_effects", "TERMINAL_WIDTH"]
+
+#: the widest the terminal table may be (columns)
+TERMINAL_WIDTH = 120
 
 _COLUMNS = ("experiment", "arm", "phase", "phys before", "phys after", "peak", "low after mark",
             "heap resident", "effect (ours | asserted)", "seed")
+_EFFECT_COLUMNS = ("experiment", "arm", "effect", "ours", "asserted", "ok")
+
+
+def _ok_word(ok: Optional[bool]) -> str:
+    return {True: "ok", False: "FAIL", None: "-"}[ok]
 
 
 class Lab:
-    def __init__(self):
-        self.rows = []          # (experiment, arm, phase, record)
-        self.effects = []       # dicts
-        self._seen = set()
+    """The session's arm records and asserted effects (the `lab` fixture)."""
 
-    def record(self, results):
+    def __init__(self) -> None:
+        self.rows: List[Dict[str, Any]] = []          # phase records, in order
+        self.effects: List[Dict[str, Any]] = []
+        self._seen: set = set()
+
+    def record(self, results: Any) -> None:
         """Add arm results (a dict arm -> ArmResult, an ArmResult, or raw arm
         JSON dicts as Lua experiments print them) to the table."""
         if isinstance(results, dict) and "records" not in results:
-            items = results.values()
+            items: Iterable[Any] = results.values()
         elif isinstance(results, (list, tuple)):
             items = results
         else:
@@ -43,21 +70,25 @@ class Lab:
                 self._seen.add(key)
                 self.rows.append(r)
 
-    def effect(self, experiment, what, ours, asserted, arm="", phase="", seed="", ok=None):
+    def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
+               phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
         """State an asserted effect for the table.  `ours` and `asserted` are
-        short strings ("98.7% returned", ">= 97%")."""
+        short strings ("98.7% returned", ">= 97%"); ok None = reported, not
+        asserted."""
         self.effects.append({"experiment": experiment, "arm": arm, "phase": phase, "what": what,
                              "ours": ours, "asserted": asserted, "seed": seed, "ok": ok})
 
     # -- rendering --
-    def table_rows(self):
-        def m(x):
+    def table_rows(self) -> List[Tuple[str, ...]]:
+        """The full per-phase table's rows (what table.txt holds)."""
+        def m(x: Optional[float]) -> str:
             return "" if x is None else f"{x / MiB:.1f}"
 
-        by_key = {}
+        by_key: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}
         for e in self.effects:
             by_key.setdefault((e["experiment"], e["arm"], e["phase"]), []).append(e)
-        out, used = [], set()
+        out: List[Tuple[str, ...]] = []
+        used = set()
         for r in self.rows:
             key = (r["experiment"], r["arm"], r["phase"])
             effects = by_key.get(key, []) if key not in used else []
@@ -86,38 +117,178 @@ class Lab:
                             f"{e['what']}: {e['ours']} | {e['asserted']} {mark}".strip(), e["seed"]))
         return out
 
-    def render(self):
+    def render(self) -> str:
+        """The full per-phase table as text (wide: it goes to table.txt)."""
         rows = self.table_rows()
         if not rows:
             return ""
         widths = [max(len(str(c)) for c in col) for col in zip(_COLUMNS, *rows)]
-        def line(cells):
+
+        def line(cells: Sequence[str]) -> str:
             return " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
         sep = "-+-".join("-" * w for w in widths)
         return "\n".join([line(_COLUMNS), sep] + [line(r) for r in rows])
+
+    def render_effects(self, width: int = TERMINAL_WIDTH) -> str:
+        """The effects table, one line per asserted effect, at most `width`
+        columns (long cells wrap onto continuation lines)."""
+        rows = [(e["experiment"], e["arm"], e["what"], e["ours"], e["asserted"], _ok_word(e["ok"]))
+                for e in self.effects]
+        return render_effects(rows, width)
+
+
+def render_effects(rows: Sequence[Sequence[str]], width: int = TERMINAL_WIDTH,
+                   columns: Sequence[str] = _EFFECT_COLUMNS) -> str:
+    """A table of `rows` under `columns` that fits in `width` columns: the
+    widest cells wrap (at spaces where they can) until every line fits."""
+    if not rows:
+        return ""
+    n = len(columns)
+    natural = [max(len(str(c)) for c in col) for col in zip(columns, *rows)]
+    widths = list(natural)
+    budget = width - 3 * (n - 1)
+    floor = [max(4, len(c)) for c in columns]
+    while sum(widths) > budget:
+        # shrink the widest column that can still give
+        i = max((k for k in range(n) if widths[k] > floor[k]), key=lambda k: widths[k],
+                default=None)
+        if i is None:
+            break
+        widths[i] -= 1
+
+    def cells(row: Sequence[str]) -> List[List[str]]:
+        return [textwrap.wrap(str(c), w, break_on_hyphens=False) or [""]
+                for c, w in zip(row, widths)]
+
+    def lines(row: Sequence[str]) -> List[str]:
+        wrapped = cells(row)
+        height = max(len(c) for c in wrapped)
+        out = []
+        for k in range(height):
+            parts = [(c[k] if k < len(c) else "").ljust(w) for c, w in zip(wrapped, widths)]
+            out.append(" | ".join(parts).rstrip())
+        return out
+
+    text = lines(columns)
+    text.append("-+-".join("-" * w for w in widths))
+    for r in rows:
+        text.extend(lines(r))
+    return "\n".join(text)
 
 
 _LAB = Lab()
 
 
 @pytest.fixture(scope="session")
-def lab():
+def lab() -> Lab:
+    """The session's Lab: record(arm results) and effect(...) for the tables."""
     return _LAB
 
 
-def pytest_terminal_summary(terminalreporter):
-    text = _LAB.render()
-    if not text:
+def pytest_addoption(parser: Any) -> None:
+    group = parser.getgroup("heaplab")
+    group.addoption("--repeat", type=int, default=None, metavar="N",
+                    help="heaplab: run every arm of Experiment.run N times and judge each "
+                         "assertion on the median (default: HEAPLAB_REPEAT or 1)")
+
+
+class _Progress:
+    """Writes one line per arm process to the terminal: its label when it
+    starts and its time when it ends (output capture is suspended for the
+    write, so the line shows while the test runs)."""
+
+    def __init__(self, tr: Any, capman: Any) -> None:
+        self.tr = tr
+        self.capman = capman
+        self.open = False
+        self.test = ""
+
+    def __call__(self, event: str, label: str, info: Dict[str, Any]) -> None:
+        if self.capman is not None:
+            with self.capman.global_and_fixture_disabled():
+                self._write(event, label, info)
+        else:
+            self._write(event, label, info)
+
+    def _newline(self) -> None:
+        # pytest -q leaves its progress dots on an open line
+        if getattr(self.tr._tw, "width_of_current_line", 0):
+            self.tr.write_line("")
+
+    def _write(self, event: str, label: str, info: Dict[str, Any]) -> None:
+        tr = self.tr
+        if event == "start":
+            self._close("")
+            self._newline()
+            tr.write(f"  {self.test}{label} ... ", flush=True)
+            self.open = True
+        elif event == "end":
+            word = "" if info.get("ok") else " (failed)"
+            self._close(f"{info.get('seconds', 0):.1f} s{word}")
+        elif event == "spawn":
+            self._close("")
+            self._newline()
+            tr.write_line(f"  {self.test}{label} started")
+
+    def _close(self, text: str) -> None:
+        if self.open:
+            self.tr.write_line(text)
+            self.open = False
+
+
+@pytest.hookimpl(trylast=True)       # after the terminal reporter exists
+def pytest_configure(config: Any) -> None:
+    n = config.getoption("--repeat", default=None)
+    if n is not None:
+        if n < 1:
+            raise pytest.UsageError(f"--repeat {n}: expected a whole number >= 1")
+        os.environ["HEAPLAB_REPEAT"] = str(n)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None and not config.getoption("--collect-only", default=False):
+        prog = _Progress(tr, config.pluginmanager.get_plugin("capturemanager"))
+        config._heaplab_progress = prog          # type: ignore[attr-defined]
+        harness.add_progress_listener(prog)
+
+
+def pytest_unconfigure(config: Any) -> None:
+    prog = getattr(config, "_heaplab_progress", None)
+    if prog is not None:
+        harness.remove_progress_listener(prog)
+
+
+def pytest_collection_finish(session: Any) -> None:
+    session.config._heaplab_total = len(session.items)   # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: Any) -> None:
+    prog = getattr(item.config, "_heaplab_progress", None)
+    if prog is not None:
+        total = getattr(item.config, "_heaplab_total", 0)
+        idx = item.session.items.index(item) + 1 if item in item.session.items else 0
+        prog.test = f"[test {idx}/{total}] " if total else ""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    full = _LAB.render()
+    if not full and not _LAB.effects:
         return
-    terminalreporter.write_sep("=", "heaplab results (MiB; phys = phys_footprint)")
-    terminalreporter.write_line(text)
+    effects = _LAB.render_effects()
+    tr = terminalreporter
+    if effects:
+        tr.write_sep("=", "heaplab effects (ok = asserted and held; - = reported)")
+        tr.write_line(effects)
     folder = results_dir()
     try:
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "table.txt"), "w") as f:
-            f.write(text + "\n")
+            f.write(full + "\n")
+        with open(os.path.join(folder, "effects.txt"), "w") as f:
+            f.write(effects + "\n")
         with open(os.path.join(folder, "effects.json"), "w") as f:
             json.dump(_LAB.effects, f, indent=1)
-        terminalreporter.write_line(f"records: {folder}")
-    except OSError:
-        pass
+        tr.write_line(f"full per-phase table (MiB; phys = phys_footprint): "
+                      f"{os.path.join(folder, 'table.txt')}")
+        tr.write_line(f"records: {folder}")
+    except OSError as e:
+        tr.write_line(f"heaplab: cannot write the tables under {folder}: {e}")

@@ -1,0 +1,771 @@
+"""Sweeps: option grids x arms x repeats, each an isolated process on a Dask worker.
+
+    heaplab run e1 --set warm_pages=0,64,256 --set page_size=16k,64k --repeat 5
+    heaplab run e1 --cluster tcp://10.0.0.5:8786 --resume results/20261201-221500-3fa2c1
+    heaplab run lua:e1_page_floor --arms off,on --set HEAPLAB_E1_FILL_MIB=32,64
+    heaplab run --command "build/clients/heaplab-lua tests/clients/programs/page_floor.lua {arm} 64" \\
+                --arms lua/on,lua/off --arm-env lua/off:HEAPLAB_PAGE_RELEASE=false
+
+A *cell* is one combination of the grid's values; a *task* is one cell x arm x
+repeat, run as one fresh process (the harness's arm runner: a Python child, a
+lua5.4 script or a command) by a Dask worker that runs one task at a time
+(the `arm` resource; --per-worker raises it).  Grid values reach the arm's
+process as environment variables: an option name (warm_pages) becomes
+HEAPLAB_WARM_PAGES, which the library reads as the option's default (an arm's
+own options still win, so sweeping an option the arm sets is refused); a name
+in capitals (HEAPLAB_E1_FILL_MIB) is passed as it is -- the experiments'
+protocol sizes.
+
+Every task's arm JSON is written by the client, once, to
+``<results>/<run-id>/<experiment>/<cell>/<arm>.r<k>.json`` with a ``sweep``
+block (cell, values, repeat, worker, host, seconds, status, stderr tail) and
+the experiment's effects as numbers.  ``<run-id>/meta.json`` keeps the
+provenance; ``<results>/latest`` points to the newest run.  Nothing is
+overwritten: --resume re-runs only the tasks whose records are missing or
+failed.  A task whose process crashes, prints no JSON or times out is
+recorded as failed (status, error, stderr tail) and the sweep goes on; a
+worker lost mid-task has its task rescheduled by Dask on another worker.
+"""
+from __future__ import annotations
+
+import datetime
+import glob
+import hashlib
+import itertools
+import json
+import os
+import platform
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+__all__ = [
+    "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
+    "run_task", "host_info", "load_meta", "complete_records", "effects_of", "RUN_META",
+]
+
+#: the provenance file of a run folder
+RUN_META = "meta.json"
+MiB = 1 << 20
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run as asked (bad grid, unknown experiment or arm...)."""
+
+
+# ---- the grid -------------------------------------------------------------------------
+
+def parse_set(items: Sequence[str]) -> Dict[str, List[str]]:
+    """--set NAME=v1,v2 items as {NAME: [values]} (in order; a name twice is
+    an error).  An option name (lower case) must be one of heaplab's
+    options; a name in capitals is an environment variable."""
+    import heaplab
+    known = heaplab.options()
+    grid: Dict[str, List[str]] = {}
+    for item in items:
+        name, eq, values = item.partition("=")
+        name = name.strip()
+        if not eq or not name or not values.strip():
+            raise SweepError(f"--set {item!r}: expected NAME=VALUE[,VALUE...]")
+        if name in grid:
+            raise SweepError(f"--set {name} given twice")
+        if name.isupper() or not name.islower():
+            if not name.replace("_", "").isalnum() or not name.isupper():
+                raise SweepError(f"--set {name}: an option (lower case: {', '.join(list(known)[:4])}"
+                                 "...) or an environment variable (upper case)")
+        elif name not in known:
+            raise SweepError(f"--set {name}: not an option of heaplab (python3 -m heaplab "
+                             f"options lists them)")
+        vals = [v.strip() for v in values.split(",")]
+        if any(not v for v in vals):
+            raise SweepError(f"--set {item!r}: an empty value")
+        if len(set(vals)) != len(vals):
+            raise SweepError(f"--set {item!r}: a value given twice")
+        grid[name] = vals
+    return grid
+
+
+def env_name(name: str) -> str:
+    """The environment variable that carries a grid name to an arm."""
+    return name if name.isupper() else "HEAPLAB_" + name.upper()
+
+
+def expand_grid(grid: Mapping[str, Sequence[str]]) -> List[Tuple[str, Dict[str, str]]]:
+    """[(cell id, {name: value})] for every combination (one empty cell for
+    an empty grid); ids are c000, c001, ... in itertools.product order."""
+    names = list(grid)
+    combos = list(itertools.product(*(grid[n] for n in names))) if names else [()]
+    width = max(3, len(str(len(combos) - 1)))
+    return [(f"c{i:0{width}d}", dict(zip(names, combo))) for i, combo in enumerate(combos)]
+
+
+# ---- what a task runs ------------------------------------------------------------------------
+
+class Task(dict):
+    """One cell x arm x repeat: a dict (it travels to the worker as is) with
+    key, experiment, kind (python, lua, command), arm, cell, values, repeat,
+    env, timeout and what the kind needs (path + var, script, argv)."""
+
+    @property
+    def key(self) -> str:
+        """The task's name: the Dask key and the record's file stem."""
+        return str(self["key"])
+
+
+def _child_env(env: Mapping[str, str]) -> Dict[str, str]:
+    from .harness import child_env
+    # the arm's environment decides: no HEAPLAB_* of the worker leaks into it
+    # except what tells the harness where things are
+    keep = {k: v for k, v in os.environ.items()
+            if k in ("HEAPLAB_LUA_CPATH", "HEAPLAB_EXPERIMENTS")}
+    out = child_env(None, drop=("HEAPLAB_",))
+    out.update(keep)
+    out.update(env)
+    return out
+
+
+def _resolve_python(task: Mapping[str, Any]) -> List[str]:
+    path = task["path"]
+    if not os.path.isfile(path):
+        # another machine: the same experiment from its own checkout or package
+        from .notebooks import experiments_dir
+        cand = os.path.join(experiments_dir(), os.path.basename(path))
+        if not os.path.isfile(cand):
+            raise FileNotFoundError(f"{path}: not on this worker, nor {cand}")
+        path = cand
+    return [sys.executable, "-m", "heaplab.harness", "child", path, task["var"], task["arm"]]
+
+
+def _resolve_lua(task: Mapping[str, Any]) -> Tuple[List[str], Dict[str, str]]:
+    script = task["script"]
+    lua = shutil.which("lua5.4") or "lua5.4"
+    folder = os.path.dirname(script)
+    env = {"LUA_PATH": os.path.join(folder, "?.lua") + ";;"}
+    cpath = os.environ.get("HEAPLAB_LUA_CPATH") or task.get("lua_cpath")
+    if cpath:
+        env["LUA_CPATH"] = cpath
+    return [lua, script, task["arm"]], env
+
+
+def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
+    """Run one task in a fresh process and return its record: the arm JSON
+    the process printed plus a `sweep` block -- or, when the process
+    crashed, printed no JSON or ran past the timeout, a record with status
+    'failed', the error and the stderr tail.  Runs on a Dask worker (or
+    anywhere); never raises for a failing arm."""
+    env = dict(task.get("env") or {})
+    t0 = time.monotonic()
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    cwd = task.get("cwd") if task.get("cwd") and os.path.isdir(task["cwd"]) else None
+    try:
+        if task["kind"] == "python":
+            argv = _resolve_python(task)
+        elif task["kind"] == "lua":
+            argv, extra = _resolve_lua(task)
+            env = {**extra, **env}
+        else:
+            argv = [a.replace("{arm}", task["arm"]) for a in task["argv"]]
+    except (FileNotFoundError, KeyError) as e:
+        argv, error = [], f"cannot start the arm: {e}"
+    else:
+        error = None
+    data: Dict[str, Any] = {}
+    stderr = ""
+    returncode: Optional[int] = None
+    if error is None:
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, env=_child_env(env),
+                               cwd=cwd, timeout=task.get("timeout") or 600)
+            stderr, returncode = p.stderr, p.returncode
+            try:
+                data = json.loads(p.stdout)
+                if not isinstance(data, dict) or "records" not in data:
+                    raise ValueError("not an arm document")
+            except ValueError:
+                data = {}
+                error = (f"exit {p.returncode}, no arm JSON on stdout"
+                         + (f" (stdout: {p.stdout[:300]!r})" if p.stdout.strip() else ""))
+        except subprocess.TimeoutExpired as e:
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            stderr, error = err, f"no result within {task.get('timeout') or 600} s (killed)"
+        except OSError as e:
+            error = f"cannot start {argv[0]}: {e}"
+    if not data:
+        data = {"experiment": task["experiment"], "title": "", "arm": task["arm"],
+                "options": {}, "params": {}, "records": [], "notes": {}, "series": [],
+                "error": error}
+    arm_error = data.get("error")
+    status = "ok" if error is None and not arm_error and returncode in (0, None) else "failed"
+    if error is None and status == "failed":
+        error = (f"the arm raised: {str(arm_error).strip().splitlines()[-1]}" if arm_error
+                 else f"exit {returncode}")
+    try:
+        from distributed import get_worker
+        worker = get_worker().address
+    except (ImportError, ValueError):
+        worker = None
+    data["sweep"] = {
+        "run_id": task.get("run_id"), "key": task["key"], "cell": task["cell"],
+        "values": task["values"], "repeat": task["repeat"], "arm": task["arm"],
+        "experiment": task["experiment"], "status": status, "error": error,
+        "returncode": returncode, "stderr_tail": stderr[-2000:], "worker": worker,
+        "host": socket.gethostname(), "pid_worker": os.getpid(), "started": started,
+        "seconds": round(time.monotonic() - t0, 3), "argv": argv, "env": env,
+    }
+    data["repeat"] = task["repeat"]
+    data["cell"] = task["cell"]
+    data["effects_numeric"] = effects_of(data, task.get("experiment_path"))
+    return data
+
+
+# ---- effects as numbers ---------------------------------------------------------------------
+
+def effects_of(data: Mapping[str, Any], experiment_path: Optional[str] = None
+               ) -> List[Dict[str, Any]]:
+    """The effects of one arm's record as numbers: [{effect, value, unit,
+    threshold, passed, direction}].  An experiment module may define
+    `arm_effects(data) -> list` (E1 does: the share of the dropped footprint
+    returned); every arm also gets the generic ones: the peak above the arm's
+    start and, for each marked phase, what came back after the mark."""
+    out: List[Dict[str, Any]] = []
+    fn = _experiment_effects(experiment_path)
+    if fn is not None and data.get("records"):
+        try:
+            out.extend(fn(data))
+        except (KeyError, ZeroDivisionError, TypeError, ValueError) as e:
+            out.append({"effect": "arm_effects", "value": None, "unit": "", "threshold": None,
+                        "passed": None, "error": f"{type(e).__name__}: {e}"})
+    recs = data.get("records") or []
+    if recs:
+        base = recs[0].get("phys_before")
+        peaks = [r.get("phys_peak") for r in recs if r.get("phys_peak") is not None]
+        if base is not None and peaks:
+            out.append({"effect": "peak_above_start", "value": (max(peaks) - base) / MiB,
+                        "unit": "MiB", "threshold": None, "passed": None})
+        for r in recs:
+            low = r.get("phys_low_after_mark")
+            if low is not None and r.get("phys_before") is not None:
+                out.append({"effect": f"returned_in_{r['phase']}",
+                            "value": (r["phys_before"] - low) / MiB, "unit": "MiB",
+                            "threshold": None, "passed": None})
+    return out
+
+
+_EFFECT_FNS: Dict[str, Optional[Callable[[Mapping[str, Any]], List[Dict[str, Any]]]]] = {}
+
+
+def _experiment_effects(path: Optional[str]) -> Optional[Callable[..., List[Dict[str, Any]]]]:
+    if not path or not os.path.isfile(path) or not path.endswith(".py"):
+        return None
+    if path not in _EFFECT_FNS:
+        from .notebooks import experiment_module
+        try:
+            mod = experiment_module(path)
+            _EFFECT_FNS[path] = getattr(mod, "arm_effects", None)
+        except Exception:       # an experiment that does not import here has none
+            _EFFECT_FNS[path] = None
+    return _EFFECT_FNS[path]
+
+
+# ---- provenance ----------------------------------------------------------------------------
+
+def _read(path: str, default: str = "") -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def _first_line(cmd: Sequence[str]) -> Optional[str]:
+    try:
+        p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (p.stdout or p.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def host_info() -> Dict[str, Any]:
+    """What a worker's host is: uname, kernel, CPU model, cores, memory, THP
+    mode, vm.max_map_count, load average, Python, Lua and C compiler
+    versions, heaplab's version.  Runs on each worker (client.run)."""
+    cpu = ""
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = None
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            mem = int(line.split()[1]) * 1024
+            break
+    try:
+        import heaplab
+        version = heaplab.__version__
+    except ImportError:
+        version = None
+    u = platform.uname()
+    return {
+        "host": socket.gethostname(), "uname": " ".join(u), "system": u.system,
+        "kernel": u.release, "machine": u.machine, "cpu_model": cpu,
+        "cores": os.cpu_count(), "memory_bytes": mem,
+        "thp": _read("/sys/kernel/mm/transparent_hugepage/enabled") or None,
+        "vm_max_map_count": int(_read("/proc/sys/vm/max_map_count", "0")) or None,
+        "load_average": list(os.getloadavg()),
+        "python": sys.version.split()[0], "python_executable": sys.executable,
+        "lua": _first_line(["lua5.4", "-v"]), "compiler": _first_line(["cc", "--version"]),
+        "heaplab": version, "pid": os.getpid(),
+    }
+
+
+def _git_commit(start: str) -> Optional[Dict[str, Any]]:
+    try:
+        p = subprocess.run(["git", "-C", start, "rev-parse", "HEAD"], capture_output=True,
+                           text=True, timeout=10)
+        if p.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", start, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return {"commit": p.stdout.strip(), "dirty": bool(dirty)}
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def load_meta(run_dir: str) -> Dict[str, Any]:
+    """A run folder's meta.json (SweepError if it is not a run folder)."""
+    path = os.path.join(run_dir, RUN_META)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError:
+        raise SweepError(f"{run_dir}: not a sweep run folder (no {RUN_META})") from None
+    except ValueError as e:
+        raise SweepError(f"{path}: not JSON ({e})") from None
+
+
+def _write_json(path: str, data: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)           # a reader never sees half a file
+
+
+def record_path(run_dir: str, task: Mapping[str, Any]) -> str:
+    """Where a task's record lives in its run folder."""
+    safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in task["arm"])
+    return os.path.join(run_dir, task["experiment"], task["cell"], f"{safe}.r{task['repeat']}.json")
+
+
+def complete_records(run_dir: str) -> Dict[str, Dict[str, Any]]:
+    """{task key: record} of the records in a run folder that are complete:
+    readable JSON with status ok and at least one phase record."""
+    out = {}
+    for path in glob.glob(os.path.join(run_dir, "*", "*", "*.r*.json")):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        sw = data.get("sweep") or {}
+        if sw.get("status") == "ok" and data.get("records"):
+            out[sw["key"]] = data
+    return out
+
+
+# ---- building a sweep --------------------------------------------------------------------------
+
+class Sweep:
+    """An expanded sweep: the tasks, the grid and what meta.json records."""
+
+    def __init__(self, experiment: str, kind: str, tasks: List[Task], grid: Dict[str, List[str]],
+                 cells: List[Tuple[str, Dict[str, str]]], arms: List[str], repeat: int,
+                 spec: Dict[str, Any]) -> None:
+        self.experiment, self.kind, self.tasks = experiment, kind, tasks
+        self.grid, self.cells, self.arms, self.repeat, self.spec = grid, cells, arms, repeat, spec
+
+
+def _lua_arms(script: str) -> List[str]:
+    lua = shutil.which("lua5.4")
+    if lua is None:
+        raise SweepError("lua5.4 is not installed (tools/setup.sh installs it)")
+    p = subprocess.run([lua, script], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "LUA_PATH": os.path.join(os.path.dirname(script),
+                                                                   "?.lua") + ";;",
+                            **({"LUA_CPATH": _lua_cpath()} if _lua_cpath() else {})})
+    msg = p.stderr
+    if "(arms:" not in msg:
+        raise SweepError(f"{script}: cannot list its arms (exit {p.returncode}): {msg.strip()[-300:]}")
+    return [a.strip() for a in msg.split("(arms:", 1)[1].split(")", 1)[0].split(",")]
+
+
+def _lua_cpath() -> Optional[str]:
+    if os.environ.get("HEAPLAB_LUA_CPATH"):
+        return os.environ["HEAPLAB_LUA_CPATH"]
+    d = os.getcwd()
+    while True:
+        cand = os.path.join(d, os.environ.get("BUILD", "build"), "bindings", "lua", "heaplab.so")
+        if os.path.isfile(cand):
+            return os.path.join(os.path.dirname(cand), "?.so") + ";;"
+        if os.path.dirname(d) == d:
+            return None
+        d = os.path.dirname(d)
+
+
+def _python_experiment(name: str) -> Tuple[Any, str, str]:
+    """(Experiment, module path, module variable) for e1 / E4b / a path."""
+    from .harness import Experiment
+    from .notebooks import experiment_module
+    base = name
+    tries = [name]
+    stripped = name.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    if stripped != name and stripped[-1:].isdigit():
+        tries.append(stripped)            # e4b: the module of e4, experiment E4b
+    last: Optional[Exception] = None
+    for t in tries:
+        try:
+            mod = experiment_module(t)
+        except FileNotFoundError as e:
+            last = e
+            continue
+        exps = {k: v for k, v in vars(mod).items() if isinstance(v, Experiment)}
+        if not exps:
+            raise SweepError(f"{mod.__file__}: no Experiment in it")
+        want = [k for k, v in exps.items() if v.name.lower() == base.lower()
+                or k.lower() == base.lower()]
+        if not want and len(exps) == 1 and t == name:
+            want = list(exps)
+        if not want:
+            raise SweepError(f"{name}: {os.path.basename(mod.__file__)} holds experiments "
+                             f"{sorted(v.name for v in exps.values())}; name one of them")
+        exp = exps[want[0]]
+        return exp, os.path.abspath(mod.__file__), want[0]
+    raise SweepError(str(last))
+
+
+def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
+                grid: Optional[Dict[str, List[str]]] = None, repeat: int = 1,
+                command: Optional[str] = None, arm_env: Optional[Dict[str, Dict[str, str]]] = None,
+                env: Optional[Dict[str, str]] = None, timeout: float = 600,
+                run_id: Optional[str] = None) -> Sweep:
+    """Expand a sweep: experiment is 'e1', 'E4b', a path to an experiment
+    module, 'lua:e1_page_floor' (or a .lua path), or None with `command`
+    (a command line with {arm} where the arm's name goes).  Every cell x arm
+    x repeat becomes a Task.  SweepError names what is wrong."""
+    grid = dict(grid or {})
+    arm_env = dict(arm_env or {})
+    env = dict(env or {})
+    if repeat < 1:
+        raise SweepError(f"--repeat {repeat}: expected >= 1")
+    spec: Dict[str, Any] = {}
+    if command:
+        kind = "command"
+        argv = shlex.split(command)
+        if not argv:
+            raise SweepError("--command is empty")
+        if not arms:
+            raise SweepError("--command needs --arms (the names put in place of {arm})")
+        exp_name = experiment or os.path.basename(argv[0])
+        arm_names = list(arms)
+        spec.update(argv=argv)
+        for a in arm_env:
+            if a not in arm_names:
+                raise SweepError(f"--arm-env {a}: not one of the arms {arm_names}")
+    elif experiment is None:
+        raise SweepError("name an experiment (e1, E4b, lua:e1_page_floor) or give --command")
+    elif experiment.startswith("lua:") or experiment.endswith(".lua"):
+        kind = "lua"
+        name = experiment[4:] if experiment.startswith("lua:") else experiment
+        if os.path.isfile(name):
+            script = os.path.abspath(name)
+        else:
+            from .notebooks import experiments_dir
+            script = os.path.join(experiments_dir(), "lua",
+                                  name if name.endswith(".lua") else name + ".lua")
+            if not os.path.isfile(script):
+                have = sorted(os.path.basename(p) for p in
+                              glob.glob(os.path.join(os.path.dirname(script), "e*.lua")))
+                raise SweepError(f"no Lua experiment {name!r} (have: {have})")
+        known = _lua_arms(script)
+        arm_names = list(arms) if arms else known
+        bad = [a for a in arm_names if a not in known]
+        if bad:
+            raise SweepError(f"{os.path.basename(script)}: no arm(s) {bad} (arms: {known})")
+        exp_name = "lua:" + os.path.splitext(os.path.basename(script))[0]
+        spec.update(script=script, lua_cpath=_lua_cpath())
+        # the Python twin's arm_effects reads the Lua arms' records too
+        import re
+        m = re.match(r"(e\d+[a-z]?)_", os.path.basename(script))
+        if m:
+            try:
+                from .notebooks import experiments_dir
+                twin = glob.glob(os.path.join(experiments_dir(), f"test_{m.group(1)}_*.py"))
+                if len(twin) == 1:
+                    spec["experiment_path"] = twin[0]
+            except FileNotFoundError:
+                pass
+    else:
+        kind = "python"
+        exp, path, var = _python_experiment(experiment)
+        arm_names = list(arms) if arms else list(exp.arms)
+        bad = [a for a in arm_names if a not in exp.arms]
+        if bad:
+            raise SweepError(f"experiment {exp.name}: no arm(s) {bad} (arms: {list(exp.arms)})")
+        clash = sorted({n for n in grid if not n.isupper()
+                        for a in arm_names if n in exp.arms[a]["options"]})
+        if clash:
+            raise SweepError(f"--set {', '.join(clash)}: the arms set that option themselves "
+                             f"(arm options win over the grid); sweep another option, or pick "
+                             f"arms with --arms")
+        exp_name = exp.name
+        spec.update(path=path, var=var, experiment_path=path)
+    cells = expand_grid(grid)
+    run_id = run_id or new_run_id(exp_name)
+    tasks = []
+    # repeats outermost and arms innermost: the arms of a cell run side by
+    # side in time, and a repeat is spread over the whole sweep's duration
+    for rep in range(repeat):
+        for cell, values in cells:
+            for a in arm_names:
+                task_env = {**env, **{env_name(k): v for k, v in values.items()},
+                            **arm_env.get(a, {})}
+                key = f"{exp_name.replace(':', '-')}-{cell}-{a.replace('/', '_')}-r{rep}"
+                tasks.append(Task(key=key, run_id=run_id, experiment=exp_name, kind=kind, arm=a,
+                                  cell=cell, values=values, repeat=rep, env=task_env,
+                                  timeout=timeout, cwd=os.getcwd(), **spec))
+    return Sweep(exp_name, kind, tasks, grid, cells, arm_names, repeat, spec)
+
+
+def new_run_id(what: str = "") -> str:
+    """A run id: local time to the second and a short hash (time, pid, what)."""
+    now = datetime.datetime.now()
+    h = hashlib.sha1(f"{now.isoformat()} {os.getpid()} {what} {time.monotonic_ns()}".encode())
+    return f"{now:%Y%m%d-%H%M%S}-{h.hexdigest()[:6]}"
+
+
+# ---- running it -------------------------------------------------------------------------------
+
+class _Display:
+    """Progress: a live rich display on a terminal, plain lines otherwise."""
+
+    def __init__(self, total: int, done: int, live: bool, stream: Any = None) -> None:
+        self.total, self.done, self.failed = total, done, 0
+        self.t0 = time.monotonic()
+        self.started_done = done
+        self.stream = stream or sys.stdout
+        self.running: Dict[str, str] = {}
+        self.live = None
+        if live:
+            try:
+                from rich.console import Console
+                from rich.live import Live
+                self.console = Console(file=self.stream)
+                self.live = Live(self._render(), console=self.console, refresh_per_second=4,
+                                 transient=False)
+                self.live.start()
+            except ImportError:
+                self.live = None
+
+    def eta(self) -> str:
+        n = self.done - self.started_done
+        if n <= 0:
+            return "?"
+        rate = (time.monotonic() - self.t0) / n
+        s = int(rate * (self.total - self.done))
+        return f"{s // 60}m{s % 60:02d}s"
+
+    def _render(self) -> Any:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        t = Table.grid(padding=(0, 1))
+        t.add_row(ProgressBar(total=self.total, completed=self.done, width=40),
+                  f"{self.done}/{self.total} tasks", f"failed {self.failed}", f"ETA {self.eta()}")
+        from rich.text import Text
+        for w, key in sorted(self.running.items()):
+            t.add_row("", Text(w, style="dim"), Text(key), "")
+        return t
+
+    def update_running(self, running: Dict[str, str]) -> None:
+        self.running = running
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def finished(self, rec: Dict[str, Any]) -> None:
+        self.done += 1
+        sw = rec["sweep"]
+        if sw["status"] != "ok":
+            self.failed += 1
+        line = (f"[{self.done}/{self.total}] {sw['key']} {sw['status']} {sw['seconds']:.1f} s"
+                f" on {sw.get('worker') or sw['host']}; failed {self.failed}, ETA {self.eta()}")
+        if sw["status"] != "ok":
+            line += f"\n    {sw['error']}"
+        if self.live is not None:
+            self.live.console.print(line, markup=False, highlight=False)
+            self.live.update(self._render())
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.running = {}
+            self.live.update(self._render())
+            self.live.stop()
+
+
+def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str]:
+    """(client, local cluster or None, address)."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SweepError("sweeps need Dask's distributed: pip install 'heaplab[sweep]'") from None
+    if cluster in ("local", "", None):
+        lc = LocalCluster(n_workers=workers, threads_per_worker=per_worker, processes=True,
+                          resources={"arm": per_worker}, dashboard_address=":0",
+                          host="127.0.0.1", silence_logs=40)
+        return Client(lc), lc, lc.scheduler_address
+    if not cluster.startswith(("tcp://", "tls://")):
+        raise SweepError(f"--cluster {cluster!r}: expected local or tcp://HOST:PORT")
+    try:
+        client = Client(cluster, timeout=30)
+    except (OSError, TimeoutError) as e:
+        raise SweepError(f"--cluster {cluster}: cannot reach the scheduler ({e})") from None
+    try:
+        client.wait_for_workers(1, timeout=60)
+    except TimeoutError:
+        client.close()
+        raise SweepError(f"--cluster {cluster}: no worker joined the scheduler within 60 s "
+                         "(start some: dask worker ADDRESS --nthreads 1 --resources arm=1)") from None
+    return client, None, cluster
+
+
+def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", workers: int = 2,
+              per_worker: int = 1, resume: Optional[str] = None, argv: Optional[List[str]] = None,
+              progress: Optional[bool] = None, stream: Any = None) -> Tuple[str, Dict[str, int]]:
+    """Run every task of `sweep` on Dask and write the run folder; returns
+    (run folder, {"ok": n, "failed": n, "skipped": n}).  resume: an
+    existing run folder whose complete records are kept (their tasks are
+    not run again)."""
+    if workers < 1 or per_worker < 1:
+        raise SweepError("--workers and --per-worker must be >= 1")
+    if resume:
+        run_dir = os.path.abspath(resume)
+        meta = load_meta(run_dir)
+        done = complete_records(run_dir)
+        for t in sweep.tasks:
+            t["run_id"] = meta["run_id"]
+    else:
+        run_id = sweep.tasks[0]["run_id"] if sweep.tasks else new_run_id()
+        run_dir = os.path.abspath(os.path.join(results, run_id))
+        if os.path.exists(run_dir):
+            raise SweepError(f"{run_dir} exists: nothing is overwritten")
+        done = {}
+        meta = {
+            "run_id": run_id, "created": datetime.datetime.now().astimezone().isoformat(
+                timespec="seconds"),
+            "command_line": argv if argv is not None else sys.argv,
+            "cwd": os.getcwd(), "experiment": sweep.experiment, "kind": sweep.kind,
+            "arms": sweep.arms, "grid": sweep.grid,
+            "cells": {c: v for c, v in sweep.cells}, "repeat": sweep.repeat,
+            "spec": {k: v for k, v in sweep.spec.items()},
+            "tasks": len(sweep.tasks), "heaplab": _heaplab_version(),
+            "git": _git_commit(os.getcwd()) or _git_commit(os.path.dirname(__file__)),
+            "client": host_info(),
+        }
+    todo = [t for t in sweep.tasks if t.key not in done]
+    # a folder may also hold failed records of these tasks: they are replaced
+    client, local, address = _cluster(cluster, workers, per_worker)
+    os.makedirs(run_dir, exist_ok=True)      # only once a cluster answered
+    counts = {"ok": 0, "failed": 0, "skipped": len(sweep.tasks) - len(todo)}
+    try:
+        has_arm = [w for w, i in client.scheduler_info()["workers"].items()
+                   if "arm" in (i.get("resources") or {})]
+        resources = {"arm": 1} if has_arm else None
+        before = client.run(host_info)
+        run_meta = {"cluster": address, "started": datetime.datetime.now().astimezone()
+                    .isoformat(timespec="seconds"), "workers_before": before,
+                    "one_arm_per_worker": bool(has_arm), "tasks_run": len(todo),
+                    "tasks_skipped": counts["skipped"]}
+        meta.setdefault("runs", []).append(run_meta)
+        _write_json(os.path.join(run_dir, RUN_META), meta)
+        _point_latest(os.path.dirname(run_dir), os.path.basename(run_dir))
+        if progress is None:
+            progress = (stream or sys.stdout).isatty()
+        display = _Display(len(sweep.tasks), counts["skipped"], live=progress, stream=stream)
+        try:
+            # in task order (repeats outermost): the scheduler runs the
+            # highest priority first
+            futures = {client.submit(run_task, dict(t), key=t.key, pure=False,
+                                     resources=resources, priority=len(todo) - i): t
+                       for i, t in enumerate(todo)}
+            from distributed import wait
+            pending = set(futures)
+            while pending:
+                try:
+                    finished = wait(list(pending), timeout=0.5, return_when="FIRST_COMPLETED").done
+                except TimeoutError:        # nothing finished in this half second
+                    finished = set()
+                for f in finished:
+                    pending.discard(f)
+                    t = futures[f]
+                    try:
+                        rec = f.result()
+                    except Exception as e:      # the task itself could not run anywhere
+                        rec = {"experiment": t["experiment"], "arm": t["arm"], "records": [],
+                               "notes": {}, "series": [], "options": {}, "params": {},
+                               "error": repr(e), "repeat": t["repeat"], "cell": t["cell"],
+                               "effects_numeric": [],
+                               "sweep": {"key": t.key, "cell": t["cell"], "values": t["values"],
+                                         "repeat": t["repeat"], "arm": t["arm"],
+                                         "experiment": t["experiment"], "status": "failed",
+                                         "error": f"the task failed on every worker: {e!r}",
+                                         "stderr_tail": "", "seconds": 0.0, "worker": None,
+                                         "host": None, "run_id": t["run_id"]}}
+                    _write_json(record_path(run_dir, t), rec)
+                    counts[rec["sweep"]["status"]] += 1
+                    display.finished(rec)
+                if display.live is not None:
+                    try:
+                        proc = client.processing()
+                        running = {w: ", ".join(str(k) for k in keys) for w, keys in proc.items()
+                                   if keys}
+                    except Exception:
+                        running = {}
+                    display.update_running(running)
+        finally:
+            display.stop()
+        after = client.run(host_info)
+        run_meta.update({"finished": datetime.datetime.now().astimezone()
+                         .isoformat(timespec="seconds"), "workers_after": after,
+                         "counts": dict(counts)})
+        _write_json(os.path.join(run_dir, RUN_META), meta)
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+    return run_dir, counts
+
+
+def _heaplab_version() -> Optional[str]:
+    try:
+        import heaplab
+        return heaplab.__version__
+    except ImportError:
+        return None
+
+
+def _point_latest(results: str, run_id: str) -> None:
+    """<results>/latest -> run_id (a relative symlink, replaced atomically)."""
+    link = os.path.join(results, "latest")
+    tmp = f"{link}.tmp{os.getpid()}"
+    try:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        os.symlink(run_id, tmp)
+        os.replace(tmp, link)
+    except OSError:
+        pass

@@ -1,0 +1,229 @@
+"""The conventions a Python user expects of the installed package (issue 21):
+typed API checked by mypy --strict, every option in help(heaplab.Heap) from the
+generated table, docstrings and __all__, the command line, the pytest plugin
+from outside this repository, the experiments shipped inside the package.
+
+Everything runs against the installed heaplab from a temporary directory (not
+the source tree), as a user outside a checkout would."""
+import importlib
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import heaplab
+import heaplab.harness
+import heaplab.notebooks
+import heaplab.pytest_plugin
+from heaplab import _options
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TYPING = os.path.join(HERE, "typing")
+
+
+def run(args, cwd, env=None, timeout=300, shell=False):
+    e = dict(os.environ)
+    e.pop("HEAPLAB_EXPERIMENTS", None)
+    e.update(env or {})
+    return subprocess.run(args, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout,
+                          shell=shell)
+
+
+# ---- typing -------------------------------------------------------------------------
+
+def test_mypy_strict_passes_on_a_typed_client(tmp_path):
+    script = os.path.join(TYPING, "typed_client.py")
+    p = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", script],
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # and it runs
+    p = run([sys.executable, script], cwd=tmp_path)
+    assert p.returncode == 0 and "objects" in p.stdout, p.stdout + p.stderr
+
+
+def test_mypy_strict_rejects_wrong_options_and_types(tmp_path):
+    """The typed API can fail a wrong program: each marked line is an error."""
+    script = os.path.join(TYPING, "bad_client.py")
+    p = run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", script], cwd=tmp_path)
+    out = p.stdout
+    assert p.returncode == 1, out + p.stderr
+    for needle in ('Unexpected keyword argument "no_such_option"', '"page_release"',
+                   '"collector"', '"alloc"', "Incompatible types in assignment"):
+        assert needle in out, f"mypy did not report {needle}:\n{out}"
+    assert "Found 5 errors" in out, out
+
+
+def test_package_is_typed():
+    folder = os.path.dirname(heaplab.__file__)
+    assert os.path.isfile(os.path.join(folder, "py.typed"))
+    assert os.path.isfile(os.path.join(folder, "_options.py")), "the generated option module"
+
+
+def test_generated_option_table_matches_the_library():
+    """_options.py is generated at build time from heaplab.h; the library's
+    own table (hl_option_info_get, read at run time) must agree with it."""
+    runtime = heaplab.options()
+    generated = {row[0]: row for row in _options.OPTION_TABLE}
+    assert list(generated) == list(runtime)
+    for name, (_, kind, default, lo, hi, choices, desc) in generated.items():
+        o = runtime[name]
+        assert (kind, default, lo, hi) == (o["kind"], o["default"], o["min"], o["max"]), name
+        assert list(choices) == (o["choices"] or []), name
+        assert " ".join(o["description"].split()) == desc, name
+    assert set(_options.HeapOptions.__annotations__) == set(runtime)
+    assert _options.Footprint._fields == heaplab.Footprint._fields
+    assert _options.ChurnResult._fields == heaplab.ChurnResult._fields
+
+
+def test_help_lists_every_option():
+    sig = inspect.signature(heaplab.Heap)
+    names = [p for p in sig.parameters]
+    assert names == list(heaplab.options()), "Heap's signature is the option table, in order"
+    for name, o in heaplab.options().items():
+        p = sig.parameters[name]
+        assert p.kind is inspect.Parameter.KEYWORD_ONLY and p.default == o["default"], name
+    import pydoc
+    text = pydoc.render_doc(heaplab.Heap, renderer=pydoc.plaintext)
+    for name, o in heaplab.options().items():
+        assert f"{name}:" in text, f"help(heaplab.Heap) does not show {name}"
+    assert "collected|manual" in text and "BiBOP page size" in text
+
+
+# ---- names and docstrings -------------------------------------------------------------
+
+def test_all_lists_every_public_exception_and_name():
+    errors = [n for n, v in vars(heaplab).items()
+              if isinstance(v, type) and issubclass(v, heaplab.Error)]
+    assert set(errors) <= set(heaplab.__all__), set(errors) - set(heaplab.__all__)
+    for n in ("UnknownOption", "CheckFailed", "HeapOptions"):
+        assert n in heaplab.__all__
+    for n in heaplab.__all__:
+        assert hasattr(heaplab, n), n
+
+
+PUBLIC_MODULES = ["heaplab", "heaplab.harness", "heaplab.analysis", "heaplab.notebooks",
+                  "heaplab.pytest_plugin", "heaplab.__main__", "heaplab.sweep"]
+
+
+def _public(mod):
+    names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
+    for n in names:
+        v = getattr(mod, n)
+        if (inspect.isfunction(v) or inspect.isclass(v)) and getattr(v, "__module__", "") in (
+                mod.__name__, "heaplab._options"):
+            yield n, v
+
+
+@pytest.mark.parametrize("modname", PUBLIC_MODULES)
+def test_every_public_definition_has_a_docstring(modname):
+    mod = importlib.import_module(modname)
+    assert mod.__doc__, modname
+    missing = []
+    for n, v in _public(mod):
+        if not inspect.getdoc(v):
+            missing.append(n)
+        if inspect.isclass(v):
+            for m, f in vars(v).items():
+                if m.startswith("_") or not (inspect.isfunction(f) or isinstance(f, property)):
+                    continue
+                if not (f.__doc__ or "").strip():
+                    missing.append(f"{n}.{m}")
+    assert not missing, f"{modname}: no docstring on {missing}"
+
+
+# ---- the command line -------------------------------------------------------------------
+
+def test_cli_help_version_and_errors(tmp_path):
+    p = run([sys.executable, "-m", "heaplab", "--help"], cwd=tmp_path)
+    assert p.returncode == 0 and "options" in p.stdout and "report" in p.stdout, p.stderr
+    p = run([sys.executable, "-m", "heaplab", "--version"], cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == f"heaplab {heaplab.__version__}"
+    p = run([sys.executable, "-m", "heaplab", "frobnicate"], cwd=tmp_path)
+    assert p.returncode == 2 and "frobnicate" in p.stderr
+    for known in ("options", "stats", "version", "report", "run", "compare"):
+        assert known in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+    p = run([sys.executable, "-m", "heaplab"], cwd=tmp_path)
+    assert p.returncode == 2 and "COMMAND" in p.stderr
+
+
+def test_console_script_is_installed(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "heaplab")
+    assert os.path.exists(exe), "the heaplab console script"
+    p = run([exe, "version"], cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == heaplab.__version__
+
+
+def test_cli_closed_pipe_prints_no_traceback(tmp_path):
+    cmd = f"'{sys.executable}' -m heaplab options | head -1; exit ${{PIPESTATUS[0]}}"
+    p = run(["bash", "-c", cmd], cwd=tmp_path)
+    assert p.stdout.startswith("mode"), p.stdout
+    assert p.stderr == "", p.stderr
+    assert p.returncode == 0
+
+
+# ---- the pytest plugin outside the repository --------------------------------------------
+
+PLUGIN_TEST = '''
+def test_uses_the_lab_fixture(lab):
+    lab.effect("EX", "answer", "42", "== 42", arm="only", ok=True)
+'''
+
+
+@pytest.mark.parametrize("how", ["-p heaplab", "autoload"])
+def test_pytest_plugin_outside_the_repo(tmp_path, how):
+    (tmp_path / "test_outside.py").write_text(PLUGIN_TEST)
+    env = {"HEAPLAB_RESULTS": str(tmp_path / "results")}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_outside.py"]
+    if how == "-p heaplab":
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        args[3:3] = ["-p", "heaplab"]
+    p = run(args, cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "heaplab effects" in p.stdout and "answer" in p.stdout, p.stdout
+    assert (tmp_path / "results" / "effects.json").exists()
+
+
+def test_without_the_plugin_there_is_no_lab_fixture(tmp_path):
+    """The check above can fail: with autoloading off and no -p, `lab` is unknown."""
+    (tmp_path / "test_outside.py").write_text(PLUGIN_TEST)
+    p = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_outside.py"],
+            cwd=tmp_path, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert p.returncode == 1 and "fixture 'lab' not found" in p.stdout, p.stdout
+
+
+def test_effects_table_fits_120_columns():
+    lab = heaplab.pytest_plugin.Lab()
+    lab.effect("E6", "each trim at the limit", "3 trims: gave up after 100/100/100 retries in "
+               "130/134/138 ms; 1/1/1 call(s), 0/0/0 released, 128/128/128 back to the free pool",
+               "100 retries, 0.1-1 s, 1 call, 0 released", arm="bounded", ok=True)
+    lab.effect("E1", "returned", "99.9%", ">= 97% (warm cache aside)", arm="on", ok=True)
+    lab.effect("E3", "growth", "723 MiB (2048 MiB/s)", "reported", arm="off_2048", ok=None)
+    text = lab.render_effects()
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= 120, text
+    assert [c.strip() for c in lines[0].split(" | ")] == ["experiment", "arm", "effect", "ours",
+                                                           "asserted", "ok"]
+    assert "back to the free" in text and "pool" in text      # wrapped, not cut
+    assert lines[-1].rstrip().endswith("-")                      # reported, not asserted
+
+
+# ---- experiments inside the package -------------------------------------------------------
+
+def test_experiment_module_works_outside_a_checkout(tmp_path):
+    code = textwrap.dedent("""
+        import os, heaplab
+        from heaplab.notebooks import experiment_module
+        m = experiment_module("e1")
+        pkg = os.path.dirname(heaplab.__file__)
+        assert m.__file__.startswith(os.path.join(pkg, "experiments")), m.__file__
+        res = m.E1.run(env={"HEAPLAB_E1_FILL_MIB": "16", "HEAPLAB_E1_TEXTURES_MIB": "16"},
+                       save=False)
+        print(sorted(res), round(res["on"].phase("drop").returned / 2**20))
+    """)
+    p = run([sys.executable, "-c", code], cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("['off', 'on']"), p.stdout

@@ -1,0 +1,350 @@
+"""Sweeps on Dask (issue 20): a real `dask scheduler` and two `dask worker`
+processes on loopback, the `heaplab run` command line, run folders with
+provenance, a worker killed mid-sweep, --resume, failures, Lua and command
+arms, the same grid on the default local cluster, and `heaplab compare`.
+
+Arms run at small sizes (HEAPLAB_E1_FILL_MIB=16, textures 8 MiB) so that the
+48-task grid takes seconds."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("distributed", reason="tools/setup.sh installs distributed")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BIN = os.path.dirname(sys.executable)
+SMALL = ["--env", "HEAPLAB_E1_FILL_MIB=16", "--env", "HEAPLAB_E1_TEXTURES_MIB=8"]
+GRID = ["--set", "warm_pages=0,16,64", "--set", "page_size=16k,64k",
+        "--set", "release_per_sweep=64,1024"]          # 12 cells
+TASKS = 12 * 2 * 2
+
+
+def heaplab(*args, cwd=ROOT, timeout=600, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "heaplab", *args], cwd=cwd, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def dask(*args, log):
+    exe = os.path.join(BIN, "dask")
+    return subprocess.Popen([exe, *args], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+class Cluster:
+    """A scheduler and workers, each its own process (dask's command line)."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.file = str(tmp / "scheduler.json")
+        self.log = open(tmp / "dask.log", "w")
+        self.scheduler = dask("scheduler", "--host", "127.0.0.1", "--port", "0",
+                              "--no-dashboard", "--scheduler-file", self.file, log=self.log)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.file):
+            assert self.scheduler.poll() is None, "the scheduler exited"
+            assert time.monotonic() < deadline, "no scheduler file within 60 s"
+            time.sleep(0.1)
+        time.sleep(0.2)
+        with open(self.file) as f:
+            self.address = json.load(f)["address"]
+        self.workers = [self.add_worker() for _ in range(2)]
+        self.wait_workers(2)
+
+    def add_worker(self):
+        # one arm at a time: one thread and the `arm` resource heaplab run asks for
+        return dask("worker", "--scheduler-file", self.file, "--nthreads", "1",
+                    "--resources", "arm=1", "--no-nanny", "--no-dashboard",
+                    "--host", "127.0.0.1", log=self.log)
+
+    def wait_workers(self, n):
+        from distributed import Client
+        with Client(self.address, timeout=30) as c:
+            c.wait_for_workers(n, timeout=60)
+
+    def close(self):
+        for p in self.workers + [self.scheduler]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.workers + [self.scheduler]:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("dask"))
+    yield c
+    c.close()
+
+
+def records(run):
+    out = []
+    for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
+        with open(path) as f:
+            out.append((path, json.load(f)))
+    return out
+
+
+def run_folder(stdout):
+    last = stdout.strip().splitlines()[-1]
+    assert last.endswith(tuple("0123456789abcdef")), stdout
+    return last.rsplit(": ", 1)[1]
+
+
+# ---- the 48-task grid on the scheduler and two workers, one killed mid-sweep -----------------
+
+@pytest.fixture(scope="module")
+def tcp_run(cluster, tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    args = [sys.executable, "-m", "heaplab", "run", "e1", *GRID, "--repeat", "2", *SMALL,
+            "--cluster", cluster.address, "--results", str(results), "--progress", "plain"]
+    p = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    # kill one worker once a few records are in and the sweep is under way
+    deadline = time.monotonic() + 300
+    killed = None
+    while p.poll() is None and time.monotonic() < deadline:
+        found = glob.glob(str(results / "*" / "E1" / "*" / "*.json"))
+        if len(found) >= 8:
+            killed = cluster.workers[0]
+            killed.send_signal(signal.SIGKILL)
+            killed.wait()
+            break
+        time.sleep(0.05)
+    out, err = p.communicate(timeout=600)
+    # a replacement, for the tests after this one
+    cluster.workers.append(cluster.add_worker())
+    cluster.wait_workers(2)
+    return {"returncode": p.returncode, "stdout": out, "stderr": err, "killed": killed,
+            "results": results}
+
+
+def test_grid_on_dask_workers_every_record_once_with_provenance(tcp_run):
+    assert tcp_run["killed"] is not None, "the sweep ended before a worker could be killed"
+    assert tcp_run["returncode"] == 0, tcp_run["stdout"][-3000:] + tcp_run["stderr"][-3000:]
+    run = run_folder(tcp_run["stdout"])
+    assert f"{TASKS} ok, 0 failed" in tcp_run["stdout"]
+    recs = records(run)
+    keys = [d["sweep"]["key"] for _, d in recs]
+    assert len(keys) == TASKS and len(set(keys)) == TASKS, "every task's record exactly once"
+    cells = {(d["sweep"]["cell"], d["sweep"]["arm"], d["sweep"]["repeat"]) for _, d in recs}
+    assert len(cells) == TASKS
+    assert {d["sweep"]["status"] for _, d in recs} == {"ok"}
+    # the sweep ran on both workers, and the killed one's share moved to the other
+    workers = {d["sweep"]["worker"] for _, d in recs}
+    assert len(workers) == 2, workers
+    for _, d in recs:
+        sw = d["sweep"]
+        assert sw["env"]["HEAPLAB_WARM_PAGES"] == sw["values"]["warm_pages"]
+        assert d["records"] and d["experiment"] == "E1"
+        eff = {e["effect"]: e for e in d["effects_numeric"]}
+        assert eff["returned_fraction"]["unit"] == "fraction"
+        assert isinstance(eff["returned_fraction"]["value"], float)
+    with open(os.path.join(run, "meta.json")) as f:
+        meta = json.load(f)
+    assert meta["grid"] == {"warm_pages": ["0", "16", "64"], "page_size": ["16k", "64k"],
+                            "release_per_sweep": ["64", "1024"]}
+    assert meta["repeat"] == 2 and meta["arms"] == ["off", "on"] and meta["tasks"] == TASKS
+    assert meta["command_line"][1:3] == ["run", "e1"] or "run" in meta["command_line"]
+    assert meta["heaplab"] and meta["git"]["commit"]
+    r = meta["runs"][0]
+    assert r["one_arm_per_worker"] and len(r["workers_before"]) == 2
+    for info in r["workers_before"].values():
+        for k in ("uname", "kernel", "cpu_model", "cores", "memory_bytes", "thp",
+                  "vm_max_map_count", "load_average", "python", "lua", "compiler"):
+            assert info.get(k) not in (None, ""), k
+    assert len(r["workers_after"]) == 1, "the killed worker is gone at the end"
+    latest = os.path.join(os.path.dirname(run), "latest")
+    assert os.path.realpath(latest) == os.path.realpath(run)
+
+
+def test_resume_runs_nothing_when_complete(cluster, tcp_run):
+    run = run_folder(tcp_run["stdout"])
+    before = {p: os.stat(p).st_mtime_ns for p, _ in records(run)}
+    p = heaplab("run", "--resume", run, "--cluster", cluster.address, "--progress", "plain")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"0 ok, 0 failed, {TASKS} already complete" in p.stdout, p.stdout
+    after = {q: os.stat(q).st_mtime_ns for q, _ in records(run)}
+    assert before == after, "no record was written again"
+    with open(os.path.join(run, "meta.json")) as f:
+        meta = json.load(f)
+    assert [r["tasks_run"] for r in meta["runs"]] == [TASKS, 0]
+
+
+def test_same_grid_on_the_local_cluster_compares_equal(tcp_run, tmp_path):
+    p = heaplab("run", "e1", *GRID, "--repeat", "2", *SMALL, "--results", str(tmp_path),
+                "--progress", "plain")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    local = run_folder(p.stdout)
+    tcp = run_folder(tcp_run["stdout"])
+    c = heaplab("compare", tcp, local, "--effect", "returned_fraction", "--json")
+    assert c.returncode == 0, c.stderr
+    rows = json.loads(c.stdout)
+    assert len(rows) == 12 * 2, "every cell x arm of the effect"
+    bad = [r for r in rows if r["significant"]]
+    assert not bad, f"significant differences between two runs of one grid: {bad}"
+    text = heaplab("compare", tcp, local, "--effect", "returned_fraction")
+    assert "0 of 24 effect(s) differ significantly" in text.stdout, text.stdout
+    assert max(len(x) for x in text.stdout.splitlines()[2:]) <= 120
+
+
+def test_compare_reports_a_real_difference(tmp_path):
+    """compare can say yes: MADV_FREE keeps released pages charged, so E1's
+    on arm returns almost nothing of its footprint."""
+    runs = []
+    for advice in ("dontneed", "free"):
+        p = heaplab("run", "e1", "--arms", "on", "--set", f"release_advice={advice}",
+                    "--repeat", "2", *SMALL, "--results", str(tmp_path / advice),
+                    "--workers", "1", "--progress", "plain")
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        runs.append(run_folder(p.stdout))
+    c = heaplab("compare", *runs, "--effect", "returned_fraction", "--json")
+    # the cells differ in their option value: nothing in common
+    assert c.returncode == 2 and "no effect in common" in c.stderr
+    # same option values, different behaviour: the environment, not the grid
+    runs = []
+    for advice in ("dontneed", "free"):
+        p = heaplab("run", "e1", "--arms", "on", "--repeat", "2", *SMALL,
+                    "--env", f"HEAPLAB_RELEASE_ADVICE={advice}",
+                    "--results", str(tmp_path / ("env-" + advice)), "--workers", "1",
+                    "--progress", "plain")
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        runs.append(run_folder(p.stdout))
+    c = heaplab("compare", *runs, "--effect", "returned_fraction", "--json")
+    rows = json.loads(c.stdout)
+    assert len(rows) == 1 and rows[0]["significant"], rows
+
+
+# ---- failures, Lua arms, command arms ------------------------------------------------------
+
+FAKE_ARM = """
+import json, sys
+arm = sys.argv[1]
+if arm == "crash":
+    sys.stderr.write("boom: the arm crashed\\n")
+    sys.exit(3)
+if arm == "hang":
+    import time; time.sleep(60)
+print(json.dumps({"experiment": "FAKE", "title": "fake", "arm": arm, "options": {}, "params": {},
+                  "error": None, "records": [{"experiment": "FAKE", "arm": arm, "phase": "p",
+                  "index": 0, "phys_before": 1, "phys_after": 2, "phys_peak": 3}],
+                  "notes": {}, "series": []}))
+"""
+
+
+def test_failures_are_recorded_and_the_sweep_goes_on(cluster, tmp_path):
+    script = tmp_path / "fake_arm.py"
+    script.write_text(FAKE_ARM)
+    p = heaplab("run", "--command", f"{sys.executable} {script} {{arm}}",
+                "--arms", "good,crash,hang", "--timeout", "3", "--cluster", cluster.address,
+                "--results", str(tmp_path / "r"), "--progress", "plain")
+    assert p.returncode == 1, p.stdout + p.stderr          # some task failed
+    assert "1 ok, 2 failed" in p.stdout, p.stdout
+    run = run_folder(p.stdout)
+    by_arm = {d["sweep"]["arm"]: d["sweep"] for _, d in records(run)}
+    assert by_arm["good"]["status"] == "ok"
+    assert by_arm["crash"]["status"] == "failed" and by_arm["crash"]["returncode"] == 3
+    assert "boom: the arm crashed" in by_arm["crash"]["stderr_tail"]
+    assert "no arm JSON" in by_arm["crash"]["error"]
+    assert by_arm["hang"]["status"] == "failed" and "within 3" in by_arm["hang"]["error"]
+    # resume re-runs the failed tasks only
+    p = heaplab("run", "--resume", run, "--cluster", cluster.address, "--timeout", "3",
+                "--progress", "plain")
+    assert "0 ok, 2 failed, 1 already complete" in p.stdout, p.stdout
+
+
+def test_lua_experiment_and_launcher_command_arms(cluster, tmp_path):
+    build = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+    if not os.path.exists(os.path.join(build, "bindings", "lua", "heaplab.so")):
+        pytest.fail("the Lua module is not built: run make (ninja -C build) first")
+    p = heaplab("run", "lua:e1_page_floor", "--set", "warm_pages=0,64", *SMALL,
+                "--cluster", cluster.address, "--results", str(tmp_path / "lua"),
+                "--progress", "plain")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    recs = [d for _, d in records(run_folder(p.stdout))]
+    assert len(recs) == 4 and {d["arm"] for d in recs} == {"lua-on", "lua-off"}
+    on = [d for d in recs if d["arm"] == "lua-on"]
+    frac = [e["value"] for d in on for e in d["effects_numeric"]
+            if e["effect"] == "returned_fraction"]
+    assert len(frac) == 2 and min(frac) > 0.9, frac     # E1's effect, read from Lua's records
+    launcher = os.path.join(build, "clients", "heaplab-lua")
+    program = os.path.join(ROOT, "tests", "clients", "programs", "page_floor.lua")
+    p = heaplab("run", "--command", f"{launcher} {program} {{arm}} 16", "--arms",
+                "lua/on,lua/off", "--arm-env", "lua/off:HEAPLAB_PAGE_RELEASE=false",
+                "--cluster", cluster.address, "--results", str(tmp_path / "cmd"),
+                "--progress", "plain")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    recs = {d["sweep"]["arm"]: d for _, d in records(run_folder(p.stdout))}
+    drop = {a: next(r for r in d["records"] if r["phase"] == "drop") for a, d in recs.items()}
+    ret = {a: (r["phys_before"] - r["phys_low_after_mark"]) for a, r in drop.items()}
+    assert ret["lua/on"] > 4 * max(ret["lua/off"], 1 << 20), ret
+
+
+def test_bad_input_names_what_is_wrong(tmp_path):
+    cases = [
+        (["run", "e1", "--set", "no_such_option=1"], "not an option of heaplab"),
+        (["run", "e1", "--set", "page_release=true,false"], "the arms set that option"),
+        (["run", "e1", "--arms", "middle"], "no arm(s) ['middle']"),
+        (["run", "e99"], "e99"),
+        (["run", "e1", "--set", "warm_pages"], "expected NAME=VALUE"),
+        (["run", "e1", "--repeat", "0"], "--repeat 0"),
+        (["run", "e1", "--cluster", "udp://x"], "expected local or tcp://"),
+        (["run", "--resume", str(tmp_path)], "not a sweep run folder"),
+        (["compare", str(tmp_path), str(tmp_path)], "not a sweep run folder"),
+    ]
+    for args, needle in cases:
+        p = heaplab(*args, "--results", str(tmp_path)) if args[0] == "run" else heaplab(*args)
+        assert p.returncode == 2 and needle in p.stderr, (args, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr, p.stderr
+
+
+# ---- --repeat in the experiment suite ---------------------------------------------------------
+
+def test_median_arm_takes_the_median_of_every_number():
+    from heaplab.harness import median_arm
+    runs = [{"experiment": "E", "arm": "a", "records": [
+        {"phase": "p", "phys_before": v, "stats": {"cycles": v}, "notes": {"k": v, "s": "x"}}],
+        "notes": {"warm_bytes": v, "rounds": [v]}} for v in (5, 1, 3)]
+    m = median_arm(runs)
+    r = m["records"][0]
+    assert (r["phys_before"], r["stats"]["cycles"], r["notes"]["k"]) == (3, 3, 3)
+    assert r["notes"]["s"] == "x" and m["notes"]["warm_bytes"] == 3
+    assert m["notes"]["rounds"] == [5] and m["repeats"] == 3
+
+
+def test_experiment_suite_repeat_judges_on_the_median(tmp_path):
+    env = dict(os.environ, HEAPLAB_RESULTS=str(tmp_path), HEAPLAB_E1_FILL_MIB="16",
+               HEAPLAB_E1_TEXTURES_MIB="16")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "experiments", "-k",
+                        "test_e1_page_floor", "--repeat", "3", "-p", "no:cacheprovider"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "E1/off (repeat 3/3)" in p.stdout and "E1/on (repeat 1/3)" in p.stdout, p.stdout
+    saved = sorted(os.path.basename(x) for x in glob.glob(str(tmp_path / "E1" / "*.json")))
+    assert saved == [f"{a}.r{k}.json" for a in ("off", "on") for k in range(3)], saved
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "experiments", "-k",
+                        "test_e1_page_floor", "--repeat", "0", "-p", "no:cacheprovider"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and "--repeat 0" in p.stderr + p.stdout
+
+
+def test_resume_without_a_folder_takes_latest(cluster, tmp_path):
+    p = heaplab("run", "e1", "--arms", "on", *SMALL, "--cluster", cluster.address,
+                "--results", str(tmp_path), "--progress", "plain")
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = heaplab("run", "--resume", "--results", str(tmp_path), "--cluster", cluster.address,
+                "--progress", "plain")
+    assert p.returncode == 0 and "0 ok, 0 failed, 1 already complete" in p.stdout, p.stdout
