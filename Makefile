@@ -7,11 +7,16 @@ PYTHON ?= python3
 BUILD  ?= build
 ASAN   ?= build-asan
 TSAN   ?= build-tsan
+FUZZ   ?= build-fuzz
+SOAK_BUILD ?= $(BUILD)
+COV    ?= build-cov
+FUZZ_SECONDS ?= 300
+DURATION ?= 600
 export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
-        notebooks lua clean
+        notebooks lua clean build-fuzz fuzz test-fuzz soak test-soak test-model coverage
 
 all: build
 
@@ -68,7 +73,32 @@ test-bench: build
 test-notebooks: install
 	$(PYTHON) -m heaplab.notebooks docs/notebooks --check
 
-test: test-c test-asan test-tsan test-python test-lua test-clients test-bench test-notebooks
+# libFuzzer targets (fuzz/, issue 16): clang, ASan + UBSan, their own build dir
+$(FUZZ)/build.ninja:
+	CC=clang-14 meson setup $(FUZZ) --buildtype=debugoptimized -Dfuzz=true -Dasserts=true \
+	  -Db_sanitize=address,undefined -Db_lundef=false
+
+build-fuzz: setup $(FUZZ)/build.ninja
+	ninja -C $(FUZZ)
+
+# each target for FUZZ_SECONDS (default 300) seconds
+fuzz: build-fuzz
+	tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
+
+# each target for 60 seconds
+test-fuzz: build-fuzz
+	tools/fuzz.sh 60 $(FUZZ)
+
+# every experiment's workload shape across threads, random fault schedules,
+# verify on, for DURATION seconds (default 600); figures at the end
+soak: build
+	$(SOAK_BUILD)/tests/soak/heaplab-soak --duration $(DURATION) --threads 4
+
+# the short soak configuration (30 s)
+test-soak: build
+	meson test -C $(BUILD) --suite soak --print-errorlogs
+
+test: test-c test-asan test-tsan test-python test-lua test-clients test-bench test-notebooks test-fuzz test-soak
 
 experiments: install build
 	$(PYTHON) -m pytest experiments -q
@@ -87,4 +117,4 @@ lua: build
 	LUA_CPATH="$(BUILD)/bindings/lua/?.so;;" lua5.4 -i -e 'heaplab = require "heaplab"'
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN) results .setup-python.stamp
+	rm -rf $(BUILD) $(ASAN) $(TSAN) $(FUZZ) $(COV) results .setup-python.stamp
