@@ -34,7 +34,8 @@ WARM = 2
 OPTIONS = dict(verify=True, page_size=PAGE, small_max=1024, warm_pages=WARM,
                warm_demand_trims=0, gc_trigger_bytes="256k", gc_trigger_min_bytes="64k",
                gc_trigger_max_bytes="1m", young_bytes="128k", reserve_bytes="256m",
-               syscall_retry_max=3, syscall_retry_backoff_us=0, events_capacity=64)
+               syscall_retry_max=3, syscall_retry_backoff_us=0, events_capacity=64,
+               release_per_sweep=65536)
 
 # where a fault can land on this path, and what the OS could answer
 SITES = ["release", "fallback", "upgrade", "restore", "dump", "meta", "populate", "any"]
@@ -205,7 +206,7 @@ class CollectorModel(RuleBasedStateMachine):
         live_bytes = sum(self.objects[o][0] + 8 + 8 * len(self.objects[o][1])
                          for o in live if self.objects[o][0] <= 1024)
         live_bytes += sum(2 * total for _, _, _, total in self.fills)
-        bound = 4 * live_bytes + PAGE * (len(live) + WARM + 64) + (1 << 20)
+        bound = 4 * live_bytes + PAGE * (len(live) + WARM + 64) + (256 << 10)
         resident = self.h.resident_bytes()
         assert resident <= bound, (
             f"{resident} bytes resident for {live_bytes} live bytes in {len(live)} objects "

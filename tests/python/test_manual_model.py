@@ -77,6 +77,7 @@ class ManualModel(RuleBasedStateMachine):
         super().__init__()
         self.h = new_heap(mode="manual", page_size=PAGE, small_max=SMALL_MAX, warm_pages=WARM,
                           warm_demand_trims=0, reserve_bytes="256m", syscall_retry_max=3,
+                          release_per_sweep=65536,
                           syscall_retry_backoff_us=0, **self.options)
         self.blocks = []      # [pointer, size, seed]
         self.armed = set()
@@ -198,7 +199,7 @@ class ManualModel(RuleBasedStateMachine):
         lib.hl_trim(self.h)
         small = [size for _, size, _ in self.blocks if size <= SMALL_MAX]
         live_bytes = sum(max(s, 16) for s in small)
-        bound = 4 * live_bytes + PAGE * (len(small) + WARM + 16 + 64) + (1 << 20)
+        bound = 4 * live_bytes + PAGE * (len(small) + WARM + 16 + 64) + (256 << 10)
         out = ffi.new("uint64_t *")
         assert lib.hl_resident_bytes(self.h, out) == 0, self.error()
         assert out[0] <= bound, (f"{out[0]} bytes resident for {live_bytes} live bytes "
