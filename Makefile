@@ -98,6 +98,11 @@ soak: build
 test-soak: build
 	meson test -C $(BUILD) --suite soak --print-errorlogs
 
+# line and branch coverage of core/ by the C, Lua and Python tests (gcovr);
+# fails below the floors in tools/coverage.sh
+coverage: setup
+	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
+
 test: test-c test-asan test-tsan test-python test-lua test-clients test-bench test-notebooks test-fuzz test-soak
 
 experiments: install build
@@ -117,4 +122,4 @@ lua: build
 	LUA_CPATH="$(BUILD)/bindings/lua/?.so;;" lua5.4 -i -e 'heaplab = require "heaplab"'
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN) $(FUZZ) $(COV) results .setup-python.stamp
+	rm -rf $(BUILD) $(ASAN) $(TSAN) $(FUZZ) $(COV) $(COV)-py results .setup-python.stamp
