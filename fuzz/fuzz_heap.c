@@ -354,7 +354,8 @@ static void op_get(input *in) {
   hl_ref r = 0;
   int rc = hl_ref_get(H, hnd[a].ref, slot, &r);
   if (slot >= m->refs) {
-    if (rc != HL_ERANGE || r) FAIL("get of slot %" PRIu64 " of %u: %d %s", slot, m->refs, rc, msg());
+    if (rc != HL_ERANGE || r)
+      FAIL("get of slot %" PRIu64 " of %u: %d %s", slot, m->refs, rc, msg());
     return;
   }
   if (rc) FAIL("get: %s", msg());
@@ -534,7 +535,8 @@ static void op_stale(input *in) {
   case 3: rc = hl_ref_dup(H, r, &out); break;
   default: rc = hl_ref_set(H, r, 0, 0); break;
   }
-  if (rc != HL_ESTALE || out) FAIL("a released handle was accepted: %s (%s)", hl_error_name(rc), msg());
+  if (rc != HL_ESTALE || out)
+    FAIL("a released handle was accepted: %s (%s)", hl_error_name(rc), msg());
 }
 
 static void op_bad(input *in) {
@@ -543,7 +545,8 @@ static void op_bad(input *in) {
   switch (u8(in) % 6) {
   case 0:
     rc = hl_alloc(H, HL_MAX_SIZE + 1 + u8(in), 0, &r);
-    if (rc != HL_EINVAL || r || !strstr(msg(), "size")) FAIL("alloc of a huge size: %d %s", rc, msg());
+    if (rc != HL_EINVAL || r || !strstr(msg(), "size"))
+      FAIL("alloc of a huge size: %d %s", rc, msg());
     break;
   case 1:
     rc = hl_alloc(H, 8, HL_MAX_REFS + 1 + u8(in), &r);
@@ -719,7 +722,8 @@ static void op_calloc(input *in) {
   }
   check_new_block(p, count * size, "calloc");
   for (uint64_t i = 0; i < count * size; i++)
-    if (p[i]) FAIL("calloc(%" PRIu64 ", %" PRIu64 "): byte %" PRIu64 " is %02x", count, size, i, p[i]);
+    if (p[i])
+      FAIL("calloc(%" PRIu64 ", %" PRIu64 "): byte %" PRIu64 " is %02x", count, size, i, p[i]);
   block_add(p, count * size, over, over & 1);
 }
 
@@ -848,7 +852,8 @@ static void op_double_free(input *in) {
 static void op_mbad(input *in) {
   switch (u8(in) % 4) {
   case 0:
-    if (hl_collect(H, 1, 0) != HL_EMODE || !strstr(msg(), "manual")) FAIL("collect on a manual heap: %s", msg());
+    if (hl_collect(H, 1, 0) != HL_EMODE || !strstr(msg(), "manual"))
+      FAIL("collect on a manual heap: %s", msg());
     break;
   case 1: {
     hl_ref r = 5;
@@ -917,7 +922,8 @@ static void reset_manual(void) {
 
 static void set(const char *name, int64_t v) {
   char err[256];
-  if (hl_options_set_int(&O, name, v, err, sizeof err)) FAIL("option %s=%" PRId64 ": %s", name, v, err);
+  if (hl_options_set_int(&O, name, v, err, sizeof err))
+    FAIL("option %s=%" PRId64 ": %s", name, v, err);
 }
 
 static int64_t at_most(int64_t v, int64_t hi) { return v < hi ? v : hi; }

@@ -110,10 +110,12 @@ static void round_trip(const char *name, int64_t v) {
          s, back, err);
   if (info.kind == HL_OPT_BYTES && v > 0 && v % 1024 == 0) {
     snprintf(s, sizeof s, "%" PRId64 "k", v / 1024);
-    if (hl_options_set(&o, name, s, err, sizeof err) || hl_options_get(&o, name, &back) || back != v)
+    if (hl_options_set(&o, name, s, err, sizeof err) || hl_options_get(&o, name, &back) ||
+        back != v)
       FAIL("option %s: '%s' is not %" PRId64 " ('%s')", name, s, v, err);
   }
-  if (hl_options_set_int(&o, name, v, err, sizeof err) || hl_options_get(&o, name, &back) || back != v)
+  if (hl_options_set_int(&o, name, v, err, sizeof err) || hl_options_get(&o, name, &back) ||
+      back != v)
     FAIL("option %s: set_int(%" PRId64 ") refused: %s", name, v, err);
 }
 
@@ -121,7 +123,8 @@ static void round_trip(const char *name, int64_t v) {
 static void refused(int rc, const char *name, const char *err, const hl_options *before,
                     const hl_options *after, const char *what) {
   if (rc < 0 || rc >= HL_ERROR_COUNT) FAIL("%s: error code %d", what, rc);
-  if (!err[0]) FAIL("%s of option '%s' refused (%s) with no message", what, name, hl_error_name(rc));
+  if (!err[0])
+    FAIL("%s of option '%s' refused (%s) with no message", what, name, hl_error_name(rc));
   if (hl_option_index(name) >= 0) {
     if (!strstr(err, name)) FAIL("%s: the message '%s' does not name option %s", what, err, name);
   } else {
@@ -130,7 +133,8 @@ static void refused(int rc, const char *name, const char *err, const hl_options 
     if (strlen(name) < 100 && !strstr(err, name))
       FAIL("%s: the message '%s' does not repeat the unknown name '%s'", what, err, name);
   }
-  if (memcmp(before, after, sizeof *before)) FAIL("%s of '%s' was refused but changed the options", what, name);
+  if (memcmp(before, after, sizeof *before))
+    FAIL("%s of '%s' was refused but changed the options", what, name);
 }
 
 static void fuzz_set_value(input *in, bool cstring) {
@@ -160,7 +164,8 @@ static void fuzz_set_value(input *in, bool cstring) {
     FAIL("option %s accepted a value with a NUL byte", name);
   int64_t v;
   hl_options_get(&o, name, &v);
-  if (type == HL_VALUE_INT && v != ival) FAIL("option %s: integer %" PRId64 " became %" PRId64, name, ival, v);
+  if (type == HL_VALUE_INT && v != ival)
+    FAIL("option %s: integer %" PRId64 " became %" PRId64, name, ival, v);
   /* only that option changed */
   int64_t keep;
   hl_options_get(&before, name, &keep);
@@ -209,7 +214,8 @@ static void fuzz_env(input *in) {
     hl_options_get(&o, names[k], &got);
     hl_options_get(&defaults, names[k], &def);
     if (skipped) {
-      if (got != def) FAIL("option %s was skipped but %s=%s changed it", names[k], vars[k], vals[k]);
+      if (got != def)
+        FAIL("option %s was skipped but %s=%s changed it", names[k], vars[k], vals[k]);
       continue;
     }
     if (later) continue;
@@ -339,7 +345,8 @@ static void fuzz_fault_env(input *in) {
     if (h) FAIL("hl_heap_new failed but gave a heap");
     if (!err[0]) FAIL("%s=%s: refused with no message", var, spec);
     if (rc == HL_EVALUE) {
-      if (!strstr(err, var)) FAIL("%s=%s: the message '%s' does not name the variable", var, spec, err);
+      if (!strstr(err, var))
+        FAIL("%s=%s: the message '%s' does not name the variable", var, spec, err);
     } else if (!(s == HL_SITE_reserve || s == HL_SITE_any)) {
       FAIL("%s=%s: hl_heap_new: %s '%s'", var, spec, hl_error_name(rc), err);
     }
@@ -360,8 +367,11 @@ static void fuzz_fault_env(input *in) {
       /* round trip: the state written back as a spec arms the same */
       char again[96];
       const char *en = hl_errno_name(st.err);
-      if (en) snprintf(again, sizeof again, "%s:%" PRId64 ":%s", hl_fault_mode_name(st.mode), st.arg, en);
-      else snprintf(again, sizeof again, "%s:%" PRId64 ":%d", hl_fault_mode_name(st.mode), st.arg, st.err);
+      if (en)
+        snprintf(again, sizeof again, "%s:%" PRId64 ":%s", hl_fault_mode_name(st.mode), st.arg, en);
+      else
+        snprintf(again, sizeof again, "%s:%" PRId64 ":%d", hl_fault_mode_name(st.mode), st.arg,
+                 st.err);
       if (st.mode == HL_FAULT_off) snprintf(again, sizeof again, "off");
       hl_heap_free(h);
       h = NULL;

@@ -28,6 +28,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import heaplab
 
+
+def scaled(n):
+    """n examples, times HEAPLAB_MODEL_SCALE (e.g. 10 for a long run)."""
+    return max(1, int(n * float(os.environ.get("HEAPLAB_MODEL_SCALE", "1"))))
+
 SLOTS = 3
 PAGE = 4096
 WARM = 2
@@ -276,9 +281,10 @@ class GenerationalModel(CollectorModel):
 
 
 TestCollectorModel = CollectorModel.TestCase
-TestCollectorModel.settings = settings(max_examples=40, stateful_step_count=30, deadline=None,
+TestCollectorModel.settings = settings(max_examples=scaled(40), stateful_step_count=30,
+                                       deadline=None,
                                        suppress_health_check=[HealthCheck.too_slow])
 TestGenerationalModel = GenerationalModel.TestCase
-TestGenerationalModel.settings = settings(max_examples=15, stateful_step_count=30,
+TestGenerationalModel.settings = settings(max_examples=scaled(15), stateful_step_count=30,
                                           deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])

@@ -33,6 +33,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from heaplab._heaplab import ffi, lib
 
+
+def scaled(n):
+    """n examples, times HEAPLAB_MODEL_SCALE (e.g. 10 for a long run)."""
+    return max(1, int(n * float(os.environ.get("HEAPLAB_MODEL_SCALE", "1"))))
+
 PAGE = 4096
 WARM = 2
 SMALL_MAX = 512
@@ -241,7 +246,8 @@ class ManualModel(RuleBasedStateMachine):
     @invariant()
     def every_block_intact(self):
         for p, size, seed in self.blocks:
-            assert bytes(ffi.buffer(p, size)) == contents(seed, size), f"a {size}-byte block changed"
+            assert bytes(ffi.buffer(p, size)) == contents(seed, size), \
+                f"a {size}-byte block changed"
             assert lib.hl_usable_size(self.h, p) >= size, f"a {size}-byte block is no longer live"
 
     @invariant()
@@ -262,9 +268,10 @@ class ManualCachedModel(ManualModel):
 
 
 TestManualModel = ManualModel.TestCase
-TestManualModel.settings = settings(max_examples=50, stateful_step_count=40, deadline=None,
+TestManualModel.settings = settings(max_examples=scaled(50), stateful_step_count=40,
+                                    deadline=None,
                                     suppress_health_check=[HealthCheck.too_slow])
 TestManualCachedModel = ManualCachedModel.TestCase
-TestManualCachedModel.settings = settings(max_examples=30, stateful_step_count=40,
+TestManualCachedModel.settings = settings(max_examples=scaled(30), stateful_step_count=40,
                                           deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
