@@ -54,6 +54,7 @@ static hl_heap *heaps[NSHAPE];
 
 typedef struct {
   _Atomic uint64_t rounds, ops, verified, refused, lost, max_stall_ns;
+  const char *_Atomic max_stall_call; /* the call that took max_stall_ns (about) */
 } shape_stats;
 static shape_stats st[NSHAPE];
 static _Atomic int stop; /* 1: workers stop; 2: the run is over */
@@ -95,6 +96,7 @@ static void lost(int shape, const char *fmt, ...) {
     uint64_t d_ = now_ns() - t0_;                                              \
     uint64_t m_ = atomic_load(&st[shape].max_stall_ns);                        \
     while (d_ > m_ && !atomic_compare_exchange_weak(&st[shape].max_stall_ns, &m_, d_)) {} \
+    if (d_ > m_) atomic_store(&st[shape].max_stall_call, #expr);               \
     atomic_fetch_add(&st[shape].ops, 1);                                       \
     r_;                                                                        \
   })
@@ -541,9 +543,10 @@ int main(int argc, char **argv) {
     ops += st[s].ops, ver += st[s].verified, lostn += st[s].lost;
     if (st[s].max_stall_ns > stall) stall = st[s].max_stall_ns, stall_at = s;
   }
+  const char *call = atomic_load(&st[stall_at].max_stall_call);
   printf("soak: operations %" PRIu64 ", faults fired %" PRIu64 ", objects verified %" PRIu64
-         ", %" PRIu64 " lost, max stall %.1f ms (%s), %" PRIu64 " failures\n",
-         ops, faults, ver, lostn, (double)stall / 1e6, shape_name[stall_at],
+         ", %" PRIu64 " lost, max stall %.1f ms (%s: %s), %" PRIu64 " failures\n",
+         ops, faults, ver, lostn, (double)stall / 1e6, shape_name[stall_at], call ? call : "-",
          atomic_load(&failures));
   for (int s = 0; s < NSHAPE; s++)
     if (s != GRAPH) hl_heap_free(heaps[s]);
