@@ -17,11 +17,17 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 ASAN   ?= build-asan
 TSAN   ?= build-tsan
 PYASAN ?= build-pyasan
+FUZZ   ?= build-fuzz
+SOAK_BUILD ?= $(BUILD)
+COV    ?= build-cov
+FUZZ_SECONDS ?= 300
+DURATION ?= 600
 export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
-        notebooks lua clean distclean docs test-lua-testes
+        notebooks lua clean distclean docs test-lua-testes build-fuzz fuzz test-fuzz soak \
+        test-soak test-model coverage
 
 all: build
 
@@ -97,7 +103,38 @@ test-bench: build
 test-notebooks: install
 	$(PYTHON) -m heaplab.notebooks docs/notebooks --check
 
-test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-bench test-notebooks
+# libFuzzer targets (fuzz/, issue 16): clang, ASan + UBSan, their own build dir
+$(FUZZ)/build.ninja:
+	CC=clang-14 meson setup $(FUZZ) --buildtype=debugoptimized -Dfuzz=true -Dasserts=true \
+	  -Db_sanitize=address,undefined -Db_lundef=false
+
+build-fuzz: setup $(FUZZ)/build.ninja
+	ninja -C $(FUZZ)
+
+# each target for FUZZ_SECONDS (default 300) seconds
+fuzz: build-fuzz
+	tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
+
+# each target for 60 seconds
+test-fuzz: build-fuzz
+	tools/fuzz.sh 60 $(FUZZ)
+
+# every experiment's workload shape across threads, random fault schedules,
+# verify on, for DURATION seconds (default 600); figures at the end
+soak: build
+	$(SOAK_BUILD)/tests/soak/heaplab-soak --duration $(DURATION) --threads 4
+
+# the short soak configuration (30 s)
+test-soak: build
+	meson test -C $(BUILD) --suite soak --print-errorlogs
+
+# line and branch coverage of core/ by the C, Lua and Python tests (gcovr);
+# fails below the floors in tools/coverage.sh
+coverage: setup
+	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
+
+test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-bench \
+      test-notebooks test-fuzz test-soak
 
 experiments: install build
 	$(PYTHON) -m pytest experiments -q
@@ -126,7 +163,7 @@ lua: build
 	LUA_CPATH="$(BUILD)/bindings/lua/?.so;;" lua5.4 -i -e 'heaplab = require "heaplab"'
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN) $(PYASAN) results .setup-python.stamp
+	rm -rf $(BUILD) $(ASAN) $(TSAN) $(PYASAN) $(FUZZ) $(COV) $(COV)-py results .setup-python.stamp
 
 # clean, and the project's virtual environment too
 distclean: clean

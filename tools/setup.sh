@@ -25,8 +25,10 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 
 # `make test` runs a tiny benchmark across every allocator and the real
-# programs on heaplab-lua, so base already has the peers and the Lua programs.
-apt_base="gcc make pkg-config lua5.4 liblua5.4-dev libreadline-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem luarocks"
+# programs on heaplab-lua, so base already has the peers and the Lua programs;
+# and the libFuzzer targets: clang-14 with its runtimes (libFuzzer itself is in
+# libclang-rt-14-dev), llvm-14 for llvm-symbolizer (readable sanitizer stacks).
+apt_base="gcc make pkg-config lua5.4 liblua5.4-dev libreadline-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem luarocks clang-14 libclang-rt-14-dev llvm-14"
 apt_bench=""
 apt_clients=""
 pip_base="meson>=0.64 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"

@@ -153,7 +153,11 @@ static int faults_from_env(hl_heap *h, char *err, size_t errlen) {
     if (!eq) continue;
     char var[96], site[64];
     size_t vn = (size_t)(eq - *e), sn = vn - (sizeof prefix - 1);
-    if (vn >= sizeof var || sn >= sizeof site) continue;
+    if (vn >= sizeof var || sn >= sizeof site) {
+      hl__fmt_err(err, errlen, "environment %.*s...: no fault site has so long a name",
+                  (int)(sizeof var - 8), *e);
+      return HL_EVALUE;
+    }
     memcpy(var, *e, vn);
     var[vn] = 0;
     for (size_t i = 0; i < sn; i++) site[i] = (char)tolower((unsigned char)var[sizeof prefix - 1 + i]);
@@ -660,7 +664,8 @@ int hl_faults_get(hl_heap *h, hl_fault_state *buf, size_t cap, size_t *count) {
   size_t n = cap < HL_SITE_COUNT ? cap : HL_SITE_COUNT;
   for (size_t i = 0; i < n; i++) {
     prim_fault *f = &h->prim.faults[i];
-    buf[i] = (hl_fault_state){(int32_t)i, f->mode, f->arg, f->err, 0, atomic_load(&f->calls),
+    buf[i] = (hl_fault_state){(int32_t)i, atomic_load(&f->mode), atomic_load(&f->arg),
+                              atomic_load(&f->err), 0, atomic_load(&f->calls),
                               atomic_load(&f->fired)};
   }
   *count = n;

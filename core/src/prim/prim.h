@@ -50,10 +50,13 @@ uint64_t prim_now_ns(void);
 void prim_sleep_us(int64_t us);
 
 /* ---- the bounded-retry helper and fault-injection point (syscall.c) ---- */
+/* A site's schedule: armed by one thread (hl_inject) while others' syscalls
+ * read it, so every field is atomic -- a call sees the schedule before or
+ * after a re-arm, field by field, never a torn value. */
 typedef struct prim_fault {
-  int mode;            /* hl_fault_mode */
-  int err;
-  int64_t arg;
+  _Atomic int mode;    /* hl_fault_mode */
+  _Atomic int err;
+  _Atomic int64_t arg;
   _Atomic uint64_t calls;
   _Atomic uint64_t fired;
   _Atomic uint64_t stall_ns;  /* time slept between EAGAIN retries */

@@ -60,32 +60,35 @@ int prim_arm(prim_ctx *ctx, int site, int mode, int64_t arg, int err) {
   if (site < 0 || site >= HL_SITE_COUNT) return EINVAL;
   if (mode < 0 || mode >= HL_FAULT_MODE_COUNT) return EINVAL;
   prim_fault *f = &ctx->faults[site];
-  f->mode = mode;
-  f->arg = arg;
-  f->err = err;
+  atomic_store(&f->mode, HL_FAULT_off); /* off while the rest changes */
+  atomic_store(&f->arg, arg);
+  atomic_store(&f->err, err);
   atomic_store(&f->calls, 0);
   atomic_store(&f->fired, 0);
+  atomic_store(&f->mode, mode);
   int armed = 0;
   for (int i = 0; i < HL_SITE_COUNT; i++)
-    if (ctx->faults[i].mode != HL_FAULT_off) armed = 1;
+    if (atomic_load(&ctx->faults[i].mode) != HL_FAULT_off) armed = 1;
   atomic_store(&ctx->any_armed, armed);
   return 0;
 }
 
 /* Does the schedule at `f` fail this call?  Counts the call. */
 static int fault_fires(prim_ctx *ctx, prim_fault *f, uintptr_t addr, size_t len) {
-  if (f->mode == HL_FAULT_off) return 0;
+  int mode = atomic_load(&f->mode);
+  if (mode == HL_FAULT_off) return 0;
+  int64_t arg = atomic_load(&f->arg);
   uint64_t n = atomic_fetch_add(&f->calls, 1) + 1;
   int fire = 0;
-  switch (f->mode) {
-  case HL_FAULT_first: fire = (int64_t)n <= f->arg; break;
+  switch (mode) {
+  case HL_FAULT_first: fire = (int64_t)n <= arg; break;
   case HL_FAULT_always: fire = 1; break;
-  case HL_FAULT_every: fire = f->arg > 0 && n % (uint64_t)f->arg == 0; break;
+  case HL_FAULT_every: fire = arg > 0 && n % (uint64_t)arg == 0; break;
   case HL_FAULT_sticky: {
     if (!ctx->page_shift || len == 0) break;
     uintptr_t lo = (addr - ctx->base) >> ctx->page_shift;
     uintptr_t hi = (addr + len - 1 - ctx->base) >> ctx->page_shift;
-    fire = addr >= ctx->base && (int64_t)lo <= f->arg && f->arg <= (int64_t)hi;
+    fire = addr >= ctx->base && (int64_t)lo <= arg && arg <= (int64_t)hi;
     break;
   }
   default: break;
@@ -102,9 +105,9 @@ static int injected(prim_ctx *ctx, int site, uintptr_t addr, size_t len) {
   if (!atomic_load_explicit(&ctx->any_armed, memory_order_relaxed)) return 0;
   int err = 0;
   if (site >= 0 && site < HL_SITE_COUNT && fault_fires(ctx, &ctx->faults[site], addr, len))
-    err = ctx->faults[site].err;
+    err = atomic_load(&ctx->faults[site].err);
   if (!err && site != HL_SITE_any && fault_fires(ctx, &ctx->faults[HL_SITE_any], addr, len))
-    err = ctx->faults[HL_SITE_any].err;
+    err = atomic_load(&ctx->faults[HL_SITE_any].err);
   return err;
 }
 

@@ -1,0 +1,1055 @@
+/*
+ * fuzz_heap.c -- libFuzzer target: the input is a program of operations on
+ * the C API, run against a shadow model.
+ *
+ * The first bytes choose the heap (mode, generational, collector, page size,
+ * small_max, release and reuse policies, a small reservation and small
+ * triggers) and may carry option strings ("name", "value") applied with
+ * hl_options_set; every later byte group is one operation:
+ *
+ *   collected heaps  alloc with handles, release, dup, slot set/get, payload
+ *                    read/write (in range and out of it), fill (small),
+ *                    collect (major -1/0/1), trim, memory pressure, raw
+ *                    hl_obj_new / hl_obj_new_in / hl_obj_set under hl_enter,
+ *                    stale handles, bad arguments
+ *   manual heaps     malloc, calloc, free, free_sized, realloc, writes,
+ *                    thread flush, frees and allocations from another thread,
+ *                    trim, double frees (verify), bad arguments
+ *   both             fault injection (any site, every mode, several errnos),
+ *                    stats / events / faults / resident bytes
+ *
+ * After EVERY operation: hl_heap_check must pass (verify=1 poisons and checks
+ * free slots) and every object the model says is live is compared with the
+ * heap: payload bytes, slot count, every slot's target (by identity), the
+ * fills' checksums, the number of handles.  Nothing live is ever lost or
+ * corrupted: that is the property.  Every error the API returns must be one
+ * the operation can have, with a message.  A violation aborts with a line
+ * saying what was wrong (libFuzzer then saves the input).
+ *
+ * Out-of-memory is an accepted answer only when the model's live bytes are
+ * near the reservation: an allocation that fails while they are far below
+ * it is a finding (issue 16, defect 1: with the trigger above the
+ * reservation this fired within seconds before allocations collected first).
+ * FUZZ_HEAP_STRICT_OOM=0 accepts every out-of-memory.
+ *
+ * Manual heaps run with verify=1 three times in four; the fourth runs with
+ * verify=0, because verify turns the thread caches off and they would
+ * otherwise never be fuzzed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heaplab.h"
+
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    fprintf(stderr, "fuzz_heap: ");                                            \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fputc('\n', stderr);                                                       \
+    abort();                                                                   \
+  } while (0)
+
+/* ---- the input ---- */
+
+typedef struct {
+  const uint8_t *p;
+  size_t n;
+} input;
+
+static uint8_t u8(input *in) {
+  if (!in->n) return 0;
+  in->n--;
+  return *in->p++;
+}
+static uint16_t u16(input *in) { return (uint16_t)(u8(in) | (uint16_t)u8(in) << 8); }
+
+/* ---- the heap under test ---- */
+
+static hl_heap *H;
+static hl_options O;
+static bool manual_mode, verbose, strict_oom;
+static uint64_t budget; /* model bytes at most (a quarter of the reservation) */
+
+static const char *msg(void) { return hl_heap_error(H); }
+
+/* An error code an operation may return: anything else, or no message, fails. */
+static void expect_rc(int rc, const char *what, int ok1, int ok2) {
+  if (rc == HL_OK || rc == ok1 || rc == ok2) {
+    if (rc != HL_OK && !msg()[0]) FAIL("%s returned %s with no message", what, hl_error_name(rc));
+    return;
+  }
+  FAIL("%s returned %s: %s", what, hl_error_name(rc), msg());
+}
+
+static uint64_t model_bytes;
+static uint64_t live_estimate(void);
+
+static void out_of_memory(const char *what) {
+  if (!msg()[0]) FAIL("%s ran out of memory with no message", what);
+  if (strict_oom && live_estimate() * 4 < (uint64_t)O.reserve_bytes)
+    FAIL("%s: out of memory with %" PRIu64 " model bytes live in a %" PRId64
+         "-byte reservation: %s", what, live_estimate(), O.reserve_bytes, msg());
+}
+
+static const int errnos[] = {ENOMEM, EAGAIN, EIO, EINVAL, EPERM, EBUSY, EFAULT};
+#define NERRNOS (int)(sizeof errnos / sizeof errnos[0])
+
+static void op_inject(input *in) {
+  int site = u8(in) % HL_SITE_COUNT, mode = u8(in) % HL_FAULT_MODE_COUNT;
+  int64_t arg = u8(in) % 64;
+  int err = errnos[u8(in) % NERRNOS];
+  if (mode == HL_FAULT_every && arg < 1) arg = 1;
+  int rc = hl_inject(H, site, mode, arg, err);
+  if (rc) FAIL("inject(%s, %s, %" PRId64 ", %d): %s", hl_fault_site_name(site),
+               hl_fault_mode_name(mode), arg, err, msg());
+  /* and one that must be refused */
+  rc = hl_inject(H, HL_SITE_COUNT + (int)(arg % 3), mode, arg, err);
+  if (rc != HL_EINVAL || !strstr(msg(), "site")) FAIL("inject with a bad site: %d %s", rc, msg());
+}
+
+static void op_probe(void) {
+  hl_stats s;
+  if (hl_stats_get(H, &s)) FAIL("stats: %s", msg());
+  if (s.verify_failures) FAIL("verify failed in a cycle: %s", msg());
+  hl_event ev[16];
+  size_t n = 0;
+  if (hl_events_read(H, ev, 16, &n, 1) || n > 16) FAIL("events: %s", msg());
+  for (size_t i = 0; i < n; i++)
+    if (ev[i].kind < 0 || ev[i].kind >= HL_EV_COUNT || ev[i].nfields > HL_EVENT_MAX_FIELDS)
+      FAIL("event %zu has kind %d and %d fields", i, ev[i].kind, ev[i].nfields);
+  hl_fault_state fs[HL_SITE_COUNT];
+  if (hl_faults_get(H, fs, HL_SITE_COUNT, &n) || n != HL_SITE_COUNT) FAIL("faults: %s", msg());
+  for (size_t i = 0; i < n; i++)
+    if (fs[i].fired > fs[i].calls) FAIL("site %zu fired %" PRIu64 " of %" PRIu64 " calls", i,
+                                        fs[i].fired, fs[i].calls);
+  uint64_t res = 0, base = 0, bytes = 0;
+  if (hl_resident_bytes(H, &res)) FAIL("resident_bytes: %s", msg());
+  hl_heap_range(H, &base, &bytes);
+  if (res > bytes) FAIL("resident %" PRIu64 " > reservation %" PRIu64, res, bytes);
+}
+
+/* ======================================================================== */
+/* Collected heaps                                                          */
+/* ======================================================================== */
+
+#define MAXOBJ 512
+#define MAXSLOTS 4
+#define MAXH 48
+#define MAXFILL 2
+#define NSTALE 8
+
+typedef struct {
+  bool used;
+  uint32_t refs;
+  uint64_t size;
+  int32_t slot[MAXSLOTS]; /* model ids, -1 = empty */
+  uint8_t *bytes;         /* the payload as the model knows it */
+  uintptr_t addr;         /* the object: the heap never moves it */
+  uint32_t seen;          /* check epoch */
+} mobj;
+
+static mobj objs[MAXOBJ];
+static struct { hl_ref ref; int obj; } hnd[MAXH];
+static int nh;
+static struct { hl_ref ref; uint64_t sum, count; } fills[MAXFILL];
+static int nfill;
+static hl_ref stale[NSTALE];
+static int nstale;
+static uint32_t epoch;
+
+static uint64_t live_estimate(void) { return model_bytes; }
+
+static uint64_t pick_size(input *in) {
+  uint8_t k = u8(in);
+  uint16_t v = u16(in);
+  switch (k % 5) {
+  case 0: return v % 33;
+  case 1: return v % ((uint64_t)O.small_max + 1);
+  case 2: return (uint64_t)O.small_max + 1 + v % 4096; /* the large path */
+  case 3: return v % 20000;
+  default: return 16 * (v % 8);
+  }
+}
+
+static void fill_pattern(uint8_t *p, uint64_t n, uint8_t seed) {
+  for (uint64_t i = 0; i < n; i++) p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+static int model_new(uint64_t size, uint32_t refs, uintptr_t addr, uint8_t seed) {
+  for (int i = 0; i < MAXOBJ; i++) {
+    if (objs[i].used) continue;
+    mobj *m = &objs[i];
+    m->bytes = malloc(size ? size : 1);
+    if (!m->bytes) FAIL("model: out of memory");
+    fill_pattern(m->bytes, size, seed);
+    m->used = true, m->refs = refs, m->size = size, m->addr = addr, m->seen = 0;
+    for (int k = 0; k < MAXSLOTS; k++) m->slot[k] = -1;
+    model_bytes += size + 8 + 8ull * refs;
+    return i;
+  }
+  return -1;
+}
+
+static bool model_full(void) {
+  int used = 0;
+  for (int i = 0; i < MAXOBJ; i++) used += objs[i].used;
+  return used > MAXOBJ - 8 || model_bytes > budget;
+}
+
+/* Drop every model object no root reaches (the heap may free them). */
+static void mark_from(int id) {
+  if (id < 0 || objs[id].seen == epoch) return;
+  objs[id].seen = epoch;
+  for (uint32_t k = 0; k < objs[id].refs; k++) mark_from(objs[id].slot[k]);
+}
+
+static void model_collect(void) {
+  epoch++;
+  for (int i = 0; i < nh; i++) mark_from(hnd[i].obj);
+  model_bytes = 0;
+  for (int i = 0; i < MAXOBJ; i++) {
+    mobj *m = &objs[i];
+    if (!m->used) continue;
+    if (m->seen != epoch) {
+      free(m->bytes);
+      memset(m, 0, sizeof *m);
+    } else {
+      model_bytes += m->size + 8 + 8ull * m->refs;
+    }
+  }
+}
+
+/* Compare object id with the real object at p, and everything it reaches. */
+static void check_obj(int id, void *p, int depth) {
+  mobj *m = &objs[id];
+  if ((uintptr_t)p != m->addr)
+    FAIL("object %d is at %p, expected %p (a slot points at another object)", id, p,
+         (void *)m->addr);
+  if (m->seen == epoch) return;
+  m->seen = epoch;
+  if (hl_obj_size(p) != m->size || hl_obj_refs(p) != m->refs)
+    FAIL("object %d: size %" PRIu64 " refs %" PRIu64 ", expected %" PRIu64 " and %u", id,
+         hl_obj_size(p), hl_obj_refs(p), m->size, m->refs);
+  if (m->size && memcmp(hl_obj_payload(p), m->bytes, m->size)) {
+    const uint8_t *got = hl_obj_payload(p);
+    uint64_t at = 0;
+    while (got[at] == m->bytes[at]) at++;
+    FAIL("object %d (%" PRIu64 " bytes at %p) corrupted at byte %" PRIu64 ": %02x, expected %02x",
+         id, m->size, p, at, got[at], m->bytes[at]);
+  }
+  for (uint32_t k = 0; k < m->refs; k++) {
+    void *c = hl_obj_get(p, k);
+    if (m->slot[k] < 0) {
+      if (c) FAIL("object %d slot %u should be empty, holds %p", id, k, c);
+    } else {
+      if (!c) FAIL("object %d slot %u lost object %d", id, k, m->slot[k]);
+      check_obj(m->slot[k], c, depth + 1);
+    }
+  }
+}
+
+static void check_collected(void) {
+  model_collect();
+  epoch++;
+  hl_enter(H);
+  for (int i = 0; i < nh; i++) {
+    hl_object_info info;
+    int rc = hl_ref_info(H, hnd[i].ref, &info);
+    if (rc) FAIL("handle %d (object %d) was lost: %s", i, hnd[i].obj, msg());
+    check_obj(hnd[i].obj, (void *)(uintptr_t)info.object, 0);
+  }
+  hl_leave(H);
+  for (int i = 0; i < nfill; i++) {
+    uint64_t sum = 0, count = 0;
+    int rc = hl_ref_checksum(H, fills[i].ref, &sum, &count);
+    if (rc || sum != fills[i].sum || count != fills[i].count)
+      FAIL("fill %d: checksum %" PRIx64 " over %" PRIu64 " objects, expected %" PRIx64
+           " over %" PRIu64 " (%s)", i, sum, count, fills[i].sum, fills[i].count, msg());
+  }
+  hl_stats s;
+  hl_stats_get(H, &s);
+  if (s.handles != (uint64_t)(nh + nfill))
+    FAIL("stats say %" PRIu64 " handles, the program holds %d", s.handles, nh + nfill);
+  if (s.verify_failures) FAIL("a cycle's verification failed: %s", msg());
+}
+
+static int pick_handle(input *in) { return nh ? u8(in) % nh : -1; }
+
+static void push_handle(hl_ref r, int obj) {
+  if (nh == MAXH) FAIL("internal: handle table full");
+  hnd[nh].ref = r, hnd[nh].obj = obj;
+  nh++;
+}
+
+static void drop_handle(int i) {
+  hl_ref r = hnd[i].ref;
+  int rc = hl_ref_release(H, r);
+  if (rc) FAIL("release of a live handle: %s", msg());
+  stale[nstale++ % NSTALE] = r;
+  hnd[i] = hnd[--nh];
+}
+
+static void op_alloc(input *in) {
+  if (nh == MAXH) {
+    drop_handle(0);
+    return;
+  }
+  uint64_t size = pick_size(in);
+  uint32_t refs = u8(in) % (MAXSLOTS + 1);
+  uint8_t seed = u8(in);
+  if (model_full()) return;
+  hl_ref r = 0;
+  int rc = hl_alloc(H, size, refs, &r);
+  if (rc == HL_ENOMEM) {
+    if (r) FAIL("alloc failed but gave a handle");
+    out_of_memory("alloc");
+    return;
+  }
+  if (rc) FAIL("alloc(%" PRIu64 ", %u): %s", size, refs, msg());
+  hl_object_info info;
+  if (hl_ref_info(H, r, &info) || info.size != size || info.refs != refs)
+    FAIL("alloc(%" PRIu64 ", %u): info says %" PRIu64 " bytes, %" PRIu64 " refs", size, refs,
+         info.size, info.refs);
+  int id = model_new(size, refs, (uintptr_t)info.object, seed);
+  if (id < 0) FAIL("internal: model full");
+  /* a fresh object's slots are empty (its payload is not initialised) */
+  for (uint32_t k = 0; k < refs; k++) {
+    hl_ref c = 1;
+    if (hl_ref_get(H, r, k, &c) || c) FAIL("a fresh object has slot %u set", k);
+  }
+  if (hl_ref_write(H, r, 0, objs[id].bytes, size)) FAIL("write: %s", msg());
+  push_handle(r, id);
+}
+
+static void op_set(input *in) {
+  int a = pick_handle(in), b = pick_handle(in);
+  uint8_t k = u8(in), empty = u8(in) & 3;
+  if (a < 0) return;
+  mobj *m = &objs[hnd[a].obj];
+  uint64_t slot = m->refs ? k % (m->refs + (k >> 7)) : k % 2; /* sometimes out of range */
+  hl_ref v = (empty == 0 || b < 0) ? 0 : hnd[b].ref;
+  int rc = hl_ref_set(H, hnd[a].ref, slot, v);
+  if (slot >= m->refs) {
+    if (rc != HL_ERANGE || !strstr(msg(), "slot")) FAIL("set of slot %" PRIu64 " of %u: %d %s",
+                                                         slot, m->refs, rc, msg());
+    return;
+  }
+  if (rc) FAIL("set: %s", msg());
+  m->slot[slot] = v ? hnd[b].obj : -1;
+}
+
+static void op_get(input *in) {
+  int a = pick_handle(in);
+  uint8_t k = u8(in);
+  if (a < 0) return;
+  mobj *m = &objs[hnd[a].obj];
+  uint64_t slot = m->refs ? k % (m->refs + (k >> 7)) : k % 2;
+  hl_ref r = 0;
+  int rc = hl_ref_get(H, hnd[a].ref, slot, &r);
+  if (slot >= m->refs) {
+    if (rc != HL_ERANGE || r)
+      FAIL("get of slot %" PRIu64 " of %u: %d %s", slot, m->refs, rc, msg());
+    return;
+  }
+  if (rc) FAIL("get: %s", msg());
+  int child = m->slot[slot];
+  if (child < 0) {
+    if (r) FAIL("get of an empty slot gave a handle");
+    return;
+  }
+  if (!r) FAIL("slot %" PRIu64 " lost object %d", slot, child);
+  hl_object_info info;
+  if (hl_ref_info(H, r, &info) || info.object != objs[child].addr)
+    FAIL("get gave the wrong object");
+  if (nh == MAXH) {
+    if (hl_ref_release(H, r)) FAIL("release: %s", msg());
+    return;
+  }
+  push_handle(r, child);
+}
+
+static void op_dup(input *in) {
+  int a = pick_handle(in);
+  if (a < 0 || nh == MAXH) return;
+  hl_ref r = 0;
+  if (hl_ref_dup(H, hnd[a].ref, &r) || !r || r == hnd[a].ref) FAIL("dup: %s", msg());
+  push_handle(r, hnd[a].obj);
+}
+
+static void op_write(input *in) {
+  int a = pick_handle(in);
+  uint16_t off = u16(in), len = u8(in);
+  uint8_t seed = u8(in), bad = u8(in);
+  if (a < 0) return;
+  mobj *m = &objs[hnd[a].obj];
+  uint64_t o = m->size ? off % (m->size + (bad & 1)) : 0;
+  uint64_t l = len;
+  if (!(bad & 2) && o + l > m->size) l = m->size - o;
+  uint8_t buf[256];
+  fill_pattern(buf, l, seed);
+  int rc = hl_ref_write(H, hnd[a].ref, o, buf, l);
+  if (o + l > m->size) {
+    if (rc != HL_ERANGE || !strstr(msg(), "write")) FAIL("write past the end: %d %s", rc, msg());
+    return;
+  }
+  if (rc) FAIL("write: %s", msg());
+  memcpy(m->bytes + o, buf, l);
+}
+
+static void op_read(input *in) {
+  int a = pick_handle(in);
+  uint16_t off = u16(in), len = u16(in);
+  if (a < 0) return;
+  mobj *m = &objs[hnd[a].obj];
+  uint64_t o = off % (m->size + 2), l = len % (m->size + 2);
+  uint8_t *buf = malloc(l ? l : 1);
+  int rc = hl_ref_read(H, hnd[a].ref, o, buf, l);
+  if (o > m->size || l > m->size - o) {
+    if (rc != HL_ERANGE || !strstr(msg(), "read")) FAIL("read past the end: %d %s", rc, msg());
+  } else if (rc) {
+    FAIL("read: %s", msg());
+  } else if (l && memcmp(buf, m->bytes + o, l)) {
+    FAIL("read [%" PRIu64 ", +%" PRIu64 ") of object %d differs from the model", o, l, hnd[a].obj);
+  }
+  free(buf);
+}
+
+static void op_fill(input *in) {
+  uint64_t total = u16(in) % (32 << 10);
+  uint64_t size = u8(in) % 4 == 0 ? 0 : 1 + u16(in) % ((uint64_t)O.small_max * 2);
+  if (size < 16) total %= 2048; /* thousands of objects are slow to check each cycle */
+  uint64_t refs = u8(in) % 3, stride = 1 + u8(in) % 4;
+  if (nfill == MAXFILL || model_bytes + total * 2 > budget) {
+    if (nfill) {
+      if (hl_ref_release(H, fills[0].ref)) FAIL("release of a fill: %s", msg());
+      fills[0] = fills[--nfill];
+    }
+    return;
+  }
+  hl_ref r = 0;
+  int rc = hl_fill_stride(H, total, size, refs, stride, &r);
+  if (rc == HL_ENOMEM || rc == HL_ESYS) {
+    if (r) FAIL("a failed fill gave a handle");
+    out_of_memory("fill");
+    return;
+  }
+  if (rc) FAIL("fill(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 "): %s", total, size, refs,
+               stride, msg());
+  uint64_t sum = 0, count = 0;
+  if (hl_ref_checksum(H, r, &sum, &count)) FAIL("checksum of a new fill: %s", msg());
+  fills[nfill].ref = r, fills[nfill].sum = sum, fills[nfill].count = count;
+  nfill++;
+  model_bytes += total * 2;
+}
+
+static void op_fill_drop_page(input *in) {
+  if (!nfill) return;
+  int i = u8(in) % nfill;
+  hl_object_info info;
+  if (hl_ref_info(H, fills[i].ref, &info)) FAIL("fill root: %s", msg());
+  if (!info.refs) return;
+  if (hl_ref_set(H, fills[i].ref, u8(in) % info.refs, 0)) FAIL("dropping a fill page: %s", msg());
+  /* what is left is the new expectation: the next checks hold it to that */
+  if (hl_ref_checksum(H, fills[i].ref, &fills[i].sum, &fills[i].count))
+    FAIL("checksum: %s", msg());
+}
+
+static void op_collect(input *in) {
+  int major = (int)(u8(in) % 3) - 1;
+  int64_t cycles = 1 + u8(in) % 2;
+  expect_rc(hl_collect(H, cycles, major), "collect", HL_ENOMEM, -1);
+}
+
+/* Raw objects under hl_enter: allocated straight into a slot, or allocated
+ * unrooted and stored before the next allocation; sometimes a chain. */
+static void op_raw(input *in) {
+  int a = pick_handle(in);
+  uint8_t how = u8(in), k = u8(in), seed = u8(in);
+  uint64_t size = pick_size(in);
+  uint32_t refs = u8(in) % (MAXSLOTS + 1);
+  if (a < 0 || model_full()) return;
+  int pid = hnd[a].obj;
+  if (!objs[pid].refs) return;
+  hl_enter(H);
+  if (how & 4) hl_enter(H); /* nested */
+  hl_object_info info;
+  if (hl_ref_info(H, hnd[a].ref, &info)) FAIL("info under hl_enter: %s", msg());
+  void *parent = (void *)(uintptr_t)info.object;
+  int depth = 1 + (how >> 4) % 3;
+  for (int d = 0; d < depth; d++) {
+    uint32_t slot = k % objs[pid].refs;
+    void *o;
+    if (how & 1) {
+      o = hl_obj_new_in(H, parent, slot, size, refs);
+    } else {
+      o = hl_obj_new(H, size, refs);
+      if (o) hl_obj_set(parent, slot, o);
+    }
+    if (!o) {
+      if (!msg()[0]) FAIL("hl_obj_new failed with no message");
+      out_of_memory("hl_obj_new");
+      break;
+    }
+    if (hl_obj_size(o) != size || hl_obj_refs(o) != refs) FAIL("raw object has the wrong shape");
+    for (uint32_t s = 0; s < refs; s++)
+      if (hl_obj_get(o, s)) FAIL("a fresh raw object has slot %u set", s);
+    int id = model_new(size, refs, (uintptr_t)o, seed);
+    if (id < 0) FAIL("internal: model full");
+    memcpy(hl_obj_payload(o), objs[id].bytes, size);
+    objs[pid].slot[slot] = id;
+    if (!refs || model_full()) break;
+    pid = id, parent = o, seed += 31;
+  }
+  /* a raw store of one rooted object into another */
+  if (how & 8 && nh > 1) {
+    int b = (a + 1) % nh;
+    mobj *m = &objs[hnd[a].obj];
+    hl_object_info bi;
+    if (m->refs && !hl_ref_info(H, hnd[b].ref, &bi)) {
+      hl_obj_set((void *)(uintptr_t)info.object, k % m->refs, (void *)(uintptr_t)bi.object);
+      m->slot[k % m->refs] = hnd[b].obj;
+    }
+  }
+  if (how & 4) hl_leave(H);
+  hl_leave(H);
+}
+
+static void op_stale(input *in) {
+  if (!nstale) return;
+  hl_ref r = stale[u8(in) % (nstale < NSTALE ? nstale : NSTALE)];
+  hl_object_info info;
+  uint8_t b[4];
+  hl_ref out = 0;
+  int rc;
+  switch (u8(in) % 5) {
+  case 0: rc = hl_ref_info(H, r, &info); break;
+  case 1: rc = hl_ref_read(H, r, 0, b, 0); break;
+  case 2: rc = hl_ref_release(H, r); break;
+  case 3: rc = hl_ref_dup(H, r, &out); break;
+  default: rc = hl_ref_set(H, r, 0, 0); break;
+  }
+  if (rc != HL_ESTALE || out)
+    FAIL("a released handle was accepted: %s (%s)", hl_error_name(rc), msg());
+}
+
+static void op_bad(input *in) {
+  hl_ref r = 1;
+  int rc;
+  switch (u8(in) % 6) {
+  case 0:
+    rc = hl_alloc(H, HL_MAX_SIZE + 1 + u8(in), 0, &r);
+    if (rc != HL_EINVAL || r || !strstr(msg(), "size"))
+      FAIL("alloc of a huge size: %d %s", rc, msg());
+    break;
+  case 1:
+    rc = hl_alloc(H, 8, HL_MAX_REFS + 1 + u8(in), &r);
+    if (rc != HL_EINVAL || r) FAIL("alloc of too many refs: %d %s", rc, msg());
+    break;
+  case 2:
+    rc = hl_collect(H, 0, 0);
+    if (rc != HL_EINVAL || !strstr(msg(), "cycles")) FAIL("collect 0 cycles: %d %s", rc, msg());
+    break;
+  case 3:
+    if (hl_malloc(H, 16)) FAIL("malloc on a collected heap");
+    if (!strstr(msg(), "manual")) FAIL("malloc on a collected heap: '%s'", msg());
+    break;
+  case 4:
+    rc = hl_ref_info(H, 0, NULL);
+    if (rc == HL_OK) FAIL("info with NULL output");
+    break;
+  default:
+    rc = hl_fill_stride(H, 1024, 16, 0, 0, &r);
+    if (rc != HL_EINVAL || !strstr(msg(), "stride")) FAIL("fill stride 0: %d %s", rc, msg());
+  }
+}
+
+static void op_churn(input *in) {
+  hl_churn_result cr;
+  uint64_t size = 16 + u8(in) % 256;
+  int rc = hl_churn(H, 0.001, size, size * (1 + u8(in) % 64), 0, &cr);
+  if (rc == HL_ENOMEM) out_of_memory("churn");
+  else if (rc) FAIL("churn: %s", msg());
+}
+
+/* Allocate and drop at once, many times: cycles run inside allocation, and
+ * nothing stays live (issue 16, defect 1's loop). */
+static void op_burst(input *in) {
+  int n = 1 + u8(in) * 4;
+  uint64_t size = pick_size(in) % ((uint64_t)O.small_max + 1);
+  for (int i = 0; i < n; i++) {
+    hl_ref r = 0;
+    int rc = hl_alloc(H, size, 0, &r);
+    if (rc == HL_ENOMEM) {
+      out_of_memory("alloc in a burst");
+      return;
+    }
+    if (rc || hl_ref_release(H, r)) FAIL("burst: %s", msg());
+  }
+}
+
+static void run_collected(input *in) {
+  while (in->n) {
+    uint8_t op = u8(in);
+    switch (op % 16) {
+    case 0: case 1: op_alloc(in); break;
+    case 2: if (nh) drop_handle(u8(in) % nh); break;
+    case 3: op_dup(in); break;
+    case 4: op_set(in); break;
+    case 5: op_get(in); break;
+    case 6: op_write(in); break;
+    case 7: op_read(in); break;
+    case 8: if (op & 16) op_fill_drop_page(in); else op_fill(in); break;
+    case 9: op_collect(in); break;
+    case 10: expect_rc(hl_trim(H), "trim", -1, -1); if (op & 16) hl_memory_pressure(H); break;
+    case 11: op_raw(in); break;
+    case 12: op_inject(in); break;
+    case 13: op_stale(in); break;
+    case 14: if (op & 16) op_churn(in); else op_bad(in); break;
+    default: if (op & 16) op_burst(in); else op_probe(); break;
+    }
+    check_collected();
+    if (hl_heap_check(H)) FAIL("heap check after op %u: %s", op % 16, msg());
+  }
+}
+
+static void reset_collected(void) {
+  for (int i = 0; i < MAXOBJ; i++) free(objs[i].bytes);
+  memset(objs, 0, sizeof objs);
+  nh = nfill = nstale = 0;
+  model_bytes = 0;
+}
+
+/* ======================================================================== */
+/* Manual heaps                                                             */
+/* ======================================================================== */
+
+#define MAXB 256
+typedef struct {
+  uint8_t *p;      /* the block */
+  uint64_t size;   /* what was asked */
+  uint8_t *bytes;  /* its contents as the model knows them */
+} mblock;
+static mblock blk[MAXB];
+static int nb;
+static void *freed[NSTALE];
+static int nfreed;
+
+static uint64_t manual_size(input *in) {
+  uint8_t k = u8(in);
+  uint16_t v = u16(in);
+  switch (k % 4) {
+  case 0: return v % 65;
+  case 1: return v % ((uint64_t)O.small_max + 1);
+  case 2: return (uint64_t)O.small_max + 1 + v % 8192;
+  default: return v % 3000;
+  }
+}
+
+static void block_add(void *p, uint64_t size, uint8_t seed, bool write) {
+  mblock *b = &blk[nb++];
+  b->p = p, b->size = size;
+  b->bytes = malloc(size ? size : 1);
+  if (!b->bytes) FAIL("model: out of memory");
+  if (write) {
+    fill_pattern(b->bytes, size, seed);
+    memcpy(p, b->bytes, size);
+  } else {
+    memcpy(b->bytes, p, size);
+  }
+  model_bytes += size;
+}
+
+static void block_forget(int i) {
+  model_bytes -= blk[i].size;
+  freed[nfreed++ % NSTALE] = blk[i].p;
+  free(blk[i].bytes);
+  blk[i] = blk[--nb];
+}
+
+static bool is_live(void *p) {
+  for (int i = 0; i < nb; i++)
+    if (blk[i].p == p) return true;
+  return false;
+}
+
+static void check_new_block(void *p, uint64_t size, const char *what) {
+  if ((uintptr_t)p % 16) FAIL("%s(%" PRIu64 ") = %p is not 16-byte aligned", what, size, p);
+  size_t us = hl_usable_size(H, p);
+  if (us < size) FAIL("%s(%" PRIu64 "): usable size %zu", what, size, us);
+  if (is_live(p)) FAIL("%s(%" PRIu64 ") handed out %p, which is live", what, size, p);
+  /* no overlap with a live block */
+  for (int i = 0; i < nb; i++) {
+    uintptr_t a = (uintptr_t)blk[i].p, b = (uintptr_t)p;
+    if (b < a + (blk[i].size ? blk[i].size : 1) && a < b + (size ? size : 1))
+      FAIL("%s(%" PRIu64 ") = %p overlaps the live block %p (%" PRIu64 " bytes)", what, size, p,
+           blk[i].p, blk[i].size);
+  }
+}
+
+static void op_malloc(input *in) {
+  uint64_t size = manual_size(in);
+  uint8_t seed = u8(in);
+  if (nb == MAXB || model_bytes + size > budget) return;
+  void *p = hl_malloc(H, size);
+  if (!p) {
+    out_of_memory("malloc");
+    return;
+  }
+  check_new_block(p, size, "malloc");
+  block_add(p, size, seed, true);
+}
+
+static void op_calloc(input *in) {
+  uint64_t count = u8(in) % 40, size = manual_size(in) / 8;
+  uint8_t over = u8(in);
+  if (over == 0xff) {
+    if (hl_calloc(H, SIZE_MAX / 2, 3)) FAIL("calloc of an overflowing size succeeded");
+    if (!strstr(msg(), "overflow")) FAIL("calloc overflow: '%s'", msg());
+    return;
+  }
+  if (nb == MAXB || model_bytes + count * size > budget) return;
+  uint8_t *p = hl_calloc(H, count, size);
+  if (!p) {
+    out_of_memory("calloc");
+    return;
+  }
+  check_new_block(p, count * size, "calloc");
+  for (uint64_t i = 0; i < count * size; i++)
+    if (p[i])
+      FAIL("calloc(%" PRIu64 ", %" PRIu64 "): byte %" PRIu64 " is %02x", count, size, i, p[i]);
+  block_add(p, count * size, over, over & 1);
+}
+
+static void op_free(input *in, int how) {
+  if (!nb) return;
+  int i = u8(in) % nb;
+  if (how) hl_free_sized(H, blk[i].p, blk[i].size);
+  else hl_free(H, blk[i].p);
+  block_forget(i);
+}
+
+static void op_realloc(input *in) {
+  uint64_t size = manual_size(in);
+  uint8_t seed = u8(in), which = u8(in);
+  if (!nb || which % 8 == 0) {
+    /* realloc(NULL, n) is malloc */
+    if (nb == MAXB || model_bytes + size > budget) return;
+    void *p = hl_realloc(H, NULL, 0, size);
+    if (!p) return out_of_memory("realloc(NULL)");
+    check_new_block(p, size, "realloc(NULL)");
+    block_add(p, size, seed, true);
+    return;
+  }
+  int i = which % nb;
+  if (model_bytes + size > budget) return;
+  mblock *b = &blk[i];
+  if (size == 0) { /* realloc to 0 frees */
+    if (hl_realloc(H, b->p, b->size, 0)) FAIL("realloc to 0 returned a block");
+    block_forget(i);
+    return;
+  }
+  void *p = hl_realloc(H, b->p, b->size, size);
+  if (!p) {
+    out_of_memory("realloc");
+    /* the block is untouched: the next check holds it to that */
+    return;
+  }
+  if ((uintptr_t)p % 16) FAIL("realloc gave %p, not 16-byte aligned", p);
+  if (hl_usable_size(H, p) < size) FAIL("realloc: usable size below %" PRIu64, size);
+  uint64_t keep = size < b->size ? size : b->size;
+  if (keep && memcmp(p, b->bytes, keep))
+    FAIL("realloc %" PRIu64 " -> %" PRIu64 " lost the contents", b->size, size);
+  uint8_t *nbytes = malloc(size ? size : 1);
+  memcpy(nbytes, b->bytes, keep);
+  fill_pattern(nbytes + keep, size - keep, seed);
+  memcpy((uint8_t *)p + keep, nbytes + keep, size - keep);
+  free(b->bytes);
+  model_bytes = model_bytes - b->size + size;
+  if (p != b->p) {
+    for (int k = 0; k < nb; k++)
+      if (k != i && blk[k].p == p) FAIL("realloc moved the block onto a live one");
+    freed[nfreed++ % NSTALE] = b->p;
+  }
+  b->p = p, b->size = size, b->bytes = nbytes;
+}
+
+static void op_mwrite(input *in) {
+  if (!nb) return;
+  mblock *b = &blk[u8(in) % nb];
+  uint64_t off = b->size ? u16(in) % b->size : 0, len = u8(in);
+  if (off + len > b->size) len = b->size - off;
+  fill_pattern(b->bytes + off, len, u8(in));
+  memcpy(b->p + off, b->bytes + off, len);
+}
+
+/* Another thread allocates some blocks (they join the model) and frees some
+ * of ours; it flushes its cache or leaves it to the thread's exit. */
+typedef struct {
+  int nfree, nalloc, flush;
+  void *frees[8];
+  uint64_t fsize[8];
+  void *got[8];
+  uint64_t gsize[8];
+} remote_job;
+
+static void *remote(void *arg) {
+  remote_job *j = arg;
+  for (int i = 0; i < j->nfree; i++)
+    if (j->fsize[i] & 1) hl_free(H, j->frees[i]);
+    else hl_free_sized(H, j->frees[i], j->fsize[i] >> 1);
+  for (int i = 0; i < j->nalloc; i++) j->got[i] = hl_malloc(H, j->gsize[i]);
+  if (j->flush) hl_thread_flush(H);
+  return NULL;
+}
+
+static void op_remote(input *in) {
+  remote_job j = {0};
+  j.nfree = nb ? u8(in) % (nb < 8 ? nb + 1 : 8) : 0;
+  j.nalloc = u8(in) % 8;
+  j.flush = u8(in) & 1;
+  for (int i = 0; i < j.nfree; i++) {
+    int k = u8(in) % nb;
+    j.frees[i] = blk[k].p;
+    j.fsize[i] = blk[k].size << 1 | (u8(in) & 1);
+    block_forget(k);
+  }
+  for (int i = 0; i < j.nalloc; i++) j.gsize[i] = manual_size(in);
+  pthread_t t;
+  if (pthread_create(&t, NULL, remote, &j)) return;
+  pthread_join(t, NULL);
+  for (int i = 0; i < j.nalloc; i++) {
+    if (!j.got[i]) continue;
+    if (nb == MAXB || model_bytes + j.gsize[i] > budget) {
+      hl_free(H, j.got[i]);
+      continue;
+    }
+    check_new_block(j.got[i], j.gsize[i], "malloc in another thread");
+    block_add(j.got[i], j.gsize[i], (uint8_t)i, true);
+  }
+}
+
+static void op_double_free(input *in) {
+  if (!O.verify || !nfreed) return;
+  void *p = freed[u8(in) % (nfreed < NSTALE ? nfreed : NSTALE)];
+  if (is_live(p)) return; /* handed out again: freeing it would be a real free */
+  hl_stats before, after;
+  hl_stats_get(H, &before);
+  hl_free(H, p);
+  hl_stats_get(H, &after);
+  /* small blocks: "double free"; a large one is no longer known at all */
+  if (after.manual_frees != before.manual_frees ||
+      !(strstr(msg(), "double free") || strstr(msg(), "not a block")))
+    FAIL("a double free of %p was not refused ('%s')", p, msg());
+}
+
+static void op_mbad(input *in) {
+  switch (u8(in) % 4) {
+  case 0:
+    if (hl_collect(H, 1, 0) != HL_EMODE || !strstr(msg(), "manual"))
+      FAIL("collect on a manual heap: %s", msg());
+    break;
+  case 1: {
+    hl_ref r = 5;
+    if (hl_alloc(H, 8, 0, &r) != HL_EMODE || r) FAIL("alloc on a manual heap: %s", msg());
+    break;
+  }
+  case 2: {
+    int local;
+    if (hl_usable_size(H, &local)) FAIL("usable size of a stack address");
+    hl_free(H, NULL);
+    break;
+  }
+  default:
+    if (u8(in) % 8) break; /* rare: ASan prints a line for each */
+    if (hl_malloc(H, (size_t)1 << 62)) FAIL("malloc(2^62) succeeded");
+    if (!msg()[0]) FAIL("malloc(2^62) failed with no message");
+  }
+}
+
+static void check_manual(void) {
+  for (int i = 0; i < nb; i++) {
+    mblock *b = &blk[i];
+    if (b->size && memcmp(b->p, b->bytes, b->size)) {
+      uint64_t at = 0;
+      while (b->p[at] == b->bytes[at]) at++;
+      FAIL("block %p (%" PRIu64 " bytes) corrupted at byte %" PRIu64 ": %02x, expected %02x",
+           b->p, b->size, at, b->p[at], b->bytes[at]);
+    }
+    if (hl_usable_size(H, b->p) < b->size)
+      FAIL("block %p (%" PRIu64 " bytes) is no longer live (usable %zu)", b->p, b->size,
+           hl_usable_size(H, b->p));
+  }
+}
+
+static void run_manual(input *in) {
+  while (in->n) {
+    uint8_t op = u8(in);
+    switch (op % 14) {
+    case 0: case 1: op_malloc(in); break;
+    case 2: op_calloc(in); break;
+    case 3: op_free(in, 0); break;
+    case 4: op_free(in, 1); break;
+    case 5: case 6: op_realloc(in); break;
+    case 7: op_mwrite(in); break;
+    case 8: hl_thread_flush(H); break;
+    case 9: expect_rc(hl_trim(H), "trim", -1, -1); break;
+    case 10: op_inject(in); break;
+    case 11: op_remote(in); break;
+    case 12: if (op & 16) op_double_free(in); else op_mbad(in); break;
+    default: op_probe(); break;
+    }
+    check_manual();
+    if (hl_heap_check(H)) FAIL("heap check after op %u: %s", op % 14, msg());
+  }
+}
+
+static void reset_manual(void) {
+  for (int i = 0; i < nb; i++) free(blk[i].bytes);
+  nb = nfreed = 0;
+  model_bytes = 0;
+}
+
+/* ======================================================================== */
+/* The heap's configuration                                                 */
+/* ======================================================================== */
+
+static void set(const char *name, int64_t v) {
+  char err[256];
+  if (hl_options_set_int(&O, name, v, err, sizeof err))
+    FAIL("option %s=%" PRId64 ": %s", name, v, err);
+}
+
+static int64_t at_most(int64_t v, int64_t hi) { return v < hi ? v : hi; }
+
+/* Returns false when the input's options cannot make a heap (skip it). */
+static bool configure(input *in) {
+  hl_options_defaults(&O);
+  uint8_t b0 = u8(in), b1 = u8(in), b2 = u8(in), b3 = u8(in), b4 = u8(in), b5 = u8(in);
+  static const int64_t pages[] = {4096, 8192, 16384, 65536};
+  int64_t ps = pages[b1 & 3];
+  static const int64_t smax[] = {16, 64, 256, 1 << 20};
+  set("mode", b0 & 1);
+  set("generational", b0 >> 1 & 1);
+  set("collector", b0 >> 2 & 1);
+  set("page_release", (b0 >> 3 & 1) ^ 1);
+  set("dump_toggle", b0 >> 4 & 1);
+  set("release_advice", b0 >> 5 & 1);
+  set("reuse_failed_order", b0 >> 6 & 1);
+  set("sweep", b0 >> 7 & 1);
+  set("page_size", ps);
+  set("small_max", at_most(smax[b1 >> 2 & 3], ps / 4));
+  set("major_sweep", (b1 >> 4 & 3) % 3);
+  set("fallback_advice", (b1 >> 6 & 3) % 3);
+  set("warm_pages", b2 % 9);
+  set("warm_demand_trims", b2 >> 4 & 3);
+  set("release_per_sweep", 1 + (b2 >> 6) * 8);
+  set("tcache_blocks", (int64_t[]){0, 4, 64, 1024}[b4 & 3]);
+  set("upgrade_per_sweep", (b4 >> 2 & 3) * 2);
+  set("upgrade_budget_counts", b4 >> 4 & 1);
+  set("verify", (b0 & 1) && (b4 >> 5 & 3) == 3 ? 0 : 1);
+  set("reuse_attempts", 1 + (b4 >> 7));
+  set("gc_trigger_bytes", (int64_t)65536 << (b5 & 3));
+  set("gc_trigger_min_bytes", 65536);
+  set("gc_trigger_max_bytes", (int64_t)1 << 20);
+  set("young_bytes", (int64_t)65536 << (b5 >> 2 & 3));
+  set("large_trigger_bytes", (int64_t)65536 << (b5 >> 4 & 3));
+  set("tenure_full_marks", b5 >> 6);
+  set("quiet_bytes", 16384);
+  set("major_backstop_cycles", 4);
+  set("events_capacity", 64);
+  set("syscall_retry_max", 2);
+  set("syscall_retry_backoff_us", 0);
+  set("pacing_max_wait_ms", 5);
+  set("reserve_bytes", at_most((int64_t)(1 + b3 % 8) << 20, 8 << 20));
+  if (O.reserve_bytes < 16 * ps) set("reserve_bytes", 16 * ps);
+  if (b3 & 0x80) { /* the trigger above the reservation (issue 16, defect 1) */
+    set("gc_trigger_max_bytes", 16 << 20);
+    set("gc_trigger_bytes", 16 << 20);
+  }
+
+  /* option strings from the input: names from the table, values as given */
+  int nstr = u8(in) % 3;
+  for (int i = 0; i < nstr; i++) {
+    hl_option_info info;
+    hl_option_info_get(u8(in) % hl_option_count(), &info);
+    char val[24];
+    size_t len = u8(in) % sizeof val;
+    for (size_t k = 0; k < len; k++) val[k] = (char)u8(in);
+    val[len] = 0;
+    char err[256] = "";
+    int rc = hl_options_set(&O, info.name, val, err, sizeof err);
+    if (rc && !strstr(err, info.name)) FAIL("option %s='%s' refused without naming it: '%s'",
+                                            info.name, val, err);
+  }
+  /* what an option string may not change: speed, verify, the control arms */
+  if (!(O.mode == 1 && O.verify == 0)) O.verify = 1;
+  O.reserve_bytes = at_most(O.reserve_bytes, 8 << 20);
+  O.syscall_retry_backoff_us = 0;
+  if (O.syscall_retry_max < 0 || O.syscall_retry_max > 3) O.syscall_retry_max = 3;
+  O.pacing_max_wait_ms = at_most(O.pacing_max_wait_ms, 5);
+  O.events_capacity = at_most(O.events_capacity, 256);
+  O.min_cycle_interval_ms = at_most(O.min_cycle_interval_ms, 2);
+  /* (an option string may set a trigger above the reservation: defect 1) */
+  O.gc_trigger_bytes = at_most(O.gc_trigger_bytes, 16 << 20);
+  O.gc_trigger_max_bytes = at_most(O.gc_trigger_max_bytes, 16 << 20);
+  O.gc_trigger_min_bytes = at_most(O.gc_trigger_min_bytes, O.gc_trigger_max_bytes);
+  O.young_bytes = at_most(O.young_bytes, 1 << 20);
+  O.large_trigger_bytes = at_most(O.large_trigger_bytes, 1 << 20);
+  O.release_per_sweep = at_most(O.release_per_sweep, 4096);
+  O.record_refused_release = 0;
+  O.init_page_state = 1;
+  O.restore_before_format = 1;
+  if (O.small_max > O.page_size / 4) O.small_max = O.page_size / 4;
+  if (O.reserve_bytes < 16 * O.page_size) O.reserve_bytes = 16 * O.page_size;
+  char err[256];
+  if (hl_options_validate(&O, err, sizeof err)) {
+    if (verbose) fprintf(stderr, "fuzz_heap: options refused: %s\n", err);
+    return false;
+  }
+  return true;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  verbose = getenv("FUZZ_HEAP_VERBOSE") != NULL;
+  strict_oom = !getenv("FUZZ_HEAP_STRICT_OOM") || atoi(getenv("FUZZ_HEAP_STRICT_OOM"));
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  input in = {data, size};
+  if (!configure(&in)) return 0;
+  char err[256];
+  int rc = hl_heap_new(&O, &H, err, sizeof err);
+  if (rc) {
+    if (!err[0]) FAIL("hl_heap_new failed with no message");
+    if (verbose) fprintf(stderr, "fuzz_heap: no heap: %s\n", err);
+    return 0;
+  }
+  manual_mode = O.mode == HL_MODE_MANUAL;
+  budget = (uint64_t)O.reserve_bytes / 4;
+  if (verbose)
+    fprintf(stderr, "fuzz_heap: %s heap, page %" PRId64 ", small_max %" PRId64 ", reserve %" PRId64
+            ", generational %" PRId64 ", collector %" PRId64 ", verify %" PRId64 "\n",
+            manual_mode ? "manual" : "collected", O.page_size, O.small_max, O.reserve_bytes,
+            O.generational, O.collector, O.verify);
+  if (manual_mode) {
+    run_manual(&in);
+    for (int i = 0; i < nb; i++) hl_free(H, blk[i].p);
+    hl_thread_flush(H);
+    reset_manual();
+  } else {
+    run_collected(&in);
+    reset_collected();
+  }
+  if (hl_heap_check(H)) FAIL("final heap check: %s", msg());
+  hl_heap_free(H);
+  H = NULL;
+  return 0;
+}

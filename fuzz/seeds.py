@@ -1,0 +1,84 @@
+"""Write the seed corpus of the fuzz targets (fuzz/corpus/<target>/).
+
+    python3 fuzz/seeds.py
+
+Deterministic: the same files every time.  fuzz_heap's seeds are programs of
+random operations on heaps of every kind (the first bytes choose the heap,
+see configure() in fuzz_heap.c); fuzz_options' seeds are one well-formed call
+of each parser.  libFuzzer mutates from these; what it finds goes to the
+build directory's corpus, not here.
+"""
+import os
+import random
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(bytes(data))
+
+
+def heap_seeds():
+    rng = random.Random(16)
+    # (name, b0, b1, b4): mode / generational / collector / release bits,
+    # page size and small_max, manual verify
+    kinds = [
+        ("collected", 0x00, 0x0A, 0x01),
+        ("collected_4k_pages", 0x00, 0x04, 0x01),
+        ("generational", 0x02, 0x0B, 0x01),
+        ("generational_full_sweep", 0x82, 0x18, 0x01),
+        ("background", 0x04, 0x0A, 0x01),
+        ("generational_background", 0x06, 0x2A, 0x01),
+        ("no_release_dump_toggle", 0x18, 0x0A, 0x01),
+        ("advice_free_lifo", 0x60, 0x4A, 0x01),
+        ("manual", 0x01, 0x0A, 0x03),
+        ("manual_4k", 0x01, 0x04, 0x02),
+        ("manual_tcache", 0x01, 0x0A, 0x63),
+        ("manual_dump_toggle", 0x11, 0x0A, 0x03),
+    ]
+    for name, b0, b1, b4 in kinds:
+        for k in range(2):
+            body = [rng.randrange(256) for _ in range(700)]
+            head = [b0, b1, rng.randrange(256), rng.randrange(256), b4, rng.randrange(256), 0]
+            write("fuzz_heap", f"{name}_{k}", head + body)
+    # with option strings: warm_pages=3, then "verify=0" (which the harness
+    # puts back on for collected heaps)
+    head = [0x00, 0x0A, 0, 2, 1, 0, 2]
+    write("fuzz_heap", "option_strings",
+          head + [12, 1, ord("3")] + [0, 1, ord("0")] + [rng.randrange(256) for _ in range(300)])
+
+
+def i64(v):
+    return list(struct.pack(">q", v * 4))  # the harness reads (v >> 2) % 4096 - 16 for tag 0
+
+
+def options_seeds():
+    s = lambda t: [len(t)] + list(t.encode())
+    # set_value: option index, type, ival, string
+    write("fuzz_options", "set_value_bytes", [0, 3, 2] + i64(0) + s("64k"))
+    write("fuzz_options", "set_value_enum", [0, 0, 2] + i64(0) + s("manual"))
+    write("fuzz_options", "set_value_bool", [0, 4, 0] + i64(1) + s(""))
+    write("fuzz_options", "set_value_int", [0, 5, 1] + i64(100) + s(""))
+    write("fuzz_options", "set_value_nul", [0, 3, 2] + i64(0) + s("16\x00junk"))
+    write("fuzz_options", "set_unknown", [1, 0xe5] + s("warm_page") + [2] + i64(0) + s("1"))
+    write("fuzz_options", "set_cstring_hex", [1, 25, 2] + i64(0) + s("0x100000"))
+    write("fuzz_options", "set_octal_looking", [1, 5, 2] + i64(0) + s("010"))
+    # environment: n, (index, value)..., skip mask
+    write("fuzz_options", "env_two", [2, 1, 5] + s("4k") + [4] + s("off") + [0])
+    write("fuzz_options", "env_skip", [2, 1, 3] + s("1m") + [5] + s("junk") + [2])
+    # inject_named: site, mode, N, errno
+    write("fuzz_options", "inject_named", [3, 1, 1] + i64(3) + [1])
+    write("fuzz_options", "inject_named_every", [3, 2, 3] + i64(0) + [5])
+    # HEAPLAB_FAULT_<SITE> specs
+    write("fuzz_options", "fault_env_spec", [4, 1, 1, 1, 2] + i64(12) + [3])
+    write("fuzz_options", "fault_env_raw", [4, 6, 0] + s("first:12abc"))
+    write("fuzz_options", "fault_env_fields", [4, 1, 0] + s("always:5:6:7"))
+
+
+if __name__ == "__main__":
+    heap_seeds()
+    options_seeds()
