@@ -340,14 +340,19 @@ def main(argv=None):
                     verdict = "BUILD FAILED (the mutation is broken)"
                     failed.append(m["name"])
                 else:
-                    killers = []
+                    killers, passed = [], []
                     for t in m["tests"]:
                         ok, rc = s.test(t, m.get("timeout", DEFAULT_TIMEOUT))
-                        if not ok:
-                            killers.append(short(t) + (" (timeout)" if rc == "timeout" else ""))
-                            if not args.all_tests:
-                                break
+                        if ok:
+                            passed.append(short(t))
+                            continue
+                        killers.append(short(t) + (" (timeout)" if rc == "timeout" else ""))
+                        if not args.all_tests:
+                            break
                     verdict = ", ".join(killers) if killers else "SURVIVED"
+                    if killers and passed:
+                        log.write(f"\n{m['name']}: passed with the mutant: {passed}\n".encode())
+                        print(f"  ({m['name']}: passed with the mutant: {', '.join(passed)})")
                     if not killers:
                         failed.append(m["name"])
             finally:
