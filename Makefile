@@ -27,7 +27,7 @@ export MALLOC_PERTURB_ = 0
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
         notebooks lua clean distclean docs test-lua-testes build-fuzz fuzz test-fuzz soak \
-        test-soak test-model coverage
+        test-soak test-model coverage mutants
 
 all: build
 
@@ -138,6 +138,12 @@ test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clie
 
 experiments: install build
 	$(PYTHON) -m pytest experiments -q
+
+# the mutation audit (issue 22, docs/mutants.md): each mutation of tools/mutants.toml
+# in a scratch copy under $TMPDIR, built and run against its tests; fails if one
+# survives or no longer applies.  Not part of make test (tens of minutes).
+mutants: setup
+	$(PYTHON) tools/mutants.py
 
 # the benchmarks against Boehm GC, mimalloc, jemalloc, glibc (issue 8): the
 # table on the terminal, records under results/bench (docs/performance.md)

@@ -46,7 +46,7 @@ def collect_until_settled(h, limit=32):
     return cycles
 
 
-@E1.arm("on", page_release=True)
+@E1.arm("on")  # the defaults: page_release=True
 @E1.arm("off", page_release=False)
 def page_floor(rec, **options):
     h = heaplab.Heap(**options)

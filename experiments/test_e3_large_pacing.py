@@ -51,7 +51,7 @@ def churn_arm(rec, rate, **options):
 
 for _name, _rate in RATES.items():
     E3.add_arm(f"off_{_name}", churn_arm, params={"rate": _rate}, large_pacing=False, **COMMON)
-    E3.add_arm(f"on_{_name}", churn_arm, params={"rate": _rate}, large_pacing=True, **COMMON)
+    E3.add_arm(f"on_{_name}", churn_arm, params={"rate": _rate}, **COMMON)  # large_pacing=True
 
 
 def test_e3_large_pacing(lab):

@@ -183,9 +183,9 @@ E4b = Experiment("E4b", "one sticky restore failure", seed={
 
 
 @E4b.arm("lifo_lazy", reuse_failed_order="lifo", release_advice="free")
-@E4b.arm("fifo_lazy", reuse_failed_order="fifo", release_advice="free")
+@E4b.arm("fifo_lazy", release_advice="free")  # the default order: fifo
 @E4b.arm("lifo", reuse_failed_order="lifo")
-@E4b.arm("fifo", reuse_failed_order="fifo")
+@E4b.arm("fifo")
 def sticky_restore(rec, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("release", heap=h) as ph:
@@ -328,7 +328,7 @@ def refused_release(rec, inject, **options):
 
 
 @E4c.arm("budget8_scanned", upgrade_budget_counts="scanned")
-@E4c.arm("budget8_attempts", upgrade_budget_counts="attempts")
+@E4c.arm("budget8_attempts")  # the default: attempts
 def small_budget(rec, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20,
                      upgrade_per_sweep=SMALL_BUDGET,

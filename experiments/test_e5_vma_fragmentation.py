@@ -52,9 +52,9 @@ E5 = Experiment("E5", "VMA fragmentation", seed={
 
 
 @E5.arm("on_1g", params={"pages": LARGE}, dump_toggle=True)
-@E5.arm("off_1g", params={"pages": LARGE}, dump_toggle=False)
+@E5.arm("off_1g", params={"pages": LARGE})  # the default: dump_toggle=False
 @E5.arm("on", params={"pages": SMALL}, dump_toggle=True)
-@E5.arm("off", params={"pages": SMALL}, dump_toggle=False)
+@E5.arm("off", params={"pages": SMALL})
 def fragment(rec, pages, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("fill", heap=h) as ph:

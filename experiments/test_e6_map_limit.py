@@ -95,8 +95,8 @@ def trim_events(h):
     return [e.as_dict() for e in h.events() if e.kind in ("trim", "syscall_gave_up")]
 
 
-@E6.arm("toggle_off", dump_toggle=False)
-@E6.arm("bounded", dump_toggle=True, syscall_retry_max=100, syscall_retry_backoff_us=1000)
+@E6.arm("toggle_off")  # the defaults: no dump toggle
+@E6.arm("bounded", dump_toggle=True)  # the default retry: 100 x 1 ms
 @E6.arm("unbounded", dump_toggle=True, syscall_retry_max=-1)
 def at_map_limit(rec, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)

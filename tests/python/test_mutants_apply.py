@@ -1,0 +1,60 @@
+"""The mutation list of `make mutants` (tools/mutants.toml) still matches the
+tree: every mutation's text is found exactly once where it says (so a move of
+the code is noticed in make test, not months later in a mutation run), every
+test it names exists, and docs/mutants.md lists every mutation.  Cheap: no
+build, no mutant is run here."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOL = os.path.join(ROOT, "tools", "mutants.py")
+
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib (Python 3.11+)")
+
+
+def _mutants():
+    sys.path.insert(0, os.path.dirname(TOOL))
+    try:
+        import mutants
+    finally:
+        sys.path.pop(0)
+    return mutants
+
+
+def test_every_mutation_applies_and_names_existing_tests():
+    p = subprocess.run([sys.executable, TOOL, "--check"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_the_list_covers_the_defect_classes_and_the_docs_list_it():
+    m = _mutants()
+    muts = m.load()
+    assert len(muts) >= 17
+    with open(os.path.join(ROOT, "docs", "mutants.md"), encoding="utf-8") as f:
+        doc = f.read()
+    missing = [x["name"] for x in muts if f"`{x['name']}`" not in doc]
+    assert not missing, f"docs/mutants.md does not list {missing}"
+    # issue 22's seven holes each have the test written for them first
+    first = {x["name"]: x["tests"][0] for x in muts}
+    assert first["quiet-counts-large-default-off"] == "c:large_churn_is_not_quiet_on_defaults"
+    assert first["fill-ignores-stride"] == "c:fill_stride_keeps_every_nth_object"
+    assert first["pacing-never-gives-up"] == "c:pacing_gives_up_after_dry_cycles"
+    assert first["major-swept-pages-feed-the-trigger"] == "py:tests/python/test_major_sweep_trigger.py"
+    for name in ("reuse-failed-order-default-lifo", "upgrade-budget-default-scanned",
+                 "restore-before-format-default-off"):
+        assert first[name] == "py:tests/python/test_control_defaults.py"
+    assert first["side-table-bits-kept"] == "c:released_pages_release_their_side_table_bits"
+    assert first["large-set-deletion-off-by-one"] == "c:large_objects_survive_churn"
+
+
+def test_a_mutation_that_no_longer_applies_is_an_error(tmp_path):
+    m = _mutants()
+    mut = {"name": "x", "edit": [{"file": "core/src/gc/cycle.c", "old": "no such text anywhere",
+                                  "new": "y"}]}
+    errors = m.check_applies(mut, ROOT)
+    assert errors and "occurs 0 times" in errors[0] and "moved" in errors[0]
+    mut["edit"][0]["old"] = "{"  # more than once: ambiguous
+    assert "times, not once" in m.check_applies(mut, ROOT)[0]
