@@ -211,7 +211,8 @@ class Scratch:
                     shutil.copy2(os.path.join(src, f), pkg)
             ext = os.path.join(self.path, "build-py", "bindings", "python")
             for f in os.listdir(ext):
-                if f.startswith("_heaplab") and f.endswith(".so"):
+                # the extension and the modules generated at build time (_options.py)
+                if (f.startswith("_heaplab") and f.endswith(".so")) or f.endswith(".py"):
                     shutil.copy2(os.path.join(ext, f), pkg)
         return True
 
