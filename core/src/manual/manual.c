@@ -103,7 +103,7 @@ static void tc_destructor(void *arg) {
       detach(tc, h);
       hl__unlock(h, locked);
     }
-    free(tc);
+    hl__sys_free(tc);
     tc = next;
   }
   pthread_mutex_unlock(&tc_global);
@@ -130,7 +130,7 @@ static hl_tcache *tcache_for(hl_heap *h) {
   pthread_once(&tc_once, tc_init_key);
   hl_tcache *tc = free_one;
   if (!tc) {
-    tc = calloc(1, sizeof *tc + room * sizeof(void *));
+    tc = hl__sys_calloc(1, sizeof *tc + room * sizeof(void *));
     if (!tc) return NULL;
     tc->room = room;
     tc->next_thread = tls_list;
@@ -234,6 +234,31 @@ void *hl__manual_malloc(hl_heap *h, size_t size) {
 }
 
 void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, size, true); }
+
+/* A block of size bytes aligned to align (a power of two).  Up to 16: any
+ * block.  Up to the OS page size, for a small size: the first class at least
+ * max(size, align) bytes whose size is a multiple of align -- its slots are
+ * aligned, since pages start at page-aligned addresses and hold no header
+ * (every power of two up to small_max is a class).  Otherwise the large path
+ * over-allocates and keeps the lead (large.c).  The preload library's
+ * memalign family; NULL when there is no memory. */
+void *hl__manual_memalign(hl_heap *h, size_t align, size_t size) {
+  if (align <= HL_GRANULE) return hl_malloc(h, size);
+  size_t want = size > align ? size : align;
+  if (align <= prim_os_page_size() && want <= h->small_max) {
+    for (uint32_t c = hl__class_of(h, want); c < h->nclasses; c++)
+      if (h->cls_size[c] % align == 0) return hl_malloc(h, h->cls_size[c]);
+  }
+  bool locked = hl__lock(h);
+  void *p = NULL;
+  if (!over_limit(h, size, "memalign")) {
+    p = hl__large_alloc_aligned(h, size, align, false); /* (charged there) */
+    if (p) h->tally.manual_mallocs++;
+    else hl__fail(h, HL_ENOMEM, "memalign: the system allocator refused %zu bytes", size);
+  }
+  hl__unlock(h, locked);
+  return p;
+}
 
 /* ---- free ---- */
 
