@@ -25,8 +25,9 @@
  * system allocator: a malloc cannot refuse to start a program.
  *
  * Reports: HEAPLAB_STATS=path writes the launchers' JSON report at exit
- * (the process that set the heap up writes `path`, a fork child
- * `path.<pid>`; a `%p` in the path is replaced by the pid in every process).
+ * (the process started with it writes `path`; a fork child, or a program
+ * exec'd by a preloaded parent, `path.<pid>`; a `%p` in the path is
+ * replaced by the pid in every process).
  * HEAPLAB_TRACE_EVENTS=path writes the heap's event ring the same way, one
  * JSON object a line.
  */
@@ -44,6 +45,14 @@
 #include "manual/manual.h"
 
 #define EXPORT __attribute__((visibility("default")))
+/* HL_PRELOAD_PREFIX: the same functions as hlp_malloc & co., linked into a
+ * test that runs under ThreadSanitizer (whose own malloc stays the
+ * process's): tests/preload/meson.build. */
+#ifdef HL_PRELOAD_PREFIX
+#define NAME(n) hlp_##n
+#else
+#define NAME(n) n
+#endif
 
 extern void *__libc_memalign(size_t align, size_t n);
 extern char **environ;
@@ -67,6 +76,35 @@ static bool env_is(const char *name, const char *value) {
 }
 
 static void write_reports(void);
+
+/* Does the parent process run on this library too (a program a preloaded
+ * shell or server started with exec)?  Then its reports get the pid in the
+ * name, like a fork child's.  Read-only, no allocation: /proc/PPID/maps is
+ * scanned in a stack buffer. */
+static bool parent_is_preloaded(void) {
+  static const char needle[] = "libheaplab-malloc";
+  char path[64], buf[4096 + sizeof needle];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)getppid());
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t keep = 0;
+  bool found = false;
+  for (;;) {
+    ssize_t r = read(fd, buf + keep, sizeof buf - 1 - keep);
+    if (r <= 0) break;
+    size_t n = keep + (size_t)r;
+    buf[n] = 0;
+    if (memmem(buf, n, needle, sizeof needle - 1)) {
+      found = true;
+      break;
+    }
+    keep = n < sizeof needle ? n : sizeof needle - 1;
+    memmove(buf, buf + n - keep, keep);
+  }
+  close(fd);
+  return found;
+}
+static bool descendant; /* a fork child or an exec'd program of a preloaded parent */
 
 /* Create the heap.  Runs once, in the first thread that allocates after the
  * environment is there; its own allocations (in_setup) go to glibc. */
@@ -109,6 +147,7 @@ static NOINLINE hl_heap *setup(void) {
     }
   }
   setup_pid = (int)getpid();
+  if (getenv("HEAPLAB_STATS") || getenv("HEAPLAB_TRACE_EVENTS")) descendant = parent_is_preloaded();
   client.launcher = "libheaplab-malloc.so";
   client.allocator = next == ST_HEAPLAB ? "heaplab" : "libc";
   client.heap = next == ST_HEAPLAB ? HEAP : NULL;
@@ -146,7 +185,7 @@ static bool report_name(const char *path, char *out, size_t len) {
     }
   }
   out[n] = 0;
-  if (!pct && pid != setup_pid) snprintf(out + n, len - n, ".%d", pid);
+  if (!pct && (pid != setup_pid || descendant)) snprintf(out + n, len - n, ".%d", pid);
   return true;
 }
 
@@ -238,7 +277,7 @@ static NOINLINE void *malloc_slow(size_t n) {
   return p ? p : fail_nomem();
 }
 
-EXPORT void *malloc(size_t n) {
+EXPORT void *NAME(malloc)(size_t n) {
   hl_heap *h = HEAP;
   if (hl_likely(h != NULL)) {
     void *p = hl__tcache_pop(h, n);
@@ -257,7 +296,7 @@ static NOINLINE void free_slow(void *ptr) {
   __libc_free(ptr); /* foreign */
 }
 
-EXPORT void free(void *ptr) {
+EXPORT void NAME(free)(void *ptr) {
   hl_heap *h = HEAP;
   if (hl_likely(h != NULL) && hl_likely(hl__in_reservation(h, ptr)) &&
       hl__tcache_push(h, ptr, h->pages[hl__page_of(h, ptr)].cls))
@@ -265,7 +304,7 @@ EXPORT void free(void *ptr) {
   if (ptr) free_slow(ptr);
 }
 
-EXPORT void *calloc(size_t count, size_t size) {
+EXPORT void *NAME(calloc)(size_t count, size_t size) {
   if (size && count > SIZE_MAX / size) return fail_nomem();
   size_t n = count * size;
   hl_heap *h = the_heap();
@@ -289,10 +328,10 @@ static size_t foreign_usable_size(void *ptr) {
   return glibc_usable ? glibc_usable(ptr) : 0;
 }
 
-EXPORT void *realloc(void *ptr, size_t n) {
-  if (!ptr) return malloc(n);
+EXPORT void *NAME(realloc)(void *ptr, size_t n) {
+  if (!ptr) return NAME(malloc)(n);
   if (n == 0) { /* glibc: frees and returns NULL */
-    free(ptr);
+    NAME(free)(ptr);
     return NULL;
   }
   hl_heap *h = HEAP;
@@ -303,9 +342,9 @@ EXPORT void *realloc(void *ptr, size_t n) {
   return q ? q : fail_nomem();
 }
 
-EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
+EXPORT void *NAME(reallocarray)(void *ptr, size_t count, size_t size) {
   if (size && count > SIZE_MAX / size) return fail_nomem();
-  return realloc(ptr, count * size);
+  return NAME(realloc)(ptr, count * size);
 }
 
 /* glibc 2.36: an alignment that is not a power of two is rounded up to one;
@@ -326,10 +365,10 @@ static void *aligned(size_t align, size_t n) {
   return p ? p : fail_nomem();
 }
 
-EXPORT void *memalign(size_t align, size_t n) { return aligned(align, n); }
-EXPORT void *aligned_alloc(size_t align, size_t n) { return aligned(align, n); }
+EXPORT void *NAME(memalign)(size_t align, size_t n) { return aligned(align, n); }
+EXPORT void *NAME(aligned_alloc)(size_t align, size_t n) { return aligned(align, n); }
 
-EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+EXPORT int NAME(posix_memalign)(void **out, size_t align, size_t n) {
   if (align % sizeof(void *) || (align & (align - 1)) || align == 0) return EINVAL;
   int saved = errno;
   void *p = aligned(align, n);
@@ -339,15 +378,15 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   return 0;
 }
 
-EXPORT void *valloc(size_t n) { return aligned(prim_os_page_size(), n); }
+EXPORT void *NAME(valloc)(size_t n) { return aligned(prim_os_page_size(), n); }
 
-EXPORT void *pvalloc(size_t n) {
+EXPORT void *NAME(pvalloc)(size_t n) {
   size_t ps = prim_os_page_size();
   if (n > SIZE_MAX - 2 * ps) return fail_nomem();
   return aligned(ps, n ? (n + ps - 1) & ~(ps - 1) : ps);
 }
 
-EXPORT size_t malloc_usable_size(void *ptr) {
+EXPORT size_t NAME(malloc_usable_size)(void *ptr) {
   if (!ptr) return 0;
   hl_heap *h = HEAP;
   if (h && hl__in_reservation(h, ptr)) return h->cls_size[h->pages[hl__page_of(h, ptr)].cls];
@@ -356,20 +395,20 @@ EXPORT size_t malloc_usable_size(void *ptr) {
 }
 
 /* C23 */
-EXPORT void free_sized(void *ptr, size_t size) {
-  (void)size; /* a wrong size must not corrupt the HEAP: treated as free */
-  free(ptr);
+EXPORT void NAME(free_sized)(void *ptr, size_t size) {
+  (void)size; /* a wrong size must not corrupt the heap: treated as free */
+  NAME(free)(ptr);
 }
 
-EXPORT void free_aligned_sized(void *ptr, size_t align, size_t size) {
+EXPORT void NAME(free_aligned_sized)(void *ptr, size_t align, size_t size) {
   (void)align;
   (void)size;
-  free(ptr);
+  NAME(free)(ptr);
 }
 
 /* Runs a trim on the heap (beyond the warm cache) and glibc's on the
  * foreign blocks; 1 when some memory went back. */
-EXPORT int malloc_trim(size_t pad) {
+EXPORT int NAME(malloc_trim)(size_t pad) {
   static int (*glibc_trim)(size_t);
   if (!glibc_trim) glibc_trim = (int (*)(size_t))dlsym(RTLD_NEXT, "malloc_trim");
   int released = glibc_trim ? glibc_trim(pad) : 0;
