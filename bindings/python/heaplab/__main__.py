@@ -3,6 +3,8 @@
   options            the option table (name, default, range, description)
   stats              the names and meaning of every counter
   version            the library version
+  preload            the path of libheaplab-malloc.so, for LD_PRELOAD
+                     (LD_PRELOAD=$(python3 -m heaplab preload) PROGRAM...)
   report DIR [--out OUT]
                      plots and tables for a results folder (docs/analysis.md);
                      needs the analysis extra (pandas, matplotlib)
@@ -58,6 +60,13 @@ def _report(argv):
 def main(argv):
     if argv and argv[0] == "report":
         return _report(argv[1:])
+    if argv and argv[0] == "preload":
+        try:
+            print(heaplab.preload_path())
+        except heaplab.Error as e:
+            print(f"heaplab preload: {e}", file=sys.stderr)
+            return 2
+        return 0
     cmds = {"options": _options, "stats": _stats, "version": lambda: print(heaplab.__version__)}
     if len(argv) < 1 or argv[0] not in cmds:
         print(__doc__.strip(), file=sys.stderr)
