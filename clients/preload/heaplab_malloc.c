@@ -19,8 +19,9 @@
  * handed to glibc (free, realloc, malloc_usable_size).
  *
  * Options: HEAPLAB_<NAME> as everywhere; the library's own defaults are
- * mode=manual and small_max=16384 (a malloc's mid-sized blocks on heaplab's
- * pages, not on glibc's).  HEAPLAB_ALLOCATOR=libc passes everything to
+ * mode=manual, small_max=16384 (a malloc's mid-sized blocks on heaplab's
+ * pages, not on glibc's) and warm_pages=16 (1 MiB kept warm; the demand
+ * window -- warm_demand_trims -- keeps what a busy program needs).  HEAPLAB_ALLOCATOR=libc passes everything to
  * glibc.  A bad value prints one line on stderr and the process runs on the
  * system allocator: a malloc cannot refuse to start a program.
  *
@@ -131,6 +132,7 @@ static NOINLINE hl_heap *setup(void) {
     hl_options_defaults(&o);
     o.mode = HL_MODE_MANUAL;
     o.small_max = 16384;
+    o.warm_pages = 16;
     int rc = hl_options_from_env(&o, err, sizeof err);
     if (!rc && getenv("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
       snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
@@ -142,6 +144,18 @@ static NOINLINE hl_heap *setup(void) {
     if (rc) {
       fprintf(stderr, "libheaplab-malloc: %s; using the system allocator\n", err);
     } else {
+      /* The large path's blocks are glibc's.  glibc raises its mmap
+       * threshold each time a mapped block is freed (up to 32 MiB), and
+       * blocks under the threshold live in its heap, which gives back only
+       * its top: a server's freed hash tables stayed charged, and reloading
+       * redis-server cost 8 MiB more than its first load.  Fixed thresholds
+       * turn the adjustment off: a block from 1 MiB up is a mapping of its
+       * own, unmapped when freed, and the heap's top is trimmed past 2 MiB
+       * (the 2:1 ratio glibc's own adjustment keeps; a lower trim threshold
+       * refaulted a buffer grown and freed in a loop: 91,000 page faults in
+       * bench-preload realloc). */
+      mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+      mallopt(M_TRIM_THRESHOLD, 2 * 1024 * 1024);
       atomic_store_explicit(&heap_ptr, h, memory_order_release);
       next = ST_HEAPLAB;
     }
@@ -320,12 +334,23 @@ EXPORT void *NAME(calloc)(size_t count, size_t size) {
   return p ? p : fail_nomem();
 }
 
+/* glibc's own function of that name: looked up in libc.so.6 itself, not
+ * RTLD_NEXT, which finds the next library's -- Debian's redis-server links
+ * libjemalloc.so.2, whose malloc_usable_size must never see glibc's block */
+static void *glibc_sym(const char *name) {
+  void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  void *f = libc ? dlsym(libc, name) : NULL;
+  if (libc) dlclose(libc);
+  return f;
+}
+
 /* glibc's malloc_usable_size, for foreign blocks */
-static size_t (*glibc_usable)(void *);
+static size_t (*_Atomic glibc_usable)(void *);
 
 static size_t foreign_usable_size(void *ptr) {
-  if (!glibc_usable) glibc_usable = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
-  return glibc_usable ? glibc_usable(ptr) : 0;
+  size_t (*f)(void *) = glibc_usable;
+  if (!f) glibc_usable = f = (size_t(*)(void *))glibc_sym("malloc_usable_size");
+  return f ? f(ptr) : 0;
 }
 
 EXPORT void *NAME(realloc)(void *ptr, size_t n) {
@@ -409,8 +434,8 @@ EXPORT void NAME(free_aligned_sized)(void *ptr, size_t align, size_t size) {
 /* Runs a trim on the heap (beyond the warm cache) and glibc's on the
  * foreign blocks; 1 when some memory went back. */
 EXPORT int NAME(malloc_trim)(size_t pad) {
-  static int (*glibc_trim)(size_t);
-  if (!glibc_trim) glibc_trim = (int (*)(size_t))dlsym(RTLD_NEXT, "malloc_trim");
+  static int (*_Atomic glibc_trim)(size_t);
+  if (!glibc_trim) glibc_trim = (int (*)(size_t))glibc_sym("malloc_trim");
   int released = glibc_trim ? glibc_trim(pad) : 0;
   hl_heap *h = HEAP;
   if (h) {
