@@ -12,7 +12,7 @@ export MALLOC_PERTURB_ = 0
 
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
-        notebooks lua clean docs test-lua-testes
+        notebooks lua clean docs test-lua-testes test-preload
 
 all: build
 
@@ -79,6 +79,11 @@ test-lua: build
 test-clients: build install
 	meson test -C $(BUILD) --suite clients --print-errorlogs
 
+# real programs on libheaplab-malloc.so (LD_PRELOAD) and its C tests (issue 17)
+test-preload: build
+	@tools/setup.sh preload
+	meson test -C $(BUILD) --suite preload --print-errorlogs
+
 # a tiny benchmark configuration: correctness only (issue 8)
 test-bench: build
 	meson test -C $(BUILD) --suite bench --print-errorlogs
@@ -87,9 +92,10 @@ test-bench: build
 test-notebooks: install
 	$(PYTHON) -m heaplab.notebooks docs/notebooks --check
 
-test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-bench test-notebooks
+test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-preload test-bench test-notebooks
 
 experiments: install build
+	@tools/setup.sh preload
 	$(PYTHON) -m pytest experiments -q
 
 # the benchmarks against Boehm GC, mimalloc, jemalloc, glibc (issue 8): the

@@ -17,8 +17,8 @@ is not an arm here (docs/experiments/e9.md).
 
 Protocol (one fresh server per arm, port chosen free on 127.0.0.1, no
 persistence): start, then phases measured from outside by the harness's
-sampler (/proc/PID/smaps_rollup every 5 ms):
-  load     N keys (1,000,000; HEAPLAB_E9_KEYS) of 64-byte values sent with
+sampler (/proc/PID/smaps_rollup every 20 ms: each read walks the page tables of a 32 GiB reservation):
+  load     N keys (2,000,000; HEAPLAB_E9_KEYS) of 64-byte values sent with
            `redis-cli --pipe`; DBSIZE checked
   delete   FLUSHALL (synchronous), then the lowest footprint over up to 8 s
            (left early once it has not gone lower for 3 s)
@@ -66,7 +66,7 @@ ENV = {"heaplab-refused": {"HEAPLAB_FAULT_RELEASE": "always:ENOMEM"}}
 
 
 def _keys():
-    n = int(env_number("HEAPLAB_E9_KEYS", 1_000_000))
+    n = int(env_number("HEAPLAB_E9_KEYS", 2_000_000))
     if not 10_000 <= n <= 20_000_000:
         raise ValueError(f"HEAPLAB_E9_KEYS={n}: expected 10000..20000000")
     return n
@@ -151,7 +151,7 @@ def run_arm(arm, n, payload, timeout=600):
         data = run_command_arm(cmd, ENV.get(arm), cwd=d, timeout=timeout, allocator=allocator,
                                options=options, script=_script(port, n, payload),
                                experiment="E9", arm=f"redis/{arm}",
-                               label=f"E9 redis/{arm}")
+                               label=f"E9 redis/{arm}", interval_s=0.02)
     data["params"].update({"keys": n, "value_bytes": 64, "environment": ENV.get(arm, {})})
     save_arm(data)
     assert data["error"] is None, f"E9 redis/{arm} failed:\n{data['error']}\n" \
