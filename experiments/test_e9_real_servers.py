@@ -17,7 +17,7 @@ is not an arm here (docs/experiments/e9.md).
 
 Protocol (one fresh server per arm, port chosen free on 127.0.0.1, no
 persistence): start, then phases measured from outside by the harness's
-sampler (/proc/PID/smaps_rollup every 20 ms: each read walks the page tables of a 32 GiB reservation):
+sampler (/proc/PID/smaps_rollup every 20 ms):
   load     N keys (2,000,000; HEAPLAB_E9_KEYS) of 64-byte values sent with
            `redis-cli --pipe`; DBSIZE checked
   delete   FLUSHALL (synchronous), then the lowest footprint over up to 8 s
