@@ -12,7 +12,9 @@ Protocol: each workload runs in a fresh process per run, the allocators
 interleaved run by run (drift and the other agents' load hit them alike),
 REPS runs each (HEAPLAB_BENCH_REPS, default 5).  Figures, from wait4: the
 process's CPU time (user + system; the median and the best), its wall time
-(median) and its peak RSS (ru_maxrss, median).  Arms: glibc (nothing
+(median) and its peak RSS (VmHWM, which the program prints at its end;
+wait4's ru_maxrss counts the Python parent's pages the child shares until
+exec).  Arms: glibc (nothing
 preloaded), heaplab (libheaplab-malloc.so), mimalloc and jemalloc (Debian's
 libraries preloaded).  The load average before and after is recorded.
 
@@ -79,7 +81,11 @@ def _run(argv, extra):
     wall = time.monotonic() - t0
     if status != 0:
         raise AssertionError(f"{argv} {extra}: wait status {status}")
-    return ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss * 1024, out.decode()
+    lines = out.decode().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("peak_rss_kib "), lines
+    # the program's own VmHWM: wait4's ru_maxrss counts the parent's resident
+    # set, shared by the child between fork and exec (33.8 MiB for every arm)
+    return ru.ru_utime + ru.ru_stime, wall, int(lines[1].split()[1]) * 1024, lines[0]
 
 
 def measure(exe, preload, workloads, scale, reps):

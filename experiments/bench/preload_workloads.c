@@ -4,7 +4,8 @@
  * malloc/free/realloc: the allocator is whatever the process was started on
  * (glibc, or libheaplab-malloc.so / libmimalloc.so / libjemalloc.so
  * preloaded).  Each prints a checksum of what it computed, equal on every
- * allocator, and nothing else.
+ * allocator, then its peak RSS (VmHWM: wait4's ru_maxrss would include the
+ * parent's resident set, which the child shares between fork and exec).
  *
  *   bench-preload classes  N   size-class churn: a window of 50,000 live
  *                              blocks of 8..1024 bytes replaced at random
@@ -244,5 +245,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   printf("%s %llu\n", argv[1], (unsigned long long)sum);
+  FILE *st = fopen("/proc/self/status", "r");
+  char line[256];
+  long hwm = -1;
+  while (st && fgets(line, sizeof line, st))
+    if (sscanf(line, "VmHWM: %ld kB", &hwm) == 1) break;
+  if (st) fclose(st);
+  printf("peak_rss_kib %ld\n", hwm);
   return 0;
 }
