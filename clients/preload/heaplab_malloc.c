@@ -120,6 +120,9 @@ static NOINLINE hl_heap *setup(void) {
   int expect = ST_NONE;
   if (!atomic_compare_exchange_strong(&state, &expect, ST_STARTING)) return NULL;
   in_setup = 1;
+  /* a successful malloc leaves errno alone: the reservation's refused
+   * attempts, the /proc reads of the set-up must not show */
+  int saved_errno = errno;
   int next = ST_SYSTEM;
   const char *alloc = getenv("HEAPLAB_ALLOCATOR");
   if (alloc && *alloc && strcmp(alloc, "heaplab") != 0) {
@@ -171,6 +174,7 @@ static NOINLINE hl_heap *setup(void) {
   if (sp && *sp) snprintf(stats_path, sizeof stats_path, "%s", sp);
   if (ep && *ep && next == ST_HEAPLAB) snprintf(events_path, sizeof events_path, "%s", ep);
   in_setup = 0;
+  errno = saved_errno;
   atomic_store_explicit(&state, next, memory_order_release);
   return next == ST_HEAPLAB ? HEAP : NULL;
 }
@@ -251,8 +255,9 @@ static void write_reports(void) {
 /* After the program's atexit handlers (they may still allocate), before
  * libc's own destructors. */
 __attribute__((destructor)) static void at_exit(void) {
-  int s = atomic_load(&state);
+  int s = atomic_load(&state), saved_errno = errno;
   if (s == ST_HEAPLAB || s == ST_SYSTEM) write_reports();
+  errno = saved_errno;
 }
 
 /* ---- the malloc family ---- */
@@ -283,12 +288,18 @@ static bool large_block(hl_heap *h, const void *ptr, size_t *size) {
   return mine;
 }
 
+/* The slow paths may run a trim, whose refused advice (a fault injection
+ * arm, the map limit) sets errno: a call that succeeds leaves errno as it
+ * found it, as glibc's free does since 2.33 (POSIX 2024). */
 static NOINLINE void *malloc_slow(size_t n) {
+  int saved = errno;
   hl_heap *h = the_heap();
   if (!h) return __libc_malloc(n);
   void *p = hl__tcache_pop(h, n);
   if (!p) p = hl__manual_malloc(h, n);
-  return p ? p : fail_nomem();
+  if (!p) return fail_nomem();
+  errno = saved;
+  return p;
 }
 
 EXPORT void *NAME(malloc)(size_t n) {
@@ -301,13 +312,11 @@ EXPORT void *NAME(malloc)(size_t n) {
 }
 
 static NOINLINE void free_slow(void *ptr) {
+  int saved = errno;
   hl_heap *h = HEAP;
-  if (h && hl__in_reservation(h, ptr)) {
-    hl__manual_free_small(h, ptr);
-    return;
-  }
-  if (h && free_large(h, ptr)) return;
-  __libc_free(ptr); /* foreign */
+  if (h && hl__in_reservation(h, ptr)) hl__manual_free_small(h, ptr);
+  else if (!h || !free_large(h, ptr)) __libc_free(ptr); /* foreign */
+  errno = saved;
 }
 
 EXPORT void NAME(free)(void *ptr) {
@@ -321,6 +330,7 @@ EXPORT void NAME(free)(void *ptr) {
 EXPORT void *NAME(calloc)(size_t count, size_t size) {
   if (size && count > SIZE_MAX / size) return fail_nomem();
   size_t n = count * size;
+  int saved = errno;
   hl_heap *h = the_heap();
   if (!h) return __libc_calloc(count, size);
   void *p;
@@ -331,7 +341,9 @@ EXPORT void *NAME(calloc)(size_t count, size_t size) {
   } else {
     p = hl__manual_calloc_large(h, n);
   }
-  return p ? p : fail_nomem();
+  if (!p) return fail_nomem();
+  errno = saved;
+  return p;
 }
 
 /* glibc's own function of that name: looked up in libc.so.6 itself, not
@@ -363,8 +375,11 @@ EXPORT void *NAME(realloc)(void *ptr, size_t n) {
   size_t old;
   if (!h || (!hl__in_reservation(h, ptr) && !large_block(h, ptr, &old)))
     return __libc_realloc(ptr, n); /* foreign: glibc's block stays glibc's */
+  int saved = errno;
   void *q = hl__manual_realloc(h, ptr, 0, n);
-  return q ? q : fail_nomem();
+  if (!q) return fail_nomem();
+  errno = saved;
+  return q;
 }
 
 EXPORT void *NAME(reallocarray)(void *ptr, size_t count, size_t size) {
@@ -384,10 +399,13 @@ static void *aligned(size_t align, size_t n) {
     while (a < align) a <<= 1;
     align = a;
   }
+  int saved = errno;
   hl_heap *h = the_heap();
   if (!h) return __libc_memalign(align, n);
   void *p = hl__manual_memalign(h, align, n);
-  return p ? p : fail_nomem();
+  if (!p) return fail_nomem();
+  errno = saved;
+  return p;
 }
 
 EXPORT void *NAME(memalign)(size_t align, size_t n) { return aligned(align, n); }

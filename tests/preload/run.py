@@ -166,15 +166,25 @@ def sqlite3_script():
     need(SQLITE3, "sqlite3")
     want = sqlite_expected()
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "stats.json")
+        path, trace = os.path.join(d, "stats.json"), os.path.join(d, "events.jsonl")
         for alloc in ("heaplab", "glibc"):
             db = os.path.join(d, f"{alloc}.db")
-            status, out, err = run([SQLITE3, db], alloc, {"HEAPLAB_STATS": path}, stdin=SQL)
+            status, out, err = run([SQLITE3, db], alloc,
+                                   {"HEAPLAB_STATS": path, "HEAPLAB_TRACE_EVENTS": trace},
+                                   stdin=SQL)
             assert status == 0 and not err, (alloc, status, err)
             assert out.strip() == want, f"{alloc}: sqlite3 printed\n{out}\nexpected\n{want}"
         st = report(path)["stats"]
         assert st["manual_mallocs"] > 100_000, st
-    print(f"sqlite3: results checked on heaplab and glibc ({st['manual_mallocs']} mallocs)")
+        # HEAPLAB_TRACE_EVENTS: the heap's events, one JSON object a line
+        with open(trace) as f:
+            events = [json.loads(line) for line in f]
+        kinds = {e["event"] for e in events}
+        assert "heap_created" in kinds and "trim" in kinds, kinds
+        trims = [e for e in events if e["event"] == "trim"]
+        assert sum(e["released"] for e in trims) == st["released_pages"], (trims[:3], st)
+    print(f"sqlite3: results checked on heaplab and glibc ({st['manual_mallocs']} mallocs, "
+          f"{len(trims)} trims traced)")
 
 
 def c_threads():
@@ -197,6 +207,13 @@ def c_threads():
         assert len(spawned) == 1, spawned     # fork children _exit: no report
         child = report(spawned[0])
         assert child["pid"] != report(path)["pid"] and child["stats"]["manual_mallocs"] > 2000
+        # %p: every process's report under its own pid
+        pct = os.path.join(d, "r.%p.json")
+        status, _, err = run([THREADS], "heaplab", {"HEAPLAB_STATS": pct})
+        assert status == 0, err
+        named = sorted(glob.glob(os.path.join(d, "r.*.json")))
+        assert len(named) == 2 and all(
+            os.path.basename(n) == f"r.{report(n)['pid']}.json" for n in named), named
     print(out.strip(), f"| live at exit {st['small_live_bytes']} bytes")
 
 

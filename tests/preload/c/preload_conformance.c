@@ -250,6 +250,21 @@ static void foreign_pointers(void) {
   for (int i = 0; i < 1000; i++) m_free(ps[i]);
 }
 
+/* A call that succeeds leaves errno alone, even when it ran a trim whose
+ * advice was refused (run with HEAPLAB_FAULT_RELEASE=always:ENOMEM too). */
+static void errno_untouched(void) {
+  void *ps[20000];
+  errno = 4321;
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 20000; i++) ps[i] = m_malloc((size_t)(i % 50) * 16 + 1);
+    for (int i = 0; i < 20000; i++) m_free(ps[i]);
+    void *big = m_realloc(m_calloc(1, 100000), 300000);
+    m_free(big);
+    m_free(aligned_alloc(4096, 100));
+  }
+  CHECK(errno == 4321, "errno is %d after calls that succeeded (set to 4321 before)", errno);
+}
+
 static void trim_and_sized(void) {
   void *ps[4096];
   for (int i = 0; i < 4096; i++) ps[i] = m_malloc(1000);
@@ -263,6 +278,15 @@ static void trim_and_sized(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
+    /* the heap is set up by this malloc (nothing allocated before main);
+     * under a small RLIMIT_AS its first reservations are refused */
+    errno = 0;
+    void *p = m_malloc(10);
+    int e = errno;
+    printf("first malloc: %s, errno %d\n", p ? "ok" : "NULL", e);
+    return p && e == 0 ? 0 : 1;
+  }
   int want_heaplab = argc > 1 && strcmp(argv[1], "--heaplab") == 0;
   Dl_info info;
   void *sym = dlsym(RTLD_DEFAULT, "malloc");
@@ -277,6 +301,7 @@ int main(int argc, char **argv) {
   realloc_semantics();
   aligned_semantics();
   foreign_pointers();
+  errno_untouched();
   trim_and_sized();
   printf("%s: %s\n", on_heaplab ? "heaplab" : "glibc", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
