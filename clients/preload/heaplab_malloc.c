@@ -5,7 +5,7 @@
  *
  * One process-wide manual heap, created lazily by the first allocation that
  * finds the environment readable.  Until then -- the dynamic loader and
- * libc allocate before any constructor runs -- and while the heap is being
+ * libc may allocate before any constructor runs -- and while the heap is being
  * set up (hl_heap_new opens /proc files, registers fork handlers: each may
  * allocate), allocations go to glibc by its exported __libc_* names.  The
  * core built for this library (HL_PRELOAD) takes every byte of its own
@@ -113,9 +113,9 @@ static NOINLINE hl_heap *setup(void) {
   int s = atomic_load_explicit(&state, memory_order_acquire);
   if (s == ST_HEAPLAB) return HEAP;
   if (s != ST_NONE || in_setup) return NULL;
-  /* The dynamic loader allocates before libc has set environ: those few
-   * blocks go to glibc, and the heap starts with the first allocation that
-   * can read its options. */
+  /* An allocation made before libc has set environ (the dynamic loader's,
+   * libc's own early ones) goes to glibc: the heap starts with the first
+   * allocation that can read its options. */
   if (!environ) return NULL;
   int expect = ST_NONE;
   if (!atomic_compare_exchange_strong(&state, &expect, ST_STARTING)) return NULL;
