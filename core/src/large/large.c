@@ -25,7 +25,8 @@ bool hl__large_contains(const hl_heap *h, const void *block) {
 void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero) {
   HL_ASSERT_LOCKED(h);
   size_t extra = align > 16 ? align - 16 : 0;
-  if (block_bytes > SIZE_MAX - sizeof(hl_large) - extra) return NULL;
+  /* the lead is kept in 32 bits: alignments past 1 GiB are refused */
+  if (align > ((size_t)1 << 30) || block_bytes > SIZE_MAX - sizeof(hl_large) - extra) return NULL;
   size_t total = sizeof(hl_large) + extra + block_bytes;
   uint8_t *raw = zero ? hl__sys_calloc(1, total) : hl__sys_malloc(total);
   if (!raw) return NULL;

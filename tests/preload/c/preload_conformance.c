@@ -22,7 +22,7 @@
 extern void *__libc_malloc(size_t);
 extern void *__libc_memalign(size_t, size_t);
 
-static int failures;
+static int failures, on_heaplab;
 #define CHECK(cond, ...)                                                       \
   do {                                                                         \
     if (!(cond)) {                                                             \
@@ -214,6 +214,11 @@ static void aligned_semantics(void) {
   void *m = memalign(48, 100);
   CHECK(m && (uintptr_t)m % 64 == 0, "memalign(48, 100) = %p (glibc rounds up to 64)", m);
   m_free(m);
+  if (on_heaplab) { /* past 1 GiB: refused, not corrupted */
+    errno = 0;
+    m = memalign((size_t)1 << 31, 10);
+    CHECK(m == NULL && errno == ENOMEM, "memalign(2 GiB, 10) = %p errno %d", m, errno);
+  }
   errno = 0;
   m = memalign(SIZE_MAX / 2 + 2, 10);
   CHECK(m == NULL && errno == EINVAL, "memalign(huge alignment) = %p errno %d", m, errno);
@@ -290,8 +295,8 @@ int main(int argc, char **argv) {
   int want_heaplab = argc > 1 && strcmp(argv[1], "--heaplab") == 0;
   Dl_info info;
   void *sym = dlsym(RTLD_DEFAULT, "malloc");
-  int on_heaplab = sym && dladdr(sym, &info) && info.dli_fname &&
-                   strstr(info.dli_fname, "libheaplab-malloc");
+  on_heaplab = sym && dladdr(sym, &info) && info.dli_fname &&
+               strstr(info.dli_fname, "libheaplab-malloc");
   if (want_heaplab && !on_heaplab) {
     fprintf(stderr, "FAIL: malloc is not libheaplab-malloc.so's (LD_PRELOAD?)\n");
     return 1;
