@@ -27,7 +27,7 @@ export MALLOC_PERTURB_ = 0
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
         notebooks lua clean distclean docs test-lua-testes build-fuzz fuzz test-fuzz soak \
-        test-soak test-model coverage mutants
+        test-soak test-model coverage mutants test-preload
 
 all: build
 
@@ -95,6 +95,11 @@ test-lua: build
 test-clients: build install
 	meson test -C $(BUILD) --suite clients --print-errorlogs
 
+# real programs on libheaplab-malloc.so (LD_PRELOAD) and its C tests (issue 17)
+test-preload: build
+	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
+	meson test -C $(BUILD) --suite preload --print-errorlogs
+
 # a tiny benchmark configuration: correctness only (issue 8)
 test-bench: build
 	meson test -C $(BUILD) --suite bench --print-errorlogs
@@ -133,10 +138,11 @@ test-soak: build
 coverage: setup
 	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
 
-test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-bench \
+test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-preload test-bench \
       test-notebooks test-fuzz test-soak
 
 experiments: install build
+	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
 	$(PYTHON) -m pytest experiments -q
 
 # the mutation audit (issue 22, docs/mutants.md): each mutation of tools/mutants.toml

@@ -3,11 +3,14 @@
 # Idempotent: a package already present is not installed again.  Shared by
 # `make test`, `make experiments`, `make bench` and `make notebooks`.
 #
-#   tools/setup.sh [base] [bench] [clients]
+#   tools/setup.sh [base] [bench] [clients] [preload]
 #
 # base     compiler, Lua 5.4, Meson, CFFI, pytest, the analysis stack
 # bench    the peers of the benchmarks: Boehm GC, mimalloc, jemalloc
 # clients  the real programs run on heaplab-lua / heaplab-python
+# preload  the real programs run on libheaplab-malloc.so (make test-preload,
+#          E9): redis-server and its client, sqlite3, and Debian python3's
+#          own regression tests (libpython3.X-testsuite, X of /usr/bin/python3)
 #
 # Python packages go into the project's virtual environment $VENV (default
 # .venv at the root of the checkout), made from $PYTHON (default python3):
@@ -31,7 +34,8 @@ VENV=${VENV:-.venv}
 apt_base="gcc make pkg-config lua5.4 liblua5.4-dev libreadline-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem luarocks clang-14 libclang-rt-14-dev llvm-14"
 apt_bench=""
 apt_clients=""
-pip_base="meson>=0.64 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
+pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
+apt_preload="redis-server redis-tools sqlite3 python3"
 
 profiles=${*:-base}
 want=""
@@ -40,7 +44,8 @@ for p in $profiles; do
     base) want="$want $apt_base" ;;
     bench) want="$want $apt_base $apt_bench" ;;
     clients) want="$want $apt_base $apt_clients" ;;
-    *) echo "setup.sh: unknown profile '$p' (base, bench, clients)" >&2; exit 2 ;;
+    preload) want="$want $apt_base $apt_preload" ;;
+    *) echo "setup.sh: unknown profile '$p' (base, bench, clients, preload)" >&2; exit 2 ;;
   esac
 done
 
@@ -89,6 +94,20 @@ if [ ! -d "$VENV" ]; then
   "$PYTHON" -m venv "$VENV"
   echo "$base" > "$marker"
 fi
+
+# preload: CPython's regression tests for Debian's python3, whose package is
+# named after its version (libpython3.11-testsuite on bookworm)
+case " $profiles " in
+  *" preload "*)
+    ts="libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite"
+    if ! dpkg-query -W -f='${Status}' "$ts" 2>/dev/null | grep -q "install ok installed"; then
+      echo "setup.sh: installing Debian packages: $ts"
+      sudo=""
+      [ "$(id -u)" -eq 0 ] || sudo="sudo"
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$ts" >/dev/null
+    fi ;;
+esac
 
 stamp="$VENV/setup-python.stamp"
 if [ ! -f "$stamp" ] || [ "$stamp" -ot "$0" ]; then

@@ -178,16 +178,16 @@ static void heap_destroy(hl_heap *h) {
   hl__handles_destroy(h);
   hl__pages_destroy(h);
   prim_ctx_destroy(&h->prim);
-  free(h->size_to_cls);
-  free(h->events);
-  free(h->mark_stack);
-  free(h->scratch);
+  hl__sys_free(h->size_to_cls);
+  hl__sys_free(h->events);
+  hl__sys_free(h->mark_stack);
+  hl__sys_free(h->scratch);
   pthread_mutex_destroy(&h->lock);
   pthread_mutex_destroy(&h->errlock);
   pthread_mutex_destroy(&h->req_lock);
   pthread_cond_destroy(&h->cycle_done);
   pthread_cond_destroy(&h->collector_cv);
-  free(h);
+  hl__sys_free(h);
 }
 
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen) {
@@ -206,7 +206,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   }
   int rc = hl_options_validate(&o, err, errlen);
   if (rc) return rc;
-  hl_heap *h = calloc(1, sizeof *h);
+  hl_heap *h = hl__sys_calloc(1, sizeof *h);
   if (!h) {
     hl__fmt_err(err, errlen, "hl_heap_new: out of memory");
     return HL_ENOMEM;
@@ -222,7 +222,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   h->handles_free = HL_NIL;
   prim_ctx_init(&h->prim, o.syscall_retry_max, o.syscall_retry_backoff_us);
   h->ev_cap = (uint64_t)o.events_capacity;
-  h->events = calloc(h->ev_cap, sizeof(hl_event));
+  h->events = hl__sys_calloc(h->ev_cap, sizeof(hl_event));
   if (!h->events) {
     hl__fmt_err(err, errlen, "hl_heap_new: out of memory for %" PRIu64 " events", h->ev_cap);
     rc = HL_ENOMEM;

@@ -41,6 +41,32 @@
 #include "heaplab.h"
 #include "prim/prim.h"
 
+/* ---- the system allocator ----
+ * Every byte the core takes from the C library -- the large path's blocks
+ * (large/large.c), the heap struct, its events, size_to_cls, handles, the
+ * large set, scratch, the mark stack, the thread caches, the registry -- goes
+ * through these four.  Normal builds call malloc & co.  The preload library
+ * (libheaplab-malloc.so, clients/preload/, built with HL_PRELOAD) *is* malloc,
+ * so there they call glibc's own allocator by its exported __libc_* names:
+ * no dlsym, no recursion into heaplab, and the memory the dynamic loader and
+ * heaplab's own set-up need never comes from the heap being set up. */
+#include <stdlib.h>
+#ifdef HL_PRELOAD
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+#define hl__sys_malloc __libc_malloc
+#define hl__sys_calloc __libc_calloc
+#define hl__sys_realloc __libc_realloc
+#define hl__sys_free __libc_free
+#else
+#define hl__sys_malloc malloc
+#define hl__sys_calloc calloc
+#define hl__sys_realloc realloc
+#define hl__sys_free free
+#endif
+
 #define HL_NIL UINT32_MAX
 #define HL_MAX_CLASSES 96
 #define HL_GRANULE 16
@@ -152,8 +178,11 @@ typedef struct hl_objhdr {
 typedef struct hl_large {
   struct hl_large *prev, *next;
   uint64_t size;   /* bytes of the block after this record */
-  uint32_t mark;
-  uint32_t dirty;  /* generational: a slot was stored to since the last cycle */
+  uint8_t mark;
+  uint8_t dirty;   /* generational: a slot was stored to since the last cycle */
+  uint16_t unused;
+  uint32_t lead;   /* bytes between the system block and this record: an
+                      aligned block (hl__large_alloc_aligned); 0 otherwise */
 } hl_large;          /* 32 bytes: keeps the block after it 16-byte aligned */
 
 /* ---- util/ptrset.c: an open-addressing set of pointers ---- */
@@ -577,6 +606,9 @@ void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 /* ---- large/large.c ----
  * The large path charges and discharges its own bytes (hl__charge). */
 void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero);
+/* The same with the block aligned to align (a power of two; larger than 16:
+ * the system block is over-allocated and the record keeps the lead). */
+void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero);
 void hl__large_free(hl_heap *h, hl_large *l);
 void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes);
 bool hl__large_contains(const hl_heap *h, const void *block);
@@ -781,6 +813,8 @@ void *hl__manual_malloc(hl_heap *h, size_t size);
 /* A zeroed large block (calloc above small_max: nothing written when the
  * memory is fresh). */
 void *hl__manual_calloc_large(hl_heap *h, size_t size);
+/* A block aligned to align, a power of two (the preload library's memalign). */
+void *hl__manual_memalign(hl_heap *h, size_t align, size_t size);
 /* ptr in the reservation (a small block) or not (a large one) */
 void hl__manual_free_small(hl_heap *h, void *ptr);
 void hl__manual_free_large(hl_heap *h, void *ptr);

@@ -87,7 +87,7 @@ int hl__registry_add(hl_heap *h) {
   pthread_rwlock_wrlock(&registry_lock);
   if (registry_n == registry_cap) {
     uint32_t cap = registry_cap ? registry_cap * 2 : 8;
-    heap_range *n = realloc(registry, cap * sizeof *n);
+    heap_range *n = hl__sys_realloc(registry, cap * sizeof *n);
     if (!n) rc = HL_ENOMEM;
     else registry = n, registry_cap = cap;
   }
@@ -108,7 +108,7 @@ void hl__registry_remove(hl_heap *h) {
     break;
   }
   if (!registry_n) { /* nothing outlives the last heap (a module may be unloaded) */
-    free(registry);
+    hl__sys_free(registry);
     registry = NULL;
     registry_cap = 0;
   }

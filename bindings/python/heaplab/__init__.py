@@ -35,7 +35,7 @@ __all__ = [
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
     "SlotIndexError", "UnknownOption", "CheckFailed", "InvalidType", "Interrupted",
     "footprint", "options", "stat_names", "fault_sites", "fault_modes",
-    "MAX_SIZE", "MAX_REFS", "__version__",
+    "MAX_SIZE", "MAX_REFS", "__version__", "preload_path",
 ]
 
 __version__: str = ffi.string(lib.hl_version()).decode()
@@ -192,6 +192,25 @@ def _event_fields(kind):
 _EVENTS = tuple((_s(lib.hl_event_name(k)), _event_fields(k)) for k in range(lib.HL_EV_COUNT))
 _SITES = tuple(_s(lib.hl_fault_site_name(i)) for i in range(lib.HL_SITE_COUNT))
 _MODES = tuple(_s(lib.hl_fault_mode_name(i)) for i in range(lib.HL_FAULT_MODE_COUNT))
+
+
+def preload_path() -> str:
+    """The path of libheaplab-malloc.so, heaplab's manual mode as the malloc
+    of any dynamically linked program (LD_PRELOAD; docs/clients.md):
+    $HEAPLAB_PRELOAD when set, else the copy installed with this package.
+    Raises heaplab.Error when neither exists."""
+    import os
+    env = os.environ.get("HEAPLAB_PRELOAD")
+    if env:
+        if not os.path.isfile(env):
+            raise Error(f"HEAPLAB_PRELOAD={env}: no such file")
+        return os.path.abspath(env)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libheaplab-malloc.so")
+    if os.path.isfile(here):
+        return here
+    raise Error(f"libheaplab-malloc.so is not installed with this package ({here}): "
+                "reinstall it (pip install .) on Linux, or set HEAPLAB_PRELOAD to a built "
+                "copy (build/clients/preload/libheaplab-malloc.so)")
 
 
 def options() -> Dict[str, Dict[str, Any]]:

@@ -5,6 +5,8 @@ Commands:
   options            the option table (name, default, range, description)
   stats              the names and meaning of every counter
   version            the library version (also: heaplab --version)
+  preload            the path of libheaplab-malloc.so, for LD_PRELOAD
+                     (LD_PRELOAD=$(heaplab preload) PROGRAM...)
   report RESULTS     plots and tables for a results folder or a sweep's run
                      folder (docs/analysis.md); needs pandas and matplotlib
   run EXPERIMENT     a sweep: option grid x arms x repeats, each an isolated
@@ -51,6 +53,16 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def _cmd_version(args: argparse.Namespace) -> int:
     import heaplab
     print(heaplab.__version__)
+    return 0
+
+
+def _cmd_preload(args: argparse.Namespace) -> int:
+    import heaplab
+    try:
+        print(heaplab.preload_path())
+    except heaplab.Error as e:
+        print(f"heaplab preload: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -207,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("version", help="the library version", description="Print the version.")
     commands["version"] = _cmd_version
+
+    sub.add_parser("preload", help="the path of libheaplab-malloc.so, for LD_PRELOAD",
+                   description="Print the path of libheaplab-malloc.so ($HEAPLAB_PRELOAD when "
+                               "set, else the copy installed with this package): "
+                               "LD_PRELOAD=$(heaplab preload) PROGRAM runs PROGRAM on "
+                               "heaplab's manual mode (docs/clients.md).")
+    commands["preload"] = _cmd_preload
 
     p = sub.add_parser("report", help="plots and tidy tables for a results folder",
                        description="Write the footprint, phase-cost and VMA plots and the "

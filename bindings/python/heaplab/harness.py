@@ -312,11 +312,38 @@ def _announce(event: str, label: str, **info: Any) -> None:
 
 def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
                     cwd: Optional[str] = None, timeout: float = 600, label: Optional[str] = None,
-                    drop: Sequence[str] = ()) -> Dict[str, Any]:
-    """Run a program that is one arm (a Python child, a Lua script, a
-    launcher) and return the arm JSON it printed on stdout, with its
-    `returncode` and `stderr_tail` added.  stderr is never parsed.  Raises
-    ArmFailed when it times out or prints no JSON.  env and drop: child_env."""
+                    drop: Sequence[str] = (), *, allocator: Optional[str] = None,
+                    script: Optional[Callable[["CommandControl"], None]] = None,
+                    experiment: Optional[str] = None, arm: Optional[str] = None,
+                    options: Optional[Mapping[str, Any]] = None, interval_s: float = 0.005,
+                    stop_signal: Optional[int] = 15) -> Dict[str, Any]:
+    """Two forms.
+
+    Without `allocator`: run a program that is one arm (a Python child, a Lua
+    script, a launcher) and return the arm JSON it printed on stdout, with
+    its `returncode` and `stderr_tail` added.  stderr is never parsed.
+    Raises ArmFailed when it times out or prints no JSON.  env and drop:
+    child_env.
+
+    With `allocator` (heaplab | glibc | mimalloc | jemalloc): run ANY
+    command -- a server, a compiler, the stock python3 -- on that allocator
+    (LD_PRELOAD of libheaplab-malloc.so, of Debian's libmimalloc.so or
+    libjemalloc.so; glibc: libheaplab-malloc.so with HEAPLAB_ALLOCATOR=libc,
+    which hands every call to glibc, so that a program linked against
+    another allocator -- Debian's redis-server and jemalloc -- is on glibc
+    too) and sample its footprint from outside (/proc/PID/smaps_rollup, a
+    thread of this process, every interval_s).  `script(ctl)` drives it
+    through named phases (CommandControl: ctl.phase(name), ph.mark(),
+    ctl.wait_low(seconds)); without a script the whole run is one phase
+    "run".  After the script the command gets stop_signal (None: it is
+    waited for).  options: heaplab options as HEAPLAB_<NAME> (heaplab
+    only).  Returns the arm's data in the harness's usual form (records
+    with the FIGURES of each phase, series, notes; save_arm writes the JSON
+    and CSV) plus `allocator`, `returncode`, `stderr_tail` and `report`
+    (heaplab's HEAPLAB_STATS report, None on the other allocators)."""
+    if allocator is not None:
+        return _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
+                                    experiment, arm, options or {}, interval_s, stop_signal)
     label = label or " ".join(map(str, cmd[-2:]))
     t0 = time.monotonic()
     _announce("start", label)
@@ -338,6 +365,286 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
         return data
     finally:
         _announce("end", label, seconds=time.monotonic() - t0, ok=ok)
+
+
+# ---- any command on any allocator, sampled from outside ------------------------------
+
+ALLOCATORS = ("heaplab", "glibc", "mimalloc", "jemalloc")
+_PEER_LIBS = {
+    "mimalloc": ("libmimalloc.so.2", "libmimalloc.so"),
+    "jemalloc": ("libjemalloc.so.2", "libjemalloc.so"),
+}
+_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+
+
+def allocator_env(allocator, options=None):
+    """The environment that puts a command on `allocator` (see
+    run_command_arm).  A peer's library must be installed (Debian's
+    libmimalloc2.0 / libjemalloc2: tools/setup.sh); options are heaplab's."""
+    if allocator not in ALLOCATORS:
+        raise ValueError(f"allocator {allocator!r}: expected one of {', '.join(ALLOCATORS)}")
+    if options and allocator != "heaplab":
+        raise ValueError(f"allocator {allocator}: heaplab options {sorted(options)} apply to "
+                         "allocator='heaplab' only")
+    from . import preload_path, options as option_table
+    if allocator in ("heaplab", "glibc"):
+        env = {"LD_PRELOAD": preload_path()}
+        if allocator == "glibc":
+            env["HEAPLAB_ALLOCATOR"] = "libc"
+        known = option_table()
+        for k, v in (options or {}).items():
+            if k not in known:
+                raise ValueError(f"option {k!r}: not a heaplab option")
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            env["HEAPLAB_" + k.upper()] = str(v)
+        return env
+    for d in _LIB_DIRS:
+        for name in _PEER_LIBS[allocator]:
+            path = os.path.join(d, name)
+            if os.path.exists(path):
+                return {"LD_PRELOAD": path}
+    raise ValueError(f"allocator {allocator}: {_PEER_LIBS[allocator][0]} is not installed "
+                     "(tools/setup.sh bench)")
+
+
+def _read_rollup(pid):
+    """(rss, anonymous, lazyfree, swap) of a process in bytes, or None once
+    it is gone."""
+    out = {"Rss:": 0, "Anonymous:": 0, "LazyFree:": 0, "Swap:": 0}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                k = line.split(None, 1)[0]
+                if k in out:
+                    out[k] = int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    if not any(out.values()):
+        return None     # a zombie's rollup is empty
+    return out["Rss:"], out["Anonymous:"], out["LazyFree:"], out["Swap:"]
+
+
+class _OutsideSampler:
+    """A thread sampling another process's footprint: peak, lowest, lowest
+    after a mark, and the time series (every sample kept)."""
+
+    def __init__(self, pid, interval_s):
+        import threading
+        self.pid = pid
+        self.interval_s = interval_s
+        self.lock = threading.Lock()
+        self.samples = []
+        self.reset()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def reset(self):
+        with self.lock:
+            self.max_phys = self.max_rss = 0
+            self.min_phys = None
+            self.min_after_mark = None
+            self.marked = False
+            self.count = 0
+
+    def mark(self):
+        with self.lock:
+            self.marked = True
+            self.min_after_mark = None
+
+    def sample(self):
+        fp = _read_rollup(self.pid)
+        if fp is None:
+            return None
+        rss, anon, lazy, swap = fp
+        phys = anon + swap
+        with self.lock:
+            self.samples.append((time.monotonic_ns(), phys, rss, lazy))
+            self.count += 1
+            self.max_phys = max(self.max_phys, phys)
+            self.max_rss = max(self.max_rss, rss)
+            self.min_phys = phys if self.min_phys is None else min(self.min_phys, phys)
+            if self.marked:
+                self.min_after_mark = phys if self.min_after_mark is None else \
+                    min(self.min_after_mark, phys)
+        return fp
+
+    def _loop(self):
+        while not self.stopping.is_set():
+            self.sample()
+            self.stopping.wait(self.interval_s)
+
+    def summary(self):
+        with self.lock:
+            return {"max_phys": self.max_phys, "max_rss": self.max_rss,
+                    "min_phys": self.min_phys, "min_after_mark": self.min_after_mark,
+                    "samples": self.count}
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+
+
+class CommandPhase:
+    """One named phase of a sampled command; use through CommandControl.phase()."""
+
+    def __init__(self, ctl, name):
+        self.ctl = ctl
+        self.name = name
+        self.notes = {}
+        self.marked = False
+
+    def __enter__(self):
+        ctl = self.ctl
+        ctl.sampler.reset()
+        fp = ctl.sampler.sample() or (0, 0, 0, 0)
+        self.t0 = time.monotonic_ns()
+        rss, anon, lazy, swap = fp
+        self.record = {
+            "experiment": ctl.experiment, "arm": ctl.arm, "phase": self.name,
+            "index": len(ctl.records), "t_start_s": (self.t0 - ctl.t0) / 1e9,
+            "phys_before": anon + swap, "rss_before": rss, "lazyfree_before": lazy,
+            "anonymous_before": anon, "resident_before": None,
+        }
+        return self
+
+    def mark(self, label="event"):
+        """Start the lowest-after-mark window now (e.g. just before a delete)."""
+        self.ctl.sampler.mark()
+        self.marked = True
+        self.notes["mark"] = label
+        self.notes["mark_s"] = (time.monotonic_ns() - self.ctl.t0) / 1e9
+
+    def note(self, key, value):
+        self.notes[key] = value
+
+    def __exit__(self, exc_type, exc, tb):
+        ctl = self.ctl
+        fp = ctl.sampler.sample() or (0, 0, 0, 0)
+        summ = ctl.sampler.summary()
+        t1 = time.monotonic_ns()
+        rss, anon, lazy, swap = fp
+        r = self.record
+        r.update({
+            "t_end_s": (t1 - ctl.t0) / 1e9, "duration_s": (t1 - self.t0) / 1e9,
+            "phys_after": anon + swap, "rss_after": rss, "lazyfree_after": lazy,
+            "anonymous_after": anon, "resident_after": None, "vmas_after": None,
+            "phys_peak": summ["max_phys"], "phys_low": summ["min_phys"],
+            "rss_peak": summ["max_rss"],
+            "phys_low_after_mark": summ["min_after_mark"] if self.marked else None,
+            "samples": summ["samples"], "notes": self.notes,
+        })
+        ctl.records.append(r)
+        return False
+
+
+class CommandControl:
+    """What a run_command_arm script receives: the running command's pid,
+    phase(name), note(key, value), footprint() and wait_low(seconds)."""
+
+    def __init__(self, proc, sampler, experiment, arm):
+        self.proc = proc
+        self.pid = proc.pid
+        self.sampler = sampler
+        self.experiment = experiment
+        self.arm = arm
+        self.records = []
+        self.notes = {}
+        self.t0 = time.monotonic_ns()
+
+    def phase(self, name):
+        return CommandPhase(self, name)
+
+    def note(self, key, value):
+        self.notes[key] = value
+
+    def footprint(self):
+        """(rss, anonymous, lazyfree, swap) now."""
+        return _read_rollup(self.pid)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def wait_low(self, seconds, settle_s=1.0):
+        """Watch the footprint for up to `seconds` and return early once it
+        has not gone lower for settle_s: the lowest value is what the
+        sampler keeps (a phase's phys_low_after_mark), never a reading at a
+        chosen instant."""
+        end = time.monotonic() + seconds
+        low, low_t = None, time.monotonic()
+        while time.monotonic() < end and self.alive():
+            fp = _read_rollup(self.pid)
+            if fp is not None:
+                phys = fp[1] + fp[3]
+                if low is None or phys < low:
+                    low, low_t = phys, time.monotonic()
+                elif time.monotonic() - low_t >= settle_s:
+                    break
+            time.sleep(min(0.05, self.sampler.interval_s * 4))
+
+
+def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script, experiment,
+                         arm, options, interval_s, stop_signal):
+    import signal as _signal
+    import tempfile
+    label = label or f"{allocator}: {' '.join(map(str, cmd))[:80]}"
+    experiment = experiment or "command"
+    arm = arm or allocator
+    full_env = child_env(env, tuple(drop) + ("HEAPLAB_", "LD_PRELOAD"))
+    full_env.update(allocator_env(allocator, options))
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = os.path.join(tmp, "stats.json")
+        if allocator == "heaplab":
+            full_env["HEAPLAB_STATS"] = stats
+        out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL)
+        sampler = _OutsideSampler(proc.pid, interval_s)
+        ctl = CommandControl(proc, sampler, experiment, arm)
+        data = {"experiment": experiment, "title": label, "arm": arm, "allocator": allocator,
+                "options": options, "params": {"command": list(map(str, cmd))},
+                "pid": proc.pid, "error": None}
+        deadline = time.monotonic() + timeout
+        _announce("start", label)
+        try:
+            if script is None:
+                with ctl.phase("run"):
+                    proc.wait(timeout=timeout)
+            else:
+                script(ctl)
+        except BaseException:
+            data["error"] = traceback.format_exc()
+        finally:
+            if proc.poll() is None and stop_signal is not None:
+                proc.send_signal(stop_signal)
+            try:
+                proc.wait(timeout=max(5.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                if data["error"] is None:
+                    data["error"] = f"{label}: still running after {timeout} s: killed"
+            sampler.stop()
+            _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
+                      ok=data["error"] is None and proc.returncode in (0, None, -stop_signal if stop_signal else 0))
+        data["records"] = ctl.records
+        data["notes"] = ctl.notes
+        data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz] for t, p, r, lz in sampler.samples]
+        data["returncode"] = proc.returncode
+        with open(err_path, errors="replace") as f:
+            data["stderr_tail"] = f.read()[-2000:]
+        with open(out_path, errors="replace") as f:
+            data["stdout_tail"] = f.read()[-2000:]
+        data["report"] = None
+        if os.path.exists(stats):
+            with open(stats) as f:
+                try:
+                    data["report"] = json.load(f)
+                except ValueError:
+                    pass
+    return data
 
 
 def spawn_arm(path: str, exp_name: str, arm_name: str,

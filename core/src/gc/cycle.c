@@ -197,7 +197,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   uint64_t spliced = 0;
   if (sweep_partials) {
     uint64_t n = h->state_count[PS_PARTIAL];
-    uint32_t *list = n ? malloc(n * sizeof(uint32_t)) : NULL;
+    uint32_t *list = n ? hl__sys_malloc(n * sizeof(uint32_t)) : NULL;
     if (list || !n) {
       uint64_t k = 0;
       /* (tenured pages are on partial_full: nothing on them is unmarked) */
@@ -211,7 +211,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
         sweep_one(h, list[i], &t);
       }
       spliced = k;
-      free(list);
+      hl__sys_free(list);
     }
   }
   uint32_t p;

@@ -25,7 +25,7 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior) {
 static bool mark_push(hl_heap *h, void *obj) {
   if (h->mark_top == h->mark_cap) {
     uint64_t cap = h->mark_cap ? h->mark_cap * 2 : 65536;
-    void **n = realloc(h->mark_stack, cap * sizeof(void *));
+    void **n = hl__sys_realloc(h->mark_stack, cap * sizeof(void *));
     if (!n) return false;
     h->mark_stack = n;
     h->mark_cap = cap;

@@ -20,7 +20,7 @@ int hl__handle_new(hl_heap *h, void *obj, hl_ref *out) {
   if (h->handles_free == HL_NIL) {
     uint32_t cap = h->handles_cap ? h->handles_cap * 2 : 256;
     if (cap > (1u << 31)) return hl__fail(h, HL_ENOMEM, "handles: table is full");
-    hl_handle *n = realloc(h->handles, (size_t)cap * sizeof *n);
+    hl_handle *n = hl__sys_realloc(h->handles, (size_t)cap * sizeof *n);
     if (!n) return hl__fail(h, HL_ENOMEM, "handles: cannot grow the table to %u", cap);
     for (uint32_t i = h->handles_cap; i < cap; i++) {
       n[i].obj = NULL;
@@ -94,11 +94,11 @@ int hl__handle_release(hl_heap *h, hl_ref ref) {
 }
 
 void hl__handles_destroy(hl_heap *h) {
-  free(h->handles);
+  hl__sys_free(h->handles);
   h->handles = NULL;
   h->handles_cap = h->handles_live = 0;
   h->handles_free = HL_NIL;
-  free(h->regions);
+  hl__sys_free(h->regions);
   h->regions = NULL;
   h->nregions = h->regions_cap = 0;
 }
@@ -109,7 +109,7 @@ int hl__roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
   HL_ASSERT_LOCKED(h);
   if (h->nregions == h->regions_cap) {
     uint32_t cap = h->regions_cap ? h->regions_cap * 2 : 8;
-    hl_root_region *n = realloc(h->regions, cap * sizeof *n);
+    hl_root_region *n = hl__sys_realloc(h->regions, cap * sizeof *n);
     if (!n) return hl__fail(h, HL_ENOMEM, "roots_add: out of memory");
     h->regions = n;
     h->regions_cap = cap;

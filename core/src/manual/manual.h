@@ -19,7 +19,9 @@ struct hl_tcache {
   uint32_t room;               /* slots allocated after this struct */
   _Atomic uint64_t mallocs, frees; /* written by the owner only */
   uint32_t count[HL_MAX_CLASSES];
-  uint32_t limit[HL_MAX_CLASSES]; /* blocks of each class: tcache_bytes' worth, 16..cap */
+  uint32_t limit[HL_MAX_CLASSES]; /* blocks of each class: tcache_bytes' worth, 16..cap;
+                                     lower while frees are emptying pages (manual.c) */
+  uint32_t limit_max[HL_MAX_CLASSES]; /* what limit grows back to on refills */
   void *slots[];               /* inline: one load less on the hot path */
 };
 

@@ -177,7 +177,7 @@ void hl__trim_locked(hl_heap *h, bool forced) {
 
   uint64_t need = take + 2 * budget;
   if (need > h->scratch_cap) {
-    uint32_t *n = realloc(h->scratch, need * sizeof(uint32_t));
+    uint32_t *n = hl__sys_realloc(h->scratch, need * sizeof(uint32_t));
     if (!n) return; /* try again next trim */
     h->scratch = n;
     h->scratch_cap = need;
@@ -213,7 +213,7 @@ void hl__trim_locked(hl_heap *h, bool forced) {
     }
   }
   if (nr == 0 && nu == 0) return;
-  outcome = malloc(nr ? nr : 1);
+  outcome = hl__sys_malloc(nr ? nr : 1);
   if (!outcome) {
     for (uint64_t i = 0; i < nr; i++) hl__page_to_state(h, rel[i], PS_FREE, false);
     for (uint64_t i = nu; i-- > 0;) {
@@ -292,7 +292,7 @@ void hl__trim_locked(hl_heap *h, bool forced) {
     h->pages[upg[i]].flags &= (uint8_t)~PF_PARKED;
     hl__page_to_state(h, upg[i], PS_REUSE_FAILED, false);
   }
-  free(outcome);
+  hl__sys_free(outcome);
 
   h->tally.trims++;
   h->tally.trim_ns += dt;

@@ -31,7 +31,7 @@ void hl__classes_init(hl_heap *h) {
   for (uint32_t k = 0; k < n; k++)
     h->cls_recip[k] = (((uint64_t)1 << HL_RECIP_SHIFT) + h->cls_size[k] - 1) / h->cls_size[k];
   uint32_t entries = max / HL_GRANULE + 1;
-  h->size_to_cls = malloc(entries);
+  h->size_to_cls = hl__sys_malloc(entries);
   uint32_t c = 0;
   for (uint32_t i = 0; i < entries; i++) {
     uint32_t bytes = i * HL_GRANULE;

@@ -146,11 +146,11 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
     return hl__fail(NULL, HL_EINVAL, "sampler: capacity %lld out of range [16, 16777216]",
                     (long long)capacity);
   uint32_t interval_us = (uint32_t)(interval_s * 1e6 + 0.5);
-  hl_sampler *s = calloc(1, sizeof *s);
+  hl_sampler *s = hl__sys_calloc(1, sizeof *s);
   if (!s) return hl__fail(NULL, HL_ENOMEM, "sampler: out of memory");
-  s->series = malloc((size_t)capacity * sizeof(hl_sample));
+  s->series = hl__sys_malloc((size_t)capacity * sizeof(hl_sample));
   if (!s->series) {
-    free(s);
+    hl__sys_free(s);
     return hl__fail(NULL, HL_ENOMEM, "sampler: out of memory for %lld samples",
                     (long long)capacity);
   }
@@ -162,8 +162,8 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
   if (ensure_thread(s)) {
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cv);
-    free(s->series);
-    free(s);
+    hl__sys_free(s->series);
+    hl__sys_free(s);
     return hl__fail(NULL, HL_ESYS, "sampler: cannot start its thread");
   }
   live_add(s);
@@ -233,6 +233,6 @@ void hl_sampler_stop(hl_sampler *s) {
   if (running) pthread_join(s->thread, NULL);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cv);
-  free(s->series);
-  free(s);
+  hl__sys_free(s->series);
+  hl__sys_free(s);
 }

@@ -18,7 +18,7 @@ static uint64_t hash_ptr(const void *p, uint64_t cap) {
 
 static bool grow(hl_ptrset *s) {
   uint64_t cap = s->cap ? s->cap * 2 : 1024;
-  void **n = calloc(cap, sizeof(void *));
+  void **n = hl__sys_calloc(cap, sizeof(void *));
   if (!n) return false;
   for (uint64_t i = 0; i < s->cap; i++) {
     void *p = s->slots[i];
@@ -27,7 +27,7 @@ static bool grow(hl_ptrset *s) {
     while (n[j]) j = (j + 1) & (cap - 1);
     n[j] = p;
   }
-  free(s->slots);
+  hl__sys_free(s->slots);
   s->slots = n;
   s->cap = cap;
   return true;
@@ -75,7 +75,7 @@ void hl__ptrset_remove(hl_ptrset *s, const void *p) {
 }
 
 void hl__ptrset_free(hl_ptrset *s) {
-  free(s->slots);
+  hl__sys_free(s->slots);
   s->slots = NULL;
   s->cap = s->count = 0;
 }

@@ -45,7 +45,7 @@ int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
   if (rc) goto out;
   if (hl__ptrset_add(&seen, root) < 0) goto oom;
   cap = 1024;
-  stack = malloc(cap * sizeof(void *));
+  stack = hl__sys_malloc(cap * sizeof(void *));
   if (!stack) goto oom;
   stack[top++] = root;
   uint64_t mark = hl__interrupt_mark();
@@ -66,7 +66,7 @@ int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
       if (a < 0) goto oom;
       if (!a) continue;
       if (top == cap) {
-        void **ns = realloc(stack, cap * 2 * sizeof(void *));
+        void **ns = hl__sys_realloc(stack, cap * 2 * sizeof(void *));
         if (!ns) goto oom;
         stack = ns;
         cap *= 2;
@@ -80,7 +80,7 @@ int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
 oom:
   rc = hl__fail(h, HL_ENOMEM, "checksum: out of memory");
 out:
-  free(stack);
+  hl__sys_free(stack);
   hl__ptrset_free(&seen);
   return rc;
 }

@@ -1,0 +1,468 @@
+/*
+ * heaplab_malloc.c -- libheaplab-malloc.so: heaplab's manual mode as the
+ * malloc of any dynamically linked program (LD_PRELOAD).  docs/clients.md
+ * ("The preloaded library") is the user's page; this is how it works.
+ *
+ * One process-wide manual heap, created lazily by the first allocation that
+ * finds the environment readable.  Until then -- the dynamic loader and
+ * libc may allocate before any constructor runs -- and while the heap is being
+ * set up (hl_heap_new opens /proc files, registers fork handlers: each may
+ * allocate), allocations go to glibc by its exported __libc_* names.  The
+ * core built for this library (HL_PRELOAD) takes every byte of its own
+ * metadata and its large blocks from the same __libc_* calls (internal.h:
+ * hl__sys_malloc & co.), so nothing here recurses.
+ *
+ * Ownership: a pointer inside the heap's reservation is a small block; one
+ * in the heap's large set (looked up under the lock) is a large block;
+ * anything else -- allocated before the heap existed, during its set-up,
+ * or by glibc for a program that calls __libc_malloc -- is foreign and
+ * handed to glibc (free, realloc, malloc_usable_size).
+ *
+ * Options: HEAPLAB_<NAME> as everywhere; the library's own defaults are
+ * mode=manual, small_max=16384 (a malloc's mid-sized blocks on heaplab's
+ * pages, not on glibc's) and warm_pages=16 (1 MiB kept warm; the demand
+ * window -- warm_demand_trims -- keeps what a busy program needs).  HEAPLAB_ALLOCATOR=libc passes everything to
+ * glibc.  A bad value prints one line on stderr and the process runs on the
+ * system allocator: a malloc cannot refuse to start a program.
+ *
+ * Reports: HEAPLAB_STATS=path writes the launchers' JSON report at exit
+ * (the process started with it writes `path`; a fork child, or a program
+ * exec'd by a preloaded parent, `path.<pid>`; a `%p` in the path is
+ * replaced by the pid in every process).
+ * HEAPLAB_TRACE_EVENTS=path writes the heap's event ring the same way, one
+ * JSON object a line.
+ */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../client.h"
+#include "manual/manual.h"
+
+#define EXPORT __attribute__((visibility("default")))
+/* HL_PRELOAD_PREFIX: the same functions as hlp_malloc & co., linked into a
+ * test that runs under ThreadSanitizer (whose own malloc stays the
+ * process's): tests/preload/meson.build. */
+#ifdef HL_PRELOAD_PREFIX
+#define NAME(n) hlp_##n
+#else
+#define NAME(n) n
+#endif
+
+extern void *__libc_memalign(size_t align, size_t n);
+extern char **environ;
+
+enum { ST_NONE, ST_STARTING, ST_HEAPLAB, ST_SYSTEM };
+
+/* set once, before state becomes ST_HEAPLAB; read by every call (acquire:
+ * a plain load on x86 and arm64's ldar) */
+static hl_heap *_Atomic heap_ptr;
+#define HEAP atomic_load_explicit(&heap_ptr, memory_order_acquire)
+static _Atomic int state;
+static HL_TLS int in_setup;  /* this thread is setting the heap up */
+static int setup_pid;
+static char stats_path[4096], events_path[4096];
+
+/* ---- set-up ---- */
+
+static bool env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && strcmp(v, value) == 0;
+}
+
+static void write_reports(void);
+
+/* Does the parent process run on this library too (a program a preloaded
+ * shell or server started with exec)?  Then its reports get the pid in the
+ * name, like a fork child's.  Read-only, no allocation: /proc/PPID/maps is
+ * scanned in a stack buffer. */
+static bool parent_is_preloaded(void) {
+  static const char needle[] = "libheaplab-malloc";
+  char path[64], buf[4096 + sizeof needle];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)getppid());
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t keep = 0;
+  bool found = false;
+  for (;;) {
+    ssize_t r = read(fd, buf + keep, sizeof buf - 1 - keep);
+    if (r <= 0) break;
+    size_t n = keep + (size_t)r;
+    buf[n] = 0;
+    if (memmem(buf, n, needle, sizeof needle - 1)) {
+      found = true;
+      break;
+    }
+    keep = n < sizeof needle ? n : sizeof needle - 1;
+    memmove(buf, buf + n - keep, keep);
+  }
+  close(fd);
+  return found;
+}
+static bool descendant; /* a fork child or an exec'd program of a preloaded parent */
+
+/* Create the heap.  Runs once, in the first thread that allocates after the
+ * environment is there; its own allocations (in_setup) go to glibc. */
+static NOINLINE hl_heap *setup(void) {
+  int s = atomic_load_explicit(&state, memory_order_acquire);
+  if (s == ST_HEAPLAB) return HEAP;
+  if (s != ST_NONE || in_setup) return NULL;
+  /* An allocation made before libc has set environ (the dynamic loader's,
+   * libc's own early ones) goes to glibc: the heap starts with the first
+   * allocation that can read its options. */
+  if (!environ) return NULL;
+  int expect = ST_NONE;
+  if (!atomic_compare_exchange_strong(&state, &expect, ST_STARTING)) return NULL;
+  in_setup = 1;
+  /* a successful malloc leaves errno alone: the reservation's refused
+   * attempts, the /proc reads of the set-up must not show */
+  int saved_errno = errno;
+  int next = ST_SYSTEM;
+  const char *alloc = getenv("HEAPLAB_ALLOCATOR");
+  if (alloc && *alloc && strcmp(alloc, "heaplab") != 0) {
+    if (strcmp(alloc, "libc") != 0)
+      fprintf(stderr, "libheaplab-malloc: HEAPLAB_ALLOCATOR=%s: expected heaplab or libc; "
+                      "using the system allocator\n", alloc);
+  } else {
+    hl_options o;
+    char err[512];
+    hl_options_defaults(&o);
+    o.mode = HL_MODE_MANUAL;
+    o.small_max = 16384;
+    o.warm_pages = 16;
+    int rc = hl_options_from_env(&o, err, sizeof err);
+    if (!rc && getenv("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
+      snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
+               getenv("HEAPLAB_MODE"));
+      rc = HL_EVALUE;
+    }
+    hl_heap *h = NULL;
+    if (!rc) rc = hl_heap_new(&o, &h, err, sizeof err);
+    if (rc) {
+      fprintf(stderr, "libheaplab-malloc: %s; using the system allocator\n", err);
+    } else {
+      /* The large path's blocks are glibc's.  glibc raises its mmap
+       * threshold each time a mapped block is freed (up to 32 MiB), and
+       * blocks under the threshold live in its heap, which gives back only
+       * its top: a server's freed hash tables stayed charged, and reloading
+       * redis-server cost 8 MiB more than its first load.  Fixed thresholds
+       * turn the adjustment off: a block from 1 MiB up is a mapping of its
+       * own, unmapped when freed, and the heap's top is trimmed past 2 MiB
+       * (the 2:1 ratio glibc's own adjustment keeps; a lower trim threshold
+       * refaulted a buffer grown and freed in a loop: 91,000 page faults in
+       * bench-preload realloc). */
+      mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+      mallopt(M_TRIM_THRESHOLD, 2 * 1024 * 1024);
+      atomic_store_explicit(&heap_ptr, h, memory_order_release);
+      next = ST_HEAPLAB;
+    }
+  }
+  setup_pid = (int)getpid();
+  if (getenv("HEAPLAB_STATS") || getenv("HEAPLAB_TRACE_EVENTS")) descendant = parent_is_preloaded();
+  client.launcher = "libheaplab-malloc.so";
+  client.allocator = next == ST_HEAPLAB ? "heaplab" : "libc";
+  client.heap = next == ST_HEAPLAB ? HEAP : NULL;
+  client.pid = setup_pid;
+  client.start_ns = client_now_ns();
+  const char *sp = getenv("HEAPLAB_STATS"), *ep = getenv("HEAPLAB_TRACE_EVENTS");
+  if (sp && *sp) snprintf(stats_path, sizeof stats_path, "%s", sp);
+  if (ep && *ep && next == ST_HEAPLAB) snprintf(events_path, sizeof events_path, "%s", ep);
+  in_setup = 0;
+  errno = saved_errno;
+  atomic_store_explicit(&state, next, memory_order_release);
+  return next == ST_HEAPLAB ? HEAP : NULL;
+}
+
+/* The heap, or NULL while allocations go to glibc. */
+static inline hl_heap *the_heap(void) {
+  hl_heap *h = HEAP;
+  return hl_likely(h != NULL) ? h : setup();
+}
+
+/* ---- reports at exit ---- */
+
+/* path with %p replaced by the pid; a fork child's gets ".<pid>" */
+static bool report_name(const char *path, char *out, size_t len) {
+  if (!*path) return false;
+  int pid = (int)getpid();
+  size_t n = 0;
+  bool pct = false;
+  for (const char *p = path; *p && n + 24 < len; p++) {
+    if (p[0] == '%' && p[1] == 'p') {
+      n += (size_t)snprintf(out + n, len - n, "%d", pid);
+      p++;
+      pct = true;
+    } else {
+      out[n++] = *p;
+    }
+  }
+  out[n] = 0;
+  if (!pct && (pid != setup_pid || descendant)) snprintf(out + n, len - n, ".%d", pid);
+  return true;
+}
+
+static void write_events(FILE *f) {
+  static hl_event buf[256];
+  size_t got = 0;
+  do {
+    if (hl_events_read(HEAP, buf, 256, &got, 1)) return;
+    for (size_t i = 0; i < got; i++) {
+      fprintf(f, "{\"event\": \"%s\", \"cycle\": %" PRIu64 ", \"time_ns\": %" PRIu64,
+              hl_event_name(buf[i].kind), buf[i].cycle, buf[i].time_ns);
+      for (int k = 0; k < buf[i].nfields; k++) {
+        const char *name = hl_event_field(buf[i].kind, k);
+        if (name) fprintf(f, ", \"%s\": %" PRId64, name, buf[i].fields[k]);
+      }
+      fputs("}\n", f);
+    }
+  } while (got == 256);
+}
+
+static void write_reports(void) {
+  char name[4200];
+  if (atomic_load(&state) == ST_HEAPLAB) hl_thread_flush(HEAP);
+  if (report_name(stats_path, name, sizeof name)) {
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    client.interpreter = exe;
+    FILE *f = fopen(name, "w");
+    if (!f) {
+      fprintf(stderr, "libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s\n", stats_path, name);
+    } else {
+      client_write_report(f);
+      fclose(f);
+    }
+  }
+  if (atomic_load(&state) == ST_HEAPLAB && report_name(events_path, name, sizeof name)) {
+    FILE *f = fopen(name, "w");
+    if (!f) {
+      fprintf(stderr, "libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s\n",
+              events_path, name);
+    } else {
+      write_events(f);
+      fclose(f);
+    }
+  }
+}
+
+/* After the program's atexit handlers (they may still allocate), before
+ * libc's own destructors. */
+__attribute__((destructor)) static void at_exit(void) {
+  int s = atomic_load(&state), saved_errno = errno;
+  if (s == ST_HEAPLAB || s == ST_SYSTEM) write_reports();
+  errno = saved_errno;
+}
+
+/* ---- the malloc family ---- */
+
+static NOINLINE void *fail_nomem(void) {
+  errno = ENOMEM;
+  return NULL;
+}
+
+/* Is ptr a large block of h?  Then free it (lock taken here). */
+static bool free_large(hl_heap *h, void *ptr) {
+  bool locked = hl__lock(h);
+  bool mine = hl__large_contains(h, ptr);
+  if (mine) {
+    h->tally.manual_frees++;
+    hl__large_free(h, hl__large_of(ptr));
+  }
+  hl__unlock(h, locked);
+  return mine;
+}
+
+/* Is ptr a large block of h?  Its size in *size. */
+static bool large_block(hl_heap *h, const void *ptr, size_t *size) {
+  bool locked = hl__lock(h);
+  bool mine = hl__large_contains(h, ptr);
+  if (mine) *size = hl__large_of(ptr)->size;
+  hl__unlock(h, locked);
+  return mine;
+}
+
+/* The slow paths may run a trim, whose refused advice (a fault injection
+ * arm, the map limit) sets errno: a call that succeeds leaves errno as it
+ * found it, as glibc's free does since 2.33 (POSIX 2024). */
+static NOINLINE void *malloc_slow(size_t n) {
+  int saved = errno;
+  hl_heap *h = the_heap();
+  if (!h) return __libc_malloc(n);
+  void *p = hl__tcache_pop(h, n);
+  if (!p) p = hl__manual_malloc(h, n);
+  if (!p) return fail_nomem();
+  errno = saved;
+  return p;
+}
+
+EXPORT void *NAME(malloc)(size_t n) {
+  hl_heap *h = HEAP;
+  if (hl_likely(h != NULL)) {
+    void *p = hl__tcache_pop(h, n);
+    if (hl_likely(p != NULL)) return p;
+  }
+  return malloc_slow(n);
+}
+
+static NOINLINE void free_slow(void *ptr) {
+  int saved = errno;
+  hl_heap *h = HEAP;
+  if (h && hl__in_reservation(h, ptr)) hl__manual_free_small(h, ptr);
+  else if (!h || !free_large(h, ptr)) __libc_free(ptr); /* foreign */
+  errno = saved;
+}
+
+EXPORT void NAME(free)(void *ptr) {
+  hl_heap *h = HEAP;
+  if (hl_likely(h != NULL) && hl_likely(hl__in_reservation(h, ptr)) &&
+      hl__tcache_push(h, ptr, h->pages[hl__page_of(h, ptr)].cls))
+    return;
+  if (ptr) free_slow(ptr);
+}
+
+EXPORT void *NAME(calloc)(size_t count, size_t size) {
+  if (size && count > SIZE_MAX / size) return fail_nomem();
+  size_t n = count * size;
+  int saved = errno;
+  hl_heap *h = the_heap();
+  if (!h) return __libc_calloc(count, size);
+  void *p;
+  if (n <= h->small_max) {
+    p = hl__tcache_pop(h, n);
+    if (!p) p = hl__manual_malloc(h, n);
+    if (p) memset(p, 0, n);
+  } else {
+    p = hl__manual_calloc_large(h, n);
+  }
+  if (!p) return fail_nomem();
+  errno = saved;
+  return p;
+}
+
+/* glibc's own function of that name: looked up in libc.so.6 itself, not
+ * RTLD_NEXT, which finds the next library's -- Debian's redis-server links
+ * libjemalloc.so.2, whose malloc_usable_size must never see glibc's block */
+static void *glibc_sym(const char *name) {
+  void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  void *f = libc ? dlsym(libc, name) : NULL;
+  if (libc) dlclose(libc);
+  return f;
+}
+
+/* glibc's malloc_usable_size, for foreign blocks */
+static size_t (*_Atomic glibc_usable)(void *);
+
+static size_t foreign_usable_size(void *ptr) {
+  size_t (*f)(void *) = glibc_usable;
+  if (!f) glibc_usable = f = (size_t(*)(void *))glibc_sym("malloc_usable_size");
+  return f ? f(ptr) : 0;
+}
+
+EXPORT void *NAME(realloc)(void *ptr, size_t n) {
+  if (!ptr) return NAME(malloc)(n);
+  if (n == 0) { /* glibc: frees and returns NULL */
+    NAME(free)(ptr);
+    return NULL;
+  }
+  hl_heap *h = HEAP;
+  size_t old;
+  if (!h || (!hl__in_reservation(h, ptr) && !large_block(h, ptr, &old)))
+    return __libc_realloc(ptr, n); /* foreign: glibc's block stays glibc's */
+  int saved = errno;
+  void *q = hl__manual_realloc(h, ptr, 0, n);
+  if (!q) return fail_nomem();
+  errno = saved;
+  return q;
+}
+
+EXPORT void *NAME(reallocarray)(void *ptr, size_t count, size_t size) {
+  if (size && count > SIZE_MAX / size) return fail_nomem();
+  return NAME(realloc)(ptr, count * size);
+}
+
+/* glibc 2.36: an alignment that is not a power of two is rounded up to one;
+ * one past SIZE_MAX / 2 + 1 is EINVAL. */
+static void *aligned(size_t align, size_t n) {
+  if (align > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (align & (align - 1)) {
+    size_t a = 16;
+    while (a < align) a <<= 1;
+    align = a;
+  }
+  int saved = errno;
+  hl_heap *h = the_heap();
+  if (!h) return __libc_memalign(align, n);
+  void *p = hl__manual_memalign(h, align, n);
+  if (!p) return fail_nomem();
+  errno = saved;
+  return p;
+}
+
+EXPORT void *NAME(memalign)(size_t align, size_t n) { return aligned(align, n); }
+EXPORT void *NAME(aligned_alloc)(size_t align, size_t n) { return aligned(align, n); }
+
+EXPORT int NAME(posix_memalign)(void **out, size_t align, size_t n) {
+  if (align % sizeof(void *) || (align & (align - 1)) || align == 0) return EINVAL;
+  int saved = errno;
+  void *p = aligned(align, n);
+  errno = saved; /* posix_memalign reports through its result only */
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+EXPORT void *NAME(valloc)(size_t n) { return aligned(prim_os_page_size(), n); }
+
+EXPORT void *NAME(pvalloc)(size_t n) {
+  size_t ps = prim_os_page_size();
+  if (n > SIZE_MAX - 2 * ps) return fail_nomem();
+  return aligned(ps, n ? (n + ps - 1) & ~(ps - 1) : ps);
+}
+
+EXPORT size_t NAME(malloc_usable_size)(void *ptr) {
+  if (!ptr) return 0;
+  hl_heap *h = HEAP;
+  if (h && hl__in_reservation(h, ptr)) return h->cls_size[h->pages[hl__page_of(h, ptr)].cls];
+  size_t n;
+  return h && large_block(h, ptr, &n) ? n : foreign_usable_size(ptr);
+}
+
+/* C23 */
+EXPORT void NAME(free_sized)(void *ptr, size_t size) {
+  (void)size; /* a wrong size must not corrupt the heap: treated as free */
+  NAME(free)(ptr);
+}
+
+EXPORT void NAME(free_aligned_sized)(void *ptr, size_t align, size_t size) {
+  (void)align;
+  (void)size;
+  NAME(free)(ptr);
+}
+
+/* Runs a trim on the heap (beyond the warm cache) and glibc's on the
+ * foreign blocks; 1 when some memory went back. */
+EXPORT int NAME(malloc_trim)(size_t pad) {
+  static int (*_Atomic glibc_trim)(size_t);
+  if (!glibc_trim) glibc_trim = (int (*)(size_t))glibc_sym("malloc_trim");
+  int released = glibc_trim ? glibc_trim(pad) : 0;
+  hl_heap *h = HEAP;
+  if (h) {
+    hl_stats before, after;
+    hl_thread_flush(h);
+    hl_stats_get(h, &before);
+    hl_trim(h);
+    hl_stats_get(h, &after);
+    if (after.released_pages > before.released_pages) released = 1;
+  }
+  return released;
+}

@@ -1,0 +1,313 @@
+/*
+ * preload_conformance.c -- the malloc family of libheaplab-malloc.so keeps
+ * glibc's contract: every pointer aligned, malloc_usable_size >= request,
+ * calloc zeroes and refuses an overflow with ENOMEM, realloc keeps contents
+ * (NULL and size-0 semantics as glibc's), the memalign family aligns and
+ * reports EINVAL/ENOMEM as glibc does, and pointers heaplab does not own
+ * (glibc's, mmapped by glibc) are handed to glibc.
+ *
+ * Run with LD_PRELOAD=libheaplab-malloc.so (it checks that malloc is
+ * heaplab's) and, as a control, without it: the same checks pass on glibc.
+ * Exit status 0 = all passed; each failure prints one line.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_memalign(size_t, size_t);
+
+static int failures, on_heaplab;
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      failures++;                                                              \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                     \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fputc('\n', stderr);                                                     \
+    }                                                                          \
+  } while (0)
+
+/* the compiler must not see through these */
+static void *(*volatile m_malloc)(size_t) = malloc;
+static void *(*volatile m_calloc)(size_t, size_t) = calloc;
+static void *(*volatile m_realloc)(void *, size_t) = realloc;
+static void (*volatile m_free)(void *) = free;
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(seed + i * 7);
+}
+static int same(const unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != (unsigned char)(seed + i * 7)) return 0;
+  return 1;
+}
+
+static const size_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 24, 31, 32, 48, 63, 64, 100, 127, 128,
+                               200, 255, 256, 500, 512, 513, 1000, 1024, 2047, 2048, 4000,
+                               4096, 5000, 8191, 8192, 10000, 16383, 16384, 16385, 20000,
+                               65536, 100000, 131072, 1 << 20, (1 << 20) + 1, 5 << 20};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+static void malloc_free_usable(void) {
+  void *ps[NSIZES];
+  for (size_t i = 0; i < NSIZES; i++) {
+    unsigned char *p = m_malloc(sizes[i]);
+    CHECK(p != NULL, "malloc(%zu) = NULL", sizes[i]);
+    if (!p) continue;
+    CHECK((uintptr_t)p % 16 == 0, "malloc(%zu) = %p not 16-aligned", sizes[i], (void *)p);
+    CHECK(malloc_usable_size(p) >= sizes[i], "malloc_usable_size(malloc(%zu)) = %zu", sizes[i],
+          malloc_usable_size(p));
+    /* the whole usable size is ours to write */
+    memset(p, 0xab, malloc_usable_size(p));
+    fill(p, sizes[i], (unsigned)i);
+    ps[i] = p;
+  }
+  for (size_t i = 0; i < NSIZES; i++) {
+    if (!ps[i]) continue;
+    CHECK(same(ps[i], sizes[i], (unsigned)i), "malloc(%zu): contents changed", sizes[i]);
+    m_free(ps[i]);
+  }
+  m_free(NULL); /* nothing */
+  CHECK(malloc_usable_size(NULL) == 0, "malloc_usable_size(NULL) != 0");
+  errno = 0;
+  void *huge = m_malloc(SIZE_MAX - 4096);
+  CHECK(huge == NULL && errno == ENOMEM, "malloc(SIZE_MAX - 4096) = %p, errno %d", huge, errno);
+}
+
+static void calloc_semantics(void) {
+  for (size_t i = 0; i < NSIZES; i++) {
+    /* dirty the memory calloc may reuse */
+    unsigned char *d = m_malloc(sizes[i] + 1);
+    if (d) memset(d, 0x5a, sizes[i] + 1);
+    m_free(d);
+    unsigned char *p = m_calloc(1, sizes[i]);
+    CHECK(p != NULL, "calloc(1, %zu) = NULL", sizes[i]);
+    if (!p) continue;
+    CHECK((uintptr_t)p % 16 == 0, "calloc(1, %zu) not 16-aligned", sizes[i]);
+    size_t nz = 0;
+    for (size_t k = 0; k < sizes[i]; k++) nz += p[k] != 0;
+    CHECK(nz == 0, "calloc(1, %zu): %zu nonzero bytes", sizes[i], nz);
+    m_free(p);
+  }
+  errno = 0;
+  void *p = m_calloc(SIZE_MAX / 2, 3);
+  CHECK(p == NULL && errno == ENOMEM, "calloc overflow = %p, errno %d (want NULL, ENOMEM)", p,
+        errno);
+  errno = 0;
+  p = m_calloc((size_t)1 << 33, (size_t)1 << 33);
+  CHECK(p == NULL && errno == ENOMEM, "calloc(2^33, 2^33) = %p, errno %d", p, errno);
+  p = m_calloc(0, 0);
+  CHECK(p != NULL, "calloc(0, 0) = NULL (glibc returns a block)");
+  m_free(p);
+}
+
+static void realloc_semantics(void) {
+  /* every pair of sizes: contents kept up to the smaller one */
+  for (size_t i = 0; i < NSIZES; i++)
+    for (size_t j = 0; j < NSIZES; j += 3) {
+      if (sizes[i] == 0 || sizes[j] == 0) continue;
+      unsigned char *p = m_malloc(sizes[i]);
+      fill(p, sizes[i], 3);
+      unsigned char *q = m_realloc(p, sizes[j]);
+      CHECK(q != NULL, "realloc(%zu -> %zu) = NULL", sizes[i], sizes[j]);
+      if (!q) continue;
+      size_t keep = sizes[i] < sizes[j] ? sizes[i] : sizes[j];
+      CHECK(same(q, keep, 3), "realloc(%zu -> %zu) lost contents", sizes[i], sizes[j]);
+      CHECK((uintptr_t)q % 16 == 0, "realloc result not 16-aligned");
+      CHECK(malloc_usable_size(q) >= sizes[j], "realloc(%zu -> %zu): usable %zu", sizes[i],
+            sizes[j], malloc_usable_size(q));
+      m_free(q);
+    }
+  /* growth in small steps, as a string builder does */
+  unsigned char *g = NULL;
+  size_t n = 0;
+  for (size_t step = 1; n < (3 << 20); step = step * 5 / 4 + 1) {
+    unsigned char *ng = m_realloc(g, n + step);
+    CHECK(ng != NULL, "realloc growth to %zu = NULL", n + step);
+    if (!ng) break;
+    g = ng;
+    for (size_t k = 0; k < step; k++) g[n + k] = (unsigned char)((n + k) * 13);
+    n += step;
+  }
+  size_t bad = 0;
+  for (size_t k = 0; k < n; k++) bad += g[k] != (unsigned char)(k * 13);
+  CHECK(bad == 0, "realloc growth: %zu bytes changed", bad);
+  m_free(g);
+  /* NULL = malloc; size 0 = free and NULL (glibc) */
+  void *p = m_realloc(NULL, 40);
+  CHECK(p != NULL, "realloc(NULL, 40) = NULL");
+  void *z = m_realloc(p, 0);
+  CHECK(z == NULL, "realloc(p, 0) = %p (glibc frees and returns NULL)", z);
+  /* failure leaves the block */
+  p = m_malloc(100);
+  fill(p, 100, 9);
+  errno = 0;
+  void *r = m_realloc(p, SIZE_MAX - 4096);
+  CHECK(r == NULL && errno == ENOMEM, "realloc(p, huge) = %p errno %d", r, errno);
+  CHECK(same(p, 100, 9), "a failed realloc changed the block");
+  m_free(p);
+  errno = 0;
+  p = m_malloc(100);
+  volatile size_t many = SIZE_MAX / 4;
+  void *(*volatile ra)(void *, size_t, size_t) = reallocarray;
+  r = ra(p, many, 8);
+  CHECK(r == NULL && errno == ENOMEM, "reallocarray overflow = %p errno %d", r, errno);
+  r = ra(p, 10, 30); /* (p is still live: the failed call kept it) */
+  CHECK(r != NULL && malloc_usable_size(r) >= 300, "reallocarray(p, 10, 30)");
+  m_free(r);
+}
+
+static void aligned_semantics(void) {
+  static const size_t aligns[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                  8192, 65536, 1 << 21};
+  for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++)
+    for (size_t i = 0; i < NSIZES; i += 2) {
+      size_t al = aligns[a], eff = al < 16 ? 16 : al;
+      void *p = memalign(al, sizes[i]);
+      CHECK(p && (uintptr_t)p % eff == 0, "memalign(%zu, %zu) = %p", al, sizes[i], p);
+      if (p) {
+        CHECK(malloc_usable_size(p) >= sizes[i], "memalign usable %zu < %zu",
+              malloc_usable_size(p), sizes[i]);
+        memset(p, 1, sizes[i]);
+        /* an aligned block resizes like any other */
+        unsigned char *q = m_realloc(p, sizes[i] + 100);
+        CHECK(q != NULL, "realloc of memalign(%zu, %zu)", al, sizes[i]);
+        for (size_t k = 0; q && k < sizes[i]; k++)
+          if (q[k] != 1) {
+            CHECK(0, "realloc of memalign(%zu, %zu) lost byte %zu", al, sizes[i], k);
+            break;
+          }
+        m_free(q);
+      }
+      if (al >= sizeof(void *)) {
+        void *out = (void *)1;
+        int rc = posix_memalign(&out, al, sizes[i]);
+        CHECK(rc == 0 && out && (uintptr_t)out % al == 0, "posix_memalign(%zu, %zu) = %d %p", al,
+              sizes[i], rc, out);
+        if (rc == 0) m_free(out);
+      }
+      void *c = aligned_alloc(al, sizes[i]);
+      CHECK(c && (uintptr_t)c % eff == 0, "aligned_alloc(%zu, %zu) = %p", al, sizes[i], c);
+      m_free(c);
+    }
+  /* posix_memalign: EINVAL for an alignment that is no power of two or not a
+   * multiple of sizeof(void *); the out pointer untouched; errno untouched */
+  static const size_t bad[] = {0, 1, 2, 4, 12, 24, 48, 100, 4097};
+  for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+    void *out = (void *)0x1234;
+    errno = 1234;
+    int rc = posix_memalign(&out, bad[b], 64);
+    CHECK(rc == EINVAL && out == (void *)0x1234 && errno == 1234,
+          "posix_memalign(align %zu) = %d, out %p, errno %d (want EINVAL, untouched)", bad[b], rc,
+          out, errno);
+  }
+  void *out = (void *)0x1234;
+  int rc = posix_memalign(&out, 64, SIZE_MAX - 4096);
+  CHECK(rc == ENOMEM, "posix_memalign(64, huge) = %d (want ENOMEM)", rc);
+  /* memalign with an alignment that is not a power of two: rounded up (glibc) */
+  void *m = memalign(48, 100);
+  CHECK(m && (uintptr_t)m % 64 == 0, "memalign(48, 100) = %p (glibc rounds up to 64)", m);
+  m_free(m);
+  if (on_heaplab) { /* past 1 GiB: refused, not corrupted */
+    errno = 0;
+    m = memalign((size_t)1 << 31, 10);
+    CHECK(m == NULL && errno == ENOMEM, "memalign(2 GiB, 10) = %p errno %d", m, errno);
+  }
+  errno = 0;
+  m = memalign(SIZE_MAX / 2 + 2, 10);
+  CHECK(m == NULL && errno == EINVAL, "memalign(huge alignment) = %p errno %d", m, errno);
+  long ps = sysconf(_SC_PAGESIZE);
+  void *v = valloc(100);
+  CHECK(v && (uintptr_t)v % (uintptr_t)ps == 0, "valloc(100) = %p", v);
+  m_free(v);
+  v = pvalloc(100);
+  CHECK(v && (uintptr_t)v % (uintptr_t)ps == 0 && malloc_usable_size(v) >= (size_t)ps,
+        "pvalloc(100) = %p usable %zu", v, v ? malloc_usable_size(v) : 0);
+  m_free(v);
+}
+
+/* Blocks heaplab did not hand out: glibc's own (as from before the library
+ * was loaded, or from a program calling __libc_malloc), small and mmapped. */
+static void foreign_pointers(void) {
+  static const size_t fs[] = {24, 1000, 100000, 4 << 20};
+  for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+    unsigned char *p = __libc_malloc(fs[i]);
+    fill(p, fs[i], 77);
+    CHECK(malloc_usable_size(p) >= fs[i], "malloc_usable_size(glibc's %zu) = %zu", fs[i],
+          malloc_usable_size(p));
+    unsigned char *q = m_realloc(p, fs[i] * 2);
+    CHECK(q && same(q, fs[i], 77), "realloc(glibc's %zu) lost contents", fs[i]);
+    m_free(q);
+    p = __libc_malloc(fs[i]);
+    m_free(p);
+    p = __libc_memalign(256, fs[i]);
+    m_free(p);
+  }
+  /* and the heap is still consistent after them */
+  void *ps[1000];
+  for (int i = 0; i < 1000; i++) ps[i] = m_malloc((size_t)(i % 300) * 8 + 1);
+  for (int i = 0; i < 1000; i++) m_free(ps[i]);
+}
+
+/* A call that succeeds leaves errno alone, even when it ran a trim whose
+ * advice was refused (run with HEAPLAB_FAULT_RELEASE=always:ENOMEM too). */
+static void errno_untouched(void) {
+  void *ps[20000];
+  errno = 4321;
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 20000; i++) ps[i] = m_malloc((size_t)(i % 50) * 16 + 1);
+    for (int i = 0; i < 20000; i++) m_free(ps[i]);
+    void *big = m_realloc(m_calloc(1, 100000), 300000);
+    m_free(big);
+    m_free(aligned_alloc(4096, 100));
+  }
+  CHECK(errno == 4321, "errno is %d after calls that succeeded (set to 4321 before)", errno);
+}
+
+static void trim_and_sized(void) {
+  void *ps[4096];
+  for (int i = 0; i < 4096; i++) ps[i] = m_malloc(1000);
+  for (int i = 0; i < 4096; i++) m_free(ps[i]);
+  malloc_trim(0); /* runs; 0 or 1 */
+  void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+  void (*fas)(void *, size_t, size_t) =
+      (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
+  if (fs) fs(m_malloc(100), 100);
+  if (fas) fas(aligned_alloc(64, 128), 64, 128);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
+    /* the heap is set up by this malloc (nothing allocated before main);
+     * under a small RLIMIT_AS its first reservations are refused */
+    errno = 0;
+    void *p = m_malloc(10);
+    int e = errno;
+    printf("first malloc: %s, errno %d\n", p ? "ok" : "NULL", e);
+    return p && e == 0 ? 0 : 1;
+  }
+  int want_heaplab = argc > 1 && strcmp(argv[1], "--heaplab") == 0;
+  Dl_info info;
+  void *sym = dlsym(RTLD_DEFAULT, "malloc");
+  on_heaplab = sym && dladdr(sym, &info) && info.dli_fname &&
+               strstr(info.dli_fname, "libheaplab-malloc");
+  if (want_heaplab && !on_heaplab) {
+    fprintf(stderr, "FAIL: malloc is not libheaplab-malloc.so's (LD_PRELOAD?)\n");
+    return 1;
+  }
+  malloc_free_usable();
+  calloc_semantics();
+  realloc_semantics();
+  aligned_semantics();
+  foreign_pointers();
+  errno_untouched();
+  trim_and_sized();
+  printf("%s: %s\n", on_heaplab ? "heaplab" : "glibc", failures ? "FAILED" : "all checks passed");
+  return failures ? 1 : 0;
+}

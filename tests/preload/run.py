@@ -1,0 +1,258 @@
+"""Real, unmodified programs on libheaplab-malloc.so (issue 17), one scenario
+per Meson test in suite 'preload' (tests/preload/meson.build):
+
+    python3 tests/preload/run.py SCENARIO
+
+Each runs a stock Debian program with LD_PRELOAD=libheaplab-malloc.so and
+HEAPLAB_STATS, checks the program's own verdict (its tests pass, its result
+is right, its output equals the same run on glibc), and reads the report to
+show that the allocations really were heaplab's.
+
+Paths come from the environment (Meson sets them): HEAPLAB_PRELOAD (the
+library), HEAPLAB_PRELOAD_THREADS (the threaded C test), STOCK_LUA.
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+PRELOAD = os.environ.get("HEAPLAB_PRELOAD", "")
+THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
+STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
+STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
+SQLITE3 = shutil.which("sqlite3") or "/usr/bin/sqlite3"
+PENLIGHT = "/usr/share/lua/5.1/pl"
+LUA51_PATH = "/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua;;"
+
+# CPython's own regression tests: 31 modules that run in about a minute here
+# with PYTHONMALLOC=malloc (measured one by one on glibc: test_threading 12 s,
+# test_weakref 8 s, test_pickle 6 s, the rest 0.1-3 s; test_subprocess, 28 s,
+# is left out: tests/preload/c/preload_threads.c forks and spawns).  Debian
+# ships them in libpython3.X-testsuite (tools/setup.sh preload).
+REGRTESTS = ["test_list", "test_dict", "test_set", "test_json", "test_gc", "test_unicode",
+             "test_bytes", "test_weakref", "test_thread", "test_threading", "test_re",
+             "test_string", "test_tuple", "test_deque", "test_heapq", "test_bisect",
+             "test_itertools", "test_functools", "test_collections", "test_sort", "test_struct",
+             "test_array", "test_fstring", "test_enum", "test_pickle", "test_copy",
+             "test_operator", "test_csv", "test_base64", "test_zlib", "test_hashlib"]
+
+
+class Missing(Exception):
+    pass
+
+
+def need(path, what):
+    """A missing program fails the scenario (never skips): tools/setup.sh
+    installs them all, and a skip would let make test pass without them."""
+    if not path or not os.path.exists(path):
+        raise Missing(f"{what} is not available ({path or 'not configured'}): "
+                      "run tools/setup.sh preload and build with meson")
+
+
+def env_for(allocator, extra=None):
+    """The caller's environment without HEAPLAB_*/LD_PRELOAD/PYTHONMALLOC,
+    then the allocator's: 'heaplab' preloads the library, 'glibc' nothing."""
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("HEAPLAB_") or k in ("LD_PRELOAD", "PYTHONMALLOC"))}
+    env["MALLOC_PERTURB_"] = "0"
+    if allocator == "heaplab":
+        env["LD_PRELOAD"] = PRELOAD
+    env.update(extra or {})
+    return env
+
+
+def run(argv, allocator, extra=None, stdin=None, cwd=None, timeout=600):
+    p = subprocess.run(argv, env=env_for(allocator, extra), input=stdin, cwd=cwd,
+                       capture_output=True, text=True, timeout=timeout, errors="replace")
+    return p.returncode, p.stdout, p.stderr
+
+
+def report(path):
+    with open(path) as f:
+        d = json.load(f)
+    assert d["launcher"] == "libheaplab-malloc.so" and d["allocator"] == "heaplab", d
+    return d
+
+
+def python_regrtest():
+    """Stock python3, PYTHONMALLOC=malloc (every object on malloc), passes
+    31 of CPython's regression test modules on the preloaded heap."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(STOCK_PYTHON, "Debian's python3")
+    minor = subprocess.run([STOCK_PYTHON, "-c", "import sys; print(sys.version_info[1])"],
+                           capture_output=True, text=True).stdout.strip()
+    need(f"/usr/lib/python3.{minor}/test/test_dict.py",
+         f"CPython's regression tests (libpython3.{minor}-testsuite)")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([STOCK_PYTHON, "-m", "test", "-q"] + REGRTESTS, "heaplab",
+                               {"PYTHONMALLOC": "malloc", "HEAPLAB_STATS": path}, cwd=d,
+                               timeout=900)
+        tail = "\n".join((out + err).strip().splitlines()[-15:])
+        assert status == 0, f"regrtest failed on heaplab (exit {status}):\n{tail}"
+        assert "Tests result: SUCCESS" in out, tail
+        st = report(path)["stats"]
+        children = glob.glob(path + ".*")
+        assert st["manual_mallocs"] > 10_000_000, st
+    print(f"CPython regrtest, {len(REGRTESTS)} modules: passed on libheaplab-malloc.so "
+          f"({st['manual_mallocs']} mallocs, {st['released_pages']} pages released, "
+          f"{len(children)} child reports)")
+
+
+def lua_luacheck():
+    """Stock lua5.4 runs luacheck over Penlight (a real Lua program, ~90
+    files): the same report and exit status on heaplab as on glibc."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(STOCK_LUA, "lua5.4")
+    need("/usr/bin/luacheck", "luacheck (lua-check)")
+    args = [STOCK_LUA, "/usr/bin/luacheck", "--no-color", "--codes", "--no-cache", PENLIGHT]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        res = {a: run(args, a, {"LUA_PATH": LUA51_PATH, "HEAPLAB_STATS": path})
+               for a in ("heaplab", "glibc")}
+        assert res["heaplab"] == res["glibc"], \
+            f"luacheck differs:\n heaplab {res['heaplab'][0]} {res['heaplab'][1][-600:]}\n" \
+            f" glibc {res['glibc'][0]} {res['glibc'][1][-600:]}"
+        status, out, _ = res["heaplab"]
+        assert status == 1 and "warnings / 0 errors in" in out, (status, out[-500:])
+        st = report(path)["stats"]
+        assert st["manual_mallocs"] > 100_000, st
+    print("luacheck on lua5.4 + libheaplab-malloc.so:", out.strip().splitlines()[-1],
+          f"({st['manual_mallocs']} mallocs)")
+
+
+SQL = """
+PRAGMA journal_mode = MEMORY;
+CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v BLOB, n INTEGER);
+WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 200000)
+INSERT INTO t(id, k, v, n) SELECT i, printf('key-%08d', i), zeroblob(i % 300), i * 7 % 1000 FROM c;
+CREATE INDEX t_k ON t(k);
+CREATE INDEX t_n ON t(n);
+SELECT count(*), sum(n), sum(length(v)), min(k), max(k) FROM t;
+SELECT n, count(*) FROM t WHERE n < 5 GROUP BY n ORDER BY n;
+DELETE FROM t WHERE id % 3 = 0;
+UPDATE t SET v = zeroblob(0), n = n + 1 WHERE id % 5 = 0;
+SELECT count(*), sum(n), sum(length(v)) FROM t;
+SELECT group_concat(k, ',') FROM (SELECT k FROM t ORDER BY k DESC LIMIT 3);
+VACUUM;
+PRAGMA integrity_check;
+"""
+
+
+def sqlite_expected():
+    """The answers, computed here without SQLite."""
+    rows = {i: (f"key-{i:08d}", i % 300, i * 7 % 1000) for i in range(1, 200001)}
+    first = (len(rows), sum(r[2] for r in rows.values()), sum(r[1] for r in rows.values()),
+             min(r[0] for r in rows.values()), max(r[0] for r in rows.values()))
+    groups = sorted((n, sum(1 for r in rows.values() if r[2] == n)) for n in range(5))
+    kept = {i: r for i, r in rows.items() if i % 3}
+    kept = {i: ((k, 0, n + 1) if i % 5 == 0 else (k, v, n)) for i, (k, v, n) in kept.items()}
+    second = (len(kept), sum(r[2] for r in kept.values()), sum(r[1] for r in kept.values()))
+    last3 = ",".join(sorted((r[0] for r in kept.values()), reverse=True)[:3])
+    lines = ["memory", "|".join(map(str, first))]
+    lines += [f"{n}|{c}" for n, c in groups]
+    lines += ["|".join(map(str, second)), last3, "ok"]
+    return "\n".join(lines)
+
+
+def sqlite3_script():
+    """sqlite3 on a scripted workload (200,000 rows, two indexes, a delete,
+    an update, VACUUM, integrity_check): the results are the ones computed
+    without SQLite, on heaplab and on glibc."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(SQLITE3, "sqlite3")
+    want = sqlite_expected()
+    with tempfile.TemporaryDirectory() as d:
+        path, trace = os.path.join(d, "stats.json"), os.path.join(d, "events.jsonl")
+        for alloc in ("heaplab", "glibc"):
+            db = os.path.join(d, f"{alloc}.db")
+            status, out, err = run([SQLITE3, db], alloc,
+                                   {"HEAPLAB_STATS": path, "HEAPLAB_TRACE_EVENTS": trace},
+                                   stdin=SQL)
+            assert status == 0 and not err, (alloc, status, err)
+            assert out.strip() == want, f"{alloc}: sqlite3 printed\n{out}\nexpected\n{want}"
+        st = report(path)["stats"]
+        assert st["manual_mallocs"] > 100_000, st
+        # HEAPLAB_TRACE_EVENTS: the heap's events, one JSON object a line
+        with open(trace) as f:
+            events = [json.loads(line) for line in f]
+        kinds = {e["event"] for e in events}
+        assert "heap_created" in kinds and "trim" in kinds, kinds
+        trims = [e for e in events if e["event"] == "trim"]
+        assert sum(e["released"] for e in trims) == st["released_pages"], (trims[:3], st)
+    print(f"sqlite3: results checked on heaplab and glibc ({st['manual_mallocs']} mallocs, "
+          f"{len(trims)} trims traced)")
+
+
+def c_threads():
+    """The 8-thread C test (cross-thread frees, fork from the threaded
+    parent, posix_spawn) on the preloaded library; its report shows the
+    threads' caches went home when they exited (little live at exit), and a
+    report from the spawned program under its pid."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(THREADS, "the threaded C test")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([THREADS], "heaplab", {"HEAPLAB_STATS": path})
+        assert status == 0 and out.startswith("ok:"), (status, out, err)
+        st = report(path)["stats"]
+        # 240,000 blocks passed between threads; 8 thread caches of up to
+        # 64 KiB per class would leave megabytes live if they stayed
+        assert st["manual_mallocs"] > 480_000, st
+        assert st["small_live_bytes"] < 512 * 1024, st
+        spawned = glob.glob(path + ".*")
+        assert len(spawned) == 1, spawned     # fork children _exit: no report
+        child = report(spawned[0])
+        assert child["pid"] != report(path)["pid"] and child["stats"]["manual_mallocs"] > 2000
+        # %p: every process's report under its own pid
+        pct = os.path.join(d, "r.%p.json")
+        status, _, err = run([THREADS], "heaplab", {"HEAPLAB_STATS": pct})
+        assert status == 0, err
+        named = sorted(glob.glob(os.path.join(d, "r.*.json")))
+        assert len(named) == 2 and all(
+            os.path.basename(n) == f"r.{report(n)['pid']}.json" for n in named), named
+    print(out.strip(), f"| live at exit {st['small_live_bytes']} bytes")
+
+
+def bad_option():
+    """A bad HEAPLAB_ value: one line on stderr naming it, and the program
+    runs on the system allocator (a malloc cannot refuse to start it)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([STOCK_PYTHON, "-c", "print(sum(range(10)))"], "heaplab",
+                               {"HEAPLAB_PAGE_SIZE": "3000", "HEAPLAB_STATS": path})
+        assert status == 0 and out == "45\n", (status, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "HEAPLAB_PAGE_SIZE=3000" in lines[0] and \
+            "using the system allocator" in lines[0], err
+        with open(path) as f:
+            assert json.load(f)["allocator"] == "libc"
+        status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
+                               {"HEAPLAB_ALLOCATOR": "jemalloc"})
+        assert status == 0 and out == "1\n" and err.count("\n") == 1 and \
+            "HEAPLAB_ALLOCATOR=jemalloc" in err, (status, out, err)
+    print("bad option:", lines[0])
+
+
+SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
+                                     bad_option)}
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] not in SCENARIOS:
+        print(f"usage: {argv[0]} SCENARIO   ({', '.join(SCENARIOS)})", file=sys.stderr)
+        return 2
+    try:
+        SCENARIOS[argv[1]]()
+    except Missing as e:
+        print(f"MISSING: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,137 @@
+"""heaplab.harness.run_command_arm with an allocator (issue 17): any command on
+heaplab (the preloaded library), glibc, mimalloc or jemalloc, its footprint
+sampled from outside through the phases a script drives, recorded in the
+harness's usual form."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import heaplab
+from heaplab.harness import ALLOCATORS, ArmResult, allocator_env, run_command_arm, save_arm
+
+MiB = 1 << 20
+
+# A program that knows nothing of heaplab: it grows to 64 MiB of small
+# blocks when told (SIGUSR1), frees them (SIGUSR2), and says so on stdout.
+PROGRAM = r"""
+import signal, sys, time
+held = []
+def grow(*_):
+    held.extend(bytes(200) + str(i).encode() for i in range(300_000))
+    print("grown", flush=True)
+def drop(*_):
+    held.clear()
+    print("dropped", flush=True)
+signal.signal(signal.SIGUSR1, grow)
+signal.signal(signal.SIGUSR2, drop)
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def _script(tmp_path):
+    out = tmp_path / "out.txt"
+
+    def wait_for(word, ctl):
+        for _ in range(3000):
+            if out.exists() and word in out.read_text():
+                return
+            assert ctl.alive(), "the program died"
+            import time
+            time.sleep(0.005)
+        raise AssertionError(f"no {word!r}")
+
+    def script(ctl):
+        wait_for("ready", ctl)
+        with ctl.phase("grow") as ph:
+            os.kill(ctl.pid, signal.SIGUSR1)
+            wait_for("grown", ctl)
+            ph.note("what", "300,000 blocks")
+        with ctl.phase("drop") as ph:
+            ph.mark("drop")
+            os.kill(ctl.pid, signal.SIGUSR2)
+            wait_for("dropped", ctl)
+            ctl.wait_low(3.0, settle_s=0.5)
+        ctl.note("done", True)
+    return script, out
+
+
+def _cmd(out):
+    # stdout to a file the script reads; the program is Debian's python3
+    # with every object on malloc, so the allocator sees every block
+    return ["/bin/sh", "-c", f'exec /usr/bin/python3 -u -c "$0" > {out}', PROGRAM]
+
+
+@pytest.mark.parametrize("allocator", ["heaplab", "glibc"])
+def test_phases_are_sampled_from_outside(tmp_path, allocator):
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("Debian's python3 is not installed")
+    script, out = _script(tmp_path)
+    data = run_command_arm(_cmd(out), {"PYTHONMALLOC": "malloc"}, allocator=allocator,
+                           script=script, experiment="T", arm=allocator, interval_s=0.005,
+                           timeout=120)
+    assert data["error"] is None, data["error"]
+    assert data["allocator"] == allocator and data["notes"] == {"done": True}
+    arm = ArmResult(data)
+    grow, drop = arm.phase("grow"), arm.phase("drop")
+    assert grow["samples"] > 0 and drop["samples"] > 0
+    assert grow.growth > 48 * MiB, grow
+    assert grow["notes"]["what"] == "300,000 blocks"
+    assert drop["phys_low_after_mark"] is not None and drop["notes"]["mark"] == "drop"
+    assert data["series"] and all(len(s) == 4 for s in data["series"])
+    if allocator == "heaplab":
+        # heaplab gives the dropped blocks' pages back (glibc keeps most)
+        assert drop.returned > 0.8 * grow.growth, (drop.returned, grow.growth)
+    else:
+        assert data["report"] is None
+    folder = tmp_path / "results"
+    save_arm(data, str(folder))
+    assert (folder / "T" / f"{allocator}.json").exists()
+    assert (folder / "T" / "records.csv").read_text().count("\n") == 3
+
+
+def test_a_command_without_a_script_is_one_phase_with_its_report(tmp_path):
+    data = run_command_arm(["/usr/bin/python3", "-c", "x = [str(i) for i in range(200000)]"],
+                           {"PYTHONMALLOC": "malloc"}, allocator="heaplab",
+                           options={"warm_pages": 0}, timeout=120, stop_signal=None)
+    assert data["error"] is None and data["returncode"] == 0, data
+    assert [r["phase"] for r in data["records"]] == ["run"]
+    rep = data["report"]
+    assert rep["launcher"] == "libheaplab-malloc.so" and rep["allocator"] == "heaplab"
+    assert rep["options"]["warm_pages"] == 0 and rep["stats"]["manual_mallocs"] > 200000
+
+
+def test_peers_are_preloaded():
+    for name in ("mimalloc", "jemalloc"):
+        env = allocator_env(name)
+        assert os.path.exists(env["LD_PRELOAD"]) and name[:2] in os.path.basename(env["LD_PRELOAD"])
+    assert allocator_env("glibc")["HEAPLAB_ALLOCATOR"] == "libc"
+    assert allocator_env("heaplab", {"page_release": False})["HEAPLAB_PAGE_RELEASE"] == "false"
+    assert set(ALLOCATORS) == {"heaplab", "glibc", "mimalloc", "jemalloc"}
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="allocator 'tcmalloc'"):
+        run_command_arm(["true"], allocator="tcmalloc")
+    with pytest.raises(ValueError, match="not a heaplab option"):
+        run_command_arm(["true"], allocator="heaplab", options={"page_releas": True})
+    with pytest.raises(ValueError, match="apply to allocator='heaplab' only"):
+        run_command_arm(["true"], allocator="jemalloc", options={"page_release": True})
+
+
+def test_preload_path_and_cli(monkeypatch, tmp_path):
+    path = heaplab.preload_path()
+    assert os.path.isfile(path) and path.endswith("libheaplab-malloc.so")
+    out = subprocess.run([sys.executable, "-m", "heaplab", "preload"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == path
+    monkeypatch.setenv("HEAPLAB_PRELOAD", str(tmp_path / "nothing.so"))
+    with pytest.raises(heaplab.Error, match="HEAPLAB_PRELOAD=.*no such file"):
+        heaplab.preload_path()
+    p = subprocess.run([sys.executable, "-m", "heaplab", "preload"], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "no such file" in p.stderr
