@@ -403,6 +403,20 @@ int hl_ref_read(hl_heap *h, hl_ref ref, uint64_t off, void *dst, uint64_t len) {
   return rc;
 }
 
+int hl_thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
+  CHECK_HEAP(h);
+  if (!out) return hl__fail(h, HL_EINVAL, "thin: NULL output");
+  *out = 0;
+  if (h->opt.mode != HL_MODE_COLLECTED)
+    return hl__fail(h, HL_EMODE, "thin: needs a collected heap (this one is manual)");
+  if (every < 1 || every > 1000000000)
+    return hl__fail(h, HL_EINVAL, "thin: every %" PRIu64 " out of range [1, 1000000000]", every);
+  bool locked = hl__lock(h);
+  int rc = hl__thin(h, ref, every, out);
+  hl__unlock(h, locked);
+  return rc;
+}
+
 int hl_ref_checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
   CHECK_HEAP(h);
   if (!sum) return hl__fail(h, HL_EINVAL, "checksum: NULL output");
@@ -726,7 +740,9 @@ static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot
     return NULL;
   }
   bool locked = hl__lock(h);
+  h->nomove++; /* parent is a raw pointer across the allocation */
   void *obj = obj_new_raw(h, size, refs);
+  h->nomove--;
   if (obj) hl__store(h, parent, slot, obj);
   hl__unlock(h, locked);
   return obj;
