@@ -697,6 +697,14 @@ void hl_enter(hl_heap *h) {
     return;
   }
   hl__lock_raw(h);
+  /* Another thread's cycle may be in its trim, the lock dropped around the
+   * syscalls.  Holding the heap now, this thread could run into it later
+   * (hl_collect, a memory cycle) and wait on cycle_done -- which lets go of
+   * the mutex, and a third thread's whole cycle could run while this one
+   * holds raw pointers: sweep an object it has not stored yet, or (compact)
+   * move one it has.  So the heap is held only once no cycle runs: from then
+   * on every cycle is this thread's own. */
+  while (h->in_cycle) hl__wait(h, &h->cycle_done);
   hl__held = h;
   hl__held_depth = 1;
 }
