@@ -643,6 +643,12 @@ int hl_ref_release(hl_heap *heap, hl_ref ref);
 /* A second, independent root to the same object. */
 int hl_ref_dup(hl_heap *heap, hl_ref ref, hl_ref *out);
 int hl_ref_info(hl_heap *heap, hl_ref ref, hl_object_info *out);
+/* A number that names ref's object for as long as it lives, whatever
+ * compaction does to its address (a Python Ref's hash): the object's
+ * address when compact=never; otherwise its address when first asked,
+ * remembered through moves.  Two live objects may share one (a collision,
+ * as hashes may), one object never has two. */
+int hl_ref_identity(hl_heap *heap, hl_ref ref, uint64_t *out);
 /* Slot i of ref's object: a new handle in *out, or 0 when the slot is empty. */
 int hl_ref_get(hl_heap *heap, hl_ref ref, uint64_t slot, hl_ref *out);
 /* Store value's object (0 = empty) in slot i of ref's object. */

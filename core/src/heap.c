@@ -172,6 +172,7 @@ static void heap_destroy(hl_heap *h) {
   hl__manual_destroy(h);
   hl__large_destroy_all(h);
   hl__handles_destroy(h);
+  hl__identities_free(h);
   hl__pages_destroy(h);
   prim_ctx_destroy(&h->prim);
   free(h->size_to_cls);
@@ -331,6 +332,17 @@ int hl_ref_info(hl_heap *h, hl_ref ref, hl_object_info *out) {
   void *obj;
   int rc = hl__handle_get(h, ref, &obj);
   if (!rc) info_of(obj, out);
+  hl__unlock(h, locked);
+  return rc;
+}
+
+int hl_ref_identity(hl_heap *h, hl_ref ref, uint64_t *out) {
+  CHECK_HEAP(h);
+  if (!out) return hl__fail(h, HL_EINVAL, "identity: NULL output");
+  bool locked = hl__lock(h);
+  void *obj;
+  int rc = hl__handle_get(h, ref, &obj);
+  if (!rc) rc = hl__identity(h, obj, out);
   hl__unlock(h, locked);
   return rc;
 }

@@ -259,6 +259,8 @@ struct hl_heap {
   uint64_t sub_freed;       /* manual mode: slot bytes freed since the last trim */
 
   /* compaction (gc/evacuate.c) */
+  struct hl_ident *idents;  /* object -> identity asked for (hl_ref_identity), */
+  uint64_t idents_cap, idents_count; /* open addressing; forwarded on moves */
   uint32_t nomove;          /* > 0: an internal path keeps raw object pointers
                                across an allocation (a fill, hl_obj_new_in): no
                                cycle moves anything meanwhile */
@@ -847,6 +849,10 @@ int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budge
  * when verify finds a reference left pointing into an evacuated page.  Lock
  * held, inside a cycle. */
 int hl__evacuate(hl_heap *h);
+/* The identity of a live object (hl_ref_identity); HL_ENOMEM when it cannot
+ * be remembered.  Lock held. */
+int hl__identity(hl_heap *h, void *obj, uint64_t *out);
+void hl__identities_free(hl_heap *h);
 
 /* ---- workload/ ---- */
 int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t stride,

@@ -198,6 +198,78 @@ static int check_no_stale(hl_heap *h, const evac_state *e, char *msg, size_t len
   return HL_OK;
 }
 
+/* ---- identities (hl_ref_identity) ----
+ * An object's address names it until compaction moves it, so the
+ * identities asked for are remembered in a table keyed by the object: a
+ * move re-keys the entry, and an entry whose object died is dropped at the
+ * next compaction.  Only small objects move; a large one is its address. */
+struct hl_ident {
+  void *obj; /* NULL: empty */
+  uint64_t id;
+};
+
+static uint64_t ident_slot(const void *obj, uint64_t cap) {
+  uint64_t x = (uint64_t)(uintptr_t)obj >> 4;
+  x *= 0x9E3779B97F4A7C15ull;
+  return (x ^ (x >> 29)) & (cap - 1);
+}
+
+static void ident_put(struct hl_ident *t, uint64_t cap, void *obj, uint64_t id) {
+  uint64_t i = ident_slot(obj, cap);
+  while (t[i].obj && t[i].obj != obj) i = (i + 1) & (cap - 1);
+  t[i] = (struct hl_ident){obj, id};
+}
+
+/* Rebuild the table: keys through `map` (NULL = dropped), in a table of
+ * cap entries.  False when there is no memory (the old table stays). */
+static bool ident_rebuild(hl_heap *h, uint64_t cap, void *(*map)(hl_heap *, const void *, void *),
+                          const void *arg) {
+  struct hl_ident *t = calloc(cap, sizeof *t);
+  if (!t) return false;
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < h->idents_cap; i++) {
+    if (!h->idents[i].obj) continue;
+    void *k = map ? map(h, arg, h->idents[i].obj) : h->idents[i].obj;
+    if (!k) continue;
+    ident_put(t, cap, k, h->idents[i].id);
+    n++;
+  }
+  free(h->idents);
+  h->idents = t;
+  h->idents_cap = cap;
+  h->idents_count = n;
+  return true;
+}
+
+int hl__identity(hl_heap *h, void *obj, uint64_t *out) {
+  HL_ASSERT_LOCKED(h);
+  if (h->opt.compact == HL_COMPACT_NEVER || !hl__in_reservation(h, obj)) {
+    *out = (uint64_t)(uintptr_t)obj;
+    return HL_OK;
+  }
+  if (h->idents_cap) {
+    uint64_t i = ident_slot(obj, h->idents_cap);
+    for (; h->idents[i].obj; i = (i + 1) & (h->idents_cap - 1))
+      if (h->idents[i].obj == obj) {
+        *out = h->idents[i].id;
+        return HL_OK;
+      }
+  }
+  if ((h->idents_count + 1) * 2 > h->idents_cap &&
+      !ident_rebuild(h, h->idents_cap ? h->idents_cap * 2 : 64, NULL, NULL))
+    return hl__fail(h, HL_ENOMEM, "identity: out of memory");
+  ident_put(h->idents, h->idents_cap, obj, (uint64_t)(uintptr_t)obj);
+  h->idents_count++;
+  *out = (uint64_t)(uintptr_t)obj;
+  return HL_OK;
+}
+
+void hl__identities_free(hl_heap *h) {
+  free(h->idents);
+  h->idents = NULL;
+  h->idents_cap = h->idents_count = 0;
+}
+
 /* Pins: per page, how many distinct objects conservative root regions point
  * into (NULL when there is no conservative region). */
 static uint32_t *find_pins(hl_heap *h, bool *oom) {
@@ -288,6 +360,22 @@ static bool move_page(hl_heap *h, evac_state *e, const evac_page *src, dest_curs
   return true;
 }
 
+static uint64_t ident_cap(const hl_heap *h) {
+  uint64_t cap = 64;
+  while (cap < h->idents_count * 2) cap *= 2;
+  return cap;
+}
+
+/* An identity's object after the move (e), or NULL when it died. */
+static void *ident_map(hl_heap *h, const void *arg, void *obj) {
+  const evac_state *e = arg;
+  if (hl__small_resolve(h, obj, false) != obj) return NULL; /* freed */
+  uint32_t p = hl__page_of(h, obj);
+  uint64_t off = (uint64_t)((uint8_t *)obj - hl__page_addr(h, p));
+  if (!hl__bit(hl__marks(h, p), hl__slot_index(h, off, h->pages[p].cls))) return NULL; /* dead */
+  return e ? forward(h, e, obj) : obj;
+}
+
 int hl__evacuate(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   uint64_t t0 = prim_now_ns();
@@ -296,6 +384,9 @@ int hl__evacuate(hl_heap *h) {
    * fill, or hl_obj_new_in, that allocates while it keeps some */
   bool blocked = hl__held == h || h->nomove;
   bool oom = false;
+  /* the identities of objects that died go first: a moved object may land
+   * in the slot of one, and must not take its identity there */
+  if (h->idents_count && !ident_rebuild(h, ident_cap(h), ident_map, NULL)) oom = true;
   uint32_t *pins = find_pins(h, &oom);
   blocked = blocked || oom;
 
@@ -372,6 +463,12 @@ int hl__evacuate(hl_heap *h) {
     free(dst);
   }
 
+  if (h->idents_count && e.pages && !ident_rebuild(h, ident_cap(h), ident_map, &e)) {
+    /* no memory for the re-keyed table: the moved objects' identities stay
+     * under their old addresses, so a Python hash of one would change;
+     * reported as a failure of the cycle */
+    rc = hl__fail(h, HL_ENOMEM, "compaction: no memory to re-key the identity table");
+  }
   if (e.pages) {
     update_references(h, &e);
     if (h->opt.verify) {
