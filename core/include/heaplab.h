@@ -389,7 +389,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(evacuated_pages, "pages emptied by evacuation")                           \
   X(evacuated_objects, "objects moved by evacuation")                         \
   X(evacuated_bytes, "slot bytes moved by evacuation")                        \
-  X(pinned_objects, "live objects on pages chosen for evacuation that stayed put: targets of conservative roots, or every one while the heap was held (hl_enter) or a bulk phase ran") \
+  X(pinned_objects, "live objects that stayed put on pages compaction would have evacuated: targets of conservative roots; while the heap was held (hl_enter) or a fill ran, every live object of a page below the threshold") \
   X(compact_ns, "of gc_ns: choosing, evacuating and updating references, nanoseconds") \
   X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")
 

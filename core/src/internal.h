@@ -257,6 +257,8 @@ struct hl_heap {
   uint64_t sub_out, sub_fallback; /* OS pages out now; of them on the fallback advice */
   uint64_t sub_held;        /* pages with SUB_BUSY or SUB_FAILED */
   uint64_t sub_freed;       /* manual mode: slot bytes freed since the last trim */
+  bool sub_rescan;          /* a page may have an OS page to release since the last
+                               scan: the trim scans only then */
 
   /* compaction (gc/evacuate.c) */
   struct hl_ident *idents;  /* object -> identity asked for (hl_ref_identity), */
@@ -820,7 +822,10 @@ static inline bool hl__sub_unavail(const hl_heap *h, uint32_t p) {
 }
 /* A slot of page p was freed: it may have emptied an OS page. */
 static inline void hl__sub_dirty(hl_heap *h, uint32_t p) {
-  if (h->sub_flags) h->sub_flags[p] &= (uint8_t)~SUB_CLEAN;
+  if (h->sub_flags) {
+    h->sub_flags[p] &= (uint8_t)~SUB_CLEAN;
+    h->sub_rescan = true;
+  }
 }
 /* Restore the released OS pages of page p that bytes [lo, hi) of it
  * overlap, before a slot there is handed out (restore on reuse).  Under the

@@ -390,36 +390,58 @@ int hl__evacuate(hl_heap *h) {
   uint32_t *pins = find_pins(h, &oom);
   blocked = blocked || oom;
 
-  /* every partial page not tenured, with its live count */
-  uint64_t n = 0, cap = h->state_count[PS_PARTIAL];
-  evac_page *pg = cap ? malloc(cap * sizeof *pg) : NULL;
-  if (!pg) {
-    free(pins);
-    return HL_OK; /* nothing to do, or no memory to do it with */
-  }
-  uint64_t pinned_objects = 0, pinned_pages = 0;
-  for (uint32_t p = 0; p < h->high_water && n < cap; p++) {
+  /* the candidates first (no array, no sort on a heap without one): the
+   * partial pages below the threshold with no unswept garbage, per class */
+  uint64_t pinned_objects = 0, pinned_pages = 0, ncand = 0;
+  uint32_t cand_cls[HL_MAX_CLASSES] = {0};
+  uint64_t cap = 0;
+  for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
     if (d->state != PS_PARTIAL || (h->tenure[p] & TN_TENURED) || d->used == 0) continue;
-    evac_page x = {p, d->cls, d->used, d->nslots - d->used, false, !hl__sub_unavail(h, p)};
     bool sparse = h->opt.compact == HL_COMPACT_ALWAYS
                       ? d->used < d->nslots
                       : (uint64_t)d->used * 100 < (uint64_t)h->opt.compact_live_pct * d->nslots;
     /* unswept garbage (a partial page a minor sweep skipped): its slots are
      * not all live, and moving only the live ones would free the rest
      * unaccounted; the sweep that frees them comes first */
-    if (sparse && live_on(h, p) == d->used) {
-      if (pins && pins[p]) {
-        pinned_objects += pins[p];
-        pinned_pages++;
-      } else {
-        x.source = true; /* a candidate, for now */
-      }
+    if (!sparse || live_on(h, p) != d->used) continue;
+    if (pins && pins[p]) {
+      pinned_objects += pins[p];
+      pinned_pages++;
+      continue;
     }
+    if (blocked) { /* nothing moves: what would have is pinned (no plan needed) */
+      pinned_objects += d->used;
+      pinned_pages++;
+      continue;
+    }
+    cand_cls[d->cls]++;
+    ncand++;
+  }
+  /* then every partial page of those classes: sources and destinations */
+  for (uint32_t c = 0; c < h->nclasses; c++)
+    if (cand_cls[c]) cap += h->partial_avail[c].count;
+  if (ncand) cap += h->partial_full.count;
+  uint64_t n = 0;
+  evac_page *pg = cap ? malloc(cap * sizeof *pg) : NULL;
+  if (!pg) {
+    free(pins);
+    ncand = 0; /* nothing to do, or no memory to do it with */
+  }
+  for (uint32_t p = 0; ncand && p < h->high_water && n < cap; p++) {
+    hl_page *d = &h->pages[p];
+    if (d->state != PS_PARTIAL || !cand_cls[d->cls] || (h->tenure[p] & TN_TENURED) ||
+        d->used == 0)
+      continue;
+    evac_page x = {p, d->cls, d->used, d->nslots - d->used, false, !hl__sub_unavail(h, p)};
+    bool sparse = h->opt.compact == HL_COMPACT_ALWAYS
+                      ? d->used < d->nslots
+                      : (uint64_t)d->used * 100 < (uint64_t)h->opt.compact_live_pct * d->nslots;
+    x.source = sparse && !(pins && pins[p]) && live_on(h, p) == d->used; /* for now */
     pg[n++] = x;
   }
-  free(pins);
-  qsort(pg, n, sizeof *pg, by_class_then_live);
+  if (pg) free(pins);
+  if (n) qsort(pg, n, sizeof *pg, by_class_then_live);
 
   evac_state e = {0};
   for (uint64_t i = 0, j; i < n; i = j) {
@@ -443,11 +465,6 @@ int hl__evacuate(hl_heap *h) {
       nsrc++;
     }
     if (!nsrc) continue;
-    if (blocked) {
-      pinned_objects += moved;
-      pinned_pages += nsrc;
-      continue;
-    }
     if (!e.evac && !(e.evac = calloc(h->high_water, 1))) break;
     /* the destinations: the others, densest first */
     evac_page *dst = malloc((j - i) * sizeof *dst);

@@ -95,7 +95,7 @@ void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head) {
     d->flags &= (uint8_t)~PF_AVAIL;
     /* an owned page's free slots change under the allocation word: scanned
      * again when it is partial once more */
-    if (state == PS_OWNED && h->sub_flags) h->sub_flags[p] &= (uint8_t)~SUB_CLEAN;
+    if (state == PS_OWNED) hl__sub_dirty(h, p);
   }
   h->state_count[state]++;
   if (hl__released_state(state) && d->release == RK_FALLBACK) h->fallback_count++;

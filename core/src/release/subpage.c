@@ -240,7 +240,7 @@ static void publish(hl_heap *h, sub_cand *c, sub_tally *t) {
   }
   uint8_t *f = &h->sub_flags[p];
   /* a refused run is still free and still in: the next trim tries again */
-  if (rejected) *f &= (uint8_t)~SUB_CLEAN;
+  if (rejected) hl__sub_dirty(h, p);
   *f &= (uint8_t)~SUB_BUSY;
   h->sub_held--;
   relist(h, p);
@@ -251,6 +251,11 @@ int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budge
   HL_ASSERT(h->in_cycle);
   if (!h->sub_flags) return -1;
   h->sub_freed = 0;
+  /* nothing freed, no restore failed, no fallback run to upgrade since the
+   * last scan: nothing to find (a trim per cycle would otherwise walk every
+   * page's descriptor for nothing) */
+  if (!h->sub_rescan && !h->sub_held && !h->sub_fallback) return -1;
+  h->sub_rescan = false;
   uint64_t os = (uint64_t)1 << h->os_shift;
   sub_cand *c = NULL;
   size_t n = 0, cap = 0;
@@ -293,7 +298,7 @@ int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budge
       size_t nc = cap ? cap * 2 : 64;
       sub_cand *g = realloc(c, nc * sizeof *c);
       if (!g) {
-        if (rel) *f &= (uint8_t)~SUB_CLEAN;
+        if (rel) hl__sub_dirty(h, p);
         break; /* what is picked goes ahead; the rest waits for the next trim */
       }
       c = g;
@@ -305,6 +310,8 @@ int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budge
     if (d->flags & PF_AVAIL) hl__page_to_state(h, p, PS_PARTIAL, false); /* off its avail list */
     if (rel && h->opt.verify) poison_straddlers(h, p, x.rel);
   }
+  /* the budget ran out before every page was looked at: the next trim goes on */
+  if (n_rel >= release_budget) h->sub_rescan = true;
   if (n == 0) {
     free(c);
     return -1;
