@@ -67,7 +67,8 @@ test-tsan: build-tsan
 	TSAN_OPTIONS=halt_on_error=1 meson test -C $(TSAN) --no-rebuild --suite threads --print-errorlogs
 
 # The binding's lifetimes under AddressSanitizer: the Python package with an
-# instrumented extension (finalizers, Ctrl-C, threads racing close/stop).
+# instrumented extension (finalizers, Ctrl-C, threads racing close/stop), and
+# the model test of random programs with compactions and sub-page releases.
 $(PYASAN)/build.ninja:
 	meson setup $(PYASAN) --buildtype=debug -Dpython=true -Dtests=false -Dlua=disabled \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dasserts=true
@@ -82,8 +83,9 @@ test-python-asan: setup build $(PYASAN)/build.ninja
 	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:allocator_may_return_null=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
 	  PYTHONPATH=$(abspath $(PYASAN))/pkg HEAPLAB_BUILD=$(abspath $(BUILD)) \
+	  HEAPLAB_MODEL_EXAMPLES=15 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider test_reliability.py test_bad_input.py \
-	  test_threads.py test_same_words.py
+	  test_threads.py test_same_words.py test_compaction_model.py
 
 test-python: install build
 	cd tests/python && HEAPLAB_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q .

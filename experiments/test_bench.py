@@ -6,15 +6,21 @@ Protocol (experiments/bench/bench.py runs the C program of
 experiments/bench/, one fresh process per run, runs interleaved):
   binary-trees  GCBench shape, depth 20: heaplab (collected, raw objects),
                 heaplab generational (option generational), each also with
-                page_release=0, Boehm GC (GC_malloc, collecting),
-                mimalloc / jemalloc / glibc (explicit free)
+                page_release=0, heaplab with subpage_release=1 and with
+                compact=sparse (issue 18: their cost where they do not help),
+                Boehm GC (GC_malloc, collecting), mimalloc / jemalloc / glibc
+                (explicit free)
   fill          192 MiB of 256-byte objects against the page-fault floor
                 (mmap + writing the same bytes), every allocator
-  churn         8 rounds of fill 64 MiB / drop / collect, page_release on, off
+  churn         8 rounds of fill 64 MiB / drop / collect, page_release on, off,
+                subpage_release=1, compact=sparse
   release       192 MiB dropped: every page (contiguous) or every other
                 (scattered); calls, runs of pages, time per MiB
   pause         a full collection with 192 MiB of 256-byte objects live,
                 heaplab against GC_gcollect
+  compact       the collection after keeping 1 object in 10 of 192 MiB:
+                compact=never against sparse; the evacuation's time per MiB
+                evacuated against the full mark of the same heap
 
 Asserted: every peer is present, and every allocator's checksums agree
 (trees, fills).  The speed targets are reported as ratios measured side by

@@ -12,6 +12,8 @@ Python's arms, and the effects that compare arms are asserted:
   E4a restore fails the restore_fails arm's checksums equal the clean arm's,
                     round by round, and its rounds take at most 2x as long
                     (fastest round, less runqueue wait)
+  E10 sparse survivors  the survivors' checksums are the same in every arm
+                    of an N (each arm asserts its share returned and its refill)
 
 The Lua module is built by `make` (ninja -C build); HEAPLAB_LUA_CPATH overrides
 where it is looked for.
@@ -127,3 +129,20 @@ def test_lua_e4a_every_restore_fails(lab):
     assert all(same), ("checksums differ from the clean arm in rounds "
                        f"{[n for n, s in zip(rounds, same) if not s]}")
     assert ratio <= 2, f"restore failures slowed the rounds {ratio:.2f}x (spinning?)"
+
+
+def test_lua_e10_sparse_survivors(lab):
+    """E10 in Lua (experiments/lua/e10_sparse_survivors.lua): each arm asserts
+    its own share returned and refill cost; here, across arms, the survivors'
+    checksums are the same in every arm of an N."""
+    kinds = ("off", "page", "subpage", "compact", "both")
+    for every in (10, 100):
+        arms = [run_arm("e10_sparse_survivors.lua", f"n{every}-{k}") for k in kinds]
+        record(lab, arms)
+        sums = {d["arm"]: phase(d, "thin")["notes"]["checksums"] for d in arms}
+        same = len({repr(s) for s in sums.values()}) == 1
+        lab.effect("E10", f"checksums, 1 in {every}", "identical" if same else "differ",
+                   "identical in every arm", arm=f"lua-n{every}", phase="thin", ok=same)
+        for d in arms:
+            completed(d)
+        assert same, f"1 in {every}: checksums differ between arms: {sums}"

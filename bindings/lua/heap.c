@@ -224,6 +224,38 @@ static int h_fill(lua_State *L) {
 }
 
 /***
+Keep every `every`-th leaf of the graph under `obj` (the leaves: objects with no non-empty
+slot, in depth-first slot order -- a fill's objects in the order it made them).  Nothing is
+dropped: release `obj` afterwards and only those leaves survive, scattered over the pages the
+graph filled (E10).
+@function heap:thin
+@tparam object obj a handle of this heap
+@tparam integer every keep leaves 0, every, 2 * every, ...
+@treturn object a new root whose slots hold the kept leaves
+@return nil, message, code when the heap is out of memory ("ENOMEM")
+*/
+/* h:thin(obj, every) */
+static int h_thin(lua_State *L) {
+  static const char fn[] = "h:thin";
+  char b[80];
+  heap_ud(L, 1, fn);
+  lobj *src = luaL_testudata(L, 2, OBJ_MT);
+  if (!src) return lhl_fail(L, fn, "obj must be a heaplab object, got %s", lhl_shown(L, 2, b, sizeof b));
+  uint64_t every = lhl_arg_uint(L, 3, fn, "every", 1000000000, -1);
+  if (every < 1) return lhl_fail(L, fn, "every must be at least 1, got 0");
+  lua_getiuservalue(L, 2, 1);
+  int same = lua_rawequal(L, -1, 1);
+  lua_pop(L, 1);
+  if (!same) return lhl_fail(L, fn, "obj belongs to another heap");
+  lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
+  hl_heap *h = heap_open(L, 1, fn);
+  if (src->ref == 0) return lhl_fail(L, fn, "obj was released");
+  int rc = hl_thin(h, src->ref, every, &o->ref);
+  if (rc) return lhl_result(L, fn, h, rc);
+  return 1;
+}
+
+/***
 Synchronous collection(s).
 @function heap:collect
 @tparam[opt] table|integer how `{cycles = 1, major = nil}`: `major = true` forces a major
@@ -574,6 +606,7 @@ static int heap_newindex(lua_State *L) {
 static const luaL_Reg heap_methods[] = {
     {"alloc", h_alloc},
     {"fill", h_fill},
+    {"thin", h_thin},
     {"collect", h_collect},
     {"stats", h_stats},
     {"events", h_events},
@@ -597,7 +630,7 @@ static int heap_index(lua_State *L) {
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
     return lhl_fail(L, "heaplab.heap",
-                    "no method '%s' (methods: alloc, fill, collect, stats, events, "
+                    "no method '%s' (methods: alloc, fill, thin, collect, stats, events, "
                     "resident_bytes, vma_count, inject, faults, close, closed, trim, check, "
                     "churn, memory_pressure, options, range)",
                     lua_tostring(L, 2));

@@ -100,6 +100,8 @@ typedef enum hl_option_kind {
   F(MAJOR, AUTO, auto) R(MAJOR, NEVER, never) R(MAJOR, ALWAYS, always)
 #define HL_CHOICES_collector(F, R)                                             \
   F(COLLECTOR, SYNC, sync) R(COLLECTOR, BACKGROUND, background)
+#define HL_CHOICES_compact(F, R)                                               \
+  F(COMPACT, NEVER, never) R(COMPACT, SPARSE, sparse) R(COMPACT, ALWAYS, always)
 
 #define HL__CHOICE_CONST(prefix, name, token) HL_##prefix##_##name,
 #define HL__CHOICE_FIRST(prefix, name, token) #token
@@ -115,6 +117,7 @@ enum hl_order { HL_CHOICES_reuse_failed_order(HL__CHOICE_CONST, HL__CHOICE_CONST
 enum hl_sweep { HL_CHOICES_sweep(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_major { HL_CHOICES_major_sweep(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_collector { HL_CHOICES_collector(HL__CHOICE_CONST, HL__CHOICE_CONST) };
+enum hl_compact { HL_CHOICES_compact(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 
 /*
  * X(name, kind, default, min, max, choices, description)
@@ -207,6 +210,12 @@ enum hl_collector { HL_CHOICES_collector(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "sync: cycles run in the allocating thread; background: a collector thread") \
   X(min_cycle_interval_ms, INT, 0, 0, 600000, "",                              \
     "background collector: least time between cycles")                        \
+  X(subpage_release, BOOL, 0, 0, 1, "",                                        \
+    "also release the OS pages of partly live pages that hold no live slot (one advice per run, by the trim; restored before a slot in them is handed out); 0 = whole pages only") \
+  X(compact, ENUM, HL_COMPACT_NEVER, HL_COMPACT_NEVER, HL_COMPACT_ALWAYS, HL_CHOICES(compact), \
+    "collected mode, full marks: evacuate the live objects of sparse pages into other pages of their class and release the emptied pages (sparse: pages below compact_live_pct; always: every page with room; never: objects never move)") \
+  X(compact_live_pct, INT, 25, 1, 100, "",                                     \
+    "compact=sparse: a page is evacuated when less than this percent of its slots is live") \
   X(verify, BOOL, 0, 0, 1, "",                                                 \
     "poison freed slots and check heap invariants every cycle")               \
   X(events_capacity, INT, 4096, 16, 1048576, "",                               \
@@ -368,6 +377,20 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(manual_frees, "manual mode frees")                                         \
   X(tcache_refills, "manual mode thread-cache refills")                        \
   X(tcache_flushes, "manual mode thread-cache flushes")                        \
+  X(subpage_released_bytes, "bytes of OS pages released inside partly live pages now (subpage_release)") \
+  X(subpage_fallback_bytes, "of subpage_released_bytes, released with the fallback advice (still charged until upgraded)") \
+  X(subpage_pages, "pages holding released OS pages now (subpage_release)")   \
+  X(subpage_runs, "runs of OS pages released inside partly live pages (one advice call each)") \
+  X(subpage_rejected_runs, "runs whose release was refused (left in, retried by a later trim)") \
+  X(subpage_upgraded_runs, "fallback runs upgraded to the primary advice")    \
+  X(subpage_restores, "runs restored before a slot in them was handed out")  \
+  X(subpage_restore_failed, "restores of runs that failed (the page takes no new object until a later trim)") \
+  X(compactions, "cycles that evacuated at least one page (compact)")        \
+  X(evacuated_pages, "pages emptied by evacuation")                           \
+  X(evacuated_objects, "objects moved by evacuation")                         \
+  X(evacuated_bytes, "slot bytes moved by evacuation")                        \
+  X(pinned_objects, "live objects that stayed put on pages compaction would have evacuated: targets of conservative roots; while the heap was held (hl_enter) or a fill ran, every live object of a page below the threshold") \
+  X(compact_ns, "of gc_ns: choosing, evacuating and updating references, nanoseconds") \
   X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")
 
 typedef struct hl_stats {
@@ -395,7 +418,9 @@ const char *hl_stat_description(int index);
   X(restore_failed, "page,errno,order")                                        \
   X(syscall_gave_up, "site,errno,retries,page")                                \
   X(pacing_wait, "large_bytes,waited_ns,timed_out,gave_up")                   \
-  X(trigger_adapted, "old_bytes,new_bytes,survival_pct")
+  X(trigger_adapted, "old_bytes,new_bytes,survival_pct")                      \
+  X(subpage_trim, "pages,runs,released_bytes,rejected_runs,fallback_runs,upgraded_runs,duration_ns,gave_up") \
+  X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked")
 
 typedef enum hl_event_kind {
 #define HL__EV_ENUM(name, fields) HL_EV_##name,
@@ -618,6 +643,12 @@ int hl_ref_release(hl_heap *heap, hl_ref ref);
 /* A second, independent root to the same object. */
 int hl_ref_dup(hl_heap *heap, hl_ref ref, hl_ref *out);
 int hl_ref_info(hl_heap *heap, hl_ref ref, hl_object_info *out);
+/* A number that names ref's object for as long as it lives, whatever
+ * compaction does to its address (a Python Ref's hash): the object's
+ * address when compact=never; otherwise its address when first asked,
+ * remembered through moves.  Two live objects may share one (a collision,
+ * as hashes may), one object never has two. */
+int hl_ref_identity(hl_heap *heap, hl_ref ref, uint64_t *out);
 /* Slot i of ref's object: a new handle in *out, or 0 when the slot is empty. */
 int hl_ref_get(hl_heap *heap, hl_ref ref, uint64_t slot, hl_ref *out);
 /* Store value's object (0 = empty) in slot i of ref's object. */
@@ -636,6 +667,13 @@ int hl_fill(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t refs,
  * (stride 2: half of every page).  total_bytes counts every object. */
 int hl_fill_stride(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t refs,
                    uint64_t stride, hl_ref *out);
+/* Keep every `every`-th leaf of the graph under ref: a new root (*out, on
+ * the large path) whose slots hold them.  The leaves are the objects with no
+ * non-empty slot, in depth-first slot order from ref (a fill's objects, in
+ * the order the fill made them; its index nodes are not leaves); every leaf
+ * is counted once.  Nothing is dropped here: releasing ref afterwards drops
+ * the other leaves and the graph's inner objects (E10, sparse survivors). */
+int hl_thin(hl_heap *heap, hl_ref ref, uint64_t every, hl_ref *out);
 /* A checksum of the payloads of every object reachable from ref. */
 int hl_ref_checksum(hl_heap *heap, hl_ref ref, uint64_t *sum, uint64_t *objects);
 /* Copy bytes in or out of the payload. */
@@ -669,7 +707,17 @@ int hl_churn(hl_heap *heap, double duration_s, uint64_t size,
 /*
  * Raw object pointers are not roots.  A pointer stays valid while its object
  * is reachable from a handle, a registered root region, or a slot of a
- * reachable object.  The heap never moves objects.
+ * reachable object.
+ *
+ * Objects move only when the option compact is not `never` (the default):
+ * then a full collection may evacuate an object to another page, and every
+ * reference the heap knows of -- handles, slots, precise root regions -- is
+ * updated.  A raw pointer in a C variable is not: it stays valid while this
+ * thread holds the heap (hl_enter; nothing moves while a thread holds it,
+ * cycles it triggers included), and otherwise only until the next call that
+ * may collect (an allocation, hl_collect) -- re-read it from a handle, a slot
+ * or a precise root region after that.  Objects a conservative root region
+ * points into (interior pointers too) are pinned: they never move.
  *
  * hl_enter/hl_leave hold the heap for a stretch of calls from one thread:
  * calls in between skip the per-call lock, and cycles they trigger run

@@ -176,6 +176,7 @@ static void heap_destroy(hl_heap *h) {
   hl__manual_destroy(h);
   hl__large_destroy_all(h);
   hl__handles_destroy(h);
+  hl__identities_free(h);
   hl__pages_destroy(h);
   prim_ctx_destroy(&h->prim);
   hl__sys_free(h->size_to_cls);
@@ -339,6 +340,17 @@ int hl_ref_info(hl_heap *h, hl_ref ref, hl_object_info *out) {
   return rc;
 }
 
+int hl_ref_identity(hl_heap *h, hl_ref ref, uint64_t *out) {
+  CHECK_HEAP(h);
+  if (!out) return hl__fail(h, HL_EINVAL, "identity: NULL output");
+  bool locked = hl__lock(h);
+  void *obj;
+  int rc = hl__handle_get(h, ref, &obj);
+  if (!rc) rc = hl__identity(h, obj, out);
+  hl__unlock(h, locked);
+  return rc;
+}
+
 static int slot_check(hl_heap *h, void *obj, uint64_t slot, const char *what) {
   uint32_t refs = ((hl_objhdr *)obj)->refs;
   if (slot >= refs)
@@ -403,6 +415,20 @@ int hl_ref_read(hl_heap *h, hl_ref ref, uint64_t off, void *dst, uint64_t len) {
   int rc = hl__handle_get(h, ref, &obj);
   if (!rc) rc = payload_check(h, obj, off, len, "read");
   if (!rc && len) memcpy(dst, hl__obj_payload(obj) + off, len);
+  hl__unlock(h, locked);
+  return rc;
+}
+
+int hl_thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
+  CHECK_HEAP(h);
+  if (!out) return hl__fail(h, HL_EINVAL, "thin: NULL output");
+  *out = 0;
+  if (h->opt.mode != HL_MODE_COLLECTED)
+    return hl__fail(h, HL_EMODE, "thin: needs a collected heap (this one is manual)");
+  if (every < 1 || every > 1000000000)
+    return hl__fail(h, HL_EINVAL, "thin: every %" PRIu64 " out of range [1, 1000000000]", every);
+  bool locked = hl__lock(h);
+  int rc = hl__thin(h, ref, every, out);
   hl__unlock(h, locked);
   return rc;
 }
@@ -688,6 +714,14 @@ void hl_enter(hl_heap *h) {
     return;
   }
   hl__lock_raw(h);
+  /* Another thread's cycle may be in its trim, the lock dropped around the
+   * syscalls.  Holding the heap now, this thread could run into it later
+   * (hl_collect, a memory cycle) and wait on cycle_done -- which lets go of
+   * the mutex, and a third thread's whole cycle could run while this one
+   * holds raw pointers: sweep an object it has not stored yet, or (compact)
+   * move one it has.  So the heap is held only once no cycle runs: from then
+   * on every cycle is this thread's own. */
+  while (h->in_cycle) hl__wait(h, &h->cycle_done);
   hl__held = h;
   hl__held_depth = 1;
 }
@@ -731,7 +765,9 @@ static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot
     return NULL;
   }
   bool locked = hl__lock(h);
+  h->nomove++; /* parent is a raw pointer across the allocation */
   void *obj = obj_new_raw(h, size, refs);
+  h->nomove--;
   if (obj) hl__store(h, parent, slot, obj);
   hl__unlock(h, locked);
   return obj;

@@ -124,6 +124,17 @@ enum {
                         mark or format: only then can a store need the barrier */
 };
 
+/* Sub-page release (release/subpage.c), per page in h->sub_flags. */
+enum {
+  SUB_BUSY = 1,   /* a trim is advising some of its OS pages outside the lock:
+                     off the avail lists, it takes no new object */
+  SUB_FAILED = 2, /* restoring one of its OS pages failed: off the avail
+                     lists until the next trim tries again */
+  SUB_CLEAN = 4   /* scanned since its last free: no OS page left to release */
+};
+/* OS pages per heap page at most: 1 MiB pages of 4 KiB OS pages. */
+#define HL_SUB_WORDS 4
+
 /* Tenuring (generational; gc/mark.c), per page in h->tenure. */
 enum {
   TN_TENURED = 1,  /* full marks keep the page's marks and do not trace it */
@@ -258,8 +269,32 @@ struct hl_heap {
   uint64_t *bits;           /* per page: bitmap_words of mark bits, then
                                bitmap_words of allocation bits */
   uint32_t bitmap_words;
-  size_t meta_bytes[3];     /* sizes of the side-table reservations */
+  size_t meta_bytes[5];     /* sizes of the side-table reservations */
   uint8_t *tenure;          /* per page: TN_* (generational tenuring, gc/mark.c) */
+
+  /* sub-page release (release/subpage.c; NULL tables unless subpage_release):
+   * which OS pages of a page are released while the page holds live slots */
+  uint64_t *sub_bits;       /* per page: sub_words "out" bits (OS page j released),
+                               then sub_words "fallback" bits (released with the
+                               fallback advice: still charged, upgraded later) */
+  uint8_t *sub_flags;       /* per page: SUB_* */
+  uint32_t sub_words;       /* words of one of those bitmaps */
+  uint32_t os_per_page;     /* OS pages per page */
+  unsigned os_shift;        /* log2 of the OS page size */
+  uint64_t sub_pages;       /* pages with an out bit: 0 = the allocation word
+                               checks nothing (no cost when nothing is out) */
+  uint64_t sub_out, sub_fallback; /* OS pages out now; of them on the fallback advice */
+  uint64_t sub_held;        /* pages with SUB_BUSY or SUB_FAILED */
+  uint64_t sub_freed;       /* manual mode: slot bytes freed since the last trim */
+  bool sub_rescan;          /* a page may have an OS page to release since the last
+                               scan: the trim scans only then */
+
+  /* compaction (gc/evacuate.c) */
+  struct hl_ident *idents;  /* object -> identity asked for (hl_ref_identity), */
+  uint64_t idents_cap, idents_count; /* open addressing; forwarded on moves */
+  uint32_t nomove;          /* > 0: an internal path keeps raw object pointers
+                               across an allocation (a fill, hl_obj_new_in): no
+                               cycle moves anything meanwhile */
 
   /* size classes */
   uint32_t nclasses;
@@ -799,10 +834,68 @@ void hl__trim_maybe(hl_heap *h);
  * the lock around a restore.  Lock held. */
 uint32_t hl__acquire_page(hl_heap *h, uint32_t cls);
 
+/* ---- release/subpage.c: sub-page release ----
+ * (its side tables are mapped by pages.c; NULL when the option is off) */
+static inline uint64_t *hl__sub_out(const hl_heap *h, uint32_t p) {
+  return h->sub_bits + (uint64_t)p * 2 * h->sub_words;
+}
+static inline uint64_t *hl__sub_fb(const hl_heap *h, uint32_t p) {
+  return h->sub_bits + ((uint64_t)p * 2 + 1) * h->sub_words;
+}
+static inline bool hl__sub_any(const hl_heap *h, uint32_t p) {
+  const uint64_t *o = hl__sub_out(h, p);
+  for (uint32_t i = 0; i < h->sub_words; i++)
+    if (o[i]) return true;
+  return false;
+}
+/* A page a trim is advising, or whose restore failed: takes no new object. */
+static inline bool hl__sub_unavail(const hl_heap *h, uint32_t p) {
+  return h->sub_held && (h->sub_flags[p] & (SUB_BUSY | SUB_FAILED));
+}
+/* A slot of page p was freed: it may have emptied an OS page. */
+static inline void hl__sub_dirty(hl_heap *h, uint32_t p) {
+  if (h->sub_flags) {
+    h->sub_flags[p] &= (uint8_t)~SUB_CLEAN;
+    h->sub_rescan = true;
+  }
+}
+/* Restore the released OS pages of page p that bytes [lo, hi) of it
+ * overlap, before a slot there is handed out (restore on reuse).  Under the
+ * lock (Linux: no system call; the restore site still runs).  False when a
+ * restore failed: the page is SUB_FAILED then, and the caller takes no slot
+ * from it. */
+bool hl__sub_restore(hl_heap *h, uint32_t p, uint64_t lo, uint64_t hi);
+/* Page p was released whole (or carved afresh): forget its sub-page state. */
+void hl__sub_forget(hl_heap *h, uint32_t p);
+/* Page p leaves the partial state while SUB_FAILED (a sweep emptied it). */
+void hl__sub_leave_partial(hl_heap *h, uint32_t p);
+/* The sub-page part of a trim (release.c, after the whole pages): release
+ * the free OS pages of partial pages, at most release_budget pages of them,
+ * and upgrade fallback runs on at most upgrade_budget pages; retry the
+ * restores that failed.  Lock held, h->in_cycle set; drops the lock around
+ * the advice like the whole-page trim.  -1 when it advised nothing, 1 when
+ * a call gave up, 0 otherwise. */
+int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budget);
+
+/* ---- gc/evacuate.c: evacuating compaction ----
+ * After a full mark's sweep (compact != never): the live objects of sparse
+ * pages are copied to other pages of their class, every reference the heap
+ * knows of is updated, the emptied pages go to the free pool (the trim
+ * releases them).  Nothing moves while a thread holds the heap or h->nomove
+ * is set; conservative roots pin what they point into.  HL_OK, or HL_ECHECK
+ * when verify finds a reference left pointing into an evacuated page.  Lock
+ * held, inside a cycle. */
+int hl__evacuate(hl_heap *h);
+/* The identity of a live object (hl_ref_identity); HL_ENOMEM when it cannot
+ * be remembered.  Lock held. */
+int hl__identity(hl_heap *h, void *obj, uint64_t *out);
+void hl__identities_free(hl_heap *h);
+
 /* ---- workload/ ---- */
 int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t stride,
              hl_ref *out);
 int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects);
+int hl__thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out);
 int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, double rate,
               hl_churn_result *out);
 

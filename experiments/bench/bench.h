@@ -27,6 +27,7 @@ typedef struct bench_params {
   uint64_t obj_size;       /* their payload size */
   int rounds;              /* churn: fill/drop rounds */
   int scattered;           /* release: 0 = every page empty, 1 = every other page */
+  uint64_t keep;           /* compact: one object in `keep` survives the drop */
   int nopts;               /* heaplab options: name=value strings */
   const char *opts[32];
 } bench_params;
@@ -67,6 +68,7 @@ int backend_fill(const bench_params *p, bench_out *o);
 int backend_pause(const bench_params *p, bench_out *o);
 int backend_churn(const bench_params *p, bench_out *o);
 int backend_release(const bench_params *p, bench_out *o);
+int backend_compact(const bench_params *p, bench_out *o);
 
 /* ---- the checksums (the same code for every allocator) ---- */
 static inline uint64_t bench_mix(uint64_t x) {

@@ -162,12 +162,18 @@ def suite(quick=False, depth=None, runs=None):
     bt = ["--depth", depth]
     off = ["page_release=0"]
     gen = ["generational=1"]
+    sub = ["subpage_release=1"]
+    compact = ["compact=sparse"]
     return [
         Workload("binary-trees", f"binary-trees depth {depth} (GCBench shape)", [
             Arm("heaplab", "heaplab", bt),
             Arm("heaplab page_release=0", "heaplab", bt, off),
             Arm("heaplab generational", "heaplab", bt, gen),
             Arm("heaplab generational page_release=0", "heaplab", bt, gen + off),
+            # issue 18: the options' cost on a workload they do not help
+            # (binary-trees holds the heap: compaction is pinned all along)
+            Arm("heaplab subpage_release=1", "heaplab", bt, sub),
+            Arm("heaplab compact=sparse", "heaplab", bt, compact),
             Arm("boehm", "boehm", bt),
             Arm("mimalloc", "mimalloc", bt),
             Arm("jemalloc", "jemalloc", bt),
@@ -185,6 +191,10 @@ def suite(quick=False, depth=None, runs=None):
             Arm("page_release=1", "heaplab", ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8]),
             Arm("page_release=0", "heaplab", ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8],
                 off),
+            Arm("subpage_release=1", "heaplab",
+                ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8], sub),
+            Arm("compact=sparse", "heaplab", ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8],
+                compact),
         ], runs + 2, reference="page_release=0"),
         Workload("release", "release cost: 192 MiB of 256-byte objects dropped", [
             Arm("contiguous", "heaplab", ["--bytes", fill, "--size", 256]),
@@ -197,6 +207,15 @@ def suite(quick=False, depth=None, runs=None):
             Arm("heaplab", "heaplab", ["--bytes", fill, "--size", 256]),
             Arm("boehm", "boehm", ["--bytes", fill, "--size", 256]),
         ], runs, reference="boehm"),
+        # issue 18: the collection after a drop that left 1 object in 10:
+        # with compact=sparse it evacuates ~19 MiB; its mark is a full mark
+        # of the same heap
+        Workload("compact", "collection after keeping 1 in 10 of 192 MiB (256-byte objects)", [
+            Arm("compact=never", "heaplab", ["--bytes", fill, "--size", 248, "--keep", 10],
+                ["compact=never"]),
+            Arm("compact=sparse", "heaplab", ["--bytes", fill, "--size", 248, "--keep", 10],
+                compact),
+        ], runs + 2, reference="compact=never"),
     ]
 
 
@@ -232,6 +251,21 @@ def tiny_suite():
         Workload("churn", "churn", [Arm("page_release=1", "heaplab", small + ["--rounds", 3]),
                                     Arm("page_release=0", "heaplab", small + ["--rounds", 3],
                                         ["page_release=0"])], 1),
+        # issue 18: the options on, with the verifier (sub-page state, no
+        # reference left in an evacuated page), the same checksums
+        Workload("binary-trees", "binary-trees depth 10, sub-page release and compaction", [
+            Arm("mimalloc", "mimalloc", ["--depth", 10]),
+            Arm("heaplab subpage_release", "heaplab", ["--depth", 10],
+                ["subpage_release=1", "gc_trigger_bytes=64k", "gc_trigger_min_bytes=64k",
+                 "verify=1"]),
+            Arm("heaplab compact=always", "heaplab", ["--depth", 10],
+                ["compact=always", "gc_trigger_bytes=64k", "gc_trigger_min_bytes=64k",
+                 "verify=1"])], 1),
+        Workload("compact", "compact 8 MiB", [
+            Arm("compact=never", "heaplab", ["--bytes", 8 * MiB, "--size", 248, "--keep", 10],
+                ["compact=never", "verify=1"]),
+            Arm("compact=sparse", "heaplab", ["--bytes", 8 * MiB, "--size", 248, "--keep", 10],
+                ["compact=sparse", "subpage_release=1", "verify=1"])], 1),
         Workload("release", "release", [
             Arm("contiguous", "heaplab", ["--bytes", 16 * MiB, "--size", 256]),
             Arm("contiguous, one trim", "heaplab", ["--bytes", 16 * MiB, "--size", 256],
@@ -266,6 +300,7 @@ def checksum_problems(workloads):
     for w in workloads:
         if w.name in ("churn", "release"):
             continue  # heaplab only: checked on their own below
+        # (compact: both arms keep the same survivors, so the same checksum)
         sums = {a.name: a.checksums() for a in w.arms}
         every = set().union(*sums.values())
         if len(every) != 1:
@@ -284,6 +319,12 @@ def checksum_problems(workloads):
             sums = {a.name: a.checksums() for a in w.arms}
             if len(set().union(*sums.values())) != 1:
                 problems.append(f"churn: checksums differ between arms: {sums}")
+        if w.name == "compact":
+            for a in w.arms:
+                for r in a.records:
+                    moved = r["notes"]["evacuated_bytes"]
+                    if (a.name == "compact=never") != (moved == 0):
+                        problems.append(f"compact/{a.name}: {moved} bytes evacuated")
         if w.name == "release":
             for a in w.arms:
                 for r in a.records:
@@ -398,7 +439,55 @@ def targets(workloads):
         p = by["pause"]
         r = time_ratio(p.arm("heaplab"), p.arm("boehm"))
         out.append(("pause: heaplab / GC_gcollect", fmt_ratio(r), "(reported)", None))
+    # issue 18: each option on against the same heap without it
+    opt = []
+    if "binary-trees" in by and "heaplab subpage_release=1" in {a.name for a in by["binary-trees"].arms}:
+        bt = by["binary-trees"]
+        opt += [("binary-trees", "subpage_release=1", bt.arm("heaplab subpage_release=1"),
+                 bt.arm("heaplab")),
+                ("binary-trees", "compact=sparse", bt.arm("heaplab compact=sparse"),
+                 bt.arm("heaplab"))]
+    if "churn" in by and "subpage_release=1" in {a.name for a in by["churn"].arms}:
+        c = by["churn"]
+        opt += [("churn", "subpage_release=1", c.arm("subpage_release=1"), c.arm("page_release=1")),
+                ("churn", "compact=sparse", c.arm("compact=sparse"), c.arm("page_release=1"))]
+    for wname, oname, on, off_ in opt:
+        out.append((f"{wname}: {oname} / default", fmt_ratio(time_ratio(on, off_)), "(reported)",
+                    None))
+    if "compact" in by:
+        for what, ours in compact_figures(by["compact"]):
+            out.append((what, ours, "(reported)", None))
     return out
+
+
+def compact_figures(w):
+    """The compaction's own figures (medians over the runs): its time per MiB
+    evacuated, against the full mark of the same heap in the same cycle."""
+    s = w.arm("compact=sparse")
+    med = lambda k: s.median(lambda r: r["notes"][k])  # noqa: E731
+    mib = med("evacuated_bytes") / MiB
+    never = w.arm("compact=never")
+    return [
+        ("compact: evacuation per MiB evacuated",
+         f"{med('compact_ns') / 1e6 / mib:.2f} ms/MiB ({mib:.1f} MiB, "
+         f"{med('evacuated_objects'):.0f} objects)"),
+        ("compact: evacuation / full mark of the same heap",
+         f"{med('compact_ns') / med('mark_ns'):.2f} (mark {med('mark_ns') / 1e6:.1f} ms)"),
+        ("compact: the cycle's pause, sparse / never",
+         fmt_ratio(time_ratio(s, never))),
+    ]
+
+
+def compact_rows(w):
+    rows = []
+    for a in w.arms:
+        med = lambda k: a.median(lambda r: r["notes"][k])  # noqa: E731
+        mib = med("evacuated_bytes") / MiB
+        rows.append([a.name, fmt_s(a.median()), fmt_s(med("mark_ns") / 1e9),
+                     fmt_s(med("compact_ns") / 1e9), f"{mib:.1f}",
+                     f"{med('compact_ns') / 1e6 / mib:.2f}" if mib else "",
+                     fmt_s(med("second_gc_ns") / 1e9), f"{med('live_bytes') / MiB:.1f}"])
+    return rows
 
 
 def render(workloads, load=None):
@@ -412,8 +501,13 @@ def render(workloads, load=None):
     parts.append("median, min - max: the timed part, wall clock; ratio = median / the workload's"
                  " reference arm (binary-trees: mimalloc; fill: page-fault floor; churn:"
                  " page_release=0; pause: boehm); process cpu: user + sys of the whole process"
-                 " (median), which load on the machine disturbs less")
+                 " (median), which load on the machine disturbs less; compact: compact=never")
     for w in workloads:
+        if w.name == "compact":
+            parts.append("")
+            parts.append(table(compact_rows(w), [
+                "compact", "pause", "of it: mark", "of it: evacuation", "MiB evacuated",
+                "ms/MiB", "next full cycle", "live MiB after"]))
         if w.name == "release":
             parts.append("")
             parts.append(table(release_rows(w), [

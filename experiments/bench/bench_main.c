@@ -110,8 +110,8 @@ static void print_record(const char *workload, const bench_params *p, const benc
   printf(", \"workload\": ");
   json_str(workload);
   printf(", \"params\": {\"depth\": %d, \"bytes\": %" PRIu64 ", \"size\": %" PRIu64
-         ", \"rounds\": %d, \"scattered\": %d, \"options\": [",
-         p->depth, p->fill_bytes, p->obj_size, p->rounds, p->scattered);
+         ", \"rounds\": %d, \"scattered\": %d, \"keep\": %" PRIu64 ", \"options\": [",
+         p->depth, p->fill_bytes, p->obj_size, p->rounds, p->scattered, p->keep);
   for (int i = 0; i < p->nopts; i++) {
     if (i) printf(", ");
     json_str(p->opts[i]);
@@ -143,8 +143,8 @@ static int usage(const char *msg) {
   fprintf(stderr,
           "bench-%s: %s\n"
           "usage: bench-%s WORKLOAD [--depth N] [--bytes N] [--size N] [--rounds N]"
-          " [--scattered] [-o name=value]...\n"
-          "WORKLOAD: binary-trees | fill | floor | pause | churn | release\n",
+          " [--keep N] [--scattered] [-o name=value]...\n"
+          "WORKLOAD: binary-trees | fill | floor | pause | churn | release | compact\n",
           bench_allocator, msg, bench_allocator);
   return 2;
 }
@@ -173,11 +173,13 @@ static int parse_u64(const char *s, uint64_t *out) {
 BENCH_UNSUPPORTED(backend_pause)
 BENCH_UNSUPPORTED(backend_churn)
 BENCH_UNSUPPORTED(backend_release)
+BENCH_UNSUPPORTED(backend_compact)
 
 int main(int argc, char **argv) {
   if (argc < 2) return usage("no workload given");
   const char *workload = argv[1];
-  bench_params p = {.depth = 20, .fill_bytes = 192u << 20, .obj_size = 256, .rounds = 8};
+  bench_params p = {.depth = 20, .fill_bytes = 192u << 20, .obj_size = 256, .rounds = 8,
+                    .keep = 10};
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -208,10 +210,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--bytes") && n >= 1 && n <= ((uint64_t)64 << 30)) p.fill_bytes = n;
     else if (!strcmp(a, "--size") && n >= 8 && n <= 4096) p.obj_size = n;
     else if (!strcmp(a, "--rounds") && n >= 1 && n <= 100000) p.rounds = (int)n;
+    else if (!strcmp(a, "--keep") && n >= 1 && n <= 1000000) p.keep = n;
     else {
       snprintf(msg, sizeof msg,
                "%s %s: unknown flag or out of range (depth 1..30, bytes 1..64g, size 8..4096,"
-               " rounds 1..100000)", a, v);
+               " rounds 1..100000, keep 1..1000000)", a, v);
       return usage(msg);
     }
   }
@@ -222,6 +225,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(workload, "pause")) fn = backend_pause;
   else if (!strcmp(workload, "churn")) fn = backend_churn;
   else if (!strcmp(workload, "release")) fn = backend_release;
+  else if (!strcmp(workload, "compact")) fn = backend_compact;
   else return usage("unknown workload");
 
   static bench_out o;

@@ -619,6 +619,19 @@ class Heap(_Owned):
         return self._new_ref(lib.hl_fill_stride, _u64("total_bytes", total_bytes),
                              _u64("size", size), _u64("refs", refs), _u64("stride", stride))
 
+    def thin(self, ref: Ref, every: int) -> Ref:
+        """A new root holding every `every`-th leaf of the graph under `ref`
+        (the leaves: objects with no non-empty slot, in depth-first slot order
+        -- a fill's objects in the order it made them).  Nothing is dropped:
+        release `ref` afterwards and only those leaves survive, scattered over
+        the pages the graph filled (E10)."""
+        if not isinstance(ref, Ref):
+            raise TypeError(f"thin: ref must be a heaplab.Ref, not {type(ref).__name__}")
+        if ref._heap is not self:
+            raise InvalidArgument("thin: the Ref belongs to another heap")
+        ref._h()
+        return self._new_ref(lib.hl_thin, ref._ref, _u64("every", every))
+
     def collect(self, cycles: int = 1, major: Optional[bool] = None) -> None:
         """Synchronous full collection(s); major=True forces a major sweep,
         False forbids it, None lets the policy decide."""
@@ -785,7 +798,8 @@ class Ref:
 
     @property
     def address(self) -> int:
-        """The payload's address."""
+        """The payload's address now (with compact on, a collection may move
+        the object: the Ref follows it, this number does not)."""
         return self._info().address
 
     @property
@@ -902,10 +916,17 @@ class Ref:
         return other._object() == self._object()
 
     def __hash__(self) -> int:
-        # computed once: a Ref's hash does not change when it is released
+        # computed once: a Ref's hash does not change when it is released;
+        # nor when compaction moves the object (hl_ref_identity: the address
+        # when compact=never, else the first address, kept through moves)
         if self._hash is None:
             live = self._ref and not self._heap.closed
-            self._hash = hash((id(self._heap), self._object())) if live else id(self)
+            if live:
+                out = ffi.new("uint64_t *")
+                self._heap._call(lib.hl_ref_identity, self._ref, out)
+                self._hash = hash((id(self._heap), out[0]))
+            else:
+                self._hash = id(self)
         return self._hash
 
     def __repr__(self) -> str:

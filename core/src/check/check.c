@@ -3,8 +3,10 @@
  * cycle with verify=true): every carved page in exactly one state and on the
  * right list, the lists' links and counts, each formatted page's slot
  * accounting against its allocation bitmap, tenured pages off the avail
- * lists, and with verify on, that every free slot still holds its poison.
- * Lock held.
+ * lists, the sub-page state (no released OS page under an allocated slot,
+ * the counts), every handle on a live object (so none was left behind by an
+ * evacuation), and with verify on, that every free slot still holds its
+ * poison.  Lock held.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,13 +38,90 @@ static int check_list(hl_heap *h, hl_list *l, const char *name, char *msg, size_
   return HL_OK;
 }
 
+/* Whether bytes [lo, hi) of page p overlap a released OS page (or the page
+ * is being advised: its free slots may be read back as zero any moment). */
+static bool overlaps_out(const hl_heap *h, uint32_t p, uint64_t lo, uint64_t hi) {
+  if (!h->sub_flags) return false;
+  if (h->sub_flags[p] & SUB_BUSY) return true;
+  const uint64_t *out = hl__sub_out(h, p);
+  for (uint64_t j = lo >> h->os_shift; j <= (hi - 1) >> h->os_shift; j++)
+    if ((out[j >> 6] >> (j & 63)) & 1) return true;
+  return false;
+}
+
+/* Sub-page state of page p (subpage_release): fallback bits within the out
+ * bits, nothing beyond the page's OS pages, no out OS page under an
+ * allocated slot, the flags where they may be.  Counts into the totals. */
+static int check_sub(hl_heap *h, uint32_t p, uint64_t *out_n, uint64_t *fb_n, uint64_t *pages_n,
+                     uint64_t *held_n, char *msg, size_t len) {
+  const hl_page *d = &h->pages[p];
+  const uint64_t *out = hl__sub_out(h, p), *fb = hl__sub_fb(h, p);
+  uint8_t f = h->sub_flags[p];
+  uint64_t n = 0;
+  for (uint32_t w = 0; w < h->sub_words; w++) {
+    CHECK(!(fb[w] & ~out[w]), "page %" PRIu32 ": a fallback OS page that is not out", p);
+    uint32_t lo = w * 64;
+    if (lo + 64 > h->os_per_page)
+      CHECK(!(out[w] >> (h->os_per_page - lo)), "page %" PRIu32 ": out bits beyond its %" PRIu32
+            " OS pages", p, h->os_per_page);
+    n += (uint64_t)__builtin_popcountll(out[w]);
+    *fb_n += (uint64_t)__builtin_popcountll(fb[w]);
+  }
+  *out_n += n;
+  *pages_n += n != 0;
+  if (f & (SUB_BUSY | SUB_FAILED)) {
+    (*held_n)++;
+    CHECK(d->state == PS_PARTIAL && !(d->flags & PF_AVAIL),
+          "page %" PRIu32 ": sub-page %s, but in state %d%s", p,
+          f & SUB_BUSY ? "busy" : "restore failed", d->state,
+          d->flags & PF_AVAIL ? " on an avail list" : "");
+    CHECK(!(f & SUB_BUSY) || h->in_cycle, "page %" PRIu32 ": sub-page busy outside a trim", p);
+  }
+  if (n && hl__released_state(d->state))
+    CHECK(0, "page %" PRIu32 ": released whole but still has %" PRIu64 " OS pages out", p, n);
+  if (!n || !hl__formatted(d->state)) return HL_OK;
+  uint32_t sz = h->cls_size[d->cls];
+  const uint64_t *ab = hl__allocs(h, p);
+  for (uint32_t i = 0; i < d->bump; i++) {
+    if (!hl__bit(ab, i)) continue;
+    uint64_t lo = (uint64_t)i * sz, hi = lo + sz;
+    for (uint64_t j = lo >> h->os_shift; j <= (hi - 1) >> h->os_shift; j++)
+      CHECK(!((out[j >> 6] >> (j & 63)) & 1),
+            "page %" PRIu32 ": slot %" PRIu32 " is allocated but OS page %" PRIu64
+            " under it is released", p, i, j);
+  }
+  return HL_OK;
+}
+
+/* Every handle holds a live object: the start of an allocated slot of a
+ * formatted page, or a large block (a handle an evacuation forgot would
+ * point into a page that is free now). */
+static int check_handles(hl_heap *h, char *msg, size_t len) {
+  for (uint32_t i = 0; i < h->handles_cap; i++) {
+    void *obj = h->handles[i].obj;
+    if (!obj) continue;
+    if (hl__in_reservation(h, obj))
+      CHECK(hl__small_resolve(h, obj, false) == obj,
+            "handle %" PRIu32 " holds %p, which is not a live object (page %" PRIu32 ")", i, obj,
+            hl__page_of(h, obj));
+    else
+      CHECK(hl__large_contains(h, obj), "handle %" PRIu32 " holds %p, not an object", i, obj);
+  }
+  return HL_OK;
+}
+
 int hl__check_locked(hl_heap *h, char *msg, size_t len) {
   HL_ASSERT_LOCKED(h);
   hl__aword_flush(h); /* reserved slots count as used until then */
   uint64_t per_state[PS_COUNT] = {0};
   uint64_t owned = 0, fallback = 0, tenured = 0;
+  uint64_t sub_out = 0, sub_fb = 0, sub_pages = 0, sub_held = 0;
+  int rc;
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
+    if (h->sub_flags &&
+        (rc = check_sub(h, p, &sub_out, &sub_fb, &sub_pages, &sub_held, msg, len)))
+      return rc;
     CHECK(d->state > PS_UNUSED && d->state < PS_COUNT, "page %" PRIu32 ": bad state %d", p,
           d->state);
     per_state[d->state]++;
@@ -84,7 +163,8 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
       if (hl__bit(ab, i)) continue;
       nfree++;
       CHECK(i / 64 >= d->cursor, "page %" PRIu32 ": free slot %" PRIu32 " below the cursor", p, i);
-      if (h->opt.verify)
+      /* (a free slot over a released OS page reads back as zero) */
+      if (h->opt.verify && !overlaps_out(h, p, (uint64_t)i * sz, (uint64_t)i * sz + sz))
         CHECK(hl__free_slot_intact(base + (uint64_t)i * sz, sz),
               "page %" PRIu32 ": free slot %" PRIu32 " was written after it was freed", p, i);
     }
@@ -110,7 +190,16 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
   for (uint32_t c = 0; c < h->nclasses; c++) owned_expected += h->owned[c] != HL_NIL;
   CHECK(owned == owned_expected, "owned pages %" PRIu64 " but %" PRIu64 " classes own one",
         owned, owned_expected);
-  int rc;
+  if (h->sub_flags) {
+    CHECK(sub_out == h->sub_out && sub_fb == h->sub_fallback,
+          "sub-page: %" PRIu64 " OS pages out (%" PRIu64 " fallback) but counted %" PRIu64
+          " (%" PRIu64 ")", sub_out, sub_fb, h->sub_out, h->sub_fallback);
+    CHECK(sub_pages == h->sub_pages, "sub-page: %" PRIu64 " pages with OS pages out but counted %"
+          PRIu64, sub_pages, h->sub_pages);
+    CHECK(sub_held == h->sub_held, "sub-page: %" PRIu64 " pages held but counted %" PRIu64,
+          sub_held, h->sub_held);
+  }
+  if (h->opt.mode == HL_MODE_COLLECTED && (rc = check_handles(h, msg, len))) return rc;
   if ((rc = check_list(h, &h->retired, "retired", msg, len))) return rc;
   if ((rc = check_list(h, &h->partial_full, "partial", msg, len))) return rc;
   for (uint32_t c = 0; c < h->nclasses; c++)

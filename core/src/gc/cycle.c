@@ -2,7 +2,8 @@
  * cycle.c -- one collection cycle and the policy around it: when a cycle is
  * due (the small trigger, adaptive, and the large path's own), whether it is
  * minor (generational), whether it sweeps major (quiet, pressure, backstop),
- * the sweep, the trigger's adaptation, and the trim at its end.
+ * the sweep, the compaction after it (gc/evacuate.c), the trigger's
+ * adaptation, and the trim at its end.
  *
  * How the marking is done is gc/mark.c; the pages' sweep is small.c.  The
  * triggers read the private counters (hl_counters), never the stats.
@@ -223,6 +224,12 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   sweep_large(h, &t); /* (the large path discharges its own) */
   hl__discharge(h, HL_SMALL, t.freed_bytes, small_freed);
   h->tally.swept_pages += t.pages;
+  /* compact: the live objects of sparse pages move, after a full mark only
+   * (a minor cycle's marks are not the whole live set) */
+  if (!minor && h->opt.compact != HL_COMPACT_NEVER) {
+    int erc = hl__evacuate(h);
+    if (!rc) rc = erc;
+  }
 
   if (major != MAJOR_NONE) {
     h->tally.major_sweeps++;

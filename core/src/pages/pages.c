@@ -78,13 +78,24 @@ void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head) {
   HL_ASSERT_LOCKED(h);
   hl_page *d = &h->pages[p];
   leave_state(h, p);
+  /* a page whose sub-page restore failed is held off the avail lists only
+   * while partial (release/subpage.c) */
+  if (hl_unlikely(h->sub_held) && state != PS_PARTIAL && (h->sub_flags[p] & SUB_FAILED))
+    hl__sub_leave_partial(h, p);
   d->state = (uint8_t)state;
   if (state == PS_PARTIAL) {
-    /* a tenured page takes no new objects (gc/mark.c, tenuring) */
-    if ((d->nfree > 0 || d->bump < d->nslots) && !(h->tenure[p] & TN_TENURED)) d->flags |= PF_AVAIL;
-    else d->flags &= (uint8_t)~PF_AVAIL;
+    /* a tenured page takes no new objects (gc/mark.c, tenuring), nor one
+     * whose OS pages a trim is advising or failed to restore (subpage.c) */
+    if ((d->nfree > 0 || d->bump < d->nslots) && !(h->tenure[p] & TN_TENURED) &&
+        !hl__sub_unavail(h, p))
+      d->flags |= PF_AVAIL;
+    else
+      d->flags &= (uint8_t)~PF_AVAIL;
   } else {
     d->flags &= (uint8_t)~PF_AVAIL;
+    /* an owned page's free slots change under the allocation word: scanned
+     * again when it is partial once more */
+    if (state == PS_OWNED) hl__sub_dirty(h, p);
   }
   h->state_count[state]++;
   if (hl__released_state(state) && d->release == RK_FALLBACK) h->fallback_count++;
@@ -211,6 +222,20 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   h->bits = t;
   if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[2]))) goto fail;
   h->tenure = t;
+  if (h->opt.subpage_release) {
+    /* which OS pages of each page are released (release/subpage.c): two
+     * bitmaps of OS pages per page, and a flag byte */
+    size_t os = prim_os_page_size();
+    h->os_shift = (unsigned)__builtin_ctzll(os);
+    h->os_per_page = (uint32_t)(h->page_size / os);
+    h->sub_words = (h->os_per_page + 63) / 64;
+    if ((e = map_table(h, (size_t)h->npages_max * 2 * h->sub_words * sizeof(uint64_t), &t,
+                       &h->meta_bytes[3])))
+      goto fail;
+    h->sub_bits = t;
+    if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[4]))) goto fail;
+    h->sub_flags = t;
+  }
 
   /* THP would make the kernel back the reservation with 2 MiB pages and
    * inflate RSS; advised once over the whole range, which changes the flags
@@ -238,6 +263,10 @@ fail:
 }
 
 void hl__pages_destroy(hl_heap *h) {
+  if (h->sub_flags) prim_os_unreserve(h->sub_flags, h->meta_bytes[4]);
+  if (h->sub_bits) prim_os_unreserve(h->sub_bits, h->meta_bytes[3]);
+  h->sub_flags = NULL;
+  h->sub_bits = NULL;
   if (h->tenure) prim_os_unreserve(h->tenure, h->meta_bytes[2]);
   if (h->bits) prim_os_unreserve(h->bits, h->meta_bytes[1]);
   if (h->pages) prim_os_unreserve(h->pages, h->meta_bytes[0]);

@@ -159,26 +159,16 @@ static void backoff_update(hl_heap *h, bool gave_up) {
   h->trim_next_ns = prim_now_ns() + h->trim_backoff_ns;
 }
 
-/* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
- * the syscalls unless the calling thread holds the heap (hl_enter). */
-void hl__trim_locked(hl_heap *h, bool forced) {
-  HL_ASSERT_LOCKED(h);
-  HL_ASSERT(h->in_cycle);
-  if (!h->opt.page_release) return;
-  if (!forced && h->trim_backoff_ns && prim_now_ns() < h->trim_next_ns) {
-    h->tally.trim_backoffs++;
-    return;
-  }
-  uint64_t warm = warm_target(h);
-  uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
-  if (take > (uint64_t)h->opt.release_per_sweep) take = (uint64_t)h->opt.release_per_sweep;
-  uint64_t budget = h->fallback_count ? (uint64_t)h->opt.upgrade_per_sweep : 0;
-  if (take == 0 && budget == 0) return;
-
+/* The whole pages of a trim: release `take` free pages from the cold end of
+ * the free pool, and upgrade at most `budget` fallback pages.  Returns
+ * whether a call gave up; *upgrade_used: the upgrade budget it spent. */
+static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upgrade_used) {
+  uint64_t budget0 = budget;
+  *upgrade_used = 0;
   uint64_t need = take + 2 * budget;
   if (need > h->scratch_cap) {
     uint32_t *n = hl__sys_realloc(h->scratch, need * sizeof(uint32_t));
-    if (!n) return; /* try again next trim */
+    if (!n) return false; /* try again next trim */
     h->scratch = n;
     h->scratch_cap = need;
   }
@@ -212,7 +202,8 @@ void hl__trim_locked(hl_heap *h, bool forced) {
       if (h->fallback_count == 0) break; /* every fallback page is picked */
     }
   }
-  if (nr == 0 && nu == 0) return;
+  *upgrade_used = budget0 - budget;
+  if (nr == 0 && nu == 0) return false;
   outcome = hl__sys_malloc(nr ? nr : 1);
   if (!outcome) {
     for (uint64_t i = 0; i < nr; i++) hl__page_to_state(h, rel[i], PS_FREE, false);
@@ -221,7 +212,7 @@ void hl__trim_locked(hl_heap *h, bool forced) {
       h->pages[upg[i]].flags &= (uint8_t)~PF_PARKED;
       hl__page_to_state(h, upg[i], parked ? PS_REUSE_FAILED : PS_RELEASED, !parked);
     }
-    return;
+    return false;
   }
 
   bool dropped = hl__drop_lock(h);
@@ -277,6 +268,7 @@ void hl__trim_locked(hl_heap *h, bool forced) {
       t.rejected++;
     } else {
       h->pages[p].release = outcome[i];
+      hl__sub_forget(h, p); /* the whole page is out now */
       hl__page_to_state(h, p, PS_RELEASED, false);
       t.released++;
       if (outcome[i] == OUT_FALLBACK) t.fallback++;
@@ -310,6 +302,31 @@ void hl__trim_locked(hl_heap *h, bool forced) {
   hl__event(h, HL_EV_trim, 9, (int64_t)t.released, (int64_t)t.calls, (int64_t)t.rejected,
             (int64_t)t.fallback, (int64_t)t.upgraded, (int64_t)t.upgrade_attempts, (int64_t)dt,
             (int64_t)h->free_pool.count, (int64_t)t.gave_up);
+  return t.gave_up != 0;
+}
+
+/* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
+ * the syscalls unless the calling thread holds the heap (hl_enter).  Whole
+ * pages first; then, with subpage_release, the OS pages of partly live
+ * pages (subpage.c) with what is left of the same budgets. */
+void hl__trim_locked(hl_heap *h, bool forced) {
+  HL_ASSERT_LOCKED(h);
+  HL_ASSERT(h->in_cycle);
+  if (!h->opt.page_release) return;
+  if (!forced && h->trim_backoff_ns && prim_now_ns() < h->trim_next_ns) {
+    h->tally.trim_backoffs++;
+    return;
+  }
+  uint64_t warm = warm_target(h);
+  uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
+  if (take > (uint64_t)h->opt.release_per_sweep) take = (uint64_t)h->opt.release_per_sweep;
+  uint64_t budget = h->fallback_count ? (uint64_t)h->opt.upgrade_per_sweep : 0;
+  uint64_t upgrade_used = 0;
+  bool gave_up = (take || budget) && trim_pages(h, take, budget, &upgrade_used);
+  if (!h->opt.subpage_release || gave_up) return;
+  int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - take,
+                             (uint64_t)h->opt.upgrade_per_sweep - upgrade_used);
+  if (sub >= 0) backoff_update(h, sub == 1);
 }
 
 /* A trim outside a cycle: waits for one running (it may be in its trim with
@@ -328,7 +345,11 @@ void hl__trim_now(hl_heap *h) {
 void hl__trim_maybe(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   if (!h->opt.page_release || h->in_cycle) return;
-  if (h->free_pool.count <= (uint64_t)h->opt.warm_pages + h->manual_trim_threshold) return;
+  /* subpage_release: also once frees add up to the same number of pages'
+   * worth of slots, which may have emptied OS pages of partial pages */
+  bool sub = h->sub_flags && h->sub_freed >= h->manual_trim_threshold * h->page_size;
+  if (h->free_pool.count <= (uint64_t)h->opt.warm_pages + h->manual_trim_threshold && !sub)
+    return;
   h->in_cycle = true;
   hl__trim_locked(h, false);
   h->in_cycle = false;

@@ -2,7 +2,8 @@
  * reuse.c -- the other half of release: which empty page an allocation gets,
  * and restoring a released page before it is used again.
  *
- *   acquire  a warm free page first; else a released one (restored BEFORE it
+ *   acquire  a warm free page first (its released OS pages restored first,
+ *            subpage_release); else a released one (restored BEFORE it
  *            is formatted; at most reuse_attempts tries, a page whose restore
  *            fails is parked in the reuse-failed pool); else a fresh page.
  *   restore  on Linux a page released with MADV_DONTNEED or MADV_FREE needs
@@ -59,10 +60,19 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
   uint32_t p = h->free_pool.head;
   if (p != HL_NIL) {
     hl__page_to_state(h, p, PS_IN_FLIGHT, false);
-    hl__page_format(h, p, cls);
-    h->tally.warm_reused_pages++;
-    h->taken_since_trim++;
-    return p;
+    /* A page emptied with some OS pages out (subpage_release) is restored
+     * before it is formatted, like a released page; one that will not come
+     * back waits at the cold end of the free pool (a trim releases it whole,
+     * which needs no restore of the parts), and the released pools or a
+     * fresh page serve instead. */
+    if (h->sub_pages && !hl__sub_restore(h, p, 0, h->page_size)) {
+      hl__page_to_state(h, p, PS_FREE, false); /* (drops SUB_FAILED: not partial) */
+    } else {
+      hl__page_format(h, p, cls);
+      h->tally.warm_reused_pages++;
+      h->taken_since_trim++;
+      return p;
+    }
   }
   for (int64_t attempt = 0; attempt < h->opt.reuse_attempts; attempt++) {
     p = h->released_pool.head;

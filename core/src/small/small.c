@@ -95,38 +95,50 @@ static inline uint64_t low_bits(uint32_t n) { return n >= 64 ? ~0ULL : ((1ULL <<
 /* Reserve the next word of free slots of page p, owned by class cls, for
  * the class's allocation word: the lowest word with a free slot below bump
  * (at or after the cursor), else up to a word's worth of slots from bump.
- * False when the page is full. */
-static bool aword_reserve(hl_heap *h, uint32_t cls, uint32_t p) {
+ * With sub-page release, the released OS pages those slots lie in are
+ * restored first (the one check, on this slow path only, is whether any
+ * page of the heap has one out).  1 when reserved, 0 when the page is full,
+ * -1 when a restore failed (the page takes no slot now; nothing changed). */
+static int aword_reserve(hl_heap *h, uint32_t cls, uint32_t p) {
   hl_page *d = &h->pages[p];
   uint64_t *ab = hl__allocs(h, p);
-  uint32_t w;
+  uint32_t w, n = 0;
   uint64_t mask;
   if (d->nfree) {
     /* ends: a free slot lies below bump, at or after the cursor */
     for (w = d->cursor; !(mask = ~ab[w] & low_bits(d->bump - w * 64)); w++) {
     }
-    d->cursor = w;
-    d->nfree -= (uint32_t)__builtin_popcountll(mask);
   } else if (d->bump < d->nslots) {
     w = d->bump / 64;
-    uint32_t lo = d->bump % 64, n = 64 - lo;
+    uint32_t lo = d->bump % 64;
+    n = 64 - lo;
     if (n > d->nslots - d->bump) n = d->nslots - d->bump;
     mask = low_bits(n) << lo;
+  } else {
+    return 0;
+  }
+  uint32_t sz = h->cls_size[cls];
+  if (hl_unlikely(h->sub_pages != 0) && hl__sub_any(h, p)) {
+    uint64_t first = (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(mask)) * sz;
+    uint64_t last = (uint64_t)(w * 64 + 63 - (uint32_t)__builtin_clzll(mask)) * sz + sz;
+    if (!hl__sub_restore(h, p, first, last)) return -1;
+  }
+  if (n) {
     d->bump += n;
   } else {
-    return false;
+    d->cursor = w;
+    d->nfree -= (uint32_t)__builtin_popcountll(mask);
   }
   uint32_t k = (uint32_t)__builtin_popcountll(mask);
   d->used += k;
   aword_charge(h, cls, k);
-  uint32_t sz = h->cls_size[cls];
   h->aword[cls] = (hl_aword){.free = mask,
                              .ab = ab + w,
                              .base = hl__page_addr(h, p) + (uint64_t)w * 64 * sz,
                              .sz = sz,
                              .page = p,
                              .refs = (d->flags & PF_REFS) != 0};
-  return true;
+  return 1;
 }
 
 void hl__aword_flush(hl_heap *h) {
@@ -162,10 +174,17 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
     if (h->aword[cls].free) return hl__small_take(h, cls);
     uint32_t p = h->owned[cls];
     if (p != HL_NIL) {
-      if (aword_reserve(h, cls, p)) continue;
-      /* Full: it waits for the next sweep. */
+      int got = aword_reserve(h, cls, p);
+      if (got > 0) continue;
       h->owned[cls] = HL_NIL;
-      hl__page_to_state(h, p, PS_RETIRED, false);
+      if (got == 0) {
+        /* Full: it waits for the next sweep. */
+        hl__page_to_state(h, p, PS_RETIRED, false);
+      } else {
+        /* A released OS page would not come back (SUB_FAILED now): the page
+         * waits, off the avail lists, for a trim to try again. */
+        hl__page_to_state(h, p, PS_PARTIAL, false);
+      }
       continue;
     }
     p = h->partial_avail[cls].head;
@@ -209,7 +228,13 @@ bool hl__small_give_checked(hl_heap *h, void *slot) {
   if (idx / 64 < d->cursor) d->cursor = idx / 64;
   d->nfree++;
   d->used--;
-  if (d->used == 0 && d->state != PS_OWNED) {
+  if (h->sub_flags) {
+    hl__sub_dirty(h, p);
+    h->sub_freed += sz;
+  }
+  /* (a page a trim is advising stays put: the trim files it when done) */
+  if (d->used == 0 && d->state != PS_OWNED &&
+      !(h->sub_held && (h->sub_flags[p] & SUB_BUSY))) {
     hl__page_unformat(h, p);
     hl__page_to_state(h, p, PS_FREE, true);
   } else if (d->state == PS_RETIRED || (d->state == PS_PARTIAL && !(d->flags & PF_AVAIL))) {
@@ -233,6 +258,7 @@ uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects) {
   for (uint32_t w = 0; w < words; w++) live += (uint32_t)__builtin_popcountll(ab[w] & mb[w]);
   uint32_t dead = d->used - live;
   *freed_objects += dead;
+  if (dead) hl__sub_dirty(h, p);
   if (live == 0) {
     memset(ab, 0, words * sizeof(uint64_t));
     d->used = 0;

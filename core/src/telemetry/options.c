@@ -441,6 +441,24 @@ int hl_options_validate(const hl_options *o, char *err, size_t errlen) {
                 o->reserve_bytes, ps);
     return HL_EVALUE;
   }
+  if (o->subpage_release && !o->page_release) {
+    hl__fmt_err(err, errlen,
+                "option subpage_release: needs page_release (sub-page release runs in the trim "
+                "that page_release=false turns off)");
+    return HL_EVALUE;
+  }
+  if (o->subpage_release && o->dump_toggle) {
+    hl__fmt_err(err, errlen,
+                "option subpage_release: cannot be combined with dump_toggle (MADV_DONTDUMP on "
+                "every released run of OS pages would split the reservation into a VMA per run)");
+    return HL_EVALUE;
+  }
+  if (o->compact != HL_COMPACT_NEVER && o->mode != HL_MODE_COLLECTED) {
+    hl__fmt_err(err, errlen,
+                "option compact: needs mode=collected (a manual heap's blocks are its "
+                "client's raw pointers and cannot move)");
+    return HL_EVALUE;
+  }
   if (o->gc_trigger_min_bytes > o->gc_trigger_max_bytes) {
     hl__fmt_err(err, errlen,
                 "option gc_trigger_min_bytes: %" PRId64 " exceeds gc_trigger_max_bytes %" PRId64,

@@ -119,6 +119,9 @@ void hl__stats_fill(hl_heap *h, hl_stats *st) {
   st->faults_fired = atomic_load(&h->prim.fired);
   st->syscall_stall_ns = atomic_load(&h->prim.stall_ns);
   st->trim_backoff_ns = h->trim_backoff_ns;
+  st->subpage_released_bytes = h->sub_out << h->os_shift;
+  st->subpage_fallback_bytes = h->sub_fallback << h->os_shift;
+  st->subpage_pages = h->sub_pages;
   hl__manual_stats(h, st);
 }
 

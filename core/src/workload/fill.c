@@ -97,6 +97,7 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   bool large = hl__obj_bytes(size, refs) > h->small_max;
   uint64_t cap = 64, used = 0;
   hl_ref ref = 0, park = 0;
+  bool pinned = false;
   group_builder g;
   g.fanout = (h->small_max - sizeof(hl_objhdr)) / sizeof(void *);
   if (g.fanout > 63) g.fanout = 63;
@@ -109,6 +110,10 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   uint32_t group_page = HL_NIL;
   /* small objects fill every page they take: fault each in with one call */
   h->bulk = !large;
+  /* the index nodes being filled and the object being appended are raw
+   * pointers across allocations: no cycle moves anything meanwhile */
+  h->nomove++;
+  pinned = true;
   uint64_t mark = hl__interrupt_mark();
   for (uint64_t k = 0; k < count; k++) {
     if ((k & 4095) == 4095 && hl__interrupted(mark)) {
@@ -157,6 +162,7 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   *out = ref;
   ref = 0;
 out:
+  if (pinned) h->nomove--;
   h->bulk = false;
   if (park) hl__handle_release(h, park);
   if (ref) hl__handle_release(h, ref);
