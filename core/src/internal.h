@@ -92,10 +92,8 @@ enum {
   PF_REFS = 8,       /* an object with reference slots was allocated here since
                         format: the marker reads no header on pages without */
   PF_PARKED = 16,    /* upgrade candidate taken from the reuse-failed pool */
-  PF_DIRTY = 32,     /* generational: a slot of an object here was stored to
+  PF_DIRTY = 32      /* generational: a slot of an object here was stored to
                         since the last cycle (the write barrier's card) */
-  PF_OLD = 64        /* an object here was marked since the page's last full
-                        mark or format: only then can a store need the barrier */
 };
 
 /* Tenuring (generational; gc/mark.c), per page in h->tenure. */
@@ -145,9 +143,22 @@ typedef struct hl_list {
  * the payload.  Large objects put an hl_large before the header. */
 typedef struct hl_objhdr {
   uint32_t refs;
-  uint32_t size; /* payload bytes; HL_SIZE_LARGE for large objects */
+  uint32_t size; /* payload bytes; HL_SIZE_LARGE for large objects; the top
+                    bit is HL_HDR_OLD */
 } hl_objhdr;
 #define HL_SIZE_LARGE UINT32_MAX
+/* Generational: the marker sets this bit of a small object's size field when
+ * it traces the object (gc/mark.c), so "may be old" is one test of the
+ * header the store is about to write next to, instead of a page lookup and
+ * a mark-bit read.  It is never cleared while the object lives (a superset of
+ * "marked now": the barrier's slow path reads the mark bit), and a new
+ * object's header is written without it.  Large objects have it always (the
+ * size field is HL_SIZE_LARGE), so their stores take the slow path.  Small
+ * payloads are below 2^31 bytes, so the bit is free. */
+#define HL_HDR_OLD 0x80000000u
+static inline uint32_t hl__hdr_size(const hl_objhdr *hd) {
+  return hd->size == HL_SIZE_LARGE ? HL_SIZE_LARGE : hd->size & ~HL_HDR_OLD;
+}
 
 typedef struct hl_large {
   struct hl_large *prev, *next;
@@ -266,10 +277,11 @@ struct hl_heap {
   hl_counters ctr;
 
   /* gc state */
-  void **mark_stack;
+  void **mark_stack;         /* the mark's first marker's stack (gc/mark.c) */
   uint64_t mark_top, mark_cap;
-  bool mark_overflow;
   uint64_t marked_bytes;     /* bytes the mark in progress has marked */
+  uint64_t marked_objects;   /* objects the mark in progress has marked */
+  uint32_t mark_threads;     /* threads a mark may use (mark_threads, resolved) */
   uint64_t trigger;          /* adaptive small-path trigger */
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
                                 allocation leaves the fast path (0: a cycle is due) */
@@ -597,7 +609,7 @@ static inline uint64_t hl__obj_size(const void *obj) {
   const hl_objhdr *hd = (const hl_objhdr *)obj;
   if (hd->size == HL_SIZE_LARGE)
     return hl__large_of(obj)->size - hl__obj_bytes(0, hd->refs);
-  return hd->size;
+  return hd->size & ~HL_HDR_OLD;
 }
 static inline uint8_t *hl__obj_payload(void *obj) {
   return (uint8_t *)obj + hl__obj_bytes(0, ((hl_objhdr *)obj)->refs);
@@ -677,9 +689,9 @@ int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
 void hl__store_old(hl_heap *h, void *obj);
 static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
-  if (!h->opt.generational || !value) return;
-  /* nothing marked on the page: obj is young (the common case, inline) */
-  if (hl__in_heap(h, obj) && !(h->pages[hl__page_of(h, obj)].flags & PF_OLD)) return;
+  /* obj never traced by a generational mark: young (the common case,
+   * inline; a heap that is not generational never sets the bit) */
+  if (!value || !(((hl_objhdr *)obj)->size & HL_HDR_OLD)) return;
   hl__store_old(h, obj); /* barrier.c: reads the mark bit, dirties the page */
 }
 void hl__store_any(void *obj, uint64_t slot, void *value);
@@ -693,6 +705,18 @@ hl_heap *hl__registry_find_locked(const void *addr);
 void hl__registry_unlock(void);
 /* How many generational heaps exist (hl_obj_set's fast test). */
 uint32_t hl__registry_generational(void);
+
+/* ---- gc/markers.c: the helper threads of parallel marking ---- */
+#define HL_MARK_THREADS_MAX 8
+/* Run fn(arg, i) for i = 1..n on n helper threads (at most
+ * HL_MARK_THREADS_MAX - 1); returns how many were started, 0 when none can
+ * be had (another heap's mark has them, or no thread could be made).  Each
+ * such run is followed by hl__markers_wait, which returns once every fn has
+ * returned. */
+unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg);
+void hl__markers_wait(void);
+/* Once per process, when a heap is made: the fork() handler. */
+void hl__markers_init(void);
 
 /* ---- gc/mark.c ---- */
 /* Resolve any address to a live object (small or large), or NULL. */
