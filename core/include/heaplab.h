@@ -193,6 +193,10 @@ enum hl_compact { HL_CHOICES_compact(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "generational: small-path bytes allocated between minor cycles")          \
   X(full_growth_ratio, INT, 50, 1, 1000, "",                                   \
     "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes") \
+  X(mark_threads, INT, 0, 0, 8, "",                                            \
+    "threads that mark (the cycle's own and helpers that trace beside it); 0 = the CPUs this process may run on, at most 8; 1 = marking on one thread") \
+  X(conservative_interior, BOOL, 1, 0, 1, "",                                  \
+    "a word of a conservative root region keeps the object it points into (1) or only the object it points at the start of (0)") \
   X(tenure_full_marks, INT, 8, 0, 1000000, "",                                 \
     "generational: a page at least 7/8 live after two full marks in a row is tenured -- later full marks keep its marks and do not trace it -- until every Nth full mark, which marks everything (0 = no tenuring)") \
   X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
@@ -316,6 +320,11 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(tenured_pages, "generational: pages tenured now (full marks keep their marks)")  \
   X(remembered_pages_scanned, "generational: tenured pages a full mark traced for references to younger objects") \
   X(verify_failures, "cycles whose verification failed (verify=true; hl_heap_error says why)") \
+  X(mark_threads_used, "threads that took part in the last mark (1 when it ran on one)") \
+  X(mark_steals, "parallel marks: packets of work a marker took that another had shared") \
+  X(mark_helper_bytes, "parallel marks: bytes marked by helper threads (the rest by the cycle's thread)") \
+  X(marked_objects, "objects the last mark marked") \
+  X(marked_bytes, "bytes the last mark marked") \
   X(gc_trigger_bytes, "small-path trigger in force")                           \
   X(small_bytes_since_cycle, "small-path bytes allocated since the last cycle") \
   X(large_bytes_since_cycle, "large-path bytes allocated since the last cycle") \
@@ -420,7 +429,8 @@ const char *hl_stat_description(int index);
   X(pacing_wait, "large_bytes,waited_ns,timed_out,gave_up")                   \
   X(trigger_adapted, "old_bytes,new_bytes,survival_pct")                      \
   X(subpage_trim, "pages,runs,released_bytes,rejected_runs,fallback_runs,upgraded_runs,duration_ns,gave_up") \
-  X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked")
+  X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked") \
+  X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes")
 
 typedef enum hl_event_kind {
 #define HL__EV_ENUM(name, fields) HL_EV_##name,

@@ -23,7 +23,10 @@
 #include "internal.h"
 #include "manual/manual.h"
 
-_Thread_local hl_heap *hl__held;
+/* Never NULL: "no heap" is HL_NOT_HELD, so hl__held == h also says h is
+ * not NULL (one test less on the raw objects' fast path). */
+char hl__not_held;
+_Thread_local __attribute__((tls_model("initial-exec"))) hl_heap *hl__held = HL_NOT_HELD;
 _Thread_local uint32_t hl__held_depth;
 #ifdef HL_ASSERTS
 _Thread_local char hl__thread_token;
@@ -180,6 +183,7 @@ static void heap_destroy(hl_heap *h) {
   hl__pages_destroy(h);
   prim_ctx_destroy(&h->prim);
   hl__sys_free(h->size_to_cls);
+  hl__sys_free(h->aword_of);
   hl__sys_free(h->events);
   hl__sys_free(h->mark_stack);
   hl__sys_free(h->scratch);
@@ -242,6 +246,10 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
     goto fail;
   }
   h->trigger = (uint64_t)o.gc_trigger_bytes;
+  /* mark_threads=0: the CPUs this process may run on, at most 8 */
+  uint64_t mt = o.mark_threads ? (uint64_t)o.mark_threads : prim_os_cpus();
+  h->mark_threads = (uint32_t)(mt < 1 ? 1 : mt > HL_MARK_THREADS_MAX ? HL_MARK_THREADS_MAX : mt);
+  hl__markers_init();
   hl__alloc_limit_update(h);
   h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&
@@ -261,7 +269,7 @@ void hl_heap_free(hl_heap *h) {
   if (!h) return;
   hl__collector_stop(h);
   if (hl__held == h) {
-    hl__held = NULL;
+    hl__held = HL_NOT_HELD;
     hl__held_depth = 0;
     hl__unlock_raw(h);
   }
@@ -729,7 +737,7 @@ void hl_enter(hl_heap *h) {
 void hl_leave(hl_heap *h) {
   if (!h || hl__held != h) return;
   if (--hl__held_depth) return;
-  hl__held = NULL;
+  hl__held = HL_NOT_HELD;
   hl__unlock_raw(h);
 }
 
@@ -773,19 +781,29 @@ static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot
   return obj;
 }
 
-/* The fast path needs the heap held (its lock is this thread's) and relies
- * on a manual heap's alloc_limit being 0 instead of checking the mode. */
+/* The fast paths: the heap held by this thread (hl__held == h, so h is not
+ * NULL: hl__held is never NULL), its lock is this thread's; a manual heap's
+ * alloc_limit is 0, so its mode needs no test.  A store into an object a
+ * generational mark traced (HL_HDR_OLD, or a large parent) takes the
+ * barrier's slow path after the object is made: store_old_ret, a tail call,
+ * so the common path saves no registers. */
+static NOINLINE void *store_old_ret(hl_heap *h, void *parent, void *obj) {
+  hl__store_old(h, parent);
+  return obj;
+}
+
 void *hl_obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
-  void *obj = h && hl__held == h ? hl__obj_alloc_fast(h, size, refs) : NULL;
+  void *obj = hl__held == h ? hl__obj_alloc_fast_t(h, size, refs, true) : NULL;
   return hl_likely(obj != NULL) ? obj : obj_new_general(h, size, refs);
 }
 
 void *hl_obj_new_in(hl_heap *h, void *parent, uint64_t slot, uint64_t size, uint64_t refs) {
-  if (hl_likely(h && parent && hl__held == h && slot < ((hl_objhdr *)parent)->refs)) {
-    void *obj = hl__obj_alloc_fast(h, size, refs);
+  if (hl_likely(hl__held == h && parent && slot < ((hl_objhdr *)parent)->refs)) {
+    void *obj = hl__obj_alloc_fast_t(h, size, refs, true);
     if (hl_likely(obj != NULL)) {
-      hl__store(h, parent, slot, obj);
-      return obj;
+      hl__slots(parent)[slot] = obj;
+      if (hl_likely(!(((hl_objhdr *)parent)->size & HL_HDR_OLD))) return obj;
+      return store_old_ret(h, parent, obj);
     }
   }
   return obj_new_in_general(h, parent, slot, size, refs);

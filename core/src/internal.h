@@ -118,10 +118,8 @@ enum {
   PF_REFS = 8,       /* an object with reference slots was allocated here since
                         format: the marker reads no header on pages without */
   PF_PARKED = 16,    /* upgrade candidate taken from the reuse-failed pool */
-  PF_DIRTY = 32,     /* generational: a slot of an object here was stored to
+  PF_DIRTY = 32      /* generational: a slot of an object here was stored to
                         since the last cycle (the write barrier's card) */
-  PF_OLD = 64        /* an object here was marked since the page's last full
-                        mark or format: only then can a store need the barrier */
 };
 
 /* Sub-page release (release/subpage.c), per page in h->sub_flags. */
@@ -159,17 +157,21 @@ typedef struct hl_page {
   uint32_t nfree;       /* free slots below bump (zero allocation bits) */
 } hl_page;
 
-/* The allocation word of a size class (small.c): the free slots of one word
- * of its owned page's allocation bitmap, reserved for the fast path.  While
- * reserved they count as used on the page and as allocated in the counters;
- * hl__aword_flush gives back the ones not taken. */
+/* The allocation run of a size class (small.c): a run of free slots of one
+ * word of its owned page's allocation bitmap, reserved for the fast path,
+ * handed out by bumping `cur`.  While reserved, the run's slots have their
+ * allocation bits set and count as used on the page and as allocated in the
+ * counters; hl__aword_flush gives back the ones not taken.  On a page with
+ * PF_REFS the run is zeroed when it is reserved, so an object with slots
+ * taken from it needs no slot cleared. */
 typedef struct hl_aword {
-  uint64_t free;  /* reserved slots not taken yet: bit i is slot base + i * sz */
-  uint64_t *ab;   /* that word of the page's allocation bitmap */
-  uint8_t *base;  /* the word's slot 0 */
-  uint32_t sz;    /* the class's slot size */
+  uint8_t *cur;   /* the next slot */
+  uint8_t *end;   /* the run's end: [cur, end) not handed out yet */
+  uint64_t sz;    /* the class's slot size */
+  uint64_t refs_max; /* UINT64_MAX when PF_REFS is set on the page (and the run
+                        is zeroed), else 0: the most slots a fast-path object
+                        taken from the run may have */
   uint32_t page;  /* the owned page */
-  bool refs;      /* PF_REFS is set on the page */
 } hl_aword;
 
 typedef struct hl_list {
@@ -182,9 +184,22 @@ typedef struct hl_list {
  * the payload.  Large objects put an hl_large before the header. */
 typedef struct hl_objhdr {
   uint32_t refs;
-  uint32_t size; /* payload bytes; HL_SIZE_LARGE for large objects */
+  uint32_t size; /* payload bytes; HL_SIZE_LARGE for large objects; the top
+                    bit is HL_HDR_OLD */
 } hl_objhdr;
 #define HL_SIZE_LARGE UINT32_MAX
+/* Generational: the marker sets this bit of a small object's size field when
+ * it traces the object (gc/mark.c), so "may be old" is one test of the
+ * header the store is about to write next to, instead of a page lookup and
+ * a mark-bit read.  It is never cleared while the object lives (a superset of
+ * "marked now": the barrier's slow path reads the mark bit), and a new
+ * object's header is written without it.  Large objects have it always (the
+ * size field is HL_SIZE_LARGE), so their stores take the slow path.  Small
+ * payloads are below 2^31 bytes, so the bit is free. */
+#define HL_HDR_OLD 0x80000000u
+static inline uint32_t hl__hdr_size(const hl_objhdr *hd) {
+  return hd->size == HL_SIZE_LARGE ? HL_SIZE_LARGE : hd->size & ~HL_HDR_OLD;
+}
 
 typedef struct hl_large {
   struct hl_large *prev, *next;
@@ -301,11 +316,14 @@ struct hl_heap {
   uint32_t cls_size[HL_MAX_CLASSES];
   uint64_t cls_recip[HL_MAX_CLASSES]; /* slot index = off * recip >> HL_RECIP_SHIFT */
   uint8_t *size_to_cls;     /* index (size + 15) / 16 */
+  hl_aword **aword_of;      /* index (bytes + 15) / 16, bytes up to 8 + 9 * small_max:
+                               the class's run, or aword_none above small_max */
   uint32_t small_max;
 
   /* pools */
   uint32_t owned[HL_MAX_CLASSES];
   hl_aword aword[HL_MAX_CLASSES]; /* per class: free slots reserved on its owned page */
+  hl_aword aword_none;      /* always empty: the fast path's objects above small_max */
   hl_list retired;
   hl_list partial_avail[HL_MAX_CLASSES];
   hl_list partial_full;
@@ -330,10 +348,11 @@ struct hl_heap {
   hl_counters ctr;
 
   /* gc state */
-  void **mark_stack;
+  void **mark_stack;         /* the mark's first marker's stack (gc/mark.c) */
   uint64_t mark_top, mark_cap;
-  bool mark_overflow;
   uint64_t marked_bytes;     /* bytes the mark in progress has marked */
+  uint64_t marked_objects;   /* objects the mark in progress has marked */
+  uint32_t mark_threads;     /* threads a mark may use (mark_threads, resolved) */
   uint64_t trigger;          /* adaptive small-path trigger */
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
                                 allocation leaves the fast path (0: a cycle is due) */
@@ -399,7 +418,12 @@ void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)
  * lock the thread already holds.  With -Dasserts=true the holder is recorded
  * and HL_ASSERT_LOCKED(h) checks it; the cond waits and the syscalls run
  * outside the lock keep the record right. */
-extern _Thread_local hl_heap *hl__held;
+extern char hl__not_held;
+#define HL_NOT_HELD ((hl_heap *)(void *)&hl__not_held)
+/* (initial-exec, as the thread caches' pointer: the raw objects' fast path
+ * reads it, and the general model's __tls_get_addr call made the compiler
+ * save six registers around that path even where the linker removed it) */
+extern _Thread_local __attribute__((tls_model("initial-exec"))) hl_heap *hl__held; /* HL_NOT_HELD when none, never NULL */
 extern _Thread_local uint32_t hl__held_depth;
 #ifdef HL_ASSERTS
 extern _Thread_local char hl__thread_token; /* its address names the thread */
@@ -597,26 +621,24 @@ void *hl__take_refill(hl_heap *h, uint32_t cls);
  * each reuse was two cache misses on memory a trigger's worth old (the
  * sweep's write of the link, the allocation's read of it).
  *
- * The common case is inline and touches only the class's allocation word:
- * the lowest reserved slot is taken by clearing its bit there and setting it
- * in the bitmap.  The page's counts and the counters (all but the trigger's,
- * charged per object by the allocation sequence) were charged for the whole
- * word when it was reserved (hl__take_refill).  A write prefetch runs
- * HL_ALLOC_PREFETCH bytes ahead, where the allocations after this one go. */
+ * The common case is inline and touches only the class's allocation run:
+ * the next slot is `cur`, bumped by the slot size.  The bitmap, the page's
+ * counts and the counters (all but the trigger's, charged per object by the
+ * allocation sequence) were set and charged for the whole run when it was
+ * reserved (hl__take_refill).  A write prefetch runs HL_ALLOC_PREFETCH bytes
+ * ahead, where the allocations after this one go. */
 #define HL_ALLOC_PREFETCH 2048
-static inline void *hl__aword_take(hl_aword *a, uint64_t m /* a->free, not 0 */) {
-  a->free = m & (m - 1);
-  *a->ab |= m & -m;
-  uint8_t *slot = a->base + (uint64_t)__builtin_ctzll(m) * a->sz;
+static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
+  hl_aword *a = &h->aword[cls];
+  uint8_t *slot = a->cur;
+  if (hl_unlikely(slot + a->sz > a->end)) return hl__take_refill(h, cls);
+  a->cur = slot + a->sz;
   __builtin_prefetch(slot + HL_ALLOC_PREFETCH, 1, 3);
   return slot;
 }
-static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
-  hl_aword *a = &h->aword[cls];
-  uint64_t m = a->free;
-  if (hl_unlikely(!m)) return hl__take_refill(h, cls);
-  return hl__aword_take(a, m);
-}
+/* An object with slots is about to be taken from class cls's run on a page
+ * without PF_REFS: flag the page and zero the rest of the run.  Lock held. */
+void hl__aword_refs(hl_heap *h, uint32_t cls);
 /* Give the reserved slots not taken back to their pages and the counters:
  * before anything reads the page counts or the counters (a cycle, the stats,
  * the check).  Lock held. */
@@ -664,7 +686,7 @@ static inline uint64_t hl__obj_size(const void *obj) {
   const hl_objhdr *hd = (const hl_objhdr *)obj;
   if (hd->size == HL_SIZE_LARGE)
     return hl__large_of(obj)->size - hl__obj_bytes(0, hd->refs);
-  return hd->size;
+  return hd->size & ~HL_HDR_OLD;
 }
 static inline uint8_t *hl__obj_payload(void *obj) {
   return (uint8_t *)obj + hl__obj_bytes(0, ((hl_objhdr *)obj)->refs);
@@ -690,17 +712,17 @@ static inline uint32_t hl__slot_index(const hl_heap *h, uint64_t off, uint32_t c
 enum { HL_ALLOC_LARGE = 1 };
 void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags);
 
-/* The same with an inline first try: a small object, no cycle due, a slot
- * reserved in its class's allocation word -- one compare and the slot take,
- * no call (hl_obj_new's common path under hl_enter).  The object
- * initialisation is here because the fast paths need it inline. */
+/* The object initialisation: the header (one store), the slots cleared (a
+ * few inline: the call to memset cost as much as the rest of a small
+ * allocation). */
 #define HL_FEW_REFS 4
+static inline void hl__obj_header(void *obj, uint32_t size_field, uint64_t refs) {
+  hl_objhdr hd = {(uint32_t)refs, size_field};
+  memcpy(obj, &hd, sizeof hd);
+}
 static inline void hl__obj_init(void *obj, uint32_t size_field, uint64_t refs) {
-  ((hl_objhdr *)obj)->size = size_field;
-  ((hl_objhdr *)obj)->refs = (uint32_t)refs;
+  hl__obj_header(obj, size_field, refs);
   void **slots = hl__slots(obj);
-  /* a few slots inline: the call to memset cost as much as the rest of a
-   * small allocation */
   switch (refs) {
   case 4: slots[3] = NULL; /* fallthrough */
   case 3: slots[2] = NULL; /* fallthrough */
@@ -710,26 +732,32 @@ static inline void hl__obj_init(void *obj, uint32_t size_field, uint64_t refs) {
   default: memset(slots, 0, refs * sizeof(void *));
   }
 }
-/* Whether a small allocation of `bytes` may skip the cycle check: no cycle
- * is due (alloc_limit: 0 while the large trigger is due, and on a manual
- * heap) and no background collector waits for this thread. */
-static inline bool hl__no_cycle_due(const hl_heap *h, uint64_t bytes) {
-  return bytes <= h->small_max && h->ctr.since_cycle[HL_SMALL] < h->alloc_limit &&
-         !atomic_load_explicit(&h->collector_waiting, memory_order_relaxed);
-}
-/* The fast path: a new small object in a slot of its class's allocation
- * word, or NULL with nothing done.  Lock held (or the heap held). */
-static inline void *hl__obj_alloc_fast(hl_heap *h, uint64_t size, uint64_t refs) {
-  if (hl_unlikely(size > h->small_max || refs > HL_FEW_REFS)) return NULL;
-  uint64_t bytes = hl__obj_bytes(size, refs);
-  if (hl_unlikely(!hl__no_cycle_due(h, bytes))) return NULL; /* (a manual heap too) */
-  hl_aword *a = &h->aword[hl__class_of(h, bytes)];
-  uint64_t m = a->free;
-  if (hl_unlikely(!m || (refs && !a->refs))) return NULL;
-  void *obj = hl__aword_take(a, m);
-  hl__charge_cycle(h, HL_SMALL, a->sz);
-  hl__obj_init(obj, (uint32_t)size, refs);
+/* The fast path: a new small object from its class's allocation run, or
+ * NULL with nothing done.  A run ends where the small trigger would (its
+ * slots were charged to it when it was reserved: small.c), so taking a slot
+ * needs no compare with the trigger, and a run is closed when alloc_limit
+ * drops below what is charged (hl__alloc_limit_update: the large trigger
+ * due, a heap limit near).  An object with slots needs its run zeroed (its
+ * page has PF_REFS), so only the header is written.  held: the calling
+ * thread holds the heap (hl_enter), so no background collector can be
+ * waiting at a safepoint for it.  Lock held (or the heap held). */
+static inline __attribute__((always_inline)) void *hl__obj_alloc_fast_t(hl_heap *h, uint64_t size,
+                                                                     uint64_t refs,
+                                                                     const bool held) {
+  /* (size and refs at most small_max: bytes stays inside aword_of) */
+  if (hl_unlikely((size | refs) > h->small_max)) return NULL;
+  hl_aword *a = h->aword_of[(hl__obj_bytes(size, refs) + HL_GRANULE - 1) / HL_GRANULE];
+  if (hl_unlikely(refs > a->refs_max)) return NULL;
+  if (!held && atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) return NULL;
+  uint8_t *obj = a->cur;
+  if (hl_unlikely(obj + a->sz > a->end)) return NULL;
+  a->cur = obj + a->sz;
+  ((hl_objhdr *)obj)->refs = (uint32_t)refs;
+  ((hl_objhdr *)obj)->size = (uint32_t)size;
   return obj;
+}
+static inline void *hl__obj_alloc_fast(hl_heap *h, uint64_t size, uint64_t refs) {
+  return hl__obj_alloc_fast_t(h, size, refs, false);
 }
 /* Checks of an allocation's arguments and mode: HL_OK or the error. */
 int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
@@ -744,9 +772,9 @@ int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
 void hl__store_old(hl_heap *h, void *obj);
 static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
-  if (!h->opt.generational || !value) return;
-  /* nothing marked on the page: obj is young (the common case, inline) */
-  if (hl__in_heap(h, obj) && !(h->pages[hl__page_of(h, obj)].flags & PF_OLD)) return;
+  /* obj never traced by a generational mark: young (the common case,
+   * inline; a heap that is not generational never sets the bit) */
+  if (!value || !(((hl_objhdr *)obj)->size & HL_HDR_OLD)) return;
   hl__store_old(h, obj); /* barrier.c: reads the mark bit, dirties the page */
 }
 void hl__store_any(void *obj, uint64_t slot, void *value);
@@ -760,6 +788,18 @@ hl_heap *hl__registry_find_locked(const void *addr);
 void hl__registry_unlock(void);
 /* How many generational heaps exist (hl_obj_set's fast test). */
 uint32_t hl__registry_generational(void);
+
+/* ---- gc/markers.c: the helper threads of parallel marking ---- */
+#define HL_MARK_THREADS_MAX 8
+/* Run fn(arg, i) for i = 1..n on n helper threads (at most
+ * HL_MARK_THREADS_MAX - 1); returns how many were started, 0 when none can
+ * be had (another heap's mark has them, or no thread could be made).  Each
+ * such run is followed by hl__markers_wait, which returns once every fn has
+ * returned. */
+unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg);
+void hl__markers_wait(void);
+/* Once per process, when a heap is made: the fork() handler. */
+void hl__markers_init(void);
 
 /* ---- gc/mark.c ---- */
 /* Resolve any address to a live object (small or large), or NULL. */
@@ -791,8 +831,9 @@ int hl__cycle(hl_heap *h, int major, int reason);
 /* Whether a trigger is due; run (or request) the cycle when one is.  Lock held. */
 bool hl__cycle_due(const hl_heap *h);
 void hl__maybe_collect(hl_heap *h);
-/* The number the allocation fast path compares with (after every cycle and
- * every large allocation). */
+/* Set alloc_limit, where the allocation runs stop (after every cycle and
+ * every large allocation); gives back the runs' untaken slots when it drops
+ * below what they were charged.  Lock held. */
 void hl__alloc_limit_update(hl_heap *h);
 uint64_t hl__trigger_in_force(const hl_heap *h);
 

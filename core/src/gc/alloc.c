@@ -36,17 +36,13 @@ int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs) {
 }
 
 /* Step 4 on the small path: a slot of class cls, its page flagged PF_REFS
- * when the object has slots, the trigger's bytes charged. */
+ * when the object has slots.  (The trigger's bytes were charged with the
+ * slot's run: small.c.) */
 static void *take_small(hl_heap *h, uint64_t bytes, uint64_t refs) {
   uint32_t cls = hl__class_of(h, bytes);
   void *obj = hl__small_take(h, cls);
   if (hl_unlikely(!obj)) return NULL;
-  hl_aword *a = &h->aword[cls];
-  if (refs && hl_unlikely(!a->refs)) {
-    a->refs = true;
-    h->pages[a->page].flags |= PF_REFS;
-  }
-  hl__charge_cycle(h, HL_SMALL, a->sz);
+  if (refs && hl_unlikely(!h->aword[cls].refs_max)) hl__aword_refs(h, cls);
   return obj;
 }
 
@@ -93,6 +89,9 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
   /* alloc_limit is the small trigger in force, 0 while the large one is due
    * (and below it when heap_limit_bytes is near) */
   if (h->ctr.since_cycle[HL_SMALL] >= h->alloc_limit || (large && h->opt.heap_limit_bytes)) {
+    /* the runs' slots not taken yet were charged to the trigger: give them
+     * back, so that the trigger reads the bytes really allocated */
+    if (h->ctr.since_cycle[HL_SMALL] >= h->alloc_limit) hl__aword_flush(h);
     hl__maybe_collect(h);
     if (h->opt.heap_limit_bytes) {
       if (over_limit(h, bytes) && collect_for_memory(h) && over_limit(h, bytes)) {

@@ -6,10 +6,11 @@
  */
 #include "../internal.h"
 
-/* obj is on a page with old objects, or large.  When obj itself is old
- * (marked), its page or block is dirtied; a tenured page is remembered.
- * Lock held. */
+/* obj's header says it may be old (HL_HDR_OLD: a generational mark traced
+ * it), or it is large.  When obj is old now (marked), its page or block is
+ * dirtied; a tenured page is remembered.  Lock held. */
 void hl__store_old(hl_heap *h, void *obj) {
+  if (!h->opt.generational) return; /* (a large object of another heap kind) */
   if (hl__in_heap(h, obj)) {
     uint32_t p = hl__page_of(h, obj);
     hl_page *d = &h->pages[p];
@@ -32,7 +33,9 @@ void hl__store_old(hl_heap *h, void *obj) {
  * generational). */
 void hl__store_any(void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
-  if (!value || !hl__registry_generational()) return;
+  /* never traced by a generational mark (large objects always look old) */
+  if (!value || !(((hl_objhdr *)obj)->size & HL_HDR_OLD)) return;
+  if (!hl__registry_generational()) return;
   hl_heap *h = hl__registry_find_locked(obj);
   if (!h) hl__large_of(obj)->dirty = 1;
   else if (h->opt.generational) hl__store(h, obj, slot, value);

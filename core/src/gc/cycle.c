@@ -325,11 +325,11 @@ void hl__maybe_collect(hl_heap *h) {
 
 uint64_t hl__trigger_in_force(const hl_heap *h) { return trigger_in_force(h); }
 
-/* The one number the allocation fast path compares with: the small trigger
- * in force, or 0 while the large trigger is due.  Set after every cycle and
- * every large allocation. */
-void hl__alloc_limit_update(hl_heap *h) {
-  /* (0 on a manual heap: the raw-object fast path relies on it) */
+/* Where small allocation leaves the fast path: the small trigger in force,
+ * or 0 while the large trigger is due (and below the trigger when
+ * heap_limit_bytes is near).  The allocation runs stop there (small.c). */
+static uint64_t alloc_limit(const hl_heap *h) {
+  /* (0 on a manual heap) */
   uint64_t lim = h->opt.mode != HL_MODE_COLLECTED || large_due(h) ? 0 : trigger_in_force(h);
   /* heap_limit_bytes: the fast path also leaves when the bytes left under the
    * limit are used (the sequence then checks the limit) */
@@ -339,6 +339,18 @@ void hl__alloc_limit_update(hl_heap *h) {
     uint64_t live = hl__live_bytes(h) + h->small_max;
     uint64_t at = h->ctr.since_cycle[HL_SMALL] + (cap > live ? cap - live : 0);
     if (at < lim) lim = at;
+  }
+  return lim;
+}
+
+/* The allocation runs end at alloc_limit (small.c): when it drops below what
+ * they were charged, they are given back, and the fast path, finding them
+ * empty, takes the sequence. */
+void hl__alloc_limit_update(hl_heap *h) {
+  uint64_t lim = alloc_limit(h);
+  if (lim < h->ctr.since_cycle[HL_SMALL] && h->opt.mode == HL_MODE_COLLECTED) {
+    hl__aword_flush(h);
+    lim = alloc_limit(h);
   }
   h->alloc_limit = lim;
 }

@@ -23,8 +23,8 @@
  *   copy      object by object into the lowest free slots of the densest
  *             destination pages (their released OS pages restored first,
  *             subpage_release); the copy keeps its mark (it is live, and old
- *             in generational mode: PF_OLD), and the old slot's first word
- *             becomes the forwarding address.
+ *             in generational mode: the header's HL_HDR_OLD, copied with it),
+ *             and the old slot's first word becomes the forwarding address.
  *   update    every handle, every word of a precise root region, every slot
  *             of every marked object (small and large, tenured pages too) that
  *             holds the exact start of an evacuated object gets the new
@@ -348,7 +348,6 @@ static bool move_page(hl_heap *h, evac_state *e, const evac_page *src, dest_curs
       uint8_t *to = dest_slot(h, c);
       memcpy(to, obj, sz);
       hl_page *dq = &h->pages[hl__page_of(h, to)];
-      dq->flags |= PF_OLD; /* its objects are marked: a store into one takes the barrier */
       if (((hl_objhdr *)obj)->refs) dq->flags |= PF_REFS;
       *(void **)obj = to; /* the forwarding address */
       e->objects++;

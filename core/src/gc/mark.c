@@ -7,7 +7,9 @@
  * check that no marked object refers to an unmarked one.
  *
  * What a cycle marks and when is gc/cycle.c; this file is how.  Everything
- * here runs under the heap lock, inside a cycle.
+ * here runs under the heap lock, inside a cycle; with mark_threads > 1 the
+ * helper threads of gc/markers.c trace beside the thread running it (the
+ * parallel part is drain_par and what it calls, below).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,96 +24,181 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior) {
   return NULL;
 }
 
-static bool mark_push(hl_heap *h, void *obj) {
-  if (h->mark_top == h->mark_cap) {
-    uint64_t cap = h->mark_cap ? h->mark_cap * 2 : 65536;
-    void **n = hl__sys_realloc(h->mark_stack, cap * sizeof(void *));
-    if (!n) return false;
-    h->mark_stack = n;
-    h->mark_cap = cap;
-  }
-  h->mark_stack[h->mark_top++] = obj;
+/* ---- markers ----
+ * A marker is one thread's part of a mark: its stack of objects marked but
+ * not yet traced, and what it marked.  A mark starts with one (the thread
+ * running the cycle), which pushes what the roots refer to; with
+ * mark_threads > 1 and enough to do, helper threads (gc/markers.c) join it.
+ *
+ * Parallel marking: each marker traces from its own stack.  A marker that
+ * runs dry says so (the job's `hungry` count) and waits on the job's pool;
+ * a marker that sees someone hungry moves the older half of its stack --
+ * nearer the roots, so the larger subgraphs -- into a packet in the pool.
+ * A marker taking a packet another put there counts a steal.  The mark ends
+ * when every marker is waiting and the pool is empty: no work is left
+ * anywhere, since work only exists on stacks and in the pool.  A mark bit
+ * is set with an atomic fetch-or, so of the markers that race for one
+ * object exactly one wins it, counts its bytes and traces it (the test
+ * parallel_mark_marks_each_object_once).  Nothing else the marker writes is
+ * shared: page descriptors, the large set and the handles are only read
+ * while a mark runs, and an object's header is written (HL_HDR_OLD) only by
+ * the marker tracing it. */
+
+#define PREFETCH_DEPTH 16
+#define PACKET_MAX 512
+/* A mark wakes the helpers once it has marked this many objects on its own:
+ * a small heap (most tests, the first cycles of everything) is marked before
+ * a helper could have woken up. */
+#define PARALLEL_AFTER_OBJECTS 4096
+
+typedef struct packet {
+  struct packet *next;
+  unsigned from;     /* the marker that shared it */
+  uint32_t n;
+  void *items[PACKET_MAX];
+} packet;
+
+struct markjob;
+typedef struct marker {
+  hl_heap *h;
+  struct markjob *job; /* NULL while marking alone */
+  void **stack;
+  uint64_t top, cap;
+  uint64_t bytes, objects;
+  uint64_t budget;     /* marking alone: stop after this many objects */
+  uint64_t steals;
+  unsigned index;      /* 0: the thread running the cycle */
+  bool overflow;       /* a push failed: rescan_marked finds what it lost */
+  bool old_bit;        /* generational: set HL_HDR_OLD in headers traced */
+} marker;
+
+typedef struct markjob {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  packet *pool;        /* shared work */
+  unsigned participants, idle;
+  bool done;
+  _Atomic unsigned hungry; /* markers waiting for work (read without mu) */
+  hl_heap *h;
+  bool old_bit;
+  /* each helper's results, written before it returns */
+  uint64_t bytes[HL_MARK_THREADS_MAX], objects[HL_MARK_THREADS_MAX];
+  uint64_t steals[HL_MARK_THREADS_MAX];
+  bool overflow[HL_MARK_THREADS_MAX];
+} markjob;
+
+/* The helpers' stacks, kept from mark to mark (one mark at a time has the
+ * helpers: gc/markers.c). */
+static struct {
+  void **stack;
+  uint64_t cap;
+} helper_stack[HL_MARK_THREADS_MAX];
+
+static NOINLINE bool stack_grow(marker *m, uint64_t need) {
+  uint64_t cap = m->cap ? m->cap : 65536;
+  while (cap < need) cap *= 2;
+  void **n = hl__sys_realloc(m->stack, cap * sizeof(void *));
+  if (!n) return false;
+  m->stack = n;
+  m->cap = cap;
   return true;
 }
-
-#define mark_overflowed (h->mark_overflow)
-/* h->marked_bytes: bytes marked by this mark, what is really live.  The byte
- * counters after a sweep still hold the dead objects of partial pages no
- * sweep has visited, and a trigger grown from those grew the heap from its
- * own garbage. */
 
 /* Objects are pushed marked but unread: the header is first read by drain,
  * after a prefetch (tracing a heap bigger than the cache is a cache miss per
  * object, half the mark time when the header was read here). */
-static inline void mark_found(hl_heap *h, void *obj) {
-  if (hl_unlikely(!mark_push(h, obj))) mark_overflowed = true;
-}
-
-static void mark_large(hl_heap *h, void *obj) {
-  hl_large *l = hl__large_of(obj);
-  if (l->mark) return;
-  l->mark = 1;
-  h->marked_bytes += l->size;
-  mark_found(h, obj);
-}
-
-/* Mark obj (a handle's object: known to be a live object start). */
-static void mark_one(hl_heap *h, void *obj) {
-  if (hl__in_heap(h, obj)) {
-    uint32_t p = hl__page_of(h, obj);
-    uint32_t idx = hl__slot_index(h, (uint64_t)((uint8_t *)obj - hl__page_addr(h, p)), h->pages[p].cls);
-    uint64_t *mb = hl__marks(h, p);
-    if (hl__bit(mb, idx)) return;
-    hl__bit_set(mb, idx);
-    h->marked_bytes += h->cls_size[h->pages[p].cls];
-    h->pages[p].flags |= PF_OLD;
-    if (h->pages[p].flags & PF_REFS) mark_found(h, obj);
-  } else {
-    mark_large(h, obj);
+static inline void push(marker *m, void *obj) {
+  if (hl_unlikely(m->top == m->cap) && !stack_grow(m, m->top + 1)) {
+    m->overflow = true;
+    return;
   }
+  m->stack[m->top++] = obj;
+}
+
+/* Set bit i of a mark bitmap; false when it was set already.  par: other
+ * markers may set bits of the same word. */
+static inline bool set_mark(uint64_t *bm, uint32_t i, const bool par) {
+  uint64_t *w = &bm[i >> 6];
+  uint64_t bit = (uint64_t)1 << (i & 63);
+  if (!par) {
+    if (*w & bit) return false;
+    *w |= bit;
+    return true;
+  }
+  if (__atomic_load_n(w, __ATOMIC_RELAXED) & bit) return false;
+  return !(__atomic_fetch_or(w, bit, __ATOMIC_RELAXED) & bit);
+}
+
+static inline void mark_large_t(marker *m, void *obj, const bool par) {
+  hl_large *l = hl__large_of(obj);
+  if (!par) {
+    if (l->mark) return;
+    l->mark = 1;
+  } else if (__atomic_load_n(&l->mark, __ATOMIC_RELAXED) ||
+             __atomic_exchange_n(&l->mark, 1, __ATOMIC_RELAXED)) {
+    return;
+  }
+  m->bytes += l->size;
+  m->objects++;
+  push(m, obj);
 }
 
 /* Mark what a slot or root word v refers to.  A word may hold anything a
  * client stored, so a small object is validated -- formatted page, below the
  * bump, allocation bit, and (precise) the exact start -- in the same page
  * lookup that marks it (hl__resolve's checks, without a second lookup). */
-static inline void mark_value(hl_heap *h, void *v, bool interior) {
+static inline __attribute__((always_inline)) void mark_value_t(marker *m, void *v,
+                                                               bool interior, const bool par) {
   if (!v) return;
+  hl_heap *h = m->h;
   const uint8_t *a = v;
   if (hl__in_heap(h, a)) {
     uint32_t p = hl__page_of(h, a);
-    hl_page *d = &h->pages[p];
+    const hl_page *d = &h->pages[p];
     if (!hl__formatted(d->state)) return;
     uint8_t *base = hl__page_addr(h, p);
     uint64_t off = (uint64_t)(a - base);
     uint32_t idx = hl__slot_index(h, off, d->cls);
     if (idx >= d->bump) return;
-    uint64_t start = (uint64_t)idx * h->cls_size[d->cls];
+    uint32_t sz = h->cls_size[d->cls];
+    uint64_t start = (uint64_t)idx * sz;
     if (!interior && start != off) return;
     if (!hl__bit(hl__allocs(h, p), idx)) return;
-    uint64_t *mb = hl__marks(h, p);
-    if (hl__bit(mb, idx)) return;
-    hl__bit_set(mb, idx);
-    h->marked_bytes += h->cls_size[d->cls];
-    if (!(d->flags & PF_OLD)) d->flags |= PF_OLD;
+    if (!set_mark(hl__marks(h, p), idx, par)) return;
+    m->bytes += sz;
+    m->objects++;
     /* Pages of objects without slots (a fill's payloads) are marked without
      * a push: no header read, the miss per object the marker otherwise pays. */
-    if (d->flags & PF_REFS) mark_found(h, base + start);
+    if (d->flags & PF_REFS) push(m, base + start);
     return;
   }
   if (a >= h->base && a < h->base + h->reserved) return; /* reserved, not carved */
-  if (hl__large_contains(h, a)) mark_large(h, v);
+  if (hl__large_contains(h, a)) mark_large_t(m, v, par);
 }
 
+/* Trace one marked object: mark what its slots refer to.  Generational: its
+ * header gets HL_HDR_OLD, so the write barrier looks at it from now on. */
+static inline __attribute__((always_inline)) void trace_t(marker *m, void *obj, const bool par) {
+  hl_objhdr *hd = obj;
+  if (m->old_bit && !(hd->size & HL_HDR_OLD)) hd->size |= HL_HDR_OLD;
+  void **slots = hl__slots(obj);
+  uint32_t refs = hd->refs;
+  for (uint32_t i = 0; i < refs; i++) mark_value_t(m, slots[i], false, par);
+}
+
+static void share(marker *m);
+
 /* Trace everything pushed.  Popped objects wait in a small FIFO after a
- * prefetch, so their headers arrive while earlier objects are scanned. */
-#define PREFETCH_DEPTH 16
-static void drain(hl_heap *h) {
+ * prefetch, so their headers arrive while earlier objects are scanned.
+ * Marking alone, it stops early when the marker's budget is reached (the
+ * FIFO goes back on the stack); in a job it shares work with hungry
+ * markers. */
+static inline __attribute__((always_inline)) void drain_t(marker *m, const bool par) {
   void *fifo[PREFETCH_DEPTH];
   unsigned head = 0, n = 0;
   for (;;) {
-    while (n < PREFETCH_DEPTH && h->mark_top) {
-      void *o = h->mark_stack[--h->mark_top];
+    while (n < PREFETCH_DEPTH && m->top) {
+      void *o = m->stack[--m->top];
       __builtin_prefetch(o);
       fifo[(head + n++) % PREFETCH_DEPTH] = o;
     }
@@ -119,45 +206,163 @@ static void drain(hl_heap *h) {
     void *obj = fifo[head];
     head = (head + 1) % PREFETCH_DEPTH;
     n--;
-    void **slots = hl__slots(obj);
-    uint32_t refs = ((hl_objhdr *)obj)->refs;
-    for (uint32_t i = 0; i < refs; i++) mark_value(h, slots[i], false);
+    trace_t(m, obj, par);
+    if (par) {
+      if (m->top >= 2 && atomic_load_explicit(&m->job->hungry, memory_order_relaxed)) share(m);
+    } else if (hl_unlikely(m->objects >= m->budget)) {
+      while (n) { /* (marked, not traced: back where they came from) */
+        push(m, fifo[head]);
+        head = (head + 1) % PREFETCH_DEPTH;
+        n--;
+      }
+      return;
+    }
   }
+}
+
+static NOINLINE void drain_serial(marker *m) { drain_t(m, false); }
+static NOINLINE void drain_par(marker *m) { drain_t(m, true); }
+static void mark_value(marker *m, void *v, bool interior) { mark_value_t(m, v, interior, false); }
+
+/* Move the older half of m's stack (at most a packet) to the pool. */
+static NOINLINE void share(marker *m) {
+  markjob *j = m->job;
+  uint64_t k = m->top / 2;
+  if (k > PACKET_MAX) k = PACKET_MAX;
+  packet *pk = hl__sys_malloc(sizeof *pk);
+  if (!pk) return;
+  memcpy(pk->items, m->stack, k * sizeof(void *));
+  memmove(m->stack, m->stack + k, (m->top - k) * sizeof(void *));
+  m->top -= k;
+  pk->n = (uint32_t)k;
+  pk->from = m->index;
+  pthread_mutex_lock(&j->mu);
+  pk->next = j->pool;
+  j->pool = pk;
+  pthread_cond_signal(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+}
+
+/* m ran dry: take a packet from the pool, or wait for one; false when the
+ * mark is over (every marker waiting, the pool empty). */
+static bool get_work(marker *m) {
+  markjob *j = m->job;
+  pthread_mutex_lock(&j->mu);
+  for (;;) {
+    packet *pk = j->pool;
+    if (pk) {
+      j->pool = pk->next;
+      pthread_mutex_unlock(&j->mu);
+      if (m->cap < pk->n && !stack_grow(m, pk->n)) {
+        m->overflow = true; /* marked, not traced: the rescan finds them */
+      } else {
+        memcpy(m->stack, pk->items, pk->n * sizeof(void *));
+        m->top = pk->n;
+      }
+      if (pk->from != m->index) m->steals++;
+      hl__sys_free(pk);
+      return true;
+    }
+    if (j->done) break;
+    j->idle++;
+    if (j->idle == j->participants) {
+      j->done = true;
+      pthread_cond_broadcast(&j->cv);
+      j->idle--;
+      break;
+    }
+    atomic_fetch_add_explicit(&j->hungry, 1, memory_order_relaxed);
+    pthread_cond_wait(&j->cv, &j->mu);
+    atomic_fetch_sub_explicit(&j->hungry, 1, memory_order_relaxed);
+    j->idle--;
+  }
+  pthread_mutex_unlock(&j->mu);
+  return false;
+}
+
+static void mark_loop(marker *m) {
+  do drain_par(m);
+  while (get_work(m));
+}
+
+/* A helper thread's part (gc/markers.c runs it). */
+static void helper_mark(void *arg, unsigned index) {
+  markjob *j = arg;
+  pthread_mutex_lock(&j->mu);
+  bool late = j->done;
+  if (!late) j->participants++;
+  pthread_mutex_unlock(&j->mu);
+  if (late) return;
+  marker m = {.h = j->h, .job = j, .stack = helper_stack[index].stack,
+              .cap = helper_stack[index].cap, .budget = UINT64_MAX, .index = index,
+              .old_bit = j->old_bit};
+  mark_loop(&m);
+  helper_stack[index].stack = m.stack;
+  helper_stack[index].cap = m.cap;
+  j->bytes[index] = m.bytes;
+  j->objects[index] = m.objects;
+  j->steals[index] = m.steals;
+  j->overflow[index] = m.overflow;
+}
+
+/* Trace what m0's stack holds with the helpers, m0 taking part.  False
+ * when none could join (another heap's mark has them): m0 then finishes
+ * alone. */
+static bool mark_parallel(marker *m0, unsigned threads) {
+  hl_heap *h = m0->h;
+  markjob j = {.participants = 1, .h = h, .old_bit = m0->old_bit};
+  pthread_mutex_init(&j.mu, NULL);
+  pthread_cond_init(&j.cv, NULL);
+  m0->job = &j;
+  unsigned n = hl__markers_run(threads - 1, helper_mark, &j);
+  if (n) {
+    mark_loop(m0);
+    hl__markers_wait();
+  }
+  m0->job = NULL;
+  pthread_cond_destroy(&j.cv);
+  pthread_mutex_destroy(&j.mu);
+  if (!n) return false;
+  int64_t ev[HL_MARK_THREADS_MAX] = {(int64_t)m0->bytes};
+  uint64_t steals = m0->steals, used = 1;
+  for (unsigned i = 1; i <= n; i++) {
+    m0->bytes += j.bytes[i];
+    m0->objects += j.objects[i];
+    steals += j.steals[i];
+    m0->overflow |= j.overflow[i];
+    h->tally.mark_helper_bytes += j.bytes[i];
+    ev[i] = (int64_t)j.bytes[i];
+    used += j.objects[i] != 0 || j.steals[i] != 0;
+  }
+  h->tally.mark_steals += steals;
+  h->tally.mark_threads_used = used;
+  hl__event(h, HL_EV_mark, 10, (int64_t)used, (int64_t)steals, ev[0], ev[1], ev[2], ev[3],
+            ev[4], ev[5], ev[6], ev[7]);
+  return true;
 }
 
 /* After a mark stack overflow: trace from every marked object again until
  * nothing new is found.  Slow, but never loses a live object. */
-static void rescan_marked(hl_heap *h) {
-  while (mark_overflowed) {
-    mark_overflowed = false;
+static void rescan_marked(marker *m) {
+  hl_heap *h = m->h;
+  while (m->overflow) {
+    m->overflow = false;
     for (uint32_t p = 0; p < h->high_water; p++) {
       hl_page *d = &h->pages[p];
       if (!hl__formatted(d->state)) continue;
       uint32_t sz = h->cls_size[d->cls];
       for (uint32_t i = 0; i < d->bump; i++) {
         if (!hl__bit(hl__marks(h, p), i)) continue;
-        void *obj = hl__page_addr(h, p) + (uint64_t)i * sz;
-        void **slots = hl__slots(obj);
-        for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) mark_value(h, slots[k], false);
-        drain(h);
+        trace_t(m, hl__page_addr(h, p) + (uint64_t)i * sz, false);
+        drain_serial(m);
       }
     }
     for (hl_large *l = h->large_head; l; l = l->next) {
       if (!l->mark) continue;
-      void *obj = l + 1;
-      void **slots = hl__slots(obj);
-      for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) mark_value(h, slots[k], false);
-      drain(h);
+      trace_t(m, l + 1, false);
+      drain_serial(m);
     }
   }
-}
-
-/* Trace the slots of one object already marked (the dirty-page scan). */
-static void trace_slots(hl_heap *h, void *obj) {
-  void **slots = hl__slots(obj);
-  uint32_t refs = ((hl_objhdr *)obj)->refs;
-  for (uint32_t k = 0; k < refs; k++) mark_value(h, slots[k], false);
-  drain(h);
 }
 
 /* The marked objects of formatted page p, in address order:
@@ -189,28 +394,30 @@ static inline void *marked_next(marked_iter *it) {
   return it->base + (uint64_t)i * it->sz;
 }
 
-/* Trace the slots of every marked object of formatted page p. */
-static void trace_marked_on(hl_heap *h, uint32_t p) {
-  marked_iter it = marked_begin(h, p);
-  for (void *obj; (obj = marked_next(&it));) trace_slots(h, obj);
+/* Trace the slots of every marked object of formatted page p (pushing what
+ * they refer to; the caller drains). */
+static void trace_marked_on(marker *m, uint32_t p) {
+  marked_iter it = marked_begin(m->h, p);
+  for (void *obj; (obj = marked_next(&it));) trace_t(m, obj, false);
 }
 
 /* Generational, minor cycle: the old (marked) objects on pages the write
  * barrier dirtied may hold the only reference to a young object; trace them
  * again.  Their dirt is consumed: afterwards what they refer to is marked. */
-static void mark_dirty(hl_heap *h) {
+static void mark_dirty(marker *m) {
+  hl_heap *h = m->h;
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
     if (!(d->flags & PF_DIRTY)) continue;
     d->flags &= (uint8_t)~PF_DIRTY;
     if (!hl__formatted(d->state) || !(d->flags & PF_REFS)) continue;
     h->tally.dirty_pages_scanned++;
-    trace_marked_on(h, p);
+    trace_marked_on(m, p);
   }
   for (hl_large *l = h->large_head; l; l = l->next) {
     if (!l->dirty) continue;
     l->dirty = 0;
-    if (l->mark) trace_slots(h, l + 1);
+    if (l->mark) trace_t(m, l + 1, false);
   }
 }
 
@@ -241,12 +448,13 @@ static bool refers_untenured(hl_heap *h, uint32_t p) {
   return false;
 }
 
-static void mark_remembered(hl_heap *h) {
+static void mark_remembered(marker *m) {
+  hl_heap *h = m->h;
   if (!h->tenured_pages) return;
   for (uint32_t p = 0; p < h->high_water; p++) {
     if ((h->tenure[p] & (TN_TENURED | TN_REMEMBER)) != (TN_TENURED | TN_REMEMBER)) continue;
     h->tally.remembered_pages_scanned++;
-    trace_marked_on(h, p);
+    trace_marked_on(m, p);
   }
 }
 
@@ -293,26 +501,42 @@ void hl__tenure_pages(hl_heap *h) {
   }
 }
 
+/* The marker of the thread running the cycle: the heap keeps its stack. */
+static marker main_marker(hl_heap *h) {
+  return (marker){.h = h, .stack = h->mark_stack, .cap = h->mark_cap, .budget = UINT64_MAX,
+                  .old_bit = h->opt.generational != 0};
+}
+static void main_marker_done(hl_heap *h, const marker *m) {
+  h->mark_stack = m->stack;
+  h->mark_cap = m->cap;
+}
+
 uint64_t hl__mark(hl_heap *h, bool minor) {
   HL_ASSERT_LOCKED(h);
-  h->marked_bytes = 0;
-  mark_overflowed = false;
-  if (minor) mark_dirty(h);
-  else mark_remembered(h);
+  marker m = main_marker(h);
+  h->tally.mark_threads_used = 1;
+  /* the roots push what they refer to; the tracing comes after */
+  if (minor) mark_dirty(&m);
+  else mark_remembered(&m);
   void *obj;
-  HL_HANDLES_FOR_EACH(h, obj) {
-    mark_one(h, obj);
-    drain(h);
-  }
+  HL_HANDLES_FOR_EACH(h, obj) mark_value(&m, obj, false);
   for (uint32_t r = 0; r < h->nregions; r++) {
     hl_root_region *rg = &h->regions[r];
-    for (uint64_t w = 0; w < rg->words; w++) {
-      mark_value(h, rg->base[w], rg->conservative);
-      drain(h);
-    }
+    bool interior = rg->conservative && h->opt.conservative_interior;
+    for (uint64_t w = 0; w < rg->words; w++) mark_value(&m, rg->base[w], interior);
   }
-  rescan_marked(h);
-  return h->marked_bytes;
+  if (h->mark_threads > 1) {
+    m.budget = PARALLEL_AFTER_OBJECTS;
+    drain_serial(&m);
+    m.budget = UINT64_MAX;
+    if (m.top) mark_parallel(&m, h->mark_threads);
+  }
+  drain_serial(&m);
+  rescan_marked(&m);
+  main_marker_done(h, &m);
+  h->marked_bytes = m.bytes;
+  h->marked_objects = m.objects;
+  return m.bytes;
 }
 
 /* A full mark starts from clear marks; the barrier's dirt is moot then.
@@ -321,7 +545,7 @@ static void clear_marks_of_list(hl_heap *h, hl_list *l) {
   for (uint32_t p = l->head; p != HL_NIL; p = h->pages[p].next) {
     if (h->tenure[p] & TN_TENURED) continue;
     memset(hl__marks(h, p), 0, (h->pages[p].nslots + 63) / 64 * sizeof(uint64_t));
-    h->pages[p].flags &= (uint8_t)~(PF_DIRTY | PF_OLD);
+    h->pages[p].flags &= (uint8_t)~PF_DIRTY;
   }
 }
 
@@ -381,6 +605,10 @@ int hl__check_marks_closed(hl_heap *h, char *msg, size_t len) {
  * that nothing live is freed. */
 void hl__mark_repair(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
-  mark_overflowed = true;
-  rescan_marked(h);
+  marker m = main_marker(h);
+  m.overflow = true;
+  rescan_marked(&m);
+  main_marker_done(h, &m);
+  h->marked_bytes += m.bytes;
+  h->marked_objects += m.objects;
 }

@@ -46,6 +46,9 @@ uint64_t prim_os_memory_bytes(void);
 /* What could be touched now without swapping others out or the OOM killer:
  * Linux MemAvailable + SwapFree; where unknown, prim_os_memory_bytes. */
 uint64_t prim_os_available_bytes(void);
+/* CPUs this process may run on (its affinity mask, within the online
+ * CPUs); at least 1. */
+uint64_t prim_os_cpus(void);
 uint64_t prim_now_ns(void);
 void prim_sleep_us(int64_t us);
 

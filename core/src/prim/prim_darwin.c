@@ -103,6 +103,11 @@ uint64_t prim_os_memory_bytes(void) {
 
 uint64_t prim_os_available_bytes(void) { return prim_os_memory_bytes(); }
 
+uint64_t prim_os_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (uint64_t)n : 1;
+}
+
 uint64_t prim_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

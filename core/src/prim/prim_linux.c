@@ -7,6 +7,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,17 @@ uint64_t prim_os_available_bytes(void) {
   }
   fclose(f);
   return found ? (avail + swap) * 1024 : prim_os_memory_bytes();
+}
+
+uint64_t prim_os_cpus(void) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  uint64_t n = online > 0 ? (uint64_t)online : 1;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    uint64_t mine = (uint64_t)CPU_COUNT(&set);
+    if (mine && mine < n) n = mine;
+  }
+  return n;
 }
 
 uint64_t prim_now_ns(void) {

@@ -12,7 +12,9 @@
 
 /* Classes: every 16 bytes up to 512 (so a 256-byte payload plus its 8-byte
  * header wastes 8 bytes, not 56), then four per doubling up to small_max. */
+static void zero_run_init(void);
 void hl__classes_init(hl_heap *h) {
+  zero_run_init();
   uint32_t max = (uint32_t)((h->opt.small_max + HL_GRANULE - 1) / HL_GRANULE * HL_GRANULE);
   uint32_t n = 0;
   for (uint32_t s = HL_GRANULE; s <= max && s <= 512; s += HL_GRANULE) h->cls_size[n++] = s;
@@ -32,12 +34,30 @@ void hl__classes_init(hl_heap *h) {
     h->cls_recip[k] = (((uint64_t)1 << HL_RECIP_SHIFT) + h->cls_size[k] - 1) / h->cls_size[k];
   uint32_t entries = max / HL_GRANULE + 1;
   h->size_to_cls = hl__sys_malloc(entries);
+  /* the fast path's table: every object of payload and slots up to
+   * small_max each, so it needs no bound check on the bytes */
+  uint32_t fast_entries = (uint32_t)((hl__obj_bytes(max, max) + HL_GRANULE - 1) / HL_GRANULE + 1);
+  h->aword_of = hl__sys_malloc(fast_entries * sizeof *h->aword_of);
+  if (!h->size_to_cls || !h->aword_of) {
+    hl__sys_free(h->size_to_cls);
+    hl__sys_free(h->aword_of);
+    h->size_to_cls = NULL;
+    h->aword_of = NULL;
+    return;
+  }
   uint32_t c = 0;
   for (uint32_t i = 0; i < entries; i++) {
     uint32_t bytes = i * HL_GRANULE;
     while (c + 1 < n && h->cls_size[c] < bytes) c++;
     h->size_to_cls[i] = (uint8_t)c;
   }
+  /* empty: cur + sz > end */
+  for (uint32_t k = 0; k < n; k++) h->aword[k] = (hl_aword){.sz = h->cls_size[k], .page = HL_NIL};
+  h->aword_none = (hl_aword){.cur = NULL, .end = NULL, .sz = HL_GRANULE, .page = HL_NIL};
+  /* (a manual heap's objects never take the fast path: every entry empty) */
+  bool collected = h->opt.mode == HL_MODE_COLLECTED;
+  for (uint32_t i = 0; i < fast_entries; i++)
+    h->aword_of[i] = collected && i < entries ? &h->aword[h->size_to_cls[i]] : &h->aword_none;
 }
 
 void hl__poison(void *p, size_t n) { memset(p, POISON_BYTE, n); }
@@ -83,85 +103,206 @@ bool hl__free_slot_intact(const void *slot, size_t n) {
 }
 
 /* Charge k slots of class cls (k < 0: give them back): reserved slots count
- * as allocated until a flush gives back the ones not taken.  (Not the
- * trigger's since_cycle: the allocation sequence charges that per object.) */
+ * as allocated until a flush gives back the ones not taken -- and, in the
+ * collected mode, as allocated since the last cycle: the trigger's bytes are
+ * charged for the whole run too (below). */
 static void aword_charge(hl_heap *h, uint32_t cls, int64_t k) {
   hl__charge(h, HL_SMALL, k * (int64_t)h->cls_size[cls], k);
+  if (h->opt.mode == HL_MODE_COLLECTED)
+    h->ctr.since_cycle[HL_SMALL] += (uint64_t)(k * (int64_t)h->cls_size[cls]);
+}
+
+#define RUN_MAX 256 /* slots of a run at most (aword_reserve) */
+
+/* Collected mode: the most slots a run may have so that the trigger's count
+ * (charged for whole runs) passes alloc_limit no sooner than it did when
+ * every object was charged as it was taken -- the run stops at the first
+ * slot at or past the limit, so the fast path needs no compare with it, and
+ * a cycle starts at the same byte (a cycle started early moves where the
+ * minor cycles fall in binary-trees' trees: its peak RSS went from 207 to 229
+ * MiB when the charge was a whole word's, docs/performance.md, change 14).
+ * At least 1: with the background collector a cycle requested has not run
+ * yet, and allocation goes on one slot at a time until it has. */
+static uint32_t run_cap(const hl_heap *h, uint64_t sz) {
+  if (h->opt.mode != HL_MODE_COLLECTED) return RUN_MAX;
+  uint64_t since = h->ctr.since_cycle[HL_SMALL], lim = h->alloc_limit;
+  if (lim <= since) return 1;
+  uint64_t k = (lim - since + sz - 1) / sz;
+  return k < RUN_MAX ? (uint32_t)k : RUN_MAX;
 }
 
 /* Bits [0, n) of a word (n may exceed 64). */
 static inline uint64_t low_bits(uint32_t n) { return n >= 64 ? ~0ULL : ((1ULL << n) - 1); }
 
-/* Reserve the next word of free slots of page p, owned by class cls, for
- * the class's allocation word: the lowest word with a free slot below bump
- * (at or after the cursor), else up to a word's worth of slots from bump.
- * With sub-page release, the released OS pages those slots lie in are
- * restored first (the one check, on this slow path only, is whether any
- * page of the heap has one out).  1 when reserved, 0 when the page is full,
- * -1 when a restore failed (the page takes no slot now; nothing changed). */
+typedef uint64_t hl_v16 __attribute__((vector_size(16)));
+static void zero_run_16(uint8_t *from, uint8_t *to) {
+  /* 16-byte stores (slots are multiples of 16 bytes, 16-aligned).  Not
+   * memset: glibc zeroes a run of this size with `rep stosb`, which callgrind
+   * counts as one instruction per byte (480 M of binary-trees' 2,090 M at
+   * depth 16, against 60 M this way); the empty asm keeps the compiler from
+   * turning the loop back into the call. */
+  const hl_v16 z = {0, 0};
+  uint8_t *p = from;
+  for (; p + 64 <= to; p += 64) {
+    __asm__("" : "+r"(p));
+    ((hl_v16 *)p)[0] = z;
+    ((hl_v16 *)p)[1] = z;
+    ((hl_v16 *)p)[2] = z;
+    ((hl_v16 *)p)[3] = z;
+  }
+  for (; p < to; p += 16) *(hl_v16 *)p = z;
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The same with 32-byte stores where the CPU has AVX2 (chosen once). */
+typedef uint64_t hl_v32 __attribute__((vector_size(32)));
+__attribute__((target("avx2"))) static void zero_run_32(uint8_t *from, uint8_t *to) {
+  const hl_v32 z = {0, 0, 0, 0};
+  uint8_t *p = from;
+  for (; p + 128 <= to; p += 128) {
+    __asm__("" : "+r"(p));
+    __builtin_memcpy(p, &z, 32); /* (unaligned stores: runs are 16-aligned) */
+    __builtin_memcpy(p + 32, &z, 32);
+    __builtin_memcpy(p + 64, &z, 32);
+    __builtin_memcpy(p + 96, &z, 32);
+  }
+  zero_run_16(p, to);
+}
+static void (*zero_run_fn)(uint8_t *, uint8_t *);
+static void zero_run_choose(void) {
+  zero_run_fn = __builtin_cpu_supports("avx2") ? zero_run_32 : zero_run_16;
+}
+static pthread_once_t zero_run_once = PTHREAD_ONCE_INIT;
+static void zero_run_init(void) { pthread_once(&zero_run_once, zero_run_choose); }
+#else
+static void zero_run_init(void) {}
+#endif
+
+/* Zero the slots [from, to) of a run: objects with slots taken from it then
+ * need none cleared.  The bytes would be written by the objects anyway, a
+ * few instants later; zeroing them in one go also brings their lines in. */
+static void zero_run(uint8_t *from, uint8_t *to) {
+  if (to <= from) return;
+#if defined(__x86_64__) && defined(__GNUC__)
+  zero_run_fn(from, to);
+#else
+  zero_run_16(from, to);
+#endif
+}
+
+/* Set or clear the bits [i, i + n) of a bitmap. */
+static void bits_set(uint64_t *bm, uint32_t i, uint32_t n, bool set) {
+  while (n) {
+    uint32_t b = i % 64, m = 64 - b < n ? 64 - b : n;
+    uint64_t mask = low_bits(m) << b;
+    if (set) bm[i / 64] |= mask;
+    else bm[i / 64] &= ~mask;
+    i += m;
+    n -= m;
+  }
+}
+
+/* The free slots from slot i on, up to slot limit: zero allocation bits. */
+static uint32_t free_run(const uint64_t *ab, uint32_t i, uint32_t limit) {
+  uint32_t start = i;
+  while (i < limit) {
+    uint64_t x = ab[i / 64] >> (i % 64); /* bit 0: slot i */
+    if (x) {
+      i += (uint32_t)__builtin_ctzll(x);
+      break;
+    }
+    i += 64 - i % 64;
+  }
+  return (i < limit ? i : limit) - start;
+}
+
+/* Reserve the next run of free slots of page p, owned by class cls, for
+ * the class's allocation run: the lowest run of free slots below bump (from
+ * the cursor's word on), else slots from bump -- at most RUN_MAX, and in the
+ * collected mode no further than the trigger (run_cap).  Its allocation bits
+ * are set and it is charged now; on a page with PF_REFS it is zeroed.  1 when
+ * reserved, 0 when the page is full, -1 when a released OS page of the run
+ * would not come back (sub-page release; the page takes no slot now).  (A run of RUN_MAX 32-byte slots is 8 KiB: the
+ * refill, a few hundred instructions through the allocation sequence, comes
+ * once per 256 objects.) */
 static int aword_reserve(hl_heap *h, uint32_t cls, uint32_t p) {
   hl_page *d = &h->pages[p];
   uint64_t *ab = hl__allocs(h, p);
-  uint32_t w, n = 0;
-  uint64_t mask;
+  uint64_t sz = h->cls_size[cls];
+  uint32_t cap = run_cap(h, sz), first, k;
+  bool from_bump;
   if (d->nfree) {
     /* ends: a free slot lies below bump, at or after the cursor */
-    for (w = d->cursor; !(mask = ~ab[w] & low_bits(d->bump - w * 64)); w++) {
+    uint32_t w;
+    uint64_t free;
+    for (w = d->cursor; !(free = ~ab[w] & low_bits(d->bump - w * 64)); w++) {
     }
+    d->cursor = w;
+    first = w * 64 + (uint32_t)__builtin_ctzll(free);
+    k = free_run(ab, first, d->bump < first + cap ? d->bump : first + cap);
+    from_bump = false;
   } else if (d->bump < d->nslots) {
-    w = d->bump / 64;
-    uint32_t lo = d->bump % 64;
-    n = 64 - lo;
-    if (n > d->nslots - d->bump) n = d->nslots - d->bump;
-    mask = low_bits(n) << lo;
+    first = d->bump;
+    k = d->nslots - d->bump < cap ? d->nslots - d->bump : cap;
+    from_bump = true;
   } else {
     return 0;
   }
-  uint32_t sz = h->cls_size[cls];
-  if (hl_unlikely(h->sub_pages != 0) && hl__sub_any(h, p)) {
-    uint64_t first = (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(mask)) * sz;
-    uint64_t last = (uint64_t)(w * 64 + 63 - (uint32_t)__builtin_clzll(mask)) * sz + sz;
-    if (!hl__sub_restore(h, p, first, last)) return -1;
-  }
-  if (n) {
-    d->bump += n;
-  } else {
-    d->cursor = w;
-    d->nfree -= (uint32_t)__builtin_popcountll(mask);
-  }
-  uint32_t k = (uint32_t)__builtin_popcountll(mask);
+  /* sub-page release: the released OS pages the run lies in come back
+   * first (the one check on this slow path: does any page of the heap have
+   * one out); when one would not, nothing has changed */
+  if (hl_unlikely(h->sub_pages != 0) && hl__sub_any(h, p) &&
+      !hl__sub_restore(h, p, (uint64_t)first * sz, (uint64_t)(first + k) * sz))
+    return -1;
+  if (from_bump) d->bump += k;
+  else d->nfree -= k;
+  bits_set(ab, first, k, true);
   d->used += k;
   aword_charge(h, cls, k);
-  h->aword[cls] = (hl_aword){.free = mask,
-                             .ab = ab + w,
-                             .base = hl__page_addr(h, p) + (uint64_t)w * 64 * sz,
-                             .sz = sz,
-                             .page = p,
-                             .refs = (d->flags & PF_REFS) != 0};
+  uint8_t *at = hl__page_addr(h, p) + (uint64_t)first * sz;
+  bool refs = (d->flags & PF_REFS) != 0;
+  h->aword[cls] = (hl_aword){.cur = at, .end = at + k * sz, .sz = sz, .page = p,
+                             .refs_max = refs ? UINT64_MAX : 0};
+  if (refs) zero_run(at, at + k * sz);
   return 1;
+}
+
+/* Slots [0, run) of class cls's run not taken yet. */
+static inline uint32_t aword_left(const hl_aword *a) {
+  return a->end > a->cur ? (uint32_t)((uint64_t)(a->end - a->cur) / a->sz) : 0;
 }
 
 void hl__aword_flush(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   for (uint32_t c = 0; c < h->nclasses; c++) {
     hl_aword *a = &h->aword[c];
-    if (!a->free) continue;
-    uint32_t k = (uint32_t)__builtin_popcountll(a->free);
-    hl_page *d = &h->pages[a->page];
-    uint32_t w = (uint32_t)(a->ab - hl__allocs(h, a->page));
-    d->used -= k;
-    d->nfree += k; /* below bump now, free */
-    if (w < d->cursor) d->cursor = w;
-    aword_charge(h, c, -(int64_t)k);
-    a->free = 0;
+    uint32_t k = aword_left(a);
+    if (k) {
+      hl_page *d = &h->pages[a->page];
+      uint32_t first = (uint32_t)((uint64_t)(a->cur - hl__page_addr(h, a->page)) / a->sz);
+      bits_set(hl__allocs(h, a->page), first, k, false);
+      d->used -= k;
+      d->nfree += k; /* below bump now, free */
+      if (first / 64 < d->cursor) d->cursor = first / 64;
+      aword_charge(h, c, -(int64_t)k);
+      /* verify: free slots carry the poison (a zeroed run's lost it) */
+      if (h->opt.verify && a->refs_max) hl__poison(a->cur, (size_t)(a->end - a->cur));
+    }
+    a->cur = a->end = NULL;
   }
+}
+
+void hl__aword_refs(hl_heap *h, uint32_t cls) {
+  HL_ASSERT_LOCKED(h);
+  hl_aword *a = &h->aword[cls];
+  a->refs_max = UINT64_MAX;
+  h->pages[a->page].flags |= PF_REFS;
+  zero_run(a->cur, a->end);
 }
 
 uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p) {
   const hl_page *d = &h->pages[p];
   uint32_t n = d->nfree + (d->nslots - d->bump);
-  if (hl__formatted(d->state) && h->aword[d->cls].free && h->aword[d->cls].page == p)
-    n += (uint32_t)__builtin_popcountll(h->aword[d->cls].free);
+  if (hl__formatted(d->state) && h->aword[d->cls].page == p) n += aword_left(&h->aword[d->cls]);
   return n;
 }
 
@@ -170,8 +311,8 @@ uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p) {
 void *hl__take_refill(hl_heap *h, uint32_t cls) {
   HL_ASSERT_LOCKED(h);
   for (;;) {
-    /* (another thread may have reserved a word while the lock was dropped) */
-    if (h->aword[cls].free) return hl__small_take(h, cls);
+    /* (another thread may have reserved a run while the lock was dropped) */
+    if (aword_left(&h->aword[cls])) return hl__small_take(h, cls);
     uint32_t p = h->owned[cls];
     if (p != HL_NIL) {
       int got = aword_reserve(h, cls, p);

@@ -102,6 +102,8 @@ void hl__stats_fill(hl_heap *h, hl_stats *st) {
   st->objects_allocated = h->ctr.objects_allocated;
   st->objects_freed = h->ctr.objects_freed;
   st->tenured_pages = h->tenured_pages;
+  st->marked_objects = h->marked_objects;
+  st->marked_bytes = h->marked_bytes;
   st->gc_trigger_bytes = hl__trigger_in_force(h);
   st->total_pages = h->high_water;
   st->owned_pages = h->state_count[PS_OWNED];
