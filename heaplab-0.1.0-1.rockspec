@@ -45,6 +45,7 @@ build = {
             "core/src/gc/mark.c",
             "core/src/gc/cycle.c",
             "core/src/gc/evacuate.c",
+            "core/src/gc/markers.c",
             "core/src/gc/barrier.c",
             "core/src/gc/roots.c",
             "core/src/gc/collector.c",

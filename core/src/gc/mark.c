@@ -13,6 +13,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "../internal.h"
 
@@ -45,7 +47,9 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior) {
  * the marker tracing it. */
 
 #define PREFETCH_DEPTH 16
-#define PACKET_MAX 512
+/* A packet is one OS page (4 KiB here): 16 bytes of links and counts and
+ * 510 entries. */
+#define PACKET_MAX 510
 /* A mark wakes the helpers once it has marked this many objects on its own:
  * a small heap (most tests, the first cycles of everything) is marked before
  * a helper could have woken up. */
@@ -57,6 +61,7 @@ typedef struct packet {
   uint32_t n;
   void *items[PACKET_MAX];
 } packet;
+_Static_assert(sizeof(packet) == 4096, "a packet is one 4 KiB page");
 
 struct markjob;
 typedef struct marker {
@@ -87,18 +92,41 @@ typedef struct markjob {
   bool overflow[HL_MARK_THREADS_MAX];
 } markjob;
 
-/* The helpers' stacks, kept from mark to mark (one mark at a time has the
- * helpers: gc/markers.c). */
+/* What a parallel mark allocates -- the helpers' stacks and the packets --
+ * comes straight from mmap, never from malloc: a helper thread calling
+ * malloc gets a glibc arena of its own (64 MiB of address space, its first
+ * pages resident: a per-thread cost in the very footprint the experiments
+ * measure), and with several arenas glibc may serve the mutator's next
+ * malloc from one that cannot grow at vm.max_map_count (E6's notebook: the
+ * checksum after a parallel mark failed with ENOMEM; MALLOC_ARENA_MAX=1
+ * made it pass).  Both are kept from mark to mark; one mark at a time has
+ * the helpers (gc/markers.c), so the job's mutex guards the spare packets. */
+static void *map_bytes(size_t bytes) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
 static struct {
   void **stack;
   uint64_t cap;
 } helper_stack[HL_MARK_THREADS_MAX];
+static packet *spare_packets; /* (the running job's mu) */
 
 static NOINLINE bool stack_grow(marker *m, uint64_t need) {
   uint64_t cap = m->cap ? m->cap : 65536;
   while (cap < need) cap *= 2;
-  void **n = hl__sys_realloc(m->stack, cap * sizeof(void *));
-  if (!n) return false;
+  void **n;
+  if (m->index == 0) { /* the cycle's thread: the heap's stack (malloc) */
+    n = hl__sys_realloc(m->stack, cap * sizeof(void *));
+    if (!n) return false;
+  } else {
+    n = map_bytes(cap * sizeof(void *));
+    if (!n) return false;
+    if (m->stack) {
+      memcpy(n, m->stack, m->top * sizeof(void *));
+      munmap(m->stack, m->cap * sizeof(void *));
+    }
+  }
   m->stack = n;
   m->cap = cap;
   return true;
@@ -229,8 +257,11 @@ static NOINLINE void share(marker *m) {
   markjob *j = m->job;
   uint64_t k = m->top / 2;
   if (k > PACKET_MAX) k = PACKET_MAX;
-  packet *pk = hl__sys_malloc(sizeof *pk);
-  if (!pk) return;
+  pthread_mutex_lock(&j->mu);
+  packet *pk = spare_packets;
+  if (pk) spare_packets = pk->next;
+  pthread_mutex_unlock(&j->mu);
+  if (!pk && !(pk = map_bytes(sizeof *pk))) return;
   memcpy(pk->items, m->stack, k * sizeof(void *));
   memmove(m->stack, m->stack + k, (m->top - k) * sizeof(void *));
   m->top -= k;
@@ -260,7 +291,10 @@ static bool get_work(marker *m) {
         m->top = pk->n;
       }
       if (pk->from != m->index) m->steals++;
-      hl__sys_free(pk);
+      pthread_mutex_lock(&j->mu);
+      pk->next = spare_packets;
+      spare_packets = pk;
+      pthread_mutex_unlock(&j->mu);
       return true;
     }
     if (j->done) break;
