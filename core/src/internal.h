@@ -631,7 +631,8 @@ void *hl__take_refill(hl_heap *h, uint32_t cls);
 static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
   hl_aword *a = &h->aword[cls];
   uint8_t *slot = a->cur;
-  if (hl_unlikely(slot + a->sz > a->end)) return hl__take_refill(h, cls);
+  /* (integers: an empty run's cur is NULL, and NULL + sz is undefined) */
+  if (hl_unlikely((uintptr_t)a->end - (uintptr_t)slot < a->sz)) return hl__take_refill(h, cls);
   a->cur = slot + a->sz;
   __builtin_prefetch(slot + HL_ALLOC_PREFETCH, 1, 3);
   return slot;
@@ -750,7 +751,7 @@ static inline __attribute__((always_inline)) void *hl__obj_alloc_fast_t(hl_heap 
   if (hl_unlikely(refs > a->refs_max)) return NULL;
   if (!held && atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) return NULL;
   uint8_t *obj = a->cur;
-  if (hl_unlikely(obj + a->sz > a->end)) return NULL;
+  if (hl_unlikely((uintptr_t)a->end - (uintptr_t)obj < a->sz)) return NULL; /* (see hl__small_take) */
   a->cur = obj + a->sz;
   ((hl_objhdr *)obj)->refs = (uint32_t)refs;
   ((hl_objhdr *)obj)->size = (uint32_t)size;
