@@ -100,6 +100,7 @@ typedef enum hl_option_kind {
   F(MAJOR, AUTO, auto) R(MAJOR, NEVER, never) R(MAJOR, ALWAYS, always)
 #define HL_CHOICES_collector(F, R)                                             \
   F(COLLECTOR, SYNC, sync) R(COLLECTOR, BACKGROUND, background)
+#define HL_CHOICES_thp(F, R) F(THP, NEVER, never) R(THP, MADVISE, madvise) R(THP, POPULATE, populate)
 
 #define HL__CHOICE_CONST(prefix, name, token) HL_##prefix##_##name,
 #define HL__CHOICE_FIRST(prefix, name, token) #token
@@ -115,6 +116,7 @@ enum hl_order { HL_CHOICES_reuse_failed_order(HL__CHOICE_CONST, HL__CHOICE_CONST
 enum hl_sweep { HL_CHOICES_sweep(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_major { HL_CHOICES_major_sweep(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_collector { HL_CHOICES_collector(HL__CHOICE_CONST, HL__CHOICE_CONST) };
+enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 
 /*
  * X(name, kind, default, min, max, choices, description)
@@ -132,6 +134,8 @@ enum hl_collector { HL_CHOICES_collector(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "largest small object in bytes (<= page_size/4); larger go to the large path") \
   X(reserve_bytes, BYTES, 34359738368, 1048576, 1099511627776, "",             \
     "virtual reservation for small pages (halved until the kernel accepts it)") \
+  X(thp, ENUM, HL_THP_NEVER, HL_THP_NEVER, HL_THP_POPULATE, HL_CHOICES(thp),   \
+    "transparent huge pages: never (MADV_NOHUGEPAGE: 4 KiB faults); madvise (MADV_HUGEPAGE on a reservation of 2 MiB-aligned 2 MiB chunks: a chunk is backed by a huge page at its first touch; trims release whole chunks first, one call per run of them, and count the huge pages they split); populate (as madvise, and a fresh chunk is faulted in with one MADV_POPULATE_WRITE). Default never, measured (docs/performance.md, fourth round): the 192 MiB fill is 3x faster with populate, binary-trees is not faster (side by side 0.98-1.03x, 2-3x the system time), and the experiments study footprint in 4 KiB pages") \
   X(page_release, BOOL, 1, 0, 1, "",                                           \
     "return empty pages to the OS; 0 = the seed's 'before' (kept forever)")   \
   X(warm_pages, INT, 64, 0, 1048576, "",                                       \
@@ -377,7 +381,13 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(manual_frees, "manual mode frees")                                         \
   X(tcache_refills, "manual mode thread-cache refills")                        \
   X(tcache_flushes, "manual mode thread-cache flushes")                        \
-  X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")
+  X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")         \
+  X(thp_enabled, "1 when the reservation was advised MADV_HUGEPAGE (thp=madvise or populate) and the kernel's THP mode lets it have huge pages") \
+  X(thp_errno, "thp: errno of the last huge-page call the kernel refused (MADV_HUGEPAGE at creation, MADV_POPULATE_WRITE of a chunk); EOPNOTSUPP when the kernel's THP mode is never; 0 = none") \
+  X(thp_chunks_released, "thp: 2 MiB chunks released whole, one call over the chunk (a huge page given back without a split)") \
+  X(thp_splits, "thp: 2 MiB chunks that may have been one huge page and were released in part (the kernel splits the huge page: the process's RSS drops, the machine gets the memory when the kernel's deferred split runs)") \
+  X(thp_populated_chunks, "thp=populate: fresh 2 MiB chunks faulted in with one MADV_POPULATE_WRITE") \
+  X(thp_populate_refused, "thp=populate: chunks whose MADV_POPULATE_WRITE the kernel refused (they fault in at first touch; thp_errno says why)")
 
 typedef struct hl_stats {
 #define HL__STAT_FIELD(name, desc) uint64_t name;
@@ -405,6 +415,7 @@ const char *hl_stat_description(int index);
   X(syscall_gave_up, "site,errno,retries,page")                                \
   X(pacing_wait, "large_bytes,waited_ns,timed_out,gave_up")                   \
   X(trigger_adapted, "old_bytes,new_bytes,survival_pct")                      \
+  X(thp_split, "chunk_page,released_pages,pages_in_use")                       \
   X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes")
 
 typedef enum hl_event_kind {
@@ -441,7 +452,7 @@ const char *hl_event_field(int kind, int i);
   X(restore, "restore of a released page before reuse")                        \
   X(dump, "MADV_DONTDUMP / MADV_DODUMP toggles (dump_toggle)")                 \
   X(meta, "release of the side-table bits of released pages")                  \
-  X(populate, "faulting in a page a bulk phase (fill) will write whole")         \
+  X(populate, "faulting in a page a bulk phase (fill) will write whole, or a fresh 2 MiB chunk (thp=populate)") \
   X(any, "every call through the retry helper")
 
 typedef enum hl_fault_site {
@@ -494,6 +505,8 @@ typedef struct hl_footprint {
   uint64_t lazyfree;       /* LazyFree: MADV_FREE pages not yet reclaimed */
   uint64_t swap;           /* Swap */
   uint64_t phys_footprint; /* Linux: Anonymous + Swap (Darwin: task_vm_info) */
+  uint64_t anon_huge;      /* AnonHugePages: of anonymous, what transparent huge
+                              pages back (Linux; 0 elsewhere) */
 } hl_footprint;
 
 int hl_footprint_get(hl_footprint *out);
