@@ -28,6 +28,7 @@ def phase(experiment, arm, name, index, t0, t1, phys=(10, 20), marked=False, vma
          "rss_before": before + 4 * MiB, "rss_after": after + 4 * MiB,
          "rss_peak": max(before, after) + 5 * MiB, "lazyfree_before": 0, "lazyfree_after": 0,
          "anonymous_before": before, "anonymous_after": after,
+         "anon_huge_before": 0, "anon_huge_after": 0,
          "resident_before": before - MiB if heap else None,
          "resident_after": after - MiB if heap else None,
          "vmas_after": vmas if heap else None, "samples": 7,
