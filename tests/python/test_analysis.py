@@ -344,9 +344,9 @@ def test_real_e1_arms_load(tmp_path, monkeypatch):
     res = e1.E1.run(env={"HEAPLAB_E1_FILL_MIB": "16", "HEAPLAB_E1_TEXTURES_MIB": "16"})
     live = hla.records_frame(res)
     disk = hla.records_frame(tmp_path / "E1")
-    assert len(live) == len(disk) and set(live["arm"]) == {"off", "on"}
+    assert len(live) == len(disk) and set(live["arm"]) == {"off", "on", "huge"}
     phases = ["fill", "hold", "drop", "textures", "texture_drop", "textures_again"]
-    assert hla.phases_frame(res)["phase"].tolist() == phases * 2
+    assert hla.phases_frame(res)["phase"].tolist() == phases * 3
     key = ["experiment", "arm", "phase", "figure"]
     assert not live.duplicated(key).any()
     v = live.set_index(["arm", "phase", "figure"])["value"]
