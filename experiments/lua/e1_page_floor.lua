@@ -119,8 +119,14 @@ local function check(rec, arm)
                (">= 95%% of %d MiB"):format(TEXTURES >> 20),
                f.textures_cost >= 0.95 * TEXTURES, "textures", "196,992 KB")
   end
-  rec:expect("mincore vs phys", H.pct(f.res_frac) .. " vs " .. H.pct(f.frac), "within 2 points",
-             math.abs(f.res_frac - f.frac) <= 0.02, "drop")
+  -- huge: the last chunk's huge page also backs its pages not carved yet, which
+  -- phys_footprint counts and mincore over the carved pages does not: one chunk more
+  local slack = 0.02
+  if arm == "huge" then slack = slack + (2 << 20) / (f.cost - f.warm) end
+  rec:expect("mincore vs phys", H.pct(f.res_frac) .. " vs " .. H.pct(f.frac),
+             arm == "huge" and ("within 2 points + one 2 MiB chunk (%s)"):format(H.pct(slack))
+               or "within 2 points",
+             math.abs(f.res_frac - f.frac) <= slack, "drop")
   -- nothing lost while it was held
   local objects = rec:get("hold").notes.checksum[2]
   rec:expect("objects held", tostring(objects), ">= " .. FILL // 256, objects >= FILL // 256, "hold")
