@@ -32,10 +32,12 @@ int client_write_report(FILE *out) {
           client.launcher, client.interpreter, client.allocator, (int)getpid(),
           (client_now_ns() - client.start_ns) / 1e9);
   fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
-               "\"swap\": %llu, \"phys_footprint\": %llu}, \"peak_rss\": %llu",
+               "\"swap\": %llu, \"phys_footprint\": %llu, \"anon_huge\": %llu}, "
+               "\"peak_rss\": %llu",
           (unsigned long long)fp.rss, (unsigned long long)fp.anonymous,
           (unsigned long long)fp.lazyfree, (unsigned long long)fp.swap,
-          (unsigned long long)fp.phys_footprint, (unsigned long long)client_peak_rss());
+          (unsigned long long)fp.phys_footprint, (unsigned long long)fp.anon_huge,
+          (unsigned long long)client_peak_rss());
   hl_heap *h = client.heap;
   if (!h) {
     fputs(", \"options\": null, \"stats\": null, \"resident_bytes\": null, \"vma_count\": null}\n",

@@ -7,7 +7,7 @@
  *   c.allocator()                 "heaplab" or "libc"
  *   c.stats(), c.options()        tables by name (nil on libc)
  *   c.resident_bytes(), c.vma_count()   the heap's reservation (nil on libc)
- *   c.footprint()                 {rss, anonymous, lazyfree, swap, phys_footprint}
+ *   c.footprint()                 {rss, anonymous, lazyfree, swap, phys_footprint, anon_huge}
  *   c.trim()                      run a trim pass now (nil on libc)
  *   c.flush()                     return this thread's cached blocks
  *   c.now()                       CLOCK_MONOTONIC, seconds
@@ -79,12 +79,13 @@ static int c_vma_count(lua_State *L) {
 static int c_footprint(lua_State *L) {
   hl_footprint f;
   if (hl_footprint_get(&f)) return luaL_error(L, "footprint: cannot read /proc/self/smaps_rollup");
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, 6);
   lua_pushinteger(L, (lua_Integer)f.rss), lua_setfield(L, -2, "rss");
   lua_pushinteger(L, (lua_Integer)f.anonymous), lua_setfield(L, -2, "anonymous");
   lua_pushinteger(L, (lua_Integer)f.lazyfree), lua_setfield(L, -2, "lazyfree");
   lua_pushinteger(L, (lua_Integer)f.swap), lua_setfield(L, -2, "swap");
   lua_pushinteger(L, (lua_Integer)f.phys_footprint), lua_setfield(L, -2, "phys_footprint");
+  lua_pushinteger(L, (lua_Integer)f.anon_huge), lua_setfield(L, -2, "anon_huge");
   return 1;
 }
 

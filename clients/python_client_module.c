@@ -7,7 +7,7 @@
  *   allocator()                "heaplab" or "libc"
  *   stats(), options()         dicts by name (None on libc)
  *   resident_bytes(), vma_count()   the heap's reservation (None on libc)
- *   footprint()                {rss, anonymous, lazyfree, swap, phys_footprint}
+ *   footprint()                {rss, anonymous, lazyfree, swap, phys_footprint, anon_huge}
  *   trim(), flush(), now(), peak_rss(), report()
  *   sampler_start(interval_s=0.002), sampler_mark(), sampler_reset(),
  *   sampler_summary(), sampler_series(), sampler_stop()   (one per process)
@@ -82,10 +82,11 @@ static PyObject *m_footprint(PyObject *self, PyObject *args) {
     PyErr_SetString(PyExc_OSError, "footprint: cannot read /proc/self/smaps_rollup");
     return NULL;
   }
-  return Py_BuildValue("{sKsKsKsKsK}", "rss", (unsigned long long)f.rss, "anonymous",
+  return Py_BuildValue("{sKsKsKsKsKsK}", "rss", (unsigned long long)f.rss, "anonymous",
                        (unsigned long long)f.anonymous, "lazyfree",
                        (unsigned long long)f.lazyfree, "swap", (unsigned long long)f.swap,
-                       "phys_footprint", (unsigned long long)f.phys_footprint);
+                       "phys_footprint", (unsigned long long)f.phys_footprint, "anon_huge",
+                       (unsigned long long)f.anon_huge);
 }
 
 static PyObject *m_trim(PyObject *self, PyObject *args) {

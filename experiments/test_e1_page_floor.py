@@ -4,8 +4,11 @@ Protocol: fill 192 MiB of 256-byte objects, hold, drop, collect until settled;
 then allocate a 192 MiB large-object set ("textures", every byte written), drop
 it and allocate the identical set again.
 
-Arms:   off  page_release=False   the seed's "before": empty pages stay resident
-        on   page_release=True    empty pages beyond the warm cache go back
+Arms:   off   page_release=False   the seed's "before": empty pages stay resident
+        on    page_release=True    empty pages beyond the warm cache go back
+        huge  on, with thp=madvise the kernel backs the heap's 2 MiB chunks with
+              transparent huge pages (AnonHugePages in the records); the trim
+              releases whole chunks first and counts the huge pages it splits
 
 Asserted effect:
   off  the drop returns at most 5% of the small-object footprint, and the
@@ -13,6 +16,9 @@ Asserted effect:
   on   at least 97% of the dropped footprint comes back (the warm cache aside),
        and the peak during the first texture set is lower than off's by the
        same amount;
+  huge the fill is backed by huge pages (AnonHugePages grows by at least 90%
+       of the fill's footprint; where the kernel gives huge pages: stats
+       thp_enabled), and still at least 97% comes back;
   both heap residency (mincore) tells the same story as phys_footprint, within
        2 percentage points.
 
@@ -46,8 +52,9 @@ def collect_until_settled(h, limit=32):
     return cycles
 
 
-@E1.arm("on")  # the defaults: page_release=True
-@E1.arm("off", page_release=False)
+@E1.arm("huge", thp="madvise")
+@E1.arm("on", thp="never")  # page_release=True, the default
+@E1.arm("off", page_release=False, thp="never")
 def page_floor(rec, **options):
     h = heaplab.Heap(**options)
     with rec.phase("fill", heap=h):
@@ -68,6 +75,10 @@ def page_floor(rec, **options):
     with rec.phase("textures_again", heap=h):
         tex = h.fill(TEXTURES, TEXTURE_SIZE)
     rec.note("warm_bytes", h.options["warm_pages"] * h.options["page_size"])
+    st = h.stats()
+    rec.note("thp_enabled", st.thp_enabled)
+    rec.note("thp_splits", st.thp_splits)
+    rec.note("thp_chunks_released", st.thp_chunks_released)
     h.close()
 
 
@@ -118,6 +129,11 @@ def test_e1_page_floor(lab):
 
     cost_on, ret_on, frac_on, res_on, peak_on, tex_on = figures(on)
     cost_off, ret_off, frac_off, res_off, peak_off, tex_off = figures(off)
+    huge = res["huge"]
+    warm_huge = huge.notes["warm_bytes"]
+    fill_h, drop_h = huge.phase("fill"), huge.phase("drop")
+    frac_huge = drop_h.returned / (fill_h.growth - warm_huge)
+    huge_backed = fill_h["anon_huge_after"] - fill_h["anon_huge_before"]
     MiB = 1 << 20
 
     lab.effect("E1", "returned", pct(frac_on), ">= 97% (warm cache aside)", arm="on",
@@ -133,6 +149,16 @@ def test_e1_page_floor(lab):
     lab.effect("E1", "mincore vs phys", f"{pct(res_on)} vs {pct(frac_on)}", "within 2 points",
                arm="on", phase="drop", ok=abs(res_on - frac_on) <= 0.02)
 
+    # where the kernel gives no huge pages (its THP mode is never: thp_enabled
+    # 0, thp_errno says why) the arm still runs, and the backing is reported
+    thp_on = bool(huge.notes["thp_enabled"])
+    lab.effect("E1", "huge pages back the fill", f"{huge_backed / MiB:.1f} of "
+               f"{fill_h.growth / MiB:.1f} MiB", ">= 90%" if thp_on else "(kernel: no THP)",
+               arm="huge", phase="fill", ok=huge_backed >= 0.9 * fill_h.growth if thp_on else None)
+    lab.effect("E1", "returned", f"{pct(frac_huge)}: {huge.notes['thp_chunks_released']} chunks"
+               f" whole, {huge.notes['thp_splits']} split", ">= 97% (warm cache aside)",
+               arm="huge", phase="drop", ok=frac_huge >= 0.97)
+
     assert frac_on >= 0.97, f"on: only {pct(frac_on)} of {cost_on / MiB:.1f} MiB came back"
     assert frac_off <= 0.05, f"off: {pct(frac_off)} came back with page_release off"
     assert tex_off >= 0.95 * TEXTURES, f"off: textures cost only {tex_off / MiB:.1f} MiB"
@@ -141,5 +167,8 @@ def test_e1_page_floor(lab):
     assert drop_in_peak <= 1.03 * cost_on, "the peak dropped by more than the fill cost"
     assert abs(res_on - frac_on) <= 0.02, f"mincore {pct(res_on)} vs phys {pct(frac_on)}"
     assert abs(res_off - frac_off) <= 0.02, f"mincore {pct(res_off)} vs phys {pct(frac_off)}"
+    assert not thp_on or huge_backed >= 0.9 * fill_h.growth, (
+        f"huge: only {huge_backed / MiB:.1f} of {fill_h.growth / MiB:.1f} MiB in huge pages")
+    assert frac_huge >= 0.97, f"huge: only {pct(frac_huge)} came back"
     # nothing lost while it was held
     assert on.phase("hold").note("checksum")[1] >= FILL // 256

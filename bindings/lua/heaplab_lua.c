@@ -166,7 +166,8 @@ static int l_fault_modes(lua_State *L) {
 /***
 What the OS charges this process now, from /proc/self/smaps_rollup.
 @function footprint
-@treturn table `{phys_footprint=, rss=, anonymous=, lazyfree=, swap=}` in bytes; `tostring`
+@treturn table `{phys_footprint=, rss=, anonymous=, lazyfree=, swap=, anon_huge=}` in bytes
+(anon_huge: AnonHugePages, the part of anonymous that transparent huge pages back); `tostring`
 shows them in MiB
 @return nil, message, code when the figures cannot be read
 */
@@ -179,7 +180,7 @@ static int l_footprint(lua_State *L) {
              hl_error_name(rc));
     return lhl_push_failure(L, msg, rc);
   }
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, 6);
   luaL_setmetatable(L, FOOTPRINT_MT);
   lua_pushinteger(L, (lua_Integer)f.rss);
   lua_setfield(L, -2, "rss");
@@ -191,6 +192,8 @@ static int l_footprint(lua_State *L) {
   lua_setfield(L, -2, "swap");
   lua_pushinteger(L, (lua_Integer)f.phys_footprint);
   lua_setfield(L, -2, "phys_footprint");
+  lua_pushinteger(L, (lua_Integer)f.anon_huge);
+  lua_setfield(L, -2, "anon_huge");
   return 1;
 }
 

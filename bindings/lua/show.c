@@ -75,7 +75,8 @@ static int stats_tostring(lua_State *L) {
 
 static int footprint_tostring(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  static const char *const names[] = {"phys_footprint", "rss", "anonymous", "lazyfree", "swap"};
+  static const char *const names[] = {"phys_footprint", "rss", "anonymous", "lazyfree", "swap",
+                                      "anon_huge"};
   text x = {L, 0, 0, "\n  "};
   put(&x, "heaplab.footprint:");
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

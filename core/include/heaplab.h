@@ -102,6 +102,7 @@ typedef enum hl_option_kind {
   F(COLLECTOR, SYNC, sync) R(COLLECTOR, BACKGROUND, background)
 #define HL_CHOICES_compact(F, R)                                               \
   F(COMPACT, NEVER, never) R(COMPACT, SPARSE, sparse) R(COMPACT, ALWAYS, always)
+#define HL_CHOICES_thp(F, R) F(THP, NEVER, never) R(THP, MADVISE, madvise) R(THP, POPULATE, populate)
 
 #define HL__CHOICE_CONST(prefix, name, token) HL_##prefix##_##name,
 #define HL__CHOICE_FIRST(prefix, name, token) #token
@@ -118,6 +119,7 @@ enum hl_sweep { HL_CHOICES_sweep(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_major { HL_CHOICES_major_sweep(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_collector { HL_CHOICES_collector(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_compact { HL_CHOICES_compact(HL__CHOICE_CONST, HL__CHOICE_CONST) };
+enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 
 /*
  * X(name, kind, default, min, max, choices, description)
@@ -135,6 +137,8 @@ enum hl_compact { HL_CHOICES_compact(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "largest small object in bytes (<= page_size/4); larger go to the large path") \
   X(reserve_bytes, BYTES, 34359738368, 1048576, 1099511627776, "",             \
     "virtual reservation for small pages (halved until the kernel accepts it)") \
+  X(thp, ENUM, HL_THP_NEVER, HL_THP_NEVER, HL_THP_POPULATE, HL_CHOICES(thp),   \
+    "transparent huge pages: never (MADV_NOHUGEPAGE: 4 KiB faults); madvise (MADV_HUGEPAGE on a reservation of 2 MiB-aligned 2 MiB chunks: a chunk is backed by a huge page at its first touch; trims release whole chunks first, one call per run of them, and count the huge pages they split); populate (as madvise, and a fresh chunk is faulted in with one MADV_POPULATE_WRITE). Default never, measured (docs/performance.md, fourth round): the 192 MiB fill is 3x faster with populate, binary-trees is not faster (side by side 0.98-1.03x, 2-3x the system time), and the experiments study footprint in 4 KiB pages") \
   X(page_release, BOOL, 1, 0, 1, "",                                           \
     "return empty pages to the OS; 0 = the seed's 'before' (kept forever)")   \
   X(warm_pages, INT, 64, 0, 1048576, "",                                       \
@@ -400,7 +404,13 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(evacuated_bytes, "slot bytes moved by evacuation")                        \
   X(pinned_objects, "live objects that stayed put on pages compaction would have evacuated: targets of conservative roots; while the heap was held (hl_enter) or a fill ran, every live object of a page below the threshold") \
   X(compact_ns, "of gc_ns: choosing, evacuating and updating references, nanoseconds") \
-  X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")
+  X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")         \
+  X(thp_enabled, "1 when the reservation was advised MADV_HUGEPAGE (thp=madvise or populate) and the kernel's THP mode lets it have huge pages") \
+  X(thp_errno, "thp: errno of the last huge-page call the kernel refused (MADV_HUGEPAGE at creation, MADV_POPULATE_WRITE of a chunk); EOPNOTSUPP when the kernel's THP mode is never; 0 = none") \
+  X(thp_chunks_released, "thp: 2 MiB chunks released whole, one call over the chunk (a huge page given back without a split)") \
+  X(thp_splits, "thp: 2 MiB chunks that may have been one huge page and were released in part (the kernel splits the huge page: the process's RSS drops, the machine gets the memory when the kernel's deferred split runs)") \
+  X(thp_populated_chunks, "thp=populate: fresh 2 MiB chunks faulted in with one MADV_POPULATE_WRITE") \
+  X(thp_populate_refused, "thp=populate: chunks whose MADV_POPULATE_WRITE the kernel refused (they fault in at first touch; thp_errno says why)")
 
 typedef struct hl_stats {
 #define HL__STAT_FIELD(name, desc) uint64_t name;
@@ -430,6 +440,7 @@ const char *hl_stat_description(int index);
   X(trigger_adapted, "old_bytes,new_bytes,survival_pct")                      \
   X(subpage_trim, "pages,runs,released_bytes,rejected_runs,fallback_runs,upgraded_runs,duration_ns,gave_up") \
   X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked") \
+  X(thp_split, "chunk_page,released_pages,pages_in_use")                       \
   X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes")
 
 typedef enum hl_event_kind {
@@ -466,7 +477,7 @@ const char *hl_event_field(int kind, int i);
   X(restore, "restore of a released page before reuse")                        \
   X(dump, "MADV_DONTDUMP / MADV_DODUMP toggles (dump_toggle)")                 \
   X(meta, "release of the side-table bits of released pages")                  \
-  X(populate, "faulting in a page a bulk phase (fill) will write whole")         \
+  X(populate, "faulting in a page a bulk phase (fill) will write whole, or a fresh 2 MiB chunk (thp=populate)") \
   X(any, "every call through the retry helper")
 
 typedef enum hl_fault_site {
@@ -519,6 +530,8 @@ typedef struct hl_footprint {
   uint64_t lazyfree;       /* LazyFree: MADV_FREE pages not yet reclaimed */
   uint64_t swap;           /* Swap */
   uint64_t phys_footprint; /* Linux: Anonymous + Swap (Darwin: task_vm_info) */
+  uint64_t anon_huge;      /* AnonHugePages: of anonymous, what transparent huge
+                              pages back (Linux; 0 elsewhere) */
 } hl_footprint;
 
 int hl_footprint_get(hl_footprint *out);

@@ -132,6 +132,14 @@ enum {
 };
 /* OS pages per heap page at most: 1 MiB pages of 4 KiB OS pages. */
 #define HL_SUB_WORDS 4
+/* thp: what the kernel may back a 2 MiB chunk of the reservation with, per
+ * chunk in h->chunk (release.c keeps it). */
+enum {
+  CH_EMPTY = 0,  /* never touched, or every page of it released: no huge page */
+  CH_HUGE = 1,   /* a page was formatted since: the kernel may have backed the
+                    chunk with one huge page */
+  CH_SPLIT = 2   /* part of it was released since: 4 KiB pages */
+};
 
 /* Tenuring (generational; gc/mark.c), per page in h->tenure. */
 enum {
@@ -286,6 +294,11 @@ struct hl_heap {
   uint32_t bitmap_words;
   size_t meta_bytes[5];     /* sizes of the side-table reservations */
   uint8_t *tenure;          /* per page: TN_* (generational tenuring, gc/mark.c) */
+  uint8_t *chunk;           /* thp: per 2 MiB chunk, CH_* (release.c); NULL without */
+  unsigned chunk_shift;     /* thp: log2 of the pages in a chunk */
+  size_t chunk_bytes;       /* thp: size of the chunk table's reservation */
+  uint32_t thp_ready_chunk; /* thp: the fresh chunk faulted in whole (reuse.c) */
+  bool thp_populate_off;    /* thp=populate: the kernel refused it for good */
 
   /* sub-page release (release/subpage.c; NULL tables unless subpage_release):
    * which OS pages of a page are released while the page holds live slots */

@@ -82,8 +82,18 @@ static void note_stats(bench_out *o, const hl_stats *a, const hl_stats *b) {
   D(pinned_objects);
   D(subpage_runs);
   D(subpage_restores);
+  D(mark_steals);
+  D(mark_helper_bytes);
+  D(thp_splits);
+  D(thp_chunks_released);
+  D(thp_populated_chunks);
+  D(populated_pages);
 #undef D
   bench_note_u(o, "subpage_released_bytes", b->subpage_released_bytes);
+  bench_note_u(o, "mark_threads_used", b->mark_threads_used);
+  bench_note_u(o, "thp_enabled", b->thp_enabled);
+  hl_footprint f;
+  if (hl_footprint_get(&f) == HL_OK) bench_note_u(o, "anon_huge_bytes", f.anon_huge);
   bench_note_u(o, "tenured_pages", b->tenured_pages);
   bench_note_u(o, "max_pause_ns", b->max_pause_ns);
   bench_note_u(o, "gc_trigger_bytes", b->gc_trigger_bytes);

@@ -171,7 +171,7 @@ function Recorder:phase(name, heap, fn)
     experiment = self.experiment, arm = self.arm, phase = name,
     index = #self.records, t_start_s = (t0 - self.t0) / 1e9,
     phys_before = f.phys_footprint, rss_before = f.rss, lazyfree_before = f.lazyfree,
-    anonymous_before = f.anonymous, resident_before = res,
+    anonymous_before = f.anonymous, anon_huge_before = f.anon_huge, resident_before = res,
   }
   local ok, err = pcall(fn, ph)
   local summ = s:summary()
@@ -183,6 +183,7 @@ function Recorder:phase(name, heap, fn)
   r.waited_s = runqueue_wait_s() - w0 -- time spent waiting for a CPU (not in FIGURES)
   r.phys_after, r.rss_after, r.lazyfree_after = f.phys_footprint, f.rss, f.lazyfree
   r.anonymous_after, r.resident_after, r.vmas_after = f.anonymous, res_after, vmas
+  r.anon_huge_after = f.anon_huge
   r.phys_peak, r.phys_low, r.rss_peak = summ.max_phys, summ.min_phys, summ.max_rss
   r.phys_low_after_mark = ph.marked and summ.min_phys_after_mark or H.null
   r.samples = summ.samples

@@ -168,6 +168,39 @@ describe("the API round trip", function()
     g:close()
   end)
 
+  it("huge pages: the thp option, its stats, events and the footprint's anon_huge", function()
+    local opt = hl.options().thp
+    C.eq(table.concat(opt.choices, "|"), "never|madvise|populate", "thp choices")
+    local f0 = assert(hl.footprint())
+    C.ok(f0.anon_huge >= 0 and f0.anon_huge <= f0.anonymous, "anon_huge")
+    local hh <close> = assert(hl.heap{ thp = "madvise", warm_pages = 0, warm_demand_trims = 0,
+                                       release_per_sweep = 1 << 20 })
+    C.eq(hh:options().thp, "madvise", "thp read back")
+    local r = assert(hh:fill(16 * C.MiB, 256))
+    local st = assert(hh:stats())
+    if st.thp_enabled == 1 then
+      C.ok(assert(hl.footprint()).anon_huge - f0.anon_huge >= 12 * C.MiB, "huge pages back the fill")
+    else
+      C.ok(st.thp_errno ~= 0, "thp unavailable: thp_errno says why")
+    end
+    for i = 1, #r, 2 do r[i] = nil end -- every other page's objects: chunks released in part
+    hh:events()
+    assert(hh:collect{ cycles = 2, major = true })
+    st = assert(hh:stats())
+    local splits = 0
+    for _, e in ipairs(assert(hh:events())) do
+      if e.kind == "thp_split" then
+        splits = splits + 1
+        C.ok(e.released_pages >= 1 and e.pages_in_use >= 1, "thp_split fields")
+      end
+    end
+    C.ok(st.thp_splits >= 4 and splits == st.thp_splits, "splits " .. st.thp_splits .. ", events " .. splits)
+    r:release()
+    assert(hh:collect{ cycles = 2, major = true })
+    C.ok(assert(hh:stats()).thp_chunks_released >= 6, "whole chunks released")
+    C.eq(hh:check(), true, "check")
+  end)
+
   it("knows its pid", function()
     C.eq(hl.pid(), hl.pid(), "pid")
   end)

@@ -23,6 +23,8 @@ case({ "heaplab.heap", "page_release", "maybe", "boolean" }, hl.heap, { page_rel
 case({ "heaplab.heap", "warm_pages", "integer", "1.5" }, hl.heap, { warm_pages = 1.5 })
 case({ "heaplab.heap", "release_advice", "as a string", "dontneed|free" }, hl.heap, { release_advice = 1 })
 case({ "heaplab.heap", "reuse_failed_order", "sideways", "fifo|lifo" }, hl.heap, { reuse_failed_order = "sideways" })
+case({ "heaplab.heap", "thp", "always", "never|madvise|populate" }, hl.heap, { thp = "always" })
+case({ "heaplab.heap", "thp", "as a string" }, hl.heap, { thp = true })
 case({ "heaplab.heap", "option names are strings", "1" }, hl.heap, { true })
 case({ "heaplab.heap", "argument 1", "table of options", "'fast'" }, hl.heap, "fast")
 case({ "heaplab.heap", "page_size", "power of two" }, hl.heap, { page_size = 12288 })

@@ -98,11 +98,12 @@ describe("what the REPL shows", function()
     C.eq(n, #hl.stat_names(), "pairs sees every counter")
   end)
 
-  it("of the footprint: the five figures in MiB", function()
+  it("of the footprint: the six figures in MiB", function()
     local fp = assert(hl.footprint())
     local text = tostring(fp)
     C.ok(text:find("^heaplab%.footprint: phys_footprint [%d.]+ MiB, rss [%d.]+ MiB, anonymous "
-                   .. "[%d.]+ MiB, lazyfree [%d.]+ MiB, swap [%d.]+ MiB$"), text)
+                   .. "[%d.]+ MiB, lazyfree [%d.]+ MiB, swap [%d.]+ MiB, anon_huge [%d.]+ MiB$"),
+         text)
     C.ok(fp.rss > 0, "fields as before")
   end)
 

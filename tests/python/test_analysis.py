@@ -28,6 +28,7 @@ def phase(experiment, arm, name, index, t0, t1, phys=(10, 20), marked=False, vma
          "rss_before": before + 4 * MiB, "rss_after": after + 4 * MiB,
          "rss_peak": max(before, after) + 5 * MiB, "lazyfree_before": 0, "lazyfree_after": 0,
          "anonymous_before": before, "anonymous_after": after,
+         "anon_huge_before": 0, "anon_huge_after": 0,
          "resident_before": before - MiB if heap else None,
          "resident_after": after - MiB if heap else None,
          "vmas_after": vmas if heap else None, "samples": 7,
@@ -343,9 +344,9 @@ def test_real_e1_arms_load(tmp_path, monkeypatch):
     res = e1.E1.run(env={"HEAPLAB_E1_FILL_MIB": "16", "HEAPLAB_E1_TEXTURES_MIB": "16"})
     live = hla.records_frame(res)
     disk = hla.records_frame(tmp_path / "E1")
-    assert len(live) == len(disk) and set(live["arm"]) == {"off", "on"}
+    assert len(live) == len(disk) and set(live["arm"]) == {"off", "on", "huge"}
     phases = ["fill", "hold", "drop", "textures", "texture_drop", "textures_again"]
-    assert hla.phases_frame(res)["phase"].tolist() == phases * 2
+    assert hla.phases_frame(res)["phase"].tolist() == phases * 3
     key = ["experiment", "arm", "phase", "figure"]
     assert not live.duplicated(key).any()
     v = live.set_index(["arm", "phase", "figure"])["value"]

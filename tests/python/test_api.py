@@ -266,3 +266,43 @@ def test_recorder_set_interval_keeps_the_earlier_series():
     assert later[:len(first)] == first and len(later) > len(first)
     assert later[0][0] == first[0][0] and all(a[0] <= b[0] for a, b in zip(later, later[1:]))
     rec.sampler.stop()
+
+
+def test_huge_pages_option_stats_footprint_and_events():
+    """thp (issue 19): the option's choices, the footprint's AnonHugePages,
+    the chunk counters and the thp_split event, from Python."""
+    opt = heaplab.options()["thp"]
+    assert opt["choices"] == ["never", "madvise", "populate"]
+    assert opt["default"] in opt["choices"] and "measured" in opt["description"]
+    for name in ("thp_enabled", "thp_errno", "thp_chunks_released", "thp_splits",
+                 "thp_populated_chunks", "thp_populate_refused"):
+        assert name in heaplab.stat_names()
+    f0 = heaplab.footprint()
+    assert 0 <= f0.anon_huge <= f0.anonymous
+    with heaplab.Heap(thp="madvise", warm_pages=0, warm_demand_trims=0,
+                      release_per_sweep=1 << 20) as h:
+        assert h.options["thp"] == "madvise"
+        r = h.fill(32 << 20, 256)
+        st = h.stats()
+        assert st.thp_disabled == 0
+        if st.thp_enabled:
+            assert heaplab.footprint().anon_huge - f0.anon_huge >= 24 << 20
+        else:
+            assert st.thp_errno != 0
+        for i in range(0, len(r), 2):   # every other page's objects: chunks released in part
+            r[i] = None
+        h.events()
+        h.collect(cycles=2, major=True)
+        st = h.stats()
+        splits = [e for e in h.events() if e.kind == "thp_split"]
+        assert st.thp_splits >= 8 and len(splits) == st.thp_splits
+        assert all(e.fields["released_pages"] >= 1 and e.fields["pages_in_use"] >= 1
+                   for e in splits)
+        assert st.thp_chunks_released == 0
+        r.release()
+        h.collect(cycles=2, major=True)
+        assert h.stats().thp_chunks_released >= 14
+        h.check()
+    with heaplab.Heap(thp="never") as h:
+        st = h.stats()
+        assert st.thp_disabled == 1 and st.thp_enabled == 0

@@ -34,6 +34,8 @@ OPTION_CASES = [
     (dict(page_release="maybe"), ValueError, "page_release"),
     (dict(reuse_failed_order="random"), ValueError, r"fifo\|lifo"),
     (dict(reuse_failed_order=1), TypeError, "reuse_failed_order"),
+    (dict(thp="always"), ValueError, r"thp.*never\|madvise\|populate"),
+    (dict(thp=True), TypeError, "thp"),
     (dict(page_size=65536 + 4096), ValueError, "power of two"),
     (dict(page_size=1024), ValueError, "page_size"),
     (dict(small_max=8192, page_size=16384), ValueError, "small_max"),

@@ -226,4 +226,4 @@ def test_experiment_module_works_outside_a_checkout(tmp_path):
     """)
     p = run([sys.executable, "-c", code], cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.startswith("['off', 'on']"), p.stdout
+    assert p.stdout.startswith("['huge', 'off', 'on']"), p.stdout

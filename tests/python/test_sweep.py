@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 BIN = os.path.dirname(sys.executable)
 SMALL = ["--env", "HEAPLAB_E1_FILL_MIB=16", "--env", "HEAPLAB_E1_TEXTURES_MIB=8"]
 GRID = ["--set", "warm_pages=0,16,64", "--set", "page_size=16k,64k",
-        "--set", "release_per_sweep=64,1024"]          # 12 cells
+        "--set", "release_per_sweep=64,1024",          # 12 cells
+        "--arms", "off,on"]                            # (not E1's huge-page arm)
 TASKS = 12 * 2 * 2
 
 
@@ -275,7 +276,7 @@ def test_lua_experiment_and_launcher_command_arms(cluster, tmp_path):
                 "--progress", "plain")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     recs = [d for _, d in records(run_folder(p.stdout))]
-    assert len(recs) == 4 and {d["arm"] for d in recs} == {"lua-on", "lua-off"}
+    assert len(recs) == 6 and {d["arm"] for d in recs} == {"lua-on", "lua-off", "lua-huge"}
     on = [d for d in recs if d["arm"] == "lua-on"]
     frac = [e["value"] for d in on for e in d["effects_numeric"]
             if e["effect"] == "returned_fraction"]
@@ -334,7 +335,7 @@ def test_experiment_suite_repeat_judges_on_the_median(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert "E1/off (repeat 3/3)" in p.stdout and "E1/on (repeat 1/3)" in p.stdout, p.stdout
     saved = sorted(os.path.basename(x) for x in glob.glob(str(tmp_path / "E1" / "*.json")))
-    assert saved == [f"{a}.r{k}.json" for a in ("off", "on") for k in range(3)], saved
+    assert saved == [f"{a}.r{k}.json" for a in ("huge", "off", "on") for k in range(3)], saved
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "experiments", "-k",
                         "test_e1_page_floor", "--repeat", "0", "-p", "no:cacheprovider"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -255,7 +255,8 @@ else:
 
 
 def footprint() -> Footprint:
-    """This process's footprint now: rss, anonymous, lazyfree, swap, phys_footprint."""
+    """This process's footprint now: rss, anonymous, lazyfree, swap, phys_footprint, and
+    anon_huge (AnonHugePages: the part of anonymous that transparent huge pages back)."""
     f = ffi.new("hl_footprint *")
     if lib.hl_footprint_get(f) != lib.HL_OK:
         raise Error("footprint: cannot read /proc/self/smaps_rollup")

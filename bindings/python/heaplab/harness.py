@@ -61,8 +61,8 @@ MiB = 1024 * 1024
 FIGURES = (
     "phys_before", "phys_after", "phys_peak", "phys_low", "phys_low_after_mark",
     "rss_before", "rss_after", "rss_peak", "lazyfree_before", "lazyfree_after",
-    "anonymous_before", "anonymous_after", "resident_before", "resident_after",
-    "vmas_after", "duration_s",
+    "anonymous_before", "anonymous_after", "anon_huge_before", "anon_huge_after",
+    "resident_before", "resident_after", "vmas_after", "duration_s",
 )
 
 
@@ -112,7 +112,8 @@ class Phase:
             "experiment": self.rec.experiment, "arm": self.rec.arm, "phase": self.name,
             "index": len(self.rec.records), "t_start_s": (self.t0 - self.rec.t0) / 1e9,
             "phys_before": f.phys_footprint, "rss_before": f.rss, "lazyfree_before": f.lazyfree,
-            "anonymous_before": f.anonymous, "resident_before": res,
+            "anonymous_before": f.anonymous, "anon_huge_before": f.anon_huge,
+            "resident_before": res,
         }
         return self
 
@@ -136,7 +137,8 @@ class Phase:
         r.update({
             "t_end_s": (t1 - self.rec.t0) / 1e9, "duration_s": (t1 - self.t0) / 1e9,
             "phys_after": f.phys_footprint, "rss_after": f.rss, "lazyfree_after": f.lazyfree,
-            "anonymous_after": f.anonymous, "resident_after": res, "vmas_after": vmas,
+            "anonymous_after": f.anonymous, "anon_huge_after": f.anon_huge,
+            "resident_after": res, "vmas_after": vmas,
             "phys_peak": summ["max_phys"], "phys_low": summ["min_phys"],
             "rss_peak": summ["max_rss"],
             "phys_low_after_mark": summ["min_phys_after_mark"] if self.marked else None,

@@ -123,6 +123,9 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls) {
   }
   d->cls = (uint8_t)cls;
   h->tenure[p] = 0;
+  /* thp: the chunk is touched again (release.c says what became of it) */
+  if (h->chunk && h->chunk[p >> h->chunk_shift] == CH_EMPTY)
+    h->chunk[p >> h->chunk_shift] = CH_HUGE;
   d->nslots = (uint32_t)(h->page_size / h->cls_size[cls]);
   d->bump = 0;
   d->used = 0;
@@ -185,16 +188,26 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
    * address space left) fails later and obscurely; better a clear error now. */
   uint64_t floor = asked < ((uint64_t)64 << 20) ? asked : (uint64_t)64 << 20;
   if (floor < 16 * h->page_size) floor = 16 * h->page_size;
+  /* thp: whole 2 MiB chunks, 2 MiB-aligned, so the kernel can back each
+   * chunk with one huge page and a chunk is whole heap pages */
+  size_t align = h->opt.thp != HL_THP_NEVER && h->page_size < PRIM_HUGE_BYTES ? PRIM_HUGE_BYTES : 0;
+  if (align) {
+    /* whole chunks, at least one (reserve_bytes may be 1 MiB) */
+    want = asked = asked < align ? align : asked / align * align;
+    if (floor < align) floor = align;
+    floor = (floor + align - 1) / align * align;
+  }
   void *base = NULL;
   int attempts = 0, last = 0;
   for (;;) {
     attempts++;
-    prim_result r = prim_reserve(&h->prim, want, &base);
+    prim_result r = prim_reserve_aligned(&h->prim, want, align, &base);
     if (!r.err) break;
     last = r.err;
     base = NULL;
     if (want / 2 < floor) break;
     want = want / 2 / h->page_size * h->page_size;
+    if (align) want = want / align * align;
   }
   if (!base) {
     hl__fmt_err(err, errlen,
@@ -236,12 +249,28 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
     if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[4]))) goto fail;
     h->sub_flags = t;
   }
+  if (align) {
+    h->chunk_shift = (unsigned)__builtin_ctzll(PRIM_HUGE_BYTES / h->page_size);
+    if ((e = map_table(h, (h->npages_max >> h->chunk_shift) + 1, &t, &h->chunk_bytes))) goto fail;
+    h->chunk = t;
+    h->thp_ready_chunk = UINT32_MAX;
+  }
 
-  /* THP would make the kernel back the reservation with 2 MiB pages and
-   * inflate RSS; advised once over the whole range, which changes the flags
-   * of the whole VMA and so does not split it. */
-  prim_result r = prim_call(&h->prim, HL_SITE_reserve, h->base, h->reserved, PRIM_NOHUGEPAGE);
-  h->tally.thp_disabled = r.err == 0;
+  /* thp=never: THP would make the kernel back the reservation with 2 MiB
+   * pages and inflate RSS.  Either advice is given once over the whole
+   * range, which changes the flags of the whole VMA and so does not split
+   * it. */
+  prim_result r = prim_call(&h->prim, HL_SITE_reserve, h->base, h->reserved,
+                            h->opt.thp == HL_THP_NEVER ? PRIM_NOHUGEPAGE : PRIM_HUGEPAGE);
+  h->tally.thp_disabled = h->opt.thp == HL_THP_NEVER && r.err == 0;
+  if (h->opt.thp != HL_THP_NEVER) {
+    /* Refused, or a kernel whose THP mode is never: the heap works as with
+     * thp=never (4 KiB faults), says so in thp_enabled and thp_errno, and
+     * populates no chunk (2 MiB of 4 KiB pages per chunk would only inflate
+     * RSS).  The chunk table still keeps the release at 2 MiB first. */
+    h->tally.thp_errno = (uint64_t)(r.err ? r.err : prim_os_thp_available() ? 0 : EOPNOTSUPP);
+    h->tally.thp_enabled = h->tally.thp_errno == 0;
+  }
   h->tally.reserved_bytes = h->reserved;
 
   for (uint32_t c = 0; c < HL_MAX_CLASSES; c++) {
@@ -267,6 +296,8 @@ void hl__pages_destroy(hl_heap *h) {
   if (h->sub_bits) prim_os_unreserve(h->sub_bits, h->meta_bytes[3]);
   h->sub_flags = NULL;
   h->sub_bits = NULL;
+  if (h->chunk) prim_os_unreserve(h->chunk, h->chunk_bytes);
+  h->chunk = NULL;
   if (h->tenure) prim_os_unreserve(h->tenure, h->meta_bytes[2]);
   if (h->bits) prim_os_unreserve(h->bits, h->meta_bytes[1]);
   if (h->pages) prim_os_unreserve(h->pages, h->meta_bytes[0]);

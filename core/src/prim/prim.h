@@ -26,14 +26,24 @@ typedef enum prim_op {
   PRIM_RESTORE = 4,   /* make a released range safe to reuse (Darwin:
                          MADV_FREE_REUSE; Linux: nothing to do) */
   PRIM_NOHUGEPAGE = 5, /* whole reservation: no transparent huge pages */
-  PRIM_POPULATE = 6    /* fault the range in now, in one call: a bulk phase
+  PRIM_POPULATE = 6,   /* fault the range in now, in one call: a bulk phase
                           is about to write all of it */
+  PRIM_HUGEPAGE = 7    /* whole reservation: transparent huge pages (thp) */
 } prim_op;
 
+/* The size of a transparent huge page the heap arranges its reservation
+ * for (thp): 2 MiB on x86-64 and arm64 with 4 KiB pages. */
+#define PRIM_HUGE_BYTES ((size_t)2 << 20)
+
 /* ---- raw OS calls (one file per OS) ---- */
-/* Reserve `bytes` of address space, readable and writable, not committed. */
-int prim_os_reserve(size_t bytes, void **out);
+/* Reserve `bytes` of address space, readable and writable, not committed;
+ * align (a power of two, or 0): the start is a multiple of it. */
+int prim_os_reserve(size_t bytes, size_t align, void **out);
 int prim_os_unreserve(void *base, size_t bytes);
+/* The kernel's transparent huge page mode for a range advised MADV_HUGEPAGE:
+ * 1 when such a range can get huge pages (Linux: .../transparent_hugepage/
+ * enabled is always or madvise), 0 when it cannot (never, or no THP). */
+int prim_os_thp_available(void);
 int prim_os_advise(void *addr, size_t len, prim_op op);
 /* 1 when `op` needs a system call on this OS (PRIM_RESTORE does not on Linux). */
 int prim_os_op_is_syscall(prim_op op);
@@ -97,6 +107,7 @@ void prim_ctx_destroy(prim_ctx *ctx);
 prim_result prim_call(prim_ctx *ctx, int site, void *addr, size_t len, prim_op op);
 /* Reserve through the same injection point (site reserve). */
 prim_result prim_reserve(prim_ctx *ctx, size_t bytes, void **out);
+prim_result prim_reserve_aligned(prim_ctx *ctx, size_t bytes, size_t align, void **out);
 int prim_arm(prim_ctx *ctx, int site, int mode, int64_t arg, int err);
 
 #endif

@@ -13,12 +13,22 @@
 
 #include "prim.h"
 
-int prim_os_reserve(size_t bytes, void **out) {
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+int prim_os_reserve(size_t bytes, size_t align, void **out) {
+  size_t extra = align > prim_os_page_size() ? align : 0;
+  uint8_t *p = mmap(NULL, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
   if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  if (extra) {
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    if (a > p) munmap(p, (size_t)(a - p));
+    if (a + bytes < p + bytes + extra) munmap(a + bytes, (size_t)(p + bytes + extra - (a + bytes)));
+    p = a;
+  }
   *out = p;
   return 0;
 }
+
+/* Darwin has no transparent huge pages for anonymous memory. */
+int prim_os_thp_available(void) { return 0; }
 
 int prim_os_unreserve(void *base, size_t bytes) {
   return munmap(base, bytes) == 0 ? 0 : errno;
@@ -26,7 +36,7 @@ int prim_os_unreserve(void *base, size_t bytes) {
 
 int prim_os_op_is_syscall(prim_op op) {
   return op != PRIM_DONTDUMP && op != PRIM_DODUMP && op != PRIM_NOHUGEPAGE &&
-         op != PRIM_POPULATE;
+         op != PRIM_HUGEPAGE && op != PRIM_POPULATE;
 }
 
 int prim_os_advise(void *addr, size_t len, prim_op op) {

@@ -118,10 +118,10 @@ static int do_advise(void *a) {
   struct advise_args *x = a;
   return prim_os_advise(x->addr, x->len, x->op);
 }
-struct reserve_args { size_t bytes; void **out; };
+struct reserve_args { size_t bytes, align; void **out; };
 static int do_reserve(void *a) {
   struct reserve_args *x = a;
-  return prim_os_reserve(x->bytes, x->out);
+  return prim_os_reserve(x->bytes, x->align, x->out);
 }
 
 static prim_result run(prim_ctx *ctx, int site, uintptr_t addr, size_t len,
@@ -163,6 +163,10 @@ prim_result prim_call(prim_ctx *ctx, int site, void *addr, size_t len, prim_op o
 }
 
 prim_result prim_reserve(prim_ctx *ctx, size_t bytes, void **out) {
-  struct reserve_args a = {bytes, out};
+  return prim_reserve_aligned(ctx, bytes, 0, out);
+}
+
+prim_result prim_reserve_aligned(prim_ctx *ctx, size_t bytes, size_t align, void **out) {
+  struct reserve_args a = {bytes, align, out};
   return run(ctx, HL_SITE_reserve, 0, 0, 1, do_reserve, &a);
 }

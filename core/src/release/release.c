@@ -136,6 +136,171 @@ static uint64_t warm_target(hl_heap *h) {
   return recent > warm ? recent : warm;
 }
 
+/* ---- huge pages (thp) ----
+ * With thp on, the kernel may back each 2 MiB chunk of the reservation with
+ * one huge page.  Releasing part of one splits it: the process's RSS drops
+ * by what was released, but the machine gets that memory back only when
+ * the kernel's deferred split runs (under memory pressure), and khugepaged
+ * may fill the chunk again later.  So a trim releases whole chunks first --
+ * chunks whose every page is carved and free or already released, coldest
+ * first -- with one call over each run of whole chunks (2 MiB at a time:
+ * the released pages of the chunk are covered too, since a touch of a chunk
+ * whose pages were all released faults a whole huge page back in, and
+ * khugepaged may have collapsed the chunk again), and only then single
+ * pages from the free pool's cold end, as without thp; a chunk that may have
+ * been a huge page and is released in part is a split, counted
+ * (thp_splits) and told (event thp_split). */
+
+typedef struct whole_chunks {
+  uint32_t *chunks;  /* first pages of the whole chunks, sorted */
+  uint8_t *outcome;  /* per chunk */
+  uint32_t *held;    /* their released pages, in flight for the call */
+  uint64_t nc, nheld;
+} whole_chunks;
+
+/* Is the chunk at c0 whole: every page carved, free or released, and no
+ * free page carrying a stale release kind (init_page_state=0's defect keeps
+ * its own path: the single-page pass files such a page without a call)? */
+static bool chunk_whole(const hl_heap *h, uint32_t c0, uint32_t per, uint32_t *nfree) {
+  *nfree = 0;
+  if ((uint64_t)c0 + per > h->high_water) return false;
+  for (uint32_t q = c0; q < c0 + per; q++) {
+    const hl_page *d = &h->pages[q];
+    if (d->state == PS_FREE && d->release == RK_NONE) ++*nfree;
+    else if (!hl__released_state(d->state)) return false;
+  }
+  return true;
+}
+
+#define CH_SEEN 0x80 /* (during pick_chunks only) */
+
+/* Move the free pages of whole chunks, coldest first, to in flight into
+ * rel -- at most take pages -- and their released pages to in flight into
+ * w->held.  Returns how many pages went into rel. */
+static uint64_t pick_chunks(hl_heap *h, uint32_t *rel, uint64_t take, whole_chunks *w) {
+  uint32_t per = 1u << h->chunk_shift;
+  uint64_t n = 0, nc = 0;
+  /* which chunks: rel holds their first pages until they are taken (a
+   * chunk chosen has a free page, so there are at most take of them) */
+  for (uint32_t p = h->free_pool.tail; p != HL_NIL && n < take; p = h->pages[p].prev) {
+    uint32_t c = p >> h->chunk_shift, nfree;
+    if (h->chunk[c] & CH_SEEN) continue;
+    h->chunk[c] |= CH_SEEN;
+    if (chunk_whole(h, c << h->chunk_shift, per, &nfree) && nfree && n + nfree <= take) {
+      rel[nc++] = c << h->chunk_shift;
+      n += nfree;
+    }
+  }
+  for (uint32_t p = h->free_pool.tail; p != HL_NIL; p = h->pages[p].prev)
+    h->chunk[p >> h->chunk_shift] &= (uint8_t)~CH_SEEN;
+  if (nc == 0) return 0;
+  uint64_t nheld = nc * per - n;
+  w->chunks = hl__sys_malloc(nc * sizeof *w->chunks);
+  w->outcome = hl__sys_malloc(nc);
+  w->held = hl__sys_malloc((nheld ? nheld : 1) * sizeof *w->held);
+  if (!w->chunks || !w->outcome || !w->held) {
+    hl__sys_free(w->chunks);
+    hl__sys_free(w->outcome);
+    hl__sys_free(w->held);
+    *w = (whole_chunks){0};
+    return 0; /* single pages only, this time */
+  }
+  memcpy(w->chunks, rel, nc * sizeof *rel);
+  qsort(w->chunks, nc, sizeof *w->chunks, cmp_u32);
+  w->nc = nc;
+  uint64_t k = 0;
+  for (uint64_t i = 0; i < nc; i++) {
+    for (uint32_t q = w->chunks[i]; q < w->chunks[i] + per; q++) {
+      hl_page *d = &h->pages[q];
+      if (d->state == PS_FREE) {
+        hl__page_to_state(h, q, PS_IN_FLIGHT, false);
+        rel[k++] = q;
+      } else {
+        /* released: in flight too, so no allocation restores it while the
+         * call over its chunk runs; PF_PARKED remembers the reuse-failed
+         * pool (as for the upgrade candidates) */
+        if (d->state == PS_REUSE_FAILED) d->flags |= PF_PARKED;
+        hl__page_to_state(h, q, PS_IN_FLIGHT, false);
+        w->held[w->nheld++] = q;
+      }
+    }
+  }
+  return n;
+}
+
+/* The held released pages go back where they came from, at the tail. */
+static void unhold(hl_heap *h, whole_chunks *w) {
+  for (uint64_t i = 0; i < w->nheld; i++) {
+    uint32_t q = w->held[i];
+    bool parked = h->pages[q].flags & PF_PARKED;
+    h->pages[q].flags &= (uint8_t)~PF_PARKED;
+    hl__page_to_state(h, q, parked ? PS_REUSE_FAILED : PS_RELEASED, false);
+  }
+  hl__sys_free(w->chunks);
+  hl__sys_free(w->outcome);
+  hl__sys_free(w->held);
+  *w = (whole_chunks){0};
+}
+
+/* Release the whole chunks: one call per run of adjacent chunks (no lock
+ * held), the outcome per chunk, and per page of rel[0, nw) (sorted). */
+static void release_chunks(hl_heap *h, whole_chunks *w, const uint32_t *rel, uint64_t nw,
+                           uint8_t *outcome, trim_tally *t) {
+  uint32_t per = 1u << h->chunk_shift;
+  for (uint64_t i = 0, j; i < w->nc; i = j) {
+    for (j = i + 1; j < w->nc && w->chunks[j] == w->chunks[j - 1] + per; j++) {
+    }
+    int out = t->gave_up ? OUT_REJECTED
+                         : release_run(h, w->chunks[i], (uint32_t)((j - i) * per), t);
+    memset(w->outcome + i, out, j - i);
+  }
+  for (uint64_t i = 0, c = 0; i < nw; i++) {
+    while (w->chunks[c] + per <= rel[i]) c++;
+    outcome[i] = w->outcome[c];
+  }
+}
+
+/* After a trim's release (lock held): whole chunks released are empty; a
+ * chunk that may have been one huge page and had single pages released is
+ * split.  rel[nw, nr) sorted, outcome per page. */
+static void chunks_after_release(hl_heap *h, whole_chunks *w, const uint32_t *rel,
+                                 const uint8_t *outcome, uint64_t nw, uint64_t nr,
+                                 uint64_t *upgraded) {
+  uint32_t per = 1u << h->chunk_shift;
+  for (uint64_t i = 0; i < w->nc; i++) {
+    if (w->outcome[i] == OUT_REJECTED) continue;
+    h->tally.thp_chunks_released++;
+    h->chunk[w->chunks[i] >> h->chunk_shift] = CH_EMPTY;
+  }
+  /* the held pages were covered by their chunk's call: a fallback page
+   * released again with the primary advice is upgraded */
+  for (uint64_t i = 0, c = 0; i < w->nheld; i++) {
+    uint32_t q = w->held[i];
+    while (w->chunks[c] + per <= q) c++;
+    hl_page *d = &h->pages[q];
+    if (w->outcome[c] == OUT_PRIMARY && d->release == RK_FALLBACK) {
+      d->release = RK_PRIMARY; /* in flight: fallback_count is not counting it */
+      ++*upgraded;
+    }
+  }
+  for (uint64_t i = nw, j; i < nr; i = j) {
+    uint32_t c = rel[i] >> h->chunk_shift;
+    uint64_t released = 0;
+    for (j = i; j < nr && rel[j] >> h->chunk_shift == c; j++) released += outcome[j] != 0;
+    if (!released) continue;
+    uint32_t in_use = 0, c0 = c << h->chunk_shift;
+    for (uint32_t q = c0; q < c0 + per && q < h->high_water; q++)
+      in_use += !hl__released_state(h->pages[q].state);
+    if (h->chunk[c] == CH_HUGE) {
+      h->chunk[c] = CH_SPLIT;
+      h->tally.thp_splits++;
+      hl__event(h, HL_EV_thp_split, 3, (int64_t)c0, (int64_t)released, (int64_t)in_use);
+    }
+    /* every page released: no huge page there now, a touch may fault one */
+    if (in_use == 0) h->chunk[c] = CH_EMPTY;
+  }
+}
+
 /* Backing off (seed 001's other half).  A call that gives up after its
  * bounded retries ends its trim, but the next trim would try again, and a
  * condition that does not clear (the map limit, a refusal that is not
@@ -176,10 +341,13 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
   uint32_t *upg = h->scratch + take;      /* upgrade candidates, list order */
   uint32_t *upg_sorted = upg + budget;    /* the same, by address */
   uint8_t *outcome = NULL;
-  uint64_t nr = 0, nu = 0;
+  uint64_t nr = 0, nu = 0, nw = 0;
+  whole_chunks w = {0};
 
   /* The coldest pages: the free pool is pushed at its head when a page
-   * empties, so its tail has been empty longest. */
+   * empties, so its tail has been empty longest.  thp: whole chunks first
+   * (rel[0, nw)). */
+  if (h->chunk) nw = nr = pick_chunks(h, rel, take, &w);
   for (; nr < take; nr++) {
     uint32_t p = h->free_pool.tail;
     hl__page_to_state(h, p, PS_IN_FLIGHT, false);
@@ -206,6 +374,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
   if (nr == 0 && nu == 0) return false;
   outcome = hl__sys_malloc(nr ? nr : 1);
   if (!outcome) {
+    unhold(h, &w);
     for (uint64_t i = 0; i < nr; i++) hl__page_to_state(h, rel[i], PS_FREE, false);
     for (uint64_t i = nu; i-- > 0;) {
       bool parked = h->pages[upg[i]].flags & PF_PARKED;
@@ -219,8 +388,10 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
   uint64_t t0 = prim_now_ns();
   trim_tally t = {0};
 
-  qsort(rel, nr, sizeof *rel, cmp_u32);
-  for (uint64_t i = 0, j; i < nr; i = j) {
+  qsort(rel, nw, sizeof *rel, cmp_u32);
+  if (nw) release_chunks(h, &w, rel, nw, outcome, &t);
+  qsort(rel + nw, nr - nw, sizeof *rel, cmp_u32);
+  for (uint64_t i = nw, j; i < nr; i = j) {
     j = run_end(rel, nr, i);
     /* A page already carrying a release kind is filed as released without
      * a call.  Unreachable while format initialises the release state; with
@@ -273,6 +444,10 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
       t.released++;
       if (outcome[i] == OUT_FALLBACK) t.fallback++;
     }
+  }
+  if (h->chunk) {
+    chunks_after_release(h, &w, rel, outcome, nw, nr, &t.upgraded);
+    unhold(h, &w);
   }
   /* Upgrade candidates go back where they came from in their list order:
    * the released pool's head (so its order is what it was: scanned mode

@@ -13,18 +13,62 @@
  *   populate a bulk phase (fill) writes every byte of a page it takes: fault
  *            it in with one call instead of one fault per OS page.
  */
+#include <errno.h>
+
 #include "../internal.h"
 
 /* Fault page p in with one call (a bulk phase only).  Outside the lock (the
  * page is in flight) unless the thread holds the heap; a failure only means
- * the page faults in the ordinary way. */
-static void populate(hl_heap *h, uint32_t p) {
-  if (!h->bulk) return;
+ * the page faults in the ordinary way.  Returns 1 when it took. */
+static int populate(hl_heap *h, uint32_t p) {
+  if (!h->bulk) return 0;
   bool dropped = hl__drop_lock(h);
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
   if (!r.err) h->tally.populated_pages++;
+  return !r.err;
+}
+
+/* thp=populate: the first page carved of a 2 MiB chunk faults the whole
+ * chunk in with one MADV_POPULATE_WRITE, so the kernel backs it with a huge
+ * page at once (thp=madvise: at the first touch, a fault).  A refusal is
+ * recorded (thp_populate_refused, thp_errno) and the chunk faults in at
+ * first touch as with madvise; a kernel without the advice (EINVAL before
+ * Linux 5.14) or one that forbids it is not asked again.  Returns 1 when it
+ * took. */
+static int populate_chunk(hl_heap *h, uint32_t p) {
+  if (h->opt.thp != HL_THP_POPULATE || !h->tally.thp_enabled || h->thp_populate_off) return 0;
+  bool dropped = hl__drop_lock(h);
+  prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), PRIM_HUGE_BYTES,
+                            PRIM_POPULATE);
+  hl__retake_lock(h, dropped);
+  if (!r.err) {
+    h->tally.thp_populated_chunks++;
+    return 1;
+  }
+  h->tally.thp_populate_refused++;
+  h->tally.thp_errno = (uint64_t)r.err;
+  if (r.err == EINVAL || r.err == ENOSYS || r.err == EPERM) h->thp_populate_off = true;
+  return 0;
+}
+
+/* A fresh page p: fault it in ahead of its first writes where that pays.
+ * With huge pages on, the chunk's first page is where the kernel backs the
+ * whole chunk (populate: one call over 2 MiB; madvise: a bulk phase's
+ * populate of that page faults the huge page), so its other pages need no
+ * call of their own once that took. */
+static void populate_fresh(hl_heap *h, uint32_t p) {
+  if (!h->chunk || !h->tally.thp_enabled) {
+    populate(h, p);
+    return;
+  }
+  uint32_t c = p >> h->chunk_shift;
+  if ((p & ((1u << h->chunk_shift) - 1)) == 0) {
+    if (populate_chunk(h, p) || populate(h, p)) h->thp_ready_chunk = c;
+  } else if (h->thp_ready_chunk != c) {
+    populate(h, p);
+  }
 }
 
 /* Restore page p (in flight) before it is formatted.  0 or errno. */
@@ -100,7 +144,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
   }
   p = hl__page_carve(h);
   if (p == HL_NIL) return HL_NIL;
-  populate(h, p);
+  populate_fresh(h, p);
   hl__page_format(h, p, cls);
   h->tally.fresh_pages++;
   h->taken_since_trim++;
