@@ -44,6 +44,7 @@ build = {
             "core/src/large/large.c",
             "core/src/gc/alloc.c",
             "core/src/gc/mark.c",
+            "core/src/gc/markers.c",
             "core/src/gc/cycle.c",
             "core/src/gc/barrier.c",
             "core/src/gc/roots.c",
