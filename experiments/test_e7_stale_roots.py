@@ -131,7 +131,10 @@ def misidentification(rec, **options):
     start = h.resident_bytes()
 
     def settle(ph, region):
-        ph.note("cycles", collect_until_settled(h))
+        t0 = h.stats().mark_ns
+        cycles = collect_until_settled(h)
+        ph.note("cycles", cycles)
+        ph.note("mark_ms_per_cycle", (h.stats().mark_ns - t0) / cycles / 1e6)
         objects, live = kept(h)
         ph.note("kept_objects", objects)
         ph.note("kept_bytes", live)
