@@ -83,7 +83,7 @@ test-python-asan: setup build $(PYASAN)/build.ninja
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
 	  PYTHONPATH=$(abspath $(PYASAN))/pkg HEAPLAB_BUILD=$(abspath $(BUILD)) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider test_reliability.py test_bad_input.py \
-	  test_threads.py test_same_words.py
+	  test_threads.py test_same_words.py test_conservative_region.py
 
 test-python: install build
 	cd tests/python && HEAPLAB_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q .
