@@ -30,7 +30,7 @@ Asserted effect:
                 the scrub then returns >= 97%;
   interior      as stale; interior_off: the drop returns >= 97% (the word keeps nothing);
   noise random  keeps no object when no word falls inside the reservation (the
-                number that do is recorded: ~2^-28 per word for a 64 GiB reservation);
+                number that do is recorded: ~2^-29 per word for the default 32 GiB reservation);
         exact   keeps exactly the 64 objects, and exactly their 64 pages stay resident
                 (4 MiB pinned by 17 KiB of objects: the page-granularity cost);
         range   keeps at least one object and pins at most 2 pages per word (the page

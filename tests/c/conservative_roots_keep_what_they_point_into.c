@@ -137,7 +137,7 @@ static void run(const char *what, hl_heap *h, int interior) {
         what, s.marked_objects);
 
   /* 4. random words (a region of noise): nothing, unless one happens to
-   * land in the reservation (p ~ 2^-16 for a 64 GiB reservation) */
+   * land in the reservation (p ~ 2^-17 for the default 32 GiB reservation) */
   uint64_t base = 0, bytes = 0;
   OK(h, hl_heap_range(h, &base, &bytes));
   int inside = 0;

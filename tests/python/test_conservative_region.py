@@ -103,7 +103,7 @@ def test_random_words_keep_nothing():
         r.release()
         s = collect(h)
         inside = sum(base <= w < base + size for w in words)
-        if inside == 0:   # (p ~ 1e-3 that one lands in the reservation at all)
+        if inside == 0:   # (p ~ 2e-4 that one lands in the reservation at all)
             assert s.marked_objects == 0 and live(h) == 0
 
 
