@@ -33,6 +33,7 @@ build = {
             "bindings/lua/heap.c",
             "bindings/lua/object.c",
             "bindings/lua/sampler.c",
+            "bindings/lua/region.c",
             "bindings/lua/args.c",
             "bindings/lua/show.c",
             "core/src/prim/prim_linux.c",

@@ -14,6 +14,9 @@ Python's arms, and the effects that compare arms are asserted:
                     (fastest round, less runqueue wait)
   E10 sparse survivors  the survivors' checksums are the same in every arm
                     of an N (each arm asserts its share returned and its refill)
+  E7 stale roots    the stale arm kept what the precise arm returned: its drop
+                    returned at most 5% where precise's returned at least 97%,
+                    of structures of the same footprint (within 10%)
 
 The Lua module is built by `make` (ninja -C build); HEAPLAB_LUA_CPATH overrides
 where it is looked for.
@@ -148,3 +151,21 @@ def test_lua_e10_sparse_survivors(lab):
         for d in arms:
             completed(d)
         assert same, f"1 in {every}: checksums differ between arms: {sums}"
+
+
+def test_lua_e7_stale_roots(lab):
+    precise = run_arm("e7_stale_roots.lua", "precise")
+    stale = run_arm("e7_stale_roots.lua", "stale")
+    noise = run_arm("e7_stale_roots.lua", "noise")
+    record(lab, [precise, stale, noise])
+    p, s = precise["notes"]["figures"], stale["notes"]["figures"]
+    same = abs(p["cost"] - s["cost"]) <= 0.1 * p["cost"]
+    ok = same and p["drop"] >= 0.97 and s["drop"] <= 0.05 and s["scrub"] >= 0.97
+    lab.effect("E7", "stale vs precise", f"drop {100 * s['drop']:.1f}% vs {100 * p['drop']:.1f}%",
+               "<= 5% vs >= 97%", arm="lua-stale", phase="drop",
+               seed="192 MB stayed resident", ok=ok)
+    completed(precise)
+    completed(stale)
+    completed(noise)
+    assert same, f"the structures differ: {p['cost'] / MiB:.1f} vs {s['cost'] / MiB:.1f} MiB"
+    assert ok, (p, s)

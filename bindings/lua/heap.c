@@ -198,6 +198,23 @@ static int h_alloc(lua_State *L) {
 }
 
 /***
+A root region of `words` machine words scanned conservatively (E7): any word that
+points at an allocated object -- or into one, with the option `conservative_interior`
+(the default) -- keeps it and what it refers to alive, as a stale word on a stack does.
+The words start zero; see `region`.
+@function heap:conservative_region
+@tparam integer words
+@treturn region
+@return nil, message, "ENOMEM" when the words cannot be allocated
+@raise on bad arguments, a closed heap, or a manual-mode heap ("EMODE")
+@usage local reg = h:conservative_region(64); reg[1] = obj; obj:release()
+*/
+static int h_conservative_region(lua_State *L) {
+  heap_open(L, 1, "h:conservative_region");
+  return lhl_region_new(L);
+}
+
+/***
 The bulk phase in C: objects of `size` bytes until `total_bytes`, payload written, all
 reachable from the returned handle (one slot per page).
 @function heap:fill
@@ -607,6 +624,7 @@ static const luaL_Reg heap_methods[] = {
     {"alloc", h_alloc},
     {"fill", h_fill},
     {"thin", h_thin},
+    {"conservative_region", h_conservative_region},
     {"collect", h_collect},
     {"stats", h_stats},
     {"events", h_events},
@@ -630,9 +648,9 @@ static int heap_index(lua_State *L) {
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
     return lhl_fail(L, "heaplab.heap",
-                    "no method '%s' (methods: alloc, fill, thin, collect, stats, events, "
-                    "resident_bytes, vma_count, inject, faults, close, closed, trim, check, "
-                    "churn, memory_pressure, options, range)",
+                    "no method '%s' (methods: alloc, fill, thin, conservative_region, collect, "
+                    "stats, events, resident_bytes, vma_count, inject, faults, close, closed, "
+                    "trim, check, churn, memory_pressure, options, range)",
                     lua_tostring(L, 2));
   }
   char b[80];

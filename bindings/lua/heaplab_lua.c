@@ -241,6 +241,7 @@ int luaopen_heaplab(lua_State *L) {
   lhl_open_heap(L);
   lhl_open_object(L);
   lhl_open_sampler(L);
+  lhl_open_region(L);
   lhl_open_show(L);
   luaL_newlib(L, module_functions);
   lua_pushstring(L, hl_version());

@@ -5,6 +5,7 @@
  *   heap.c         heaplab.heap      (hl_heap *)
  *   object.c       heaplab.object    (hl_ref: a root)
  *   sampler.c      heaplab.sampler   (hl_sampler *)
+ *   region.c       heaplab.region    (a conservative root region: words)
  *   args.c         errors and argument checking shared by all of them
  *   show.c         __tostring of the stats, footprint and events tables
  */
@@ -22,6 +23,7 @@
 #define HEAP_MT "heaplab.heap"
 #define OBJ_MT "heaplab.object"
 #define SAMPLER_MT "heaplab.sampler"
+#define REGION_MT "heaplab.region"
 /* plain tables with a __tostring (show.c) */
 #define STATS_MT "heaplab.stats"
 #define FOOTPRINT_MT "heaplab.footprint"
@@ -75,6 +77,10 @@ void lhl_open_heap(lua_State *L);
 /* object.c */
 lobj *lhl_obj_new(lua_State *L, int heap_idx);
 void lhl_open_object(lua_State *L);
+
+/* region.c */
+int lhl_region_new(lua_State *L);
+void lhl_open_region(lua_State *L);
 
 /* sampler.c */
 int lhl_sampler_new(lua_State *L);

@@ -26,14 +26,16 @@ hlpy_anchor *hlpy_anchor_new(void *obj, int kind) {
 hl_heap **hlpy_anchor_heap_slot(hlpy_anchor *a) { return (hl_heap **)&a->obj; }
 hl_sampler **hlpy_anchor_sampler_slot(hlpy_anchor *a) { return (hl_sampler **)&a->obj; }
 
+/* A heap is freed with the lock held: until hl_heap_free has returned, its
+ * collector may still be reading a root region, so a region removed beside
+ * it must wait before its words are freed (hlpy_region_remove). */
 void hlpy_anchor_close(hlpy_anchor *a) {
   pthread_mutex_lock(&a->lock);
   void *obj = a->obj;
   a->obj = NULL;
+  if (obj && a->kind == 0) hl_heap_free(obj);
   pthread_mutex_unlock(&a->lock);
-  if (!obj) return;
-  if (a->kind == 0) hl_heap_free(obj);
-  else hl_sampler_stop(obj);
+  if (obj && a->kind != 0) hl_sampler_stop(obj);
 }
 
 static void unref(hlpy_anchor *a) {
@@ -68,6 +70,85 @@ void hlpy_root_done(hlpy_root *r) {
   hlpy_anchor *a = r->anchor;
   if (!a) return;
   hlpy_root_release(r);
+  r->anchor = NULL;
+  unref(a);
+}
+
+int hlpy_region_open(hl_heap *h, hlpy_region *r, hlpy_anchor *a, uint64_t n) {
+  r->anchor = NULL;
+  r->words = NULL;
+  r->n = 0;
+  if (n > SIZE_MAX / sizeof(void *)) return HL_ENOMEM;
+  void **w = calloc((size_t)n, sizeof(void *));
+  if (!w) return HL_ENOMEM;
+  pthread_mutex_lock(&a->lock);
+  int rc = a->obj == h ? hl_roots_add(h, w, n, 1) : HL_ECLOSED;
+  if (rc == HL_OK) {
+    atomic_fetch_add(&a->refs, 1);
+    r->anchor = a;
+    r->words = w;
+    r->n = n;
+  }
+  pthread_mutex_unlock(&a->lock);
+  if (rc != HL_OK) free(w);
+  return rc;
+}
+
+/* The lock held and the region usable: HL_OK, or why not. */
+static int region_usable(hlpy_region *r, uint64_t start, uint64_t count) {
+  if (!r->anchor->obj) return HL_ECLOSED;
+  if (!r->words) return HL_ESTALE;
+  if (start > r->n || count > r->n - start) return HL_ERANGE;
+  return HL_OK;
+}
+
+int hlpy_region_store(hlpy_region *r, uint64_t start, const uint64_t *values, uint64_t count) {
+  if (!r->anchor) return HL_ESTALE;
+  pthread_mutex_lock(&r->anchor->lock);
+  int rc = region_usable(r, start, count);
+  if (rc == HL_OK)
+    for (uint64_t i = 0; i < count; i++)
+      __atomic_store_n(&r->words[start + i], (void *)(uintptr_t)values[i], __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&r->anchor->lock);
+  return rc;
+}
+
+int hlpy_region_load(hlpy_region *r, uint64_t start, uint64_t *out, uint64_t count) {
+  if (!r->anchor) return HL_ESTALE;
+  pthread_mutex_lock(&r->anchor->lock);
+  int rc = region_usable(r, start, count);
+  if (rc == HL_OK)
+    for (uint64_t i = 0; i < count; i++)
+      out[i] = (uint64_t)(uintptr_t)__atomic_load_n(&r->words[start + i], __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&r->anchor->lock);
+  return rc;
+}
+
+int hlpy_region_scrub(hlpy_region *r) {
+  if (!r->anchor) return HL_ESTALE;
+  pthread_mutex_lock(&r->anchor->lock);
+  int rc = region_usable(r, 0, 0);
+  if (rc == HL_OK)
+    for (uint64_t i = 0; i < r->n; i++) __atomic_store_n(&r->words[i], NULL, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&r->anchor->lock);
+  return rc;
+}
+
+void hlpy_region_remove(hlpy_region *r) {
+  hlpy_anchor *a = r->anchor;
+  if (!a) return;
+  pthread_mutex_lock(&a->lock);
+  void **w = r->words;
+  r->words = NULL;
+  if (w && a->obj) hl_roots_remove(a->obj, w);
+  pthread_mutex_unlock(&a->lock);
+  free(w);
+}
+
+void hlpy_region_done(hlpy_region *r) {
+  hlpy_anchor *a = r->anchor;
+  if (!a) return;
+  hlpy_region_remove(r);
   r->anchor = NULL;
   unref(a);
 }

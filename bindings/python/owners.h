@@ -12,6 +12,10 @@
  *                object dies open, by the last reference to the anchor
  *   hlpy_root    a handle of a heap, owned by a Ref: the handle is released
  *                when the Ref dies, unless the heap was closed first
+ *   hlpy_region  a conservative root region of a heap, owned by a
+ *                ConservativeRegion: C memory registered with hl_roots_add,
+ *                unregistered and freed by remove() or when the Python
+ *                object dies (only freed if the heap was closed first)
  *
  * A root is made empty before the call that makes its handle, and that call
  * writes the handle into it (hlpy_root_slot): no moment exists where the
@@ -43,3 +47,26 @@ void hlpy_root_init(hlpy_root *r, hlpy_anchor *a);
 void hlpy_root_release(hlpy_root *r);
 /* The cffi destructor: release, then drop the anchor. */
 void hlpy_root_done(hlpy_root *r);
+
+typedef struct hlpy_region {
+  hlpy_anchor *anchor; /* NULL until hlpy_region_open */
+  void **words;        /* NULL once removed */
+  uint64_t n;
+} hlpy_region;
+
+/* Make n zeroed words and register them with heap h (the anchor's) as a
+ * conservative region.  HL_OK, HL_ENOMEM when the words cannot be had, or
+ * hl_roots_add's code (hl_heap_error says why). */
+int hlpy_region_open(hl_heap *h, hlpy_region *r, hlpy_anchor *a, uint64_t n);
+/* Word access: HL_OK, HL_ECLOSED when the heap was closed, HL_ESTALE when
+ * the region was removed, HL_ERANGE when [start, start + count) is not in
+ * the region.  A word is written with a relaxed atomic store (a background
+ * collector may be reading the region). */
+int hlpy_region_store(hlpy_region *r, uint64_t start, const uint64_t *values, uint64_t count);
+int hlpy_region_load(hlpy_region *r, uint64_t start, uint64_t *out, uint64_t count);
+/* Zero every word. */
+int hlpy_region_scrub(hlpy_region *r);
+/* Unregister (if the heap is open) and free the words; idempotent. */
+void hlpy_region_remove(hlpy_region *r);
+/* The cffi destructor: remove, then drop the anchor. */
+void hlpy_region_done(hlpy_region *r);

@@ -824,6 +824,13 @@ void hl_obj_set(void *obj, uint64_t slot, void *value) {
 int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
   CHECK_HEAP(h);
   if (!base && words) return hl__fail(h, HL_EINVAL, "hl_roots_add: NULL region");
+  /* the marker reads the region a word at a time: aligned words only */
+  if ((uintptr_t)base % sizeof(void *))
+    return hl__fail(h, HL_EINVAL, "hl_roots_add: region %p is not %zu-byte aligned", base,
+                    sizeof(void *));
+  if (words > (UINTPTR_MAX - (uintptr_t)base) / sizeof(void *))
+    return hl__fail(h, HL_EINVAL, "hl_roots_add: %" PRIu64 " words from %p pass the end of the "
+                    "address space", words, base);
   if (h->opt.mode != HL_MODE_COLLECTED)
     return hl__fail(h, HL_EMODE, "hl_roots_add: root regions need a collected heap");
   bool locked = hl__lock(h);

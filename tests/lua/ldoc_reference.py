@@ -1,6 +1,6 @@
 """The Lua module's reference builds (`make docs`: ldoc --fatalwarnings over
 config.ld) and documents every function the module registers: the module
-table's, and each method of a heap, an object and a sampler.
+table's, and each method of a heap, an object, a sampler and a region.
 
     python3 tests/lua/ldoc_reference.py SOURCE_ROOT LDOC
 """
@@ -12,13 +12,13 @@ import tempfile
 
 TABLES = {  # luaL_Reg table -> how LDoc names its entries
     "module_functions": "{}", "heap_methods": "heap:{}", "obj_methods": "object:{}",
-    "sampler_methods": "sampler:{}",
+    "sampler_methods": "sampler:{}", "region_methods": "region:{}",
 }
 
 
 def registered(root):
     names = set()
-    for f in ("heaplab_lua.c", "heap.c", "object.c", "sampler.c"):
+    for f in ("heaplab_lua.c", "heap.c", "object.c", "sampler.c", "region.c"):
         with open(os.path.join(root, "bindings", "lua", f)) as fh:
             text = fh.read()
         for table, form in TABLES.items():

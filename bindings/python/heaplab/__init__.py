@@ -18,8 +18,8 @@ import inspect
 import signal
 import sys
 import threading
-from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Tuple,
-                    TypeVar, Union)
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NoReturn,
+                    Optional, Tuple, TypeVar, Union)
 
 from ._heaplab import ffi, lib
 from ._options import OPTION_TABLE, HeapOptions
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         from typing_extensions import Unpack
 
 __all__ = [
-    "Heap", "HeapOptions", "Ref", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
+    "Heap", "HeapOptions", "Ref", "ConservativeRegion", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
     "SlotIndexError", "UnknownOption", "CheckFailed", "InvalidType", "Interrupted",
     "footprint", "options", "stat_names", "fault_sites", "fault_modes",
@@ -60,7 +60,8 @@ class HeapClosed(Error):
 
 
 class StaleRef(Error):
-    """The Ref was released (or never belonged to a live handle)."""
+    """The Ref was released (or never belonged to a live handle), or the
+    ConservativeRegion was removed."""
 
     code = "ESTALE"
 
@@ -611,6 +612,25 @@ class Heap(_Owned):
         """A new object with `size` payload bytes and `refs` empty slots, as a Ref."""
         return self._new_ref(lib.hl_alloc, _u64("size", size), _u64("refs", refs))
 
+    def conservative_region(self, words: int) -> ConservativeRegion:
+        """A root region of `words` machine words scanned conservatively (E7):
+        any word that points at an allocated object -- or into one, with the
+        option conservative_interior (the default) -- keeps it and what it
+        refers to alive, as a stale word on a stack does.  The words start
+        zero; see ConservativeRegion.  A manual heap raises ModeError."""
+        n = _u64("words", words)
+        if n == 0:
+            raise InvalidArgument("conservative_region: words must be >= 1, got 0")
+        reg = ffi.gc(ffi.new("hlpy_region *"), lib.hlpy_region_done)
+        rc = self._run(lib.hlpy_region_open, reg, self._anchor, n)
+        if rc == lib.HL_ENOMEM:
+            raise OutOfMemory(f"conservative_region: cannot allocate {n} words")
+        self._check(rc)
+        region = ConservativeRegion.__new__(ConservativeRegion)
+        region._heap = self
+        region._region = reg
+        return region
+
     def fill(self, total_bytes: int, size: int, refs: int = 0, stride: int = 1) -> Ref:
         """Bulk phase in C (GIL released): objects of `size` until total_bytes,
         payload touched, reachable from the returned Ref (one slot per page the
@@ -937,6 +957,147 @@ class Ref:
             return "<heaplab.Ref of a closed heap>"
         i = self._info()
         return f"<heaplab.Ref size={i.size} refs={i.refs} at 0x{i.address:x}{' large' if i.large else ''}>"
+
+
+_Word = Union[int, "Ref", None]
+
+
+class ConservativeRegion:
+    """A root region of machine words that the collector scans conservatively
+    (C memory registered with hl_roots_add(..., conservative=1); make one with
+    Heap.conservative_region(words)).  Any word that points at an allocated
+    object -- or into one, when the heap's option conservative_interior is on
+    (the default) -- keeps that object and everything it refers to alive; a
+    word that points nowhere keeps nothing.  So a stale word keeps a dead
+    structure, and scrubbing the region lets it go.
+
+    region[i] = ref stores the address of ref's object (ref.address, the
+    payload, is an interior address); region[i] = n stores any unsigned
+    64-bit integer; region[i] = None stores 0; region[i] -> int.  Indexes are
+    0-based (negative from the end).  write(values, start) stores many words
+    at once, words() reads them all, scrub() zeroes them.  remove() (also
+    `del`, or the end of a with block) unregisters and frees the region
+    (idempotent); later use raises StaleRef, use after the heap was closed
+    HeapClosed.  A region cannot be copied or pickled."""
+
+    __slots__ = ("_heap", "_region", "__weakref__")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("make a region with Heap.conservative_region(words)")
+
+    def _do(self, fn: Any, *args: Any) -> None:
+        if self._heap._closed:
+            raise HeapClosed("the region's heap is closed")
+        rc = fn(self._region, *args)
+        if rc == lib.HL_ECLOSED:
+            raise HeapClosed("the region's heap is closed")
+        if rc == lib.HL_ESTALE:
+            raise StaleRef("this region was removed")
+        if rc:
+            _raise(rc, "region word access failed")
+
+    @property
+    def heap(self) -> Heap:
+        """The heap whose collector scans the region."""
+        return self._heap
+
+    @property
+    def removed(self) -> bool:
+        """True once remove() ran (or the region was never registered)."""
+        return self._region.words == ffi.NULL
+
+    def __len__(self) -> int:
+        return int(self._region.n)
+
+    def _index(self, i: Any) -> int:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"region index must be an int, not {type(i).__name__}")
+        n = len(self)
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError(f"word {i} out of range for a region of {n} words")
+        return j
+
+    def _word(self, value: Any) -> int:
+        if value is None:
+            return 0
+        if isinstance(value, Ref):
+            if value._heap is not self._heap:
+                raise InvalidArgument("a region word may hold an object of its own heap only")
+            return value._object()
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"a region word is an int, a Ref or None, not {type(value).__name__}")
+        if not 0 <= value < 1 << 64:
+            raise InvalidArgument(f"a region word is an unsigned 64-bit value, got {value}")
+        return value
+
+    def __getitem__(self, i: int) -> int:
+        j = self._index(i)
+        out = ffi.new("uint64_t[1]")
+        self._do(lib.hlpy_region_load, j, out, 1)
+        return int(out[0])
+
+    def __setitem__(self, i: int, value: _Word) -> None:
+        j = self._index(i)
+        v = self._word(value)
+        self._do(lib.hlpy_region_store, j, ffi.new("uint64_t[1]", [v]), 1)
+
+    def write(self, values: Iterable[_Word], start: int = 0) -> None:
+        """Store values (ints, Refs or None) into the words from `start` on;
+        nothing is stored if one is bad or they do not fit."""
+        first = _u64("start", start)
+        words = [self._word(v) for v in values]
+        n = len(self)
+        if first > n or len(words) > n - first:
+            raise IndexError(f"{len(words)} words from word {first} do not fit a region of "
+                             f"{n} words")
+        if words:
+            self._do(lib.hlpy_region_store, first, ffi.new("uint64_t[]", words), len(words))
+
+    def words(self) -> List[int]:
+        """Every word, as ints."""
+        out = ffi.new("uint64_t[]", len(self))
+        self._do(lib.hlpy_region_load, 0, out, len(self))
+        return list(out)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.words())
+
+    def scrub(self) -> None:
+        """Zero every word: the region keeps nothing alive from now on."""
+        self._do(lib.hlpy_region_scrub)
+
+    def remove(self) -> None:
+        """Unregister the region and free its words (idempotent; after the
+        heap was closed it only frees them).  Done in C, as when the region
+        dies (owners.h)."""
+        lib.hlpy_region_remove(self._region)
+
+    def __enter__(self) -> ConservativeRegion:
+        self._do(lib.hlpy_region_load, 0, ffi.NULL, 0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError("a heaplab.ConservativeRegion cannot be copied: it owns a registered "
+                        "root region (make another with Heap.conservative_region)")
+
+    def __deepcopy__(self, memo: Any) -> NoReturn:
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise TypeError("a heaplab.ConservativeRegion cannot be pickled: it is a root region of "
+                        "a heap in this process")
+
+    def __repr__(self) -> str:
+        if self.removed:
+            return "<heaplab.ConservativeRegion removed>"
+        if self._heap._closed:
+            return "<heaplab.ConservativeRegion of a closed heap>"
+        nonzero = sum(1 for w in self.words() if w)
+        return f"<heaplab.ConservativeRegion words={len(self)} nonzero={nonzero}>"
 
 
 class Sampler(_Owned):

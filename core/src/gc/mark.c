@@ -545,6 +545,105 @@ static void main_marker_done(hl_heap *h, const marker *m) {
   h->mark_cap = m->cap;
 }
 
+/* ---- root regions ----
+ * A word of a conservative region keeps the object it points into
+ * (conservative_interior) or the object it points at the start of.  Small
+ * objects resolve through their page (mark_value_t); large objects are
+ * blocks of the system allocator outside the reservation, found by their
+ * start in the large set -- and for an interior word by a binary search in
+ * the blocks sorted by address, made once per mark, only when a region
+ * needs it.  A region's words are read with relaxed atomic loads: with
+ * collector=background the mark runs on the collector's thread while the
+ * client may be writing the region (a conservative scan of a stack that is
+ * in use), and a word written during the mark is seen or not, never torn. */
+typedef struct large_index {
+  uintptr_t *start; /* block starts, ascending */
+  uint64_t *size;
+  uint64_t n;
+} large_index;
+
+static int cmp_large(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)(*(hl_large *const *)a + 1), y = (uintptr_t)(*(hl_large *const *)b + 1);
+  return (x > y) - (x < y);
+}
+
+/* false when out of memory (the caller then walks the list). */
+static bool large_index_build(hl_heap *h, large_index *ix) {
+  uint64_t n = 0;
+  for (hl_large *l = h->large_head; l; l = l->next) n++;
+  *ix = (large_index){0};
+  if (!n) return true;
+  hl_large **tmp = hl__sys_malloc(n * sizeof *tmp);
+  ix->start = hl__sys_malloc(n * sizeof *ix->start);
+  ix->size = hl__sys_malloc(n * sizeof *ix->size);
+  if (!tmp || !ix->start || !ix->size) {
+    hl__sys_free(tmp);
+    hl__sys_free(ix->start);
+    hl__sys_free(ix->size);
+    *ix = (large_index){0};
+    return false;
+  }
+  n = 0;
+  for (hl_large *l = h->large_head; l; l = l->next) tmp[n++] = l;
+  qsort(tmp, n, sizeof *tmp, cmp_large);
+  for (uint64_t i = 0; i < n; i++) {
+    ix->start[i] = (uintptr_t)(tmp[i] + 1);
+    ix->size[i] = tmp[i]->size;
+  }
+  ix->n = n;
+  hl__sys_free(tmp);
+  return true;
+}
+
+/* The start of the large block holding address a, or NULL. */
+static void *large_containing(hl_heap *h, const large_index *ix, bool indexed, uintptr_t a) {
+  if (!indexed) { /* (the index could not be made: the list, slowly) */
+    for (hl_large *l = h->large_head; l; l = l->next)
+      if (a - (uintptr_t)(l + 1) < l->size) return l + 1;
+    return NULL;
+  }
+  uint64_t lo = 0, hi = ix->n; /* the last start <= a */
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (ix->start[mid] <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  if (!lo) return NULL;
+  lo--;
+  return a - ix->start[lo] < ix->size[lo] ? (void *)ix->start[lo] : NULL;
+}
+
+static void mark_regions(marker *m) {
+  hl_heap *h = m->h;
+  large_index ix = {0};
+  bool indexed = false, built = false;
+  for (uint32_t r = 0; r < h->nregions; r++) {
+    hl_root_region *rg = &h->regions[r];
+    bool interior = rg->conservative && h->opt.conservative_interior;
+    if (!interior) {
+      for (uint64_t w = 0; w < rg->words; w++)
+        mark_value(m, __atomic_load_n(&rg->base[w], __ATOMIC_RELAXED), false);
+      continue;
+    }
+    if (!built && h->large_head) {
+      indexed = large_index_build(h, &ix);
+      built = true;
+    }
+    for (uint64_t w = 0; w < rg->words; w++) {
+      void *v = __atomic_load_n(&rg->base[w], __ATOMIC_RELAXED);
+      if (!v) continue;
+      if (!hl__in_reservation(h, v) && h->large_head) {
+        void *b = large_containing(h, &ix, indexed, (uintptr_t)v);
+        if (b) mark_value(m, b, false);
+        continue;
+      }
+      mark_value(m, v, true);
+    }
+  }
+  hl__sys_free(ix.start);
+  hl__sys_free(ix.size);
+}
+
 uint64_t hl__mark(hl_heap *h, bool minor) {
   HL_ASSERT_LOCKED(h);
   marker m = main_marker(h);
@@ -554,11 +653,7 @@ uint64_t hl__mark(hl_heap *h, bool minor) {
   else mark_remembered(&m);
   void *obj;
   HL_HANDLES_FOR_EACH(h, obj) mark_value(&m, obj, false);
-  for (uint32_t r = 0; r < h->nregions; r++) {
-    hl_root_region *rg = &h->regions[r];
-    bool interior = rg->conservative && h->opt.conservative_interior;
-    for (uint64_t w = 0; w < rg->words; w++) mark_value(&m, rg->base[w], interior);
-  }
+  mark_regions(&m);
   if (h->mark_threads > 1) {
     m.budget = PARALLEL_AFTER_OBJECTS;
     drain_serial(&m);

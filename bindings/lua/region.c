@@ -1,0 +1,313 @@
+/*
+ * region.c -- heaplab.region: a conservatively scanned root region (E7).
+ *
+ * The userdata owns n machine words (C memory, zeroed) registered with
+ * hl_roots_add(..., conservative = 1); its user value holds the heap
+ * userdata, so the heap stays alive while the region does, and a region
+ * whose heap was closed finds the hl_heap * gone and refuses to run.  One
+ * finalizer (region_gc) serves __gc, __close and reg:remove(): it
+ * unregisters the words (if the heap is still open) and frees them.  A
+ * closed heap was freed synchronously (hl_heap_free stops its collector),
+ * so nothing reads the words after that.  Words are 1-based, as slots are.
+ */
+/*** @submodule heaplab */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lhl.h"
+
+typedef struct lregion {
+  void **words; /* NULL once removed */
+  uint64_t n;
+} lregion;
+
+/* The region at idx and its open heap; an error if removed or closed. */
+static lregion *region_check(lua_State *L, int idx, const char *fn, hl_heap **hp) {
+  char b[80];
+  lregion *r = luaL_testudata(L, idx, REGION_MT);
+  if (!r) {
+    lhl_fail(L, fn, "expected a heaplab region as self (call it with ':'), got %s",
+             lhl_shown(L, idx, b, sizeof b));
+    return NULL;
+  }
+  lua_getiuservalue(L, idx, 1);
+  lheap *lh = lua_touserdata(L, -1);
+  lua_pop(L, 1); /* the region's user value keeps the heap alive */
+  if (!lh || !lh->h) lhl_fail(L, fn, "the region's heap is closed");
+  if (!r->words) lhl_fail(L, fn, "the region was removed");
+  if (hp) *hp = lh->h;
+  return r;
+}
+
+/* The one finalizer: __gc, __close and reg:remove(). */
+static int region_gc(lua_State *L) {
+  lregion *r = luaL_testudata(L, 1, REGION_MT);
+  if (!r || !r->words) return 0;
+  void **w = r->words;
+  r->words = NULL;
+  lua_getiuservalue(L, 1, 1);
+  lheap *lh = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (lh && lh->h) hl_roots_remove(lh->h, w);
+  free(w);
+  return 0;
+}
+
+/* h:conservative_region(words) (heap.c calls this with the heap at 1). */
+int lhl_region_new(lua_State *L) {
+  static const char fn[] = "h:conservative_region";
+  uint64_t n = lhl_arg_uint(L, 2, fn, "words", UINT64_MAX, -1);
+  if (n == 0) return lhl_fail(L, fn, "words must be >= 1, got 0");
+  lregion *r = lua_newuserdatauv(L, sizeof *r, 1); /* (may run a finalizer) */
+  r->words = NULL;
+  r->n = 0;
+  luaL_setmetatable(L, REGION_MT);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+  if (!lh->h) return lhl_fail(L, fn, "the heap is closed");
+  void **w = n <= SIZE_MAX / sizeof(void *) ? calloc((size_t)n, sizeof(void *)) : NULL;
+  if (!w) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: cannot allocate %" PRIu64 " words (ENOMEM)", fn, n);
+    return lhl_push_failure(L, msg, HL_ENOMEM);
+  }
+  int rc = hl_roots_add(lh->h, w, n, 1);
+  if (rc) {
+    free(w);
+    return lhl_result(L, fn, lh->h, rc);
+  }
+  r->words = w;
+  r->n = n;
+  return 1;
+}
+
+/***
+A conservatively scanned root region of machine words (`heap:conservative_region`).
+Any word that points at an allocated object -- or into one, with the heap option
+`conservative_interior` (the default) -- keeps that object and everything it refers to
+alive; a word that points nowhere keeps nothing.  `#reg` is its number of words,
+`reg[i]` (1-based) a word as an integer (a 64-bit value: may show negative),
+`reg[i] = v` stores a handle's object address, an integer (its 64 bits), or 0 for nil.
+Removed by `__gc` and `__close` too.
+@type region
+*/
+
+/* A word to store: an object of the region's heap (its address), an
+ * integer (its 64 bits), nil (0). */
+static uint64_t word_value(lua_State *L, int ridx, int idx, const char *fn, hl_heap *h) {
+  char b[80];
+  idx = lua_absindex(L, idx);
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok)
+      return (uint64_t)lhl_fail(L, fn, "a word is an integer, an object or nil, got %s",
+                                lhl_shown(L, idx, b, sizeof b));
+    return (uint64_t)v;
+  }
+  lobj *o = luaL_testudata(L, idx, OBJ_MT);
+  if (!o)
+    return (uint64_t)lhl_fail(L, fn, "a word is an integer, an object or nil, got %s",
+                              lhl_shown(L, idx, b, sizeof b));
+  lua_getiuservalue(L, ridx, 1);
+  lua_getiuservalue(L, idx, 1);
+  int same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  if (!same) return (uint64_t)lhl_fail(L, fn, "the object belongs to another heap");
+  if (o->ref == 0) return (uint64_t)lhl_fail(L, fn, "the object was released");
+  hl_object_info info;
+  lhl_check_rc(L, fn, h, hl_ref_info(h, o->ref, &info));
+  return info.object;
+}
+
+/* A 1-based word index at idx -> the 0-based index. */
+static uint64_t word_index(lua_State *L, int idx, const char *fn, const lregion *r) {
+  char b[80];
+  int ok = 0;
+  lua_Integer i = lua_tointegerx(L, idx, &ok);
+  if (!ok || lua_type(L, idx) != LUA_TNUMBER)
+    return (uint64_t)lhl_fail(L, fn, "word index must be an integer, got %s",
+                              lhl_shown(L, idx, b, sizeof b));
+  if (i < 1 || (uint64_t)i > r->n)
+    return (uint64_t)lhl_fail(L, fn, "word index %lld out of range [1, %" PRIu64 "]",
+                              (long long)i, r->n);
+  return (uint64_t)(i - 1);
+}
+
+static inline void store(lregion *r, uint64_t i, uint64_t v) {
+  __atomic_store_n(&r->words[i], (void *)(uintptr_t)v, __ATOMIC_RELAXED);
+}
+
+/***
+Zero every word: the region keeps nothing alive from now on.
+@function region:scrub
+@treturn region the region itself
+*/
+static int g_scrub(lua_State *L) {
+  lregion *r = region_check(L, 1, "reg:scrub", NULL);
+  for (uint64_t i = 0; i < r->n; i++) store(r, i, 0);
+  lua_pushvalue(L, 1);
+  return 1;
+}
+
+/***
+Store many words at once: the array's values (integers, objects, no holes) from word
+`start` on.  Nothing is stored if one is bad or they do not fit.
+@function region:write
+@tparam table values
+@tparam[opt=1] integer start
+@treturn region the region itself
+*/
+static int g_write(lua_State *L) {
+  static const char fn[] = "reg:write";
+  char b[80];
+  hl_heap *h;
+  lregion *r = region_check(L, 1, fn, &h);
+  if (!lua_istable(L, 2))
+    return lhl_fail(L, fn, "values must be a table (an array), got %s",
+                    lhl_shown(L, 2, b, sizeof b));
+  uint64_t start = lhl_arg_uint(L, 3, fn, "start", UINT64_MAX, 1);
+  lua_Integer n = luaL_len(L, 2);
+  if (start < 1 || start - 1 > r->n || (uint64_t)n > r->n - (start - 1))
+    return lhl_fail(L, fn, "%lld words from word %" PRIu64 " do not fit a region of %" PRIu64
+                    " words", (long long)n, start, r->n);
+  uint64_t *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *v, 0); /* freed by Lua */
+  r = region_check(L, 1, fn, &h); /* (after an allocation: heap.c says why) */
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 2, i);
+    v[i - 1] = word_value(L, 1, -1, fn, h);
+    lua_pop(L, 1);
+  }
+  for (lua_Integer i = 0; i < n; i++) store(r, start - 1 + (uint64_t)i, v[i]);
+  lua_pushvalue(L, 1);
+  return 1;
+}
+
+/***
+Every word, as an array of integers.
+@function region:words
+@treturn table
+*/
+static int g_words(lua_State *L) {
+  lregion *r = region_check(L, 1, "reg:words", NULL);
+  uint64_t n = r->n;
+  lua_createtable(L, n < INT32_MAX ? (int)n : 0, 0); /* (may run a finalizer) */
+  r = region_check(L, 1, "reg:words", NULL);
+  for (uint64_t i = 0; i < n; i++) {
+    lua_pushinteger(L, (lua_Integer)(uintptr_t)__atomic_load_n(&r->words[i], __ATOMIC_RELAXED));
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/***
+Unregister the region and free its words now.  Idempotent.
+@function region:remove
+*/
+static int g_remove(lua_State *L) {
+  char b[80];
+  if (!luaL_testudata(L, 1, REGION_MT))
+    return lhl_fail(L, "reg:remove", "expected a heaplab region as self (call it with ':'), got %s",
+                    lhl_shown(L, 1, b, sizeof b));
+  return region_gc(L);
+}
+
+/***
+Was the region removed?
+@function region:removed
+@treturn boolean
+*/
+static int g_removed(lua_State *L) {
+  char b[80];
+  lregion *r = luaL_testudata(L, 1, REGION_MT);
+  if (!r)
+    return lhl_fail(L, "reg:removed", "expected a heaplab region as self, got %s",
+                    lhl_shown(L, 1, b, sizeof b));
+  lua_pushboolean(L, r->words == NULL);
+  return 1;
+}
+
+/***
+The heap whose collector scans the region.
+@function region:heap
+@treturn heap
+*/
+static int g_heap(lua_State *L) {
+  char b[80];
+  if (!luaL_testudata(L, 1, REGION_MT))
+    return lhl_fail(L, "reg:heap", "expected a heaplab region as self, got %s",
+                    lhl_shown(L, 1, b, sizeof b));
+  lua_getiuservalue(L, 1, 1);
+  return 1;
+}
+
+static const luaL_Reg region_methods[] = {
+    {"scrub", g_scrub},     {"write", g_write}, {"words", g_words}, {"remove", g_remove},
+    {"removed", g_removed}, {"heap", g_heap},   {NULL, NULL}};
+
+/* reg[i] -> integer; reg.method -> method */
+static int region_index(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    return lhl_fail(L, "heaplab.region",
+                    "no method '%s' (methods: scrub, write, words, remove, removed, heap; "
+                    "reg[i] for words)", lua_tostring(L, 2));
+  }
+  lregion *r = region_check(L, 1, "reg[i]", NULL);
+  uint64_t i = word_index(L, 2, "reg[i]", r);
+  lua_pushinteger(L, (lua_Integer)(uintptr_t)__atomic_load_n(&r->words[i], __ATOMIC_RELAXED));
+  return 1;
+}
+
+/* reg[i] = object | integer | nil */
+static int region_newindex(lua_State *L) {
+  static const char fn[] = "reg[i] = v";
+  hl_heap *h;
+  lregion *r = region_check(L, 1, fn, &h);
+  if (lua_type(L, 2) == LUA_TSTRING)
+    return lhl_fail(L, fn, "cannot set field '%s' (a region has words reg[1..#reg], not fields)",
+                    lua_tostring(L, 2));
+  uint64_t i = word_index(L, 2, fn, r);
+  store(r, i, word_value(L, 1, 3, fn, h));
+  return 0;
+}
+
+static int region_len(lua_State *L) {
+  lregion *r = luaL_checkudata(L, 1, REGION_MT);
+  lua_pushinteger(L, (lua_Integer)r->n);
+  return 1;
+}
+
+static int region_tostring(lua_State *L) {
+  lregion *r = luaL_checkudata(L, 1, REGION_MT);
+  lua_getiuservalue(L, 1, 1);
+  lheap *lh = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!r->words) {
+    lua_pushstring(L, "heaplab.region (removed)");
+  } else if (!lh || !lh->h) {
+    lua_pushstring(L, "heaplab.region (heap closed)");
+  } else {
+    uint64_t nonzero = 0;
+    for (uint64_t i = 0; i < r->n; i++)
+      nonzero += __atomic_load_n(&r->words[i], __ATOMIC_RELAXED) != NULL;
+    char line[120];
+    snprintf(line, sizeof line, "heaplab.region(words=%" PRIu64 ", nonzero=%" PRIu64 ")", r->n,
+             nonzero);
+    lua_pushstring(L, line);
+  }
+  return 1;
+}
+
+static const luaL_Reg region_meta[] = {
+    {"__gc", region_gc},         {"__close", region_gc}, {"__tostring", region_tostring},
+    {"__newindex", region_newindex}, {"__len", region_len}, {NULL, NULL}};
+
+void lhl_open_region(lua_State *L) {
+  lhl_new_type(L, REGION_MT, region_meta, region_methods, region_index);
+  lua_pop(L, 1);
+}

@@ -1,0 +1,283 @@
+"""E7 stale conservative roots -- DESIGN.md section 6 (optional there, required
+by issue 19), seed 000's "stale root words": ParparVM scans thread stacks
+conservatively, so a dead slot still holding the address of a dropped ring
+kept 192 MB resident until the next phase's frames overwrote it.
+
+Protocol: a 64 MiB structure (fill: 256-byte objects under a small index
+tree and a root) is built and used; while in use its address passes through
+a conservatively scanned region of 512 words (a 4 KiB "stack frame",
+Heap.conservative_region).  The structure is dropped (its last Ref
+released) and the heap collected until settled (collect, trim); then the
+region is scrubbed and the heap collected until settled again.
+
+Arms:   precise       no word in the region: precise roots only (the control)
+        stale         the root's address left in the region (a stale word)
+        interior      a word pointing into the root (its 6th slot), with
+                      conservative_interior on (the default)
+        interior_off  the same interior word, conservative_interior off
+        noise         misidentification costs (warm_pages=0, so the heap's
+                      residency is exactly the pages holding live objects):
+                        random     1,000,000 random 64-bit words
+                        exact      64 words at the starts of 64 leaf objects on
+                                   64 different pages (words that look like
+                                   heap addresses because they are)
+                        range      64 words uniformly random over the carved
+                                   part of the reservation
+
+Asserted effect:
+  precise       the drop returns >= 97% of the structure's footprint (warm cache aside);
+  stale         the drop returns <= 5% (the word keeps it: live bytes >= 64 MiB);
+                the scrub then returns >= 97%;
+  interior      as stale; interior_off: the drop returns >= 97% (the word keeps nothing);
+  noise random  keeps no object when no word falls inside the reservation (the
+                number that do is recorded: ~2^-29 per word for the default 32 GiB reservation);
+        exact   keeps exactly the 64 objects, and exactly their 64 pages stay resident
+                (4 MiB pinned by 17 KiB of objects: the page-granularity cost);
+        range   keeps at least one object and pins at most 2 pages per word (the page
+                a word hits and, when it hits an index node, the page that node indexes);
+                the objects, bytes and pages kept are reported.
+"""
+import random
+
+import heaplab
+from heaplab.harness import Experiment, env_number
+
+STRUCT = int(env_number("HEAPLAB_E7_STRUCT_MIB", 64) * 2**20)
+SIZE = 256
+FRAME_WORDS = 512          # the region the structure's address passes through
+SLOT = 137                 # where in it the word is left
+RANDOM_WORDS = 1_000_000
+HEAP_WORDS = 64
+
+E7 = Experiment("E7", "stale conservative roots", seed={
+    "stale": "192 MB stayed resident until the next phase overwrote the stack words",
+    "precise": "released once the words were gone: 262,720 KB -> 114,800 KB",
+})
+
+
+def collect_until_settled(h, limit=32):
+    """Collect until a cycle releases nothing more -- never a fixed sleep."""
+    cycles = 0
+    while cycles < limit:
+        before = h.stats().released_pages
+        h.collect()
+        cycles += 1
+        if cycles > 1 and h.stats().released_pages == before:
+            break
+    h.trim()
+    return cycles
+
+
+def kept(h):
+    """What the last mark kept: (objects, live bytes)."""
+    s = h.stats()
+    return s.marked_objects, s.small_live_bytes + s.large_live_bytes
+
+
+@E7.arm("precise", params={"word": None})
+@E7.arm("stale", params={"word": "exact"})
+@E7.arm("interior", params={"word": "interior"})
+@E7.arm("interior_off", params={"word": "interior"}, conservative_interior=False)
+def stale_roots(rec, word=None, **options):
+    h = heaplab.Heap(**options)
+    frame = h.conservative_region(FRAME_WORDS)
+    with rec.phase("build", heap=h):
+        s = h.fill(STRUCT, SIZE)
+        h.collect()
+    with rec.phase("use", heap=h) as ph:
+        ph.note("objects", s.checksum()[1])
+        if word is not None:
+            frame[SLOT] = s                     # the root's address, as a frame holds it
+            if word == "interior":
+                frame[SLOT] += 8 + 5 * 8        # past the header, into the 6th slot
+        ph.note("word", frame[SLOT])
+    with rec.phase("drop", heap=h) as ph:
+        ph.mark("drop")
+        s.release()
+        ph.note("cycles", collect_until_settled(h))
+        ph.note("kept_objects", kept(h)[0])
+        ph.note("kept_bytes", kept(h)[1])
+    with rec.phase("scrub", heap=h) as ph:
+        ph.mark("scrub")
+        frame.scrub()
+        ph.note("cycles", collect_until_settled(h))
+        ph.note("kept_objects", kept(h)[0])
+        ph.note("kept_bytes", kept(h)[1])
+    rec.note("warm_bytes", h.options["warm_pages"] * h.options["page_size"])
+    frame.remove()
+    h.close()
+
+
+def leaves_on_distinct_pages(root, n, rnd):
+    """n leaf objects of a fill, each on a different page (a root slot is one
+    page's index: a small tree whose leaves are that page's objects)."""
+    out = []
+    for i in rnd.sample(range(len(root)), n):
+        node = root[i]
+        while len(node):
+            nxt = node[rnd.randrange(len(node))]
+            node = node if nxt is None else nxt
+        out.append(node)
+    return out
+
+
+@E7.arm("noise", warm_pages=0)
+def misidentification(rec, **options):
+    h = heaplab.Heap(**options)
+    rnd = random.Random(7)
+    base, reserved = h.range()
+    page = h.options["page_size"]
+    rec.note("page_size", page)
+    start = h.resident_bytes()
+
+    def settle(ph, region):
+        t0 = h.stats().mark_ns
+        cycles = collect_until_settled(h)
+        ph.note("cycles", cycles)
+        ph.note("mark_ms_per_cycle", (h.stats().mark_ns - t0) / cycles / 1e6)
+        objects, live = kept(h)
+        ph.note("kept_objects", objects)
+        ph.note("kept_bytes", live)
+        ph.note("pinned_bytes", h.resident_bytes() - start)
+        region.remove()
+        collect_until_settled(h)
+
+    with rec.phase("random", heap=h) as ph:
+        s = h.fill(STRUCT, SIZE)
+        region = h.conservative_region(RANDOM_WORDS)
+        words = [rnd.getrandbits(64) for _ in range(RANDOM_WORDS)]
+        region.write(words)
+        ph.note("words", RANDOM_WORDS)
+        ph.note("inside_reservation", sum(base <= w < base + reserved for w in words))
+        del words
+        ph.mark("drop")
+        s.release()
+        settle(ph, region)
+    with rec.phase("exact", heap=h) as ph:
+        s = h.fill(STRUCT, SIZE)
+        region = h.conservative_region(8192)         # a 64 KiB stack
+        leaves = leaves_on_distinct_pages(s, HEAP_WORDS, rnd)
+        for k, leaf in enumerate(leaves):
+            region[k * (8192 // HEAP_WORDS)] = leaf
+            leaf.release()
+        addrs = [w for w in region.words() if w]
+        ph.note("words", len(addrs))
+        ph.note("pages_hit", len({(a - base) // page for a in addrs}))
+        ph.mark("drop")
+        s.release()
+        settle(ph, region)
+    with rec.phase("range", heap=h) as ph:
+        s = h.fill(STRUCT, SIZE)
+        carved = h.stats().total_pages * page
+        region = h.conservative_region(8192)
+        words = [base + rnd.randrange(carved) // 8 * 8 for _ in range(HEAP_WORDS)]
+        region.write(words, start=100)
+        ph.note("words", HEAP_WORDS)
+        ph.note("carved_bytes", carved)
+        ph.note("pages_hit", len({(a - base) // page for a in words}))
+        ph.mark("drop")
+        s.release()
+        settle(ph, region)
+    h.close()
+
+
+def pct(x):
+    return f"{100 * x:.1f}%"
+
+
+MiB = 1 << 20
+
+
+def fractions(arm, warm):
+    """(cost, share of it the drop returned, share the scrub returned)."""
+    cost = arm.phase("build").growth
+    dropped = arm.phase("drop").returned / (cost - warm)
+    scrubbed = arm.phase("scrub").returned / (cost - warm)
+    return cost, dropped, scrubbed
+
+
+def arm_effects(data):
+    """E7's effect for ONE arm (heaplab run / compare): the share of the
+    structure's footprint the drop returned and the scrub returned (warm
+    cache aside); for the noise arm the bytes each kind of word pinned."""
+    recs = {r["phase"]: r for r in data["records"]}
+    if "random" in recs:
+        return [{"effect": f"{k}_pinned", "value": recs[k]["notes"]["pinned_bytes"] / MiB,
+                 "unit": "MiB", "threshold": None, "passed": None}
+                for k in ("random", "exact", "range")]
+    warm = (data.get("notes") or {}).get("warm_bytes", 0)
+    cost = recs["build"]["phys_after"] - recs["build"]["phys_before"]
+
+    def returned(r):
+        low = r["phys_low_after_mark"] if r.get("phys_low_after_mark") is not None \
+            else r["phys_after"]
+        return (r["phys_before"] - low) / (cost - warm)
+    kept_word = data["arm"] in ("stale", "interior")
+    d, s = returned(recs["drop"]), returned(recs["scrub"])
+    return [
+        {"effect": "drop_returned_fraction", "value": d, "unit": "fraction",
+         "threshold": 0.05 if kept_word else 0.97, "direction": "<=" if kept_word else ">=",
+         "passed": d <= 0.05 if kept_word else d >= 0.97},
+        {"effect": "scrub_returned_fraction", "value": s, "unit": "fraction",
+         "threshold": 0.97 if kept_word else None, "direction": ">=",
+         "passed": s >= 0.97 if kept_word else None},
+    ]
+
+
+def test_e7_stale_roots(lab):
+    res = E7.run()
+    lab.record(res)
+    warm = res["precise"].notes["warm_bytes"]
+    figs = {a: fractions(res[a], warm) for a in ("precise", "stale", "interior", "interior_off")}
+    cost, p_drop, _ = figs["precise"]
+    _, s_drop, s_scrub = figs["stale"]
+    _, i_drop, i_scrub = figs["interior"]
+    _, o_drop, _ = figs["interior_off"]
+    stale_kept = res["stale"].phase("drop").note("kept_bytes")
+    lab.effect("E7", "returned at drop", pct(p_drop), ">= 97% (warm cache aside)", arm="precise",
+               phase="drop", seed="released once no word held it", ok=p_drop >= 0.97)
+    lab.effect("E7", "returned at drop", f"{pct(s_drop)}, {stale_kept / MiB:.1f} MiB kept",
+               "<= 5%, >= 64 MiB kept", arm="stale", phase="drop", seed="192 MB stayed resident",
+               ok=s_drop <= 0.05 and stale_kept >= STRUCT)
+    lab.effect("E7", "returned at scrub", pct(s_scrub), ">= 97%", arm="stale", phase="scrub",
+               seed="came back once overwritten", ok=s_scrub >= 0.97)
+    lab.effect("E7", "interior word", f"drop {pct(i_drop)}, scrub {pct(i_scrub)}",
+               "<= 5%, >= 97%", arm="interior", phase="scrub", ok=i_drop <= 0.05 and i_scrub >= 0.97)
+    lab.effect("E7", "interior, option off", pct(o_drop), ">= 97% at drop", arm="interior_off",
+               phase="drop", ok=o_drop >= 0.97)
+
+    noise = res["noise"]
+    page = noise.notes["page_size"]
+    rnd, exact, rng = (noise.phase(k)["notes"] for k in ("random", "exact", "range"))
+    rnd_ok = rnd["inside_reservation"] > 0 or (rnd["kept_objects"] == 0 and rnd["kept_bytes"] == 0)
+    lab.effect("E7", "random words kept",
+               f"{rnd['kept_objects']} objects, {rnd['pinned_bytes'] // 1024} KiB pinned",
+               f"0 ({rnd['inside_reservation']} of 1M in the reservation)", arm="noise",
+               phase="random", ok=rnd_ok)
+    exact_ok = (exact["kept_objects"] == HEAP_WORDS
+                and exact["pinned_bytes"] == exact["pages_hit"] * page)
+    lab.effect("E7", "64 object words kept",
+               f"{exact['kept_bytes'] / 1024:.1f} KiB live pin {exact['pinned_bytes'] / MiB:.1f} MiB",
+               "64 objects, their pages", arm="noise", phase="exact", ok=exact_ok)
+    rng_ok = rng["kept_objects"] >= 1 and rng["pinned_bytes"] <= 2 * HEAP_WORDS * page
+    lab.effect("E7", "64 heap-range words kept",
+               f"{rng['kept_objects']} obj, {rng['kept_bytes'] / 1024:.1f} KiB, "
+               f"{rng['pinned_bytes'] / MiB:.1f} MiB pinned", "<= 2 pages a word", arm="noise",
+               phase="range", ok=rng_ok)
+
+    assert p_drop >= 0.97, f"precise: only {pct(p_drop)} of {cost / MiB:.1f} MiB came back"
+    assert s_drop <= 0.05, f"stale: the drop returned {pct(s_drop)}: the word kept nothing?"
+    assert stale_kept >= STRUCT, f"stale: the word kept only {stale_kept / MiB:.1f} MiB"
+    assert res["stale"].phase("drop").note("kept_objects") == \
+        res["stale"].phase("use").note("objects"), "the stale word kept part of the structure"
+    assert s_scrub >= 0.97, f"stale: scrubbed, only {pct(s_scrub)} came back"
+    assert res["stale"].phase("scrub").note("kept_bytes") == 0
+    assert i_drop <= 0.05 and i_scrub >= 0.97, (
+        f"interior: drop {pct(i_drop)}, scrub {pct(i_scrub)}")
+    assert o_drop >= 0.97, f"interior_off: an interior word kept the structure ({pct(o_drop)})"
+    assert rnd_ok, f"random words kept {rnd['kept_objects']} objects"
+    assert exact["kept_objects"] == HEAP_WORDS, exact
+    assert exact["pages_hit"] == HEAP_WORDS, exact
+    assert exact["pinned_bytes"] == exact["pages_hit"] * page, exact
+    assert rng["kept_objects"] >= 1, rng
+    assert rng["pinned_bytes"] <= 2 * HEAP_WORDS * page, rng

@@ -1,0 +1,278 @@
+"""Heap.conservative_region (E7): a root region scanned conservatively, from
+Python.  A word holding an object's address keeps the object and what it
+refers to; an interior address keeps it with conservative_interior (the
+default) and not without; random words keep nothing; scrubbing or removing
+the region lets go.  Lifetimes: remove() is idempotent, a region that dies
+unregisters itself, a closed heap makes the region refuse (HeapClosed), a
+region cannot be copied or pickled; bad input raises a clear error."""
+import copy
+import gc
+import pickle
+import random
+import threading
+
+import pytest
+
+import heaplab
+
+MiB = 1 << 20
+
+COLLECTORS = [
+    pytest.param({}, id="default"),
+    pytest.param({"generational": True}, id="generational"),
+    pytest.param({"collector": "background"}, id="background"),
+    pytest.param({"mark_threads": 2}, id="mark_threads=2"),
+]
+
+
+def live(h):
+    s = h.stats()
+    return s.small_live_bytes + s.large_live_bytes
+
+
+def collect(h):
+    h.collect(major=True)
+    return h.stats()
+
+
+@pytest.mark.parametrize("opts", COLLECTORS)
+def test_a_stale_word_keeps_a_structure_until_scrubbed(opts):
+    with heaplab.Heap(verify=True, **opts) as h:
+        region = h.conservative_region(32)
+        r = h.fill(4 * MiB, 256)
+        region[17] = r
+        objects = r.checksum()[1]     # the objects and the fill's index
+        r.release()
+        s = collect(h)
+        assert s.small_live_bytes >= 4 * MiB, "the stale word did not keep the structure"
+        assert s.marked_objects == objects   # (the checksum counts the root too)
+        h.check()                     # (verify: every free slot still poisoned)
+        region.scrub()
+        assert region.words() == [0] * 32
+        s = collect(h)
+        assert live(h) == 0 and s.marked_objects == 0, "scrubbed, something stayed"
+        r = h.fill(4 * MiB, 256)
+        region[0] = r
+        r.release()
+        assert collect(h).marked_objects == objects
+        region.remove()
+        collect(h)
+        assert live(h) == 0
+
+
+@pytest.mark.parametrize("interior", [True, False])
+@pytest.mark.parametrize("size", [64, 256 << 10], ids=["small", "large"])
+def test_interior_words_follow_the_option(interior, size):
+    with heaplab.Heap(conservative_interior=interior, verify=True) as h:
+        region = h.conservative_region(4)
+        o = h.alloc(size, refs=1)
+        child = h.alloc(32)
+        o[0] = child
+        region[0] = o.address + size - 1   # the payload's last byte: interior
+        child.release()
+        assert o.large == (size > 1024)
+        o.release()
+        s = collect(h)
+        assert s.marked_objects == (2 if interior else 0), s.marked_objects
+        region[1] = 0
+
+
+def test_object_address_is_what_a_ref_stores():
+    with heaplab.Heap(conservative_interior=False) as h:
+        region = h.conservative_region(2)
+        o = h.alloc(48)
+        region[1] = o
+        assert region[1] == region[-1] == o._object()
+        assert region[1] != o.address   # (the payload is 8 bytes further)
+        o.release()
+        assert collect(h).marked_objects == 1
+        region[1] = None
+        assert region[1] == 0
+        assert collect(h).marked_objects == 0
+
+
+def test_random_words_keep_nothing():
+    rnd = random.Random(7)
+    with heaplab.Heap() as h:
+        base, size = h.range()
+        r = h.fill(8 * MiB, 256)
+        region = h.conservative_region(100_000)
+        words = [rnd.getrandbits(64) for _ in range(len(region))]
+        region.write(words)
+        assert region.words() == words
+        r.release()
+        s = collect(h)
+        inside = sum(base <= w < base + size for w in words)
+        if inside == 0:   # (p ~ 2e-4 that one lands in the reservation at all)
+            assert s.marked_objects == 0 and live(h) == 0
+
+
+def test_words_inside_the_heap_keep_what_they_hit():
+    """Words at the start of known objects keep exactly those objects."""
+    with heaplab.Heap() as h:
+        objs = [h.alloc(100) for _ in range(50)]
+        region = h.conservative_region(50)
+        region.write(objs[::2], start=5)
+        for o in objs:
+            o.release()
+        s = collect(h)
+        assert s.marked_objects == 25
+
+
+def test_write_is_all_or_nothing():
+    with heaplab.Heap() as h:
+        region = h.conservative_region(4)
+        region.write([1, 2, 3, 4])
+        with pytest.raises(IndexError, match="do not fit"):
+            region.write([9, 9], start=3)
+        with pytest.raises(TypeError):
+            region.write([5, "x"])
+        with pytest.raises(ValueError):
+            region.write([5, -1])
+        assert region.words() == [1, 2, 3, 4] == list(region)
+
+
+def test_bad_input_is_a_clear_error():
+    with heaplab.Heap() as h, heaplab.Heap() as other:
+        region = h.conservative_region(8)
+        with pytest.raises(IndexError, match="out of range"):
+            region[8] = 1
+        with pytest.raises(IndexError, match="out of range"):
+            region[-9]
+        with pytest.raises(TypeError, match="index must be an int"):
+            region["0"] = 1
+        with pytest.raises(TypeError, match="index must be an int"):
+            region[True]
+        with pytest.raises(TypeError, match="not float"):
+            region[0] = 1.0
+        with pytest.raises(TypeError, match="not bool"):
+            region[0] = True
+        with pytest.raises(heaplab.InvalidArgument, match="unsigned 64-bit"):
+            region[0] = 1 << 64
+        with pytest.raises(ValueError, match="unsigned 64-bit"):
+            region[0] = -1
+        with pytest.raises(heaplab.InvalidArgument, match="own heap"):
+            region[0] = other.alloc(8)
+        gone = h.alloc(8)
+        gone.release()
+        with pytest.raises(heaplab.StaleRef):
+            region[0] = gone
+        with pytest.raises(heaplab.InvalidArgument, match=">= 1"):
+            h.conservative_region(0)
+        with pytest.raises(ValueError, match=">= 0"):
+            h.conservative_region(-1)
+        with pytest.raises(TypeError, match="must be an int"):
+            h.conservative_region(2.0)
+        with pytest.raises(heaplab.OutOfMemory, match="cannot allocate"):
+            h.conservative_region(1 << 62)
+        with pytest.raises(TypeError, match="Heap.conservative_region"):
+            heaplab.ConservativeRegion()
+        region[7] = (1 << 64) - 1
+        assert region[7] == (1 << 64) - 1
+    with heaplab.Heap(mode="manual") as m:
+        with pytest.raises(heaplab.ModeError, match="collected heap"):
+            m.conservative_region(4)
+
+
+def test_removed_and_closed_regions_refuse():
+    h = heaplab.Heap()
+    region = h.conservative_region(4)
+    with region as same:
+        assert same is region
+        region[0] = 5
+    assert region.removed
+    region.remove()                      # idempotent
+    with pytest.raises(heaplab.StaleRef, match="removed"):
+        region[0]
+    with pytest.raises(heaplab.StaleRef, match="removed"):
+        region.scrub()
+    with pytest.raises(heaplab.StaleRef):
+        with region:
+            pass
+    assert "removed" in repr(region)
+    kept = h.conservative_region(4)
+    h.close()
+    for op in (lambda: kept[0], lambda: kept.__setitem__(0, 1), kept.scrub, kept.words,
+               lambda: h.conservative_region(4)):
+        with pytest.raises(heaplab.HeapClosed):
+            op()
+    assert "closed heap" in repr(kept)
+    kept.remove()
+    kept.remove()
+
+
+def test_copy_and_pickle_are_refused():
+    with heaplab.Heap() as h:
+        region = h.conservative_region(2)
+        with pytest.raises(TypeError, match="cannot be copied"):
+            copy.copy(region)
+        with pytest.raises(TypeError, match="cannot be copied"):
+            copy.deepcopy(region)
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(region)
+
+
+def test_a_region_that_dies_unregisters_itself():
+    with heaplab.Heap() as h:
+        region = h.conservative_region(4)
+        r = h.fill(2 * MiB, 256)
+        region[2] = r
+        r.release()
+        assert collect(h).small_live_bytes >= 2 * MiB
+        del region
+        gc.collect()
+        assert collect(h).marked_objects == 0 and live(h) == 0
+
+
+def test_heap_and_region_dropped_in_any_order():
+    for order in range(3):
+        h = heaplab.Heap()
+        region = h.conservative_region(16)
+        region[0] = h.alloc(16)
+        if order == 0:
+            del h
+            gc.collect()
+            region[1] = 1            # the region keeps its heap alive
+            del region
+        elif order == 1:
+            del region
+            del h
+        else:
+            cycle = [h, region]
+            cycle.append(cycle)
+            del h, region, cycle
+        gc.collect()
+
+
+def test_writes_beside_the_background_collector():
+    """A thread rewrites the region while collections run on the collector's
+    thread: the objects its words hold stay intact, nothing else stays."""
+    with heaplab.Heap(collector="background", verify=True) as h:
+        keep = [h.alloc(64) for _ in range(8)]
+        for i, o in enumerate(keep):
+            o.write(bytes([i]) * 64)
+        region = h.conservative_region(64)
+        stop = threading.Event()
+
+        def writer():
+            rnd = random.Random(3)
+            while not stop.is_set():
+                region.write([keep[rnd.randrange(8)] if k % 4 == 0 else rnd.getrandbits(64)
+                              for k in range(64)])
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            for _ in range(10):
+                h.fill(MiB, 64).release()
+                h.collect()
+        finally:
+            stop.set()
+            t.join()
+        for i, o in enumerate(keep):
+            assert o.read() == bytes([i]) * 64
+        h.check()
+        region.scrub()
+        for o in keep:
+            o.release()
+        assert collect(h).marked_objects == 0
