@@ -366,8 +366,8 @@ static void fuzz_fault_env(input *in) {
         FAIL("%s=%s armed mode %s", var, spec, hl_fault_mode_name(st.mode));
       /* round trip: the state written back as a spec arms the same */
       char again[96];
-      const char *en = hl_errno_name(st.err);
-      if (en)
+      const char *en = hl_errno_name(st.err); /* "E?" for a number without a name */
+      if (strcmp(en, "E?") != 0)
         snprintf(again, sizeof again, "%s:%" PRId64 ":%s", hl_fault_mode_name(st.mode), st.arg, en);
       else
         snprintf(again, sizeof again, "%s:%" PRId64 ":%d", hl_fault_mode_name(st.mode), st.arg,

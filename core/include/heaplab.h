@@ -518,6 +518,8 @@ int hl_fault_site_index(const char *name);
 int hl_fault_mode_index(const char *name);
 /* errno by name ("EAGAIN", "ENOMEM", "EINVAL", "EIO", ...) or -1. */
 int hl_errno_index(const char *name);
+/* The name of an errno of that list, "E?" for any other number (a fault
+ * spec may arm any errno in [1, 4095] by number). */
 const char *hl_errno_name(int err);
 
 /* ------------------------------------------------------------------------ */
