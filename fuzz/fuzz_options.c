@@ -364,22 +364,25 @@ static void fuzz_fault_env(input *in) {
       if (colon) *colon = 0;
       if (st.mode != hl_fault_mode_index(first))
         FAIL("%s=%s armed mode %s", var, spec, hl_fault_mode_name(st.mode));
-      /* round trip: the state written back as a spec arms the same */
-      char again[96];
-      const char *en = hl_errno_name(st.err); /* "E?" for a number without a name */
-      if (strcmp(en, "E?") != 0)
+      /* round trip: the state written back as a spec arms the same.  An
+       * errno without a name (hl_errno_name's "E?") has no spelling in the
+       * environment's grammar -- mode:N:7 is refused as two numbers, by
+       * design (tests/c/option_values_are_checked_once.c) -- so it is not
+       * written back. */
+      const char *en = hl_errno_name(st.err);
+      bool unnamed = strcmp(en, "E?") == 0 && st.mode != HL_FAULT_off;
+      if (!unnamed) {
+        char again[96];
         snprintf(again, sizeof again, "%s:%" PRId64 ":%s", hl_fault_mode_name(st.mode), st.arg, en);
-      else
-        snprintf(again, sizeof again, "%s:%" PRId64 ":%d", hl_fault_mode_name(st.mode), st.arg,
-                 st.err);
-      if (st.mode == HL_FAULT_off) snprintf(again, sizeof again, "off");
-      hl_heap_free(h);
-      h = NULL;
-      setenv(var, again, 1);
-      rc = hl_heap_new(NULL, &h, err, sizeof err);
-      if (rc && !(s == HL_SITE_reserve || s == HL_SITE_any))
-        FAIL("%s=%s (from %s) refused: %s", var, again, spec, err);
-      if (!rc) check_armed(h, s, st.mode, st.arg, st.err, again);
+        if (st.mode == HL_FAULT_off) snprintf(again, sizeof again, "off");
+        hl_heap_free(h);
+        h = NULL;
+        setenv(var, again, 1);
+        rc = hl_heap_new(NULL, &h, err, sizeof err);
+        if (rc && !(s == HL_SITE_reserve || s == HL_SITE_any))
+          FAIL("%s=%s (from %s) refused: %s", var, again, spec, err);
+        if (!rc) check_armed(h, s, st.mode, st.arg, st.err, again);
+      }
     }
   }
   hl_heap_free(h);

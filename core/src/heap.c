@@ -118,15 +118,10 @@ static int fault_from_env(hl_heap *h, const char *var, const char *site, const c
   }
   int64_t arg = 0;
   const char *errname = NULL, *number = NULL;
-  /* the optional number, then the optional errno, in either order; of two
-   * numbers the second is the errno (an errno without a name: 7 for E2BIG) */
+  /* the optional number, then the optional errno, in either order */
   for (int i = 1; i < nf; i++) {
     const char *x = fields[i];
     bool numeric = isdigit((unsigned char)x[0]) || x[0] == '-';
-    if (numeric && number != NULL && errname == NULL && i == 2) {
-      errname = x;
-      continue;
-    }
     if (numeric ? number != NULL : errname != NULL) {
       hl__fmt_err(err, errlen, "environment %s=%s: expected mode[:N][:ERRNO], got two %s", var, v,
                   numeric ? "numbers" : "errno names");
