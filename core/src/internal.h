@@ -876,6 +876,16 @@ int hl__roots_remove(hl_heap *h, void *base);
 void hl__handles_destroy(hl_heap *h);
 
 /* ---- release/release.c and release/reuse.c ---- */
+/* The first call of a trim that gave up after its bounded retries: it ends
+ * the trim's calls, and the syscall_gave_up event reports it (release.c,
+ * subpage.c). */
+typedef struct hl_gave_up {
+  bool any;
+  int site, err;
+  uint64_t retries, page;
+} hl_gave_up;
+void hl__gave_up_note(hl_gave_up *g, int site, prim_result r, uint64_t page);
+void hl__gave_up_event(hl_heap *h, const hl_gave_up *g);
 /* Trim: lock held and h->in_cycle set by the caller; drops the lock around
  * the syscalls when allowed.  forced: asked for (hl_trim, hl_collect), so
  * not skipped while trims back off after one gave up. */

@@ -38,18 +38,18 @@ static int cmp_u32(const void *a, const void *b) {
 
 typedef struct trim_tally {
   uint64_t calls, released, rejected, fallback, upgraded, upgrade_attempts, upgrade_calls;
-  int gave_up;
-  int gave_up_site, gave_up_errno;
-  uint64_t gave_up_retries, gave_up_page;
+  hl_gave_up gu;
 } trim_tally;
 
-static void note_gave_up(trim_tally *t, int site, prim_result r, uint64_t page) {
-  if (!r.gave_up || t->gave_up) return;
-  t->gave_up = 1;
-  t->gave_up_site = site;
-  t->gave_up_errno = r.err;
-  t->gave_up_retries = r.retries;
-  t->gave_up_page = page;
+void hl__gave_up_note(hl_gave_up *g, int site, prim_result r, uint64_t page) {
+  if (!r.gave_up || g->any) return;
+  *g = (hl_gave_up){.any = true, .site = site, .err = r.err, .retries = r.retries, .page = page};
+}
+
+void hl__gave_up_event(hl_heap *h, const hl_gave_up *g) {
+  if (g->any)
+    hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)g->site, (int64_t)g->err,
+              (int64_t)g->retries, (int64_t)g->page);
 }
 
 /* The mark and allocation bits of released pages are not read again until
@@ -76,12 +76,12 @@ static int release_run(hl_heap *h, uint32_t first, uint32_t n, trim_tally *t) {
   if (!r.err) {
     out = OUT_PRIMARY;
   } else if (r.gave_up) {
-    note_gave_up(t, HL_SITE_release, r, first);
+    hl__gave_up_note(&t->gu, HL_SITE_release, r, first);
   } else if (h->opt.fallback_advice != HL_FALLBACK_NONE) {
     r = prim_call(&h->prim, HL_SITE_fallback, addr, len, fallback_op(h->opt.fallback_advice));
     t->calls++;
     if (!r.err) out = OUT_FALLBACK;
-    else note_gave_up(t, HL_SITE_fallback, r, first);
+    else hl__gave_up_note(&t->gu, HL_SITE_fallback, r, first);
   }
   if (out != OUT_REJECTED && h->opt.dump_toggle) {
     /* bmalloc's pairing: exclude the released range from core dumps.  On a
@@ -90,7 +90,7 @@ static int release_run(hl_heap *h, uint32_t first, uint32_t n, trim_tally *t) {
     r = prim_call(&h->prim, HL_SITE_dump, addr, len, PRIM_DONTDUMP);
     if (r.err) {
       out = OUT_REJECTED;
-      note_gave_up(t, HL_SITE_dump, r, first);
+      hl__gave_up_note(&t->gu, HL_SITE_dump, r, first);
     } else {
       for (uint32_t i = 0; i < n; i++) h->pages[first + i].flags |= PF_DUMP_OFF;
     }
@@ -250,7 +250,7 @@ static void release_chunks(hl_heap *h, whole_chunks *w, const uint32_t *rel, uin
   for (uint64_t i = 0, j; i < w->nc; i = j) {
     for (j = i + 1; j < w->nc && w->chunks[j] == w->chunks[j - 1] + per; j++) {
     }
-    int out = t->gave_up ? OUT_REJECTED
+    int out = t->gu.any ? OUT_REJECTED
                          : release_run(h, w->chunks[i], (uint32_t)((j - i) * per), t);
     memset(w->outcome + i, out, j - i);
   }
@@ -405,7 +405,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
       }
       uint64_t e = k;
       while (e < j && h->pages[rel[e]].release == RK_NONE) e++;
-      int out = t.gave_up ? OUT_REJECTED : release_run(h, rel[k], (uint32_t)(e - k), &t);
+      int out = t.gu.any ? OUT_REJECTED : release_run(h, rel[k], (uint32_t)(e - k), &t);
       memset(outcome + k, out, e - k);
       k = e;
     }
@@ -413,7 +413,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
 
   memcpy(upg_sorted, upg, nu * sizeof *upg);
   qsort(upg_sorted, nu, sizeof *upg_sorted, cmp_u32);
-  for (uint64_t i = 0, j; i < nu && !t.gave_up; i = j) {
+  for (uint64_t i = 0, j; i < nu && !t.gu.any; i = j) {
     j = run_end(upg_sorted, nu, i);
     uint32_t n = (uint32_t)(j - i);
     t.upgrade_attempts += n;
@@ -424,7 +424,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
       for (uint64_t k = i; k < j; k++) h->pages[upg_sorted[k]].release = RK_PRIMARY;
       t.upgraded += n;
     } else {
-      note_gave_up(&t, HL_SITE_upgrade, r, upg_sorted[i]);
+      hl__gave_up_note(&t.gu, HL_SITE_upgrade, r, upg_sorted[i]);
     }
   }
   uint64_t dt = prim_now_ns() - t0;
@@ -463,7 +463,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
 
   h->tally.trims++;
   h->tally.trim_ns += dt;
-  backoff_update(h, t.gave_up);
+  backoff_update(h, t.gu.any);
   h->tally.release_calls += t.calls;
   h->tally.released_pages += t.released;
   h->tally.rejected_pages += t.rejected;
@@ -471,13 +471,11 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
   h->tally.upgraded_pages += t.upgraded;
   h->tally.upgrade_attempts += t.upgrade_attempts;
   h->tally.upgrade_calls += t.upgrade_calls;
-  if (t.gave_up)
-    hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)t.gave_up_site, (int64_t)t.gave_up_errno,
-              (int64_t)t.gave_up_retries, (int64_t)t.gave_up_page);
+  hl__gave_up_event(h, &t.gu);
   hl__event(h, HL_EV_trim, 9, (int64_t)t.released, (int64_t)t.calls, (int64_t)t.rejected,
             (int64_t)t.fallback, (int64_t)t.upgraded, (int64_t)t.upgrade_attempts, (int64_t)dt,
-            (int64_t)h->free_pool.count, (int64_t)t.gave_up);
-  return t.gave_up != 0;
+            (int64_t)h->free_pool.count, (int64_t)t.gu.any);
+  return t.gu.any != 0;
 }
 
 /* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around

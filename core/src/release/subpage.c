@@ -59,8 +59,7 @@ typedef struct sub_cand {
 
 typedef struct sub_tally {
   uint64_t calls, runs, rejected, fallback, upgraded, released_os;
-  int gave_up, gave_up_site, gave_up_errno;
-  uint64_t gave_up_retries, gave_up_page;
+  hl_gave_up gu;
 } sub_tally;
 
 static inline uint64_t low_bits(uint32_t n) { return n >= 64 ? ~0ULL : ((1ULL << n) - 1); }
@@ -141,14 +140,6 @@ static void poison_straddlers(hl_heap *h, uint32_t p, const uint64_t *rel) {
   }
 }
 
-static void note_gave_up(sub_tally *t, int site, prim_result r, uint32_t page) {
-  if (!r.gave_up || t->gave_up) return;
-  t->gave_up = 1;
-  t->gave_up_site = site;
-  t->gave_up_errno = r.err;
-  t->gave_up_retries = r.retries;
-  t->gave_up_page = page;
-}
 
 /* Release one run (no lock held): the primary advice, else the fallback. */
 static int release_run(hl_heap *h, uint32_t p, uint8_t *addr, size_t len, sub_tally *t) {
@@ -157,7 +148,7 @@ static int release_run(hl_heap *h, uint32_t p, uint8_t *addr, size_t len, sub_ta
   t->calls++;
   if (!r.err) return OUT_PRIMARY;
   if (r.gave_up) {
-    note_gave_up(t, HL_SITE_release, r, p);
+    hl__gave_up_note(&t->gu, HL_SITE_release, r, p);
     return OUT_REJECTED;
   }
   if (h->opt.fallback_advice == HL_FALLBACK_NONE) return OUT_REJECTED;
@@ -165,24 +156,24 @@ static int release_run(hl_heap *h, uint32_t p, uint8_t *addr, size_t len, sub_ta
   r = prim_call(&h->prim, HL_SITE_fallback, addr, len, fb);
   t->calls++;
   if (!r.err) return OUT_FALLBACK;
-  note_gave_up(t, HL_SITE_fallback, r, p);
+  hl__gave_up_note(&t->gu, HL_SITE_fallback, r, p);
   return OUT_REJECTED;
 }
 
 /* Advise every candidate's runs (no lock held). */
 static void advise(hl_heap *h, sub_cand *c, size_t n, sub_tally *t) {
   prim_op primary = h->opt.release_advice == HL_ADVICE_FREE ? PRIM_FREE : PRIM_DONTNEED;
-  for (size_t i = 0; i < n && !t->gave_up; i++) {
+  for (size_t i = 0; i < n && !t->gu.any; i++) {
     uint8_t *base = hl__page_addr(h, c[i].p);
     uint32_t a, b;
-    for (uint32_t j = 0; !t->gave_up && next_run(c[i].rel, h->os_per_page, j, &a, &b); j = b) {
+    for (uint32_t j = 0; !t->gu.any && next_run(c[i].rel, h->os_per_page, j, &a, &b); j = b) {
       uint8_t *addr = base + ((uint64_t)a << h->os_shift);
       size_t len = (size_t)(b - a) << h->os_shift;
       int out = release_run(h, c[i].p, addr, len, t);
       if (out == OUT_PRIMARY) set_range(c[i].prim, a, b);
       else if (out == OUT_FALLBACK) set_range(c[i].fb, a, b);
     }
-    for (uint32_t j = 0; !t->gave_up && next_run(c[i].upg, h->os_per_page, j, &a, &b); j = b) {
+    for (uint32_t j = 0; !t->gu.any && next_run(c[i].upg, h->os_per_page, j, &a, &b); j = b) {
       prim_result r = prim_call(&h->prim, HL_SITE_upgrade, base + ((uint64_t)a << h->os_shift),
                                 (size_t)(b - a) << h->os_shift, primary);
       t->calls++;
@@ -190,7 +181,7 @@ static void advise(hl_heap *h, sub_cand *c, size_t n, sub_tally *t) {
         set_range(c[i].up, a, b);
         t->upgraded++;
       } else {
-        note_gave_up(t, HL_SITE_upgrade, r, c[i].p);
+        hl__gave_up_note(&t->gu, HL_SITE_upgrade, r, c[i].p);
       }
     }
   }
@@ -331,13 +322,11 @@ int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budge
   h->tally.subpage_runs += t.runs;
   h->tally.subpage_rejected_runs += t.rejected;
   h->tally.subpage_upgraded_runs += t.upgraded;
-  if (t.gave_up)
-    hl__event(h, HL_EV_syscall_gave_up, 4, (int64_t)t.gave_up_site, (int64_t)t.gave_up_errno,
-              (int64_t)t.gave_up_retries, (int64_t)t.gave_up_page);
+  hl__gave_up_event(h, &t.gu);
   hl__event(h, HL_EV_subpage_trim, 8, (int64_t)n, (int64_t)t.runs,
             (int64_t)(t.released_os << h->os_shift), (int64_t)t.rejected, (int64_t)t.fallback,
-            (int64_t)t.upgraded, (int64_t)dt, (int64_t)t.gave_up);
-  return t.gave_up ? 1 : 0;
+            (int64_t)t.upgraded, (int64_t)dt, (int64_t)t.gu.any);
+  return t.gu.any ? 1 : 0;
 }
 
 bool hl__sub_restore(hl_heap *h, uint32_t p, uint64_t lo, uint64_t hi) {
