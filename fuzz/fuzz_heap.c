@@ -47,27 +47,8 @@
 
 #include "heaplab.h"
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "fuzz_heap: ");                                            \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fputc('\n', stderr);                                                       \
-    abort();                                                                   \
-  } while (0)
-
-/* ---- the input ---- */
-
-typedef struct {
-  const uint8_t *p;
-  size_t n;
-} input;
-
-static uint8_t u8(input *in) {
-  if (!in->n) return 0;
-  in->n--;
-  return *in->p++;
-}
-static uint16_t u16(input *in) { return (uint16_t)(u8(in) | (uint16_t)u8(in) << 8); }
+#define FUZZ_NAME "fuzz_heap"
+#include "fuzz_input.h"
 
 /* ---- the heap under test ---- */
 

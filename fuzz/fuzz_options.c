@@ -26,24 +26,9 @@
 
 #include "heaplab.h"
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "fuzz_options: ");                                         \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fputc('\n', stderr);                                                       \
-    abort();                                                                   \
-  } while (0)
+#define FUZZ_NAME "fuzz_options"
+#include "fuzz_input.h"
 
-typedef struct {
-  const uint8_t *p;
-  size_t n;
-} input;
-
-static uint8_t u8(input *in) {
-  if (!in->n) return 0;
-  in->n--;
-  return *in->p++;
-}
 
 static int64_t i64(input *in) {
   uint64_t v = 0;
