@@ -43,7 +43,8 @@ import sys
 import pytest
 
 import heaplab
-from heaplab.harness import ArmResult, Experiment, env_number, run_command_arm, save_arm
+from heaplab.harness import (ArmResult, Experiment, collect_until_settled, env_number,
+                             run_command_arm, save_arm)
 
 MiB = 1 << 20
 FILL = int(env_number("HEAPLAB_E10_FILL_MIB", 192) * MiB)
@@ -60,22 +61,6 @@ ARMS = {
 E10 = Experiment("E10", "sparse survivors", seed={
     "page": "issue 18: heaplab-python 64 KiB pages returned 6.1% (1 in 100), 27.2% (1 in 1000)",
 })
-
-
-def collect_until_settled(h, limit=32):
-    """Collect (major) until a collection releases nothing more, whole pages
-    or OS pages -- never a fixed count."""
-    def released(s):
-        return s.released_pages, s.subpage_released_bytes, s.evacuated_pages
-    cycles, before = 0, released(h.stats())
-    while cycles < limit:
-        h.collect(major=True)
-        cycles += 1
-        now = released(h.stats())
-        if cycles > 2 and now == before:
-            break
-        before = now
-    return cycles
 
 
 def fills(h):
@@ -98,7 +83,7 @@ def sparse_survivors(rec, every, **options):
         ph.mark("drop")
         for f in made:
             f.release()
-        ph.note("cycles", collect_until_settled(h))
+        ph.note("cycles", collect_until_settled(h, major=True, min_cycles=3))
         ph.note("checksums", [list(k.checksum()) for k in kept])
     with rec.phase("refill", heap=h) as ph:
         again = fills(h)

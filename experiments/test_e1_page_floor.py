@@ -27,7 +27,7 @@ textures cost 196,992 KB on top, peak 466,224 KB; on returned 66-68%
 (287,824 KB peak), ~94% claimed for 4 KiB pages.
 """
 import heaplab
-from heaplab.harness import Experiment, env_number
+from heaplab.harness import Experiment, collect_until_settled, env_number
 
 
 FILL = int(env_number("HEAPLAB_E1_FILL_MIB", 192) * 2**20)
@@ -38,18 +38,6 @@ E1 = Experiment("E1", "page floor", seed={
     "off": "held 269,504 KB; textures +196,992 KB; peak 466,224 KB",
     "on": "66-68% returned (16 KiB pages); peak 287,824 KB",
 })
-
-
-def collect_until_settled(h, limit=32):
-    """Collect until a cycle releases nothing more -- never a fixed sleep."""
-    cycles = 0
-    while cycles < limit:
-        before = h.stats().released_pages
-        h.collect()
-        cycles += 1
-        if cycles > 1 and h.stats().released_pages == before:
-            break
-    return cycles
 
 
 @E1.arm("huge", thp="madvise")

@@ -40,7 +40,7 @@ Asserted effect:
 import random
 
 import heaplab
-from heaplab.harness import Experiment, env_number
+from heaplab.harness import Experiment, collect_until_settled, env_number
 
 STRUCT = int(env_number("HEAPLAB_E7_STRUCT_MIB", 64) * 2**20)
 SIZE = 256
@@ -53,19 +53,6 @@ E7 = Experiment("E7", "stale conservative roots", seed={
     "stale": "192 MB stayed resident until the next phase overwrote the stack words",
     "precise": "released once the words were gone: 262,720 KB -> 114,800 KB",
 })
-
-
-def collect_until_settled(h, limit=32):
-    """Collect until a cycle releases nothing more -- never a fixed sleep."""
-    cycles = 0
-    while cycles < limit:
-        before = h.stats().released_pages
-        h.collect()
-        cycles += 1
-        if cycles > 1 and h.stats().released_pages == before:
-            break
-    h.trim()
-    return cycles
 
 
 def kept(h):
@@ -94,13 +81,13 @@ def stale_roots(rec, word=None, **options):
     with rec.phase("drop", heap=h) as ph:
         ph.mark("drop")
         s.release()
-        ph.note("cycles", collect_until_settled(h))
+        ph.note("cycles", collect_until_settled(h, trim=True))
         ph.note("kept_objects", kept(h)[0])
         ph.note("kept_bytes", kept(h)[1])
     with rec.phase("scrub", heap=h) as ph:
         ph.mark("scrub")
         frame.scrub()
-        ph.note("cycles", collect_until_settled(h))
+        ph.note("cycles", collect_until_settled(h, trim=True))
         ph.note("kept_objects", kept(h)[0])
         ph.note("kept_bytes", kept(h)[1])
     rec.note("warm_bytes", h.options["warm_pages"] * h.options["page_size"])
@@ -132,7 +119,7 @@ def misidentification(rec, **options):
 
     def settle(ph, region):
         t0 = h.stats().mark_ns
-        cycles = collect_until_settled(h)
+        cycles = collect_until_settled(h, trim=True)
         ph.note("cycles", cycles)
         ph.note("mark_ms_per_cycle", (h.stats().mark_ns - t0) / cycles / 1e6)
         objects, live = kept(h)
@@ -140,7 +127,7 @@ def misidentification(rec, **options):
         ph.note("kept_bytes", live)
         ph.note("pinned_bytes", h.resident_bytes() - start)
         region.remove()
-        collect_until_settled(h)
+        collect_until_settled(h, trim=True)
 
     with rec.phase("random", heap=h) as ph:
         s = h.fill(STRUCT, SIZE)

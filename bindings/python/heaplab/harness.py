@@ -47,7 +47,7 @@ __all__ = [
     "Experiment", "Recorder", "Phase", "ArmResult", "PhaseRecord", "ArmFailed", "FIGURES", "MiB",
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
-    "median_arm",
+    "median_arm", "collect_until_settled",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -762,6 +762,30 @@ def _median_dict(dicts: List[Dict[str, Any]]) -> Dict[str, Any]:
         else:
             out[key] = _median(vals)
     return out
+
+
+def collect_until_settled(heap: Any, limit: int = 32, major: Optional[bool] = None,
+                          min_cycles: int = 2, trim: bool = False) -> int:
+    """Collect until a collection gives nothing more back -- whole pages
+    released, OS pages released inside partly live pages, pages evacuated --
+    and return the collections run: at least min_cycles, at most limit;
+    then one trim when trim is true.  major is Heap.collect's (None: the
+    policy decides).  What an experiment waits on instead of
+    a fixed sleep or count."""
+    def given_back() -> Tuple[int, int, int]:
+        s = heap.stats()
+        return s.released_pages, s.subpage_released_bytes, s.evacuated_pages
+    cycles, before = 0, given_back()
+    while cycles < limit:
+        heap.collect(major=major)
+        cycles += 1
+        now = given_back()
+        if cycles >= min_cycles and now == before:
+            break
+        before = now
+    if trim:
+        heap.trim()
+    return cycles
 
 
 def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
