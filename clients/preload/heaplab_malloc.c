@@ -372,11 +372,16 @@ EXPORT void *NAME(realloc)(void *ptr, size_t n) {
     return NULL;
   }
   hl_heap *h = HEAP;
-  size_t old;
-  if (!h || (!hl__in_reservation(h, ptr) && !large_block(h, ptr, &old)))
-    return __libc_realloc(ptr, n); /* foreign: glibc's block stays glibc's */
+  if (!h) return __libc_realloc(ptr, n);
   int saved = errno;
-  void *q = hl__manual_realloc(h, ptr, 0, n);
+  void *q;
+  if (hl__in_reservation(h, ptr)) {
+    q = hl__manual_realloc(h, ptr, 0, n);
+  } else {
+    bool foreign;
+    q = hl__manual_realloc_outside(h, ptr, n, &foreign);
+    if (foreign) return __libc_realloc(ptr, n); /* glibc's block stays glibc's */
+  }
   if (!q) return fail_nomem();
   errno = saved;
   return q;

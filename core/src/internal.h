@@ -982,6 +982,9 @@ void *hl__manual_memalign(hl_heap *h, size_t align, size_t size);
 void hl__manual_free_small(hl_heap *h, void *ptr);
 void hl__manual_free_large(hl_heap *h, void *ptr);
 void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size);
+/* ptr outside the reservation: h's large block resized (one lock), or
+ * *foreign set and NULL when it is not h's (the preload library's realloc). */
+void *hl__manual_realloc_outside(hl_heap *h, void *ptr, size_t new_size, bool *foreign);
 size_t hl__manual_usable_size(hl_heap *h, const void *ptr);
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size);
 void hl__manual_thread_flush(hl_heap *h);
