@@ -321,21 +321,6 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
     if (aword_left(&h->aword[cls])) return hl__small_take(h, cls);
     uint32_t p = h->owned[cls];
     if (p != HL_NIL) {
-      /* Manual mode: the holes freed into the class's other pages before
-       * the owned page's untouched tail.  A block comes home to the page it
-       * was cut from, so the owned page would otherwise be bumped to its end
-       * while the holes wait -- every class touching up to a whole page more
-       * than its blocks need (classes in bench-preload: 1.2 MiB of 8).  The
-       * owned page, parked with its tail, is taken again once no page of
-       * the class has a hole at the head of the list. */
-      const hl_page *d = &h->pages[p];
-      uint32_t q = h->partial_avail[cls].head;
-      if (h->opt.mode == HL_MODE_MANUAL && d->nfree == 0 && d->bump < d->nslots &&
-          q != HL_NIL && h->pages[q].nfree > 0) {
-        h->owned[cls] = HL_NIL;
-        hl__page_to_state(h, p, PS_PARTIAL, false);
-        continue;
-      }
       int got = aword_reserve(h, cls, p);
       if (got > 0) continue;
       h->owned[cls] = HL_NIL;
