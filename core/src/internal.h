@@ -289,8 +289,11 @@ struct hl_heap {
   unsigned page_shift;
   uint64_t page_size;
   hl_page *pages;           /* descriptors */
-  uint64_t *bits;           /* per page: bitmap_words of mark bits, then
-                               bitmap_words of allocation bits */
+  uint64_t *bits;           /* per page: bitmap_words of mark bits; then,
+                               from abits on, per page bitmap_words of
+                               allocation bits (apart: a manual heap never
+                               touches the marks, 512 bytes a page) */
+  uint64_t *abits;
   uint32_t bitmap_words;
   size_t meta_bytes[5];     /* sizes of the side-table reservations */
   uint8_t *tenure;          /* per page: TN_* (generational tenuring, gc/mark.c) */
@@ -406,6 +409,8 @@ struct hl_heap {
   /* manual mode */
   hl_tcache *tcaches;        /* caches of live threads (under lock) */
   uint64_t manual_trim_threshold;
+  uint32_t manual_run;       /* slots a refill still wants: the most a run
+                                reserved for it may hold (0 = RUN_MAX) */
 
   /* telemetry: counters only ever added to (hl_stats' event counts; the
    * byte and page gauges come from where they live, when asked for) */
@@ -589,10 +594,10 @@ static inline uint32_t hl__page_of(const hl_heap *h, const void *ptr) {
   return (uint32_t)(((const uint8_t *)ptr - h->base) >> h->page_shift);
 }
 static inline uint64_t *hl__marks(const hl_heap *h, uint32_t p) {
-  return h->bits + (uint64_t)p * 2 * h->bitmap_words;
+  return h->bits + (uint64_t)p * h->bitmap_words;
 }
 static inline uint64_t *hl__allocs(const hl_heap *h, uint32_t p) {
-  return h->bits + ((uint64_t)p * 2 + 1) * h->bitmap_words;
+  return h->abits + (uint64_t)p * h->bitmap_words;
 }
 static inline bool hl__bit(const uint64_t *bm, uint32_t i) {
   return (bm[i >> 6] >> (i & 63)) & 1;
@@ -977,6 +982,9 @@ void *hl__manual_memalign(hl_heap *h, size_t align, size_t size);
 void hl__manual_free_small(hl_heap *h, void *ptr);
 void hl__manual_free_large(hl_heap *h, void *ptr);
 void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size);
+/* ptr outside the reservation: h's large block resized (one lock), or
+ * *foreign set and NULL when it is not h's (the preload library's realloc). */
+void *hl__manual_realloc_outside(hl_heap *h, void *ptr, size_t new_size, bool *foreign);
 size_t hl__manual_usable_size(hl_heap *h, const void *ptr);
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size);
 void hl__manual_thread_flush(hl_heap *h);

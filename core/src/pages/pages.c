@@ -132,7 +132,9 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls) {
   d->cursor = 0;
   d->nfree = 0;
   uint32_t words = (d->nslots + 63) / 64;
-  memset(hl__marks(h, p), 0, words * sizeof(uint64_t));
+  /* a manual heap never marks: its mark bits stay untouched (and out of
+   * its RSS: half of the side table) */
+  if (h->opt.mode != HL_MODE_MANUAL) memset(hl__marks(h, p), 0, words * sizeof(uint64_t));
   memset(hl__allocs(h, p), 0, words * sizeof(uint64_t));
   if (h->opt.verify) hl__poison(hl__page_addr(h, p), h->page_size);
 }
@@ -233,6 +235,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   size_t bm = (size_t)h->npages_max * 2 * h->bitmap_words * sizeof(uint64_t);
   if ((e = map_table(h, bm, &t, &h->meta_bytes[1]))) goto fail;
   h->bits = t;
+  h->abits = h->bits + (size_t)h->npages_max * h->bitmap_words;
   if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[2]))) goto fail;
   h->tenure = t;
   if (h->opt.subpage_release) {
@@ -303,7 +306,7 @@ void hl__pages_destroy(hl_heap *h) {
   if (h->pages) prim_os_unreserve(h->pages, h->meta_bytes[0]);
   if (h->base) prim_os_unreserve(h->base, h->reserved);
   h->tenure = NULL;
-  h->bits = NULL;
+  h->bits = h->abits = NULL;
   h->pages = NULL;
   h->base = NULL;
 }

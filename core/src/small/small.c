@@ -37,6 +37,11 @@ void hl__classes_init(hl_heap *h) {
   /* the fast path's table: every object of payload and slots up to
    * small_max each, so it needs no bound check on the bytes */
   uint32_t fast_entries = (uint32_t)((hl__obj_bytes(max, max) + HL_GRANULE - 1) / HL_GRANULE + 1);
+#ifdef HL_PRELOAD
+  /* libheaplab-malloc.so makes no objects (hl_obj_new is not exported), and
+   * a manual heap's table is all aword_none: 72 KiB written for nothing */
+  if (h->opt.mode == HL_MODE_MANUAL) fast_entries = 1;
+#endif
   h->aword_of = hl__sys_malloc(fast_entries * sizeof *h->aword_of);
   if (!h->size_to_cls || !h->aword_of) {
     hl__sys_free(h->size_to_cls);
@@ -124,7 +129,8 @@ static void aword_charge(hl_heap *h, uint32_t cls, int64_t k) {
  * At least 1: with the background collector a cycle requested has not run
  * yet, and allocation goes on one slot at a time until it has. */
 static uint32_t run_cap(const hl_heap *h, uint64_t sz) {
-  if (h->opt.mode != HL_MODE_COLLECTED) return RUN_MAX;
+  if (h->opt.mode != HL_MODE_COLLECTED)
+    return h->manual_run && h->manual_run < RUN_MAX ? h->manual_run : RUN_MAX;
   uint64_t since = h->ctr.since_cycle[HL_SMALL], lim = h->alloc_limit;
   if (lim <= since) return 1;
   uint64_t k = (lim - since + sz - 1) / sz;
