@@ -409,6 +409,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(thp_errno, "thp: errno of the last huge-page call the kernel refused (MADV_HUGEPAGE at creation, MADV_POPULATE_WRITE of a chunk); EOPNOTSUPP when the kernel's THP mode is never; 0 = none") \
   X(thp_chunks_released, "thp: 2 MiB chunks released whole, one call over the chunk (a huge page given back without a split)") \
   X(thp_splits, "thp: 2 MiB chunks that may have been one huge page and were released in part (the kernel splits the huge page: the process's RSS drops, the machine gets the memory when the kernel's deferred split runs)") \
+  X(thp_subpage_splits, "thp: of thp_splits, those by subpage_release: OS pages released inside pages that stay live (4 KiB of a huge page splits it as 64 KiB does)") \
   X(thp_populated_chunks, "thp=populate: fresh 2 MiB chunks faulted in with one MADV_POPULATE_WRITE") \
   X(thp_populate_refused, "thp=populate: chunks whose MADV_POPULATE_WRITE the kernel refused (they fault in at first touch; thp_errno says why)")
 
@@ -440,7 +441,7 @@ const char *hl_stat_description(int index);
   X(trigger_adapted, "old_bytes,new_bytes,survival_pct")                      \
   X(subpage_trim, "pages,runs,released_bytes,rejected_runs,fallback_runs,upgraded_runs,duration_ns,gave_up") \
   X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked") \
-  X(thp_split, "chunk_page,released_pages,pages_in_use")                       \
+  X(thp_split, "chunk_page,released_pages,pages_in_use,released_bytes")        \
   X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes")
 
 typedef enum hl_event_kind {

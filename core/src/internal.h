@@ -898,6 +898,13 @@ void hl__trim_maybe(hl_heap *h);
  * is formatted), else fresh.  In flight and formatted, or HL_NIL.  May drop
  * the lock around a restore.  Lock held. */
 uint32_t hl__acquire_page(hl_heap *h, uint32_t cls);
+/* thp: chunk c had `released_pages` whole pages, or `released_bytes` of OS
+ * pages inside pages that stay (sub-page release), released by a trim.  A
+ * chunk that may have been one huge page (CH_HUGE) is split: thp_splits
+ * (and thp_subpage_splits for the latter), event thp_split; a chunk with
+ * every page released is CH_EMPTY.  Lock held. */
+void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
+                                uint64_t released_bytes, bool subpage);
 
 /* ---- release/subpage.c: sub-page release ----
  * (its side tables are mapped by pages.c; NULL when the option is off) */
