@@ -193,8 +193,11 @@ static void subpage_release_splits_are_counted(void) {
   hl_heap_free(h);
 }
 
+/* (the allocating thread's own calls: thp_prefault=0, no helper faults the
+ * chunks in ahead -- its refusals are prefault_helper_faults_only_what_the_
+ * fill_uses.c's) */
 static void populate_and_its_refusals(void) {
-  hl_heap *h = HEAP("thp=populate", "warm_pages=0");
+  hl_heap *h = HEAP("thp=populate", "thp_prefault=0", "warm_pages=0");
   hl_stats s = stats_of(h);
   hl_ref r;
   uint64_t sum0, objs0, sum1, objs1;
@@ -217,7 +220,7 @@ static void populate_and_its_refusals(void) {
 
   /* refused (memory short): recorded, the chunk faults in at first touch,
    * and the next chunk is tried again; the fill is the same */
-  h = HEAP("thp=populate", "warm_pages=0");
+  h = HEAP("thp=populate", "thp_prefault=0", "warm_pages=0");
   OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_first, 2, ENOMEM));
   OK(h, hl_fill(h, 8u << 20, 256, 0, &r));
   hl_stats b = stats_of(h);
@@ -233,7 +236,7 @@ static void populate_and_its_refusals(void) {
   hl_heap_free(h);
 
   /* refused for good (a kernel without MADV_POPULATE_WRITE): asked once */
-  h = HEAP("thp=populate", "warm_pages=0");
+  h = HEAP("thp=populate", "thp_prefault=0", "warm_pages=0");
   OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_always, 0, EINVAL));
   OK(h, hl_fill(h, 8u << 20, 256, 0, &r));
   hl_stats c = stats_of(h);

@@ -65,7 +65,8 @@ static void populate_fresh(hl_heap *h, uint32_t p) {
   }
   uint32_t c = p >> h->chunk_shift;
   if ((p & ((1u << h->chunk_shift) - 1)) == 0) {
-    if (populate_chunk(h, p) || populate(h, p)) h->thp_ready_chunk = c;
+    /* thp_prefault: the helper may have faulted it in already */
+    if (hl__prefault_take(h, c) || populate_chunk(h, p) || populate(h, p)) h->thp_ready_chunk = c;
   } else if (h->thp_ready_chunk != c) {
     populate(h, p);
   }
