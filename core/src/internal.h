@@ -595,6 +595,18 @@ static inline uint64_t *hl__marks(const hl_heap *h, uint32_t p) {
 static inline uint64_t *hl__allocs(const hl_heap *h, uint32_t p) {
   return h->bits + ((uint64_t)p * 2 + 1) * h->bitmap_words;
 }
+/* thp: the OS pages of the side-table bits that hold only chunk c's pages'
+ * bits (all of them with 64 KiB pages: 32 x 1 KiB, 8 OS pages); len 0 when
+ * no OS page does.  Faulted in with the chunk (reuse.c, prefault.c). */
+static inline void hl__chunk_bits(const hl_heap *h, uint32_t c, uint8_t **addr, size_t *len) {
+  size_t os = prim_os_page_size();
+  uintptr_t lo = (uintptr_t)hl__marks(h, c << h->chunk_shift);
+  uintptr_t hi = (uintptr_t)hl__marks(h, (c + 1) << h->chunk_shift);
+  lo = (lo + os - 1) / os * os;
+  hi = hi / os * os;
+  *addr = (uint8_t *)lo;
+  *len = hi > lo ? hi - lo : 0;
+}
 static inline bool hl__bit(const uint64_t *bm, uint32_t i) {
   return (bm[i >> 6] >> (i & 63)) & 1;
 }

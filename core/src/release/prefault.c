@@ -46,6 +46,8 @@ struct hl_prefault {
   pthread_t thread;
   prim_ctx *prim;
   uint8_t *base;
+  uint8_t *bits;            /* the side-table bits of chunk 0's pages */
+  size_t chunk_bits;        /* bytes of bits per chunk */
   uint32_t first, end;      /* chunks [first, end) are the helper's to take */
   uint32_t ahead;           /* at most this many chunks beyond the cursor */
   /* under mu: */
@@ -70,6 +72,16 @@ static void *helper_main(void *arg) {
     pthread_mutex_unlock(&pf->mu);
     prim_result r = prim_call(pf->prim, HL_SITE_populate, pf->base + (size_t)c * PRIM_HUGE_BYTES,
                               PRIM_HUGE_BYTES, PRIM_POPULATE);
+    if (!r.err) {
+      /* and the OS pages of the bits only this chunk's pages use (format
+       * writes them): one call instead of a fault each */
+      size_t os = prim_os_page_size();
+      uintptr_t lo = (uintptr_t)(pf->bits + (size_t)c * pf->chunk_bits);
+      uintptr_t hi = lo + pf->chunk_bits;
+      lo = (lo + os - 1) / os * os;
+      hi = hi / os * os;
+      if (hi > lo) prim_call(pf->prim, HL_SITE_populate, (void *)lo, hi - lo, PRIM_POPULATE);
+    }
     pthread_mutex_lock(&pf->mu);
     pf->busy = NONE;
     if (r.err) {
@@ -118,6 +130,8 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
   memset(pf, 0, sizeof *pf);
   pf->prim = &h->prim;
   pf->base = h->base;
+  pf->bits = (uint8_t *)h->bits;
+  pf->chunk_bits = (size_t)per * 2 * h->bitmap_words * sizeof(uint64_t);
   pf->first = pf->next = pf->cursor = (uint32_t)first;
   pf->end = (uint32_t)end;
   pf->ahead = (uint32_t)h->opt.thp_prefault;
