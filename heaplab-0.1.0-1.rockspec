@@ -53,6 +53,7 @@ build = {
             "core/src/release/release.c",
             "core/src/release/reuse.c",
             "core/src/release/subpage.c",
+            "core/src/release/prefault.c",
             "core/src/manual/manual.c",
             "core/src/workload/fill.c",
             "core/src/workload/checksum.c",

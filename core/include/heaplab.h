@@ -139,6 +139,8 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "virtual reservation for small pages (halved until the kernel accepts it)") \
   X(thp, ENUM, HL_THP_NEVER, HL_THP_NEVER, HL_THP_POPULATE, HL_CHOICES(thp),   \
     "transparent huge pages: never (MADV_NOHUGEPAGE: 4 KiB faults); madvise (MADV_HUGEPAGE on a reservation of 2 MiB-aligned 2 MiB chunks: a chunk is backed by a huge page at its first touch; trims release whole chunks first, one call per run of them, and count the huge pages they split); populate (as madvise, and a fresh chunk is faulted in with one MADV_POPULATE_WRITE). Default never, measured (docs/performance.md, fourth round): the 192 MiB fill is 3x faster with populate, binary-trees is not faster (side by side 0.98-1.03x, 2-3x the system time), and the experiments study footprint in 4 KiB pages") \
+  X(thp_prefault, INT, 0, 0, 64, "",                                           \
+    "thp (madvise or populate): while a fill carves fresh 2 MiB chunks, a helper thread faults in up to this many chunks ahead of it with MADV_POPULATE_WRITE on another CPU, so the kernel's zeroing of huge pages can run beside the fill (at most the fresh pages the fill will carve; chunks it faulted in and the fill did not use are given back when it ends); 0 = off, the fill faults its chunks in itself. Default 0, measured (docs/performance.md, fourth round, item 21): 0.84x to 1.09x the fill's time with 4 on this shared 2-CPU machine, no gain confirmed") \
   X(page_release, BOOL, 1, 0, 1, "",                                           \
     "return empty pages to the OS; 0 = the seed's 'before' (kept forever)")   \
   X(warm_pages, INT, 64, 0, 1048576, "",                                       \
@@ -409,6 +411,11 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(thp_errno, "thp: errno of the last huge-page call the kernel refused (MADV_HUGEPAGE at creation, MADV_POPULATE_WRITE of a chunk); EOPNOTSUPP when the kernel's THP mode is never; 0 = none") \
   X(thp_chunks_released, "thp: 2 MiB chunks released whole, one call over the chunk (a huge page given back without a split)") \
   X(thp_splits, "thp: 2 MiB chunks that may have been one huge page and were released in part (the kernel splits the huge page: the process's RSS drops, the machine gets the memory when the kernel's deferred split runs)") \
+  X(thp_subpage_splits, "thp: of thp_splits, those by subpage_release: OS pages released inside pages that stay live (4 KiB of a huge page splits it as 64 KiB does)") \
+  X(thp_prefault_chunks, "thp_prefault: fresh 2 MiB chunks the helper thread faulted in ahead of a fill") \
+  X(thp_prefault_waits, "thp_prefault: times a fill reached a chunk the helper was still faulting in and waited for it") \
+  X(thp_prefault_wait_ns, "thp_prefault: time fills spent in those waits") \
+  X(thp_prefault_unused, "thp_prefault: chunks the helper faulted in that the fill did not carve (it ended early, or reused freed pages), given back with MADV_DONTNEED when it ended") \
   X(thp_populated_chunks, "thp=populate: fresh 2 MiB chunks faulted in with one MADV_POPULATE_WRITE") \
   X(thp_populate_refused, "thp=populate: chunks whose MADV_POPULATE_WRITE the kernel refused (they fault in at first touch; thp_errno says why)")
 
@@ -440,7 +447,7 @@ const char *hl_stat_description(int index);
   X(trigger_adapted, "old_bytes,new_bytes,survival_pct")                      \
   X(subpage_trim, "pages,runs,released_bytes,rejected_runs,fallback_runs,upgraded_runs,duration_ns,gave_up") \
   X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked") \
-  X(thp_split, "chunk_page,released_pages,pages_in_use")                       \
+  X(thp_split, "chunk_page,released_pages,pages_in_use,released_bytes")        \
   X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes")
 
 typedef enum hl_event_kind {
@@ -477,7 +484,7 @@ const char *hl_event_field(int kind, int i);
   X(restore, "restore of a released page before reuse")                        \
   X(dump, "MADV_DONTDUMP / MADV_DODUMP toggles (dump_toggle)")                 \
   X(meta, "release of the side-table bits of released pages")                  \
-  X(populate, "faulting in a page a bulk phase (fill) will write whole, or a fresh 2 MiB chunk (thp=populate)") \
+  X(populate, "faulting in a page a bulk phase (fill) will write whole, or a fresh 2 MiB chunk (thp=populate; the thp_prefault helper's calls)") \
   X(any, "every call through the retry helper")
 
 typedef enum hl_fault_site {

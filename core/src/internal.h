@@ -302,6 +302,7 @@ struct hl_heap {
   size_t chunk_bytes;       /* thp: size of the chunk table's reservation */
   uint32_t thp_ready_chunk; /* thp: the fresh chunk faulted in whole (reuse.c) */
   bool thp_populate_off;    /* thp=populate: the kernel refused it for good */
+  struct hl_prefault *prefault; /* thp_prefault: the bulk phase's helper, or NULL */
 
   /* sub-page release (release/subpage.c; NULL tables unless subpage_release):
    * which OS pages of a page are released while the page holds live slots */
@@ -598,6 +599,18 @@ static inline uint64_t *hl__marks(const hl_heap *h, uint32_t p) {
 }
 static inline uint64_t *hl__allocs(const hl_heap *h, uint32_t p) {
   return h->abits + (uint64_t)p * h->bitmap_words;
+}
+/* thp: the OS pages of the side-table bits that hold only chunk c's pages'
+ * bits (all of them with 64 KiB pages: 32 x 1 KiB, 8 OS pages); len 0 when
+ * no OS page does.  Faulted in with the chunk (reuse.c, prefault.c). */
+static inline void hl__chunk_bits(const hl_heap *h, uint32_t c, uint8_t **addr, size_t *len) {
+  size_t os = prim_os_page_size();
+  uintptr_t lo = (uintptr_t)hl__marks(h, c << h->chunk_shift);
+  uintptr_t hi = (uintptr_t)hl__marks(h, (c + 1) << h->chunk_shift);
+  lo = (lo + os - 1) / os * os;
+  hi = hi / os * os;
+  *addr = (uint8_t *)lo;
+  *len = hi > lo ? hi - lo : 0;
 }
 static inline bool hl__bit(const uint64_t *bm, uint32_t i) {
   return (bm[i >> 6] >> (i & 63)) & 1;
@@ -903,6 +916,29 @@ void hl__trim_maybe(hl_heap *h);
  * is formatted), else fresh.  In flight and formatted, or HL_NIL.  May drop
  * the lock around a restore.  Lock held. */
 uint32_t hl__acquire_page(hl_heap *h, uint32_t cls);
+/* ---- release/prefault.c: thp_prefault ----
+ * A bulk phase about to write `count` objects of `bytes` (slot size) starts
+ * a helper thread that faults fresh 2 MiB chunks in ahead of it (when thp is
+ * on, the option asks for it, there is a second CPU and the phase will carve
+ * at least two chunks); h->prefault is set while it runs.  Returns it, or
+ * NULL when none was started.  Lock held. */
+typedef struct hl_prefault hl_prefault;
+hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes);
+/* The first page of fresh chunk c is carved: true when the helper has
+ * faulted c in (waiting for it, the heap lock dropped, if it is at it);
+ * false when c is the caller's to fault in.  Lock held. */
+bool hl__prefault_take(hl_heap *h, uint32_t c);
+/* The phase ends: the helper is stopped and joined, its counts go into the
+ * stats, and chunks it faulted in that no page was carved from are given
+ * back.  Nothing when pf is NULL.  Lock held. */
+void hl__prefault_stop(hl_heap *h, hl_prefault *pf);
+/* thp: chunk c had `released_pages` whole pages, or `released_bytes` of OS
+ * pages inside pages that stay (sub-page release), released by a trim.  A
+ * chunk that may have been one huge page (CH_HUGE) is split: thp_splits
+ * (and thp_subpage_splits for the latter), event thp_split; a chunk with
+ * every page released is CH_EMPTY.  Lock held. */
+void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
+                                uint64_t released_bytes, bool subpage);
 
 /* ---- release/subpage.c: sub-page release ----
  * (its side tables are mapped by pages.c; NULL when the option is off) */

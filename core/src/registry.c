@@ -73,6 +73,10 @@ static void fork_child(void) {
     h->collector_stop = false;
     atomic_store(&h->collector_waiting, false);
     atomic_store(&h->cycle_requested, false);
+    /* a fill's prefault helper (thp_prefault) stayed in the parent too, and
+     * its mutex may have been held there: the child's allocations fault
+     * their chunks in themselves */
+    h->prefault = NULL;
     if (hl__held != h) hl__unlock_raw(h);
   }
   pthread_rwlock_unlock(&registry_lock);

@@ -87,6 +87,10 @@ static void note_stats(bench_out *o, const hl_stats *a, const hl_stats *b) {
   D(thp_splits);
   D(thp_chunks_released);
   D(thp_populated_chunks);
+  D(thp_prefault_chunks);
+  D(thp_prefault_waits);
+  D(thp_prefault_wait_ns);
+  D(thp_prefault_unused);
   D(populated_pages);
 #undef D
   bench_note_u(o, "subpage_released_bytes", b->subpage_released_bytes);

@@ -159,6 +159,9 @@ class Workload:
 # fourth round), against the 4 KiB page-fault floor.
 HUGE_OPTION = "thp=populate"
 HUGE_ARM = f"heaplab {HUGE_OPTION}"
+# ... and with the prefault helper (thp_prefault, off by default: item 21), beside it
+PREFAULT_OPTION = "thp_prefault=4"
+PREFAULT_ARM = f"{HUGE_ARM} {PREFAULT_OPTION}"
 
 
 def suite(quick=False, depth=None, runs=None):
@@ -190,6 +193,8 @@ def suite(quick=False, depth=None, runs=None):
             Arm("page-fault floor", "heaplab", ["--bytes", fill, "--size", 256]),
             Arm("heaplab", "heaplab", ["--bytes", fill, "--size", 256]),
             Arm(HUGE_ARM, "heaplab", ["--bytes", fill, "--size", 256], [HUGE_OPTION]),
+            Arm(PREFAULT_ARM, "heaplab", ["--bytes", fill, "--size", 256],
+                [HUGE_OPTION, PREFAULT_OPTION]),
             Arm("boehm", "boehm", ["--bytes", fill, "--size", 256]),
             Arm("mimalloc", "mimalloc", ["--bytes", fill, "--size", 256]),
             Arm("jemalloc", "jemalloc", ["--bytes", fill, "--size", 256]),

@@ -4,6 +4,9 @@
  * (thp_splits, event thp_split) every chunk it releases in part; thp=populate
  * faults a fresh chunk in with one call, and a refusal is recorded (its
  * errno in thp_errno) while the heap goes on with ordinary faults.
+ * subpage_release inside a huge chunk splits it too (64 KiB, or one 4 KiB
+ * OS page, of a huge page): counted and told as a split like the others,
+ * and AnonHugePages drops by as many chunks as the heap counts.
  *
  * The chunk accounting does not depend on the kernel giving huge pages: the
  * checks of AnonHugePages run only where thp_enabled says it does. */
@@ -92,6 +95,8 @@ static void splits_then_whole_chunks(void) {
           ev[i].fields[0]);
     CHECK(ev[i].fields[1] >= 1 && ev[i].fields[2] >= 1 && ev[i].fields[1] + ev[i].fields[2] <= 32,
           "released_pages %" PRId64 ", pages_in_use %" PRId64, ev[i].fields[1], ev[i].fields[2]);
+    CHECK(ev[i].fields[3] == ev[i].fields[1] * 65536, "released_bytes %" PRId64 " for %" PRId64
+          " pages", ev[i].fields[3], ev[i].fields[1]);
   }
   CHECK(split_events == a.thp_splits, "%" PRIu64 " thp_split events for %" PRIu64 " splits",
         split_events, a.thp_splits);
@@ -128,8 +133,71 @@ static void splits_then_whole_chunks(void) {
   hl_heap_free(h);
 }
 
+/* subpage_release: pages that keep a few live slots give back the OS pages
+ * between them -- inside a chunk the kernel backs with one huge page, that
+ * splits it.  No page here is empty (a stride fill keeps one object in 64,
+ * four per page), so every split is the sub-page release's. */
+static void subpage_release_splits_are_counted(void) {
+  hl_heap *h = HEAP("thp=madvise", "subpage_release=1", "warm_pages=0", "warm_demand_trims=0",
+                    "release_per_sweep=1048576", "verify=1");
+  hl_ref r;
+  OK(h, hl_fill_stride(h, 16u << 20, 248, 0, 64, &r)); /* 248 + 8: the 256-byte class */
+  hl_footprint f0, f1;
+  OK(h, hl_footprint_get(&f0));
+  hl_stats s0 = stats_of(h);
+  hl_event ev[256];
+  size_t n;
+  OK(h, hl_events_read(h, ev, 256, &n, 1));
+  OK(h, hl_collect(h, 2, 1));
+  OK(h, hl_heap_check(h));
+  OK(h, hl_footprint_get(&f1));
+  hl_stats s = stats_of(h);
+  uint64_t chunks = s.total_pages / 32; /* 64 KiB pages, the last chunk partly carved */
+  CHECK(s.released_pages == 0, "%" PRIu64 " whole pages released: none was empty",
+        s.released_pages);
+  CHECK(s.subpage_released_bytes >= 8u << 20, "%.1f MiB released inside pages",
+        s.subpage_released_bytes / MiB);
+  CHECK(s.thp_splits >= chunks && s.thp_splits <= chunks + 1,
+        "%" PRIu64 " splits counted for %" PRIu64 " chunks each released in part "
+        "(%.1f MiB of OS pages inside them)", s.thp_splits, chunks,
+        s.subpage_released_bytes / MiB);
+  CHECK(s.thp_subpage_splits == s.thp_splits, "%" PRIu64 " of %" PRIu64 " splits by sub-page "
+        "release", s.thp_subpage_splits, s.thp_splits);
+  OK(h, hl_events_read(h, ev, 256, &n, 1));
+  uint64_t split_events = 0, bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind != HL_EV_thp_split) continue;
+    split_events++;
+    bytes += (uint64_t)ev[i].fields[3];
+    CHECK(ev[i].fields[0] % (int64_t)(CHUNK / 65536) == 0, "chunk_page %" PRId64,
+          ev[i].fields[0]);
+    CHECK(ev[i].fields[1] == 0 && ev[i].fields[2] >= 1 && ev[i].fields[2] <= 32,
+          "released_pages %" PRId64 ", pages_in_use %" PRId64, ev[i].fields[1], ev[i].fields[2]);
+    CHECK(ev[i].fields[3] >= 4096 && ev[i].fields[3] % 4096 == 0 &&
+              ev[i].fields[3] < (int64_t)CHUNK,
+          "released_bytes %" PRId64, ev[i].fields[3]);
+  }
+  CHECK(split_events == s.thp_splits, "%" PRIu64 " thp_split events for %" PRIu64 " splits",
+        split_events, s.thp_splits);
+  CHECK(bytes == s.subpage_released_bytes, "the split events tell %" PRIu64 " bytes, %" PRIu64
+        " were released", bytes, s.subpage_released_bytes);
+  if (s0.thp_enabled) {
+    /* the kernel agrees: that many huge pages are gone from AnonHugePages */
+    CHECK(f0.anon_huge >= f1.anon_huge + (s.thp_splits - 1) * CHUNK,
+          "AnonHugePages %.1f -> %.1f MiB for %" PRIu64 " splits", f0.anon_huge / MiB,
+          f1.anon_huge / MiB, s.thp_splits);
+  }
+  printf("sub-page release: %" PRIu64 " splits of %" PRIu64 " chunks, %.1f MiB released; "
+         "AnonHugePages %.1f -> %.1f MiB\n", s.thp_splits, chunks,
+         s.subpage_released_bytes / MiB, f0.anon_huge / MiB, f1.anon_huge / MiB);
+  hl_heap_free(h);
+}
+
+/* (the allocating thread's own calls: thp_prefault=0, no helper faults the
+ * chunks in ahead -- its refusals are prefault_helper_faults_only_what_the_
+ * fill_uses.c's) */
 static void populate_and_its_refusals(void) {
-  hl_heap *h = HEAP("thp=populate", "warm_pages=0");
+  hl_heap *h = HEAP("thp=populate", "thp_prefault=0", "warm_pages=0");
   hl_stats s = stats_of(h);
   hl_ref r;
   uint64_t sum0, objs0, sum1, objs1;
@@ -152,7 +220,7 @@ static void populate_and_its_refusals(void) {
 
   /* refused (memory short): recorded, the chunk faults in at first touch,
    * and the next chunk is tried again; the fill is the same */
-  h = HEAP("thp=populate", "warm_pages=0");
+  h = HEAP("thp=populate", "thp_prefault=0", "warm_pages=0");
   OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_first, 2, ENOMEM));
   OK(h, hl_fill(h, 8u << 20, 256, 0, &r));
   hl_stats b = stats_of(h);
@@ -168,7 +236,7 @@ static void populate_and_its_refusals(void) {
   hl_heap_free(h);
 
   /* refused for good (a kernel without MADV_POPULATE_WRITE): asked once */
-  h = HEAP("thp=populate", "warm_pages=0");
+  h = HEAP("thp=populate", "thp_prefault=0", "warm_pages=0");
   OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_always, 0, EINVAL));
   OK(h, hl_fill(h, 8u << 20, 256, 0, &r));
   hl_stats c = stats_of(h);
@@ -220,6 +288,7 @@ static void never_and_small_reservations(void) {
 
 int main(void) {
   splits_then_whole_chunks();
+  subpage_release_splits_are_counted();
   populate_and_its_refusals();
   never_and_small_reservations();
   return 0;

@@ -275,7 +275,7 @@ def test_huge_pages_option_stats_footprint_and_events():
     assert opt["choices"] == ["never", "madvise", "populate"]
     assert opt["default"] in opt["choices"] and "measured" in opt["description"]
     for name in ("thp_enabled", "thp_errno", "thp_chunks_released", "thp_splits",
-                 "thp_populated_chunks", "thp_populate_refused"):
+                 "thp_subpage_splits", "thp_populated_chunks", "thp_populate_refused"):
         assert name in heaplab.stat_names()
     f0 = heaplab.footprint()
     assert 0 <= f0.anon_huge <= f0.anonymous
@@ -297,11 +297,27 @@ def test_huge_pages_option_stats_footprint_and_events():
         splits = [e for e in h.events() if e.kind == "thp_split"]
         assert st.thp_splits >= 8 and len(splits) == st.thp_splits
         assert all(e.fields["released_pages"] >= 1 and e.fields["pages_in_use"] >= 1
+                   and e.fields["released_bytes"] == e.fields["released_pages"] << 16
                    for e in splits)
+        assert st.thp_subpage_splits == 0
         assert st.thp_chunks_released == 0
         r.release()
         h.collect(cycles=2, major=True)
         assert h.stats().thp_chunks_released >= 14
+        h.check()
+    # sub-page release inside huge chunks splits them too: counted and told
+    with heaplab.Heap(thp="madvise", subpage_release=True, warm_pages=0,
+                      warm_demand_trims=0) as h:
+        r = h.fill(8 << 20, 248, stride=64)   # four live objects a page, none empty
+        h.events()
+        h.collect(cycles=2, major=True)
+        st = h.stats()
+        splits = [e for e in h.events() if e.kind == "thp_split"]
+        assert st.subpage_released_bytes >= 4 << 20 and st.released_pages == 0
+        assert st.thp_splits >= 4 and st.thp_subpage_splits == st.thp_splits == len(splits)
+        assert all(e.fields["released_pages"] == 0 and e.fields["released_bytes"] >= 4096
+                   for e in splits)
+        assert sum(e.fields["released_bytes"] for e in splits) == st.subpage_released_bytes
         h.check()
     with heaplab.Heap(thp="never") as h:
         st = h.stats()

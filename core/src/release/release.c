@@ -153,7 +153,9 @@ static uint64_t warm_target(hl_heap *h) {
  * khugepaged may have collapsed the chunk again), and only then single
  * pages from the free pool's cold end, as without thp; a chunk that may have
  * been a huge page and is released in part is a split, counted
- * (thp_splits) and told (event thp_split). */
+ * (thp_splits) and told (event thp_split) -- also when the part is OS pages
+ * inside a page that stays (subpage.c: releasing 4 KiB of a huge page
+ * splits it just the same). */
 
 typedef struct whole_chunks {
   uint32_t *chunks;  /* first pages of the whole chunks, sorted */
@@ -291,18 +293,25 @@ static void chunks_after_release(hl_heap *h, whole_chunks *w, const uint32_t *re
     uint32_t c = rel[i] >> h->chunk_shift;
     uint64_t released = 0;
     for (j = i; j < nr && rel[j] >> h->chunk_shift == c; j++) released += outcome[j] != 0;
-    if (!released) continue;
-    uint32_t in_use = 0, c0 = c << h->chunk_shift;
-    for (uint32_t q = c0; q < c0 + per && q < h->high_water; q++)
-      in_use += !hl__released_state(h->pages[q].state);
-    if (h->chunk[c] == CH_HUGE) {
-      h->chunk[c] = CH_SPLIT;
-      h->tally.thp_splits++;
-      hl__event(h, HL_EV_thp_split, 3, (int64_t)c0, (int64_t)released, (int64_t)in_use);
-    }
-    /* every page released: no huge page there now, a touch may fault one */
-    if (in_use == 0) h->chunk[c] = CH_EMPTY;
+    if (released) hl__chunk_released_in_part(h, c, released, released << h->page_shift, false);
   }
+}
+
+void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
+                                uint64_t released_bytes, bool subpage) {
+  HL_ASSERT_LOCKED(h);
+  uint32_t per = 1u << h->chunk_shift, in_use = 0, c0 = c << h->chunk_shift;
+  for (uint32_t q = c0; q < c0 + per && q < h->high_water; q++)
+    in_use += !hl__released_state(h->pages[q].state);
+  if (h->chunk[c] == CH_HUGE) {
+    h->chunk[c] = CH_SPLIT;
+    h->tally.thp_splits++;
+    if (subpage) h->tally.thp_subpage_splits++;
+    hl__event(h, HL_EV_thp_split, 4, (int64_t)c0, (int64_t)released_pages, (int64_t)in_use,
+              (int64_t)released_bytes);
+  }
+  /* every page released: no huge page there now, a touch may fault one */
+  if (in_use == 0) h->chunk[c] = CH_EMPTY;
 }
 
 /* Backing off (seed 001's other half).  A call that gives up after its

@@ -45,6 +45,17 @@ static int populate_chunk(hl_heap *h, uint32_t p) {
   hl__retake_lock(h, dropped);
   if (!r.err) {
     h->tally.thp_populated_chunks++;
+    /* and the chunk's side-table bits, which format is about to write: one
+     * call instead of 8 faults of 4 KiB (850 for a 192 MiB fill); a
+     * failure only means they fault in as before */
+    uint8_t *bits;
+    size_t len;
+    hl__chunk_bits(h, p >> h->chunk_shift, &bits, &len);
+    if (len) {
+      dropped = hl__drop_lock(h);
+      prim_call(&h->prim, HL_SITE_populate, bits, len, PRIM_POPULATE);
+      hl__retake_lock(h, dropped);
+    }
     return 1;
   }
   h->tally.thp_populate_refused++;
@@ -65,7 +76,8 @@ static void populate_fresh(hl_heap *h, uint32_t p) {
   }
   uint32_t c = p >> h->chunk_shift;
   if ((p & ((1u << h->chunk_shift) - 1)) == 0) {
-    if (populate_chunk(h, p) || populate(h, p)) h->thp_ready_chunk = c;
+    /* thp_prefault: the helper may have faulted it in already */
+    if (hl__prefault_take(h, c) || populate_chunk(h, p) || populate(h, p)) h->thp_ready_chunk = c;
   } else if (h->thp_ready_chunk != c) {
     populate(h, p);
   }

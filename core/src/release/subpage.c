@@ -237,6 +237,20 @@ static void publish(hl_heap *h, sub_cand *c, sub_tally *t) {
   relist(h, p);
 }
 
+/* thp: OS pages released inside a 2 MiB chunk split the huge page that may
+ * back it, as a whole page released from it does (release.c counts and
+ * tells it).  The candidates are in address order. (Lock held.) */
+static void chunks_split(hl_heap *h, const sub_cand *c, size_t n) {
+  for (size_t i = 0, j; i < n; i = j) {
+    uint32_t ch = c[i].p >> h->chunk_shift;
+    uint64_t os = 0;
+    for (j = i; j < n && c[j].p >> h->chunk_shift == ch; j++)
+      for (uint32_t w = 0; w < h->sub_words; w++)
+        os += (uint64_t)__builtin_popcountll(c[j].prim[w] | c[j].fb[w]);
+    if (os) hl__chunk_released_in_part(h, ch, 0, os << h->os_shift, true);
+  }
+}
+
 int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budget) {
   HL_ASSERT_LOCKED(h);
   HL_ASSERT(h->in_cycle);
@@ -316,6 +330,7 @@ int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budge
   hl__retake_lock(h, dropped);
 
   for (size_t i = 0; i < n; i++) publish(h, &c[i], &t);
+  if (h->chunk) chunks_split(h, c, n);
   hl__sys_free(c);
   h->tally.trim_ns += dt;
   h->tally.release_calls += t.calls;

@@ -99,6 +99,7 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   hl_ref ref = 0, park = 0;
   bool pinned = false;
   group_builder g;
+  hl_prefault *pf = NULL;
   g.fanout = (h->small_max - sizeof(hl_objhdr)) / sizeof(void *);
   if (g.fanout > 63) g.fanout = 63;
   if (g.fanout < 8) g.fanout = 1024; /* tiny small_max: index nodes go large */
@@ -110,6 +111,9 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   uint32_t group_page = HL_NIL;
   /* small objects fill every page they take: fault each in with one call */
   h->bulk = !large;
+  /* thp_prefault: fresh chunks faulted in ahead of the fill on another CPU
+   * (only when every object is kept: no page of it is reused meanwhile) */
+  if (!large && stride == 1) pf = hl__prefault_start(h, count, hl__obj_bytes(size, refs));
   /* the index nodes being filled and the object being appended are raw
    * pointers across allocations: no cycle moves anything meanwhile */
   h->nomove++;
@@ -162,6 +166,7 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   *out = ref;
   ref = 0;
 out:
+  hl__prefault_stop(h, pf);
   if (pinned) h->nomove--;
   h->bulk = false;
   if (park) hl__handle_release(h, park);

@@ -1,0 +1,215 @@
+/*
+ * prefault.c -- thp_prefault: while a bulk phase (fill) carves fresh 2 MiB
+ * chunks, a helper thread faults the next ones in ahead of it with
+ * MADV_POPULATE_WRITE, on another CPU.
+ *
+ * Why: with huge pages the fill's time is mostly the kernel zeroing each
+ * fresh 2 MiB page at its fault (docs/performance.md, fourth round), on the
+ * allocating thread, while the second CPU sits idle.  The helper zeroes the
+ * chunks ahead of the allocation cursor, so the kernel's zeroing runs beside
+ * the fill's own writes, and when the fill catches up with a chunk no one
+ * has claimed it faults that one in itself -- the two threads then zero
+ * chunks side by side.
+ *
+ * Bounds -- it never faults in what the heap will not use, and never touches
+ * memory the heap has released:
+ *   - only chunks wholly above the pages carved when the phase started
+ *     (never-carved memory: nothing there was ever released);
+ *   - at most an estimate of the fresh pages the phase will carve (its
+ *     objects' pages, less every empty and partial page it could take
+ *     instead; its index nodes are not counted), and at most thp_prefault
+ *     chunks ahead of the chunk the allocation is in;
+ *   - a chunk the helper is faulting in is waited for (outside the heap
+ *     lock) by any thread that carves its first page, so no page of it is
+ *     handed out, let alone released, while the helper's call runs;
+ *   - when the phase ends, the chunks the helper faulted in that no page was
+ *     carved from (the phase was interrupted, failed, or found garbage to
+ *     reuse) are given back with one MADV_DONTNEED (thp_prefault_unused).
+ *
+ * The helper is one thread per phase, joined before the phase returns: it
+ * makes system calls only (no write to the heap's memory, no heap state);
+ * its state is this file's struct under its own mutex, and its counts go
+ * into the stats when the phase ends.  Its calls go through the fault site
+ * populate; a refused call stops the helper (the chunks it did not fault in
+ * fault in as without it) and is counted in thp_populate_refused.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "../internal.h"
+
+#define NONE UINT32_MAX
+
+struct hl_prefault {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;        /* the helper's window moved, or a chunk is done */
+  pthread_t thread;
+  prim_ctx *prim;
+  uint8_t *base;
+  uint8_t *bits;            /* the side-table bits of chunk 0's pages */
+  size_t chunk_bits;        /* bytes of bits per chunk */
+  uint32_t first, end;      /* chunks [first, end) are the helper's to take */
+  uint32_t ahead;           /* at most this many chunks beyond the cursor */
+  /* under mu: */
+  uint32_t next;            /* the lowest chunk nobody has claimed */
+  uint32_t cursor;          /* the chunk the allocation is in */
+  uint32_t busy;            /* the chunk the helper is faulting in, or NONE */
+  uint32_t failed;          /* the chunk whose call was refused, or NONE */
+  bool stop;
+  int err;
+  uint64_t chunks, waits, wait_ns;
+};
+
+static void *helper_main(void *arg) {
+  hl_prefault *pf = arg;
+  pthread_mutex_lock(&pf->mu);
+  for (;;) {
+    while (!pf->stop && pf->next < pf->end && pf->next >= pf->cursor + pf->ahead)
+      pthread_cond_wait(&pf->cv, &pf->mu);
+    if (pf->stop || pf->next >= pf->end) break;
+    uint32_t c = pf->next++;
+    pf->busy = c;
+    pthread_mutex_unlock(&pf->mu);
+    prim_result r = prim_call(pf->prim, HL_SITE_populate, pf->base + (size_t)c * PRIM_HUGE_BYTES,
+                              PRIM_HUGE_BYTES, PRIM_POPULATE);
+    if (!r.err) {
+      /* and the OS pages of the bits only this chunk's pages use (format
+       * writes them): one call instead of a fault each */
+      size_t os = prim_os_page_size();
+      uintptr_t lo = (uintptr_t)(pf->bits + (size_t)c * pf->chunk_bits);
+      uintptr_t hi = lo + pf->chunk_bits;
+      lo = (lo + os - 1) / os * os;
+      hi = hi / os * os;
+      if (hi > lo) prim_call(pf->prim, HL_SITE_populate, (void *)lo, hi - lo, PRIM_POPULATE);
+    }
+    pthread_mutex_lock(&pf->mu);
+    pf->busy = NONE;
+    if (r.err) {
+      pf->failed = c;
+      pf->err = r.err;
+      pf->stop = true; /* the rest fault in as without the helper */
+    } else {
+      pf->chunks++;
+    }
+    pthread_cond_broadcast(&pf->cv);
+  }
+  pthread_mutex_unlock(&pf->mu);
+  return NULL;
+}
+
+/* Fresh pages a phase writing `count` objects of `bytes` each (slot size)
+ * will carve at least: its objects' pages, less the empty pages it may take
+ * first and the room of the partial pages of their class. */
+static uint64_t fresh_pages(hl_heap *h, uint64_t count, uint64_t bytes) {
+  uint32_t cls = hl__class_of(h, bytes);
+  uint64_t per = h->page_size / h->cls_size[cls];
+  if (per == 0) return 0;
+  uint64_t need = (count + per - 1) / per;
+  uint64_t other = h->free_pool.count + h->released_pool.count + h->reuse_failed.count +
+                   h->partial_avail[cls].count + 1 /* the owned page */;
+  return need > other ? need - other : 0;
+}
+
+hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
+  HL_ASSERT_LOCKED(h);
+  /* (another thread's phase may have its helper running: one at a time) */
+  if (h->prefault || !h->chunk || !h->tally.thp_enabled || h->opt.thp_prefault == 0 ||
+      h->thp_populate_off || prim_os_cpus() < 2)
+    return NULL;
+  uint32_t per = 1u << h->chunk_shift;
+  uint64_t fresh = fresh_pages(h, count, bytes);
+  /* chunks whose first page the phase will carve, above what is carved */
+  uint64_t first = ((uint64_t)h->high_water + per - 1) >> h->chunk_shift;
+  uint64_t end = fresh ? (((uint64_t)h->high_water + fresh - 1) >> h->chunk_shift) + 1 : 0;
+  uint64_t max = (uint64_t)h->npages_max >> h->chunk_shift;
+  if (end > max) end = max;
+  /* the first chunk is the fill's own; a helper pays from the second on */
+  if (end < first + 2) return NULL;
+  hl_prefault *pf = hl__sys_malloc(sizeof *pf);
+  if (!pf) return NULL; /* the phase faults its chunks in itself */
+  memset(pf, 0, sizeof *pf);
+  pf->prim = &h->prim;
+  pf->base = h->base;
+  pf->bits = (uint8_t *)h->bits;
+  pf->chunk_bits = (size_t)per * 2 * h->bitmap_words * sizeof(uint64_t);
+  pf->first = pf->next = pf->cursor = (uint32_t)first;
+  pf->end = (uint32_t)end;
+  pf->ahead = (uint32_t)h->opt.thp_prefault;
+  pf->busy = pf->failed = NONE;
+  if (pthread_mutex_init(&pf->mu, NULL)) goto fail;
+  if (pthread_cond_init(&pf->cv, NULL)) {
+    pthread_mutex_destroy(&pf->mu);
+    goto fail;
+  }
+  if (pthread_create(&pf->thread, NULL, helper_main, pf)) {
+    pthread_cond_destroy(&pf->cv);
+    pthread_mutex_destroy(&pf->mu);
+    goto fail;
+  }
+  h->prefault = pf;
+  return pf;
+fail:
+  hl__sys_free(pf);
+  return NULL;
+}
+
+bool hl__prefault_take(hl_heap *h, uint32_t c) {
+  HL_ASSERT_LOCKED(h);
+  hl_prefault *pf = h->prefault;
+  if (!pf || c < pf->first) return false;
+  bool dropped = false;
+  pthread_mutex_lock(&pf->mu);
+  if (pf->busy == c) {
+    /* the helper is faulting it in: wait for it, the heap lock dropped
+     * (another thread that carves meanwhile comes here too) */
+    pthread_mutex_unlock(&pf->mu);
+    dropped = hl__drop_lock(h);
+    uint64_t t0 = prim_now_ns();
+    pthread_mutex_lock(&pf->mu);
+    while (pf->busy == c) pthread_cond_wait(&pf->cv, &pf->mu);
+    pf->waits++;
+    pf->wait_ns += prim_now_ns() - t0;
+  }
+  bool done = c < pf->next && c != pf->failed;
+  if (c >= pf->next) pf->next = c + 1; /* the allocation's own: the helper skips it */
+  if (c > pf->cursor) pf->cursor = c;
+  pthread_cond_broadcast(&pf->cv);
+  pthread_mutex_unlock(&pf->mu);
+  hl__retake_lock(h, dropped);
+  return done;
+}
+
+void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
+  HL_ASSERT_LOCKED(h);
+  if (!pf) return;
+  /* The heap lock stays held: no page is carved while the helper finishes
+   * its last call, so the chunks beyond high_water below are still fresh. */
+  pthread_mutex_lock(&pf->mu);
+  pf->stop = true;
+  pthread_cond_broadcast(&pf->cv);
+  pthread_mutex_unlock(&pf->mu);
+  pthread_join(pf->thread, NULL);
+  h->prefault = NULL;
+  h->tally.thp_prefault_chunks += pf->chunks;
+  h->tally.thp_prefault_waits += pf->waits;
+  h->tally.thp_prefault_wait_ns += pf->wait_ns;
+  if (pf->err) {
+    h->tally.thp_populate_refused++;
+    h->tally.thp_errno = (uint64_t)pf->err;
+  }
+  /* faulted in by the helper, no page carved: given back (chunks the
+   * allocation claimed are below high_water's chunk, or it faulted them) */
+  uint32_t per = 1u << h->chunk_shift;
+  uint64_t lo = ((uint64_t)h->high_water + per - 1) >> h->chunk_shift;
+  if (lo < pf->first) lo = pf->first;
+  if (lo < pf->next) {
+    uint64_t n = pf->next - lo;
+    if (pf->failed != NONE && pf->failed >= lo) n--; /* (refused: not faulted in) */
+    prim_result r = prim_call(&h->prim, HL_SITE_release, pf->base + lo * PRIM_HUGE_BYTES,
+                              (pf->next - lo) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
+    if (!r.err) h->tally.thp_prefault_unused += n;
+  }
+  pthread_cond_destroy(&pf->cv);
+  pthread_mutex_destroy(&pf->mu);
+  hl__sys_free(pf);
+}

@@ -1,0 +1,73 @@
+"""A/B of the huge-page fill (issue 19, docs/performance.md, fourth round item 21).
+
+    python3 experiments/bench/thp_ab.py [--rounds N] [--exe PATH] "OPTIONS A" "OPTIONS B" ...
+
+Each arm is a set of heaplab options ("thp=populate thp_prefault=0").  Every measured run of
+`bench-heaplab fill --bytes 201326592 --size 256` comes right after a warm-up huge-page fill
+(thp=populate, discarded), so that every arm gets 2 MiB blocks freed a moment ago rather
+than ones this VM's free page reporting gave back to its host (which fault on the host too
+and make the fill 10-40x slower: item 21).  The arms run in turn, the order reversed every
+round; the fastest three runs and the median of each, the load average before and after.
+
+Unlike `bench.py pair` the commands run one at a time and unpinned: the prefault helper
+(thp_prefault) needs the second CPU.  --floor adds the 4 KiB page-fault floor as an arm
+(no warm-up before it) and prints each arm's ratio to it."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FILL = ["fill", "--bytes", "201326592", "--size", "256"]
+
+
+def run(exe, args, options):
+    cmd = [exe, *args] + sum((["-o", o] for o in options.split()), [])
+    p = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, MALLOC_PERTURB_="0"))
+    rec = json.loads(p.stdout)
+    if rec.get("error") or p.returncode:
+        sys.exit(f"{' '.join(cmd)}: {rec.get('error')} (exit {p.returncode})")
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("arms", nargs="+", help='heaplab options per arm, e.g. "thp=populate"')
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--exe", default=os.path.join(HERE, "..", "..", "build", "experiments",
+                                                  "bench", "bench-heaplab"))
+    ap.add_argument("--floor", action="store_true", help="also the 4 KiB page-fault floor")
+    a = ap.parse_args()
+    arms = (["floor"] if a.floor else []) + a.arms
+    times = {arm: [] for arm in arms}
+    helper = {arm: [] for arm in arms}
+    load0 = os.getloadavg()[0]
+    for i in range(a.rounds):
+        for arm in (arms if i % 2 == 0 else arms[::-1]):
+            if arm == "floor":
+                rec = run(a.exe, ["floor"] + FILL[1:], "")
+            else:
+                run(a.exe, FILL, "thp=populate thp_prefault=0")  # warm-up, discarded
+                rec = run(a.exe, FILL, arm)
+            times[arm].append(rec["time_ns"] / 1e6)
+            helper[arm].append(rec.get("notes", {}).get("thp_prefault_chunks", 0))
+    print(f"{a.rounds} rounds, load average {load0:.2f} -> {os.getloadavg()[0]:.2f}")
+    for arm in arms:
+        v = sorted(times[arm])
+        fast = " ".join(f"{t:7.1f}" for t in v[:3])
+        line = (f"{arm:40} fastest {fast}  median "
+                f"{statistics.median(v):7.1f} ms  helper chunks (median) "
+                f"{statistics.median(helper[arm]):.0f}")
+        if a.floor and arm != "floor":
+            f = sorted(times["floor"])
+            line += (f"  / floor {v[0] / f[0]:.3f} fastest, "
+                     f"{statistics.median(v) / statistics.median(f):.3f} median")
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

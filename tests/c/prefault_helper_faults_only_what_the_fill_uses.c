@@ -1,0 +1,209 @@
+/* thp_prefault (issue 19): while a fill carves fresh 2 MiB chunks, a helper
+ * thread faults the next ones in ahead of it.  What it must never do: fault
+ * in more than the fill uses, touch memory the heap released, change what
+ * the fill makes, or race with a thread that allocates beside the fill.
+ *   - a fill with the helper makes the same objects (checksum) and leaves
+ *     as much resident (within a chunk) as one without; the helper's and
+ *     the fill's chunks together are the fresh chunks carved;
+ *   - after a drop and a release, the next fill reuses the released pages
+ *     first and the helper only faults chunks above them;
+ *   - garbage swept during the fill makes it carve less than it expected:
+ *     what the helper faulted in beyond is given back (thp_prefault_unused),
+ *     residency as without the helper;
+ *   - a refused MADV_POPULATE_WRITE stops the helper, counted, same fill;
+ *   - a second thread filling the same heap meanwhile (no helper of its
+ *     own) waits for the helper's chunk it reaches: both fills intact.
+ * Runs under ThreadSanitizer (suite threads).  Where the kernel gives no
+ * huge pages or there is one CPU, no helper runs and the checks of its
+ * counts are skipped (the fills must still be right). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define CHUNK ((uint64_t)2 << 20)
+#define SIZE 248 /* + 8-byte header: the 256-byte class, 256 a page */
+
+static bool helper_can_run(hl_heap *h) {
+  return stats_of(h).thp_enabled && sysconf(_SC_NPROCESSORS_ONLN) > 1;
+}
+
+static void fill_sum(hl_heap *h, uint64_t bytes, uint64_t *sum, uint64_t *objs, hl_ref *out) {
+  hl_ref r;
+  OK(h, hl_fill(h, bytes, SIZE, 0, &r));
+  OK(h, hl_ref_checksum(h, r, sum, objs));
+  if (out) *out = r;
+  else OK(h, hl_ref_release(h, r));
+}
+
+static void same_fill_same_residency(void) {
+  uint64_t sum[2], objs[2], res[2];
+  hl_stats s[2];
+  for (int on = 0; on < 2; on++) {
+    hl_heap *h = HEAP("thp=populate", on ? "thp_prefault=4" : "thp_prefault=0", "warm_pages=0",
+                      "verify=1");
+    hl_ref r;
+    fill_sum(h, 64u << 20, &sum[on], &objs[on], &r);
+    res[on] = resident_of(h);
+    s[on] = stats_of(h);
+    OK(h, hl_heap_check(h));
+    if (on && helper_can_run(h)) {
+      uint64_t chunks = (s[on].total_pages + 31) / 32;
+      CHECK(s[on].thp_prefault_chunks >= 1, "the helper faulted in no chunk of a 64 MiB fill");
+      CHECK(s[on].thp_prefault_chunks + s[on].thp_populated_chunks <= chunks,
+            "%" PRIu64 " chunks by the helper + %" PRIu64 " by the fill, %" PRIu64 " carved",
+            s[on].thp_prefault_chunks, s[on].thp_populated_chunks, chunks);
+      CHECK(s[on].thp_prefault_unused == 0, "%" PRIu64 " chunks faulted in and not used",
+            s[on].thp_prefault_unused);
+    }
+    if (!on)
+      CHECK(s[on].thp_prefault_chunks == 0 && s[on].thp_prefault_waits == 0,
+            "thp_prefault=0: the helper ran");
+    hl_heap_free(h);
+  }
+  CHECK(sum[0] == sum[1] && objs[0] == objs[1], "the fill with the helper differs");
+  CHECK(res[1] <= res[0] + CHUNK, "resident %.1f MiB with the helper, %.1f without",
+        res[1] / MiB, res[0] / MiB);
+  printf("64 MiB fill: helper %" PRIu64 " chunks, fill %" PRIu64 ", %" PRIu64
+         " waits (%.1f ms); resident %.1f / %.1f MiB\n",
+         s[1].thp_prefault_chunks, s[1].thp_populated_chunks, s[1].thp_prefault_waits,
+         s[1].thp_prefault_wait_ns / 1e6, res[1] / MiB, res[0] / MiB);
+}
+
+static void released_pages_first(void) {
+  hl_heap *h = HEAP("thp=populate", "thp_prefault=4", "warm_pages=0", "warm_demand_trims=0",
+                    "release_per_sweep=1048576", "verify=1");
+  uint64_t sum, objs;
+  fill_sum(h, 32u << 20, &sum, &objs, NULL);
+  OK(h, hl_collect(h, 2, 1));
+  hl_stats a = stats_of(h);
+  CHECK(a.released_pages >= 500, "%" PRIu64 " pages released", a.released_pages);
+  uint64_t res0 = resident_of(h);
+  hl_ref r;
+  fill_sum(h, 48u << 20, &sum, &objs, &r);
+  hl_stats b = stats_of(h);
+  OK(h, hl_heap_check(h));
+  CHECK(b.reused_pages - a.reused_pages >= a.released_pages - 32,
+        "%" PRIu64 " of %" PRIu64 " released pages reused", b.reused_pages - a.reused_pages,
+        a.released_pages);
+  /* the helper's chunks are among the fresh ones: above the released pages */
+  uint64_t fresh_chunks = (b.total_pages - a.total_pages + 31) / 32 + 1;
+  CHECK(b.thp_prefault_chunks - a.thp_prefault_chunks <= fresh_chunks,
+        "the helper faulted %" PRIu64 " chunks, %" PRIu64 " fresh ones carved",
+        b.thp_prefault_chunks - a.thp_prefault_chunks, fresh_chunks);
+  uint64_t res1 = resident_of(h);
+  CHECK(res1 <= res0 + (uint64_t)(48u << 20) * 272 / 256 + 4 * CHUNK,
+        "resident %.1f MiB after a 48 MiB fill", res1 / MiB);
+  printf("after a release: helper %" PRIu64 " chunks of %" PRIu64 " fresh, %" PRIu64
+         " pages reused\n", b.thp_prefault_chunks - a.thp_prefault_chunks, fresh_chunks,
+         b.reused_pages - a.reused_pages);
+  OK(h, hl_ref_release(h, r));
+  hl_heap_free(h);
+}
+
+/* 40 MiB of garbage the fill's first cycle sweeps: the fill takes those
+ * pages and carves fewer fresh ones than it expected. */
+static void garbage_swept_meanwhile(void) {
+  uint64_t res[2], sum[2], objs[2];
+  hl_stats s[2];
+  for (int on = 0; on < 2; on++) {
+    hl_heap *h = HEAP("thp=populate", on ? "thp_prefault=8" : "thp_prefault=0", "warm_pages=0",
+                      "gc_trigger_bytes=16m", "adaptive_trigger=0", "gc_live_ratio=0");
+    hl_ref g;
+    OK(h, hl_fill(h, 40u << 20, SIZE, 0, &g));
+    OK(h, hl_ref_release(h, g)); /* garbage, not yet swept */
+    hl_stats a = stats_of(h);
+    fill_sum(h, 64u << 20, &sum[on], &objs[on], NULL);
+    s[on] = stats_of(h);
+    CHECK(s[on].cycles > a.cycles, "no cycle during the fill");
+    OK(h, hl_heap_check(h));
+    res[on] = resident_of(h);
+    if (on) {
+      uint64_t carved = s[on].total_pages - a.total_pages;
+      uint64_t used = (s[on].thp_prefault_chunks - a.thp_prefault_chunks) -
+                      (s[on].thp_prefault_unused - a.thp_prefault_unused);
+      CHECK(used <= carved / 32 + 1, "the helper's %" PRIu64 " chunks in use, %" PRIu64
+            " pages carved", used, carved);
+    }
+    hl_heap_free(h);
+  }
+  CHECK(sum[0] == sum[1] && objs[0] == objs[1], "the fill with the helper differs");
+  CHECK(res[1] <= res[0] + CHUNK, "resident %.1f MiB with the helper, %.1f without: what it "
+        "faulted in beyond the fill stayed", res[1] / MiB, res[0] / MiB);
+  printf("garbage swept meanwhile: helper %" PRIu64 " chunks, %" PRIu64 " given back; resident "
+         "%.1f / %.1f MiB\n", s[1].thp_prefault_chunks, s[1].thp_prefault_unused, res[1] / MiB,
+         res[0] / MiB);
+}
+
+static void refused(void) {
+  hl_heap *h = HEAP("thp=populate", "thp_prefault=4", "warm_pages=0");
+  bool can = helper_can_run(h);
+  OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_always, 0, ENOMEM));
+  uint64_t sum, objs, sum0, objs0;
+  fill_sum(h, 32u << 20, &sum, &objs, NULL);
+  hl_stats s = stats_of(h);
+  CHECK(s.thp_prefault_chunks == 0 && s.thp_populated_chunks == 0, "populated while refused");
+  if (can) CHECK(s.thp_populate_refused >= 2 && s.thp_errno == ENOMEM, "%" PRIu64 " refusals, "
+                 "errno %" PRIu64, s.thp_populate_refused, s.thp_errno);
+  OK(h, hl_heap_check(h));
+  hl_heap_free(h);
+  h = HEAP("thp=never");
+  fill_sum(h, 32u << 20, &sum0, &objs0, NULL);
+  hl_heap_free(h);
+  CHECK(sum == sum0 && objs == objs0, "the refused fill differs");
+}
+
+typedef struct {
+  hl_heap *h;
+  uint64_t sum, objs;
+} side_fill;
+
+/* (the checksum of the fill's objects alone, through hl_thin: the shape of
+ * its index depends on where its first page starts) */
+static void *side(void *arg) {
+  side_fill *f = arg;
+  for (int i = 0; i < 4; i++) {
+    uint64_t sum, objs;
+    hl_ref r, k;
+    OK(f->h, hl_fill(f->h, 4u << 20, 120, 0, &r));
+    OK(f->h, hl_thin(f->h, r, 1, &k));
+    OK(f->h, hl_ref_checksum(f->h, k, &sum, &objs));
+    OK(f->h, hl_ref_release(f->h, k));
+    OK(f->h, hl_ref_release(f->h, r));
+    CHECK(i == 0 || (sum == f->sum && objs == f->objs), "side fill %d differs: %" PRIx64 " %" PRIu64 " vs %" PRIx64 " %" PRIu64, i, sum, objs, f->sum, f->objs);
+    f->sum = sum;
+    f->objs = objs;
+  }
+  return NULL;
+}
+
+static void beside_another_thread(void) {
+  hl_heap *h = HEAP("thp=populate", "thp_prefault=2", "warm_pages=0", "verify=1");
+  side_fill f = {h, 0, 0};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, side, &f) == 0, "pthread_create");
+  uint64_t sum, objs;
+  fill_sum(h, 48u << 20, &sum, &objs, NULL);
+  CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+  OK(h, hl_heap_check(h));
+  hl_stats s = stats_of(h);
+  hl_heap_free(h);
+  h = HEAP("thp=never");
+  uint64_t sum0, objs0;
+  fill_sum(h, 48u << 20, &sum0, &objs0, NULL);
+  hl_heap_free(h);
+  CHECK(sum == sum0 && objs == objs0, "the fill beside another thread differs");
+  printf("beside another thread: helper %" PRIu64 " chunks, %" PRIu64 " waits\n",
+         s.thp_prefault_chunks, s.thp_prefault_waits);
+}
+
+int main(void) {
+  same_fill_same_residency();
+  released_pages_first();
+  garbage_swept_meanwhile();
+  refused();
+  beside_another_thread();
+  return 0;
+}
