@@ -191,7 +191,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "double the trigger on high survival twice in a row, halve on low")       \
   X(gc_live_ratio, INT, 200, 0, 1000, "",                                      \
     "percent of the bytes the last cycle marked added to the trigger (0 = off)") \
-  X(gc_growth_ratio, INT, 75, 0, 1000, "",                                     \
+  X(gc_growth_ratio, INT, 100, 0, 1000, "",                                    \
     "full-mark collector: the heap grows only by need -- the trigger is at most max(the bytes the heap holds free after the sweep, the trigger + this percent of the bytes marked), and a cycle that would leave less free sweeps the partial pages too (0 = off: gc_live_ratio alone, the seed's trigger)") \
   X(generational, BOOL, 0, 0, 1, "",                                           \
     "collected mode, sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
