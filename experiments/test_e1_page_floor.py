@@ -27,7 +27,7 @@ textures cost 196,992 KB on top, peak 466,224 KB; on returned 66-68%
 (287,824 KB peak), ~94% claimed for 4 KiB pages.
 """
 import heaplab
-from heaplab.harness import Experiment, collect_until_settled, env_number
+from heaplab.harness import Experiment, collect_until_settled, env_number, SEED_POLICIES
 
 
 FILL = int(env_number("HEAPLAB_E1_FILL_MIB", 192) * 2**20)
@@ -40,9 +40,9 @@ E1 = Experiment("E1", "page floor", seed={
 })
 
 
-@E1.arm("huge", thp="madvise")
-@E1.arm("on", thp="never")  # page_release=True, the default
-@E1.arm("off", page_release=False, thp="never")
+@E1.arm("huge", thp="madvise", **SEED_POLICIES)
+@E1.arm("on", thp="never", **SEED_POLICIES)  # page_release=True, the default
+@E1.arm("off", page_release=False, thp="never", **SEED_POLICIES)
 def page_floor(rec, **options):
     h = heaplab.Heap(**options)
     with rec.phase("fill", heap=h):

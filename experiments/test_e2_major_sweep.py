@@ -25,7 +25,7 @@ Asserted effect:
 Seed figures: 36 major sweeps in 38 cycles with the defect, 2 in 39 fixed.
 """
 import heaplab
-from heaplab.harness import Experiment, env_number
+from heaplab.harness import Experiment, env_number, SEED_POLICIES
 
 
 FILL = int(env_number("HEAPLAB_E2_FILL_MIB", 240) * 2**20)
@@ -37,8 +37,8 @@ E2 = Experiment("E2", "major-sweep classification", seed={
 COMMON = dict(collector="background", min_cycle_interval_ms=100)
 
 
-@E2.arm("small_only", quiet_counts_large=False, **COMMON)
-@E2.arm("both_paths", **COMMON)  # the defaults: quiet_counts_large=True
+@E2.arm("small_only", quiet_counts_large=False, **COMMON, **SEED_POLICIES)
+@E2.arm("both_paths", **COMMON, **SEED_POLICIES)  # the defaults: quiet_counts_large=True
 def major_sweep(rec, **options):
     h = heaplab.Heap(**options)
     with rec.phase("survivors", heap=h) as ph:

@@ -19,7 +19,7 @@ Seed figures: 1.49-2.36 GB of growth against a 4 MB live set (1.8 GB at
 2048 MB/s).
 """
 import heaplab
-from heaplab.harness import Experiment, env_number
+from heaplab.harness import Experiment, env_number, SEED_POLICIES
 
 
 LIVE = 4 << 20
@@ -30,7 +30,7 @@ RATES = {"full": None, "2048": 2048 << 20, "512": 512 << 20}
 E3 = Experiment("E3", "large-path pacing", seed={
     "off_full": "1.49-2.36 GB growth", "off_2048": "1.8 GB growth"})
 
-COMMON = dict(collector="background", min_cycle_interval_ms=200)
+COMMON = dict(collector="background", min_cycle_interval_ms=200, **SEED_POLICIES)
 
 
 def churn_arm(rec, rate, **options):

@@ -37,7 +37,7 @@ thousands.
 import time
 
 import heaplab
-from heaplab.harness import Experiment
+from heaplab.harness import Experiment, SEED_POLICIES
 
 PAGE = 64 << 10
 OBJ = 248                 # + the 8-byte header = a 256-byte slot
@@ -51,10 +51,10 @@ E5 = Experiment("E5", "VMA fragmentation", seed={
 })
 
 
-@E5.arm("on_1g", params={"pages": LARGE}, dump_toggle=True)
-@E5.arm("off_1g", params={"pages": LARGE})  # the default: dump_toggle=False
-@E5.arm("on", params={"pages": SMALL}, dump_toggle=True)
-@E5.arm("off", params={"pages": SMALL})
+@E5.arm("on_1g", params={"pages": LARGE}, dump_toggle=True, **SEED_POLICIES)
+@E5.arm("off_1g", params={"pages": LARGE}, **SEED_POLICIES)  # the default: dump_toggle=False
+@E5.arm("on", params={"pages": SMALL}, dump_toggle=True, **SEED_POLICIES)
+@E5.arm("off", params={"pages": SMALL}, **SEED_POLICIES)
 def fragment(rec, pages, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("fill", heap=h) as ph:

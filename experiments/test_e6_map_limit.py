@@ -53,7 +53,7 @@ import time
 import pytest
 
 import heaplab
-from heaplab.harness import Experiment, save_arm, spawn_arm
+from heaplab.harness import Experiment, save_arm, spawn_arm, SEED_POLICIES
 
 # The arm's process loads this file by path; maplimit.py sits beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,9 +95,9 @@ def trim_events(h):
     return [e.as_dict() for e in h.events() if e.kind in ("trim", "syscall_gave_up")]
 
 
-@E6.arm("toggle_off")  # the defaults: no dump toggle
-@E6.arm("bounded", dump_toggle=True)  # the default retry: 100 x 1 ms
-@E6.arm("unbounded", dump_toggle=True, syscall_retry_max=-1)
+@E6.arm("toggle_off", **SEED_POLICIES)  # the defaults: no dump toggle
+@E6.arm("bounded", dump_toggle=True, **SEED_POLICIES)  # the default retry: 100 x 1 ms
+@E6.arm("unbounded", dump_toggle=True, syscall_retry_max=-1, **SEED_POLICIES)
 def at_map_limit(rec, **options):
     # mark_threads=1: with parallel marking's helper threads in the process,
     # the checksum's malloc at the limit failed with ENOMEM in about 1 run in

@@ -193,6 +193,8 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "double the trigger on high survival twice in a row, halve on low")       \
   X(gc_live_ratio, INT, 200, 0, 1000, "",                                      \
     "percent of the bytes the last cycle marked added to the trigger (0 = off)") \
+  X(gc_growth_ratio, INT, 100, 0, 1000, "",                                    \
+    "full-mark collector: the heap grows only by need -- the trigger is at most max(the bytes the heap holds free after the sweep, the trigger + this percent of the bytes marked), and a cycle that would leave less free sweeps the partial pages too (0 = off: gc_live_ratio alone, the seed's trigger)") \
   X(generational, BOOL, 0, 0, 1, "",                                           \
     "collected mode, sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
   X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
@@ -319,6 +321,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(major_backstop, "major sweeps chosen by the backstop")                     \
   X(major_forced, "major sweeps forced by the caller or major_sweep=always")   \
   X(major_full_mark, "generational: major sweeps after a full mark the old generation's growth called") \
+  X(major_growth, "major sweeps chosen because the retired pages' sweep left less free than gc_growth_ratio asks (the heap would grow)") \
   X(minor_cycles, "generational: cycles that marked only objects allocated since the last cycle") \
   X(promoted_bytes, "generational: bytes minor cycles marked (promoted to the old generation)") \
   X(dirty_pages_scanned, "generational: pages a minor cycle scanned for stores into old objects") \

@@ -374,6 +374,9 @@ struct hl_heap {
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
                                 allocation leaves the fast path (0: a cycle is due) */
   uint64_t last_live_bytes;  /* small + large bytes the last cycle marked */
+  uint64_t growth_free;      /* gc_growth_ratio: small-path bytes the heap held free
+                                (slots and empty resident pages) after the last full
+                                cycle; UINT64_MAX before the first */
   int high_survival_streak;
   uint64_t cycles_since_major;
   bool pressure;
@@ -857,7 +860,7 @@ void hl__tenure_pages(hl_heap *h);
 enum { REASON_EXPLICIT = 0, REASON_SMALL = 1, REASON_LARGE = 2, REASON_PACING = 3,
        REASON_MEMORY = 4 /* an allocation found no memory, or the heap at its limit */ };
 enum { MAJOR_NONE = 0, MAJOR_QUIET = 1, MAJOR_PRESSURE = 2, MAJOR_BACKSTOP = 3,
-       MAJOR_FORCED = 4, MAJOR_FULL_MARK = 5 };
+       MAJOR_FORCED = 4, MAJOR_FULL_MARK = 5, MAJOR_GROWTH = 6 };
 /* One cycle (major: -1 = policy, 0 = no, 1 = force).  Lock held. */
 int hl__cycle(hl_heap *h, int major, int reason);
 /* Whether a trigger is due; run (or request) the cycle when one is.  Lock held. */

@@ -178,6 +178,8 @@ def suite(quick=False, depth=None, runs=None):
         Workload("binary-trees", f"binary-trees depth {depth} (GCBench shape)", [
             Arm("heaplab", "heaplab", bt),
             Arm("heaplab page_release=0", "heaplab", bt, off),
+            # issue 19: the seed's trigger (gc_live_ratio alone), before gc_growth_ratio
+            Arm("heaplab gc_growth_ratio=0", "heaplab", bt, ["gc_growth_ratio=0"]),
             Arm("heaplab generational", "heaplab", bt, gen),
             Arm("heaplab generational page_release=0", "heaplab", bt, gen + off),
             # issue 18: the options' cost on a workload they do not help

@@ -137,9 +137,9 @@ H.main{
   seed = { off = "held 269,504 KB; textures +196,992 KB; peak 466,224 KB",
            on = "66-68% returned (16 KiB pages); peak 287,824 KB" },
   arms = {
-    off = { options = { page_release = false, thp = "never" } },
-    on = { options = { page_release = true, thp = "never" } },
-    huge = { options = { page_release = true, thp = "madvise" } },
+    off = { options = { page_release = false, thp = "never", gc_growth_ratio = 0 } },
+    on = { options = { page_release = true, thp = "never", gc_growth_ratio = 0 } },
+    huge = { options = { page_release = true, thp = "madvise", gc_growth_ratio = 0 } },
   },
   body = page_floor,
   check = check,

@@ -658,6 +658,13 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
                             env=child_env(env), text=True)
 
 
+# The seeds' collector policies that E1-E6 study and that have since changed
+# default: the trigger without gc_growth_ratio (gc_live_ratio alone, partial
+# pages swept by quiet, pressure and backstop major sweeps only; docs/design.md,
+# "The trigger").  Each arm of E1-E6 passes these explicitly.
+SEED_POLICIES: Dict[str, Any] = {"gc_growth_ratio": 0}
+
+
 class Experiment:
     """A named set of arms.  Declare arms with the @arm decorator in the
     experiment's own module; run() spawns one process per arm."""

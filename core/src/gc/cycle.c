@@ -60,6 +60,12 @@ static void sweep_large(hl_heap *h, sweep_tally *t) {
   }
 }
 
+/* gc_growth_ratio: the least the heap may grow by in a cycle, for a live set
+ * of `live` bytes (the trigger in force is never below it). */
+static uint64_t growth_min(const hl_heap *h, uint64_t live) {
+  return h->trigger + live / 100 * (uint64_t)h->opt.gc_growth_ratio;
+}
+
 /* The small trigger in force: at most half the reservation, so that a heap
  * whose reservation is smaller than its trigger (a small reserve_bytes, or a
  * reservation halved under ulimit -v) still collects before it runs out. */
@@ -67,9 +73,18 @@ static uint64_t trigger_in_force(const hl_heap *h) {
   uint64_t t = h->opt.generational
                    ? (uint64_t)h->opt.young_bytes
                    : h->trigger + h->last_live_bytes / 100 * (uint64_t)h->opt.gc_live_ratio;
+  /* gc_growth_ratio: no more than the heap holds free, unless that is less
+   * than the growth it allows (docs/design.md, "The trigger") */
+  if (!h->opt.generational && h->opt.gc_growth_ratio > 0 && h->growth_free != UINT64_MAX) {
+    uint64_t g = growth_min(h, h->last_live_bytes);
+    if (h->growth_free > g) g = h->growth_free;
+    if (g < t) t = g;
+  }
   uint64_t cap = h->reserved / 2;
   return t < cap ? t : cap;
 }
+
+static inline bool small_due(const hl_heap *h);
 
 /* Generational: promoted bytes that call for a full mark. */
 static uint64_t full_trigger(const hl_heap *h) {
@@ -116,6 +131,16 @@ static void adapt_trigger(hl_heap *h, const sweep_tally *t) {
     hl__event(h, HL_EV_trigger_adapted, 3, (int64_t)old, (int64_t)h->trigger, (int64_t)pct);
 }
 
+/* Small-path bytes the heap holds free now: the empty slots of its pages in
+ * use (after a sweep: what the sweep found dead, on the pages it swept) and
+ * its empty resident pages. */
+static uint64_t free_small_bytes(const hl_heap *h) {
+  uint64_t pages = h->state_count[PS_OWNED] + h->state_count[PS_RETIRED] +
+                   h->state_count[PS_PARTIAL] + h->state_count[PS_FREE];
+  uint64_t bytes = pages * h->page_size, live = h->ctr.live[HL_SMALL];
+  return bytes > live ? bytes - live : 0;
+}
+
 /* Which kind of major sweep this cycle gets (MAJOR_NONE for none). */
 static int choose_major(hl_heap *h, int major_req, uint64_t *quiet_limit) {
   uint64_t trig = trigger_in_force(h);
@@ -146,6 +171,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   h->in_cycle = true;
   uint64_t t0 = prim_now_ns();
   h->tally.cycles++;
+  bool small_driven = small_due(h);
 
   /* The owned pages are swept like retired ones: their new objects may
    * already be dead.  The slots their allocation words reserved and did not
@@ -171,6 +197,12 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   /* Safe in a minor cycle too: an unmarked object on a partial page is dead
    * (young objects are only on the pages owned since the last cycle). */
   bool sweep_partials = major != MAJOR_NONE || h->opt.sweep == HL_SWEEP_FULL;
+  /* gc_growth_ratio: in a cycle the small path's trigger called (not the
+   * large path's, nor a caller's), the partial pages are swept after the
+   * retired ones if those leave too little free: the heap would grow to
+   * hold the garbage the partial pages keep.  Not with major_sweep=never. */
+  bool growth_check = !sweep_partials && !h->opt.generational && h->opt.gc_growth_ratio > 0 &&
+                      major_req < 0 && h->opt.major_sweep == HL_MAJOR_AUTO && small_driven;
   bool tenuring = !minor && h->opt.generational && h->opt.tenure_full_marks > 0;
   if (!minor && h->opt.generational) {
     if (!tenuring || reason == REASON_EXPLICIT || h->pressure ||
@@ -202,30 +234,44 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   /* Partial pages first (taken off their lists before retired pages can
    * join them), then everything retired since the last cycle. */
   uint64_t spliced = 0;
-  if (sweep_partials) {
+  uint32_t *list = NULL;
+  uint64_t k = 0;
+  if (sweep_partials || growth_check) {
     uint64_t n = h->state_count[PS_PARTIAL];
-    uint32_t *list = n ? hl__sys_malloc(n * sizeof(uint32_t)) : NULL;
-    if (list || !n) {
-      uint64_t k = 0;
+    list = n ? hl__sys_malloc(n * sizeof(uint32_t)) : NULL;
+    if (list) {
       /* (tenured pages are on partial_full: nothing on them is unmarked) */
       for (uint32_t p = h->partial_full.head; p != HL_NIL; p = h->pages[p].next)
         if (!(h->tenure[p] & TN_TENURED)) list[k++] = p;
       for (uint32_t c = 0; c < h->nclasses; c++)
         for (uint32_t p = h->partial_avail[c].head; p != HL_NIL; p = h->pages[p].next)
           list[k++] = p;
-      for (uint64_t i = 0; i < k; i++) {
-        if (major != MAJOR_NONE) h->pages[list[i]].flags |= PF_SPLICED;
-        sweep_one(h, list[i], &t);
-      }
-      spliced = k;
-      hl__sys_free(list);
     }
+  }
+  if (sweep_partials) {
+    for (uint64_t i = 0; i < k; i++) {
+      if (major != MAJOR_NONE) h->pages[list[i]].flags |= PF_SPLICED;
+      sweep_one(h, list[i], &t);
+    }
+    spliced = k;
   }
   uint32_t p;
   while ((p = h->retired.head) != HL_NIL) {
     h->pages[p].flags &= (uint8_t)~PF_SPLICED;
     sweep_one(h, p, &t);
   }
+  /* The pages on the list were partial before the retired ones were swept
+   * (those joined the partial lists after it was taken): each is swept once.
+   * (What the sweep freed is discharged below: it counts as free here.) */
+  if (growth_check && k && free_small_bytes(h) + t.freed_bytes < growth_min(h, marked_bytes)) {
+    major = MAJOR_GROWTH;
+    for (uint64_t i = 0; i < k; i++) {
+      h->pages[list[i]].flags |= PF_SPLICED;
+      sweep_one(h, list[i], &t);
+    }
+    spliced = k;
+  }
+  hl__sys_free(list);
   uint64_t small_freed = t.freed_objects;
   sweep_large(h, &t); /* (the large path discharges its own) */
   hl__discharge(h, HL_SMALL, t.freed_bytes, small_freed);
@@ -245,6 +291,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     if (major == MAJOR_BACKSTOP) h->tally.major_backstop++;
     if (major == MAJOR_FORCED) h->tally.major_forced++;
     if (major == MAJOR_FULL_MARK) h->tally.major_full_mark++;
+    if (major == MAJOR_GROWTH) h->tally.major_growth++;
     h->cycles_since_major = 0;
     h->pressure = false;
     hl__event(h, HL_EV_major_sweep, 5, (int64_t)major, (int64_t)spliced,
@@ -275,6 +322,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   }
   /* gc_live_ratio grows the trigger by these; generational: the estimate */
   h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : marked_bytes;
+  if (!h->opt.generational) h->growth_free = free_small_bytes(h);
   hl__alloc_limit_update(h);
   atomic_store(&h->cycle_requested, false);
   /* pacing gives up after cycles in a row that free nothing large */
