@@ -610,6 +610,14 @@ static inline bool hl__released_state(int state) {
 static inline bool hl__formatted(int state) {
   return state == PS_OWNED || state == PS_RETIRED || state == PS_PARTIAL;
 }
+/* Empty pages are the last room: the reservation is carved to its end and
+ * no more empty or released pages are left than one per size class.  (An
+ * allocation then fills its class's partial pages before it takes one.) */
+static inline bool hl__pages_scarce(const hl_heap *h) {
+  uint64_t room = (uint64_t)(h->npages_max - h->high_water) + h->free_pool.count +
+                  h->released_pool.count;
+  return room <= h->nclasses;
+}
 
 /* ---- check/check.c ---- */
 /* Every invariant of pages, pools and counts; HL_ECHECK and the first
