@@ -830,6 +830,9 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior);
  * marked objects; full: trace the remembered tenured pages first); returns
  * the bytes marked. */
 uint64_t hl__mark(hl_heap *h, bool minor);
+/* The parallel mark's helper stacks and packets: one mapping per process,
+ * reserved once (mark.c).  False when it could not be. */
+bool hl__mark_arena_reserve(void);
 /* Clear the marks of every page not tenured, and of large objects. */
 void hl__marks_clear(hl_heap *h);
 /* verify: every reference a marked object holds leads to a marked object
