@@ -252,8 +252,8 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   hl__markers_init();
   /* the helpers' stacks and packets, mapped now rather than in a mark (a
    * mark at vm.max_map_count must map nothing: gc/mark.c); without them
-   * the marks run alone */
-  if (h->mark_threads > 1) hl__mark_arena_reserve();
+   * the marks run alone (a manual heap never marks) */
+  if (o.mode == HL_MODE_COLLECTED && h->mark_threads > 1) hl__mark_arena_reserve();
   hl__alloc_limit_update(h);
   h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&
