@@ -99,12 +99,9 @@ def trim_events(h):
 @E6.arm("bounded", dump_toggle=True, **SEED_POLICIES)  # the default retry: 100 x 1 ms
 @E6.arm("unbounded", dump_toggle=True, syscall_retry_max=-1, **SEED_POLICIES)
 def at_map_limit(rec, **options):
-    # mark_threads=1: with parallel marking's helper threads in the process,
-    # the checksum's malloc at the limit failed with ENOMEM in about 1 run in
-    # 4 (none in 8 on one thread; docs/experiments/e6.md) -- E6 studies the
-    # release's retry policy, so it keeps the process to the mutator's thread
-    h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20,
-                     mark_threads=1, **options)
+    # (the default mark_threads: a parallel mark at the limit maps nothing,
+    # docs/experiments/e6.md, "Parallel marking at the limit")
+    h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("fill", heap=h) as ph:
         r = h.fill(FILL_PAGES * PER_PAGE * OBJ, OBJ)
         h.collect()

@@ -251,6 +251,10 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   uint64_t mt = o.mark_threads ? (uint64_t)o.mark_threads : prim_os_cpus();
   h->mark_threads = (uint32_t)(mt < 1 ? 1 : mt > HL_MARK_THREADS_MAX ? HL_MARK_THREADS_MAX : mt);
   hl__markers_init();
+  /* the helpers' stacks and packets, mapped now rather than in a mark (a
+   * mark at vm.max_map_count must map nothing: gc/mark.c); without them
+   * the marks run alone (a manual heap never marks) */
+  if (o.mode == HL_MODE_COLLECTED && h->mark_threads > 1) hl__mark_arena_reserve();
   hl__alloc_limit_update(h);
   h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&

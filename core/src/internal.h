@@ -631,6 +631,14 @@ static inline bool hl__released_state(int state) {
 static inline bool hl__formatted(int state) {
   return state == PS_OWNED || state == PS_RETIRED || state == PS_PARTIAL;
 }
+/* Empty pages are the last room: the reservation is carved to its end and
+ * no more empty or released pages are left than one per size class.  (An
+ * allocation then fills its class's partial pages before it takes one.) */
+static inline bool hl__pages_scarce(const hl_heap *h) {
+  uint64_t room = (uint64_t)(h->npages_max - h->high_water) + h->free_pool.count +
+                  h->released_pool.count;
+  return room <= h->nclasses;
+}
 
 /* ---- check/check.c ---- */
 /* Every invariant of pages, pools and counts; HL_ECHECK and the first
@@ -843,6 +851,9 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior);
  * marked objects; full: trace the remembered tenured pages first); returns
  * the bytes marked. */
 uint64_t hl__mark(hl_heap *h, bool minor);
+/* The parallel mark's helper stacks and packets: one mapping per process,
+ * reserved once (mark.c).  False when it could not be. */
+bool hl__mark_arena_reserve(void);
 /* Clear the marks of every page not tenured, and of large objects. */
 void hl__marks_clear(hl_heap *h);
 /* verify: every reference a marked object holds leads to a marked object

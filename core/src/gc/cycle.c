@@ -3,7 +3,7 @@
  * due (the small trigger, adaptive, and the large path's own), whether it is
  * minor (generational), whether it sweeps major (quiet, pressure, backstop),
  * the sweep, the compaction after it (gc/evacuate.c), the trigger's
- * adaptation, and the trim at its end.
+ * adaptation, and the trim at its end (not after a cycle for memory).
  *
  * How the marking is done is gc/mark.c; the pages' sweep is small.c.  The
  * triggers read the private counters (hl_counters), never the stats.
@@ -345,7 +345,12 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
       h->tally.verify_failures++;
     }
   }
-  hl__trim_locked(h, reason == REASON_EXPLICIT);
+  /* A cycle for memory keeps what it emptied for the allocation that asked
+   * (it takes those pages next): releasing them first made it restore one,
+   * a madvise and a refault for nothing, and ENOMEM when the restore failed
+   * with every page of the heap just freed (fuzz_heap, restore failing).
+   * The next cycle's trim releases what is left beyond the warm cache. */
+  if (reason != REASON_MEMORY) hl__trim_locked(h, reason == REASON_EXPLICIT);
   atomic_store(&h->last_cycle_end_ns, prim_now_ns());
   h->cycles_completed++;
   h->in_cycle = false;

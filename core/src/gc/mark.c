@@ -93,40 +93,74 @@ typedef struct markjob {
 } markjob;
 
 /* What a parallel mark allocates -- the helpers' stacks and the packets --
- * comes straight from mmap, never from malloc: a helper thread calling
- * malloc gets a glibc arena of its own (64 MiB of address space, its first
- * pages resident: a per-thread cost in the very footprint the experiments
- * measure), and with several arenas glibc may serve the mutator's next
- * malloc from one that cannot grow at vm.max_map_count (E6's notebook: the
- * checksum after a parallel mark failed with ENOMEM; MALLOC_ARENA_MAX=1
- * made it pass).  Both are kept from mark to mark; one mark at a time has
- * the helpers (gc/markers.c), so the job's mutex guards the spare packets. */
-static void *map_bytes(size_t bytes) {
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
-}
+ * never comes from malloc: a helper thread calling malloc gets a glibc arena
+ * of its own (64 MiB of address space, its first pages resident: a
+ * per-thread cost in the very footprint the experiments measure).  Nor does
+ * a mark map anything: both live in one mapping per process, the mark
+ * arena, reserved (untouched, MAP_NORESERVE) when the first heap with
+ * mark_threads > 1 is made, and only touched by marks.  A mapping made
+ * during a mark at vm.max_map_count is the one the kernel still lets
+ * through (mmap refuses only once the count is past the limit), and then
+ * the count is past it: brk refuses to grow the heap too, and the main
+ * thread's next malloc that needs more memory fails -- E6's checksum after
+ * a parallel mark at the limit, ENOMEM in 2 runs of 8, when a helper's stack
+ * or a packet was mapped then (docs/experiments/e6.md).
+ *
+ * Each helper's stack is a fixed part of the arena (HELPER_STACK_WORDS;
+ * pushing past it is an overflow, which the rescan recovers); the packets
+ * are carved from the rest, at most ARENA_PACKETS, and kept from mark to
+ * mark on the spare list.  One mark at a time has the helpers
+ * (gc/markers.c), so the job's mutex guards the spare list and the carving. */
+#define HELPER_STACK_WORDS ((uint64_t)1 << 22) /* 32 MiB of address space each */
+#define ARENA_PACKETS 1024                     /* 4 MiB: 522,240 entries shared */
+#define ARENA_STACKS_BYTES ((size_t)(HL_MARK_THREADS_MAX - 1) * HELPER_STACK_WORDS * sizeof(void *))
+#define ARENA_BYTES (ARENA_STACKS_BYTES + (size_t)ARENA_PACKETS * sizeof(packet))
 
-static struct {
-  void **stack;
-  uint64_t cap;
-} helper_stack[HL_MARK_THREADS_MAX];
+static uint8_t *arena;        /* NULL until reserved */
+static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 static packet *spare_packets; /* (the running job's mu) */
+static uint32_t packets_carved;
 
-static NOINLINE bool stack_grow(marker *m, uint64_t need) {
-  uint64_t cap = m->cap ? m->cap : 65536;
-  while (cap < need) cap *= 2;
-  void **n;
-  if (m->index == 0) { /* the cycle's thread: the heap's stack (malloc) */
-    n = hl__sys_realloc(m->stack, cap * sizeof(void *));
-    if (!n) return false;
-  } else {
-    n = map_bytes(cap * sizeof(void *));
-    if (!n) return false;
-    if (m->stack) {
-      memcpy(n, m->stack, m->top * sizeof(void *));
-      munmap(m->stack, m->cap * sizeof(void *));
+bool hl__mark_arena_reserve(void) {
+  pthread_mutex_lock(&arena_mu);
+  if (!arena) {
+    void *p = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+#ifdef MADV_NOHUGEPAGE
+      /* (a stack's first touch must not fault a 2 MiB page in) */
+      madvise(p, ARENA_BYTES, MADV_NOHUGEPAGE);
+#endif
+      __atomic_store_n(&arena, (uint8_t *)p, __ATOMIC_RELEASE);
     }
   }
+  bool ok = arena != NULL;
+  pthread_mutex_unlock(&arena_mu);
+  return ok;
+}
+
+/* Helper index's stack (1 .. HL_MARK_THREADS_MAX - 1). */
+static void **helper_stack(unsigned index) {
+  return (void **)(arena + (size_t)(index - 1) * HELPER_STACK_WORDS * sizeof(void *));
+}
+
+/* A packet for share: a spare one, else the next of the arena; NULL when
+ * all are in use (the marker keeps its work).  Job's mu held. */
+static packet *packet_take(void) {
+  packet *pk = spare_packets;
+  if (pk) spare_packets = pk->next;
+  else if (packets_carved < ARENA_PACKETS)
+    pk = (packet *)(arena + ARENA_STACKS_BYTES) + packets_carved++;
+  return pk;
+}
+
+static NOINLINE bool stack_grow(marker *m, uint64_t need) {
+  if (m->index != 0) return false; /* a helper's stack is its part of the arena */
+  uint64_t cap = m->cap ? m->cap : 65536;
+  while (cap < need) cap *= 2;
+  /* the cycle's thread: the heap's stack (malloc) */
+  void **n = hl__sys_realloc(m->stack, cap * sizeof(void *));
+  if (!n) return false;
   m->stack = n;
   m->cap = cap;
   return true;
@@ -336,10 +370,9 @@ static NOINLINE void share(marker *m) {
   uint64_t k = m->top / 2;
   if (k > PACKET_MAX) k = PACKET_MAX;
   pthread_mutex_lock(&j->mu);
-  packet *pk = spare_packets;
-  if (pk) spare_packets = pk->next;
+  packet *pk = packet_take();
   pthread_mutex_unlock(&j->mu);
-  if (!pk && !(pk = map_bytes(sizeof *pk))) return;
+  if (!pk) return;
   memcpy(pk->items, m->stack, k * sizeof(void *));
   memmove(m->stack, m->stack + k, (m->top - k) * sizeof(void *));
   m->top -= k;
@@ -405,12 +438,9 @@ static void helper_mark(void *arg, unsigned index) {
   if (!late) j->participants++;
   pthread_mutex_unlock(&j->mu);
   if (late) return;
-  marker m = {.h = j->h, .job = j, .stack = helper_stack[index].stack,
-              .cap = helper_stack[index].cap, .budget = UINT64_MAX, .index = index,
-              .old_bit = j->old_bit};
+  marker m = {.h = j->h, .job = j, .stack = helper_stack(index), .cap = HELPER_STACK_WORDS,
+              .budget = UINT64_MAX, .index = index, .old_bit = j->old_bit};
   mark_loop(&m);
-  helper_stack[index].stack = m.stack;
-  helper_stack[index].cap = m.cap;
   j->bytes[index] = m.bytes;
   j->objects[index] = m.objects;
   j->steals[index] = m.steals;
@@ -426,7 +456,8 @@ static bool mark_parallel(marker *m0, unsigned threads) {
   pthread_mutex_init(&j.mu, NULL);
   pthread_cond_init(&j.cv, NULL);
   m0->job = &j;
-  unsigned n = hl__markers_run(threads - 1, helper_mark, &j);
+  /* (reserved when the heap was made; tried again if that failed) */
+  unsigned n = hl__mark_arena_reserve() ? hl__markers_run(threads - 1, helper_mark, &j) : 0;
   if (n) {
     mark_loop(m0);
     hl__markers_wait();

@@ -339,8 +339,13 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
      * page holds old objects, so every store into its young objects costs
      * the write barrier a mark-bit read, and its holes are found in the
      * bitmap instead of by bump (binary-trees at depth 20: 6.4 s against
-     * 6.6-7.0 s, the same peak RSS). */
-    if (h->opt.generational && h->free_pool.head != HL_NIL) p = HL_NIL;
+     * 6.6-7.0 s, the same peak RSS).  Not when the empty pages are the
+     * last room: once the reservation is carved and no more than one empty
+     * page per class is left, each cycle moved a busy class to one more of
+     * them, its partial pages kept their room, and another class found no
+     * page at all (fuzz_heap: a fill's 16-byte objects on three pages, one
+     * per minor cycle in it, and its index refused with 86 KB live). */
+    if (h->opt.generational && h->free_pool.head != HL_NIL && !hl__pages_scarce(h)) p = HL_NIL;
     if (p == HL_NIL) {
       p = hl__acquire_page(h, cls);
       if (p == HL_NIL) return NULL;
