@@ -235,7 +235,13 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   size_t bm = (size_t)h->npages_max * 2 * h->bitmap_words * sizeof(uint64_t);
   if ((e = map_table(h, bm, &t, &h->meta_bytes[1]))) goto fail;
   h->bits = t;
-  h->abits = h->bits + (size_t)h->npages_max * h->bitmap_words;
+  if (h->opt.mode == HL_MODE_MANUAL) { /* two tables (internal.h) */
+    h->bits_stride = h->bitmap_words;
+    h->abits = h->bits + (size_t)h->npages_max * h->bitmap_words;
+  } else { /* interleaved */
+    h->bits_stride = 2 * h->bitmap_words;
+    h->abits = h->bits + h->bitmap_words;
+  }
   if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[2]))) goto fail;
   h->tenure = t;
   if (h->opt.subpage_release) {

@@ -130,8 +130,8 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
   memset(pf, 0, sizeof *pf);
   pf->prim = &h->prim;
   pf->base = h->base;
-  pf->bits = (uint8_t *)h->bits;
-  pf->chunk_bits = (size_t)per * 2 * h->bitmap_words * sizeof(uint64_t);
+  pf->bits = (uint8_t *)(h->opt.mode == HL_MODE_MANUAL ? h->abits : h->bits);
+  pf->chunk_bits = (size_t)per * h->bits_stride * sizeof(uint64_t);
   pf->first = pf->next = pf->cursor = (uint32_t)first;
   pf->end = (uint32_t)end;
   pf->ahead = (uint32_t)h->opt.thp_prefault;

@@ -59,15 +59,15 @@ void hl__gave_up_event(hl_heap *h, const hl_gave_up *g) {
 static void release_bitmap(hl_heap *h, const uint64_t *from, uint32_t n) {
   size_t os = prim_os_page_size();
   uintptr_t lo = (uintptr_t)from;
-  uintptr_t hi = lo + (size_t)n * h->bitmap_words * sizeof(uint64_t);
+  uintptr_t hi = lo + (size_t)n * h->bits_stride * sizeof(uint64_t);
   lo = (lo + os - 1) / os * os;
   hi = hi / os * os;
   if (hi > lo) prim_call(&h->prim, HL_SITE_meta, (void *)lo, hi - lo, PRIM_DONTNEED);
 }
 static void release_bits(hl_heap *h, uint32_t first, uint32_t n) {
-  /* (a manual heap's marks were never touched) */
-  if (h->opt.mode != HL_MODE_MANUAL) release_bitmap(h, hl__marks(h, first), n);
-  release_bitmap(h, hl__allocs(h, first), n);
+  /* a collected heap: marks and allocation bits interleaved, one run from
+   * the first page's marks; a manual heap's marks were never touched */
+  release_bitmap(h, h->opt.mode == HL_MODE_MANUAL ? hl__allocs(h, first) : hl__marks(h, first), n);
 }
 
 /* Release the run [first, first+n) (no lock held).  Returns the outcome. */
