@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "heaplab.h"
 
@@ -96,5 +98,20 @@ static inline void collect_settled(hl_heap *h) {
     if (i > 0 && s.released_pages == before) break;
   }
 }
+
+/* Resident bytes of the OS pages covering [lo, hi) (mincore). */
+static inline uint64_t mincore_resident(uintptr_t lo, uintptr_t hi) {
+  size_t os = (size_t)sysconf(_SC_PAGESIZE);
+  lo = lo / os * os;
+  size_t n = (hi - lo + os - 1) / os;
+  unsigned char *vec = malloc(n);
+  CHECK(vec, "malloc");
+  CHECK(mincore((void *)lo, n * os, vec) == 0, "mincore");
+  uint64_t r = 0;
+  for (size_t i = 0; i < n; i++) r += (vec[i] & 1) ? os : 0;
+  free(vec);
+  return r;
+}
+
 
 #endif

@@ -11,19 +11,6 @@
 #include "check.h"
 #include "internal.h"
 
-static uint64_t resident(uintptr_t lo, uintptr_t hi) {
-  size_t os = (size_t)sysconf(_SC_PAGESIZE);
-  lo = lo / os * os;
-  size_t n = (hi - lo + os - 1) / os;
-  unsigned char *vec = malloc(n);
-  CHECK(vec, "malloc");
-  CHECK(mincore((void *)lo, n * os, vec) == 0, "mincore");
-  uint64_t r = 0;
-  for (size_t i = 0; i < n; i++) r += (vec[i] & 1) ? os : 0;
-  free(vec);
-  return r;
-}
-
 int main(void) {
   hl_heap *h = HEAP("mode=manual", "page_size=65536");
   enum { N = 64 << 20 >> 6 };
@@ -34,8 +21,8 @@ int main(void) {
     CHECK(b[i], "malloc: %s", hl_heap_error(h));
   }
   uint32_t pages = h->high_water;
-  uint64_t marks = resident((uintptr_t)hl__marks(h, 0), (uintptr_t)hl__marks(h, pages));
-  uint64_t allocs = resident((uintptr_t)hl__allocs(h, 0), (uintptr_t)hl__allocs(h, pages));
+  uint64_t marks = mincore_resident((uintptr_t)hl__marks(h, 0), (uintptr_t)hl__marks(h, pages));
+  uint64_t allocs = mincore_resident((uintptr_t)hl__allocs(h, 0), (uintptr_t)hl__allocs(h, pages));
   printf("%u pages: mark bits %.0f KiB resident, allocation bits %.0f KiB\n", pages,
          marks / 1024.0, allocs / 1024.0);
   CHECK(pages > 500, "only %u pages", pages);

@@ -11,31 +11,19 @@
 #include "check.h"
 #include "internal.h"
 
-/* Resident bytes of [lo, hi). */
-static uint64_t resident(uintptr_t lo, uintptr_t hi) {
-  size_t os = (size_t)sysconf(_SC_PAGESIZE);
-  lo = lo / os * os;
-  size_t n = (hi - lo + os - 1) / os;
-  unsigned char *vec = malloc(n);
-  CHECK(vec, "malloc");
-  CHECK(mincore((void *)lo, n * os, vec) == 0, "mincore");
-  uint64_t r = 0;
-  for (size_t i = 0; i < n; i++) r += (vec[i] & 1) ? os : 0;
-  free(vec);
-  return r;
-}
-
 int main(void) {
   hl_heap *h = HEAP("warm_pages=0", "warm_demand_trims=0", "release_per_sweep=1048576");
   hl_ref r;
   OK(h, hl_fill(h, 256u << 20, 240, 0, &r));
   OK(h, hl_collect(h, 1, -1));
   uint32_t pages = h->high_water;
-  /* (the mark bits and the allocation bits are two tables) */
+  /* (a collected heap interleaves each page's mark and allocation bits:
+   * one table, from the first page's marks) */
+  CHECK(h->bits_stride == 2 * h->bitmap_words && h->abits == h->bits + h->bitmap_words,
+        "a collected heap's bitmaps are not interleaved");
   uintptr_t lo = (uintptr_t)hl__marks(h, 0), hi = (uintptr_t)hl__marks(h, pages);
-  uintptr_t alo = (uintptr_t)hl__allocs(h, 0), ahi = (uintptr_t)hl__allocs(h, pages);
-  uint64_t table = (hi - lo) + (ahi - alo);
-  uint64_t before = resident(lo, hi) + resident(alo, ahi);
+  uint64_t table = hi - lo;
+  uint64_t before = mincore_resident(lo, hi);
   CHECK(before >= table * 9 / 10, "the side table of %u live pages is only %" PRIu64
         " of %" PRIu64 " bytes resident", pages, before, table);
 
@@ -44,7 +32,7 @@ int main(void) {
   hl_stats s = stats_of(h);
   CHECK(s.released_pages >= pages - 2, "%" PRIu64 " of %u pages released", s.released_pages, pages);
   check_invariants(h);
-  uint64_t after = resident(lo, hi) + resident(alo, ahi);
+  uint64_t after = mincore_resident(lo, hi);
   printf("side table of %u pages: %.2f MiB resident while live, %.2f MiB after %" PRIu64
          " pages were released\n", pages, before / MiB, after / MiB, s.released_pages);
   /* what may stay: the OS pages at the ends of a released run, shared with
