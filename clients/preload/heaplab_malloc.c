@@ -312,16 +312,8 @@ static NOINLINE void *malloc_slow(size_t n) {
 EXPORT void *NAME(malloc)(size_t n) {
   hl_tcache *tc = hl__tls_cache;
   if (hl_likely(tc != NULL)) {
-    const hl_heap *h = HEAP;
-    if (hl_likely(n <= h->small_max)) {
-      uint32_t cls = hl__class_of(h, n);
-      uint32_t k = tc->count[cls];
-      if (hl_likely(k)) {
-        tc->count[cls] = k - 1;
-        hl__owner_inc(&tc->mallocs);
-        return hl__bin_of(tc, cls)[k - 1];
-      }
-    }
+    void *b = hl__tcache_take(HEAP, tc, n);
+    if (hl_likely(b != NULL)) return b;
   }
   return malloc_slow(n);
 }

@@ -53,19 +53,30 @@ static inline hl_tcache *hl__cache_of(const hl_heap *h) {
   return NULL;
 }
 
+/* A block of the class of `size` from tc, a cache of h, or NULL. */
+static inline __attribute__((always_inline)) void *hl__tcache_take(const hl_heap *h, hl_tcache *tc,
+                                                                  size_t size) {
+  if (hl_likely(size <= h->small_max)) {
+    uint32_t cls = hl__class_of(h, size);
+    uint32_t n = tc->count[cls];
+    if (hl_likely(n)) {
+      tc->count[cls] = n - 1;
+      hl__owner_inc(&tc->mallocs);
+      void *b = hl__bin_of(tc, cls)[n - 1];
+      /* (a cached block is never NULL: said, so that a caller's test of the
+       * result folds into the tests above) */
+      if (!b) __builtin_unreachable();
+      return b;
+    }
+  }
+  return NULL;
+}
+
 /* A cached block of the class of `size`, or NULL. */
 static inline void *hl__tcache_pop(hl_heap *h, size_t size) {
-  if (hl_likely(h && size <= h->small_max)) {
+  if (hl_likely(h)) {
     hl_tcache *tc = hl__cache_of(h);
-    if (hl_likely(tc)) {
-      uint32_t cls = hl__class_of(h, size);
-      uint32_t n = tc->count[cls];
-      if (hl_likely(n)) {
-        tc->count[cls] = n - 1;
-        hl__owner_inc(&tc->mallocs);
-        return hl__bin_of(tc, cls)[n - 1];
-      }
-    }
+    if (hl_likely(tc)) return hl__tcache_take(h, tc, size);
   }
   return NULL;
 }
