@@ -118,15 +118,20 @@ static void tc_init_key(void) { pthread_key_create(&tc_key, tc_destructor); }
  * without the lock. */
 static hl_tcache *tcache_for(hl_heap *h) {
   if (h->opt.tcache_blocks == 0 || h->opt.verify || hl__held == h) return NULL;
-  uint32_t cap = (uint32_t)h->opt.tcache_blocks, shift = 0;
-  while ((1u << shift) < cap) shift++;
-  uint32_t room = h->nclasses << shift;
-  hl_tcache *free_one = NULL;
-  for (hl_tcache *tc = tls_list; tc; tc = tc->next_thread) {
-    hl_heap *th = atomic_load_explicit(&tc->heap, memory_order_relaxed);
-    if (th == h) return use_cache(tc, h);
-    if (!th && !free_one && tc->room >= room) free_one = tc;
+  for (hl_tcache *tc = tls_list; tc; tc = tc->next_thread)
+    if (atomic_load_explicit(&tc->heap, memory_order_relaxed) == h) return use_cache(tc, h);
+  uint32_t cap = (uint32_t)h->opt.tcache_blocks;
+  /* small classes are the busy ones: they may cache more blocks than the
+   * big ones for the same bytes */
+  uint32_t limit[HL_MAX_CLASSES], room = 0;
+  for (uint32_t c = 0; c < h->nclasses; c++) {
+    uint64_t n = h->opt.tcache_bytes ? (uint64_t)h->opt.tcache_bytes / h->cls_size[c] : cap;
+    limit[c] = (uint32_t)(n > cap ? cap : n < 16 ? (cap < 16 ? cap : 16) : n);
+    room += limit[c];
   }
+  hl_tcache *free_one = NULL;
+  for (hl_tcache *tc = tls_list; tc && !free_one; tc = tc->next_thread)
+    if (!atomic_load_explicit(&tc->heap, memory_order_relaxed) && tc->room >= room) free_one = tc;
   pthread_once(&tc_once, tc_init_key);
   hl_tcache *tc = free_one;
   if (!tc) {
@@ -142,15 +147,11 @@ static hl_tcache *tcache_for(hl_heap *h) {
     pthread_setspecific(tc_key, tls_list);
   }
   tc->cap = cap;
-  tc->shift = shift;
   tc->nclasses = h->nclasses;
   memset(tc->count, 0, sizeof tc->count);
-  /* small classes are the busy ones: they may cache more blocks than the
-   * big ones for the same bytes */
-  for (uint32_t c = 0; c < h->nclasses; c++) {
-    uint64_t n = h->opt.tcache_bytes ? (uint64_t)h->opt.tcache_bytes / h->cls_size[c] : cap;
-    tc->limit[c] = (uint32_t)(n > cap ? cap : n < 16 ? (cap < 16 ? cap : 16) : n);
-    tc->limit_max[c] = tc->limit[c];
+  for (uint32_t c = 0, at = 0; c < h->nclasses; at += limit[c], c++) {
+    tc->limit[c] = tc->limit_max[c] = limit[c];
+    tc->first[c] = at;
   }
   atomic_store(&tc->mallocs, 0);
   atomic_store(&tc->frees, 0);

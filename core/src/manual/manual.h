@@ -14,7 +14,6 @@ struct hl_tcache {
   hl_tcache *next_thread;      /* this thread's caches */
   hl_tcache *next_heap, *prev_heap; /* the heap's caches (heap lock) */
   uint32_t cap;                /* blocks per class at most (tcache_blocks) */
-  uint32_t shift;              /* a class's slots start at cls << shift */
   uint32_t nclasses;
   uint32_t room;               /* slots allocated after this struct */
   _Atomic uint64_t mallocs, frees; /* written by the owner only */
@@ -22,6 +21,9 @@ struct hl_tcache {
   uint32_t limit[HL_MAX_CLASSES]; /* blocks of each class: tcache_bytes' worth, 16..cap;
                                      lower while frees are emptying pages (manual.c) */
   uint32_t limit_max[HL_MAX_CLASSES]; /* what limit grows back to on refills */
+  uint32_t first[HL_MAX_CLASSES]; /* a class's bin: slots[first[cls]], limit_max[cls] long.
+                                     Bins are packed: one 8 KiB bin per class had each
+                                     class in use cost an OS page of the cache */
   void *slots[];               /* inline: one load less on the hot path */
 };
 
@@ -44,7 +46,7 @@ static inline void hl__owner_inc(_Atomic uint64_t *c) {
 }
 
 static inline void **hl__bin_of(hl_tcache *tc, uint32_t cls) {
-  return tc->slots + ((size_t)cls << tc->shift);
+  return tc->slots + tc->first[cls];
 }
 
 /* This thread's cache for h if it has one already (the fast paths). */
