@@ -159,6 +159,7 @@ static NOINLINE hl_heap *setup(void) {
        * bench-preload realloc). */
       mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
       mallopt(M_TRIM_THRESHOLD, 2 * 1024 * 1024);
+      h->sys_map_threshold = 1024 * 1024;
       atomic_store_explicit(&heap_ptr, h, memory_order_release);
       next = ST_HEAPLAB;
     }

@@ -358,6 +358,8 @@ struct hl_heap {
   /* large path */
   hl_large *large_head;
   hl_ptrset large_set;      /* the large objects' blocks: validates a pointer */
+  uint64_t sys_map_threshold; /* the system allocator maps a block this big or bigger (the
+                                 preload library fixes glibc's; 0: not known) */
 
   /* roots */
   hl_handle *handles;

@@ -270,6 +270,32 @@ static void errno_untouched(void) {
   CHECK(errno == 4321, "errno is %d after calls that succeeded (set to 4321 before)", errno);
 }
 
+/* heaplab: a large block grown by realloc gets a quarter more than asked,
+ * but never so much that it crosses glibc's mapping threshold (fixed at
+ * 1 MiB by the library) while the size asked stays under it: the block
+ * stays in glibc's heap, where it grows in place, instead of moving to a
+ * mapping of its own with the copy and the old block both resident. */
+static void growth_under_the_threshold_stays_in_the_heap(void) {
+  if (!on_heaplab) return;
+  size_t n = 20000;
+  unsigned char *p = m_malloc(n);
+  CHECK(p != NULL, "malloc(%zu)", n);
+  memset(p, 5, n);
+  while (n + 100 < 1000000) {
+    unsigned char *q = m_realloc(p, n + 100);
+    CHECK(q != NULL, "realloc to %zu", n + 100);
+    if (!q) return;
+    memset(q + n, 5, 100);
+    p = q;
+    n += 100;
+  }
+  /* (a quarter more than the 888,000-byte block was 1.11 MB: mapped) */
+  CHECK(malloc_usable_size(p) < 1024 * 1024, "a block grown to %zu bytes holds %zu: past "
+        "glibc's mapping threshold", n, malloc_usable_size(p));
+  CHECK(p[0] == 5 && p[n - 1] == 5, "the grown block lost its contents");
+  m_free(p);
+}
+
 static void trim_and_sized(void) {
   void *ps[4096];
   for (int i = 0; i < 4096; i++) ps[i] = m_malloc(1000);
@@ -307,6 +333,7 @@ int main(int argc, char **argv) {
   aligned_semantics();
   foreign_pointers();
   errno_untouched();
+  growth_under_the_threshold_stays_in_the_heap();
   trim_and_sized();
   printf("%s: %s\n", on_heaplab ? "heaplab" : "glibc", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
