@@ -44,12 +44,14 @@ int prim_os_reserve(size_t bytes, size_t align, void **out) {
 
 int prim_os_thp_available(void) {
   /* "always [madvise] never": the bracketed word is the mode in force */
-  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
-  if (!f) return 0;
-  char line[128] = "";
-  char *ok = fgets(line, sizeof line, f);
-  fclose(f);
-  return ok && (strstr(line, "[always]") || strstr(line, "[madvise]"));
+  int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char line[128];
+  ssize_t n = read(fd, line, sizeof line - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  line[n] = 0;
+  return strstr(line, "[always]") || strstr(line, "[madvise]");
 }
 
 int prim_os_unreserve(void *base, size_t bytes) {

@@ -319,7 +319,10 @@ int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
 
 /* The variable of option i: HEAPLAB_<NAME>. */
 static void env_name(int i, char *var, size_t len) {
-  size_t n = (size_t)snprintf(var, len, "HEAPLAB_");
+  /* (no snprintf: the preloaded library reads the environment before the
+   * program has printed anything, and printf's code is 60 KiB of libc) */
+  size_t n = 0;
+  for (const char *p = "HEAPLAB_"; *p && n + 1 < len; p++) var[n++] = *p;
   for (const char *p = table[i].name; *p && n + 1 < len; p++)
     var[n++] = (char)toupper((unsigned char)*p);
   var[n] = 0;
