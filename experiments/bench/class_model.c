@@ -1,0 +1,83 @@
+/*
+ * class_model.c -- the floor a size-segregated allocator cannot go under on
+ * bench-preload's `classes` workload (preload_workloads.c, the same window,
+ * sizes and random sequence): for a table of size classes, the sum over the
+ * classes of the most bytes each class ever held, against the most bytes
+ * held at once.  A class's pages are touched up to its own high-water mark,
+ * and a block of one class cannot use another class's hole; glibc's heap,
+ * one arena for every size, has no such floor (docs/performance.md, the
+ * preload section).  No allocator runs here: it counts.
+ *
+ *   cc -O2 experiments/bench/class_model.c -o /tmp/class_model && /tmp/class_model
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { WINDOW = 50000, MAXC = 128 };
+static unsigned cls[MAXC];
+static int ncls;
+
+static uint64_t rng(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static int class_of(size_t n) {
+  for (int i = 0; i < ncls; i++)
+    if (cls[i] >= n) return i;
+  return -1;
+}
+
+/* 16-byte steps up to `fine`, then `per` classes per doubling up to 16 KiB */
+static void table(unsigned fine, unsigned per) {
+  ncls = 0;
+  for (unsigned s = 16; s <= fine; s += 16) cls[ncls++] = s;
+  for (unsigned b = fine; b < 16384 && ncls < MAXC; b *= 2)
+    for (unsigned k = 1; k <= per && ncls < MAXC; k++) cls[ncls++] = (b + b / per * k + 15) / 16 * 16;
+}
+
+static void run(const char *name) {
+  static int in[WINDOW];
+  static long count[MAXC], most[MAXC];
+  memset(count, 0, sizeof count);
+  memset(most, 0, sizeof most);
+  for (int i = 0; i < WINDOW; i++) in[i] = -1;
+  uint64_t s = 88172645463325252ull; /* bench-preload classes' seed */
+  double held = 0, most_held = 0;
+  for (uint64_t i = 0; i < 8000000; i++) {
+    uint64_t r = rng(&s);
+    size_t k = r % WINDOW;
+    if (in[k] >= 0) {
+      count[in[k]]--;
+      held -= cls[in[k]];
+    }
+    size_t n = 8 + (r >> 20) % ((r >> 40) % 8 == 0 ? 1024 : 128);
+    int c = class_of(n);
+    in[k] = c;
+    count[c]++;
+    held += cls[c];
+    if (count[c] > most[c]) most[c] = count[c];
+    if (held > most_held) most_held = held;
+  }
+  double sum = 0;
+  for (int c = 0; c < ncls; c++) sum += (double)most[c] * cls[c];
+  printf("%-36s %3d classes: sum of the classes' maxima %5.0f KiB, most held at once %5.0f KiB\n",
+         name, ncls, sum / 1024, most_held / 1024);
+}
+
+int main(void) {
+  table(512, 4);
+  run("heaplab's: 16-byte to 512, 4/doubling");
+  table(128, 4);
+  run("16-byte to 128, 4/doubling");
+  table(256, 4);
+  run("16-byte to 256, 4/doubling");
+  table(128, 8);
+  run("16-byte to 128, 8/doubling");
+  table(64, 2);
+  run("16-byte to 64, 2/doubling");
+  return 0;
+}
