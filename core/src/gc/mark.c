@@ -34,8 +34,9 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior) {
  *
  * Parallel marking: each marker traces from its own stack.  A marker that
  * runs dry says so (the job's `hungry` count) and waits on the job's pool;
- * a marker that sees someone hungry moves the older half of its stack --
- * nearer the roots, so the larger subgraphs -- into a packet in the pool.
+ * a marker that sees more markers hungry than packets in the pool (`pooled`)
+ * moves the older half of its stack -- nearer the roots, so the larger
+ * subgraphs -- into a packet in the pool.
  * A marker taking a packet another put there counts a steal.  The mark ends
  * when every marker is waiting and the pool is empty: no work is left
  * anywhere, since work only exists on stacks and in the pool.  A mark bit
