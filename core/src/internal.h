@@ -81,6 +81,21 @@ extern void __libc_free(void *p);
 #define NOINLINE
 #endif
 
+/* The set bits of x.  Inline: built for any x86-64 (no -mpopcnt),
+ * __builtin_popcountll is a call to libgcc's __popcountdi2, 1.2% of
+ * binary-trees' instructions (its marks and sweeps; docs/performance.md,
+ * item 25). */
+static inline uint32_t hl__popcount64(uint64_t x) {
+#if defined(__POPCNT__)
+  return (uint32_t)__builtin_popcountll(x);
+#else
+  x = x - ((x >> 1) & 0x5555555555555555ULL);
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return (uint32_t)((x * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
 /* ---- assertions ----
  * -Dasserts=true (Meson) defines HL_ASSERTS: internal invariants, the lock
  * ones first, are checked and a failure prints one line and aborts (the

@@ -407,7 +407,7 @@ uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects) {
   uint64_t *ab = hl__allocs(h, p);
   const uint64_t *mb = hl__marks(h, p);
   uint32_t live = 0;
-  for (uint32_t w = 0; w < words; w++) live += (uint32_t)__builtin_popcountll(ab[w] & mb[w]);
+  for (uint32_t w = 0; w < words; w++) live += hl__popcount64(ab[w] & mb[w]);
   uint32_t dead = d->used - live;
   *freed_objects += dead;
   if (dead) hl__sub_dirty(h, p);
