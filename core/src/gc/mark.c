@@ -154,23 +154,49 @@ static packet *packet_take(void) {
   return pk;
 }
 
-static NOINLINE bool stack_grow(marker *m, uint64_t need) {
-  if (m->index != 0) return false; /* a helper's stack is its part of the arena */
-  uint64_t cap = m->cap ? m->cap : 65536;
-  while (cap < need) cap *= 2;
-  /* the cycle's thread: the heap's stack (malloc) */
-  void **n = hl__sys_realloc(m->stack, cap * sizeof(void *));
-  if (!n) return false;
-  m->stack = n;
-  m->cap = cap;
-  return true;
+/* ---- the marking thread's stack ----
+ * The thread running a cycle marks from its heap's own stack: a mapping of
+ * MAIN_STACK_WORDS reserved (MAP_NORESERVE, untouched) when the collected
+ * heap is made, so that a mark never maps anything, with one marker or
+ * several -- the helpers' stacks and packets are the mark arena's, above.
+ * It was a malloc block grown by realloc as a mark needed it: 512 KiB at the
+ * first push, above glibc's mmap threshold, so a heap's first mark at
+ * vm.max_map_count mapped it (the count then past the limit, the program's
+ * next malloc of any size that needed memory failed) and a later growth
+ * failed and fell back to the rescan (tests/c/mark_at_the_map_limit_maps_
+ * nothing.c: 1.2 s instead of 30 ms).  Touching the reservation costs what
+ * the block did, the pages a mark's deepest stack reached; pushing past it
+ * is an overflow, which rescan_marked recovers, as for a helper. */
+#define MAIN_STACK_WORDS ((uint64_t)1 << 25) /* 256 MiB of address space */
+#define MAIN_STACK_MIN_WORDS ((uint64_t)1 << 17)
+
+int hl__mark_stack_reserve(hl_heap *h) {
+  /* halved while refused (strict overcommit charges even MAP_NORESERVE) */
+  for (uint64_t words = MAIN_STACK_WORDS; words >= MAIN_STACK_MIN_WORDS; words /= 2) {
+    void *p;
+    if (prim_os_reserve(words * sizeof(void *), 0, &p) != 0) continue;
+    /* (a stack's first touch must not fault a 2 MiB page in) */
+    prim_os_advise(p, words * sizeof(void *), PRIM_NOHUGEPAGE);
+    h->mark_stack = p;
+    h->mark_cap = words;
+    return HL_OK;
+  }
+  return HL_ENOMEM;
+}
+
+void hl__mark_stack_release(hl_heap *h) {
+  if (h->mark_stack) prim_os_unreserve(h->mark_stack, h->mark_cap * sizeof(void *));
+  h->mark_stack = NULL;
+  h->mark_cap = 0;
 }
 
 /* Objects are pushed marked but unread: the header is first read by drain,
  * after a prefetch (tracing a heap bigger than the cache is a cache miss per
- * object, half the mark time when the header was read here). */
+ * object, half the mark time when the header was read here).  A full stack
+ * -- every marker's is a fixed reservation -- is an overflow: the object
+ * stays marked, untraced, and rescan_marked finds it. */
 static inline void push(marker *m, void *obj) {
-  if (hl_unlikely(m->top == m->cap) && !stack_grow(m, m->top + 1)) {
+  if (hl_unlikely(m->top == m->cap)) {
     m->overflow = true;
     return;
   }
@@ -395,7 +421,7 @@ static bool get_work(marker *m) {
     if (pk) {
       j->pool = pk->next;
       pthread_mutex_unlock(&j->mu);
-      if (m->cap < pk->n && !stack_grow(m, pk->n)) {
+      if (m->cap < pk->n) {
         m->overflow = true; /* marked, not traced: the rescan finds them */
       } else {
         memcpy(m->stack, pk->items, pk->n * sizeof(void *));
@@ -644,14 +670,10 @@ void hl__tenure_pages(hl_heap *h) {
   }
 }
 
-/* The marker of the thread running the cycle: the heap keeps its stack. */
+/* The marker of the thread running the cycle: the heap's stack. */
 static marker main_marker(hl_heap *h) {
   return (marker){.h = h, .stack = h->mark_stack, .cap = h->mark_cap, .budget = UINT64_MAX,
                   .old_bit = h->opt.generational != 0};
-}
-static void main_marker_done(hl_heap *h, const marker *m) {
-  h->mark_stack = m->stack;
-  h->mark_cap = m->cap;
 }
 
 /* ---- root regions ----
@@ -771,7 +793,6 @@ uint64_t hl__mark(hl_heap *h, bool minor) {
   }
   drain_serial(&m);
   rescan_marked(&m);
-  main_marker_done(h, &m);
   h->marked_bytes = m.bytes;
   h->marked_objects = m.objects;
   return m.bytes;
@@ -846,7 +867,6 @@ void hl__mark_repair(hl_heap *h) {
   marker m = main_marker(h);
   m.overflow = true;
   rescan_marked(&m);
-  main_marker_done(h, &m);
   h->marked_bytes += m.bytes;
   h->marked_objects += m.objects;
 }
