@@ -84,7 +84,7 @@ E6 = Experiment("E6", "EAGAIN at vm.max_map_count", seed={
     "unbounded": "~3M calls/s per thread; livelock until killed",
     "bounded": "gives up after 100 x 1 ms; recoverable",
     "toggle_off": "no split needed: works at the limit",
-})
+}, options=SEED_POLICIES)
 
 
 def set_sampler_interval(rec, seconds):
@@ -104,9 +104,9 @@ def trim_events(h):
     return [e.as_dict() for e in h.events() if e.kind in ("trim", "syscall_gave_up")]
 
 
-@E6.arm("toggle_off", **SEED_POLICIES)  # the defaults: no dump toggle
-@E6.arm("bounded", dump_toggle=True, **SEED_POLICIES)  # the default retry: 100 x 1 ms
-@E6.arm("unbounded", dump_toggle=True, syscall_retry_max=-1, **SEED_POLICIES)
+@E6.arm("toggle_off")  # the defaults: no dump toggle
+@E6.arm("bounded", dump_toggle=True)  # the default retry: 100 x 1 ms
+@E6.arm("unbounded", dump_toggle=True, syscall_retry_max=-1)
 def at_map_limit(rec, **options):
     # (the default mark_threads: a parallel mark at the limit maps nothing,
     # docs/experiments/e6.md, "Parallel marking at the limit")
