@@ -687,43 +687,68 @@ static marker main_marker(hl_heap *h) {
  * collector=background the mark runs on the collector's thread while the
  * client may be writing the region (a conservative scan of a stack that is
  * in use), and a word written during the mark is seen or not, never torn. */
+/* The index: {start, size} pairs in ascending order of start, borrowed from
+ * the top of the marking thread's stack reservation for the regions' scan.
+ * Not malloc: a mark maps nothing (above), and an index of 10,000 blocks is
+ * 160 KiB, past glibc's mmap threshold.  While it lives the marker's
+ * capacity is that much smaller (a push past it overflows into the rescan);
+ * it takes at most half of what is free. */
+typedef struct large_block {
+  uintptr_t start;
+  uint64_t size;
+} large_block;
+
 typedef struct large_index {
-  uintptr_t *start; /* block starts, ascending */
-  uint64_t *size;
+  large_block *b;
   uint64_t n;
 } large_index;
 
-static int cmp_large(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t)(*(hl_large *const *)a + 1), y = (uintptr_t)(*(hl_large *const *)b + 1);
-  return (x > y) - (x < y);
+/* Heapsort by start: no memory of its own (qsort may malloc a buffer). */
+static void sift_down(large_block *b, uint64_t i, uint64_t n) {
+  for (;;) {
+    uint64_t c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && b[c + 1].start > b[c].start) c++;
+    if (b[i].start >= b[c].start) return;
+    large_block t = b[i];
+    b[i] = b[c];
+    b[c] = t;
+    i = c;
+  }
 }
 
-/* false when out of memory (the caller then walks the list). */
-static bool large_index_build(hl_heap *h, large_index *ix) {
+static void sort_blocks(large_block *b, uint64_t n) {
+  for (uint64_t i = n / 2; i-- > 0;) sift_down(b, i, n);
+  for (uint64_t end = n; end-- > 1;) {
+    large_block t = b[0];
+    b[0] = b[end];
+    b[end] = t;
+    sift_down(b, 0, end);
+  }
+}
+
+/* false when m's stack has no room for it (the caller then walks the list). */
+static bool large_index_build(marker *m, large_index *ix) {
+  hl_heap *h = m->h;
   uint64_t n = 0;
   for (hl_large *l = h->large_head; l; l = l->next) n++;
   *ix = (large_index){0};
   if (!n) return true;
-  hl_large **tmp = hl__sys_malloc(n * sizeof *tmp);
-  ix->start = hl__sys_malloc(n * sizeof *ix->start);
-  ix->size = hl__sys_malloc(n * sizeof *ix->size);
-  if (!tmp || !ix->start || !ix->size) {
-    hl__sys_free(tmp);
-    hl__sys_free(ix->start);
-    hl__sys_free(ix->size);
-    *ix = (large_index){0};
-    return false;
-  }
-  n = 0;
-  for (hl_large *l = h->large_head; l; l = l->next) tmp[n++] = l;
-  qsort(tmp, n, sizeof *tmp, cmp_large);
-  for (uint64_t i = 0; i < n; i++) {
-    ix->start[i] = (uintptr_t)(tmp[i] + 1);
-    ix->size[i] = tmp[i]->size;
-  }
+  uint64_t words = n * (sizeof(large_block) / sizeof(void *));
+  if (words > (m->cap - m->top) / 2) return false;
+  m->cap -= words;
+  ix->b = (large_block *)(m->stack + m->cap);
   ix->n = n;
-  hl__sys_free(tmp);
+  n = 0;
+  for (hl_large *l = h->large_head; l; l = l->next)
+    ix->b[n++] = (large_block){(uintptr_t)(l + 1), l->size};
+  sort_blocks(ix->b, n);
   return true;
+}
+
+/* Give the index's words back to the stack. */
+static void large_index_drop(marker *m, const large_index *ix) {
+  m->cap += ix->n * (sizeof(large_block) / sizeof(void *));
 }
 
 /* The start of the large block holding address a, or NULL. */
@@ -736,12 +761,12 @@ static void *large_containing(hl_heap *h, const large_index *ix, bool indexed, u
   uint64_t lo = 0, hi = ix->n; /* the last start <= a */
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
-    if (ix->start[mid] <= a) lo = mid + 1;
+    if (ix->b[mid].start <= a) lo = mid + 1;
     else hi = mid;
   }
   if (!lo) return NULL;
   lo--;
-  return a - ix->start[lo] < ix->size[lo] ? (void *)ix->start[lo] : NULL;
+  return a - ix->b[lo].start < ix->b[lo].size ? (void *)ix->b[lo].start : NULL;
 }
 
 static void mark_regions(marker *m) {
@@ -757,7 +782,7 @@ static void mark_regions(marker *m) {
       continue;
     }
     if (!built && h->large_head) {
-      indexed = large_index_build(h, &ix);
+      indexed = large_index_build(m, &ix);
       built = true;
     }
     for (uint64_t w = 0; w < rg->words; w++) {
@@ -771,8 +796,7 @@ static void mark_regions(marker *m) {
       mark_value(m, v, true);
     }
   }
-  hl__sys_free(ix.start);
-  hl__sys_free(ix.size);
+  large_index_drop(m, &ix);
 }
 
 uint64_t hl__mark(hl_heap *h, bool minor) {
