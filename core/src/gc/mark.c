@@ -164,7 +164,7 @@ static packet *packet_take(void) {
  * vm.max_map_count mapped it (the count then past the limit, the program's
  * next malloc of any size that needed memory failed) and a later growth
  * failed and fell back to the rescan (tests/c/mark_at_the_map_limit_maps_
- * nothing.c: 1.2 s instead of 30 ms).  Touching the reservation costs what
+ * nothing.c: 0.9-1.2 s instead of 5-13 ms).  Touching the reservation costs what
  * the block did, the pages a mark's deepest stack reached; pushing past it
  * is an overflow, which rescan_marked recovers, as for a helper. */
 #define MAIN_STACK_WORDS ((uint64_t)1 << 25) /* 256 MiB of address space */
