@@ -11,7 +11,7 @@ at its limit because of us, and the filler is unmapped explicitly when the
 arm is done (process exit would free it too).
 
 The observer half (cpu_seconds, thread_cpu_seconds, thread_schedstat,
-SharedCounters, rollup_phys) reads /proc/<pid> and a shared file, so a parent can measure a
+thread_switches, SharedCounters, rollup_phys) reads /proc/<pid> and a shared file, so a parent can measure a
 child that is stuck inside a system-call loop and will never report anything
 itself.
 """
@@ -169,6 +169,29 @@ def thread_schedstat(pid):
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                 run_ns, wait_ns = f.read().split()[:2]
             out[int(tid)] = (int(run_ns), int(wait_ns))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def thread_switches(pid):
+    """{tid: (voluntary, involuntary)} context switches of every thread of a
+    process, from /proc/<pid>/task/*/status.  A thread switches voluntarily
+    when it sleeps or blocks (nanosleep, a futex, a lock held by another), and
+    involuntarily when the scheduler preempts it: a thread that spins makes
+    almost only the second kind, however loaded the machine is, and a loop
+    that sleeps between calls makes at least one of the first kind per call."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            vol = invol = None
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        vol = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        invol = int(line.split()[1])
+            out[int(tid)] = (vol, invol)
         except (FileNotFoundError, ProcessLookupError):
             pass
     return out

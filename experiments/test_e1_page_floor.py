@@ -37,12 +37,12 @@ TEXTURE_SIZE = 1 << 20
 E1 = Experiment("E1", "page floor", seed={
     "off": "held 269,504 KB; textures +196,992 KB; peak 466,224 KB",
     "on": "66-68% returned (16 KiB pages); peak 287,824 KB",
-})
+}, options=SEED_POLICIES)
 
 
-@E1.arm("huge", thp="madvise", **SEED_POLICIES)
-@E1.arm("on", thp="never", **SEED_POLICIES)  # page_release=True, the default
-@E1.arm("off", page_release=False, thp="never", **SEED_POLICIES)
+@E1.arm("huge", thp="madvise")
+@E1.arm("on", thp="never")  # page_release=True, the default
+@E1.arm("off", page_release=False, thp="never")
 def page_floor(rec, **options):
     h = heaplab.Heap(**options)
     with rec.phase("fill", heap=h):

@@ -31,14 +31,14 @@ from heaplab.harness import Experiment, env_number, SEED_POLICIES
 FILL = int(env_number("HEAPLAB_E2_FILL_MIB", 240) * 2**20)
 CHURN_S = env_number("HEAPLAB_E2_CHURN_S", 4.0)
 
+# every arm: the background collector, and the seeds' policies
 E2 = Experiment("E2", "major-sweep classification", seed={
-    "small_only": "36 of 38 cycles", "both_paths": "2 of 39 cycles"})
+    "small_only": "36 of 38 cycles", "both_paths": "2 of 39 cycles"},
+    options=dict(collector="background", min_cycle_interval_ms=100, **SEED_POLICIES))
 
-COMMON = dict(collector="background", min_cycle_interval_ms=100)
 
-
-@E2.arm("small_only", quiet_counts_large=False, **COMMON, **SEED_POLICIES)
-@E2.arm("both_paths", **COMMON, **SEED_POLICIES)  # the defaults: quiet_counts_large=True
+@E2.arm("small_only", quiet_counts_large=False)
+@E2.arm("both_paths")  # the defaults: quiet_counts_large=True
 def major_sweep(rec, **options):
     h = heaplab.Heap(**options)
     with rec.phase("survivors", heap=h) as ph:

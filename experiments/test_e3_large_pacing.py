@@ -27,10 +27,10 @@ SIZE = 16 << 10
 SECONDS = env_number("HEAPLAB_E3_SECONDS", 2.5)
 RATES = {"full": None, "2048": 2048 << 20, "512": 512 << 20}
 
+# every arm: the background collector paced as the seed's, and the seeds' policies
 E3 = Experiment("E3", "large-path pacing", seed={
-    "off_full": "1.49-2.36 GB growth", "off_2048": "1.8 GB growth"})
-
-COMMON = dict(collector="background", min_cycle_interval_ms=200, **SEED_POLICIES)
+    "off_full": "1.49-2.36 GB growth", "off_2048": "1.8 GB growth"},
+    options=dict(collector="background", min_cycle_interval_ms=200, **SEED_POLICIES))
 
 
 def churn_arm(rec, rate, **options):
@@ -50,8 +50,8 @@ def churn_arm(rec, rate, **options):
 
 
 for _name, _rate in RATES.items():
-    E3.add_arm(f"off_{_name}", churn_arm, params={"rate": _rate}, large_pacing=False, **COMMON)
-    E3.add_arm(f"on_{_name}", churn_arm, params={"rate": _rate}, **COMMON)  # large_pacing=True
+    E3.add_arm(f"off_{_name}", churn_arm, params={"rate": _rate}, large_pacing=False)
+    E3.add_arm(f"on_{_name}", churn_arm, params={"rate": _rate})  # large_pacing=True
 
 
 def test_e3_large_pacing(lab):

@@ -90,11 +90,11 @@ ROUNDS_A, PAGES_A = 6, 2048
 
 E4a = Experiment("E4a", "every restore fails", seed={
     "restore_fails": "completes, bit-identical RESULT, neither spins nor stalls",
-})
+}, options=SEED_POLICIES)
 
 
-@E4a.arm("restore_fails", params={"inject": True}, **SEED_POLICIES)
-@E4a.arm("clean", params={"inject": False}, **SEED_POLICIES)
+@E4a.arm("restore_fails", params={"inject": True})
+@E4a.arm("clean", params={"inject": False})
 def restore_always_fails(rec, inject, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, **options)
     if inject:
@@ -179,13 +179,13 @@ ROUNDS_B, POOL_B, REFILL_B = 6, 256, 128
 E4b = Experiment("E4b", "one sticky restore failure", seed={
     "lifo": "one bad page hides the whole pool; heap grows without bound (not measured)",
     "fifo": "rotates past the bad page (not measured)",
-})
+}, options=SEED_POLICIES)
 
 
-@E4b.arm("lifo_lazy", reuse_failed_order="lifo", release_advice="free", **SEED_POLICIES)
-@E4b.arm("fifo_lazy", release_advice="free", **SEED_POLICIES)  # the default order: fifo
-@E4b.arm("lifo", reuse_failed_order="lifo", **SEED_POLICIES)
-@E4b.arm("fifo", **SEED_POLICIES)
+@E4b.arm("lifo_lazy", reuse_failed_order="lifo", release_advice="free")
+@E4b.arm("fifo_lazy", release_advice="free")  # the default order: fifo
+@E4b.arm("lifo", reuse_failed_order="lifo")
+@E4b.arm("fifo")
 def sticky_restore(rec, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("release", heap=h) as ph:
@@ -278,7 +278,7 @@ E4c = Experiment("E4c", "primary advice refused, fallback upgraded", seed={
     "refused_64": "179,776 KB, still draining",
     "budget8_attempts": "upgraded=8 on 25 trims, all 200 recovered",
     "budget8_scanned": "stops after the first 8",
-})
+}, options=SEED_POLICIES)
 
 
 def snapshot(h):
@@ -290,9 +290,9 @@ def snapshot(h):
             "fallback": s.fallback_pages, "resident": h.resident_bytes()}
 
 
-@E4c.arm("refused_64", params={"inject": True}, upgrade_per_sweep=64, **SEED_POLICIES)
-@E4c.arm("refused_1024", params={"inject": True}, upgrade_per_sweep=1024, **SEED_POLICIES)
-@E4c.arm("clean", params={"inject": False}, upgrade_per_sweep=1024, **SEED_POLICIES)
+@E4c.arm("refused_64", params={"inject": True}, upgrade_per_sweep=64)
+@E4c.arm("refused_1024", params={"inject": True}, upgrade_per_sweep=1024)
+@E4c.arm("clean", params={"inject": False}, upgrade_per_sweep=1024)
 def refused_release(rec, inject, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, **options)
     with rec.phase("fill", heap=h):
@@ -327,8 +327,8 @@ def refused_release(rec, inject, **options):
     h.close()
 
 
-@E4c.arm("budget8_scanned", upgrade_budget_counts="scanned", **SEED_POLICIES)
-@E4c.arm("budget8_attempts", **SEED_POLICIES)  # the default: attempts
+@E4c.arm("budget8_scanned", upgrade_budget_counts="scanned")
+@E4c.arm("budget8_attempts")  # the default: attempts
 def small_budget(rec, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20,
                      upgrade_per_sweep=SMALL_BUDGET,

@@ -48,13 +48,13 @@ SMALL, LARGE = 512, 16384  # pages: 32 MiB and 1 GiB
 E5 = Experiment("E5", "VMA fragmentation", seed={
     "on": "512 VMAs (32 MB, 64 KB chunks, 4 rounds); tens of thousands for multi-GB heaps",
     "off": "1 VMA",
-})
+}, options=SEED_POLICIES)
 
 
-@E5.arm("on_1g", params={"pages": LARGE}, dump_toggle=True, **SEED_POLICIES)
-@E5.arm("off_1g", params={"pages": LARGE}, **SEED_POLICIES)  # the default: dump_toggle=False
-@E5.arm("on", params={"pages": SMALL}, dump_toggle=True, **SEED_POLICIES)
-@E5.arm("off", params={"pages": SMALL}, **SEED_POLICIES)
+@E5.arm("on_1g", params={"pages": LARGE}, dump_toggle=True)
+@E5.arm("off_1g", params={"pages": LARGE})  # the default: dump_toggle=False
+@E5.arm("on", params={"pages": SMALL}, dump_toggle=True)
+@E5.arm("off", params={"pages": SMALL})
 def fragment(rec, pages, **options):
     h = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
     with rec.phase("fill", heap=h) as ph:

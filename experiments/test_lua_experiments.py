@@ -131,6 +131,10 @@ def test_lua_e4a_every_restore_fails(lab):
                ok=ratio <= 2)
     completed(clean)
     completed(inj)
+    # the experiment's options (H.SEED_POLICIES) under the arm's own, as it ran
+    for data in (clean, inj):
+        assert data["options"] == {"warm_pages": 0, "warm_demand_trims": 0,
+                                   "gc_growth_ratio": 0}, data["options"]
     assert all(same), ("checksums differ from the clean arm in rounds "
                        f"{[n for n, s in zip(rounds, same) if not s]}")
     assert ratio <= 2, f"restore failures slowed the rounds {ratio:.2f}x (spinning?)"

@@ -185,7 +185,7 @@ static void heap_destroy(hl_heap *h) {
   hl__sys_free(h->size_to_cls);
   hl__sys_free(h->aword_of);
   hl__sys_free(h->events);
-  hl__sys_free(h->mark_stack);
+  hl__mark_stack_release(h);
   hl__sys_free(h->scratch);
   pthread_mutex_destroy(&h->lock);
   pthread_mutex_destroy(&h->errlock);
@@ -255,6 +255,11 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
    * mark at vm.max_map_count must map nothing: gc/mark.c); without them
    * the marks run alone (a manual heap never marks) */
   if (o.mode == HL_MODE_COLLECTED && h->mark_threads > 1) hl__mark_arena_reserve();
+  /* and the marking thread's own stack (gc/mark.c), for the same reason */
+  if (o.mode == HL_MODE_COLLECTED && (rc = hl__mark_stack_reserve(h))) {
+    hl__fmt_err(err, errlen, "hl_heap_new: cannot reserve the mark stack (out of address space)");
+    goto fail;
+  }
   hl__alloc_limit_update(h);
   h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&

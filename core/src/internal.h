@@ -44,7 +44,7 @@
 /* ---- the system allocator ----
  * Every byte the core takes from the C library -- the large path's blocks
  * (large/large.c), the heap struct, its events, size_to_cls, handles, the
- * large set, scratch, the mark stack, the thread caches, the registry -- goes
+ * large set, scratch, the thread caches, the registry -- goes
  * through these four.  Normal builds call malloc & co.  The preload library
  * (libheaplab-malloc.so, clients/preload/, built with HL_PRELOAD) *is* malloc,
  * so there they call glibc's own allocator by its exported __libc_* names:
@@ -387,8 +387,9 @@ struct hl_heap {
   hl_counters ctr;
 
   /* gc state */
-  void **mark_stack;         /* the mark's first marker's stack (gc/mark.c) */
-  uint64_t mark_top, mark_cap;
+  void **mark_stack;         /* the marking thread's stack: a reservation made with
+                                the collected heap (gc/mark.c) */
+  uint64_t mark_cap;         /* its entries */
   uint64_t marked_bytes;     /* bytes the mark in progress has marked */
   uint64_t marked_objects;   /* objects the mark in progress has marked */
   uint32_t mark_threads;     /* threads a mark may use (mark_threads, resolved) */
@@ -879,6 +880,10 @@ uint64_t hl__mark(hl_heap *h, bool minor);
 /* The parallel mark's helper stacks and packets: one mapping per process,
  * reserved once (mark.c).  False when it could not be. */
 bool hl__mark_arena_reserve(void);
+/* The marking thread's stack: reserved when a collected heap is made
+ * (HL_ENOMEM when no reservation could be had), released with the heap. */
+int hl__mark_stack_reserve(hl_heap *h);
+void hl__mark_stack_release(hl_heap *h);
 /* Clear the marks of every page not tenured, and of large objects. */
 void hl__marks_clear(hl_heap *h);
 /* verify: every reference a marked object holds leads to a marked object

@@ -132,9 +132,10 @@ end
 H.main{
   experiment = "E4a", title = "every restore fails",
   seed = { restore_fails = "completes, bit-identical RESULT, neither spins nor stalls" },
+  options = H.SEED_POLICIES,
   arms = {
-    clean = { options = { warm_pages = 0, warm_demand_trims = 0, gc_growth_ratio = 0 }, params = {} },
-    restore_fails = { options = { warm_pages = 0, warm_demand_trims = 0, gc_growth_ratio = 0 },
+    clean = { options = { warm_pages = 0, warm_demand_trims = 0 }, params = {} },
+    restore_fails = { options = { warm_pages = 0, warm_demand_trims = 0 },
                       params = { inject = { "restore", "always", 0, "EIO" } } },
   },
   body = restore_fails,

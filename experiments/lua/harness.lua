@@ -15,6 +15,7 @@
 --   local H = require "harness"
 --   H.main{
 --     experiment = "E1", title = "page floor",
+--     options = H.SEED_POLICIES,   -- every arm's, unless the arm sets its own
 --     arms = { on = { options = { page_release = true } }, off = {...} },
 --     body = function(rec, options, params) ... rec:phase("fill", h, function(ph) ... end) end,
 --     check = function(rec, arm) rec:expect(...) end,
@@ -23,6 +24,11 @@ local heaplab = require "heaplab"
 
 local H = {}
 H.MiB = 1 << 20
+
+-- The seeds' collector policies that E1-E6 study and that have since changed
+-- default (heaplab.harness.SEED_POLICIES, docs/harness.md): the twins of
+-- E1-E6 give them as their experiment's options.
+H.SEED_POLICIES = { gc_growth_ratio = 0 }
 
 ---------------------------------------------------------------------------
 -- JSON (encoding only: the arm's document)
@@ -275,6 +281,14 @@ local function copy(t)
   return out
 end
 
+-- An arm's options: its own, and the experiment's (def.options) it does not
+-- set -- what the body gets and the JSON records.
+local function arm_options(def, arm)
+  local out = copy(def.options)
+  for k, v in pairs(arm.options or {}) do out[k] = v end
+  return out
+end
+
 -- Run the arm named by arg[1]; print its JSON; exit 0 only if it completed
 -- and every asserted effect holds.
 function H.main(def)
@@ -293,10 +307,11 @@ function H.main(def)
   local rec = H.recorder(def.experiment, def.title, "lua-" .. arm_name, def.interval_s)
   local out = {
     experiment = def.experiment, title = def.title, arm = rec.arm, language = "lua",
-    interpreter = _VERSION, options = copy(arm.options), params = copy(arm.params),
+    interpreter = _VERSION, options = arm_options(def, arm), params = copy(arm.params),
     pid = heaplab.pid(), error = H.null,
   }
-  local ok, err = xpcall(def.body, debug.traceback, rec, copy(arm.options), copy(arm.params))
+  local ok, err = xpcall(def.body, debug.traceback, rec, arm_options(def, arm),
+                         copy(arm.params))
   if ok and def.check then
     ok, err = xpcall(def.check, debug.traceback, rec, arm_name, arm)
   end

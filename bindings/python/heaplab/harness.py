@@ -661,18 +661,33 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
 # The seeds' collector policies that E1-E6 study and that have since changed
 # default: the trigger without gc_growth_ratio (gc_live_ratio alone, partial
 # pages swept by quiet, pressure and backstop major sweeps only; docs/design.md,
-# "The trigger").  Each arm of E1-E6 passes these explicitly.
+# "The trigger").  E1-E6 give them as their experiments' options
+# (Experiment(..., options=SEED_POLICIES)), so every arm runs with them.
 SEED_POLICIES: Dict[str, Any] = {"gc_growth_ratio": 0}
 
 
 class Experiment:
     """A named set of arms.  Declare arms with the @arm decorator in the
-    experiment's own module; run() spawns one process per arm."""
+    experiment's own module; run() spawns one process per arm.
 
-    def __init__(self, name: str, title: str, seed: Optional[Dict[str, str]] = None) -> None:
+    options: heaplab.Heap options every arm gets unless it gives its own
+    value (Experiment("E1", "page floor", options=SEED_POLICIES)).  An
+    arm's options are its own followed by the experiment's it did not set:
+    that is what the arm's function is called with, what its JSON and the
+    sweeps see (arms[name]["options"])."""
+
+    def __init__(self, name: str, title: str, seed: Optional[Dict[str, str]] = None,
+                 options: Optional[Mapping[str, Any]] = None) -> None:
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"experiment {name}: options must be a mapping of option names "
+                            f"to values, not {type(options).__name__}")
+        if options is not None and not all(isinstance(k, str) for k in options):
+            raise TypeError(f"experiment {name}: option names must be strings: "
+                            f"{[k for k in options if not isinstance(k, str)]}")
         self.name = name
         self.title = title
         self.seed = seed or {}
+        self.options: Dict[str, Any] = dict(options or {})
         self.arms = {}
         self.path = None
         self.var = None
@@ -680,11 +695,14 @@ class Experiment:
     def add_arm(self, arm_name: str, fn: ArmFn, params: Optional[Dict[str, Any]] = None,
                 **options: Any) -> None:
         """Declare an arm: fn(rec, **params, **options) runs in the arm's own
-        process; options are meant for heaplab.Heap.  fn must be a module-level
-        function of the module that holds this Experiment."""
+        process; options are meant for heaplab.Heap, and the experiment's
+        options the arm does not set are added after its own.  fn must be a
+        module-level function of the module that holds this Experiment."""
         if arm_name in self.arms:
             raise ValueError(f"experiment {self.name}: arm {arm_name!r} declared twice")
-        self.arms[arm_name] = {"fn": fn, "options": options, "params": params or {}}
+        merged = dict(options)
+        merged.update((k, v) for k, v in self.options.items() if k not in options)
+        self.arms[arm_name] = {"fn": fn, "options": merged, "params": params or {}}
         if self.path is None:
             mod = sys.modules[fn.__module__]
             self.path = os.path.abspath(mod.__file__)

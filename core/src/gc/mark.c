@@ -157,23 +157,49 @@ static packet *packet_take(void) {
   return pk;
 }
 
-static NOINLINE bool stack_grow(marker *m, uint64_t need) {
-  if (m->index != 0) return false; /* a helper's stack is its part of the arena */
-  uint64_t cap = m->cap ? m->cap : 65536;
-  while (cap < need) cap *= 2;
-  /* the cycle's thread: the heap's stack (malloc) */
-  void **n = hl__sys_realloc(m->stack, cap * sizeof(void *));
-  if (!n) return false;
-  m->stack = n;
-  m->cap = cap;
-  return true;
+/* ---- the marking thread's stack ----
+ * The thread running a cycle marks from its heap's own stack: a mapping of
+ * MAIN_STACK_WORDS reserved (MAP_NORESERVE, untouched) when the collected
+ * heap is made, so that a mark never maps anything, with one marker or
+ * several -- the helpers' stacks and packets are the mark arena's, above.
+ * It was a malloc block grown by realloc as a mark needed it: 512 KiB at the
+ * first push, above glibc's mmap threshold, so a heap's first mark at
+ * vm.max_map_count mapped it (the count then past the limit, the program's
+ * next malloc of any size that needed memory failed) and a later growth
+ * failed and fell back to the rescan (tests/c/mark_at_the_map_limit_maps_
+ * nothing.c: 0.9-1.2 s instead of 5-13 ms).  Touching the reservation costs what
+ * the block did, the pages a mark's deepest stack reached; pushing past it
+ * is an overflow, which rescan_marked recovers, as for a helper. */
+#define MAIN_STACK_WORDS ((uint64_t)1 << 25) /* 256 MiB of address space */
+#define MAIN_STACK_MIN_WORDS ((uint64_t)1 << 17)
+
+int hl__mark_stack_reserve(hl_heap *h) {
+  /* halved while refused (strict overcommit charges even MAP_NORESERVE) */
+  for (uint64_t words = MAIN_STACK_WORDS; words >= MAIN_STACK_MIN_WORDS; words /= 2) {
+    void *p;
+    if (prim_os_reserve(words * sizeof(void *), 0, &p) != 0) continue;
+    /* (a stack's first touch must not fault a 2 MiB page in) */
+    prim_os_advise(p, words * sizeof(void *), PRIM_NOHUGEPAGE);
+    h->mark_stack = p;
+    h->mark_cap = words;
+    return HL_OK;
+  }
+  return HL_ENOMEM;
+}
+
+void hl__mark_stack_release(hl_heap *h) {
+  if (h->mark_stack) prim_os_unreserve(h->mark_stack, h->mark_cap * sizeof(void *));
+  h->mark_stack = NULL;
+  h->mark_cap = 0;
 }
 
 /* Objects are pushed marked but unread: the header is first read by drain,
  * after a prefetch (tracing a heap bigger than the cache is a cache miss per
- * object, half the mark time when the header was read here). */
+ * object, half the mark time when the header was read here).  A full stack
+ * -- every marker's is a fixed reservation -- is an overflow: the object
+ * stays marked, untraced, and rescan_marked finds it. */
 static inline void push(marker *m, void *obj) {
-  if (hl_unlikely(m->top == m->cap) && !stack_grow(m, m->top + 1)) {
+  if (hl_unlikely(m->top == m->cap)) {
     m->overflow = true;
     return;
   }
@@ -412,7 +438,7 @@ static bool get_work(marker *m) {
       j->pool = pk->next;
       atomic_fetch_sub_explicit(&j->pooled, 1, memory_order_relaxed);
       pthread_mutex_unlock(&j->mu);
-      if (m->cap < pk->n && !stack_grow(m, pk->n)) {
+      if (m->cap < pk->n) {
         m->overflow = true; /* marked, not traced: the rescan finds them */
       } else {
         memcpy(m->stack, pk->items, pk->n * sizeof(void *));
@@ -672,14 +698,10 @@ void hl__tenure_pages(hl_heap *h) {
   }
 }
 
-/* The marker of the thread running the cycle: the heap keeps its stack. */
+/* The marker of the thread running the cycle: the heap's stack. */
 static marker main_marker(hl_heap *h) {
   return (marker){.h = h, .stack = h->mark_stack, .cap = h->mark_cap, .budget = UINT64_MAX,
                   .old_bit = h->opt.generational != 0};
-}
-static void main_marker_done(hl_heap *h, const marker *m) {
-  h->mark_stack = m->stack;
-  h->mark_cap = m->cap;
 }
 
 /* ---- root regions ----
@@ -693,43 +715,68 @@ static void main_marker_done(hl_heap *h, const marker *m) {
  * collector=background the mark runs on the collector's thread while the
  * client may be writing the region (a conservative scan of a stack that is
  * in use), and a word written during the mark is seen or not, never torn. */
+/* The index: {start, size} pairs in ascending order of start, borrowed from
+ * the top of the marking thread's stack reservation for the regions' scan.
+ * Not malloc: a mark maps nothing (above), and an index of 10,000 blocks is
+ * 160 KiB, past glibc's mmap threshold.  While it lives the marker's
+ * capacity is that much smaller (a push past it overflows into the rescan);
+ * it takes at most half of what is free. */
+typedef struct large_block {
+  uintptr_t start;
+  uint64_t size;
+} large_block;
+
 typedef struct large_index {
-  uintptr_t *start; /* block starts, ascending */
-  uint64_t *size;
+  large_block *b;
   uint64_t n;
 } large_index;
 
-static int cmp_large(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t)(*(hl_large *const *)a + 1), y = (uintptr_t)(*(hl_large *const *)b + 1);
-  return (x > y) - (x < y);
+/* Heapsort by start: no memory of its own (qsort may malloc a buffer). */
+static void sift_down(large_block *b, uint64_t i, uint64_t n) {
+  for (;;) {
+    uint64_t c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && b[c + 1].start > b[c].start) c++;
+    if (b[i].start >= b[c].start) return;
+    large_block t = b[i];
+    b[i] = b[c];
+    b[c] = t;
+    i = c;
+  }
 }
 
-/* false when out of memory (the caller then walks the list). */
-static bool large_index_build(hl_heap *h, large_index *ix) {
+static void sort_blocks(large_block *b, uint64_t n) {
+  for (uint64_t i = n / 2; i-- > 0;) sift_down(b, i, n);
+  for (uint64_t end = n; end-- > 1;) {
+    large_block t = b[0];
+    b[0] = b[end];
+    b[end] = t;
+    sift_down(b, 0, end);
+  }
+}
+
+/* false when m's stack has no room for it (the caller then walks the list). */
+static bool large_index_build(marker *m, large_index *ix) {
+  hl_heap *h = m->h;
   uint64_t n = 0;
   for (hl_large *l = h->large_head; l; l = l->next) n++;
   *ix = (large_index){0};
   if (!n) return true;
-  hl_large **tmp = hl__sys_malloc(n * sizeof *tmp);
-  ix->start = hl__sys_malloc(n * sizeof *ix->start);
-  ix->size = hl__sys_malloc(n * sizeof *ix->size);
-  if (!tmp || !ix->start || !ix->size) {
-    hl__sys_free(tmp);
-    hl__sys_free(ix->start);
-    hl__sys_free(ix->size);
-    *ix = (large_index){0};
-    return false;
-  }
-  n = 0;
-  for (hl_large *l = h->large_head; l; l = l->next) tmp[n++] = l;
-  qsort(tmp, n, sizeof *tmp, cmp_large);
-  for (uint64_t i = 0; i < n; i++) {
-    ix->start[i] = (uintptr_t)(tmp[i] + 1);
-    ix->size[i] = tmp[i]->size;
-  }
+  uint64_t words = n * (sizeof(large_block) / sizeof(void *));
+  if (words > (m->cap - m->top) / 2) return false;
+  m->cap -= words;
+  ix->b = (large_block *)(m->stack + m->cap);
   ix->n = n;
-  hl__sys_free(tmp);
+  n = 0;
+  for (hl_large *l = h->large_head; l; l = l->next)
+    ix->b[n++] = (large_block){(uintptr_t)(l + 1), l->size};
+  sort_blocks(ix->b, n);
   return true;
+}
+
+/* Give the index's words back to the stack. */
+static void large_index_drop(marker *m, const large_index *ix) {
+  m->cap += ix->n * (sizeof(large_block) / sizeof(void *));
 }
 
 /* The start of the large block holding address a, or NULL. */
@@ -742,12 +789,12 @@ static void *large_containing(hl_heap *h, const large_index *ix, bool indexed, u
   uint64_t lo = 0, hi = ix->n; /* the last start <= a */
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
-    if (ix->start[mid] <= a) lo = mid + 1;
+    if (ix->b[mid].start <= a) lo = mid + 1;
     else hi = mid;
   }
   if (!lo) return NULL;
   lo--;
-  return a - ix->start[lo] < ix->size[lo] ? (void *)ix->start[lo] : NULL;
+  return a - ix->b[lo].start < ix->b[lo].size ? (void *)ix->b[lo].start : NULL;
 }
 
 static void mark_regions(marker *m) {
@@ -763,7 +810,7 @@ static void mark_regions(marker *m) {
       continue;
     }
     if (!built && h->large_head) {
-      indexed = large_index_build(h, &ix);
+      indexed = large_index_build(m, &ix);
       built = true;
     }
     for (uint64_t w = 0; w < rg->words; w++) {
@@ -777,8 +824,7 @@ static void mark_regions(marker *m) {
       mark_value(m, v, true);
     }
   }
-  hl__sys_free(ix.start);
-  hl__sys_free(ix.size);
+  large_index_drop(m, &ix);
 }
 
 uint64_t hl__mark(hl_heap *h, bool minor) {
@@ -799,7 +845,6 @@ uint64_t hl__mark(hl_heap *h, bool minor) {
   }
   drain_serial(&m);
   rescan_marked(&m);
-  main_marker_done(h, &m);
   h->marked_bytes = m.bytes;
   h->marked_objects = m.objects;
   return m.bytes;
@@ -874,7 +919,6 @@ void hl__mark_repair(hl_heap *h) {
   marker m = main_marker(h);
   m.overflow = true;
   rescan_marked(&m);
-  main_marker_done(h, &m);
   h->marked_bytes += m.bytes;
   h->marked_objects += m.objects;
 }

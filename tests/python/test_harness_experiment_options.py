@@ -1,0 +1,95 @@
+"""An experiment states options once for all its arms (Experiment(...,
+options=...)): every arm gets those it does not set itself, its own win, and
+what the arm's function is called with is exactly what its record says it
+ran with (docs/harness.md, "An experiment's options").  E1-E6 give
+SEED_POLICIES this way, so every one of their arms runs with it."""
+import glob
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from heaplab.harness import Experiment, SEED_POLICIES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+ARM_MODULE = '''
+from heaplab.harness import Experiment
+
+T = Experiment("T", "experiment options", options={"warm_pages": 0, "gc_growth_ratio": 0})
+
+
+@T.arm("own_wins", warm_pages=8)
+@T.arm("defaults")
+def arm(rec, **options):
+    rec.note("called_with", options)
+'''
+
+
+def test_arms_get_the_experiments_options_and_override_them():
+    exp = Experiment("X", "t", options={"a": 1, "b": 2})
+    exp.add_arm("plain", lambda rec, **o: None)
+    exp.add_arm("own", lambda rec, **o: None, c=3, b=9)
+    assert exp.arms["plain"]["options"] == {"a": 1, "b": 2}
+    # the arm's own first, in its order, then the experiment's it did not set
+    assert list(exp.arms["own"]["options"].items()) == [("c", 3), ("b", 9), ("a", 1)]
+    assert exp.options == {"a": 1, "b": 2}
+    # the experiment keeps its own copy
+    src = {"a": 1}
+    e2 = Experiment("Y", "t", options=src)
+    src["a"] = 2
+    e2.add_arm("x", lambda rec, **o: None)
+    assert e2.arms["x"]["options"] == {"a": 1}
+    # no options: as before
+    e3 = Experiment("Z", "t")
+    e3.add_arm("x", lambda rec, **o: None, q=1)
+    assert e3.arms["x"]["options"] == {"q": 1} and e3.options == {}
+
+
+@pytest.mark.parametrize("bad, what", [([("a", 1)], "mapping"), ("warm_pages=0", "mapping"),
+                                       ({1: 2}, "strings")])
+def test_bad_experiment_options_are_refused(bad, what):
+    with pytest.raises(TypeError, match=what):
+        Experiment("X", "t", options=bad)
+
+
+def test_the_arm_runs_with_and_records_the_merged_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
+    path = tmp_path / "options_experiment.py"
+    path.write_text(ARM_MODULE)
+    spec = importlib.util.spec_from_file_location("options_experiment", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        res = mod.T.run(save=True)
+    finally:
+        del sys.modules[spec.name]
+    want = {"defaults": {"warm_pages": 0, "gc_growth_ratio": 0},
+            "own_wins": {"warm_pages": 8, "gc_growth_ratio": 0}}
+    for arm, options in want.items():
+        assert res[arm].notes["called_with"] == options, arm
+        saved = json.loads((tmp_path / "results" / "T" / f"{arm}.json").read_text())
+        assert saved["options"] == options and saved["notes"]["called_with"] == options
+
+
+def test_e1_to_e6_run_every_arm_with_the_seed_policies():
+    sys.path.insert(0, os.path.join(ROOT, "experiments"))
+    exps = []
+    try:
+        for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "test_e[1-6]_*.py"))):
+            name = "_seed_" + os.path.basename(path)[:-3]
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+            exps += [v for v in vars(mod).values() if isinstance(v, Experiment)]
+    finally:
+        sys.path.remove(os.path.join(ROOT, "experiments"))
+    assert sorted(e.name for e in exps) == ["E1", "E2", "E3", "E4a", "E4b", "E4c", "E5", "E6"]
+    for exp in exps:
+        assert SEED_POLICIES.items() <= exp.options.items(), exp.name
+        for arm_name, arm in exp.arms.items():
+            assert SEED_POLICIES.items() <= arm["options"].items(), (exp.name, arm_name)
