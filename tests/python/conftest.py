@@ -1,3 +1,8 @@
+import glob
+import importlib.util
+import os
+import sys
+
 import pytest
 
 import heaplab
@@ -8,3 +13,51 @@ def heap():
     h = heaplab.Heap()
     yield h
     h.close()
+
+
+@pytest.fixture
+def run_experiment_source(tmp_path, monkeypatch):
+    """Write `source` (a module defining an Experiment `T`) to a file, import
+    it as module `name` (the harness looks an arm's module up in
+    sys.modules), run T with its records saved under tmp_path/results, and
+    return the results by arm."""
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
+
+    def run(name, source):
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+            return mod.T.run(save=True)
+        finally:
+            del sys.modules[name]
+    return run
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def repo_experiments():
+    """The Experiments the modules experiments/<pattern> define (imported
+    under a private name each, experiments/ on sys.path while they load)."""
+    from heaplab.harness import Experiment
+
+    def load(pattern="test_e*.py"):
+        out = []
+        sys.path.insert(0, os.path.join(ROOT, "experiments"))
+        try:
+            for path in sorted(glob.glob(os.path.join(ROOT, "experiments", pattern))):
+                name = "_repo_" + os.path.basename(path)[:-3]
+                spec = importlib.util.spec_from_file_location(name, path)
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[name] = mod  # (the harness looks its arms' module up)
+                spec.loader.exec_module(mod)
+                out += [v for v in vars(mod).values() if isinstance(v, Experiment)]
+        finally:
+            sys.path.remove(os.path.join(ROOT, "experiments"))
+        return out
+    return load

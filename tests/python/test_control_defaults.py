@@ -7,16 +7,10 @@ policy) the seed write-ups found; the option table's description says which
 new one is checked as soon as its description names the seed's value.  A
 changed default would otherwise go unnoticed: each switch's own test sets
 both values explicitly (issue 22)."""
-import glob
-import importlib.util
 import os
 import re
-import sys
 
 import heaplab
-from heaplab.harness import Experiment
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # "<value> = ... the seed's ..." in an option's description
 SEED_VALUE = re.compile(r"(-?\w+) = [^;=]*?\bthe seed's\b")
@@ -79,27 +73,11 @@ def test_no_control_switch_defaults_to_the_seeds_defect(monkeypatch):
             f"{name}: a default heap has {applied[name]!r}, the table says {table[name]['default']!r}"
 
 
-def _experiments():
-    out = []
-    sys.path.insert(0, os.path.join(ROOT, "experiments"))
-    try:
-        for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "test_e*.py"))):
-            spec = importlib.util.spec_from_file_location(
-                "_defaults_" + os.path.basename(path)[:-3], path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = mod  # (the harness looks its arms' module up)
-            spec.loader.exec_module(mod)
-            out += [v for v in vars(mod).values() if isinstance(v, Experiment)]
-    finally:
-        sys.path.remove(os.path.join(ROOT, "experiments"))
-    return out
-
-
-def test_experiments_fixed_arms_run_on_defaults():
+def test_experiments_fixed_arms_run_on_defaults(repo_experiments):
     """In an experiment with an arm that sets a switch to the seed's value,
     the arms that want the fix leave the switch out: they run on the
     defaults, so a default that drifted to the seed's value shows there too."""
-    exps = _experiments()
+    exps = repo_experiments()
     assert len(exps) >= 6, [e.name for e in exps]
     table = heaplab.options()
     switches = control_switches()

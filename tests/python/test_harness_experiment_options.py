@@ -3,17 +3,11 @@ options=...)): every arm gets those it does not set itself, its own win, and
 what the arm's function is called with is exactly what its record says it
 ran with (docs/harness.md, "An experiment's options").  E1-E6 give
 SEED_POLICIES this way, so every one of their arms runs with it."""
-import glob
-import importlib.util
 import json
-import os
-import sys
 
 import pytest
 
 from heaplab.harness import Experiment, SEED_POLICIES
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ARM_MODULE = '''
 from heaplab.harness import Experiment
@@ -55,18 +49,8 @@ def test_bad_experiment_options_are_refused(bad, what):
         Experiment("X", "t", options=bad)
 
 
-def test_the_arm_runs_with_and_records_the_merged_options(tmp_path, monkeypatch):
-    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
-    path = tmp_path / "options_experiment.py"
-    path.write_text(ARM_MODULE)
-    spec = importlib.util.spec_from_file_location("options_experiment", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-        res = mod.T.run(save=True)
-    finally:
-        del sys.modules[spec.name]
+def test_the_arm_runs_with_and_records_the_merged_options(tmp_path, run_experiment_source):
+    res = run_experiment_source("options_experiment", ARM_MODULE)
     want = {"defaults": {"warm_pages": 0, "gc_growth_ratio": 0},
             "own_wins": {"warm_pages": 8, "gc_growth_ratio": 0}}
     for arm, options in want.items():
@@ -75,19 +59,8 @@ def test_the_arm_runs_with_and_records_the_merged_options(tmp_path, monkeypatch)
         assert saved["options"] == options and saved["notes"]["called_with"] == options
 
 
-def test_e1_to_e6_run_every_arm_with_the_seed_policies():
-    sys.path.insert(0, os.path.join(ROOT, "experiments"))
-    exps = []
-    try:
-        for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "test_e[1-6]_*.py"))):
-            name = "_seed_" + os.path.basename(path)[:-3]
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            spec.loader.exec_module(mod)
-            exps += [v for v in vars(mod).values() if isinstance(v, Experiment)]
-    finally:
-        sys.path.remove(os.path.join(ROOT, "experiments"))
+def test_e1_to_e6_run_every_arm_with_the_seed_policies(repo_experiments):
+    exps = repo_experiments("test_e[1-6]_*.py")
     assert sorted(e.name for e in exps) == ["E1", "E2", "E3", "E4a", "E4b", "E4c", "E5", "E6"]
     for exp in exps:
         assert SEED_POLICIES.items() <= exp.options.items(), exp.name

@@ -2,7 +2,6 @@
 messages or a traceback on stderr leave the JSON on stdout intact, and the
 tail of stderr is kept beside it (the seed lost a phase's record to a
 warning merged into the output it parsed)."""
-import importlib.util
 import json
 import sys
 
@@ -31,18 +30,8 @@ def test_command_arm_stdout_is_parsed_alone():
     assert "noise on stderr" in data["stderr_tail"]
 
 
-def test_experiment_arm_writing_to_stderr_keeps_its_record(tmp_path, monkeypatch):
-    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
-    path = tmp_path / "noisy_experiment.py"
-    path.write_text(ARM_MODULE)
-    spec = importlib.util.spec_from_file_location("noisy_experiment", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-        res = mod.T.run(save=True)
-    finally:
-        del sys.modules[spec.name]
+def test_experiment_arm_writing_to_stderr_keeps_its_record(tmp_path, run_experiment_source):
+    res = run_experiment_source("noisy_experiment", ARM_MODULE)
     assert res["noisy"].notes["answer"] == 42
     saved = json.loads((tmp_path / "results" / "T" / "noisy.json").read_text())
     assert saved["notes"]["answer"] == 42 and "something on stderr" in saved["stderr_tail"]
