@@ -64,8 +64,8 @@ static int check_sub(hl_heap *h, uint32_t p, uint64_t *out_n, uint64_t *fb_n, ui
     if (lo + 64 > h->os_per_page)
       CHECK(!(out[w] >> (h->os_per_page - lo)), "page %" PRIu32 ": out bits beyond its %" PRIu32
             " OS pages", p, h->os_per_page);
-    n += (uint64_t)__builtin_popcountll(out[w]);
-    *fb_n += (uint64_t)__builtin_popcountll(fb[w]);
+    n += (uint64_t)hl__popcount64(out[w]);
+    *fb_n += (uint64_t)hl__popcount64(fb[w]);
   }
   *out_n += n;
   *pages_n += n != 0;
@@ -150,7 +150,7 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
     const uint64_t *ab = hl__allocs(h, p);
     uint32_t allocated = 0;
     for (uint32_t w = 0; w < (d->nslots + 63) / 64; w++)
-      allocated += (uint32_t)__builtin_popcountll(ab[w]);
+      allocated += hl__popcount64(ab[w]);
     CHECK(allocated == d->used, "page %" PRIu32 ": %" PRIu32 " allocation bits but used %" PRIu32,
           p, allocated, d->used);
     uint32_t nfree = 0;

@@ -67,7 +67,7 @@ static uint32_t live_on(const hl_heap *h, uint32_t p) {
   const hl_page *d = &h->pages[p];
   const uint64_t *mb = hl__marks(h, p), *ab = hl__allocs(h, p);
   uint32_t n = 0;
-  for (uint32_t w = 0; w < (d->bump + 63) / 64; w++) n += (uint32_t)__builtin_popcountll(mb[w] & ab[w]);
+  for (uint32_t w = 0; w < (d->bump + 63) / 64; w++) n += hl__popcount64(mb[w] & ab[w]);
   return n;
 }
 

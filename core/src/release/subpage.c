@@ -73,7 +73,7 @@ static void set_range(uint64_t *m, uint32_t a, uint32_t b) {
 
 static uint64_t popcount(const uint64_t *m, uint32_t words) {
   uint64_t n = 0;
-  for (uint32_t i = 0; i < words; i++) n += (uint64_t)__builtin_popcountll(m[i]);
+  for (uint32_t i = 0; i < words; i++) n += (uint64_t)hl__popcount64(m[i]);
   return n;
 }
 
@@ -210,10 +210,10 @@ static void publish(hl_heap *h, sub_cand *c, sub_tally *t) {
     fb[w] |= c->fb[w];
     uint64_t up = c->up[w] & fb[w];
     fb[w] &= ~up;
-    h->sub_out += (uint64_t)__builtin_popcountll(got);
-    h->sub_fallback += (uint64_t)__builtin_popcountll(c->fb[w]);
-    h->sub_fallback -= (uint64_t)__builtin_popcountll(up);
-    t->released_os += (uint64_t)__builtin_popcountll(got);
+    h->sub_out += (uint64_t)hl__popcount64(got);
+    h->sub_fallback += (uint64_t)hl__popcount64(c->fb[w]);
+    h->sub_fallback -= (uint64_t)hl__popcount64(up);
+    t->released_os += (uint64_t)hl__popcount64(got);
     if (c->rel[w] & ~got) rejected = true;
   }
   if (!had && hl__sub_any(h, p)) h->sub_pages++;
@@ -246,7 +246,7 @@ static void chunks_split(hl_heap *h, const sub_cand *c, size_t n) {
     uint64_t os = 0;
     for (j = i; j < n && c[j].p >> h->chunk_shift == ch; j++)
       for (uint32_t w = 0; w < h->sub_words; w++)
-        os += (uint64_t)__builtin_popcountll(c[j].prim[w] | c[j].fb[w]);
+        os += (uint64_t)hl__popcount64(c[j].prim[w] | c[j].fb[w]);
     if (os) hl__chunk_released_in_part(h, ch, 0, os << h->os_shift, true);
   }
 }
