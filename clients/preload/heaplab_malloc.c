@@ -157,9 +157,10 @@ static NOINLINE hl_heap *setup(void) {
        * (the 2:1 ratio glibc's own adjustment keeps; a lower trim threshold
        * refaulted a buffer grown and freed in a loop: 91,000 page faults in
        * bench-preload realloc). */
-      mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
-      mallopt(M_TRIM_THRESHOLD, 2 * 1024 * 1024);
-      h->sys_map_threshold = 1024 * 1024;
+      enum { MAP_THRESHOLD = 1024 * 1024 };
+      mallopt(M_MMAP_THRESHOLD, MAP_THRESHOLD);
+      mallopt(M_TRIM_THRESHOLD, 2 * MAP_THRESHOLD);
+      h->sys_map_threshold = MAP_THRESHOLD; /* the large path's growth stays under it */
       atomic_store_explicit(&heap_ptr, h, memory_order_release);
       next = ST_HEAPLAB;
     }

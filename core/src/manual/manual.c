@@ -146,7 +146,6 @@ static hl_tcache *tcache_for(hl_heap *h) {
     tls_list = tc;
     pthread_setspecific(tc_key, tls_list);
   }
-  tc->cap = cap;
   tc->nclasses = h->nclasses;
   memset(tc->count, 0, sizeof tc->count);
   for (uint32_t c = 0, at = 0; c < h->nclasses; at += limit[c], c++) {

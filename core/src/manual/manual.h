@@ -13,7 +13,6 @@ struct hl_tcache {
   _Atomic(hl_heap *) heap;     /* NULL once the heap is closed */
   hl_tcache *next_thread;      /* this thread's caches */
   hl_tcache *next_heap, *prev_heap; /* the heap's caches (heap lock) */
-  uint32_t cap;                /* blocks per class at most (tcache_blocks) */
   uint32_t nclasses;
   uint32_t room;               /* slots allocated after this struct */
   _Atomic uint64_t mallocs, frees; /* written by the owner only */
