@@ -100,6 +100,7 @@ static void **fill(const bench_params *p, uint64_t *n_out, bench_out *o) {
 }
 
 int backend_fill(const bench_params *p, bench_out *o) {
+  if (p->warm) return bench_fail(o, "fill --warm: heaplab only");
   uint64_t n, gc0 = GC_get_gc_no();
   uint64_t t0 = bench_now_ns();
   void **index = fill(p, &n, o);

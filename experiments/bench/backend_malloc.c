@@ -114,6 +114,7 @@ oom:
 /* ---- fill ---- */
 
 int backend_fill(const bench_params *p, bench_out *o) {
+  if (p->warm) return bench_fail(o, "fill --warm: heaplab only");
   uint64_t size = p->obj_size, n = (p->fill_bytes + size - 1) / size;
   uint64_t t0 = bench_now_ns();
   void **index = ALLOC(n * sizeof(void *));

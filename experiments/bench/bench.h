@@ -28,6 +28,7 @@ typedef struct bench_params {
   int rounds;              /* churn: fill/drop rounds */
   int scattered;           /* release: 0 = every page empty, 1 = every other page */
   uint64_t keep;           /* compact: one object in `keep` survives the drop */
+  int warm;                /* fill (heaplab): time a second fill into the pages of a first */
   int nopts;               /* heaplab options: name=value strings */
   const char *opts[32];
 } bench_params;

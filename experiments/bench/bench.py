@@ -162,6 +162,10 @@ HUGE_ARM = f"heaplab {HUGE_OPTION}"
 # ... and with the prefault helper (thp_prefault, off by default: item 21), beside it
 PREFAULT_OPTION = "thp_prefault=4"
 PREFAULT_ARM = f"{HUGE_ARM} {PREFAULT_OPTION}"
+# ... and what no page supply can beat: a fill into the resident huge pages
+# of a dropped one (--warm, page_release=0: no fault in its timed part)
+WARM_ARM = "heaplab into resident huge pages (bound)"
+WARM_OPTIONS = [HUGE_OPTION, "page_release=0"]
 
 
 def suite(quick=False, depth=None, runs=None):
@@ -197,6 +201,7 @@ def suite(quick=False, depth=None, runs=None):
             Arm(HUGE_ARM, "heaplab", ["--bytes", fill, "--size", 256], [HUGE_OPTION]),
             Arm(PREFAULT_ARM, "heaplab", ["--bytes", fill, "--size", 256],
                 [HUGE_OPTION, PREFAULT_OPTION]),
+            Arm(WARM_ARM, "heaplab", ["--bytes", fill, "--size", 256, "--warm"], WARM_OPTIONS),
             Arm("boehm", "boehm", ["--bytes", fill, "--size", 256]),
             Arm("mimalloc", "mimalloc", ["--bytes", fill, "--size", 256]),
             Arm("jemalloc", "jemalloc", ["--bytes", fill, "--size", 256]),
@@ -275,7 +280,8 @@ def tiny_suite():
                  "mark_threads=2", "verify=1"])], 1),
         Workload("fill", "fill 2 MiB", [Arm("page-fault floor", "heaplab", small)] + [
             Arm(a, a, small) for a in ALLOCATORS] + [
-            Arm(HUGE_ARM, "heaplab", small, [HUGE_OPTION])], 1),
+            Arm(HUGE_ARM, "heaplab", small, [HUGE_OPTION]),
+            Arm(WARM_ARM, "heaplab", small + ["--warm"], WARM_OPTIONS)], 1),
         Workload("pause", "pause 2 MiB", [Arm("heaplab", "heaplab", small),
                                           Arm("boehm", "boehm", small)], 1),
         Workload("churn", "churn", [Arm("page_release=1", "heaplab", small + ["--rounds", 3]),
@@ -344,6 +350,14 @@ def checksum_problems(workloads):
                 if r.get("notes", {}).get("verify_failures"):
                     problems.append(f"{w.name}/{a.name}: {r['notes']['verify_failures']} cycles "
                                     "failed verification")
+    for w in workloads:
+        # the bound's fill must find every page resident
+        for a in w.arms:
+            if a.name == WARM_ARM:
+                for r in a.records:
+                    if r["notes"]["timed_minflt"] > 64:
+                        problems.append(f"{w.name}/{a.name}: {r['notes']['timed_minflt']} page "
+                                        "faults in the timed part: not a bound")
     for w in workloads:
         if w.name == "churn":
             sums = {a.name: a.checksums() for a in w.arms}
@@ -447,6 +461,11 @@ def targets(workloads):
             r = time_ratio(f.arm(HUGE_ARM), f.arm("page-fault floor"))
             out.append(("fill with huge pages / 4 KiB page-fault floor", fmt_ratio(r), "<= 0.3",
                         r[0] <= 0.3))
+        if any(a.name == WARM_ARM for a in f.arms):
+            # not a target: the fill's own work, every page already resident
+            r = time_ratio(f.arm(WARM_ARM), f.arm("page-fault floor"))
+            out.append(("(bound) fill into resident huge pages / page-fault floor",
+                        fmt_ratio(r), "", None))
     ab = []
     if "binary-trees" in by:
         bt = by["binary-trees"]

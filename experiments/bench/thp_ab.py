@@ -11,7 +11,10 @@ round; the fastest three runs and the median of each, the load average before an
 
 Unlike `bench.py pair` the commands run one at a time and unpinned: the prefault helper
 (thp_prefault) needs the second CPU.  --floor adds the 4 KiB page-fault floor as an arm
-(no warm-up before it) and prints each arm's ratio to it."""
+(no warm-up before it) and prints each arm's ratio to it.  --bound (with --floor) adds what no
+page supply can beat: `fill --warm` (a fill into the resident pages of a dropped one, no fault
+in its timed part; thp=populate page_release=0) and the floor's `rewrite_ns` (the same bytes
+written again into the floor's resident mapping), each as a ratio to the floor too."""
 import argparse
 import json
 import os
@@ -40,15 +43,30 @@ def main():
     ap.add_argument("--exe", default=os.path.join(HERE, "..", "..", "build", "experiments",
                                                   "bench", "bench-heaplab"))
     ap.add_argument("--floor", action="store_true", help="also the 4 KiB page-fault floor")
+    ap.add_argument("--bound", action="store_true",
+                    help="with --floor: also a fill into resident pages and the floor's rewrite")
     a = ap.parse_args()
-    arms = (["floor"] if a.floor else []) + a.arms
+    if a.bound and not a.floor:
+        ap.error("--bound needs --floor (its figures are ratios to the floor)")
+    warm = "warm fill (thp=populate page_release=0)"
+    arms = (["floor"] if a.floor else []) + a.arms + ([warm, "rewrite"] if a.bound else [])
     times = {arm: [] for arm in arms}
     helper = {arm: [] for arm in arms}
     load0 = os.getloadavg()[0]
     for i in range(a.rounds):
         for arm in (arms if i % 2 == 0 else arms[::-1]):
+            if arm == "rewrite":
+                continue  # (a figure of the floor's run)
             if arm == "floor":
                 rec = run(a.exe, ["floor"] + FILL[1:], "")
+                if a.bound:
+                    times["rewrite"].append(rec["notes"]["rewrite_ns"] / 1e6)
+                    helper["rewrite"].append(0)
+            elif arm == warm:
+                rec = run(a.exe, FILL + ["--warm"], "thp=populate page_release=0")
+                if rec["notes"]["timed_minflt"] > 64:
+                    sys.exit(f"fill --warm faulted {rec['notes']['timed_minflt']} pages in its "
+                             "timed part: not a bound")
             else:
                 run(a.exe, FILL, "thp=populate thp_prefault=0")  # warm-up, discarded
                 rec = run(a.exe, FILL, arm)
