@@ -7,9 +7,11 @@
  * fresh 2 MiB page at its fault (docs/performance.md, fourth round), on the
  * allocating thread, while the second CPU sits idle.  The helper zeroes the
  * chunks ahead of the allocation cursor, so the kernel's zeroing runs beside
- * the fill's own writes, and when the fill catches up with a chunk no one
- * has claimed it faults that one in itself -- the two threads then zero
- * chunks side by side.
+ * the fill's own writes.  It takes the farthest unclaimed chunk of its
+ * window first; the fill, reaching a nearer chunk no one has claimed,
+ * faults that one in itself -- the two threads zero chunks side by side,
+ * each from its own end of the window, and the zeroing is shared between
+ * the CPUs rather than all on the helper's (see pick()).
  *
  * Bounds -- it never faults in what the heap will not use, and never touches
  * memory the heap has released:
@@ -40,9 +42,17 @@
 
 #define NONE UINT32_MAX
 
+/* A chunk of the helper's range [first, end): */
+enum {
+  FREE, /* nobody has claimed it */
+  BUSY, /* the helper is faulting it in */
+  DONE, /* the helper faulted it in */
+  OWN   /* the allocation reached it first (it faults it in), or refused */
+};
+
 struct hl_prefault {
   pthread_mutex_t mu;
-  pthread_cond_t cv;        /* the helper's window moved, or a chunk is done */
+  pthread_cond_t cv;        /* the cursor moved, or a chunk is done */
   pthread_t thread;
   prim_ctx *prim;
   uint8_t *base;
@@ -51,24 +61,41 @@ struct hl_prefault {
   uint32_t first, end;      /* chunks [first, end) are the helper's to take */
   uint32_t ahead;           /* at most this many chunks beyond the cursor */
   /* under mu: */
-  uint32_t next;            /* the lowest chunk nobody has claimed */
   uint32_t cursor;          /* the chunk the allocation is in */
-  uint32_t busy;            /* the chunk the helper is faulting in, or NONE */
+  uint32_t unclaimed;       /* chunks still FREE */
   uint32_t failed;          /* the chunk whose call was refused, or NONE */
   bool stop;
   int err;
   uint64_t chunks, waits, wait_ns;
+  uint8_t state[];          /* of chunk first + i */
 };
+
+/* The helper's next chunk: the FARTHEST unclaimed one in its window above
+ * the cursor, so that the allocation, arriving at the near ones, finds
+ * them either faulted in or unclaimed -- it then faults that one in
+ * itself instead of waiting -- and the two threads zero side by side, each
+ * at its own end of the window.  (Taking the nearest, the helper was always
+ * at the chunk the allocation reached next: the allocation, faster at its
+ * writes than the kernel at its zeroing, waited for it at every chunk, and
+ * all the zeroing ran on one CPU.)  NONE when there is none.  mu held. */
+static uint32_t pick(hl_prefault *pf) {
+  uint64_t hi = (uint64_t)pf->cursor + pf->ahead;
+  if (hi >= pf->end) hi = pf->end - 1;
+  for (uint64_t c = hi; c > pf->cursor && c >= pf->first; c--)
+    if (pf->state[c - pf->first] == FREE) return (uint32_t)c;
+  return NONE;
+}
 
 static void *helper_main(void *arg) {
   hl_prefault *pf = arg;
   pthread_mutex_lock(&pf->mu);
   for (;;) {
-    while (!pf->stop && pf->next < pf->end && pf->next >= pf->cursor + pf->ahead)
+    uint32_t c;
+    while (!pf->stop && pf->unclaimed && (c = pick(pf)) == NONE)
       pthread_cond_wait(&pf->cv, &pf->mu);
-    if (pf->stop || pf->next >= pf->end) break;
-    uint32_t c = pf->next++;
-    pf->busy = c;
+    if (pf->stop || !pf->unclaimed) break;
+    pf->state[c - pf->first] = BUSY;
+    pf->unclaimed--;
     pthread_mutex_unlock(&pf->mu);
     prim_result r = prim_call(pf->prim, HL_SITE_populate, pf->base + (size_t)c * PRIM_HUGE_BYTES,
                               PRIM_HUGE_BYTES, PRIM_POPULATE);
@@ -83,12 +110,13 @@ static void *helper_main(void *arg) {
       if (hi > lo) prim_call(pf->prim, HL_SITE_populate, (void *)lo, hi - lo, PRIM_POPULATE);
     }
     pthread_mutex_lock(&pf->mu);
-    pf->busy = NONE;
     if (r.err) {
+      pf->state[c - pf->first] = OWN; /* not faulted in: the allocation's */
       pf->failed = c;
       pf->err = r.err;
       pf->stop = true; /* the rest fault in as without the helper */
     } else {
+      pf->state[c - pf->first] = DONE;
       pf->chunks++;
     }
     pthread_cond_broadcast(&pf->cv);
@@ -125,17 +153,19 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
   if (end > max) end = max;
   /* the first chunk is the fill's own; a helper pays from the second on */
   if (end < first + 2) return NULL;
-  hl_prefault *pf = hl__sys_malloc(sizeof *pf);
+  size_t bytes_of = sizeof(hl_prefault) + (size_t)(end - first);
+  hl_prefault *pf = hl__sys_malloc(bytes_of);
   if (!pf) return NULL; /* the phase faults its chunks in itself */
-  memset(pf, 0, sizeof *pf);
+  memset(pf, 0, bytes_of); /* every chunk FREE */
   pf->prim = &h->prim;
   pf->base = h->base;
   pf->bits = (uint8_t *)(h->opt.mode == HL_MODE_MANUAL ? h->abits : h->bits);
   pf->chunk_bits = (size_t)per * h->bits_stride * sizeof(uint64_t);
-  pf->first = pf->next = pf->cursor = (uint32_t)first;
+  pf->first = pf->cursor = (uint32_t)first;
   pf->end = (uint32_t)end;
+  pf->unclaimed = (uint32_t)(end - first);
   pf->ahead = (uint32_t)h->opt.thp_prefault;
-  pf->busy = pf->failed = NONE;
+  pf->failed = NONE;
   if (pthread_mutex_init(&pf->mu, NULL)) goto fail;
   if (pthread_cond_init(&pf->cv, NULL)) {
     pthread_mutex_destroy(&pf->mu);
@@ -157,21 +187,27 @@ bool hl__prefault_take(hl_heap *h, uint32_t c) {
   HL_ASSERT_LOCKED(h);
   hl_prefault *pf = h->prefault;
   if (!pf || c < pf->first) return false;
-  bool dropped = false;
+  bool dropped = false, done = false;
   pthread_mutex_lock(&pf->mu);
-  if (pf->busy == c) {
+  uint8_t *st = c < pf->end ? &pf->state[c - pf->first] : NULL;
+  if (st && *st == BUSY) {
     /* the helper is faulting it in: wait for it, the heap lock dropped
      * (another thread that carves meanwhile comes here too) */
     pthread_mutex_unlock(&pf->mu);
     dropped = hl__drop_lock(h);
     uint64_t t0 = prim_now_ns();
     pthread_mutex_lock(&pf->mu);
-    while (pf->busy == c) pthread_cond_wait(&pf->cv, &pf->mu);
+    while (*st == BUSY) pthread_cond_wait(&pf->cv, &pf->mu);
     pf->waits++;
     pf->wait_ns += prim_now_ns() - t0;
   }
-  bool done = c < pf->next && c != pf->failed;
-  if (c >= pf->next) pf->next = c + 1; /* the allocation's own: the helper skips it */
+  if (st) {
+    done = *st == DONE;
+    if (*st == FREE) {
+      *st = OWN; /* the allocation's own: the helper skips it */
+      pf->unclaimed--;
+    }
+  }
   if (c > pf->cursor) pf->cursor = c;
   pthread_cond_broadcast(&pf->cv);
   pthread_mutex_unlock(&pf->mu);
@@ -197,17 +233,22 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
     h->tally.thp_populate_refused++;
     h->tally.thp_errno = (uint64_t)pf->err;
   }
-  /* faulted in by the helper, no page carved: given back (chunks the
-   * allocation claimed are below high_water's chunk, or it faulted them) */
+  /* faulted in by the helper, no page carved: given back, a call per run
+   * of such chunks (chunks the allocation claimed are below high_water's
+   * chunk, or it faulted them in itself) */
   uint32_t per = 1u << h->chunk_shift;
   uint64_t lo = ((uint64_t)h->high_water + per - 1) >> h->chunk_shift;
   if (lo < pf->first) lo = pf->first;
-  if (lo < pf->next) {
-    uint64_t n = pf->next - lo;
-    if (pf->failed != NONE && pf->failed >= lo) n--; /* (refused: not faulted in) */
-    prim_result r = prim_call(&h->prim, HL_SITE_release, pf->base + lo * PRIM_HUGE_BYTES,
-                              (pf->next - lo) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
-    if (!r.err) h->tally.thp_prefault_unused += n;
+  for (uint64_t c = lo; c < pf->end;) {
+    if (pf->state[c - pf->first] != DONE) {
+      c++;
+      continue;
+    }
+    uint64_t run = c;
+    while (c < pf->end && pf->state[c - pf->first] == DONE) c++;
+    prim_result r = prim_call(&h->prim, HL_SITE_release, pf->base + run * PRIM_HUGE_BYTES,
+                              (c - run) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
+    if (!r.err) h->tally.thp_prefault_unused += c - run;
   }
   pthread_cond_destroy(&pf->cv);
   pthread_mutex_destroy(&pf->mu);
