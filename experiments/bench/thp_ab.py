@@ -2,6 +2,8 @@
 
     python3 experiments/bench/thp_ab.py [--rounds N] [--exe PATH] "OPTIONS A" "OPTIONS B" ...
 
+An arm "@PATH OPTIONS" runs the bench-heaplab at PATH instead (two builds side by side).
+
 Each arm is a set of heaplab options ("thp=populate thp_prefault=0").  Every measured run of
 `bench-heaplab fill --bytes 201326592 --size 256` comes right after a warm-up huge-page fill
 (thp=populate, discarded), so that every arm gets 2 MiB blocks freed a moment ago rather
@@ -24,6 +26,14 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FILL = ["fill", "--bytes", "201326592", "--size", "256"]
+
+
+def arm_exe(default, arm):
+    """An arm "@PATH options..." runs the bench-heaplab at PATH (an A/B of two builds)."""
+    if arm.startswith("@"):
+        exe, _, options = arm[1:].partition(" ")
+        return exe, options
+    return default, arm
 
 
 def run(exe, args, options):
@@ -68,8 +78,9 @@ def main():
                     sys.exit(f"fill --warm faulted {rec['notes']['timed_minflt']} pages in its "
                              "timed part: not a bound")
             else:
-                run(a.exe, FILL, "thp=populate thp_prefault=0")  # warm-up, discarded
-                rec = run(a.exe, FILL, arm)
+                exe, options = arm_exe(a.exe, arm)
+                run(exe, FILL, "thp=populate thp_prefault=0")  # warm-up, discarded
+                rec = run(exe, FILL, options)
             times[arm].append(rec["time_ns"] / 1e6)
             helper[arm].append(rec.get("notes", {}).get("thp_prefault_chunks", 0))
     print(f"{a.rounds} rounds, load average {load0:.2f} -> {os.getloadavg()[0]:.2f}")
