@@ -199,8 +199,8 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "collected mode, sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
   X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
     "generational: small-path bytes allocated between minor cycles")          \
-  X(full_growth_ratio, INT, 50, 1, 1000, "",                                   \
-    "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes") \
+  X(full_growth_ratio, INT, 25, 1, 1000, "",                                   \
+    "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes (25: binary-trees at depth 20 peaks at 159 MiB where 50 held 208; docs/performance.md, fourth round, item 26)") \
   X(mark_threads, INT, 0, 0, 8, "",                                            \
     "threads that mark (the cycle's own and helpers that trace beside it); 0 = the CPUs this process may run on, at most 8; 1 = marking on one thread") \
   X(conservative_interior, BOOL, 1, 0, 1, "",                                  \
