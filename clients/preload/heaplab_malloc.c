@@ -492,3 +492,68 @@ EXPORT int NAME(malloc_trim)(size_t pad) {
   }
   return released;
 }
+
+/* ---- introspection ----
+ * glibc's mallinfo2 and malloc_stats see only glibc's heap: the large
+ * blocks (they are glibc's), the foreign ones and the library's metadata.
+ * A program asking them how much it has allocated (LLVM's
+ * sys::Process::GetMallocUsage, a server's memory report) would miss every
+ * small block: heaplab's pages are added to glibc's answer. */
+
+/* Bytes of heaplab's resident small pages and of the small blocks in use
+ * (those in thread caches included: they count as used by their pages). */
+static bool small_heap_bytes(uint64_t *resident, uint64_t *used) {
+  hl_heap *h = HEAP;
+  hl_stats st;
+  if (!h || hl_stats_get(h, &st)) return false;
+  uint64_t pages = st.owned_pages + st.retired_pool_pages + st.partial_pool_pages +
+                   st.free_pool_pages;
+  uint64_t bytes = pages * h->page_size;
+  *resident = bytes > st.subpage_released_bytes ? bytes - st.subpage_released_bytes : 0;
+  *used = st.small_live_bytes;
+  return true;
+}
+
+/* glibc's figures plus the small heap: arena (non-mapped bytes) and the
+ * bytes in use and free in it. */
+EXPORT struct mallinfo2 NAME(mallinfo2)(void) {
+  static struct mallinfo2 (*_Atomic glibc_mallinfo2)(void);
+  struct mallinfo2 (*f)(void) = glibc_mallinfo2;
+  if (!f) glibc_mallinfo2 = f = (struct mallinfo2(*)(void))glibc_sym("mallinfo2");
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  if (f) mi = f();
+  uint64_t resident, used;
+  if (small_heap_bytes(&resident, &used)) {
+    mi.arena += resident;
+    mi.uordblks += used;
+    mi.fordblks += resident > used ? resident - used : 0;
+  }
+  return mi;
+}
+
+/* The same in int fields, wrapped as glibc's are. */
+EXPORT struct mallinfo NAME(mallinfo)(void) {
+  struct mallinfo2 m = NAME(mallinfo2)();
+  struct mallinfo mi = {
+      .arena = (int)m.arena, .ordblks = (int)m.ordblks, .smblks = (int)m.smblks,
+      .hblks = (int)m.hblks, .hblkhd = (int)m.hblkhd, .usmblks = (int)m.usmblks,
+      .fsmblks = (int)m.fsmblks, .uordblks = (int)m.uordblks, .fordblks = (int)m.fordblks,
+      .keepcost = (int)m.keepcost};
+  return mi;
+}
+
+/* glibc's report on stderr, then the small heap's in the same form. */
+EXPORT void NAME(malloc_stats)(void) {
+  static void (*_Atomic glibc_stats)(void);
+  void (*f)(void) = glibc_stats;
+  if (!f) glibc_stats = f = (void (*)(void))glibc_sym("malloc_stats");
+  int saved = errno;
+  if (f) f();
+  uint64_t resident, used;
+  if (small_heap_bytes(&resident, &used))
+    fprintf(stderr, "heaplab small blocks (libheaplab-malloc.so):\n"
+                    "system bytes     = %10" PRIu64 "\nin use bytes     = %10" PRIu64 "\n",
+            resident, used);
+  errno = saved;
+}

@@ -308,6 +308,27 @@ static void trim_and_sized(void) {
   if (fas) fas(aligned_alloc(64, 128), 64, 128);
 }
 
+/* mallinfo2 counts the program's blocks, whoever's heap holds them: 32 MiB
+ * of 64-byte blocks raise uordblks by at least that much (glibc's own
+ * mallinfo2 saw none of heaplab's small blocks) and freeing them lowers
+ * it again. */
+static void mallinfo_counts_every_block(void) {
+  enum { N = 512 * 1024 };
+  void **ps = m_malloc(N * sizeof(void *));
+  size_t before = mallinfo2().uordblks;
+  for (int i = 0; i < N; i++) ps[i] = m_malloc(64);
+  size_t during = mallinfo2().uordblks;
+  for (int i = 0; i < N; i++) m_free(ps[i]);
+  size_t after = mallinfo2().uordblks;
+  m_free(ps);
+  CHECK(during >= before + (size_t)N * 64, "mallinfo2: uordblks %zu -> %zu after 32 MiB of "
+        "64-byte blocks", before, during);
+  CHECK(after + (size_t)N * 48 <= during, "mallinfo2: uordblks %zu after freeing them (%zu "
+        "before)", after, during);
+  struct mallinfo2 mi = mallinfo2(); /* (uordblks: the non-mapped blocks, as arena) */
+  CHECK(mi.arena >= mi.uordblks, "mallinfo2: arena %zu < in use %zu", mi.arena, mi.uordblks);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
     /* the heap is set up by this malloc (nothing allocated before main);
@@ -335,6 +356,7 @@ int main(int argc, char **argv) {
   errno_untouched();
   growth_under_the_threshold_stays_in_the_heap();
   trim_and_sized();
+  mallinfo_counts_every_block();
   printf("%s: %s\n", on_heaplab ? "heaplab" : "glibc", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }
