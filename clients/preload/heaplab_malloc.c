@@ -137,6 +137,11 @@ static NOINLINE hl_heap *setup(void) {
     o.small_max = 16384;
     o.warm_pages = 16;
     int rc = hl_options_from_env(&o, err, sizeof err);
+    /* the library's small_max is a default, not the user's: with a smaller
+     * HEAPLAB_PAGE_SIZE it is lowered to what a page allows (page_size/4),
+     * rather than refusing a valid page size */
+    if (!rc && !getenv("HEAPLAB_SMALL_MAX") && o.small_max > o.page_size / 4)
+      o.small_max = o.page_size / 4;
     if (!rc && getenv("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
       snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
                getenv("HEAPLAB_MODE"));

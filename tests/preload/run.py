@@ -238,8 +238,33 @@ def bad_option():
     print("bad option:", lines[0])
 
 
+def small_page_option():
+    """A valid HEAPLAB_PAGE_SIZE below the library's default small_max's
+    needs (16 KiB blocks need 64 KiB pages): the library lowers its own
+    default to page_size/4 and runs on heaplab, silently.  (It refused the
+    value and ran the program on glibc: 4 KiB pages did not fit 16 KiB
+    blocks.)  A small_max the user sets is still checked."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([STOCK_PYTHON, "-c", "print(len([str(i) * 9 for i in range(99999)]))"],
+                               "heaplab", {"HEAPLAB_PAGE_SIZE": "4096", "HEAPLAB_STATS": path,
+                                           "PYTHONMALLOC": "malloc"})
+        assert status == 0 and out == "99999\n" and not err, (status, out, err)
+        rep = report(path)
+        assert rep["options"]["page_size"] == 4096 and rep["options"]["small_max"] == 1024, \
+            rep["options"]
+        assert rep["stats"]["manual_mallocs"] > 100_000, rep["stats"]
+        status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
+                               {"HEAPLAB_PAGE_SIZE": "4096", "HEAPLAB_SMALL_MAX": "2048"})
+        assert status == 0 and out == "1\n" and "small_max" in err and \
+            "using the system allocator" in err, (status, out, err)
+    print("HEAPLAB_PAGE_SIZE=4096: small_max 1024 on heaplab "
+          f"({rep['stats']['manual_mallocs']} mallocs); a small_max set too large: one line")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
-                                     bad_option)}
+                                     bad_option, small_page_option)}
 
 
 def main(argv):
