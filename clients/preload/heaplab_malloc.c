@@ -325,11 +325,28 @@ EXPORT void *NAME(malloc)(size_t n) {
   return malloc_slow(n);
 }
 
+/* A call the heap refused as the program's error -- a double free, a
+ * free or realloc of a block that is not live -- which it catches with
+ * HEAPLAB_VERIFY=1 (or without thread caches: every free is checked then).
+ * glibc aborts on the errors it detects; the heap has refused the call and
+ * the program goes on, so it says so: one line on stderr (the heap's
+ * message) for each of the first 10.  It had been recorded only in the heap's
+ * error, which nothing in a preloaded program reads. */
+static NOINLINE void report_refused(hl_heap *h) {
+  static _Atomic int shown;
+  int n = atomic_fetch_add(&shown, 1);
+  if (n < 10) fprintf(stderr, "libheaplab-malloc: %s: refused\n", hl_heap_error(h));
+  else if (n == 10) fputs("libheaplab-malloc: further refused calls not shown\n", stderr);
+}
+
 static NOINLINE void free_slow(void *ptr) {
   int saved = errno;
   hl_heap *h = HEAP;
-  if (h && hl__in_reservation(h, ptr)) hl__manual_free_small(h, ptr);
-  else if (!h || !free_large(h, ptr)) __libc_free(ptr); /* foreign */
+  if (h && hl__in_reservation(h, ptr)) {
+    if (!hl__manual_free_small(h, ptr)) report_refused(h);
+  } else if (!h || !free_large(h, ptr)) {
+    __libc_free(ptr); /* foreign */
+  }
   errno = saved;
 }
 
@@ -403,6 +420,11 @@ EXPORT void *NAME(realloc)(void *ptr, size_t n) {
   void *q;
   if (hl__in_reservation(h, ptr)) {
     q = hl__manual_realloc(h, ptr, 0, n);
+    if (!q && hl__manual_usable_size(h, ptr) == 0) { /* not a live block */
+      report_refused(h);
+      errno = EINVAL;
+      return NULL;
+    }
   } else {
     bool foreign;
     q = hl__manual_realloc_outside(h, ptr, n, &foreign);

@@ -1059,7 +1059,7 @@ void *hl__manual_calloc_large(hl_heap *h, size_t size);
 /* A block aligned to align, a power of two (the preload library's memalign). */
 void *hl__manual_memalign(hl_heap *h, size_t align, size_t size);
 /* ptr in the reservation (a small block) or not (a large one) */
-void hl__manual_free_small(hl_heap *h, void *ptr);
+bool hl__manual_free_small(hl_heap *h, void *ptr); /* false: refused (not a live block) */
 void hl__manual_free_large(hl_heap *h, void *ptr);
 void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size);
 /* ptr outside the reservation: h's large block resized (one lock), or

@@ -9,7 +9,8 @@ is right, its output equals the same run on glibc), and reads the report to
 show that the allocations really were heaplab's.
 
 Paths come from the environment (Meson sets them): HEAPLAB_PRELOAD (the
-library), HEAPLAB_PRELOAD_THREADS (the threaded C test), STOCK_LUA.
+library), HEAPLAB_PRELOAD_THREADS (the threaded C test),
+HEAPLAB_PRELOAD_CONFORMANCE (the API's C test), STOCK_LUA.
 """
 import glob
 import json
@@ -21,6 +22,7 @@ import tempfile
 
 PRELOAD = os.environ.get("HEAPLAB_PRELOAD", "")
 THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
+CONFORMANCE = os.environ.get("HEAPLAB_PRELOAD_CONFORMANCE", "")
 STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
 STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
 SQLITE3 = shutil.which("sqlite3") or "/usr/bin/sqlite3"
@@ -263,8 +265,27 @@ def small_page_option():
           f"({rep['stats']['manual_mallocs']} mallocs); a small_max set too large: one line")
 
 
+def verify_refuses():
+    """HEAPLAB_VERIFY=1 catches the program's double frees and its realloc of
+    a freed block, refuses them (the block is not handed out twice), and says
+    so on stderr: one line each for the first 10, then one more.  (They were
+    refused in silence: recorded only in the heap's error.)"""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(CONFORMANCE, "the conformance C test")
+    status, out, err = run([CONFORMANCE, "--misuse"], "heaplab", {"HEAPLAB_VERIFY": "1"})
+    assert status == 0, (status, out, err)
+    assert out.splitlines() == ["double free: refused",
+                                "realloc of a freed block: NULL, errno 22"], out
+    lines = err.splitlines()
+    assert len(lines) == 11 and all(l.startswith("libheaplab-malloc: ") for l in lines), err
+    assert "not a live block (double free?): refused" in lines[0], lines[0]
+    assert "realloc:" in lines[1] and "not a live block" in lines[1], lines[1]
+    assert lines[10] == "libheaplab-malloc: further refused calls not shown", lines[10]
+    print("HEAPLAB_VERIFY=1:", lines[0])
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
-                                     bad_option, small_page_option)}
+                                     bad_option, small_page_option, verify_refuses)}
 
 
 def main(argv):

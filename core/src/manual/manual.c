@@ -293,16 +293,17 @@ void hl__manual_free_large(hl_heap *h, void *ptr) {
 
 /* A small block that did not fit the cache (or there is none).  The class
  * comes from the page descriptor here, whatever the caller said. */
-void hl__manual_free_small(hl_heap *h, void *ptr) {
+bool hl__manual_free_small(hl_heap *h, void *ptr) {
   uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
   if (cls >= h->nclasses) {
     hl__fail(h, HL_EINVAL, "free: %p is not a live block", ptr);
-    return;
+    return false;
   }
   hl_tcache *tc = tcache_for(h);
   if (!tc) {
     bool locked = hl__lock(h);
-    if (hl__small_give_checked(h, ptr)) {
+    bool ok = hl__small_give_checked(h, ptr);
+    if (ok) {
       hl__discharge(h, HL_SMALL, h->cls_size[cls], 1);
       h->tally.manual_frees++;
     } else {
@@ -310,7 +311,7 @@ void hl__manual_free_small(hl_heap *h, void *ptr) {
     }
     hl__trim_maybe(h);
     hl__unlock(h, locked);
-    return;
+    return ok;
   }
   /* cache full: send its older half home, keep the newer (warmer) half
    * (not full: the thread came back from another heap).
@@ -345,6 +346,7 @@ void hl__manual_free_small(hl_heap *h, void *ptr) {
   }
   s[tc->count[cls]++] = ptr;
   hl__owner_inc(&tc->frees);
+  return true;
 }
 
 size_t hl__manual_usable_size(hl_heap *h, const void *ptr) {

@@ -329,7 +329,30 @@ static void mallinfo_counts_every_block(void) {
   CHECK(mi.arena >= mi.uordblks, "mallinfo2: arena %zu < in use %zu", mi.arena, mi.uordblks);
 }
 
+/* The program's own errors, for HEAPLAB_VERIFY=1 to catch (run.py,
+ * verify_refuses): a double free, a realloc of a freed block, 20 more double
+ * frees.  Prints what the calls returned. */
+static int misuse(void) {
+  char *p = m_malloc(40);
+  m_free(p);
+  m_free(p);
+  char *q = m_malloc(40), *r = m_malloc(40);
+  printf("double free: %s\n", q == r ? "the block was handed out twice" : "refused");
+  char *s = m_malloc(100);
+  m_free(s);
+  errno = 0;
+  void *t = m_realloc(s, 200);
+  printf("realloc of a freed block: %s, errno %d\n", t ? "moved" : "NULL", errno);
+  for (int i = 0; i < 20; i++) {
+    char *x = m_malloc(24);
+    m_free(x);
+    m_free(x);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--misuse") == 0) return misuse();
   if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
     /* the heap is set up by this malloc (nothing allocated before main);
      * under a small RLIMIT_AS its first reservations are refused */
