@@ -107,6 +107,13 @@ static bool parent_is_preloaded(void) {
 }
 static bool descendant; /* a fork child or an exec'd program of a preloaded parent */
 
+/* Set by the library's constructor: libc has initialised (it is a
+ * dependency: its constructors ran first). */
+static _Atomic bool libc_ready;
+__attribute__((constructor)) static void at_start(void) {
+  atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
+}
+
 /* Create the heap.  Runs once, in the first thread that allocates after the
  * environment is there; its own allocations (in_setup) go to glibc. */
 static NOINLINE hl_heap *setup(void) {
@@ -115,8 +122,11 @@ static NOINLINE hl_heap *setup(void) {
   if (s != ST_NONE || in_setup) return NULL;
   /* An allocation made before libc has set environ (the dynamic loader's,
    * libc's own early ones) goes to glibc: the heap starts with the first
-   * allocation that can read its options. */
-  if (!environ) return NULL;
+   * allocation that can read its options -- or the first after this
+   * library's constructor ran, libc being set up by then: a program that
+   * calls clearenv() (environ = NULL) before its first malloc ran on glibc
+   * to the end. */
+  if (!environ && !atomic_load_explicit(&libc_ready, memory_order_relaxed)) return NULL;
   int expect = ST_NONE;
   if (!atomic_compare_exchange_strong(&state, &expect, ST_STARTING)) return NULL;
   in_setup = 1;

@@ -284,8 +284,21 @@ def verify_refuses():
     print("HEAPLAB_VERIFY=1:", lines[0])
 
 
+def clearenv_first():
+    """A program that calls clearenv() before its first malloc runs on
+    heaplab (its malloc_stats has the heaplab section).  The heap waited
+    for environ, which clearenv sets to NULL: the program ran on glibc."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(CONFORMANCE, "the conformance C test")
+    status, out, err = run([CONFORMANCE, "--clearenv-first"], "heaplab")
+    assert status == 0, (status, out, err)
+    assert "heaplab small blocks (libheaplab-malloc.so):" in err, err
+    print("clearenv() before the first malloc: on heaplab")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
-                                     bad_option, small_page_option, verify_refuses)}
+                                     bad_option, small_page_option, verify_refuses,
+                                     clearenv_first)}
 
 
 def main(argv):

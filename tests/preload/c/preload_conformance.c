@@ -351,8 +351,21 @@ static int misuse(void) {
   return 0;
 }
 
+/* A program that empties its environment before its first malloc
+ * (clearenv sets environ to NULL): its blocks are still heaplab's --
+ * malloc_stats (stderr) has the heaplab section (run.py, clearenv_first). */
+static int clearenv_first(void) {
+  clearenv();
+  void *ps[1000];
+  for (int i = 0; i < 1000; i++) ps[i] = m_malloc((size_t)i + 1);
+  malloc_stats();
+  for (int i = 0; i < 1000; i++) m_free(ps[i]);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--misuse") == 0) return misuse();
+  if (argc > 1 && strcmp(argv[1], "--clearenv-first") == 0) return clearenv_first();
   if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
     /* the heap is set up by this malloc (nothing allocated before main);
      * under a small RLIMIT_AS its first reservations are refused */
