@@ -313,7 +313,7 @@ static NOINLINE void *malloc_slow(size_t n) {
   hl_heap *h = the_heap();
   if (!h) return __libc_malloc(n);
   void *p = hl__tcache_pop(h, n);
-  if (!p) p = hl__manual_malloc(h, n);
+  if (!p) p = hl__manual_malloc_any(h, n); /* (a large block when no small page is left) */
   if (!p) return fail_nomem();
   errno = saved;
   return p;
@@ -391,6 +391,7 @@ EXPORT void *NAME(calloc)(size_t count, size_t size) {
     p = hl__tcache_pop(h, n);
     if (!p) p = hl__manual_malloc(h, n);
     if (p) memset(p, 0, n);
+    else p = hl__manual_calloc_large(h, n); /* no small page left */
   } else {
     p = hl__manual_calloc_large(h, n);
   }

@@ -1056,6 +1056,9 @@ void *hl__manual_malloc(hl_heap *h, size_t size);
 /* A zeroed large block (calloc above small_max: nothing written when the
  * memory is fresh). */
 void *hl__manual_calloc_large(hl_heap *h, size_t size);
+/* The preloaded library's: a small block, or a large one when the small
+ * path has no page left (manual.c). */
+void *hl__manual_malloc_any(hl_heap *h, size_t size);
 /* A block aligned to align, a power of two (the preload library's memalign). */
 void *hl__manual_memalign(hl_heap *h, size_t align, size_t size);
 /* ptr in the reservation (a small block) or not (a large one) */

@@ -253,6 +253,28 @@ void *hl__manual_malloc(hl_heap *h, size_t size) {
 
 void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, size, true); }
 
+/* The preloaded library's block of any size: a small one or, when the
+ * small path has no page left -- the reservation exhausted (a tight
+ * `ulimit -v` steps it down; HEAPLAB_RESERVE_BYTES) -- a large one, as
+ * glibc goes on serving from mmap when its heap cannot grow: a program that
+ * would run on glibc failed with ENOMEM.  heap_limit_bytes still refuses
+ * (malloc_large checks it).  The core's hl_malloc keeps failing there: an
+ * experiment may ask for the exhaustion. */
+void *hl__manual_malloc_any(hl_heap *h, size_t size) {
+  void *p = hl_malloc(h, size);
+  if (hl_unlikely(!p) && size <= h->small_max) p = malloc_large(h, size, false);
+  return p;
+}
+
+/* A block a realloc moves to, or memalign's unaligned one. */
+static inline void *alloc_block(hl_heap *h, size_t size) {
+#ifdef HL_PRELOAD
+  return hl__manual_malloc_any(h, size);
+#else
+  return hl_malloc(h, size);
+#endif
+}
+
 /* A block of size bytes aligned to align (a power of two).  Up to 16: any
  * block.  Up to the OS page size, for a small size: the first class at least
  * max(size, align) bytes whose size is a multiple of align -- its slots are
@@ -261,11 +283,15 @@ void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, 
  * over-allocates and keeps the lead (large.c).  The preload library's
  * memalign family; NULL when there is no memory. */
 void *hl__manual_memalign(hl_heap *h, size_t align, size_t size) {
-  if (align <= HL_GRANULE) return hl_malloc(h, size);
+  if (align <= HL_GRANULE) return alloc_block(h, size);
   size_t want = size > align ? size : align;
   if (align <= prim_os_page_size() && want <= h->small_max) {
     for (uint32_t c = hl__class_of(h, want); c < h->nclasses; c++)
-      if (h->cls_size[c] % align == 0) return hl_malloc(h, h->cls_size[c]);
+      if (h->cls_size[c] % align == 0) {
+        void *p = hl_malloc(h, h->cls_size[c]);
+        if (p) return p;
+        break; /* no small page left: the large path aligns it */
+      }
   }
   bool locked = hl__lock(h);
   void *p = NULL;
@@ -422,7 +448,7 @@ static NOINLINE void *realloc_large(hl_heap *h, void *ptr, size_t new_size) {
 /* A large block shrunk to a small one: moved (the copy is never longer
  * than either). */
 static void *large_to_small(hl_heap *h, void *ptr, size_t usable, size_t new_size) {
-  void *q = hl_malloc(h, new_size);
+  void *q = alloc_block(h, new_size);
   if (!q) return NULL;
   memcpy(q, ptr, usable < new_size ? usable : new_size);
   hl_free(h, ptr);
@@ -479,7 +505,7 @@ void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size
   }
   size_t copy = old_size && old_size < usable ? old_size : usable;
   if (copy > new_size) copy = new_size;
-  void *q = hl_malloc(h, new_size);
+  void *q = alloc_block(h, new_size);
   if (!q) return NULL;
   memcpy(q, ptr, copy);
   if (old_size && !h->opt.verify) hl_free_sized(h, ptr, old_size);

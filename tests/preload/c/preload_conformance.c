@@ -363,6 +363,37 @@ static int clearenv_first(void) {
   return 0;
 }
 
+/* Run with a reservation far smaller than what the program allocates
+ * (HEAPLAB_RESERVE_BYTES=32m, meson.build): 96 MiB of small blocks --
+ * malloc, calloc, memalign, realloc within the small sizes -- all succeed,
+ * aligned, usable, contents kept, and free.  (malloc returned NULL once the
+ * reservation's pages were used, where glibc would have gone on.) */
+static int exhausted_reservation(void) {
+  enum { N = 3 * 256 * 1024 };
+  unsigned char **ps = m_malloc(N * sizeof *ps);
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < N; i++) {
+      size_t n = 32 + (size_t)(i % 5) * 16;
+      unsigned char *p = i % 4 == 0 ? m_calloc(1, n) : i % 4 == 1 ? memalign(64, n) : m_malloc(n);
+      if (i % 4 == 3 && p) p = m_realloc(p, n + 1000);
+      CHECK(p != NULL, "block %d of %zu bytes (round %d): NULL, errno %d", i, n, round, errno);
+      if (!p) return 1;
+      CHECK((uintptr_t)p % (i % 4 == 1 ? 64 : 16) == 0, "block %d misaligned: %p", i, (void *)p);
+      CHECK(malloc_usable_size(p) >= n, "block %d: usable %zu < %zu", i, malloc_usable_size(p), n);
+      if (i % 4 == 0) CHECK(p[0] == 0 && p[n - 1] == 0, "calloc'd block %d not zero", i);
+      fill(p, n, (unsigned)i);
+      ps[i] = p;
+    }
+    size_t bad = 0;
+    for (int i = 0; i < N; i++) bad += !same(ps[i], 32 + (size_t)(i % 5) * 16, (unsigned)i);
+    CHECK(bad == 0, "%zu blocks lost their contents", bad);
+    for (int i = 0; i < N; i++) m_free(ps[i]);
+  }
+  m_free(ps);
+  printf("%s: %s\n", on_heaplab ? "heaplab" : "glibc", failures ? "FAILED" : "96 MiB on a 32 MiB reservation");
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--misuse") == 0) return misuse();
   if (argc > 1 && strcmp(argv[1], "--clearenv-first") == 0) return clearenv_first();
@@ -384,6 +415,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL: malloc is not libheaplab-malloc.so's (LD_PRELOAD?)\n");
     return 1;
   }
+  if (argc > 2 && strcmp(argv[2], "--exhausted-reservation") == 0) return exhausted_reservation();
   malloc_free_usable();
   calloc_semantics();
   realloc_semantics();
