@@ -261,18 +261,19 @@ void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, 
  * (malloc_large checks it).  The core's hl_malloc keeps failing there: an
  * experiment may ask for the exhaustion. */
 void *hl__manual_malloc_any(hl_heap *h, size_t size) {
-  void *p = hl_malloc(h, size);
+  void *p = hl__manual_malloc(h, size);
   if (hl_unlikely(!p) && size <= h->small_max) p = malloc_large(h, size, false);
   return p;
 }
 
-/* A block a realloc moves to, or memalign's unaligned one. */
+/* A block a realloc moves to, or memalign's unaligned one: hl_malloc's,
+ * and in the preloaded library a large one when no small page is left. */
 static inline void *alloc_block(hl_heap *h, size_t size) {
+  void *p = hl_malloc(h, size);
 #ifdef HL_PRELOAD
-  return hl__manual_malloc_any(h, size);
-#else
-  return hl_malloc(h, size);
+  if (hl_unlikely(!p) && size <= h->small_max) p = malloc_large(h, size, false);
 #endif
+  return p;
 }
 
 /* A block of size bytes aligned to align (a power of two).  Up to 16: any
