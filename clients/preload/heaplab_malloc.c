@@ -107,6 +107,13 @@ static bool parent_is_preloaded(void) {
 }
 static bool descendant; /* a fork child or an exec'd program of a preloaded parent */
 
+/* Set by the library's constructor: libc has initialised (it is a
+ * dependency: its constructors ran first). */
+static _Atomic bool libc_ready;
+__attribute__((constructor)) static void at_start(void) {
+  atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
+}
+
 /* Create the heap.  Runs once, in the first thread that allocates after the
  * environment is there; its own allocations (in_setup) go to glibc. */
 static NOINLINE hl_heap *setup(void) {
@@ -115,8 +122,11 @@ static NOINLINE hl_heap *setup(void) {
   if (s != ST_NONE || in_setup) return NULL;
   /* An allocation made before libc has set environ (the dynamic loader's,
    * libc's own early ones) goes to glibc: the heap starts with the first
-   * allocation that can read its options. */
-  if (!environ) return NULL;
+   * allocation that can read its options -- or the first after this
+   * library's constructor ran, libc being set up by then: a program that
+   * calls clearenv() (environ = NULL) before its first malloc ran on glibc
+   * to the end. */
+  if (!environ && !atomic_load_explicit(&libc_ready, memory_order_relaxed)) return NULL;
   int expect = ST_NONE;
   if (!atomic_compare_exchange_strong(&state, &expect, ST_STARTING)) return NULL;
   in_setup = 1;
@@ -137,6 +147,11 @@ static NOINLINE hl_heap *setup(void) {
     o.small_max = 16384;
     o.warm_pages = 16;
     int rc = hl_options_from_env(&o, err, sizeof err);
+    /* the library's small_max is a default, not the user's: with a smaller
+     * HEAPLAB_PAGE_SIZE it is lowered to what a page allows (page_size/4),
+     * rather than refusing a valid page size */
+    if (!rc && !getenv("HEAPLAB_SMALL_MAX") && o.small_max > o.page_size / 4)
+      o.small_max = o.page_size / 4;
     if (!rc && getenv("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
       snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
                getenv("HEAPLAB_MODE"));
@@ -298,7 +313,7 @@ static NOINLINE void *malloc_slow(size_t n) {
   hl_heap *h = the_heap();
   if (!h) return __libc_malloc(n);
   void *p = hl__tcache_pop(h, n);
-  if (!p) p = hl__manual_malloc(h, n);
+  if (!p) p = hl__manual_malloc_any(h, n); /* (a large block when no small page is left) */
   if (!p) return fail_nomem();
   errno = saved;
   return p;
@@ -320,11 +335,28 @@ EXPORT void *NAME(malloc)(size_t n) {
   return malloc_slow(n);
 }
 
+/* A call the heap refused as the program's error -- a double free, a
+ * free or realloc of a block that is not live -- which it catches with
+ * HEAPLAB_VERIFY=1 (or without thread caches: every free is checked then).
+ * glibc aborts on the errors it detects; the heap has refused the call and
+ * the program goes on, so it says so: one line on stderr (the heap's
+ * message) for each of the first 10.  It had been recorded only in the heap's
+ * error, which nothing in a preloaded program reads. */
+static NOINLINE void report_refused(hl_heap *h) {
+  static _Atomic int shown;
+  int n = atomic_fetch_add(&shown, 1);
+  if (n < 10) fprintf(stderr, "libheaplab-malloc: %s: refused\n", hl_heap_error(h));
+  else if (n == 10) fputs("libheaplab-malloc: further refused calls not shown\n", stderr);
+}
+
 static NOINLINE void free_slow(void *ptr) {
   int saved = errno;
   hl_heap *h = HEAP;
-  if (h && hl__in_reservation(h, ptr)) hl__manual_free_small(h, ptr);
-  else if (!h || !free_large(h, ptr)) __libc_free(ptr); /* foreign */
+  if (h && hl__in_reservation(h, ptr)) {
+    if (!hl__manual_free_small(h, ptr)) report_refused(h);
+  } else if (!h || !free_large(h, ptr)) {
+    __libc_free(ptr); /* foreign */
+  }
   errno = saved;
 }
 
@@ -359,6 +391,7 @@ EXPORT void *NAME(calloc)(size_t count, size_t size) {
     p = hl__tcache_pop(h, n);
     if (!p) p = hl__manual_malloc(h, n);
     if (p) memset(p, 0, n);
+    else p = hl__manual_calloc_large(h, n); /* no small page left */
   } else {
     p = hl__manual_calloc_large(h, n);
   }
@@ -398,6 +431,11 @@ EXPORT void *NAME(realloc)(void *ptr, size_t n) {
   void *q;
   if (hl__in_reservation(h, ptr)) {
     q = hl__manual_realloc(h, ptr, 0, n);
+    if (!q && hl__manual_usable_size(h, ptr) == 0) { /* not a live block */
+      report_refused(h);
+      errno = EINVAL;
+      return NULL;
+    }
   } else {
     bool foreign;
     q = hl__manual_realloc_outside(h, ptr, n, &foreign);
@@ -491,4 +529,69 @@ EXPORT int NAME(malloc_trim)(size_t pad) {
     if (after.released_pages > before.released_pages) released = 1;
   }
   return released;
+}
+
+/* ---- introspection ----
+ * glibc's mallinfo2 and malloc_stats see only glibc's heap: the large
+ * blocks (they are glibc's), the foreign ones and the library's metadata.
+ * A program asking them how much it has allocated (LLVM's
+ * sys::Process::GetMallocUsage, a server's memory report) would miss every
+ * small block: heaplab's pages are added to glibc's answer. */
+
+/* Bytes of heaplab's resident small pages and of the small blocks in use
+ * (those in thread caches included: they count as used by their pages). */
+static bool small_heap_bytes(uint64_t *resident, uint64_t *used) {
+  hl_heap *h = HEAP;
+  hl_stats st;
+  if (!h || hl_stats_get(h, &st)) return false;
+  uint64_t pages = st.owned_pages + st.retired_pool_pages + st.partial_pool_pages +
+                   st.free_pool_pages;
+  uint64_t bytes = pages * h->page_size;
+  *resident = bytes > st.subpage_released_bytes ? bytes - st.subpage_released_bytes : 0;
+  *used = st.small_live_bytes;
+  return true;
+}
+
+/* glibc's figures plus the small heap: arena (non-mapped bytes) and the
+ * bytes in use and free in it. */
+EXPORT struct mallinfo2 NAME(mallinfo2)(void) {
+  static struct mallinfo2 (*_Atomic glibc_mallinfo2)(void);
+  struct mallinfo2 (*f)(void) = glibc_mallinfo2;
+  if (!f) glibc_mallinfo2 = f = (struct mallinfo2(*)(void))glibc_sym("mallinfo2");
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  if (f) mi = f();
+  uint64_t resident, used;
+  if (small_heap_bytes(&resident, &used)) {
+    mi.arena += resident;
+    mi.uordblks += used;
+    mi.fordblks += resident > used ? resident - used : 0;
+  }
+  return mi;
+}
+
+/* The same in int fields, wrapped as glibc's are. */
+EXPORT struct mallinfo NAME(mallinfo)(void) {
+  struct mallinfo2 m = NAME(mallinfo2)();
+  struct mallinfo mi = {
+      .arena = (int)m.arena, .ordblks = (int)m.ordblks, .smblks = (int)m.smblks,
+      .hblks = (int)m.hblks, .hblkhd = (int)m.hblkhd, .usmblks = (int)m.usmblks,
+      .fsmblks = (int)m.fsmblks, .uordblks = (int)m.uordblks, .fordblks = (int)m.fordblks,
+      .keepcost = (int)m.keepcost};
+  return mi;
+}
+
+/* glibc's report on stderr, then the small heap's in the same form. */
+EXPORT void NAME(malloc_stats)(void) {
+  static void (*_Atomic glibc_stats)(void);
+  void (*f)(void) = glibc_stats;
+  if (!f) glibc_stats = f = (void (*)(void))glibc_sym("malloc_stats");
+  int saved = errno;
+  if (f) f();
+  uint64_t resident, used;
+  if (small_heap_bytes(&resident, &used))
+    fprintf(stderr, "heaplab small blocks (libheaplab-malloc.so):\n"
+                    "system bytes     = %10" PRIu64 "\nin use bytes     = %10" PRIu64 "\n",
+            resident, used);
+  errno = saved;
 }

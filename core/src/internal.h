@@ -1056,10 +1056,13 @@ void *hl__manual_malloc(hl_heap *h, size_t size);
 /* A zeroed large block (calloc above small_max: nothing written when the
  * memory is fresh). */
 void *hl__manual_calloc_large(hl_heap *h, size_t size);
+/* The preloaded library's: a small block, or a large one when the small
+ * path has no page left (manual.c). */
+void *hl__manual_malloc_any(hl_heap *h, size_t size);
 /* A block aligned to align, a power of two (the preload library's memalign). */
 void *hl__manual_memalign(hl_heap *h, size_t align, size_t size);
 /* ptr in the reservation (a small block) or not (a large one) */
-void hl__manual_free_small(hl_heap *h, void *ptr);
+bool hl__manual_free_small(hl_heap *h, void *ptr); /* false: refused (not a live block) */
 void hl__manual_free_large(hl_heap *h, void *ptr);
 void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size);
 /* ptr outside the reservation: h's large block resized (one lock), or

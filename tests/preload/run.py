@@ -9,7 +9,8 @@ is right, its output equals the same run on glibc), and reads the report to
 show that the allocations really were heaplab's.
 
 Paths come from the environment (Meson sets them): HEAPLAB_PRELOAD (the
-library), HEAPLAB_PRELOAD_THREADS (the threaded C test), STOCK_LUA.
+library), HEAPLAB_PRELOAD_THREADS (the threaded C test),
+HEAPLAB_PRELOAD_CONFORMANCE (the API's C test), STOCK_LUA.
 """
 import glob
 import json
@@ -21,6 +22,7 @@ import tempfile
 
 PRELOAD = os.environ.get("HEAPLAB_PRELOAD", "")
 THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
+CONFORMANCE = os.environ.get("HEAPLAB_PRELOAD_CONFORMANCE", "")
 STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
 STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
 SQLITE3 = shutil.which("sqlite3") or "/usr/bin/sqlite3"
@@ -238,8 +240,65 @@ def bad_option():
     print("bad option:", lines[0])
 
 
+def small_page_option():
+    """A valid HEAPLAB_PAGE_SIZE below the library's default small_max's
+    needs (16 KiB blocks need 64 KiB pages): the library lowers its own
+    default to page_size/4 and runs on heaplab, silently.  (It refused the
+    value and ran the program on glibc: 4 KiB pages did not fit 16 KiB
+    blocks.)  A small_max the user sets is still checked."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([STOCK_PYTHON, "-c", "print(len([str(i) * 9 for i in range(99999)]))"],
+                               "heaplab", {"HEAPLAB_PAGE_SIZE": "4096", "HEAPLAB_STATS": path,
+                                           "PYTHONMALLOC": "malloc"})
+        assert status == 0 and out == "99999\n" and not err, (status, out, err)
+        rep = report(path)
+        assert rep["options"]["page_size"] == 4096 and rep["options"]["small_max"] == 1024, \
+            rep["options"]
+        assert rep["stats"]["manual_mallocs"] > 100_000, rep["stats"]
+        status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
+                               {"HEAPLAB_PAGE_SIZE": "4096", "HEAPLAB_SMALL_MAX": "2048"})
+        assert status == 0 and out == "1\n" and "small_max" in err and \
+            "using the system allocator" in err, (status, out, err)
+    print("HEAPLAB_PAGE_SIZE=4096: small_max 1024 on heaplab "
+          f"({rep['stats']['manual_mallocs']} mallocs); a small_max set too large: one line")
+
+
+def verify_refuses():
+    """HEAPLAB_VERIFY=1 catches the program's double frees and its realloc of
+    a freed block, refuses them (the block is not handed out twice), and says
+    so on stderr: one line each for the first 10, then one more.  (They were
+    refused in silence: recorded only in the heap's error.)"""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(CONFORMANCE, "the conformance C test")
+    status, out, err = run([CONFORMANCE, "--misuse"], "heaplab", {"HEAPLAB_VERIFY": "1"})
+    assert status == 0, (status, out, err)
+    assert out.splitlines() == ["double free: refused",
+                                "realloc of a freed block: NULL, errno 22"], out
+    lines = err.splitlines()
+    assert len(lines) == 11 and all(l.startswith("libheaplab-malloc: ") for l in lines), err
+    assert "not a live block (double free?): refused" in lines[0], lines[0]
+    assert "realloc:" in lines[1] and "not a live block" in lines[1], lines[1]
+    assert lines[10] == "libheaplab-malloc: further refused calls not shown", lines[10]
+    print("HEAPLAB_VERIFY=1:", lines[0])
+
+
+def clearenv_first():
+    """A program that calls clearenv() before its first malloc runs on
+    heaplab (its malloc_stats has the heaplab section).  The heap waited
+    for environ, which clearenv sets to NULL: the program ran on glibc."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(CONFORMANCE, "the conformance C test")
+    status, out, err = run([CONFORMANCE, "--clearenv-first"], "heaplab")
+    assert status == 0, (status, out, err)
+    assert "heaplab small blocks (libheaplab-malloc.so):" in err, err
+    print("clearenv() before the first malloc: on heaplab")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
-                                     bad_option)}
+                                     bad_option, small_page_option, verify_refuses,
+                                     clearenv_first)}
 
 
 def main(argv):

@@ -34,6 +34,13 @@ static pthread_mutex_t tc_global = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t tc_key;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
 static HL_TLS hl_tcache *tls_list;
+/* This thread is exiting: its caches went (tc_destructor).  Whatever it
+ * frees or allocates after that -- glibc's own thread-exit frees (the
+ * strerror buffer, dlerror's result) come after every pthread_key
+ * destructor -- goes to the heap under the lock: a cache created then was
+ * never destroyed (20 KiB and a block leaked per thread, 200 MB after
+ * 10,000 threads that had called strerror). */
+static HL_TLS bool tls_exited;
 HL_TLS hl_tcache *hl__tls_cache;
 HL_TLS const hl_heap *hl__tls_heap;
 HL_TLS uint64_t hl__tls_serial;
@@ -108,6 +115,7 @@ static void tc_destructor(void *arg) {
   }
   pthread_mutex_unlock(&tc_global);
   tls_list = NULL;
+  tls_exited = true;
   forget_cache();
 }
 
@@ -117,7 +125,7 @@ static void tc_init_key(void) { pthread_key_create(&tc_key, tc_destructor); }
  * (none configured, verify, or the heap held by this thread).  Called
  * without the lock. */
 static hl_tcache *tcache_for(hl_heap *h) {
-  if (h->opt.tcache_blocks == 0 || h->opt.verify || hl__held == h) return NULL;
+  if (h->opt.tcache_blocks == 0 || h->opt.verify || hl__held == h || tls_exited) return NULL;
   for (hl_tcache *tc = tls_list; tc; tc = tc->next_thread)
     if (atomic_load_explicit(&tc->heap, memory_order_relaxed) == h) return use_cache(tc, h);
   uint32_t cap = (uint32_t)h->opt.tcache_blocks;
@@ -245,6 +253,29 @@ void *hl__manual_malloc(hl_heap *h, size_t size) {
 
 void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, size, true); }
 
+/* The preloaded library's block of any size: a small one or, when the
+ * small path has no page left -- the reservation exhausted (a tight
+ * `ulimit -v` steps it down; HEAPLAB_RESERVE_BYTES) -- a large one, as
+ * glibc goes on serving from mmap when its heap cannot grow: a program that
+ * would run on glibc failed with ENOMEM.  heap_limit_bytes still refuses
+ * (malloc_large checks it).  The core's hl_malloc keeps failing there: an
+ * experiment may ask for the exhaustion. */
+void *hl__manual_malloc_any(hl_heap *h, size_t size) {
+  void *p = hl__manual_malloc(h, size);
+  if (hl_unlikely(!p) && size <= h->small_max) p = malloc_large(h, size, false);
+  return p;
+}
+
+/* A block a realloc moves to, or memalign's unaligned one: hl_malloc's,
+ * and in the preloaded library a large one when no small page is left. */
+static inline void *alloc_block(hl_heap *h, size_t size) {
+  void *p = hl_malloc(h, size);
+#ifdef HL_PRELOAD
+  if (hl_unlikely(!p) && size <= h->small_max) p = malloc_large(h, size, false);
+#endif
+  return p;
+}
+
 /* A block of size bytes aligned to align (a power of two).  Up to 16: any
  * block.  Up to the OS page size, for a small size: the first class at least
  * max(size, align) bytes whose size is a multiple of align -- its slots are
@@ -253,11 +284,15 @@ void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, 
  * over-allocates and keeps the lead (large.c).  The preload library's
  * memalign family; NULL when there is no memory. */
 void *hl__manual_memalign(hl_heap *h, size_t align, size_t size) {
-  if (align <= HL_GRANULE) return hl_malloc(h, size);
+  if (align <= HL_GRANULE) return alloc_block(h, size);
   size_t want = size > align ? size : align;
   if (align <= prim_os_page_size() && want <= h->small_max) {
     for (uint32_t c = hl__class_of(h, want); c < h->nclasses; c++)
-      if (h->cls_size[c] % align == 0) return hl_malloc(h, h->cls_size[c]);
+      if (h->cls_size[c] % align == 0) {
+        void *p = hl_malloc(h, h->cls_size[c]);
+        if (p) return p;
+        break; /* no small page left: the large path aligns it */
+      }
   }
   bool locked = hl__lock(h);
   void *p = NULL;
@@ -285,16 +320,17 @@ void hl__manual_free_large(hl_heap *h, void *ptr) {
 
 /* A small block that did not fit the cache (or there is none).  The class
  * comes from the page descriptor here, whatever the caller said. */
-void hl__manual_free_small(hl_heap *h, void *ptr) {
+bool hl__manual_free_small(hl_heap *h, void *ptr) {
   uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
   if (cls >= h->nclasses) {
     hl__fail(h, HL_EINVAL, "free: %p is not a live block", ptr);
-    return;
+    return false;
   }
   hl_tcache *tc = tcache_for(h);
   if (!tc) {
     bool locked = hl__lock(h);
-    if (hl__small_give_checked(h, ptr)) {
+    bool ok = hl__small_give_checked(h, ptr);
+    if (ok) {
       hl__discharge(h, HL_SMALL, h->cls_size[cls], 1);
       h->tally.manual_frees++;
     } else {
@@ -302,7 +338,7 @@ void hl__manual_free_small(hl_heap *h, void *ptr) {
     }
     hl__trim_maybe(h);
     hl__unlock(h, locked);
-    return;
+    return ok;
   }
   /* cache full: send its older half home, keep the newer (warmer) half
    * (not full: the thread came back from another heap).
@@ -337,6 +373,7 @@ void hl__manual_free_small(hl_heap *h, void *ptr) {
   }
   s[tc->count[cls]++] = ptr;
   hl__owner_inc(&tc->frees);
+  return true;
 }
 
 size_t hl__manual_usable_size(hl_heap *h, const void *ptr) {
@@ -412,7 +449,7 @@ static NOINLINE void *realloc_large(hl_heap *h, void *ptr, size_t new_size) {
 /* A large block shrunk to a small one: moved (the copy is never longer
  * than either). */
 static void *large_to_small(hl_heap *h, void *ptr, size_t usable, size_t new_size) {
-  void *q = hl_malloc(h, new_size);
+  void *q = alloc_block(h, new_size);
   if (!q) return NULL;
   memcpy(q, ptr, usable < new_size ? usable : new_size);
   hl_free(h, ptr);
@@ -469,7 +506,7 @@ void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size
   }
   size_t copy = old_size && old_size < usable ? old_size : usable;
   if (copy > new_size) copy = new_size;
-  void *q = hl_malloc(h, new_size);
+  void *q = alloc_block(h, new_size);
   if (!q) return NULL;
   memcpy(q, ptr, copy);
   if (old_size && !h->opt.verify) hl_free_sized(h, ptr, old_size);

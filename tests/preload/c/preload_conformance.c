@@ -308,7 +308,182 @@ static void trim_and_sized(void) {
   if (fas) fas(aligned_alloc(64, 128), 64, 128);
 }
 
+/* Corners a hostile user tried (docs/clients.md, "Tried on"): every power
+ * of two up to 1 MiB with odd sizes through the three aligned calls, the
+ * whole usable size written, shrunk and grown by realloc across the
+ * small/large boundary; errno on every failure path of the family. */
+static void api_corners(void) {
+  static const size_t odd[] = {0, 1, 3, 17, 100, 1000, 4095, 4097, 9999, 16383, 16385, 65537,
+                               1000001};
+  for (size_t a = 1; a <= (1 << 20); a <<= 1)
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+      size_t n = odd[i], eff = a < 16 ? 16 : a;
+      unsigned char *p = memalign(a, n), *q = aligned_alloc(a, n);
+      void *pm = NULL;
+      int rc = a >= sizeof(void *) ? posix_memalign(&pm, a, n) : 0;
+      CHECK(p && (uintptr_t)p % eff == 0, "memalign(%zu, %zu) = %p", a, n, (void *)p);
+      CHECK(q && (uintptr_t)q % eff == 0, "aligned_alloc(%zu, %zu) = %p", a, n, (void *)q);
+      CHECK(rc == 0 && (a < sizeof(void *) || (uintptr_t)pm % a == 0),
+            "posix_memalign(%zu, %zu) = %d %p", a, n, rc, pm);
+      if (!p || !q) continue;
+      size_t u = malloc_usable_size(p);
+      CHECK(u >= n, "memalign(%zu, %zu): usable %zu", a, n, u);
+      memset(p, 0xee, u);
+      memset(q, 0x11, malloc_usable_size(q));
+      if (pm) memset(pm, 3, malloc_usable_size(pm));
+      unsigned char *r = m_realloc(p, n / 2 + 1);
+      CHECK(r != NULL, "realloc(memalign(%zu, %zu), %zu)", a, n, n / 2 + 1);
+      for (size_t k = 0; r && k < n / 2 + 1 && k < u; k++)
+        if (r[k] != 0xee) {
+          CHECK(0, "memalign(%zu, %zu) shrunk: byte %zu changed", a, n, k);
+          break;
+        }
+      r = m_realloc(r, n * 3 + 20000);
+      CHECK(r != NULL, "realloc(memalign(%zu, %zu)) grown", a, n);
+      m_free(r);
+      m_free(q);
+      m_free(pm);
+    }
+  static const size_t steps[] = {1, 16000, 16384, 16385, 17000, 32768, 100000, 1 << 20,
+                                 3 << 20, 8, 16384, 1};
+  unsigned char *p = NULL;
+  size_t have = 0;
+  for (int rep = 0; rep < 3; rep++)
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+      unsigned char *q = m_realloc(p, steps[i]);
+      CHECK(q != NULL, "realloc to %zu", steps[i]);
+      if (!q) return;
+      size_t keep = have < steps[i] ? have : steps[i];
+      for (size_t k = 0; k < keep; k++)
+        if (q[k] != (unsigned char)(k * 31)) {
+          CHECK(0, "realloc %zu -> %zu: byte %zu changed", have, steps[i], k);
+          break;
+        }
+      have = malloc_usable_size(q);
+      CHECK(have >= steps[i], "realloc to %zu: usable %zu", steps[i], have);
+      for (size_t k = 0; k < have; k++) q[k] = (unsigned char)(k * 31);
+      p = q;
+    }
+  m_free(p);
+  volatile size_t huge = SIZE_MAX - 10;
+  void *v;
+  errno = 0, v = valloc(huge);
+  CHECK(!v && errno == ENOMEM, "valloc(huge) = %p errno %d", v, errno);
+  errno = 0, v = pvalloc(huge);
+  CHECK(!v && errno == ENOMEM, "pvalloc(huge) = %p errno %d", v, errno);
+  errno = 0, v = aligned_alloc(16, huge);
+  CHECK(!v && errno == ENOMEM, "aligned_alloc(16, huge) = %p errno %d", v, errno);
+  errno = 0, v = memalign(4096, huge);
+  CHECK(!v && errno == ENOMEM, "memalign(4096, huge) = %p errno %d", v, errno);
+  errno = 0, v = m_malloc((size_t)PTRDIFF_MAX + 1);
+  CHECK(!v && errno == ENOMEM, "malloc(PTRDIFF_MAX + 1) = %p errno %d", v, errno);
+  errno = 0, v = m_calloc(1, huge);
+  CHECK(!v && errno == ENOMEM, "calloc(1, huge) = %p errno %d", v, errno);
+  errno = 0, v = m_realloc(NULL, huge);
+  CHECK(!v && errno == ENOMEM, "realloc(NULL, huge) = %p errno %d", v, errno);
+  void *b = m_malloc(100000);
+  errno = 0, v = m_realloc(b, huge);
+  CHECK(!v && errno == ENOMEM, "realloc(large, huge) = %p errno %d", v, errno);
+  m_free(b);
+  v = reallocarray(NULL, 0, 5);
+  CHECK(v != NULL, "reallocarray(NULL, 0, 5) = NULL (glibc: a block)");
+  m_free(v);
+  v = m_malloc(5);
+  errno = 77;
+  void *z = m_realloc(v, 0);
+  CHECK(z == NULL && errno == 77, "realloc(p, 0) = %p errno %d (want NULL, errno kept)", z, errno);
+}
+
+/* mallinfo2 counts the program's blocks, whoever's heap holds them: 32 MiB
+ * of 64-byte blocks raise uordblks by about that much (glibc's own
+ * mallinfo2 saw none of heaplab's small blocks) and freeing them lowers
+ * it again. */
+static void mallinfo_counts_every_block(void) {
+  enum { N = 512 * 1024 };
+  void **ps = m_malloc(N * sizeof(void *));
+  size_t before = mallinfo2().uordblks;
+  for (int i = 0; i < N; i++) ps[i] = m_malloc(64);
+  size_t during = mallinfo2().uordblks;
+  for (int i = 0; i < N; i++) m_free(ps[i]);
+  size_t after = mallinfo2().uordblks;
+  m_free(ps);
+  /* (less 1 MiB: blocks in this thread's cache counted as used already) */
+  CHECK(during >= before + (size_t)N * 62, "mallinfo2: uordblks %zu -> %zu after 32 MiB of "
+        "64-byte blocks", before, during);
+  CHECK(after + (size_t)N * 48 <= during, "mallinfo2: uordblks %zu after freeing them (%zu "
+        "before)", after, during);
+  struct mallinfo2 mi = mallinfo2(); /* (uordblks: the non-mapped blocks, as arena) */
+  CHECK(mi.arena >= mi.uordblks, "mallinfo2: arena %zu < in use %zu", mi.arena, mi.uordblks);
+}
+
+/* The program's own errors, for HEAPLAB_VERIFY=1 to catch (run.py,
+ * verify_refuses): a double free, a realloc of a freed block, 20 more double
+ * frees.  Prints what the calls returned. */
+static int misuse(void) {
+  char *p = m_malloc(40);
+  m_free(p);
+  m_free(p);
+  char *q = m_malloc(40), *r = m_malloc(40);
+  printf("double free: %s\n", q == r ? "the block was handed out twice" : "refused");
+  char *s = m_malloc(100);
+  m_free(s);
+  errno = 0;
+  void *t = m_realloc(s, 200);
+  printf("realloc of a freed block: %s, errno %d\n", t ? "moved" : "NULL", errno);
+  for (int i = 0; i < 20; i++) {
+    char *x = m_malloc(24);
+    m_free(x);
+    m_free(x);
+  }
+  return 0;
+}
+
+/* A program that empties its environment before its first malloc
+ * (clearenv sets environ to NULL): its blocks are still heaplab's --
+ * malloc_stats (stderr) has the heaplab section (run.py, clearenv_first). */
+static int clearenv_first(void) {
+  clearenv();
+  void *ps[1000];
+  for (int i = 0; i < 1000; i++) ps[i] = m_malloc((size_t)i + 1);
+  malloc_stats();
+  for (int i = 0; i < 1000; i++) m_free(ps[i]);
+  return 0;
+}
+
+/* Run with a reservation far smaller than what the program allocates
+ * (HEAPLAB_RESERVE_BYTES=32m, meson.build): 96 MiB of small blocks --
+ * malloc, calloc, memalign, realloc within the small sizes -- all succeed,
+ * aligned, usable, contents kept, and free.  (malloc returned NULL once the
+ * reservation's pages were used, where glibc would have gone on.) */
+static int exhausted_reservation(void) {
+  enum { N = 3 * 256 * 1024 };
+  unsigned char **ps = m_malloc(N * sizeof *ps);
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < N; i++) {
+      size_t n = 32 + (size_t)(i % 5) * 16;
+      unsigned char *p = i % 4 == 0 ? m_calloc(1, n) : i % 4 == 1 ? memalign(64, n) : m_malloc(n);
+      if (i % 4 == 3 && p) p = m_realloc(p, n + 1000);
+      CHECK(p != NULL, "block %d of %zu bytes (round %d): NULL, errno %d", i, n, round, errno);
+      if (!p) return 1;
+      CHECK((uintptr_t)p % (i % 4 == 1 ? 64 : 16) == 0, "block %d misaligned: %p", i, (void *)p);
+      CHECK(malloc_usable_size(p) >= n, "block %d: usable %zu < %zu", i, malloc_usable_size(p), n);
+      if (i % 4 == 0) CHECK(p[0] == 0 && p[n - 1] == 0, "calloc'd block %d not zero", i);
+      fill(p, n, (unsigned)i);
+      ps[i] = p;
+    }
+    size_t bad = 0;
+    for (int i = 0; i < N; i++) bad += !same(ps[i], 32 + (size_t)(i % 5) * 16, (unsigned)i);
+    CHECK(bad == 0, "%zu blocks lost their contents", bad);
+    for (int i = 0; i < N; i++) m_free(ps[i]);
+  }
+  m_free(ps);
+  printf("%s: %s\n", on_heaplab ? "heaplab" : "glibc", failures ? "FAILED" : "96 MiB on a 32 MiB reservation");
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--misuse") == 0) return misuse();
+  if (argc > 1 && strcmp(argv[1], "--clearenv-first") == 0) return clearenv_first();
   if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
     /* the heap is set up by this malloc (nothing allocated before main);
      * under a small RLIMIT_AS its first reservations are refused */
@@ -327,6 +502,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL: malloc is not libheaplab-malloc.so's (LD_PRELOAD?)\n");
     return 1;
   }
+  if (argc > 2 && strcmp(argv[2], "--exhausted-reservation") == 0) return exhausted_reservation();
   malloc_free_usable();
   calloc_semantics();
   realloc_semantics();
@@ -335,6 +511,8 @@ int main(int argc, char **argv) {
   errno_untouched();
   growth_under_the_threshold_stays_in_the_heap();
   trim_and_sized();
+  api_corners();
+  mallinfo_counts_every_block();
   printf("%s: %s\n", on_heaplab ? "heaplab" : "glibc", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }

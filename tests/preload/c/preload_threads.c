@@ -5,8 +5,10 @@
  * pattern, realloc some, and free them (every free is cross-thread).  While
  * they run, the main thread forks: the child (one thread, inheriting a heap
  * whose other threads vanished mid-call) allocates, frees, starts threads of
- * its own and exits 0.  Then a posix_spawn'd copy of this program (the
- * library comes along in LD_PRELOAD) runs a short workload.
+ * its own and exits 0.  Then 50 threads exit whose pthread_key destructor
+ * allocates and frees after the library's gave their cache back, and a
+ * posix_spawn'd copy of this program (the library comes along in
+ * LD_PRELOAD) runs a short workload.
  *
  * Built twice: against the preloaded library (LD_PRELOAD, suite preload) and
  * with -DPREFIXED against hlp_malloc & co. linked in, under ThreadSanitizer
@@ -149,6 +151,26 @@ static void *small_worker(void *arg) {
   return NULL;
 }
 
+/* Thread exit: a pthread_key destructor of the program's runs after the
+ * library's (its key is newer), once the thread's cache has gone home;
+ * what it frees and allocates then goes to the heap under the lock. */
+static pthread_key_t late_key;
+static _Atomic long late_frees;
+static void late_destructor(void *block) {
+  char *p = MALLOC(300);
+  memset(p, 7, 300);
+  FREE(p);
+  FREE(block);
+  late_frees++;
+}
+
+static void *exiting_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 2000; i++) FREE(MALLOC((size_t)(i % 500) + 1));
+  pthread_setspecific(late_key, MALLOC(100));
+  return NULL;
+}
+
 static int short_workload(int with_thread) {
   void *ps[2000];
   for (int i = 0; i < 2000; i++) {
@@ -191,6 +213,13 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < PRODUCERS + CONSUMERS; i++) pthread_join(th[i], NULL);
 
+  /* 50 threads whose key destructor frees and allocates after their cache went */
+  pthread_key_create(&late_key, late_destructor);
+  for (int i = 0; i < 50; i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, exiting_thread, NULL) == 0) pthread_join(t, NULL);
+  }
+
   /* posix_spawn: a fresh copy of this program, on the library again */
   int spawned_ok = 0;
 #ifndef PREFIXED
@@ -206,9 +235,11 @@ int main(int argc, char **argv) {
   spawned_ok = 1;
 #endif
   long expect = (long)PRODUCERS * PER_PRODUCER;
-  int ok = bad_blocks == 0 && consumed == expect && forks_ok == 5 && spawned_ok;
-  printf("%s: %ld blocks across threads (%ld expected), %ld bad; %d/5 fork children; spawn %s\n",
+  int ok = bad_blocks == 0 && consumed == expect && forks_ok == 5 && spawned_ok &&
+           late_frees == 50;
+  printf("%s: %ld blocks across threads (%ld expected), %ld bad; %d/5 fork children; spawn %s; "
+         "%ld/50 late frees at thread exit\n",
          ok ? "ok" : "FAIL", (long)consumed, expect, (long)bad_blocks, forks_ok,
-         spawned_ok ? "ok" : "failed");
+         spawned_ok ? "ok" : "failed", (long)late_frees);
   return ok ? 0 : 1;
 }
