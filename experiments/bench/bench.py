@@ -140,12 +140,15 @@ class Arm:
 
 
 class Workload:
-    def __init__(self, name, title, arms, runs, reference=None):
+    def __init__(self, name, title, arms, runs, reference=None, warmup=None):
         self.name = name
         self.title = title
         self.arms = arms
         self.runs = runs
         self.reference = reference     # arm name the ratios divide by
+        # (args, options) of a heaplab run made, and discarded, before every
+        # run of every arm
+        self.warmup = warmup
 
     def arm(self, name):
         for a in self.arms:
@@ -159,8 +162,8 @@ class Workload:
 # fourth round), against the 4 KiB page-fault floor.
 HUGE_OPTION = "thp=populate"
 HUGE_ARM = f"heaplab {HUGE_OPTION}"
-# ... and with the prefault helper (thp_prefault, off by default: item 21), beside it
-PREFAULT_OPTION = "thp_prefault=4"
+# ... and without the prefault helper (thp_prefault, default 4 since item 27), beside it
+PREFAULT_OPTION = "thp_prefault=0"
 PREFAULT_ARM = f"{HUGE_ARM} {PREFAULT_OPTION}"
 # ... and what no page supply can beat: a fill into the resident huge pages
 # of a dropped one (--warm, page_release=0: no fault in its timed part)
@@ -206,7 +209,13 @@ def suite(quick=False, depth=None, runs=None):
             Arm("mimalloc", "mimalloc", ["--bytes", fill, "--size", 256]),
             Arm("jemalloc", "jemalloc", ["--bytes", fill, "--size", 256]),
             Arm("glibc", "glibc", ["--bytes", fill, "--size", 256]),
-        ], runs + 2, reference="page-fault floor"),
+        ], runs + 2, reference="page-fault floor",
+            # Before every run of every arm, a huge-page fill of the same size in a process of
+            # its own, discarded: each arm then faults memory freed a moment ago.  Without it
+            # the arms after a long pause get 2 MiB blocks this VM's free page reporting had
+            # given back to its host, which fault on the host too (item 21: 10-40x slower,
+            # and the huge-page row's median above 4x the floor).  The same for every arm.
+            warmup=(["--bytes", fill, "--size", 256], [HUGE_OPTION])),
         Workload("churn", "fill/drop churn: 8 x 64 MiB of 256-byte objects", [
             Arm("page_release=1", "heaplab", ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8]),
             Arm("page_release=0", "heaplab", ["--bytes", 64 * MiB, "--size", 256, "--rounds", 8],
@@ -319,6 +328,8 @@ def run_suite(workloads, exes, log=None):
     for w in workloads:
         for rnd in range(w.runs):
             for arm in w.arms:
+                if w.warmup:
+                    run_one(exes["heaplab"], w.name, *w.warmup)
                 rec = run_one(exes[arm.allocator], workload_cmd(w, arm), arm.args, arm.options)
                 arm.records.append(rec)
                 if log:

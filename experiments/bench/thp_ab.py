@@ -13,7 +13,7 @@ round; the fastest three runs and the median of each, the load average before an
 
 Unlike `bench.py pair` the commands run one at a time and unpinned: the prefault helper
 (thp_prefault) needs the second CPU.  --floor adds the 4 KiB page-fault floor as an arm
-(no warm-up before it) and prints each arm's ratio to it.  --bound (with --floor) adds what no
+(after the same warm-up; until 2026-12-02 11:30 it had none) and prints each arm's ratio to it.  --bound (with --floor) adds what no
 page supply can beat: `fill --warm` (a fill into the resident pages of a dropped one, no fault
 in its timed part; thp=populate page_release=0) and the floor's `rewrite_ns` (the same bytes
 written again into the floor's resident mapping), each as a ratio to the floor too."""
@@ -68,6 +68,7 @@ def main():
             if arm == "rewrite":
                 continue  # (a figure of the floor's run)
             if arm == "floor":
+                run(a.exe, FILL, "thp=populate thp_prefault=0")  # the same warm-up
                 rec = run(a.exe, ["floor"] + FILL[1:], "")
                 if a.bound:
                     times["rewrite"].append(rec["notes"]["rewrite_ns"] / 1e6)
