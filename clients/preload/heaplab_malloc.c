@@ -410,12 +410,19 @@ static void *glibc_sym(const char *name) {
   return f;
 }
 
-/* glibc's malloc_usable_size, for foreign blocks */
-static size_t (*_Atomic glibc_usable)(void *);
+/* glibc's `name` (a function of <malloc.h>), looked up at its first use;
+ * NULL when libc has none. */
+#define GLIBC(name)                                                      \
+  __extension__({                                                        \
+    static __typeof__(&name) _Atomic glibc_fn_;                          \
+    __typeof__(&name) f_ = glibc_fn_;                                    \
+    if (!f_) glibc_fn_ = f_ = (__typeof__(&name))glibc_sym(#name);       \
+    f_;                                                                  \
+  })
 
+/* glibc's malloc_usable_size, for foreign blocks */
 static size_t foreign_usable_size(void *ptr) {
-  size_t (*f)(void *) = glibc_usable;
-  if (!f) glibc_usable = f = (size_t(*)(void *))glibc_sym("malloc_usable_size");
+  size_t (*f)(void *) = GLIBC(malloc_usable_size);
   return f ? f(ptr) : 0;
 }
 
@@ -516,8 +523,7 @@ EXPORT void NAME(free_aligned_sized)(void *ptr, size_t align, size_t size) {
 /* Runs a trim on the heap (beyond the warm cache) and glibc's on the
  * foreign blocks; 1 when some memory went back. */
 EXPORT int NAME(malloc_trim)(size_t pad) {
-  static int (*_Atomic glibc_trim)(size_t);
-  if (!glibc_trim) glibc_trim = (int (*)(size_t))glibc_sym("malloc_trim");
+  int (*glibc_trim)(size_t) = GLIBC(malloc_trim);
   int released = glibc_trim ? glibc_trim(pad) : 0;
   hl_heap *h = HEAP;
   if (h) {
@@ -555,9 +561,7 @@ static bool small_heap_bytes(uint64_t *resident, uint64_t *used) {
 /* glibc's figures plus the small heap: arena (non-mapped bytes) and the
  * bytes in use and free in it. */
 EXPORT struct mallinfo2 NAME(mallinfo2)(void) {
-  static struct mallinfo2 (*_Atomic glibc_mallinfo2)(void);
-  struct mallinfo2 (*f)(void) = glibc_mallinfo2;
-  if (!f) glibc_mallinfo2 = f = (struct mallinfo2(*)(void))glibc_sym("mallinfo2");
+  struct mallinfo2 (*f)(void) = GLIBC(mallinfo2);
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
   if (f) mi = f();
@@ -583,9 +587,7 @@ EXPORT struct mallinfo NAME(mallinfo)(void) {
 
 /* glibc's report on stderr, then the small heap's in the same form. */
 EXPORT void NAME(malloc_stats)(void) {
-  static void (*_Atomic glibc_stats)(void);
-  void (*f)(void) = glibc_stats;
-  if (!f) glibc_stats = f = (void (*)(void))glibc_sym("malloc_stats");
+  void (*f)(void) = GLIBC(malloc_stats);
   int saved = errno;
   if (f) f();
   uint64_t resident, used;
