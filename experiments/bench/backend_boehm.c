@@ -49,25 +49,32 @@ static bench_node *make(int d, uint64_t item) {
 int backend_binary_trees(const bench_params *p, bench_out *o) {
   int max = bench_max_depth(p->depth);
   uint64_t gc0 = GC_get_gc_no();
-  uint64_t t0 = bench_now_ns(), sum = 0, nodes = 0;
+  uint64_t t0 = bench_now_ns(), tp = t0, sum = 0, nodes = 0;
   bench_node *t = make(max + 1, 1);
   if (!t) goto oom;
   sum += bench_check(t);
   nodes += bench_tree_nodes(max + 1);
   t = NULL;
+  bench_phase_end(o, "stretch", 0, tp);
+  tp = bench_now_ns();
   bench_node *long_lived = make(max, 2);
   if (!long_lived) goto oom;
   nodes += bench_tree_nodes(max);
+  bench_phase_end(o, "long-lived", 0, tp);
   for (int d = BENCH_MIN_DEPTH; d <= max; d += 2) {
     uint64_t iters = bench_iterations(max, d);
+    tp = bench_now_ns();
     for (uint64_t i = 1; i <= iters; i++) {
       t = make(d, i);
       if (!t) goto oom;
       sum += bench_check(t);
     }
     nodes += iters * bench_tree_nodes(d);
+    bench_phase_end(o, NULL, d, tp);
   }
+  tp = bench_now_ns();
   sum += bench_check(long_lived);
+  bench_phase_end(o, "final", 0, tp);
   o->time_ns = bench_now_ns() - t0;
   o->checksum = sum;
   o->objects = nodes;

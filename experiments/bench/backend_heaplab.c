@@ -132,29 +132,55 @@ static uint64_t check(void *n) {
   return bench_node_sum(*(const uint64_t *)hl_obj_data(n), check(s[0]), check(s[1]));
 }
 
+/* A phase that started at t0 with the counters a: its time and the
+ * collector's work in it.  (hl_stats_get inside the timed part: ten calls a
+ * run, each a few microseconds.) */
+static void phase_end(bench_out *o, const char *name, int depth, uint64_t t0, hl_stats *a) {
+  bench_phase *ph = bench_phase_end(o, name, depth, t0);
+  hl_stats b;
+  hl_stats_get(H, &b);
+  if (ph) {
+    ph->gc = 1;
+    ph->cycles = b.cycles - a->cycles;
+    ph->minor_cycles = b.minor_cycles - a->minor_cycles;
+    ph->full_marks = ph->cycles - ph->minor_cycles;
+    ph->gc_ns = b.gc_ns - a->gc_ns;
+    ph->promoted_bytes = b.promoted_bytes - a->promoted_bytes;
+  }
+  *a = b;
+}
+
 int backend_binary_trees(const bench_params *p, bench_out *o) {
   int max = bench_max_depth(p->depth);
-  hl_stats s0, s1;
+  hl_stats s0, s1, ps;
   hl_stats_get(H, &s0);
+  ps = s0;
   hl_enter(H);
-  uint64_t t0 = bench_now_ns(), sum = 0, nodes = 0;
+  uint64_t t0 = bench_now_ns(), tp = t0, sum = 0, nodes = 0;
   if (make_tree(1, max + 1, 1)) goto oom;
   sum += check(shadow[1]);
   nodes += bench_tree_nodes(max + 1);
   shadow[1] = NULL;
+  phase_end(o, "stretch", 0, tp, &ps);
+  tp = bench_now_ns();
   if (make_tree(0, max, 2)) goto oom;
   nodes += bench_tree_nodes(max);
+  phase_end(o, "long-lived", 0, tp, &ps);
   for (int d = BENCH_MIN_DEPTH; d <= max; d += 2) {
     uint64_t iters = bench_iterations(max, d);
+    tp = bench_now_ns();
     for (uint64_t i = 1; i <= iters; i++) {
       if (make_tree(1, d, i)) goto oom;
       sum += check(shadow[1]);
       shadow[1] = NULL;
     }
     nodes += iters * bench_tree_nodes(d);
+    phase_end(o, NULL, d, tp, &ps);
   }
+  tp = bench_now_ns();
   sum += check(shadow[0]);
   shadow[0] = NULL;
+  phase_end(o, "final", 0, tp, &ps);
   o->time_ns = bench_now_ns() - t0;
   hl_leave(H);
   o->checksum = sum;

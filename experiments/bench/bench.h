@@ -42,16 +42,35 @@ typedef struct bench_note {
   double d;
 } bench_note;
 
+/* binary-trees' phases, timed one by one inside the timed part: "stretch"
+ * (the stretch tree built, checked, dropped), "long-lived" (built), "d4",
+ * "d6", ... (all the trees of that depth), "final" (the long-lived tree
+ * checked, dropped) -- where one allocator gains or loses against another.
+ * The collectors add their counters' growth over the phase (gc = 1). */
+#define BENCH_MAX_PHASES 20
+typedef struct bench_phase {
+  char name[16];
+  uint64_t ns;
+  int gc;                  /* 1: the counters below are the collector's */
+  uint64_t cycles, minor_cycles, full_marks, gc_ns, promoted_bytes;
+} bench_phase;
+
 typedef struct bench_out {
   uint64_t time_ns;        /* the workload's timed part */
   uint64_t checksum;       /* 0 when the workload has none */
   uint64_t objects;        /* objects allocated (or checked) */
   int nnotes;
   bench_note notes[BENCH_MAX_NOTES];
+  int nphases;
+  bench_phase phases[BENCH_MAX_PHASES];
   char error[256];
 } bench_out;
 
 void bench_note_u(bench_out *o, const char *key, uint64_t v);
+/* Record a binary-trees phase that started at t0 (bench_now_ns) and ends
+ * now: name, or "d<depth>" when name is NULL.  Returns it (for a collector's
+ * counters), or NULL when the table is full. */
+bench_phase *bench_phase_end(bench_out *o, const char *name, int depth, uint64_t t0);
 void bench_note_f(bench_out *o, const char *key, double v);
 uint64_t bench_now_ns(void);
 /* Set o->error (printf-style) and return 1, for `return bench_fail(...)`. */

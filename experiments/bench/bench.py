@@ -10,6 +10,7 @@ judged on the fastest runs, with the ratio of medians beside it (time_ratio).
     python3 experiments/bench/bench.py run [--quick]   # the table (make bench uses pytest)
     python3 experiments/bench/bench.py check --exe heaplab=PATH ...   # meson test, suite bench
     python3 experiments/bench/bench.py pair "CMD_A" "CMD_B" [--rounds N]   # an A/B, side by side
+    python3 experiments/bench/bench.py phases "CMD_A" "CMD_B"... [--rounds N]   # binary-trees by phase
 
 Standard library only: the meson test runs it without the Python package.
 """
@@ -101,6 +102,53 @@ def run_pair(cmd_a, cmd_b, rounds=4, timeout=600):
         outs = [p.communicate(timeout=timeout) for p in procs]   # both finish first
         yield tuple(record_of(cmd, subprocess.CompletedProcess(cmd, p.returncode, *out))
                     for cmd, p, out in zip((cmd_a, cmd_b), procs, outs))
+
+
+def run_phases(cmds, rounds=3, timeout=600):
+    """binary-trees phase by phase: the commands (argument lists) run one
+    after another, round after round (not side by side: a collector's mark
+    threads need the second CPU).  Returns, per command, its records."""
+    runs = [[] for _ in cmds]
+    for _ in range(rounds):
+        for i, cmd in enumerate(cmds):
+            rec = record_of(cmd, subprocess.run(cmd, stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE, text=True, env=ENV,
+                                                timeout=timeout))
+            if not rec.get("phases"):
+                raise BenchError(f"{' '.join(cmd)}: the record has no phases "
+                                 f"(phases are binary-trees')")
+            runs[i].append(rec)
+    return runs
+
+
+def phase_rows(runs):
+    """One row per phase: each command's fastest time of that phase (ms), its
+    ratio to the last command's, and the collector's counters of the first
+    command's fastest whole run where it has them."""
+    names = [p["phase"] for p in runs[0][0]["phases"]]
+    for recs in runs[1:]:
+        if [p["phase"] for p in recs[0]["phases"]] != names:
+            raise BenchError("the commands' phases differ: give them the same --depth")
+    best = lambda recs, k: min(r["phases"][k]["ns"] for r in recs)  # noqa: E731
+    fastest = min(runs[0], key=lambda r: r["time_ns"])
+    rows = []
+    for k, name in enumerate(names + ["total"]):
+        row = [name]
+        for recs in runs:
+            ns = best(recs, k) if name != "total" else min(r["time_ns"] for r in recs)
+            ref = (best(runs[-1], k) if name != "total"
+                   else min(r["time_ns"] for r in runs[-1]))
+            row.append(f"{ns / 1e6:.1f}")
+            if recs is not runs[-1]:
+                row.append(f"{ns / ref:.3f}" if ref else "")
+        ph = fastest["phases"][k] if name != "total" else None
+        if ph and "gc_ns" in ph:
+            row += [ph["minor_cycles"], ph["full_marks"], f"{ph['gc_ns'] / 1e6:.1f}",
+                    f"{ph['promoted_bytes'] / MiB:.0f}"]
+        else:
+            row += ["", "", "", ""]
+        rows.append(row)
+    return rows
 
 
 # ---- the suite -------------------------------------------------------------------------
@@ -370,6 +418,29 @@ def checksum_problems(workloads):
                         problems.append(f"{w.name}/{a.name}: {r['notes']['timed_minflt']} page "
                                         "faults in the timed part: not a bound")
     for w in workloads:
+        # binary-trees' phases: the same ones for every allocator, inside the
+        # timed part, and a collector's counters within its own
+        if w.name != "binary-trees":
+            continue
+        for a in w.arms:
+            for r in a.records:
+                ph = r.get("phases") or []
+                got = [p["phase"] for p in ph]
+                top = max(r["params"]["depth"], 6)  # (bench.h's bench_max_depth)
+                names = (["stretch", "long-lived"] + [f"d{d}" for d in range(4, top + 1, 2)]
+                         + ["final"])
+                if got != names:
+                    problems.append(f"binary-trees/{a.name}: phases {got}, expected {names}")
+                elif sum(p["ns"] for p in ph) > r["time_ns"]:
+                    problems.append(f"binary-trees/{a.name}: the phases take "
+                                    f"{sum(p['ns'] for p in ph)} ns of {r['time_ns']}")
+                elif a.allocator == "heaplab" and (
+                        sum(p["cycles"] for p in ph) > r["notes"]["cycles"]
+                        or sum(p["gc_ns"] for p in ph) > r["notes"]["gc_ns"]
+                        or any(p["full_marks"] + p["minor_cycles"] != p["cycles"] for p in ph)):
+                    problems.append(f"binary-trees/{a.name}: the phases' counters "
+                                    "exceed the run's")
+    for w in workloads:
         if w.name == "churn":
             sums = {a.name: a.checksums() for a in w.arms}
             if len(set().union(*sums.values())) != 1:
@@ -637,10 +708,12 @@ def save(workloads, folder):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["run", "check", "pair"])
+    ap.add_argument("mode", choices=["run", "check", "pair", "phases"])
     ap.add_argument("commands", nargs="*",
-                    help='pair: two benchmark commands, e.g. "OLD/bench-heaplab binary-trees"')
-    ap.add_argument("--rounds", type=int, default=4, help="pair: rounds (default 4)")
+                    help='pair: two benchmark commands, e.g. "OLD/bench-heaplab binary-trees"; '
+                         'phases: binary-trees commands, the last one the reference')
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="pair: rounds (default 4); phases: rounds (default 3)")
     ap.add_argument("--exe", action="append", default=[], help="allocator=path (repeatable)")
     ap.add_argument("--build", help="the Meson build folder (default ./build)")
     ap.add_argument("--quick", action="store_true", help="depth 18, 2 runs")
@@ -656,9 +729,32 @@ def main(argv=None):
             if len(args.commands) != 2:
                 ap.error("pair needs two commands (each one quoted argument)")
             a, b = (shlex.split(c) for c in args.commands)
-            for ra, rb in run_pair(a, b, args.rounds):
+            for ra, rb in run_pair(a, b, args.rounds or 4):
                 print(f"A {ra['time_ns'] / 1e9:.3f} s  B {rb['time_ns'] / 1e9:.3f} s  "
                       f"B/A {rb['time_ns'] / ra['time_ns']:.3f}", flush=True)
+            return 0
+        if args.mode == "phases":
+            if not args.commands:
+                ap.error("phases needs one or more binary-trees commands (each one quoted "
+                         "argument)")
+            if args.rounds is not None and args.rounds < 1:
+                ap.error("--rounds: at least 1")
+            cmds = [shlex.split(c) for c in args.commands]
+            load0 = os.getloadavg()
+            runs = run_phases(cmds, args.rounds or 3)
+            load1 = os.getloadavg()
+            header = ["phase"]
+            for i in range(len(cmds)):
+                header.append(f"#{i + 1} ms")
+                if i + 1 < len(cmds):
+                    header.append(f"#{i + 1} / #{len(cmds)}")
+            header += ["#1 minor", "#1 full", "#1 gc ms", "#1 promoted MiB"]
+            for i, c in enumerate(args.commands):
+                print(f"#{i + 1}: {c}")
+            print(table(phase_rows(runs), header))
+            print(f"fastest time of each phase over {args.rounds or 3} interleaved rounds; "
+                  f"the counters are #1's fastest run's; load average before / after: "
+                  f"{load0[0]:.2f} / {load1[0]:.2f}")
             return 0
         if args.mode == "check":
             ws = run_suite(tiny_suite(), exes)

@@ -8,6 +8,9 @@
  * WORKLOAD: binary-trees | fill | floor | pause | churn | release
  * (-o sets a heaplab option; the other allocators reject it.)
  *
+ * binary-trees' record also carries its phases (bench.h): bench.py phases
+ * compares them between commands.
+ *
  * The record goes to stdout and nothing else does; messages go to stderr,
  * which bench.py never parses.  Peak RSS is the process's own VmHWM (its
  * address space's high-water mark since exec), so every run is a fresh
@@ -40,6 +43,17 @@ void bench_note_u(bench_out *o, const char *key, uint64_t v) {
 
 void bench_note_f(bench_out *o, const char *key, double v) {
   if (o->nnotes < BENCH_MAX_NOTES) o->notes[o->nnotes++] = (bench_note){key, 1, 0, v};
+}
+
+bench_phase *bench_phase_end(bench_out *o, const char *name, int depth, uint64_t t0) {
+  uint64_t ns = bench_now_ns() - t0;
+  if (o->nphases == BENCH_MAX_PHASES) return NULL;
+  bench_phase *ph = &o->phases[o->nphases++];
+  memset(ph, 0, sizeof *ph);
+  if (name) snprintf(ph->name, sizeof ph->name, "%s", name);
+  else snprintf(ph->name, sizeof ph->name, "d%d", depth);
+  ph->ns = ns;
+  return ph;
 }
 
 int bench_fail(bench_out *o, const char *fmt, ...) {
@@ -135,7 +149,19 @@ static void print_record(const char *workload, const bench_params *p, const benc
     if (o->notes[i].is_float) printf(": %.9g", o->notes[i].d);
     else printf(": %" PRIu64, o->notes[i].u);
   }
-  printf("}, \"error\": ");
+  printf("}, \"phases\": [");
+  for (int i = 0; i < o->nphases; i++) {
+    const bench_phase *ph = &o->phases[i];
+    printf("%s{\"phase\": ", i ? ", " : "");
+    json_str(ph->name);
+    printf(", \"ns\": %" PRIu64, ph->ns);
+    if (ph->gc)
+      printf(", \"cycles\": %" PRIu64 ", \"minor_cycles\": %" PRIu64 ", \"full_marks\": %" PRIu64
+             ", \"gc_ns\": %" PRIu64 ", \"promoted_bytes\": %" PRIu64,
+             ph->cycles, ph->minor_cycles, ph->full_marks, ph->gc_ns, ph->promoted_bytes);
+    printf("}");
+  }
+  printf("], \"error\": ");
   if (rc) json_str(o->error[0] ? o->error : "failed");
   else printf("null");
   printf("}\n");
