@@ -206,7 +206,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(conservative_interior, BOOL, 1, 0, 1, "",                                  \
     "a word of a conservative root region keeps the object it points into (1) or only the object it points at the start of (0)") \
   X(tenure_full_marks, INT, 16, 0, 1000000, "",                                \
-    "generational: a page at least 7/8 live after two full marks in a row is tenured -- later full marks keep its marks and do not trace it -- until every Nth full mark, which marks everything (0 = no tenuring; 16 with full_growth_ratio 25: tenured garbage lives until 400% of the live set was promoted, as 8 did with 50)") \
+    "generational: a page at least 7/8 live after two full marks in a row is tenured (not while the live set grows by more than full_growth_ratio from one full mark to the next) -- later full marks keep its marks and do not trace it -- until every Nth full mark, which marks everything (0 = no tenuring; 16 with full_growth_ratio 25: tenured garbage lives until 400% of the live set was promoted, as 8 did with 50)") \
   X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
     "large-path bytes that request a cycle")                                  \
   X(large_pacing, BOOL, 1, 0, 1, "",                                           \

@@ -892,9 +892,10 @@ void hl__marks_clear(hl_heap *h);
 int hl__check_marks_closed(hl_heap *h, char *msg, size_t len);
 void hl__mark_repair(hl_heap *h);
 /* Tenuring (generational): untenure every page before a whole mark; after
- * a full mark's sweep, tenure the pages dense now and at the last one. */
+ * a full mark's sweep, tenure the pages dense now and at the last one (with
+ * tenure false, a live set still growing: only note the dense ones). */
 void hl__untenure_all(hl_heap *h);
-void hl__tenure_pages(hl_heap *h);
+void hl__tenure_pages(hl_heap *h, bool tenure);
 
 /* ---- gc/cycle.c ---- */
 /* Why a cycle ran (the cycle event's reason field). */

@@ -316,9 +316,16 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     h->tally.promoted_bytes += marked_bytes;
     h->promoted_since_full += marked_bytes;
   } else {
-    h->last_full_live = marked_bytes + tenured_before;
+    /* a live set that grew by more than full_growth_ratio percent since the
+     * last full mark is a structure being built: its pages are dense now and
+     * may be garbage soon after (binary-trees' stretch tree) -- tenure once it
+     * has stopped growing */
+    uint64_t live = marked_bytes + tenured_before;
+    uint64_t grew = h->last_full_live / 100 * (uint64_t)h->opt.full_growth_ratio;
+    bool growing = live > h->last_full_live + grew;
+    h->last_full_live = live;
     h->promoted_since_full = 0;
-    if (tenuring) hl__tenure_pages(h);
+    if (tenuring) hl__tenure_pages(h, !growing);
   }
   /* gc_live_ratio grows the trigger by these; generational: the estimate */
   h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : marked_bytes;

@@ -659,13 +659,14 @@ void hl__untenure_all(hl_heap *h) {
 }
 
 /* After a full mark's sweep: tenure the pages dense now and at the last full
- * mark; drop TN_REMEMBER from tenured pages that no longer need it.  Two
+ * mark (tenure = false, the live set still growing: only note which pages are
+ * dense now); drop TN_REMEMBER from tenured pages that no longer need it.  Two
  * passes: the pages are tenured first, then every tenured page that may
  * refer to an untenured object (newly tenured, or remembered) is scanned
  * once against the final set -- a page scanned as it was tenured counted
  * its references to pages tenured later in the same pass as untenured, was
  * remembered, and was scanned again after the next full mark. */
-void hl__tenure_pages(hl_heap *h) {
+void hl__tenure_pages(hl_heap *h, bool tenure) {
   HL_ASSERT_LOCKED(h);
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
@@ -681,7 +682,7 @@ void hl__tenure_pages(hl_heap *h) {
     bool dense = live == d->used && (uint64_t)live * 8 >= (uint64_t)d->nslots * 7;
     if (!dense) {
       *tn &= (uint8_t)~TN_DENSE;
-    } else if (!(*tn & TN_DENSE)) {
+    } else if (!(*tn & TN_DENSE) || !tenure) {
       *tn |= TN_DENSE;
     } else {
       *tn |= TN_TENURED | TN_REMEMBER; /* (until the scan below says otherwise) */
