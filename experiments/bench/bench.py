@@ -424,7 +424,9 @@ def checksum_problems(workloads):
             continue
         for a in w.arms:
             for r in a.records:
-                ph = r.get("phases") or []
+                if r.get("phases") is None:
+                    continue  # (a record saved before the phases were: results of old runs)
+                ph = r["phases"]
                 got = [p["phase"] for p in ph]
                 top = max(r["params"]["depth"], 6)  # (bench.h's bench_max_depth)
                 names = (["stretch", "long-lived"] + [f"d{d}" for d in range(4, top + 1, 2)]
@@ -676,6 +678,7 @@ def arm_json(w, a):
         records.append({
             "experiment": "bench", "arm": f"{w.name}/{a.name}", "phase": f"run{i + 1}",
             "index": i, "duration_s": r["time_ns"] / 1e9, "rss_peak": r["vmhwm_bytes"],
+            "tree_phases": r.get("phases"),  # (binary-trees': the driver's own "phases")
             "notes": {"allocator": r["allocator"], "workload": r["workload"],
                       "checksum": r["checksum"], "objects": r["objects"],
                       "time_ns": r["time_ns"], "user_ns": r["user_ns"], "sys_ns": r["sys_ns"],
