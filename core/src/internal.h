@@ -363,6 +363,15 @@ struct hl_heap {
   hl_aword aword_none;      /* always empty: the fast path's objects above small_max */
   hl_list retired;
   hl_list partial_avail[HL_MAX_CLASSES];
+  /* Manual mode: which pages are on partial_avail[c], one bit a page, so a
+   * refill finds the class's lowest-addressed page with free slots (small.c,
+   * hl__take_refill).  Word c of row r holds pages [64r, 64r + 64) of class
+   * c: the rows of the carved pages are contiguous, one word per class each
+   * (a heap of 1,000 pages touches 16 rows).  No bit of class c lies below
+   * row avail_lo[c].  NULL in a collected heap. */
+  uint64_t *avail_bm;
+  size_t avail_bytes;
+  uint32_t avail_lo[HL_MAX_CLASSES];
   hl_list partial_full;
   hl_list free_pool;
   hl_list released_pool;
@@ -607,6 +616,8 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls);
 void hl__page_unformat(hl_heap *h, uint32_t p);
 /* Carve the next page of the reservation (in flight, unformatted), or HL_NIL. */
 uint32_t hl__page_carve(hl_heap *h);
+/* Manual mode: the lowest-addressed page on partial_avail[cls], or HL_NIL. */
+uint32_t hl__avail_lowest(hl_heap *h, uint32_t cls);
 
 static inline uint8_t *hl__page_addr(const hl_heap *h, uint32_t p) {
   return h->base + ((uint64_t)p << h->page_shift);

@@ -20,7 +20,37 @@
 
 /* ---- lists ---- */
 
+/* Manual mode: page p joins (on) or leaves class c's avail list, if l is one. */
+static inline void avail_note(hl_heap *h, const hl_list *l, uint32_t p, bool on) {
+  if (!h->avail_bm) return;
+  uintptr_t off = (uintptr_t)l - (uintptr_t)h->partial_avail;
+  if (off >= sizeof h->partial_avail) return;
+  uint32_t c = (uint32_t)(off / sizeof(hl_list)), r = p / 64;
+  uint64_t *w = &h->avail_bm[(size_t)r * h->nclasses + c];
+  if (on) {
+    *w |= (uint64_t)1 << (p % 64);
+    if (r < h->avail_lo[c]) h->avail_lo[c] = r;
+  } else {
+    *w &= ~((uint64_t)1 << (p % 64));
+  }
+}
+
+uint32_t hl__avail_lowest(hl_heap *h, uint32_t c) {
+  HL_ASSERT_LOCKED(h);
+  uint32_t rows = (h->high_water + 63) / 64;
+  for (uint32_t r = h->avail_lo[c]; r < rows; r++) {
+    uint64_t x = h->avail_bm[(size_t)r * h->nclasses + c];
+    if (x) {
+      h->avail_lo[c] = r;
+      return r * 64 + (uint32_t)__builtin_ctzll(x);
+    }
+  }
+  h->avail_lo[c] = rows;
+  return HL_NIL;
+}
+
 void hl__list_push_head(hl_heap *h, hl_list *l, uint32_t p) {
+  avail_note(h, l, p, true);
   hl_page *d = &h->pages[p];
   d->prev = HL_NIL;
   d->next = l->head;
@@ -31,6 +61,7 @@ void hl__list_push_head(hl_heap *h, hl_list *l, uint32_t p) {
 }
 
 void hl__list_push_tail(hl_heap *h, hl_list *l, uint32_t p) {
+  avail_note(h, l, p, true);
   hl_page *d = &h->pages[p];
   d->next = HL_NIL;
   d->prev = l->tail;
@@ -41,6 +72,7 @@ void hl__list_push_tail(hl_heap *h, hl_list *l, uint32_t p) {
 }
 
 void hl__list_remove(hl_heap *h, hl_list *l, uint32_t p) {
+  avail_note(h, l, p, false);
   hl_page *d = &h->pages[p];
   if (d->prev != HL_NIL) h->pages[d->prev].next = d->next;
   else l->head = d->next;
@@ -244,6 +276,12 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   }
   if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[2]))) goto fail;
   h->tenure = t;
+  if (h->opt.mode == HL_MODE_MANUAL) {
+    if ((e = map_table(h, (size_t)(h->npages_max / 64 + 1) * h->nclasses * sizeof(uint64_t), &t,
+                       &h->avail_bytes)))
+      goto fail;
+    h->avail_bm = t;
+  }
   if (h->opt.subpage_release) {
     /* which OS pages of each page are released (release/subpage.c): two
      * bitmaps of OS pages per page, and a flag byte */
@@ -307,6 +345,8 @@ void hl__pages_destroy(hl_heap *h) {
   h->sub_bits = NULL;
   if (h->chunk) prim_os_unreserve(h->chunk, h->chunk_bytes);
   h->chunk = NULL;
+  if (h->avail_bm) prim_os_unreserve(h->avail_bm, h->avail_bytes);
+  h->avail_bm = NULL;
   if (h->tenure) prim_os_unreserve(h->tenure, h->meta_bytes[2]);
   if (h->bits) prim_os_unreserve(h->bits, h->meta_bytes[1]);
   if (h->pages) prim_os_unreserve(h->pages, h->meta_bytes[0]);

@@ -334,6 +334,30 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
     /* (another thread may have reserved a run while the lock was dropped) */
     if (aword_left(&h->aword[cls])) return hl__small_take(h, cls);
     uint32_t p = h->owned[cls];
+    if (h->avail_bm) {
+      /* Manual mode: address-ordered first fit -- the class's lowest page
+       * with free slots serves, and inside it the lowest free slots (then
+       * its untouched tail): a class's touched pages stay near the most
+       * blocks it ever held, where the owned page's tail went on being
+       * touched while holes the frees left in other pages waited
+       * (bench-preload classes: 610 KiB of holes at 64 KiB of cache per
+       * class, 1,440 KiB at 16 KiB). */
+      uint32_t lo = hl__avail_lowest(h, cls);
+      if (lo != HL_NIL && (p == HL_NIL || lo < p)) {
+        if (p != HL_NIL) {
+          h->owned[cls] = HL_NIL;
+          hl_page *d = &h->pages[p];
+          if (d->used == 0 && !(h->sub_held && (h->sub_flags[p] & SUB_BUSY))) {
+            hl__page_unformat(h, p);
+            hl__page_to_state(h, p, PS_FREE, true);
+          } else {
+            hl__page_to_state(h, p, PS_PARTIAL, false);
+          }
+        }
+        hl__page_to_state(h, lo, PS_OWNED, false);
+        h->owned[cls] = p = lo;
+      }
+    }
     if (p != HL_NIL) {
       int got = aword_reserve(h, cls, p);
       if (got > 0) continue;
