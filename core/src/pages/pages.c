@@ -140,6 +140,32 @@ void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head) {
 
 /* ---- format ---- */
 
+#ifdef HL_PRELOAD
+/* Page p, formatted for `words` words of allocation bits, keeps its region
+ * when it has that many (old_words; 0: none yet), else trades it for one
+ * from the pool (a free region of that size, else the pool's unused part,
+ * else its fixed bits). */
+static void abits_take(hl_heap *h, uint32_t p, uint32_t old_words, uint32_t words) {
+  uint64_t fixed = (uint64_t)p * h->bitmap_words, pool = (uint64_t)h->npages_max * h->bitmap_words;
+  uint32_t had = h->abits_at[p];
+  if (old_words == words && had != HL_NIL) return;
+  if (old_words && had >= pool) { /* a pool region: back to its list */
+    h->bits[had] = h->abits_free[old_words];
+    h->abits_free[old_words] = had;
+  }
+  uint32_t at = h->abits_free[words];
+  if (at != HL_NIL) {
+    h->abits_free[words] = (uint32_t)h->bits[at];
+  } else if (h->abits_bump + words <= 2 * pool && h->abits_bump + words < HL_NIL) {
+    at = (uint32_t)h->abits_bump;
+    h->abits_bump += words;
+  } else {
+    at = (uint32_t)fixed;
+  }
+  h->abits_at[p] = at;
+}
+#endif
+
 /* Make an empty page ready for size class cls.  Writes nothing into the page
  * itself (except poison when verify is on): all its state is out of line. */
 void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls) {
@@ -158,12 +184,18 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls) {
   /* thp: the chunk is touched again (release.c says what became of it) */
   if (h->chunk && h->chunk[p >> h->chunk_shift] == CH_EMPTY)
     h->chunk[p >> h->chunk_shift] = CH_HUGE;
+#ifdef HL_PRELOAD
+  uint32_t old_words = h->abits_at[p] == HL_NIL ? 0 : (d->nslots + 63) / 64;
+#endif
   d->nslots = (uint32_t)(h->page_size / h->cls_size[cls]);
   d->bump = 0;
   d->used = 0;
   d->cursor = 0;
   d->nfree = 0;
   uint32_t words = (d->nslots + 63) / 64;
+#ifdef HL_PRELOAD
+  abits_take(h, p, old_words, words);
+#endif
   /* a manual heap never marks: its mark bits stay untouched (and out of
    * its RSS: half of the side table) */
   if (h->opt.mode != HL_MODE_MANUAL) memset(hl__marks(h, p), 0, words * sizeof(uint64_t));
@@ -196,6 +228,9 @@ uint32_t hl__page_carve(hl_heap *h) {
   if (h->opt.verify) memset(d, 0xA5, sizeof *d);
   d->state = PS_IN_FLIGHT;
   d->next = d->prev = HL_NIL;
+#ifdef HL_PRELOAD
+  h->abits_at[p] = HL_NIL;
+#endif
   h->state_count[PS_IN_FLIGHT]++;
   return p;
 }
@@ -276,6 +311,13 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   }
   if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[2]))) goto fail;
   h->tenure = t;
+#ifdef HL_PRELOAD
+  if ((e = map_table(h, (size_t)h->npages_max * sizeof(uint32_t), &t, &h->abits_at_bytes)))
+    goto fail;
+  h->abits_at = t;
+  for (uint32_t k = 0; k <= 64; k++) h->abits_free[k] = HL_NIL;
+  h->abits_bump = (uint64_t)h->npages_max * h->bitmap_words;
+#endif
   if (h->opt.mode == HL_MODE_MANUAL) {
     if ((e = map_table(h, (size_t)(h->npages_max / 64 + 1) * h->nclasses * sizeof(uint64_t), &t,
                        &h->avail_bytes)))
@@ -345,6 +387,10 @@ void hl__pages_destroy(hl_heap *h) {
   h->sub_bits = NULL;
   if (h->chunk) prim_os_unreserve(h->chunk, h->chunk_bytes);
   h->chunk = NULL;
+#ifdef HL_PRELOAD
+  if (h->abits_at) prim_os_unreserve(h->abits_at, h->abits_at_bytes);
+  h->abits_at = NULL;
+#endif
   if (h->avail_bm) prim_os_unreserve(h->avail_bm, h->avail_bytes);
   h->avail_bm = NULL;
   if (h->tenure) prim_os_unreserve(h->tenure, h->meta_bytes[2]);
