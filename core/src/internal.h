@@ -363,6 +363,31 @@ struct hl_heap {
   hl_aword aword_none;      /* always empty: the fast path's objects above small_max */
   hl_list retired;
   hl_list partial_avail[HL_MAX_CLASSES];
+  /* Manual mode: which pages are on partial_avail[c], one bit a page, so a
+   * refill finds the class's lowest-addressed page with free slots (small.c,
+   * hl__take_refill).  Word c of row r holds pages [64r, 64r + 64) of class
+   * c: the rows of the carved pages are contiguous, one word per class each
+   * (a heap of 1,000 pages touches 16 rows).  No bit of class c lies below
+   * row avail_lo[c].  NULL in a collected heap. */
+  uint64_t *avail_bm;
+  size_t avail_bytes;
+  uint32_t avail_lo[HL_MAX_CLASSES];
+#ifdef HL_PRELOAD
+  /* libheaplab-malloc.so: a page's allocation bits take one bit per slot
+   * and no more -- ceil(nslots / 64) words from a pool (the second half of
+   * the side table), not a page's worth for 16-byte slots: 512 bytes a page
+   * (508 KiB at bench-preload server's peak) against 8-256.  Free regions of
+   * k words on list abits_free[k] (a region's first word links the next);
+   * the pool's unused part from abits_bump on (word offsets from h->bits).
+   * When the pool has no room, a page takes its fixed bits in the first
+   * half (h->bits + p * bitmap_words), which a manual heap's marks never
+   * use. */
+  uint32_t *abits_at;       /* per page: its bits at h->bits + abits_at[p], HL_NIL
+                               before its first format */
+  size_t abits_at_bytes;
+  uint32_t abits_free[65];
+  uint64_t abits_bump;
+#endif
   hl_list partial_full;
   hl_list free_pool;
   hl_list released_pool;
@@ -607,6 +632,8 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls);
 void hl__page_unformat(hl_heap *h, uint32_t p);
 /* Carve the next page of the reservation (in flight, unformatted), or HL_NIL. */
 uint32_t hl__page_carve(hl_heap *h);
+/* Manual mode: the lowest-addressed page on partial_avail[cls], or HL_NIL. */
+uint32_t hl__avail_lowest(hl_heap *h, uint32_t cls);
 
 static inline uint8_t *hl__page_addr(const hl_heap *h, uint32_t p) {
   return h->base + ((uint64_t)p << h->page_shift);
@@ -624,7 +651,11 @@ static inline uint64_t *hl__marks(const hl_heap *h, uint32_t p) {
   return h->bits + (uint64_t)p * h->bits_stride;
 }
 static inline uint64_t *hl__allocs(const hl_heap *h, uint32_t p) {
+#ifdef HL_PRELOAD
+  return h->bits + h->abits_at[p];
+#else
   return h->abits + (uint64_t)p * h->bits_stride;
+#endif
 }
 /* thp: the OS pages of the side-table bits that hold only chunk c's pages'
  * bits (all of them with 64 KiB pages: 32 x 1 KiB, 8 OS pages); len 0 when
@@ -634,6 +665,14 @@ static inline void hl__chunk_bits(const hl_heap *h, uint32_t c, uint8_t **addr, 
   /* (a collected heap's marks and allocation bits are one run; a manual
    * heap's marks are never touched) */
   uint32_t p = c << h->chunk_shift;
+#ifdef HL_PRELOAD
+  /* (a page's allocation bits are where the pool put them) */
+  (void)p;
+  (void)os;
+  *addr = NULL;
+  *len = 0;
+  return;
+#endif
   uintptr_t lo = (uintptr_t)(h->opt.mode == HL_MODE_MANUAL ? hl__allocs(h, p) : hl__marks(h, p));
   uintptr_t hi = lo + ((size_t)1 << h->chunk_shift) * h->bits_stride * sizeof(uint64_t);
   lo = (lo + os - 1) / os * os;

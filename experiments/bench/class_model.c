@@ -39,6 +39,16 @@ static void table(unsigned fine, unsigned per) {
     for (unsigned k = 1; k <= per && ncls < MAXC; k++) cls[ncls++] = (b + b / per * k + 15) / 16 * 16;
 }
 
+/* libheaplab-malloc.so's: 16-byte steps to 512, eight classes to 1 KiB, then
+ * four per doubling */
+static void table_preload(void) {
+  table(512, 4);
+  ncls = 32;
+  for (unsigned k = 1; k <= 8; k++) cls[ncls++] = 512 + 64 * k;
+  for (unsigned b = 1024; b < 16384; b *= 2)
+    for (unsigned k = 1; k <= 4; k++) cls[ncls++] = b + b / 4 * k;
+}
+
 static long count[MAXC], most[MAXC];
 static double held, most_held;
 
@@ -111,6 +121,10 @@ static void run(const char *name) {
 int main(void) {
   table(512, 4);
   run("heaplab's: 16-byte to 512, 4/doubling");
+  table_preload();
+  run("preload's: 512, 8 to 1K, then 4");
+  table(512, 8);
+  run("16-byte to 512, 8/doubling");
   table(128, 4);
   run("16-byte to 128, 4/doubling");
   table(256, 4);

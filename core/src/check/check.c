@@ -204,6 +204,18 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
   if ((rc = check_list(h, &h->partial_full, "partial", msg, len))) return rc;
   for (uint32_t c = 0; c < h->nclasses; c++)
     if ((rc = check_list(h, &h->partial_avail[c], "partial(avail)", msg, len))) return rc;
+  /* manual mode: the avail bitmap holds exactly the avail lists' pages, and
+   * no bit of a class lies below its avail_lo */
+  if (h->avail_bm)
+    for (uint32_t p = 0; p < h->high_water; p++)
+      for (uint32_t c = 0; c < h->nclasses; c++) {
+        bool bit = (h->avail_bm[(size_t)(p / 64) * h->nclasses + c] >> (p % 64)) & 1;
+        CHECK(bit == (hl__list_of(h, p) == &h->partial_avail[c]),
+              "avail bitmap: page %" PRIu32 " class %" PRIu32 " bit %d, on its avail list %d", p,
+              c, bit, hl__list_of(h, p) == &h->partial_avail[c]);
+        CHECK(!bit || p / 64 >= h->avail_lo[c], "avail bitmap: page %" PRIu32 " below class %"
+              PRIu32 "'s lowest row %" PRIu32, p, c, h->avail_lo[c]);
+      }
   if ((rc = check_list(h, &h->free_pool, "free", msg, len))) return rc;
   if ((rc = check_list(h, &h->released_pool, "released", msg, len))) return rc;
   if ((rc = check_list(h, &h->reuse_failed, "reuse-failed", msg, len))) return rc;

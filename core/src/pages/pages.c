@@ -20,7 +20,37 @@
 
 /* ---- lists ---- */
 
+/* Manual mode: page p joins (on) or leaves class c's avail list, if l is one. */
+static inline void avail_note(hl_heap *h, const hl_list *l, uint32_t p, bool on) {
+  if (!h->avail_bm) return;
+  uintptr_t off = (uintptr_t)l - (uintptr_t)h->partial_avail;
+  if (off >= sizeof h->partial_avail) return;
+  uint32_t c = (uint32_t)(off / sizeof(hl_list)), r = p / 64;
+  uint64_t *w = &h->avail_bm[(size_t)r * h->nclasses + c];
+  if (on) {
+    *w |= (uint64_t)1 << (p % 64);
+    if (r < h->avail_lo[c]) h->avail_lo[c] = r;
+  } else {
+    *w &= ~((uint64_t)1 << (p % 64));
+  }
+}
+
+uint32_t hl__avail_lowest(hl_heap *h, uint32_t c) {
+  HL_ASSERT_LOCKED(h);
+  uint32_t rows = (h->high_water + 63) / 64;
+  for (uint32_t r = h->avail_lo[c]; r < rows; r++) {
+    uint64_t x = h->avail_bm[(size_t)r * h->nclasses + c];
+    if (x) {
+      h->avail_lo[c] = r;
+      return r * 64 + (uint32_t)__builtin_ctzll(x);
+    }
+  }
+  h->avail_lo[c] = rows;
+  return HL_NIL;
+}
+
 void hl__list_push_head(hl_heap *h, hl_list *l, uint32_t p) {
+  avail_note(h, l, p, true);
   hl_page *d = &h->pages[p];
   d->prev = HL_NIL;
   d->next = l->head;
@@ -31,6 +61,7 @@ void hl__list_push_head(hl_heap *h, hl_list *l, uint32_t p) {
 }
 
 void hl__list_push_tail(hl_heap *h, hl_list *l, uint32_t p) {
+  avail_note(h, l, p, true);
   hl_page *d = &h->pages[p];
   d->next = HL_NIL;
   d->prev = l->tail;
@@ -41,6 +72,7 @@ void hl__list_push_tail(hl_heap *h, hl_list *l, uint32_t p) {
 }
 
 void hl__list_remove(hl_heap *h, hl_list *l, uint32_t p) {
+  avail_note(h, l, p, false);
   hl_page *d = &h->pages[p];
   if (d->prev != HL_NIL) h->pages[d->prev].next = d->next;
   else l->head = d->next;
@@ -108,6 +140,32 @@ void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head) {
 
 /* ---- format ---- */
 
+#ifdef HL_PRELOAD
+/* Page p, formatted for `words` words of allocation bits, keeps its region
+ * when it has that many (old_words; 0: none yet), else trades it for one
+ * from the pool (a free region of that size, else the pool's unused part,
+ * else its fixed bits). */
+static void abits_take(hl_heap *h, uint32_t p, uint32_t old_words, uint32_t words) {
+  uint64_t fixed = (uint64_t)p * h->bitmap_words, pool = (uint64_t)h->npages_max * h->bitmap_words;
+  uint32_t had = h->abits_at[p];
+  if (old_words == words && had != HL_NIL) return;
+  if (old_words && had >= pool) { /* a pool region: back to its list */
+    h->bits[had] = h->abits_free[old_words];
+    h->abits_free[old_words] = had;
+  }
+  uint32_t at = h->abits_free[words];
+  if (at != HL_NIL) {
+    h->abits_free[words] = (uint32_t)h->bits[at];
+  } else if (h->abits_bump + words <= 2 * pool && h->abits_bump + words < HL_NIL) {
+    at = (uint32_t)h->abits_bump;
+    h->abits_bump += words;
+  } else {
+    at = (uint32_t)fixed;
+  }
+  h->abits_at[p] = at;
+}
+#endif
+
 /* Make an empty page ready for size class cls.  Writes nothing into the page
  * itself (except poison when verify is on): all its state is out of line. */
 void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls) {
@@ -126,12 +184,18 @@ void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls) {
   /* thp: the chunk is touched again (release.c says what became of it) */
   if (h->chunk && h->chunk[p >> h->chunk_shift] == CH_EMPTY)
     h->chunk[p >> h->chunk_shift] = CH_HUGE;
+#ifdef HL_PRELOAD
+  uint32_t old_words = h->abits_at[p] == HL_NIL ? 0 : (d->nslots + 63) / 64;
+#endif
   d->nslots = (uint32_t)(h->page_size / h->cls_size[cls]);
   d->bump = 0;
   d->used = 0;
   d->cursor = 0;
   d->nfree = 0;
   uint32_t words = (d->nslots + 63) / 64;
+#ifdef HL_PRELOAD
+  abits_take(h, p, old_words, words);
+#endif
   /* a manual heap never marks: its mark bits stay untouched (and out of
    * its RSS: half of the side table) */
   if (h->opt.mode != HL_MODE_MANUAL) memset(hl__marks(h, p), 0, words * sizeof(uint64_t));
@@ -164,6 +228,9 @@ uint32_t hl__page_carve(hl_heap *h) {
   if (h->opt.verify) memset(d, 0xA5, sizeof *d);
   d->state = PS_IN_FLIGHT;
   d->next = d->prev = HL_NIL;
+#ifdef HL_PRELOAD
+  h->abits_at[p] = HL_NIL;
+#endif
   h->state_count[PS_IN_FLIGHT]++;
   return p;
 }
@@ -244,6 +311,19 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   }
   if ((e = map_table(h, h->npages_max, &t, &h->meta_bytes[2]))) goto fail;
   h->tenure = t;
+#ifdef HL_PRELOAD
+  if ((e = map_table(h, (size_t)h->npages_max * sizeof(uint32_t), &t, &h->abits_at_bytes)))
+    goto fail;
+  h->abits_at = t;
+  for (uint32_t k = 0; k <= 64; k++) h->abits_free[k] = HL_NIL;
+  h->abits_bump = (uint64_t)h->npages_max * h->bitmap_words;
+#endif
+  if (h->opt.mode == HL_MODE_MANUAL) {
+    if ((e = map_table(h, (size_t)(h->npages_max / 64 + 1) * h->nclasses * sizeof(uint64_t), &t,
+                       &h->avail_bytes)))
+      goto fail;
+    h->avail_bm = t;
+  }
   if (h->opt.subpage_release) {
     /* which OS pages of each page are released (release/subpage.c): two
      * bitmaps of OS pages per page, and a flag byte */
@@ -307,6 +387,12 @@ void hl__pages_destroy(hl_heap *h) {
   h->sub_bits = NULL;
   if (h->chunk) prim_os_unreserve(h->chunk, h->chunk_bytes);
   h->chunk = NULL;
+#ifdef HL_PRELOAD
+  if (h->abits_at) prim_os_unreserve(h->abits_at, h->abits_at_bytes);
+  h->abits_at = NULL;
+#endif
+  if (h->avail_bm) prim_os_unreserve(h->avail_bm, h->avail_bytes);
+  h->avail_bm = NULL;
   if (h->tenure) prim_os_unreserve(h->tenure, h->meta_bytes[2]);
   if (h->bits) prim_os_unreserve(h->bits, h->meta_bytes[1]);
   if (h->pages) prim_os_unreserve(h->pages, h->meta_bytes[0]);

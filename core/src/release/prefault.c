@@ -161,6 +161,9 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
   pf->base = h->base;
   pf->bits = (uint8_t *)(h->opt.mode == HL_MODE_MANUAL ? h->abits : h->bits);
   pf->chunk_bits = (size_t)per * h->bits_stride * sizeof(uint64_t);
+#ifdef HL_PRELOAD
+  pf->chunk_bits = 0; /* (allocation bits from a pool: internal.h) */
+#endif
   pf->first = pf->cursor = (uint32_t)first;
   pf->end = (uint32_t)end;
   pf->unclaimed = (uint32_t)(end - first);

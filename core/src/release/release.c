@@ -65,6 +65,15 @@ static void release_bitmap(hl_heap *h, const uint64_t *from, uint32_t n) {
   if (hi > lo) prim_call(&h->prim, HL_SITE_meta, (void *)lo, hi - lo, PRIM_DONTNEED);
 }
 static void release_bits(hl_heap *h, uint32_t first, uint32_t n) {
+#ifdef HL_PRELOAD
+  /* (the pages' allocation bits are regions of the pool, kept with each
+   * page for its next format: a few words, not a page's worth) */
+  (void)release_bitmap;
+  (void)h;
+  (void)first;
+  (void)n;
+  return;
+#endif
   /* a collected heap: marks and allocation bits interleaved, one run from
    * the first page's marks; a manual heap's marks were never touched */
   release_bitmap(h, h->opt.mode == HL_MODE_MANUAL ? hl__allocs(h, first) : hl__marks(h, first), n);

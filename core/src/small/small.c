@@ -11,7 +11,20 @@
 #define POISON_BYTE 0xDB
 
 /* Classes: every 16 bytes up to 512 (so a 256-byte payload plus its 8-byte
- * header wastes 8 bytes, not 56), then four per doubling up to small_max. */
+ * header wastes 8 bytes, not 56), then four per doubling up to small_max --
+ * but eight from 512 bytes to 1 KiB in libheaplab-malloc.so.  Each class
+ * keeps its own pages, so its pages are touched up to the most blocks it
+ * ever held; a malloc's mid-sized blocks (strings, values, buffers, no
+ * header to round up) fill fewer pages with the finer steps: bench-preload
+ * server's class maxima (experiments/bench/class_model.c) 58,291 KiB with
+ * four, 56,888 with eight (eight above 1 KiB too: 56,905, and 16 more
+ * classes, each with a page and cache of its own).  The collected heaps keep
+ * four: their experiments' figures were measured with them. */
+#ifdef HL_PRELOAD
+#define MID_CLASSES 8
+#else
+#define MID_CLASSES 4
+#endif
 static void zero_run_init(void);
 void hl__classes_init(hl_heap *h) {
   zero_run_init();
@@ -19,8 +32,9 @@ void hl__classes_init(hl_heap *h) {
   uint32_t n = 0;
   for (uint32_t s = HL_GRANULE; s <= max && s <= 512; s += HL_GRANULE) h->cls_size[n++] = s;
   for (uint32_t base = 512; base < max && n < HL_MAX_CLASSES; base *= 2) {
-    for (uint32_t k = 1; k <= 4 && n < HL_MAX_CLASSES; k++) {
-      uint32_t s = base + base / 4 * k;
+    uint32_t per = base == 512 ? MID_CLASSES : 4;
+    for (uint32_t k = 1; k <= per && n < HL_MAX_CLASSES; k++) {
+      uint32_t s = base + base / per * k;
       s = (s + HL_GRANULE - 1) / HL_GRANULE * HL_GRANULE;
       if (s > max) s = max;
       if (s > h->cls_size[n - 1]) h->cls_size[n++] = s;
@@ -320,6 +334,30 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
     /* (another thread may have reserved a run while the lock was dropped) */
     if (aword_left(&h->aword[cls])) return hl__small_take(h, cls);
     uint32_t p = h->owned[cls];
+    if (h->avail_bm) {
+      /* Manual mode: address-ordered first fit -- the class's lowest page
+       * with free slots serves, and inside it the lowest free slots (then
+       * its untouched tail): a class's touched pages stay near the most
+       * blocks it ever held, where the owned page's tail went on being
+       * touched while holes the frees left in other pages waited
+       * (bench-preload classes: 610 KiB of holes at 64 KiB of cache per
+       * class, 1,440 KiB at 16 KiB). */
+      uint32_t lo = hl__avail_lowest(h, cls);
+      if (lo != HL_NIL && (p == HL_NIL || lo < p)) {
+        if (p != HL_NIL) {
+          h->owned[cls] = HL_NIL;
+          hl_page *d = &h->pages[p];
+          if (d->used == 0 && !(h->sub_held && (h->sub_flags[p] & SUB_BUSY))) {
+            hl__page_unformat(h, p);
+            hl__page_to_state(h, p, PS_FREE, true);
+          } else {
+            hl__page_to_state(h, p, PS_PARTIAL, false);
+          }
+        }
+        hl__page_to_state(h, lo, PS_OWNED, false);
+        h->owned[cls] = p = lo;
+      }
+    }
     if (p != HL_NIL) {
       int got = aword_reserve(h, cls, p);
       if (got > 0) continue;

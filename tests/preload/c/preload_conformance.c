@@ -296,6 +296,23 @@ static void growth_under_the_threshold_stays_in_the_heap(void) {
   m_free(p);
 }
 
+/* heaplab: eight size classes from 512 bytes to 1 KiB (every 64 bytes),
+ * where a collected heap has four: a block of 513..1024 bytes wastes at most
+ * 63 bytes (with four classes, 520 bytes took a 640-byte slot).  A server's
+ * values and buffers of these sizes fill fewer pages (docs/performance.md,
+ * the sixth round). */
+static void mid_sizes_in_64_byte_steps(void) {
+  if (!on_heaplab) return;
+  for (size_t n = 513; n <= 1024; n += 7) {
+    void *p = m_malloc(n);
+    CHECK(p != NULL, "malloc(%zu)", n);
+    if (!p) return;
+    CHECK(malloc_usable_size(p) - n < 64, "malloc(%zu): usable %zu, %zu bytes wasted", n,
+          malloc_usable_size(p), malloc_usable_size(p) - n);
+    m_free(p);
+  }
+}
+
 static void trim_and_sized(void) {
   void *ps[4096];
   for (int i = 0; i < 4096; i++) ps[i] = m_malloc(1000);
@@ -510,6 +527,7 @@ int main(int argc, char **argv) {
   foreign_pointers();
   errno_untouched();
   growth_under_the_threshold_stays_in_the_heap();
+  mid_sizes_in_64_byte_steps();
   trim_and_sized();
   api_corners();
   mallinfo_counts_every_block();
