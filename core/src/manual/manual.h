@@ -9,6 +9,8 @@
 
 #include "../internal.h"
 
+#define HL_TC_SPARES 8 /* bins of 16, 32, ... 2048 slots */
+
 struct hl_tcache {
   _Atomic(hl_heap *) heap;     /* NULL once the heap is closed */
   hl_tcache *next_thread;      /* this thread's caches */
@@ -16,13 +18,25 @@ struct hl_tcache {
   uint32_t nclasses;
   uint32_t room;               /* slots allocated after this struct */
   _Atomic uint64_t mallocs, frees; /* written by the owner only */
+  uint32_t used;               /* slots given to bins so far */
   uint32_t count[HL_MAX_CLASSES];
-  uint32_t limit[HL_MAX_CLASSES]; /* blocks of each class: tcache_bytes' worth, 16..cap;
-                                     lower while frees are emptying pages (manual.c) */
-  uint32_t limit_max[HL_MAX_CLASSES]; /* what limit grows back to on refills */
-  uint32_t first[HL_MAX_CLASSES]; /* a class's bin: slots[first[cls]], limit_max[cls] long.
-                                     Bins are packed: one 8 KiB bin per class had each
-                                     class in use cost an OS page of the cache */
+  uint32_t limit[HL_MAX_CLASSES]; /* the fast paths' bound: min(want, cap) */
+  uint32_t want[HL_MAX_CLASSES];  /* blocks the class may cache now: from 16, doubled by
+                                     each refill and by a full cache's free, up to
+                                     limit_max; a quarter while frees are emptying
+                                     pages (manual.c) */
+  uint32_t limit_max[HL_MAX_CLASSES]; /* tcache_bytes' worth, 16..tcache_blocks */
+  uint32_t cap[HL_MAX_CLASSES];   /* what the class's bin holds: 0 until the class is used */
+  uint32_t first[HL_MAX_CLASSES]; /* a class's bin: slots[first[cls]], cap[cls] long.
+                                     Bins are handed out in the order classes are used
+                                     and grow by doubling (moved): a thread that caches
+                                     a few blocks of many classes touches a few hundred
+                                     bytes of bins per class, not each bin's OS page */
+  uint8_t lowered[HL_MAX_CLASSES]; /* want was cut by a free that emptied pages: frees do
+                                      not double it again until a refill */
+  uint32_t spare[HL_TC_SPARES];   /* bins a class outgrew, by size (16 << k slots), for
+                                     the next class that needs that size: their first
+                                     slot links the next (UINT32_MAX ends) */
   void *slots[];               /* inline: one load less on the hot path */
 };
 
