@@ -284,13 +284,75 @@ static NOINLINE void *fail_nomem(void) {
   return NULL;
 }
 
+/* HEAPLAB_VERIFY=1: a freed large block stays in a quarantine -- its memory
+ * still the heap's, its address known -- until QUARANTINE later ones or
+ * QUARANTINE_BYTES have followed it, so that a second free or a realloc of
+ * it is caught, refused and reported like a small block's.  Handed to glibc
+ * as a foreign pointer, it was glibc's to judge: a pointer 32 bytes into one
+ * of glibc's chunks, an abort at best ("free(): invalid pointer"), and once
+ * glibc had reused the memory, a block of someone else's freed.  (A ring
+ * under the heap lock; verify is a debugging mode, the scan is short.) */
+#define QUARANTINE 256
+#define QUARANTINE_BYTES ((uint64_t)64 << 20)
+static struct {
+  void *block[QUARANTINE]; /* the pointer the program had */
+  void *sys[QUARANTINE];   /* its system block, freed when it leaves */
+  uint64_t size[QUARANTINE];
+  uint32_t head, n;
+  uint64_t bytes;
+} quarantine;
+
+/* Lock held. */
+static bool quarantined(const void *ptr) {
+  for (uint32_t i = 0; i < quarantine.n; i++)
+    if (quarantine.block[(quarantine.head + i) % QUARANTINE] == ptr) return true;
+  return false;
+}
+
+/* Lock held. */
+static void quarantine_add(void *ptr, void *sys, uint64_t size) {
+  while (quarantine.n && (quarantine.n == QUARANTINE || quarantine.bytes + size > QUARANTINE_BYTES)) {
+    uint32_t i = quarantine.head;
+    hl__sys_free(quarantine.sys[i]);
+    quarantine.bytes -= quarantine.size[i];
+    quarantine.head = (i + 1) % QUARANTINE;
+    quarantine.n--;
+  }
+  uint32_t i = (quarantine.head + quarantine.n) % QUARANTINE;
+  quarantine.block[i] = ptr;
+  quarantine.sys[i] = sys;
+  quarantine.size[i] = size;
+  quarantine.bytes += size;
+  quarantine.n++;
+}
+
+/* A pointer outside the reservation that is not a live large block: a freed
+ * large block still in the quarantine (verify) -- refused, true -- or
+ * foreign, false. */
+static bool freed_large(hl_heap *h, const void *ptr, const char *what) {
+  if (!h->opt.verify) return false;
+  bool locked = hl__lock(h);
+  bool q = quarantined(ptr);
+  if (q)
+    hl__fail(h, HL_EINVAL, "%s: %p is a freed large block%s", what, ptr,
+             strcmp(what, "free") ? "" : " (double free?)");
+  hl__unlock(h, locked);
+  return q;
+}
+
 /* Is ptr a large block of h?  Then free it (lock taken here). */
 static bool free_large(hl_heap *h, void *ptr) {
   bool locked = hl__lock(h);
   bool mine = hl__large_contains(h, ptr);
   if (mine) {
     h->tally.manual_frees++;
-    hl__large_free(h, hl__large_of(ptr));
+    hl_large *l = hl__large_of(ptr);
+    if (h->opt.verify) {
+      uint64_t size = l->size;
+      quarantine_add(ptr, hl__large_unlink(h, l), size);
+    } else {
+      hl__large_free(h, l);
+    }
   }
   hl__unlock(h, locked);
   return mine;
@@ -355,7 +417,8 @@ static NOINLINE void free_slow(void *ptr) {
   if (h && hl__in_reservation(h, ptr)) {
     if (!hl__manual_free_small(h, ptr)) report_refused(h);
   } else if (!h || !free_large(h, ptr)) {
-    __libc_free(ptr); /* foreign */
+    if (h && freed_large(h, ptr, "free")) report_refused(h);
+    else __libc_free(ptr); /* foreign */
   }
   errno = saved;
 }
@@ -446,6 +509,11 @@ EXPORT void *NAME(realloc)(void *ptr, size_t n) {
   } else {
     bool foreign;
     q = hl__manual_realloc_outside(h, ptr, n, &foreign);
+    if (foreign && freed_large(h, ptr, "realloc")) {
+      report_refused(h);
+      errno = EINVAL;
+      return NULL;
+    }
     if (foreign) return __libc_realloc(ptr, n); /* glibc's block stays glibc's */
   }
   if (!q) return fail_nomem();
@@ -505,7 +573,14 @@ EXPORT size_t NAME(malloc_usable_size)(void *ptr) {
   hl_heap *h = HEAP;
   if (h && hl__in_reservation(h, ptr)) return h->cls_size[h->pages[hl__page_of(h, ptr)].cls];
   size_t n;
-  return h && large_block(h, ptr, &n) ? n : foreign_usable_size(ptr);
+  if (h && large_block(h, ptr, &n)) return n;
+  if (h && h->opt.verify) { /* (a quarantined block: 0, not glibc's reading of it) */
+    bool locked = hl__lock(h);
+    bool q = quarantined(ptr);
+    hl__unlock(h, locked);
+    if (q) return 0;
+  }
+  return foreign_usable_size(ptr);
 }
 
 /* C23 */

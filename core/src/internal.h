@@ -775,6 +775,10 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero);
  * the system block is over-allocated and the record keeps the lead). */
 void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero);
 void hl__large_free(hl_heap *h, hl_large *l);
+/* Unlink and discharge a block as hl__large_free does, but keep its memory:
+ * returns the system block, for hl__sys_free later (the preloaded library's
+ * quarantine under verify).  Lock held. */
+void *hl__large_unlink(hl_heap *h, hl_large *l);
 void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes);
 bool hl__large_contains(const hl_heap *h, const void *block);
 void hl__large_destroy_all(hl_heap *h);

@@ -267,7 +267,8 @@ def small_page_option():
 
 def verify_refuses():
     """HEAPLAB_VERIFY=1 catches the program's double frees and its realloc of
-    a freed block, refuses them (the block is not handed out twice), and says
+    a freed block, small or large (a freed large block stays in a quarantine),
+    refuses them (the block is not handed out twice), and says
     so on stderr: one line each for the first 10, then one more.  (They were
     refused in silence: recorded only in the heap's error.)"""
     need(PRELOAD, "libheaplab-malloc.so")
@@ -275,11 +276,16 @@ def verify_refuses():
     status, out, err = run([CONFORMANCE, "--misuse"], "heaplab", {"HEAPLAB_VERIFY": "1"})
     assert status == 0, (status, out, err)
     assert out.splitlines() == ["double free: refused",
-                                "realloc of a freed block: NULL, errno 22"], out
+                                "realloc of a freed block: NULL, errno 22",
+                                "large double free: refused",
+                                "realloc of a freed large block: NULL, errno 22"], out
     lines = err.splitlines()
     assert len(lines) == 11 and all(l.startswith("libheaplab-malloc: ") for l in lines), err
     assert "not a live block (double free?): refused" in lines[0], lines[0]
     assert "realloc:" in lines[1] and "not a live block" in lines[1], lines[1]
+    # a large block's: it went to glibc as a foreign pointer, which aborted
+    assert "free:" in lines[2] and "freed large block (double free?)" in lines[2], lines[2]
+    assert "realloc:" in lines[3] and "freed large block" in lines[3], lines[3]
     assert lines[10] == "libheaplab-malloc: further refused calls not shown", lines[10]
     print("HEAPLAB_VERIFY=1:", lines[0])
 

@@ -94,16 +94,18 @@ void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes) {
   return n + 1;
 }
 
-/* Unlink, discharge and free.  Lock held. */
-void hl__large_free(hl_heap *h, hl_large *l) {
+void *hl__large_unlink(hl_heap *h, hl_large *l) {
   HL_ASSERT_LOCKED(h);
   if (l->prev) l->prev->next = l->next;
   else h->large_head = l->next;
   if (l->next) l->next->prev = l->prev;
   hl__ptrset_remove(&h->large_set, l + 1);
   hl__discharge(h, HL_LARGE, l->size, 1);
-  hl__sys_free(system_block(l));
+  return system_block(l);
 }
+
+/* Unlink, discharge and free.  Lock held. */
+void hl__large_free(hl_heap *h, hl_large *l) { hl__sys_free(hl__large_unlink(h, l)); }
 
 void hl__large_destroy_all(hl_heap *h) {
   hl_large *l = h->large_head;

@@ -447,6 +447,19 @@ static int misuse(void) {
   errno = 0;
   void *t = m_realloc(s, 200);
   printf("realloc of a freed block: %s, errno %d\n", t ? "moved" : "NULL", errno);
+  /* a large block (past small_max): freed twice, then realloc'd -- it was
+   * handed to glibc as a foreign pointer, which aborted ("free(): invalid
+   * pointer") */
+  char *big = m_malloc(256 << 10);
+  memset(big, 1, 256 << 10);
+  m_free(big);
+  m_free(big);
+  char *big2 = m_malloc(256 << 10);
+  printf("large double free: %s\n", big2 == big ? "the block was handed out twice" : "refused");
+  errno = 0;
+  void *u = m_realloc(big, 300 << 10);
+  printf("realloc of a freed large block: %s, errno %d\n", u ? "moved" : "NULL", errno);
+  m_free(big2);
   for (int i = 0; i < 20; i++) {
     char *x = m_malloc(24);
     m_free(x);
