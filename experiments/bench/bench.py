@@ -650,6 +650,19 @@ def render(workloads, load=None):
                  " page_release=0; pause: boehm); process cpu: user + sys of the whole process"
                  " (median), which load on the machine disturbs less; compact: compact=never")
     for w in workloads:
+        if w.name == "binary-trees":
+            names = [n for n in ("heaplab generational", "heaplab", "mimalloc")
+                     if any(a.name == n for a in w.arms)]
+            runs = [w.arm(n).records for n in names]
+            if len(names) == 3 and all(r and r[0].get("phases") for r in runs):
+                parts.append("")
+                parts.append(table(phase_rows(runs), [
+                    "binary-trees phase", "generational ms", "/ mimalloc", "default ms",
+                    "/ mimalloc", "mimalloc ms", "gen minor", "gen full", "gen gc ms",
+                    "gen promoted MiB"]))
+                parts.append("fastest time of each phase over the runs (`bench.py phases` "
+                             "compares any commands this way); gen: the generational arm's "
+                             "counters in its fastest run")
         if w.name == "compact":
             parts.append("")
             parts.append(table(compact_rows(w), [
