@@ -550,6 +550,20 @@ def targets(workloads):
             r = time_ratio(f.arm(WARM_ARM), f.arm("page-fault floor"))
             out.append(("(bound) fill into resident huge pages / page-fault floor",
                         fmt_ratio(r), "", None))
+        # not a target: what a page fault costs on this machine, which moves
+        # every ratio above that sets a collector against a malloc or the
+        # floor (1.4 us on the seventh session's VM, 11-17 us before it:
+        # docs/performance.md) -- the floor's one-byte-per-page touch
+        per = []
+        for rec in f.arm("page-fault floor").records:
+            ns = rec.get("notes", {}).get("touch_one_byte_per_page_ns")
+            p = rec.get("params", {})
+            if ns and p.get("bytes") and p.get("size"):
+                total = -(-p["bytes"] // p["size"]) * p["size"]
+                per.append(ns / -(-total // os.sysconf("SC_PAGESIZE")) / 1e3)
+        if per:
+            out.append(("(machine) a 4 KiB page fault: the floor's one-byte-per-page touch",
+                        f"{min(per):.2f} us (median {statistics.median(per):.2f})", "", None))
     ab = []
     if "binary-trees" in by:
         bt = by["binary-trees"]
