@@ -571,7 +571,12 @@ EXPORT void *NAME(pvalloc)(size_t n) {
 EXPORT size_t NAME(malloc_usable_size)(void *ptr) {
   if (!ptr) return 0;
   hl_heap *h = HEAP;
-  if (h && hl__in_reservation(h, ptr)) return h->cls_size[h->pages[hl__page_of(h, ptr)].cls];
+  if (h && hl__in_reservation(h, ptr)) {
+    /* verify: a freed (or interior) pointer has no usable size -- 0, where
+     * the class's size would hide the program's use of a freed block */
+    if (h->opt.verify) return hl__manual_usable_size(h, ptr);
+    return h->cls_size[h->pages[hl__page_of(h, ptr)].cls];
+  }
   size_t n;
   if (h && large_block(h, ptr, &n)) return n;
   if (h && h->opt.verify) { /* (a quarantined block: 0, not glibc's reading of it) */

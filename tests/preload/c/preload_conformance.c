@@ -439,6 +439,7 @@ static void mallinfo_counts_every_block(void) {
 static int misuse(void) {
   char *p = m_malloc(40);
   m_free(p);
+  printf("malloc_usable_size of a freed block: %zu\n", malloc_usable_size(p));
   m_free(p);
   char *q = m_malloc(40), *r = m_malloc(40);
   printf("double free: %s\n", q == r ? "the block was handed out twice" : "refused");
