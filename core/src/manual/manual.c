@@ -123,9 +123,8 @@ static void tc_init_key(void) { pthread_key_create(&tc_key, tc_destructor); }
 
 /* A class's cache starts small and grows with use: want starts at an OS
  * page's worth of blocks (2..BIN_FIRST), and each refill -- or a free into a
- * full cache -- doubles it up to
- * limit_max; its bin is as long as it needs, from the cache's room in the
- * order the classes are used.  A thread that allocates a few blocks of many
+ * full cache -- doubles it up to limit_max; its bin is as long as it needs,
+ * from the cache's room in the order the classes are used.  A thread that allocates a few blocks of many
  * classes (a thread per connection; a program's start) caches a few of each
  * and writes a few hundred bytes of bins per class, where every class in use
  * wrote half its limit's pointers (4 KiB for the small classes) and took that
@@ -137,9 +136,12 @@ static inline void limit_update(hl_tcache *tc, uint32_t cls) {
   tc->limit[cls] = tc->want[cls] < tc->cap[cls] ? tc->want[cls] : tc->cap[cls];
 }
 
-/* Class cls's bin holds at least n blocks (n <= limit_max): a longer bin from
- * the room, its blocks copied.  (Sizes 16, 32, ... then limit_max: a class
- * takes under 3 x limit_max slots of the room in all.) */
+/* The class's cache may hold twice as many blocks, up to its limit. */
+static inline void want_grow(hl_tcache *tc, uint32_t cls) {
+  uint32_t w = tc->want[cls] * 2;
+  tc->want[cls] = w < tc->limit_max[cls] ? w : tc->limit_max[cls];
+}
+
 /* k when a bin of c slots is 16 << k long (a size other classes reuse), else -1 */
 static int spare_kind(uint32_t c) {
   for (int k = 0; k < HL_TC_SPARES; k++)
@@ -147,6 +149,12 @@ static int spare_kind(uint32_t c) {
   return -1;
 }
 
+/* Class cls's bin holds at least n blocks (n <= limit_max): a longer bin --
+ * one another class outgrew, else from the room -- its blocks copied.  (Sizes
+ * 16, 32, ... then limit_max: a class takes under 3 x limit_max slots of the
+ * room in all.)  The outgrown bins' reuse halves what a busy thread's bins
+ * touch: every class of a manual heap grown to its limit, 96 KiB handed out
+ * for 95 KiB of final bins, against 212 KiB without it. */
 static void bin_reserve(hl_tcache *tc, uint32_t cls, uint32_t n) {
   uint32_t cap = tc->cap[cls];
   if (n > cap) {
@@ -281,9 +289,7 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
   /* allocating again: the class's cache grows (a refill takes half of it),
    * and one cut by a burst of frees grows back */
   if (tc) {
-    if (tc->cap[cls] && tc->want[cls] < tc->limit_max[cls])
-      tc->want[cls] = tc->want[cls] * 2 < tc->limit_max[cls] ? tc->want[cls] * 2
-                                                            : tc->limit_max[cls];
+    if (tc->cap[cls]) want_grow(tc, cls);
     tc->lowered[cls] = 0;
     bin_reserve(tc, cls, tc->want[cls]);
   }
@@ -428,9 +434,7 @@ bool hl__manual_free_small(hl_heap *h, void *ptr) {
     /* full: a cache that has not grown to its limit grows (unless a free
      * emptied pages since the last refill), and a bin that does not hold
      * what the class may cache now grows */
-    if (n >= tc->want[cls] && tc->want[cls] < tc->limit_max[cls] && !tc->lowered[cls])
-      tc->want[cls] = tc->want[cls] * 2 < tc->limit_max[cls] ? tc->want[cls] * 2
-                                                            : tc->limit_max[cls];
+    if (n >= tc->want[cls] && !tc->lowered[cls]) want_grow(tc, cls);
     if (n < tc->want[cls]) bin_reserve(tc, cls, n + 1);
   }
   void **s = hl__bin_of(tc, cls);

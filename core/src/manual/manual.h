@@ -21,7 +21,8 @@ struct hl_tcache {
   uint32_t used;               /* slots given to bins so far */
   uint32_t count[HL_MAX_CLASSES];
   uint32_t limit[HL_MAX_CLASSES]; /* the fast paths' bound: min(want, cap) */
-  uint32_t want[HL_MAX_CLASSES];  /* blocks the class may cache now: from 16, doubled by
+  uint32_t want[HL_MAX_CLASSES];  /* blocks the class may cache now: from an OS page's
+                                     worth (2..16), doubled by
                                      each refill and by a full cache's free, up to
                                      limit_max; a quarter while frees are emptying
                                      pages (manual.c) */
