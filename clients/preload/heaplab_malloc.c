@@ -327,13 +327,14 @@ static void quarantine_add(void *ptr, void *sys, uint64_t size) {
 }
 
 /* A pointer outside the reservation that is not a live large block: a freed
- * large block still in the quarantine (verify) -- refused, true -- or
- * foreign, false. */
+ * large block still in the quarantine (verify) -- true; the call `what` is
+ * refused, the heap's error says so (what NULL: no error) -- or foreign,
+ * false. */
 static bool freed_large(hl_heap *h, const void *ptr, const char *what) {
   if (!h->opt.verify) return false;
   bool locked = hl__lock(h);
   bool q = quarantined(ptr);
-  if (q)
+  if (q && what)
     hl__fail(h, HL_EINVAL, "%s: %p is a freed large block%s", what, ptr,
              strcmp(what, "free") ? "" : " (double free?)");
   hl__unlock(h, locked);
@@ -579,12 +580,7 @@ EXPORT size_t NAME(malloc_usable_size)(void *ptr) {
   }
   size_t n;
   if (h && large_block(h, ptr, &n)) return n;
-  if (h && h->opt.verify) { /* (a quarantined block: 0, not glibc's reading of it) */
-    bool locked = hl__lock(h);
-    bool q = quarantined(ptr);
-    hl__unlock(h, locked);
-    if (q) return 0;
-  }
+  if (h && freed_large(h, ptr, NULL)) return 0; /* (not glibc's reading of it) */
   return foreign_usable_size(ptr);
 }
 

@@ -278,6 +278,7 @@ def verify_refuses():
     assert out.splitlines() == ["malloc_usable_size of a freed block: 0",
                                 "double free: refused",
                                 "realloc of a freed block: NULL, errno 22",
+                                "malloc_usable_size of a freed large block: 0",
                                 "large double free: refused",
                                 "realloc of a freed large block: NULL, errno 22"], out
     lines = err.splitlines()

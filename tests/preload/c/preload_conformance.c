@@ -454,6 +454,7 @@ static int misuse(void) {
   char *big = m_malloc(256 << 10);
   memset(big, 1, 256 << 10);
   m_free(big);
+  printf("malloc_usable_size of a freed large block: %zu\n", malloc_usable_size(big));
   m_free(big);
   char *big2 = m_malloc(256 << 10);
   printf("large double free: %s\n", big2 == big ? "the block was handed out twice" : "refused");
