@@ -121,6 +121,14 @@ def run_phases(cmds, rounds=3, timeout=600):
     return runs
 
 
+# make bench's (and the bench notebook's) phase table: these arms' records,
+# phase_rows' columns for them
+PHASE_ARMS = ("heaplab generational", "heaplab", "mimalloc")
+PHASE_COLUMNS = ["binary-trees phase", "generational ms", "/ mimalloc", "default ms",
+                 "/ mimalloc", "mimalloc ms", "gen minor", "gen full", "gen gc ms",
+                 "gen promoted MiB"]
+
+
 def phase_rows(runs):
     """One row per phase: each command's fastest time of that phase (ms), its
     ratio to the last command's, and the collector's counters of the first
@@ -665,15 +673,10 @@ def render(workloads, load=None):
                  " (median), which load on the machine disturbs less; compact: compact=never")
     for w in workloads:
         if w.name == "binary-trees":
-            names = [n for n in ("heaplab generational", "heaplab", "mimalloc")
-                     if any(a.name == n for a in w.arms)]
-            runs = [w.arm(n).records for n in names]
-            if len(names) == 3 and all(r and r[0].get("phases") for r in runs):
+            runs = [w.arm(n).records for n in PHASE_ARMS if any(a.name == n for a in w.arms)]
+            if len(runs) == len(PHASE_ARMS) and all(r and r[0].get("phases") for r in runs):
                 parts.append("")
-                parts.append(table(phase_rows(runs), [
-                    "binary-trees phase", "generational ms", "/ mimalloc", "default ms",
-                    "/ mimalloc", "mimalloc ms", "gen minor", "gen full", "gen gc ms",
-                    "gen promoted MiB"]))
+                parts.append(table(phase_rows(runs), PHASE_COLUMNS))
                 parts.append("fastest time of each phase over the runs (`bench.py phases` "
                              "compares any commands this way); gen: the generational arm's "
                              "counters in its fastest run")
