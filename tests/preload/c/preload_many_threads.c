@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rss.h"
+
 #define THREADS 400
 #define SIZES 40
 
@@ -33,16 +35,6 @@ static void *run(void *arg) {
   pthread_barrier_wait(&ready);
   pthread_barrier_wait(&done);
   return NULL;
-}
-
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long v = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
-  if (f) fclose(f);
-  return v;
 }
 
 int main(void) {

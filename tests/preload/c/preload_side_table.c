@@ -12,15 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long v = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmRSS: %ld kB", &v) == 1) break;
-  if (f) fclose(f);
-  return v;
-}
+#include "rss.h"
 
 int main(void) {
   enum { SZ = 1024, N = 96 * 1024 };

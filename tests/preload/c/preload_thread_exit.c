@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rss.h"
+
 static void *(*volatile MALLOC)(size_t) = malloc;
 static void (*volatile FREE)(void *) = free;
 
@@ -27,16 +29,6 @@ static void *short_lived(void *arg) {
   for (int i = 0; i < 16; i++) ps[i] = MALLOC((size_t)(i * 97 % 2000) + 1);
   for (int i = 0; i < 16; i++) FREE(ps[i]);
   return NULL;
-}
-
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kib = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, "VmRSS:", 6) == 0) kib = atol(line + 6);
-  if (f) fclose(f);
-  return kib;
 }
 
 static int storm(int n) {
