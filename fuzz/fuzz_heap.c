@@ -975,6 +975,7 @@ static bool configure(input *in) {
   set("gc_trigger_min_bytes", 65536);
   set("gc_trigger_max_bytes", (int64_t)1 << 20);
   set("young_bytes", (int64_t)65536 << (b5 >> 2 & 3));
+  set("young_min_bytes", 65536); /* (the nursery adapts when young_bytes is above it) */
   set("large_trigger_bytes", (int64_t)65536 << (b5 >> 4 & 3));
   set("tenure_full_marks", b5 >> 6);
   set("quiet_bytes", 16384);

@@ -198,7 +198,11 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(generational, BOOL, 0, 0, 1, "",                                           \
     "collected mode, sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
   X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
-    "generational: small-path bytes allocated between minor cycles")          \
+    "generational: the largest nursery, where a heap starts -- small-path bytes allocated between minor cycles (young_min_bytes: the smallest)")          \
+  X(young_min_bytes, BYTES, 4194304, 65536, 1099511627776, "",                 \
+    "generational: the nursery adapts between this (at most young_bytes) and young_bytes to young_survival_factor times the bytes recent minor cycles kept (a nursery the survivors fill a small part of stays in the cache; equal to young_bytes: a fixed nursery)") \
+  X(young_survival_factor, INT, 16, 1, 1000000, "",                             \
+    "generational: the nursery is this many times the bytes recent minor cycles kept, between young_min_bytes and young_bytes") \
   X(full_growth_ratio, INT, 25, 1, 1000, "",                                   \
     "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes (25: binary-trees at depth 20 peaks at 159 MiB where 50 held 208; docs/performance.md, fourth round, item 26)") \
   X(mark_threads, INT, 0, 0, 8, "",                                            \
@@ -451,7 +455,8 @@ const char *hl_stat_description(int index);
   X(subpage_trim, "pages,runs,released_bytes,rejected_runs,fallback_runs,upgraded_runs,duration_ns,gave_up") \
   X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked") \
   X(thp_split, "chunk_page,released_pages,pages_in_use,released_bytes")        \
-  X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes")
+  X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes") \
+  X(nursery_adapted, "old_bytes,new_bytes,kept_pct")
 
 typedef enum hl_event_kind {
 #define HL__EV_ENUM(name, fields) HL_EV_##name,

@@ -246,6 +246,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
     goto fail;
   }
   h->trigger = (uint64_t)o.gc_trigger_bytes;
+  h->young = (uint64_t)o.young_bytes;
   h->growth_free = UINT64_MAX;
   /* mark_threads=0: the CPUs this process may run on, at most 8 */
   uint64_t mt = o.mark_threads ? (uint64_t)o.mark_threads : prim_os_cpus();

@@ -431,6 +431,8 @@ struct hl_heap {
   /* generational mode: marks survive minor cycles (sticky) */
   uint64_t last_full_live;   /* bytes the last full mark found live */
   uint64_t promoted_since_full; /* bytes minor cycles marked since then */
+  uint64_t young;            /* the nursery in force (young_min_bytes..young_bytes) */
+  uint64_t young_kept;       /* bytes recent minor cycles kept (halved each one) */
   uint64_t tenured_pages;    /* pages tenured now */
   uint64_t tenured_bytes;    /* bytes of the objects on tenured pages */
   uint64_t full_marks_since_whole;

@@ -71,7 +71,7 @@ static uint64_t growth_min(const hl_heap *h, uint64_t live) {
  * reservation halved under ulimit -v) still collects before it runs out. */
 static uint64_t trigger_in_force(const hl_heap *h) {
   uint64_t t = h->opt.generational
-                   ? (uint64_t)h->opt.young_bytes
+                   ? h->young
                    : h->trigger + h->last_live_bytes / 100 * (uint64_t)h->opt.gc_live_ratio;
   /* gc_growth_ratio: no more than the heap holds free, unless that is less
    * than the growth it allows (docs/design.md, "The trigger") */
@@ -106,6 +106,26 @@ static bool choose_minor(const hl_heap *h, int reason) {
     return false;
   if (h->opt.major_sweep == HL_MAJOR_ALWAYS) return false;
   return h->promoted_since_full < full_trigger(h);
+}
+
+/* Generational: the nursery follows what minor cycles keep -- young_survival_factor
+ * times the bytes recent ones marked (each minor cycle's count weighs half),
+ * between young_min_bytes and young_bytes.  A program whose young objects
+ * die young allocates in a nursery small enough to stay in the cache; one
+ * whose structures outlive a small nursery gets a large one before they are
+ * promoted in pieces (docs/performance.md, item 29). */
+static void adapt_nursery(hl_heap *h, uint64_t kept, uint64_t allocated) {
+  uint64_t max = (uint64_t)h->opt.young_bytes, min = (uint64_t)h->opt.young_min_bytes;
+  if (min > max) min = max;
+  h->young_kept = h->young_kept / 2 + kept / 2;
+  uint64_t want = h->young_kept * (uint64_t)h->opt.young_survival_factor;
+  want = want < min ? min : want > max ? max : want;
+  want = want / h->page_size * h->page_size;
+  if (want < min) want = min;
+  if (want == h->young) return;
+  hl__event(h, HL_EV_nursery_adapted, 3, (int64_t)h->young, (int64_t)want,
+            (int64_t)(allocated ? kept * 100 / allocated : 0));
+  h->young = want;
 }
 
 static void adapt_trigger(hl_heap *h, const sweep_tally *t) {
@@ -315,6 +335,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     h->tally.minor_cycles++;
     h->tally.promoted_bytes += marked_bytes;
     h->promoted_since_full += marked_bytes;
+    adapt_nursery(h, marked_bytes, small_since);
   } else {
     /* a live set that grew by more than full_growth_ratio percent since the
      * last full mark is a structure being built: its pages are dense now and
