@@ -104,21 +104,56 @@ def run_pair(cmd_a, cmd_b, rounds=4, timeout=600):
                     for cmd, p, out in zip((cmd_a, cmd_b), procs, outs))
 
 
-def run_phases(cmds, rounds=3, timeout=600):
-    """binary-trees phase by phase: the commands (argument lists) run one
-    after another, round after round (not side by side: a collector's mark
-    threads need the second CPU).  Returns, per command, its records."""
+def run_rounds(cmds, rounds=3, timeout=600, progress=None):
+    """The commands (argument lists) run one after another, round after round
+    (not side by side: a collector's mark threads need the second CPU), so a
+    slow spell of the host falls on the commands of one round alike.  Returns,
+    per command, its records; progress(round, records) after each round."""
     runs = [[] for _ in cmds]
-    for _ in range(rounds):
+    for r in range(rounds):
         for i, cmd in enumerate(cmds):
-            rec = record_of(cmd, subprocess.run(cmd, stdout=subprocess.PIPE,
-                                                stderr=subprocess.PIPE, text=True, env=ENV,
-                                                timeout=timeout))
-            if not rec.get("phases"):
-                raise BenchError(f"{' '.join(cmd)}: the record has no phases "
-                                 f"(phases are binary-trees')")
-            runs[i].append(rec)
+            runs[i].append(record_of(cmd, subprocess.run(cmd, stdout=subprocess.PIPE,
+                                                         stderr=subprocess.PIPE, text=True,
+                                                         env=ENV, timeout=timeout)))
+        if progress:
+            progress(r, [recs[-1] for recs in runs])
     return runs
+
+
+def run_phases(cmds, rounds=3, timeout=600):
+    """binary-trees phase by phase: run_rounds, every record with its phases."""
+    runs = run_rounds(cmds, rounds, timeout)
+    for cmd, recs in zip(cmds, runs):
+        if not all(r.get("phases") for r in recs):
+            raise BenchError(f"{' '.join(cmd)}: the record has no phases "
+                             f"(phases are binary-trees')")
+    return runs
+
+
+COMPARE_COLUMNS = ["#", "fastest s", "median s", "/ last: fastest", "/ last: median",
+                   "/ last: median of rounds", "rounds' range", "peak MiB"]
+
+
+def compare_rows(runs):
+    """One row per command of interleaved rounds (run_rounds): its fastest and
+    median time, their ratios to the last command's, the median of the
+    per-round ratios (each round's run against the same round's run of the
+    last command: the one least moved by a drift of the host between
+    rounds) with their range, and the highest VmHWM."""
+    ref = runs[-1]
+    if any(len(recs) != len(ref) for recs in runs):
+        raise BenchError("compare: every command needs the same number of rounds")
+    rows = []
+    for i, recs in enumerate(runs):
+        t = [r["time_ns"] for r in recs]
+        rt = [r["time_ns"] for r in ref]
+        per = sorted(a / b for a, b in zip(t, rt))
+        peak = max(r.get("vmhwm_bytes") or r.get("maxrss_bytes") or 0 for r in recs)
+        rows.append([f"#{i + 1}", f"{min(t) / 1e9:.3f}", f"{statistics.median(t) / 1e9:.3f}",
+                     f"{min(t) / min(rt):.3f}", f"{statistics.median(t) / statistics.median(rt):.3f}",
+                     f"{statistics.median(per):.3f}", f"{per[0]:.3f}-{per[-1]:.3f}",
+                     f"{peak / MiB:.1f}"])
+    return rows
 
 
 # make bench's (and the bench notebook's) phase table: these arms' records,
@@ -741,12 +776,13 @@ def save(workloads, folder):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["run", "check", "pair", "phases"])
+    ap.add_argument("mode", choices=["run", "check", "pair", "phases", "compare"])
     ap.add_argument("commands", nargs="*",
                     help='pair: two benchmark commands, e.g. "OLD/bench-heaplab binary-trees"; '
-                         'phases: binary-trees commands, the last one the reference')
+                         'phases: binary-trees commands, the last one the reference; '
+                         'compare: benchmark commands, the last one the reference')
     ap.add_argument("--rounds", type=int, default=None,
-                    help="pair: rounds (default 4); phases: rounds (default 3)")
+                    help="pair: rounds (default 4); phases, compare: rounds (default 3)")
     ap.add_argument("--exe", action="append", default=[], help="allocator=path (repeatable)")
     ap.add_argument("--build", help="the Meson build folder (default ./build)")
     ap.add_argument("--quick", action="store_true", help="depth 18, 2 runs")
@@ -765,6 +801,27 @@ def main(argv=None):
             for ra, rb in run_pair(a, b, args.rounds or 4):
                 print(f"A {ra['time_ns'] / 1e9:.3f} s  B {rb['time_ns'] / 1e9:.3f} s  "
                       f"B/A {rb['time_ns'] / ra['time_ns']:.3f}", flush=True)
+            return 0
+        if args.mode == "compare":
+            if len(args.commands) < 2:
+                ap.error("compare needs two or more benchmark commands (each one quoted "
+                         "argument), the last one the reference")
+            if args.rounds is not None and args.rounds < 1:
+                ap.error("--rounds: at least 1")
+            cmds = [shlex.split(c) for c in args.commands]
+            for i, c in enumerate(args.commands):
+                print(f"#{i + 1}: {c}")
+            load0 = os.getloadavg()
+
+            def progress(r, recs):
+                print(f"round {r + 1}: " + "  ".join(
+                    f"#{i + 1} {rec['time_ns'] / 1e9:.3f} s" for i, rec in enumerate(recs)) +
+                    f"  (load {os.getloadavg()[0]:.2f})", flush=True)
+            runs = run_rounds(cmds, args.rounds or 3, progress=progress)
+            load1 = os.getloadavg()
+            print(table(compare_rows(runs), COMPARE_COLUMNS))
+            print(f"{args.rounds or 3} interleaved rounds (each runs every command once, in "
+                  f"order); load average before / after: {load0[0]:.2f} / {load1[0]:.2f}")
             return 0
         if args.mode == "phases":
             if not args.commands:

@@ -94,3 +94,30 @@ def test_make_bench_reports_what_a_page_fault_costs():
     (row,) = [ours for what, ours in rows.items() if what.startswith("(machine)")]
     pages = 192 * 1024 * 1024 // os.sysconf("SC_PAGESIZE")
     assert row == f"{49152 * 1500 / pages / 1e3:.2f} us (median {49152 * 1750 / pages / 1e3:.2f})"
+
+
+def timed(time_ns, vmhwm=0):
+    return {"time_ns": time_ns, "vmhwm_bytes": vmhwm, "checksum": "0x1", "notes": {}}
+
+
+def test_compare_rows_give_fastest_median_and_the_median_of_each_rounds_ratio():
+    # three rounds; the host slows down in round 3 for both commands
+    a = [timed(110, 5 << 20), timed(100, 7 << 20), timed(300, 6 << 20)]
+    ref = [timed(100), timed(100), timed(250, 1 << 20)]
+    rows = bench.compare_rows([a, ref])
+    assert len(rows[0]) == len(bench.COMPARE_COLUMNS)
+    _, fastest, median, r_fast, r_med, r_rounds, spread, peak = rows[0]
+    assert fastest == f"{100 / 1e9:.3f}" and median == f"{110 / 1e9:.3f}"
+    assert r_fast == f"{100 / 100:.3f}" and r_med == f"{110 / 100:.3f}"
+    # per round: 1.10, 1.00, 1.20 -> median 1.10, range 1.000-1.200
+    assert r_rounds == "1.100" and spread == "1.000-1.200"
+    assert peak == "7.0"  # the highest VmHWM of the command's runs
+    assert rows[1][3:7] == ["1.000", "1.000", "1.000", "1.000-1.000"] and rows[1][7] == "1.0"
+
+
+def test_compare_refuses_uneven_rounds_and_a_single_command():
+    with pytest.raises(bench.BenchError, match="same number of rounds"):
+        bench.compare_rows([[timed(1), timed(2)], [timed(1)]])
+    with pytest.raises(SystemExit) as e:
+        bench.main(["compare", "build/experiments/bench/bench-glibc binary-trees"])
+    assert e.value.code == 2
