@@ -909,16 +909,23 @@ void hl_free(hl_heap *h, void *ptr) {
 
 /* The size names the class: a block of size <= small_max is always small
  * (only realloc moves a block between the paths, and it moves it). */
-void hl_free_sized(hl_heap *h, void *ptr, size_t size) {
-  if (hl_unlikely(!h || !ptr)) return;
-  if (hl_unlikely(h->opt.verify)) {
+static NOINLINE __attribute__((cold)) void free_sized_miss(hl_heap *h, void *ptr, size_t size) {
+  if (h->opt.verify) {
     if (manual_check(h, "free") == HL_OK && hl__manual_free_sized_ok(h, ptr, size)) free_miss(h, ptr);
     return;
   }
-  if (hl_likely(size <= h->small_max && hl__in_reservation(h, ptr)) &&
+  free_miss(h, ptr);
+}
+
+/* (verify's checks are in the miss, so that the fast path -- a push -- needs
+ * no stack frame: with them inline it saved registers on every free,
+ * heaplab-manual-bench lifo 9.7-10.4 ns a pair against 5.3-5.6 without) */
+void hl_free_sized(hl_heap *h, void *ptr, size_t size) {
+  if (hl_unlikely(!h || !ptr)) return;
+  if (hl_likely(!h->opt.verify && size <= h->small_max && hl__in_reservation(h, ptr)) &&
       hl__tcache_push(h, ptr, hl__class_of(h, size)))
     return;
-  free_miss(h, ptr);
+  free_sized_miss(h, ptr, size);
 }
 
 void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
