@@ -217,7 +217,13 @@ int main(int argc, char **argv) {
                     {"realloc", realloc_pat}, {"threads2", threads2}};
   for (size_t i = 0; i < sizeof pats / sizeof pats[0]; i++) {
     if (only && strcmp(only, pats[i].name) != 0) continue;
-    /* best of three, alternating, so drift hits both alike */
+    /* one untimed run of each first: the first pattern of the process ran
+     * cold (its code, the heap's first pages, glibc's arena): lifo, first,
+     * gave a median ratio of 1.094 over eight processes without this and
+     * 0.977 with it, alternating (docs/performance.md, eighth session); then
+     * best of three, alternating, so drift hits both alike */
+    pats[i].run(&hl, scale);
+    pats[i].run(&libc, scale);
     double best_h = 1e30, best_l = 1e30;
     for (int rep = 0; rep < 3; rep++) {
       double t0 = now_s();
