@@ -318,14 +318,6 @@ static void drop_handle(int i) {
   hnd[i] = hnd[--nh];
 }
 
-static uint64_t alloc_args[2];
-static bool alloc_again(void) {
-  hl_ref r = 0;
-  if (hl_alloc(H, alloc_args[0], (uint32_t)alloc_args[1], &r)) return false;
-  if (hl_ref_release(H, r)) FAIL("release of a retried alloc: %s", msg());
-  return true;
-}
-
 static void op_alloc(input *in) {
   if (nh == MAXH) {
     drop_handle(0);
@@ -339,13 +331,7 @@ static void op_alloc(input *in) {
   int rc = hl_alloc(H, size, refs, &r);
   if (rc == HL_ENOMEM) {
     if (r) FAIL("alloc failed but gave a handle");
-    /* (the same request after a major collection: a refusal that still holds
-     * is honest -- heap_limit_bytes, which an option string may set to a few
-     * bytes, refuses every object, whatever the reservation holds) */
-    alloc_args[0] = size, alloc_args[1] = refs;
-    retry = alloc_again;
     out_of_memory("alloc");
-    retry = NULL;
     return;
   }
   if (rc) FAIL("alloc(%" PRIu64 ", %u): %s", size, refs, msg());
