@@ -121,13 +121,14 @@ def run_rounds(cmds, rounds=3, timeout=600, progress=None):
 
 
 def run_phases(cmds, rounds=3, timeout=600):
-    """binary-trees phase by phase: run_rounds, every record with its phases."""
-    runs = run_rounds(cmds, rounds, timeout)
-    for cmd, recs in zip(cmds, runs):
-        if not all(r.get("phases") for r in recs):
-            raise BenchError(f"{' '.join(cmd)}: the record has no phases "
-                             f"(phases are binary-trees')")
-    return runs
+    """binary-trees phase by phase: run_rounds, every record with its phases
+    (checked as each round ends, not after the last)."""
+    def check(_round, recs):
+        for cmd, rec in zip(cmds, recs):
+            if not rec.get("phases"):
+                raise BenchError(f"{' '.join(cmd)}: the record has no phases "
+                                 f"(phases are binary-trees')")
+    return run_rounds(cmds, rounds, timeout, progress=check)
 
 
 COMPARE_COLUMNS = ["#", "fastest s", "median s", "/ last: fastest", "/ last: median",

@@ -335,7 +335,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     h->tally.minor_cycles++;
     h->tally.promoted_bytes += marked_bytes;
     h->promoted_since_full += marked_bytes;
-    adapt_nursery(h, marked_bytes, small_since);
+    adapt_nursery(h, marked_bytes, small_since + large_since);
   } else {
     /* a live set that grew by more than full_growth_ratio percent since the
      * last full mark is a structure being built: its pages are dense now and
