@@ -1018,6 +1018,14 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes);
  * faulted c in (waiting for it, the heap lock dropped, if it is at it);
  * false when c is the caller's to fault in.  Lock held. */
 bool hl__prefault_take(hl_heap *h, uint32_t c);
+/* The helper's choice (a pure function, tested on its own): of the chunks
+ * [first, end) whose states are state[0 .. end - first), the farthest one
+ * still HL_PF_FREE above the allocation's chunk `cursor` and at most `ahead`
+ * beyond it; HL_PF_NONE when there is none. */
+enum { HL_PF_FREE, HL_PF_BUSY, HL_PF_DONE, HL_PF_OWN };
+#define HL_PF_NONE UINT32_MAX
+uint32_t hl__prefault_pick(const uint8_t *state, uint32_t first, uint32_t end, uint32_t cursor,
+                           uint32_t ahead);
 /* The phase ends: the helper is stopped and joined, its counts go into the
  * stats, and chunks it faulted in that no page was carved from are given
  * back.  Nothing when pf is NULL.  Lock held. */

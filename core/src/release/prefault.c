@@ -40,14 +40,14 @@
 
 #include "../internal.h"
 
-#define NONE UINT32_MAX
+#define NONE HL_PF_NONE
 
-/* A chunk of the helper's range [first, end): */
+/* A chunk of the helper's range [first, end) (internal.h): */
 enum {
-  FREE, /* nobody has claimed it */
-  BUSY, /* the helper is faulting it in */
-  DONE, /* the helper faulted it in */
-  OWN   /* the allocation reached it first (it faults it in), or refused */
+  FREE = HL_PF_FREE, /* nobody has claimed it */
+  BUSY = HL_PF_BUSY, /* the helper is faulting it in */
+  DONE = HL_PF_DONE, /* the helper faulted it in */
+  OWN = HL_PF_OWN    /* the allocation reached it first (it faults it in), or refused */
 };
 
 struct hl_prefault {
@@ -78,12 +78,17 @@ struct hl_prefault {
  * at the chunk the allocation reached next: the allocation, faster at its
  * writes than the kernel at its zeroing, waited for it at every chunk, and
  * all the zeroing ran on one CPU.)  NONE when there is none.  mu held. */
-static uint32_t pick(hl_prefault *pf) {
-  uint64_t hi = (uint64_t)pf->cursor + pf->ahead;
-  if (hi >= pf->end) hi = pf->end - 1;
-  for (uint64_t c = hi; c > pf->cursor && c >= pf->first; c--)
-    if (pf->state[c - pf->first] == FREE) return (uint32_t)c;
+uint32_t hl__prefault_pick(const uint8_t *state, uint32_t first, uint32_t end, uint32_t cursor,
+                           uint32_t ahead) {
+  if (end <= first) return NONE;
+  uint64_t hi = (uint64_t)cursor + ahead;
+  if (hi >= end) hi = end - 1;
+  for (uint64_t c = hi; c > cursor && c >= first; c--)
+    if (state[c - first] == FREE) return (uint32_t)c;
   return NONE;
+}
+static uint32_t pick(hl_prefault *pf) {
+  return hl__prefault_pick(pf->state, pf->first, pf->end, pf->cursor, pf->ahead);
 }
 
 static void *helper_main(void *arg) {
