@@ -107,6 +107,20 @@ static bool parent_is_preloaded(void) {
 }
 static bool descendant; /* a fork child or an exec'd program of a preloaded parent */
 
+/* path as out, made absolute against the working directory now: the report
+ * is written at exit, after a program may have changed directory (a server
+ * that moves to / or to its data directory wrote a relative HEAPLAB_STATS
+ * there, or failed to).  getcwd into a caller's buffer allocates nothing.
+ * Too long for out: the path as given. */
+static void path_from_start(const char *path, char *out, size_t len) {
+  if (path[0] != '/' && getcwd(out, len)) { /* (into out: no 4 KiB on the stack) */
+    size_t n = strcmp(out, "/") ? strlen(out) : 0;
+    int m = snprintf(out + n, len - n, "/%s", path);
+    if (m > 0 && (size_t)m < len - n) return;
+  }
+  snprintf(out, len, "%s", path);
+}
+
 /* Set by the library's constructor: libc has initialised (it is a
  * dependency: its constructors ran first). */
 static _Atomic bool libc_ready;
@@ -188,8 +202,8 @@ static NOINLINE hl_heap *setup(void) {
   client.pid = setup_pid;
   client.start_ns = client_now_ns();
   const char *sp = getenv("HEAPLAB_STATS"), *ep = getenv("HEAPLAB_TRACE_EVENTS");
-  if (sp && *sp) snprintf(stats_path, sizeof stats_path, "%s", sp);
-  if (ep && *ep && next == ST_HEAPLAB) snprintf(events_path, sizeof events_path, "%s", ep);
+  if (sp && *sp) path_from_start(sp, stats_path, sizeof stats_path);
+  if (ep && *ep && next == ST_HEAPLAB) path_from_start(ep, events_path, sizeof events_path);
   in_setup = 0;
   errno = saved_errno;
   atomic_store_explicit(&state, next, memory_order_release);

@@ -70,6 +70,10 @@ extern void __libc_free(void *p);
 #define HL_NIL UINT32_MAX
 #define HL_MAX_CLASSES 96
 #define HL_GRANULE 16
+/* the allocation bits of a page of the largest page_size (1 MiB, the
+ * option's maximum) in 16-byte slots, in 64-bit words */
+#define HL_PAGE_SIZE_MAX ((size_t)1 << 20)
+#define HL_ABITS_MAX_WORDS (HL_PAGE_SIZE_MAX / HL_GRANULE / 64)
 
 #if defined(__GNUC__)
 #define hl_likely(x) __builtin_expect(!!(x), 1)
@@ -381,11 +385,14 @@ struct hl_heap {
    * the pool's unused part from abits_bump on (word offsets from h->bits).
    * When the pool has no room, a page takes its fixed bits in the first
    * half (h->bits + p * bitmap_words), which a manual heap's marks never
-   * use. */
+   * use.  A region is 1 to HL_ABITS_MAX_WORDS words: the bits of a page
+   * of 16-byte slots at the largest page_size (it had 65 lists, for 64 KiB
+   * pages: a bigger page_size indexed past them, over the fields below --
+   * HEAPLAB_PAGE_SIZE=1m crashed every program at once). */
   uint32_t *abits_at;       /* per page: its bits at h->bits + abits_at[p], HL_NIL
                                before its first format */
   size_t abits_at_bytes;
-  uint32_t abits_free[65];
+  uint32_t abits_free[HL_ABITS_MAX_WORDS + 1];
   uint64_t abits_bump;
 #endif
   hl_list partial_full;

@@ -304,9 +304,31 @@ def clearenv_first():
     print("clearenv() before the first malloc: on heaplab")
 
 
+def stats_relative_path():
+    """A relative HEAPLAB_STATS (and HEAPLAB_TRACE_EVENTS) names a file in
+    the directory the program started in, whatever directory it is in when
+    it exits (the report was written relative to the directory at exit: a
+    server that moved to its data directory, or to /, left it there or
+    failed to write it)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        os.mkdir(os.path.join(d, "sub"))
+        prog = "import os; os.chdir('sub'); print(len([str(i) * 9 for i in range(9999)]))"
+        status, out, err = run([STOCK_PYTHON, "-c", prog], "heaplab",
+                               {"HEAPLAB_STATS": "stats.json", "HEAPLAB_TRACE_EVENTS": "events",
+                                "PYTHONMALLOC": "malloc"}, cwd=d)
+        assert status == 0 and out == "9999\n" and not err, (status, out, err)
+        moved = sorted(os.listdir(os.path.join(d, "sub")))
+        assert not moved, f"reports written in the directory at exit: {moved}"
+        rep = report(os.path.join(d, "stats.json"))
+        assert rep["stats"]["manual_mallocs"] > 9999, rep["stats"]
+        assert os.path.exists(os.path.join(d, "events")), sorted(os.listdir(d))
+    print("relative HEAPLAB_STATS: written where the program started")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, verify_refuses,
-                                     clearenv_first)}
+                                     clearenv_first, stats_relative_path)}
 
 
 def main(argv):

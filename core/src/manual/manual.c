@@ -438,7 +438,9 @@ bool hl__manual_free_small(hl_heap *h, void *ptr) {
     if (n < tc->want[cls]) bin_reserve(tc, cls, n + 1);
   }
   void **s = hl__bin_of(tc, cls);
-  uint32_t give = n < tc->limit[cls] ? 0 : n / 2;
+  /* (at least one: a cache of one block -- tcache_blocks=1 -- gave none
+   * home and pushed the block past its bin, into the next class's) */
+  uint32_t give = n < tc->limit[cls] ? 0 : n > 1 ? n / 2 : n;
   if (give) {
     bool locked = hl__lock(h);
     uint64_t free_before = h->free_pool.count;

@@ -315,7 +315,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   if ((e = map_table(h, (size_t)h->npages_max * sizeof(uint32_t), &t, &h->abits_at_bytes)))
     goto fail;
   h->abits_at = t;
-  for (uint32_t k = 0; k <= 64; k++) h->abits_free[k] = HL_NIL;
+  for (uint32_t k = 0; k <= HL_ABITS_MAX_WORDS; k++) h->abits_free[k] = HL_NIL;
   h->abits_bump = (uint64_t)h->npages_max * h->bitmap_words;
 #endif
   if (h->opt.mode == HL_MODE_MANUAL) {
