@@ -56,3 +56,37 @@ def test_thin_while_another_thread_changes_the_graph():
         print("ok")
     """)
     assert p.returncode == 0 and p.stdout.startswith("ok"), (p.returncode, p.stderr[-2000:])
+
+
+# ---- fork() from a process whose threads use the heap -----------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_close_in_a_fork_child_while_another_thread_was_in_a_call():
+    """The child of a fork taken while another thread was inside a call of
+    the heap (here a churn) inherited the count of calls in flight; the
+    thread that would have finished that call stayed in the parent, so
+    close() in the child waited for it forever."""
+    p = run_python("""
+        import faulthandler, heaplab, os, threading, time
+        h = heaplab.Heap(collector="background")
+        keep = h.alloc(16)
+        keep.write(b"k" * 16)
+        t = threading.Thread(target=h.churn, args=(1.5, 64, 1 << 20))
+        t.start()
+        while not h._calls:       # the churn is in flight
+            time.sleep(0.001)
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(20, exit=True)
+            assert keep.read() == b"k" * 16
+            h.alloc(64).release()
+            h.close()
+            os._exit(0 if h.closed else 1)
+        _, status = os.waitpid(pid, 0)
+        t.join()
+        assert keep.read() == b"k" * 16
+        h.close()
+        print("child", status)
+    """)
+    assert p.returncode == 0 and p.stdout.strip() == "child 0", (p.stdout, p.stderr[-2000:])
+

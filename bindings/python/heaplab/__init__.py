@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import collections
 import inspect
+import os
 import signal
 import sys
 import threading
+import weakref
 from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NoReturn,
                     Optional, Tuple, TypeVar, Union)
 
@@ -437,6 +439,21 @@ class _Here(threading.local):
     depth = 0   # calls of one owner in flight in this thread
 
 
+# Every open owner, for the fork child: the threads that had calls in flight
+# did not come along, so their calls never finish there -- close() waited for
+# them forever -- and one of them may have held the condition's lock.
+_LIVE_OWNERS: "weakref.WeakSet[_Owned]" = weakref.WeakSet()
+
+
+def _after_fork_child() -> None:
+    for owner in list(_LIVE_OWNERS):
+        owner._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_child)
+
+
 class _Owned:
     """The C object lives in an anchor (owners.h) that frees it on close() or,
     if the Python object dies open, from cffi's deallocation -- in C, where no
@@ -463,6 +480,15 @@ class _Owned:
         self._cv = threading.Condition(threading.Lock())
         self._pending = False
         self._closed = False
+        _LIVE_OWNERS.add(self)
+
+    def _after_fork(self) -> None:
+        """In a fork child: only this thread's calls are still in flight."""
+        self._cv = threading.Condition(threading.Lock())
+        self._calls = self._here.depth
+        if self._closed and not self._calls and self._ptr != ffi.NULL:
+            self._pending = True   # the close() waiting in another thread stayed behind
+            self._settle()
 
     def _free(self, ptr: Any) -> None:
         lib.hlpy_anchor_close(self._anchor)
