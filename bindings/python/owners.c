@@ -11,15 +11,42 @@ struct hlpy_anchor {
   void *obj;            /* the heap or sampler; NULL once closed */
   int kind;             /* 0 heap, 1 sampler */
   _Atomic long refs;    /* the owner's, and one per root */
+  hlpy_anchor *prev, *next; /* every anchor, for the fork child (anchors) */
 };
 
+/* fork(): a thread that held an anchor's lock (a Ref released beside the
+ * fork, its handle being dropped in hl_ref_release) does not exist in the
+ * child, which then waited forever at its next release or close.  The child
+ * makes every anchor's lock anew: what that thread was doing is lost with it
+ * (at worst one handle is never released in the child), and the heap itself
+ * is consistent -- the library's own fork handlers hold its locks across the
+ * fork.  The list's lock is a leaf (nothing else is taken under it), held
+ * across the fork so that the child inherits a whole list. */
+static pthread_mutex_t anchors_lock = PTHREAD_MUTEX_INITIALIZER;
+static hlpy_anchor *anchors;
+static pthread_once_t anchors_once = PTHREAD_ONCE_INIT;
+
+static void anchors_prepare(void) { pthread_mutex_lock(&anchors_lock); }
+static void anchors_parent(void) { pthread_mutex_unlock(&anchors_lock); }
+static void anchors_child(void) {
+  for (hlpy_anchor *a = anchors; a; a = a->next) pthread_mutex_init(&a->lock, NULL);
+  pthread_mutex_unlock(&anchors_lock);
+}
+static void anchors_init(void) { pthread_atfork(anchors_prepare, anchors_parent, anchors_child); }
+
 hlpy_anchor *hlpy_anchor_new(void *obj, int kind) {
+  pthread_once(&anchors_once, anchors_init);
   hlpy_anchor *a = calloc(1, sizeof *a);
   if (!a) return NULL;
   pthread_mutex_init(&a->lock, NULL);
   a->obj = obj;
   a->kind = kind;
   atomic_store(&a->refs, 1);
+  pthread_mutex_lock(&anchors_lock);
+  a->next = anchors;
+  if (anchors) anchors->prev = a;
+  anchors = a;
+  pthread_mutex_unlock(&anchors_lock);
   return a;
 }
 
@@ -40,6 +67,11 @@ void hlpy_anchor_close(hlpy_anchor *a) {
 
 static void unref(hlpy_anchor *a) {
   if (atomic_fetch_sub(&a->refs, 1) != 1) return;
+  pthread_mutex_lock(&anchors_lock);
+  if (a->prev) a->prev->next = a->next;
+  else anchors = a->next;
+  if (a->next) a->next->prev = a->prev;
+  pthread_mutex_unlock(&anchors_lock);
   pthread_mutex_destroy(&a->lock);
   free(a);
 }

@@ -90,3 +90,39 @@ def test_close_in_a_fork_child_while_another_thread_was_in_a_call():
     """)
     assert p.returncode == 0 and p.stdout.strip() == "child 0", (p.stdout, p.stderr[-2000:])
 
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_beside_a_thread_that_holds_the_owner_lock():
+    """A Ref's release, a region's word access and close() hold the heap's
+    owner lock (owners.c) inside C, the GIL released; a fork taken meanwhile
+    gave the child a lock held by a thread it does not have, and its next
+    release, region access or close waited forever (7 children of 20 here;
+    one fork in forty beside threads that only release Refs)."""
+    p = run_python("""
+        import faulthandler, heaplab, os, threading
+        h = heaplab.Heap()
+        region = h.conservative_region(4 << 20)   # scrub() holds the lock a while
+        stop = threading.Event()
+        def scrubs():
+            while not stop.is_set():
+                region.scrub()
+        t = threading.Thread(target=scrubs)
+        t.start()
+        hung = 0
+        for i in range(20):
+            mine = h.alloc(8)
+            pid = os.fork()
+            if pid == 0:
+                faulthandler.dump_traceback_later(5, exit=True)
+                mine.release()
+                region.scrub()
+                h.close()
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            hung += status != 0
+        stop.set()
+        t.join()
+        h.close()
+        print("hung", hung)
+    """, timeout=600)
+    assert p.returncode == 0 and p.stdout.strip() == "hung 0", (p.stdout, p.stderr[-2000:])
