@@ -126,3 +126,44 @@ def test_fork_beside_a_thread_that_holds_the_owner_lock():
         print("hung", hung)
     """, timeout=600)
     assert p.returncode == 0 and p.stdout.strip() == "hung 0", (p.stdout, p.stderr[-2000:])
+
+
+# ---- objects that owned a handle or a heap twice ----------------------------------------
+
+def test_a_ref_cannot_be_made_from_a_raw_handle():
+    """heaplab.Ref(heap, handle) was callable: it made a second owner of the
+    handle, and when it died it released the first Ref's root -- the object
+    was left to the next collection while its Ref still existed."""
+    with heaplab.Heap() as h:
+        a = h.alloc(32)
+        a.write(b"a" * 32)
+        for args in ((h, a._ref), (h, 12345), (h, -1), (None, 0), ()):
+            with pytest.raises(TypeError, match="made by the heap"):
+                heaplab.Ref(*args)
+        h.collect(major=True)
+        assert a.read() == b"a" * 32 and not a.released
+
+
+@pytest.mark.parametrize("make", [heaplab.Heap, lambda: heaplab.Sampler(0.01)],
+                         ids=["Heap", "Sampler"])
+def test_init_twice_is_refused_and_the_first_object_lives_on(make):
+    """h.__init__() on a live heap made a new C heap and dropped the old one
+    under its Refs: they then raised 'belongs to another heap' (their object
+    was gone); a Sampler's thread was replaced the same way."""
+    owner = make()
+    try:
+        with pytest.raises(TypeError, match="initialised twice"):
+            owner.__init__()
+        assert not owner.closed
+        if isinstance(owner, heaplab.Heap):
+            b = owner.alloc(16)
+            b.write(b"b" * 16)
+            warm = owner.options["warm_pages"]
+            with pytest.raises(TypeError, match="initialised twice"):
+                owner.__init__(warm_pages=warm + 1)
+            assert b.read() == b"b" * 16 and owner.options["warm_pages"] == warm
+        else:
+            owner.mark()
+            assert owner.summary()["samples"] >= 1
+    finally:
+        owner.close()

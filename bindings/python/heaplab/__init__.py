@@ -463,6 +463,14 @@ class _Owned:
                  "__weakref__")
     _what = "the object"
 
+    def _fresh(self) -> None:
+        """__init__'s first step: refuse a second __init__, which replaced
+        the C object under the Refs of the first (freed with them alive,
+        their handles then read in the new one)."""
+        if getattr(self, "_anchor", None) is not None:
+            raise TypeError(f"a heaplab.{type(self).__name__} cannot be initialised twice "
+                            f"(make a new one)")
+
     def _anchored(self, kind: int) -> Any:
         """A new anchor (kind 0 heap, 1 sampler), still empty."""
         self._ptr = ffi.NULL
@@ -583,6 +591,7 @@ class Heap(_Owned):
     _what = "the heap"
 
     def __init__(self, **options: Unpack[HeapOptions]) -> None:
+        self._fresh()
         self._ptr = ffi.NULL
         self._closed = True   # until the C heap exists
         opts = _build_options(options)
@@ -812,11 +821,11 @@ class Ref:
 
     __slots__ = ("_heap", "_root", "_hash", "__weakref__")
 
-    def __init__(self, heap: Heap, ref: Any) -> None:
-        self._heap = heap
-        self._root = heap._root()
-        self._root.ref = ref
-        self._hash = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # (Ref(heap, handle) made a second owner of a handle: when it died
+        # it released the first one's root, and the object went)
+        raise TypeError("a heaplab.Ref is made by the heap (Heap.alloc, fill, thin, r[i], "
+                        "r.dup()), not by calling Ref")
 
     @property
     def _ref(self):
@@ -1136,6 +1145,7 @@ class Sampler(_Owned):
     _what = "the sampler"
 
     def __init__(self, interval_s: float = 0.002, capacity: int = 65536) -> None:
+        self._fresh()
         interval_s, capacity = _number("interval_s", interval_s), _i64("capacity", capacity)
         slot = lib.hlpy_anchor_sampler_slot(self._anchored(1))
         rc = lib.hl_sampler_open(slot, interval_s, capacity)
