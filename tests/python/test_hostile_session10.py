@@ -167,3 +167,33 @@ def test_init_twice_is_refused_and_the_first_object_lives_on(make):
             assert owner.summary()["samples"] >= 1
     finally:
         owner.close()
+
+
+# ---- names that C reads differently --------------------------------------------------------
+
+def test_a_nul_inside_an_option_name_or_a_fault_spec_is_refused():
+    """C reads a string up to its first NUL: Heap(**{'warm_pages\\0junk': 5})
+    set warm_pages, and inject('release\\0junk', 'off\\0x', 0, 'ENOMEM\\0x')
+    armed the fault -- bad input accepted without a word."""
+    with pytest.raises(heaplab.UnknownOption, match=r"warm_pages\\x00junk"):
+        heaplab.Heap(**{"warm_pages\0junk": 5})
+    with heaplab.Heap() as h:
+        for args, what in (((("release\0junk", "always")), "site"),
+                           (("release", "always\0x"), "mode"),
+                           (("release", "always", 0, "ENOMEM\0x"), "errno")):
+            with pytest.raises(ValueError, match=rf"inject: {what} .*NUL"):
+                h.inject(*args)
+        assert h.faults["release"]["mode"] == "off"
+
+
+def test_a_name_that_is_not_utf8_gives_the_library_error():
+    """An option name or fault site with a lone surrogate raised
+    UnicodeDecodeError (the message quoting it could not be decoded) or
+    UnicodeEncodeError instead of the error naming it."""
+    with pytest.raises(heaplab.UnknownOption, match="unknown option"):
+        heaplab.Heap(**{"warm_pages\udcff": 1})
+    with heaplab.Heap() as h:
+        with pytest.raises(heaplab.InvalidArgument, match="site"):
+            h.inject("release\udcff", "always")
+        with pytest.raises(heaplab.InvalidArgument, match="mode"):
+            h.inject("release", "\udcffalways")

@@ -151,7 +151,17 @@ def _raise(rc: int, message: Optional[str]) -> NoReturn:
 
 
 def _s(p: Any) -> Optional[str]:
-    return ffi.string(p).decode() if p != ffi.NULL else None
+    # (a message may quote bytes of a bad name that are not UTF-8: a name
+    # given with surrogates raised UnicodeDecodeError here, not the error)
+    return ffi.string(p).decode("utf-8", "backslashreplace") if p != ffi.NULL else None
+
+
+def _cstr(what: str, text: str) -> bytes:
+    """A str for a C string argument: C would read a NUL inside it as its
+    end ('warm_pages\\0junk' was warm_pages), so it is refused."""
+    if "\0" in text:
+        raise InvalidArgument(f"{what} {text!r} contains a NUL byte")
+    return text.encode("utf-8", "surrogateescape")
 
 
 # ---- declarations read from C --------------------------------------------------
@@ -359,6 +369,9 @@ def _build_options(kwargs: Mapping[str, Any]) -> Any:
     opts = ffi.new("hl_options *")
     err = ffi.new("char[256]")
     lib.hl_options_defaults(opts)
+    for k in kwargs:
+        if "\0" in k:
+            raise UnknownOption(f"unknown option {k!r} (an option name has no NUL byte)")
     # an explicit option overrides its HEAPLAB_<NAME> variable (even a bad one)
     names = [ffi.new("char[]", k.encode("utf-8", "surrogateescape")) for k in kwargs]
     rc = lib.hl_options_from_env_except(opts, ffi.new("char *[]", names), len(names), err, 256)
@@ -773,7 +786,8 @@ class Heap(_Owned):
             e = str(errno)
         else:
             raise TypeError(f"inject: errno must be a name or an int, not {errno!r}")
-        self._call(lib.hl_inject_named, site.encode(), mode.encode(), _i64("n", n), e.encode())
+        self._call(lib.hl_inject_named, _cstr("inject: site", site), _cstr("inject: mode", mode),
+                   _i64("n", n), _cstr("inject: errno", e))
 
     @property
     def faults(self) -> Dict[str, Dict[str, Any]]:
