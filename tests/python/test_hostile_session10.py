@@ -197,3 +197,79 @@ def test_a_name_that_is_not_utf8_gives_the_library_error():
             h.inject("release\udcff", "always")
         with pytest.raises(heaplab.InvalidArgument, match="mode"):
             h.inject("release", "\udcffalways")
+
+
+# ---- integers that are not int, booleans that are not bool ---------------------------------
+
+class Index:
+    """An integer type that is not int: what operator.index takes (numpy's are)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+
+def test_integers_of_other_types_are_taken_as_integers():
+    """h.alloc(np.int64(8)), r[np.int64(0)], Heap(warm_pages=np.int64(5)):
+    'size must be an int, not int64' -- integer types with __index__ are
+    integers to range() and list indexing, and were refused here."""
+    h = heaplab.Heap(warm_pages=Index(5))
+    try:
+        assert h.options["warm_pages"] == 5
+        r = h.alloc(Index(8), refs=Index(2))
+        r[Index(1)] = r
+        assert r[Index(-1)] == r and r.size == 8
+        assert r.read(Index(2), Index(3)) == b"\0" * 3
+        h.collect(cycles=Index(2))
+        h.inject("release", "first", Index(1), errno=Index(12))
+        assert h.faults["release"]["errno"] == "ENOMEM"
+        with h.conservative_region(Index(2)) as region:
+            region[Index(0)] = Index(7)
+            assert region.words() == [7, 0]
+        with pytest.raises(ValueError, match="size must be >= 0"):
+            h.alloc(Index(-1))
+    finally:
+        h.close()
+
+
+def test_numpy_scalars_are_numbers_and_numpy_booleans_are_booleans():
+    np = pytest.importorskip("numpy")
+    h = heaplab.Heap(warm_pages=np.int64(5), page_release=np.bool_(False))
+    try:
+        assert h.options["warm_pages"] == 5 and h.options["page_release"] is False
+        r = h.alloc(np.uint16(8), refs=np.int8(2))
+        r[np.int64(0)] = r
+        h.collect(major=np.bool_(True))
+        assert h.churn(np.float32(0.001), np.int64(64), np.uint32(1024)).allocations > 0
+        # what each refuses names numpy's type: 'got a bool' for np.bool_ was
+        # no help beside Python's bool
+        with pytest.raises(TypeError, match="numpy.bool"):
+            h.alloc(np.bool_(True))
+        with pytest.raises(TypeError, match="numpy.float64"):
+            h.alloc(np.float64(8))
+        with pytest.raises(TypeError, match="warm_pages"):
+            heaplab.Heap(warm_pages=np.float32(2))
+        # a numpy number has a buffer: write(np.int64(5)) wrote its 8 bytes
+        for number in (np.int64(5), np.float32(1), np.bool_(True)):
+            with pytest.raises(TypeError, match="bytes-like"):
+                r.write(number)
+        r.write(np.frombuffer(b"abc", dtype=np.uint8))
+        assert r.read(0, 3) == b"abc"
+    finally:
+        h.close()
+
+
+def test_boolean_flags_refuse_other_values():
+    """events(clear='no') cleared the ring (any truthy value did),
+    collect(major=1.0) forced a major sweep."""
+    with heaplab.Heap() as h:
+        h.collect()
+        for clear in ("no", 0, None, 1.0):
+            with pytest.raises(TypeError, match="clear must be True or False"):
+                h.events(clear=clear)
+        assert h.events(clear=False), "a refused call consumed the events"
+        for major in (1.0, 0, 1, "yes"):
+            with pytest.raises(TypeError, match="major must be None, True or False"):
+                h.collect(major=major)

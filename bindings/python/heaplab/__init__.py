@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import collections
 import inspect
+import numbers
+import operator
 import os
 import signal
 import sys
@@ -346,23 +348,55 @@ class Event:
         return f"Event({self.kind}, cycle={self.cycle}, {f})"
 
 
+# ---- what a Python value is ---------------------------------------------------------
+# Integers are int or any type with __index__ (numpy's np.int64, np.uint32...),
+# as range() and list indexing take them; booleans are bool or numpy's bool
+# (which has no __index__, and whose type is named just 'bool').
+
+def _tname(value: Any) -> str:
+    """The type of value as an error names it: numpy.int64, not int64 (and
+    numpy.bool, not a bare 'bool' beside Python's)."""
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _is_bool(value: Any) -> bool:
+    t = type(value)
+    return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool", "bool_"))
+
+
+def _as_int(value: Any) -> Optional[int]:
+    """value as a Python int when it is an integer (not a bool), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, (float, str, bytes, bytearray)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 # ---- options ------------------------------------------------------------------------
 # The C library converts and checks every option value (hl_options_set_value):
 # this only says what Python type a value has.
 
 def _typed(value):
     """(type, integer, bytes) of a Python value, as hl_options_set_value takes it."""
-    if isinstance(value, bool):
-        return lib.HL_VALUE_BOOL, int(value), b""
-    if isinstance(value, int):
-        if -(1 << 63) <= value < (1 << 63):
-            return lib.HL_VALUE_INT, value, b""
-        return lib.HL_VALUE_STRING, 0, str(value).encode()  # C says it is out of range
+    if _is_bool(value):
+        return lib.HL_VALUE_BOOL, int(bool(value)), b""
+    number = _as_int(value)
+    if number is not None:
+        if -(1 << 63) <= number < (1 << 63):
+            return lib.HL_VALUE_INT, number, b""
+        return lib.HL_VALUE_STRING, 0, str(number).encode()  # C says it is out of range
     if isinstance(value, str):
         return lib.HL_VALUE_STRING, 0, value.encode("utf-8", "surrogateescape")
-    if isinstance(value, float):
+    if isinstance(value, numbers.Real):
         return lib.HL_VALUE_OTHER, 0, f"the number {value!r}".encode()
-    return lib.HL_VALUE_OTHER, 0, f"a {type(value).__name__}".encode()
+    return lib.HL_VALUE_OTHER, 0, f"a {_tname(value)}".encode()
 
 
 def _build_options(kwargs: Mapping[str, Any]) -> Any:
@@ -405,10 +439,16 @@ def _options_dict(opts: Any) -> Dict[str, Any]:
 # Python values to the C types of the calls.  What a value may be -- a size's
 # maximum, a count's range -- the C library checks, once, for every language.
 
+def _int(name: str, value: Any) -> int:
+    number = _as_int(value)
+    if number is None:
+        raise TypeError(f"{name} must be an int, not {_tname(value)}")
+    return number
+
+
 def _u64(name: str, value: Any) -> int:
     """An int for a uint64_t argument."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    value = _int(name, value)
     if value < 0:
         raise InvalidArgument(f"{name} must be >= 0, got {value}")
     if value >= 1 << 64:
@@ -418,8 +458,7 @@ def _u64(name: str, value: Any) -> int:
 
 def _i64(name, value):
     """An int for an int64_t argument."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    value = _int(name, value)
     if not -(1 << 63) <= value < (1 << 63):
         raise InvalidArgument(f"{name} {value} does not fit in 64 bits")
     return value
@@ -427,8 +466,8 @@ def _i64(name, value):
 
 def _number(name, value):
     """A float for a double argument."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    if _is_bool(value) or not (isinstance(value, numbers.Real) or _as_int(value) is not None):
+        raise TypeError(f"{name} must be a number, not {_tname(value)}")
     return float(value)
 
 
@@ -704,9 +743,9 @@ class Heap(_Owned):
     def collect(self, cycles: int = 1, major: Optional[bool] = None) -> None:
         """Synchronous full collection(s); major=True forces a major sweep,
         False forbids it, None lets the policy decide."""
-        if major not in (None, True, False):
+        if major is not None and not _is_bool(major):
             raise TypeError(f"collect: major must be None, True or False, not {major!r}")
-        self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(major))
+        self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(bool(major)))
 
     def trim(self) -> None:
         """Run a trim pass now (release beyond the warm cache, upgrades)."""
@@ -741,6 +780,8 @@ class Heap(_Owned):
     def events(self, clear: bool = True) -> List[Event]:
         """The structured events recorded since the last read (clear=True
         consumes them)."""
+        if not _is_bool(clear):
+            raise TypeError(f"events: clear must be True or False, not {clear!r}")
         cap = self._options["events_capacity"]
         buf = ffi.new("hl_event[]", cap)
         n = ffi.new("size_t *")
@@ -782,8 +823,8 @@ class Heap(_Owned):
             raise TypeError(f"inject: mode must be a string, not {type(mode).__name__}")
         if isinstance(errno, str):
             e = errno
-        elif isinstance(errno, int) and not isinstance(errno, bool):
-            e = str(errno)
+        elif _as_int(errno) is not None:
+            e = str(_as_int(errno))
         else:
             raise TypeError(f"inject: errno must be a name or an int, not {errno!r}")
         self._call(lib.hl_inject_named, _cstr("inject: site", site), _cstr("inject: mode", mode),
@@ -886,8 +927,7 @@ class Ref:
         return self._info().refs
 
     def _index(self, i: int) -> int:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"slot index must be an int, not {type(i).__name__}")
+        i = _int("slot index", i)
         n = len(self)
         j = i + n if i < 0 else i
         if not 0 <= j < n:
@@ -943,13 +983,15 @@ class Ref:
 
     def write(self, data: Union[bytes, bytearray, memoryview], offset: int = 0) -> None:
         """Copy bytes (a bytes-like object) into the payload at offset."""
-        if isinstance(data, (int, str)) or data is None:
-            raise TypeError(f"write: data must be a bytes-like object, not {type(data).__name__}")
+        # (a number is no data, even numpy's, which has a buffer: np.int64(5)
+        # wrote its 8 bytes)
+        if isinstance(data, (str, numbers.Number)) or _is_bool(data) or data is None:
+            raise TypeError(f"write: data must be a bytes-like object, not {_tname(data)}")
         try:
             data = bytes(memoryview(data))
         except TypeError:
             raise TypeError(f"write: data must be a bytes-like object, "
-                            f"not {type(data).__name__}") from None
+                            f"not {_tname(data)}") from None
         self._h()._call(lib.hl_ref_write, self._ref, _u64("offset", offset), data, len(data))
 
     def checksum(self) -> Tuple[int, int]:
@@ -1059,8 +1101,7 @@ class ConservativeRegion:
         return int(self._region.n)
 
     def _index(self, i: Any) -> int:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"region index must be an int, not {type(i).__name__}")
+        i = _int("region index", i)
         n = len(self)
         j = i + n if i < 0 else i
         if not 0 <= j < n:
@@ -1074,8 +1115,10 @@ class ConservativeRegion:
             if value._heap is not self._heap:
                 raise InvalidArgument("a region word may hold an object of its own heap only")
             return value._object()
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"a region word is an int, a Ref or None, not {type(value).__name__}")
+        number = _as_int(value)
+        if number is None:
+            raise TypeError(f"a region word is an int, a Ref or None, not {_tname(value)}")
+        value = number
         if not 0 <= value < 1 << 64:
             raise InvalidArgument(f"a region word is an unsigned 64-bit value, got {value}")
         return value
