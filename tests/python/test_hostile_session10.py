@@ -273,3 +273,47 @@ def test_boolean_flags_refuse_other_values():
         for major in (1.0, 0, 1, "yes"):
             with pytest.raises(TypeError, match="major must be None, True or False"):
                 h.collect(major=major)
+
+
+# ---- finalizers of the garbage a heap is part of --------------------------------------------
+
+def test_a_finalizer_that_uses_a_heap_collected_with_it():
+    """cffi runs the heap owner's destructor in the finalize phase of a
+    garbage collection, in no order with the other finalizers of the same
+    garbage: a __del__ of an object that held the heap (or a Sampler) ran
+    after its C object was freed -- 'objects need a collected heap (this one
+    is manual)' read from freed memory, then 'corrupted double-linked list'
+    (abort) from a plain gc.collect().  Such a call now raises HeapClosed
+    (the sampler's 'stopped')."""
+    p = run_python("""
+        import gc, heaplab
+        outcomes = {}
+        class Holder:
+            def __init__(self, h, s):
+                self.me = self               # a cycle: only gc.collect() frees it
+                self.h, self.s, self.r = h, s, h.alloc(16, refs=1)
+            def __del__(self):
+                for name, call in (("alloc", lambda: self.h.alloc(8)),
+                                   ("fill", lambda: self.h.fill(1 << 20, 64)),
+                                   ("read", lambda: self.r.read()),
+                                   ("stats", lambda: self.h.stats()),
+                                   ("summary", lambda: self.s.summary())):
+                    try:
+                        call()
+                        out = "ok"
+                    except heaplab.Error as e:
+                        out = type(e).__name__
+                    outcomes.setdefault(name, set()).add(out)
+        def make():
+            Holder(heaplab.Heap(), heaplab.Sampler(0.01))   # made before the holder
+        for i in range(30):
+            make()
+            gc.collect()
+        print(sorted((k, sorted(v)) for k, v in outcomes.items()))
+    """)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    outcomes = dict(eval(p.stdout))
+    assert set(outcomes) == {"alloc", "fill", "read", "stats", "summary"}, p.stdout
+    for name, seen in outcomes.items():
+        assert set(seen) <= {"ok", "HeapClosed", "StaleRef", "Error"}, (name, seen)
+    assert "HeapClosed" in outcomes["alloc"], p.stdout   # the case that read freed memory

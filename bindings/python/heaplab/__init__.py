@@ -511,7 +511,7 @@ class _Owned:
     if the Python object dies open, from cffi's deallocation -- in C, where no
     KeyboardInterrupt can land (a __del__ would have swallowed one)."""
 
-    __slots__ = ("_ptr", "_anchor", "_closed", "_calls", "_here", "_cv", "_pending",
+    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_calls", "_here", "_cv", "_pending",
                  "__weakref__")
     _what = "the object"
 
@@ -534,6 +534,7 @@ class _Owned:
         return self._anchor
 
     def _own(self, ptr: Any) -> None:
+        self._serial = lib.hlpy_anchor_serial(self._anchor)
         self._ptr = ptr
         self._calls = 0
         self._here = _Here()
@@ -563,7 +564,16 @@ class _Owned:
         self._calls += 1
         self._here.depth += 1
         try:
-            return fn(self._ptr, *args)
+            # the object through its anchor, once counted (the C call lets
+            # other threads run: a close() must see this call first): NULL
+            # when the anchor's destructor ran -- this owner is garbage, and
+            # a finalizer of the same garbage calls it after its C object was
+            # freed (owners.c, spares)
+            ptr = lib.hlpy_anchor_obj(self._anchor, self._serial)
+            if ptr == ffi.NULL:
+                self._closed = True
+                raise self._closed_error()
+            return fn(ptr, *args)
         finally:
             self._here.depth -= 1
             self._calls -= 1
