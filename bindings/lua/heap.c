@@ -21,6 +21,13 @@
 #include "lhl.h"
 
 /* The heap userdata at idx; `fn` names the method for the error. */
+/* The string at idx has no NUL inside (what C will read is all of it). */
+static int nul_free(lua_State *L, int idx) {
+  size_t len = 0;
+  const char *s = lua_tolstring(L, idx, &len);
+  return s && strlen(s) == len;
+}
+
 static lheap *heap_ud(lua_State *L, int idx, const char *fn) {
   lheap *lh = luaL_testudata(L, idx, HEAP_MT);
   if (!lh) {
@@ -55,6 +62,10 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
     while (lua_next(L, idx)) {
       if (lua_type(L, -2) != LUA_TSTRING)
         lhl_fail(L, fn, "option names are strings, got the key %s", lhl_shown(L, -2, b, sizeof b));
+      /* C reads a name up to its first NUL: "warm_pages\0junk" set warm_pages */
+      if (!nul_free(L, -2))
+        lhl_fail(L, fn, "unknown option '%s...': an option name has no NUL byte",
+                 lua_tostring(L, -2));
       if (n < sizeof names / sizeof names[0]) names[n++] = lua_tostring(L, -2);
       lua_pop(L, 1);
     }
@@ -512,9 +523,16 @@ static int h_inject(lua_State *L) {
   if (lua_type(L, 3) != LUA_TSTRING)
     return lhl_fail(L, fn, "mode must be a string (one of heaplab.fault_modes()), got %s",
                     lhl_shown(L, 3, b, sizeof b));
+  /* (C reads each up to its first NUL: "release\0junk" armed release) */
+  if (!nul_free(L, 2))
+    return lhl_fail(L, fn, "site '%s...' contains a NUL byte", lua_tostring(L, 2));
+  if (!nul_free(L, 3))
+    return lhl_fail(L, fn, "mode '%s...' contains a NUL byte", lua_tostring(L, 3));
   int64_t n = lua_isnoneornil(L, 4) ? 0 : lhl_arg_int(L, 4, fn, "n");
   const char *err = NULL;
   if (lua_type(L, 5) == LUA_TSTRING) {
+    if (!nul_free(L, 5))
+      return lhl_fail(L, fn, "errno '%s...' contains a NUL byte", lua_tostring(L, 5));
     err = lua_tostring(L, 5);
   } else if (!lua_isnoneornil(L, 5)) {
     snprintf(num, sizeof num, "%" PRId64, lhl_arg_int(L, 5, fn, "errno"));

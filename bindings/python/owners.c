@@ -11,16 +11,71 @@ struct hlpy_anchor {
   void *obj;            /* the heap or sampler; NULL once closed */
   int kind;             /* 0 heap, 1 sampler */
   _Atomic long refs;    /* the owner's, and one per root */
+  hlpy_anchor *prev, *next; /* every anchor, for the fork child (anchors) */
+  uint64_t serial;      /* bumped each time the anchor is retired (spares) */
 };
 
+/* fork(): a thread that held an anchor's lock (a Ref released beside the
+ * fork, its handle being dropped in hl_ref_release) does not exist in the
+ * child, which then waited forever at its next release or close.  The child
+ * makes every anchor's lock anew: what that thread was doing is lost with it
+ * (at worst one handle is never released in the child), and the heap itself
+ * is consistent -- the library's own fork handlers hold its locks across the
+ * fork.  The list's lock is a leaf (nothing else is taken under it), held
+ * across the fork so that the child inherits a whole list. */
+static pthread_mutex_t anchors_lock = PTHREAD_MUTEX_INITIALIZER;
+static hlpy_anchor *anchors;
+static pthread_once_t anchors_once = PTHREAD_ONCE_INIT;
+
+/* An anchor whose last reference went is not freed: it is kept as a spare
+ * (type-stable memory) and its serial bumped.  cffi runs the owner's
+ * destructor in the finalize phase of a garbage collection, in no order with
+ * the other finalizers of the same garbage: a __del__ of an object that held
+ * the heap could call it after its C heap was freed (a plain gc.collect():
+ * 'this one is manual' from freed memory, then 'corrupted double-linked
+ * list').  The Python owner reads its object through hlpy_anchor_obj with
+ * the serial it got, so such a call finds NULL (HeapClosed) in memory that
+ * is still an anchor.  The spares are as many as the most anchors that
+ * lived at once. */
+static hlpy_anchor *spares;
+
+static void anchors_prepare(void) { pthread_mutex_lock(&anchors_lock); }
+static void anchors_parent(void) { pthread_mutex_unlock(&anchors_lock); }
+static void anchors_child(void) {
+  for (hlpy_anchor *a = anchors; a; a = a->next) pthread_mutex_init(&a->lock, NULL);
+  for (hlpy_anchor *a = spares; a; a = a->next) pthread_mutex_init(&a->lock, NULL);
+  pthread_mutex_unlock(&anchors_lock);
+}
+static void anchors_init(void) { pthread_atfork(anchors_prepare, anchors_parent, anchors_child); }
+
 hlpy_anchor *hlpy_anchor_new(void *obj, int kind) {
-  hlpy_anchor *a = calloc(1, sizeof *a);
-  if (!a) return NULL;
-  pthread_mutex_init(&a->lock, NULL);
-  a->obj = obj;
+  pthread_once(&anchors_once, anchors_init);
+  pthread_mutex_lock(&anchors_lock);
+  hlpy_anchor *a = spares;
+  if (a) {
+    spares = a->next;
+  } else if ((a = calloc(1, sizeof *a))) {
+    pthread_mutex_init(&a->lock, NULL);
+  } else {
+    pthread_mutex_unlock(&anchors_lock);
+    return NULL;
+  }
+  __atomic_store_n(&a->obj, obj, __ATOMIC_RELAXED);
   a->kind = kind;
   atomic_store(&a->refs, 1);
+  a->prev = NULL;
+  a->next = anchors;
+  if (anchors) anchors->prev = a;
+  anchors = a;
+  pthread_mutex_unlock(&anchors_lock);
   return a;
+}
+
+uint64_t hlpy_anchor_serial(hlpy_anchor *a) { return __atomic_load_n(&a->serial, __ATOMIC_RELAXED); }
+
+void *hlpy_anchor_obj(hlpy_anchor *a, uint64_t serial) {
+  if (__atomic_load_n(&a->serial, __ATOMIC_ACQUIRE) != serial) return NULL;
+  return __atomic_load_n(&a->obj, __ATOMIC_RELAXED);
 }
 
 hl_heap **hlpy_anchor_heap_slot(hlpy_anchor *a) { return (hl_heap **)&a->obj; }
@@ -32,7 +87,7 @@ hl_sampler **hlpy_anchor_sampler_slot(hlpy_anchor *a) { return (hl_sampler **)&a
 void hlpy_anchor_close(hlpy_anchor *a) {
   pthread_mutex_lock(&a->lock);
   void *obj = a->obj;
-  a->obj = NULL;
+  __atomic_store_n(&a->obj, NULL, __ATOMIC_RELAXED);
   if (obj && a->kind == 0) hl_heap_free(obj);
   pthread_mutex_unlock(&a->lock);
   if (obj && a->kind != 0) hl_sampler_stop(obj);
@@ -40,8 +95,16 @@ void hlpy_anchor_close(hlpy_anchor *a) {
 
 static void unref(hlpy_anchor *a) {
   if (atomic_fetch_sub(&a->refs, 1) != 1) return;
-  pthread_mutex_destroy(&a->lock);
-  free(a);
+  pthread_mutex_lock(&anchors_lock);
+  if (a->prev) a->prev->next = a->next;
+  else anchors = a->next;
+  if (a->next) a->next->prev = a->prev;
+  __atomic_store_n(&a->obj, NULL, __ATOMIC_RELAXED);
+  __atomic_store_n(&a->serial, a->serial + 1, __ATOMIC_RELEASE);
+  a->prev = NULL;
+  a->next = spares; /* (its lock stays made: a spare is reused as it is) */
+  spares = a;
+  pthread_mutex_unlock(&anchors_lock);
 }
 
 void hlpy_anchor_drop(hlpy_anchor *a) {

@@ -9,7 +9,9 @@
  *
  *   hlpy_anchor  owns a heap or a sampler: freed by hlpy_anchor_close
  *                (close() once no call is in flight) or, if the Python
- *                object dies open, by the last reference to the anchor
+ *                object dies open, by its cffi destructor (hlpy_anchor_drop;
+ *                in a garbage collection, possibly before a finalizer of the
+ *                same garbage calls it: hlpy_anchor_obj then says so)
  *   hlpy_root    a handle of a heap, owned by a Ref: the handle is released
  *                when the Ref dies, unless the heap was closed first
  *   hlpy_region  a conservative root region of a heap, owned by a
@@ -35,6 +37,12 @@ hlpy_anchor *hlpy_anchor_new(void *obj, int kind);
  * obj NULL): the object is owned from the moment it exists. */
 hl_heap **hlpy_anchor_heap_slot(hlpy_anchor *a);
 hl_sampler **hlpy_anchor_sampler_slot(hlpy_anchor *a);
+/* The anchor's serial now: what hlpy_anchor_obj is given later. */
+uint64_t hlpy_anchor_serial(hlpy_anchor *a);
+/* The object, or NULL once closed -- also when the owner's destructor ran
+ * (a garbage collection's finalize phase) and the anchor went to the
+ * spares, reused or not: an anchor's memory is never freed (owners.c). */
+void *hlpy_anchor_obj(hlpy_anchor *a, uint64_t serial);
 /* Free the object now (idempotent); later roots' releases do nothing. */
 void hlpy_anchor_close(hlpy_anchor *a);
 /* The owner's reference goes (its cffi destructor): close, drop. */

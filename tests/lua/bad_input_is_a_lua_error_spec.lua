@@ -31,6 +31,8 @@ case({ "heaplab.heap", "page_size", "power of two" }, hl.heap, { page_size = 122
 case({ "heaplab.heap", "small_max", "page_size/4" }, hl.heap, { page_size = "16k", small_max = 8192 })
 case({ "heaplab.heap", "warm_pages", "integer", "a table" }, hl.heap, { warm_pages = {} })
 case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
+-- C reads a name up to its first NUL: this one set warm_pages
+case({ "heaplab.heap", "warm_pages...", "NUL" }, hl.heap, { ["warm_pages\0junk"] = 5 })
 
 end)
 
@@ -61,6 +63,9 @@ case({ "h:inject", "unknown site 'nowhere'" }, h.inject, h, "nowhere", "always")
 case({ "h:inject", "unknown mode 'sometimes'" }, h.inject, h, "restore", "sometimes")
 case({ "h:inject", "unknown errno 'EWHAT'" }, h.inject, h, "restore", "always", 0, "EWHAT")
 case({ "h:inject", "every needs N >= 1" }, h.inject, h, "restore", "every", 0, "EIO")
+case({ "h:inject", "site 'release...'", "NUL" }, h.inject, h, "release\0junk", "always")
+case({ "h:inject", "mode 'always...'", "NUL" }, h.inject, h, "release", "always\0x")
+case({ "h:inject", "errno 'ENOMEM...'", "NUL" }, h.inject, h, "release", "always", 0, "ENOMEM\0x")
 case({ "h:inject", "errno", "[1, 4095]", "-3" }, h.inject, h, "restore", "always", 0, -3)
 case({ "h:inject", "site", "string", "nothing" }, h.inject, h)
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import collections
 import inspect
+import numbers
+import operator
+import os
 import signal
 import sys
 import threading
+import weakref
 from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, NoReturn,
                     Optional, Tuple, TypeVar, Union)
 
@@ -149,7 +153,17 @@ def _raise(rc: int, message: Optional[str]) -> NoReturn:
 
 
 def _s(p: Any) -> Optional[str]:
-    return ffi.string(p).decode() if p != ffi.NULL else None
+    # (a message may quote bytes of a bad name that are not UTF-8: a name
+    # given with surrogates raised UnicodeDecodeError here, not the error)
+    return ffi.string(p).decode("utf-8", "backslashreplace") if p != ffi.NULL else None
+
+
+def _cstr(what: str, text: str) -> bytes:
+    """A str for a C string argument: C would read a NUL inside it as its
+    end ('warm_pages\\0junk' was warm_pages), so it is refused."""
+    if "\0" in text:
+        raise InvalidArgument(f"{what} {text!r} contains a NUL byte")
+    return text.encode("utf-8", "surrogateescape")
 
 
 # ---- declarations read from C --------------------------------------------------
@@ -334,29 +348,64 @@ class Event:
         return f"Event({self.kind}, cycle={self.cycle}, {f})"
 
 
+# ---- what a Python value is ---------------------------------------------------------
+# Integers are int or any type with __index__ (numpy's np.int64, np.uint32...),
+# as range() and list indexing take them; booleans are bool or numpy's bool
+# (which has no __index__, and whose type is named just 'bool').
+
+def _tname(value: Any) -> str:
+    """The type of value as an error names it: numpy.int64, not int64 (and
+    numpy.bool, not a bare 'bool' beside Python's)."""
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _is_bool(value: Any) -> bool:
+    t = type(value)
+    return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool", "bool_"))
+
+
+def _as_int(value: Any) -> Optional[int]:
+    """value as a Python int when it is an integer (not a bool), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, (float, str, bytes, bytearray)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 # ---- options ------------------------------------------------------------------------
 # The C library converts and checks every option value (hl_options_set_value):
 # this only says what Python type a value has.
 
 def _typed(value):
     """(type, integer, bytes) of a Python value, as hl_options_set_value takes it."""
-    if isinstance(value, bool):
-        return lib.HL_VALUE_BOOL, int(value), b""
-    if isinstance(value, int):
-        if -(1 << 63) <= value < (1 << 63):
-            return lib.HL_VALUE_INT, value, b""
-        return lib.HL_VALUE_STRING, 0, str(value).encode()  # C says it is out of range
+    if _is_bool(value):
+        return lib.HL_VALUE_BOOL, int(bool(value)), b""
+    number = _as_int(value)
+    if number is not None:
+        if -(1 << 63) <= number < (1 << 63):
+            return lib.HL_VALUE_INT, number, b""
+        return lib.HL_VALUE_STRING, 0, str(number).encode()  # C says it is out of range
     if isinstance(value, str):
         return lib.HL_VALUE_STRING, 0, value.encode("utf-8", "surrogateescape")
-    if isinstance(value, float):
+    if isinstance(value, numbers.Real):
         return lib.HL_VALUE_OTHER, 0, f"the number {value!r}".encode()
-    return lib.HL_VALUE_OTHER, 0, f"a {type(value).__name__}".encode()
+    return lib.HL_VALUE_OTHER, 0, f"a {_tname(value)}".encode()
 
 
 def _build_options(kwargs: Mapping[str, Any]) -> Any:
     opts = ffi.new("hl_options *")
     err = ffi.new("char[256]")
     lib.hl_options_defaults(opts)
+    for k in kwargs:
+        if "\0" in k:
+            raise UnknownOption(f"unknown option {k!r} (an option name has no NUL byte)")
     # an explicit option overrides its HEAPLAB_<NAME> variable (even a bad one)
     names = [ffi.new("char[]", k.encode("utf-8", "surrogateescape")) for k in kwargs]
     rc = lib.hl_options_from_env_except(opts, ffi.new("char *[]", names), len(names), err, 256)
@@ -390,10 +439,16 @@ def _options_dict(opts: Any) -> Dict[str, Any]:
 # Python values to the C types of the calls.  What a value may be -- a size's
 # maximum, a count's range -- the C library checks, once, for every language.
 
+def _int(name: str, value: Any) -> int:
+    number = _as_int(value)
+    if number is None:
+        raise TypeError(f"{name} must be an int, not {_tname(value)}")
+    return number
+
+
 def _u64(name: str, value: Any) -> int:
     """An int for a uint64_t argument."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    value = _int(name, value)
     if value < 0:
         raise InvalidArgument(f"{name} must be >= 0, got {value}")
     if value >= 1 << 64:
@@ -403,8 +458,7 @@ def _u64(name: str, value: Any) -> int:
 
 def _i64(name, value):
     """An int for an int64_t argument."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    value = _int(name, value)
     if not -(1 << 63) <= value < (1 << 63):
         raise InvalidArgument(f"{name} {value} does not fit in 64 bits")
     return value
@@ -412,8 +466,8 @@ def _i64(name, value):
 
 def _number(name, value):
     """A float for a double argument."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    if _is_bool(value) or not (isinstance(value, numbers.Real) or _as_int(value) is not None):
+        raise TypeError(f"{name} must be a number, not {_tname(value)}")
     return float(value)
 
 
@@ -437,14 +491,37 @@ class _Here(threading.local):
     depth = 0   # calls of one owner in flight in this thread
 
 
+# Every open owner, for the fork child: the threads that had calls in flight
+# did not come along, so their calls never finish there -- close() waited for
+# them forever -- and one of them may have held the condition's lock.
+_LIVE_OWNERS: "weakref.WeakSet[_Owned]" = weakref.WeakSet()
+
+
+def _after_fork_child() -> None:
+    for owner in list(_LIVE_OWNERS):
+        owner._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_child)
+
+
 class _Owned:
     """The C object lives in an anchor (owners.h) that frees it on close() or,
     if the Python object dies open, from cffi's deallocation -- in C, where no
     KeyboardInterrupt can land (a __del__ would have swallowed one)."""
 
-    __slots__ = ("_ptr", "_anchor", "_closed", "_calls", "_here", "_cv", "_pending",
+    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_calls", "_here", "_cv", "_pending",
                  "__weakref__")
     _what = "the object"
+
+    def _fresh(self) -> None:
+        """__init__'s first step: refuse a second __init__, which replaced
+        the C object under the Refs of the first (freed with them alive,
+        their handles then read in the new one)."""
+        if getattr(self, "_anchor", None) is not None:
+            raise TypeError(f"a heaplab.{type(self).__name__} cannot be initialised twice "
+                            f"(make a new one)")
 
     def _anchored(self, kind: int) -> Any:
         """A new anchor (kind 0 heap, 1 sampler), still empty."""
@@ -457,12 +534,22 @@ class _Owned:
         return self._anchor
 
     def _own(self, ptr: Any) -> None:
+        self._serial = lib.hlpy_anchor_serial(self._anchor)
         self._ptr = ptr
         self._calls = 0
         self._here = _Here()
         self._cv = threading.Condition(threading.Lock())
         self._pending = False
         self._closed = False
+        _LIVE_OWNERS.add(self)
+
+    def _after_fork(self) -> None:
+        """In a fork child: only this thread's calls are still in flight."""
+        self._cv = threading.Condition(threading.Lock())
+        self._calls = self._here.depth
+        if self._closed and not self._calls and self._ptr != ffi.NULL:
+            self._pending = True   # the close() waiting in another thread stayed behind
+            self._settle()
 
     def _free(self, ptr: Any) -> None:
         lib.hlpy_anchor_close(self._anchor)
@@ -477,7 +564,16 @@ class _Owned:
         self._calls += 1
         self._here.depth += 1
         try:
-            return fn(self._ptr, *args)
+            # the object through its anchor, once counted (the C call lets
+            # other threads run: a close() must see this call first): NULL
+            # when the anchor's destructor ran -- this owner is garbage, and
+            # a finalizer of the same garbage calls it after its C object was
+            # freed (owners.c, spares)
+            ptr = lib.hlpy_anchor_obj(self._anchor, self._serial)
+            if ptr == ffi.NULL:
+                self._closed = True
+                raise self._closed_error()
+            return fn(ptr, *args)
         finally:
             self._here.depth -= 1
             self._calls -= 1
@@ -557,6 +653,7 @@ class Heap(_Owned):
     _what = "the heap"
 
     def __init__(self, **options: Unpack[HeapOptions]) -> None:
+        self._fresh()
         self._ptr = ffi.NULL
         self._closed = True   # until the C heap exists
         opts = _build_options(options)
@@ -656,9 +753,9 @@ class Heap(_Owned):
     def collect(self, cycles: int = 1, major: Optional[bool] = None) -> None:
         """Synchronous full collection(s); major=True forces a major sweep,
         False forbids it, None lets the policy decide."""
-        if major not in (None, True, False):
+        if major is not None and not _is_bool(major):
             raise TypeError(f"collect: major must be None, True or False, not {major!r}")
-        self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(major))
+        self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(bool(major)))
 
     def trim(self) -> None:
         """Run a trim pass now (release beyond the warm cache, upgrades)."""
@@ -693,6 +790,8 @@ class Heap(_Owned):
     def events(self, clear: bool = True) -> List[Event]:
         """The structured events recorded since the last read (clear=True
         consumes them)."""
+        if not _is_bool(clear):
+            raise TypeError(f"events: clear must be True or False, not {clear!r}")
         cap = self._options["events_capacity"]
         buf = ffi.new("hl_event[]", cap)
         n = ffi.new("size_t *")
@@ -734,11 +833,12 @@ class Heap(_Owned):
             raise TypeError(f"inject: mode must be a string, not {type(mode).__name__}")
         if isinstance(errno, str):
             e = errno
-        elif isinstance(errno, int) and not isinstance(errno, bool):
-            e = str(errno)
+        elif _as_int(errno) is not None:
+            e = str(_as_int(errno))
         else:
             raise TypeError(f"inject: errno must be a name or an int, not {errno!r}")
-        self._call(lib.hl_inject_named, site.encode(), mode.encode(), _i64("n", n), e.encode())
+        self._call(lib.hl_inject_named, _cstr("inject: site", site), _cstr("inject: mode", mode),
+                   _i64("n", n), _cstr("inject: errno", e))
 
     @property
     def faults(self) -> Dict[str, Dict[str, Any]]:
@@ -786,11 +886,11 @@ class Ref:
 
     __slots__ = ("_heap", "_root", "_hash", "__weakref__")
 
-    def __init__(self, heap: Heap, ref: Any) -> None:
-        self._heap = heap
-        self._root = heap._root()
-        self._root.ref = ref
-        self._hash = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # (Ref(heap, handle) made a second owner of a handle: when it died
+        # it released the first one's root, and the object went)
+        raise TypeError("a heaplab.Ref is made by the heap (Heap.alloc, fill, thin, r[i], "
+                        "r.dup()), not by calling Ref")
 
     @property
     def _ref(self):
@@ -837,8 +937,7 @@ class Ref:
         return self._info().refs
 
     def _index(self, i: int) -> int:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"slot index must be an int, not {type(i).__name__}")
+        i = _int("slot index", i)
         n = len(self)
         j = i + n if i < 0 else i
         if not 0 <= j < n:
@@ -894,13 +993,15 @@ class Ref:
 
     def write(self, data: Union[bytes, bytearray, memoryview], offset: int = 0) -> None:
         """Copy bytes (a bytes-like object) into the payload at offset."""
-        if isinstance(data, (int, str)) or data is None:
-            raise TypeError(f"write: data must be a bytes-like object, not {type(data).__name__}")
+        # (a number is no data, even numpy's, which has a buffer: np.int64(5)
+        # wrote its 8 bytes)
+        if isinstance(data, (str, numbers.Number)) or _is_bool(data) or data is None:
+            raise TypeError(f"write: data must be a bytes-like object, not {_tname(data)}")
         try:
             data = bytes(memoryview(data))
         except TypeError:
             raise TypeError(f"write: data must be a bytes-like object, "
-                            f"not {type(data).__name__}") from None
+                            f"not {_tname(data)}") from None
         self._h()._call(lib.hl_ref_write, self._ref, _u64("offset", offset), data, len(data))
 
     def checksum(self) -> Tuple[int, int]:
@@ -1010,8 +1111,7 @@ class ConservativeRegion:
         return int(self._region.n)
 
     def _index(self, i: Any) -> int:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"region index must be an int, not {type(i).__name__}")
+        i = _int("region index", i)
         n = len(self)
         j = i + n if i < 0 else i
         if not 0 <= j < n:
@@ -1025,8 +1125,10 @@ class ConservativeRegion:
             if value._heap is not self._heap:
                 raise InvalidArgument("a region word may hold an object of its own heap only")
             return value._object()
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"a region word is an int, a Ref or None, not {type(value).__name__}")
+        number = _as_int(value)
+        if number is None:
+            raise TypeError(f"a region word is an int, a Ref or None, not {_tname(value)}")
+        value = number
         if not 0 <= value < 1 << 64:
             raise InvalidArgument(f"a region word is an unsigned 64-bit value, got {value}")
         return value
@@ -1110,6 +1212,7 @@ class Sampler(_Owned):
     _what = "the sampler"
 
     def __init__(self, interval_s: float = 0.002, capacity: int = 65536) -> None:
+        self._fresh()
         interval_s, capacity = _number("interval_s", interval_s), _i64("capacity", capacity)
         slot = lib.hlpy_anchor_sampler_slot(self._anchored(1))
         rc = lib.hl_sampler_open(slot, interval_s, capacity)

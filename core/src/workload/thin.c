@@ -12,12 +12,19 @@
  * Two walks of the same graph: one counts the leaves, then the new root is
  * allocated (a cycle may run there, and with compact on move objects: the
  * second walk starts from the handle again), and the second stores the kept
- * leaves into it.  Slot values are followed only when they are live objects,
- * as the marker follows them.  Lock held.
+ * leaves into it.  The allocation may drop the heap lock (a background
+ * collector's safepoint, pacing), and other threads may change the graph
+ * meanwhile: the second walk never stores past the slots the first counted,
+ * and when it found another number of leaves the whole is done again, up
+ * to THIN_ATTEMPTS times -- then the root holds the leaves the last walk
+ * found, as many as fit.  Slot values are followed only when they are live
+ * objects, as the marker follows them.  Lock held.
  */
 #include <stdlib.h>
 
 #include "../internal.h"
+
+enum { THIN_ATTEMPTS = 8 };
 
 typedef struct frame {
   void *obj;
@@ -64,9 +71,11 @@ static int seen_add(hl_heap *h, seen_set *s, void *obj) {
 }
 
 /* Walk the graph under root: count its leaves; with keep, store leaves 0,
- * every, 2*every ... into keep's slots.  HL_OK, HL_ENOMEM or HL_EINTR.  (No
- * allocation on heaplab's pages runs meanwhile: the carved range is fixed.) */
+ * every, 2*every ... into keep's slots (as many as it has).  HL_OK, HL_ENOMEM
+ * or HL_EINTR.  (No allocation on heaplab's pages runs meanwhile: the carved
+ * range is fixed.) */
 static int walk(hl_heap *h, void *root, uint64_t every, void *keep, uint64_t *leaves) {
+  uint64_t room = keep ? ((hl_objhdr *)keep)->refs : 0;
   seen_set seen = {0};
   frame *stack = NULL;
   uint64_t top = 0, cap = 0, n = 0, visited = 0, kept = 0;
@@ -83,7 +92,7 @@ static int walk(hl_heap *h, void *root, uint64_t every, void *keep, uint64_t *le
         goto out;
       }
       if (a && is_leaf(h, next)) {
-        if (n % every == 0 && keep) hl__store(h, keep, kept++, next);
+        if (n % every == 0 && kept < room) hl__store(h, keep, kept++, next);
         n++;
       } else if (a) {
         if (top == cap) {
@@ -123,21 +132,30 @@ int hl__thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
   if (rc) return rc;
   uint64_t leaves = 0;
   if ((rc = walk(h, root, every, NULL, &leaves))) return rc;
-  uint64_t kept = (leaves + every - 1) / every;
-  if (kept > HL_MAX_REFS)
-    return hl__fail(h, HL_EINVAL, "thin: %llu leaves kept is more than an object's %llu slots",
-                    (unsigned long long)kept, (unsigned long long)HL_MAX_REFS);
-  void *keep = hl__obj_alloc(h, 0, kept, HL_ALLOC_LARGE);
-  if (!keep) return HL_ENOMEM;
-  hl_ref k = 0;
-  if ((rc = hl__handle_new(h, keep, &k))) return rc;
-  hl__handle_get(h, ref, &root); /* (a cycle may have moved it) */
-  uint64_t again = 0;
-  if ((rc = walk(h, root, every, keep, &again))) {
-    hl__handle_release(h, k);
-    return rc;
+  for (int attempt = 1;; attempt++) {
+    uint64_t kept = (leaves + every - 1) / every;
+    if (kept > HL_MAX_REFS)
+      return hl__fail(h, HL_EINVAL, "thin: %llu leaves kept is more than an object's %llu slots",
+                      (unsigned long long)kept, (unsigned long long)HL_MAX_REFS);
+    void *keep = hl__obj_alloc(h, 0, kept, HL_ALLOC_LARGE);
+    if (!keep) return HL_ENOMEM;
+    hl_ref k = 0;
+    if ((rc = hl__handle_new(h, keep, &k))) return rc;
+    /* (a cycle may have moved the root; another thread released its handle) */
+    if ((rc = hl__handle_get(h, ref, &root))) {
+      hl__handle_release(h, k);
+      return rc;
+    }
+    uint64_t again = 0;
+    if ((rc = walk(h, root, every, keep, &again))) {
+      hl__handle_release(h, k);
+      return rc;
+    }
+    if (again == leaves || attempt == THIN_ATTEMPTS) {
+      *out = k;
+      return HL_OK;
+    }
+    hl__handle_release(h, k); /* the graph changed while the lock was dropped */
+    leaves = again;
   }
-  HL_ASSERT(again == leaves);
-  *out = k;
-  return HL_OK;
 }
