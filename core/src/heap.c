@@ -310,7 +310,7 @@ int hl_alloc(hl_heap *h, uint64_t size, uint64_t refs, hl_ref *out) {
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "alloc: NULL output");
   *out = 0;
-  int rc = hl__check_alloc_args(h, size, refs);
+  int rc = hl__check_alloc_args(h, "alloc", size, refs);
   if (rc) return rc;
   bool locked = hl__lock(h);
   void *obj = obj_new(h, size, refs);
@@ -504,7 +504,7 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   if (stride < 1 || stride > 1000000)
     return hl__fail(h, HL_EINVAL, "fill: stride %" PRIu64 " out of range [1, 1000000]", stride);
   *out = 0;
-  int rc = hl__check_alloc_args(h, size, refs);
+  int rc = hl__check_alloc_args(h, "fill", size, refs);
   if (rc) return rc;
   if (total > HL_MAX_SIZE)
     return hl__fail(h, HL_EINVAL, "fill: total_bytes %" PRIu64 " exceeds the maximum %" PRIu64,
@@ -529,7 +529,7 @@ int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, 
     return hl__fail(h, HL_EINVAL, "churn: duration_s %g out of range (0, 3600]", duration_s);
   if (!(rate >= 0 && rate < 1e15))
     return hl__fail(h, HL_EINVAL, "churn: rate_bytes_per_s %g out of range [0, 1e15)", rate);
-  int rc = hl__check_alloc_args(h, size, 0);
+  int rc = hl__check_alloc_args(h, "churn", size, 0);
   if (rc) return rc;
   if (size == 0) return hl__fail(h, HL_EINVAL, "churn: size must be at least 1 byte");
   if (live_bytes < size)
@@ -760,7 +760,7 @@ void hl_leave(hl_heap *h) {
 static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
   if (hl_likely(h->opt.mode == HL_MODE_COLLECTED && size <= HL_MAX_SIZE && refs <= HL_MAX_REFS))
     return false;
-  return hl__check_alloc_args(h, size, refs) != HL_OK;
+  return hl__check_alloc_args(h, "hl_obj_new", size, refs) != HL_OK;
 }
 
 /* (with the heap held the fast path has just missed: straight to the sequence) */

@@ -880,8 +880,9 @@ static inline __attribute__((always_inline)) void *hl__obj_alloc_fast_t(hl_heap 
 static inline void *hl__obj_alloc_fast(hl_heap *h, uint64_t size, uint64_t refs) {
   return hl__obj_alloc_fast_t(h, size, refs, false);
 }
-/* Checks of an allocation's arguments and mode: HL_OK or the error. */
-int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs);
+/* Checks of an allocation's arguments and mode: HL_OK or the error, its
+ * message naming the call `what` ("alloc", "fill", "churn", "hl_obj_new"). */
+int hl__check_alloc_args(hl_heap *h, const char *what, uint64_t size, uint64_t refs);
 
 /* ---- gc/barrier.c: the write barrier ----
  * Every store of a reference into a slot goes through hl__store.

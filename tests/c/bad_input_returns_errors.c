@@ -83,6 +83,13 @@ int main(void) {
   hl_heap *m = HEAP("mode=manual", "tcache_blocks=0"); /* (a malloc leaves its word reserved) */
   FAILS(m, HL_EMODE, "collected", hl_alloc(m, 8, 0, &r));
   FAILS(m, HL_EMODE, "manual heap", hl_collect(m, 1, -1));
+  /* each refusal names the call that was refused, not the allocation inside it */
+  FAILS(m, HL_EMODE, "alloc: objects need a collected heap", hl_alloc(m, 8, 0, &r));
+  FAILS(m, HL_EMODE, "fill: objects need a collected heap", hl_fill(m, 1 << 20, 64, 0, &r));
+  hl_churn_result cr;
+  FAILS(m, HL_EMODE, "churn: objects need a collected heap", hl_churn(m, 0.01, 64, 4096, 0, &cr));
+  FAILS(m, HL_EMODE, "hl_obj_new: objects need a collected heap",
+        hl_obj_new(m, 8, 1) ? HL_OK : HL_EMODE);
   /* the raw-object calls too, held (their fast path) or not, with blocks of
    * the same size class reserved by a malloc */
   void *blk = hl_malloc(m, 24);

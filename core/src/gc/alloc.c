@@ -23,15 +23,15 @@
 
 #include "../internal.h"
 
-int hl__check_alloc_args(hl_heap *h, uint64_t size, uint64_t refs) {
+int hl__check_alloc_args(hl_heap *h, const char *what, uint64_t size, uint64_t refs) {
   if (h->opt.mode != HL_MODE_COLLECTED)
-    return hl__fail(h, HL_EMODE, "alloc: objects need a collected heap (this one is manual)");
+    return hl__fail(h, HL_EMODE, "%s: objects need a collected heap (this one is manual)", what);
   if (size > HL_MAX_SIZE)
-    return hl__fail(h, HL_EINVAL, "alloc: size %" PRIu64 " exceeds the maximum of %" PRIu64
-                    " bytes", size, (uint64_t)HL_MAX_SIZE);
+    return hl__fail(h, HL_EINVAL, "%s: size %" PRIu64 " exceeds the maximum of %" PRIu64
+                    " bytes", what, size, (uint64_t)HL_MAX_SIZE);
   if (refs > HL_MAX_REFS)
-    return hl__fail(h, HL_EINVAL, "alloc: refs %" PRIu64 " exceeds the maximum of %" PRIu64
-                    " slots", refs, (uint64_t)HL_MAX_REFS);
+    return hl__fail(h, HL_EINVAL, "%s: refs %" PRIu64 " exceeds the maximum of %" PRIu64
+                    " slots", what, refs, (uint64_t)HL_MAX_REFS);
   return HL_OK;
 }
 
