@@ -20,7 +20,6 @@
 
 #include "lhl.h"
 
-/* The heap userdata at idx; `fn` names the method for the error. */
 /* The string at idx has no NUL inside (what C will read is all of it). */
 static int nul_free(lua_State *L, int idx) {
   size_t len = 0;
@@ -28,6 +27,7 @@ static int nul_free(lua_State *L, int idx) {
   return s && strlen(s) == len;
 }
 
+/* The heap userdata at idx; `fn` names the method for the error. */
 static lheap *heap_ud(lua_State *L, int idx, const char *fn) {
   lheap *lh = luaL_testudata(L, idx, HEAP_MT);
   if (!lh) {
