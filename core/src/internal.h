@@ -70,8 +70,10 @@ extern void __libc_free(void *p);
 #define HL_NIL UINT32_MAX
 #define HL_MAX_CLASSES 96
 #define HL_GRANULE 16
-/* the allocation bits of a page of the largest page_size (1 MiB, the
- * option's maximum) in 16-byte slots, in 64-bit words */
+/* the allocation bits of a page of the largest page_size (1 MiB: the
+ * option's declared maximum, which hl_options_validate enforces; the test
+ * option_values_are_checked_once checks that the two agree) in 16-byte
+ * slots, in 64-bit words */
 #define HL_PAGE_SIZE_MAX ((size_t)1 << 20)
 #define HL_ABITS_MAX_WORDS (HL_PAGE_SIZE_MAX / HL_GRANULE / 64)
 

@@ -5,11 +5,13 @@
  * are the positions of its names, the type matrix (a number for an enum, a
  * boolean for a count, a string for anything), decimal-only numbers ("010"
  * is ten, not octal eight), no NUL smuggled into a string, the nearest
- * option suggested for a typo, and an explicit value overriding a bad
- * environment value of the same option. */
+ * option suggested for a typo, an explicit value overriding a bad
+ * environment value of the same option, and page_size's declared maximum
+ * being the one the library's tables are sized by (HL_PAGE_SIZE_MAX). */
 #include <unistd.h>
 
 #include "check.h"
+#include "internal.h"
 
 /* What hl_options_from_env writes on stderr. */
 static void env_warnings(char *buf, size_t len) {
@@ -41,6 +43,21 @@ static void expect(int rc, int code, const char *err, const char *needle, const 
 }
 
 int main(void) {
+  /* the preload's allocation-bit free lists have a list per region size up
+   * to a page of the largest page_size: a larger declared maximum indexed
+   * past them (HEAPLAB_PAGE_SIZE=1m crashed every program before they were
+   * sized by it) */
+  hl_option_info ps;
+  CHECK(hl_option_info_get(hl_option_index("page_size"), &ps) == HL_OK, "page_size declared");
+  CHECK((uint64_t)ps.max == HL_PAGE_SIZE_MAX,
+        "page_size's declared maximum %" PRId64 " is not HL_PAGE_SIZE_MAX %zu", ps.max,
+        (size_t)HL_PAGE_SIZE_MAX);
+  char e[256];
+  hl_options big;
+  hl_options_defaults(&big);
+  big.page_size = (int64_t)HL_PAGE_SIZE_MAX * 2; /* set in the struct, past the setters */
+  CHECK(hl_options_validate(&big, e, sizeof e) == HL_EVALUE && strstr(e, "page_size"),
+        "page_size %" PRId64 " validated: '%s'", big.page_size, e);
   /* the enums and their names come from one list */
   struct { const char *opt, *name; int value; } consts[] = {
       {"mode", "manual", HL_MODE_MANUAL},       {"release_advice", "free", HL_ADVICE_FREE},

@@ -426,10 +426,6 @@ int hl_options_validate(const hl_options *o, char *err, size_t errlen) {
     hl__fmt_err(err, errlen, "option page_size: %" PRId64 " is not a power of two", ps);
     return HL_EVALUE;
   }
-  if ((size_t)ps > HL_PAGE_SIZE_MAX) { /* (the option's maximum: tables are sized by it) */
-    hl__fmt_err(err, errlen, "option page_size: %" PRId64 " is above %zu", ps, HL_PAGE_SIZE_MAX);
-    return HL_EVALUE;
-  }
   if ((size_t)ps < prim_os_page_size()) {
     hl__fmt_err(err, errlen, "option page_size: %" PRId64 " is below the OS page size %zu", ps,
                 prim_os_page_size());
