@@ -11,7 +11,7 @@
  * resident growth per thread (its stack included) is at most 3x what the
  * same program grows by on glibc alone, run as a child here (2.3x since the
  * fix: 69 KiB against 30); both figures are printed.  Run without the
- * preload (the control test) it prints its own figure only. */
+ * preload (as that child) it prints its own figure only. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
