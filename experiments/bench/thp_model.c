@@ -9,6 +9,12 @@
  *                                cursor + WINDOW ahead of the writer (WINDOW 4: up to 3
  *                                ahead); the writer waits for a chunk the helper is at and
  *                                populates an unclaimed one itself (thp_prefault's protocol)
+ *   thp_model 3                  every chunk written once first, untimed: the timed
+ *                                writes go into resident pages (the fill's bound)
+ * THP_MODEL_STREAM=1 in the environment writes each object with 16-byte streaming
+ * (non-temporal) stores instead of memset -- item 30's experiment: no read of a line
+ * before its write, which pays into resident pages and not into pages the kernel has
+ * just zeroed (their lines are in the cache).
  * Build: cc -O2 -pthread experiments/bench/thp_model.c -o /tmp/thp_model
  * Prints the time of the writes (the helper included).  Not built by Meson.
  */
@@ -25,6 +31,24 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 #define CHUNK ((size_t)2 << 20)
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+static int stream;
+static void write_object(uint8_t *p, int byte) {
+  if (!stream) {
+    memset(p, byte, 264);
+    return;
+  }
+  __m128i v = _mm_set1_epi8((char)byte);
+  for (int k = 0; k < 272; k += 16) _mm_stream_si128((__m128i *)(p + k), v);
+}
+static void write_done(void) { _mm_sfence(); }
+#else
+static int stream;
+static void write_object(uint8_t *p, int byte) { memset(p, byte, 264); }
+static void write_done(void) {}
+#endif
 
 static uint8_t *base;
 static int nchunks, window = 1 << 30;
@@ -65,6 +89,9 @@ int main(int argc, char **argv) {
   if (m == MAP_FAILED) return perror("mmap"), 1;
   base = (uint8_t *)(((uintptr_t)m + CHUNK - 1) & ~(uintptr_t)(CHUNK - 1));
   if (madvise(base, len, MADV_HUGEPAGE)) perror("MADV_HUGEPAGE");
+  const char *st = getenv("THP_MODEL_STREAM");
+  stream = st && atoi(st) != 0;
+  if (mode == 3) memset(base, 1, len); /* resident before the timed writes */
   uint64_t t0 = now_ns();
   pthread_t th;
   if (mode == 2) pthread_create(&th, NULL, helper, NULL);
@@ -81,8 +108,9 @@ int main(int argc, char **argv) {
       pthread_mutex_unlock(&mu);
       if (mine) madvise(p, CHUNK, MADV_POPULATE_WRITE);
     }
-    for (size_t o = 0; o + 272 <= CHUNK; o += 272) memset(p + o, (int)o, 264);
+    for (size_t o = 0; o + 272 <= CHUNK; o += 272) write_object(p + o, (int)o);
   }
+  write_done();
   if (mode == 2) {
     pthread_mutex_lock(&mu);
     stop = 1;
@@ -90,6 +118,6 @@ int main(int argc, char **argv) {
     pthread_mutex_unlock(&mu);
     pthread_join(th, NULL);
   }
-  printf("mode %d: %.1f ms\n", mode, (now_ns() - t0) / 1e6);
+  printf("mode %d%s: %.1f ms\n", mode, stream ? " streaming" : "", (now_ns() - t0) / 1e6);
   return 0;
 }
