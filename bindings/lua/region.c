@@ -175,12 +175,15 @@ static int g_write(lua_State *L) {
     return lhl_fail(L, fn, "%lld words from word %" PRIu64 " do not fit a region of %" PRIu64
                     " words", (long long)n, start, r->n);
   uint64_t *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *v, 0); /* freed by Lua */
-  r = region_check(L, 1, fn, &h); /* (after an allocation: heap.c says why) */
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, 2, i);
+    /* after an allocation, and the table's __index may run any code (remove
+     * the region, close the heap): look again before each word (heap.c) */
+    r = region_check(L, 1, fn, &h);
     v[i - 1] = word_value(L, 1, -1, fn, h);
     lua_pop(L, 1);
   }
+  r = region_check(L, 1, fn, &h); /* (n == 0: after the allocation above) */
   for (lua_Integer i = 0; i < n; i++) store(r, start - 1 + (uint64_t)i, v[i]);
   lua_pushvalue(L, 1);
   return 1;

@@ -132,6 +132,29 @@ it("refuses to be used once its heap is closed, and is collected safely", functi
   C.lua_gc()
 end)
 
+it("write() from a table whose __index removes the region or closes the heap raises", function()
+  -- reg:write reads the values with their metamethods; one that removes the
+  -- region stored into freed (NULL) words, one that closed the heap read its
+  -- handles from freed memory (SIGSEGV / ASan use-after-free)
+  local h = hl.heap{}
+  local reg = h:conservative_region(8)
+  local vals = setmetatable({}, { __len = function() return 3 end,
+    __index = function(_, i) if i == 2 then reg:remove() end; return i end })
+  C.raises({ "reg:write", "the region was removed" }, reg.write, reg, vals)
+  reg = h:conservative_region(8)
+  local o = h:alloc(16)
+  vals = setmetatable({}, { __len = function() return 3 end,
+    __index = function(_, i) if i == 2 then h:close() end; return o end })
+  C.raises({ "reg:write", "heap is closed" }, reg.write, reg, vals)
+  -- and what a well-behaved proxy gives is stored
+  h = hl.heap{}
+  reg = h:conservative_region(4)
+  reg:write(setmetatable({}, { __len = function() return 2 end,
+                               __index = function(_, i) return i * 10 end }), 2)
+  C.eq(table.concat(reg:words(), ","), "0,10,20,0", "words written through __index")
+  h:close()
+end)
+
 it("raises on bad input, naming it", function()
   local h <close> = hl.heap{}
   local other <close> = hl.heap{}
