@@ -172,12 +172,14 @@ static int s_summary(lua_State *L) {
 
 /* {{t_ns, phys_footprint, rss, lazyfree}, ...} */
 static int s_series(lua_State *L) {
-  hl_sampler *s = check_sampler(L);
+  check_sampler(L);
   hl_sample buf[256];
   size_t from = 0, n;
   lua_newtable(L);
   lua_Integer k = 1;
-  while (hl_sampler_read(s, from, buf, 256, &n) == 0 && n > 0) {
+  /* each table made may run a finalizer that stops the sampler: look it up
+   * again before each read (an error once stopped, not a freed sampler) */
+  while (hl_sampler_read(check_sampler(L), from, buf, 256, &n) == 0 && n > 0) {
     for (size_t i = 0; i < n; i++) {
       lua_createtable(L, 4, 0);
       lua_pushinteger(L, (lua_Integer)buf[i].t_ns), lua_rawseti(L, -2, 1);

@@ -34,6 +34,23 @@ local s = c.sampler()
 s:stop()
 ok, err = pcall(s.mark, s)
 assert(not ok and err:find("stopped"), "a stopped sampler says so")
+do
+  -- a finalizer that stops the sampler while s:series() builds its tables
+  -- (any allocation may run one) made the next read use the freed sampler:
+  -- SIGSEGV.  Now the call says it was stopped.
+  local s = c.sampler(0.0001, 4096)
+  local t0 = c.now()
+  while s:summary().stored < 600 and c.now() - t0 < 5 do end
+  assert(s:summary().stored >= 600, "samples to read")
+  collectgarbage("incremental", 1, 1000, 0)
+  collectgarbage("stop")
+  for _ = 1, 50 do setmetatable({}, { __gc = function() s:stop() end }) end
+  collectgarbage("restart")
+  local ok, err = pcall(s.series, s)
+  collectgarbage("generational")
+  assert(not ok and tostring(err):find("stopped"), "series of a sampler stopped by a finalizer: "
+         .. tostring(err))
+end
 assert(c.report():find('"allocator": "' .. c.allocator() .. '"', 1, true), "report")
 assert(c.peak_rss() > 0 and c.now() > 0)
 print("ok")
