@@ -30,6 +30,10 @@ typedef struct text {
 } text;
 
 static void put(text *x, const char *s) {
+  /* up to 32 pieces, the table, an item and value_of's two: more than the
+   * LUA_MINSTACK (20) slots a C function is given, so ask for them (pushing
+   * past the stack wrote over the next block: SIGSEGV at some call depths) */
+  luaL_checkstack(x->L, 6, "heaplab: tostring");
   lua_pushstring(x->L, s);
   const char *nl = strrchr(s, '\n');
   x->col = nl ? strlen(nl + 1) : x->col + strlen(s);

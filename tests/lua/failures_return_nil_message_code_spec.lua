@@ -129,6 +129,24 @@ describe("what the REPL shows", function()
     C.ok(text:find("[100] heap_created", 1, true) and not text:find("[21] ", 1, true), text)
   end)
 
+  it("at any depth of the Lua stack (the text's pieces fit the stack)", function()
+    -- __tostring of stats and events pushed up to 35 values where a C function
+    -- is given 20: in a fresh coroutine some call depth ended its stack there
+    -- and the pushes wrote past it (SIGSEGV at depths around 20)
+    local xs = { assert(h:stats()), assert(h:events(false)), assert(hl.footprint()),
+                 assert(h:events(false))[1] }
+    local function deep(n, x)
+      if n == 0 then return tostring(x) end
+      return (deep(n - 1, x))
+    end
+    for _, x in ipairs(xs) do
+      local want = tostring(x)
+      for d = 0, 60 do
+        C.eq(coroutine.wrap(function() return deep(d, x) end)(), want, "tostring at depth " .. d)
+      end
+    end
+  end)
+
   it("of the module: its _VERSION", function()
     C.ok(hl._VERSION:find("^heaplab %d+%.%d+%.%d+$"), hl._VERSION)
     C.eq(hl._VERSION, "heaplab " .. hl.version, "_VERSION and version agree")
