@@ -534,9 +534,12 @@ static int h_inject(lua_State *L) {
     if (!nul_free(L, 5))
       return lhl_fail(L, fn, "errno '%s...' contains a NUL byte", lua_tostring(L, 5));
     err = lua_tostring(L, 5);
-  } else if (!lua_isnoneornil(L, 5)) {
+  } else if (lua_type(L, 5) == LUA_TNUMBER) {
     snprintf(num, sizeof num, "%" PRId64, lhl_arg_int(L, 5, fn, "errno"));
     err = num;
+  } else if (!lua_isnoneornil(L, 5)) {
+    return lhl_fail(L, fn, "errno must be a name or an integer, got %s",
+                    lhl_shown(L, 5, b, sizeof b));
   }
   return heap_done(L, fn, h, hl_inject_named(h, lua_tostring(L, 2), lua_tostring(L, 3), n, err));
 }

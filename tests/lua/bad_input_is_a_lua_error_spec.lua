@@ -68,6 +68,9 @@ case({ "h:inject", "mode 'always...'", "NUL" }, h.inject, h, "release", "always\
 case({ "h:inject", "errno 'ENOMEM...'", "NUL" }, h.inject, h, "release", "always", 0, "ENOMEM\0x")
 case({ "h:inject", "errno", "[1, 4095]", "-3" }, h.inject, h, "restore", "always", 0, -3)
 case({ "h:inject", "site", "string", "nothing" }, h.inject, h)
+-- (errno is a name or a number: "errno must be an integer, got true" said only half)
+case({ "h:inject", "errno must be a name or an integer", "true" }, h.inject, h, "restore", "always", 0, true)
+case({ "h:inject", "errno must be an integer", "1.5" }, h.inject, h, "restore", "always", 0, 1.5)
 
 end)
 
