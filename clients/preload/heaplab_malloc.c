@@ -20,7 +20,8 @@
  *
  * Options: HEAPLAB_<NAME> as everywhere; the library's own defaults are
  * mode=manual, small_max=16384 (a malloc's mid-sized blocks on heaplab's
- * pages, not on glibc's) and warm_pages=16 (1 MiB kept warm; the demand
+ * pages, not on glibc's) and warm_pages=16 (1 MiB kept warm -- 1 MiB's worth
+ * of pages whatever HEAPLAB_PAGE_SIZE is, unless set; the demand
  * window -- warm_demand_trims -- keeps what a busy program needs).  HEAPLAB_ALLOCATOR=libc passes everything to
  * glibc.  A bad value prints one line on stderr and the process runs on the
  * system allocator: a malloc cannot refuse to start a program.
@@ -166,6 +167,11 @@ static NOINLINE hl_heap *setup(void) {
      * rather than refusing a valid page size */
     if (!rc && !getenv("HEAPLAB_SMALL_MAX") && o.small_max > o.page_size / 4)
       o.small_max = o.page_size / 4;
+    /* and its warm_pages means 1 MiB kept warm (16 pages of 64 KiB), whatever
+     * the page size: 16 pages of 1 MiB kept 16 MiB after a program freed
+     * everything (page_size=1m), 16 of 4 KiB 64 KiB */
+    if (!rc && !getenv("HEAPLAB_WARM_PAGES"))
+      o.warm_pages = o.page_size >= (1 << 20) ? 1 : (1 << 20) / o.page_size;
     if (!rc && getenv("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
       snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
                getenv("HEAPLAB_MODE"));
