@@ -20,7 +20,8 @@
  *
  * Options: HEAPLAB_<NAME> as everywhere; the library's own defaults are
  * mode=manual, small_max=16384 (a malloc's mid-sized blocks on heaplab's
- * pages, not on glibc's) and warm_pages=16 (1 MiB kept warm; the demand
+ * pages, not on glibc's) and warm_pages=16 (1 MiB kept warm -- 1 MiB's worth
+ * of pages whatever HEAPLAB_PAGE_SIZE is, unless set; the demand
  * window -- warm_demand_trims -- keeps what a busy program needs).  HEAPLAB_ALLOCATOR=libc passes everything to
  * glibc.  A bad value prints one line on stderr and the process runs on the
  * system allocator: a malloc cannot refuse to start a program.
@@ -166,6 +167,11 @@ static NOINLINE hl_heap *setup(void) {
      * rather than refusing a valid page size */
     if (!rc && !getenv("HEAPLAB_SMALL_MAX") && o.small_max > o.page_size / 4)
       o.small_max = o.page_size / 4;
+    /* and its warm_pages means 1 MiB kept warm (16 pages of 64 KiB), whatever
+     * the page size: 16 pages of 1 MiB kept 16 MiB after a program freed
+     * everything (page_size=1m), 16 of 4 KiB 64 KiB */
+    if (!rc && !getenv("HEAPLAB_WARM_PAGES"))
+      o.warm_pages = o.page_size >= (1 << 20) ? 1 : (1 << 20) / o.page_size;
     if (!rc && getenv("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
       snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
                getenv("HEAPLAB_MODE"));
@@ -382,6 +388,35 @@ static bool large_block(hl_heap *h, const void *ptr, size_t *size) {
   return mine;
 }
 
+EXPORT void *NAME(malloc)(size_t n);
+
+/* HEAPLAB_VERIFY=1: realloc of a large block of h.  One that does not stay
+ * where it is moves here -- a new block of the size the system realloc would
+ * have been asked for (hl__manual_large_want: a buffer grown in small steps
+ * still moves O(log n) times), the copy, and the old block freed by
+ * free_large, into the quarantine as free() puts it.  The system realloc
+ * freed or unmapped the old block itself, past the quarantine: a write
+ * through the old pointer landed in glibc's free memory or faulted, and its
+ * free or realloc went to glibc as a foreign pointer (an abort: "free():
+ * invalid pointer") where after a free() it is refused.  *foreign: not a
+ * large block of h (NULL, nothing done). */
+static void *realloc_large_verify(hl_heap *h, void *ptr, size_t n, bool *foreign) {
+  bool locked = hl__lock(h);
+  bool mine = hl__large_contains(h, ptr);
+  uint64_t old = mine ? hl__large_of(ptr)->size : 0;
+  bool stays = mine && n > h->small_max && hl__large_stays(old, n);
+  size_t want = mine && n > h->small_max && !stays ? hl__manual_large_want(h, old, n) : n;
+  hl__unlock(h, locked);
+  *foreign = !mine;
+  if (!mine || stays) return mine ? ptr : NULL;
+  void *q = NAME(malloc)(want);
+  if (!q && want != n) q = NAME(malloc)(n);
+  if (!q) return NULL;
+  memcpy(q, ptr, old < n ? old : n);
+  free_large(h, ptr);
+  return q;
+}
+
 /* The slow paths may run a trim, whose refused advice (a fault injection
  * arm, the map limit) sets errno: a call that succeeds leaves errno as it
  * found it, as glibc's free does since 2.33 (POSIX 2024). */
@@ -523,7 +558,8 @@ EXPORT void *NAME(realloc)(void *ptr, size_t n) {
     }
   } else {
     bool foreign;
-    q = hl__manual_realloc_outside(h, ptr, n, &foreign);
+    q = h->opt.verify ? realloc_large_verify(h, ptr, n, &foreign)
+                      : hl__manual_realloc_outside(h, ptr, n, &foreign);
     if (foreign && freed_large(h, ptr, "realloc")) {
       report_refused(h);
       errno = EINVAL;

@@ -262,7 +262,14 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
     goto fail;
   }
   hl__alloc_limit_update(h);
-  h->manual_trim_threshold = (uint64_t)(o.warm_pages / 4 > 16 ? o.warm_pages / 4 : 16);
+  /* manual mode: a trim once the free pool holds this many pages beyond
+   * warm_pages -- a quarter of them, and at least 1 MiB's worth, counted in
+   * bytes (16 pages of the default 64 KiB): 16 pages were 16 MiB more kept
+   * resident with page_size=1m (page_size is at most 1 MiB: one page) */
+  uint64_t trim_batch = ((uint64_t)1 << 20) / (uint64_t)o.page_size;
+  if (trim_batch == 0) trim_batch = 1;
+  h->manual_trim_threshold =
+      (uint64_t)o.warm_pages / 4 > trim_batch ? (uint64_t)o.warm_pages / 4 : trim_batch;
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&
       (rc = hl__collector_start(h))) {
     hl__fmt_err(err, errlen, "hl_heap_new: cannot start the collector thread (%s)", strerror(rc));

@@ -1132,6 +1132,16 @@ void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size
 /* ptr outside the reservation: h's large block resized (one lock), or
  * *foreign set and NULL when it is not h's (the preload library's realloc). */
 void *hl__manual_realloc_outside(hl_heap *h, void *ptr, size_t new_size, bool *foreign);
+/* A large block of old bytes resized to new_size (past small_max): it stays
+ * as it is when it shrinks by less than half (or grows within what it has);
+ * otherwise it gets hl__manual_large_want's size -- a quarter more than old
+ * when it grows by less, within the system allocator's mapping threshold
+ * and heap_limit_bytes -- which the resize (or the preload library's move
+ * under verify) may fall back from to new_size.  Lock held. */
+static inline bool hl__large_stays(uint64_t old, size_t new_size) {
+  return new_size <= old && new_size >= old / 2;
+}
+size_t hl__manual_large_want(hl_heap *h, uint64_t old, size_t new_size);
 size_t hl__manual_usable_size(hl_heap *h, const void *ptr);
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size);
 void hl__manual_thread_flush(hl_heap *h);

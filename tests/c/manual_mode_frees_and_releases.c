@@ -62,9 +62,10 @@ int main(void) {
   uint64_t after = resident_of(h);
   hl_stats s2 = stats_of(h);
   check_invariants(h);
-  /* what may stay: the warm cache, the trim threshold (max(16, warm/4))
-   * and the owned page of each class */
-  uint64_t threshold = o.warm_pages / 4 > 16 ? (uint64_t)o.warm_pages / 4 : 16;
+  /* what may stay: the warm cache, the trim threshold (max(1 MiB's worth of
+   * pages, warm/4)) and the owned page of each class */
+  uint64_t batch = ((uint64_t)1 << 20) / (uint64_t)o.page_size;
+  uint64_t threshold = (uint64_t)o.warm_pages / 4 > batch ? (uint64_t)o.warm_pages / 4 : batch;
   uint64_t allowed = ((uint64_t)o.warm_pages + threshold + 64) * (uint64_t)o.page_size;
   printf("page_release on: %.1f MiB resident after the fill, %.1f MiB after the frees "
          "(allowed %.1f); %" PRIu64 " pages released in %" PRIu64 " trims\n",

@@ -267,7 +267,8 @@ def small_page_option():
 
 def verify_refuses():
     """HEAPLAB_VERIFY=1 catches the program's double frees and its realloc of
-    a freed block, small or large (a freed large block stays in a quarantine),
+    a freed block, small or large (a freed large block stays in a quarantine,
+    also one that realloc moved, and a write through it is harmless),
     refuses them (the block is not handed out twice), and says
     so on stderr: one line each for the first 10, then one more.  (They were
     refused in silence: recorded only in the heap's error.)"""
@@ -280,7 +281,18 @@ def verify_refuses():
                                 "realloc of a freed block: NULL, errno 22",
                                 "malloc_usable_size of a freed large block: 0",
                                 "large double free: refused",
-                                "realloc of a freed large block: NULL, errno 22"], out
+                                "realloc of a freed large block: NULL, errno 22",
+                                "after free: malloc_usable_size 0",
+                                "after free: free: refused",
+                                "after free: realloc: NULL, errno 22",
+                                "realloc to a larger block: moved",
+                                "after realloc moved it: malloc_usable_size 0",
+                                "after realloc moved it: free: refused",
+                                "after realloc moved it: realloc: NULL, errno 22",
+                                "realloc to a small block: moved",
+                                "after realloc made it small: malloc_usable_size 0",
+                                "after realloc made it small: free: refused",
+                                "after realloc made it small: realloc: NULL, errno 22"], out
     lines = err.splitlines()
     assert len(lines) == 11 and all(l.startswith("libheaplab-malloc: ") for l in lines), err
     assert "not a live block (double free?): refused" in lines[0], lines[0]
@@ -288,6 +300,12 @@ def verify_refuses():
     # a large block's: it went to glibc as a foreign pointer, which aborted
     assert "free:" in lines[2] and "freed large block (double free?)" in lines[2], lines[2]
     assert "realloc:" in lines[3] and "freed large block" in lines[3], lines[3]
+    # a large block realloc moved (grown, or made small) is refused as one
+    # free() freed: it was freed by the system realloc, past the quarantine
+    # (its second free went to glibc, which aborted)
+    for k in range(4, 10):
+        assert ("free:" if k % 2 == 0 else "realloc:") in lines[k] and \
+            "freed large block" in lines[k], (k, lines[k])
     assert lines[10] == "libheaplab-malloc: further refused calls not shown", lines[10]
     print("HEAPLAB_VERIFY=1:", lines[0])
 

@@ -499,26 +499,32 @@ bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size) {
  * -- costs O(log n) system reallocs, not one per step (each an mremap once
  * blocks are mapped: 0.27 s of system time in bench-preload realloc).  NULL
  * on failure, the old block untouched. */
+size_t hl__manual_large_want(hl_heap *h, uint64_t old, size_t new_size) {
+  HL_ASSERT_LOCKED(h);
+  size_t want = new_size;
+  if (new_size > old && new_size < SIZE_MAX / 2 && new_size < old + old / 4) want = old + old / 4;
+  /* the slack must not carry a block over the system allocator's mapping
+   * threshold when the size asked stays under it: in glibc's heap the block
+   * grows in place at the top; past the threshold it moves to a mapping of
+   * its own, the copy and the old block both resident (bench-preload
+   * realloc: its peak RSS 3.5-4.2 MiB, glibc alone 2.7) */
+  uint64_t thr = h->sys_map_threshold, room = thr > 64 ? thr - 64 : 0;
+  if (want != new_size && room && sizeof(hl_large) + new_size <= room &&
+      sizeof(hl_large) + want > room)
+    want = room - sizeof(hl_large);
+  if (want != new_size && h->opt.heap_limit_bytes &&
+      hl__live_bytes(h) + (want - old) > (uint64_t)h->opt.heap_limit_bytes)
+    want = new_size; /* the slack must not break the limit */
+  return want;
+}
+
 static void *realloc_large_locked(hl_heap *h, void *ptr, uint64_t old, size_t new_size) {
   HL_ASSERT_LOCKED(h);
   void *q = NULL;
-  if (new_size <= old && new_size >= old / 2) {
+  if (hl__large_stays(old, new_size)) {
     q = ptr;
   } else if (new_size <= old || !over_limit(h, new_size - old, "realloc")) {
-    size_t want = new_size;
-    if (new_size > old && new_size < SIZE_MAX / 2 && new_size < old + old / 4) want = old + old / 4;
-    /* the slack must not carry a block over the system allocator's mapping
-     * threshold when the size asked stays under it: in glibc's heap the block
-     * grows in place at the top; past the threshold it moves to a mapping of
-     * its own, the copy and the old block both resident (bench-preload
-     * realloc: its peak RSS 3.5-4.2 MiB, glibc alone 2.7) */
-    uint64_t thr = h->sys_map_threshold, room = thr > 64 ? thr - 64 : 0;
-    if (want != new_size && room && sizeof(hl_large) + new_size <= room &&
-        sizeof(hl_large) + want > room)
-      want = room - sizeof(hl_large);
-    if (want != new_size && h->opt.heap_limit_bytes &&
-        hl__live_bytes(h) + (want - old) > (uint64_t)h->opt.heap_limit_bytes)
-      want = new_size; /* the slack must not break the limit */
+    size_t want = hl__manual_large_want(h, old, new_size);
     q = hl__large_realloc(h, hl__large_of(ptr), want); /* (charged there) */
     if (!q && want != new_size) q = hl__large_realloc(h, hl__large_of(ptr), new_size);
     if (!q) hl__fail(h, HL_ENOMEM, "realloc: the system allocator refused %zu bytes", new_size);

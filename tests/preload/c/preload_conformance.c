@@ -436,6 +436,21 @@ static void mallinfo_counts_every_block(void) {
 /* The program's own errors, for HEAPLAB_VERIFY=1 to catch (run.py,
  * verify_refuses): a double free, a realloc of a freed block, 20 more double
  * frees.  Prints what the calls returned. */
+/* HEAPLAB_VERIFY=1 (misuse): what the program sees through the pointer of a
+ * large block it no longer owns -- `how` it lost it -- after writing through
+ * it: its usable size, a second free, a realloc. */
+static void probe_freed_large(const char *how, char *p, size_t n) {
+  memset(p, 0xd5, n); /* a write after free */
+  printf("%s: malloc_usable_size %zu\n", how, malloc_usable_size(p));
+  m_free(p);
+  char *again = m_malloc(n);
+  printf("%s: free: %s\n", how, again == p ? "the block was handed out twice" : "refused");
+  errno = 0;
+  void *u = m_realloc(p, n + 1000);
+  printf("%s: realloc: %s, errno %d\n", how, u ? "moved" : "NULL", errno);
+  m_free(again);
+}
+
 static int misuse(void) {
   char *p = m_malloc(40);
   m_free(p);
@@ -462,6 +477,28 @@ static int misuse(void) {
   void *u = m_realloc(big, 300 << 10);
   printf("realloc of a freed large block: %s, errno %d\n", u ? "moved" : "NULL", errno);
   m_free(big2);
+  /* a large block realloc moved is freed as free() frees it: into the
+   * quarantine (the system realloc freed it, and its second free went to
+   * glibc: an abort).  A block after it, so that the growth cannot be in
+   * place on either allocator. */
+  enum { LARGE = 200 << 10 };
+  char *a = m_malloc(LARGE);
+  memset(a, 1, LARGE);
+  m_free(a);
+  probe_freed_large("after free", a, LARGE);
+  char *b = m_malloc(LARGE), *fence = m_malloc(LARGE);
+  memset(b, 1, LARGE);
+  char *grown = m_realloc(b, 2 * LARGE);
+  printf("realloc to a larger block: %s\n", grown != b ? "moved" : "in place");
+  probe_freed_large("after realloc moved it", b, LARGE);
+  char *c = m_malloc(LARGE);
+  memset(c, 1, LARGE);
+  char *shrunk = m_realloc(c, 100);
+  printf("realloc to a small block: %s\n", shrunk != c ? "moved" : "in place");
+  probe_freed_large("after realloc made it small", c, LARGE);
+  m_free(grown);
+  m_free(shrunk);
+  m_free(fence);
   for (int i = 0; i < 20; i++) {
     char *x = m_malloc(24);
     m_free(x);
