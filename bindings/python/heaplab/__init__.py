@@ -64,8 +64,9 @@ class HeapClosed(Error):
 
 
 class StaleRef(Error):
-    """The Ref was released (or never belonged to a live handle), or the
-    ConservativeRegion was removed."""
+    """The Ref was released, or the ConservativeRegion was removed -- by the
+    program, or by a garbage collection that finalized it (a finalizer of the
+    same garbage used it afterwards); the message says which."""
 
     code = "ESTALE"
 
@@ -511,8 +512,8 @@ class _Owned:
     if the Python object dies open, from cffi's deallocation -- in C, where no
     KeyboardInterrupt can land (a __del__ would have swallowed one)."""
 
-    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_calls", "_here", "_cv", "_pending",
-                 "__weakref__")
+    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_finalized", "_calls", "_here", "_cv",
+                 "_pending", "__weakref__")
     _what = "the object"
 
     def _fresh(self) -> None:
@@ -540,6 +541,7 @@ class _Owned:
         self._here = _Here()
         self._cv = threading.Condition(threading.Lock())
         self._pending = False
+        self._finalized = False
         self._closed = False
         _LIVE_OWNERS.add(self)
 
@@ -555,7 +557,22 @@ class _Owned:
         lib.hlpy_anchor_close(self._anchor)
 
     def _closed_error(self) -> Error:
+        if self._finalized:
+            return HeapClosed(f"{self._what} was finalized by a garbage collection: it is garbage, "
+                              f"and its C object was freed before this finalizer of the same "
+                              f"garbage used it (it was not closed)")
         return HeapClosed(f"{self._what} is closed")
+
+    def _gone(self) -> bool:
+        """True when the C object is gone: closed, or freed by the owner's
+        destructor in a garbage collection (then marked closed and finalized
+        here, so that every later error says so)."""
+        if self._closed:
+            return True
+        if lib.hlpy_anchor_obj(self._anchor, self._serial) == ffi.NULL:
+            self._finalized = self._closed = True
+            return True
+        return False
 
     def _run(self, fn: Any, *args: Any) -> Any:
         """fn(ptr, *args) with the object kept alive for the call; its result."""
@@ -571,7 +588,7 @@ class _Owned:
             # freed (owners.c, spares)
             ptr = lib.hlpy_anchor_obj(self._anchor, self._serial)
             if ptr == ffi.NULL:
-                self._closed = True
+                self._finalized = self._closed = True   # (close() sets _closed first)
                 raise self._closed_error()
             return fn(ptr, *args)
         finally:
@@ -896,9 +913,19 @@ class Ref:
     def _ref(self):
         return self._root.ref
 
+    def _finalized(self) -> bool:
+        """True when its root was dropped by its destructor, in a garbage
+        collection that found this Ref garbage (hlpy_root_done forgets the
+        anchor; release() keeps it)."""
+        return self._root.anchor == ffi.NULL
+
     def _h(self) -> Heap:
         if self._ref == 0:
-            raise StaleRef("this Ref was released")
+            if self._finalized():
+                raise StaleRef("this Ref was finalized by a garbage collection: it is garbage, and "
+                               "its root was dropped before this finalizer of the same garbage "
+                               "used it (it was not released)")
+            raise StaleRef("this Ref was released (release(), or the end of its with block)")
         return self._heap
 
     def _info(self) -> Any:
@@ -1053,9 +1080,10 @@ class Ref:
 
     def __repr__(self) -> str:
         if self._ref == 0:
-            return "<heaplab.Ref released>"
-        if self._heap._closed:
-            return "<heaplab.Ref of a closed heap>"
+            return f"<heaplab.Ref {'finalized' if self._finalized() else 'released'}>"
+        if self._heap._gone():
+            return (f"<heaplab.Ref of a {'finalized' if self._heap._finalized else 'closed'} "
+                    f"heap>")
         i = self._info()
         return f"<heaplab.Ref size={i.size} refs={i.refs} at 0x{i.address:x}{' large' if i.large else ''}>"
 
@@ -1086,14 +1114,38 @@ class ConservativeRegion:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("make a region with Heap.conservative_region(words)")
 
+    def _finalized(self) -> bool:
+        """True when the region was removed by its destructor, in a garbage
+        collection that found it garbage (hlpy_region_done forgets the
+        anchor; remove() keeps it)."""
+        return self._region.anchor == ffi.NULL
+
+    def _stale(self) -> Error:
+        if self._finalized():
+            return StaleRef("this region was finalized by a garbage collection: it is garbage, "
+                            "and it was removed before this finalizer of the same garbage used "
+                            "it (remove() was not called)")
+        return StaleRef("this region was removed (remove(), or the end of its with block)")
+
+    def _heap_gone(self) -> Error:
+        heap = self._heap
+        heap._gone()
+        if heap._finalized:
+            return HeapClosed("the region's heap was finalized by a garbage collection: it is "
+                              "garbage, and its C heap was freed before this finalizer of the "
+                              "same garbage used the region (it was not closed)")
+        return HeapClosed("the region's heap is closed")
+
     def _do(self, fn: Any, *args: Any) -> None:
-        if self._heap._closed:
-            raise HeapClosed("the region's heap is closed")
+        if self.removed:
+            raise self._stale()
+        if self._heap._gone():
+            raise self._heap_gone()
         rc = fn(self._region, *args)
         if rc == lib.HL_ECLOSED:
-            raise HeapClosed("the region's heap is closed")
+            raise self._heap_gone()
         if rc == lib.HL_ESTALE:
-            raise StaleRef("this region was removed")
+            raise self._stale()
         if rc:
             _raise(rc, "region word access failed")
 
@@ -1195,9 +1247,11 @@ class ConservativeRegion:
 
     def __repr__(self) -> str:
         if self.removed:
-            return "<heaplab.ConservativeRegion removed>"
-        if self._heap._closed:
-            return "<heaplab.ConservativeRegion of a closed heap>"
+            return (f"<heaplab.ConservativeRegion "
+                    f"{'finalized' if self._finalized() else 'removed'}>")
+        if self._heap._gone():
+            return (f"<heaplab.ConservativeRegion of a "
+                    f"{'finalized' if self._heap._finalized else 'closed'} heap>")
         nonzero = sum(1 for w in self.words() if w)
         return f"<heaplab.ConservativeRegion words={len(self)} nonzero={nonzero}>"
 
@@ -1221,6 +1275,10 @@ class Sampler(_Owned):
         self._own(slot[0])
 
     def _closed_error(self) -> Error:
+        if self._finalized:
+            return Error("the sampler was finalized by a garbage collection: it is garbage, and "
+                         "its thread was stopped before this finalizer of the same garbage used "
+                         "it (it was not stopped by stop())")
         return Error("the sampler is stopped")
 
     def mark(self) -> None:
