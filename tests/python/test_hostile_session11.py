@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import heaplab
 
 
@@ -102,3 +104,80 @@ def test_a_ref_finalized_by_a_garbage_collection_is_not_called_released():
     reprs = {out for name, out in seen if name == "repr"}
     assert "<heaplab.Ref finalized>" in reprs and "<heaplab.ConservativeRegion finalized>" in reprs
     assert not any("released" in o or "removed" in o or "closed" in o for o in reprs), reprs
+
+
+# ---- objects whose __init__ did not run -------------------------------------------------------
+
+def _skipping(base):
+    """A subclass of base whose __init__ does not call base's."""
+    return type("Sub" + base.__name__, (base,), {"__init__": lambda self, *a, **k: None})
+
+
+# a call of each public method and property, with arguments good enough to get past them
+_CALLS = {
+    heaplab.Heap: ["alloc(16)", "fill(1 << 20, 64)", "collect()", "trim()", "memory_pressure()",
+                   "check()", "churn(0.01, 64, 1024)", "stats()", "events()", "resident_bytes()",
+                   "vma_count()", "range()", "inject('restore', 'off')", "faults", "options",
+                   "closed", "conservative_region(4)", "__enter__()"],
+    heaplab.Sampler: ["mark()", "reset()", "summary()", "series()", "closed", "__enter__()"],
+    heaplab.Ref: ["size", "address", "large", "released", "heap", "len(o)", "o[0]",
+                  "o.__setitem__(0, None)", "list(o)", "dup()", "read()", "write(b'x')",
+                  "checksum()", "hash(o)", "__enter__()", "copy.copy(o)"],
+    heaplab.ConservativeRegion: ["heap", "removed", "len(o)", "o[0]", "o.__setitem__(0, 1)",
+                                 "write([1])", "words()", "list(o)", "scrub()", "__enter__()"],
+    heaplab.Stats: ["cycles", "as_dict()", "list(o)"],
+    heaplab.Event: ["kind", "cycle", "time_ns", "fields", "as_dict()", "released"],
+}
+
+
+@pytest.mark.parametrize("base", list(_CALLS), ids=lambda c: c.__name__)
+def test_an_object_whose_init_was_skipped_says_so(base):
+    """A subclass whose __init__ skips super().__init__() (or an object made
+    with cls.__new__) got AttributeError: "'SubHeap' object has no attribute
+    '_closed'" from repr() and every method.  Now repr says 'not initialised'
+    and every method and property raises heaplab.NotInitialised (a
+    heaplab.Error and a TypeError) saying so; close() / stop() / release() /
+    remove() have nothing to drop and do nothing."""
+    import copy  # noqa: F401  (used by the calls)
+    for o in (_skipping(base)(), base.__new__(base)):
+        assert repr(o) == f"<heaplab.{base.__name__} not initialised>"
+        for text in _CALLS[base]:
+            code = text if text.startswith(("len(", "o[", "o.", "list(", "hash(", "copy.")) \
+                else "o." + text
+            with pytest.raises(heaplab.NotInitialised) as info:
+                eval(code)
+            e = info.value
+            assert isinstance(e, heaplab.Error) and isinstance(e, TypeError), (code, e)
+            assert f"this heaplab.{base.__name__} was not" in str(e), (code, e)
+            assert ("not initialised" in str(e) if base in (heaplab.Heap, heaplab.Sampler,
+                                                              heaplab.Stats, heaplab.Event)
+                    else "not made by a heap" in str(e)), (code, e)
+        for drop in ("close", "stop", "release", "remove"):
+            if hasattr(base, drop):
+                getattr(o, drop)()
+                getattr(o, drop)()
+        if base not in (heaplab.Stats, heaplab.Event):   # (any name there is a field)
+            assert not hasattr(o, "no_such_attribute")   # other names: AttributeError
+
+
+def test_a_subclass_whose_init_failed_says_it_was_not_initialised():
+    """A subclass that catches its base's failed __init__ has no C object:
+    its methods said 'the heap is closed' (it never was open), and repr
+    raised AttributeError."""
+    class Lenient(heaplab.Heap):
+        def __init__(self, **options):
+            try:
+                super().__init__(**options)
+            except ValueError:
+                pass
+    h = Lenient(warm_pages=-5)
+    assert repr(h) == "<heaplab.Heap not initialised>"
+    with pytest.raises(heaplab.NotInitialised,
+                       match=r"heaplab.Heap was not initialised \(Lenient.__init__ did not call"):
+        h.stats()
+    h.close()
+    good = Lenient(warm_pages=3)
+    try:
+        assert good.options["warm_pages"] == 3 and "heaplab.Heap collected" in repr(good)
+    finally:
+        good.close()

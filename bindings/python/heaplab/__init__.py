@@ -38,6 +38,7 @@ __all__ = [
     "Heap", "HeapOptions", "Ref", "ConservativeRegion", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
     "SlotIndexError", "UnknownOption", "CheckFailed", "InvalidType", "Interrupted",
+    "NotInitialised",
     "footprint", "options", "stat_names", "fault_sites", "fault_modes",
     "MAX_SIZE", "MAX_REFS", "__version__", "preload_path",
 ]
@@ -119,6 +120,71 @@ class Interrupted(Error, KeyboardInterrupt):
     is not (a SIGINT handler of the program's that does not raise)."""
 
     code = "EINTR"
+
+
+class NotInitialised(Error, TypeError):
+    """An object whose __init__ did not run: a subclass's __init__ that does
+    not call super().__init__(), a Ref made with Ref.__new__; a TypeError."""
+
+
+# ---- objects whose __init__ did not run --------------------------------------------
+# The classes keep their state in __slots__: a slot that __init__ never set
+# raised a bare AttributeError ('H' object has no attribute '_closed') from
+# any method, repr included.  One mechanism for every class: a slot of a
+# heaplab class that is not set is an object that was not initialised.
+
+class _Slotted:
+    __slots__ = ()
+    #: how a proper object is made, for the message; None: by its __init__
+    _made_by: Optional[str] = None
+
+    @classmethod
+    def _own_slots(cls) -> Tuple[str, ...]:
+        """The slots of the heaplab classes cls derives from."""
+        return tuple(n for k in cls.__mro__ if k.__module__ == __name__
+                     for n in k.__dict__.get("__slots__", ()) if n != "__weakref__")
+
+    def _has(self, name: str) -> bool:
+        try:
+            object.__getattribute__(self, name)
+            return True
+        except AttributeError:
+            return False
+
+    def _initialised(self) -> bool:
+        return all(self._has(n) for n in self._own_slots())
+
+    @classmethod
+    def _base(cls) -> type:
+        """The heaplab class cls is (or derives from)."""
+        return next(k for k in cls.__mro__ if k.__module__ == __name__)
+
+    def _not_initialised(self) -> NotInitialised:
+        cls, base = type(self), self._base()
+        if self._made_by:
+            return NotInitialised(f"this heaplab.{base.__name__} was not made by a heap (a "
+                                  f"{base.__name__} is made by {self._made_by}): it has no state")
+        how = (f"{cls.__name__}.__init__ did not call heaplab.{base.__name__}.__init__, or that "
+               f"failed" if cls is not base else "its __init__ did not run, or failed")
+        return NotInitialised(f"this heaplab.{base.__name__} was not initialised ({how})")
+
+    def _missing(self, name: str) -> NoReturn:
+        """The ordinary lookup of `name` failed: a slot never set, or no such name."""
+        if name in self._own_slots():
+            raise self._not_initialised()
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    if not TYPE_CHECKING:   # (to mypy, a class with __getattr__ has every attribute)
+        def __getattr__(self, name: str) -> Any:
+            self._missing(name)
+
+    def __repr__(self) -> str:
+        if not self._initialised():
+            return f"<heaplab.{self._base().__name__} not initialised>"
+        return self._repr()
+
+    def _repr(self) -> str:
+        return object.__repr__(self)
 
 
 _ERRORS = {
@@ -279,7 +345,7 @@ def footprint() -> Footprint:
     return _tuple_of(Footprint, f)
 
 
-class Stats:
+class Stats(_Slotted):
     """The heap's counters (names from HL_STATS in heaplab.h): attribute access
     and as_dict()."""
 
@@ -290,7 +356,7 @@ class Stats:
 
     def __getattr__(self, name: str) -> int:
         if name.startswith("_"):   # (not a stat: no recursion through _values)
-            raise AttributeError(name)
+            self._missing(name)
         try:
             return self._values[name]
         except KeyError:
@@ -309,13 +375,13 @@ class Stats:
     def __iter__(self) -> Iterator[Tuple[str, int]]:
         return iter(self._values.items())
 
-    def __repr__(self) -> str:
+    def _repr(self) -> str:
         keys = ("cycles", "major_sweeps", "total_pages", "free_pool_pages", "released_pool_pages",
                 "released_pages", "small_live_bytes", "large_live_bytes")
         return "Stats(" + ", ".join(f"{k}={self._values[k]}" for k in keys) + ", ...)"
 
 
-class Event:
+class Event(_Slotted):
     """One structured record of the heap's event ring: kind, cycle, time_ns and
     the kind's own fields (names from HL_EVENTS in heaplab.h)."""
 
@@ -330,8 +396,8 @@ class Event:
         self.kind, self.cycle, self.time_ns, self.fields = kind, cycle, time_ns, fields
 
     def __getattr__(self, name: str) -> int:
-        if name.startswith("_") or name in Event.__slots__:  # (not set yet: unpickling)
-            raise AttributeError(name)
+        if name.startswith("_") or name in Event.__slots__:  # (a slot not set yet)
+            self._missing(name)
         try:
             return self.fields[name]
         except KeyError:
@@ -344,7 +410,7 @@ class Event:
         """kind, cycle, time_ns and the kind's fields as one dict."""
         return {"kind": self.kind, "cycle": self.cycle, "time_ns": self.time_ns, **self.fields}
 
-    def __repr__(self):
+    def _repr(self) -> str:
         f = ", ".join(f"{k}={v}" for k, v in self.fields.items())
         return f"Event({self.kind}, cycle={self.cycle}, {f})"
 
@@ -507,7 +573,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_child)
 
 
-class _Owned:
+class _Owned(_Slotted):
     """The C object lives in an anchor (owners.h) that frees it on close() or,
     if the Python object dies open, from cffi's deallocation -- in C, where no
     KeyboardInterrupt can land (a __del__ would have swallowed one)."""
@@ -520,7 +586,7 @@ class _Owned:
         """__init__'s first step: refuse a second __init__, which replaced
         the C object under the Refs of the first (freed with them alive,
         their handles then read in the new one)."""
-        if getattr(self, "_anchor", None) is not None:
+        if self._has("_anchor"):
             raise TypeError(f"a heaplab.{type(self).__name__} cannot be initialised twice "
                             f"(make a new one)")
 
@@ -611,10 +677,9 @@ class _Owned:
         """Free the C object; idempotent.  Calls in flight in other threads
         finish first; inside a call of this thread (a finalizer) the free
         waits for the end of that call."""
-        cv = getattr(self, "_cv", None)
-        if cv is None:   # __init__ failed before the C object existed
+        if not self._has("_cv"):   # __init__ failed (or did not run): nothing to free
             return
-        with cv:
+        with self._cv:
             if self._closed:
                 return
             self._closed = True
@@ -709,9 +774,9 @@ class Heap(_Owned):
         self._call(fn, *args, ffi.addressof(root, "ref"))
         return ref
 
-    def __repr__(self) -> str:
-        if self._closed:
-            return "<heaplab.Heap closed>"
+    def _repr(self) -> str:
+        if self._gone():
+            return f"<heaplab.Heap {'finalized' if self._finalized else 'closed'}>"
         s = self.stats()
         return (f"<heaplab.Heap {self._options['mode']} pages={s.total_pages} "
                 f"free={s.free_pool_pages} released={s.released_pool_pages} cycles={s.cycles}>")
@@ -895,13 +960,14 @@ def _document_options(cls: type) -> None:
 _document_options(Heap)
 
 
-class Ref:
+class Ref(_Slotted):
     """A root: while this Ref lives its object survives.  Slots are 0-based;
     o[i] = other_ref_or_None; o[i] -> Ref or None.  release(), `del`, or a
     `with` block drop the root (idempotent).  copy.copy(ref) is ref.dup() (a
     second root); a Ref cannot be deep-copied or pickled."""
 
     __slots__ = ("_heap", "_root", "_hash", "__weakref__")
+    _made_by = "Heap.alloc, fill, thin, r[i] or r.dup()"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # (Ref(heap, handle) made a second owner of a handle: when it died
@@ -917,7 +983,7 @@ class Ref:
         """True when its root was dropped by its destructor, in a garbage
         collection that found this Ref garbage (hlpy_root_done forgets the
         anchor; release() keeps it)."""
-        return self._root.anchor == ffi.NULL
+        return bool(self._root.anchor == ffi.NULL)
 
     def _h(self) -> Heap:
         if self._ref == 0:
@@ -1039,9 +1105,10 @@ class Ref:
         return s[0], n[0]
 
     def release(self) -> None:
-        """Drop this root (idempotent; a no-op once the heap is closed).  Done
-        in C, as when the Ref dies (owners.h)."""
-        lib.hlpy_root_release(self._root)
+        """Drop this root (idempotent; a no-op once the heap is closed, and on
+        a Ref not made by a heap).  Done in C, as when the Ref dies (owners.h)."""
+        if self._has("_root"):
+            lib.hlpy_root_release(self._root)
 
     def __enter__(self) -> Ref:
         self._h()
@@ -1078,7 +1145,7 @@ class Ref:
                 self._hash = id(self)
         return self._hash
 
-    def __repr__(self) -> str:
+    def _repr(self) -> str:
         if self._ref == 0:
             return f"<heaplab.Ref {'finalized' if self._finalized() else 'released'}>"
         if self._heap._gone():
@@ -1091,7 +1158,7 @@ class Ref:
 _Word = Union[int, "Ref", None]
 
 
-class ConservativeRegion:
+class ConservativeRegion(_Slotted):
     """A root region of machine words that the collector scans conservatively
     (C memory registered with hl_roots_add(..., conservative=1); make one with
     Heap.conservative_region(words)).  Any word that points at an allocated
@@ -1110,6 +1177,7 @@ class ConservativeRegion:
     HeapClosed.  A region cannot be copied or pickled."""
 
     __slots__ = ("_heap", "_region", "__weakref__")
+    _made_by = "Heap.conservative_region(words)"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("make a region with Heap.conservative_region(words)")
@@ -1118,7 +1186,7 @@ class ConservativeRegion:
         """True when the region was removed by its destructor, in a garbage
         collection that found it garbage (hlpy_region_done forgets the
         anchor; remove() keeps it)."""
-        return self._region.anchor == ffi.NULL
+        return bool(self._region.anchor == ffi.NULL)
 
     def _stale(self) -> Error:
         if self._finalized():
@@ -1224,8 +1292,9 @@ class ConservativeRegion:
     def remove(self) -> None:
         """Unregister the region and free its words (idempotent; after the
         heap was closed it only frees them).  Done in C, as when the region
-        dies (owners.h)."""
-        lib.hlpy_region_remove(self._region)
+        dies (owners.h); a no-op on a region not made by a heap."""
+        if self._has("_region"):
+            lib.hlpy_region_remove(self._region)
 
     def __enter__(self) -> ConservativeRegion:
         self._do(lib.hlpy_region_load, 0, ffi.NULL, 0)
@@ -1245,7 +1314,7 @@ class ConservativeRegion:
         raise TypeError("a heaplab.ConservativeRegion cannot be pickled: it is a root region of "
                         "a heap in this process")
 
-    def __repr__(self) -> str:
+    def _repr(self) -> str:
         if self.removed:
             return (f"<heaplab.ConservativeRegion "
                     f"{'finalized' if self._finalized() else 'removed'}>")
