@@ -343,7 +343,18 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     with the FIGURES of each phase, series, notes; save_arm writes the JSON
     and CSV) plus `allocator`, `returncode`, `stderr_tail` and `report`
     (heaplab's HEAPLAB_STATS report, None on the other allocators)."""
+    cmd = _command(cmd)
+    timeout = _positive("timeout", timeout)
     if allocator is not None:
+        interval_s = _positive("interval_s", interval_s)
+        if stop_signal is not None:
+            stop_signal = _signal_number(stop_signal)
+        if script is not None and not callable(script):
+            raise TypeError(f"run_command_arm: script must be callable (script(ctl)), not "
+                            f"{type(script).__name__}")
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"run_command_arm: options must be a mapping of heaplab option "
+                            f"names to values, not {type(options).__name__}")
         return _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                                     experiment, arm, options or {}, interval_s, stop_signal)
     label = label or " ".join(map(str, cmd[-2:]))
@@ -358,8 +369,11 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
             raise ArmFailed(f"{label}: no result within {timeout} s") from None
         try:
             data = json.loads(p.stdout)
+            if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+                raise ValueError("not an arm document")
         except ValueError:
-            raise ArmFailed(f"{label}: exit {p.returncode}, no JSON on stdout;\n"
+            raise ArmFailed(f"{label}: {_exit_text(p.returncode)}, no arm JSON on stdout (an "
+                            f"object with its records);\n"
                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
         data["returncode"] = p.returncode
         data["stderr_tail"] = p.stderr[-2000:]
@@ -367,6 +381,53 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
         return data
     finally:
         _announce("end", label, seconds=time.monotonic() - t0, ok=ok)
+
+
+def _command(cmd: Any) -> List[str]:
+    """cmd as an argv list: a non-empty sequence of strings (or paths), not
+    one string (Popen would take "sleep 1" as a program's name)."""
+    if isinstance(cmd, (str, bytes)) or not isinstance(cmd, Sequence):
+        raise TypeError(f"run_command_arm: cmd must be a list of arguments (['prog', 'arg'...]), "
+                        f"not {type(cmd).__name__}" + (f" {cmd!r}" if isinstance(cmd, str) else ""))
+    if not cmd:
+        raise ValueError("run_command_arm: cmd is empty (no program to run)")
+    bad = [a for a in cmd if not isinstance(a, (str, bytes, os.PathLike))]
+    if bad:
+        raise TypeError(f"run_command_arm: every argument of cmd must be a string or a path, "
+                        f"not {bad[0]!r}")
+    return [os.fspath(a) for a in cmd]
+
+
+def _positive(name: str, value: Any) -> float:
+    """A number of seconds, > 0 (0 or less gave an instant timeout, or a
+    sampler that never slept)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _signal_number(value: Any) -> int:
+    import signal as _signal
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"stop_signal must be a signal number (signal.SIGTERM) or None, not "
+                        f"{type(value).__name__}")
+    try:
+        return int(_signal.Signals(value))
+    except ValueError:
+        raise ValueError(f"stop_signal {value}: not a signal of this system") from None
+
+
+def _exit_text(returncode: Optional[int]) -> str:
+    """'exit 3', or 'killed by SIGSEGV' for a negative return code."""
+    import signal as _signal
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {_signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
 
 
 # ---- any command on any allocator, sampled from outside ------------------------------
@@ -603,34 +664,62 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         with open(out_path, "w") as out, open(err_path, "w") as err:
             proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
                                     stdin=subprocess.DEVNULL)
-        sampler = _OutsideSampler(proc.pid, interval_s)
-        ctl = CommandControl(proc, sampler, experiment, arm)
-        data = {"experiment": experiment, "title": label, "arm": arm, "allocator": allocator,
-                "options": options, "params": {"command": list(map(str, cmd))},
-                "pid": proc.pid, "error": None}
+        # from here on the command is stopped, waited for and its sampler
+        # stopped whatever happens -- a script that raises, a Ctrl-C, a
+        # second Ctrl-C while the command is given its grace time
+        interrupted: Optional[BaseException] = None
+        stopped = False     # the harness sent stop_signal (or killed it)
         deadline = time.monotonic() + timeout
-        _announce("start", label)
+        sampler = None
         try:
-            if script is None:
-                with ctl.phase("run"):
-                    proc.wait(timeout=timeout)
-            else:
-                script(ctl)
-        except BaseException:
-            data["error"] = traceback.format_exc()
-        finally:
-            if proc.poll() is None and stop_signal is not None:
-                proc.send_signal(stop_signal)
+            sampler = _OutsideSampler(proc.pid, interval_s)
+            ctl = CommandControl(proc, sampler, experiment, arm)
+            data = {"experiment": experiment, "title": label, "arm": arm,
+                    "allocator": allocator, "options": options,
+                    "params": {"command": list(map(str, cmd))}, "pid": proc.pid, "error": None}
+            _announce("start", label)
             try:
-                proc.wait(timeout=max(5.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                if script is None:
+                    with ctl.phase("run"):
+                        try:
+                            proc.wait(timeout=timeout)
+                        except subprocess.TimeoutExpired:
+                            data["error"] = f"{label}: still running after {timeout} s: killed"
+                else:
+                    script(ctl)
+            except KeyboardInterrupt as e:
+                # Ctrl-C: the command goes now, the interrupt goes on (it
+                # was recorded as the arm's error and swallowed)
+                interrupted = e
+                data["error"] = f"{label}: interrupted (KeyboardInterrupt): the command was killed"
+            except BaseException:
+                data["error"] = traceback.format_exc()
+            if proc.poll() is None and stop_signal is not None and interrupted is None:
+                stopped = True
+                proc.send_signal(stop_signal)
+            if interrupted is None:
+                try:
+                    proc.wait(timeout=max(5.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    if data["error"] is None:
+                        data["error"] = f"{label}: still running after {timeout} s: killed"
+        finally:
+            if proc.poll() is None:
+                stopped = True
                 proc.kill()
-                proc.wait()
-                if data["error"] is None:
-                    data["error"] = f"{label}: still running after {timeout} s: killed"
-            sampler.stop()
-            _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
-                      ok=data["error"] is None and proc.returncode in (0, None, -stop_signal if stop_signal else 0))
+            proc.wait()
+            if sampler is not None:
+                sampler.stop()
+        rc = proc.returncode
+        if data["error"] is None and not stopped and rc not in (0, -(stop_signal or 0)):
+            # it ended by itself, and not well (a crash, a failed start under
+            # the preload): not a measurement of the program (a script may
+            # stop it itself, with stop_signal or so that it exits 0)
+            data["error"] = f"{label}: the command failed ({_exit_text(rc)})"
+        _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
+                  ok=data["error"] is None)
+        if interrupted is not None:
+            raise interrupted
         data["records"] = ctl.records
         data["notes"] = ctl.notes
         data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz] for t, p, r, lz in sampler.samples]
