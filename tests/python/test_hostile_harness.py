@@ -131,3 +131,107 @@ def test_ctrl_c_in_a_script_kills_the_command_and_goes_on(tmp_path):
             p.wait()
         if pid is not None and not _gone(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+# ---- the arm's process -------------------------------------------------------------------------
+
+ARMS = """
+import os
+from heaplab.harness import Experiment
+T = Experiment("T", "hostile arms")
+
+@T.arm("prints")
+def prints(rec, **options):
+    with rec.phase("p"):
+        print("hello from the arm")
+        os.system("echo and from its subprocess")
+
+@T.arm("bad_interval")
+def bad_interval(rec, **options):
+    with rec.phase("p"):
+        pass
+    rec.set_interval(-1)
+
+@T.arm("bad_note")
+def bad_note(rec, **options):
+    with rec.phase("p"):
+        pass
+    with rec.phase("q") as ph:
+        ph.note("x", object())
+"""
+
+
+def test_an_arm_that_prints_keeps_its_records(run_experiment_source, tmp_path):
+    """stdout is the arm's JSON: a print() in an arm (or a subprocess
+    writing to the inherited fd 1) spliced itself into it, and the arm
+    failed with 'no JSON on stdout', its records lost."""
+    res = run_experiment_source("hostile_prints", ARMS.split('@T.arm("bad_interval")')[0])
+    assert [r["phase"] for r in res["prints"].records] == ["p"]
+    assert res["prints"].data["error"] is None
+
+
+@pytest.mark.parametrize("arm, needle", [
+    ("bad_interval", "interval_s"),
+    ("bad_note", "note 'x': the value must be JSON-serialisable"),
+])
+def test_an_arm_that_fails_late_keeps_its_records(run_experiment_source, tmp_path, arm, needle):
+    """rec.set_interval(-1) stopped the arm's sampler before making the new
+    one, and rec.note(key, object()) was found only when the child printed
+    its JSON: either way the child died after the arm with a traceback, no
+    JSON, and every record of the arm was lost."""
+    # (the fixture calls T.run(save=True): this one runs the one arm)
+    src = ARMS + f"\nT.run = (lambda run: lambda save: run(arms=[{arm!r}], save=save))(T.run)\n"
+    with pytest.raises(ArmFailed, match="failed in its process") as info:
+        run_experiment_source(f"hostile_{arm}", src)
+    assert needle in str(info.value), str(info.value)[-2000:]
+    with open(tmp_path / "results" / "T" / f"{arm}.json") as f:
+        data = json.load(f)
+    assert data["records"] and data["records"][0]["phase"] == "p", data
+    assert needle in data["error"]
+
+
+def _ok_arm(rec, **options):
+    pass
+
+
+def test_experiment_arguments_are_named(run_experiment_source):
+    """Experiment(5, ...) and Experiment('../x', ...) were taken (the
+    latter wrote its records outside the results folder); add_arm(name, 5)
+    raised AttributeError '__module__'; run() of an experiment without arms
+    raised a bare StopIteration, run(arms=[]) ran every arm, run(arms='on')
+    ran arms 'o' and 'n', an unknown arm failed in the child with a
+    KeyError traceback, and repeat='2' / timeout='5' gave TypeErrors about
+    '<' and '+'."""
+    from heaplab.harness import Experiment
+    for args, exc, needle in [
+        ((5, "t"), TypeError, "experiment name must be a string"),
+        (("../x", "t"), ValueError, "experiment name '../x'"),
+        (("", "t"), ValueError, "experiment name ''"),
+        (("X", None), TypeError, "title must be a string"),
+    ]:
+        with pytest.raises(exc, match=needle):
+            Experiment(*args)
+    x = Experiment("X", "t")
+    for args, kwargs, exc, needle in [
+        (("a", 5), {}, TypeError, "fn must be a function"),
+        ((5, _ok_arm), {}, TypeError, "arm name must be a string"),
+        (("a", _ok_arm), {"params": [1]}, TypeError, "params must be a mapping"),
+    ]:
+        with pytest.raises(exc, match=needle):
+            x.add_arm(*args, **kwargs)
+    assert not x.arms
+    with pytest.raises(ValueError, match="experiment X has no arms"):
+        x.run()
+    src = ("from heaplab.harness import Experiment\nT = Experiment('T', 't')\n"
+           "@T.arm('on')\n@T.arm('off')\ndef arm(rec, **options):\n    pass\n"
+           "def run(save, _run=T.run):\n    return CASE\nT.run = run\n")
+    for case, exc, needle in [
+        ("_run(arms=[], save=save)", ValueError, "arms=\\[\\]: no arm to run"),
+        ("_run(arms='on', save=save)", TypeError, "arms must be a list of arm names"),
+        ("_run(arms=['on', 'middle'], save=save)", ValueError, "no arm\\(s\\) \\['middle'\\]"),
+        ("_run(repeat='2', save=save)", TypeError, "repeat must be an int"),
+        ("_run(timeout='5', save=save)", TypeError, "timeout must be a number"),
+        ("_run(timeout=0, save=save)", ValueError, "timeout must be a finite number"),
+    ]:
+        with pytest.raises(exc, match=needle):
+            run_experiment_source("hostile_args", src.replace("CASE", case))

@@ -66,6 +66,19 @@ FIGURES = (
 )
 
 
+def _name(what: str, value: Any, folder: bool = True) -> str:
+    """An experiment's name: a non-empty string that is one folder name (it
+    names the results folder; '../x' wrote outside); an arm's (folder=False):
+    a non-empty string without NUL (it is a child's argument; save_arm makes
+    it a file name)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, not {type(value).__name__} {value!r}")
+    if not value or "\0" in value or (folder and (value in (".", "..") or "/" in value)):
+        raise ValueError(f"{what} {value!r}: expected a non-empty name without "
+                         f"{chr(39) + '/' + chr(39) + ' or ' if folder else ''}NUL")
+    return value
+
+
 def env_number(var: str, default: float) -> float:
     """A protocol figure an experiment lets the environment override (the
     notebooks run smaller arms through it, docs/analysis.md); unset means the
@@ -85,6 +98,20 @@ def results_dir() -> str:
 
 
 # ---- inside an arm's process ---------------------------------------------------------
+
+def _json_note(key: Any, value: Any) -> str:
+    """key, once key and value are what the arm's JSON can hold: a value
+    that is not was found only when the child printed its JSON, and the
+    whole arm's records were lost with it."""
+    if not isinstance(key, str):
+        raise TypeError(f"note: the key must be a string, not {type(key).__name__} {key!r}")
+    try:
+        json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"note {key!r}: the value must be JSON-serialisable (numbers, strings, "
+                        f"lists, dicts): {e}") from None
+    return key
+
 
 class Phase:
     """One named phase of an arm; use through Recorder.phase()."""
@@ -126,7 +153,7 @@ class Phase:
 
     def note(self, key: str, value: Any) -> None:
         """Attach a figure of the experiment's own (JSON-serialisable)."""
-        self.notes[key] = value
+        self.notes[_json_note(key, value)] = value
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         summ = self.rec.sampler.summary()
@@ -161,6 +188,7 @@ class Recorder:
         self.notes = {}
         self.t0 = time.monotonic_ns()
         self.sampler = Sampler(interval_s=interval_s)
+        self.interval_s = interval_s
         self._earlier = []     # the series of samplers set_interval replaced
 
     def set_interval(self, interval_s: float) -> None:
@@ -168,7 +196,14 @@ class Recorder:
         keeps what the earlier samplers recorded."""
         self._earlier.extend(self.sampler.series())
         self.sampler.stop()
-        self.sampler = Sampler(interval_s=interval_s)
+        try:
+            self.sampler = Sampler(interval_s=interval_s)
+        except BaseException:
+            # a bad interval: sampling goes on as it was (the stopped sampler
+            # stayed, and the arm's series then lost every record of the arm)
+            self.sampler = Sampler(interval_s=self.interval_s)
+            raise
+        self.interval_s = interval_s
 
     def phase(self, name: str, heap: Optional[Heap] = None) -> Phase:
         """A phase to run in a with block; heap= adds the heap's residency,
@@ -177,7 +212,7 @@ class Recorder:
 
     def note(self, key: str, value: Any) -> None:
         """Attach a figure of the experiment's own to the arm (JSON-serialisable)."""
-        self.notes[key] = value
+        self.notes[_json_note(key, value)] = value
 
     def series(self) -> List[List[float]]:
         """The arm's footprint time series: [[t_s, phys, rss, lazyfree], ...]."""
@@ -187,6 +222,12 @@ class Recorder:
 
 def _child_main(argv: Sequence[str]) -> int:
     path, exp_name, arm_name = argv
+    # stdout is the arm's JSON and nothing else: what the arm prints (print(),
+    # a library's C printf, a subprocess that inherits fd 1) goes to stderr
+    # -- a print() in an arm spliced itself into the JSON and lost the arm
+    sys.stdout.flush()
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     spec = importlib.util.spec_from_file_location("_heaplab_experiment", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -204,8 +245,14 @@ def _child_main(argv: Sequence[str]) -> int:
     out["notes"] = rec.notes
     out["series"] = rec.series()
     rec.sampler.stop()
-    sys.stdout.write(json.dumps(out))
+    try:
+        text = json.dumps(out)
+    except (TypeError, ValueError) as e:   # (an arm's params or options): say so, keep the rest
+        out["error"] = (out["error"] or "") + f"the arm's JSON: {e} (written with repr())"
+        text = json.dumps(out, default=repr)
     sys.stdout.flush()
+    result.write(text)
+    result.flush()
     return 0 if out["error"] is None else 1
 
 
@@ -767,6 +814,13 @@ class Experiment:
 
     def __init__(self, name: str, title: str, seed: Optional[Dict[str, str]] = None,
                  options: Optional[Mapping[str, Any]] = None) -> None:
+        _name("experiment name", name)
+        if not isinstance(title, str):
+            raise TypeError(f"experiment {name}: title must be a string, not "
+                            f"{type(title).__name__}")
+        if seed is not None and not isinstance(seed, Mapping):
+            raise TypeError(f"experiment {name}: seed must be a mapping, not "
+                            f"{type(seed).__name__}")
         if options is not None and not isinstance(options, Mapping):
             raise TypeError(f"experiment {name}: options must be a mapping of option names "
                             f"to values, not {type(options).__name__}")
@@ -787,11 +841,19 @@ class Experiment:
         process; options are meant for heaplab.Heap, and the experiment's
         options the arm does not set are added after its own.  fn must be a
         module-level function of the module that holds this Experiment."""
+        _name(f"experiment {self.name}: arm name", arm_name, folder=False)
+        if not callable(fn):
+            raise TypeError(f"experiment {self.name}: arm {arm_name!r}: fn must be a function "
+                            f"fn(rec, **options), not {type(fn).__name__}")
+        if params is not None and (not isinstance(params, Mapping)
+                                   or not all(isinstance(k, str) for k in params)):
+            raise TypeError(f"experiment {self.name}: arm {arm_name!r}: params must be a "
+                            f"mapping of names to values, not {params!r}")
         if arm_name in self.arms:
             raise ValueError(f"experiment {self.name}: arm {arm_name!r} declared twice")
         merged = dict(options)
         merged.update((k, v) for k, v in self.options.items() if k not in options)
-        self.arms[arm_name] = {"fn": fn, "options": merged, "params": params or {}}
+        self.arms[arm_name] = {"fn": fn, "options": merged, "params": dict(params or {})}
         if self.path is None:
             mod = sys.modules[fn.__module__]
             self.path = os.path.abspath(mod.__file__)
@@ -808,6 +870,9 @@ class Experiment:
         return deco
 
     def _locate(self) -> None:
+        if not self.arms:
+            raise ValueError(f"experiment {self.name} has no arms (declare them with "
+                             f"@{self.var or 'experiment'}.arm(name, **options))")
         if self.var is None:
             mod = sys.modules.get(self.arms[next(iter(self.arms))]["fn"].__module__)
             for k, v in vars(mod).items():
@@ -831,9 +896,29 @@ class Experiment:
         are in ArmResult.repeats and saved as <arm>.r<k>.json."""
         self._locate()
         n = repeat if repeat is not None else int(env_number("HEAPLAB_REPEAT", 1))
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"repeat must be an int, not {type(n).__name__}")
         if n < 1:
             raise ValueError(f"repeat={n}: expected >= 1")
-        names = list(arms or list(self.arms))
+        timeout = _positive("timeout", timeout)
+        if env is not None and not isinstance(env, Mapping):
+            raise TypeError(f"env must be a mapping of variable names to strings, not "
+                            f"{type(env).__name__}")
+        if arms is None:
+            names = list(self.arms)
+        elif isinstance(arms, str) or not isinstance(arms, Iterable):
+            # ('on' ran arms 'o' and 'n')
+            raise TypeError(f"arms must be a list of arm names, not {type(arms).__name__} "
+                            f"{arms!r}")
+        else:
+            names = list(arms)
+            if not names:
+                raise ValueError(f"experiment {self.name}: arms=[]: no arm to run (None runs "
+                                 f"them all)")
+            unknown = [a for a in names if a not in self.arms]
+            if unknown:
+                raise ValueError(f"experiment {self.name}: no arm(s) {unknown} "
+                                 f"(arms: {list(self.arms)})")
         runs: Dict[str, List[Dict[str, Any]]] = {a: [] for a in names}
         for k in range(n):
             for arm_name in names:
