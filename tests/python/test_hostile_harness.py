@@ -235,3 +235,29 @@ def test_experiment_arguments_are_named(run_experiment_source):
     ]:
         with pytest.raises(exc, match=needle):
             run_experiment_source("hostile_args", src.replace("CASE", case))
+
+
+# ---- the sweep command line ----------------------------------------------------------------
+
+def test_sweep_cli_refuses_a_bad_timeout_arms_or_results_before_any_cluster(tmp_path):
+    """`heaplab run --timeout -5` started a cluster and failed every task
+    ('no result within -5.0 s'), `--timeout 0` ran with 600 s; `--arms ,`
+    named no arm and ran them all; `--results FILE` gave a
+    NotADirectoryError traceback once the workers were up."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    results = str(tmp_path / "results")
+    cmd = ["run", "--command", "true {arm}"]
+    cases = [
+        (cmd + ["--arms", "a", "--timeout", "-5", "--results", results], "--timeout -5.0"),
+        (cmd + ["--arms", "a", "--timeout", "0", "--results", results], "--timeout 0.0"),
+        (cmd + ["--arms", ",", "--results", results], "--arms names no arm"),
+        (cmd + ["--arms", "a", "--results", str(afile)], f"--results {afile}: not a folder"),
+        (cmd + ["--arms", "a", "--results", str(afile / "sub")], "cannot make the folder"),
+    ]
+    for args, needle in cases:
+        p = subprocess.run([sys.executable, "-m", "heaplab", *args], capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 2 and needle in p.stderr, (args, p.stdout, p.stderr[-3000:])
+        assert "Traceback" not in p.stderr and " ok, " not in p.stdout, (args, p.stdout)
+    assert not os.path.exists(results)
