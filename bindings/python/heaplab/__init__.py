@@ -38,6 +38,7 @@ __all__ = [
     "Heap", "HeapOptions", "Ref", "ConservativeRegion", "Stats", "Event", "Footprint", "ChurnResult", "Sampler",
     "Error", "HeapClosed", "StaleRef", "OutOfMemory", "ModeError", "InvalidArgument",
     "SlotIndexError", "UnknownOption", "CheckFailed", "InvalidType", "Interrupted",
+    "NotInitialised",
     "footprint", "options", "stat_names", "fault_sites", "fault_modes",
     "MAX_SIZE", "MAX_REFS", "__version__", "preload_path",
 ]
@@ -64,8 +65,9 @@ class HeapClosed(Error):
 
 
 class StaleRef(Error):
-    """The Ref was released (or never belonged to a live handle), or the
-    ConservativeRegion was removed."""
+    """The Ref was released, or the ConservativeRegion was removed -- by the
+    program, or by a garbage collection that finalized it (a finalizer of the
+    same garbage used it afterwards); the message says which."""
 
     code = "ESTALE"
 
@@ -118,6 +120,71 @@ class Interrupted(Error, KeyboardInterrupt):
     is not (a SIGINT handler of the program's that does not raise)."""
 
     code = "EINTR"
+
+
+class NotInitialised(Error, TypeError):
+    """An object whose __init__ did not run: a subclass's __init__ that does
+    not call super().__init__(), a Ref made with Ref.__new__; a TypeError."""
+
+
+# ---- objects whose __init__ did not run --------------------------------------------
+# The classes keep their state in __slots__: a slot that __init__ never set
+# raised a bare AttributeError ('H' object has no attribute '_closed') from
+# any method, repr included.  One mechanism for every class: a slot of a
+# heaplab class that is not set is an object that was not initialised.
+
+class _Slotted:
+    __slots__ = ()
+    #: how a proper object is made, for the message; None: by its __init__
+    _made_by: Optional[str] = None
+
+    @classmethod
+    def _own_slots(cls) -> Tuple[str, ...]:
+        """The slots of the heaplab classes cls derives from."""
+        return tuple(n for k in cls.__mro__ if k.__module__ == __name__
+                     for n in k.__dict__.get("__slots__", ()) if n != "__weakref__")
+
+    def _has(self, name: str) -> bool:
+        try:
+            object.__getattribute__(self, name)
+            return True
+        except AttributeError:
+            return False
+
+    def _initialised(self) -> bool:
+        return all(self._has(n) for n in self._own_slots())
+
+    @classmethod
+    def _base(cls) -> type:
+        """The heaplab class cls is (or derives from)."""
+        return next(k for k in cls.__mro__ if k.__module__ == __name__)
+
+    def _not_initialised(self) -> NotInitialised:
+        cls, base = type(self), self._base()
+        if self._made_by:
+            return NotInitialised(f"this heaplab.{base.__name__} was not made by a heap (a "
+                                  f"{base.__name__} is made by {self._made_by}): it has no state")
+        how = (f"{cls.__name__}.__init__ did not call heaplab.{base.__name__}.__init__, or that "
+               f"failed" if cls is not base else "its __init__ did not run, or failed")
+        return NotInitialised(f"this heaplab.{base.__name__} was not initialised ({how})")
+
+    def _missing(self, name: str) -> NoReturn:
+        """The ordinary lookup of `name` failed: a slot never set, or no such name."""
+        if name in self._own_slots():
+            raise self._not_initialised()
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    if not TYPE_CHECKING:   # (to mypy, a class with __getattr__ has every attribute)
+        def __getattr__(self, name: str) -> Any:
+            self._missing(name)
+
+    def __repr__(self) -> str:
+        if not self._initialised():
+            return f"<heaplab.{self._base().__name__} not initialised>"
+        return self._repr()
+
+    def _repr(self) -> str:
+        return object.__repr__(self)
 
 
 _ERRORS = {
@@ -278,7 +345,7 @@ def footprint() -> Footprint:
     return _tuple_of(Footprint, f)
 
 
-class Stats:
+class Stats(_Slotted):
     """The heap's counters (names from HL_STATS in heaplab.h): attribute access
     and as_dict()."""
 
@@ -289,7 +356,7 @@ class Stats:
 
     def __getattr__(self, name: str) -> int:
         if name.startswith("_"):   # (not a stat: no recursion through _values)
-            raise AttributeError(name)
+            self._missing(name)
         try:
             return self._values[name]
         except KeyError:
@@ -308,13 +375,13 @@ class Stats:
     def __iter__(self) -> Iterator[Tuple[str, int]]:
         return iter(self._values.items())
 
-    def __repr__(self) -> str:
+    def _repr(self) -> str:
         keys = ("cycles", "major_sweeps", "total_pages", "free_pool_pages", "released_pool_pages",
                 "released_pages", "small_live_bytes", "large_live_bytes")
         return "Stats(" + ", ".join(f"{k}={self._values[k]}" for k in keys) + ", ...)"
 
 
-class Event:
+class Event(_Slotted):
     """One structured record of the heap's event ring: kind, cycle, time_ns and
     the kind's own fields (names from HL_EVENTS in heaplab.h)."""
 
@@ -329,8 +396,8 @@ class Event:
         self.kind, self.cycle, self.time_ns, self.fields = kind, cycle, time_ns, fields
 
     def __getattr__(self, name: str) -> int:
-        if name.startswith("_") or name in Event.__slots__:  # (not set yet: unpickling)
-            raise AttributeError(name)
+        if name.startswith("_") or name in Event.__slots__:  # (a slot not set yet)
+            self._missing(name)
         try:
             return self.fields[name]
         except KeyError:
@@ -343,7 +410,7 @@ class Event:
         """kind, cycle, time_ns and the kind's fields as one dict."""
         return {"kind": self.kind, "cycle": self.cycle, "time_ns": self.time_ns, **self.fields}
 
-    def __repr__(self):
+    def _repr(self) -> str:
         f = ", ".join(f"{k}={v}" for k, v in self.fields.items())
         return f"Event({self.kind}, cycle={self.cycle}, {f})"
 
@@ -506,20 +573,20 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_child)
 
 
-class _Owned:
+class _Owned(_Slotted):
     """The C object lives in an anchor (owners.h) that frees it on close() or,
     if the Python object dies open, from cffi's deallocation -- in C, where no
     KeyboardInterrupt can land (a __del__ would have swallowed one)."""
 
-    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_calls", "_here", "_cv", "_pending",
-                 "__weakref__")
+    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_finalized", "_calls", "_here", "_cv",
+                 "_pending", "__weakref__")
     _what = "the object"
 
     def _fresh(self) -> None:
         """__init__'s first step: refuse a second __init__, which replaced
         the C object under the Refs of the first (freed with them alive,
         their handles then read in the new one)."""
-        if getattr(self, "_anchor", None) is not None:
+        if self._has("_anchor"):
             raise TypeError(f"a heaplab.{type(self).__name__} cannot be initialised twice "
                             f"(make a new one)")
 
@@ -540,6 +607,7 @@ class _Owned:
         self._here = _Here()
         self._cv = threading.Condition(threading.Lock())
         self._pending = False
+        self._finalized = False
         self._closed = False
         _LIVE_OWNERS.add(self)
 
@@ -555,7 +623,22 @@ class _Owned:
         lib.hlpy_anchor_close(self._anchor)
 
     def _closed_error(self) -> Error:
+        if self._finalized:
+            return HeapClosed(f"{self._what} was finalized by a garbage collection: it is garbage, "
+                              f"and its C object was freed before this finalizer of the same "
+                              f"garbage used it (it was not closed)")
         return HeapClosed(f"{self._what} is closed")
+
+    def _gone(self) -> bool:
+        """True when the C object is gone: closed, or freed by the owner's
+        destructor in a garbage collection (then marked closed and finalized
+        here, so that every later error says so)."""
+        if self._closed:
+            return True
+        if lib.hlpy_anchor_obj(self._anchor, self._serial) == ffi.NULL:
+            self._finalized = self._closed = True
+            return True
+        return False
 
     def _run(self, fn: Any, *args: Any) -> Any:
         """fn(ptr, *args) with the object kept alive for the call; its result."""
@@ -571,7 +654,7 @@ class _Owned:
             # freed (owners.c, spares)
             ptr = lib.hlpy_anchor_obj(self._anchor, self._serial)
             if ptr == ffi.NULL:
-                self._closed = True
+                self._finalized = self._closed = True   # (close() sets _closed first)
                 raise self._closed_error()
             return fn(ptr, *args)
         finally:
@@ -594,10 +677,9 @@ class _Owned:
         """Free the C object; idempotent.  Calls in flight in other threads
         finish first; inside a call of this thread (a finalizer) the free
         waits for the end of that call."""
-        cv = getattr(self, "_cv", None)
-        if cv is None:   # __init__ failed before the C object existed
+        if not self._has("_cv"):   # __init__ failed (or did not run): nothing to free
             return
-        with cv:
+        with self._cv:
             if self._closed:
                 return
             self._closed = True
@@ -692,9 +774,9 @@ class Heap(_Owned):
         self._call(fn, *args, ffi.addressof(root, "ref"))
         return ref
 
-    def __repr__(self) -> str:
-        if self._closed:
-            return "<heaplab.Heap closed>"
+    def _repr(self) -> str:
+        if self._gone():
+            return f"<heaplab.Heap {'finalized' if self._finalized else 'closed'}>"
         s = self.stats()
         return (f"<heaplab.Heap {self._options['mode']} pages={s.total_pages} "
                 f"free={s.free_pool_pages} released={s.released_pool_pages} cycles={s.cycles}>")
@@ -878,13 +960,14 @@ def _document_options(cls: type) -> None:
 _document_options(Heap)
 
 
-class Ref:
+class Ref(_Slotted):
     """A root: while this Ref lives its object survives.  Slots are 0-based;
     o[i] = other_ref_or_None; o[i] -> Ref or None.  release(), `del`, or a
     `with` block drop the root (idempotent).  copy.copy(ref) is ref.dup() (a
     second root); a Ref cannot be deep-copied or pickled."""
 
     __slots__ = ("_heap", "_root", "_hash", "__weakref__")
+    _made_by = "Heap.alloc, fill, thin, r[i] or r.dup()"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # (Ref(heap, handle) made a second owner of a handle: when it died
@@ -896,9 +979,19 @@ class Ref:
     def _ref(self):
         return self._root.ref
 
+    def _finalized(self) -> bool:
+        """True when its root was dropped by its destructor, in a garbage
+        collection that found this Ref garbage (hlpy_root_done forgets the
+        anchor; release() keeps it)."""
+        return bool(self._root.anchor == ffi.NULL)
+
     def _h(self) -> Heap:
         if self._ref == 0:
-            raise StaleRef("this Ref was released")
+            if self._finalized():
+                raise StaleRef("this Ref was finalized by a garbage collection: it is garbage, and "
+                               "its root was dropped before this finalizer of the same garbage "
+                               "used it (it was not released)")
+            raise StaleRef("this Ref was released (release(), or the end of its with block)")
         return self._heap
 
     def _info(self) -> Any:
@@ -1012,9 +1105,10 @@ class Ref:
         return s[0], n[0]
 
     def release(self) -> None:
-        """Drop this root (idempotent; a no-op once the heap is closed).  Done
-        in C, as when the Ref dies (owners.h)."""
-        lib.hlpy_root_release(self._root)
+        """Drop this root (idempotent; a no-op once the heap is closed, and on
+        a Ref not made by a heap).  Done in C, as when the Ref dies (owners.h)."""
+        if self._has("_root"):
+            lib.hlpy_root_release(self._root)
 
     def __enter__(self) -> Ref:
         self._h()
@@ -1051,11 +1145,12 @@ class Ref:
                 self._hash = id(self)
         return self._hash
 
-    def __repr__(self) -> str:
+    def _repr(self) -> str:
         if self._ref == 0:
-            return "<heaplab.Ref released>"
-        if self._heap._closed:
-            return "<heaplab.Ref of a closed heap>"
+            return f"<heaplab.Ref {'finalized' if self._finalized() else 'released'}>"
+        if self._heap._gone():
+            return (f"<heaplab.Ref of a {'finalized' if self._heap._finalized else 'closed'} "
+                    f"heap>")
         i = self._info()
         return f"<heaplab.Ref size={i.size} refs={i.refs} at 0x{i.address:x}{' large' if i.large else ''}>"
 
@@ -1063,7 +1158,7 @@ class Ref:
 _Word = Union[int, "Ref", None]
 
 
-class ConservativeRegion:
+class ConservativeRegion(_Slotted):
     """A root region of machine words that the collector scans conservatively
     (C memory registered with hl_roots_add(..., conservative=1); make one with
     Heap.conservative_region(words)).  Any word that points at an allocated
@@ -1082,18 +1177,43 @@ class ConservativeRegion:
     HeapClosed.  A region cannot be copied or pickled."""
 
     __slots__ = ("_heap", "_region", "__weakref__")
+    _made_by = "Heap.conservative_region(words)"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("make a region with Heap.conservative_region(words)")
 
+    def _finalized(self) -> bool:
+        """True when the region was removed by its destructor, in a garbage
+        collection that found it garbage (hlpy_region_done forgets the
+        anchor; remove() keeps it)."""
+        return bool(self._region.anchor == ffi.NULL)
+
+    def _stale(self) -> Error:
+        if self._finalized():
+            return StaleRef("this region was finalized by a garbage collection: it is garbage, "
+                            "and it was removed before this finalizer of the same garbage used "
+                            "it (remove() was not called)")
+        return StaleRef("this region was removed (remove(), or the end of its with block)")
+
+    def _heap_gone(self) -> Error:
+        heap = self._heap
+        heap._gone()
+        if heap._finalized:
+            return HeapClosed("the region's heap was finalized by a garbage collection: it is "
+                              "garbage, and its C heap was freed before this finalizer of the "
+                              "same garbage used the region (it was not closed)")
+        return HeapClosed("the region's heap is closed")
+
     def _do(self, fn: Any, *args: Any) -> None:
-        if self._heap._closed:
-            raise HeapClosed("the region's heap is closed")
+        if self.removed:
+            raise self._stale()
+        if self._heap._gone():
+            raise self._heap_gone()
         rc = fn(self._region, *args)
         if rc == lib.HL_ECLOSED:
-            raise HeapClosed("the region's heap is closed")
+            raise self._heap_gone()
         if rc == lib.HL_ESTALE:
-            raise StaleRef("this region was removed")
+            raise self._stale()
         if rc:
             _raise(rc, "region word access failed")
 
@@ -1172,8 +1292,9 @@ class ConservativeRegion:
     def remove(self) -> None:
         """Unregister the region and free its words (idempotent; after the
         heap was closed it only frees them).  Done in C, as when the region
-        dies (owners.h)."""
-        lib.hlpy_region_remove(self._region)
+        dies (owners.h); a no-op on a region not made by a heap."""
+        if self._has("_region"):
+            lib.hlpy_region_remove(self._region)
 
     def __enter__(self) -> ConservativeRegion:
         self._do(lib.hlpy_region_load, 0, ffi.NULL, 0)
@@ -1193,11 +1314,13 @@ class ConservativeRegion:
         raise TypeError("a heaplab.ConservativeRegion cannot be pickled: it is a root region of "
                         "a heap in this process")
 
-    def __repr__(self) -> str:
+    def _repr(self) -> str:
         if self.removed:
-            return "<heaplab.ConservativeRegion removed>"
-        if self._heap._closed:
-            return "<heaplab.ConservativeRegion of a closed heap>"
+            return (f"<heaplab.ConservativeRegion "
+                    f"{'finalized' if self._finalized() else 'removed'}>")
+        if self._heap._gone():
+            return (f"<heaplab.ConservativeRegion of a "
+                    f"{'finalized' if self._heap._finalized else 'closed'} heap>")
         nonzero = sum(1 for w in self.words() if w)
         return f"<heaplab.ConservativeRegion words={len(self)} nonzero={nonzero}>"
 
@@ -1221,6 +1344,10 @@ class Sampler(_Owned):
         self._own(slot[0])
 
     def _closed_error(self) -> Error:
+        if self._finalized:
+            return Error("the sampler was finalized by a garbage collection: it is garbage, and "
+                         "its thread was stopped before this finalizer of the same garbage used "
+                         "it (it was not stopped by stop())")
         return Error("the sampler is stopped")
 
     def mark(self) -> None:

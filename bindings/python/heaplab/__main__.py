@@ -94,7 +94,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from . import sweep
     try:
         grid = sweep.parse_set(args.set)
-        arms = [a for a in args.arms.split(",") if a] if args.arms else None
+        arms = [a for a in args.arms.split(",") if a] if args.arms is not None else None
         arm_env: Dict[str, Dict[str, str]] = {}
         for item in args.arm_env:
             arm, colon, kv = item.partition(":")

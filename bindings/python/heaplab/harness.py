@@ -66,6 +66,19 @@ FIGURES = (
 )
 
 
+def _name(what: str, value: Any, folder: bool = True) -> str:
+    """An experiment's name: a non-empty string that is one folder name (it
+    names the results folder; '../x' wrote outside); an arm's (folder=False):
+    a non-empty string without NUL (it is a child's argument; save_arm makes
+    it a file name)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, not {type(value).__name__} {value!r}")
+    if not value or "\0" in value or (folder and (value in (".", "..") or "/" in value)):
+        raise ValueError(f"{what} {value!r}: expected a non-empty name without "
+                         f"{chr(39) + '/' + chr(39) + ' or ' if folder else ''}NUL")
+    return value
+
+
 def env_number(var: str, default: float) -> float:
     """A protocol figure an experiment lets the environment override (the
     notebooks run smaller arms through it, docs/analysis.md); unset means the
@@ -85,6 +98,20 @@ def results_dir() -> str:
 
 
 # ---- inside an arm's process ---------------------------------------------------------
+
+def _json_note(key: Any, value: Any) -> str:
+    """key, once key and value are what the arm's JSON can hold: a value
+    that is not was found only when the child printed its JSON, and the
+    whole arm's records were lost with it."""
+    if not isinstance(key, str):
+        raise TypeError(f"note: the key must be a string, not {type(key).__name__} {key!r}")
+    try:
+        json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"note {key!r}: the value must be JSON-serialisable (numbers, strings, "
+                        f"lists, dicts): {e}") from None
+    return key
+
 
 class Phase:
     """One named phase of an arm; use through Recorder.phase()."""
@@ -126,7 +153,7 @@ class Phase:
 
     def note(self, key: str, value: Any) -> None:
         """Attach a figure of the experiment's own (JSON-serialisable)."""
-        self.notes[key] = value
+        self.notes[_json_note(key, value)] = value
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         summ = self.rec.sampler.summary()
@@ -161,6 +188,7 @@ class Recorder:
         self.notes = {}
         self.t0 = time.monotonic_ns()
         self.sampler = Sampler(interval_s=interval_s)
+        self.interval_s = interval_s
         self._earlier = []     # the series of samplers set_interval replaced
 
     def set_interval(self, interval_s: float) -> None:
@@ -168,7 +196,14 @@ class Recorder:
         keeps what the earlier samplers recorded."""
         self._earlier.extend(self.sampler.series())
         self.sampler.stop()
-        self.sampler = Sampler(interval_s=interval_s)
+        try:
+            self.sampler = Sampler(interval_s=interval_s)
+        except BaseException:
+            # a bad interval: sampling goes on as it was (the stopped sampler
+            # stayed, and the arm's series then lost every record of the arm)
+            self.sampler = Sampler(interval_s=self.interval_s)
+            raise
+        self.interval_s = interval_s
 
     def phase(self, name: str, heap: Optional[Heap] = None) -> Phase:
         """A phase to run in a with block; heap= adds the heap's residency,
@@ -177,7 +212,7 @@ class Recorder:
 
     def note(self, key: str, value: Any) -> None:
         """Attach a figure of the experiment's own to the arm (JSON-serialisable)."""
-        self.notes[key] = value
+        self.notes[_json_note(key, value)] = value
 
     def series(self) -> List[List[float]]:
         """The arm's footprint time series: [[t_s, phys, rss, lazyfree], ...]."""
@@ -187,6 +222,12 @@ class Recorder:
 
 def _child_main(argv: Sequence[str]) -> int:
     path, exp_name, arm_name = argv
+    # stdout is the arm's JSON and nothing else: what the arm prints (print(),
+    # a library's C printf, a subprocess that inherits fd 1) goes to stderr
+    # -- a print() in an arm spliced itself into the JSON and lost the arm
+    sys.stdout.flush()
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     spec = importlib.util.spec_from_file_location("_heaplab_experiment", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -204,8 +245,14 @@ def _child_main(argv: Sequence[str]) -> int:
     out["notes"] = rec.notes
     out["series"] = rec.series()
     rec.sampler.stop()
-    sys.stdout.write(json.dumps(out))
+    try:
+        text = json.dumps(out)
+    except (TypeError, ValueError) as e:   # (an arm's params or options): say so, keep the rest
+        out["error"] = (out["error"] or "") + f"the arm's JSON: {e} (written with repr())"
+        text = json.dumps(out, default=repr)
     sys.stdout.flush()
+    result.write(text)
+    result.flush()
     return 0 if out["error"] is None else 1
 
 
@@ -343,7 +390,18 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     with the FIGURES of each phase, series, notes; save_arm writes the JSON
     and CSV) plus `allocator`, `returncode`, `stderr_tail` and `report`
     (heaplab's HEAPLAB_STATS report, None on the other allocators)."""
+    cmd = _command(cmd)
+    timeout = _positive("timeout", timeout)
     if allocator is not None:
+        interval_s = _positive("interval_s", interval_s)
+        if stop_signal is not None:
+            stop_signal = _signal_number(stop_signal)
+        if script is not None and not callable(script):
+            raise TypeError(f"run_command_arm: script must be callable (script(ctl)), not "
+                            f"{type(script).__name__}")
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"run_command_arm: options must be a mapping of heaplab option "
+                            f"names to values, not {type(options).__name__}")
         return _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                                     experiment, arm, options or {}, interval_s, stop_signal)
     label = label or " ".join(map(str, cmd[-2:]))
@@ -358,8 +416,11 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
             raise ArmFailed(f"{label}: no result within {timeout} s") from None
         try:
             data = json.loads(p.stdout)
+            if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+                raise ValueError("not an arm document")
         except ValueError:
-            raise ArmFailed(f"{label}: exit {p.returncode}, no JSON on stdout;\n"
+            raise ArmFailed(f"{label}: {_exit_text(p.returncode)}, no arm JSON on stdout (an "
+                            f"object with its records);\n"
                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
         data["returncode"] = p.returncode
         data["stderr_tail"] = p.stderr[-2000:]
@@ -367,6 +428,53 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
         return data
     finally:
         _announce("end", label, seconds=time.monotonic() - t0, ok=ok)
+
+
+def _command(cmd: Any) -> List[str]:
+    """cmd as an argv list: a non-empty sequence of strings (or paths), not
+    one string (Popen would take "sleep 1" as a program's name)."""
+    if isinstance(cmd, (str, bytes)) or not isinstance(cmd, Sequence):
+        raise TypeError(f"run_command_arm: cmd must be a list of arguments (['prog', 'arg'...]), "
+                        f"not {type(cmd).__name__}" + (f" {cmd!r}" if isinstance(cmd, str) else ""))
+    if not cmd:
+        raise ValueError("run_command_arm: cmd is empty (no program to run)")
+    bad = [a for a in cmd if not isinstance(a, (str, bytes, os.PathLike))]
+    if bad:
+        raise TypeError(f"run_command_arm: every argument of cmd must be a string or a path, "
+                        f"not {bad[0]!r}")
+    return [os.fspath(a) for a in cmd]
+
+
+def _positive(name: str, value: Any) -> float:
+    """A number of seconds, > 0 (0 or less gave an instant timeout, or a
+    sampler that never slept)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _signal_number(value: Any) -> int:
+    import signal as _signal
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"stop_signal must be a signal number (signal.SIGTERM) or None, not "
+                        f"{type(value).__name__}")
+    try:
+        return int(_signal.Signals(value))
+    except ValueError:
+        raise ValueError(f"stop_signal {value}: not a signal of this system") from None
+
+
+def _exit_text(returncode: Optional[int]) -> str:
+    """'exit 3', or 'killed by SIGSEGV' for a negative return code."""
+    import signal as _signal
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {_signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
 
 
 # ---- any command on any allocator, sampled from outside ------------------------------
@@ -603,34 +711,62 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         with open(out_path, "w") as out, open(err_path, "w") as err:
             proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
                                     stdin=subprocess.DEVNULL)
-        sampler = _OutsideSampler(proc.pid, interval_s)
-        ctl = CommandControl(proc, sampler, experiment, arm)
-        data = {"experiment": experiment, "title": label, "arm": arm, "allocator": allocator,
-                "options": options, "params": {"command": list(map(str, cmd))},
-                "pid": proc.pid, "error": None}
+        # from here on the command is stopped, waited for and its sampler
+        # stopped whatever happens -- a script that raises, a Ctrl-C, a
+        # second Ctrl-C while the command is given its grace time
+        interrupted: Optional[BaseException] = None
+        stopped = False     # the harness sent stop_signal (or killed it)
         deadline = time.monotonic() + timeout
-        _announce("start", label)
+        sampler = None
         try:
-            if script is None:
-                with ctl.phase("run"):
-                    proc.wait(timeout=timeout)
-            else:
-                script(ctl)
-        except BaseException:
-            data["error"] = traceback.format_exc()
-        finally:
-            if proc.poll() is None and stop_signal is not None:
-                proc.send_signal(stop_signal)
+            sampler = _OutsideSampler(proc.pid, interval_s)
+            ctl = CommandControl(proc, sampler, experiment, arm)
+            data = {"experiment": experiment, "title": label, "arm": arm,
+                    "allocator": allocator, "options": options,
+                    "params": {"command": list(map(str, cmd))}, "pid": proc.pid, "error": None}
+            _announce("start", label)
             try:
-                proc.wait(timeout=max(5.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                if script is None:
+                    with ctl.phase("run"):
+                        try:
+                            proc.wait(timeout=timeout)
+                        except subprocess.TimeoutExpired:
+                            data["error"] = f"{label}: still running after {timeout} s: killed"
+                else:
+                    script(ctl)
+            except KeyboardInterrupt as e:
+                # Ctrl-C: the command goes now, the interrupt goes on (it
+                # was recorded as the arm's error and swallowed)
+                interrupted = e
+                data["error"] = f"{label}: interrupted (KeyboardInterrupt): the command was killed"
+            except BaseException:
+                data["error"] = traceback.format_exc()
+            if proc.poll() is None and stop_signal is not None and interrupted is None:
+                stopped = True
+                proc.send_signal(stop_signal)
+            if interrupted is None:
+                try:
+                    proc.wait(timeout=max(5.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    if data["error"] is None:
+                        data["error"] = f"{label}: still running after {timeout} s: killed"
+        finally:
+            if proc.poll() is None:
+                stopped = True
                 proc.kill()
-                proc.wait()
-                if data["error"] is None:
-                    data["error"] = f"{label}: still running after {timeout} s: killed"
-            sampler.stop()
-            _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
-                      ok=data["error"] is None and proc.returncode in (0, None, -stop_signal if stop_signal else 0))
+            proc.wait()
+            if sampler is not None:
+                sampler.stop()
+        rc = proc.returncode
+        if data["error"] is None and not stopped and rc not in (0, -(stop_signal or 0)):
+            # it ended by itself, and not well (a crash, a failed start under
+            # the preload): not a measurement of the program (a script may
+            # stop it itself, with stop_signal or so that it exits 0)
+            data["error"] = f"{label}: the command failed ({_exit_text(rc)})"
+        _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
+                  ok=data["error"] is None)
+        if interrupted is not None:
+            raise interrupted
         data["records"] = ctl.records
         data["notes"] = ctl.notes
         data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz] for t, p, r, lz in sampler.samples]
@@ -678,6 +814,13 @@ class Experiment:
 
     def __init__(self, name: str, title: str, seed: Optional[Dict[str, str]] = None,
                  options: Optional[Mapping[str, Any]] = None) -> None:
+        _name("experiment name", name)
+        if not isinstance(title, str):
+            raise TypeError(f"experiment {name}: title must be a string, not "
+                            f"{type(title).__name__}")
+        if seed is not None and not isinstance(seed, Mapping):
+            raise TypeError(f"experiment {name}: seed must be a mapping, not "
+                            f"{type(seed).__name__}")
         if options is not None and not isinstance(options, Mapping):
             raise TypeError(f"experiment {name}: options must be a mapping of option names "
                             f"to values, not {type(options).__name__}")
@@ -698,11 +841,19 @@ class Experiment:
         process; options are meant for heaplab.Heap, and the experiment's
         options the arm does not set are added after its own.  fn must be a
         module-level function of the module that holds this Experiment."""
+        _name(f"experiment {self.name}: arm name", arm_name, folder=False)
+        if not callable(fn):
+            raise TypeError(f"experiment {self.name}: arm {arm_name!r}: fn must be a function "
+                            f"fn(rec, **options), not {type(fn).__name__}")
+        if params is not None and (not isinstance(params, Mapping)
+                                   or not all(isinstance(k, str) for k in params)):
+            raise TypeError(f"experiment {self.name}: arm {arm_name!r}: params must be a "
+                            f"mapping of names to values, not {params!r}")
         if arm_name in self.arms:
             raise ValueError(f"experiment {self.name}: arm {arm_name!r} declared twice")
         merged = dict(options)
         merged.update((k, v) for k, v in self.options.items() if k not in options)
-        self.arms[arm_name] = {"fn": fn, "options": merged, "params": params or {}}
+        self.arms[arm_name] = {"fn": fn, "options": merged, "params": dict(params or {})}
         if self.path is None:
             mod = sys.modules[fn.__module__]
             self.path = os.path.abspath(mod.__file__)
@@ -719,6 +870,9 @@ class Experiment:
         return deco
 
     def _locate(self) -> None:
+        if not self.arms:
+            raise ValueError(f"experiment {self.name} has no arms (declare them with "
+                             f"@{self.var or 'experiment'}.arm(name, **options))")
         if self.var is None:
             mod = sys.modules.get(self.arms[next(iter(self.arms))]["fn"].__module__)
             for k, v in vars(mod).items():
@@ -742,9 +896,29 @@ class Experiment:
         are in ArmResult.repeats and saved as <arm>.r<k>.json."""
         self._locate()
         n = repeat if repeat is not None else int(env_number("HEAPLAB_REPEAT", 1))
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"repeat must be an int, not {type(n).__name__}")
         if n < 1:
             raise ValueError(f"repeat={n}: expected >= 1")
-        names = list(arms or list(self.arms))
+        timeout = _positive("timeout", timeout)
+        if env is not None and not isinstance(env, Mapping):
+            raise TypeError(f"env must be a mapping of variable names to strings, not "
+                            f"{type(env).__name__}")
+        if arms is None:
+            names = list(self.arms)
+        elif isinstance(arms, str) or not isinstance(arms, Iterable):
+            # ('on' ran arms 'o' and 'n')
+            raise TypeError(f"arms must be a list of arm names, not {type(arms).__name__} "
+                            f"{arms!r}")
+        else:
+            names = list(arms)
+            if not names:
+                raise ValueError(f"experiment {self.name}: arms=[]: no arm to run (None runs "
+                                 f"them all)")
+            unknown = [a for a in names if a not in self.arms]
+            if unknown:
+                raise ValueError(f"experiment {self.name}: no arm(s) {unknown} "
+                                 f"(arms: {list(self.arms)})")
         runs: Dict[str, List[Dict[str, Any]]] = {a: [] for a in names}
         for k in range(n):
             for arm_name in names:

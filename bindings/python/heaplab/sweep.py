@@ -462,6 +462,11 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
     env = dict(env or {})
     if repeat < 1:
         raise SweepError(f"--repeat {repeat}: expected >= 1")
+    if not timeout > 0 or timeout == float("inf"):
+        # (a negative one failed every task at once, 0 was taken as 600)
+        raise SweepError(f"--timeout {timeout}: expected a number of seconds > 0")
+    if arms is not None and not list(arms):
+        raise SweepError("--arms names no arm (leave it out to run them all)")
     spec: Dict[str, Any] = {}
     if command:
         kind = "command"
@@ -678,6 +683,17 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
         }
     todo = [t for t in sweep.tasks if t.key not in done]
     # a folder may also hold failed records of these tasks: they are replaced
+    # the results folder is checked before a cluster starts (a file there
+    # gave a NotADirectoryError traceback once the workers were up)
+    parent = os.path.dirname(run_dir)
+    if os.path.exists(parent) and not os.path.isdir(parent):
+        raise SweepError(f"--results {parent}: not a folder")
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        raise SweepError(f"--results {parent}: cannot make the folder ({e.strerror})") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SweepError(f"--results {parent}: not writable")
     client, local, address = _cluster(cluster, workers, per_worker)
     os.makedirs(run_dir, exist_ok=True)      # only once a cluster answered
     counts = {"ok": 0, "failed": 0, "skipped": len(sweep.tasks) - len(todo)}
