@@ -46,6 +46,10 @@ import heaplab
 from heaplab.harness import (ArmResult, Experiment, collect_until_settled, env_number,
                              run_command_arm, save_arm)
 
+# An arm's process may load this file by path; programs.py sits beside it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from programs import PROGRAMS, ROOT, launcher  # noqa: E402
+
 MiB = 1 << 20
 FILL = int(env_number("HEAPLAB_E10_FILL_MIB", 192) * MiB)
 SIZES = (56, 120, 184, 248)          # payload bytes: + 8-byte header = 64, 128, 192, 256
@@ -212,25 +216,10 @@ def test_e10_sparse_survivors(lab):
 # heaplab-python 64 KiB pages / stock python3), N = 10 and 1000.
 #
 # HEAPLAB_E10_OBJECTS overrides the 1.5 M objects (the notebook runs smaller arms).
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROGRAMS = os.path.join(ROOT, "tests", "clients", "programs")
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"), "clients")
 INTERPRETER_OBJECTS = int(os.environ.get("HEAPLAB_E10_OBJECTS", "1500000"))
 INTERPRETER_RUNS = [(100, "subpage"), (100, "page"), (100, "stock"), (10, "subpage"),
                     (10, "stock"), (1000, "subpage"), (1000, "stock")]
 INTERPRETER_ENV = {"subpage": {"HEAPLAB_SUBPAGE_RELEASE": "true"}, "page": {}, "stock": {}}
-
-
-def launcher(name, var):
-    """The built launcher (build/clients), an override, or one on PATH."""
-    path = os.environ.get(var) or os.path.join(BUILD, name)
-    if os.path.exists(path):
-        return path
-    found = shutil.which(name)
-    if found:
-        return found
-    pytest.fail(f"{name} is not built ({path}): run `make` (ninja -C build) first, "
-                f"or set {var}")
 
 
 def command(language, arm):

@@ -32,15 +32,16 @@ HEAPLAB_PYTHON_LAUNCHER override where they are looked for; HEAPLAB_E8_MIB
 overrides the 192 MiB (the notebooks run smaller arms).
 """
 import os
-import shutil
+import sys
 
 import pytest
 
 from heaplab.harness import ArmResult, run_command_arm, save_arm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROGRAMS = os.path.join(ROOT, "tests", "clients", "programs")
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"), "clients")
+# An arm's process may load this file by path; programs.py sits beside it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from programs import PROGRAMS, ROOT, launcher  # noqa: E402
+
 MiB = 1 << 20
 
 
@@ -53,18 +54,6 @@ def _size_mib():
     if not 16 <= mib <= 4096:
         raise ValueError(f"HEAPLAB_E8_MIB={mib}: expected 16..4096")
     return mib
-
-
-def launcher(name, var):
-    """The built launcher (build/clients), an override, or one on PATH."""
-    path = os.environ.get(var) or os.path.join(BUILD, name)
-    if os.path.exists(path):
-        return path
-    found = shutil.which(name)
-    if found:
-        return found
-    pytest.fail(f"{name} is not built ({path}): run `make` (ninja -C build) first, "
-                f"or set {var}")
 
 
 ARMS = {

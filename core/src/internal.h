@@ -912,6 +912,10 @@ hl_heap *hl__registry_find_locked(const void *addr);
 void hl__registry_unlock(void);
 /* How many generational heaps exist (hl_obj_set's fast test). */
 uint32_t hl__registry_generational(void);
+/* Keep the shared object holding heaplab's code (the Lua module, the Python
+ * extension) mapped for the rest of the process: called before every thread
+ * heaplab starts that may outlive what loaded the code (registry.c). */
+void hl__pin_code(void);
 
 /* ---- gc/markers.c: the helper threads of parallel marking ---- */
 #define HL_MARK_THREADS_MAX 8

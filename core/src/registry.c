@@ -18,6 +18,10 @@
  * Lock order, everywhere: the thread caches' global lock (manual.c), then
  * the registry, then a heap's lock.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -132,3 +136,22 @@ hl_heap *hl__registry_find_locked(const void *addr) {
 }
 
 void hl__registry_unlock(void) { pthread_rwlock_unlock(&registry_lock); }
+
+/* Every thread heaplab starts -- parallel marking's helpers, a sampler's, a
+ * background collector's, the huge-page prefault helper -- runs heaplab's code
+ * and may outlive what loaded it: lua_close dlcloses the Lua module, and a
+ * heap or sampler made by a finalizer that runs during lua_close is never
+ * finalized (Lua 5.4 does not finalize objects made while a state closes), so
+ * its thread would go on in unmapped code (SIGSEGV at exit, or at once in a
+ * program that embeds Lua and goes on).  The first such thread pins the
+ * object this file is linked into (dlopen RTLD_NODELETE); an executable or
+ * the preloaded library is never unloaded anyway. */
+static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
+
+static void pin(void) {
+  Dl_info di;
+  if (dladdr((void *)hl__pin_code, &di) && di.dli_fname)
+    (void)dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+void hl__pin_code(void) { pthread_once(&pin_once, pin); }

@@ -93,6 +93,7 @@ static void *collector_main(void *arg) {
 }
 
 int hl__collector_start(hl_heap *h) {
+  hl__pin_code();
   int e = pthread_create(&h->collector, NULL, collector_main, h);
   if (e == 0) h->collector_running = true;
   return e;

@@ -13,15 +13,12 @@
  *
  * The helpers outlive every heap, so the code they sleep in must too: the
  * first one started pins the shared object holding this file (the Lua
- * module, which lua_close would dlclose; the Python extension) in memory.
+ * module, which lua_close would dlclose; the Python extension) in memory
+ * (hl__pin_code, registry.c).
  * Unloaded, a helper woken spuriously would return into unmapped code, and
  * their stacks (gc/mark.c) would be lost -- LeakSanitizer reported 512 KiB
  * per helper from every Lua test of a parallel mark.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "../internal.h"
@@ -83,12 +80,6 @@ static void register_fork(void) { pthread_atfork(NULL, NULL, after_fork_child); 
  * would wait for helpers it does not have. */
 void hl__markers_init(void) { pthread_once(&fork_once, register_fork); }
 
-static void pin_code(void) {
-  Dl_info di;
-  if (dladdr((void *)helper_main, &di) && di.dli_fname)
-    (void)dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-}
-
 unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg) {
   if (n > MAX_HELPERS) n = MAX_HELPERS;
   if (n == 0) return 0;
@@ -98,7 +89,7 @@ unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg) {
     pthread_mutex_unlock(&M.mu);
     return 0;
   }
-  if (M.started == 0 && n > 0) pin_code();
+  if (M.started == 0 && n > 0) hl__pin_code();
   while (M.started < n) {
     pthread_t t;
     pthread_attr_t attr;

@@ -179,6 +179,7 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
     pthread_mutex_destroy(&pf->mu);
     goto fail;
   }
+  hl__pin_code();
   if (pthread_create(&pf->thread, NULL, helper_main, pf)) {
     pthread_cond_destroy(&pf->cv);
     pthread_mutex_destroy(&pf->mu);

@@ -109,6 +109,7 @@ static int ensure_thread(hl_sampler *s) {
   int rc = 0;
   if (!s->running && !s->stop) {
     s->pid = getpid();
+    hl__pin_code();
     rc = pthread_create(&s->thread, NULL, run, s);
     s->running = rc == 0;
   }

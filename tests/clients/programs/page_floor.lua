@@ -10,103 +10,15 @@
 -- else.
 --
 -- usage: heaplab-lua page_floor.lua ARM [MiB]   (default 192)
-local client = require "heaplab.client"
+local client = require "heaplab.client"   -- this program needs the launcher's module
+local R = dofile((arg[0]:match("^(.*/)") or "") .. "client_record.lua")
 
 local arm = arg[1] or "unnamed"
 local MiB = 1024 * 1024
 local target = (tonumber(arg[2]) or 192) * MiB
 local buffer_bytes = 16 * MiB
-
--- ---- a tiny JSON writer (numbers, strings, booleans, tables) ----
--- NULL stands for JSON null (a Lua table cannot hold nil); a table is an
--- array when it has [1] or is marked ARRAY, an object otherwise.
-local NULL = setmetatable({}, { __name = "null" })
-local ARRAY = { __name = "array" }
-local function orNull(x) if x == nil then return NULL end return x end
-
-local function encode(v, out)
-  local t = type(v)
-  if v == NULL then
-    out[#out + 1] = "null"
-  elseif t == "boolean" then
-    out[#out + 1] = tostring(v)
-  elseif t == "number" then
-    if math.type(v) == "integer" then out[#out + 1] = string.format("%d", v)
-    elseif v ~= v or v == math.huge or v == -math.huge then out[#out + 1] = "null"
-    else out[#out + 1] = string.format("%.17g", v) end
-  elseif t == "string" then
-    out[#out + 1] = '"' .. v:gsub('[%c"\\]', function(c)
-      return string.format("\\u%04x", c:byte())
-    end) .. '"'
-  elseif t == "table" and (v[1] ~= nil or getmetatable(v) == ARRAY) then
-    out[#out + 1] = "["
-    for i = 1, #v do
-      if i > 1 then out[#out + 1] = "," end
-      encode(v[i], out)
-    end
-    out[#out + 1] = "]"
-  elseif t == "table" then
-    local keys = {}
-    for k in pairs(v) do keys[#keys + 1] = tostring(k) end
-    table.sort(keys)
-    out[#out + 1] = "{"
-    for i, k in ipairs(keys) do
-      if i > 1 then out[#out + 1] = "," end
-      encode(k, out)
-      out[#out + 1] = ":"
-      encode(v[k], out)
-    end
-    out[#out + 1] = "}"
-  else
-    error("cannot encode a " .. t)
-  end
-  return out
-end
-
-local function json(v) return table.concat(encode(v, {})) end
-
--- ---- the recorder: phases in the harness's record format ----
-local sampler = client.sampler(0.002)
-local t0 = client.now()
-local records = {}
-local heaplab = client.allocator() == "heaplab"
-
-local function phase(name, body)
-  sampler:reset()
-  local f = client.footprint()
-  local rec = {
-    experiment = "E8", arm = arm, phase = name, index = #records,
-    t_start_s = client.now() - t0,
-    phys_before = f.phys_footprint, rss_before = f.rss, lazyfree_before = f.lazyfree,
-    anonymous_before = f.anonymous, resident_before = orNull(client.resident_bytes()),
-  }
-  local notes, marked = {}, false
-  local ph = {
-    mark = function(label)
-      sampler:mark()
-      marked = true
-      notes.mark = label or "event"
-      notes.mark_s = client.now() - t0
-    end,
-    note = function(k, v) notes[k] = v end,
-  }
-  body(ph)
-  local s = sampler:summary()
-  f = client.footprint()
-  local t1 = client.now()
-  rec.t_end_s = t1 - t0
-  rec.duration_s = t1 - t0 - rec.t_start_s
-  rec.phys_after, rec.rss_after = f.phys_footprint, f.rss
-  rec.lazyfree_after, rec.anonymous_after = f.lazyfree, f.anonymous
-  rec.resident_after = orNull(client.resident_bytes())
-  rec.vmas_after = orNull(client.vma_count())
-  rec.phys_peak, rec.phys_low, rec.rss_peak = s.max_phys, s.min_phys, s.max_rss
-  rec.phys_low_after_mark = marked and s.min_phys_after_mark or NULL
-  rec.samples = s.samples
-  rec.notes = notes
-  if heaplab then rec.stats = client.stats() end
-  records[#records + 1] = rec
-end
+local rec = R.recorder("E8", arm)
+local phase = rec.phase
 
 -- ---- the workload ----
 -- One item: a table with an array part of three small strings and a
@@ -189,17 +101,5 @@ phase("buffers", function(ph)
   ph.note("buffers", #buffers)
 end)
 
-local series = setmetatable({}, ARRAY)
-for _, x in ipairs(sampler:series()) do
-  series[#series + 1] = { x[1] / 1e9 - t0, x[2], x[3], x[4] }
-end
-sampler:stop()
-io.write(json({
-  experiment = "E8", title = "page floor on a real interpreter", arm = arm,
-  options = orNull(client.options()), params = { language = "lua", target_bytes = target },
-  pid = tonumber(client.report():match('"pid": (%d+)')), error = NULL, records = records,
-  notes = { allocator = client.allocator(), language = "lua",
-            warm_bytes = heaplab and client.options().warm_pages * client.options().page_size or 0 },
-  series = series,
-}))
-io.write("\n")
+rec.write("page floor on a real interpreter", { target_bytes = target },
+          { warm_bytes = R.heaplab and client.options().warm_pages * client.options().page_size or 0 })
