@@ -82,9 +82,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if analysis.is_run_folder(args.results):
             written = analysis.report_run(args.results, args.out, dpi=args.dpi, log=print)
         else:
-            written = analysis.report(args.results, args.out, dpi=args.dpi, log=print)
+            written = analysis.report(args.results, args.out, dpi=args.dpi, log=print,
+                                      failed=args.failed)
     except ValueError as e:
-        print(f"heaplab report: {e}", file=sys.stderr)
+        msg = str(e).replace("pass failed='flag'", "pass --failed flag").replace(
+            "failed='drop'", "--failed drop")
+        print(f"heaplab report: {msg}", file=sys.stderr)
         return 2
     print(f"{len(written)} files in {os.path.dirname(written[0]) if written else args.out}")
     return 0
@@ -235,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "experiment's results/E1, or a sweep's run folder)")
     p.add_argument("--out", help="where the files go (default: RESULTS/report)")
     p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
+    p.add_argument("--failed", choices=("raise", "flag", "drop"), default="raise",
+                   help="records of phases that raised or of failed arms: refuse them "
+                        "(raise, the default), keep them with their status (flag) or leave "
+                        "them out (drop)")
     commands["report"] = _cmd_report
 
     p = sub.add_parser(

@@ -38,7 +38,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import FIGURES, load_arms
+from .harness import FIGURES, error_summary, load_arms, phase_status
 
 MiB = 1 << 20
 
@@ -58,7 +58,7 @@ DERIVED = {
 # Notes whose names do not carry their unit (experiments' own figures).
 NOTE_UNITS = {"peak_large_live": "bytes", "mark_s": "s"}
 
-COLUMNS = ["experiment", "arm", "phase", "index", "figure", "value", "unit", "source"]
+COLUMNS = ["experiment", "arm", "phase", "index", "figure", "value", "unit", "source", "status"]
 SERIES_COLUMNS = ["experiment", "arm", "t_s", "phys", "rss", "lazyfree", "phase"]
 PHASE_COLUMNS = ["experiment", "arm", "index", "phase", "t_start_s", "t_end_s", "duration_s",
                  "mark", "mark_s"]
@@ -154,6 +154,51 @@ def _select(source, experiment=None, arm_names=None):
     return experiment, sel
 
 
+# ---- failed phases -----------------------------------------------------------------------
+
+#: what records_frame & co. do with the records of failed phases
+FAILED_MODES = ("raise", "flag", "drop")
+
+
+def failure(arm: Dict[str, Any], record: Dict[str, Any]) -> Optional[str]:
+    """Why a phase record is no measurement, or None: its phase raised
+    ('raised: ExcType: message', the record's status), or its arm failed
+    ('arm failed: <the arm's error on one line>': the arm's JSON has an
+    error -- it raised later, timed out, was interrupted, or its command
+    failed)."""
+    status = phase_status(record)
+    if status != "ok":
+        return status
+    if arm.get("error"):
+        return "arm failed: " + error_summary(arm["error"])
+    return None
+
+
+def _check_failed(found, failed):
+    """The arms of `found` as failed= asks: 'raise' (ValueError naming the
+    failed phases), 'flag' (all kept; records_frame's status column says
+    which failed), 'drop' (the records of failed phases left out)."""
+    if failed not in FAILED_MODES:
+        raise ValueError(f"failed={failed!r}: expected one of {', '.join(FAILED_MODES)}")
+    bad = [(a, r, why) for a in found for r in a["records"]
+           for why in [failure(a, r)] if why is not None]
+    if failed == "raise" and bad:
+        listed = "; ".join(f"{a['experiment']}/{a['arm']} phase {r['phase']!r}: {why}"
+                           for a, r, why in bad[:5])
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+        raise ValueError(f"{len(bad)} phase record(s) of failed phases or arms, no measurement: "
+                         f"{listed}{more}; pass failed='flag' to keep them (the status column "
+                         "says which) or failed='drop' to leave them out")
+    if failed == "drop" and bad:
+        out = []
+        for a in found:
+            keep = [r for r in a["records"] if failure(a, r) is None]
+            if keep:
+                out.append({**a, "records": keep})
+        return out
+    return found
+
+
 # ---- frames ---------------------------------------------------------------------------
 
 def _number(v):
@@ -161,7 +206,7 @@ def _number(v):
 
 
 def records_frame(source: Any, stats: bool = True, notes: bool = True,
-                  derived: bool = True) -> pd.DataFrame:
+                  derived: bool = True, failed: str = "raise") -> pd.DataFrame:
     """The tidy table: one row per experiment x arm x phase x figure.
 
     Columns: experiment, arm, phase, index (the phase's position in its arm),
@@ -172,16 +217,22 @@ def records_frame(source: Any, stats: bool = True, notes: bool = True,
     experiment's own numbers, named notes.<key> -- prefixed because a note
     often reuses a counter's name for a different figure, e.g. E2's
     notes.cycles counts the churn's cycles, stats.cycles every cycle so far).
-    A figure the phase does not have (null, or not a number) has no row."""
+    A figure the phase does not have (null, or not a number) has no row.
+
+    status: 'ok', or why the phase is no measurement (failure(): its phase
+    raised, or its arm failed).  failed='raise' (the default) refuses such
+    records with a ValueError naming them, 'flag' keeps them (status says
+    which), 'drop' leaves them out."""
     rows = []
-    for a in arms(source):
+    for a in _check_failed(arms(source), failed):
         for pos, r in enumerate(a["records"]):
             key = (r.get("experiment", a["experiment"]), r.get("arm", a["arm"]), r["phase"],
                    r.get("index", pos))
+            status = failure(a, r) or "ok"
 
             def add(figure, value, unit, src):
                 if _number(value):
-                    rows.append((*key, figure, float(value), unit, src))
+                    rows.append((*key, figure, float(value), unit, src, status))
 
             for f in (*FIGURES, "samples"):
                 add(f, r.get(f), RECORD_UNITS[f], "record")
@@ -227,12 +278,26 @@ WIDE_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark",
 
 
 def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
-         unit: Optional[str] = "MiB") -> pd.DataFrame:
+         unit: Optional[str] = "MiB", failed: str = "raise") -> pd.DataFrame:
     """One row per experiment x arm x phase, one column per figure (bytes
     shown in MiB by default) -- the table a notebook shows.  `df` is a
-    records_frame (or a source, which is read first)."""
+    records_frame (or a source, which is read first, with `failed` as
+    records_frame takes it).  A frame that holds flagged records of failed
+    phases is refused unless failed='flag' (they are shown) or 'drop'."""
     if not isinstance(df, pd.DataFrame):
-        df = records_frame(df)
+        df = records_frame(df, failed=failed)
+    elif "status" in df.columns:
+        if failed not in FAILED_MODES:
+            raise ValueError(f"failed={failed!r}: expected one of {', '.join(FAILED_MODES)}")
+        bad = df[df["status"] != "ok"]
+        if len(bad) and failed == "raise":
+            first = bad.drop_duplicates(["experiment", "arm", "phase"]).head(5)
+            raise ValueError("records of failed phases or arms, no measurement: " + "; ".join(
+                f"{e}/{a} phase {p!r}: {st}" for e, a, p, st in
+                first[["experiment", "arm", "phase", "status"]].itertuples(index=False))
+                + "; pass failed='flag' to show them or failed='drop' to leave them out")
+        if failed == "drop":
+            df = df[df["status"] == "ok"]
     if unit is not None:
         df = to_unit(df, unit)
     if figures is not None:
@@ -647,7 +712,7 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
                     arms: Optional[Sequence[str]] = None,
                     figures: Union[str, Sequence[str]] = ("phys_growth", "duration_s"),
                     phases: Optional[Sequence[str]] = None, title: Optional[str] = None,
-                    width: float = 10.0) -> Figure:
+                    width: float = 10.0, failed: str = "raise") -> Figure:
     """Per-phase cost per arm: one panel per figure (default: the footprint
     the phase left, phys_growth, in MiB; and how long it took, in s),
     phases on x (all, or the ones named in `phases`), one bar per arm with
@@ -655,11 +720,12 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
     written on the bars where they fit.  Repeats of an arm: the bar is
     their median and the line through it spans min to max.  Any figure of
     records_frame works, e.g. "phys_peak_growth" or "notes.major_sweeps".
-    Returns a matplotlib Figure."""
+    failed: as records_frame's (records of failed phases or arms are
+    refused by default).  Returns a matplotlib Figure."""
     if isinstance(figures, str):
         figures = (figures,)
     experiment, sel = _select(source, experiment, arms)
-    df = to_unit(records_frame(sel), "MiB")
+    df = to_unit(records_frame(sel, failed=failed), "MiB")
     names = _paired_order(list(_by_arm(sel)))
     styles = _styles(names)
     roles = arm_groups(names)
@@ -796,7 +862,7 @@ def _safe(name):
 
 
 def report(source: Any, out: Optional[str] = None, dpi: int = 110,
-           log: Optional[Callable[[str], None]] = None) -> List[str]:
+           log: Optional[Callable[[str], None]] = None, failed: str = "raise") -> List[str]:
     """Write the plots and tables for every experiment in `source`:
 
         <out>/<experiment>_footprint.png    plot_footprint
@@ -806,7 +872,12 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         <out>/<experiment>_phases.csv       wide (MiB)
 
     `out` defaults to <source>/report when source is a folder.  Returns the
-    paths written; `log(message)` is told about each (and about skipped plots)."""
+    paths written; `log(message)` is told about each (and about skipped plots).
+    failed: as records_frame's -- records of failed phases or arms are
+    refused by default (ValueError naming them, before anything is written);
+    'flag' keeps them (the records CSV's status column and the phase-cost
+    plot include them), 'drop' leaves them out of the tables and plots
+    (the footprint plot shows every arm's series either way)."""
     if out is None:
         if not isinstance(source, (str, os.PathLike)):
             raise ValueError("report: name an output folder (out=) for results not read from disk")
@@ -814,6 +885,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     os.makedirs(out, exist_ok=True)
     say = log or (lambda msg: None)
     found = arms(source)
+    _check_failed(found, failed)       # refuse before writing anything
     written = []
 
     def save_fig(fig, name):
@@ -825,17 +897,24 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     for exp in experiments(found):
         _, sel = _select(found, exp)
         base = _safe(exp)
-        df = records_frame(sel)
+        df = records_frame(sel, failed=failed)
+        for (arm_name, phase), st in (df[df["status"] != "ok"]
+                                      .drop_duplicates(["arm", "phase"])
+                                      .set_index(["arm", "phase"])["status"].items()):
+            say(f"{exp}/{arm_name} phase {phase!r}: {st} (kept, failed='flag')")
         path = os.path.join(out, f"{base}_records.csv")
         df.to_csv(path, index=False)
         written.append(path)
         say(f"wrote {path}")
         path = os.path.join(out, f"{base}_phases.csv")
-        wide(df).to_csv(path)
+        wide(df, failed=failed).to_csv(path)
         written.append(path)
         say(f"wrote {path}")
         save_fig(plot_footprint(sel), f"{base}_footprint.png")
-        save_fig(plot_phase_cost(sel), f"{base}_phase_cost.png")
+        if df.empty:
+            say(f"{exp}: no phase records left (failed={failed!r}); no phase-cost plot")
+        else:
+            save_fig(plot_phase_cost(sel, failed=failed), f"{base}_phase_cost.png")
         vmas = df[df["figure"] == "vmas_after"]["value"]
         if len(vmas) and vmas.max() > 1:
             save_fig(plot_vmas(sel), f"{base}_vmas.png")
@@ -885,8 +964,9 @@ def run_records(run: Any) -> List[Dict[str, Any]]:
 def sweep_frame(run: Any) -> pd.DataFrame:
     """A run folder as one tidy DataFrame: one row per cell x arm x repeat x
     phase, with the swept option values as columns (named as in --set), then
-    experiment, cell, arm, repeat, status, worker, phase, index, and the
-    phase's figures (bytes, except duration_s in s and vmas_after a count)
+    experiment, cell, arm, repeat, status (the task's), worker, error,
+    phase, index, phase_status ('ok', or 'raised: ...' when the phase's
+    with block raised: its figures are no measurement), and the phase's figures (bytes, except duration_s in s and vmas_after a count)
     with the derived phys_growth, phys_peak_growth and phys_returned.  A
     failed task has one row with phase None and its error."""
     meta = run_meta(run)
@@ -902,7 +982,8 @@ def sweep_frame(run: Any) -> pd.DataFrame:
         if not recs:
             rows.append({**base, "phase": None, "index": -1})
         for pos, r in enumerate(recs):
-            row = {**base, "phase": r["phase"], "index": r.get("index", pos)}
+            row = {**base, "phase": r["phase"], "index": r.get("index", pos),
+                   "phase_status": phase_status(r)}
             for f in SWEEP_FIGURES:
                 row[f] = r.get(f)
             g = r.get
@@ -916,7 +997,7 @@ def sweep_frame(run: Any) -> pd.DataFrame:
                                     else None)
             rows.append(row)
     cols = names + ["experiment", "cell", "arm", "repeat", "status", "worker", "error", "phase",
-                    "index", *SWEEP_FIGURES, "phys_growth", "phys_peak_growth", "phys_returned"]
+                    "index", "phase_status", *SWEEP_FIGURES, "phys_growth", "phys_peak_growth", "phys_returned"]
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values(["cell", "arm", "repeat", "index"], kind="stable").reset_index(drop=True)
 
@@ -1147,5 +1228,7 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
                                 title=f"{exp}: footprint, cell {first} "
                                       f"{meta.get('cells', {}).get(first, {})}"),
                  f"{_safe(exp)}_{first}_footprint.png")
-            save(plot_phase_cost(mine, experiment=exp), f"{_safe(exp)}_{first}_phase_cost.png")
+            # (ok tasks; a phase whose with block raised inside one is left out)
+            save(plot_phase_cost(mine, experiment=exp, failed="drop"),
+                 f"{_safe(exp)}_{first}_phase_cost.png")
     return written

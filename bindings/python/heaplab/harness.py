@@ -47,7 +47,7 @@ __all__ = [
     "Experiment", "Recorder", "Phase", "ArmResult", "PhaseRecord", "ArmFailed", "FIGURES", "MiB",
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
-    "median_arm", "collect_until_settled",
+    "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -113,6 +113,41 @@ def _json_note(key: Any, value: Any) -> str:
     return key
 
 
+def _raised(exc_type: Any, exc: Any) -> str:
+    """A phase's status: 'ok', or 'raised: ExcType: message' (first line,
+    at most 200 characters) when its with block raised."""
+    if exc_type is None:
+        return "ok"
+    msg = str(exc).strip().splitlines()[0] if exc is not None and str(exc).strip() else ""
+    text = exc_type.__name__ + (f": {msg}" if msg else "")
+    return "raised: " + (text if len(text) <= 200 else text[:197] + "...")
+
+
+def phase_status(record: Mapping[str, Any]) -> str:
+    """A phase record's status: 'ok', or 'raised: ExcType: message' when the
+    phase's with block raised (its figures stop where it raised: no
+    measurement of the phase).  Records written before phases carried a
+    status (and the Lua harness's) count as 'ok'."""
+    status = record.get("status")
+    return "ok" if status is None else str(status)
+
+
+def error_summary(error: Any) -> str:
+    """An arm's error on one line: '' for none; for a traceback, the first
+    line of its (last) exception ('RuntimeError: boom'); else the message's
+    first line; at most 300 characters -- what records.csv shows (the arm's
+    JSON has it all)."""
+    if not error:
+        return ""
+    lines = str(error).splitlines()
+    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
+        last_frame = max(i for i, ln in enumerate(lines) if ln.startswith(" "))
+        lines = lines[last_frame + 1:]
+    lines = [ln.strip() for ln in lines if ln.strip()]
+    text = lines[0] if lines else str(error).strip()
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 class Phase:
     """One named phase of an arm; use through Recorder.phase()."""
 
@@ -171,6 +206,7 @@ class Phase:
             "phys_low_after_mark": summ["min_phys_after_mark"] if self.marked else None,
             "samples": summ["samples"],
             "notes": self.notes,
+            "status": _raised(exc_type, exc),
         })
         if self.heap is not None and not self.heap.closed:
             r["stats"] = self.heap.stats().as_dict()
@@ -295,20 +331,30 @@ class ArmResult:
 class PhaseRecord(dict):
     """A phase record (a dict) with the usual derived figures."""
 
+    def _measured(self) -> None:
+        status = phase_status(self)
+        if status != "ok":
+            raise ValueError(f"{self.get('experiment')}/{self.get('arm')} phase "
+                             f"{self.get('phase')!r} {status}: its figures stop where it raised "
+                             "and are no measurement of the phase")
+
     @property
     def returned(self) -> int:
         """Bytes the phase gave back: phys before minus the lowest after the mark."""
+        self._measured()
         low = self["phys_low_after_mark"] if self["phys_low_after_mark"] is not None else self["phys_after"]
         return self["phys_before"] - low
 
     @property
     def growth(self) -> int:
         """phys_after - phys_before: what the phase left charged."""
+        self._measured()
         return self["phys_after"] - self["phys_before"]
 
     @property
     def peak_growth(self) -> int:
         """phys_peak - phys_before: the most the phase cost at any instant."""
+        self._measured()
         return self["phys_peak"] - self["phys_before"]
 
     def stat(self, name: str) -> int:
@@ -644,6 +690,7 @@ class CommandPhase:
             "rss_peak": summ["max_rss"],
             "phys_low_after_mark": summ["min_after_mark"] if self.marked else None,
             "samples": summ["samples"], "notes": self.notes,
+            "status": _raised(exc_type, exc),
         })
         ctl.records.append(r)
         return False
@@ -1032,16 +1079,24 @@ def load_arms(folder: str) -> List[Dict[str, Any]]:
     return out
 
 
+#: the columns of records.csv: status is the phase's (phase_status), arm_error
+#: its arm's error on one line (error_summary; '' when the arm did not fail)
+CSV_COLUMNS = ("experiment", "arm", "phase", "status", "arm_error", *FIGURES)
+
+
 def write_csv(folder: str) -> None:
-    """Write <folder>/records.csv: one row per phase of every arm JSON under it."""
+    """Write <folder>/records.csv: one row per phase of every arm JSON under
+    it (CSV_COLUMNS), each with its phase's status and its arm's error."""
     rows = []
     for data in load_arms(folder):
+        arm_error = error_summary(data.get("error"))
         for r in data["records"]:
-            row = {"experiment": r["experiment"], "arm": r["arm"], "phase": r["phase"]}
+            row = {"experiment": r["experiment"], "arm": r["arm"], "phase": r["phase"],
+                   "status": phase_status(r), "arm_error": arm_error}
             row.update({k: r.get(k) for k in FIGURES})
             rows.append(row)
     with open(os.path.join(folder, "records.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["experiment", "arm", "phase", *FIGURES])
+        w = csv.DictWriter(f, fieldnames=list(CSV_COLUMNS))
         w.writeheader()
         w.writerows(rows)
 

@@ -239,7 +239,8 @@ def effects_of(data: Mapping[str, Any], experiment_path: Optional[str] = None
         except (KeyError, ZeroDivisionError, TypeError, ValueError) as e:
             out.append({"effect": "arm_effects", "value": None, "unit": "", "threshold": None,
                         "passed": None, "error": f"{type(e).__name__}: {e}"})
-    recs = data.get("records") or []
+    # a phase whose with block raised is no measurement: no effect from it
+    recs = [r for r in data.get("records") or [] if r.get("status", "ok") == "ok"]
     if recs:
         base = recs[0].get("phys_before")
         peaks = [r.get("phys_peak") for r in recs if r.get("phys_peak") is not None]

@@ -1,0 +1,161 @@
+"""Records that must not mislead (helper `records`, session 12): a phase
+whose with block raised, a failed arm's rows in records.csv, the analysis
+helpers on such records, half-written files, a command arm's script that
+never returns, and Ctrl-C during Experiment.run.  Each test failed before
+its fix (the commit that added it says how that was checked)."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from heaplab.harness import ArmFailed, ArmResult, run_command_arm, save_arm
+
+MiB = 1 << 20
+
+
+def _read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ---- 1. a phase that raised, a failed arm --------------------------------------------------
+
+FAILING = """
+from heaplab.harness import Experiment
+T = Experiment("T", "a phase that raises")
+
+@T.arm("good")
+def good(rec, **options):
+    with rec.phase("fill"):
+        x = bytearray(1 << 20)
+
+@T.arm("bad")
+def bad(rec, **options):
+    with rec.phase("fill"):
+        x = bytearray(1 << 20)
+    with rec.phase("drop"):
+        raise RuntimeError("boom\\nsecond line")
+"""
+
+
+def test_a_phase_that_raised_says_so_in_its_record_and_the_csv(run_experiment_source, tmp_path):
+    """A phase whose with block raised was recorded like a complete one, and
+    records.csv had no status nor error column: Experiment.run saved the
+    failed arm before raising, and its rows looked like any other arm's."""
+    with pytest.raises(ArmFailed, match="boom"):
+        run_experiment_source("records_failing", FAILING)
+    folder = tmp_path / "results" / "T"
+    bad = json.loads((folder / "bad.json").read_text())
+    status = {r["phase"]: r.get("status") for r in bad["records"]}
+    assert status == {"fill": "ok", "drop": "raised: RuntimeError: boom"}, status
+    good = json.loads((folder / "good.json").read_text())
+    assert [r.get("status") for r in good["records"]] == ["ok"]
+    rows = _read_csv(folder / "records.csv")
+    by = {(r["arm"], r["phase"]): r for r in rows}
+    assert set(by) == {("good", "fill"), ("bad", "fill"), ("bad", "drop")}, rows
+    assert by[("good", "fill")]["status"] == "ok" and by[("good", "fill")]["arm_error"] == ""
+    assert by[("bad", "drop")]["status"] == "raised: RuntimeError: boom"
+    # the arm's error is on every row of the arm, on one line
+    for key in (("bad", "fill"), ("bad", "drop")):
+        assert by[key]["arm_error"] == "RuntimeError: boom", by[key]
+    assert (folder / "records.csv").read_text().count("\n") == 4
+
+
+def test_a_command_arm_phase_that_raised_says_so(tmp_path):
+    def script(ctl):
+        with ctl.phase("ok"):
+            pass
+        with ctl.phase("broken"):
+            raise ValueError("bad payload")
+    data = run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60,
+                           experiment="T", arm="cmd")
+    assert "bad payload" in data["error"]
+    assert [r["status"] for r in data["records"]] == ["ok", "raised: ValueError: bad payload"]
+    save_arm(data, str(tmp_path))
+    rows = _read_csv(tmp_path / "T" / "records.csv")
+    assert [(r["phase"], r["status"], r["arm_error"]) for r in rows] == [
+        ("ok", "ok", "ValueError: bad payload"),
+        ("broken", "raised: ValueError: bad payload", "ValueError: bad payload")]
+
+
+def _record(phase, index, status=None, before=10 * MiB, after=20 * MiB):
+    r = {"experiment": "E", "arm": "a", "phase": phase, "index": index,
+         "t_start_s": index * 0.1, "t_end_s": index * 0.1 + 0.1, "duration_s": 0.1,
+         "phys_before": before, "phys_after": after, "phys_peak": after, "phys_low": before,
+         "phys_low_after_mark": None, "rss_before": before, "rss_after": after,
+         "rss_peak": after, "samples": 3, "notes": {}}
+    if status is not None:
+        r["status"] = status
+    return r
+
+
+def _arm(name, records, error=None):
+    return {"experiment": "E", "title": "t", "arm": name, "options": {}, "params": {},
+            "pid": 1, "error": error, "records": [dict(r, arm=name) for r in records],
+            "notes": {}, "series": []}
+
+
+def test_analysis_refuses_or_flags_records_of_failed_phases(tmp_path):
+    """records_frame, wide and plot_phase_cost used the records of a phase
+    that raised, or of a failed arm, like any other: an effect computed
+    from them (phys_growth, phys_returned) looked like a measurement."""
+    hla = pytest.importorskip("heaplab.analysis")
+    good = _arm("good", [_record("fill", 0, "ok"), _record("drop", 1, "ok")])
+    raised = _arm("raised", [_record("fill", 0, "ok"),
+                             _record("drop", 1, "raised: RuntimeError: boom")])
+    late = _arm("late", [_record("fill", 0, "ok")], error=(
+        'Traceback (most recent call last):\n  File "e.py", line 3, in arm\n'
+        "    d['x']\nKeyError: 'x'\n"))
+    src = [good, raised, late]
+    for fn in (hla.records_frame, hla.wide, hla.plot_phase_cost):
+        with pytest.raises(ValueError, match="raised phase 'drop': raised: RuntimeError: boom"):
+            fn(src)
+    with pytest.raises(ValueError, match="late phase 'fill': arm failed: KeyError: 'x'"):
+        hla.records_frame([good, late])
+    df = hla.records_frame(src, failed="flag")
+    st = df.drop_duplicates(["arm", "phase"]).set_index(["arm", "phase"])["status"].to_dict()
+    assert st == {("good", "fill"): "ok", ("good", "drop"): "ok", ("raised", "fill"): "ok",
+                  ("raised", "drop"): "raised: RuntimeError: boom",
+                  ("late", "fill"): "arm failed: KeyError: 'x'"}, st
+    with pytest.raises(ValueError, match="records of failed phases"):
+        hla.wide(df)
+    assert len(hla.wide(df, failed="flag")) == 5
+    kept = hla.records_frame(src, failed="drop")
+    assert set(zip(kept["arm"], kept["phase"])) == {("good", "fill"), ("good", "drop"),
+                                                   ("raised", "fill")}
+    assert list(hla.wide(src, failed="drop").index.get_level_values("arm")) == \
+        ["good", "good", "raised"]
+    hla.plot_phase_cost(src, failed="drop")
+    with pytest.raises(ValueError, match="failed='maybe'"):
+        hla.records_frame(src, failed="maybe")
+    # older records without a status, of an arm without an error: ok
+    assert set(hla.records_frame([_arm("old", [_record("fill", 0)])])["status"]) == {"ok"}
+    # the derived figures of the harness's own helper refuse too
+    res = ArmResult(raised)
+    assert res.phase("fill").growth == 10 * MiB
+    with pytest.raises(ValueError, match="'drop' raised: RuntimeError: boom"):
+        res.phase("drop").growth
+    # report(): refused before anything is written, unless asked
+    folder = tmp_path / "res"
+    for a in src:
+        save_arm(a, str(folder))
+    with pytest.raises(ValueError, match="failed='flag'"):
+        hla.report(str(folder), str(tmp_path / "out"))
+    assert not os.listdir(tmp_path / "out")
+    written = hla.report(str(folder), str(tmp_path / "out"), failed="flag")
+    flagged = __import__("pandas").read_csv(tmp_path / "out" / "E_records.csv")
+    assert (flagged["status"] != "ok").any() and written
+
+
+def test_sweep_effects_leave_out_a_phase_that_raised():
+    from heaplab.sweep import effects_of
+    r = _record("drop", 0, "raised: RuntimeError: boom", before=30 * MiB)
+    r["phys_low_after_mark"] = 5 * MiB
+    effects = effects_of({"records": [_record("fill", 0, "ok"), r]})
+    assert [e["effect"] for e in effects] == ["peak_above_start"], effects
