@@ -159,3 +159,66 @@ def test_sweep_effects_leave_out_a_phase_that_raised():
     r["phys_low_after_mark"] = 5 * MiB
     effects = effects_of({"records": [_record("fill", 0, "ok"), r]})
     assert [e["effect"] for e in effects] == ["peak_above_start"], effects
+
+
+# ---- 2. half-written files -------------------------------------------------------------------
+
+class _Unwritable:
+    """A value json cannot encode: json.dump has written part of the file
+    by the time it reaches it."""
+
+
+def _files(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_failed_save_leaves_the_old_files_whole(tmp_path, monkeypatch):
+    """save_arm wrote the arm's JSON in place with json.dump, and write_csv
+    records.csv in place: a failure or a Ctrl-C in the middle left a
+    truncated file where the complete one was."""
+    import heaplab.harness as harness
+    data = _arm("a", [_record("fill", 0, "ok")])
+    save_arm(data, str(tmp_path))
+    folder = tmp_path / "E"
+    before = {n: (folder / n).read_text() for n in _files(folder)}
+    assert set(before) == {"a.json", "records.csv"}
+    bad = dict(data, notes={"x": "y" * 10000, "z": _Unwritable()})
+    with pytest.raises(TypeError, match="_Unwritable"):
+        save_arm(bad, str(tmp_path))
+    assert {n: (folder / n).read_text() for n in _files(folder)} == before
+
+    class Interrupted(harness.csv.DictWriter):
+        def writerows(self, rows):
+            self.writerow(rows[0])
+            raise KeyboardInterrupt
+    monkeypatch.setattr(harness.csv, "DictWriter", Interrupted)
+    data2 = _arm("b", [_record("fill", 0, "ok"), _record("drop", 1, "ok")])
+    with pytest.raises(KeyboardInterrupt):
+        save_arm(data2, str(tmp_path))
+    assert (folder / "records.csv").read_text() == before["records.csv"]
+    # no temporary file is left behind
+    assert _files(folder) == ["a.json", "b.json", "records.csv"], _files(folder)
+
+
+def test_load_arms_names_a_file_that_is_not_json(tmp_path):
+    """load_arms skipped a *.json file that was not valid JSON without a
+    word: a table silently short of an arm (the one a crash cut short)."""
+    from heaplab.harness import load_arms
+    save_arm(_arm("a", [_record("fill", 0, "ok")]), str(tmp_path))
+    cut = tmp_path / "E" / "b.json"
+    cut.write_text(json.dumps(_arm("b", [_record("fill", 0, "ok")]))[:100])
+    (tmp_path / "E" / "meta.json").write_text('{"not": "an arm"}')
+    with pytest.raises(ValueError, match=f"{cut}: is not valid JSON"):
+        load_arms(str(tmp_path))
+    hla = pytest.importorskip("heaplab.analysis")
+    with pytest.raises(ValueError, match=f"{cut}: is not valid JSON"):
+        hla.records_frame(str(tmp_path))
+    skipped = []
+    with pytest.warns(UserWarning, match="b.json is not valid JSON"):
+        found = load_arms(str(tmp_path), skipped=skipped)
+    assert [a["arm"] for a in found] == ["a"]
+    assert [p for p, _ in skipped] == [str(cut)] and "not valid JSON" in skipped[0][1]
+    # writing the CSV goes on without it, and says so
+    with pytest.warns(UserWarning, match="b.json is not valid JSON"):
+        save_arm(_arm("c", [_record("fill", 0, "ok")]), str(tmp_path))
+    assert [r["arm"] for r in _read_csv(tmp_path / "E" / "records.csv")] == ["a", "c"]

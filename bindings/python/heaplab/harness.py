@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -48,6 +49,7 @@ __all__ = [
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
+    "write_atomic",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -1051,31 +1053,79 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return first
 
 
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` so that a reader -- or the file after a crash,
+    a Ctrl-C, a full disk -- sees the old file or the new one, never half of
+    one: into a temporary file in the same folder (.<name>.<pid>.<random>.tmp,
+    made with the umask's permissions), flushed to disk, then os.replace().
+    The temporary file is removed when the write fails; only a SIGKILL
+    between its creation and the replace leaves one behind (hidden, and not
+    *.json: load_arms never reads it).  Every writer of records uses it:
+    save_arm, write_csv, the sweep's records and meta.json, the pytest
+    plugin's tables."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
+                               f"{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
-    """Write an arm's JSON and append its phases to the experiment's CSV."""
+    """Write an arm's JSON and rewrite the experiment's CSV (both whole, with
+    write_atomic: a crash or Ctrl-C leaves the old file or the new one)."""
     folder = os.path.join(folder or results_dir(), data["experiment"])
     os.makedirs(folder, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
     if data.get("repeat") is not None:
         safe += f".r{data['repeat']}"
-    with open(os.path.join(folder, f"{safe}.json"), "w") as f:
-        json.dump(data, f)
+    write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
     write_csv(folder)
 
 
-def load_arms(folder: str) -> List[Dict[str, Any]]:
-    """Every arm JSON under a results folder (recursively)."""
+def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
+              ) -> List[Dict[str, Any]]:
+    """Every arm JSON under a results folder (recursively): the *.json files
+    that hold an object with "arm" and "records" (other JSON -- meta.json,
+    effects.json -- is not an arm and is passed over).
+
+    A *.json file that cannot be read or is not JSON (half written by an
+    older heaplab, truncated, damaged) raises ValueError naming it, so that
+    a table is never silently short of an arm.  To load the others anyway,
+    pass a list as `skipped`: each such file is appended to it as (path,
+    reason) and left out, and a warning names it."""
     out = []
-    for root, _, files in os.walk(folder):
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
         for name in sorted(files):
-            if name.endswith(".json"):
-                with open(os.path.join(root, name)) as f:
-                    try:
-                        data = json.load(f)
-                    except ValueError:
-                        continue
-                if isinstance(data, dict) and "records" in data and "arm" in data:
-                    out.append(data)
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(root, name)
+            try:
+                with open(path) as f:
+                    data = json.load(f)
+            except (OSError, ValueError) as e:
+                reason = (f"cannot be read ({e})" if isinstance(e, OSError) else
+                          f"is not valid JSON ({e}): half written or damaged")
+                if skipped is None:
+                    raise ValueError(f"{path}: {reason}; remove it, or pass skipped=[] to "
+                                     "load_arms to load the others") from None
+                import warnings
+                warnings.warn(f"heaplab: {path} {reason}: skipped", stacklevel=2)
+                skipped.append((path, reason))
+                continue
+            if isinstance(data, dict) and "records" in data and "arm" in data:
+                out.append(data)
     return out
 
 
@@ -1085,20 +1135,23 @@ CSV_COLUMNS = ("experiment", "arm", "phase", "status", "arm_error", *FIGURES)
 
 
 def write_csv(folder: str) -> None:
-    """Write <folder>/records.csv: one row per phase of every arm JSON under
-    it (CSV_COLUMNS), each with its phase's status and its arm's error."""
+    """Write <folder>/records.csv (write_atomic): one row per phase of every
+    arm JSON under it (CSV_COLUMNS), each with its phase's status and its
+    arm's error.  A *.json file that is not valid JSON is left out with a
+    warning naming it (load_arms(folder) raises on it)."""
     rows = []
-    for data in load_arms(folder):
+    for data in load_arms(folder, skipped=[]):
         arm_error = error_summary(data.get("error"))
         for r in data["records"]:
             row = {"experiment": r["experiment"], "arm": r["arm"], "phase": r["phase"],
                    "status": phase_status(r), "arm_error": arm_error}
             row.update({k: r.get(k) for k in FIGURES})
             rows.append(row)
-    with open(os.path.join(folder, "records.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(CSV_COLUMNS))
-        w.writeheader()
-        w.writerows(rows)
+    f = io.StringIO(newline="")
+    w = csv.DictWriter(f, fieldnames=list(CSV_COLUMNS))
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(os.path.join(folder, "records.csv"), f.getvalue())
 
 
 def mib(x: Optional[float]) -> Optional[float]:

@@ -281,12 +281,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     folder = results_dir()
     try:
         os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "table.txt"), "w") as f:
-            f.write(full + "\n")
-        with open(os.path.join(folder, "effects.txt"), "w") as f:
-            f.write(effects + "\n")
-        with open(os.path.join(folder, "effects.json"), "w") as f:
-            json.dump(_LAB.effects, f, indent=1)
+        harness.write_atomic(os.path.join(folder, "table.txt"), full + "\n")
+        harness.write_atomic(os.path.join(folder, "effects.txt"), effects + "\n")
+        harness.write_atomic(os.path.join(folder, "effects.json"),
+                             json.dumps(_LAB.effects, indent=1))
         tr.write_line(f"full per-phase table (MiB; phys = phys_footprint): "
                       f"{os.path.join(folder, 'table.txt')}")
         tr.write_line(f"records: {folder}")

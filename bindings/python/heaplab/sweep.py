@@ -350,11 +350,9 @@ def load_meta(run_dir: str) -> Dict[str, Any]:
 
 
 def _write_json(path: str, data: Any) -> None:
+    from .harness import write_atomic
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)           # a reader never sees half a file
+    write_atomic(path, json.dumps(data))    # a reader never sees half a file
 
 
 def record_path(run_dir: str, task: Mapping[str, Any]) -> str:
