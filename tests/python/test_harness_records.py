@@ -19,6 +19,24 @@ from heaplab.harness import ArmFailed, ArmResult, run_command_arm, save_arm
 MiB = 1 << 20
 
 
+def _gone(pid):
+    """True once pid is no process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_for_file(path, proc, seconds=60):
+    end = time.monotonic() + seconds
+    while not os.path.exists(path) or not open(path).read().strip():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.01)
+    return open(path).read().strip()
+
+
 def _read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -222,3 +240,88 @@ def test_load_arms_names_a_file_that_is_not_json(tmp_path):
     with pytest.warns(UserWarning, match="b.json is not valid JSON"):
         save_arm(_arm("c", [_record("fill", 0, "ok")]), str(tmp_path))
     assert [r["arm"] for r in _read_csv(tmp_path / "E" / "records.csv")] == ["a", "c"]
+
+
+# ---- 3. a command arm's script that never returns -------------------------------------------
+
+STUCK = """
+import json, os, sys, threading, time
+from heaplab.harness import run_command_arm
+tmp, how = sys.argv[1], sys.argv[2]
+def script(ctl):
+    with open(os.path.join(tmp, "pid.tmp"), "w") as f:
+        f.write(str(ctl.pid))
+    os.rename(os.path.join(tmp, "pid.tmp"), os.path.join(tmp, "pid"))
+    with ctl.phase("first"):
+        pass
+    with ctl.phase("stuck"):
+        if how == "loop":           # a Python loop that never calls the harness
+            while True:
+                time.sleep(0.01)
+        elif how == "wait_low":     # the harness's own helper, asked for an hour
+            ctl.wait_low(3600, settle_s=3600)
+        else:                       # blocked in a C call that never returns
+            threading.Event().wait()
+    ctl.note("after", True)
+t0 = time.monotonic()
+data = run_command_arm(["sleep", "120"], allocator="glibc", script=script, timeout=2)
+alive = [t.name for t in threading.enumerate() if t.name.startswith("heaplab script")]
+print(json.dumps({"seconds": time.monotonic() - t0, "error": data["error"], "alive": alive,
+                  "records": [(r["phase"], r["status"]) for r in data["records"]],
+                  "notes": data["notes"]}))
+"""
+
+
+@pytest.mark.parametrize("how", ["loop", "wait_low", "blocked"])
+def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
+    """run_command_arm(..., script=s, timeout=T) bounded the command by T
+    only after the script returned: a script that never did (a loop, a
+    wait on something else, wait_low asked for an hour) hung the arm, and
+    the command with it, for ever."""
+    p = subprocess.Popen([sys.executable, "-c", STUCK, str(tmp_path), how],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = None
+    try:
+        pid = int(_wait_for_file(tmp_path / "pid", p))
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{how}: still running 60 s after a 2 s timeout") from None
+        assert p.returncode == 0, err[-3000:]
+        res = json.loads(out)
+        assert res["seconds"] < 2 + 5, res
+        assert "the script was still running after the arm's timeout (2 s): the command was " \
+               "killed" in res["error"], res
+        assert _gone(pid), f"{how}: the command {pid} outlived the timeout"
+        assert res["notes"] == {}, res
+        if how == "blocked":
+            # a thread blocked in C cannot be stopped from outside: said, not hidden
+            assert "did not stop" in res["error"] and res["alive"], res
+            assert res["records"] == [["first", "ok"]], res
+        else:
+            assert "the script stopped (ArmTimeout)" in res["error"] and not res["alive"], res
+            assert res["records"] == [["first", "ok"], [
+                "stuck", "raised: ArmTimeout: the arm's timeout (2 s) expired"]], res
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if pid is not None and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_script_helpers_refuse_to_start_after_the_deadline():
+    from heaplab.harness import ArmTimeout
+    seen = {}
+
+    def script(ctl):
+        seen["remaining"] = ctl.remaining()
+        ctl.deadline = time.monotonic()     # (as if the time were up)
+        try:
+            with ctl.phase("late"):
+                pass
+        except ArmTimeout as e:
+            seen["late"] = str(e)
+    data = run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60)
+    assert 0 < seen["remaining"] <= 60 and "timeout (60 s) expired" in seen["late"], seen
+    assert data["records"] == [] and data["error"] is None, data["error"]

@@ -49,7 +49,7 @@ __all__ = [
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
-    "write_atomic",
+    "write_atomic", "ArmTimeout",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -298,6 +298,14 @@ def _child_main(argv: Sequence[str]) -> int:
 
 class ArmFailed(RuntimeError):
     """An arm's process failed: it raised, timed out or printed no JSON."""
+
+
+class ArmTimeout(BaseException):
+    """Raised in a run_command_arm script when the arm's timeout expires: by
+    the CommandControl helpers called after it (phase(), wait_low()), and
+    into the script's thread itself at its next Python instruction.  A
+    BaseException (like KeyboardInterrupt), so that a script's `except
+    Exception` does not swallow it."""
 
 
 class ArmResult:
@@ -655,6 +663,7 @@ class CommandPhase:
 
     def __enter__(self):
         ctl = self.ctl
+        ctl._check_deadline()
         ctl.sampler.reset()
         fp = ctl.sampler.sample() or (0, 0, 0, 0)
         self.t0 = time.monotonic_ns()
@@ -694,7 +703,9 @@ class CommandPhase:
             "samples": summ["samples"], "notes": self.notes,
             "status": _raised(exc_type, exc),
         })
-        ctl.records.append(r)
+        with ctl._lock:
+            if not ctl._closed:     # (a script left running past the timeout: no more records)
+                ctl.records.append(r)
         return False
 
 
@@ -702,7 +713,8 @@ class CommandControl:
     """What a run_command_arm script receives: the running command's pid,
     phase(name), note(key, value), footprint() and wait_low(seconds)."""
 
-    def __init__(self, proc, sampler, experiment, arm):
+    def __init__(self, proc, sampler, experiment, arm, deadline=None, timeout=None):
+        import threading
         self.proc = proc
         self.pid = proc.pid
         self.sampler = sampler
@@ -711,8 +723,28 @@ class CommandControl:
         self.records = []
         self.notes = {}
         self.t0 = time.monotonic_ns()
+        self.deadline = deadline          # time.monotonic() when the arm's timeout expires
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._expired = False
+        self._closed = False
+
+    def remaining(self):
+        """Seconds left before the arm's timeout (0 once it has expired; None
+        without one): bound the script's own blocking calls with it, e.g.
+        subprocess.run(..., timeout=ctl.remaining())."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    def _check_deadline(self):
+        if self._expired or (self.deadline is not None and time.monotonic() >= self.deadline):
+            self._expired = True
+            raise ArmTimeout(f"the arm's timeout ({self.timeout:g} s) expired")
 
     def phase(self, name):
+        """A phase (a context manager); ArmTimeout once the timeout expired."""
+        self._check_deadline()
         return CommandPhase(self, name)
 
     def note(self, key, value):
@@ -729,10 +761,14 @@ class CommandControl:
         """Watch the footprint for up to `seconds` and return early once it
         has not gone lower for settle_s: the lowest value is what the
         sampler keeps (a phase's phys_low_after_mark), never a reading at a
-        chosen instant."""
+        chosen instant.  It returns at the arm's deadline at the latest, and
+        raises ArmTimeout when called after it."""
+        self._check_deadline()
         end = time.monotonic() + seconds
+        if self.deadline is not None:
+            end = min(end, self.deadline)
         low, low_t = None, time.monotonic()
-        while time.monotonic() < end and self.alive():
+        while time.monotonic() < end and self.alive() and not self._expired:
             fp = _read_rollup(self.pid)
             if fp is not None:
                 phys = fp[1] + fp[3]
@@ -741,6 +777,77 @@ class CommandControl:
                 elif time.monotonic() - low_t >= settle_s:
                     break
             time.sleep(min(0.05, self.sampler.interval_s * 4))
+
+
+def _async_raise(thread, exc_type):
+    """Raise exc_type in `thread` at its next Python instruction (a thread
+    blocked inside a C call -- a lock, a sleep, a read -- gets it only when
+    that call returns)."""
+    import ctypes
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                   ctypes.py_object(exc_type))
+
+
+# how long a script's thread is given to unwind (its phases are recorded as
+# they end) once the arm timed out or was interrupted
+_SCRIPT_GRACE_S = 2.0
+
+
+def _run_script(script, ctl, proc, deadline, timeout, label):
+    """Run script(ctl) in a thread of its own and wait for it until the arm's
+    deadline.  Returns None when it ended (its exception, if any, is raised
+    here with its traceback), or the arm's error when the deadline came
+    first: then the command is killed (a script blocked on it -- a client
+    waiting for a dead server -- gets its answer), ArmTimeout is raised in
+    the script's thread and it is given _SCRIPT_GRACE_S to end; a thread
+    blocked in a call that never returns (a sleep, a lock, a read of
+    something else) cannot be stopped from outside and is left behind, said
+    in the error.  A Ctrl-C while waiting does the same with
+    KeyboardInterrupt and goes on as KeyboardInterrupt."""
+    import threading
+    box = {}
+
+    def target():
+        try:
+            script(ctl)
+        except BaseException as e:     # handed to the caller's thread
+            box["exc"] = e
+
+    t = threading.Thread(target=target, name=f"heaplab script: {label}", daemon=True)
+    t.start()
+
+    def stop(exc_type):
+        ctl._expired = True
+        if proc.poll() is None:
+            proc.kill()
+        _async_raise(t, exc_type)
+        t.join(_SCRIPT_GRACE_S)
+        with ctl._lock:
+            ctl._closed = True
+        return t.is_alive()
+
+    try:
+        t.join(max(0.0, deadline - time.monotonic()))
+    except BaseException:               # Ctrl-C (or anything else) while waiting
+        stop(KeyboardInterrupt)
+        raise
+    if t.is_alive():
+        msg = f"the arm's timeout ({timeout:g} s) expired"
+
+        class Expired(ArmTimeout):     # (raised in the thread as a class: its message here)
+            def __init__(self, *args):
+                super().__init__(*(args or (msg,)))
+        Expired.__name__ = Expired.__qualname__ = "ArmTimeout"
+        left = stop(Expired)
+        return (f"{label}: the script was still running after the arm's timeout ({timeout:g} s): "
+                f"the command was killed" +
+                (f"; the script's thread did not stop within {_SCRIPT_GRACE_S:g} s (blocked in "
+                 "a call that does not return) and was left running" if left else
+                 ", the script stopped (ArmTimeout)"))
+    if "exc" in box:
+        raise box["exc"]
+    return None
 
 
 def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script, experiment,
@@ -769,7 +876,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         sampler = None
         try:
             sampler = _OutsideSampler(proc.pid, interval_s)
-            ctl = CommandControl(proc, sampler, experiment, arm)
+            ctl = CommandControl(proc, sampler, experiment, arm, deadline, timeout)
             data = {"experiment": experiment, "title": label, "arm": arm,
                     "allocator": allocator, "options": options,
                     "params": {"command": list(map(str, cmd))}, "pid": proc.pid, "error": None}
@@ -782,7 +889,10 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                         except subprocess.TimeoutExpired:
                             data["error"] = f"{label}: still running after {timeout} s: killed"
                 else:
-                    script(ctl)
+                    expired = _run_script(script, ctl, proc, deadline, timeout, label)
+                    if expired is not None:
+                        data["error"] = expired
+                        stopped = True      # (killed by the harness)
             except KeyboardInterrupt as e:
                 # Ctrl-C: the command goes now, the interrupt goes on (it
                 # was recorded as the arm's error and swallowed)
@@ -816,8 +926,10 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                   ok=data["error"] is None)
         if interrupted is not None:
             raise interrupted
-        data["records"] = ctl.records
-        data["notes"] = ctl.notes
+        with ctl._lock:
+            ctl._closed = True      # (a script's thread left running adds nothing now)
+            data["records"] = list(ctl.records)
+            data["notes"] = dict(ctl.notes)
         data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz] for t, p, r, lz in sampler.samples]
         data["returncode"] = proc.returncode
         with open(err_path, errors="replace") as f:
