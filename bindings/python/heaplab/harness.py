@@ -761,8 +761,8 @@ class CommandControl:
         """Watch the footprint for up to `seconds` and return early once it
         has not gone lower for settle_s: the lowest value is what the
         sampler keeps (a phase's phys_low_after_mark), never a reading at a
-        chosen instant.  It returns at the arm's deadline at the latest, and
-        raises ArmTimeout when called after it."""
+        chosen instant.  It raises ArmTimeout when called after the arm's
+        deadline, or when the deadline cuts it short."""
         self._check_deadline()
         end = time.monotonic() + seconds
         if self.deadline is not None:
@@ -777,6 +777,8 @@ class CommandControl:
                 elif time.monotonic() - low_t >= settle_s:
                     break
             time.sleep(min(0.05, self.sampler.interval_s * 4))
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self._check_deadline()      # cut short by the arm's timeout: ArmTimeout
 
 
 def _async_raise(thread, exc_type):
@@ -821,7 +823,8 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
         ctl._expired = True
         if proc.poll() is None:
             proc.kill()
-        _async_raise(t, exc_type)
+        if exc_type is not None:
+            _async_raise(t, exc_type)
         t.join(_SCRIPT_GRACE_S)
         with ctl._lock:
             ctl._closed = True
@@ -832,14 +835,15 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
     except BaseException:               # Ctrl-C (or anything else) while waiting
         stop(KeyboardInterrupt)
         raise
-    if t.is_alive():
+    timed_out = isinstance(box.get("exc"), ArmTimeout)   # (a ctl helper saw the deadline)
+    if t.is_alive() or timed_out:
         msg = f"the arm's timeout ({timeout:g} s) expired"
 
         class Expired(ArmTimeout):     # (raised in the thread as a class: its message here)
             def __init__(self, *args):
                 super().__init__(*(args or (msg,)))
         Expired.__name__ = Expired.__qualname__ = "ArmTimeout"
-        left = stop(Expired)
+        left = stop(Expired) if t.is_alive() else stop(None)
         return (f"{label}: the script was still running after the arm's timeout ({timeout:g} s): "
                 f"the command was killed" +
                 (f"; the script's thread did not stop within {_SCRIPT_GRACE_S:g} s (blocked in "
