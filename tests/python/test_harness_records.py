@@ -325,3 +325,113 @@ def test_the_script_helpers_refuse_to_start_after_the_deadline():
     data = run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60)
     assert 0 < seen["remaining"] <= 60 and "timeout (60 s) expired" in seen["late"], seen
     assert data["records"] == [] and data["error"] is None, data["error"]
+
+
+# ---- 4. Ctrl-C during Experiment.run ----------------------------------------------------------
+
+SLOW = """
+import os, subprocess, sys, time
+from heaplab.harness import Experiment
+T = Experiment("T", "a slow arm")
+TMP = os.environ["RECORDS_TMP"]
+
+@T.arm("slow")
+def slow(rec, **options):
+    with rec.phase("fill"):
+        x = bytearray(1 << 20)
+    with rec.phase("slow"):
+        # something the arm started, as an arm's server or tool would
+        child = subprocess.Popen(["sleep", "300"])
+        with open(os.path.join(TMP, "pids.tmp"), "w") as f:
+            f.write(f"{os.getpid()} {child.pid}")
+        os.rename(os.path.join(TMP, "pids.tmp"), os.path.join(TMP, "pids"))
+        while True:
+            time.sleep(0.01)
+
+if __name__ == "__main__":
+    import importlib
+    mod = importlib.import_module("records_slow")
+    try:
+        mod.T.run()
+        print("returned")
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt")
+"""
+
+
+@pytest.mark.parametrize("to", ["pid", "group"])
+def test_ctrl_c_during_experiment_run_leaves_no_arm_process_and_an_interrupted_record(
+        tmp_path, to):
+    """Ctrl-C in Experiment.run (SIGINT to the runner alone, or to its
+    process group as a terminal sends it): subprocess.run killed the arm's
+    process but not what the arm had started (a `sleep 300` outlived it),
+    and no record of the interrupted arm was written -- an earlier run's
+    complete record of the arm stood for it in results/ and records.csv."""
+    (tmp_path / "records_slow.py").write_text(SLOW)
+    results = tmp_path / "results"
+    # an earlier, complete run of the arm
+    save_arm(_arm("slow", [_record("fill", 0, "ok")]) | {"experiment": "T"}, str(results))
+    env = dict(os.environ, RECORDS_TMP=str(tmp_path), HEAPLAB_RESULTS=str(results),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, str(tmp_path / "records_slow.py")], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    pids = []
+    try:
+        pids = [int(x) for x in _wait_for_file(tmp_path / "pids", p).split()]
+        assert not any(_gone(x) for x in pids)
+        if to == "pid":
+            p.send_signal(signal.SIGINT)
+        else:
+            os.killpg(p.pid, signal.SIGINT)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("still running 30 s after the Ctrl-C") from None
+        assert out.strip() == "KeyboardInterrupt", (out, err[-3000:])
+        for x in pids:
+            assert _gone(x), f"process {x} of the arm outlived the Ctrl-C ({pids})"
+        data = json.loads((results / "T" / "slow.json").read_text())
+        assert data.get("interrupted") is True and "interrupted (KeyboardInterrupt)" in \
+            data["error"], data.get("error")
+        assert data["pid"] == pids[0]
+        assert [(r["phase"], r["status"]) for r in data["records"]] == [
+            ("fill", "ok"), ("slow", "raised: KeyboardInterrupt")], data["records"]
+        rows = _read_csv(results / "T" / "records.csv")
+        assert [(r["phase"], r["status"]) for r in rows] == [
+            ("fill", "ok"), ("slow", "raised: KeyboardInterrupt")], rows
+        assert all("interrupted (KeyboardInterrupt)" in r["arm_error"] for r in rows), rows
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        for x in pids:
+            if not _gone(x):
+                os.kill(x, signal.SIGKILL)
+
+
+def test_an_arm_past_its_timeout_leaves_a_failed_record(tmp_path, monkeypatch):
+    """An arm that ran past Experiment.run's timeout raised ArmFailed and
+    wrote nothing: an earlier run's complete record of it stood."""
+    (tmp_path / "records_slow2.py").write_text(SLOW)
+    monkeypatch.setenv("RECORDS_TMP", str(tmp_path))
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
+    save_arm(_arm("slow", [_record("fill", 0, "ok")]) | {"experiment": "T"},
+             str(tmp_path / "results"))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("records_slow2", tmp_path / "records_slow2.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["records_slow2"] = mod
+    try:
+        spec.loader.exec_module(mod)
+        with pytest.raises(ArmFailed, match="no result within 3.0 s"):
+            mod.T.run(timeout=3)
+    finally:
+        del sys.modules["records_slow2"]
+    pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
+    left = [x for x in pids if not _gone(x)]
+    for x in left:
+        os.kill(x, signal.SIGKILL)
+    assert not left, f"processes {left} of the arm outlived its timeout ({pids})"
+    data = json.loads((tmp_path / "results" / "T" / "slow.json").read_text())
+    assert "no result within 3.0 s" in data["error"] and data["records"] == [], data

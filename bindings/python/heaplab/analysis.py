@@ -966,7 +966,8 @@ def sweep_frame(run: Any) -> pd.DataFrame:
     phase, with the swept option values as columns (named as in --set), then
     experiment, cell, arm, repeat, status (the task's), worker, error,
     phase, index, phase_status ('ok', or 'raised: ...' when the phase's
-    with block raised: its figures are no measurement), and the phase's figures (bytes, except duration_s in s and vmas_after a count)
+    with block raised: its figures are no measurement), and the phase's
+    figures (bytes, except duration_s in s and vmas_after a count)
     with the derived phys_growth, phys_peak_growth and phys_returned.  A
     failed task has one row with phase None and its error."""
     meta = run_meta(run)
@@ -997,7 +998,8 @@ def sweep_frame(run: Any) -> pd.DataFrame:
                                     else None)
             rows.append(row)
     cols = names + ["experiment", "cell", "arm", "repeat", "status", "worker", "error", "phase",
-                    "index", "phase_status", *SWEEP_FIGURES, "phys_growth", "phys_peak_growth", "phys_returned"]
+                    "index", "phase_status", *SWEEP_FIGURES, "phys_growth", "phys_peak_growth",
+                    "phys_returned"]
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values(["cell", "arm", "repeat", "index"], kind="stable").reset_index(drop=True)
 

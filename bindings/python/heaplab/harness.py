@@ -49,7 +49,7 @@ __all__ = [
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
-    "write_atomic", "ArmTimeout",
+    "write_atomic", "ArmTimeout", "ArmInterrupted",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -137,12 +137,12 @@ def phase_status(record: Mapping[str, Any]) -> str:
 def error_summary(error: Any) -> str:
     """An arm's error on one line: '' for none; for a traceback, the first
     line of its (last) exception ('RuntimeError: boom'); else the message's
-    first line; at most 300 characters -- what records.csv shows (the arm's
-    JSON has it all)."""
+    first line ('E1/on: interrupted (KeyboardInterrupt): ...'); at most 300
+    characters -- what records.csv shows (the arm's JSON has it all)."""
     if not error:
         return ""
-    lines = str(error).splitlines()
-    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
+    lines = str(error).strip().splitlines()
+    if lines and lines[0].startswith("Traceback (most recent call last)"):
         last_frame = max(i for i, ln in enumerate(lines) if ln.startswith(" "))
         lines = lines[last_frame + 1:]
     lines = [ln.strip() for ln in lines if ln.strip()]
@@ -298,6 +298,18 @@ def _child_main(argv: Sequence[str]) -> int:
 
 class ArmFailed(RuntimeError):
     """An arm's process failed: it raised, timed out or printed no JSON."""
+
+
+class ArmInterrupted(KeyboardInterrupt):
+    """Ctrl-C while an arm's process ran (run_command_arm without an
+    allocator): the process and everything it started were stopped.
+    `data` is the arm's partial JSON -- the records it printed when told
+    to stop, with "interrupted": true and its error -- or None when it
+    printed none.  A KeyboardInterrupt: code that catches that still does."""
+
+    def __init__(self, message: str, data: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.data = data
 
 
 class ArmTimeout(BaseException):
@@ -465,11 +477,7 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     _announce("start", label)
     ok = False
     try:
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, env=child_env(env, drop),
-                               cwd=cwd, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ArmFailed(f"{label}: no result within {timeout} s") from None
+        p = _run_arm_process(cmd, child_env(env, drop), cwd, timeout, label)
         try:
             data = json.loads(p.stdout)
             if not isinstance(data, dict) or not isinstance(data.get("records"), list):
@@ -484,6 +492,72 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
         return data
     finally:
         _announce("end", label, seconds=time.monotonic() - t0, ok=ok)
+
+
+# how long an arm's process is given to print its records after Ctrl-C
+_INTERRUPT_GRACE_S = 5.0
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float,
+                     label: str) -> subprocess.CompletedProcess:
+    """Run an arm's process to its end (stdout, stderr captured) in a process
+    group of its own, so that what it starts is stopped with it.  Past the
+    timeout: the group is killed, ArmFailed.  Ctrl-C (KeyboardInterrupt
+    here): SIGINT to the group -- the arm ends its phase ('raised:
+    KeyboardInterrupt') and prints its records -- _INTERRUPT_GRACE_S for
+    that (a second Ctrl-C cuts it short), then SIGKILL to whatever is left
+    of the group, and ArmInterrupted with the partial JSON."""
+    import signal as _signal
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env, cwd=cwd, start_new_session=True)
+    with p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(p.pid, _signal.SIGKILL)
+            p.kill()
+            p.communicate()
+            raise ArmFailed(f"{label}: no result within {timeout} s") from None
+        except BaseException as e:      # Ctrl-C, or anything else: stop the arm first
+            _kill_group(p.pid, _signal.SIGINT)
+            out = err = ""
+            try:
+                out, err = p.communicate(timeout=_INTERRUPT_GRACE_S)
+            except BaseException:       # still there after the grace, or a second Ctrl-C
+                pass
+            finally:
+                _kill_group(p.pid, _signal.SIGKILL)
+                p.kill()
+            try:
+                out, err = p.communicate(timeout=5)
+            except BaseException:
+                pass
+            p.wait()
+            if not isinstance(e, KeyboardInterrupt):
+                raise
+            data = None
+            try:
+                data = json.loads(out or "")
+            except ValueError:
+                pass
+            if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+                data = None
+            else:
+                data["returncode"] = p.returncode
+                data["stderr_tail"] = (err or "")[-2000:]
+            msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
+            if data is not None:
+                data["interrupted"] = True
+                data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
+            raise ArmInterrupted(msg, data) from None
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def _command(cmd: Any) -> List[str]:
@@ -1090,7 +1164,24 @@ class Experiment:
                 cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var,
                        arm_name]
                 label = f"{self.name}/{arm_name}" + (f" (repeat {k + 1}/{n})" if n > 1 else "")
-                data = run_command_arm(cmd, env, timeout=timeout, label=label)
+                try:
+                    data = run_command_arm(cmd, env, timeout=timeout, label=label)
+                except (ArmInterrupted, ArmFailed) as e:
+                    # the arm's record says so (an earlier run's complete
+                    # record of this arm must not stand for this one)
+                    data = getattr(e, "data", None) or {
+                        "experiment": self.name, "title": self.title, "arm": arm_name,
+                        "options": self.arms[arm_name]["options"],
+                        "params": self.arms[arm_name]["params"], "pid": None,
+                        "error": str(e), "records": [], "notes": {}, "series": []}
+                    if isinstance(e, ArmInterrupted):
+                        data["interrupted"] = True
+                    data["seed"] = self.seed
+                    if n > 1:
+                        data["repeat"] = k
+                    if save:
+                        save_arm(data)
+                    raise
                 data["seed"] = self.seed
                 if n > 1:
                     data["repeat"] = k
