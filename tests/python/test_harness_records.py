@@ -16,25 +16,9 @@ import pytest
 
 from heaplab.harness import ArmFailed, ArmResult, run_command_arm, save_arm
 
+from procs import gone, wait_for_file
+
 MiB = 1 << 20
-
-
-def _gone(pid):
-    """True once pid is no process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-def _wait_for_file(path, proc, seconds=60):
-    end = time.monotonic() + seconds
-    while not os.path.exists(path) or not open(path).read().strip():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < end, f"{path} never appeared"
-        time.sleep(0.01)
-    return open(path).read().strip()
 
 
 def _read_csv(path):
@@ -282,7 +266,7 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pid = None
     try:
-        pid = int(_wait_for_file(tmp_path / "pid", p))
+        pid = int(wait_for_file(tmp_path / "pid", p))
         try:
             out, err = p.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -292,7 +276,7 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
         assert res["seconds"] < 2 + 5, res
         assert "the script was still running after the arm's timeout (2 s): the command was " \
                "killed" in res["error"], res
-        assert _gone(pid), f"{how}: the command {pid} outlived the timeout"
+        assert gone(pid), f"{how}: the command {pid} outlived the timeout"
         assert res["notes"] == {}, res
         if how == "blocked":
             # a thread blocked in C cannot be stopped from outside: said, not hidden
@@ -306,7 +290,7 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
         if p.poll() is None:
             p.kill()
             p.wait()
-        if pid is not None and not _gone(pid):
+        if pid is not None and not gone(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -378,8 +362,8 @@ def test_ctrl_c_during_experiment_run_leaves_no_arm_process_and_an_interrupted_r
                          start_new_session=True)
     pids = []
     try:
-        pids = [int(x) for x in _wait_for_file(tmp_path / "pids", p).split()]
-        assert not any(_gone(x) for x in pids)
+        pids = [int(x) for x in wait_for_file(tmp_path / "pids", p).split()]
+        assert not any(gone(x) for x in pids)
         if to == "pid":
             p.send_signal(signal.SIGINT)
         else:
@@ -390,7 +374,7 @@ def test_ctrl_c_during_experiment_run_leaves_no_arm_process_and_an_interrupted_r
             raise AssertionError("still running 30 s after the Ctrl-C") from None
         assert out.strip() == "KeyboardInterrupt", (out, err[-3000:])
         for x in pids:
-            assert _gone(x), f"process {x} of the arm outlived the Ctrl-C ({pids})"
+            assert gone(x), f"process {x} of the arm outlived the Ctrl-C ({pids})"
         data = json.loads((results / "T" / "slow.json").read_text())
         assert data.get("interrupted") is True and "interrupted (KeyboardInterrupt)" in \
             data["error"], data.get("error")
@@ -406,7 +390,7 @@ def test_ctrl_c_during_experiment_run_leaves_no_arm_process_and_an_interrupted_r
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
         for x in pids:
-            if not _gone(x):
+            if not gone(x):
                 os.kill(x, signal.SIGKILL)
 
 
@@ -429,7 +413,7 @@ def test_an_arm_past_its_timeout_leaves_a_failed_record(tmp_path, monkeypatch):
     finally:
         del sys.modules["records_slow2"]
     pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
-    left = [x for x in pids if not _gone(x)]
+    left = [x for x in pids if not gone(x)]
     for x in left:
         os.kill(x, signal.SIGKILL)
     assert not left, f"processes {left} of the arm outlived its timeout ({pids})"

@@ -14,24 +14,7 @@ import pytest
 
 from heaplab.harness import ArmFailed, run_command_arm
 
-
-def _gone(pid):
-    """True once pid is no process (a zombie of ours counts as gone: it is
-    reaped by its parent, which is what is checked)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-def _wait_for_file(path, proc, seconds=60):
-    end = time.monotonic() + seconds
-    while not os.path.exists(path) or not open(path).read().strip():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < end, f"{path} never appeared"
-        time.sleep(0.01)
-    return open(path).read().strip()
+from procs import gone, wait_for_file
 
 
 # ---- run_command_arm with an allocator ----------------------------------------------------------
@@ -116,20 +99,20 @@ def test_ctrl_c_in_a_script_kills_the_command_and_goes_on(tmp_path):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pid = None
     try:
-        pid = int(_wait_for_file(tmp_path / "pid", p))
-        assert not _gone(pid)
+        pid = int(wait_for_file(tmp_path / "pid", p))
+        assert not gone(pid)
         p.send_signal(signal.SIGINT)
         try:
             out, err = p.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             raise AssertionError("still running 30 s after the Ctrl-C") from None
         assert out.strip() == "KeyboardInterrupt", (out, err[-2000:])
-        assert _gone(pid), f"the command {pid} outlived the Ctrl-C"
+        assert gone(pid), f"the command {pid} outlived the Ctrl-C"
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-        if pid is not None and not _gone(pid):
+        if pid is not None and not gone(pid):
             os.kill(pid, signal.SIGKILL)
 
 

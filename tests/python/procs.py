@@ -1,0 +1,25 @@
+"""Helpers for the tests that start processes and check they are gone
+(test_hostile_harness.py, test_harness_records.py)."""
+import os
+import time
+
+
+def gone(pid):
+    """True once pid is no process (a zombie of ours counts as gone: it is
+    reaped by its parent, which is what is checked)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_for_file(path, proc, seconds=60):
+    """The stripped contents of path once it is written and not empty;
+    fails if proc exits first or it takes longer than `seconds`."""
+    end = time.monotonic() + seconds
+    while not os.path.exists(path) or not open(path).read().strip():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.01)
+    return open(path).read().strip()
