@@ -480,11 +480,11 @@ EXPORT void NAME(free)(void *ptr) {
     if (hl_likely(hl__in_reservation(h, ptr))) {
       uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
       if (hl_likely(cls < tc->nclasses)) {
-        uint32_t k = tc->count[cls];
+        uint32_t k = hl__cnt(tc, cls);
         if (hl_likely(k < tc->limit[cls])) {
           hl__bin_of(tc, cls)[k] = ptr;
-          tc->count[cls] = k + 1;
-          hl__owner_inc(&tc->frees);
+          hl__cnt_set(tc, cls, k + 1);
+          if (hl__tick(tc)) hl__tcache_event((hl_heap *)h, tc);
           return;
         }
       }

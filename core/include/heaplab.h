@@ -240,6 +240,8 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "manual mode: blocks per size class cached per thread (0 = no cache)")    \
   X(tcache_bytes, BYTES, 65536, 0, 1073741824, "",                             \
     "manual mode: bytes per size class cached per thread, at least 16 blocks (0 = no limit)") \
+  X(tcache_gc_events, INT, 4096, 0, 1073741824, "",                            \
+    "manual mode: thread-cache GC -- every this many allocations and every this many frees a thread visits one size class of its cache (round robin), gives back 3/4 of the blocks that stayed below the class's low-water mark since its last visit and halves what the class refills (0 = no GC)") \
   X(record_refused_release, BOOL, 0, 0, 1, "",                                 \
     "control: 1 = the seed's defect, a refused release recorded as released") \
   X(init_page_state, BOOL, 1, 0, 1, "",                                        \
@@ -399,6 +401,9 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(manual_frees, "manual mode frees")                                         \
   X(tcache_refills, "manual mode thread-cache refills")                        \
   X(tcache_flushes, "manual mode thread-cache flushes")                        \
+  X(tcache_gc_visits, "manual mode thread-cache GC: size classes visited (tcache_gc_events)") \
+  X(tcache_gc_flushes, "of tcache_flushes, those by thread-cache GC visits (blocks unused since the class's last visit)") \
+  X(tcache_gc_bytes, "bytes of cached blocks thread-cache GC gave back") \
   X(subpage_released_bytes, "bytes of OS pages released inside partly live pages now (subpage_release)") \
   X(subpage_fallback_bytes, "of subpage_released_bytes, released with the fallback advice (still charged until upgraded)") \
   X(subpage_pages, "pages holding released OS pages now (subpage_release)")   \

@@ -74,12 +74,22 @@ static void give_back(hl_heap *h, void **blocks, uint32_t n, uint32_t cls) {
 static void flush_all(hl_tcache *tc, hl_heap *h) {
   bool locked = hl__lock(h);
   for (uint32_t c = 0; c < tc->nclasses; c++) {
-    give_back(h, hl__bin_of(tc, c), tc->count[c], c);
-    tc->count[c] = 0;
+    give_back(h, hl__bin_of(tc, c), hl__cnt(tc, c), c);
+    tc->given += hl__cnt(tc, c);
+    hl__cnt_set(tc, c, 0);
+    tc->low[c] = 0;
   }
   h->tally.tcache_flushes++;
   hl__trim_maybe(h);
   hl__unlock(h, locked);
+}
+
+/* The cache's counts of mallocs and frees (manual.h).  Lock held. */
+static void counts(hl_tcache *tc, uint64_t *mallocs, uint64_t *frees) {
+  uint64_t cached = 0;
+  for (uint32_t c = 0; c < tc->nclasses; c++) cached += hl__cnt(tc, c);
+  *frees = tc->fend - atomic_load_explicit(&tc->tick, memory_order_relaxed);
+  *mallocs = tc->taken + *frees - tc->given - cached;
 }
 
 /* Lock held. */
@@ -90,10 +100,12 @@ static void detach(hl_tcache *tc, hl_heap *h) {
   if (tc->next_heap) tc->next_heap->prev_heap = tc->prev_heap;
   tc->next_heap = tc->prev_heap = NULL;
   /* keep the counts of a thread that is gone */
-  h->tally.manual_mallocs += atomic_load(&tc->mallocs);
-  h->tally.manual_frees += atomic_load(&tc->frees);
-  atomic_store(&tc->mallocs, 0);
-  atomic_store(&tc->frees, 0);
+  uint64_t mallocs, frees;
+  counts(tc, &mallocs, &frees);
+  h->tally.manual_mallocs += mallocs;
+  h->tally.manual_frees += frees;
+  tc->fend = atomic_load(&tc->tick);
+  tc->taken = tc->given = 0;
   atomic_store(&tc->heap, NULL);
 }
 
@@ -142,6 +154,14 @@ static inline void want_grow(hl_tcache *tc, uint32_t cls) {
   tc->want[cls] = w < tc->limit_max[cls] ? w : tc->limit_max[cls];
 }
 
+/* What a class may cache at first: an OS page's worth, 2..16 blocks (the
+ * first refill takes half).  Also the least the GC leaves it. */
+static inline uint32_t want_first(hl_heap *h, hl_tcache *tc, uint32_t cls) {
+  uint32_t w = 4096 / h->cls_size[cls];
+  w = w < 2 ? 2 : w > BIN_FIRST ? BIN_FIRST : w;
+  return w < tc->limit_max[cls] ? w : tc->limit_max[cls];
+}
+
 /* k when a bin of c slots is 16 << k long (a size other classes reuse), else -1 */
 static int spare_kind(uint32_t c) {
   for (int k = 0; k < HL_TC_SPARES; k++)
@@ -173,7 +193,7 @@ static void bin_reserve(hl_tcache *tc, uint32_t cls, uint32_t n) {
       tc->used += c;
     }
     if (at != UINT32_MAX) {
-      memcpy(tc->slots + at, tc->slots + tc->first[cls], tc->count[cls] * sizeof(void *));
+      memcpy(tc->slots + at, tc->slots + tc->first[cls], hl__cnt(tc, cls) * sizeof(void *));
       int old = cap ? spare_kind(cap) : -1;
       if (old >= 0) { /* the outgrown bin, for the next class of its size */
         tc->slots[tc->first[cls]] = (void *)(uintptr_t)tc->spare[old];
@@ -223,20 +243,23 @@ static hl_tcache *tcache_for(hl_heap *h) {
   tc->nclasses = h->nclasses;
   tc->used = 0;
   memset(tc->count, 0, sizeof tc->count);
+  memset(tc->low, 0, sizeof tc->low);
   memset(tc->limit, 0, sizeof tc->limit); /* (no bin yet: the first push or pop misses) */
   memset(tc->cap, 0, sizeof tc->cap);
   memset(tc->first, 0, sizeof tc->first);
   memset(tc->lowered, 0, sizeof tc->lowered);
+  memset(tc->dipped, 0, sizeof tc->dipped);
   for (int k = 0; k < HL_TC_SPARES; k++) tc->spare[k] = UINT32_MAX;
   for (uint32_t c = 0; c < h->nclasses; c++) {
-    /* at first an OS page's worth, 2..16 blocks: the first refill takes half */
-    uint32_t w = 4096 / h->cls_size[c];
-    w = w < 2 ? 2 : w > BIN_FIRST ? BIN_FIRST : w;
     tc->limit_max[c] = limit[c];
-    tc->want[c] = w < limit[c] ? w : limit[c];
+    tc->want[c] = want_first(h, tc, c);
   }
-  atomic_store(&tc->mallocs, 0);
-  atomic_store(&tc->frees, 0);
+  /* (published under the locks below, before the stats can read them) */
+  tc->gc_period = h->opt.tcache_gc_events ? (uint64_t)h->opt.tcache_gc_events : HL_TC_NO_GC;
+  tc->gc_next = 0;
+  atomic_store(&tc->tick, tc->gc_period);
+  tc->fend = tc->gc_period;
+  tc->taken = tc->given = 0;
   pthread_mutex_lock(&tc_global);
   hl__lock_raw(h);
   tc->prev_heap = NULL;
@@ -247,6 +270,101 @@ static hl_tcache *tcache_for(hl_heap *h) {
   hl__unlock_raw(h);
   pthread_mutex_unlock(&tc_global);
   return use_cache(tc, h);
+}
+
+/* ---- flush and GC ---- */
+
+/* Send the `give` oldest blocks of class cls's bin home -- the bottom of the
+ * stack, the blocks that waited longest -- and keep the rest.  The one flush
+ * of a bin: a free into a full cache and the GC's visit.  Lock held (the
+ * stats read the counts under it).
+ *
+ * When that empties pages, the thread is freeing a structure (a server's
+ * FLUSHALL, an interpreter's collection) and the blocks it keeps cached
+ * would each pin a page: freed in hash or list order they come from as
+ * many pages as there are blocks -- 1,000 cached 32-byte blocks held
+ * 1,000 64 KiB pages (75 MiB of 140) after redis-server's FLUSHALL.  So
+ * the class's limit drops to a quarter (at least 16) and the cache keeps
+ * half of that; the next refill doubles it back (malloc_small).  Returns
+ * the blocks sent home. */
+static uint32_t bin_flush(hl_heap *h, hl_tcache *tc, uint32_t cls, uint32_t give) {
+  HL_ASSERT_LOCKED(h);
+  void **s = hl__bin_of(tc, cls);
+  uint32_t n = hl__cnt(tc, cls);
+  uint64_t free_before = h->free_pool.count;
+  give_back(h, s, give, cls);
+  if (h->free_pool.count > free_before && tc->want[cls] > 16) {
+    uint32_t lim = tc->want[cls] / 4 < 16 ? 16 : tc->want[cls] / 4;
+    tc->want[cls] = lim;
+    tc->lowered[cls] = 1;
+    limit_update(tc, cls);
+    if (n - give > lim / 2) {
+      give_back(h, s + give, n - give - lim / 2, cls);
+      give = n - lim / 2;
+    }
+  }
+  h->tally.tcache_flushes++;
+  hl__trim_maybe(h);
+  memmove(s, s + give, (n - give) * sizeof(void *));
+  hl__cnt_set(tc, cls, n - give);
+  tc->given += give;
+  if (tc->low[cls] > n - give) tc->low[cls] = n - give;
+  return give;
+}
+
+/* The thread-cache GC (jemalloc's tcache GC, incremental): the thread's
+ * clock ran out (tcache_gc_events frees, and blocks taken by refills, since
+ * it was last set).  Visit one class -- the next with a bin, round robin --
+ * and give back three quarters of the blocks that stayed below its
+ * low-water mark since its last visit (blocks the thread never needed: the
+ * bottom of the stack, which the pops did not reach), halve what the class
+ * may cache (a refill takes half of it; each refill doubles it again), and
+ * set the mark to what the bin holds now.  A class the thread uses keeps
+ * what it needs between two visits; one it stopped using drains by 3/4 a
+ * visit, and the pages its blocks pinned go home -- a thread that freed a
+ * structure and went on with other work kept every cached block (and with
+ * 1 MiB pages every page of the class) until it allocated from that class
+ * again, exited or called hl_thread_flush.  The clock is the count of frees
+ * too (fend - tick): set back here, under the lock. */
+NOINLINE void hl__tcache_event(hl_heap *h, hl_tcache *tc) {
+  bool locked = hl__lock(h);
+  if (atomic_load_explicit(&tc->tick, memory_order_relaxed) == 0) {
+    tc->fend += tc->gc_period;
+    atomic_store_explicit(&tc->tick, tc->gc_period, memory_order_relaxed);
+  }
+  uint32_t cls = UINT32_MAX;
+  if (tc->gc_period != HL_TC_NO_GC) {
+    for (uint32_t i = 0, c = tc->gc_next; i < tc->nclasses; i++, c = c + 1 < tc->nclasses ? c + 1 : 0)
+      if (tc->cap[c]) {
+        cls = c;
+        break;
+      }
+  }
+  if (cls != UINT32_MAX) {
+    tc->gc_next = cls + 1 < tc->nclasses ? cls + 1 : 0;
+    h->tally.tcache_gc_visits++;
+    uint32_t low = tc->low[cls];
+    if (low && !tc->dipped[cls]) {
+      uint32_t w = tc->want[cls] / 2, w0 = want_first(h, tc, cls);
+      tc->want[cls] = w > w0 ? w : w0;
+      limit_update(tc, cls);
+      uint32_t give = bin_flush(h, tc, cls, low - low / 4);
+      h->tally.tcache_gc_flushes++;
+      h->tally.tcache_gc_bytes += (uint64_t)give * h->cls_size[cls];
+    }
+    tc->low[cls] = hl__cnt(tc, cls);
+    tc->dipped[cls] = 0;
+  }
+  hl__unlock(h, locked);
+}
+
+/* The fast pop stopped at the bin's low-water mark (manual.h). */
+NOINLINE void *hl__tcache_dip(hl_tcache *tc, uint32_t cls) {
+  uint32_t n = hl__cnt(tc, cls) - 1;
+  tc->low[cls] = n;
+  tc->dipped[cls] = 1;
+  hl__cnt_set(tc, cls, n);
+  return hl__bin_of(tc, cls)[n];
 }
 
 /* ---- malloc ---- */
@@ -281,16 +399,19 @@ static NOINLINE void *malloc_large(hl_heap *h, size_t size, bool zero) {
  * block asked for, without a cache). */
 static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
   hl_tcache *tc = tcache_for(h);
-  if (tc && tc->count[cls]) {
+  if (tc && hl__cnt(tc, cls)) {
     /* the thread came back from another heap: its cache here has blocks */
-    hl__owner_inc(&tc->mallocs);
-    return hl__bin_of(tc, cls)[--tc->count[cls]];
+    uint32_t n = hl__cnt(tc, cls) - 1;
+    if (tc->low[cls] > n) tc->low[cls] = n;
+    hl__cnt_set(tc, cls, n);
+    return hl__bin_of(tc, cls)[n];
   }
   /* allocating again: the class's cache grows (a refill takes half of it),
    * and one cut by a burst of frees grows back */
   if (tc) {
     if (tc->cap[cls]) want_grow(tc, cls);
     tc->lowered[cls] = 0;
+    tc->dipped[cls] = 1;
     bin_reserve(tc, cls, tc->want[cls]);
   }
   uint32_t want = tc && tc->limit[cls] ? (tc->limit[cls] + 1) / 2 : 1;
@@ -312,16 +433,32 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
     void *b = hl__small_take(h, cls); /* (charged when its word was reserved) */
     if (!b) break;
     if (!first) first = b;
-    else bin[tc->count[cls]++] = b;
+    else {
+      uint32_t n = hl__cnt(tc, cls);
+      bin[n] = b;
+      hl__cnt_set(tc, cls, n + 1);
+    }
     got++;
   }
   h->manual_run = 0;
-  if (tc) h->tally.tcache_refills++;
-  else if (first) h->tally.manual_mallocs++;
+  bool due = false;
+  if (tc) {
+    h->tally.tcache_refills++;
+    /* the blocks taken count on the GC's clock, as frees do (not in the
+     * count of frees) */
+    tc->taken += got;
+    uint64_t t = atomic_load_explicit(&tc->tick, memory_order_relaxed);
+    uint64_t d = got < t ? got : t;
+    atomic_store_explicit(&tc->tick, t - d, memory_order_relaxed);
+    tc->fend -= d;
+    due = t == d;
+  } else if (first) {
+    h->tally.manual_mallocs++;
+  }
   if (!first) hl__fail(h, HL_ENOMEM, "malloc: the reservation of %llu bytes is exhausted",
                        (unsigned long long)h->reserved);
   hl__unlock(h, locked);
-  if (tc && first) hl__owner_inc(&tc->mallocs);
+  if (due) hl__tcache_event(h, tc);
   return first;
 }
 
@@ -419,17 +556,9 @@ bool hl__manual_free_small(hl_heap *h, void *ptr) {
     hl__unlock(h, locked);
     return ok;
   }
-  /* cache full: send its older half home, keep the newer (warmer) half
-   * (not full: the thread came back from another heap).
-   *
-   * When that empties pages, the thread is freeing a structure (a server's
-   * FLUSHALL, an interpreter's collection) and the blocks it keeps cached
-   * would each pin a page: freed in hash or list order they come from as
-   * many pages as there are blocks -- 1,000 cached 32-byte blocks held
-   * 1,000 64 KiB pages (75 MiB of 140) after redis-server's FLUSHALL.  So
-   * the class's limit drops to a quarter (at least 16) and the cache keeps
-   * half of that; the next refill doubles it back (malloc_small). */
-  uint32_t n = tc->count[cls];
+  /* cache full: send its older half home (bin_flush), keep the newer
+   * (warmer) half (not full: the thread came back from another heap) */
+  uint32_t n = hl__cnt(tc, cls);
   if (n >= tc->limit[cls]) {
     /* full: a cache that has not grown to its limit grows (unless a free
      * emptied pages since the last refill), and a bin that does not hold
@@ -437,32 +566,18 @@ bool hl__manual_free_small(hl_heap *h, void *ptr) {
     if (n >= tc->want[cls] && !tc->lowered[cls]) want_grow(tc, cls);
     if (n < tc->want[cls]) bin_reserve(tc, cls, n + 1);
   }
-  void **s = hl__bin_of(tc, cls);
   /* (at least one: a cache of one block -- tcache_blocks=1 -- gave none
    * home and pushed the block past its bin, into the next class's) */
   uint32_t give = n < tc->limit[cls] ? 0 : n > 1 ? n / 2 : n;
   if (give) {
     bool locked = hl__lock(h);
-    uint64_t free_before = h->free_pool.count;
-    give_back(h, s, give, cls);
-    if (h->free_pool.count > free_before && tc->want[cls] > 16) {
-      uint32_t lim = tc->want[cls] / 4 < 16 ? 16 : tc->want[cls] / 4;
-      tc->want[cls] = lim;
-      tc->lowered[cls] = 1;
-      limit_update(tc, cls);
-      if (n - give > lim / 2) {
-        give_back(h, s + give, n - give - lim / 2, cls);
-        give = n - lim / 2;
-      }
-    }
-    h->tally.tcache_flushes++;
-    hl__trim_maybe(h);
+    bin_flush(h, tc, cls, give);
     hl__unlock(h, locked);
-    memmove(s, s + give, (n - give) * sizeof(void *));
-    tc->count[cls] = n - give;
   }
-  s[tc->count[cls]++] = ptr;
-  hl__owner_inc(&tc->frees);
+  n = hl__cnt(tc, cls);
+  hl__bin_of(tc, cls)[n] = ptr;
+  hl__cnt_set(tc, cls, n + 1);
+  if (hl__tick(tc)) hl__tcache_event(h, tc);
   return true;
 }
 
@@ -634,7 +749,9 @@ void hl__manual_destroy(hl_heap *h) {
 void hl__manual_stats(hl_heap *h, hl_stats *st) {
   HL_ASSERT_LOCKED(h);
   for (hl_tcache *tc = h->tcaches; tc; tc = tc->next_heap) {
-    st->manual_mallocs += atomic_load_explicit(&tc->mallocs, memory_order_relaxed);
-    st->manual_frees += atomic_load_explicit(&tc->frees, memory_order_relaxed);
+    uint64_t mallocs, frees;
+    counts(tc, &mallocs, &frees);
+    st->manual_mallocs += mallocs;
+    st->manual_frees += frees;
   }
 }

@@ -10,6 +10,7 @@
 #include "../internal.h"
 
 #define HL_TC_SPARES 8 /* bins of 16, 32, ... 2048 slots */
+#define HL_TC_NO_GC ((uint64_t)1 << 62) /* a GC clock that never runs out */
 
 struct hl_tcache {
   _Atomic(hl_heap *) heap;     /* NULL once the heap is closed */
@@ -17,9 +18,26 @@ struct hl_tcache {
   hl_tcache *next_heap, *prev_heap; /* the heap's caches (heap lock) */
   uint32_t nclasses;
   uint32_t room;               /* slots allocated after this struct */
-  _Atomic uint64_t mallocs, frees; /* written by the owner only */
+  /* The counts of frees and mallocs, and the GC's clock (gc_event).  tick
+   * counts down the blocks that come into the cache -- each free (the fast
+   * path's decrement, owner only) and each block a refill takes -- and a
+   * visit is due when it reaches 0; fend is what the count of frees is then:
+   * frees = fend - tick.  A malloc counts nothing: mallocs = the blocks
+   * refills took + frees - the blocks flushed - the blocks cached now (every
+   * block that came in went out by a malloc or a flush, or is still there).
+   * fend, taken and given change, and tick is set back, only under the heap
+   * lock, where the stats read them (hl__manual_stats; a thread's counts
+   * read while it runs may be one off for the moment of a push). */
+  _Atomic uint64_t tick;
+  uint64_t fend, taken, given;
+  uint64_t gc_period;          /* tcache_gc_events, or HL_TC_NO_GC */
+  uint32_t gc_next;            /* the class the next visit starts looking at */
   uint32_t used;               /* slots given to bins so far */
-  uint32_t count[HL_MAX_CLASSES];
+  uint32_t count[HL_MAX_CLASSES]; /* (owner writes; the stats read: hl__cnt, atomic) */
+  uint32_t low[HL_MAX_CLASSES]; /* the fewest blocks the bin held since the GC's last visit:
+                                   the fast pop takes a block only above it, so a pop
+                                   that would go below calls out (malloc_small) and
+                                   lowers it -- the test costs what `count != 0` did */
   uint32_t limit[HL_MAX_CLASSES]; /* the fast paths' bound: min(want, cap) */
   uint32_t want[HL_MAX_CLASSES];  /* blocks the class may cache now: from an OS page's
                                      worth (2..16), doubled by
@@ -33,6 +51,8 @@ struct hl_tcache {
                                      and grow by doubling (moved): a thread that caches
                                      a few blocks of many classes touches a few hundred
                                      bytes of bins per class, not each bin's OS page */
+  uint8_t dipped[HL_MAX_CLASSES]; /* popped below its low-water mark (or refilled) since
+                                     the GC's last visit: the thread uses the class */
   uint8_t lowered[HL_MAX_CLASSES]; /* want was cut by a free that emptied pages: frees do
                                       not double it again until a refill */
   uint32_t spare[HL_TC_SPARES];   /* bins a class outgrew, by size (16 << k slots), for
@@ -54,10 +74,51 @@ extern HL_TLS hl_tcache *hl__tls_cache;
 extern HL_TLS const hl_heap *hl__tls_heap;
 extern HL_TLS uint64_t hl__tls_serial;
 
-static inline void hl__owner_inc(_Atomic uint64_t *c) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
+/* One free on a cache's clock (owner only): true when it runs out and the
+ * GC's visit is due.  Where the count of frees went up by one before, the
+ * same load, subtract and store, and a branch on the subtraction's flags. */
+static inline bool hl__tick(hl_tcache *tc) {
+  uint64_t v = atomic_load_explicit(&tc->tick, memory_order_relaxed) - 1;
+  atomic_store_explicit(&tc->tick, v, memory_order_relaxed);
+  return hl_unlikely(v == 0);
 }
+
+/* A bin's count: written by its thread only, read by the stats (under the
+ * heap lock, while the thread runs: the count of mallocs is derived from
+ * it).  Relaxed atomics under ThreadSanitizer; plain loads and stores
+ * otherwise, which is what relaxed atomics compile to on the targets
+ * heaplab builds for -- but gcc does not fold an atomic's offset into its
+ * address: an instruction more on each fast path (a lea). */
+#if defined(__SANITIZE_THREAD__)
+#define HL__CNT_ATOMIC 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HL__CNT_ATOMIC 1
+#endif
+#endif
+static inline uint32_t hl__cnt(hl_tcache *tc, uint32_t cls) {
+#ifdef HL__CNT_ATOMIC
+  return __atomic_load_n(&tc->count[cls], __ATOMIC_RELAXED);
+#else
+  return tc->count[cls];
+#endif
+}
+static inline void hl__cnt_set(hl_tcache *tc, uint32_t cls, uint32_t n) {
+#ifdef HL__CNT_ATOMIC
+  __atomic_store_n(&tc->count[cls], n, __ATOMIC_RELAXED);
+#else
+  tc->count[cls] = n;
+#endif
+}
+
+/* The thread-cache GC's visit (manual.c), called when the clock ran out
+ * after a push.  Out of line: a tail call of the fast path. */
+void hl__tcache_event(hl_heap *h, hl_tcache *tc);
+
+/* A pop that would take the bin below its low-water mark: the mark goes
+ * down by one (manual.c).  Never NULL (the bin holds blocks), so that a
+ * caller's test of the result needs nothing kept across the call. */
+__attribute__((returns_nonnull)) void *hl__tcache_dip(hl_tcache *tc, uint32_t cls);
 
 static inline void **hl__bin_of(hl_tcache *tc, uint32_t cls) {
   return tc->slots + tc->first[cls];
@@ -74,16 +135,16 @@ static inline __attribute__((always_inline)) void *hl__tcache_take(const hl_heap
                                                                   size_t size) {
   if (hl_likely(size <= h->small_max)) {
     uint32_t cls = hl__class_of(h, size);
-    uint32_t n = tc->count[cls];
-    if (hl_likely(n)) {
-      tc->count[cls] = n - 1;
-      hl__owner_inc(&tc->mallocs);
+    uint32_t n = hl__cnt(tc, cls);
+    if (hl_likely(n > tc->low[cls])) {
+      hl__cnt_set(tc, cls, n - 1);
       void *b = hl__bin_of(tc, cls)[n - 1];
       /* (a cached block is never NULL: said, so that a caller's test of the
        * result folds into the tests above) */
       if (!b) __builtin_unreachable();
       return b;
     }
+    if (n) return hl__tcache_dip(tc, cls);
   }
   return NULL;
 }
@@ -101,11 +162,11 @@ static inline void *hl__tcache_pop(hl_heap *h, size_t size) {
 static inline bool hl__tcache_push(hl_heap *h, void *ptr, uint32_t cls) {
   hl_tcache *tc = hl__cache_of(h);
   if (hl_likely(tc && cls < tc->nclasses)) {
-    uint32_t n = tc->count[cls];
+    uint32_t n = hl__cnt(tc, cls);
     if (hl_likely(n < tc->limit[cls])) {
       hl__bin_of(tc, cls)[n] = ptr;
-      tc->count[cls] = n + 1;
-      hl__owner_inc(&tc->frees);
+      hl__cnt_set(tc, cls, n + 1);
+      if (hl__tick(tc)) hl__tcache_event(h, tc);
       return true;
     }
   }
