@@ -1,4 +1,4 @@
-"""Records that must not mislead (helper `records`, session 12): a phase
+"""Records that must not mislead (helper `records`, session 11): a phase
 whose with block raised, a failed arm's rows in records.csv, the analysis
 helpers on such records, half-written files, a command arm's script that
 never returns, and Ctrl-C during Experiment.run.  Each test failed before
