@@ -24,17 +24,24 @@ int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...) {
   return luaL_error(L, "%s: %s", fn, msg);
 }
 
-/* "fn: <the heap's message> (<code name>)" for a C error code. */
-static void rc_message(char *buf, size_t len, const char *fn, hl_heap *h, int rc) {
-  const char *msg = h ? hl_heap_error(h) : NULL;
+/* "fn: msg (<code name>)" for a C error code and its message.  C's messages
+ * start with their own verb ("inject: ...", "sampler: ..."); when it is the
+ * function's last name, say it once: "h:inject: every needs N >= 1",
+ * "heaplab.sampler: capacity 1 out of range" (not "heaplab.sampler:
+ * sampler: ...", which the sampler said before it came here). */
+void lhl_rc_text(char *buf, size_t len, const char *fn, const char *msg, int rc) {
   if (!msg || !*msg) msg = hl_error_name(rc);
-  /* C's messages start with their own verb ("inject: ..."); when it is the
-   * method's name, say it once: "h:inject: every needs N >= 1". */
-  const char *verb = strrchr(fn, ':');
-  verb = verb ? verb + 1 : fn;
+  const char *verb = fn;
+  for (const char *p = fn; *p; p++)
+    if (*p == ':' || *p == '.') verb = p + 1;
   size_t n = strlen(verb);
   if (strncmp(msg, verb, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
   snprintf(buf, len, "%s: %s (%s)", fn, msg, hl_error_name(rc));
+}
+
+/* "fn: <the heap's message> (<code name>)" for a C error code. */
+static void rc_message(char *buf, size_t len, const char *fn, hl_heap *h, int rc) {
+  lhl_rc_text(buf, len, fn, h ? hl_heap_error(h) : NULL, rc);
 }
 
 /* A C error code from a heap call, raised: the heap's own message and the

@@ -135,6 +135,11 @@ case({ "o:size", "released" }, gone.size, gone)
 case({ "o[i] = v", "v was released" }, function() o[1] = gone end)
 case({ "heaplab.sampler", "interval_s", "[0.0001, 10]", "0" }, hl.sampler, 0)
 case({ "heaplab.sampler", "capacity", "[16, 16777216]" }, hl.sampler, 0.01, 8)
+-- the call is named once ("heaplab.sampler: sampler: capacity ..." before)
+for _, args in ipairs{ { 0 }, { 0.01, 8 } } do
+  local err = C.raises({ "heaplab.sampler: " }, hl.sampler, table.unpack(args))
+  C.ok(not err:find("heaplab.sampler: sampler:", 1, true), "the prefix twice: " .. err)
+end
 local s = hl.sampler(0.01)
 s:stop()
 case({ "s:mark", "stopped" }, s.mark, s)
