@@ -4,6 +4,8 @@
  */
 #include "client.h"
 
+#include <ctype.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -22,6 +24,49 @@ uint64_t client_peak_rss(void) {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
+}
+
+/* ---- a refused allocation ---- */
+
+static pthread_mutex_t refusal_lock = PTHREAD_MUTEX_INITIALIZER;
+static char refusal[400];
+
+void client_refused(void) {
+  if (!client.heap) return;
+  const char *why = hl_heap_error(client.heap);
+  if (!why || !*why) why = "the heap refused it";
+  /* the option the message names (reserve_bytes, heap_limit_bytes), as the
+   * variable that sets it for a launcher */
+  char var[80] = "";
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    hl_option_info_get(i, &info);
+    /* the name as a word: not "mode" inside "model" */
+    size_t len = strlen(info.name);
+    const char *at = why;
+    while ((at = strstr(at, info.name)) &&
+           ((at > why && (isalnum((unsigned char)at[-1]) || at[-1] == '_')) ||
+            isalnum((unsigned char)at[len]) || at[len] == '_'))
+      at += len;
+    if (!at) continue;
+    size_t n = 0;
+    for (const char *p = "HEAPLAB_"; *p; p++) var[n++] = *p;
+    for (const char *p = info.name; *p && n + 1 < sizeof var; p++)
+      var[n++] = (char)toupper((unsigned char)*p);
+    var[n] = 0;
+    break;
+  }
+  pthread_mutex_lock(&refusal_lock);
+  snprintf(refusal, sizeof refusal, "%s%s%s", why, *var ? "; raise " : "", var);
+  pthread_mutex_unlock(&refusal_lock);
+}
+
+const char *client_refusal(void) {
+  static char copy[sizeof refusal];
+  pthread_mutex_lock(&refusal_lock);
+  memcpy(copy, refusal, sizeof copy);
+  pthread_mutex_unlock(&refusal_lock);
+  return copy[0] ? copy : NULL;
 }
 
 int client_write_report(FILE *out) {

@@ -100,8 +100,18 @@ static void bulk_calls_name_themselves(void) {
   CHECK(thinned, "no fill between 1000 and 2000 KiB left thin's copy past the limit");
   hl_heap_free(h);
   h = HEAP("reserve_bytes=1m", "warm_pages=0");
-  starts_with(h, hl_churn(h, 0.05, 64, 8u << 20, 0, &cr), "churn: the reservation of",
+  starts_with(h, hl_churn(h, 0.05, 64, 8u << 20, 0, &cr),
+              "churn: the reservation of 1048576 bytes is exhausted (reserve_bytes)",
               "churn past the reservation");
+  hl_heap_free(h);
+  /* the manual heap's refusal names the option too (a launcher's heap) */
+  h = HEAP("mode=manual", "reserve_bytes=1m", "warm_pages=0");
+  void *p = NULL;
+  for (int i = 0; i < 100000 && (p = hl_malloc(h, 64)); i++) {
+  }
+  CHECK(!p && strcmp(hl_heap_error(h), "malloc: the reservation of 1048576 bytes is exhausted "
+                                       "(reserve_bytes)") == 0,
+        "a manual heap past its reservation: '%s'", hl_heap_error(h));
   hl_heap_free(h);
 }
 

@@ -17,5 +17,5 @@ def test_bulk_calls_stopped_by_the_heap_limit_name_themselves():
 
 def test_churn_past_the_reservation_names_itself():
     with heaplab.Heap(reserve_bytes="1m", warm_pages=0) as h:
-        with pytest.raises(heaplab.OutOfMemory, match=r"^churn: the reservation of 1048576 bytes"):
+        with pytest.raises(heaplab.OutOfMemory, match=r"^churn: the reservation of 1048576 bytes is exhausted \(reserve_bytes\)$"):
             h.churn(0.05, 64, 8 << 20)

@@ -318,7 +318,7 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
   h->manual_run = 0;
   if (tc) h->tally.tcache_refills++;
   else if (first) h->tally.manual_mallocs++;
-  if (!first) hl__fail(h, HL_ENOMEM, "malloc: the reservation of %llu bytes is exhausted",
+  if (!first) hl__fail(h, HL_ENOMEM, "malloc: the reservation of %llu bytes is exhausted (reserve_bytes)",
                        (unsigned long long)h->reserved);
   hl__unlock(h, locked);
   if (tc && first) hl__owner_inc(&tc->mallocs);
