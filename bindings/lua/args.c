@@ -141,6 +141,63 @@ int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int de
   return lua_toboolean(L, idx);
 }
 
+/* The table at idx as a plain table, pushed: itself when it has no
+ * metatable; else a copy of what `pairs` gives (its __pairs honoured, as
+ * pairs does), plus each of `names` not given so that reading it finds
+ * through __index.  An options table built on defaults
+ * (setmetatable(t, {__index = defaults})) or a proxy reads as Lua code
+ * would read it; it was read raw, and a proxy's options were silently
+ * ignored (hostile Lua run).  The metamethods may run any code: call this
+ * before reading a heap pointer. */
+int lhl_plain_table(lua_State *L, int idx, const char *const *names, size_t nnames) {
+  idx = lua_absindex(L, idx);
+  if (!lua_getmetatable(L, idx)) {
+    lua_pushvalue(L, idx);
+    return lua_gettop(L);
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);
+  int copy = lua_gettop(L);
+  if (luaL_getmetafield(L, idx, "__pairs") != LUA_TNIL) {
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 3); /* iterator, state, control */
+    for (;;) {
+      lua_pushvalue(L, -3);
+      lua_pushvalue(L, -3);
+      lua_pushvalue(L, -3);
+      lua_call(L, 2, 2); /* key, value */
+      if (lua_isnil(L, -2)) {
+        lua_pop(L, 5);
+        break;
+      }
+      lua_pushvalue(L, -2);
+      lua_insert(L, -3); /* ..., key (the next control), key, value */
+      lua_rawset(L, copy);
+      lua_replace(L, -2); /* the control := key */
+    }
+  } else {
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, copy);
+    }
+  }
+  for (size_t i = 0; i < nnames; i++) {
+    if (lua_getfield(L, copy, names[i]) != LUA_TNIL) { /* (the copy: raw) */
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, names[i]) == LUA_TNIL) { /* through __index */
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_setfield(L, copy, names[i]);
+  }
+  return copy;
+}
+
 void lhl_check_rc(lua_State *L, const char *fn, hl_heap *h, int rc) {
   if (rc) lhl_fail_rc(L, fn, h, rc);
 }
