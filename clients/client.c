@@ -5,6 +5,7 @@
 #include "client.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,19 @@ int client_write_report(FILE *out) {
   return ferror(out) ? -1 : 0;
 }
 
+int client_save(const char *path, void (*write)(FILE *)) {
+  errno = 0;
+  FILE *f = fopen(path, "w");
+  if (!f) return errno ? errno : EIO;
+  write(f);
+  int err = 0;
+  if (fflush(f) != 0 || ferror(f)) err = errno ? errno : EIO;
+  if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+  return err;
+}
+
+static void write_report(FILE *f) { client_write_report(f); }
+
 static void report_at_exit(void) {
   /* a forked child inherits the handler; only the launcher's own process
    * writes, so a child's exit cannot overwrite the parent's report */
@@ -128,14 +142,13 @@ static void report_at_exit(void) {
   /* the exiting thread's cached blocks go home first, so the live bytes in
    * the report are the program's, not the cache's */
   if (client.heap) hl_thread_flush(client.heap);
-  FILE *f = fopen(client.stats_path, "w");
-  if (!f) {
-    fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report\n", client.launcher,
-            client.stats_path);
-    return;
-  }
-  client_write_report(f);
-  fclose(f);
+  /* The exit status stays the program's (docs/clients.md, "The report"):
+   * this handler does not know it, and the launchers exit as the stock
+   * interpreters do; the line says the report is missing or cut short. */
+  int err = client_save(client.stats_path, write_report);
+  if (err)
+    fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report: %s\n", client.launcher,
+            client.stats_path, strerror(err));
 }
 
 int client_start(const char *launcher, const char *interpreter) {

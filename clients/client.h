@@ -52,6 +52,12 @@ void client_refused(void);
  * allocation was refused. */
 const char *client_refusal(void);
 
+/* Create (truncate) path and write it with write(f): 0, or the errno of
+ * what failed -- the open, a write (a full disk: the report was silently
+ * cut short, HEAPLAB_STATS=/dev/full said nothing), the close.  Prints
+ * nothing: the caller names the file. */
+int client_save(const char *path, void (*write)(FILE *));
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t client_now_ns(void);
 

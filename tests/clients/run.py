@@ -636,11 +636,33 @@ def out_of_memory():
     print("out of memory: one line naming the reservation or the limit and its variable")
 
 
+def report_write_errors():
+    """HEAPLAB_STATS that cannot be written whole: one line with the reason
+    -- a full disk cut the report short with no word before -- and the
+    program's own exit status (docs/clients.md, "The report": the launchers
+    exit as the stock interpreters do)."""
+    need(LUA, "heaplab-lua")
+    need(PYTHON, "heaplab-python")
+    with tempfile.TemporaryDirectory() as d:
+        missing = os.path.join(d, "no", "such", "dir", "stats.json")
+        for argv, exe, name, code in (
+                (["heaplab-lua", "-e", "print(1) os.exit(3)"], LUA, "heaplab-lua", 3),
+                (["heaplab-lua", "-e", "print(1)"], LUA, "heaplab-lua", 0),
+                ([PYTHON, "-c", "print(1); raise SystemExit(3)"], PYTHON, "heaplab-python", 3),
+                ([PYTHON, "-c", "print(1)"], PYTHON, "heaplab-python", 0)):
+            for path, why in (("/dev/full", "No space left on device"),
+                              (missing, "No such file or directory")):
+                status, out, err = run(argv, exe, {"HEAPLAB_STATS": path})
+                want = f"{name}: HEAPLAB_STATS={path}: cannot write the report: {why}\n"
+                assert (status, out, err) == (code, "1\n", want), (argv, path, status, out, err)
+    print("HEAPLAB_STATS not writable: one line with the reason, the program's exit status")
+
+
 SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck, lua_busted,
                                      lua_report, lua_faults, lua_client_module, python_cli,
                                      python_regrtest, python_faults, python_report,
                                      python_verify_debug_hooks, sparse_survivors,
-                                     out_of_memory)}
+                                     out_of_memory, report_write_errors)}
 
 
 def main(argv):
