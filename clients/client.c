@@ -4,6 +4,9 @@
  */
 #include "client.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -22,6 +25,49 @@ uint64_t client_peak_rss(void) {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
+}
+
+/* ---- a refused allocation ---- */
+
+static pthread_mutex_t refusal_lock = PTHREAD_MUTEX_INITIALIZER;
+static char refusal[400];
+
+void client_refused(void) {
+  if (!client.heap) return;
+  const char *why = hl_heap_error(client.heap);
+  if (!why || !*why) why = "the heap refused it";
+  /* the option the message names (reserve_bytes, heap_limit_bytes), as the
+   * variable that sets it for a launcher */
+  char var[80] = "";
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    hl_option_info_get(i, &info);
+    /* the name as a word: not "mode" inside "model" */
+    size_t len = strlen(info.name);
+    const char *at = why;
+    while ((at = strstr(at, info.name)) &&
+           ((at > why && (isalnum((unsigned char)at[-1]) || at[-1] == '_')) ||
+            isalnum((unsigned char)at[len]) || at[len] == '_'))
+      at += len;
+    if (!at) continue;
+    size_t n = 0;
+    for (const char *p = "HEAPLAB_"; *p; p++) var[n++] = *p;
+    for (const char *p = info.name; *p && n + 1 < sizeof var; p++)
+      var[n++] = (char)toupper((unsigned char)*p);
+    var[n] = 0;
+    break;
+  }
+  pthread_mutex_lock(&refusal_lock);
+  snprintf(refusal, sizeof refusal, "%s%s%s", why, *var ? "; raise " : "", var);
+  pthread_mutex_unlock(&refusal_lock);
+}
+
+const char *client_refusal(void) {
+  static char copy[sizeof refusal];
+  pthread_mutex_lock(&refusal_lock);
+  memcpy(copy, refusal, sizeof copy);
+  pthread_mutex_unlock(&refusal_lock);
+  return copy[0] ? copy : NULL;
 }
 
 int client_write_report(FILE *out) {
@@ -76,6 +122,19 @@ int client_write_report(FILE *out) {
   return ferror(out) ? -1 : 0;
 }
 
+int client_save(const char *path, void (*write)(FILE *)) {
+  errno = 0;
+  FILE *f = fopen(path, "w");
+  if (!f) return errno ? errno : EIO;
+  write(f);
+  int err = 0;
+  if (fflush(f) != 0 || ferror(f)) err = errno ? errno : EIO;
+  if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+  return err;
+}
+
+static void write_report(FILE *f) { client_write_report(f); }
+
 static void report_at_exit(void) {
   /* a forked child inherits the handler; only the launcher's own process
    * writes, so a child's exit cannot overwrite the parent's report */
@@ -83,14 +142,13 @@ static void report_at_exit(void) {
   /* the exiting thread's cached blocks go home first, so the live bytes in
    * the report are the program's, not the cache's */
   if (client.heap) hl_thread_flush(client.heap);
-  FILE *f = fopen(client.stats_path, "w");
-  if (!f) {
-    fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report\n", client.launcher,
-            client.stats_path);
-    return;
-  }
-  client_write_report(f);
-  fclose(f);
+  /* The exit status stays the program's (docs/clients.md, "The report"):
+   * this handler does not know it, and the launchers exit as the stock
+   * interpreters do; the line says the report is missing or cut short. */
+  int err = client_save(client.stats_path, write_report);
+  if (err)
+    fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report: %s\n", client.launcher,
+            client.stats_path, strerror(err));
 }
 
 int client_start(const char *launcher, const char *interpreter) {

@@ -41,6 +41,23 @@ int client_start(const char *launcher, const char *interpreter);
  * handler when HEAPLAB_STATS is set. */
 int client_write_report(FILE *out);
 
+/* The heap refused one of the interpreter's allocations (its allocator got
+ * NULL): remember why -- the heap's message -- for the line the launcher
+ * prints when the program dies of it.  Allocates nothing. */
+void client_refused(void);
+
+/* Why the last refused allocation was refused, with the variable that
+ * raises the limit it hit: "malloc: the reservation of 1048576 bytes is
+ * exhausted (reserve_bytes); raise HEAPLAB_RESERVE_BYTES".  NULL when no
+ * allocation was refused. */
+const char *client_refusal(void);
+
+/* Create (truncate) path and write it with write(f): 0, or the errno of
+ * what failed -- the open, a write (a full disk: the report was silently
+ * cut short, HEAPLAB_STATS=/dev/full said nothing), the close.  Prints
+ * nothing: the caller names the file. */
+int client_save(const char *path, void (*write)(FILE *));
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t client_now_ns(void);
 

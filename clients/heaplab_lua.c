@@ -50,8 +50,9 @@ static void *alloc_heaplab(void *ud, void *ptr, size_t osize, size_t nsize) {
     return NULL;
   }
   /* with ptr NULL, osize is the kind of object being made, not a size */
-  if (!ptr) return hl_malloc(h, nsize);
-  return hl_realloc(h, ptr, osize, nsize);
+  void *p = ptr ? hl_realloc(h, ptr, osize, nsize) : hl_malloc(h, nsize);
+  if (!p) client_refused(); /* Lua will say only "not enough memory" */
+  return p;
 }
 
 static void *alloc_libc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -164,6 +165,18 @@ static int call(lua_State *L, int narg, int nres) {
 static int report(lua_State *L, int status) {
   if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
+    /* Lua's memory error is a fixed "not enough memory": when it is the
+     * heap that refused, say what ran out and how to raise it, on the
+     * same line ("not enough memory: malloc: the reservation of 1048576
+     * bytes is exhausted (reserve_bytes); raise HEAPLAB_RESERVE_BYTES")
+     * (a C buffer: Lua has no memory to format it in, and report runs
+     * unprotected too) */
+    const char *why = status == LUA_ERRMEM ? client_refusal() : NULL;
+    char line[600];
+    if (why) {
+      snprintf(line, sizeof line, "%s: %s", msg ? msg : "not enough memory", why);
+      msg = line;
+    }
     message(progname, msg ? msg : "(null)");
     if (lua_gettop(L) > 0) lua_pop(L, 1);
   }
@@ -520,7 +533,9 @@ int main(int argc, char **argv) {
   lua_State *L = client.heap ? lua_newstate(alloc_heaplab, client.heap)
                              : lua_newstate(alloc_libc, NULL);
   if (!L) {
-    message(progname, "cannot create state: not enough memory");
+    const char *why = client_refusal();
+    if (progname) fprintf(stderr, "%s: ", progname);
+    fprintf(stderr, "cannot create state: not enough memory%s%s\n", why ? ": " : "", why ? why : "");
     return EXIT_FAILURE;
   }
   lua_atpanic(L, on_panic);

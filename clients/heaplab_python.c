@@ -27,15 +27,14 @@ PyObject *PyInit__heaplab_client(void);
 /* Out of memory before CPython is initialised: it cannot raise MemoryError
  * yet and would abort with a fatal error (HEAPLAB_RESERVE_BYTES=1m did), so
  * the launcher says what ran out and exits 2, as on a bad option.  Once
- * CPython runs, NULL is its MemoryError as usual. */
+ * CPython runs, NULL is its MemoryError as usual, and what ran out is said
+ * when the program ends with an error (main). */
 static __attribute__((noinline, cold)) void *starved(void *ctx, size_t n) {
+  (void)ctx;
+  client_refused();
   if (Py_IsInitialized()) return NULL;
-  hl_options o;
-  hl_heap_options(ctx, &o);
-  fprintf(stderr,
-          "heaplab-python: out of memory while CPython starts (%zu bytes asked): %s; "
-          "the heap's reservation is %lld bytes (HEAPLAB_RESERVE_BYTES)\n",
-          n, hl_heap_error(ctx), (long long)o.reserve_bytes);
+  fprintf(stderr, "heaplab-python: out of memory while CPython starts (%zu bytes asked): %s\n",
+          n, client_refusal());
   fflush(stderr);
   exit(2);
 }
@@ -100,5 +99,11 @@ int main(int argc, char **argv) {
   if (PyStatus_Exception(st)) return exit_with(st);
   /* runs -c / -m / the script / the REPL, finalises, returns the status;
    * the HEAPLAB_STATS report is written by exit()'s handler after it */
-  return Py_RunMain();
+  int status = Py_RunMain();
+  /* a bare "MemoryError" does not say that it was heaplab's heap, nor what
+   * ran out: one line after it, when the program failed and the heap had
+   * refused an allocation */
+  const char *why = status ? client_refusal() : NULL;
+  if (why) fprintf(stderr, "heaplab-python: the heap refused an allocation: %s\n", why);
+  return status;
 }

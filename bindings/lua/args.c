@@ -24,17 +24,24 @@ int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...) {
   return luaL_error(L, "%s: %s", fn, msg);
 }
 
-/* "fn: <the heap's message> (<code name>)" for a C error code. */
-static void rc_message(char *buf, size_t len, const char *fn, hl_heap *h, int rc) {
-  const char *msg = h ? hl_heap_error(h) : NULL;
+/* "fn: msg (<code name>)" for a C error code and its message.  C's messages
+ * start with their own verb ("inject: ...", "sampler: ..."); when it is the
+ * function's last name, say it once: "h:inject: every needs N >= 1",
+ * "heaplab.sampler: capacity 1 out of range" (not "heaplab.sampler:
+ * sampler: ...", which the sampler said before it came here). */
+void lhl_rc_text(char *buf, size_t len, const char *fn, const char *msg, int rc) {
   if (!msg || !*msg) msg = hl_error_name(rc);
-  /* C's messages start with their own verb ("inject: ..."); when it is the
-   * method's name, say it once: "h:inject: every needs N >= 1". */
-  const char *verb = strrchr(fn, ':');
-  verb = verb ? verb + 1 : fn;
+  const char *verb = fn;
+  for (const char *p = fn; *p; p++)
+    if (*p == ':' || *p == '.') verb = p + 1;
   size_t n = strlen(verb);
   if (strncmp(msg, verb, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
   snprintf(buf, len, "%s: %s (%s)", fn, msg, hl_error_name(rc));
+}
+
+/* "fn: <the heap's message> (<code name>)" for a C error code. */
+static void rc_message(char *buf, size_t len, const char *fn, hl_heap *h, int rc) {
+  lhl_rc_text(buf, len, fn, h ? hl_heap_error(h) : NULL, rc);
 }
 
 /* A C error code from a heap call, raised: the heap's own message and the
@@ -132,6 +139,63 @@ int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int de
   if (!lua_isboolean(L, idx))
     return lhl_fail(L, fn, "%s must be a boolean, got %s", name, lhl_shown(L, idx, b, sizeof b));
   return lua_toboolean(L, idx);
+}
+
+/* The table at idx as a plain table, pushed: itself when it has no
+ * metatable; else a copy of what `pairs` gives (its __pairs honoured, as
+ * pairs does), plus each of `names` not given so that reading it finds
+ * through __index.  An options table built on defaults
+ * (setmetatable(t, {__index = defaults})) or a proxy reads as Lua code
+ * would read it; it was read raw, and a proxy's options were silently
+ * ignored (hostile Lua run).  The metamethods may run any code: call this
+ * before reading a heap pointer. */
+int lhl_plain_table(lua_State *L, int idx, const char *const *names, size_t nnames) {
+  idx = lua_absindex(L, idx);
+  if (!lua_getmetatable(L, idx)) {
+    lua_pushvalue(L, idx);
+    return lua_gettop(L);
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);
+  int copy = lua_gettop(L);
+  if (luaL_getmetafield(L, idx, "__pairs") != LUA_TNIL) {
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 3); /* iterator, state, control */
+    for (;;) {
+      lua_pushvalue(L, -3);
+      lua_pushvalue(L, -3);
+      lua_pushvalue(L, -3);
+      lua_call(L, 2, 2); /* key, value */
+      if (lua_isnil(L, -2)) {
+        lua_pop(L, 5);
+        break;
+      }
+      lua_pushvalue(L, -2);
+      lua_insert(L, -3); /* ..., key (the next control), key, value */
+      lua_rawset(L, copy);
+      lua_replace(L, -2); /* the control := key */
+    }
+  } else {
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, copy);
+    }
+  }
+  for (size_t i = 0; i < nnames; i++) {
+    if (lua_getfield(L, copy, names[i]) != LUA_TNIL) { /* (the copy: raw) */
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, names[i]) == LUA_TNIL) { /* through __index */
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_setfield(L, copy, names[i]);
+  }
+  return copy;
 }
 
 void lhl_check_rc(lua_State *L, const char *fn, hl_heap *h, int rc) {

@@ -54,6 +54,17 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
   hl_options_defaults(o);
   if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
     lhl_fail(L, fn, "argument 1 must be a table of options, got %s", lhl_shown(L, idx, b, sizeof b));
+  if (!lua_isnoneornil(L, idx)) {
+    /* read as Lua code reads it: __pairs, and __index for each option */
+    const char *all[128];
+    size_t nall = 0;
+    for (int i = 0; i < hl_option_count() && nall < sizeof all / sizeof all[0]; i++) {
+      hl_option_info info;
+      hl_option_info_get(i, &info);
+      all[nall++] = info.name;
+    }
+    idx = lhl_plain_table(L, idx, all, nall);
+  }
   /* the names set explicitly: their HEAPLAB_<NAME> variables are overridden */
   const char *names[128];
   size_t n = 0;
@@ -114,7 +125,8 @@ Make a heap.  Options start from the defaults, then the `HEAPLAB_NAME` environme
 variables, then `options`.
 @function heap
 @tparam[opt] table options `{name = value}`: a boolean, an integer, or a string the C library
-parses ("64k", "true", "lifo"); enum options by choice name (see `options`)
+parses ("64k", "true", "lifo"); enum options by choice name (see `options`).  Read as
+`pairs` reads it (`__pairs` honoured), an option it lacks looked up through `__index`
 @treturn heap
 @return nil, message, code when the heap cannot be made (its reservation refused: "ENOMEM")
 @raise on an unknown option, a bad value, or a bad `HEAPLAB_*` variable
@@ -294,15 +306,17 @@ sweep, `false` forbids it, `nil` lets the policy decide; a number is `{cycles = 
 /* h:collect{cycles = 1, major = nil|true|false}; h:collect(n) is h:collect{cycles = n}. */
 static int h_collect(lua_State *L) {
   static const char fn[] = "h:collect";
-  hl_heap *h = heap_open(L, 1, fn);
+  heap_open(L, 1, fn);
   int64_t cycles = 1;
   int major = -1;
   char b[80];
   if (lua_type(L, 2) == LUA_TNUMBER) {
     cycles = lhl_arg_int(L, 2, fn, "cycles");
   } else if (lua_istable(L, 2)) {
+    static const char *const fields[] = {"cycles", "major"};
+    int t = lhl_plain_table(L, 2, fields, 2); /* (__pairs, __index) */
     lua_pushnil(L);
-    while (lua_next(L, 2)) {
+    while (lua_next(L, t)) {
       const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
       if (k && strcmp(k, "cycles") == 0) {
         cycles = lhl_arg_int(L, -1, fn, "cycles");
@@ -318,6 +332,8 @@ static int h_collect(lua_State *L) {
     return lhl_fail(L, fn, "argument must be a table {cycles=, major=} or a number, got %s",
                     lhl_shown(L, 2, b, sizeof b));
   }
+  /* (after the table's metamethods, which may have closed the heap) */
+  hl_heap *h = heap_open(L, 1, fn);
   int rc = hl_collect(h, cycles, major);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_pushboolean(L, 1);

@@ -48,7 +48,13 @@ typedef struct lsampler {
 int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int lhl_fail_rc(lua_State *L, const char *fn, hl_heap *h, int rc);
+/* "fn: msg (CODE)", msg's own leading "verb: " dropped when it is fn's last name. */
+void lhl_rc_text(char *buf, size_t len, const char *fn, const char *msg, int rc);
 void lhl_check_rc(lua_State *L, const char *fn, hl_heap *h, int rc);
+/* The table at idx read as Lua code reads it (pairs honours __pairs, a
+ * name's value found through __index), as a plain table pushed on the
+ * stack; returns its index.  May run any code. */
+int lhl_plain_table(lua_State *L, int idx, const char *const *names, size_t nnames);
 /* A failed operation (rc != 0): nil, message, code when lhl_is_failure(rc),
  * else a raised error.  Returns the number of results pushed (3). */
 int lhl_result(lua_State *L, const char *fn, hl_heap *h, int rc);

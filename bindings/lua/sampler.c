@@ -40,7 +40,7 @@ int lhl_sampler_new(lua_State *L) {
   int rc = hl_sampler_open(&ls->s, interval, cap);
   if (rc) {
     char msg[300];
-    snprintf(msg, sizeof msg, "%s: %s (%s)", fn, hl_heap_error(NULL), hl_error_name(rc));
+    lhl_rc_text(msg, sizeof msg, fn, hl_heap_error(NULL), rc);
     if (lhl_is_failure(rc)) return lhl_push_failure(L, msg, rc);
     return luaL_error(L, "%s", msg);
   }

@@ -261,6 +261,8 @@ static void write_events(FILE *f) {
   } while (got == 256);
 }
 
+static void write_report(FILE *f) { client_write_report(f); }
+
 static void write_reports(void) {
   char name[4200];
   if (atomic_load(&state) == ST_HEAPLAB) hl_thread_flush(HEAP);
@@ -269,23 +271,16 @@ static void write_reports(void) {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     client.interpreter = exe;
-    FILE *f = fopen(name, "w");
-    if (!f) {
-      fprintf(stderr, "libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s\n", stats_path, name);
-    } else {
-      client_write_report(f);
-      fclose(f);
-    }
+    int err = client_save(name, write_report);
+    if (err)
+      fprintf(stderr, "libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s: %s\n", stats_path,
+              name, strerror(err));
   }
   if (atomic_load(&state) == ST_HEAPLAB && report_name(events_path, name, sizeof name)) {
-    FILE *f = fopen(name, "w");
-    if (!f) {
-      fprintf(stderr, "libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s\n",
-              events_path, name);
-    } else {
-      write_events(f);
-      fclose(f);
-    }
+    int err = client_save(name, write_events);
+    if (err)
+      fprintf(stderr, "libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",
+              events_path, name, strerror(err));
   }
 }
 

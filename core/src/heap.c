@@ -308,9 +308,9 @@ int hl_heap_options(const hl_heap *h, hl_options *out) {
 /* ---- handles ---- */
 
 /* The one allocation of the handle API: the fast path, else the sequence. */
-static inline void *obj_new(hl_heap *h, uint64_t size, uint64_t refs) {
+static inline void *obj_new(hl_heap *h, uint64_t size, uint64_t refs, const char *what) {
   void *obj = hl__obj_alloc_fast(h, size, refs);
-  return hl_likely(obj != NULL) ? obj : hl__obj_alloc(h, size, refs, 0);
+  return hl_likely(obj != NULL) ? obj : hl__obj_alloc(h, size, refs, 0, what);
 }
 
 int hl_alloc(hl_heap *h, uint64_t size, uint64_t refs, hl_ref *out) {
@@ -320,7 +320,7 @@ int hl_alloc(hl_heap *h, uint64_t size, uint64_t refs, hl_ref *out) {
   int rc = hl__check_alloc_args(h, "alloc", size, refs);
   if (rc) return rc;
   bool locked = hl__lock(h);
-  void *obj = obj_new(h, size, refs);
+  void *obj = obj_new(h, size, refs, "alloc");
   rc = obj ? hl__handle_new(h, obj, out) : HL_ENOMEM;
   hl__unlock(h, locked);
   return rc;
@@ -771,14 +771,14 @@ static inline bool obj_args_bad(hl_heap *h, uint64_t size, uint64_t refs) {
 }
 
 /* (with the heap held the fast path has just missed: straight to the sequence) */
-static inline void *obj_new_raw(hl_heap *h, uint64_t size, uint64_t refs) {
-  return hl__held == h ? hl__obj_alloc(h, size, refs, 0) : obj_new(h, size, refs);
+static inline void *obj_new_raw(hl_heap *h, uint64_t size, uint64_t refs, const char *what) {
+  return hl__held == h ? hl__obj_alloc(h, size, refs, 0, what) : obj_new(h, size, refs, what);
 }
 
 static NOINLINE void *obj_new_general(hl_heap *h, uint64_t size, uint64_t refs) {
   if (!h || obj_args_bad(h, size, refs)) return NULL;
   bool locked = hl__lock(h);
-  void *obj = obj_new_raw(h, size, refs);
+  void *obj = obj_new_raw(h, size, refs, "hl_obj_new");
   hl__unlock(h, locked);
   return obj;
 }
@@ -792,7 +792,7 @@ static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot
   }
   bool locked = hl__lock(h);
   h->nomove++; /* parent is a raw pointer across the allocation */
-  void *obj = obj_new_raw(h, size, refs);
+  void *obj = obj_new_raw(h, size, refs, "hl_obj_new_in");
   h->nomove--;
   if (obj) hl__store(h, parent, slot, obj);
   hl__unlock(h, locked);

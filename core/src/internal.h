@@ -829,11 +829,12 @@ static inline uint32_t hl__slot_index(const hl_heap *h, uint64_t off, uint32_t c
  * mode takes (hl_alloc, hl_obj_new, hl_obj_new_in, fill, churn, the fill's
  * index): safepoint, pacing, collect when due, take a slot or a large block
  * (charged), initialise the header and empty slots.  NULL and the heap's
- * error when memory cannot be had.  Lock held; it may drop it (pacing, a
+ * error, its message naming the call `what` ("fill: heap_limit_bytes ...
+ * reached"), when memory cannot be had.  Lock held; it may drop it (pacing, a
  * cycle's trim), so everything the caller needs must be rooted.
  * HL_ALLOC_LARGE puts the object on the large path whatever its size. */
 enum { HL_ALLOC_LARGE = 1 };
-void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags);
+void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, const char *what);
 
 /* The object initialisation: the header (one store), the slots cleared (a
  * few inline: the call to memset cost as much as the rest of a small

@@ -28,7 +28,7 @@ static int in_child(void (*f)(hl_heap *), hl_heap *h) {
 
 static void cycle_unlocked(hl_heap *h) { hl__cycle(h, -1, REASON_EXPLICIT); }
 static void trim_unlocked(hl_heap *h) { hl__trim_now(h); }
-static void alloc_unlocked(hl_heap *h) { hl__obj_alloc(h, 16, 0, 0); }
+static void alloc_unlocked(hl_heap *h) { hl__obj_alloc(h, 16, 0, 0, "alloc"); }
 static void cycle_locked(hl_heap *h) {
   bool locked = hl__lock(h);
   hl__cycle(h, -1, REASON_EXPLICIT);
@@ -37,7 +37,7 @@ static void cycle_locked(hl_heap *h) {
 static void cycle_held(hl_heap *h) {
   hl_enter(h);
   hl__cycle(h, -1, REASON_EXPLICIT);
-  CHECK(hl__obj_alloc(h, 16, 0, 0), "alloc with the heap held");
+  CHECK(hl__obj_alloc(h, 16, 0, 0, "alloc"), "alloc with the heap held");
   hl_leave(h);
 }
 #endif

@@ -120,6 +120,50 @@ int main(void) {
          "no near name");
   CHECK(!strstr(err, "did you mean"), "suggested something for zzzzzzzz: %s", err);
 
+  /* a string that is no value at all says so, for every kind of option;
+   * only a well-formed number is "out of range" (the hostile Lua run:
+   * HEAPLAB_WARM_PAGES=abc said "'abc' is out of range") */
+  struct { const char *opt, *value, *says; } junk[] = {
+      {"warm_pages", "abc", "'abc' is not a whole number"},
+      {"warm_pages", "12x", "'12x' is not a whole number"},
+      {"warm_pages", "1.5", "'1.5' is not a whole number"},
+      {"warm_pages", "-", "'-' is not a whole number"},
+      {"warm_pages", "0x", "'0x' is not a whole number"},
+      {"warm_pages", "", "the value is empty"},
+      {"warm_pages", "  ", "the value is empty"},
+      {"warm_pages", "99999999999999999999999", "'99999999999999999999999' is out of range"},
+      {"warm_pages", "-5", "'-5' is out of range"},
+      {"gc_live_ratio", "lots", "'lots' is not a whole number"},
+      {"gc_live_ratio", "1001", "'1001' is out of range"},
+      {"quiet_bytes", "64q", "'64q' is not a byte size"},
+      {"quiet_bytes", "1.5m", "'1.5m' is not a byte size"},
+      {"quiet_bytes", "m", "'m' is not a byte size"},
+      {"quiet_bytes", "", "the value is empty"},
+      {"quiet_bytes", "99999999999999999999999", "is out of range"},
+      {"quiet_bytes", "9999999999t", "'9999999999t' is out of range"},
+      {"verify", "maybe", "'maybe' is not a boolean"},
+      {"verify", "", "the value is empty"},
+      {"sweep", "partial", "'partial' is not one of retired|full"},
+      {"sweep", "", "the value is empty"},
+  };
+  for (size_t k = 0; k < sizeof junk / sizeof junk[0]; k++) {
+    char what[160];
+    snprintf(what, sizeof what, "%s='%s'", junk[k].opt, junk[k].value);
+    expect(set(&o, junk[k].opt, HL_VALUE_STRING, 0, junk[k].value, err), HL_EVALUE, err,
+           junk[k].says, what);
+    CHECK(strstr(junk[k].says, "out of range") || !strstr(err, "out of range"),
+          "%s: '%s' calls junk out of range", what, err);
+  }
+  /* too long to convert: digits are a number out of range, else junk */
+  char longv[200];
+  memset(longv, '9', sizeof longv - 1);
+  longv[sizeof longv - 1] = 0;
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, longv, err), HL_EVALUE, err, "is out of range",
+         "200 nines");
+  memset(longv, 'x', sizeof longv - 1);
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, longv, err), HL_EVALUE, err,
+         "is not a whole number", "200 x's");
+
   /* an explicit value overrides the environment, even a bad one */
   setenv("HEAPLAB_WARM_PAGES", "lots", 1);
   hl_options_defaults(&o);

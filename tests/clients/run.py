@@ -600,10 +600,69 @@ def sparse_survivors():
               f"{back['subpage'] >> 20} MiB back against {back['page'] >> 20} MiB")
 
 
+def out_of_memory():
+    """A launcher whose heap runs out says so in one line: what ran out (the
+    reservation, heap_limit_bytes) and the variable that raises it -- not
+    Lua's bare "not enough memory" or Python's bare MemoryError (the hostile
+    Lua run, HEAPLAB_RESERVE_BYTES=1m).  A memory error the program catches
+    adds nothing."""
+    need(LUA, "heaplab-lua")
+    need(PYTHON, "heaplab-python")
+    grow = "local t = {} for i = 1, 2000000 do t[i] = {i} end"
+    for var, value, want in (
+            ("HEAPLAB_RESERVE_BYTES", "4m", "heaplab-lua: not enough memory: malloc: the "
+             "reservation of 4194304 bytes is exhausted (reserve_bytes); raise "
+             "HEAPLAB_RESERVE_BYTES"),
+            ("HEAPLAB_HEAP_LIMIT_BYTES", "4m", "heaplab-lua: not enough memory: malloc: "
+             "heap_limit_bytes 4194304 reached")):
+        status, out, err = run(["heaplab-lua", "-e", grow], LUA, {var: value})
+        assert status == 1 and err.strip() == err.strip().splitlines()[0], (var, status, err)
+        assert err.startswith(want) and err.rstrip().endswith("raise " + var), (var, err)
+    status, out, err = run(["heaplab-lua", "-e", f"print(pcall(function() {grow} end))"], LUA,
+                           {"HEAPLAB_RESERVE_BYTES": "4m"})
+    assert status == 0 and out == "false\tnot enough memory\n" and not err, (status, out, err)
+    status, out, err = run([PYTHON, "-c", "print(1)"], PYTHON, {"HEAPLAB_RESERVE_BYTES": "1m"})
+    assert status == 2 and err.startswith("heaplab-python: out of memory while CPython starts") \
+        and err.rstrip().endswith("is exhausted (reserve_bytes); raise HEAPLAB_RESERVE_BYTES"), err
+    grow = "x = [str(i) for i in range(10**7)]"
+    status, out, err = run([PYTHON, "-c", grow], PYTHON, {"HEAPLAB_RESERVE_BYTES": "64m"})
+    last = err.strip().splitlines()[-1]
+    assert status == 1 and "MemoryError" in err and last == (
+        "heaplab-python: the heap refused an allocation: malloc: the reservation of 67108864 "
+        "bytes is exhausted (reserve_bytes); raise HEAPLAB_RESERVE_BYTES"), (status, err)
+    status, out, err = run([PYTHON, "-c", f"try:\n    {grow}\nexcept MemoryError:\n    print('caught')"],
+                           PYTHON, {"HEAPLAB_RESERVE_BYTES": "64m"})
+    assert status == 0 and out == "caught\n" and not err, (status, out, err)
+    print("out of memory: one line naming the reservation or the limit and its variable")
+
+
+def report_write_errors():
+    """HEAPLAB_STATS that cannot be written whole: one line with the reason
+    -- a full disk cut the report short with no word before -- and the
+    program's own exit status (docs/clients.md, "The report": the launchers
+    exit as the stock interpreters do)."""
+    need(LUA, "heaplab-lua")
+    need(PYTHON, "heaplab-python")
+    with tempfile.TemporaryDirectory() as d:
+        missing = os.path.join(d, "no", "such", "dir", "stats.json")
+        for argv, exe, name, code in (
+                (["heaplab-lua", "-e", "print(1) os.exit(3)"], LUA, "heaplab-lua", 3),
+                (["heaplab-lua", "-e", "print(1)"], LUA, "heaplab-lua", 0),
+                ([PYTHON, "-c", "print(1); raise SystemExit(3)"], PYTHON, "heaplab-python", 3),
+                ([PYTHON, "-c", "print(1)"], PYTHON, "heaplab-python", 0)):
+            for path, why in (("/dev/full", "No space left on device"),
+                              (missing, "No such file or directory")):
+                status, out, err = run(argv, exe, {"HEAPLAB_STATS": path})
+                want = f"{name}: HEAPLAB_STATS={path}: cannot write the report: {why}\n"
+                assert (status, out, err) == (code, "1\n", want), (argv, path, status, out, err)
+    print("HEAPLAB_STATS not writable: one line with the reason, the program's exit status")
+
+
 SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck, lua_busted,
                                      lua_report, lua_faults, lua_client_module, python_cli,
                                      python_regrtest, python_faults, python_report,
-                                     python_verify_debug_hooks, sparse_survivors)}
+                                     python_verify_debug_hooks, sparse_survivors,
+                                     out_of_memory, report_write_errors)}
 
 
 def main(argv):

@@ -35,6 +35,32 @@ describe("the API round trip", function()
     C.ok(tostring(h):find("^heaplab%.heap%(collected%)"), "summary line: " .. tostring(h))
   end)
 
+  it("reads an options table as Lua code does: __index and __pairs honoured", function()
+    -- (the hostile Lua run: a proxy's options were read raw, silently ignored)
+    local defaults = { warm_pages = 3, sweep = "full" }
+    local t = setmetatable({ page_release = false }, { __index = defaults })
+    local o1 = assert(hl.heap(t))
+    local got = o1:options()
+    C.eq(got.warm_pages, 3, "warm_pages through __index")
+    C.eq(got.sweep, "full", "sweep through __index")
+    C.eq(got.page_release, false, "the table's own page_release")
+    o1:close()
+    local hidden = { warm_pages = 5, nope = 1 }
+    local proxy = setmetatable({}, { __pairs = function() return next, hidden, nil end })
+    C.raises({ "heaplab.heap", "unknown option 'nope'" }, hl.heap, proxy)
+    hidden.nope = nil
+    local o2 = assert(hl.heap(proxy))
+    C.eq(o2:options().warm_pages, 5, "warm_pages through __pairs")
+    -- h:collect's table too; a metamethod closing the heap is seen
+    C.eq(o2:collect(setmetatable({}, { __index = { cycles = 2, major = true } })), true,
+         "h:collect through __index")
+    C.eq(o2:stats().cycles, 2, "cycles read through __index")
+    C.raises({ "h:collect", "closed" }, o2.collect, o2,
+             setmetatable({}, { __index = function() o2:close() end }))
+    -- the table passed is not changed
+    C.eq(rawget(t, "warm_pages"), nil, "the options table was written")
+  end)
+
   it("makes objects with sizes, 1-based slots, equality, dup and payload bytes", function()
     o = assert(h:alloc(256, 2))
     C.eq(#o, 2, "#o")

@@ -36,6 +36,32 @@ case({ "heaplab.heap", "warm_pages...", "NUL" }, hl.heap, { ["warm_pages\0junk"]
 
 end)
 
+it("heaplab.heap{...}: a string that is no value says what it is, not 'out of range'", function()
+  -- (the hostile Lua run: HEAPLAB_WARM_PAGES=abc said "'abc' is out of range")
+  local junk = {
+    { "warm_pages", "abc", "'abc' is not a whole number" },
+    { "warm_pages", "12x", "'12x' is not a whole number" },
+    { "warm_pages", "", "the value is empty" },
+    { "gc_live_ratio", "1.5", "'1.5' is not a whole number" },
+    { "quiet_bytes", "64x", "'64x' is not a byte size" },
+    { "verify", "maybe", "'maybe' is not a boolean" },
+    { "sweep", "partial", "'partial' is not one of retired|full" },
+  }
+  for _, j in ipairs(junk) do
+    local err = C.raises({ "heaplab.heap", "option " .. j[1] .. ": " .. j[3] }, hl.heap, { [j[1]] = j[2] })
+    C.ok(not err:find("out of range", 1, true), "junk called out of range: " .. err)
+  end
+  C.raises({ "heaplab.heap", "'99999999999999999999999' is out of range" }, hl.heap,
+           { warm_pages = "99999999999999999999999" })
+  -- the same words for the environment variable
+  local lua = os.getenv("HEAPLAB_LUA") or "lua5.4"
+  local p = assert(io.popen("HEAPLAB_WARM_PAGES=abc '" .. lua .. "' -e 'print(pcall(require(\"heaplab\").heap))' 2>&1"))
+  local out = p:read("a")
+  p:close()
+  C.ok(out:find("HEAPLAB_WARM_PAGES=abc: option warm_pages: 'abc' is not a whole number", 1, true),
+       "HEAPLAB_WARM_PAGES=abc: " .. out)
+end)
+
 it("h:alloc / h:fill", function()
 case({ "h:alloc", "size", ">= 0", "-1" }, h.alloc, h, -1)
 case({ "h:alloc", "size", "integer", "'big'" }, h.alloc, h, "big")
@@ -109,6 +135,11 @@ case({ "o:size", "released" }, gone.size, gone)
 case({ "o[i] = v", "v was released" }, function() o[1] = gone end)
 case({ "heaplab.sampler", "interval_s", "[0.0001, 10]", "0" }, hl.sampler, 0)
 case({ "heaplab.sampler", "capacity", "[16, 16777216]" }, hl.sampler, 0.01, 8)
+-- the call is named once ("heaplab.sampler: sampler: capacity ..." before)
+for _, args in ipairs{ { 0 }, { 0.01, 8 } } do
+  local err = C.raises({ "heaplab.sampler: " }, hl.sampler, table.unpack(args))
+  C.ok(not err:find("heaplab.sampler: sampler:", 1, true), "the prefix twice: " .. err)
+end
 local s = hl.sampler(0.01)
 s:stop()
 case({ "s:mark", "stopped" }, s.mark, s)

@@ -36,6 +36,23 @@ describe("a failed operation", function()
     h:close()
   end)
 
+  it("names the bulk call the heap limit or the reservation stopped, once", function()
+    -- (the hostile Lua run: "h:fill: alloc: heap_limit_bytes ..." -- the
+    -- allocation sequence's inner "alloc:" leaked into fill's and churn's)
+    local h = assert(hl.heap{ heap_limit_bytes = "4m" })
+    local r, msg, code = h:fill(64 * C.MiB, 64)
+    C.eq(code, "ENOMEM", "h:fill's code")
+    C.ok(msg:find("^h:fill: heap_limit_bytes 4194304 reached"), "h:fill's message: " .. msg)
+    r, msg, code = h:churn(0.05, 64, 8 * C.MiB)
+    C.eq(code, "ENOMEM", "h:churn's code")
+    C.ok(msg:find("^h:churn: heap_limit_bytes 4194304 reached"), "h:churn's message: " .. msg)
+    h:close()
+    h = assert(hl.heap{ reserve_bytes = "1m", warm_pages = 0 })
+    r, msg = h:churn(0.05, 64, 8 * C.MiB)
+    C.ok(msg:find("^h:churn: the reservation of 1048576 bytes is exhausted %(reserve_bytes%) %(ENOMEM%)$"), "h:churn's message: " .. msg)
+    h:close()
+  end)
+
   it("returns nil, message, code when a heap cannot be made", function()
     local lua = os.getenv("HEAPLAB_LUA") or "lua5.4"
     local code = [[local r, m, c = require("heaplab").heap{} print(r, c) print(m)]]

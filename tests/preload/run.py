@@ -344,9 +344,24 @@ def stats_relative_path():
     print("relative HEAPLAB_STATS: written where the program started")
 
 
+def stats_write_errors():
+    """A report that cannot be written whole says so, with the reason: a
+    full disk (/dev/full) cut it short with no word before; the program's
+    exit status is its own (docs/clients.md, "The report")."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    status, out, err = run([STOCK_PYTHON, "-c", "import sys; sys.exit(3)"], "heaplab",
+                           {"HEAPLAB_STATS": "/dev/full", "HEAPLAB_TRACE_EVENTS": "/dev/full",
+                            "PYTHONMALLOC": "malloc"})
+    assert status == 3, (status, err)
+    for var in ("HEAPLAB_STATS", "HEAPLAB_TRACE_EVENTS"):
+        line = f"libheaplab-malloc: {var}=/dev/full: cannot write /dev/full: No space left on device"
+        assert line in err.splitlines(), (var, err)
+    print("reports that cannot be written: one line each, with the reason")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, verify_refuses,
-                                     clearenv_first, stats_relative_path)}
+                                     clearenv_first, stats_relative_path, stats_write_errors)}
 
 
 def main(argv):

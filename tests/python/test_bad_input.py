@@ -26,13 +26,23 @@ def env():
 OPTION_CASES = [
     (dict(no_such_option=1), TypeError, "no_such_option"),
     (dict(warm_pages=-1), ValueError, r"warm_pages.*\[0, 1048576\]"),
-    (dict(warm_pages=1 << 70), ValueError, "warm_pages"),
-    (dict(warm_pages="many"), ValueError, "warm_pages"),
+    (dict(warm_pages=1 << 70), ValueError, r"warm_pages: '1180591620717411303424' is out of range"),
+    (dict(warm_pages=10 ** 100), ValueError, "warm_pages: .* is out of range"),
+    (dict(warm_pages="many"), ValueError, "warm_pages: 'many' is not a whole number"),
+    # junk is not called "out of range" (the hostile Lua run); every kind of option
+    (dict(warm_pages="12x"), ValueError, "warm_pages: '12x' is not a whole number"),
+    (dict(warm_pages=""), ValueError, "warm_pages: the value is empty"),
+    (dict(warm_pages="99999999999999999999999"), ValueError,
+     "warm_pages: '99999999999999999999999' is out of range"),
+    (dict(gc_live_ratio="1.5"), ValueError, "gc_live_ratio: '1.5' is not a whole number"),
+    (dict(quiet_bytes="64x"), ValueError, "quiet_bytes: '64x' is not a byte size"),
+    (dict(quiet_bytes=" "), ValueError, "quiet_bytes: the value is empty"),
+    (dict(verify=""), ValueError, "verify: the value is empty"),
     (dict(warm_pages=1.5), TypeError, "warm_pages"),
     (dict(warm_pages=True), TypeError, "warm_pages"),
     (dict(page_release=2), TypeError, "page_release"),
-    (dict(page_release="maybe"), ValueError, "page_release"),
-    (dict(reuse_failed_order="random"), ValueError, r"fifo\|lifo"),
+    (dict(page_release="maybe"), ValueError, "page_release: 'maybe' is not a boolean"),
+    (dict(reuse_failed_order="random"), ValueError, r"'random' is not one of fifo\|lifo"),
     (dict(reuse_failed_order=1), TypeError, "reuse_failed_order"),
     (dict(thp="always"), ValueError, r"thp.*never\|madvise\|populate"),
     (dict(thp=True), TypeError, "thp"),
@@ -42,14 +52,25 @@ OPTION_CASES = [
     (dict(syscall_retry_max=-2), ValueError, "syscall_retry_max"),
     (dict(gc_trigger_min_bytes=1 << 30, gc_trigger_max_bytes=1 << 20), ValueError,
      "gc_trigger_min_bytes"),
-    (dict(reserve_bytes="12q"), ValueError, "reserve_bytes"),
+    (dict(reserve_bytes="12q"), ValueError, "reserve_bytes: '12q' is not a byte size"),
 ]
 
 
 @pytest.mark.parametrize("kwargs,exc,msg", OPTION_CASES)
 def test_bad_options(kwargs, exc, msg):
-    with pytest.raises(exc, match=msg):
+    with pytest.raises(exc, match=msg) as info:
         heaplab.Heap(**kwargs)
+    if any(isinstance(v, str) for v in kwargs.values()) and "out of range" not in msg:
+        assert "out of range" not in str(info.value)  # junk is not a number out of range
+
+
+@pytest.mark.parametrize("value,says", [("abc", "'abc' is not a whole number"),
+                                        ("12x", "'12x' is not a whole number"),
+                                        ("", "the value is empty")])
+def test_bad_environment_value_says_what_it_is(monkeypatch, value, says):
+    monkeypatch.setenv("HEAPLAB_WARM_PAGES", value)
+    with pytest.raises(ValueError, match=f"HEAPLAB_WARM_PAGES={value}: option warm_pages: {says}"):
+        heaplab.Heap()
 
 
 CALL_CASES = [

@@ -79,7 +79,7 @@ static void *take(hl_heap *h, uint64_t size, uint64_t refs, uint64_t bytes, bool
   return obj;
 }
 
-void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
+void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, const char *what) {
   HL_ASSERT_LOCKED(h);
   HL_ASSERT(h->opt.mode == HL_MODE_COLLECTED);
   uint64_t bytes = hl__obj_bytes(size, refs);
@@ -95,8 +95,8 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
     hl__maybe_collect(h);
     if (h->opt.heap_limit_bytes) {
       if (over_limit(h, bytes) && collect_for_memory(h) && over_limit(h, bytes)) {
-        hl__fail(h, HL_ENOMEM, "alloc: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
-                 " bytes live after a collection, %" PRIu64 " more asked",
+        hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
+                 " bytes live after a collection, %" PRIu64 " more asked", what,
                  (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), bytes);
         hl__alloc_limit_update(h);
         return NULL;
@@ -110,9 +110,9 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags) {
   if (hl_unlikely(!obj) && collect_for_memory(h)) obj = take(h, size, refs, bytes, large);
   if (hl_likely(obj != NULL)) return obj;
   if (large)
-    hl__fail(h, HL_ENOMEM, "alloc: the system allocator refused %" PRIu64 " bytes", bytes);
+    hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %" PRIu64 " bytes", what, bytes);
   else
-    hl__fail(h, HL_ENOMEM, "alloc: the reservation of %" PRIu64 " bytes is exhausted",
+    hl__fail(h, HL_ENOMEM, "%s: the reservation of %" PRIu64 " bytes is exhausted (reserve_bytes)", what,
              h->reserved);
   return NULL;
 }

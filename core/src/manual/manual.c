@@ -455,8 +455,9 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
   } else if (first) {
     h->tally.manual_mallocs++;
   }
-  if (!first) hl__fail(h, HL_ENOMEM, "malloc: the reservation of %llu bytes is exhausted",
-                       (unsigned long long)h->reserved);
+  if (!first)
+    hl__fail(h, HL_ENOMEM, "malloc: the reservation of %llu bytes is exhausted (reserve_bytes)",
+             (unsigned long long)h->reserved);
   hl__unlock(h, locked);
   if (due) hl__tcache_event(h, tc);
   return first;

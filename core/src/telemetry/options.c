@@ -98,7 +98,7 @@ const char *hl_option_choice(int index, int64_t value) {
 static void describe_range(int i, char *buf, size_t len) {
   const hl_option_info *o = &table[i];
   switch (o->kind) {
-  case HL_OPT_BOOL: snprintf(buf, len, "a boolean (true/false, 1/0, on/off)"); break;
+  case HL_OPT_BOOL: snprintf(buf, len, "a boolean (true/false, 1/0, on/off, yes/no)"); break;
   case HL_OPT_ENUM: {
     char tmp[160];
     snprintf(tmp, sizeof tmp, "%s", o->choices);
@@ -120,6 +120,44 @@ static int range_error(int i, const char *shown, char *err, size_t errlen) {
   hl__fmt_err(err, errlen, "option %s: %s is out of range; expected %s", table[i].name,
               shown, range);
   return HL_EVALUE;
+}
+
+/* A string that is no value of option i at all (not a number, not a byte
+ * size, not a boolean or a choice): said as such, not "out of range" --
+ * "'abc' is out of range" sent users looking for a limit (hostile Lua run). */
+static int junk_error(int i, const char *shown, char *err, size_t errlen) {
+  char range[200];
+  describe_range(i, range, sizeof range);
+  switch (table[i].kind) {
+  case HL_OPT_BOOL: /* "a boolean (true/false, ...)" */
+  case HL_OPT_ENUM: /* "one of a|b" */
+    hl__fmt_err(err, errlen, "option %s: %s is not %s", table[i].name, shown, range);
+    break;
+  default:
+    hl__fmt_err(err, errlen, "option %s: %s is not %s; expected %s", table[i].name, shown,
+                table[i].kind == HL_OPT_BYTES ? "a byte size" : "a whole number", range);
+  }
+  return HL_EVALUE;
+}
+
+static int empty_error(int i, char *err, size_t errlen) {
+  char range[200];
+  describe_range(i, range, sizeof range);
+  hl__fmt_err(err, errlen, "option %s: the value is empty; expected %s", table[i].name, range);
+  return HL_EVALUE;
+}
+
+/* s (len bytes, no NUL) is a sign and decimal digits between blanks: too
+ * long to convert, it is a number out of range, anything else is junk. */
+static bool all_digits(const char *s, size_t len) {
+  size_t k = 0;
+  while (k < len && isspace((unsigned char)s[k])) k++;
+  if (k < len && (s[k] == '-' || s[k] == '+')) k++;
+  size_t first = k;
+  while (k < len && isdigit((unsigned char)s[k])) k++;
+  size_t last = k;
+  while (k < len && isspace((unsigned char)s[k])) k++;
+  return k == len && last > first;
 }
 
 static int type_error(int i, const char *got, char *err, size_t errlen) {
@@ -211,13 +249,17 @@ static int parse(int i, const char *s, size_t len, int64_t *out, char *err, size
     return HL_EVALUE;
   }
   char buf[96];
-  if (len >= sizeof buf) return range_error(i, shown, err, errlen);
+  if (len >= sizeof buf) {
+    bool number = (o->kind == HL_OPT_INT || o->kind == HL_OPT_BYTES) && all_digits(s, len);
+    return number ? range_error(i, shown, err, errlen) : junk_error(i, shown, err, errlen);
+  }
   memcpy(buf, s, len);
   buf[len] = 0;
   char *p = buf;
   while (isspace((unsigned char)*p)) p++;
   char *e = p + strlen(p);
   while (e > p && isspace((unsigned char)e[-1])) *--e = 0;
+  if (!*p) return empty_error(i, err, errlen);
   if (o->kind == HL_OPT_BOOL) {
     static const char *yes[] = {"1", "true", "on", "yes"};
     static const char *no[] = {"0", "false", "off", "no"};
@@ -225,24 +267,25 @@ static int parse(int i, const char *s, size_t len, int64_t *out, char *err, size
       if (strcasecmp(p, yes[k]) == 0) return *out = 1, HL_OK;
       if (strcasecmp(p, no[k]) == 0) return *out = 0, HL_OK;
     }
-    return range_error(i, shown, err, errlen);
+    return junk_error(i, shown, err, errlen);
   }
   if (o->kind == HL_OPT_ENUM) {
     for (int64_t k = o->min; k <= o->max; k++) {
       const char *c = hl_option_choice(i, k);
       if (c && strcasecmp(c, p) == 0) return *out = k, HL_OK;
     }
-    return range_error(i, shown, err, errlen);
+    return junk_error(i, shown, err, errlen);
   }
-  /* decimal (a leading 0 is not octal: "010" is ten), or 0x hexadecimal */
+  /* decimal (a leading 0 is not octal: "010" is ten), or 0x hexadecimal;
+   * a sign, then a digit: strtoll alone takes " -5" after the sign's blank */
   errno = 0;
   char *end = NULL;
   int base = 10;
   const char *digits = p + (*p == '-' || *p == '+');
   if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) base = 16;
+  if (!isdigit((unsigned char)digits[0])) return junk_error(i, shown, err, errlen);
   long long v = strtoll(p, &end, base);
-  if (end == p || errno == ERANGE)
-    return range_error(i, shown, err, errlen);
+  if (end == p || (base == 16 && end <= digits + 1)) return junk_error(i, shown, err, errlen);
   int64_t mult = 1;
   if (o->kind == HL_OPT_BYTES && *end) {
     switch (tolower((unsigned char)*end)) {
@@ -250,13 +293,15 @@ static int parse(int i, const char *s, size_t len, int64_t *out, char *err, size
     case 'm': mult = (int64_t)1 << 20; break;
     case 'g': mult = (int64_t)1 << 30; break;
     case 't': mult = (int64_t)1 << 40; break;
-    default: return range_error(i, shown, err, errlen);
+    default: return junk_error(i, shown, err, errlen);
     }
     end++;
     if (tolower((unsigned char)*end) == 'i') end++;
     if (tolower((unsigned char)*end) == 'b') end++;
   }
-  if (*end) return range_error(i, shown, err, errlen);
+  if (*end) return junk_error(i, shown, err, errlen);
+  /* only a well-formed number is "out of range": "99999999999999999999999" */
+  if (errno == ERANGE) return range_error(i, shown, err, errlen);
   if (mult > 1 && (v > INT64_MAX / mult || v < INT64_MIN / mult))
     return range_error(i, shown, err, errlen);
   *out = (int64_t)v * mult;

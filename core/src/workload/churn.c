@@ -21,7 +21,7 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
 
   bool locked = hl__lock(h);
   hl_ref ring_ref = 0;
-  void *ring = hl__obj_alloc(h, 0, ring_n, HL_ALLOC_LARGE);
+  void *ring = hl__obj_alloc(h, 0, ring_n, HL_ALLOC_LARGE, "churn");
   if (!ring || (rc = hl__handle_new(h, ring, &ring_ref))) {
     hl__unlock(h, locked);
     return rc ? rc : HL_ENOMEM;
@@ -52,7 +52,7 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
     /* one mutator call: lock, allocate, store, unlock -- so the collector
      * can get in between, as it would between a real mutator's calls */
     locked = hl__lock(h);
-    void *obj = hl__obj_alloc(h, size, 0, 0);
+    void *obj = hl__obj_alloc(h, size, 0, 0, "churn");
     if (!obj) {
       rc = HL_ENOMEM;
       hl__unlock(h, locked);

@@ -18,7 +18,7 @@
 /* Replace the object of handle `ref` (a root) with a copy holding `cap`
  * slots.  Lock held. */
 static void *regrow_root(hl_heap *h, hl_ref ref, uint64_t used, uint64_t cap) {
-  void *n = hl__obj_alloc(h, 0, cap, HL_ALLOC_LARGE);
+  void *n = hl__obj_alloc(h, 0, cap, HL_ALLOC_LARGE, "fill");
   if (!n) return NULL;
   void *old = NULL;
   hl__handle_get(h, ref, &old); /* (after the allocation: a cycle may have run) */
@@ -43,7 +43,7 @@ static void *new_node(hl_heap *h, group_builder *g, int level) {
   uint64_t remaining = g->n - g->appended;
   uint64_t slots = (remaining + g->span[level] - 1) / g->span[level];
   if (slots > g->fanout) slots = g->fanout;
-  void *node = hl__obj_alloc(h, 0, slots, g->fanout > 63 ? HL_ALLOC_LARGE : 0);
+  void *node = hl__obj_alloc(h, 0, slots, g->fanout > 63 ? HL_ALLOC_LARGE : 0, "fill");
   if (!node) return NULL;
   g->node[level] = node;
   g->used[level] = 0;
@@ -106,7 +106,7 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
   g.fanout = (h->small_max - sizeof(hl_objhdr)) / sizeof(void *);
   if (g.fanout > 63) g.fanout = 63;
   if (g.fanout < 8) g.fanout = 1024; /* tiny small_max: index nodes go large */
-  void *root = hl__obj_alloc(h, 0, cap, HL_ALLOC_LARGE);
+  void *root = hl__obj_alloc(h, 0, cap, HL_ALLOC_LARGE, "fill");
   if (!root || (rc = hl__handle_new(h, root, &ref)) || (rc = hl__handle_new(h, root, &park))) {
     rc = rc ? rc : HL_ENOMEM;
     goto out;
@@ -132,7 +132,7 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
       goto out;
     }
     void *obj = hl__obj_alloc_fast(h, size, refs);
-    if (!obj) obj = hl__obj_alloc(h, size, refs, 0);
+    if (!obj) obj = hl__obj_alloc(h, size, refs, 0, "fill");
     if (!obj) {
       rc = HL_ENOMEM;
       goto out;

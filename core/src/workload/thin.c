@@ -137,7 +137,7 @@ int hl__thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
     if (kept > HL_MAX_REFS)
       return hl__fail(h, HL_EINVAL, "thin: %llu leaves kept is more than an object's %llu slots",
                       (unsigned long long)kept, (unsigned long long)HL_MAX_REFS);
-    void *keep = hl__obj_alloc(h, 0, kept, HL_ALLOC_LARGE);
+    void *keep = hl__obj_alloc(h, 0, kept, HL_ALLOC_LARGE, "thin");
     if (!keep) return HL_ENOMEM;
     hl_ref k = 0;
     if ((rc = hl__handle_new(h, keep, &k))) return rc;
