@@ -1,6 +1,7 @@
 """Helpers for the tests that start processes and check they are gone
 (test_hostile_harness.py, test_harness_records.py)."""
 import os
+import signal
 import time
 
 
@@ -23,3 +24,14 @@ def wait_for_file(path, proc, seconds=60):
         assert time.monotonic() < end, f"{path} never appeared"
         time.sleep(0.01)
     return open(path).read().strip()
+
+
+def reap(proc, *pids):
+    """A test's clean-up: proc killed and waited for if it still runs, and
+    each of pids (None: not known yet) killed if it is not gone."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in pids:
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGKILL)

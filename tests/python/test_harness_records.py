@@ -16,7 +16,7 @@ import pytest
 
 from heaplab.harness import ArmFailed, ArmResult, run_command_arm, save_arm
 
-from procs import gone, wait_for_file
+from procs import gone, reap, wait_for_file
 
 MiB = 1 << 20
 
@@ -287,11 +287,7 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
             assert res["records"] == [["first", "ok"], [
                 "stuck", "raised: ArmTimeout: the arm's timeout (2 s) expired"]], res
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        if pid is not None and not gone(pid):
-            os.kill(pid, signal.SIGKILL)
+        reap(p, pid)
 
 
 def test_the_script_helpers_refuse_to_start_after_the_deadline():

@@ -14,7 +14,7 @@ import pytest
 
 from heaplab.harness import ArmFailed, run_command_arm
 
-from procs import gone, wait_for_file
+from procs import gone, reap, wait_for_file
 
 
 # ---- run_command_arm with an allocator ----------------------------------------------------------
@@ -109,11 +109,7 @@ def test_ctrl_c_in_a_script_kills_the_command_and_goes_on(tmp_path):
         assert out.strip() == "KeyboardInterrupt", (out, err[-2000:])
         assert gone(pid), f"the command {pid} outlived the Ctrl-C"
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        if pid is not None and not gone(pid):
-            os.kill(pid, signal.SIGKILL)
+        reap(p, pid)
 
 
 # ---- the arm's process -------------------------------------------------------------------------
