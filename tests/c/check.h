@@ -89,6 +89,23 @@ static inline uint64_t vmas_of(hl_heap *h) {
 
 static inline void check_invariants(hl_heap *h) { OK(h, hl_heap_check(h)); }
 
+/* The next number of a xorshift64 sequence whose state is *x (not 0). */
+static inline uint64_t xorshift64(uint64_t *x) {
+  *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+  return *x;
+}
+
+/* Shuffle b[0..n) (Fisher-Yates) with the sequence *x: blocks freed in this
+ * order come from scattered pages, as a program's frees do. */
+static inline void shuffle(void **b, size_t n, uint64_t *x) {
+  for (size_t i = n ? n - 1 : 0; i > 0; i--) {
+    size_t j = xorshift64(x) % (i + 1);
+    void *t = b[i];
+    b[i] = b[j];
+    b[j] = t;
+  }
+}
+
 /* Collect until a cycle releases nothing more (bounded). */
 static inline void collect_settled(hl_heap *h) {
   for (int i = 0; i < 64; i++) {

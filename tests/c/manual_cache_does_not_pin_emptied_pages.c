@@ -26,13 +26,7 @@ int main(void) {
   OK(h, hl_resident_bytes(h, &full));
   /* free in a random order: each cached block from another page */
   uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (size_t i = n - 1; i > 0; i--) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    size_t j = x % (i + 1);
-    void *t = b[i];
-    b[i] = b[j];
-    b[j] = t;
-  }
+  shuffle(b, n, &x);
   for (size_t i = 0; i < n; i++) hl_free(h, b[i]);
   uint64_t left = 0;
   OK(h, hl_resident_bytes(h, &left));

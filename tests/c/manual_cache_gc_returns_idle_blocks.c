@@ -21,20 +21,13 @@ static uint64_t cached_after(const char *gc, long work, uint64_t *freed, hl_stat
   uint64_t x = 0x9e3779b97f4a7c15ull;
   *freed = 0;
   for (size_t i = 0; i < N; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    size_t n = 16 + x % 301;
+    size_t n = 16 + xorshift64(&x) % 301;
     b[i] = hl_malloc(h, n);
     CHECK(b[i], "malloc: %s", hl_heap_error(h));
     memset(b[i], 1, n);
     *freed += hl_usable_size(h, b[i]);
   }
-  for (size_t i = N - 1; i > 0; i--) { /* free in random order */
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    size_t j = x % (i + 1);
-    void *t = b[i];
-    b[i] = b[j];
-    b[j] = t;
-  }
+  shuffle(b, N, &x); /* free in random order */
   for (size_t i = 0; i < N; i++) hl_free(h, b[i]);
   for (long i = 0; i < work; i++) { /* unrelated work: one class, no refill */
     void *q = hl_malloc(h, 40);
