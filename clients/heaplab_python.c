@@ -30,11 +30,11 @@ PyObject *PyInit__heaplab_client(void);
  * CPython runs, NULL is its MemoryError as usual, and what ran out is said
  * when the program ends with an error (main). */
 static __attribute__((noinline, cold)) void *starved(void *ctx, size_t n) {
-  (void)ctx;
   client_refused();
   if (Py_IsInitialized()) return NULL;
+  const char *why = client_refusal(); /* (NULL before client_start has the heap) */
   fprintf(stderr, "heaplab-python: out of memory while CPython starts (%zu bytes asked): %s\n",
-          n, client_refusal());
+          n, why ? why : hl_heap_error(ctx));
   fflush(stderr);
   exit(2);
 }

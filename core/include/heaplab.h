@@ -241,7 +241,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(tcache_bytes, BYTES, 65536, 0, 1073741824, "",                             \
     "manual mode: bytes per size class cached per thread, at least 16 blocks (0 = no limit)") \
   X(tcache_gc_events, INT, 4096, 0, 1073741824, "",                            \
-    "manual mode: thread-cache GC -- every this many allocations and every this many frees a thread visits one size class of its cache (round robin), gives back 3/4 of the blocks that stayed below the class's low-water mark since its last visit and halves what the class refills (0 = no GC)") \
+    "manual mode: thread-cache GC -- every this many blocks that come into a thread's cache (its frees, and the blocks its refills take) the thread visits one size class of its cache (round robin); a class it did not use since the last visit gives back 3/4 of the blocks that stayed below its low-water mark and halves what it may cache (0 = no GC)") \
   X(record_refused_release, BOOL, 0, 0, 1, "",                                 \
     "control: 1 = the seed's defect, a refused release recorded as released") \
   X(init_page_state, BOOL, 1, 0, 1, "",                                        \
