@@ -204,13 +204,13 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(young_survival_factor, INT, 16, 1, 1000000, "",                             \
     "generational: the nursery is this many times the bytes recent minor cycles kept, between young_min_bytes and young_bytes") \
   X(full_growth_ratio, INT, 25, 1, 1000, "",                                   \
-    "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes (25: binary-trees at depth 20 peaks at 159 MiB where 50 held 208; docs/performance.md, fourth round, item 26)") \
+    "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes (25: binary-trees at depth 20 peaks at 159 MiB where 50 held 208; docs/performance.md, fourth round, item 26); both modes: a full mark that found the live set grown by more than this percent tenures no page (tenure_full_marks)") \
   X(mark_threads, INT, 0, 0, 8, "",                                            \
     "threads that mark (the cycle's own and helpers that trace beside it); 0 = the CPUs this process may run on, at most 8; 1 = marking on one thread") \
   X(conservative_interior, BOOL, 1, 0, 1, "",                                  \
     "a word of a conservative root region keeps the object it points into (1) or only the object it points at the start of (0)") \
   X(tenure_full_marks, INT, 16, 0, 1000000, "",                                \
-    "generational: a page at least 7/8 live after two full marks in a row is tenured (not while the live set grows by more than full_growth_ratio from one full mark to the next) -- later full marks keep its marks and do not trace it -- until every Nth full mark, which marks everything (0 = no tenuring; 16 with full_growth_ratio 25: tenured garbage lives until 400% of the live set was promoted, as 8 did with 50)") \
+    "collected heaps, both modes: a page at least 7/8 live after two full marks in a row is tenured (not while the live set grows by more than full_growth_ratio from one full mark to the next) -- later full marks keep its marks and do not trace it, a store into its objects remembers it -- until every Nth full mark, a caller's collection or memory pressure, which marks everything; tenured garbage lives until then (0 = no tenuring: every full mark traces the whole live set, the seeds' collector; generational, 16 with full_growth_ratio 25: tenured garbage lives until 400% of the live set was promoted, as 8 did with 50)") \
   X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
     "large-path bytes that request a cycle")                                  \
   X(large_pacing, BOOL, 1, 0, 1, "",                                           \

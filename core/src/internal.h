@@ -430,7 +430,7 @@ struct hl_heap {
   uint64_t trigger;          /* adaptive small-path trigger */
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
                                 allocation leaves the fast path (0: a cycle is due) */
-  uint64_t last_live_bytes;  /* small + large bytes the last cycle marked */
+  uint64_t last_live_bytes;  /* small + large bytes the last cycle found live (marked, and kept on tenured pages) */
   uint64_t growth_free;      /* gc_growth_ratio: small-path bytes the heap held free
                                 (slots and empty resident pages) after the last full
                                 cycle; UINT64_MAX before the first */
@@ -895,6 +895,15 @@ int hl__check_alloc_args(hl_heap *h, const char *what, uint64_t size, uint64_t r
  * into a young object needs nothing: a cycle that marks it traces it.  Lock
  * held (hl__store_any: no heap known). */
 void hl__store_old(hl_heap *h, void *obj);
+/* Whether the heap's full marks tenure dense pages (gc/mark.c): a collected
+ * heap, either mode, with tenure_full_marks > 0.  Its stores into objects
+ * that carry HL_HDR_OLD take the barrier's slow path. */
+static inline bool hl__tenures(const hl_heap *h) {
+  return h->opt.mode == HL_MODE_COLLECTED && h->opt.tenure_full_marks > 0;
+}
+/* Whether stores into old objects must reach the barrier's slow path. */
+static inline bool hl__barrier_on(const hl_heap *h) { return h->opt.generational || hl__tenures(h); }
+
 static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
   /* obj never traced by a generational mark: young (the common case,
@@ -911,8 +920,9 @@ void hl__registry_remove(hl_heap *h);
  * until hl__registry_unlock; NULL (still locked) when none. */
 hl_heap *hl__registry_find_locked(const void *addr);
 void hl__registry_unlock(void);
-/* How many generational heaps exist (hl_obj_set's fast test). */
-uint32_t hl__registry_generational(void);
+/* How many heaps whose barrier is on exist (generational or tenuring:
+ * hl__barrier_on; hl_obj_set's fast test). */
+uint32_t hl__registry_barriers(void);
 /* Keep the shared object holding heaplab's code (the Lua module, the Python
  * extension) mapped for the rest of the process: called before every thread
  * heaplab starts that may outlive what loaded the code (registry.c). */

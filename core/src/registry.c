@@ -2,7 +2,8 @@
  * registry.c -- the process-wide list of heaps, both modes.  It serves:
  *
  *   the write barrier  hl_obj_set names no heap: the registry finds the
- *                      generational heap whose reservation holds the object
+ *                      heap (generational or tenuring) whose reservation holds
+ *                      the object
  *                      (gc/barrier.c)
  *   fork()             atfork handlers take every heap's locks (after the
  *                      manual mode's thread-cache lock): the heap lock, the
@@ -34,7 +35,7 @@ typedef struct heap_range {
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
 static heap_range *registry;
 static uint32_t registry_n, registry_cap;
-static _Atomic uint32_t generational_heaps;
+static _Atomic uint32_t barrier_heaps;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void) {
@@ -101,7 +102,7 @@ int hl__registry_add(hl_heap *h) {
   }
   if (!rc) {
     registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
-    if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);
+    if (hl__barrier_on(h)) atomic_fetch_add(&barrier_heaps, 1);
   }
   pthread_rwlock_unlock(&registry_lock);
   return rc;
@@ -112,7 +113,7 @@ void hl__registry_remove(hl_heap *h) {
   for (uint32_t i = 0; i < registry_n; i++) {
     if (registry[i].heap != h) continue;
     registry[i] = registry[--registry_n];
-    if (h->opt.generational) atomic_fetch_sub(&generational_heaps, 1);
+    if (hl__barrier_on(h)) atomic_fetch_sub(&barrier_heaps, 1);
     break;
   }
   if (!registry_n) { /* nothing outlives the last heap (a module may be unloaded) */
@@ -123,8 +124,8 @@ void hl__registry_remove(hl_heap *h) {
   pthread_rwlock_unlock(&registry_lock);
 }
 
-uint32_t hl__registry_generational(void) {
-  return atomic_load_explicit(&generational_heaps, memory_order_relaxed);
+uint32_t hl__registry_barriers(void) {
+  return atomic_load_explicit(&barrier_heaps, memory_order_relaxed);
 }
 
 hl_heap *hl__registry_find_locked(const void *addr) {

@@ -279,6 +279,9 @@ def suite(quick=False, depth=None, runs=None):
             Arm("heaplab page_release=0", "heaplab", bt, off),
             # issue 19: the seed's trigger (gc_live_ratio alone), before gc_growth_ratio
             Arm("heaplab gc_growth_ratio=0", "heaplab", bt, ["gc_growth_ratio=0"]),
+            # issue 19: the default collector before it tenured (every cycle
+            # traces the long-lived tree; E1-E6 run so: SEED_POLICIES)
+            Arm("heaplab tenure_full_marks=0", "heaplab", bt, ["tenure_full_marks=0"]),
             Arm("heaplab generational", "heaplab", bt, gen),
             Arm("heaplab generational page_release=0", "heaplab", bt, gen + off),
             # issue 18: the options' cost on a workload they do not help
@@ -370,6 +373,11 @@ def tiny_suite():
             Arm("heaplab tenuring", "heaplab", ["--depth", 12],
                 ["generational=1", "young_bytes=64k", "gc_trigger_min_bytes=64k",
                  "page_size=4k", "tenure_full_marks=2", "verify=1"]),
+            # the default collector tenures too: 41 cycles, 20 whole marks,
+            # the tree's 64 pages tenured in between
+            Arm("heaplab default tenuring", "heaplab", ["--depth", 12],
+                ["gc_trigger_bytes=64k", "gc_trigger_min_bytes=64k", "page_size=4k",
+                 "tenure_full_marks=2", "verify=1"]),
             # issue 19: parallel marking with the verifier after every mark
             # (the long-lived tree's 8,191 objects pass the 4,096 a mark
             # marks alone before helpers join), full and minor marks

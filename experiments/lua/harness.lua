@@ -28,7 +28,7 @@ H.MiB = 1 << 20
 -- The seeds' collector policies that E1-E6 study and that have since changed
 -- default (heaplab.harness.SEED_POLICIES, docs/harness.md): the twins of
 -- E1-E6 give them as their experiment's options.
-H.SEED_POLICIES = { gc_growth_ratio = 0 }
+H.SEED_POLICIES = { gc_growth_ratio = 0, tenure_full_marks = 0 }
 
 ---------------------------------------------------------------------------
 -- JSON (encoding only: the arm's document)

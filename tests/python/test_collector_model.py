@@ -280,6 +280,12 @@ class GenerationalModel(CollectorModel):
     options = dict(generational=True, tenure_full_marks=2)
 
 
+class TenuringModel(CollectorModel):
+    """The default collector tenures too: every other full mark skips the
+    tenured pages (the cycles the allocation calls; collect() marks all)."""
+    options = dict(tenure_full_marks=2)
+
+
 TestCollectorModel = CollectorModel.TestCase
 TestCollectorModel.settings = settings(max_examples=scaled(40), stateful_step_count=30,
                                        deadline=None,
@@ -288,3 +294,7 @@ TestGenerationalModel = GenerationalModel.TestCase
 TestGenerationalModel.settings = settings(max_examples=scaled(15), stateful_step_count=30,
                                           deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
+TestTenuringModel = TenuringModel.TestCase
+TestTenuringModel.settings = settings(max_examples=scaled(15), stateful_step_count=30,
+                                      deadline=None,
+                                      suppress_health_check=[HealthCheck.too_slow])

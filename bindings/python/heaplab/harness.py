@@ -1038,7 +1038,7 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
 # pages swept by quiet, pressure and backstop major sweeps only; docs/design.md,
 # "The trigger").  E1-E6 give them as their experiments' options
 # (Experiment(..., options=SEED_POLICIES)), so every arm runs with them.
-SEED_POLICIES: Dict[str, Any] = {"gc_growth_ratio": 0}
+SEED_POLICIES: Dict[str, Any] = {"gc_growth_ratio": 0, "tenure_full_marks": 0}
 
 
 class Experiment:

@@ -223,9 +223,18 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
    * hold the garbage the partial pages keep.  Not with major_sweep=never. */
   bool growth_check = !sweep_partials && !h->opt.generational && h->opt.gc_growth_ratio > 0 &&
                       major_req < 0 && h->opt.major_sweep == HL_MAJOR_AUTO && small_driven;
-  bool tenuring = !minor && h->opt.generational && h->opt.tenure_full_marks > 0;
-  if (!minor && h->opt.generational) {
-    if (!tenuring || reason == REASON_EXPLICIT || h->pressure ||
+  /* tenuring (both modes; gc/mark.c): a full mark skips the tenured pages,
+   * except a whole mark -- every tenure_full_marks-th, a caller's, under
+   * pressure -- which untenures them all first */
+  bool tenuring = !minor && hl__tenures(h);
+  /* a caller's collection, one for memory and one under pressure mark
+   * everything (the caller's, and an allocation's, must find all garbage);
+   * a heap that is not generational tenures nothing after them either, so
+   * that after a caller's collection no page keeps its dead objects or its
+   * holes */
+  bool precise = reason == REASON_EXPLICIT || reason == REASON_MEMORY || h->pressure;
+  if (!minor && (h->opt.generational || tenuring)) {
+    if (!tenuring || precise ||
         ++h->full_marks_since_whole >= (uint64_t)h->opt.tenure_full_marks) {
       hl__untenure_all(h);
       h->full_marks_since_whole = 0;
@@ -249,6 +258,8 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
     }
   }
   uint64_t marked_bytes = h->marked_bytes;
+  /* the live set a full mark found: what it marked and what it kept tenured */
+  uint64_t live_found = minor ? marked_bytes : marked_bytes + tenured_before;
 
   sweep_tally t = {0};
   /* Partial pages first (taken off their lists before retired pages can
@@ -283,7 +294,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   /* The pages on the list were partial before the retired ones were swept
    * (those joined the partial lists after it was taken): each is swept once.
    * (What the sweep freed is discharged below: it counts as free here.) */
-  if (growth_check && k && free_small_bytes(h) + t.freed_bytes < growth_min(h, marked_bytes)) {
+  if (growth_check && k && free_small_bytes(h) + t.freed_bytes < growth_min(h, live_found)) {
     major = MAJOR_GROWTH;
     for (uint64_t i = 0; i < k; i++) {
       h->pages[list[i]].flags |= PF_SPLICED;
@@ -341,15 +352,15 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
      * last full mark is a structure being built: its pages are dense now and
      * may be garbage soon after (binary-trees' stretch tree) -- tenure once it
      * has stopped growing */
-    uint64_t live = marked_bytes + tenured_before;
+    uint64_t live = live_found;
     uint64_t grew = h->last_full_live / 100 * (uint64_t)h->opt.full_growth_ratio;
     bool growing = live > h->last_full_live + grew;
     h->last_full_live = live;
     h->promoted_since_full = 0;
-    if (tenuring) hl__tenure_pages(h, !growing);
+    if (tenuring) hl__tenure_pages(h, !growing && (h->opt.generational || !precise));
   }
   /* gc_live_ratio grows the trigger by these; generational: the estimate */
-  h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : marked_bytes;
+  h->last_live_bytes = minor ? h->last_full_live + h->promoted_since_full : live_found;
   if (!h->opt.generational) h->growth_free = free_small_bytes(h);
   hl__alloc_limit_update(h);
   atomic_store(&h->cycle_requested, false);

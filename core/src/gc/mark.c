@@ -607,7 +607,7 @@ static void mark_dirty(marker *m) {
   }
 }
 
-/* ---- tenuring (generational) ----
+/* ---- tenuring (both modes of a collected heap) ----
  * A full mark clears the marks of every page and traces the whole live set
  * again -- binary-trees' long-lived tree, 2 M objects, 25 times.  A page that
  * is at least 7/8 live after two full marks in a row is tenured: later full
@@ -686,6 +686,14 @@ void hl__tenure_pages(hl_heap *h, bool tenure) {
       *tn |= TN_DENSE;
     } else {
       *tn |= TN_TENURED | TN_REMEMBER; /* (until the scan below says otherwise) */
+      /* the barrier's test is the header's bit: a generational mark set it
+       * on every object it traced; a heap that is not generational sets it
+       * on its tenured objects (a page untenured later keeps the bits: a
+       * store into one of them takes the slow path and finds no tenure) */
+      if (!h->opt.generational) {
+        marked_iter it = marked_begin(h, p);
+        for (void *obj; (obj = marked_next(&it));) ((hl_objhdr *)obj)->size |= HL_HDR_OLD;
+      }
       h->tenured_pages++;
       h->tenured_bytes += (uint64_t)live * h->cls_size[d->cls];
       if (d->flags & PF_AVAIL) hl__page_to_state(h, p, PS_PARTIAL, false); /* off the avail list */
