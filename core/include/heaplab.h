@@ -331,9 +331,9 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(minor_cycles, "generational: cycles that marked only objects allocated since the last cycle") \
   X(promoted_bytes, "generational: bytes minor cycles marked (promoted to the old generation)") \
   X(dirty_pages_scanned, "generational: pages a minor cycle scanned for stores into old objects") \
-  X(whole_marks, "generational: full marks that marked the tenured pages too (every tenure_full_marks-th, explicit, pressure)") \
-  X(tenured_pages, "generational: pages tenured now (full marks keep their marks)")  \
-  X(remembered_pages_scanned, "generational: tenured pages a full mark traced for references to younger objects") \
+  X(whole_marks, "full marks that untenured every page first and marked everything (every tenure_full_marks-th, a caller's, for memory, under pressure; both modes)") \
+  X(tenured_pages, "pages tenured now (full marks keep their marks and skip them; both modes, tenure_full_marks)")  \
+  X(remembered_pages_scanned, "tenured pages a full mark traced for references to objects not tenured (both modes)") \
   X(verify_failures, "cycles whose verification failed (verify=true; hl_heap_error says why)") \
   X(mark_threads_used, "threads that took part in the last mark (1 when it ran on one)") \
   X(mark_steals, "parallel marks: packets of work a marker took that another had shared") \
