@@ -923,6 +923,9 @@ void hl__registry_unlock(void);
 /* How many heaps whose barrier is on exist (generational or tenuring:
  * hl__barrier_on; hl_obj_set's fast test). */
 uint32_t hl__registry_barriers(void);
+/* How many of them are generational (a store into a large object matters
+ * only to those: a large object is never tenured). */
+uint32_t hl__registry_generational(void);
 /* Keep the shared object holding heaplab's code (the Lua module, the Python
  * extension) mapped for the rest of the process: called before every thread
  * heaplab starts that may outlive what loaded the code (registry.c). */

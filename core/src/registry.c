@@ -35,7 +35,8 @@ typedef struct heap_range {
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
 static heap_range *registry;
 static uint32_t registry_n, registry_cap;
-static _Atomic uint32_t barrier_heaps;
+static _Atomic uint32_t barrier_heaps;      /* hl__barrier_on: generational or tenuring */
+static _Atomic uint32_t generational_heaps; /* of them, generational */
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void) {
@@ -103,6 +104,7 @@ int hl__registry_add(hl_heap *h) {
   if (!rc) {
     registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
     if (hl__barrier_on(h)) atomic_fetch_add(&barrier_heaps, 1);
+    if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);
   }
   pthread_rwlock_unlock(&registry_lock);
   return rc;
@@ -114,6 +116,7 @@ void hl__registry_remove(hl_heap *h) {
     if (registry[i].heap != h) continue;
     registry[i] = registry[--registry_n];
     if (hl__barrier_on(h)) atomic_fetch_sub(&barrier_heaps, 1);
+    if (h->opt.generational) atomic_fetch_sub(&generational_heaps, 1);
     break;
   }
   if (!registry_n) { /* nothing outlives the last heap (a module may be unloaded) */
@@ -126,6 +129,10 @@ void hl__registry_remove(hl_heap *h) {
 
 uint32_t hl__registry_barriers(void) {
   return atomic_load_explicit(&barrier_heaps, memory_order_relaxed);
+}
+
+uint32_t hl__registry_generational(void) {
+  return atomic_load_explicit(&generational_heaps, memory_order_relaxed);
 }
 
 hl_heap *hl__registry_find_locked(const void *addr) {

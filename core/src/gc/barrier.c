@@ -29,14 +29,17 @@ void hl__store_old(hl_heap *h, void *obj) {
 /* hl_obj_set(obj, slot, value) names no heap, yet in generational mode the
  * store must dirty the object's page in its heap's side table (remember its
  * tenured page, in either mode).  The object is looked up only while some
- * heap with the barrier on exists (otherwise this is a plain store).  An object in no registered reservation is a large object:
- * its block record has the dirty flag (harmless for a heap that is not
- * generational). */
+ * heap with the barrier on exists -- for a large object, some generational
+ * heap: large objects are never tenured -- otherwise this is a plain store.
+ * An object in no registered reservation is a large object: its block
+ * record has the dirty flag (harmless for a heap that is not generational). */
 void hl__store_any(void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;
-  /* never traced by a generational mark (large objects always look old) */
-  if (!value || !(((hl_objhdr *)obj)->size & HL_HDR_OLD)) return;
-  if (!hl__registry_barriers()) return;
+  /* never traced by a generational mark nor tenured (large objects always
+   * look old) */
+  uint32_t size = ((hl_objhdr *)obj)->size;
+  if (!value || !(size & HL_HDR_OLD)) return;
+  if (!(size == HL_SIZE_LARGE ? hl__registry_generational() : hl__registry_barriers())) return;
   hl_heap *h = hl__registry_find_locked(obj);
   if (!h) hl__large_of(obj)->dirty = 1;
   else if (hl__barrier_on(h)) hl__store(h, obj, slot, value);

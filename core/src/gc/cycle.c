@@ -224,8 +224,8 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   bool growth_check = !sweep_partials && !h->opt.generational && h->opt.gc_growth_ratio > 0 &&
                       major_req < 0 && h->opt.major_sweep == HL_MAJOR_AUTO && small_driven;
   /* tenuring (both modes; gc/mark.c): a full mark skips the tenured pages,
-   * except a whole mark -- every tenure_full_marks-th, a caller's, under
-   * pressure -- which untenures them all first */
+   * except a whole mark -- every tenure_full_marks-th, a caller's, one for
+   * memory, one under pressure -- which untenures them all first */
   bool tenuring = !minor && hl__tenures(h);
   /* a caller's collection, one for memory and one under pressure mark
    * everything (the caller's, and an allocation's, must find all garbage);
