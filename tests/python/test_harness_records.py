@@ -226,6 +226,53 @@ def test_load_arms_names_a_file_that_is_not_json(tmp_path):
     assert [r["arm"] for r in _read_csv(tmp_path / "E" / "records.csv")] == ["a", "c"]
 
 
+def _sweep_run(tmp_path):
+    """A sweep run folder by hand: meta.json, a complete task record a.r1
+    and b.r1 cut short (as a crash of an older heaplab left one)."""
+    import re
+    run = tmp_path / "run"
+    cell = run / "E" / "c000"
+    cell.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"run_id": "r", "grid": {}, "experiment": "E"}))
+
+    def task(arm):
+        sw = {"key": f"E-c000-{arm}-r1", "status": "ok", "experiment": "E", "cell": "c000",
+              "arm": arm, "repeat": 1, "values": {}}
+        return {**_arm(arm, [_record("fill", 0, "ok")]), "sweep": sw}
+    (cell / "a.r1.json").write_text(json.dumps(task("a")))
+    cut = cell / "b.r1.json"
+    cut.write_text(json.dumps(task("b"))[:80])
+    return run, cut, re.escape(str(cut))
+
+
+def test_sweep_record_readers_name_a_record_that_is_not_json(tmp_path):
+    """run_records and complete_records passed over a task record that was
+    not valid JSON without a word (a sweep frame silently short of a task);
+    they now raise naming it, as load_arms does, and skipped=[] loads the
+    others and lists it."""
+    from heaplab.sweep import complete_records
+    hla = pytest.importorskip("heaplab.analysis")
+    run, cut, cut_re = _sweep_run(tmp_path)
+    for read, name in ((complete_records, "complete_records"), (hla.run_records, "run_records")):
+        with pytest.raises(ValueError, match=f"{cut_re}: is not valid JSON.*"
+                                             rf"pass skipped=\[\] to {name} to load the others"):
+            read(str(run))
+        skipped = []
+        with pytest.warns(UserWarning, match="b.r1.json is not valid JSON"):
+            found = read(str(run), skipped=skipped)
+        assert [p for p, _ in skipped] == [str(cut)] and "not valid JSON" in skipped[0][1]
+        arms = list(found) if isinstance(found, dict) else [d["sweep"]["key"] for d in found]
+        assert arms == ["E-c000-a-r1"], arms
+    # the frames built on run_records say so too
+    with pytest.raises(ValueError, match=f"{cut_re}: is not valid JSON"):
+        hla.sweep_frame(str(run))
+    # a file that cannot be read is named the same way
+    cut.unlink()
+    cut.mkdir()                      # open() fails: IsADirectoryError
+    with pytest.raises(ValueError, match=f"{cut_re}: cannot be read"):
+        complete_records(str(run))
+
+
 # ---- 3. a command arm's script that never returns -------------------------------------------
 
 STUCK = """

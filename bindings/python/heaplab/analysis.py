@@ -38,7 +38,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import FIGURES, error_summary, load_arms, phase_status
+from .harness import FIGURES, error_summary, load_arms, load_json_record, phase_status
 
 MiB = 1 << 20
 
@@ -943,17 +943,18 @@ def run_meta(run: Any) -> Dict[str, Any]:
         raise ValueError(str(e)) from None
 
 
-def run_records(run: Any) -> List[Dict[str, Any]]:
-    """Every task record of a run folder (complete or failed), in task order."""
+def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
+                ) -> List[Dict[str, Any]]:
+    """Every task record of a run folder (complete or failed), in task order.
+
+    A record file that cannot be read or is not JSON raises ValueError
+    naming it, as load_arms does; with a list as `skipped` each such file is
+    appended to it as (path, reason) and left out, and a warning names it."""
     run = os.fspath(run)
     meta = run_meta(run)
     out = []
     for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
+        data = load_json_record(path, skipped, "run_records")
         if isinstance(data, dict) and "sweep" in data:
             out.append(data)
     if not out:

@@ -1300,6 +1300,34 @@ def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
     write_csv(folder)
 
 
+#: what load_json_record returns for a file it skipped
+SKIPPED = object()
+
+
+def load_json_record(path: str, skipped: Optional[List[Tuple[str, str]]], caller: str) -> Any:
+    """The JSON in the file `path`, for the readers of records (load_arms,
+    heaplab.analysis.run_records, heaplab.sweep.complete_records).  A file
+    that cannot be read or is not JSON (half written by an older heaplab,
+    truncated, damaged) raises ValueError naming it and `caller` (the
+    public function whose `skipped=[]` loads the others) -- unless
+    `skipped` is a list: then (path, reason) is appended to it, a warning
+    names the file and SKIPPED is returned."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        reason = (f"cannot be read ({e})" if isinstance(e, OSError) else
+                  f"is not valid JSON ({e}): half written or damaged")
+        if skipped is None:
+            raise ValueError(f"{path}: {reason}; remove it, or pass skipped=[] to "
+                             f"{caller} to load the others") from None
+        import warnings
+        # stacklevel 3: the line that called `caller`
+        warnings.warn(f"heaplab: {path} {reason}: skipped", stacklevel=3)
+        skipped.append((path, reason))
+        return SKIPPED
+
+
 def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
               ) -> List[Dict[str, Any]]:
     """Every arm JSON under a results folder (recursively): the *.json files
@@ -1317,20 +1345,7 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
         for name in sorted(files):
             if not name.endswith(".json"):
                 continue
-            path = os.path.join(root, name)
-            try:
-                with open(path) as f:
-                    data = json.load(f)
-            except (OSError, ValueError) as e:
-                reason = (f"cannot be read ({e})" if isinstance(e, OSError) else
-                          f"is not valid JSON ({e}): half written or damaged")
-                if skipped is None:
-                    raise ValueError(f"{path}: {reason}; remove it, or pass skipped=[] to "
-                                     "load_arms to load the others") from None
-                import warnings
-                warnings.warn(f"heaplab: {path} {reason}: skipped", stacklevel=2)
-                skipped.append((path, reason))
-                continue
+            data = load_json_record(os.path.join(root, name), skipped, "load_arms")
             if isinstance(data, dict) and "records" in data and "arm" in data:
                 out.append(data)
     return out
