@@ -128,8 +128,9 @@ def _raised(exc_type: Any, exc: Any) -> str:
 def phase_status(record: Mapping[str, Any]) -> str:
     """A phase record's status: 'ok', or 'raised: ExcType: message' when the
     phase's with block raised (its figures stop where it raised: no
-    measurement of the phase).  Records written before phases carried a
-    status (and the Lua harness's) count as 'ok'."""
+    measurement of the phase; the Lua harness writes 'raised: ' and the
+    first line of the Lua error).  Records written before phases carried a
+    status count as 'ok'."""
     status = record.get("status")
     return "ok" if status is None else str(status)
 
