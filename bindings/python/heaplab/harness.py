@@ -1261,8 +1261,8 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return first
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` so that a reader -- or the file after a crash,
+def write_atomic(path: str, text: Union[str, bytes]) -> None:
+    """Write `text` (a str, or bytes written as they are) to `path` so that a reader -- or the file after a crash,
     a Ctrl-C, a full disk -- sees the old file or the new one, never half of
     one: into a temporary file in the same folder (.<name>.<pid>.<random>.tmp,
     made with the umask's permissions), flushed to disk, then os.replace().
@@ -1270,13 +1270,15 @@ def write_atomic(path: str, text: str) -> None:
     between its creation and the replace leaves one behind (hidden, and not
     *.json: load_arms never reads it).  Every writer of records uses it:
     save_arm, write_csv, the sweep's records and meta.json, the pytest
-    plugin's tables."""
+    plugin's tables, and the reports' CSV and PNG files (heaplab.analysis
+    report and report_run)."""
     folder = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
                                f"{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", newline="") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else
+              os.fdopen(fd, "w", newline="")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
