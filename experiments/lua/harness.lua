@@ -129,6 +129,36 @@ end
 local Phase = {}
 Phase.__index = Phase
 
+-- key, once key and value are what the arm's JSON can hold (as the Python
+-- harness's note() checks): a value that is not was found only when H.main
+-- encoded the arm, and the whole arm's JSON was lost with it.
+local function json_note(key, value)
+  if type(key) ~= "string" then
+    error(("note: the key must be a string, not %s %s"):format(type(key), tostring(key)), 3)
+  end
+  local ok, err = pcall(H.json, value)
+  if not ok then
+    error(("note '%s': the value must be JSON-encodable (numbers, strings, booleans, "
+           .. "tables of them): %s"):format(key, err), 3)
+  end
+  return key
+end
+
+-- A phase record's status, the Python harness's (heaplab.harness.phase_status):
+-- "ok", or "raised: " and the first line of the error (at most 200
+-- characters) when the phase's function raised.
+local function raised(err)
+  local text = tostring(err):match("^%s*(.-)%s*$"):match("^[^\n]*")
+  if text == "" then text = "error" end
+  local n = utf8.len(text)
+  if n and n > 200 then
+    text = text:sub(1, utf8.offset(text, 198) - 1) .. "..."
+  elseif not n and #text > 200 then
+    text = text:sub(1, 197) .. "..."
+  end
+  return "raised: " .. text
+end
+
 -- Start the lowest-after-mark window now (e.g. just before a drop).
 function Phase:mark(label)
   self.rec.sampler:mark()
@@ -138,7 +168,7 @@ function Phase:mark(label)
 end
 
 -- Attach a figure of the experiment's own.
-function Phase:note(key, value) self.notes[key] = value end
+function Phase:note(key, value) self.notes[json_note(key, value)] = value end
 
 local Recorder = {}
 Recorder.__index = Recorder
@@ -164,7 +194,8 @@ local function heap_figures(heap)
 end
 
 -- Run fn(phase) as the named phase; its record is kept even if fn raises
--- (the error then propagates and fails the arm).  Returns the record.
+-- (its status then says so and the error propagates and fails the arm).
+-- Returns the record.
 function Recorder:phase(name, heap, fn)
   local s = self.sampler
   s:reset()
@@ -194,13 +225,14 @@ function Recorder:phase(name, heap, fn)
   r.phys_low_after_mark = ph.marked and summ.min_phys_after_mark or H.null
   r.samples = summ.samples
   r.notes = ph.notes
+  r.status = ok and "ok" or raised(err)
   if heap ~= nil and not heap:closed() then r.stats = heap:stats() end
   self.records[#self.records + 1] = r
   if not ok then error(err, 0) end
   return r
 end
 
-function Recorder:note(key, value) self.notes[key] = value end
+function Recorder:note(key, value) self.notes[json_note(key, value)] = value end
 
 -- The record of a phase by name.
 function Recorder:get(name)
@@ -325,7 +357,25 @@ function H.main(def)
   out.seed = def.seed or {}
   out.series = rec:series()
   rec.sampler:stop()
-  io.stdout:write(H.json(out), "\n")
+  local encoded, text = pcall(H.json, out)
+  if not encoded then
+    -- something the arm gave (an effect's figure, its params) cannot be
+    -- encoded: the arm's JSON is still written, that part as null (or []),
+    -- and the arm fails saying so
+    local why = ("cannot encode the arm's JSON: %s"):format(text)
+    for k, v in pairs(out) do
+      if not pcall(H.json, v) then
+        local array = getmetatable(v) == array_mt
+        why = why .. ("; %q written as %s"):format(k, array and "[]" or "null")
+        out[k] = array and H.array() or H.null
+      end
+    end
+    out.error = (out.error ~= H.null and out.error .. "\n" or "") .. why
+    io.stderr:write(why, "\n")
+    ok = false
+    text = H.json(out)
+  end
+  io.stdout:write(text, "\n")
   io.stdout:flush()
   local failed = not ok
   for _, e in ipairs(rec.effects) do

@@ -321,6 +321,56 @@ def test_report_writes_the_expected_files(tmp_path):
     assert os.path.exists(results / "E1" / "report" / "E1_footprint.png")
 
 
+FULL_DISK = """
+import resource, signal, sys
+from heaplab import analysis as hla     # (imports and caches written before the limit)
+import matplotlib.pyplot
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG
+limit = int(sys.argv[3])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+try:
+    hla.report(sys.argv[1], sys.argv[2])
+except OSError as e:
+    print("failed:", e)
+    sys.exit(3)
+"""
+
+
+def test_a_report_write_that_fails_leaves_the_old_file_whole(tmp_path):
+    """report() wrote its CSV and PNG files in place (DataFrame.to_csv,
+    savefig on the path): a full disk or an interrupt mid-write left half a
+    file where the last report was.  They go through write_atomic now: the
+    old file stays whole.  The failing write is a real one: the child runs
+    under RLIMIT_FSIZE, so a write past the limit fails (EFBIG) as on a full
+    disk -- first with a limit below the CSVs' size, then between the
+    CSVs' and the PNGs'."""
+    results = tmp_path / "results"
+    for a in e1_like():
+        d = results / a["experiment"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{a['arm']}.json").write_text(json.dumps(a))
+    out = tmp_path / "plots"
+    hla.report(str(results), str(out))
+
+    def contents():
+        return {n: (out / n).read_bytes() for n in sorted(os.listdir(out))}
+    before = contents()
+    sizes = {n: len(b) for n, b in before.items()}
+    csv_max = max(v for n, v in sizes.items() if n.endswith(".csv"))
+    png_min = min(v for n, v in sizes.items() if n.endswith(".png"))
+    assert csv_max < png_min, sizes
+    for limit in (min(sizes.values()) // 2, (csv_max + png_min) // 2):
+        p = subprocess.run([sys.executable, "-c", FULL_DISK, str(results), str(out), str(limit)],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 3 and "failed:" in p.stdout, (limit, p.stdout, p.stderr[-2000:])
+        after = contents()
+        for n in before:
+            assert len(after[n]) == len(before[n]) and after[n] == before[n], \
+                (limit, n, len(after[n]), len(before[n]))
+        # and no temporary file is left behind
+        assert sorted(after) == sorted(before), sorted(after)
+
+
 def test_report_bad_input_is_a_clear_error(tmp_path):
     p = run_cli("report", str(tmp_path / "missing"))
     assert p.returncode == 2 and "no such folder" in p.stderr

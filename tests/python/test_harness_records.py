@@ -226,6 +226,140 @@ def test_load_arms_names_a_file_that_is_not_json(tmp_path):
     assert [r["arm"] for r in _read_csv(tmp_path / "E" / "records.csv")] == ["a", "c"]
 
 
+def _sweep_run(tmp_path):
+    """A sweep run folder by hand: meta.json, a complete task record a.r1
+    and b.r1 cut short (as a crash of an older heaplab left one)."""
+    import re
+    run = tmp_path / "run"
+    cell = run / "E" / "c000"
+    cell.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"run_id": "r", "grid": {}, "experiment": "E"}))
+
+    def task(arm):
+        sw = {"key": f"E-c000-{arm}-r1", "status": "ok", "experiment": "E", "cell": "c000",
+              "arm": arm, "repeat": 1, "values": {}}
+        return {**_arm(arm, [_record("fill", 0, "ok")]), "sweep": sw}
+    (cell / "a.r1.json").write_text(json.dumps(task("a")))
+    cut = cell / "b.r1.json"
+    cut.write_text(json.dumps(task("b"))[:80])
+    return run, cut, re.escape(str(cut))
+
+
+def test_sweep_record_readers_name_a_record_that_is_not_json(tmp_path):
+    """run_records and complete_records passed over a task record that was
+    not valid JSON without a word (a sweep frame silently short of a task);
+    they now raise naming it, as load_arms does, and skipped=[] loads the
+    others and lists it."""
+    from heaplab.sweep import complete_records
+    hla = pytest.importorskip("heaplab.analysis")
+    run, cut, cut_re = _sweep_run(tmp_path)
+    for read, name in ((complete_records, "complete_records"), (hla.run_records, "run_records")):
+        with pytest.raises(ValueError, match=f"{cut_re}: is not valid JSON.*"
+                                             rf"pass skipped=\[\] to {name} to load the others"):
+            read(str(run))
+        skipped = []
+        with pytest.warns(UserWarning, match="b.r1.json is not valid JSON"):
+            found = read(str(run), skipped=skipped)
+        assert [p for p, _ in skipped] == [str(cut)] and "not valid JSON" in skipped[0][1]
+        arms = list(found) if isinstance(found, dict) else [d["sweep"]["key"] for d in found]
+        assert arms == ["E-c000-a-r1"], arms
+    # the frames built on run_records say so too
+    with pytest.raises(ValueError, match=f"{cut_re}: is not valid JSON"):
+        hla.sweep_frame(str(run))
+    # a file that cannot be read is named the same way
+    cut.unlink()
+    cut.mkdir()                      # open() fails: IsADirectoryError
+    with pytest.raises(ValueError, match=f"{cut_re}: cannot be read"):
+        complete_records(str(run))
+
+
+# ---- 2b. the Lua harness's phase records ---------------------------------------------------
+
+LUA_ARM = r"""
+local H = require "harness"
+local heaplab = require "heaplab"
+H.main{
+  experiment = "T", title = "a Lua phase that raises",
+  arms = { good = {}, bad = {}, badnote = {}, badeffect = {} },
+  body = function(rec, options, params)
+    local h = assert(heaplab.heap(options))
+    rec:phase("fill", h, function(ph) ph:note("n", 1) end)
+    if arg[1] == "bad" then
+      rec:phase("boom", h, function(ph) error("boom\nsecond line") end)
+    elseif arg[1] == "badnote" then
+      rec:phase("note", h, function(ph) ph:note("f", print) end)
+    elseif arg[1] == "badeffect" then
+      rec:expect("an effect", print, "asserted", true)
+    end
+    h:close()
+  end,
+}
+"""
+
+
+def _lua_arm(tmp_path, arm):
+    """Run the Lua script above as `arm`: (exit status, arm JSON, stderr)."""
+    import shutil
+    lua = shutil.which("lua5.4")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    build = os.environ.get("HEAPLAB_BUILD") or os.path.join(root, "build")
+    so = os.path.join(build, "bindings", "lua")
+    if lua is None or not os.path.exists(os.path.join(so, "heaplab.so")):
+        pytest.fail(f"needs lua5.4 and the Lua module at {so}/heaplab.so (make build)")
+    script = tmp_path / "t_lua_arm.lua"
+    script.write_text(LUA_ARM)
+    env = {**os.environ, "LUA_CPATH": os.path.join(so, "?.so") + ";;",
+           "LUA_PATH": os.path.join(root, "experiments", "lua", "?.lua") + ";;",
+           "MALLOC_PERTURB_": "0"}
+    p = subprocess.run([lua, str(script), arm], capture_output=True, text=True, env=env,
+                       timeout=120)
+    try:
+        data = json.loads(p.stdout)
+    except ValueError:
+        pytest.fail(f"arm {arm}: no arm JSON on stdout (exit {p.returncode}): "
+                    f"{p.stdout[-500:]!r} {p.stderr[-1500:]!r}")
+    return p.returncode, data, p.stderr
+
+
+def test_a_lua_phase_that_raised_says_so_as_a_python_phase_does(tmp_path):
+    """The Lua harness wrote no status on its phase records: a phase whose
+    function raised looked like a measurement.  It now writes the Python
+    harness's field: 'ok', or 'raised: <first line of the error>'."""
+    from heaplab.harness import phase_status
+    rc, data, _ = _lua_arm(tmp_path, "good")
+    assert rc == 0 and data["error"] is None, data["error"]
+    assert [(r["phase"], r.get("status")) for r in data["records"]] == [("fill", "ok")]
+    rc, data, _ = _lua_arm(tmp_path, "bad")
+    assert rc == 1 and "boom" in data["error"], (rc, data["error"])
+    st = {r["phase"]: r.get("status") for r in data["records"]}
+    assert st["fill"] == "ok", st
+    assert st["boom"].startswith("raised: ") and st["boom"].endswith(": boom"), st
+    assert phase_status(data["records"][1]) == st["boom"]
+    # the analysis refuses it as it refuses a Python phase that raised
+    hla = pytest.importorskip("heaplab.analysis")
+    with pytest.raises(ValueError, match="raised: "):
+        hla.records_frame(data)
+
+
+def test_a_lua_note_that_is_not_json_ends_the_phase_not_the_arm_document(tmp_path):
+    """A note the Lua harness could not encode (a function) made H.main's
+    encoder raise after the arm ran: no arm JSON at all on stdout.  The note
+    is refused when it is made, naming its key, as the Python harness's
+    note() does; the phase says it raised and the arm's JSON is written."""
+    rc, data, stderr = _lua_arm(tmp_path, "badnote")
+    assert rc == 1, rc
+    st = {r["phase"]: r.get("status") for r in data["records"]}
+    assert st["fill"] == "ok" and st["note"].startswith("raised: "), st
+    assert "note 'f'" in st["note"] and "JSON" in st["note"], st
+    assert "note 'f'" in data["error"]
+    # anything else the encoder cannot hold is written as null (or []), and
+    # the arm fails saying so: its JSON is still printed
+    rc, data, stderr = _lua_arm(tmp_path, "badeffect")
+    assert rc == 1 and data["effects"] == [], (rc, data["effects"])
+    assert "cannot encode the arm's JSON" in data["error"] and '"effects"' in data["error"]
+    assert [r["status"] for r in data["records"]] == ["ok"]
+
+
 # ---- 3. a command arm's script that never returns -------------------------------------------
 
 STUCK = """

@@ -349,3 +349,23 @@ def test_resume_without_a_folder_takes_latest(cluster, tmp_path):
     p = heaplab("run", "--resume", "--results", str(tmp_path), "--cluster", cluster.address,
                 "--progress", "plain")
     assert p.returncode == 0 and "0 ok, 0 failed, 1 already complete" in p.stdout, p.stdout
+
+
+def test_resume_names_a_damaged_record_and_runs_its_task_again(cluster, tmp_path):
+    """complete_records passed over a record that was not JSON without a
+    word; --resume now names it in a warning, counts its task as missing
+    and runs it again, replacing the file."""
+    p = heaplab("run", "e1", "--arms", "on", *SMALL, "--cluster", cluster.address,
+                "--results", str(tmp_path), "--progress", "plain")
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = run_folder(p.stdout)
+    (path, data), = records(run)
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text[:100])
+    p = heaplab("run", "--resume", run, "--cluster", cluster.address, "--progress", "plain")
+    assert p.returncode == 0 and "1 ok, 0 failed, 0 already complete" in p.stdout, p.stdout
+    assert f"{path} is not valid JSON" in p.stderr, p.stderr[-2000:]
+    with open(path) as f:
+        assert json.load(f)["sweep"]["status"] == "ok"

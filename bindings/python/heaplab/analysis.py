@@ -38,7 +38,8 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import FIGURES, error_summary, load_arms, phase_status
+from .harness import (FIGURES, error_summary, load_arms, load_json_record, phase_status,
+                      write_atomic)
 
 MiB = 1 << 20
 
@@ -857,6 +858,21 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
 
 # ---- report ---------------------------------------------------------------------------
 
+def _save_figure(fig, path, dpi):
+    """fig as a PNG at path, written whole (write_atomic): an interrupt or a
+    full disk leaves the old file, never half of one."""
+    import io
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    write_atomic(path, buf.getvalue())
+
+
+def _save_csv(frame, path, **kw):
+    """frame as CSV (UTF-8, as DataFrame.to_csv writes it) at path, written
+    whole (write_atomic)."""
+    write_atomic(path, frame.to_csv(**kw).encode("utf-8"))
+
+
 def _safe(name):
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in str(name))
 
@@ -890,7 +906,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
 
     def save_fig(fig, name):
         path = os.path.join(out, name)
-        fig.savefig(path, dpi=dpi)
+        _save_figure(fig, path, dpi)
         written.append(path)
         say(f"wrote {path}")
 
@@ -903,11 +919,11 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
                                       .set_index(["arm", "phase"])["status"].items()):
             say(f"{exp}/{arm_name} phase {phase!r}: {st} (kept, failed='flag')")
         path = os.path.join(out, f"{base}_records.csv")
-        df.to_csv(path, index=False)
+        _save_csv(df, path, index=False)
         written.append(path)
         say(f"wrote {path}")
         path = os.path.join(out, f"{base}_phases.csv")
-        wide(df, failed=failed).to_csv(path)
+        _save_csv(wide(df, failed=failed), path)
         written.append(path)
         say(f"wrote {path}")
         save_fig(plot_footprint(sel), f"{base}_footprint.png")
@@ -943,17 +959,18 @@ def run_meta(run: Any) -> Dict[str, Any]:
         raise ValueError(str(e)) from None
 
 
-def run_records(run: Any) -> List[Dict[str, Any]]:
-    """Every task record of a run folder (complete or failed), in task order."""
+def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
+                ) -> List[Dict[str, Any]]:
+    """Every task record of a run folder (complete or failed), in task order.
+
+    A record file that cannot be read or is not JSON raises ValueError
+    naming it, as load_arms does; with a list as `skipped` each such file is
+    appended to it as (path, reason) and left out, and a warning names it."""
     run = os.fspath(run)
     meta = run_meta(run)
     out = []
     for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
+        data = load_json_record(path, skipped, "run_records")
         if isinstance(data, dict) and "sweep" in data:
             out.append(data)
     if not out:
@@ -1198,14 +1215,14 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
 
     def save(fig, name):
         path = os.path.join(out, name)
-        fig.savefig(path, dpi=dpi)
+        _save_figure(fig, path, dpi)
         written.append(path)
         say(f"wrote {path}")
 
     for name, frame in (("sweep.csv", sweep_frame(run)), ("effects.csv", effects_frame(run)),
                         ("effect_summary.csv", effect_summary(run))):
         path = os.path.join(out, name)
-        frame.to_csv(path, index=False)
+        _save_csv(frame, path, index=False)
         written.append(path)
         say(f"wrote {path}")
     meta = run_meta(run)

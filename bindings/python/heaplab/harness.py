@@ -128,8 +128,9 @@ def _raised(exc_type: Any, exc: Any) -> str:
 def phase_status(record: Mapping[str, Any]) -> str:
     """A phase record's status: 'ok', or 'raised: ExcType: message' when the
     phase's with block raised (its figures stop where it raised: no
-    measurement of the phase).  Records written before phases carried a
-    status (and the Lua harness's) count as 'ok'."""
+    measurement of the phase; the Lua harness writes 'raised: ' and the
+    first line of the Lua error).  Records written before phases carried a
+    status count as 'ok'."""
     status = record.get("status")
     return "ok" if status is None else str(status)
 
@@ -1260,8 +1261,8 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return first
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` so that a reader -- or the file after a crash,
+def write_atomic(path: str, text: Union[str, bytes]) -> None:
+    """Write `text` (a str, or bytes written as they are) to `path` so that a reader -- or the file after a crash,
     a Ctrl-C, a full disk -- sees the old file or the new one, never half of
     one: into a temporary file in the same folder (.<name>.<pid>.<random>.tmp,
     made with the umask's permissions), flushed to disk, then os.replace().
@@ -1269,13 +1270,15 @@ def write_atomic(path: str, text: str) -> None:
     between its creation and the replace leaves one behind (hidden, and not
     *.json: load_arms never reads it).  Every writer of records uses it:
     save_arm, write_csv, the sweep's records and meta.json, the pytest
-    plugin's tables."""
+    plugin's tables, and the reports' CSV and PNG files (heaplab.analysis
+    report and report_run)."""
     folder = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
                                f"{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", newline="") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else
+              os.fdopen(fd, "w", newline="")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -1300,6 +1303,34 @@ def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
     write_csv(folder)
 
 
+#: what load_json_record returns for a file it skipped
+SKIPPED = object()
+
+
+def load_json_record(path: str, skipped: Optional[List[Tuple[str, str]]], caller: str) -> Any:
+    """The JSON in the file `path`, for the readers of records (load_arms,
+    heaplab.analysis.run_records, heaplab.sweep.complete_records).  A file
+    that cannot be read or is not JSON (half written by an older heaplab,
+    truncated, damaged) raises ValueError naming it and `caller` (the
+    public function whose `skipped=[]` loads the others) -- unless
+    `skipped` is a list: then (path, reason) is appended to it, a warning
+    names the file and SKIPPED is returned."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        reason = (f"cannot be read ({e})" if isinstance(e, OSError) else
+                  f"is not valid JSON ({e}): half written or damaged")
+        if skipped is None:
+            raise ValueError(f"{path}: {reason}; remove it, or pass skipped=[] to "
+                             f"{caller} to load the others") from None
+        import warnings
+        # stacklevel 3: the line that called `caller`
+        warnings.warn(f"heaplab: {path} {reason}: skipped", stacklevel=3)
+        skipped.append((path, reason))
+        return SKIPPED
+
+
 def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
               ) -> List[Dict[str, Any]]:
     """Every arm JSON under a results folder (recursively): the *.json files
@@ -1317,20 +1348,7 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
         for name in sorted(files):
             if not name.endswith(".json"):
                 continue
-            path = os.path.join(root, name)
-            try:
-                with open(path) as f:
-                    data = json.load(f)
-            except (OSError, ValueError) as e:
-                reason = (f"cannot be read ({e})" if isinstance(e, OSError) else
-                          f"is not valid JSON ({e}): half written or damaged")
-                if skipped is None:
-                    raise ValueError(f"{path}: {reason}; remove it, or pass skipped=[] to "
-                                     "load_arms to load the others") from None
-                import warnings
-                warnings.warn(f"heaplab: {path} {reason}: skipped", stacklevel=2)
-                skipped.append((path, reason))
-                continue
+            data = load_json_record(os.path.join(root, name), skipped, "load_arms")
             if isinstance(data, dict) and "records" in data and "arm" in data:
                 out.append(data)
     return out

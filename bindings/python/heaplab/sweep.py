@@ -361,15 +361,20 @@ def record_path(run_dir: str, task: Mapping[str, Any]) -> str:
     return os.path.join(run_dir, task["experiment"], task["cell"], f"{safe}.r{task['repeat']}.json")
 
 
-def complete_records(run_dir: str) -> Dict[str, Dict[str, Any]]:
+def complete_records(run_dir: str, skipped: Optional[List[Tuple[str, str]]] = None
+                     ) -> Dict[str, Dict[str, Any]]:
     """{task key: record} of the records in a run folder that are complete:
-    readable JSON with status ok and at least one phase record."""
+    JSON with status ok and at least one phase record.
+
+    A record file that cannot be read or is not JSON raises ValueError
+    naming it, as load_arms does; with a list as `skipped` each such file is
+    appended to it as (path, reason) and left out (its task is not
+    complete), and a warning names it."""
+    from .harness import load_json_record
     out = {}
-    for path in glob.glob(os.path.join(run_dir, "*", "*", "*.r*.json")):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
+    for path in sorted(glob.glob(os.path.join(run_dir, "*", "*", "*.r*.json"))):
+        data = load_json_record(path, skipped, "complete_records")
+        if not isinstance(data, dict):
             continue
         sw = data.get("sweep") or {}
         if sw.get("status") == "ok" and data.get("records"):
@@ -659,7 +664,9 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
     if resume:
         run_dir = os.path.abspath(resume)
         meta = load_meta(run_dir)
-        done = complete_records(run_dir)
+        # a record that is not JSON (damaged) is no complete task: it is run
+        # again and its file replaced; a warning names it
+        done = complete_records(run_dir, skipped=[])
         for t in sweep.tasks:
             t["run_id"] = meta["run_id"]
     else:
