@@ -549,3 +549,29 @@ def test_an_arm_past_its_timeout_leaves_a_failed_record(tmp_path, monkeypatch):
     assert not left, f"processes {left} of the arm outlived its timeout ({pids})"
     data = json.loads((tmp_path / "results" / "T" / "slow.json").read_text())
     assert "no result within 3.0 s" in data["error"] and data["records"] == [], data
+
+
+# A child that prints bytes that are not UTF-8 (a C library's message, a Lua
+# error carrying binary data) made run_command_arm and the sweep's run_task
+# raise UnicodeDecodeError and lose the arm's records.
+_STRAY_BYTES_ARM = textwrap.dedent("""
+    import json, sys
+    sys.stderr.buffer.write(b"warning: \\xff\\xfe not utf-8\\n")
+    sys.stderr.flush()
+    print(json.dumps({"experiment": "X", "title": "", "arm": "a", "options": {}, "params": {},
+                      "records": [{"phase": "p", "status": "ok"}], "notes": {}, "series": []}))
+""")
+
+
+def test_stray_bytes_on_stderr_keep_the_arms_records(tmp_path):
+    from heaplab.sweep import run_task
+    prog = tmp_path / "arm.py"
+    prog.write_text(_STRAY_BYTES_ARM)
+    data = run_command_arm([sys.executable, str(prog)])
+    assert data["records"] == [{"phase": "p", "status": "ok"}]
+    assert "\ufffd" in data["stderr_tail"] and "not utf-8" in data["stderr_tail"]
+    rec = run_task({"kind": "argv", "argv": [sys.executable, str(prog)], "arm": "a",
+                    "experiment": "X", "key": "k", "cell": "c", "values": {}, "repeat": 0})
+    assert rec["sweep"]["status"] == "ok", rec["sweep"]["error"]
+    assert rec["records"] == [{"phase": "p", "status": "ok"}]
+    assert "\ufffd" in rec["sweep"]["stderr_tail"]

@@ -506,6 +506,14 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
+#: How the harness reads what a child prints: UTF-8, a byte that is not UTF-8
+#: replaced by U+FFFD -- a program's stray bytes on stderr (a C library's
+#: message, a Lua error carrying binary data) raised UnicodeDecodeError here
+#: and lost the arm's records (run_command_arm, Experiment.run, the sweep's
+#: run_task, spawn_arm).
+_CHILD_TEXT: Dict[str, Any] = {"text": True, "encoding": "utf-8", "errors": "replace"}
+
+
 def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float,
                      label: str) -> subprocess.CompletedProcess:
     """Run an arm's process to its end (stdout, stderr captured) in a process
@@ -516,7 +524,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
     that (a second Ctrl-C cuts it short), then SIGKILL to whatever is left
     of the group, and ArmInterrupted with the partial JSON."""
     import signal as _signal
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **_CHILD_TEXT,
                          env=env, cwd=cwd, start_new_session=True)
     with p:
         try:
@@ -1031,13 +1039,14 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
     cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
     _announce("spawn", f"{exp_name}/{arm_name}")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=child_env(env), text=True)
+                            env=child_env(env), **_CHILD_TEXT)
 
 
 # The seeds' collector policies that E1-E6 study and that have since changed
 # default: the trigger without gc_growth_ratio (gc_live_ratio alone, partial
 # pages swept by quiet, pressure and backstop major sweeps only; docs/design.md,
-# "The trigger").  E1-E6 give them as their experiments' options
+# "The trigger"), and every cycle tracing the whole live set (no tenuring:
+# "Tenuring in the default collector").  E1-E6 give them as their experiments' options
 # (Experiment(..., options=SEED_POLICIES)), so every arm runs with them.
 SEED_POLICIES: Dict[str, Any] = {"gc_growth_ratio": 0, "tenure_full_marks": 0}
 

@@ -43,6 +43,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from .harness import _CHILD_TEXT
+
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
     "run_task", "host_info", "load_meta", "complete_records", "effects_of", "RUN_META",
@@ -178,7 +180,7 @@ def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
     returncode: Optional[int] = None
     if error is None:
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, env=_child_env(env),
+            p = subprocess.run(argv, capture_output=True, **_CHILD_TEXT, env=_child_env(env),
                                cwd=cwd, timeout=task.get("timeout") or 600)
             stderr, returncode = p.stderr, p.returncode
             try:
@@ -284,7 +286,7 @@ def _read(path: str, default: str = "") -> str:
 
 def _first_line(cmd: Sequence[str]) -> Optional[str]:
     try:
-        p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=10)
+        p = subprocess.run(list(cmd), capture_output=True, **_CHILD_TEXT, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = (p.stdout or p.stderr).strip()
@@ -327,11 +329,11 @@ def host_info() -> Dict[str, Any]:
 def _git_commit(start: str) -> Optional[Dict[str, Any]]:
     try:
         p = subprocess.run(["git", "-C", start, "rev-parse", "HEAD"], capture_output=True,
-                           text=True, timeout=10)
+                           **_CHILD_TEXT, timeout=10)
         if p.returncode != 0:
             return None
         dirty = subprocess.run(["git", "-C", start, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+                               capture_output=True, **_CHILD_TEXT, timeout=10).stdout.strip()
         return {"commit": p.stdout.strip(), "dirty": bool(dirty)}
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -398,7 +400,7 @@ def _lua_arms(script: str) -> List[str]:
     lua = shutil.which("lua5.4")
     if lua is None:
         raise SweepError("lua5.4 is not installed (tools/setup.sh installs it)")
-    p = subprocess.run([lua, script], capture_output=True, text=True, timeout=60,
+    p = subprocess.run([lua, script], capture_output=True, **_CHILD_TEXT, timeout=60,
                        env={**os.environ, "LUA_PATH": os.path.join(os.path.dirname(script),
                                                                    "?.lua") + ";;",
                             **({"LUA_CPATH": _lua_cpath()} if _lua_cpath() else {})})
