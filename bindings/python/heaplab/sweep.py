@@ -43,7 +43,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .harness import _CHILD_TEXT
+from .harness import _CHILD_TEXT, Experiment, child_env, load_json_record, write_atomic
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -119,7 +119,6 @@ class Task(dict):
 
 
 def _child_env(env: Mapping[str, str]) -> Dict[str, str]:
-    from .harness import child_env
     # the arm's environment decides: no HEAPLAB_* of the worker leaks into it
     # except what tells the harness where things are
     keep = {k: v for k, v in os.environ.items()
@@ -352,7 +351,6 @@ def load_meta(run_dir: str) -> Dict[str, Any]:
 
 
 def _write_json(path: str, data: Any) -> None:
-    from .harness import write_atomic
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_atomic(path, json.dumps(data))    # a reader never sees half a file
 
@@ -372,7 +370,6 @@ def complete_records(run_dir: str, skipped: Optional[List[Tuple[str, str]]] = No
     naming it, as load_arms does; with a list as `skipped` each such file is
     appended to it as (path, reason) and left out (its task is not
     complete), and a warning names it."""
-    from .harness import load_json_record
     out = {}
     for path in sorted(glob.glob(os.path.join(run_dir, "*", "*", "*.r*.json"))):
         data = load_json_record(path, skipped, "complete_records")
@@ -425,7 +422,6 @@ def _lua_cpath() -> Optional[str]:
 
 def _python_experiment(name: str) -> Tuple[Any, str, str]:
     """(Experiment, module path, module variable) for e1 / E4b / a path."""
-    from .harness import Experiment
     from .notebooks import experiment_module
     base = name
     tries = [name]
