@@ -660,7 +660,14 @@ static void mark_remembered(marker *m) {
 void hl__untenure_all(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   if (h->tenured_pages)
-    for (uint32_t p = 0; p < h->high_water; p++) h->tenure[p] &= (uint8_t)~(TN_TENURED | TN_REMEMBER);
+    for (uint32_t p = 0; p < h->high_water; p++) {
+      if (!(h->tenure[p] & TN_TENURED)) continue;
+      h->tenure[p] &= (uint8_t)~(TN_TENURED | TN_REMEMBER);
+      /* back on its avail list when it has room (tenuring took it off): left
+       * off, its holes waited for a major sweep, after collect() too
+       * (tests/c/collect_gives_tenured_holes_back.c) */
+      hl__page_to_state(h, p, PS_PARTIAL, false);
+    }
   h->tenured_pages = 0;
   h->tenured_bytes = 0;
 }
