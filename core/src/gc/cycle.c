@@ -331,6 +331,13 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   } else if (!minor) {
     h->cycles_since_major++; /* the backstop counts full marks only */
   }
+  /* The pressure is this cycle's (a whole mark; a major sweep when the
+   * policy allows one).  With major_sweep=never no cycle sweeps major, and
+   * a flag left set made every later cycle a whole mark: no page tenured
+   * and no minor cycle for the rest of the heap's life
+   * (tests/c/memory_pressure_lasts_one_cycle.c).  (A caller's major=0
+   * still leaves it to the next cycle, as before.) */
+  if (!minor && h->opt.major_sweep == HL_MAJOR_NEVER) h->pressure = false;
   if (!h->opt.generational) adapt_trigger(h, &t);
   for (uint32_t q = h->partial_full.head; q != HL_NIL; q = h->pages[q].next)
     h->pages[q].flags &= (uint8_t)~PF_SPLICED;
