@@ -665,8 +665,9 @@ void hl__untenure_all(hl_heap *h) {
       h->tenure[p] &= (uint8_t)~(TN_TENURED | TN_REMEMBER);
       /* back on its avail list when it has room (tenuring took it off): left
        * off, its holes waited for a major sweep, after collect() too
-       * (tests/c/collect_gives_tenured_holes_back.c) */
-      hl__page_to_state(h, p, PS_PARTIAL, false);
+       * (tests/c/collect_gives_tenured_holes_back.c).  (Only partial pages
+       * are tenured, and nothing moves a tenured one; checked all the same.) */
+      if (h->pages[p].state == PS_PARTIAL) hl__page_to_state(h, p, PS_PARTIAL, false);
     }
   h->tenured_pages = 0;
   h->tenured_bytes = 0;
