@@ -649,11 +649,20 @@ static void mark_remembered(marker *m) {
 }
 
 /* Before a whole mark: every page is untenured (its marks are cleared with
- * the others'). */
+ * the others').  A page that has room (its holes: tenured pages take no
+ * objects) goes back on its class's avail list: left on partial_full it
+ * took none until a major sweep swept it, so a collect() without one, or a
+ * periodic whole mark, left the holes of every page that had been tenured
+ * unused and carved new pages instead. */
 void hl__untenure_all(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   if (h->tenured_pages)
-    for (uint32_t p = 0; p < h->high_water; p++) h->tenure[p] &= (uint8_t)~(TN_TENURED | TN_REMEMBER);
+    for (uint32_t p = 0; p < h->high_water; p++) {
+      if (!(h->tenure[p] & TN_TENURED)) continue;
+      h->tenure[p] &= (uint8_t)~(TN_TENURED | TN_REMEMBER);
+      hl_page *d = &h->pages[p];
+      if (d->nfree > 0 || d->bump < d->nslots) hl__page_to_state(h, p, PS_PARTIAL, false);
+    }
   h->tenured_pages = 0;
   h->tenured_bytes = 0;
 }
