@@ -191,15 +191,15 @@ typedef struct hl_page {
  * handed out by bumping `cur`.  While reserved, the run's slots have their
  * allocation bits set and count as used on the page and as allocated in the
  * counters; hl__aword_flush gives back the ones not taken.  On a page with
- * PF_REFS the run is zeroed when it is reserved, so an object with slots
- * taken from it needs no slot cleared. */
+ * PF_REFS an object with slots may be taken from the run on the fast path
+ * (which clears its slot: hl__slot_zero). */
 typedef struct hl_aword {
   uint8_t *cur;   /* the next slot */
   uint8_t *end;   /* the run's end: [cur, end) not handed out yet */
   uint64_t sz;    /* the class's slot size */
-  uint64_t refs_max; /* UINT64_MAX when PF_REFS is set on the page (and the run
-                        is zeroed), else 0: the most slots a fast-path object
-                        taken from the run may have */
+  uint64_t refs_max; /* UINT64_MAX when PF_REFS is set on the page, else 0:
+                        the most slots a fast-path object taken from the run
+                        may have */
   uint32_t page;  /* the owned page */
 } hl_aword;
 
@@ -756,7 +756,7 @@ static inline void *hl__small_take(hl_heap *h, uint32_t cls) {
   return slot;
 }
 /* An object with slots is about to be taken from class cls's run on a page
- * without PF_REFS: flag the page and zero the rest of the run.  Lock held. */
+ * without PF_REFS: flag the page.  Lock held. */
 void hl__aword_refs(hl_heap *h, uint32_t cls);
 /* Give the reserved slots not taken back to their pages and the counters:
  * before anything reads the page counts or the counters (a cycle, the stats,
@@ -844,6 +844,27 @@ static inline void hl__obj_header(void *obj, uint32_t size_field, uint64_t refs)
   hl_objhdr hd = {(uint32_t)refs, size_field};
   memcpy(obj, &hd, sizeof hd);
 }
+/* An object with slots has its whole slot cleared when it is taken -- the
+ * slots for the collector, the payload so that a new object never shows a
+ * dead one's bytes -- with 16-byte stores (slot sizes are multiples of 16,
+ * 16-aligned); the header is written after.  (Runs were zeroed whole when
+ * reserved, up to 8 KiB in one burst of stores: binary-trees spent 11.5% of
+ * its samples there, the stores waiting on the lines they missed, where
+ * clearing each object as it is taken overlaps the misses with the
+ * mutator's work -- docs/performance.md, item 32.) */
+typedef uint64_t hl__v16 __attribute__((vector_size(16)));
+static inline __attribute__((always_inline)) void hl__slot_zero(uint8_t *obj, uint64_t sz) {
+  const hl__v16 z = {0, 0};
+  /* the first and the last 16 bytes (the same ones in a 16-byte slot; all
+   * of a 32-byte one, a binary-trees node), then what lies between */
+  memcpy(obj, &z, sizeof z);
+  memcpy(obj + sz - 16, &z, sizeof z);
+  if (hl_likely(sz <= 32)) return;
+  for (uint8_t *p = obj + 16; p < obj + sz - 16; p += 16) {
+    __asm__("" : "+r"(p)); /* (else the compiler makes the loop a call to memset) */
+    memcpy(p, &z, sizeof z);
+  }
+}
 static inline void hl__obj_init(void *obj, uint32_t size_field, uint64_t refs) {
   hl__obj_header(obj, size_field, refs);
   void **slots = hl__slots(obj);
@@ -861,8 +882,9 @@ static inline void hl__obj_init(void *obj, uint32_t size_field, uint64_t refs) {
  * slots were charged to it when it was reserved: small.c), so taking a slot
  * needs no compare with the trigger, and a run is closed when alloc_limit
  * drops below what is charged (hl__alloc_limit_update: the large trigger
- * due, a heap limit near).  An object with slots needs its run zeroed (its
- * page has PF_REFS), so only the header is written.  held: the calling
+ * due, a heap limit near).  An object with slots needs a page with
+ * PF_REFS (the marker pushes only objects of such pages) and its slot
+ * cleared, then the header is written.  held: the calling
  * thread holds the heap (hl_enter), so no background collector can be
  * waiting at a safepoint for it.  Lock held (or the heap held). */
 static inline __attribute__((always_inline)) void *hl__obj_alloc_fast_t(hl_heap *h, uint64_t size,
@@ -876,6 +898,7 @@ static inline __attribute__((always_inline)) void *hl__obj_alloc_fast_t(hl_heap 
   uint8_t *obj = a->cur;
   if (hl_unlikely((uintptr_t)a->end - (uintptr_t)obj < a->sz)) return NULL; /* (see hl__small_take) */
   a->cur = obj + a->sz;
+  if (refs) hl__slot_zero(obj, a->sz);
   ((hl_objhdr *)obj)->refs = (uint32_t)refs;
   ((hl_objhdr *)obj)->size = (uint32_t)size;
   return obj;

@@ -1,12 +1,12 @@
-/* "Slots start empty" on memory that held objects: a class's run on a page
- * with slot-holding objects is zeroed when it is reserved (or when the first
- * object with slots is taken from it: hl__aword_refs), so every allocation
- * path must find its slots zeroed whichever run or page it lands in -- the
- * raw fast paths (hl_obj_new, hl_obj_new_in), the handle API (hl_alloc) and
- * the allocation sequence.  First the pages are filled with objects whose
- * slots and payloads are all non-zero and dropped (page_release off: the
- * bytes stay), then objects of every slot count are allocated over them,
- * with reads (the heap check: flushes in the middle of a run) and cycles in
+/* "Slots start empty" on memory that held objects: an object with slots has
+ * its slot cleared when it is taken (hl__slot_zero: the fast path and the
+ * allocation sequence; runs are not zeroed ahead), so every allocation path
+ * must find its slots zeroed whichever run or page it lands in -- the raw
+ * fast paths (hl_obj_new, hl_obj_new_in), the handle API (hl_alloc) and the
+ * allocation sequence.  First the pages are filled with objects whose slots
+ * and payloads are all non-zero and dropped (page_release off: the bytes
+ * stay), then objects of every slot count are allocated over them, with
+ * reads (the heap check: flushes in the middle of a run) and cycles in
  * between.  verify: the slots a flush gives back keep their poison. */
 #include "check.h"
 #include "internal.h"

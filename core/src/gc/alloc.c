@@ -35,14 +35,17 @@ int hl__check_alloc_args(hl_heap *h, const char *what, uint64_t size, uint64_t r
   return HL_OK;
 }
 
-/* Step 4 on the small path: a slot of class cls, its page flagged PF_REFS
- * when the object has slots.  (The trigger's bytes were charged with the
- * slot's run: small.c.) */
+/* Step 4 on the small path: a slot of class cls -- when the object has
+ * slots, its page flagged PF_REFS and the slot cleared, as the fast path
+ * does.  (The trigger's bytes were charged with the slot's run: small.c.) */
 static void *take_small(hl_heap *h, uint64_t bytes, uint64_t refs) {
   uint32_t cls = hl__class_of(h, bytes);
   void *obj = hl__small_take(h, cls);
   if (hl_unlikely(!obj)) return NULL;
-  if (refs && hl_unlikely(!h->aword[cls].refs_max)) hl__aword_refs(h, cls);
+  if (refs) {
+    if (hl_unlikely(!h->aword[cls].refs_max)) hl__aword_refs(h, cls);
+    hl__slot_zero(obj, h->cls_size[cls]);
+  }
   return obj;
 }
 
@@ -69,7 +72,7 @@ static void *take(hl_heap *h, uint64_t size, uint64_t refs, uint64_t bytes, bool
   void *obj;
   if (!large) {
     obj = take_small(h, bytes, refs);
-    if (obj) hl__obj_init(obj, (uint32_t)size, refs);
+    if (obj) hl__obj_header(obj, (uint32_t)size, refs); /* (slots cleared) */
     return obj;
   }
   obj = hl__large_alloc(h, bytes, false);

@@ -25,9 +25,7 @@
 #else
 #define MID_CLASSES 4
 #endif
-static void zero_run_init(void);
 void hl__classes_init(hl_heap *h) {
-  zero_run_init();
   uint32_t max = (uint32_t)((h->opt.small_max + HL_GRANULE - 1) / HL_GRANULE * HL_GRANULE);
   uint32_t n = 0;
   for (uint32_t s = HL_GRANULE; s <= max && s <= 512; s += HL_GRANULE) h->cls_size[n++] = s;
@@ -154,61 +152,6 @@ static uint32_t run_cap(const hl_heap *h, uint64_t sz) {
 /* Bits [0, n) of a word (n may exceed 64). */
 static inline uint64_t low_bits(uint32_t n) { return n >= 64 ? ~0ULL : ((1ULL << n) - 1); }
 
-typedef uint64_t hl_v16 __attribute__((vector_size(16)));
-static void zero_run_16(uint8_t *from, uint8_t *to) {
-  /* 16-byte stores (slots are multiples of 16 bytes, 16-aligned).  Not
-   * memset: glibc zeroes a run of this size with `rep stosb`, which callgrind
-   * counts as one instruction per byte (480 M of binary-trees' 2,090 M at
-   * depth 16, against 60 M this way); the empty asm keeps the compiler from
-   * turning the loop back into the call. */
-  const hl_v16 z = {0, 0};
-  uint8_t *p = from;
-  for (; p + 64 <= to; p += 64) {
-    __asm__("" : "+r"(p));
-    ((hl_v16 *)p)[0] = z;
-    ((hl_v16 *)p)[1] = z;
-    ((hl_v16 *)p)[2] = z;
-    ((hl_v16 *)p)[3] = z;
-  }
-  for (; p < to; p += 16) *(hl_v16 *)p = z;
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-/* The same with 32-byte stores where the CPU has AVX2 (chosen once). */
-typedef uint64_t hl_v32 __attribute__((vector_size(32)));
-__attribute__((target("avx2"))) static void zero_run_32(uint8_t *from, uint8_t *to) {
-  const hl_v32 z = {0, 0, 0, 0};
-  uint8_t *p = from;
-  for (; p + 128 <= to; p += 128) {
-    __asm__("" : "+r"(p));
-    __builtin_memcpy(p, &z, 32); /* (unaligned stores: runs are 16-aligned) */
-    __builtin_memcpy(p + 32, &z, 32);
-    __builtin_memcpy(p + 64, &z, 32);
-    __builtin_memcpy(p + 96, &z, 32);
-  }
-  zero_run_16(p, to);
-}
-static void (*zero_run_fn)(uint8_t *, uint8_t *);
-static void zero_run_choose(void) {
-  zero_run_fn = __builtin_cpu_supports("avx2") ? zero_run_32 : zero_run_16;
-}
-static pthread_once_t zero_run_once = PTHREAD_ONCE_INIT;
-static void zero_run_init(void) { pthread_once(&zero_run_once, zero_run_choose); }
-#else
-static void zero_run_init(void) {}
-#endif
-
-/* Zero the slots [from, to) of a run: objects with slots taken from it then
- * need none cleared.  The bytes would be written by the objects anyway, a
- * few instants later; zeroing them in one go also brings their lines in. */
-static void zero_run(uint8_t *from, uint8_t *to) {
-  if (to <= from) return;
-#if defined(__x86_64__) && defined(__GNUC__)
-  zero_run_fn(from, to);
-#else
-  zero_run_16(from, to);
-#endif
-}
-
 /* Set or clear the bits [i, i + n) of a bitmap. */
 static void bits_set(uint64_t *bm, uint32_t i, uint32_t n, bool set) {
   while (n) {
@@ -239,7 +182,8 @@ static uint32_t free_run(const uint64_t *ab, uint32_t i, uint32_t limit) {
  * the class's allocation run: the lowest run of free slots below bump (from
  * the cursor's word on), else slots from bump -- at most RUN_MAX, and in the
  * collected mode no further than the trigger (run_cap).  Its allocation bits
- * are set and it is charged now; on a page with PF_REFS it is zeroed.  1 when
+ * are set and it is charged now (an object with slots taken from it has its
+ * slot cleared when taken: hl__slot_zero).  1 when
  * reserved, 0 when the page is full, -1 when a released OS page of the run
  * would not come back (sub-page release; the page takes no slot now).  (A run of RUN_MAX 32-byte slots is 8 KiB: the
  * refill, a few hundred instructions through the allocation sequence, comes
@@ -282,7 +226,6 @@ static int aword_reserve(hl_heap *h, uint32_t cls, uint32_t p) {
   bool refs = (d->flags & PF_REFS) != 0;
   h->aword[cls] = (hl_aword){.cur = at, .end = at + k * sz, .sz = sz, .page = p,
                              .refs_max = refs ? UINT64_MAX : 0};
-  if (refs) zero_run(at, at + k * sz);
   return 1;
 }
 
@@ -303,9 +246,7 @@ void hl__aword_flush(hl_heap *h) {
       d->used -= k;
       d->nfree += k; /* below bump now, free */
       if (first / 64 < d->cursor) d->cursor = first / 64;
-      aword_charge(h, c, -(int64_t)k);
-      /* verify: free slots carry the poison (a zeroed run's lost it) */
-      if (h->opt.verify && a->refs_max) hl__poison(a->cur, (size_t)(a->end - a->cur));
+      aword_charge(h, c, -(int64_t)k); /* (their bytes untouched: verify's poison intact) */
     }
     a->cur = a->end = NULL;
   }
@@ -316,7 +257,6 @@ void hl__aword_refs(hl_heap *h, uint32_t cls) {
   hl_aword *a = &h->aword[cls];
   a->refs_max = UINT64_MAX;
   h->pages[a->page].flags |= PF_REFS;
-  zero_run(a->cur, a->end);
 }
 
 uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p) {
