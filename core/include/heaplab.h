@@ -784,8 +784,10 @@ void *hl_obj_get(const void *obj, uint64_t slot);
  * hl_obj_set (or hl_obj_new_in / hl_ref_set): it is the write barrier of a
  * generational heap (option generational), which otherwise would not see
  * an old object refer to a young one, and would free the young one.  Like
- * every raw-object call it takes no lock: with collector=background, make
- * raw stores with the heap held (hl_enter), or a cycle may run beside them. */
+ * every raw-object call it takes no lock: make raw stores with the heap held
+ * (hl_enter) whenever a cycle could run beside them -- collector=background,
+ * or another thread allocating from the same heap (its allocation may run a
+ * cycle on the sync collector too). */
 void hl_obj_set(void *obj, uint64_t slot, void *value);
 
 #ifndef HL_CDEF
