@@ -635,7 +635,9 @@ int hl_stats_get(hl_heap *heap, hl_stats *out);
 /* Copy up to cap events, oldest first; clear = consume them. */
 int hl_events_read(hl_heap *heap, hl_event *buf, size_t cap, size_t *count,
                    int clear);
-/* Bytes of the heap's reservation resident now (mincore). */
+/* Bytes of the heap's reservation resident now (mincore): its carved pages;
+ * with thp, to the end of the last carved 2 MiB chunk (the kernel backs a
+ * chunk whole) and over the chunks a running prefault helper faults in. */
 int hl_resident_bytes(hl_heap *heap, uint64_t *out);
 /* VMAs of /proc/self/maps that overlap the heap's reservation. */
 int hl_vma_count(hl_heap *heap, uint64_t *out);

@@ -1081,6 +1081,9 @@ uint32_t hl__prefault_pick(const uint8_t *state, uint32_t first, uint32_t end, u
  * stats, and chunks it faulted in that no page was carved from are given
  * back.  Nothing when pf is NULL.  Lock held. */
 void hl__prefault_stop(hl_heap *h, hl_prefault *pf);
+/* Bytes from the reservation's base to the end of the chunks the running
+ * helper may fault in (0 when none runs): they may be resident.  Lock held. */
+uint64_t hl__prefault_reach(const hl_heap *h);
 /* thp: chunk c had `released_pages` whole pages, or `released_bytes` of OS
  * pages inside pages that stay (sub-page release), released by a trim.  A
  * chunk that may have been one huge page (CH_HUGE) is split: thp_splits

@@ -263,3 +263,7 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
   pthread_mutex_destroy(&pf->mu);
   hl__sys_free(pf);
 }
+
+uint64_t hl__prefault_reach(const hl_heap *h) {
+  return h->prefault ? (uint64_t)h->prefault->end * PRIM_HUGE_BYTES : 0;
+}
