@@ -318,6 +318,21 @@ void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
     if (subpage) h->tally.thp_subpage_splits++;
     hl__event(h, HL_EV_thp_split, 4, (int64_t)c0, (int64_t)released_pages, (int64_t)in_use,
               (int64_t)released_bytes);
+    /* The last, partly carved chunk: the huge page covered its uncarved
+     * rest too, which stays resident, for nothing, until pages are carved
+     * there -- for the heap's life when they never are (1.5 MiB of a heap
+     * whose 4.5 MiB fill was dropped).  Split now, it costs no huge page:
+     * given back with one call, the lock held (a carve would race with the
+     * call), a refusal only leaves it as it was. */
+    uint64_t end = (uint64_t)c0 + per;
+    if (end > h->npages_max) end = h->npages_max;
+    if (c0 < h->high_water && h->high_water < end) {
+      prim_result r = prim_call(&h->prim, HL_SITE_release, hl__page_addr(h, h->high_water),
+                                (size_t)(end - h->high_water) << h->page_shift,
+                                advice_op(h->opt.release_advice));
+      h->tally.release_calls++;
+      (void)r;
+    }
   }
   /* every page released: no huge page there now, a touch may fault one */
   if (in_use == 0) h->chunk[c] = CH_EMPTY;
