@@ -641,6 +641,11 @@ hl_list *hl__list_of(hl_heap *h, uint32_t p);
 void hl__page_to_state(hl_heap *h, uint32_t p, int state, bool at_head);
 void hl__page_format(hl_heap *h, uint32_t p, uint32_t cls);
 void hl__page_unformat(hl_heap *h, uint32_t p);
+/* fork() child: the pages left in flight by calls of threads that stayed in
+ * the parent (all empty: a page is formatted and owned before its lock is
+ * dropped again) go back to the released pools when they carry a release
+ * kind (a restore was under way), else to the free pool.  Lock held. */
+void hl__pages_orphaned(hl_heap *h);
 /* Carve the next page of the reservation (in flight, unformatted), or HL_NIL. */
 uint32_t hl__page_carve(hl_heap *h);
 /* Manual mode: the lowest-addressed page on partial_avail[cls], or HL_NIL. */

@@ -83,6 +83,16 @@ static void fork_child(void) {
      * its mutex may have been held there: the child's allocations fault
      * their chunks in themselves */
     h->prefault = NULL;
+    /* and so did the calls other threads were making: fork_prepare took the
+     * lock where such a call had dropped it (a fill, or any allocation,
+     * while the kernel faults in or restores the page it took): its hold on
+     * moving objects, its bulk flag and that empty page, in flight, would
+     * stay for the child's life -- compaction blocked, every later page
+     * faulted in ahead, the page never used nor released.  (This thread
+     * makes no heaplab call: it is in fork().) */
+    h->nomove = 0;
+    h->bulk = false;
+    if (h->state_count[PS_IN_FLIGHT]) hl__pages_orphaned(h);
     if (hl__held != h) hl__unlock_raw(h);
   }
   pthread_rwlock_unlock(&registry_lock);

@@ -213,6 +213,24 @@ void hl__page_unformat(hl_heap *h, uint32_t p) {
   d->nfree = 0;
 }
 
+void hl__pages_orphaned(hl_heap *h) {
+  for (uint32_t p = 0; p < h->high_water && h->state_count[PS_IN_FLIGHT]; p++) {
+    hl_page *d = &h->pages[p];
+    if (d->state != PS_IN_FLIGHT) continue;
+    if (d->release == RK_PRIMARY || d->release == RK_FALLBACK) {
+      bool parked = (d->flags & PF_PARKED) != 0;
+      d->flags &= (uint8_t)~PF_PARKED;
+      hl__page_to_state(h, p, parked ? PS_REUSE_FAILED : PS_RELEASED, false);
+    } else {
+      /* (a fresh page's descriptor may hold verify's garbage) */
+      d->release = RK_NONE;
+      d->flags = 0;
+      hl__page_unformat(h, p);
+      hl__page_to_state(h, p, PS_FREE, false);
+    }
+  }
+}
+
 /* ---- carving ---- */
 
 /* The next page of the reservation, in flight and not yet formatted, or
