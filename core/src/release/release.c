@@ -332,6 +332,8 @@ void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
                                 advice_op(h->opt.release_advice));
       h->tally.release_calls++;
       (void)r;
+      /* its next fresh pages fault in one by one again: a fill populates them */
+      if (h->thp_ready_chunk == c) h->thp_ready_chunk = UINT32_MAX;
     }
   }
   /* every page released: no huge page there now, a touch may fault one */
