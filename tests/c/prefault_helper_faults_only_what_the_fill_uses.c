@@ -11,6 +11,9 @@
  *     what the helper faulted in beyond is given back (thp_prefault_unused),
  *     residency as without the helper;
  *   - a refused MADV_POPULATE_WRITE stops the helper, counted, same fill;
+ *     a refusal for good (EINVAL: a kernel before 5.14; ENOSYS, EPERM)
+ *     starts no helper in later fills (on cff259f thp=madvise started one
+ *     per fill, refused again each time: thp_populate_refused 3 for 3 fills);
  *   - a second thread filling the same heap meanwhile (no helper of its
  *     own) waits for the helper's chunk it reaches: both fills' objects
  *     intact (their indexes may differ: see leaves_sum).
@@ -173,6 +176,22 @@ static void leaves_sum(hl_heap *h, hl_ref r, uint64_t *sum, uint64_t *objs) {
   OK(h, hl_ref_release(h, k));
 }
 
+static void refused_for_good(void) {
+  hl_heap *h = HEAP("thp=madvise", "thp_prefault=4", "warm_pages=0", "warm_demand_trims=0");
+  bool can = helper_can_run(h);
+  OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_always, 0, EINVAL));
+  uint64_t sum, objs;
+  for (int i = 0; i < 3; i++) fill_sum(h, 16u << 20, &sum, &objs, NULL);
+  hl_stats s = stats_of(h);
+  CHECK(s.thp_prefault_chunks == 0, "populated while refused");
+  if (can)
+    CHECK(s.thp_populate_refused == 1 && s.thp_errno == EINVAL,
+          "%" PRIu64 " refusals (errno %" PRIu64 ") in 3 fills: EINVAL is for good, only the first "
+          "fill's helper should have asked", s.thp_populate_refused, s.thp_errno);
+  OK(h, hl_heap_check(h));
+  hl_heap_free(h);
+}
+
 static void *side(void *arg) {
   side_fill *f = arg;
   for (int i = 0; i < 4; i++) {
@@ -218,6 +237,7 @@ int main(void) {
   released_pages_first();
   garbage_swept_meanwhile();
   refused();
+  refused_for_good();
   beside_another_thread();
   return 0;
 }

@@ -241,6 +241,10 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
   if (pf->err) {
     h->tally.thp_populate_refused++;
     h->tally.thp_errno = (uint64_t)pf->err;
+    /* refused for good (a kernel before 5.14, or one that forbids it): no
+     * later phase starts a helper to be refused again, thp=madvise too
+     * (populate_chunk's own refusal says the same for thp=populate) */
+    if (pf->err == EINVAL || pf->err == ENOSYS || pf->err == EPERM) h->thp_populate_off = true;
   }
   /* faulted in by the helper, no page carved: given back, a call per run
    * of such chunks (chunks the allocation claimed are below high_water's
