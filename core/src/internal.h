@@ -327,6 +327,8 @@ struct hl_heap {
   unsigned chunk_shift;     /* thp: log2 of the pages in a chunk */
   size_t chunk_bytes;       /* thp: size of the chunk table's reservation */
   uint32_t thp_ready_chunk; /* thp: the fresh chunk faulted in whole (reuse.c) */
+  uint32_t thp_tail_chunk;  /* thp: the last chunk, whose uncarved rest a refused call
+                               left resident: later trims try again (release.c) */
   bool thp_populate_off;    /* thp: MADV_POPULATE_WRITE refused for good (no chunk populate, no prefault helper) */
   struct hl_prefault *prefault; /* thp_prefault: the bulk phase's helper, or NULL */
 

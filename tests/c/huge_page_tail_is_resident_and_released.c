@@ -15,6 +15,8 @@
  *
  * The checks that need huge pages run only where thp_enabled says the kernel
  * gives them and AnonHugePages shows the chunk. */
+#include <errno.h>
+
 #include "check.h"
 
 #define CHUNK ((uint64_t)2 << 20)
@@ -78,10 +80,43 @@ static void dropped_fill_gives_the_last_chunk_back(const char *thp) {
   hl_heap_free(h);
 }
 
+/* The call over the rest refused (fault site release, sticky on the first
+ * uncarved page: the pages' own calls do not cover it): a later trim tries
+ * again.  On 1cc283c nothing did -- the chunk stayed split with its rest
+ * resident for good. */
+static void refused_rest_is_retried(void) {
+  hl_heap *h = HEAP("thp=populate", "warm_pages=0", "warm_demand_trims=0", "thp_prefault=0",
+                    "release_per_sweep=1048576", "syscall_retry_max=0", "verify=1");
+  hl_ref r;
+  OK(h, hl_fill(h, 4u << 20, 248, 0, &r));
+  hl_stats a = stats_of(h);
+  CHECK(a.total_pages % 32 != 0, "%" PRIu64 " pages: the last chunk is whole", a.total_pages);
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_sticky, (int64_t)a.total_pages, EIO));
+  OK(h, hl_ref_release(h, r));
+  OK(h, hl_collect(h, 2, 1));
+  OK(h, hl_heap_check(h));
+  hl_stats b = stats_of(h);
+  uint64_t refused = resident_of(h);
+  CHECK(b.released_pages == b.total_pages, "%" PRIu64 " of %" PRIu64 " pages released",
+        b.released_pages, b.total_pages);
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_off, 0, 0));
+  OK(h, hl_trim(h));
+  uint64_t res = resident_of(h);
+  printf("rest refused: resident_bytes %.2f MiB; after the next trim %.2f MiB\n", refused / MiB,
+         res / MiB);
+  if (b.thp_enabled) CHECK(refused >= 1u << 20, "the refused rest is not resident (%.2f MiB)",
+                           refused / MiB);
+  CHECK(res <= 256u << 10, "resident_bytes %.2f MiB after a trim with nothing refused",
+        res / MiB);
+  OK(h, hl_heap_check(h));
+  hl_heap_free(h);
+}
+
 int main(void) {
   resident_counts_the_whole_chunk("thp=populate");
   resident_counts_the_whole_chunk("thp=madvise");
   dropped_fill_gives_the_last_chunk_back("thp=populate");
   dropped_fill_gives_the_last_chunk_back("thp=madvise");
+  refused_rest_is_retried();
   return 0;
 }

@@ -361,6 +361,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
     if ((e = map_table(h, (h->npages_max >> h->chunk_shift) + 1, &t, &h->chunk_bytes))) goto fail;
     h->chunk = t;
     h->thp_ready_chunk = UINT32_MAX;
+    h->thp_tail_chunk = UINT32_MAX;
   }
 
   /* thp=never: THP would make the kernel back the reservation with 2 MiB

@@ -306,6 +306,30 @@ static void chunks_after_release(hl_heap *h, whole_chunks *w, const uint32_t *re
   }
 }
 
+/* The last, partly carved chunk c is split: the huge page covered its
+ * uncarved rest too, which stays resident, for nothing, until pages are
+ * carved there -- for the heap's life when they never are (1.5 MiB of a
+ * heap whose 4.5 MiB fill was dropped).  Split, it costs no huge page:
+ * given back with one call, the lock held (a carve would race with the
+ * call).  A refused call is tried again by later trims, while c is still
+ * the last chunk and not a huge page again. */
+static void release_tail(hl_heap *h, uint32_t c) {
+  HL_ASSERT_LOCKED(h);
+  uint64_t c0 = (uint64_t)c << h->chunk_shift, end = c0 + (1u << h->chunk_shift);
+  if (end > h->npages_max) end = h->npages_max;
+  if (h->chunk[c] == CH_HUGE || !(c0 < h->high_water && h->high_water < end)) {
+    if (h->thp_tail_chunk == c) h->thp_tail_chunk = UINT32_MAX; /* nothing to retry */
+    return;
+  }
+  prim_result r = prim_call(&h->prim, HL_SITE_release, hl__page_addr(h, h->high_water),
+                            (size_t)(end - h->high_water) << h->page_shift,
+                            advice_op(h->opt.release_advice));
+  h->tally.release_calls++;
+  h->thp_tail_chunk = r.err ? c : UINT32_MAX;
+  /* its next fresh pages fault in one by one again: a fill populates them */
+  if (h->thp_ready_chunk == c) h->thp_ready_chunk = UINT32_MAX;
+}
+
 void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
                                 uint64_t released_bytes, bool subpage) {
   HL_ASSERT_LOCKED(h);
@@ -318,23 +342,7 @@ void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
     if (subpage) h->tally.thp_subpage_splits++;
     hl__event(h, HL_EV_thp_split, 4, (int64_t)c0, (int64_t)released_pages, (int64_t)in_use,
               (int64_t)released_bytes);
-    /* The last, partly carved chunk: the huge page covered its uncarved
-     * rest too, which stays resident, for nothing, until pages are carved
-     * there -- for the heap's life when they never are (1.5 MiB of a heap
-     * whose 4.5 MiB fill was dropped).  Split now, it costs no huge page:
-     * given back with one call, the lock held (a carve would race with the
-     * call), a refusal only leaves it as it was. */
-    uint64_t end = (uint64_t)c0 + per;
-    if (end > h->npages_max) end = h->npages_max;
-    if (c0 < h->high_water && h->high_water < end) {
-      prim_result r = prim_call(&h->prim, HL_SITE_release, hl__page_addr(h, h->high_water),
-                                (size_t)(end - h->high_water) << h->page_shift,
-                                advice_op(h->opt.release_advice));
-      h->tally.release_calls++;
-      (void)r;
-      /* its next fresh pages fault in one by one again: a fill populates them */
-      if (h->thp_ready_chunk == c) h->thp_ready_chunk = UINT32_MAX;
-    }
+    release_tail(h, c);
   }
   /* every page released: no huge page there now, a touch may fault one */
   if (in_use == 0) h->chunk[c] = CH_EMPTY;
@@ -535,6 +543,8 @@ void hl__trim_locked(hl_heap *h, bool forced) {
   uint64_t budget = h->fallback_count ? (uint64_t)h->opt.upgrade_per_sweep : 0;
   uint64_t upgrade_used = 0;
   bool gave_up = (take || budget) && trim_pages(h, take, budget, &upgrade_used);
+  if (h->chunk && h->thp_tail_chunk != UINT32_MAX && !gave_up)
+    release_tail(h, h->thp_tail_chunk); /* the last chunk's rest, refused before */
   if (!h->opt.subpage_release || gave_up) return;
   int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - take,
                              (uint64_t)h->opt.upgrade_per_sweep - upgrade_used);
