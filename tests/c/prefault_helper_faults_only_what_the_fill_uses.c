@@ -14,6 +14,10 @@
  *     a refusal for good (EINVAL: a kernel before 5.14; ENOSYS, EPERM)
  *     starts no helper in later fills (on cff259f thp=madvise started one
  *     per fill, refused again each time: thp_populate_refused 3 for 3 fills);
+ *   - with heap_limit_bytes the fill fails once its objects fill the room
+ *     under the limit: the helper faults in nothing beyond it (on 11afcff,
+ *     with a 16 MiB limit and thp_prefault=64, it faulted 5-18 chunks of a
+ *     200 MiB fill's window, every one beyond the limit, given back unused);
  *   - a second thread filling the same heap meanwhile (no helper of its
  *     own) waits for the helper's chunk it reaches: both fills' objects
  *     intact (their indexes may differ: see leaves_sum).
@@ -192,6 +196,19 @@ static void refused_for_good(void) {
   hl_heap_free(h);
 }
 
+static void heap_limit_bounds_the_helper(void) {
+  hl_heap *h = HEAP("thp=populate", "thp_prefault=64", "heap_limit_bytes=16m", "warm_pages=0");
+  hl_ref r;
+  CHECK(hl_fill(h, 200u << 20, SIZE, 0, &r) == HL_ENOMEM, "a 200 MiB fill under a 16 MiB limit");
+  hl_stats s = stats_of(h);
+  printf("16 MiB limit: helper %" PRIu64 " chunks, %" PRIu64 " unused; %" PRIu64 " pages carved\n",
+         s.thp_prefault_chunks, s.thp_prefault_unused, s.total_pages);
+  CHECK(s.thp_prefault_unused == 0, "the helper faulted in %" PRIu64 " chunks beyond what the "
+        "limit let the fill use (%" PRIu64 " pages carved)", s.thp_prefault_unused, s.total_pages);
+  OK(h, hl_heap_check(h));
+  hl_heap_free(h);
+}
+
 static void *side(void *arg) {
   side_fill *f = arg;
   for (int i = 0; i < 4; i++) {
@@ -238,6 +255,7 @@ int main(void) {
   garbage_swept_meanwhile();
   refused();
   refused_for_good();
+  heap_limit_bounds_the_helper();
   beside_another_thread();
   return 0;
 }
