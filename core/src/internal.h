@@ -363,7 +363,7 @@ struct hl_heap {
   uint8_t *size_to_cls;     /* index (size + 15) / 16 */
   hl_aword **aword_of;      /* index (bytes + 15) / 16, bytes up to 8 + 9 * small_max:
                                the class's run, or aword_none above small_max */
-  uint32_t small_max;
+  uint64_t small_max;       /* (64 bits: the fast paths compare it with a size in memory) */
 
   /* pools */
   uint32_t owned[HL_MAX_CLASSES];
@@ -860,14 +860,16 @@ static inline void hl__obj_header(void *obj, uint32_t size_field, uint64_t refs)
  * clearing each object as it is taken overlaps the misses with the
  * mutator's work -- docs/performance.md, item 32.) */
 typedef uint64_t hl__v16 __attribute__((vector_size(16)));
-static inline __attribute__((always_inline)) void hl__slot_zero(uint8_t *obj, uint64_t sz) {
+static inline __attribute__((always_inline)) void hl__slot_zero(uint8_t *obj, uint8_t *end,
+                                                              uint64_t sz) {
   const hl__v16 z = {0, 0};
   /* the first and the last 16 bytes (the same ones in a 16-byte slot; all
-   * of a 32-byte one, a binary-trees node), then what lies between */
+   * of a 32-byte one, a binary-trees node), then what lies between; end =
+   * obj + sz, which the fast path has at hand */
   memcpy(obj, &z, sizeof z);
-  memcpy(obj + sz - 16, &z, sizeof z);
+  memcpy(end - 16, &z, sizeof z);
   if (hl_likely(sz <= 32)) return;
-  for (uint8_t *p = obj + 16; p < obj + sz - 16; p += 16) {
+  for (uint8_t *p = obj + 16; p < end - 16; p += 16) {
     __asm__("" : "+r"(p)); /* (else the compiler makes the loop a call to memset) */
     memcpy(p, &z, sizeof z);
   }
@@ -903,9 +905,13 @@ static inline __attribute__((always_inline)) void *hl__obj_alloc_fast_t(hl_heap 
   if (hl_unlikely(refs > a->refs_max)) return NULL;
   if (!held && atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) return NULL;
   uint8_t *obj = a->cur;
-  if (hl_unlikely((uintptr_t)a->end - (uintptr_t)obj < a->sz)) return NULL; /* (see hl__small_take) */
-  a->cur = obj + a->sz;
-  if (refs) hl__slot_zero(obj, a->sz);
+  uint64_t sz = a->sz;
+  /* (integers: an empty run's cur and end are NULL; a run ends inside the
+   * reservation, so cur + sz cannot wrap) */
+  uintptr_t next = (uintptr_t)obj + sz;
+  if (hl_unlikely(next > (uintptr_t)a->end)) return NULL;
+  a->cur = (uint8_t *)next;
+  if (refs) hl__slot_zero(obj, (uint8_t *)next, sz);
   ((hl_objhdr *)obj)->refs = (uint32_t)refs;
   ((hl_objhdr *)obj)->size = (uint32_t)size;
   return obj;

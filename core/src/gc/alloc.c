@@ -44,7 +44,7 @@ static void *take_small(hl_heap *h, uint64_t bytes, uint64_t refs) {
   if (hl_unlikely(!obj)) return NULL;
   if (refs) {
     if (hl_unlikely(!h->aword[cls].refs_max)) hl__aword_refs(h, cls);
-    hl__slot_zero(obj, h->cls_size[cls]);
+    hl__slot_zero(obj, (uint8_t *)obj + h->cls_size[cls], h->cls_size[cls]);
   }
   return obj;
 }
