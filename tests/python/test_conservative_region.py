@@ -9,6 +9,7 @@ import copy
 import gc
 import pickle
 import random
+import sys
 import threading
 
 import pytest
@@ -276,3 +277,71 @@ def test_writes_beside_the_background_collector():
         for o in keep:
             o.release()
         assert collect(h).marked_objects == 0
+
+
+def sparse_victim(h):
+    """A 40-byte object alone on its 4 KiB page (85 slots of 48 bytes), with
+    room for it on the half-empty pages after: compact=always moves it at
+    the next collection unless something pins it."""
+    objs = [h.alloc(40) for _ in range(85 * 4)]
+    victim = objs[10]
+    victim.write(b"victim payload 1234")
+    for o in objs[:85]:
+        if o is not victim:
+            o.release()
+    for o in objs[85::2]:
+        o.release()
+    return victim, objs[86::2]
+
+
+def test_a_ref_stored_while_a_cycle_compacts_keeps_its_object():
+    """region.write(values) read a Ref's address when it took the value and
+    stored it after the iterable was done; region[i] = ref read it, let the
+    GIL go, then stored.  A cycle in between (here the iterable's own
+    collect(); the same for another thread's collect() or the background
+    collector) moved the object, the word held its old address, and the
+    object, its Ref released, was freed although the region "held" it.
+    The addresses are now read in C with the heap held, as they are stored."""
+    opts = dict(verify=True, compact="always", page_size=4096)
+    with heaplab.Heap(**opts) as h:
+        victim, others = sparse_victim(h)
+        region = h.conservative_region(4)
+
+        def values():
+            yield victim
+            h.collect()      # (compacts: the victim's page is all but empty)
+            yield 0
+
+        region.write(values())
+        assert h.stats().evacuated_objects > 0, "the scenario compacted nothing"
+        assert region[0] == victim._object(), "the word holds the object's old address"
+        victim.release()
+        h.collect()
+        assert h.stats().small_live_bytes >= 48 * 128, "the object the word holds was freed"
+        h.check()
+
+    # region[i] = ref: a cycle between the read of the address and the store,
+    # as another thread's would run there (a profile hook runs it)
+    with heaplab.Heap(**opts) as h:
+        victim, others = sparse_victim(h)
+        region = h.conservative_region(4)
+        fired = []
+
+        def hook(frame, event, arg):
+            if (event == "call" and not fired and frame.f_code.co_name == "_do"
+                    and frame.f_globals.get("__name__") == "heaplab"):
+                fired.append(1)
+                h.collect()
+
+        sys.setprofile(hook)
+        try:
+            region[1] = victim
+        finally:
+            sys.setprofile(None)
+        assert fired and h.stats().evacuated_objects > 0, "the scenario compacted nothing"
+        assert region[1] == victim._object(), "the word holds the object's old address"
+        live = h.stats().small_live_bytes
+        victim.release()
+        h.collect()
+        assert h.stats().small_live_bytes == live, "the object the word holds was freed"
+        h.check()
