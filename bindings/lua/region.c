@@ -12,6 +12,7 @@
  */
 /*** @submodule heaplab */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -153,7 +154,9 @@ static void store_words(lua_State *L, const char *fn, lregion *r, hl_heap *h, ui
                         uint64_t *v, const hl_ref *refs, uint64_t n) {
   int rc = HL_OK;
   uint64_t bad = 0;
-  hl_enter(h);
+  bool any = false; /* (numbers only: no need to hold the heap) */
+  for (uint64_t i = 0; i < n && !any; i++) any = refs[i] != 0;
+  if (any) hl_enter(h);
   for (uint64_t i = 0; i < n && rc == HL_OK; i++) {
     if (!refs[i]) continue;
     hl_object_info info;
@@ -163,7 +166,7 @@ static void store_words(lua_State *L, const char *fn, lregion *r, hl_heap *h, ui
   }
   if (rc == HL_OK)
     for (uint64_t i = 0; i < n; i++) store(r, start + i, v[i]);
-  hl_leave(h);
+  if (any) hl_leave(h);
   if (rc != HL_OK)
     lhl_fail(L, fn, "word %" PRIu64 ": its object was released before it was stored (nothing "
              "was stored)", start + bad + 1);

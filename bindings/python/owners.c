@@ -3,6 +3,7 @@
  * why.  Compiled into the CFFI extension (gen_cffi.py includes it).
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -189,9 +190,11 @@ int hlpy_region_store_refs(hlpy_region *r, uint64_t start, uint64_t *values, con
   if (!r->anchor) return HL_ESTALE;
   pthread_mutex_lock(&r->anchor->lock);
   int rc = region_usable(r, start, count);
+  bool any = false; /* (words of numbers only: no need to hold the heap) */
+  for (uint64_t i = 0; i < count && !any; i++) any = refs[i] != 0;
   if (rc == HL_OK) {
     hl_heap *h = r->anchor->obj;
-    hl_enter(h);
+    if (any) hl_enter(h);
     for (uint64_t i = 0; i < count && rc == HL_OK; i++) {
       if (!refs[i]) continue;
       hl_object_info info;
@@ -202,7 +205,7 @@ int hlpy_region_store_refs(hlpy_region *r, uint64_t start, uint64_t *values, con
     if (rc == HL_OK)
       for (uint64_t i = 0; i < count; i++)
         __atomic_store_n(&r->words[start + i], (void *)(uintptr_t)values[i], __ATOMIC_RELAXED);
-    hl_leave(h);
+    if (any) hl_leave(h);
   }
   pthread_mutex_unlock(&r->anchor->lock);
   return rc;
