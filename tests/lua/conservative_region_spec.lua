@@ -213,4 +213,15 @@ it("stores an object's address as it is now, after a values table's own collect"
   C.ok(h:check())
 end)
 
+it("refuses an object released before its word is stored, and stores nothing", function()
+  local h <close> = hl.heap{ verify = true }
+  local reg = h:conservative_region(3)
+  local o = h:alloc(8)
+  local values = setmetatable({ 7, o }, {
+    __len = function() return 3 end,
+    __index = function() o:release(); return 0 end })
+  C.raises({ "reg:write", "word 2: its object was released" }, function() reg:write(values) end)
+  C.eq(reg[1] + reg[2] + reg[3], 0, "nothing stored")
+end)
+
 end)

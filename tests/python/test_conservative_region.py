@@ -345,3 +345,22 @@ def test_a_ref_stored_while_a_cycle_compacts_keeps_its_object():
         h.collect()
         assert h.stats().small_live_bytes == live, "the object the word holds was freed"
         h.check()
+
+
+def test_a_ref_released_before_its_word_is_stored_is_an_error():
+    """A Ref's address is read as the words are stored, after the iterable is
+    done: a Ref the iterable released after giving it is a clear error naming
+    the word, and nothing is stored."""
+    with heaplab.Heap(verify=True) as h:
+        region = h.conservative_region(4)
+        r = h.alloc(8)
+
+        def values():
+            yield 1
+            yield r
+            r.release()
+            yield 2
+
+        with pytest.raises(heaplab.StaleRef, match="word 2: its Ref was released"):
+            region.write(values(), 1)
+        assert region.words() == [0, 0, 0, 0]
