@@ -12,7 +12,6 @@
  */
 /*** @submodule heaplab */
 #include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -149,14 +148,16 @@ static inline void store(lregion *r, uint64_t i, uint64_t v) {
  * collector's, or one a write's values table ran from its __index): with
  * compaction such a cycle moved the object, the word kept its old address,
  * and nothing kept the object.  Once stored, the word pins it.  Nothing is
- * stored if a handle was released meanwhile. */
+ * stored if a handle was released meanwhile.  Numbers too are stored with
+ * the heap held, so that no mark (which holds it) runs during a store: a
+ * word moved within the region (reg[1] = reg[n]; reg[n] = nil) beside the
+ * background collector was lost when its mark read word 1 before the first
+ * store and word n after the second. */
 static void store_words(lua_State *L, const char *fn, lregion *r, hl_heap *h, uint64_t start,
                         uint64_t *v, const hl_ref *refs, uint64_t n) {
   int rc = HL_OK;
   uint64_t bad = 0;
-  bool any = false; /* (numbers only: no need to hold the heap) */
-  for (uint64_t i = 0; i < n && !any; i++) any = refs[i] != 0;
-  if (any) hl_enter(h);
+  hl_enter(h);
   for (uint64_t i = 0; i < n && rc == HL_OK; i++) {
     if (!refs[i]) continue;
     hl_object_info info;
@@ -166,7 +167,7 @@ static void store_words(lua_State *L, const char *fn, lregion *r, hl_heap *h, ui
   }
   if (rc == HL_OK)
     for (uint64_t i = 0; i < n; i++) store(r, start + i, v[i]);
-  if (any) hl_leave(h);
+  hl_leave(h);
   if (rc != HL_OK)
     lhl_fail(L, fn, "word %" PRIu64 ": its object was released before it was stored (nothing "
              "was stored)", start + bad + 1);

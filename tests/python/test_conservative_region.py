@@ -364,3 +364,48 @@ def test_a_ref_released_before_its_word_is_stored_is_an_error():
         with pytest.raises(heaplab.StaleRef, match="word 2: its Ref was released"):
             region.write(values(), 1)
         assert region.words() == [0, 0, 0, 0]
+
+
+CYCLES_BESIDE_MOVES = 300
+
+
+def test_a_word_moved_within_the_region_beside_collections_is_kept():
+    """A region is a stack: its words move.  Moving an object's address from
+    the last word to the first (region[0] = region[-1]; region[-1] = None)
+    while another thread collects lost the object whenever a mark read word
+    0 before the first store and the last word after the second (the words
+    are read in order, the stores ran beside the mark).  Stores now hold the
+    heap, as every other heap call does: a mark sees the region before a
+    store or after it."""
+    words = 1 << 20
+    with heaplab.Heap(verify=True) as h:
+        region = h.conservative_region(words)
+        r = h.alloc(40)
+        r.write(b"m" * 40)
+        region[words - 1] = r
+        r.release()
+        done = threading.Event()
+
+        def collector():
+            try:
+                for _ in range(CYCLES_BESIDE_MOVES):
+                    h.collect()
+            finally:
+                done.set()
+
+        t = threading.Thread(target=collector)
+        t.start()
+        at = words - 1
+        try:
+            while not done.is_set():
+                to = 0 if at else words - 1
+                region[to] = region[at]
+                region[at] = None
+                at = to
+        finally:
+            done.set()
+            t.join()
+        h.collect()
+        assert h.stats().small_live_bytes == 48, "the object the region holds was freed"
+        assert region[at] and not region[words - 1 - at]
+        h.check()
