@@ -94,11 +94,13 @@ Removed by `__gc` and `__close` too.
 @type region
 */
 
-/* A word to store: an object of the region's heap (its address), an
+/* A word to store: an object of the region's heap (0, and its handle in
+ * *ref: the address is read as the word is stored, store_words), an
  * integer (its 64 bits), nil (0). */
-static uint64_t word_value(lua_State *L, int ridx, int idx, const char *fn, hl_heap *h) {
+static uint64_t word_value(lua_State *L, int ridx, int idx, const char *fn, hl_ref *ref) {
   char b[80];
   idx = lua_absindex(L, idx);
+  *ref = 0;
   if (lua_isnoneornil(L, idx)) return 0;
   if (lua_type(L, idx) == LUA_TNUMBER) {
     int ok = 0;
@@ -118,9 +120,8 @@ static uint64_t word_value(lua_State *L, int ridx, int idx, const char *fn, hl_h
   lua_pop(L, 2);
   if (!same) return (uint64_t)lhl_fail(L, fn, "the object belongs to another heap");
   if (o->ref == 0) return (uint64_t)lhl_fail(L, fn, "the object was released");
-  hl_object_info info;
-  lhl_check_rc(L, fn, h, hl_ref_info(h, o->ref, &info));
-  return info.object;
+  *ref = o->ref;
+  return 0;
 }
 
 /* A 1-based word index at idx -> the 0-based index. */
@@ -139,6 +140,37 @@ static uint64_t word_index(lua_State *L, int idx, const char *fn, const lregion 
 
 static inline void store(lregion *r, uint64_t i, uint64_t v) {
   __atomic_store_n(&r->words[i], (void *)(uintptr_t)v, __ATOMIC_RELAXED);
+}
+
+/* Store n words from word `start` (0-based): v[i], or the address of the
+ * object of handle refs[i] when that is not 0 -- read here with the heap
+ * held, so that no cycle runs between the read and the store (a background
+ * collector's, or one a write's values table ran from its __index): with
+ * compaction such a cycle moved the object, the word kept its old address,
+ * and nothing kept the object.  Once stored, the word pins it.  Nothing is
+ * stored if a handle was released meanwhile.  Numbers too are stored with
+ * the heap held, so that no mark (which holds it) runs during a store: a
+ * word moved within the region (reg[1] = reg[n]; reg[n] = nil) beside the
+ * background collector was lost when its mark read word 1 before the first
+ * store and word n after the second. */
+static void store_words(lua_State *L, const char *fn, lregion *r, hl_heap *h, uint64_t start,
+                        uint64_t *v, const hl_ref *refs, uint64_t n) {
+  int rc = HL_OK;
+  uint64_t bad = 0;
+  hl_enter(h);
+  for (uint64_t i = 0; i < n && rc == HL_OK; i++) {
+    if (!refs[i]) continue;
+    hl_object_info info;
+    rc = hl_ref_info(h, refs[i], &info);
+    if (rc == HL_OK) v[i] = info.object;
+    else bad = i;
+  }
+  if (rc == HL_OK)
+    for (uint64_t i = 0; i < n; i++) store(r, start + i, v[i]);
+  hl_leave(h);
+  if (rc != HL_OK)
+    lhl_fail(L, fn, "word %" PRIu64 ": its object was released before it was stored (nothing "
+             "was stored)", start + bad + 1);
 }
 
 /***
@@ -174,17 +206,20 @@ static int g_write(lua_State *L) {
   if (start < 1 || start - 1 > r->n || (uint64_t)n > r->n - (start - 1))
     return lhl_fail(L, fn, "%lld words from word %" PRIu64 " do not fit a region of %" PRIu64
                     " words", (long long)n, start, r->n);
-  uint64_t *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *v, 0); /* freed by Lua */
+  /* the values, then the handles (freed by Lua) */
+  uint64_t *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * 2 * sizeof *v, 0);
+  hl_ref *refs = v + n;
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, 2, i);
     /* after an allocation, and the table's __index may run any code (remove
-     * the region, close the heap): look again before each word (heap.c) */
+     * the region, close the heap, collect): look again before each word
+     * (heap.c); an object's address is read as it is stored */
     r = region_check(L, 1, fn, &h);
-    v[i - 1] = word_value(L, 1, -1, fn, h);
+    v[i - 1] = word_value(L, 1, -1, fn, &refs[i - 1]);
     lua_pop(L, 1);
   }
   r = region_check(L, 1, fn, &h); /* (n == 0: after the allocation above) */
-  for (lua_Integer i = 0; i < n; i++) store(r, start - 1 + (uint64_t)i, v[i]);
+  store_words(L, fn, r, h, start - 1, v, refs, (uint64_t)n);
   lua_pushvalue(L, 1);
   return 1;
 }
@@ -275,7 +310,9 @@ static int region_newindex(lua_State *L) {
     return lhl_fail(L, fn, "cannot set field '%s' (a region has words reg[1..#reg], not fields)",
                     lua_tostring(L, 2));
   uint64_t i = word_index(L, 2, fn, r);
-  store(r, i, word_value(L, 1, 3, fn, h));
+  hl_ref ref;
+  uint64_t v = word_value(L, 1, 3, fn, &ref);
+  store_words(L, fn, r, h, i, &v, &ref, 1);
   return 0;
 }
 

@@ -176,6 +176,42 @@ int hlpy_region_store(hlpy_region *r, uint64_t start, const uint64_t *values, ui
   return rc;
 }
 
+/* Words are stored with the heap held, and words that are Refs read then: a
+ * cycle of another thread -- a background collector's, or a collect() from
+ * another Python thread (the GIL is let go in every call) -- cannot run
+ * between the read of an object's address and its store, and once stored
+ * the word pins the object (compaction moves nothing a conservative word
+ * points into).  An address read before, in Python, could be the object's
+ * old one by the time it was stored, and the object, moved, was kept by
+ * nothing.  And no mark runs during a store (a mark holds the heap): a
+ * word moved within the region -- region[0] = region[n - 1], then
+ * region[n - 1] = None, as a stack's words move -- was lost when a mark
+ * read word 0 before the first store and word n - 1 after the second. */
+int hlpy_region_store_refs(hlpy_region *r, uint64_t start, uint64_t *values, const uint64_t *refs,
+                           uint64_t count, uint64_t *bad) {
+  *bad = UINT64_MAX;
+  if (!r->anchor) return HL_ESTALE;
+  pthread_mutex_lock(&r->anchor->lock);
+  int rc = region_usable(r, start, count);
+  if (rc == HL_OK) {
+    hl_heap *h = r->anchor->obj;
+    hl_enter(h);
+    for (uint64_t i = 0; i < count && rc == HL_OK; i++) {
+      if (!refs[i]) continue;
+      hl_object_info info;
+      rc = hl_ref_info(h, refs[i], &info);
+      if (rc == HL_OK) values[i] = info.object;
+      else *bad = i;
+    }
+    if (rc == HL_OK)
+      for (uint64_t i = 0; i < count; i++)
+        __atomic_store_n(&r->words[start + i], (void *)(uintptr_t)values[i], __ATOMIC_RELAXED);
+    hl_leave(h);
+  }
+  pthread_mutex_unlock(&r->anchor->lock);
+  return rc;
+}
+
 int hlpy_region_load(hlpy_region *r, uint64_t start, uint64_t *out, uint64_t count) {
   if (!r->anchor) return HL_ESTALE;
   pthread_mutex_lock(&r->anchor->lock);

@@ -187,4 +187,41 @@ it("raises on bad input, naming it", function()
   C.eq(reg[4], -1, "all 64 bits of a word")
 end)
 
+it("stores an object's address as it is now, after a values table's own collect", function()
+  -- reg:write read each object's address as it took the value and stored the
+  -- words at the end: a collection the table's __index ran in between (or
+  -- the background collector's) moved the object, the word held its old
+  -- address, and the object, released, was freed with the region "holding"
+  -- it.  The addresses are now read with the heap held, as they are stored.
+  local h <close> = hl.heap{ verify = true, compact = "always", page_size = 4096 }
+  local a = {}
+  for i = 1, 85 * 4 do a[i] = h:alloc(40) end -- 85 slots of 48 bytes a page
+  local victim = a[11]
+  for i = 1, 85 do if i ~= 11 then a[i]:release() end end
+  for i = 86, 85 * 4, 2 do a[i]:release() end -- room for it after
+  local reg = h:conservative_region(4)
+  local values = setmetatable({ victim }, {
+    __len = function() return 2 end,
+    __index = function() assert(h:collect()); return 0 end })
+  reg:write(values)
+  C.ok(h:stats().evacuated_objects > 0, "the scenario compacted nothing")
+  C.eq(reg[1], victim:address() - 8, "the word holds the object's start")
+  local live = h:stats().small_live_bytes
+  victim:release()
+  assert(h:collect())
+  C.eq(h:stats().small_live_bytes, live, "live bytes: the object the word holds was freed")
+  C.ok(h:check())
+end)
+
+it("refuses an object released before its word is stored, and stores nothing", function()
+  local h <close> = hl.heap{ verify = true }
+  local reg = h:conservative_region(3)
+  local o = h:alloc(8)
+  local values = setmetatable({ 7, o }, {
+    __len = function() return 3 end,
+    __index = function() o:release(); return 0 end })
+  C.raises({ "reg:write", "word 2: its object was released" }, function() reg:write(values) end)
+  C.eq(reg[1] + reg[2] + reg[3], 0, "nothing stored")
+end)
+
 end)

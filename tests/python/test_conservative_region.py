@@ -9,6 +9,7 @@ import copy
 import gc
 import pickle
 import random
+import sys
 import threading
 
 import pytest
@@ -276,3 +277,135 @@ def test_writes_beside_the_background_collector():
         for o in keep:
             o.release()
         assert collect(h).marked_objects == 0
+
+
+def sparse_victim(h):
+    """A 40-byte object alone on its 4 KiB page (85 slots of 48 bytes), with
+    room for it on the half-empty pages after: compact=always moves it at
+    the next collection unless something pins it."""
+    objs = [h.alloc(40) for _ in range(85 * 4)]
+    victim = objs[10]
+    victim.write(b"victim payload 1234")
+    for o in objs[:85]:
+        if o is not victim:
+            o.release()
+    for o in objs[85::2]:
+        o.release()
+    return victim, objs[86::2]
+
+
+def test_a_ref_stored_while_a_cycle_compacts_keeps_its_object():
+    """region.write(values) read a Ref's address when it took the value and
+    stored it after the iterable was done; region[i] = ref read it, let the
+    GIL go, then stored.  A cycle in between (here the iterable's own
+    collect(); the same for another thread's collect() or the background
+    collector) moved the object, the word held its old address, and the
+    object, its Ref released, was freed although the region "held" it.
+    The addresses are now read in C with the heap held, as they are stored."""
+    opts = dict(verify=True, compact="always", page_size=4096)
+    with heaplab.Heap(**opts) as h:
+        victim, others = sparse_victim(h)
+        region = h.conservative_region(4)
+
+        def values():
+            yield victim
+            h.collect()      # (compacts: the victim's page is all but empty)
+            yield 0
+
+        region.write(values())
+        assert h.stats().evacuated_objects > 0, "the scenario compacted nothing"
+        assert region[0] == victim._object(), "the word holds the object's old address"
+        victim.release()
+        h.collect()
+        assert h.stats().small_live_bytes >= 48 * 128, "the object the word holds was freed"
+        h.check()
+
+    # region[i] = ref: a cycle between the read of the address and the store,
+    # as another thread's would run there (a profile hook runs it)
+    with heaplab.Heap(**opts) as h:
+        victim, others = sparse_victim(h)
+        region = h.conservative_region(4)
+        fired = []
+
+        def hook(frame, event, arg):
+            if (event == "call" and not fired and frame.f_code.co_name == "_do"
+                    and frame.f_globals.get("__name__") == "heaplab"):
+                fired.append(1)
+                h.collect()
+
+        sys.setprofile(hook)
+        try:
+            region[1] = victim
+        finally:
+            sys.setprofile(None)
+        assert fired and h.stats().evacuated_objects > 0, "the scenario compacted nothing"
+        assert region[1] == victim._object(), "the word holds the object's old address"
+        live = h.stats().small_live_bytes
+        victim.release()
+        h.collect()
+        assert h.stats().small_live_bytes == live, "the object the word holds was freed"
+        h.check()
+
+
+def test_a_ref_released_before_its_word_is_stored_is_an_error():
+    """A Ref's address is read as the words are stored, after the iterable is
+    done: a Ref the iterable released after giving it is a clear error naming
+    the word, and nothing is stored."""
+    with heaplab.Heap(verify=True) as h:
+        region = h.conservative_region(4)
+        r = h.alloc(8)
+
+        def values():
+            yield 1
+            yield r
+            r.release()
+            yield 2
+
+        with pytest.raises(heaplab.StaleRef, match="word 2: its Ref was released"):
+            region.write(values(), 1)
+        assert region.words() == [0, 0, 0, 0]
+
+
+CYCLES_BESIDE_MOVES = 300
+
+
+def test_a_word_moved_within_the_region_beside_collections_is_kept():
+    """A region is a stack: its words move.  Moving an object's address from
+    the last word to the first (region[0] = region[-1]; region[-1] = None)
+    while another thread collects lost the object whenever a mark read word
+    0 before the first store and the last word after the second (the words
+    are read in order, the stores ran beside the mark).  Stores now hold the
+    heap, as every other heap call does: a mark sees the region before a
+    store or after it."""
+    words = 1 << 20
+    with heaplab.Heap(verify=True) as h:
+        region = h.conservative_region(words)
+        r = h.alloc(40)
+        r.write(b"m" * 40)
+        region[words - 1] = r
+        r.release()
+        done = threading.Event()
+
+        def collector():
+            try:
+                for _ in range(CYCLES_BESIDE_MOVES):
+                    h.collect()
+            finally:
+                done.set()
+
+        t = threading.Thread(target=collector)
+        t.start()
+        at = words - 1
+        try:
+            while not done.is_set():
+                to = 0 if at else words - 1
+                region[to] = region[at]
+                region[at] = None
+                at = to
+        finally:
+            done.set()
+            t.join()
+        h.collect()
+        assert h.stats().small_live_bytes == 48, "the object the region holds was freed"
+        assert region[at] and not region[words - 1 - at]
+        h.check()

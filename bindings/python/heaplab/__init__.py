@@ -1238,20 +1238,38 @@ class ConservativeRegion(_Slotted):
             raise IndexError(f"word {i} out of range for a region of {n} words")
         return j
 
-    def _word(self, value: Any) -> int:
+    def _word(self, value: Any) -> Tuple[int, int]:
+        """(the word, 0) for an int or None; (0, the handle) for a Ref: its
+        object's address is read in C, with the heap held, as it is stored
+        (hlpy_region_store_refs) -- read here, a cycle of another thread
+        could move the object before the store, and the word would hold its
+        old address."""
         if value is None:
-            return 0
+            return 0, 0
         if isinstance(value, Ref):
             if value._heap is not self._heap:
                 raise InvalidArgument("a region word may hold an object of its own heap only")
-            return value._object()
+            value._h()   # (a released Ref: StaleRef)
+            return 0, int(value._ref)
         number = _as_int(value)
         if number is None:
             raise TypeError(f"a region word is an int, a Ref or None, not {_tname(value)}")
         value = number
         if not 0 <= value < 1 << 64:
             raise InvalidArgument(f"a region word is an unsigned 64-bit value, got {value}")
-        return value
+        return value, 0
+
+    def _store(self, start: int, words: List[Tuple[int, int]]) -> None:
+        values = ffi.new("uint64_t[]", [w for w, _ in words])
+        refs = ffi.new("uint64_t[]", [r for _, r in words])
+        bad = ffi.new("uint64_t *")
+        try:
+            self._do(lib.hlpy_region_store_refs, start, values, refs, len(words), bad)
+        except StaleRef:
+            if bad[0] == 0xFFFFFFFFFFFFFFFF:
+                raise
+            raise StaleRef(f"word {start + bad[0]}: its Ref was released before the word was "
+                           "stored (nothing was stored)") from None
 
     def __getitem__(self, i: int) -> int:
         j = self._index(i)
@@ -1261,8 +1279,7 @@ class ConservativeRegion(_Slotted):
 
     def __setitem__(self, i: int, value: _Word) -> None:
         j = self._index(i)
-        v = self._word(value)
-        self._do(lib.hlpy_region_store, j, ffi.new("uint64_t[1]", [v]), 1)
+        self._store(j, [self._word(value)])
 
     def write(self, values: Iterable[_Word], start: int = 0) -> None:
         """Store values (ints, Refs or None) into the words from `start` on;
@@ -1274,7 +1291,7 @@ class ConservativeRegion(_Slotted):
             raise IndexError(f"{len(words)} words from word {first} do not fit a region of "
                              f"{n} words")
         if words:
-            self._do(lib.hlpy_region_store, first, ffi.new("uint64_t[]", words), len(words))
+            self._store(first, words)
 
     def words(self) -> List[int]:
         """Every word, as ints."""

@@ -131,10 +131,23 @@ static void update_slots(hl_heap *h, const evac_state *e, void *obj) {
 static void update_references(hl_heap *h, const evac_state *e) {
   for (uint32_t i = 0; i < h->handles_cap; i++)
     if (h->handles[i].obj) h->handles[i].obj = forward(h, e, h->handles[i].obj);
+  /* A region's words are the client's memory, which it may be writing now
+   * (collector=background): read with atomic loads, as the marker does, and
+   * only a word holding an evacuated object is written -- by a
+   * compare-and-swap with the value read, so a word the client stored
+   * meanwhile is left as it stored it.  (Each word was written back,
+   * forwarded or not: a store of the client's between the read and the
+   * write was lost, the word went back to its older value.) */
   for (uint32_t r = 0; r < h->nregions; r++) {
     hl_root_region *rg = &h->regions[r];
     if (rg->conservative) continue; /* (what they point into is pinned) */
-    for (uint64_t w = 0; w < rg->words; w++) rg->base[w] = forward(h, e, rg->base[w]);
+    for (uint64_t w = 0; w < rg->words; w++) {
+      void *v = __atomic_load_n(&rg->base[w], __ATOMIC_RELAXED);
+      void *to = forward(h, e, v);
+      if (to != v)
+        __atomic_compare_exchange_n(&rg->base[w], &v, to, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+    }
   }
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
@@ -174,9 +187,11 @@ static int check_no_stale(hl_heap *h, const evac_state *e, char *msg, size_t len
   for (uint32_t r = 0; r < h->nregions; r++) {
     hl_root_region *rg = &h->regions[r];
     if (rg->conservative) continue;
-    for (uint64_t w = 0; w < rg->words; w++)
-      STALE(stale(h, e, rg->base[w]), "root region %p word %llu still holds %p", (void *)rg->base,
-            (unsigned long long)w, rg->base[w]);
+    for (uint64_t w = 0; w < rg->words; w++) {
+      void *v = __atomic_load_n(&rg->base[w], __ATOMIC_RELAXED);
+      STALE(stale(h, e, v), "root region %p word %llu still holds %p", (void *)rg->base,
+            (unsigned long long)w, v);
+    }
   }
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
@@ -271,15 +286,45 @@ void hl__identities_free(hl_heap *h) {
 }
 
 /* Pins: per page, how many distinct objects conservative root regions point
- * into (NULL when there is no conservative region). */
+ * into, and objects that hold a root region's words (NULL when there are
+ * none). */
 static uint32_t *find_pins(hl_heap *h, bool *oom) {
   uint32_t *pins = NULL;
   hl_ptrset seen = {0};
+  /* A region may lie in the heap's own pages (registered in an object's
+   * payload): the objects holding its words stay where they are.  Moved,
+   * they left the region's words in a freed slot -- poison, or another
+   * object's payload once reused -- and what the region rooted unrooted
+   * (tests/c/a_region_in_an_object_stays_with_it.c). */
+  for (uint32_t r = 0; r < h->nregions; r++) {
+    const hl_root_region *rg = &h->regions[r];
+    uint8_t *lo = (uint8_t *)rg->base, *hi = lo + rg->words * sizeof(void *);
+    if (hi <= h->base || lo >= h->carved_end) continue;
+    if (lo < h->base) lo = h->base;
+    if (hi > h->carved_end) hi = h->carved_end;
+    for (uint8_t *a = lo; a < hi;) {
+      uint32_t p = hl__page_of(h, a);
+      uint8_t *pb = hl__page_addr(h, p), *pe = pb + h->page_size;
+      const hl_page *d = &h->pages[p];
+      if (hl__formatted(d->state)) {
+        uint32_t sz = h->cls_size[d->cls];
+        uint64_t last = (uint64_t)((hi < pe ? hi : pe) - 1 - pb) / sz;
+        for (uint64_t i = (uint64_t)(a - pb) / sz; i <= last && i < d->bump; i++) {
+          if (!hl__bit(hl__allocs(h, p), (uint32_t)i)) continue;
+          if (!pins && !(pins = hl__sys_calloc(h->high_water, sizeof *pins))) goto oom;
+          int n = hl__ptrset_add(&seen, pb + i * sz);
+          if (n < 0) goto oom;
+          pins[p] += (uint32_t)n;
+        }
+      }
+      a = pe;
+    }
+  }
   for (uint32_t r = 0; r < h->nregions; r++) {
     hl_root_region *rg = &h->regions[r];
     if (!rg->conservative) continue;
     for (uint64_t w = 0; w < rg->words; w++) {
-      void *obj = hl__small_resolve(h, rg->base[w], true);
+      void *obj = hl__small_resolve(h, __atomic_load_n(&rg->base[w], __ATOMIC_RELAXED), true);
       if (!obj) continue;
       if (!pins && !(pins = hl__sys_calloc(h->high_water, sizeof *pins))) goto oom;
       int a = hl__ptrset_add(&seen, obj);
