@@ -808,7 +808,12 @@ static inline void *hl_obj_data(void *obj) {
 #endif
 
 /* Register an array of object pointers scanned as roots.  conservative = 1:
- * every word that points into an object keeps it alive (E7). */
+ * every word that points into an object keeps it alive (E7).  The base names
+ * the region: a base already registered is refused (HL_EINVAL).  Words are
+ * read while a mark runs (another thread's cycle, collector=background):
+ * store them with atomic stores, and hold the heap (hl_enter) while a word
+ * moves within a region -- a mark between the copy and the clear could read
+ * the old word after the clear and the new one before the copy. */
 int hl_roots_add(hl_heap *heap, void *base, uint64_t words, int conservative);
 int hl_roots_remove(hl_heap *heap, void *base);
 

@@ -107,6 +107,11 @@ void hl__handles_destroy(hl_heap *h) {
  * any word that points into an object keeps it). */
 int hl__roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
   HL_ASSERT_LOCKED(h);
+  /* the base names the region (hl__roots_remove): one region a base */
+  for (uint32_t i = 0; i < h->nregions; i++)
+    if (h->regions[i].base == base)
+      return hl__fail(h, HL_EINVAL, "roots_add: a region at %p is already registered "
+                      "(hl_roots_remove it first)", base);
   if (h->nregions == h->regions_cap) {
     uint32_t cap = h->regions_cap ? h->regions_cap * 2 : 8;
     hl_root_region *n = hl__sys_realloc(h->regions, cap * sizeof *n);
