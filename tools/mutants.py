@@ -130,6 +130,42 @@ def tool(name):
     return found
 
 
+def descendants(pid):
+    """The processes below pid, from /proc (children first found, then theirs)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(pid):
+    """SIGKILL pid's process group and every process below it: meson test
+    starts each test in a session of its own, which killing meson's group
+    does not reach (a mutant's endless test ran on after its timeout)."""
+    below = descendants(pid)
+    for target in [pid] + below:
+        try:
+            os.killpg(os.getpgid(target), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def run(cmd, cwd, env=None, timeout=DEFAULT_TIMEOUT, log=None):
     """(returncode or 'timeout', seconds); output to log."""
     t0 = time.monotonic()
@@ -138,7 +174,7 @@ def run(cmd, cwd, env=None, timeout=DEFAULT_TIMEOUT, log=None):
     try:
         rc = p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        kill_tree(p.pid)
         p.wait()
         rc = "timeout"
     return rc, time.monotonic() - t0

@@ -6,6 +6,7 @@ build, no mutant is run here."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -58,3 +59,32 @@ def test_a_mutation_that_no_longer_applies_is_an_error(tmp_path):
     assert errors and "occurs 0 times" in errors[0] and "moved" in errors[0]
     mut["edit"][0]["old"] = "{"  # more than once: ambiguous
     assert "times, not once" in m.check_applies(mut, ROOT)[0]
+
+
+def test_a_timed_out_test_leaves_no_process_behind(tmp_path):
+    # meson test runs each test in a session of its own: killing meson's
+    # process group on the mutant's timeout left the test running -- a
+    # mutant whose test loops forever (eagain-retry-unbounded) kept a CPU
+    # busy for the rest of the machine's life.  Every process the command
+    # started goes with it.
+    m = _mutants()
+    pidfile = tmp_path / "pid"
+    script = ("import subprocess, sys, time\n"
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],"
+              " start_new_session=True)\n"
+              f"open({str(pidfile)!r}, 'w').write(str(c.pid))\n"
+              "time.sleep(600)\n")
+    rc, secs = m.run([sys.executable, "-c", script], str(tmp_path), timeout=3)
+    assert rc == "timeout"
+    pid = int(pidfile.read_text())
+    for _ in range(100):  # SIGKILL is delivered at once; the zombie is reaped by init
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state == "Z":
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    raise AssertionError(f"the command's child {pid} (its own session) still runs after the timeout")
