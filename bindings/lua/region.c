@@ -143,32 +143,14 @@ static inline void store(lregion *r, uint64_t i, uint64_t v) {
 }
 
 /* Store n words from word `start` (0-based): v[i], or the address of the
- * object of handle refs[i] when that is not 0 -- read here with the heap
- * held, so that no cycle runs between the read and the store (a background
- * collector's, or one a write's values table ran from its __index): with
- * compaction such a cycle moved the object, the word kept its old address,
- * and nothing kept the object.  Once stored, the word pins it.  Nothing is
- * stored if a handle was released meanwhile.  Numbers too are stored with
- * the heap held, so that no mark (which holds it) runs during a store: a
- * word moved within the region (reg[1] = reg[n]; reg[n] = nil) beside the
- * background collector was lost when its mark read word 1 before the first
- * store and word n after the second. */
+ * object of handle refs[i] when that is not 0 -- hl_roots_store, which
+ * reads the address and stores every word with the heap held (no cycle
+ * between the read and the store, no mark during the stores: heaplab.h).
+ * Nothing is stored if a handle was released meanwhile. */
 static void store_words(lua_State *L, const char *fn, lregion *r, hl_heap *h, uint64_t start,
                         uint64_t *v, const hl_ref *refs, uint64_t n) {
-  int rc = HL_OK;
   uint64_t bad = 0;
-  hl_enter(h);
-  for (uint64_t i = 0; i < n && rc == HL_OK; i++) {
-    if (!refs[i]) continue;
-    hl_object_info info;
-    rc = hl_ref_info(h, refs[i], &info);
-    if (rc == HL_OK) v[i] = info.object;
-    else bad = i;
-  }
-  if (rc == HL_OK)
-    for (uint64_t i = 0; i < n; i++) store(r, start + i, v[i]);
-  hl_leave(h);
-  if (rc != HL_OK)
+  if (hl_roots_store(h, &r->words[start], v, refs, n, &bad) != HL_OK)
     lhl_fail(L, fn, "word %" PRIu64 ": its object was released before it was stored (nothing "
              "was stored)", start + bad + 1);
 }

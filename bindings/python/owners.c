@@ -194,19 +194,7 @@ int hlpy_region_store_refs(hlpy_region *r, uint64_t start, uint64_t *values, con
   pthread_mutex_lock(&r->anchor->lock);
   int rc = region_usable(r, start, count);
   if (rc == HL_OK) {
-    hl_heap *h = r->anchor->obj;
-    hl_enter(h);
-    for (uint64_t i = 0; i < count && rc == HL_OK; i++) {
-      if (!refs[i]) continue;
-      hl_object_info info;
-      rc = hl_ref_info(h, refs[i], &info);
-      if (rc == HL_OK) values[i] = info.object;
-      else *bad = i;
-    }
-    if (rc == HL_OK)
-      for (uint64_t i = 0; i < count; i++)
-        __atomic_store_n(&r->words[start + i], (void *)(uintptr_t)values[i], __ATOMIC_RELAXED);
-    hl_leave(h);
+    rc = hl_roots_store(r->anchor->obj, &r->words[start], values, refs, count, bad);
   }
   pthread_mutex_unlock(&r->anchor->lock);
   return rc;

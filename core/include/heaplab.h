@@ -816,6 +816,16 @@ static inline void *hl_obj_data(void *obj) {
  * the old word after the clear and the new one before the copy. */
 int hl_roots_add(hl_heap *heap, void *base, uint64_t words, int conservative);
 int hl_roots_remove(hl_heap *heap, void *base);
+/* Store count words at words[0..count) (a root region's memory): word i is
+ * the address of refs[i]'s object when refs[i] is not 0 (values[i] is set
+ * to it), else values[i].  All with the heap held -- no cycle runs between
+ * reading an object's address and storing it (compaction could move the
+ * object and leave the word at its old address), and no mark sees some of
+ * the stores and not others (a word moved within the region) -- each an
+ * atomic store.  A released ref: its error, *bad its index, nothing stored.
+ * The bindings' region stores are this call. */
+int hl_roots_store(hl_heap *heap, void **words, uint64_t *values, const hl_ref *refs,
+                   uint64_t count, uint64_t *bad);
 
 /* ------------------------------------------------------------------------ */
 /* Manual mode                                                              */

@@ -867,6 +867,28 @@ int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
   return rc;
 }
 
+int hl_roots_store(hl_heap *h, void **words, uint64_t *values, const hl_ref *refs,
+                   uint64_t count, uint64_t *bad) {
+  CHECK_HEAP(h);
+  if (bad) *bad = UINT64_MAX;
+  if (count && (!words || !values))
+    return hl__fail(h, HL_EINVAL, "hl_roots_store: NULL %s", words ? "values" : "words");
+  hl_enter(h);
+  int rc = HL_OK;
+  for (uint64_t i = 0; refs && i < count && rc == HL_OK; i++) {
+    if (!refs[i]) continue;
+    hl_object_info info;
+    rc = hl_ref_info(h, refs[i], &info);
+    if (rc == HL_OK) values[i] = info.object;
+    else if (bad) *bad = i;
+  }
+  if (rc == HL_OK)
+    for (uint64_t i = 0; i < count; i++)
+      __atomic_store_n(&words[i], (void *)(uintptr_t)values[i], __ATOMIC_RELAXED);
+  hl_leave(h);
+  return rc;
+}
+
 int hl_roots_remove(hl_heap *h, void *base) {
   CHECK_HEAP(h);
   bool locked = hl__lock(h);
