@@ -31,6 +31,7 @@
 #ifndef HL_INTERNAL_H
 #define HL_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -329,7 +330,8 @@ struct hl_heap {
   uint32_t thp_ready_chunk; /* thp: the fresh chunk faulted in whole (reuse.c) */
   uint32_t thp_tail_chunk;  /* thp: the last chunk, whose uncarved rest a refused call
                                left resident: later trims try again (release.c) */
-  bool thp_populate_off;    /* thp: MADV_POPULATE_WRITE refused for good (no chunk populate, no prefault helper) */
+  bool populate_off;        /* MADV_POPULATE_WRITE refused for good (hl__refused_for_good): no
+                               bulk phase's page, thp chunk or prefault helper asks again */
   struct hl_prefault *prefault; /* thp_prefault: the bulk phase's helper, or NULL */
 
   /* sub-page release (release/subpage.c; NULL tables unless subpage_release):
@@ -1097,6 +1099,11 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf);
 /* Bytes from the reservation's base to the end of the chunks the running
  * helper may fault in (0 when none runs): they may be resident.  Lock held. */
 uint64_t hl__prefault_reach(const hl_heap *h);
+/* MADV_POPULATE_WRITE refused for good: a kernel before 5.14 (EINVAL), or one
+ * that forbids it (ENOSYS, EPERM); ENOMEM and the like are asked again. */
+static inline bool hl__refused_for_good(int err) {
+  return err == EINVAL || err == ENOSYS || err == EPERM;
+}
 /* thp: chunk c had `released_pages` whole pages, or `released_bytes` of OS
  * pages inside pages that stay (sub-page release), released by a trim.  A
  * chunk that may have been one huge page (CH_HUGE) is split: thp_splits

@@ -148,7 +148,7 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
   HL_ASSERT_LOCKED(h);
   /* (another thread's phase may have its helper running: one at a time) */
   if (h->prefault || !h->chunk || !h->tally.thp_enabled || h->opt.thp_prefault == 0 ||
-      h->thp_populate_off || prim_os_cpus() < 2)
+      h->populate_off || prim_os_cpus() < 2)
     return NULL;
   uint32_t per = 1u << h->chunk_shift;
   uint64_t fresh = fresh_pages(h, count, bytes);
@@ -254,7 +254,7 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
     /* refused for good (a kernel before 5.14, or one that forbids it): no
      * later phase starts a helper to be refused again, thp=madvise too
      * (populate_chunk's own refusal says the same for thp=populate) */
-    if (pf->err == EINVAL || pf->err == ENOSYS || pf->err == EPERM) h->thp_populate_off = true;
+    if (hl__refused_for_good(pf->err)) h->populate_off = true;
   }
   /* faulted in by the helper, no page carved: given back, a call per run
    * of such chunks (chunks the allocation claimed are below high_water's

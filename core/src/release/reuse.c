@@ -19,14 +19,18 @@
 
 /* Fault page p in with one call (a bulk phase only).  Outside the lock (the
  * page is in flight) unless the thread holds the heap; a failure only means
- * the page faults in the ordinary way.  Returns 1 when it took. */
+ * the page faults in the ordinary way (a refusal for good: every later page
+ * too -- it was asked again for each, 181 failing calls in two fills of
+ * 10 MiB; tests/c/populate_refused_for_good_is_asked_once.c).  Returns 1
+ * when it took. */
 static int populate(hl_heap *h, uint32_t p) {
-  if (!h->bulk) return 0;
+  if (!h->bulk || h->populate_off) return 0;
   bool dropped = hl__drop_lock(h);
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
   if (!r.err) h->tally.populated_pages++;
+  else if (hl__refused_for_good(r.err)) h->populate_off = true;
   return !r.err;
 }
 
@@ -38,7 +42,7 @@ static int populate(hl_heap *h, uint32_t p) {
  * Linux 5.14) or one that forbids it is not asked again.  Returns 1 when it
  * took. */
 static int populate_chunk(hl_heap *h, uint32_t p) {
-  if (h->opt.thp != HL_THP_POPULATE || !h->tally.thp_enabled || h->thp_populate_off) return 0;
+  if (h->opt.thp != HL_THP_POPULATE || !h->tally.thp_enabled || h->populate_off) return 0;
   bool dropped = hl__drop_lock(h);
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), PRIM_HUGE_BYTES,
                             PRIM_POPULATE);
@@ -60,7 +64,7 @@ static int populate_chunk(hl_heap *h, uint32_t p) {
   }
   h->tally.thp_populate_refused++;
   h->tally.thp_errno = (uint64_t)r.err;
-  if (r.err == EINVAL || r.err == ENOSYS || r.err == EPERM) h->thp_populate_off = true;
+  if (hl__refused_for_good(r.err)) h->populate_off = true;
   return 0;
 }
 
