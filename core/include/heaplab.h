@@ -809,7 +809,9 @@ static inline void *hl_obj_data(void *obj) {
 
 /* Register an array of object pointers scanned as roots.  conservative = 1:
  * every word that points into an object keeps it alive (E7).  The base names
- * the region: a base already registered is refused (HL_EINVAL).  Words are
+ * the region: a base already registered is refused (HL_EINVAL).  The memory
+ * must outlive its registration (a region in an object's payload is kept in
+ * place while registered, but is freed memory once that object dies).  Words are
  * read while a mark runs (another thread's cycle, collector=background):
  * store them with atomic stores, and hold the heap (hl_enter) while a word
  * moves within a region -- a mark between the copy and the clear could read
