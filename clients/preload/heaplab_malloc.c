@@ -72,8 +72,20 @@ static char stats_path[4096], events_path[4096];
 
 /* ---- set-up ---- */
 
+/* getenv without libc: the set-up's look-ups walk environ themselves, so a
+ * program that never calls getenv does not fault getenv's code in (64 KiB of
+ * libc's text around it: docs/performance.md, the preloaded library) */
+static const char *env(const char *name) {
+  for (char **e = environ; e && *e; e++) {
+    const char *v = *e, *p = name;
+    while (*p && *v == *p) v++, p++;
+    if (!*p && *v == '=') return v + 1;
+  }
+  return NULL;
+}
+
 static bool env_is(const char *name, const char *value) {
-  const char *v = getenv(name);
+  const char *v = env(name);
   return v && strcmp(v, value) == 0;
 }
 
@@ -149,7 +161,7 @@ static NOINLINE hl_heap *setup(void) {
    * attempts, the /proc reads of the set-up must not show */
   int saved_errno = errno;
   int next = ST_SYSTEM;
-  const char *alloc = getenv("HEAPLAB_ALLOCATOR");
+  const char *alloc = env("HEAPLAB_ALLOCATOR");
   if (alloc && *alloc && strcmp(alloc, "heaplab") != 0) {
     if (strcmp(alloc, "libc") != 0)
       fprintf(stderr, "libheaplab-malloc: HEAPLAB_ALLOCATOR=%s: expected heaplab or libc; "
@@ -165,16 +177,16 @@ static NOINLINE hl_heap *setup(void) {
     /* the library's small_max is a default, not the user's: with a smaller
      * HEAPLAB_PAGE_SIZE it is lowered to what a page allows (page_size/4),
      * rather than refusing a valid page size */
-    if (!rc && !getenv("HEAPLAB_SMALL_MAX") && o.small_max > o.page_size / 4)
+    if (!rc && !env("HEAPLAB_SMALL_MAX") && o.small_max > o.page_size / 4)
       o.small_max = o.page_size / 4;
     /* and its warm_pages means 1 MiB kept warm (16 pages of 64 KiB), whatever
      * the page size: 16 pages of 1 MiB kept 16 MiB after a program freed
      * everything (page_size=1m), 16 of 4 KiB 64 KiB */
-    if (!rc && !getenv("HEAPLAB_WARM_PAGES"))
+    if (!rc && !env("HEAPLAB_WARM_PAGES"))
       o.warm_pages = o.page_size >= (1 << 20) ? 1 : (1 << 20) / o.page_size;
-    if (!rc && getenv("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
+    if (!rc && env("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
       snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
-               getenv("HEAPLAB_MODE"));
+               env("HEAPLAB_MODE"));
       rc = HL_EVALUE;
     }
     hl_heap *h = NULL;
@@ -201,13 +213,13 @@ static NOINLINE hl_heap *setup(void) {
     }
   }
   setup_pid = (int)getpid();
-  if (getenv("HEAPLAB_STATS") || getenv("HEAPLAB_TRACE_EVENTS")) descendant = parent_is_preloaded();
+  if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS")) descendant = parent_is_preloaded();
   client.launcher = "libheaplab-malloc.so";
   client.allocator = next == ST_HEAPLAB ? "heaplab" : "libc";
   client.heap = next == ST_HEAPLAB ? HEAP : NULL;
   client.pid = setup_pid;
   client.start_ns = client_now_ns();
-  const char *sp = getenv("HEAPLAB_STATS"), *ep = getenv("HEAPLAB_TRACE_EVENTS");
+  const char *sp = env("HEAPLAB_STATS"), *ep = env("HEAPLAB_TRACE_EVENTS");
   if (sp && *sp) path_from_start(sp, stats_path, sizeof stats_path);
   if (ep && *ep && next == ST_HEAPLAB) path_from_start(ep, events_path, sizeof events_path);
   in_setup = 0;

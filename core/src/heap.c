@@ -249,9 +249,14 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   h->young = (uint64_t)o.young_bytes;
   h->growth_free = UINT64_MAX;
   /* mark_threads=0: the CPUs this process may run on, at most 8 */
-  uint64_t mt = o.mark_threads ? (uint64_t)o.mark_threads : prim_os_cpus();
+  /* (a manual heap never marks: it neither counts the CPUs -- sysconf and
+   * sched_getaffinity, libc code and tables the preloaded library would
+   * otherwise fault in at its set-up -- nor registers the helpers' fork
+   * handler, which hl__markers_run registers before any helper starts) */
+  uint64_t mt = o.mark_threads ? (uint64_t)o.mark_threads
+                : o.mode == HL_MODE_COLLECTED ? prim_os_cpus() : 1;
   h->mark_threads = (uint32_t)(mt < 1 ? 1 : mt > HL_MARK_THREADS_MAX ? HL_MARK_THREADS_MAX : mt);
-  hl__markers_init();
+  if (o.mode == HL_MODE_COLLECTED) hl__markers_init();
   /* the helpers' stacks and packets, mapped now rather than in a mark (a
    * mark at vm.max_map_count must map nothing: gc/mark.c); without them
    * the marks run alone (a manual heap never marks) */

@@ -172,7 +172,10 @@ int prim_os_footprint(hl_footprint *out) {
 
 size_t prim_os_page_size(void) {
   static size_t ps;
-  if (!ps) ps = (size_t)sysconf(_SC_PAGESIZE);
+  /* getpagesize, not sysconf: sysconf's switch reads a jump table in libc's
+   * read-only data, a 64 KiB window the preloaded library's set-up alone
+   * would fault in (docs/performance.md, the preloaded library) */
+  if (!ps) ps = (size_t)getpagesize();
   return ps;
 }
 

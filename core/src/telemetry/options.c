@@ -368,8 +368,10 @@ static void env_name(int i, char *var, size_t len) {
    * program has printed anything, and printf's code is 60 KiB of libc) */
   size_t n = 0;
   for (const char *p = "HEAPLAB_"; *p && n + 1 < len; p++) var[n++] = *p;
+  /* ASCII by hand: toupper reads libc's locale tables, a 64 KiB window of
+   * its read-only data no other code of a small program touches */
   for (const char *p = table[i].name; *p && n + 1 < len; p++)
-    var[n++] = (char)toupper((unsigned char)*p);
+    var[n++] = (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
   var[n] = 0;
 }
 
@@ -427,13 +429,29 @@ static void warn_unknown_env(void) {
   }
 }
 
+/* Is any HEAPLAB_ variable set?  A plain walk of environ, calling nothing:
+ * most programs have none, and then neither the sixty getenv calls below nor
+ * the code they run in libc are needed (the preloaded library's resident
+ * set, docs/performance.md). */
+static bool any_heaplab_var(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    const char *v = *e, *p = "HEAPLAB_";
+    while (*p && *v == *p) v++, p++;
+    if (!*p) return true;
+  }
+  return false;
+}
+
 int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t nskip,
                                char *err, size_t errlen) {
-  warn_unknown_env();
+  bool any = any_heaplab_var();
+  if (any) warn_unknown_env();
   if (!opts) {
     hl__fmt_err(err, errlen, "options: NULL options struct");
     return HL_EINVAL;
   }
+  if (!any) return HL_OK;
   for (int i = 0; i < NOPT; i++) {
     bool skipped = false;
     for (size_t k = 0; k < nskip && !skipped; k++)
