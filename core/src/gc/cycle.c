@@ -187,6 +187,13 @@ static int choose_major(hl_heap *h, int major_req, uint64_t *quiet_limit) {
 /* One full cycle.  Lock held; returns with it held. */
 int hl__cycle(hl_heap *h, int major_req, int reason) {
   HL_ASSERT_LOCKED(h);
+#if HL_PRELOAD
+  /* libheaplab-malloc.so's heap is always manual and never runs a cycle;
+   * without a call here --gc-sections drops the collector's code (mark,
+   * sweep, evacuation, tenuring) from the library */
+  (void)major_req, (void)reason;
+  return hl__fail(h, HL_EMODE, "cycle: a manual heap has no collector");
+#endif
   while (h->in_cycle) hl__wait(h, &h->cycle_done);
   h->in_cycle = true;
   uint64_t t0 = prim_now_ns();
