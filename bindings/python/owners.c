@@ -165,37 +165,16 @@ static int region_usable(hlpy_region *r, uint64_t start, uint64_t count) {
   return HL_OK;
 }
 
-int hlpy_region_store(hlpy_region *r, uint64_t start, const uint64_t *values, uint64_t count) {
-  if (!r->anchor) return HL_ESTALE;
-  pthread_mutex_lock(&r->anchor->lock);
-  int rc = region_usable(r, start, count);
-  if (rc == HL_OK)
-    for (uint64_t i = 0; i < count; i++)
-      __atomic_store_n(&r->words[start + i], (void *)(uintptr_t)values[i], __ATOMIC_RELAXED);
-  pthread_mutex_unlock(&r->anchor->lock);
-  return rc;
-}
-
-/* Words are stored with the heap held, and words that are Refs read then: a
- * cycle of another thread -- a background collector's, or a collect() from
- * another Python thread (the GIL is let go in every call) -- cannot run
- * between the read of an object's address and its store, and once stored
- * the word pins the object (compaction moves nothing a conservative word
- * points into).  An address read before, in Python, could be the object's
- * old one by the time it was stored, and the object, moved, was kept by
- * nothing.  And no mark runs during a store (a mark holds the heap): a
- * word moved within the region -- region[0] = region[n - 1], then
- * region[n - 1] = None, as a stack's words move -- was lost when a mark
- * read word 0 before the first store and word n - 1 after the second. */
-int hlpy_region_store_refs(hlpy_region *r, uint64_t start, uint64_t *values, const uint64_t *refs,
-                           uint64_t count, uint64_t *bad) {
+/* hl_roots_store: the addresses of Refs read and every word stored with the
+ * heap held (heaplab.h says why); the anchor's lock keeps the region and
+ * its heap from going away meanwhile. */
+int hlpy_region_store(hlpy_region *r, uint64_t start, uint64_t *values, const uint64_t *refs,
+                      uint64_t count, uint64_t *bad) {
   *bad = UINT64_MAX;
   if (!r->anchor) return HL_ESTALE;
   pthread_mutex_lock(&r->anchor->lock);
   int rc = region_usable(r, start, count);
-  if (rc == HL_OK) {
-    rc = hl_roots_store(r->anchor->obj, &r->words[start], values, refs, count, bad);
-  }
+  if (rc == HL_OK) rc = hl_roots_store(r->anchor->obj, &r->words[start], values, refs, count, bad);
   pthread_mutex_unlock(&r->anchor->lock);
   return rc;
 }

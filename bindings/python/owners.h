@@ -68,16 +68,13 @@ typedef struct hlpy_region {
 int hlpy_region_open(hl_heap *h, hlpy_region *r, hlpy_anchor *a, uint64_t n);
 /* Word access: HL_OK, HL_ECLOSED when the heap was closed, HL_ESTALE when
  * the region was removed, HL_ERANGE when [start, start + count) is not in
- * the region.  A word is written with a relaxed atomic store (a background
- * collector may be reading the region). */
-int hlpy_region_store(hlpy_region *r, uint64_t start, const uint64_t *values, uint64_t count);
-/* The same, but a word whose refs[i] is not 0 gets the address of that
- * handle's object, read with the heap held (no cycle between the read and
- * the store, so a compaction cannot leave the word at the object's old
- * address).  Nothing is stored if a handle fails: its code, *bad its index
- * (UINT64_MAX when the failure was not a handle's). */
-int hlpy_region_store_refs(hlpy_region *r, uint64_t start, uint64_t *values, const uint64_t *refs,
-                           uint64_t count, uint64_t *bad);
+ * the region.  A store is hl_roots_store: word i is values[i], or the
+ * address of handle refs[i]'s object when that is not 0, read with the heap
+ * held; every word a relaxed atomic store (a background collector may be
+ * reading the region); nothing stored when a handle fails -- its code, *bad
+ * its index (UINT64_MAX when the failure was not a handle's). */
+int hlpy_region_store(hlpy_region *r, uint64_t start, uint64_t *values, const uint64_t *refs,
+                      uint64_t count, uint64_t *bad);
 int hlpy_region_load(hlpy_region *r, uint64_t start, uint64_t *out, uint64_t count);
 /* Zero every word. */
 int hlpy_region_scrub(hlpy_region *r);

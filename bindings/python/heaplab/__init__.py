@@ -1241,7 +1241,7 @@ class ConservativeRegion(_Slotted):
     def _word(self, value: Any) -> Tuple[int, int]:
         """(the word, 0) for an int or None; (0, the handle) for a Ref: its
         object's address is read in C, with the heap held, as it is stored
-        (hlpy_region_store_refs) -- read here, a cycle of another thread
+        (hlpy_region_store) -- read here, a cycle of another thread
         could move the object before the store, and the word would hold its
         old address."""
         if value is None:
@@ -1264,7 +1264,7 @@ class ConservativeRegion(_Slotted):
         refs = ffi.new("uint64_t[]", [r for _, r in words])
         bad = ffi.new("uint64_t *")
         try:
-            self._do(lib.hlpy_region_store_refs, start, values, refs, len(words), bad)
+            self._do(lib.hlpy_region_store, start, values, refs, len(words), bad)
         except StaleRef:
             if bad[0] == 0xFFFFFFFFFFFFFFFF:
                 raise
