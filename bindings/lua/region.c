@@ -150,9 +150,11 @@ static inline void store(lregion *r, uint64_t i, uint64_t v) {
 static void store_words(lua_State *L, const char *fn, lregion *r, hl_heap *h, uint64_t start,
                         uint64_t *v, const hl_ref *refs, uint64_t n) {
   uint64_t bad = 0;
-  if (hl_roots_store(h, &r->words[start], v, refs, n, &bad) != HL_OK)
+  int rc = hl_roots_store(h, &r->words[start], v, refs, n, &bad);
+  if (rc != HL_OK && bad != UINT64_MAX)
     lhl_fail(L, fn, "word %" PRIu64 ": its object was released before it was stored (nothing "
              "was stored)", start + bad + 1);
+  lhl_check_rc(L, fn, h, rc); /* (not a handle's failure) */
 }
 
 /***
