@@ -190,9 +190,16 @@ static bool chunk_whole(const hl_heap *h, uint32_t c0, uint32_t per, uint32_t *n
 #define CH_SEEN 0x80 /* (during pick_chunks only) */
 
 /* Move the free pages of whole chunks, coldest first, to in flight into
- * rel -- at most take pages -- and their released pages to in flight into
- * w->held.  Returns how many pages went into rel. */
-static uint64_t pick_chunks(hl_heap *h, uint32_t *rel, uint64_t take, whole_chunks *w) {
+ * rel, and their released pages to in flight into w->held.  Returns how
+ * many pages went into rel: a whole chunk is taken while fewer than take
+ * pages are, even when its free pages go past take -- at most to `most`
+ * (release_per_sweep) -- because taking only part of it would split its
+ * huge page.  So a trim takes less than a chunk past take (it eats into the
+ * warm cache by that much): a manual heap's trim takes about 17 pages of
+ * 64 KiB, and a chunk whose 32 were free was split every time
+ * (tests/c/manual_trim_gives_whole_chunks_back.c). */
+static uint64_t pick_chunks(hl_heap *h, uint32_t *rel, uint64_t take, uint64_t most,
+                            whole_chunks *w) {
   uint32_t per = 1u << h->chunk_shift;
   uint64_t n = 0, nc = 0;
   /* which chunks: rel holds their first pages until they are taken (a
@@ -201,7 +208,7 @@ static uint64_t pick_chunks(hl_heap *h, uint32_t *rel, uint64_t take, whole_chun
     uint32_t c = p >> h->chunk_shift, nfree;
     if (h->chunk[c] & CH_SEEN) continue;
     h->chunk[c] |= CH_SEEN;
-    if (chunk_whole(h, c << h->chunk_shift, per, &nfree) && nfree && n + nfree <= take) {
+    if (chunk_whole(h, c << h->chunk_shift, per, &nfree) && nfree && n + nfree <= most) {
       rel[nc++] = c << h->chunk_shift;
       n += nfree;
     }
@@ -372,12 +379,23 @@ static void backoff_update(hl_heap *h, bool gave_up) {
 }
 
 /* The whole pages of a trim: release `take` free pages from the cold end of
- * the free pool, and upgrade at most `budget` fallback pages.  Returns
- * whether a call gave up; *upgrade_used: the upgrade budget it spent. */
-static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upgrade_used) {
+ * the free pool -- with thp, up to `most` when a whole chunk goes past take
+ * (pick_chunks) -- and upgrade at most `budget` fallback pages.  Returns
+ * whether a call gave up; *taken: the pages it took; *upgrade_used: the
+ * upgrade budget it spent. */
+static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget,
+                       uint64_t *taken, uint64_t *upgrade_used) {
   uint64_t budget0 = budget;
   *upgrade_used = 0;
-  uint64_t need = take + 2 * budget;
+  *taken = take;
+  /* rel's room: take pages, and less than a chunk more when a whole chunk
+   * goes past take (at most most) */
+  uint64_t room = take;
+  if (h->chunk && take) {
+    room = take + (1u << h->chunk_shift) - 1;
+    if (room > most) room = most;
+  }
+  uint64_t need = room + 2 * budget;
   if (need > h->scratch_cap) {
     uint32_t *n = hl__sys_realloc(h->scratch, need * sizeof(uint32_t));
     if (!n) return false; /* try again next trim */
@@ -385,7 +403,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
     h->scratch_cap = need;
   }
   uint32_t *rel = h->scratch;             /* pages to release */
-  uint32_t *upg = h->scratch + take;      /* upgrade candidates, list order */
+  uint32_t *upg = h->scratch + room;      /* upgrade candidates, list order */
   uint32_t *upg_sorted = upg + budget;    /* the same, by address */
   uint8_t *outcome = NULL;
   uint64_t nr = 0, nu = 0, nw = 0;
@@ -394,7 +412,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
   /* The coldest pages: the free pool is pushed at its head when a page
    * empties, so its tail has been empty longest.  thp: whole chunks first
    * (rel[0, nw)). */
-  if (h->chunk) nw = nr = pick_chunks(h, rel, take, &w);
+  if (h->chunk) nw = nr = pick_chunks(h, rel, take, most, &w);
   for (; nr < take; nr++) {
     uint32_t p = h->free_pool.tail;
     hl__page_to_state(h, p, PS_IN_FLIGHT, false);
@@ -418,6 +436,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t budget, uint64_t *upg
     }
   }
   *upgrade_used = budget0 - budget;
+  *taken = nr;
   if (nr == 0 && nu == 0) return false;
   outcome = hl__sys_malloc(nr ? nr : 1);
   if (!outcome) {
@@ -541,12 +560,13 @@ void hl__trim_locked(hl_heap *h, bool forced) {
   uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
   if (take > (uint64_t)h->opt.release_per_sweep) take = (uint64_t)h->opt.release_per_sweep;
   uint64_t budget = h->fallback_count ? (uint64_t)h->opt.upgrade_per_sweep : 0;
-  uint64_t upgrade_used = 0;
-  bool gave_up = (take || budget) && trim_pages(h, take, budget, &upgrade_used);
+  uint64_t upgrade_used = 0, taken = 0;
+  bool gave_up = (take || budget) && trim_pages(h, take, (uint64_t)h->opt.release_per_sweep,
+                                                budget, &taken, &upgrade_used);
   if (h->chunk && h->thp_tail_chunk != UINT32_MAX && !gave_up)
     release_tail(h, h->thp_tail_chunk); /* the last chunk's rest, refused before */
   if (!h->opt.subpage_release || gave_up) return;
-  int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - take,
+  int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - taken,
                              (uint64_t)h->opt.upgrade_per_sweep - upgrade_used);
   if (sub >= 0) backoff_update(h, sub == 1);
 }
