@@ -62,6 +62,13 @@ void client_refused(void) {
   pthread_mutex_unlock(&refusal_lock);
 }
 
+/* Every allocation the launcher's heap refuses (hl_set_refusal_hook): the
+ * interpreter's allocator need not test each result. */
+static void on_refusal(hl_heap *h, size_t size, void *arg) {
+  (void)h, (void)size, (void)arg;
+  client_refused();
+}
+
 const char *client_refusal(void) {
   static char copy[sizeof refusal];
   pthread_mutex_lock(&refusal_lock);
@@ -185,5 +192,6 @@ int client_start(const char *launcher, const char *interpreter) {
     fprintf(stderr, "%s: %s\n", launcher, err);
     return 2;
   }
+  hl_set_refusal_hook(client.heap, on_refusal, NULL);
   return 0;
 }

@@ -43,7 +43,8 @@ int client_write_report(FILE *out);
 
 /* The heap refused one of the interpreter's allocations (its allocator got
  * NULL): remember why -- the heap's message -- for the line the launcher
- * prints when the program dies of it.  Allocates nothing. */
+ * prints when the program dies of it.  Allocates nothing.  client_start
+ * makes it the heap's refusal hook, so it runs for every refusal. */
 void client_refused(void);
 
 /* Why the last refused allocation was refused, with the variable that

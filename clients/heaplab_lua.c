@@ -49,10 +49,10 @@ static void *alloc_heaplab(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (ptr) hl_free_sized(h, ptr, osize);
     return NULL;
   }
-  /* with ptr NULL, osize is the kind of object being made, not a size */
-  void *p = ptr ? hl_realloc(h, ptr, osize, nsize) : hl_malloc(h, nsize);
-  if (!p) client_refused(); /* Lua will say only "not enough memory" */
-  return p;
+  /* with ptr NULL, osize is the kind of object being made, not a size; a
+   * refusal is remembered by client_start's hook (Lua will say only "not
+   * enough memory") */
+  return ptr ? hl_realloc(h, ptr, osize, nsize) : hl_malloc(h, nsize);
 }
 
 static void *alloc_libc(void *ud, void *ptr, size_t osize, size_t nsize) {

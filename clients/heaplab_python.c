@@ -24,35 +24,35 @@
 
 PyObject *PyInit__heaplab_client(void);
 
-/* Out of memory before CPython is initialised: it cannot raise MemoryError
- * yet and would abort with a fatal error (HEAPLAB_RESERVE_BYTES=1m did), so
- * the launcher says what ran out and exits 2, as on a bad option.  Once
- * CPython runs, NULL is its MemoryError as usual, and what ran out is said
- * when the program ends with an error (main). */
-static __attribute__((noinline, cold)) void *starved(void *ctx, size_t n) {
+/* Every allocation the heap refuses (hl_set_refusal_hook): out of memory
+ * before CPython is initialised, it cannot raise MemoryError yet and would
+ * abort with a fatal error (HEAPLAB_RESERVE_BYTES=1m did), so the launcher
+ * says what ran out and exits 2, as on a bad option.  Once CPython runs,
+ * NULL is its MemoryError as usual, and what ran out is said when the
+ * program ends with an error (main).  A hook, not a test of each result:
+ * the allocators below are then tail calls (a test kept ctx and the size
+ * across the call, 12 instructions a malloc -- 49 M of alloc_heavy.py 1's
+ * 2.6 G). */
+static void starved(hl_heap *h, size_t n, void *arg) {
+  (void)arg;
   client_refused();
-  if (Py_IsInitialized()) return NULL;
+  if (Py_IsInitialized()) return;
   const char *why = client_refusal(); /* (NULL before client_start has the heap) */
   fprintf(stderr, "heaplab-python: out of memory while CPython starts (%zu bytes asked): %s\n",
-          n, why ? why : hl_heap_error(ctx));
+          n, why ? why : hl_heap_error(h));
   fflush(stderr);
   exit(2);
 }
 
-static void *py_malloc(void *ctx, size_t n) {
-  void *p = hl_malloc(ctx, n);
-  return p ? p : starved(ctx, n);
-}
+static void *py_malloc(void *ctx, size_t n) { return hl_malloc(ctx, n); }
 
 static void *py_calloc(void *ctx, size_t count, size_t size) {
-  void *p = hl_calloc(ctx, count, size);
-  return p ? p : starved(ctx, count * size);
+  return hl_calloc(ctx, count, size);
 }
 
 /* PyMem_Realloc(p, 0) resizes to a valid block, it does not free. */
 static void *py_realloc(void *ctx, void *ptr, size_t n) {
-  void *p = hl_realloc(ctx, ptr, 0, n ? n : 1);
-  return p ? p : starved(ctx, n);
+  return hl_realloc(ctx, ptr, 0, n ? n : 1);
 }
 
 static void py_free(void *ctx, void *ptr) { hl_free(ctx, ptr); }
@@ -64,6 +64,7 @@ static void install_heaplab(hl_heap *h) {
   PyMemAllocatorEx current;
   PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &current);
   int debug_hooks = current.ctx != NULL;
+  hl_set_refusal_hook(h, starved, NULL);
   PyMemAllocatorEx ours = {h, py_malloc, py_calloc, py_realloc, py_free};
   PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &ours);
   PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &ours);

@@ -446,7 +446,7 @@ static NOINLINE void *malloc_slow(size_t n) {
  * set (manual.c, tcache_for) only after this thread read heap_ptr, and
  * cleared when the thread's caches go. */
 EXPORT void *NAME(malloc)(size_t n) {
-  hl_tcache *tc = hl__tls_cache;
+  hl_tcache *tc = hl__tls.cache;
   if (hl_likely(tc != NULL)) {
     void *b = hl__tcache_take(HEAP, tc, n);
     if (hl_likely(b != NULL)) return b;
@@ -481,21 +481,12 @@ static NOINLINE void free_slow(void *ptr) {
 }
 
 EXPORT void NAME(free)(void *ptr) {
-  hl_tcache *tc = hl__tls_cache; /* (set: HEAP is too; see malloc) */
+  hl_tcache *tc = hl__tls.cache; /* (set: HEAP is too; see malloc) */
   if (hl_likely(tc != NULL)) {
-    const hl_heap *h = HEAP;
-    if (hl_likely(hl__in_reservation(h, ptr))) {
-      uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
-      if (hl_likely(cls < tc->nclasses)) {
-        uint32_t k = hl__cnt(tc, cls);
-        if (hl_likely(k < tc->limit[cls])) {
-          hl__bin_of(tc, cls)[k] = ptr;
-          hl__cnt_set(tc, cls, k + 1);
-          if (hl__tick(tc)) hl__tcache_event((hl_heap *)h, tc);
-          return;
-        }
-      }
-    }
+    hl_heap *h = HEAP;
+    if (hl_likely(hl__in_reservation(h, ptr)) &&
+        hl__tcache_put(h, tc, ptr, h->pages[hl__page_of(h, ptr)].cls))
+      return;
   }
   if (ptr) free_slow(ptr);
 }

@@ -846,6 +846,17 @@ void *hl_realloc(hl_heap *heap, void *ptr, size_t old_size, size_t new_size);
 size_t hl_usable_size(hl_heap *heap, const void *ptr);
 /* Return the calling thread's cached blocks to the heap. */
 void hl_thread_flush(hl_heap *heap);
+/* Called when hl_malloc, hl_calloc or hl_realloc (new_size > 0) of this heap
+ * returns NULL -- the heap refused the allocation, and hl_heap_error says
+ * why -- with the bytes asked (calloc: count * size, saturated), in the
+ * allocating thread, no lock held; the call returns NULL after it (a hook
+ * may also end the process).  A client that must notice every refusal (a
+ * launcher saying which option ran out) sets one instead of testing each
+ * result, so that its allocator can be a plain tail call of hl_malloc.  fn
+ * NULL removes it.  Set it before other threads allocate.  HL_EINVAL for a
+ * NULL heap. */
+typedef void (*hl_refusal_fn)(hl_heap *heap, size_t size, void *arg);
+int hl_set_refusal_hook(hl_heap *heap, hl_refusal_fn fn, void *arg);
 
 /* ------------------------------------------------------------------------ */
 /* Misc                                                                     */

@@ -288,6 +288,8 @@ typedef struct hl_tcache hl_tcache;
 struct hl_heap {
   hl_options opt;
   uint64_t serial;          /* unique per heap in this process */
+  hl_refusal_fn on_refusal; /* hl_set_refusal_hook (heap.c) */
+  void *on_refusal_arg;
   uint16_t tag;             /* handle tag */
 
   pthread_mutex_t lock;     /* the heap lock: pools, objects, handles */
@@ -1181,6 +1183,9 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
  * The slow paths behind hl_malloc and friends; heap.c has checked the heap
  * and its mode.  Called without the lock (or with the heap held). */
 void *hl__manual_malloc(hl_heap *h, size_t size);
+/* hl_malloc without the refusal hook: the core's own allocations that may
+ * fall back to another path (realloc's move, memalign) (heap.c) */
+void *hl__malloc(hl_heap *h, size_t size);
 /* A zeroed large block (calloc above small_max: nothing written when the
  * memory is fresh). */
 void *hl__manual_calloc_large(hl_heap *h, size_t size);

@@ -36,7 +36,7 @@ int main(void) {
   void *p = hl_malloc(h, 16); /* this thread's cache is made here */
   struct mallinfo2 m1 = mallinfo2();
   CHECK(p, "malloc: %s", hl_heap_error(h));
-  hl_tcache *tc = hl__tls_cache;
+  hl_tcache *tc = hl__tls.cache;
   CHECK(tc, "no thread cache was made");
   double got = (double)(m1.uordblks + m1.hblkhd) - (double)(m0.uordblks + m0.hblkhd);
   printf("%u classes: the cache took %.0f KiB of the system allocator (its limits hold %.0f "

@@ -41,22 +41,14 @@ static HL_TLS hl_tcache *tls_list;
  * never destroyed (20 KiB and a block leaked per thread, 200 MB after
  * 10,000 threads that had called strerror). */
 static HL_TLS bool tls_exited;
-HL_TLS hl_tcache *hl__tls_cache;
-HL_TLS const hl_heap *hl__tls_heap;
-HL_TLS uint64_t hl__tls_serial;
+HL_TLS hl_tls_cache hl__tls;
 
 static inline hl_tcache *use_cache(hl_tcache *tc, const hl_heap *h) {
-  hl__tls_cache = tc;
-  hl__tls_heap = h;
-  hl__tls_serial = h->serial;
+  hl__tls = (hl_tls_cache){tc, h, h->serial};
   return tc;
 }
 
-static inline void forget_cache(void) {
-  hl__tls_cache = NULL;
-  hl__tls_heap = NULL;
-  hl__tls_serial = 0;
-}
+static inline void forget_cache(void) { hl__tls = (hl_tls_cache){0}; }
 
 void hl__manual_fork_prepare(void) { pthread_mutex_lock(&tc_global); }
 void hl__manual_fork_done(void) { pthread_mutex_unlock(&tc_global); }
@@ -486,7 +478,7 @@ void *hl__manual_malloc_any(hl_heap *h, size_t size) {
 /* A block a realloc moves to, or memalign's unaligned one: hl_malloc's,
  * and in the preloaded library a large one when no small page is left. */
 static inline void *alloc_block(hl_heap *h, size_t size) {
-  void *p = hl_malloc(h, size);
+  void *p = hl__malloc(h, size);
 #ifdef HL_PRELOAD
   if (hl_unlikely(!p) && size <= h->small_max) p = malloc_large(h, size, false);
 #endif
@@ -506,7 +498,7 @@ void *hl__manual_memalign(hl_heap *h, size_t align, size_t size) {
   if (align <= prim_os_page_size() && want <= h->small_max) {
     for (uint32_t c = hl__class_of(h, want); c < h->nclasses; c++)
       if (h->cls_size[c] % align == 0) {
-        void *p = hl_malloc(h, h->cls_size[c]);
+        void *p = hl__malloc(h, h->cls_size[c]);
         if (p) return p;
         break; /* no small page left: the large path aligns it */
       }
@@ -743,7 +735,7 @@ void hl__manual_destroy(hl_heap *h) {
   while (h->tcaches) detach(h->tcaches, h);
   hl__unlock_raw(h);
   pthread_mutex_unlock(&tc_global);
-  if (hl__tls_heap == h) forget_cache();
+  if (hl__tls.heap == h) forget_cache();
 }
 
 /* The counts still in the live threads' caches.  Lock held. */

@@ -65,14 +65,21 @@ struct hl_tcache {
  * (which made the compiler save registers on every malloc and free).  Small
  * enough for the static TLS glibc keeps for modules loaded by dlopen (the
  * Python extension).  The cache the fast paths use, and the heap (address
- * and serial) it is for: three independent thread-local loads instead of a
- * chain; a heap closed and another created at the same address differs in
- * serial.  The slow paths check the cache's own heap field, which closing
- * clears. */
+ * and serial) it is for: independent thread-local loads instead of a chain,
+ * from one struct, so that the thread-local address is worked out once; a
+ * heap closed and another created at the same address differs in serial.
+ * cache is set only with heap (never NULL then) and cleared with it, so a
+ * set cache and heap == h say h is not NULL: the fast paths test neither h
+ * nor the pointer they free (NULL is outside every reservation) and leave
+ * both to their misses.  The slow paths check the cache's own heap field,
+ * which closing clears. */
 #define HL_TLS _Thread_local __attribute__((tls_model("initial-exec")))
-extern HL_TLS hl_tcache *hl__tls_cache;
-extern HL_TLS const hl_heap *hl__tls_heap;
-extern HL_TLS uint64_t hl__tls_serial;
+typedef struct hl_tls_cache {
+  hl_tcache *cache;
+  const hl_heap *heap;
+  uint64_t serial;
+} hl_tls_cache;
+extern HL_TLS hl_tls_cache hl__tls;
 
 /* One free on a cache's clock (owner only): true when it runs out and the
  * GC's visit is due.  Where the count of frees went up by one before, the
@@ -126,7 +133,8 @@ static inline void **hl__bin_of(hl_tcache *tc, uint32_t cls) {
 
 /* This thread's cache for h if it has one already (the fast paths). */
 static inline hl_tcache *hl__cache_of(const hl_heap *h) {
-  if (hl_likely(hl__tls_heap == h && hl__tls_serial == h->serial)) return hl__tls_cache;
+  hl_tcache *tc = hl__tls.cache;
+  if (hl_likely(tc != NULL && hl__tls.heap == h && hl__tls.serial == h->serial)) return tc;
   return NULL;
 }
 
@@ -149,19 +157,18 @@ static inline __attribute__((always_inline)) void *hl__tcache_take(const hl_heap
   return NULL;
 }
 
-/* A cached block of the class of `size`, or NULL. */
+/* A cached block of the class of `size`, or NULL (also for h NULL). */
 static inline void *hl__tcache_pop(hl_heap *h, size_t size) {
-  if (hl_likely(h)) {
-    hl_tcache *tc = hl__cache_of(h);
-    if (hl_likely(tc)) return hl__tcache_take(h, tc, size);
-  }
+  hl_tcache *tc = hl__cache_of(h);
+  if (hl_likely(tc)) return hl__tcache_take(h, tc, size);
   return NULL;
 }
 
-/* Push onto this thread's cache; false when there is no room or no cache. */
-static inline bool hl__tcache_push(hl_heap *h, void *ptr, uint32_t cls) {
-  hl_tcache *tc = hl__cache_of(h);
-  if (hl_likely(tc && cls < tc->nclasses)) {
+/* Put ptr, a block of class cls, into tc, a cache of h; false when there
+ * is no room. */
+static inline __attribute__((always_inline)) bool hl__tcache_put(hl_heap *h, hl_tcache *tc,
+                                                                 void *ptr, uint32_t cls) {
+  if (hl_likely(cls < tc->nclasses)) {
     uint32_t n = hl__cnt(tc, cls);
     if (hl_likely(n < tc->limit[cls])) {
       hl__bin_of(tc, cls)[n] = ptr;
