@@ -21,6 +21,8 @@ copy (the baseline): a test that already fails there would "kill" anything.
 
 Tests are named by kind:
     c:NAME         a C scenario test (tests/c/NAME.c), run with meson test
+    lua:NAME       a busted spec of the Lua module (tests/lua/NAME_spec.lua), run
+                   with meson test in the same build (lua-busted needed)
     py:PATH[::T]   a pytest file or test of tests/python
     exp:PATH[::T]  an experiment (pytest), results under the scratch copy
 The Python package under test is the scratch copy's: its CFFI extension built
@@ -43,7 +45,8 @@ except ModuleNotFoundError:  # Python < 3.11
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIST = os.path.join(ROOT, "tools", "mutants.toml")
-KINDS = ("c", "py", "exp")
+KINDS = ("c", "lua", "py", "exp")
+BUILD_KINDS = ("c", "lua")  # run by meson test in build/, not by pytest
 DEFAULT_TIMEOUT = 600
 
 
@@ -73,7 +76,7 @@ def load(path=LIST):
         for t in m["tests"]:
             kind = t.split(":", 1)[0]
             if ":" not in t or kind not in KINDS:
-                raise ListError(f"mutation {m['name']}: test {t!r} is not c:, py: or exp:")
+                raise ListError(f"mutation {m['name']}: test {t!r} is not c:, lua:, py: or exp:")
     return muts
 
 
@@ -100,11 +103,27 @@ def c_test_names(tree):
     return set(re.findall(r"^\s*'([a-z0-9_]+)',?\s*(?:#.*)?$", text, re.M))
 
 
+def lua_spec_names(tree):
+    with open(os.path.join(tree, "bindings", "lua", "meson.build"), encoding="utf-8") as f:
+        text = f.read()
+    return set(re.findall(r"^\s*'([a-z0-9_]+)',?\s*(?:#.*)?$", text, re.M))
+
+
+def on_meson(t):
+    """True for a test meson test runs in build/ (c:, lua:)."""
+    return t.split(":", 1)[0] in BUILD_KINDS
+
+
 def check_tests_exist(m, tree):
     errors = []
     c_names = c_test_names(tree)
     for t in m["tests"]:
         kind, name = t.split(":", 1)
+        if kind == "lua":
+            if (name not in lua_spec_names(tree)
+                    or not os.path.exists(os.path.join(tree, "tests", "lua", name + "_spec.lua"))):
+                errors.append(f"Lua spec {name} is not in bindings/lua/meson.build")
+            continue
         if kind == "c":
             if name not in c_names or not os.path.exists(os.path.join(tree, "tests", "c", name + ".c")):
                 errors.append(f"C test {name} is not in tests/meson.build")
@@ -234,7 +253,12 @@ class Scratch:
                         self.env, log=self.log)
             if rc != 0:
                 return False
-        if any(not t.startswith("c:") for t in tests):
+        if any(t.startswith("lua:") for t in tests):
+            rc, _ = run([self.ninja, "-C", "build", "bindings/lua/heaplab.so"], self.path,
+                        self.env, log=self.log)
+            if rc != 0:
+                return False
+        if any(not on_meson(t) for t in tests):
             rc, _ = run([self.ninja, "-C", "build-py"], self.path, self.env, log=self.log)
             if rc != 0:
                 return False
@@ -257,7 +281,7 @@ class Scratch:
         kind, name = t.split(":", 1)
         self.log.write(f"\n==== {t}\n".encode())
         self.log.flush()
-        if kind == "c":
+        if kind in BUILD_KINDS:
             cmd = [self.meson, "test", "-C", "build", "--no-rebuild", "--print-errorlogs", name]
         else:
             cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", name]
@@ -296,6 +320,8 @@ def short(t):
     kind, name = t.split(":", 1)
     if kind == "c":
         return name
+    if kind == "lua":
+        return name + " (lua)"
     path, _, func = name.partition("::")
     return os.path.basename(path)[:-3] + (f"::{func}" if func else "")
 
@@ -349,8 +375,8 @@ def main(argv=None):
         copy_tree(scratch)
         s = Scratch(scratch, log)
         everything = sorted({t for m in muts for t in m["tests"]})
-        s.setup(any(t.startswith("c:") for t in everything),
-                any(not t.startswith("c:") for t in everything))
+        s.setup(any(on_meson(t) for t in everything),
+                any(not on_meson(t) for t in everything))
         if not s.build(everything):
             print(f"mutants: the unmutated tree does not build (log: {log.name})", file=sys.stderr)
             return 1

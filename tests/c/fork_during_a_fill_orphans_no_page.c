@@ -9,8 +9,11 @@
  * child's full collections evacuated nothing) and its bulk flag (every
  * later page faulted in ahead).  3 or 4 of 10 children of this test had
  * them (16 forks: all 16 miss a window about once in a thousand runs).
- * The child here checks its heap, then compacts a sparse fill and checks
- * its contents; an alarm fails it if anything hangs.  Threads:
+ * The child here checks its heap, allocates 64 pages' worth of objects
+ * outside any fill (no page may be populated: the bulk flag kept, every one
+ * taken was -- mutant fork-child-keeps-bulk of tools/mutants.toml survived
+ * this test before that check), then compacts a sparse fill and checks its
+ * contents; an alarm fails it if anything hangs.  Threads:
  * runs under ThreadSanitizer too (suite threads), whose runtime cannot start
  * threads in the child: one marking thread, and no helper in the child's
  * stride fill. */
@@ -22,6 +25,7 @@
 #include "check.h"
 
 #define ROUNDS 16
+#define ALLOCS 16384 /* 4 MiB of 256-byte slots: 64 pages */
 
 static hl_heap *h;
 static _Atomic int go, started, done;
@@ -64,6 +68,22 @@ static int child(void) {
   if (hl_heap_check(h)) {
     fprintf(stderr, "child: %s\n", hl_heap_error(h));
     return 4;
+  }
+  /* outside a fill no page is faulted in ahead (populated_pages counts the
+   * bulk phases' calls): a child that kept the fill's bulk flag populated
+   * the released or fresh pages its plain allocations took */
+  static hl_ref small[ALLOCS];
+  hl_stats p0, p1;
+  if (hl_stats_get(h, &p0)) return 2;
+  for (int i = 0; i < ALLOCS; i++)
+    if (hl_alloc(h, 248, 0, &small[i])) return 11;
+  if (hl_stats_get(h, &p1)) return 2;
+  for (int i = 0; i < ALLOCS; i++)
+    if (hl_ref_release(h, small[i])) return 11;
+  if (p1.populated_pages != p0.populated_pages) {
+    fprintf(stderr, "child: %" PRIu64 " pages populated by plain allocations (the parent's "
+            "fill's bulk flag kept)\n", p1.populated_pages - p0.populated_pages);
+    return 12;
   }
   /* one object of 8 kept: sparse pages, which compact=always evacuates */
   hl_ref r;

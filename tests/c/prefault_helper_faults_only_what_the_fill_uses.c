@@ -13,7 +13,8 @@
  *   - a refused MADV_POPULATE_WRITE stops the helper, counted, same fill;
  *     a refusal for good (EINVAL: a kernel before 5.14; ENOSYS, EPERM)
  *     starts no helper in later fills (on cff259f thp=madvise started one
- *     per fill, refused again each time: thp_populate_refused 3 for 3 fills);
+ *     per fill, refused again each time: thp_populate_refused 3 for 3 fills),
+ *     also when only the helper's call was refused, the fill's own taking;
  *   - with heap_limit_bytes the fill fails once its objects fill the room
  *     under the limit: the helper faults in nothing beyond it (on 11afcff,
  *     with a 16 MiB limit and thp_prefault=64, it faulted 5-18 chunks of a
@@ -188,12 +189,69 @@ static void refused_for_good(void) {
   for (int i = 0; i < 3; i++) fill_sum(h, 16u << 20, &sum, &objs, NULL);
   hl_stats s = stats_of(h);
   CHECK(s.thp_prefault_chunks == 0, "populated while refused");
+  /* The first fill's helper asks once, or not at all: the fill's own page
+   * populate, refused too, stops later helpers since d501683, and under
+   * load the fill may end before its helper thread ran (4 of 20 runs at
+   * load 10 saw 0 refusals with == 1 here).  The helper's own refusal is
+   * helper_refused_for_good_alone's. */
   if (can)
-    CHECK(s.thp_populate_refused == 1 && s.thp_errno == EINVAL,
+    CHECK(s.thp_populate_refused <= 1 && (s.thp_populate_refused == 0 || s.thp_errno == EINVAL),
           "%" PRIu64 " refusals (errno %" PRIu64 ") in 3 fills: EINVAL is for good, only the first "
-          "fill's helper should have asked", s.thp_populate_refused, s.thp_errno);
+          "fill's helper may have asked", s.thp_populate_refused, s.thp_errno);
   OK(h, hl_heap_check(h));
   hl_heap_free(h);
+}
+
+/* The helper's own refusal for good, the fill's calls taking: EINVAL sticky
+ * on the last page of chunk 6, which only the helper's 2 MiB call covers
+ * (the fill's call over a chunk's first page does not).  The fill after it
+ * starts no helper and populates no page.  (refused_for_good cannot show
+ * this: there the fill's own page populate is refused too, which stops
+ * later helpers since d501683 -- tools/mutants.toml's mutant
+ * prefault-refusal-for-good-asked-again survived it.)  A helper that does
+ * not reach chunk 6 before the fill does (it is late to run) asks nothing
+ * that is refused: the heap is made again, up to 50 times (1 to 10 were
+ * needed at load 8). */
+static void helper_refused_for_good_alone(void) {
+  for (int attempt = 0; attempt < 50; attempt++) {
+    hl_heap *h = HEAP("thp=madvise", "thp_prefault=4", "warm_pages=0", "warm_demand_trims=0");
+    if (!helper_can_run(h)) {
+      hl_heap_free(h);
+      return;
+    }
+    uint32_t per = (uint32_t)(CHUNK / 65536);
+    OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_sticky, (int64_t)(6 * per + per - 1), EINVAL));
+    hl_ref a, b;
+    uint64_t sum, objs;
+    fill_sum(h, 32u << 20, &sum, &objs, &a); /* kept: the next fill's pages are fresh */
+    hl_stats s1 = stats_of(h);
+    if (s1.thp_populate_refused == 0) {
+      OK(h, hl_ref_release(h, a));
+      hl_heap_free(h);
+      continue;
+    }
+    CHECK(s1.thp_populate_refused == 1 && s1.thp_errno == EINVAL, "%" PRIu64 " refusals, errno "
+          "%" PRIu64, s1.thp_populate_refused, s1.thp_errno);
+    fill_sum(h, 32u << 20, &sum, &objs, &b);
+    hl_stats s2 = stats_of(h);
+    printf("helper refused for good (attempt %d): the next fill's helper %" PRIu64
+           " chunks, %" PRIu64 " pages populated\n", attempt + 1,
+           s2.thp_prefault_chunks - s1.thp_prefault_chunks,
+           s2.populated_pages - s1.populated_pages);
+    CHECK(s2.thp_prefault_chunks == s1.thp_prefault_chunks &&
+          s2.populated_pages == s1.populated_pages,
+          "after the helper's EINVAL the next fill's helper faulted %" PRIu64 " chunks and the "
+          "fill populated %" PRIu64 " pages: EINVAL is for good",
+          s2.thp_prefault_chunks - s1.thp_prefault_chunks,
+          s2.populated_pages - s1.populated_pages);
+    OK(h, hl_ref_release(h, a));
+    OK(h, hl_ref_release(h, b));
+    OK(h, hl_heap_check(h));
+    hl_heap_free(h);
+    return;
+  }
+  printf("helper refused for good: the helper never reached chunk 6 first in 50 heaps "
+         "(skipped)\n");
 }
 
 static void heap_limit_bounds_the_helper(void) {
@@ -255,6 +313,7 @@ int main(void) {
   garbage_swept_meanwhile();
   refused();
   refused_for_good();
+  helper_refused_for_good_alone();
   heap_limit_bounds_the_helper();
   beside_another_thread();
   return 0;

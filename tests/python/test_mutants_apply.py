@@ -51,6 +51,17 @@ def test_the_list_covers_the_defect_classes_and_the_docs_list_it():
     assert first["large-set-deletion-off-by-one"] == "c:large_objects_survive_churn"
 
 
+def test_a_lua_spec_is_a_test_kind():
+    # lua:NAME, a busted spec that meson test runs in build/ (the Lua
+    # binding's defects: lua-region-address-read-unheld)
+    m = _mutants()
+    assert m.check_tests_exist({"tests": ["lua:conservative_region"]}, ROOT) == []
+    errors = m.check_tests_exist({"tests": ["lua:no_such_spec"]}, ROOT)
+    assert errors and "not in bindings/lua/meson.build" in errors[0]
+    assert m.on_meson("lua:conservative_region") and m.on_meson("c:x")
+    assert not m.on_meson("py:tests/python/test_api.py")
+
+
 def test_a_mutation_that_no_longer_applies_is_an_error(tmp_path):
     m = _mutants()
     mut = {"name": "x", "edit": [{"file": "core/src/gc/cycle.c", "old": "no such text anywhere",
