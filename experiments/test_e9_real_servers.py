@@ -139,9 +139,21 @@ def _info(port, field):
     return None
 
 
-def run_arm(arm, n, payload, timeout=600):
-    if not (os.path.exists(REDIS) and os.path.exists(REDIS_CLI)):
-        pytest.fail("redis-server / redis-cli are not installed: tools/setup.sh preload")
+def missing():
+    """Why E9 cannot run here (redis-server or redis-cli not installed), or None."""
+    absent = [p for p in (REDIS, REDIS_CLI) if not os.path.exists(p)]
+    if absent:
+        return f"{' and '.join(absent)} not installed (tools/setup.sh preload installs them)"
+    return None
+
+
+def run_arm(arm, n, payload, timeout=600, save=True):
+    """One arm: a fresh redis-server on `arm`'s allocator, driven through
+    load / delete / reload.  save=False (a notebook) keeps the record out of
+    the results folder."""
+    why = missing()
+    if why:
+        pytest.fail(f"E9: {why}")
     allocator, options = ARMS[arm]
     port = _free_port()
     with tempfile.TemporaryDirectory() as d:
@@ -153,7 +165,8 @@ def run_arm(arm, n, payload, timeout=600):
                                experiment="E9", arm=f"redis/{arm}",
                                label=f"E9 redis/{arm}", interval_s=0.02)
     data["params"].update({"keys": n, "value_bytes": 64, "environment": ENV.get(arm, {})})
-    save_arm(data)
+    if save:
+        save_arm(data)
     assert data["error"] is None, f"E9 redis/{arm} failed:\n{data['error']}\n" \
                                   f"stderr: {data['stderr_tail']}"
     return ArmResult(data)

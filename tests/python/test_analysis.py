@@ -464,6 +464,30 @@ def test_notebook_runner_check_fails_on_a_broken_notebook(tmp_path):
     assert "clean" in p.stdout
 
 
+def test_notebook_runner_reports_a_skipped_notebook(tmp_path):
+    """A notebook that calls skip() (E9 on a machine without redis-server)
+    is reported as skipped with its reason, not as a failure, and --check
+    asks it for no figure; the cells after skip() do not run."""
+    notebook(tmp_path / "a_good.ipynb", FIGURE_CELL)
+    notebook(tmp_path / "b_skip.ipynb", "from heaplab.notebooks import skip\n"
+             "skip('redis-server not installed here')", "raise RuntimeError('ran on')")
+    p = run_runner(str(tmp_path), "--check")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "skip " + str(tmp_path / "b_skip.ipynb") in p.stdout
+    assert "skipped: redis-server not installed here" in p.stdout
+    assert "FAIL" not in p.stdout and "displayed no figure" not in p.stdout
+    assert "1 of 2 notebooks ran, 1 skipped" in p.stdout
+    import nbformat
+    done = nbformat.read(str(tmp_path / "_build" / "b_skip.ipynb"), as_version=4)
+    assert done.cells[1].outputs == []                  # stopped at skip()
+    # a skipped notebook committed with outputs still fails --check
+    notebook(tmp_path / "b_skip.ipynb", "from heaplab.notebooks import skip\nskip('no')",
+             outputs=True)
+    p = run_runner(str(tmp_path), "--check")
+    assert p.returncode == 1 and "carries outputs" in p.stdout, p.stdout
+    assert "1 of 2 notebooks ran" in p.stdout and "skipped" in p.stdout
+
+
 def test_notebook_runner_bad_input(tmp_path):
     p = run_runner(str(tmp_path / "nothing.ipynb"))
     assert p.returncode == 2 and "not a notebook" in p.stderr

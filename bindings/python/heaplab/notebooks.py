@@ -26,6 +26,11 @@ TCP (ipykernel warns about unencrypted TCP, and there is no need for it).
 Live arms run from a notebook write their JSON under _build/results
 (HEAPLAB_RESULTS), never into the repository's results/.
 
+A notebook that cannot run on this machine (E9 without redis-server) calls
+skip("why") in its first cells: the runner stops it there and reports it as
+skipped with the reason (`skip` in its line), not as a failure, and --check
+does not ask a skipped notebook for a figure.
+
 Notebooks import an experiment module with experiment_module("e1"), which
 finds experiments/test_e1_*.py from the notebook's folder upwards (or under
 $HEAPLAB_EXPERIMENTS, or, outside a checkout, in the copy installed with the
@@ -48,6 +53,18 @@ BUILD = "_build"
 
 
 # ---- used from inside a notebook ------------------------------------------------------
+
+class NotebookSkipped(Exception):
+    """Raised by skip(): the notebook cannot run on this machine."""
+
+
+def skip(reason: str) -> None:
+    """Stop the notebook here because it cannot run on this machine (a program
+    it drives is not installed).  Interactively this is an exception with
+    the reason; `python -m heaplab.notebooks` reports the notebook as
+    skipped with the reason, not as failed."""
+    raise NotebookSkipped(reason)
+
 
 #: the experiments installed with the package (heaplab/experiments)
 PACKAGE_EXPERIMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "experiments")
@@ -230,6 +247,7 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
                  kernel: str = "python3", params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Execute one notebook; returns a dict: path, executed (the copy),
     figures (PNG paths), seconds, error (None or 'cell N: Error: message'),
+    skipped (None, or the reason a cell gave skip()),
     had_outputs (the source notebook was not stripped), warnings (what
     its cells printed as warnings on stderr).  params: {name: value} to
     inject after the cell tagged `parameters`.  The kernel talks to this
@@ -257,13 +275,16 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
     client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
                             resources={"metadata": {"path": folder}})
     t0 = time.monotonic()
-    error = None
+    error = skipped = None
     try:
         client.execute()
     except CellExecutionError as e:
         where = _error_of(nb)
         first = str(e).strip().splitlines()
-        error = f"cell {where[0]}: {where[1]}" if where else (first[-1] if first else repr(e))
+        if where and where[1].startswith(NotebookSkipped.__name__ + ": "):
+            skipped = where[1].split(": ", 1)[1]
+        else:
+            error = f"cell {where[0]}: {where[1]}" if where else (first[-1] if first else repr(e))
     except DeadKernelError as e:
         error = f"the kernel died: {e}"
     except TimeoutError as e:
@@ -289,7 +310,8 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
         os.remove(old)
     figures = _figures(nb, stem, out)
     return {"path": path, "executed": executed, "figures": figures, "seconds": seconds,
-            "error": error, "had_outputs": had_outputs, "warnings": _warnings(nb)}
+            "error": error, "skipped": skipped, "had_outputs": had_outputs,
+            "warnings": _warnings(nb)}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -343,6 +365,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               file=sys.stderr)
         return 2
     failures = []
+    skips = []
     total = time.monotonic()
     for p in notebooks:
         try:
@@ -356,22 +379,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             problems.append(r["error"])
         if args.check and r["warnings"]:
             problems.append("it printed warnings: " + "; ".join(r["warnings"]))
-        if args.check and not r["figures"]:
+        if args.check and not r["figures"] and not r["skipped"]:
             problems.append("it displayed no figure")
         if args.check and r["had_outputs"]:
             problems.append("the committed notebook carries outputs "
                             f"(python -m heaplab.notebooks --strip {p})")
-        status = "FAIL" if problems else "ok"
+        status = "FAIL" if problems else "skip" if r["skipped"] else "ok"
         print(f"{status:4} {p}  {r['seconds']:.1f} s, {len(r['figures'])} figure(s) "
               f"-> {r['executed']}", flush=True)
+        if r["skipped"]:
+            print(f"       skipped: {r['skipped']}")
+            if not problems:
+                skips.append(p)
         for f in r["figures"]:
             print(f"       {f}")
         for msg in problems:
             print(f"       {msg}")
         if problems:
             failures.append(p)
-    print(f"{len(notebooks) - len(failures)} of {len(notebooks)} notebooks ran "
-          f"({time.monotonic() - total:.1f} s)")
+    skipped = f", {len(skips)} skipped" if skips else ""
+    print(f"{len(notebooks) - len(failures) - len(skips)} of {len(notebooks)} notebooks ran"
+          f"{skipped} ({time.monotonic() - total:.1f} s)")
     return 1 if failures else 0
 
 
