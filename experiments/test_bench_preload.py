@@ -6,7 +6,9 @@ Workloads (experiments/bench/preload_workloads.c, one binary, plain
 malloc/free/realloc): `classes` size-class churn, `realloc` growth in small
 steps, `server` a request/cache mix -- single-threaded; `xthreads` 4
 producers handing blocks to 4 consumers (every free cross-thread) and
-`local` 8 threads churning their own blocks -- multi-threaded.
+`local` 8 threads churning their own blocks, `largemix` 4 threads churning small
+blocks beside 2 churning blocks of 1..3 MiB -- multi-threaded (reported, no
+target: REPORTED below says why).
 
 Protocol: each workload runs in a fresh process per run, the allocators
 interleaved run by run (drift and the other agents' load hit them alike),
@@ -47,6 +49,11 @@ LIBDIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib6
 PEERS = {"mimalloc": "libmimalloc.so.2", "jemalloc": "libjemalloc.so.2"}
 SINGLE = ("classes", "realloc", "server")
 MULTI = ("xthreads", "local")
+# reported beside the targets' five, no target of its own: its CPU time is mostly the
+# kernel's mmap and munmap of the 1..3 MiB blocks, which the library maps one by one on
+# purpose (each goes back to the OS when freed; docs/clients.md, "Large blocks are
+# glibc's") where mimalloc and jemalloc keep freed ones for reuse
+REPORTED = ("largemix",)
 
 
 def peer_lib(name):
@@ -115,7 +122,7 @@ def measure(exe, preload, workloads, scale, reps):
 
 def check(exe, preload):
     """make test: tiny scale, every allocator, the same sums."""
-    res = measure(exe, preload, SINGLE + MULTI, 0.05, 1)
+    res = measure(exe, preload, SINGLE + MULTI + REPORTED, 0.05, 1)
     for w, r in res.items():
         print(f"{w:9s} " + "  ".join(f"{n} {v['cpu_median']:.3f}s" for n, v in r.items())
               + f"  sum {r['glibc']['out'].split()[-1]}")
@@ -134,7 +141,7 @@ def test_bench_preload(lab, capsys):
         pytest.fail(f"{exe} is not built: run `make` (ninja -C build) first")
     preload = preload_path()
     load_before = os.getloadavg()
-    res = measure(exe, preload, SINGLE + MULTI, 1.0, REPS)
+    res = measure(exe, preload, SINGLE + MULTI + REPORTED, 1.0, REPS)
     load_after = os.getloadavg()
     missing = [p for p in PEERS if not peer_lib(p)]
     assert not missing, f"peers not installed: {missing} (tools/setup.sh bench)"
@@ -147,13 +154,17 @@ def test_bench_preload(lab, capsys):
         lines.append(f"{w:9s} " + "  ".join(
             f"{n} {v['cpu_median']:6.3f}s {v['rss_median'] / 2**20:6.1f}MiB" for n, v in r.items())
             + f"  heaplab/mimalloc {ratio:.2f}x (best {best:.2f}x)")
-        lab.effect("bench-preload", f"{w}: heaplab / mimalloc CPU", f"{ratio:.2f}x (best {best:.2f}x)",
-                   f"<= {target}x", arm="heaplab", ok=ratio <= target)
+        if w in REPORTED:
+            lab.effect("bench-preload", f"{w}: heaplab / mimalloc CPU", f"{ratio:.2f}x (best {best:.2f}x)",
+                       "-", arm="heaplab")
+        else:
+            lab.effect("bench-preload", f"{w}: heaplab / mimalloc CPU", f"{ratio:.2f}x (best {best:.2f}x)",
+                       f"<= {target}x", arm="heaplab", ok=ratio <= target)
         if w in SINGLE:
             rss = h["rss_median"] / gl["rss_median"]
             lab.effect("bench-preload", f"{w}: heaplab / glibc peak RSS", f"{rss:.2f}x",
                        "<= 1.0x", arm="heaplab", ok=rss <= 1.0)
-        rows.append({"workload": w, "threads": 1 if w in SINGLE else 8,
+        rows.append({"workload": w, "threads": 1 if w in SINGLE else 6 if w == "largemix" else 8,
                      **{f"{n}_{k}": v[k] for n, v in r.items()
                         for k in ("cpu", "wall", "rss", "cpu_median", "cpu_best", "wall_median",
                                   "rss_median")},

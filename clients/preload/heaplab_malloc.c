@@ -372,6 +372,7 @@ static bool freed_large(hl_heap *h, const void *ptr, const char *what) {
 static bool free_large(hl_heap *h, void *ptr) {
   bool locked = hl__lock(h);
   bool mine = hl__large_contains(h, ptr);
+  void *raw = NULL;
   if (mine) {
     h->tally.manual_frees++;
     hl_large *l = hl__large_of(ptr);
@@ -379,10 +380,11 @@ static bool free_large(hl_heap *h, void *ptr) {
       uint64_t size = l->size;
       quarantine_add(ptr, hl__large_unlink(h, l), size);
     } else {
-      hl__large_free(h, l);
+      raw = hl__large_unlink(h, l);
     }
   }
   hl__unlock(h, locked);
+  hl__sys_free(raw); /* (outside the heap lock: manual.c's large_new says why) */
   return mine;
 }
 

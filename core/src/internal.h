@@ -245,11 +245,16 @@ typedef struct hl_large {
 typedef struct hl_ptrset {
   void **slots;
   uint64_t cap, count;
+  uint64_t held; /* entries taken out that will be put back (hl__ptrset_hold) */
 } hl_ptrset;
 /* 1 added, 0 already present, -1 out of memory. */
 int hl__ptrset_add(hl_ptrset *s, void *p);
 bool hl__ptrset_contains(const hl_ptrset *s, const void *p);
 void hl__ptrset_remove(hl_ptrset *s, const void *p);
+/* Take p out and put it (or its replacement) back later: the put back
+ * cannot fail for want of room. */
+void hl__ptrset_hold(hl_ptrset *s, const void *p);
+void hl__ptrset_unhold(hl_ptrset *s, void *p);
 void hl__ptrset_free(hl_ptrset *s);
 
 /* ---- handles (gc/roots.c; their encoding is private to it) ---- */
@@ -791,17 +796,29 @@ bool hl__free_slot_intact(const void *slot, size_t n);
 void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 
 /* ---- large/large.c ----
- * The large path charges and discharges its own bytes (hl__charge). */
+ * The large path charges and discharges its own bytes (hl__charge).  A
+ * manual heap calls the system allocator outside the heap lock: the block is
+ * made (hl__large_sys_alloc) and then adopted, resized detached, freed
+ * after its unlink. */
 void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero);
 /* The same with the block aligned to align (a power of two; larger than 16:
  * the system block is over-allocated and the record keeps the lead). */
 void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero);
+void *hl__large_sys_alloc(uint64_t block_bytes, size_t align, bool zero);
+void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align, bool charge);
+void hl__large_link(hl_heap *h, hl_large *l);
 void hl__large_free(hl_heap *h, hl_large *l);
 /* Unlink and discharge a block as hl__large_free does, but keep its memory:
- * returns the system block, for hl__sys_free later (the preloaded library's
- * quarantine under verify).  Lock held. */
+ * returns the system block, for hl__sys_free later (after the lock, or the
+ * preloaded library's quarantine under verify).  Lock held. */
 void *hl__large_unlink(hl_heap *h, hl_large *l);
-void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes);
+/* A block out of the list and the set, its bytes still charged, for a
+ * resize outside the lock: hl__large_detach (lock held), then
+ * hl__large_sys_realloc (no lock), then hl__large_attach with what it
+ * returned, or l itself when it failed (lock held; cannot fail). */
+void hl__large_detach(hl_heap *h, hl_large *l);
+hl_large *hl__large_sys_realloc(hl_large *l, uint64_t block_bytes);
+void *hl__large_attach(hl_heap *h, hl_large *l, uint64_t block_bytes);
 bool hl__large_contains(const hl_heap *h, const void *block);
 void hl__large_destroy_all(hl_heap *h);
 static inline hl_large *hl__large_of(const void *block) {

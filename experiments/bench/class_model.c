@@ -9,7 +9,25 @@
  * preload section).  No allocator runs here: it counts.
  *
  *   cc -O2 experiments/bench/class_model.c -o /tmp/class_model && /tmp/class_model
+ *
+ * `/tmp/class_model headerless [BYTES]` (BYTES 8 by default; 0: the requests
+ * as asked) measures instead what a heap of glibc's own
+ * kind -- every size carved from one arena -- would gain without glibc's
+ * 8-byte block headers: `classes`' sequence run on glibc's malloc with each
+ * request 8 bytes smaller (the chunk glibc then makes is the request rounded
+ * to 16, as a headerless heap's block would be, but for glibc's 32-byte
+ * minimum): the arena's largest size (mallinfo2), against `headerless 0`
+ * (docs/performance.md, item 35).
+ *
+ * `/tmp/class_model borrow` replays the two sequences on the preload's classes
+ * with a class allowed to take a hole of one of the next `reach` larger
+ * classes (up to `ratio` times its size) before it touches a fresh slot of
+ * its own -- blocks of nearby sizes sharing pages, the cheapest form -- and
+ * prints the bytes of slots ever touched (item 35: it does not get under
+ * glibc).
  */
+#include <malloc.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,7 +136,102 @@ static void run(const char *name) {
   server(name);
 }
 
-int main(void) {
+/* classes' sequence on glibc's malloc, each request `less` bytes smaller */
+static void headerless(size_t less) {
+  static void *in[WINDOW];
+  size_t most = 0;
+  uint64_t s = 88172645463325252ull;
+  for (uint64_t i = 0; i < 8000000; i++) {
+    uint64_t r = rng(&s);
+    size_t k = r % WINDOW;
+    free(in[k]);
+    size_t n = 8 + (r >> 20) % ((r >> 40) % 8 == 0 ? 1024 : 128);
+    in[k] = malloc(n > less ? n - less : 1);
+    if ((i & 4095) == 0) {
+      struct mallinfo2 m = mallinfo2();
+      if (m.arena > most) most = m.arena;
+    }
+  }
+  for (size_t k = 0; k < WINDOW; k++) free(in[k]);
+  printf("classes  on glibc, requests %zu bytes smaller: the arena at most %6zu KiB\n", less,
+         most / 1024);
+}
+
+/* borrow: slots touched per class (made) and in use in them (used) */
+static long made[MAXC], used[MAXC];
+static double ratio;
+static int reach;
+
+static int b_alloc(int c) {
+  if (used[c] < made[c]) return used[c]++, c;
+  for (int d = c + 1; d < ncls && d <= c + reach && cls[d] <= cls[c] * ratio; d++)
+    if (used[d] < made[d]) return used[d]++, d;
+  made[c]++;
+  used[c]++;
+  return c;
+}
+
+static double b_touched(void) {
+  double t = 0;
+  for (int c = 0; c < ncls; c++) t += (double)made[c] * cls[c];
+  memset(made, 0, sizeof made);
+  memset(used, 0, sizeof used);
+  return t / 1024;
+}
+
+static void borrow(void) {
+  static int home[WINDOW];
+  enum { CACHE = 100000 };
+  static int hk[CACHE], hv[CACHE], he[CACHE], has[CACHE];
+  const double ratios[] = {1.25, 1.5, 2.0};
+  const int reaches[] = {0, 1, 2, 4, 8};
+  table_preload();
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 5; b++) {
+      if (!reaches[b] && a) continue;
+      ratio = ratios[a];
+      reach = reaches[b];
+      uint64_t s = 88172645463325252ull;
+      for (int i = 0; i < WINDOW; i++) home[i] = -1;
+      for (uint64_t i = 0; i < 8000000; i++) {
+        uint64_t r = rng(&s);
+        size_t k = r % WINDOW;
+        if (home[k] >= 0) used[home[k]]--;
+        home[k] = b_alloc(class_of(8 + (r >> 20) % ((r >> 40) % 8 == 0 ? 1024 : 128)));
+      }
+      double tc = b_touched();
+      int c_entry = class_of(32), c_key = class_of(24);
+      memset(has, 0, sizeof has);
+      s = 11;
+      for (uint64_t q = 0; q < 1500000; q++) {
+        uint64_t r = rng(&s);
+        int tmp[12], resp = -1;
+        for (int i = 0; i < 12; i++) tmp[i] = b_alloc(class_of(16 + (r >> (i * 4)) % 200));
+        size_t rb = (r % 64 == 0) ? 65536 + r % 200000 : 512 + r % 4096;
+        if (rb <= 16384) resp = b_alloc(class_of(rb));
+        size_t k = (r >> 17) % CACHE;
+        if (has[k]) used[hk[k]]--, used[hv[k]]--, used[he[k]]--;
+        he[k] = b_alloc(c_entry);
+        hk[k] = b_alloc(c_key);
+        hv[k] = b_alloc(class_of(32 + (r >> 33) % 900));
+        has[k] = 1;
+        for (int i = 0; i < 12; i++) used[tmp[i]]--;
+        if (resp >= 0) used[resp]--;
+      }
+      printf("borrow up to %d classes up, at most %.2fx the size: classes touched %6.0f KiB, server %6.0f KiB\n",
+             reach, reach ? ratio : 1.0, tc, b_touched());
+    }
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "borrow")) {
+    borrow();
+    return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "headerless")) {
+    headerless(argc > 2 ? (size_t)atoi(argv[2]) : 8);
+    return 0;
+  }
   table(512, 4);
   run("heaplab's: 16-byte to 512, 4/doubling");
   table_preload();

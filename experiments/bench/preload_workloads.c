@@ -20,6 +20,10 @@
  *                              cross-thread), each also churning locally
  *   bench-preload local    N   8 threads, each its own size-class churn
  *                              (the classic larson/xmalloc-free shape)
+ *   bench-preload largemix N   4 threads churning small blocks beside 2
+ *                              churning blocks of 1..3 MiB (mmap and munmap
+ *                              in every allocator that maps them), until
+ *                              the 4 are done
  * N scales the work (1 = the benchmark's size; the test runs 0.05).
  */
 #include <pthread.h>
@@ -217,6 +221,55 @@ static void *local_churn(void *arg) {
   return NULL;
 }
 
+static _Atomic int g_small_left;
+
+/* largemix: blocks of 1..3 MiB replaced at random, a page of each written,
+ * while the small threads run */
+static void *large_churn(void *arg) {
+  uint64_t s = (uintptr_t)arg * 977 + 1;
+  unsigned char *w[16] = {0};
+  while (g_small_left > 0) {
+    uint64_t r = rng(&s);
+    int k = (int)(r % 16);
+    F(w[k]);
+    size_t n = ((size_t)1 << 20) + (r >> 20) % ((size_t)2 << 20);
+    w[k] = M(n);
+    memset(w[k], 1, 4096);
+  }
+  for (int k = 0; k < 16; k++) F(w[k]);
+  return NULL;
+}
+
+static void *small_churn(void *arg) {
+  enum { WINDOW = 4096 };
+  static _Thread_local unsigned char *w[WINDOW];
+  uint64_t s = (uintptr_t)arg * 31 + 7, sum = 0, ops = (uint64_t)(4e6 * g_scale);
+  for (uint64_t i = 0; i < ops; i++) {
+    uint64_t r = rng(&s);
+    size_t k = r % WINDOW;
+    if (w[k]) {
+      sum += w[k][0];
+      F(w[k]);
+    }
+    w[k] = M(16 + (r >> 20) % 400);
+    w[k][0] = (unsigned char)r;
+  }
+  for (size_t k = 0; k < WINDOW; k++) F(w[k]);
+  g_sum += sum;
+  g_small_left--;
+  return NULL;
+}
+
+static uint64_t largemix(double scale) {
+  pthread_t t[6];
+  g_scale = scale;
+  g_small_left = 4;
+  for (int i = 0; i < 6; i++)
+    pthread_create(&t[i], NULL, i < 2 ? large_churn : small_churn, (void *)(uintptr_t)(i + 1));
+  for (int i = 0; i < 6; i++) pthread_join(t[i], NULL);
+  return g_sum;
+}
+
 static uint64_t threads(double scale, int cross) {
   pthread_t t[8];
   g_scale = scale;
@@ -231,7 +284,7 @@ static uint64_t threads(double scale, int cross) {
 int main(int argc, char **argv) {
   double scale = argc > 2 ? atof(argv[2]) : 1.0;
   if (argc < 2 || scale <= 0 || scale > 100) {
-    fprintf(stderr, "usage: %s classes|realloc|server|xthreads|local [SCALE]\n", argv[0]);
+    fprintf(stderr, "usage: %s classes|realloc|server|xthreads|local|largemix [SCALE]\n", argv[0]);
     return 2;
   }
   uint64_t sum;
@@ -240,6 +293,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "server")) sum = server(scale);
   else if (!strcmp(argv[1], "xthreads")) sum = threads(scale, 1);
   else if (!strcmp(argv[1], "local")) sum = threads(scale, 0);
+  else if (!strcmp(argv[1], "largemix")) sum = largemix(scale);
   else {
     fprintf(stderr, "%s: unknown workload '%s'\n", argv[0], argv[1]);
     return 2;

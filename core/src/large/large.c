@@ -15,39 +15,55 @@ bool hl__large_contains(const hl_heap *h, const void *block) {
   return hl__ptrset_contains(&h->large_set, block);
 }
 
-/* A block of block_bytes after its hl_large record, aligned to align (16,
- * or a larger power of two: the system block is over-allocated by align - 16
- * and the record, right before the block, keeps the lead so that free finds
- * the system block), charged; NULL when malloc fails.  zero: the block reads
- * as zeros -- from calloc, which knows when its memory is fresh from the
- * kernel and writes nothing then (a memset of a fresh 1 MiB block faults in
- * 256 pages nobody asked for).  Lock held. */
-void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero) {
-  HL_ASSERT_LOCKED(h);
+/* The system block for a block of block_bytes after its hl_large record,
+ * aligned to align (16, or a larger power of two: the system block is
+ * over-allocated by align - 16 and the record, right before the block, keeps
+ * the lead so that free finds the system block); NULL when malloc fails or
+ * the sizes do not fit.  zero: the block reads as zeros -- from calloc, which
+ * knows when its memory is fresh from the kernel and writes nothing then (a
+ * memset of a fresh 1 MiB block faults in 256 pages nobody asked for).  No
+ * lock needed: a manual heap calls it outside the heap lock, so that the
+ * system allocator's own mmap, munmap and page faults do not hold every
+ * other thread (hl__large_adopt links the block in). */
+void *hl__large_sys_alloc(uint64_t block_bytes, size_t align, bool zero) {
   size_t extra = align > 16 ? align - 16 : 0;
   /* the lead is kept in 32 bits: alignments past 1 GiB are refused */
   if (align > ((size_t)1 << 30) || block_bytes > SIZE_MAX - sizeof(hl_large) - extra) return NULL;
   size_t total = sizeof(hl_large) + extra + block_bytes;
-  uint8_t *raw = zero ? hl__sys_calloc(1, total) : hl__sys_malloc(total);
-  if (!raw) return NULL;
+  return zero ? hl__sys_calloc(1, total) : hl__sys_malloc(total);
+}
+
+/* Link raw, a system block from hl__large_sys_alloc(block_bytes, align),
+ * into h as a large block: its record written, the set and the list
+ * updated.  charge: count its bytes now (a manual heap charged them before
+ * it let the lock go to call the system allocator).  NULL when the set
+ * cannot grow: raw is the caller's then, for hl__sys_free.  Lock held. */
+void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align, bool charge) {
+  HL_ASSERT_LOCKED(h);
   uintptr_t b = ((uintptr_t)raw + sizeof(hl_large) + (align > 16 ? align - 1 : 0)) &
                 ~(uintptr_t)(align > 16 ? align - 1 : 0);
   hl_large *l = (hl_large *)b - 1;
   void *block = l + 1;
-  if (hl__ptrset_add(&h->large_set, block) < 0) {
-    hl__sys_free(raw);
-    return NULL;
-  }
+  if (hl__ptrset_add(&h->large_set, block) < 0) return NULL;
   l->size = block_bytes;
   l->mark = 0;
   l->dirty = 0;
   l->unused = 0;
-  l->lead = (uint32_t)((uint8_t *)l - raw);
-  l->prev = NULL;
-  l->next = h->large_head;
-  if (h->large_head) h->large_head->prev = l;
-  h->large_head = l;
-  hl__charge(h, HL_LARGE, (int64_t)block_bytes, 1);
+  l->lead = (uint32_t)((uint8_t *)l - (uint8_t *)raw);
+  hl__large_link(h, l);
+  if (charge) hl__charge(h, HL_LARGE, (int64_t)block_bytes, 1);
+  return block;
+}
+
+/* A large block of block_bytes aligned to align, charged; NULL when malloc
+ * fails.  Everything under the lock (the collector's allocation: the
+ * collector must see every block it charged). */
+void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero) {
+  HL_ASSERT_LOCKED(h);
+  void *raw = hl__large_sys_alloc(block_bytes, align, zero);
+  if (!raw) return NULL;
+  void *block = hl__large_adopt(h, raw, block_bytes, align, true);
+  if (!block) hl__sys_free(raw);
   return block;
 }
 
@@ -57,41 +73,48 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
 
 static void *system_block(hl_large *l) { return (uint8_t *)l - l->lead; }
 
-/* Resize a block with the system realloc (in place when it can; mremap for
- * big ones), keeping its record linked, its set entry current and the
- * counters right.  NULL when realloc fails, the block untouched.  Lock held. */
-void *hl__large_realloc(hl_heap *h, hl_large *l, uint64_t block_bytes) {
+/* Put l at the head of h's list.  Lock held. */
+void hl__large_link(hl_heap *h, hl_large *l) {
   HL_ASSERT_LOCKED(h);
+  l->prev = NULL;
+  l->next = h->large_head;
+  if (h->large_head) h->large_head->prev = l;
+  h->large_head = l;
+}
+
+void hl__large_detach(hl_heap *h, hl_large *l) {
+  HL_ASSERT_LOCKED(h);
+  if (l->prev) l->prev->next = l->next;
+  else h->large_head = l->next;
+  if (l->next) l->next->prev = l->prev;
+  hl__ptrset_hold(&h->large_set, l + 1);
+}
+
+/* The system realloc of a detached record (in place when it can; mremap for
+ * big ones); NULL when it fails, l untouched.  No lock: the record is the
+ * caller's alone. */
+hl_large *hl__large_sys_realloc(hl_large *l, uint64_t block_bytes) {
   if (block_bytes > SIZE_MAX - sizeof(hl_large)) return NULL;
-  uint64_t old = l->size;
-  /* the add below cannot fail: each re-adds the one entry just removed */
-  hl__ptrset_remove(&h->large_set, l + 1);
-  hl_large *n;
-  if (l->lead == 0) {
-    n = hl__sys_realloc(l, sizeof(hl_large) + block_bytes);
-  } else {
-    /* an aligned block: realloc keeps no alignment (C says so), so it
-     * moves to a plain one */
-    n = hl__sys_malloc(sizeof(hl_large) + block_bytes);
-    if (n) {
-      memcpy(n, l, sizeof(hl_large) + (old < block_bytes ? old : block_bytes));
-      n->lead = 0;
-      hl__sys_free(system_block(l));
-    }
+  if (l->lead == 0) return hl__sys_realloc(l, sizeof(hl_large) + block_bytes);
+  /* an aligned block: realloc keeps no alignment (C says so), so it moves
+   * to a plain one */
+  hl_large *n = hl__sys_malloc(sizeof(hl_large) + block_bytes);
+  if (n) {
+    memcpy(n, l, sizeof(hl_large) + (l->size < block_bytes ? l->size : block_bytes));
+    n->lead = 0;
+    hl__sys_free(system_block(l));
   }
-  if (!n) {
-    hl__ptrset_add(&h->large_set, l + 1);
-    return NULL;
-  }
-  if (n != l) {
-    if (n->prev) n->prev->next = n;
-    else h->large_head = n;
-    if (n->next) n->next->prev = n;
-  }
-  n->size = block_bytes;
-  hl__ptrset_add(&h->large_set, n + 1);
-  hl__charge_resize(h, old, block_bytes);
-  return n + 1;
+  return n;
+}
+
+/* Back into the list and the set, block_bytes long.  The caller charges the
+ * resize (hl__charge_resize).  Lock held. */
+void *hl__large_attach(hl_heap *h, hl_large *l, uint64_t block_bytes) {
+  HL_ASSERT_LOCKED(h);
+  l->size = block_bytes;
+  hl__ptrset_unhold(&h->large_set, l + 1);
+  hl__large_link(h, l);
+  return l + 1;
 }
 
 void *hl__large_unlink(hl_heap *h, hl_large *l) {

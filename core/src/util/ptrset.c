@@ -34,7 +34,7 @@ static bool grow(hl_ptrset *s) {
 }
 
 int hl__ptrset_add(hl_ptrset *s, void *p) {
-  if ((s->count + 1) * 2 > s->cap && !grow(s)) return -1;
+  if ((s->count + s->held + 1) * 2 > s->cap && !grow(s)) return -1;
   uint64_t j = hash_ptr(p, s->cap);
   while (s->slots[j]) {
     if (s->slots[j] == p) return 0;
@@ -74,8 +74,22 @@ void hl__ptrset_remove(hl_ptrset *s, const void *p) {
   }
 }
 
+/* Take p out, keeping its room: (count + held) * 2 <= cap holds after
+ * every add, so the add that puts it back (hl__ptrset_unhold) never grows
+ * the table -- it cannot fail, whatever was added meanwhile. */
+void hl__ptrset_hold(hl_ptrset *s, const void *p) {
+  hl__ptrset_remove(s, p);
+  s->held++;
+}
+void hl__ptrset_unhold(hl_ptrset *s, void *p) {
+  s->held--;
+  int r = hl__ptrset_add(s, p);
+  HL_ASSERT(r >= 0);
+  (void)r;
+}
+
 void hl__ptrset_free(hl_ptrset *s) {
   hl__sys_free(s->slots);
   s->slots = NULL;
-  s->cap = s->count = 0;
+  s->cap = s->count = s->held = 0;
 }
