@@ -805,7 +805,7 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero);
  * the system block is over-allocated and the record keeps the lead). */
 void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero);
 void *hl__large_sys_alloc(uint64_t block_bytes, size_t align, bool zero);
-void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align, bool charge);
+void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align);
 void hl__large_link(hl_heap *h, hl_large *l);
 void hl__large_free(hl_heap *h, hl_large *l);
 /* Unlink and discharge a block as hl__large_free does, but keep its memory:

@@ -35,10 +35,9 @@ void *hl__large_sys_alloc(uint64_t block_bytes, size_t align, bool zero) {
 
 /* Link raw, a system block from hl__large_sys_alloc(block_bytes, align),
  * into h as a large block: its record written, the set and the list
- * updated.  charge: count its bytes now (a manual heap charged them before
- * it let the lock go to call the system allocator).  NULL when the set
- * cannot grow: raw is the caller's then, for hl__sys_free.  Lock held. */
-void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align, bool charge) {
+ * updated, its bytes charged.  NULL when the set cannot grow: raw is the
+ * caller's then, for hl__sys_free.  Lock held. */
+void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align) {
   HL_ASSERT_LOCKED(h);
   uintptr_t b = ((uintptr_t)raw + sizeof(hl_large) + (align > 16 ? align - 1 : 0)) &
                 ~(uintptr_t)(align > 16 ? align - 1 : 0);
@@ -51,7 +50,7 @@ void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align,
   l->unused = 0;
   l->lead = (uint32_t)((uint8_t *)l - (uint8_t *)raw);
   hl__large_link(h, l);
-  if (charge) hl__charge(h, HL_LARGE, (int64_t)block_bytes, 1);
+  hl__charge(h, HL_LARGE, (int64_t)block_bytes, 1);
   return block;
 }
 
@@ -62,7 +61,7 @@ void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bo
   HL_ASSERT_LOCKED(h);
   void *raw = hl__large_sys_alloc(block_bytes, align, zero);
   if (!raw) return NULL;
-  void *block = hl__large_adopt(h, raw, block_bytes, align, true);
+  void *block = hl__large_adopt(h, raw, block_bytes, align);
   if (!block) hl__sys_free(raw);
   return block;
 }

@@ -375,27 +375,20 @@ static bool over_limit(hl_heap *h, uint64_t bytes, const char *what) {
 }
 
 /* A large block of size bytes aligned to align, charged.  The system
- * allocator runs outside the heap lock (its mmap, page faults and its own
- * arena locks held every other thread of a preloaded program: 8 threads
- * allocating 20 KiB .. 3 MiB blocks took 3x glibc's time); its bytes are
- * charged first, so that heap_limit_bytes holds while it runs, and given
- * back when it refuses.  NULL on refusal (errors set). */
+ * allocator runs before the heap lock is taken (its mmap, page faults and
+ * its own arena locks held every other thread of a preloaded program: 4
+ * threads churning small blocks beside 2 churning blocks of 1..3 MiB, the
+ * small ones took 2-3x as long); the limit is checked and the block charged
+ * and adopted in one visit after, so a block the limit refuses was made for
+ * nothing and goes back.  NULL on refusal (errors set). */
 static void *large_new(hl_heap *h, size_t size, size_t align, bool zero, const char *what) {
-  bool locked = hl__lock(h);
-  if (over_limit(h, size, what)) {
-    hl__unlock(h, locked);
-    return NULL;
-  }
-  hl__charge(h, HL_LARGE, (int64_t)size, 1);
-  hl__unlock(h, locked);
   void *raw = hl__large_sys_alloc(size, align, zero);
-  if (locked) hl__lock_raw(h);
-  void *p = raw ? hl__large_adopt(h, raw, size, align, false) : NULL;
-  if (p) {
-    h->tally.manual_mallocs++;
-  } else {
-    hl__charge(h, HL_LARGE, -(int64_t)size, -1);
-    hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %zu bytes", what, size);
+  bool locked = hl__lock(h);
+  void *p = NULL;
+  if (!over_limit(h, size, what)) {
+    p = raw ? hl__large_adopt(h, raw, size, align) : NULL;
+    if (p) h->tally.manual_mallocs++;
+    else hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %zu bytes", what, size);
   }
   hl__unlock(h, locked);
   if (raw && !p) hl__sys_free(raw);
