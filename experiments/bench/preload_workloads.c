@@ -43,25 +43,30 @@ static uint64_t rng(uint64_t *s) {
   return *s;
 }
 
-static uint64_t classes(double scale, uint64_t seed) {
-  enum { WINDOW = 50000 };
-  unsigned char **w = calloc(WINDOW, sizeof *w);
-  uint64_t s = seed, sum = 0, ops = (uint64_t)(8e6 * scale);
+/* A window of live blocks replaced at random, ops times: classes' sizes
+ * (8..135 bytes, one in eight up to 1 KiB) or, small, 16..415 bytes. */
+static uint64_t churn(size_t window, uint64_t ops, uint64_t seed, int small) {
+  unsigned char **w = calloc(window, sizeof *w);
+  uint64_t s = seed, sum = 0;
   for (uint64_t i = 0; i < ops; i++) {
     uint64_t r = rng(&s);
-    size_t k = r % WINDOW;
+    size_t k = r % window;
     if (w[k]) {
       sum += w[k][0];
       F(w[k]);
     }
-    size_t n = 8 + (r >> 20) % ((r >> 40) % 8 == 0 ? 1024 : 128);
+    size_t n = small ? 16 + (r >> 20) % 400 : 8 + (r >> 20) % ((r >> 40) % 8 == 0 ? 1024 : 128);
     w[k] = M(n);
     w[k][0] = (unsigned char)r;
     w[k][n - 1] = 1;
   }
-  for (size_t k = 0; k < WINDOW; k++) F(w[k]);
+  for (size_t k = 0; k < window; k++) F(w[k]);
   free(w);
   return sum;
+}
+
+static uint64_t classes(double scale, uint64_t seed) {
+  return churn(50000, (uint64_t)(8e6 * scale), seed, 0);
 }
 
 static uint64_t reallocs(double scale) {
@@ -241,21 +246,7 @@ static void *large_churn(void *arg) {
 }
 
 static void *small_churn(void *arg) {
-  enum { WINDOW = 4096 };
-  static _Thread_local unsigned char *w[WINDOW];
-  uint64_t s = (uintptr_t)arg * 31 + 7, sum = 0, ops = (uint64_t)(4e6 * g_scale);
-  for (uint64_t i = 0; i < ops; i++) {
-    uint64_t r = rng(&s);
-    size_t k = r % WINDOW;
-    if (w[k]) {
-      sum += w[k][0];
-      F(w[k]);
-    }
-    w[k] = M(16 + (r >> 20) % 400);
-    w[k][0] = (unsigned char)r;
-  }
-  for (size_t k = 0; k < WINDOW; k++) F(w[k]);
-  g_sum += sum;
+  g_sum += churn(4096, (uint64_t)(4e6 * g_scale), (uintptr_t)arg * 31 + 7, 1);
   g_small_left--;
   return NULL;
 }
