@@ -43,6 +43,17 @@ void hl__assert_fail(const char *cond, const char *file, int line, const char *f
 
 static _Atomic uint64_t heap_serial;
 
+/* (internal.h, hl__lock_raw: the heap lock is taken by another thread) */
+void hl__lock_contended(pthread_mutex_t *m) {
+  for (int i = 0; i < 100; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (pthread_mutex_trylock(m) == 0) return;
+  }
+  pthread_mutex_lock(m);
+}
+
 /* ---- interrupts ---- */
 
 _Atomic uint64_t hl__interrupts;
@@ -219,21 +230,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   h->opt = o;
   h->serial = atomic_fetch_add(&heap_serial, 1) + 1;
   h->tag = (uint16_t)(h->serial & 0xffff) ? (uint16_t)(h->serial & 0xffff) : 1;
-  {
-    /* The heap lock spins a little before it sleeps (glibc's adaptive
-     * mutex): what it guards are refills, flushes and page moves of a
-     * few hundred instructions, and a thread that found it taken went to
-     * sleep in futex and was woken by a syscall of the holder's -- 30% of
-     * the preloaded library's time with 4 threads freeing what 4 others
-     * allocate (bench-preload xthreads; docs/performance.md item 35). */
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-    pthread_mutex_init(&h->lock, &a);
-    pthread_mutexattr_destroy(&a);
-  }
+  pthread_mutex_init(&h->lock, NULL); /* (hl__lock_raw spins before it sleeps) */
   pthread_mutex_init(&h->errlock, NULL);
   pthread_mutex_init(&h->req_lock, NULL);
   pthread_cond_init(&h->cycle_done, NULL);

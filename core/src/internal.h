@@ -33,6 +33,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define HL_HAVE_SINGLE_THREADED 1
+#endif
+#endif
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -539,9 +545,23 @@ static inline void hl__owner_clear(hl_heap *h) { (void)h; }
 #endif
 
 /* Take the mutex whatever hl__held says (hl_enter, the collector thread,
- * the fork handlers). */
+ * the fork handlers).  It spins a little before it sleeps: what the lock
+ * guards are refills, flushes and page moves of a few hundred instructions,
+ * and a thread that found it taken went to sleep in futex and was woken by
+ * a syscall of the holder's -- 30% of the preloaded library's time with 4
+ * threads freeing what 4 others allocate (bench-preload xthreads;
+ * docs/performance.md item 35).  Not glibc's adaptive mutex, which does the
+ * same: its lock is an atomic compare-and-swap even in a process with one
+ * thread, where a plain mutex's is a plain store (glibc knows the process
+ * is single-threaded) -- 3 ns more on every realloc of a large block
+ * (heaplab-manual-bench realloc, 18.5 -> 21.5 ns). */
+void hl__lock_contended(pthread_mutex_t *m);
 static inline void hl__lock_raw(hl_heap *h) {
-  pthread_mutex_lock(&h->lock);
+#if HL_HAVE_SINGLE_THREADED
+  if (__libc_single_threaded) pthread_mutex_lock(&h->lock);
+  else
+#endif
+  if (pthread_mutex_trylock(&h->lock) != 0) hl__lock_contended(&h->lock);
   hl__owner_set(h);
 }
 static inline void hl__unlock_raw(hl_heap *h) {
