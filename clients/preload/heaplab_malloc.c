@@ -384,7 +384,7 @@ static bool free_large(hl_heap *h, void *ptr) {
     }
   }
   hl__unlock(h, locked);
-  hl__sys_free(raw); /* (outside the heap lock: manual.c's large_new says why) */
+  hl__large_sys_free(raw); /* (outside the heap lock: manual.c's large_new says why) */
   return mine;
 }
 

@@ -74,6 +74,32 @@ extern void __libc_free(void *p);
 #define hl__sys_free free
 #endif
 
+/* A manual heap calls the system allocator for its large blocks outside the
+ * heap lock (large.c).  ThreadSanitizer sees the heap lock but not the
+ * system allocator's own (libheaplab-malloc.so calls glibc's __libc_malloc,
+ * which it does not intercept): a block one thread gave back and another
+ * was handed looked like a race on the record written in it.  These say
+ * what glibc's arena locks do -- every block handed out comes after the
+ * blocks handed back -- around the calls made outside the lock; nothing
+ * without ThreadSanitizer. */
+#if defined(__SANITIZE_THREAD__)
+#define HL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HL_TSAN 1
+#endif
+#endif
+#ifdef HL_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char hl__sys_order;
+static inline void hl__sys_handed_back(void) { __tsan_release(&hl__sys_order); }
+static inline void hl__sys_handed_out(void) { __tsan_acquire(&hl__sys_order); }
+#else
+static inline void hl__sys_handed_back(void) {}
+static inline void hl__sys_handed_out(void) {}
+#endif
+
 #define HL_NIL UINT32_MAX
 #define HL_MAX_CLASSES 96
 #define HL_GRANULE 16
@@ -837,6 +863,9 @@ void *hl__large_unlink(hl_heap *h, hl_large *l);
  * hl__large_sys_realloc (no lock), then hl__large_attach with what it
  * returned, or l itself when it failed (lock held; cannot fail). */
 void hl__large_detach(hl_heap *h, hl_large *l);
+/* free() of a system block outside the lock (hl__large_unlink's, or one
+ * hl__large_sys_alloc made that was not adopted). */
+void hl__large_sys_free(void *raw);
 hl_large *hl__large_sys_realloc(hl_large *l, uint64_t block_bytes);
 void *hl__large_attach(hl_heap *h, hl_large *l, uint64_t block_bytes);
 bool hl__large_contains(const hl_heap *h, const void *block);

@@ -391,7 +391,7 @@ static void *large_new(hl_heap *h, size_t size, size_t align, bool zero, const c
     else hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %zu bytes", what, size);
   }
   hl__unlock(h, locked);
-  if (raw && !p) hl__sys_free(raw);
+  if (!p) hl__large_sys_free(raw);
   return p;
 }
 
@@ -530,7 +530,7 @@ void hl__manual_free_large(hl_heap *h, void *ptr) {
     hl__fail(h, HL_EINVAL, "free: %p is not a block of this heap", ptr);
   }
   hl__unlock(h, locked);
-  hl__sys_free(raw); /* (outside the lock: large_new says why) */
+  hl__large_sys_free(raw); /* (outside the lock: large_new says why) */
 }
 
 /* A small block that did not fit the cache (or there is none).  The class
