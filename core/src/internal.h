@@ -270,7 +270,7 @@ typedef struct hl_large {
   uint8_t dirty;   /* generational: a slot was stored to since the last cycle */
   uint16_t unused;
   uint32_t lead;   /* bytes between the system block and this record: an
-                      aligned block (hl__large_alloc_aligned); 0 otherwise */
+                      aligned block (hl__large_sys_alloc); 0 otherwise */
 } hl_large;          /* 32 bytes: keeps the block after it 16-byte aligned */
 
 /* ---- util/ptrset.c: an open-addressing set of pointers ---- */
@@ -847,12 +847,11 @@ void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
  * made (hl__large_sys_alloc) and then adopted, resized detached, freed
  * after its unlink. */
 void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero);
-/* The same with the block aligned to align (a power of two; larger than 16:
- * the system block is over-allocated and the record keeps the lead). */
-void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero);
+/* A system block for a block of block_bytes aligned to align (a power of
+ * two; larger than 16: over-allocated, and the record keeps the lead), then
+ * linked into the heap (lock held). */
 void *hl__large_sys_alloc(uint64_t block_bytes, size_t align, bool zero);
 void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align);
-void hl__large_link(hl_heap *h, hl_large *l);
 void hl__large_free(hl_heap *h, hl_large *l);
 /* Unlink and discharge a block as hl__large_free does, but keep its memory:
  * returns the system block, for hl__sys_free later (after the lock, or the

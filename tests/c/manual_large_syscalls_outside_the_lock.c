@@ -6,10 +6,10 @@
  * preloaded program waited for it (8 threads, 4 churning small blocks and 2
  * churning 1-3 MiB blocks: the small ones took 2-3x as long).
  *
- * The test is the system allocator: it defines malloc and realloc (the
- * core's calls resolve to them) and holds the first large call of each
- * until the other thread's small allocation has come back, or 5 seconds
- * have passed -- which the test reports as the lock being held.  (Not under
+ * The test is the system allocator: it defines malloc, realloc and free
+ * (the core's calls resolve to them) and holds a large block's call until
+ * the other thread's small allocation has come back, or 5 seconds have
+ * passed -- which the test reports as the lock being held.  (Not under
  * the sanitizers: their allocators replace glibc's, and a malloc defined
  * here would hand them blocks they never made.) */
 #ifndef _GNU_SOURCE
@@ -22,18 +22,21 @@
 #include <time.h>
 
 #include "check.h"
+#include "internal.h" /* (hl__large_of: the system block free is called with) */
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
 
 enum { BIG = 4 << 20 };
-static atomic_int gate; /* 1: hold the next large malloc or realloc */
+static atomic_int gate; /* 1: hold the next large malloc or realloc, or the free of held_free */
+static void *_Atomic held_free;
 static sem_t inside, done;
 static atomic_int timed_out;
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-static void hold(size_t n) {
-  if (n < BIG || !atomic_exchange(&gate, 0)) return;
+static void hold(bool big) {
+  if (!big || !atomic_exchange(&gate, 0)) return;
   sem_post(&inside);
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
@@ -46,13 +49,18 @@ static void hold(size_t n) {
 }
 
 void *malloc(size_t n) {
-  hold(n);
+  hold(n >= BIG);
   return __libc_malloc(n);
 }
 
 void *realloc(void *p, size_t n) {
-  hold(n);
+  hold(n >= BIG);
   return __libc_realloc(p, n);
+}
+
+void free(void *p) {
+  hold(p && p == atomic_load(&held_free));
+  __libc_free(p);
 }
 #endif
 
@@ -68,6 +76,13 @@ static void *large_malloc(void *arg) {
 static void *large_realloc(void *arg) {
   (void)arg;
   big = hl_realloc(h, big, 0, 2 * BIG);
+  return NULL;
+}
+
+static void *large_free(void *arg) {
+  (void)arg;
+  hl_free(h, big);
+  big = NULL;
   return NULL;
 }
 
@@ -95,7 +110,6 @@ static void scenario(void *(*large)(void *), size_t small_size, const char *what
         "heap lock is held around it",
         what);
   pthread_join(b, NULL);
-  CHECK(big, "%s: %s", what, hl_heap_error(h));
 }
 
 int main(void) {
@@ -106,8 +120,10 @@ int main(void) {
   sem_init(&done, 0, 0);
   h = HEAP("mode=manual");
   scenario(large_malloc, 48, "malloc");
+  CHECK(big, "malloc: %s", hl_heap_error(h));
   memset(big, 5, BIG);
   scenario(large_realloc, 80, "realloc");
+  CHECK(big, "realloc: %s", hl_heap_error(h));
   CHECK(hl_usable_size(h, big) >= 2 * BIG, "realloc: usable %zu", hl_usable_size(h, big));
   for (size_t i = 0; i < BIG; i += 4096) CHECK(((char *)big)[i] == 5, "byte %zu lost", i);
   /* the accounting: one large block, charged at its usable size */
@@ -116,7 +132,8 @@ int main(void) {
   CHECK(st.large_objects == 1 && st.large_live_bytes == hl_usable_size(h, big),
         "large_objects %" PRIu64 ", large_live_bytes %" PRIu64 " for one block of %zu",
         st.large_objects, st.large_live_bytes, hl_usable_size(h, big));
-  hl_free(h, big);
+  atomic_store(&held_free, (void *)hl__large_of(big)); /* (a plain block: no lead) */
+  scenario(large_free, 112, "free");
   OK(h, hl_stats_get(h, &st));
   CHECK(st.large_objects == 0 && st.large_live_bytes == 0, "after free: %" PRIu64 " objects, %" PRIu64
         " bytes", st.large_objects, st.large_live_bytes);

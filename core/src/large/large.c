@@ -45,6 +45,15 @@ void hl__large_sys_free(void *raw) {
   hl__sys_free(raw);
 }
 
+/* Put l at the head of h's list.  Lock held. */
+static void link_head(hl_heap *h, hl_large *l) {
+  HL_ASSERT_LOCKED(h);
+  l->prev = NULL;
+  l->next = h->large_head;
+  if (h->large_head) h->large_head->prev = l;
+  h->large_head = l;
+}
+
 /* Link raw, a system block from hl__large_sys_alloc(block_bytes, align),
  * into h as a large block: its record written, the set and the list
  * updated, its bytes charged.  NULL when the set cannot grow: raw is the
@@ -61,37 +70,24 @@ void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align)
   l->dirty = 0;
   l->unused = 0;
   l->lead = (uint32_t)((uint8_t *)l - (uint8_t *)raw);
-  hl__large_link(h, l);
+  link_head(h, l);
   hl__charge(h, HL_LARGE, (int64_t)block_bytes, 1);
   return block;
 }
 
-/* A large block of block_bytes aligned to align, charged; NULL when malloc
- * fails.  Everything under the lock (the collector's allocation: the
- * collector must see every block it charged). */
-void *hl__large_alloc_aligned(hl_heap *h, uint64_t block_bytes, size_t align, bool zero) {
+/* A large block of block_bytes, charged; NULL when malloc fails.
+ * Everything under the lock (a collected heap's allocation: the collector
+ * must see every block it charged). */
+void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
   HL_ASSERT_LOCKED(h);
-  void *raw = hl__large_sys_alloc(block_bytes, align, zero);
+  void *raw = hl__large_sys_alloc(block_bytes, 16, zero);
   if (!raw) return NULL;
-  void *block = hl__large_adopt(h, raw, block_bytes, align);
-  if (!block) hl__sys_free(raw);
+  void *block = hl__large_adopt(h, raw, block_bytes, 16);
+  if (!block) hl__large_sys_free(raw);
   return block;
 }
 
-void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
-  return hl__large_alloc_aligned(h, block_bytes, 16, zero);
-}
-
 static void *system_block(hl_large *l) { return (uint8_t *)l - l->lead; }
-
-/* Put l at the head of h's list.  Lock held. */
-void hl__large_link(hl_heap *h, hl_large *l) {
-  HL_ASSERT_LOCKED(h);
-  l->prev = NULL;
-  l->next = h->large_head;
-  if (h->large_head) h->large_head->prev = l;
-  h->large_head = l;
-}
 
 void hl__large_detach(hl_heap *h, hl_large *l) {
   HL_ASSERT_LOCKED(h);
@@ -131,7 +127,7 @@ void *hl__large_attach(hl_heap *h, hl_large *l, uint64_t block_bytes) {
   HL_ASSERT_LOCKED(h);
   l->size = block_bytes;
   hl__ptrset_unhold(&h->large_set, l + 1);
-  hl__large_link(h, l);
+  link_head(h, l);
   return l + 1;
 }
 
@@ -146,13 +142,13 @@ void *hl__large_unlink(hl_heap *h, hl_large *l) {
 }
 
 /* Unlink, discharge and free.  Lock held. */
-void hl__large_free(hl_heap *h, hl_large *l) { hl__sys_free(hl__large_unlink(h, l)); }
+void hl__large_free(hl_heap *h, hl_large *l) { hl__large_sys_free(hl__large_unlink(h, l)); }
 
 void hl__large_destroy_all(hl_heap *h) {
   hl_large *l = h->large_head;
   while (l) {
     hl_large *n = l->next;
-    hl__sys_free(system_block(l));
+    hl__large_sys_free(system_block(l));
     l = n;
   }
   h->large_head = NULL;
