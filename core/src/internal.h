@@ -450,6 +450,10 @@ struct hl_heap {
   /* large path */
   hl_large *large_head;
   hl_ptrset large_set;      /* the large objects' blocks: validates a pointer */
+  uint32_t large_moving;    /* blocks detached for a system realloc outside the lock (manual
+                               realloc), out of the list and the set, still counted; fork
+                               waits for none to be (registry.c) */
+  uint64_t large_moving_bytes; /* what they are charged meanwhile */
   uint64_t sys_map_threshold; /* the system allocator maps a block this big or bigger (the
                                  preload library fixes glibc's; 0: not known) */
 

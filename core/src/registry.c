@@ -10,7 +10,9 @@
  *                      collector's request lock and the error lock, so that a
  *                      child never inherits a lock held by a thread that
  *                      does not exist in it, and wait for a trim advising
- *                      outside the lock to publish its pages first.  In the
+ *                      outside the lock to publish its pages first, and for
+ *                      a manual realloc of a large block outside the lock to
+ *                      put it back.  In the
  *                      child, the condition variables are made anew (their
  *                      waiters did not come along) and a background
  *                      collector, whose thread did not either, is started
@@ -47,8 +49,11 @@ static void fork_prepare(void) {
     if (hl__held != h) { /* (this thread may hold it: hl_enter) */
       hl__lock_raw(h);
       /* a trim advising outside the lock must finish first: in the child it
-       * would never publish its pages */
-      while (h->in_cycle) hl__wait(h, &h->cycle_done);
+       * would never publish its pages; and so must a manual realloc of a
+       * large block: the child would keep it detached, out of the heap's
+       * list and set -- its free there handed to the system allocator as a
+       * foreign pointer, its bytes counted for good */
+      while (h->in_cycle || h->large_moving) hl__wait(h, &h->cycle_done);
     }
     pthread_mutex_lock(&h->req_lock);
     pthread_mutex_lock(&h->errlock);

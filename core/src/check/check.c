@@ -3,7 +3,7 @@
  * cycle with verify=true): every carved page in exactly one state and on the
  * right list, the lists' links and counts, each formatted page's slot
  * accounting against its allocation bitmap, tenured pages off the avail
- * lists, the sub-page state (no released OS page under an allocated slot,
+ * lists, the large blocks' list against the set and the counters, the sub-page state (no released OS page under an allocated slot,
  * the counts), every handle on a live object (so none was left behind by an
  * evacuation), and with verify on, that every free slot still holds its
  * poison.  Lock held.
@@ -110,6 +110,26 @@ static int check_handles(hl_heap *h, char *msg, size_t len) {
   return HL_OK;
 }
 
+/* The large path: the list's blocks, each in the set, are what the counters
+ * hold, with the blocks a manual realloc has out of the list meanwhile. */
+static int check_large(hl_heap *h, char *msg, size_t len) {
+  uint64_t n = 0, bytes = 0;
+  const hl_large *prev = NULL;
+  for (const hl_large *l = h->large_head; l; l = l->next) {
+    CHECK(l->prev == prev, "large block %p has a broken back link", (const void *)(l + 1));
+    CHECK(hl__large_contains(h, l + 1), "large block %p is not in the set", (const void *)(l + 1));
+    CHECK(++n <= h->ctr.large_objects, "large list: more blocks than the %" PRIu64 " counted",
+          h->ctr.large_objects);
+    bytes += l->size;
+    prev = l;
+  }
+  CHECK(n + h->large_moving == h->ctr.large_objects && bytes + h->large_moving_bytes ==
+        h->ctr.live[HL_LARGE], "large list: %" PRIu64 " blocks of %" PRIu64 " bytes (and %" PRIu32
+        " being moved, %" PRIu64 " bytes), counted %" PRIu64 " of %" PRIu64, n, bytes,
+        h->large_moving, h->large_moving_bytes, h->ctr.large_objects, h->ctr.live[HL_LARGE]);
+  return HL_OK;
+}
+
 int hl__check_locked(hl_heap *h, char *msg, size_t len) {
   HL_ASSERT_LOCKED(h);
   hl__aword_flush(h); /* reserved slots count as used until then */
@@ -200,6 +220,7 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
           sub_held, h->sub_held);
   }
   if (h->opt.mode == HL_MODE_COLLECTED && (rc = check_handles(h, msg, len))) return rc;
+  if ((rc = check_large(h, msg, len))) return rc;
   if ((rc = check_list(h, &h->retired, "retired", msg, len))) return rc;
   if ((rc = check_list(h, &h->partial_full, "partial", msg, len))) return rc;
   for (uint32_t c = 0; c < h->nclasses; c++)

@@ -647,11 +647,16 @@ static void *realloc_large_locked(hl_heap *h, void *ptr, uint64_t old, size_t ne
   hl_large *l = hl__large_of(ptr);
   hl__large_detach(h, l);
   hl__charge(h, HL_LARGE, grow, 0);
+  h->large_moving++;
+  h->large_moving_bytes += old + (uint64_t)grow;
   hl__unlock(h, locked);
   hl_large *n = hl__large_sys_realloc(l, want);
   if (!n && want != new_size) n = hl__large_sys_realloc(l, got = new_size);
   if (locked) hl__lock_raw(h);
   hl__charge(h, HL_LARGE, -grow, 0);
+  h->large_moving_bytes -= old + (uint64_t)grow;
+  /* a fork waits for the last one (registry.c's fork_prepare) */
+  if (--h->large_moving == 0) pthread_cond_broadcast(&h->cycle_done);
   if (!n) {
     hl__large_attach(h, l, old);
     hl__fail(h, HL_ENOMEM, "realloc: the system allocator refused %zu bytes", new_size);
