@@ -433,7 +433,10 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
   }
   void **bin = tc ? hl__bin_of(tc, cls) : NULL;
   while (got < want) {
-    if (tc) h->manual_run = want - got;
+    /* the run reserved holds what is still wanted, no more -- without a
+     * cache, one slot: the class's lowest free one, so a block freed is the
+     * next handed out (a run of 256 went on through fresh slots) */
+    h->manual_run = want - got;
     void *b = hl__small_take(h, cls); /* (charged when its word was reserved) */
     if (!b) break;
     if (!first) first = b;
