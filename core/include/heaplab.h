@@ -643,8 +643,9 @@ int hl_resident_bytes(hl_heap *heap, uint64_t *out);
 int hl_vma_count(hl_heap *heap, uint64_t *out);
 /* The reservation's address range. */
 int hl_heap_range(hl_heap *heap, uint64_t *base, uint64_t *bytes);
-/* Check every invariant (pool accounting, states, free slots, poison when
- * verify is on).  HL_ECHECK with a message naming the first violation. */
+/* Check every invariant (pool accounting, states, free slots, the large
+ * blocks against the counters, poison when verify is on).  HL_ECHECK with a
+ * message naming the first violation. */
 int hl_heap_check(hl_heap *heap);
 /* Run a trim pass now (release beyond the warm cache, upgrades). */
 int hl_trim(hl_heap *heap);
