@@ -12,8 +12,8 @@
 #include "check.h"
 
 int main(void) {
-  hl_heap *h = HEAP("mode=manual", "tcache_blocks=0", "page_size=65536");
-  static const size_t sizes[] = {16, 64, 256, 1000, 4096};
+  hl_heap *h = HEAP("mode=manual", "tcache_blocks=0", "page_size=65536", "small_max=4096");
+  static const size_t sizes[] = {16, 64, 256, 1000, 4096}; /* all small (small_max) */
   for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
     size_t sz = sizes[s];
     void *keep = hl_malloc(h, sz); /* (the class's page stays with it) */
@@ -21,6 +21,10 @@ int main(void) {
     void *p = hl_malloc(h, sz);
     CHECK(p, "malloc(%zu): %s", sz, hl_heap_error(h));
     memset(p, 1, sz);
+    uint64_t base, bytes;
+    OK(h, hl_heap_range(h, &base, &bytes));
+    CHECK((uintptr_t)p >= base && (uintptr_t)p < base + bytes,
+          "malloc(%zu) is not a small block of the reservation", sz);
     uint64_t before = resident_of(h);
     for (int i = 0; i < 1000; i++) {
       hl_free(h, p);
