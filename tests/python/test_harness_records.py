@@ -390,6 +390,44 @@ print(json.dumps({"seconds": time.monotonic() - t0, "error": data["error"], "ali
 """
 
 
+SLOW_EXIT = """
+import json, sys, time
+import heaplab.harness as hh
+from heaplab.harness import run_command_arm
+real = hh._read_rollup
+state = {}
+def slow(pid):
+    if state.get("late"):
+        time.sleep(0.3)          # a loaded machine: the phase's last sample is slow
+    return real(pid)
+hh._read_rollup = slow
+def script(ctl):
+    with ctl.phase("first"):
+        pass
+    with ctl.phase("late"):
+        while ctl.remaining() > 0.05:
+            time.sleep(0.01)
+        state["late"] = True     # the phase ends on its own, just before the deadline
+        raise RuntimeError("gave up")
+data = run_command_arm(["sleep", "120"], allocator="glibc", script=script, timeout=2)
+print(json.dumps([(r["phase"], r["status"]) for r in data["records"]]))
+"""
+
+
+def test_a_phase_ending_at_the_timeout_keeps_its_record(tmp_path):
+    """A script whose phase was unwinding when the arm's timeout came lost
+    that phase's record: the harness raised ArmTimeout into the script's
+    thread at once, inside the phase's exit, before it appended its record
+    (the fresh-clone CI of 6fec49c: test_a_script_that_never_returns_is_
+    bounded_by_timeout[wait_low] found [first] where [first, stuck] were
+    due).  Now the thread gets a moment to stop on its own first."""
+    p = subprocess.run([sys.executable, "-c", SLOW_EXIT], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr[-3000:]
+    records = json.loads(p.stdout)
+    assert records == [["first", "ok"], ["late", "raised: RuntimeError: gave up"]], records
+
+
 @pytest.mark.parametrize("how", ["loop", "wait_low", "blocked"])
 def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
     """run_command_arm(..., script=s, timeout=T) bounded the command by T

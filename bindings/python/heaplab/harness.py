@@ -877,6 +877,9 @@ def _async_raise(thread, exc_type):
 # how long a script's thread is given to unwind (its phases are recorded as
 # they end) once the arm timed out or was interrupted
 _SCRIPT_GRACE_S = 2.0
+# ... of which it is given this long to stop on its own before an exception is
+# raised in it
+_SCRIPT_HEAD_START_S = 0.5
 
 
 def _run_script(script, ctl, proc, deadline, timeout, label):
@@ -907,7 +910,14 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
         if proc.poll() is None:
             proc.kill()
         if exc_type is not None:
-            _async_raise(t, exc_type)
+            # a script in one of ctl's helpers stops on its own now (they see
+            # _expired and raise ArmTimeout) and records its phase as it
+            # unwinds: an exception raised into its thread meanwhile would
+            # cut that record short, so it gets a moment first (the
+            # fresh-clone CI lost a phase's record this way under load)
+            t.join(min(_SCRIPT_HEAD_START_S, _SCRIPT_GRACE_S))
+            if t.is_alive():
+                _async_raise(t, exc_type)
         t.join(_SCRIPT_GRACE_S)
         with ctl._lock:
             ctl._closed = True
