@@ -454,7 +454,6 @@ struct hl_heap {
                                realloc), out of the list and the set, still counted; fork
                                waits for none to be (registry.c) */
   uint64_t large_moving_bytes; /* what they are charged meanwhile */
-  bool fork_waits;          /* fork_prepare waits on cycle_done for large_moving to be 0 */
   uint64_t sys_map_threshold; /* the system allocator maps a block this big or bigger (the
                                  preload library fixes glibc's; 0: not known) */
 

@@ -53,11 +53,7 @@ static void fork_prepare(void) {
        * large block: the child would keep it detached, out of the heap's
        * list and set -- its free there handed to the system allocator as a
        * foreign pointer, its bytes counted for good */
-      while (h->in_cycle || h->large_moving) {
-        h->fork_waits = true; /* (one fork at a time: tc_global is held) */
-        hl__wait(h, &h->cycle_done);
-      }
-      h->fork_waits = false;
+      while (h->in_cycle || h->large_moving) hl__wait(h, &h->cycle_done);
     }
     pthread_mutex_lock(&h->req_lock);
     pthread_mutex_lock(&h->errlock);

@@ -3,10 +3,11 @@
  * cycle with verify=true): every carved page in exactly one state and on the
  * right list, the lists' links and counts, each formatted page's slot
  * accounting against its allocation bitmap, tenured pages off the avail
- * lists, the large blocks' list against the set and the counters, the sub-page state (no released OS page under an allocated slot,
- * the counts), every handle on a live object (so none was left behind by an
- * evacuation), and with verify on, that every free slot still holds its
- * poison.  Lock held.
+ * lists, the large blocks' list against the set and the counters, the
+ * sub-page state (no released OS page under an allocated slot, the counts),
+ * every handle on a live object (so none was left behind by an evacuation),
+ * and with verify on, that every free slot still holds its poison.  Lock
+ * held.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -660,7 +660,7 @@ static NOINLINE void *realloc_large_move(hl_heap *h, void *ptr, uint64_t old, si
   hl__charge(h, HL_LARGE, -grow, 0);
   h->large_moving_bytes -= old + (uint64_t)grow;
   /* a fork may wait for the last one (registry.c's fork_prepare) */
-  if (--h->large_moving == 0 && h->fork_waits) pthread_cond_broadcast(&h->cycle_done);
+  if (--h->large_moving == 0) pthread_cond_broadcast(&h->cycle_done);
   if (!n) {
     hl__large_attach(h, l, old);
     hl__fail(h, HL_ENOMEM, "realloc: the system allocator refused %zu bytes", new_size);
