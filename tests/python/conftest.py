@@ -1,11 +1,22 @@
 import glob
 import importlib.util
 import os
+import signal
 import sys
 
 import pytest
 
-import heaplab
+# The Ctrl-C tests send SIGINT to a child and expect CPython's
+# KeyboardInterrupt there.  A shell without job control starts a background
+# job with SIGINT ignored (`make test &` or `nohup make test &` in a script),
+# every child inherits that, and those tests failed for a reason of the
+# shell's.  A handler here is reset to the default action in every child at
+# exec.  Before heaplab's import: heaplab hooks its interruptible calls to
+# SIGINT only when CPython's own handler is in place, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+import heaplab  # noqa: E402
 
 
 @pytest.fixture
