@@ -75,14 +75,11 @@ $(PYASAN)/build.ninja:
 
 test-python-asan: setup build $(PYASAN)/build.ninja
 	ninja -C $(PYASAN)
-	rm -rf $(PYASAN)/pkg && mkdir -p $(PYASAN)/pkg/heaplab
-	cp bindings/python/heaplab/*.py $(PYASAN)/bindings/python/_heaplab*.so \
-	  $(PYASAN)/bindings/python/_options.py $(PYASAN)/pkg/heaplab/
-	cd tests/python && \
+	site=$$(tools/stage-package.sh $(PYASAN)) && cd tests/python && \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:allocator_may_return_null=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
-	  PYTHONPATH=$(abspath $(PYASAN))/pkg HEAPLAB_BUILD=$(abspath $(BUILD)) \
+	  PYTHONPATH=$$site HEAPLAB_BUILD=$(abspath $(BUILD)) \
 	  HEAPLAB_MODEL_EXAMPLES=15 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider test_reliability.py test_bad_input.py \
 	  test_threads.py test_same_words.py test_compaction_model.py test_conservative_region.py

@@ -29,18 +29,24 @@ ninja -C "$cov-py" >/dev/null
 # counts from earlier runs would add up
 find "$cov" "$cov-py" -name '*.gcda' -delete
 
+# each step's output goes to a log; a failing step prints the end of it
+step() {
+  local log=$1; shift
+  "$@" >"$log" 2>&1 || { tail -n 40 "$log" >&2
+    echo "coverage.sh: failed: $* (whole output: $log)" >&2; exit 1; }
+}
+
 echo "coverage.sh: C and Lua tests"
-meson test -C "$cov" --no-rebuild --suite c --suite lua --print-errorlogs >/dev/null
+step "$cov/tests.log" meson test -C "$cov" --no-rebuild --suite c --suite lua --print-errorlogs
 echo "coverage.sh: a 10 s soak"
-"$cov/tests/soak/heaplab-soak" --duration 10 >/dev/null
+step "$cov/soak.log" "$cov/tests/soak/heaplab-soak" --duration 10
 
 echo "coverage.sh: Python tests against $cov-py"
-pkg="$cov-py/pkg/heaplab"
-rm -rf "$cov-py/pkg" && mkdir -p "$pkg"
-ln -s "$root"/bindings/python/heaplab/*.py "$pkg/"
-ln -s "$root/$cov-py"/bindings/python/_heaplab*.so "$pkg/"
-(cd tests/python && PYTHONPATH="$root/$cov-py/pkg" HEAPLAB_BUILD="$root/$cov" \
-  $PYTHON -m pytest -q -p no:cacheprovider . >/dev/null)
+# the package as pip installs it, staged (the copies of the instrumented
+# objects write their counts to this build)
+site=$(tools/stage-package.sh "$cov-py")
+(cd tests/python && PYTHONPATH="$site" HEAPLAB_BUILD="$root/$cov" \
+  step "$root/$cov-py/pytest.log" $PYTHON -m pytest -q -p no:cacheprovider .)
 
 echo "coverage.sh: gcovr (core/ only)"
 $PYTHON -m gcovr -r "$root" --filter 'core/' --txt "$cov/coverage.txt" \
