@@ -462,6 +462,38 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
         reap(p, pid)
 
 
+def test_a_blocked_script_gets_the_grace_the_error_names(monkeypatch):
+    """After the deadline a script's thread gets _SCRIPT_GRACE_S in all, the
+    figure the error names ("did not stop within 2 s"): 2c8cdd2's head start
+    (0.5 s to stop by itself before ArmTimeout is raised) came on top of it,
+    2.5 s.  The waits are read off Thread.join, not timed."""
+    import threading
+    import heaplab.harness as hh
+    from heaplab.harness import run_command_arm
+    waits = []
+    real_join = threading.Thread.join
+
+    def join(self, timeout=None):
+        if self.name.startswith("heaplab script"):
+            waits.append(timeout)
+        return real_join(self, timeout)
+    monkeypatch.setattr(threading.Thread, "join", join)
+    release = threading.Event()
+
+    def script(ctl):
+        with ctl.phase("first"):
+            pass
+        release.wait(30)                # blocked in C: ArmTimeout cannot land
+
+    try:
+        data = run_command_arm(["sleep", "60"], allocator="glibc", script=script, timeout=1)
+    finally:
+        release.set()
+    assert f"did not stop within {hh._SCRIPT_GRACE_S:g} s" in data["error"], data["error"]
+    assert len(waits) >= 2, waits
+    assert sum(waits[1:]) == pytest.approx(hh._SCRIPT_GRACE_S), waits
+
+
 def test_the_script_helpers_refuse_to_start_after_the_deadline():
     from heaplab.harness import ArmTimeout
     seen = {}

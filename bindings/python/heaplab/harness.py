@@ -888,7 +888,8 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
     here with its traceback), or the arm's error when the deadline came
     first: then the command is killed (a script blocked on it -- a client
     waiting for a dead server -- gets its answer), ArmTimeout is raised in
-    the script's thread and it is given _SCRIPT_GRACE_S to end; a thread
+    the script's thread (unless it ends by itself within
+    _SCRIPT_HEAD_START_S) and it is given _SCRIPT_GRACE_S in all to end; a thread
     blocked in a call that never returns (a sleep, a lock, a read of
     something else) cannot be stopped from outside and is left behind, said
     in the error.  A Ctrl-C while waiting does the same with
@@ -915,10 +916,12 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
             # unwinds: an exception raised into its thread meanwhile would
             # cut that record short, so it gets a moment first (the
             # fresh-clone CI lost a phase's record this way under load)
-            t.join(min(_SCRIPT_HEAD_START_S, _SCRIPT_GRACE_S))
+            t.join(_SCRIPT_HEAD_START_S)
             if t.is_alive():
                 _async_raise(t, exc_type)
-        t.join(_SCRIPT_GRACE_S)
+            t.join(_SCRIPT_GRACE_S - _SCRIPT_HEAD_START_S)
+        else:
+            t.join(_SCRIPT_GRACE_S)
         with ctl._lock:
             ctl._closed = True
         return t.is_alive()
