@@ -310,6 +310,8 @@ int hl_options_set(hl_options *opts, const char *name, const char *value,
 /* Set an option by name from a number (enum options take the choice index). */
 int hl_options_set_int(hl_options *opts, const char *name, int64_t value,
                        char *err, size_t errlen);
+/* Read an option by name: HL_EOPTION for an unknown name, HL_EINVAL for a
+ * NULL struct or out pointer. */
 int hl_options_get(const hl_options *opts, const char *name, int64_t *out);
 /* Check every field and the relations between them. */
 int hl_options_validate(const hl_options *opts, char *err, size_t errlen);

@@ -29,6 +29,10 @@ case({ "heaplab.heap", "option names are strings", "1" }, hl.heap, { true })
 case({ "heaplab.heap", "argument 1", "table of options", "'fast'" }, hl.heap, "fast")
 case({ "heaplab.heap", "page_size", "power of two" }, hl.heap, { page_size = 12288 })
 case({ "heaplab.heap", "small_max", "page_size/4" }, hl.heap, { page_size = "16k", small_max = 8192 })
+-- options each in range that cannot go together (hl_options_validate)
+case({ "heaplab.heap", "subpage_release", "needs page_release" }, hl.heap,
+     { subpage_release = true, page_release = false })
+case({ "heaplab.heap", "compact", "needs mode=collected" }, hl.heap, { mode = "manual", compact = "sparse" })
 case({ "heaplab.heap", "warm_pages", "integer", "a table" }, hl.heap, { warm_pages = {} })
 case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
 -- C reads a name up to its first NUL: this one set warm_pages

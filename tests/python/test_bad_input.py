@@ -53,6 +53,14 @@ OPTION_CASES = [
     (dict(gc_trigger_min_bytes=1 << 30, gc_trigger_max_bytes=1 << 20), ValueError,
      "gc_trigger_min_bytes"),
     (dict(reserve_bytes="12q"), ValueError, "reserve_bytes: '12q' is not a byte size"),
+    # options each in range that cannot go together (hl_options_validate)
+    (dict(page_size="256k", reserve_bytes="3m"), ValueError,
+     "reserve_bytes: 3145728 is below 16 pages of page_size 262144"),
+    (dict(subpage_release=True, page_release=False), ValueError,
+     "subpage_release: needs page_release"),
+    (dict(subpage_release=True, dump_toggle=True), ValueError,
+     "subpage_release: cannot be combined with dump_toggle"),
+    (dict(mode="manual", compact="sparse"), ValueError, "compact: needs mode=collected"),
 ]
 
 

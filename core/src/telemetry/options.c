@@ -354,8 +354,9 @@ int hl_options_set(hl_options *opts, const char *name, const char *value, char *
 }
 
 int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
+  if (!opts || !out) return HL_EINVAL;
   int i = hl_option_index(name);
-  if (i < 0 || !opts || !out) return HL_EOPTION;
+  if (i < 0) return HL_EOPTION;
   *out = *(const int64_t *)((const char *)opts + offsets[i]);
   return HL_OK;
 }
