@@ -27,7 +27,8 @@ export MALLOC_PERTURB_ = 0
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
         notebooks lua clean distclean docs test-lua-testes build-fuzz fuzz test-fuzz soak \
-        test-soak test-side-by-side test-model coverage mutants test-preload
+        test-soak test-side-by-side test-model coverage mutants test-preload \
+        test-python-alone test-python-shared
 
 all: build
 
@@ -84,8 +85,19 @@ test-python-asan: setup build $(PYASAN)/build.ninja
 	  $(PYTHON) -m pytest -q -p no:cacheprovider test_reliability.py test_bad_input.py \
 	  test_threads.py test_same_words.py test_compaction_model.py test_conservative_region.py
 
+PYTEST_RUN = cd tests/python && HEAPLAB_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q
+
 test-python: install build
-	cd tests/python && HEAPLAB_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q .
+	$(PYTEST_RUN) .
+
+# make test splits the Python tests in two: those that measure the process
+# (footprints, bounded waits) run alone; the rest (marked shares_the_machine)
+# run in test-side-by-side
+test-python-alone: install build
+	$(PYTEST_RUN) -m 'not shares_the_machine' .
+
+test-python-shared: install build
+	$(PYTEST_RUN) -m shares_the_machine .
 
 test-lua: build
 	meson test -C $(BUILD) --suite lua --print-errorlogs
@@ -142,16 +154,17 @@ test-soak: build
 coverage: setup
 	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
 
-test: test-c test-asan test-tsan test-python test-python-asan test-lua test-clients test-preload test-bench \
+test: test-c test-asan test-tsan test-python-alone test-python-asan test-lua test-clients test-preload test-bench \
       test-side-by-side
 
 # The phases before it run one at a time: their tests measure footprints and
-# bound waits.  These three assert no time and no footprint (a notebook runs
-# and draws; the fuzzers and the soak run a fixed time and check results), so
-# they share the machine: about 135 s side by side where one after the other
-# took 230 s.  Each one's output is printed whole when it ends.
+# bound waits.  These four assert no time and no footprint (a notebook runs
+# and draws; the fuzzers and the soak run a fixed time and check results; the
+# Python tests marked shares_the_machine compare heaps with models), so they
+# share the machine.  Each one's output is printed whole when it ends.
 test-side-by-side:
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-notebooks test-fuzz test-soak
+	$(MAKE) --no-print-directory -j4 --output-sync=target test-notebooks test-fuzz test-soak \
+	  test-python-shared
 
 experiments: install build
 	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload

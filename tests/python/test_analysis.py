@@ -12,6 +12,10 @@ from heaplab import analysis as hla
 from heaplab.harness import FIGURES
 from heaplab.notebooks import experiment_module
 
+# asserts no time and no footprint of the process: make test runs it beside
+# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
+
 MiB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
 

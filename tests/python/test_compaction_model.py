@@ -22,8 +22,13 @@ import struct
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
+import pytest
 
 import heaplab
+
+# asserts no time and no footprint of the process: make test runs it beside
+# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
 
 SLOTS = 3
 BURST = 24    # survivors of a burst (one in 2..21 of its objects)

@@ -20,6 +20,10 @@ import heaplab.notebooks
 import heaplab.pytest_plugin
 from heaplab import _options
 
+# asserts no time and no footprint of the process: make test runs it beside
+# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TYPING = os.path.join(HERE, "typing")
 

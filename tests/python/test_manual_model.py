@@ -30,8 +30,13 @@ import time
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+import pytest
 
 from heaplab._heaplab import ffi, lib
+
+# asserts no time and no footprint of the process: make test runs it beside
+# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
 
 
 def scaled(n):

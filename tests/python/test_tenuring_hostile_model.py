@@ -11,10 +11,15 @@ import weakref
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import precondition, rule
+import pytest
 
 import heaplab
 from heaplab._heaplab import lib
 from test_collector_model import SLOTS, TenuringModel, scaled
+
+# asserts no time and no footprint of the process: make test runs it beside
+# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
 
 
 class _Holder:
