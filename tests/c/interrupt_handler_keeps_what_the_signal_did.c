@@ -1,0 +1,63 @@
+/* hl_interrupt_attach puts heaplab's handler in front of whatever the signal
+ * did before, and the signal still does it: a previous SA_SIGINFO handler
+ * gets its siginfo, a signal whose action was the default still ends the
+ * process by that signal (its exit status says so), an ignored one is still
+ * ignored.  A signal that cannot be caught is HL_ESYS, a number that is no
+ * signal HL_EINVAL -- and a failed attach can be made again.  (No test
+ * reached the SA_SIGINFO and default-action branches of the handler before:
+ * make coverage, heap.c 72-75, 90-91.) */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "check.h"
+
+static _Atomic int info_signo, info_code;
+
+static void with_info(int sig, siginfo_t *info, void *ctx) {
+  (void)ctx;
+  info_signo = sig;
+  info_code = info ? info->si_code : -1;
+}
+
+int main(void) {
+  CHECK(hl_interrupt_attach(0) == HL_EINVAL, "signal 0");
+  CHECK(hl_interrupt_attach(65) == HL_EINVAL, "signal 65");
+  CHECK(hl_interrupt_attach(-1) == HL_EINVAL, "signal -1");
+  CHECK(hl_interrupt_attach(SIGKILL) == HL_ESYS, "SIGKILL cannot be caught");
+  CHECK(hl_interrupt_attach(SIGKILL) == HL_ESYS, "SIGKILL again: still an error, not 'attached'");
+
+  /* a previous SA_SIGINFO handler gets the signal and its siginfo */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = with_info;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGUSR2, &sa, NULL) == 0, "sigaction");
+  CHECK(hl_interrupt_attach(SIGUSR2) == HL_OK, "attach SIGUSR2");
+  raise(SIGUSR2);
+  CHECK(info_signo == SIGUSR2, "the SA_SIGINFO handler before was not called (%d)", info_signo);
+  CHECK(info_code == SI_TKILL || info_code == SI_USER, "its siginfo did not come along: si_code %d",
+        info_code);
+
+  /* an ignored signal stays ignored */
+  signal(SIGHUP, SIG_IGN);
+  CHECK(hl_interrupt_attach(SIGHUP) == HL_OK, "attach SIGHUP");
+  raise(SIGHUP); /* (the test would end here if it were not) */
+
+  /* a signal whose action was the default still ends the process, by it */
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    signal(SIGUSR1, SIG_DFL);
+    if (hl_interrupt_attach(SIGUSR1) != HL_OK) _exit(3);
+    raise(SIGUSR1);
+    _exit(0); /* not reached when the default action ran */
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGUSR1,
+        "the child %s (status %#x): SIGUSR1's default action was lost",
+        WIFEXITED(status) ? "exited" : "was killed by another signal", status);
+  puts("ok");
+  return 0;
+}
