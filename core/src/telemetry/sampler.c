@@ -15,6 +15,9 @@
 
 #include "../internal.h"
 
+/* the interval doubles up to this (an hour; it starts at 10 s at most) */
+#define SAMPLER_INTERVAL_MAX_US (3600ull * 1000000u)
+
 struct hl_sampler {
   hl_sampler *next_live;    /* the samplers fork() knows */
   pid_t pid;                /* the process its thread runs in */
@@ -45,10 +48,17 @@ static void take(hl_sampler *s) {
     if (x.phys_footprint > s->max_after) s->max_after = x.phys_footprint;
   }
   if (s->n == s->cap) {
-    /* decimate: keep every other sample, sample half as often */
-    for (size_t i = 0; i < s->n / 2; i++) s->series[i] = s->series[2 * i + 1];
+    /* decimate: keep every other sample -- the first one among them, the
+     * start of the phase (the odd ones were kept: a caller taking samples
+     * faster than the thread pushed the start out of the series, which then
+     * spanned the last few hundred samples only) -- and sample half as often */
+    for (size_t i = 0; i < s->n / 2; i++) s->series[i] = s->series[2 * i];
     s->n /= 2;
-    s->interval_us *= 2;
+    /* (the caller's samples fill it too, as often as it calls: doubled
+     * without a bound, the interval wrapped to 0 after some 60 halvings and
+     * the thread sampled without a pause) */
+    s->interval_us = s->interval_us < SAMPLER_INTERVAL_MAX_US / 2 ? s->interval_us * 2
+                                                                  : SAMPLER_INTERVAL_MAX_US;
   }
   /* The caller's thread (mark, reset, summary) measures too: a sample
    * measured before one already stored goes in before it, so the series

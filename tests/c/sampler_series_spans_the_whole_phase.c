@@ -1,0 +1,53 @@
+/* A sampler whose series fills keeps every other sample and samples half as
+ * often, up to an hour (heaplab.h): a long phase still spans the whole
+ * buffer, at most `capacity` samples, in time order, from near its start to
+ * its end.  No test filled a series before (make coverage: sampler.c 49-51
+ * never ran).  The caller's samples fill it too (hl_sampler_mark takes one
+ * now), as often as it calls: the interval doubled at every halving without
+ * a bound and wrapped to 0 after some 60 of them -- 1000 marks on a series
+ * of 16 at 1 ms -- and the sampler's thread then sampled without a pause;
+ * and each halving kept the odd samples, so the first was dropped every time
+ * and a caller sampling faster than the thread left a series of its last
+ * few hundred samples (13 samples over 0.95 ms of a 35 ms phase).  The marks
+ * make the count exact whatever the machine's load. */
+#include <time.h>
+
+#include "check.h"
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int main(void) {
+  enum { CAP = 16, MARKS = 1000 };
+  hl_sampler *s;
+  CHECK(hl_sampler_open(&s, 0.001, CAP) == HL_OK, "open: %s", hl_heap_error(NULL));
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < MARKS; i++) CHECK(hl_sampler_mark(s) == HL_OK, "mark %d", i);
+  uint64_t t1 = now_ns();
+  hl_sampler_summary sum;
+  CHECK(hl_sampler_summary_get(s, &sum) == HL_OK, "summary");
+  CHECK(sum.samples >= MARKS + 1, "%" PRIu64 " samples taken for %d marks", sum.samples, MARKS);
+  CHECK(sum.stored <= CAP && sum.stored >= CAP / 2, "%" PRIu64 " stored of capacity %d",
+        sum.stored, CAP);
+  /* 1000 samples into 16 slots: more than 100 halvings; the interval
+   * doubled at each, from 1 ms, and stopped at an hour */
+  CHECK(sum.interval_us == 3600000000ull, "interval %" PRIu64 " us after %" PRIu64
+        " samples: not 1 ms doubled up to an hour", sum.interval_us, sum.samples);
+  hl_sample buf[CAP + 8];
+  size_t n;
+  CHECK(hl_sampler_read(s, 0, buf, CAP + 8, &n) == HL_OK && n == sum.stored, "read %zu", n);
+  for (size_t i = 1; i < n; i++)
+    CHECK(buf[i].t_ns >= buf[i - 1].t_ns, "sample %zu is before sample %zu", i, i - 1);
+  /* the kept samples are spread over the phase, not its last sixteen */
+  uint64_t span = buf[n - 1].t_ns - buf[0].t_ns, run = t1 - t0;
+  CHECK(span * 4 >= run * 3, "the %zu samples span %.3f ms of a %.3f ms phase", n, span / 1e6,
+        run / 1e6);
+  CHECK(buf[0].t_ns <= t0, "the first kept sample is %.3f ms into a %.3f ms phase, not the one "
+        "the sampler took when it opened", (buf[0].t_ns - (double)t0) / 1e6, run / 1e6);
+  hl_sampler_stop(s);
+  puts("ok");
+  return 0;
+}
