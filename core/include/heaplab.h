@@ -605,7 +605,7 @@ void hl_sampler_stop(hl_sampler *s);
 /* ------------------------------------------------------------------------ */
 
 /* The long calls -- hl_fill, hl_churn, hl_collect of several cycles,
- * hl_ref_checksum -- stop at their next safe point with HL_EINTR after
+ * hl_ref_checksum, hl_thin -- stop at their next safe point with HL_EINTR after
  * hl_interrupt() is called, leaving nothing half-done (a fill's objects
  * become garbage; no handle is made).  hl_interrupt is async-signal-safe.
  * hl_interrupt_attach(signo) installs a handler for signo that calls it and
