@@ -12,8 +12,13 @@
  *
  * Conventions
  *   - Functions that can fail return an int error code: HL_OK (0) or one of
- *     hl_error.  The message of the last failure on a heap, from the calling
- *     thread, is hl_heap_error(heap).  Nothing here aborts on bad input.
+ *     hl_error.  hl_heap_error(heap) is the message of the calling thread's
+ *     last failed call on heap, the first time it is asked for; after that
+ *     (or with no failed call of its own there) the heap's last failure's,
+ *     in whatever thread (a background cycle's).  hl_heap_error(NULL): the
+ *     calling thread's last failure outside any heap (hl_heap_new, the
+ *     samplers).  The string is the thread's, valid until its next call.
+ *     Nothing here aborts on bad input.
  *   - Slot indices are 0-based.
  *   - Sizes and byte counters are 64-bit.
  */

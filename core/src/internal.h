@@ -528,9 +528,11 @@ struct hl_heap {
   hl_event *events;
   uint64_t ev_cap, ev_head, ev_count;
 
-  /* last error of this heap (any thread) */
+  /* last error of this heap (any thread), and its number in the process's
+   * sequence of failures (telemetry.c; 0: none yet) */
   pthread_mutex_t errlock;
   char errmsg[256];
+  uint64_t errseq;
 };
 
 /* ---- error reporting (telemetry/telemetry.c) ---- */

@@ -12,8 +12,17 @@
 
 /* ---- errors ---- */
 
+/* This thread's last message: of its own last failure (err_own until it is
+ * read), or the copy of a heap's that it last read -- err_seq says which of
+ * the heap's failures it is.  The numbers come from one sequence for the
+ * whole process, so a heap made later at the same address (its errseq 0
+ * until it fails) never matches a stale copy. */
 static _Thread_local const hl_heap *err_heap;
+static _Thread_local uint64_t err_seq;
+static _Thread_local bool err_own;
+static _Thread_local uint64_t err_serial; /* (err_own's heap: not one made later at its address) */
 static _Thread_local char err_buf[256];
+static _Atomic uint64_t failures;
 
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
@@ -25,11 +34,15 @@ void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...) {
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap) {
   vsnprintf(err_buf, sizeof err_buf, fmt, ap);
   err_heap = h;
+  err_seq = 0;
+  err_own = true;
   if (h) {
     /* Also kept on the heap, for a caller asking from another thread. */
     hl_heap *m = (hl_heap *)h;
     pthread_mutex_lock(&m->errlock);
     memcpy(m->errmsg, err_buf, sizeof err_buf);
+    m->errseq = err_seq = atomic_fetch_add_explicit(&failures, 1, memory_order_relaxed) + 1;
+    err_serial = m->serial;
     pthread_mutex_unlock(&m->errlock);
   }
   return code;
@@ -43,14 +56,28 @@ int hl__fail(const hl_heap *h, int code, const char *fmt, ...) {
   return code;
 }
 
+/* The message of this thread's last failed call on h, the first time it is
+ * asked for (a binding raising that call's error: another thread's failure
+ * in between does not take its place); after that, and in a thread whose
+ * last failure was elsewhere, the heap's last failure's, whichever thread
+ * it was in.  A thread kept the first message it read, or made, for good:
+ * it read it again after other threads' failures -- a background cycle's
+ * "verify:" among them, which has no caller to return to. */
 const char *hl_heap_error(const hl_heap *h) {
-  if (err_heap == h) return err_buf;
-  if (!h) return "";
+  if (!h) return err_heap == NULL ? err_buf : "";
+  if (err_heap == h && err_own && err_serial == h->serial) {
+    err_own = false;
+    return err_buf;
+  }
+  err_own = false;
   hl_heap *m = (hl_heap *)h;
   pthread_mutex_lock(&m->errlock);
-  memcpy(err_buf, m->errmsg, sizeof err_buf);
+  if (err_heap != h || err_seq != m->errseq) {
+    memcpy(err_buf, m->errmsg, sizeof err_buf);
+    err_heap = h;
+    err_seq = m->errseq;
+  }
   pthread_mutex_unlock(&m->errlock);
-  err_heap = h;
   return err_buf;
 }
 
