@@ -47,9 +47,12 @@ $(ASAN)/build.ninja:
 build-asan: setup $(ASAN)/build.ninja
 	ninja -C $(ASAN)
 
-# the Python package (meson-python builds the CFFI extension)
+# the Python package (meson-python builds the CFFI extension; INSTALLED=1:
+# make test's last phase, after test-python-alone installed it)
 install: setup
+ifneq ($(INSTALLED),1)
 	$(PYTHON) -m pip install -q --disable-pip-version-check --no-build-isolation .
+endif
 
 $(TSAN)/build.ninja:
 	meson setup $(TSAN) --buildtype=debug -Db_sanitize=thread -Db_lundef=false -Dlua=disabled
@@ -152,19 +155,21 @@ test-soak: build
 # line and branch coverage of core/ by the C, Lua and Python tests (gcovr);
 # fails below the floors in tools/coverage.sh
 coverage: setup
+	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
 	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
 
 test: test-c test-asan test-tsan test-python-alone test-python-asan test-lua test-clients test-preload test-bench \
       test-side-by-side
 
+# (It expects the package installed: make test did that before it.)
 # The phases before it run one at a time: their tests measure footprints and
 # bound waits.  These four assert no time and no footprint (a notebook runs
 # and draws; the fuzzers and the soak run a fixed time and check results; the
 # Python tests marked shares_the_machine compare heaps with models), so they
 # share the machine.  Each one's output is printed whole when it ends.
 test-side-by-side:
-	$(MAKE) --no-print-directory -j4 --output-sync=target test-notebooks test-fuzz test-soak \
-	  test-python-shared
+	$(MAKE) --no-print-directory -j4 --output-sync=target INSTALLED=1 test-notebooks test-fuzz \
+	  test-soak test-python-shared
 
 experiments: install build
 	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
