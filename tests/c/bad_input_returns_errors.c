@@ -74,6 +74,13 @@ int main(void) {
   FAILS(h, HL_EINVAL, "duration", hl_churn(h, -1, 64, 1024, 0, &(hl_churn_result){0}));
   FAILS(h, HL_EINVAL, "live_bytes", hl_churn(h, 0.01, 64, 8, 0, &(hl_churn_result){0}));
   FAILS(h, HL_EINVAL, "not a registered", hl_roots_remove(h, pattern));
+  FAILS(h, HL_EINVAL, "thin: NULL output", hl_thin(h, keep, 2, NULL));
+  FAILS(h, HL_EINVAL, "thin: every 0 out of range", hl_thin(h, keep, 0, &r));
+  FAILS(h, HL_EINVAL, "thin: every 1000000001 out of range", hl_thin(h, keep, 1000000001, &r));
+  void *raw = hl_obj_new(h, 8, 2);
+  CHECK(raw, "hl_obj_new: %s", hl_heap_error(h));
+  FAILS(h, HL_ERANGE, "obj_new_in: slot 2 out of range",
+        hl_obj_new_in(h, raw, 2, 8, 0) ? HL_OK : HL_ERANGE);
   CHECK(hl_obj_new(h, HL_MAX_SIZE + 1, 0) == NULL, "raw alloc of a huge size");
   CHECK(hl_obj_new_in(h, NULL, 0, 8, 0) == NULL, "raw alloc into NULL");
   CHECK(hl_alloc(NULL, 8, 0, &r) == HL_EINVAL, "NULL heap");
@@ -90,6 +97,7 @@ int main(void) {
   FAILS(m, HL_EMODE, "churn: objects need a collected heap", hl_churn(m, 0.01, 64, 4096, 0, &cr));
   FAILS(m, HL_EMODE, "hl_obj_new: objects need a collected heap",
         hl_obj_new(m, 8, 1) ? HL_OK : HL_EMODE);
+  FAILS(m, HL_EMODE, "thin: needs a collected heap", hl_thin(m, 1, 2, &r));
   /* the raw-object calls too, held (their fast path) or not, with blocks of
    * the same size class reserved by a malloc */
   void *blk = hl_malloc(m, 24);
@@ -114,5 +122,17 @@ int main(void) {
   check_invariants(h);
   hl_heap_free(h);
   hl_heap_free(other);
+
+  /* a fault variable whose site name is longer than any: refused, named */
+  char var[160] = "HEAPLAB_FAULT_";
+  memset(var + strlen(var), 'X', 100);
+  setenv(var, "always", 1);
+  char lerr[256];
+  hl_heap *none = NULL;
+  int lrc = hl_heap_new(NULL, &none, lerr, sizeof lerr);
+  CHECK(lrc == HL_EVALUE && !none && strstr(lerr, "no fault site has so long a name") &&
+            strstr(lerr, "HEAPLAB_FAULT_XXX"),
+        "a 100-letter fault site: %s (%s)", hl_error_name(lrc), lerr);
+  unsetenv(var);
   return 0;
 }
