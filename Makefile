@@ -152,8 +152,8 @@ soak: build
 test-soak: build
 	meson test -C $(BUILD) --suite soak --print-errorlogs
 
-# line and branch coverage of core/ by the C, Lua and Python tests (gcovr);
-# fails below the floors in tools/coverage.sh
+# line and branch coverage of core/ by the C, Lua, preload and Python tests
+# (gcovr); fails below the floors in tools/coverage.sh
 coverage: setup
 	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
 	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
@@ -161,12 +161,12 @@ coverage: setup
 test: test-c test-asan test-tsan test-python-alone test-python-asan test-lua test-clients test-preload test-bench \
       test-side-by-side
 
-# (It expects the package installed: make test did that before it.)
 # The phases before it run one at a time: their tests measure footprints and
 # bound waits.  These four assert no time and no footprint (a notebook runs
 # and draws; the fuzzers and the soak run a fixed time and check results; the
 # Python tests marked shares_the_machine compare heaps with models), so they
-# share the machine.  Each one's output is printed whole when it ends.
+# share the machine.  Each one's output is printed whole when it ends.  (The
+# package is not installed again here: make test did it before.)
 test-side-by-side:
 	$(MAKE) --no-print-directory -j4 --output-sync=target INSTALLED=1 test-notebooks test-fuzz \
 	  test-soak test-python-shared

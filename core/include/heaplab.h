@@ -568,9 +568,10 @@ int hl_footprint_get(hl_footprint *out);
 /* A footprint sampler: a thread reading the process footprint every
  * interval_us, keeping the lowest and highest values (overall and since the
  * last mark) and a time series for plots.  When the series fills, every
- * other sample is dropped and the interval doubles (up to an hour), so a
- * long phase still spans the whole buffer.  Assertions on asynchronous reclamation use the
- * LOWEST value seen after a marked event, never a reading at a chosen instant. */
+ * other sample is dropped (the first is kept) and the interval doubles (up
+ * to an hour), so a long phase still spans the whole buffer.  Assertions on
+ * asynchronous reclamation use the LOWEST value seen after a marked event,
+ * never a reading at a chosen instant. */
 typedef struct hl_sampler hl_sampler;
 
 typedef struct hl_sample {
