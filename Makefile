@@ -94,8 +94,8 @@ test-python: install build
 	$(PYTEST_RUN) .
 
 # make test splits the Python tests in two: those that measure the process
-# (footprints, bounded waits) run alone; the rest (marked shares_the_machine)
-# run in test-side-by-side
+# (sampled footprints, bounded waits) run alone; the rest (marked
+# shares_the_machine) run in test-side-by-side
 test-python-alone: install build
 	$(PYTEST_RUN) -m 'not shares_the_machine' .
 

@@ -20,8 +20,9 @@ import heaplab.notebooks
 import heaplab.pytest_plugin
 from heaplab import _options
 
-# asserts no time and no footprint of the process: make test runs it beside
-# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+# no assertion here depends on the machine's load (no bounded wait, no sampled
+# footprint): make test runs these beside the notebooks, the fuzzers and the
+# soak (pyproject.toml's markers)
 pytestmark = pytest.mark.shares_the_machine
 
 HERE = os.path.dirname(os.path.abspath(__file__))

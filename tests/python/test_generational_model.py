@@ -13,8 +13,9 @@ import pytest
 
 import heaplab
 
-# asserts no time and no footprint of the process: make test runs it beside
-# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+# no assertion here depends on the machine's load (no bounded wait, no sampled
+# footprint): make test runs these beside the notebooks, the fuzzers and the
+# soak (pyproject.toml's markers)
 pytestmark = pytest.mark.shares_the_machine
 
 SLOTS = 3

@@ -17,8 +17,9 @@ import heaplab
 from heaplab._heaplab import lib
 from test_collector_model import SLOTS, TenuringModel, scaled
 
-# asserts no time and no footprint of the process: make test runs it beside
-# the notebooks, the fuzzers and the soak (pyproject.toml's markers)
+# no assertion here depends on the machine's load (no bounded wait, no sampled
+# footprint): make test runs these beside the notebooks, the fuzzers and the
+# soak (pyproject.toml's markers)
 pytestmark = pytest.mark.shares_the_machine
 
 
