@@ -7,9 +7,10 @@
 # extension the same way in BUILD_DIR-py; runs the C scenario tests, the Lua
 # tests, the preloaded library's tests (make test-preload's), a 10 s soak
 # and the Python tests (tests/python, against that extension: PYTHONPATH
-# puts it before any installed heaplab); then gcovr reports core/ only.  Fails when line or branch coverage falls below the
-# floors below (set a little under the figures measured when they were
-# written; README.md has the figures).  Reports: BUILD_DIR/coverage.txt and
+# puts it before any installed heaplab); then gcovr reports core/ only.
+# Fails when line or branch coverage falls below the floors below (set a
+# little under the figures measured when they were written; README.md has
+# the figures).  Reports: BUILD_DIR/coverage.txt and
 # BUILD_DIR/coverage.html.
 set -euo pipefail
 LINE_FLOOR=${COV_LINE_FLOOR:-96}
