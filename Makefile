@@ -85,7 +85,7 @@ test-python-asan: setup build $(PYASAN)/build.ninja
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
 	  PYTHONPATH=$$site HEAPLAB_BUILD=$(abspath $(BUILD)) \
 	  HEAPLAB_MODEL_EXAMPLES=15 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider test_reliability.py test_bad_input.py \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider --capture=sys test_reliability.py test_bad_input.py \
 	  test_threads.py test_same_words.py test_compaction_model.py test_conservative_region.py
 
 PYTEST_RUN = cd tests/python && HEAPLAB_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q

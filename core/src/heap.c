@@ -431,9 +431,9 @@ int hl_ref_set(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref value) {
 
 static int payload_check(hl_heap *h, void *obj, uint64_t off, uint64_t len, const char *what) {
   uint64_t size = hl__obj_size(obj);
-  if (off > size || len > size - off)
-    return hl__fail(h, HL_ERANGE, "%s: bytes [%" PRIu64 ", %" PRIu64 ") outside a %" PRIu64
-                    "-byte payload", what, off, off + len, size);
+  if (off > size || len > size - off)   /* (off + len may pass 2^64: said as a count) */
+    return hl__fail(h, HL_ERANGE, "%s: %" PRIu64 " bytes at offset %" PRIu64 " outside a %" PRIu64
+                    "-byte payload", what, len, off, size);
   return HL_OK;
 }
 

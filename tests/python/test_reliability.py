@@ -177,6 +177,71 @@ def test_sampler_stop_races_summary():
         assert not errors, errors
 
 
+def test_a_call_failing_while_another_thread_closes_keeps_its_message():
+    """A failed call read its message (hl_heap_error) after it stopped counting
+    as a call in flight: a close() in another thread, waiting for it, could
+    free the heap first -- a use after free (ASan, make test-python-asan), or
+    an empty message when close() had already cleared the pointer."""
+    import threading
+    messages = []
+    for _ in range(60):
+        h = heaplab.Heap(reserve_bytes="64m")
+        go = threading.Event()
+
+        def failing():
+            go.wait()
+            while True:
+                try:
+                    h.inject("no_such_site", "off")
+                except heaplab.HeapClosed:
+                    return
+                except heaplab.InvalidArgument as e:
+                    messages.append(str(e))
+
+        t = [threading.Thread(target=failing) for _ in range(3)]
+        for x in t:
+            x.start()
+        go.set()
+        while not messages:
+            pass
+        h.close()
+        for x in t:
+            x.join()
+    assert all("no_such_site" in m for m in messages), [m for m in messages
+                                                        if "no_such_site" not in m][:3]
+
+
+def test_a_call_failing_under_a_pending_close_keeps_its_message():
+    """close() interrupted by Ctrl-C while it waits leaves the free to the last
+    call in flight; that call, failing, freed the heap before reading its
+    message and raised Interrupted('') -- no word of what was interrupted."""
+    code = """
+        import heaplab, threading, time
+        h = heaplab.Heap()
+        out = {}
+        def worker():
+            try:
+                h.fill(6 << 30, 64)
+                out["e"] = None
+            except BaseException as e:
+                out["e"] = e
+        t = threading.Thread(target=worker)
+        t.start()
+        while h.stats().small_live_bytes < (16 << 20):
+            time.sleep(0.001)
+        print("ready", flush=True)
+        try:
+            h.close()
+        except KeyboardInterrupt:
+            pass
+        t.join()
+        e = out["e"]
+        print(f"closed={h.closed} {type(e).__name__}: [{e}]")
+    """
+    status, out = _interrupt_child(code, 0.2, timeout=60)
+    assert status == 0 and "closed=True Interrupted: [fill: interrupted" in out, out
+
+
 # ---- Ctrl-C -----------------------------------------------------------------------------
 
 def _interrupt_child(code, delay, timeout=30):
@@ -315,6 +380,10 @@ def test_every_bad_argument_is_a_documented_exception():
             r.read(0, 2 ** 40)
         with pytest.raises(IndexError, match="outside"):
             r.read(65)
+        # the range's end past 2^64 was said wrapped: "bytes [18446744073709551615, 1)"
+        with pytest.raises(IndexError, match=r"^read: 18446744073709551615 bytes at offset 2 "
+                                             r"outside a 64-byte payload$"):
+            r.read(2, 2 ** 64 - 1)
         with pytest.raises(ValueError, match="errno"):
             h.inject("release", "always", errno=2 ** 31)
         with pytest.raises(ValueError, match="start must be >= 0"):

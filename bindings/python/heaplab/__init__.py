@@ -573,6 +573,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_child)
 
 
+def _checked(ptr: Any, fn: Any, *args: Any) -> None:
+    """fn(ptr, *args); a non-zero code raises with the heap's message, read
+    with the same ptr before the call that owns it ends."""
+    rc = fn(ptr, *args)
+    if rc:
+        _raise(rc, _s(lib.hl_heap_error(ptr)))
+
+
 class _Owned(_Slotted):
     """The C object lives in an anchor (owners.h) that frees it on close() or,
     if the Python object dies open, from cffi's deallocation -- in C, where no
@@ -749,12 +757,11 @@ class Heap(_Owned):
         self._own(slot[0])
 
     # -- plumbing --
-    def _check(self, rc: int) -> None:
-        if rc:
-            _raise(rc, _s(lib.hl_heap_error(self._ptr)))
-
     def _call(self, fn: Any, *args: Any) -> None:
-        self._check(self._run(fn, *args))
+        """fn(ptr, *args) through _run; a failure raises its error with the
+        heap's message, read while the call still counts (a close() in
+        another thread waits for it and has not freed the heap)."""
+        self._run(_checked, fn, *args)
 
     def _root(self) -> Any:
         """An empty root of this heap, owned by C (owners.h)."""
@@ -801,10 +808,10 @@ class Heap(_Owned):
         if n == 0:
             raise InvalidArgument("conservative_region: words must be >= 1, got 0")
         reg = ffi.gc(ffi.new("hlpy_region *"), lib.hlpy_region_done)
-        rc = self._run(lib.hlpy_region_open, reg, self._anchor, n)
-        if rc == lib.HL_ENOMEM:
-            raise OutOfMemory(f"conservative_region: cannot allocate {n} words")
-        self._check(rc)
+        try:
+            self._call(lib.hlpy_region_open, reg, self._anchor, n)
+        except OutOfMemory:
+            raise OutOfMemory(f"conservative_region: cannot allocate {n} words") from None
         region = ConservativeRegion.__new__(ConservativeRegion)
         region._heap = self
         region._region = reg
