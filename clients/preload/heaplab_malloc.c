@@ -135,9 +135,15 @@ static void path_from_start(const char *path, char *out, size_t len) {
 }
 
 /* Set by the library's constructor: libc has initialised (it is a
- * dependency: its constructors ran first). */
+ * dependency: its constructors ran first).  The heaps' fork handlers are
+ * registered there too, before the program's constructors run, and not at
+ * the first malloc: a program that registers pthread_atfork handlers before
+ * its first malloc and allocates in them hung in fork() (its prepare
+ * handler ran after heaplab's had taken the heap lock, its child and parent
+ * handlers before heaplab's released it). */
 static _Atomic bool libc_ready;
 __attribute__((constructor)) static void at_start(void) {
+  hl__registry_fork_handlers();
   atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
 }
 

@@ -1026,6 +1026,13 @@ void hl__store_any(void *obj, uint64_t slot, void *value);
 
 /* ---- registry.c: the process-wide list of heaps ---- */
 int hl__registry_add(hl_heap *h);
+/* Register the fork handlers now (hl__registry_add does, once).  Handlers
+ * registered later run their prepare before these and their parent and
+ * child handlers after them, the heaps unlocked: the preloaded library
+ * calls this from its constructor, so that a program's handlers, registered
+ * before its first malloc, may allocate (as they may on glibc, which locks
+ * its malloc after every prepare handler). */
+void hl__registry_fork_handlers(void);
 void hl__registry_remove(hl_heap *h);
 /* The heap whose reservation holds addr, with the registry read-locked
  * until hl__registry_unlock; NULL (still locked) when none. */

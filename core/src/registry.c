@@ -104,10 +104,23 @@ static void fork_child(void) {
   hl__manual_fork_done();
 }
 
-static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+/* Set before pthread_atfork is called: were it to malloc (past glibc's
+ * inline list of handlers), the preloaded library's heap set up there
+ * would call hl__registry_add inside this pthread_once -- in the same
+ * thread, a deadlock. */
+static _Atomic bool fork_registering;
+static void fork_init(void) {
+  atomic_store(&fork_registering, true);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void hl__registry_fork_handlers(void) {
+  if (!atomic_load_explicit(&fork_registering, memory_order_acquire))
+    pthread_once(&fork_once, fork_init);
+}
 
 int hl__registry_add(hl_heap *h) {
-  pthread_once(&fork_once, fork_init);
+  hl__registry_fork_handlers();
   int rc = HL_OK;
   pthread_rwlock_wrlock(&registry_lock);
   if (registry_n == registry_cap) {

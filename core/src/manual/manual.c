@@ -41,6 +41,15 @@ static HL_TLS hl_tcache *tls_list;
  * never destroyed (20 KiB and a block leaked per thread, 200 MB after
  * 10,000 threads that had called strerror). */
 static HL_TLS bool tls_exited;
+/* This thread is making its cache: the pthread_setspecific that registers
+ * it allocates when the key's index is past glibc's first 32 (a program that
+ * made 32 keys before its first malloc) -- with the preloaded library,
+ * through this heap.  That malloc takes no cache: it found the cache half
+ * made, linked it to the heap twice and left it linked to itself (the stats
+ * walked that list for ever). */
+static HL_TLS volatile bool tls_making; /* (volatile: glibc declares pthread_setspecific
+                                           a leaf, which "calls nothing of this file",
+                                           and GCC dropped the store before the call) */
 HL_TLS hl_tls_cache hl__tls;
 
 static inline hl_tcache *use_cache(hl_tcache *tc, const hl_heap *h) {
@@ -202,7 +211,8 @@ static void bin_reserve(hl_tcache *tc, uint32_t cls, uint32_t n) {
  * (none configured, verify, or the heap held by this thread).  Called
  * without the lock. */
 static hl_tcache *tcache_for(hl_heap *h) {
-  if (h->opt.tcache_blocks == 0 || h->opt.verify || hl__held == h || tls_exited) return NULL;
+  if (h->opt.tcache_blocks == 0 || h->opt.verify || hl__held == h || tls_exited || tls_making)
+    return NULL;
   for (hl_tcache *tc = tls_list; tc; tc = tc->next_thread)
     if (atomic_load_explicit(&tc->heap, memory_order_relaxed) == h) return use_cache(tc, h);
   uint32_t cap = (uint32_t)h->opt.tcache_blocks;
@@ -230,7 +240,9 @@ static hl_tcache *tcache_for(hl_heap *h) {
     tc->room = room;
     tc->next_thread = tls_list;
     tls_list = tc;
+    tls_making = true;
     pthread_setspecific(tc_key, tls_list);
+    tls_making = false;
   }
   tc->nclasses = h->nclasses;
   tc->used = 0;
