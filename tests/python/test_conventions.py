@@ -139,6 +139,46 @@ def test_every_public_definition_has_a_docstring(modname):
     assert not missing, f"{modname}: no docstring on {missing}"
 
 
+# ---- HEAPLAB_ variables -------------------------------------------------------------------
+
+# HEAPLAB_ names in the tree that are no environment variable: header guards
+# (*_H), the option table's markers, a compile-time macro, a placeholder
+NOT_VARIABLES = {"HEAPLAB_OPTIONS_BEGIN", "HEAPLAB_OPTIONS_END", "HEAPLAB_LUA_READLINE",
+                 "HEAPLAB_NAME"}
+
+
+def test_every_heaplab_variable_in_the_tree_is_an_option_or_read_quietly(tmp_path):
+    """A HEAPLAB_ variable that is no option warns 'is not an option' in every
+    heap that reads the environment (the preloaded library, the launchers, a
+    Heap()) -- unless one of heaplab's tools reads it (options.c's tool_vars).
+    HEAPLAB_REPEAT, HEAPLAB_FETCH_LUA_TESTES, HEAPLAB_MODEL_EXAMPLES... were
+    documented or set by the Makefile and warned about in every program."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    try:
+        listed = subprocess.run(["git", "-C", root, "grep", "-hoE",
+                                 r"\bHEAPLAB_[A-Z0-9_]*[A-Z0-9]\b"],
+                                capture_output=True, text=True, timeout=60)
+    except OSError:
+        pytest.skip("no git")
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    options = {"HEAPLAB_" + name.upper() for name in heaplab.options()}
+    names = {n for n in listed.stdout.split() if not n.endswith("_H")} - NOT_VARIABLES - options
+    # (the fault sites are options too, their values checked: a variable of
+    # each is set by the tests that mean it)
+    names = {n for n in names if not n.startswith("HEAPLAB_FAULT_")}
+    assert "HEAPLAB_REPEAT" in names and "HEAPLAB_STATS" in names, sorted(names)
+    env = {n: "1" for n in names}
+    env["HEAPLAB_NO_SUCH_TOOL_VARIABLE"] = "1"   # the control: warned about
+    r = run([sys.executable, "-c", "import heaplab; heaplab.Heap().close()"], cwd=tmp_path,
+            env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    warned = {line.split()[2] for line in r.stderr.splitlines() if "is not an option" in line}
+    assert warned == {"HEAPLAB_NO_SUCH_TOOL_VARIABLE"}, (
+        f"warned about as no option (options.c's tool_vars lists the tools' variables): "
+        f"{sorted(warned - {'HEAPLAB_NO_SUCH_TOOL_VARIABLE'})}\n{r.stderr}")
+
+
 # ---- the command line -------------------------------------------------------------------
 
 def test_cli_help_version_and_errors(tmp_path):

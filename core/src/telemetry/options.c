@@ -382,6 +382,8 @@ static void env_name(int i, char *var, size_t len) {
 static const char *const tool_vars[] = {
     "ALLOCATOR", "STATS", "TRACE_EVENTS", "COUNTERS_FILE", "RESULTS", "BUILD", "LUA",
     "LUA_LAUNCHER", "PYTHON_LAUNCHER", "LUA_CPATH", "EXPERIMENTS", "PRELOAD", "SOAK_SECONDS",
+    "REPEAT", "FETCH_LUA_TESTES", "MODEL_EXAMPLES", "MODEL_SCALE", "PRELOAD_THREADS",
+    "PRELOAD_CONFORMANCE",
 };
 static const char *const tool_prefixes[] = {"FAULT_", "BENCH_", "SWEEP_", "X_"};
 
