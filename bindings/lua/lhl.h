@@ -78,6 +78,10 @@ void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, 
 
 /* heap.c */
 int lhl_heap_new(lua_State *L);
+/* The heap userdata in user value 1 of the handle or region at idx, or NULL
+ * when that is not a heap (debug.setuservalue can put any value there).
+ * Nothing is left on the stack: the user value keeps the heap alive. */
+lheap *lhl_uv_heap(lua_State *L, int idx);
 void lhl_open_heap(lua_State *L);
 
 /* object.c */

@@ -20,6 +20,10 @@
 typedef struct lregion {
   void **words; /* NULL once removed */
   uint64_t n;
+  /* the heap userdata the words were registered with, compared with the user
+   * value and never read through: debug.setuservalue can replace the user
+   * value, and words still registered with a heap must not be freed */
+  const lheap *owner;
 } lregion;
 
 /* The region at idx and its open heap; an error if removed or closed. */
@@ -31,26 +35,34 @@ static lregion *region_check(lua_State *L, int idx, const char *fn, hl_heap **hp
              lhl_shown(L, idx, b, sizeof b));
     return NULL;
   }
-  lua_getiuservalue(L, idx, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1); /* the region's user value keeps the heap alive */
-  if (!lh || !lh->h) lhl_fail(L, fn, "the region's heap is closed");
+  lheap *lh = lhl_uv_heap(L, idx); /* the region's user value keeps the heap alive */
+  if (!lh || lh != r->owner) {
+    lua_getiuservalue(L, idx, 1);
+    lhl_fail(L, fn, "the region's user value is not its heap (it is %s: replaced by "
+             "debug.setuservalue?)", lhl_shown(L, -1, b, sizeof b));
+    return NULL;
+  }
+  if (!lh->h) lhl_fail(L, fn, "the region's heap is closed");
   if (!r->words) lhl_fail(L, fn, "the region was removed");
   if (hp) *hp = lh->h;
   return r;
 }
 
-/* The one finalizer: __gc, __close and reg:remove(). */
+/* The one finalizer: __gc, __close and reg:remove().  The words are freed
+ * only when no heap can scan them any more: unregistered from the open heap
+ * they were registered with, or that heap closed.  A user value replaced by
+ * debug.setuservalue hides which heap that is: then the words are left
+ * allocated (a leak of 8 bytes a word, never a use after free).  The user
+ * value equal to `owner` is the region's heap, or the region's heap was
+ * collected -- closed -- and another took its address: freeing is safe. */
 static int region_gc(lua_State *L) {
   lregion *r = luaL_testudata(L, 1, REGION_MT);
   if (!r || !r->words) return 0;
   void **w = r->words;
   r->words = NULL;
-  lua_getiuservalue(L, 1, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  if (lh && lh->h) hl_roots_remove(lh->h, w);
-  free(w);
+  lheap *lh = lhl_uv_heap(L, 1);
+  if (!lh || lh != r->owner) return 0;
+  if (!lh->h || hl_roots_remove(lh->h, w) == HL_OK) free(w);
   return 0;
 }
 
@@ -62,10 +74,12 @@ int lhl_region_new(lua_State *L) {
   lregion *r = lua_newuserdatauv(L, sizeof *r, 1); /* (may run a finalizer) */
   r->words = NULL;
   r->n = 0;
+  r->owner = NULL;
   luaL_setmetatable(L, REGION_MT);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
   lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+  r->owner = lh;
   if (!lh->h) return lhl_fail(L, fn, "the heap is closed");
   void **w = n <= SIZE_MAX / sizeof(void *) ? calloc((size_t)n, sizeof(void *)) : NULL;
   if (!w) {
@@ -308,12 +322,12 @@ static int region_len(lua_State *L) {
 
 static int region_tostring(lua_State *L) {
   lregion *r = luaL_checkudata(L, 1, REGION_MT);
-  lua_getiuservalue(L, 1, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1);
+  lheap *lh = lhl_uv_heap(L, 1);
   if (!r->words) {
     lua_pushstring(L, "heaplab.region (removed)");
-  } else if (!lh || !lh->h) {
+  } else if (!lh || lh != r->owner) {
+    lua_pushstring(L, "heaplab.region (its user value is not its heap)");
+  } else if (!lh->h) {
     lua_pushstring(L, "heaplab.region (heap closed)");
   } else {
     uint64_t nonzero = 0;
