@@ -518,8 +518,10 @@ static int protected_main(lua_State *L) {
     if (isatty(0)) {
       print_version();
       repl(L);
-    } else if (run_file(L, NULL) != LUA_OK) {
-      return 0;
+    } else {
+      /* lua.c 5.4.4 ignores this status (dofile(L, NULL)): a program read
+       * from stdin that fails has its error printed and exits 0 */
+      run_file(L, NULL);
     }
   }
   lua_pushboolean(L, 1);
