@@ -478,17 +478,15 @@ static int run_options(lua_State *L, char **argv, int script) {
   return 1;
 }
 
-typedef struct run_args {
-  int argc;
-  char **argv;
-} run_args;
-
 /* Everything that touches Lua runs here, protected, so even an allocation
- * failure while opening the libraries is reported, not a panic. */
+ * failure while opening the libraries is reported, not a panic.  Its two
+ * arguments, argc and argv, are lua.c's pmain's: they stay on the stack
+ * below everything the program runs, so a recursion reaches the same depth
+ * before "stack overflow" as in lua5.4 (with one argument it went one
+ * frame deeper). */
 static int protected_main(lua_State *L) {
-  run_args *ra = lua_touserdata(L, 1);
-  int argc = ra->argc;
-  char **argv = ra->argv;
+  int argc = (int)lua_tointeger(L, 1);
+  char **argv = lua_touserdata(L, 2);
   int script;
   int opts = parse_args(argv, &script);
   luaL_checkversion(L);
@@ -542,10 +540,10 @@ int main(int argc, char **argv) {
   }
   lua_atpanic(L, on_panic);
   lua_setwarnf(L, on_warning, NULL);
-  run_args ra = {argc, argv};
   lua_pushcfunction(L, protected_main);
-  lua_pushlightuserdata(L, &ra);
-  int status = lua_pcall(L, 1, 1, 0);
+  lua_pushinteger(L, argc);
+  lua_pushlightuserdata(L, argv);
+  int status = lua_pcall(L, 2, 1, 0);
   int ok = status == LUA_OK && lua_toboolean(L, -1);
   report(L, status);
   lua_close(L);

@@ -258,6 +258,23 @@ def lua_stdin_status():
     print("a failing program read from stdin exits 0 as in lua5.4 (also stdin closed); '-' exits 1")
 
 
+def lua_stack_depth():
+    """A recursion reaches the same depth before "stack overflow" as in
+    lua5.4 (999987 there): the launcher's main function takes lua.c's two
+    arguments (argc, argv), which stay on the stack below the program; with
+    one it went a frame deeper.  As a script, from stdin, with -e."""
+    code = "local n = 0 local function f() n = n + 1 f() end print(pcall(f)) print('depth', n)\n"
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "s.lua"), "w") as f:
+            f.write(code)
+        depths = set()
+        for args, stdin in ((["s.lua"], None), (["-"], code), ([], code), (["-e", code], None)):
+            st, out, err = everywhere(args, stdin, cwd=d)
+            assert st == 0 and "stack overflow" in out, f"{args}: {st}\n{out}\n{err}"
+            depths.add(re.search(r"depth\t(\d+)", out).group(1))
+    print(f"the same depth as lua5.4's before 'stack overflow': {sorted(depths)}")
+
+
 def find_testes():
     """A directory holding Lua 5.4.4's testes (all.lua, main.lua, libs/...):
     $LUA_TESTES (the testes directory or a tree containing testes/), else a
@@ -367,7 +384,7 @@ def lua_testes():
 SCENARIOS = {f.__name__: f for f in (lua_arg_table, lua_arg_not_table, lua_repl_return_shorthand,
                                      lua_repl_prompts, lua_repl_transcript, lua_version,
                                      lua_options, lua_interrupt, lua_stdin_status,
-                                     lua_testes)}
+                                     lua_stack_depth, lua_testes)}
 
 
 def main(argv):
