@@ -69,6 +69,12 @@ static void on_refusal(hl_heap *h, size_t size, void *arg) {
   client_refused();
 }
 
+void client_refusal_clear(void) {
+  pthread_mutex_lock(&refusal_lock);
+  refusal[0] = 0;
+  pthread_mutex_unlock(&refusal_lock);
+}
+
 const char *client_refusal(void) {
   static char copy[sizeof refusal];
   pthread_mutex_lock(&refusal_lock);

@@ -53,6 +53,10 @@ void client_refused(void);
  * allocation was refused. */
 const char *client_refusal(void);
 
+/* Forget the refusal: the program went on after it (an allocation succeeded
+ * since), so a later memory error is not its (heaplab-lua). */
+void client_refusal_clear(void);
+
 /* Create (truncate) path and write it with write(f): 0, or the errno of
  * what failed -- the open, a write (a full disk: the report was silently
  * cut short, HEAPLAB_STATS=/dev/full said nothing), the close.  Prints

@@ -43,6 +43,35 @@ static const char *progname = "heaplab-lua";
 
 /* ---- the two allocators (lua_Alloc) ---- */
 
+/* ---- a refusal the program went on from is forgotten ---- */
+
+/* Lua raises its memory error as soon as an allocation (and its retry after
+ * an emergency collection) is refused, and runs no Lua code of the state
+ * before the error reaches report() (only a __close handler could).  So Lua
+ * code running after a refusal means the program went on: a pcall caught
+ * the error, or the retry worked.  A later memory error is then not that
+ * refusal's (error("not enough memory") is one too), and report() must not
+ * name it (docs/clients.md, "Out of memory").  A refusal arms a count hook
+ * on the main state (lua_sethook is safe anywhere, as in a signal handler);
+ * the next instruction it runs forgets the reason.  When the program has a
+ * hook of its own, a growing allocation that succeeds forgets it instead.
+ * (Code of a coroutine runs on another state: the main state runs again
+ * when the coroutine yields or fails, before any error of it reaches the
+ * top.) */
+static lua_State *main_state;
+static int refused; /* a reason is remembered and not yet forgotten */
+
+static void forget_refusal(void) {
+  refused = 0;
+  client_refusal_clear();
+}
+
+static void went_on_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  forget_refusal();
+}
+
 static void *alloc_heaplab(void *ud, void *ptr, size_t osize, size_t nsize) {
   hl_heap *h = ud;
   if (nsize == 0) {
@@ -52,7 +81,16 @@ static void *alloc_heaplab(void *ud, void *ptr, size_t osize, size_t nsize) {
   /* with ptr NULL, osize is the kind of object being made, not a size; a
    * refusal is remembered by client_start's hook (Lua will say only "not
    * enough memory") */
-  return ptr ? hl_realloc(h, ptr, osize, nsize) : hl_malloc(h, nsize);
+  void *p = ptr ? hl_realloc(h, ptr, osize, nsize) : hl_malloc(h, nsize);
+  if (!p) {
+    refused = 1;
+    if (main_state && !lua_gethook(main_state))
+      lua_sethook(main_state, went_on_hook, LUA_MASKCOUNT, 1);
+  } else if (refused && (!ptr || nsize > osize) && main_state &&
+             lua_gethook(main_state) != went_on_hook) {
+    forget_refusal(); /* (a shrink proves nothing: Lua shrinks while unwinding) */
+  }
+  return p;
 }
 
 static void *alloc_libc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -478,17 +516,15 @@ static int run_options(lua_State *L, char **argv, int script) {
   return 1;
 }
 
-typedef struct run_args {
-  int argc;
-  char **argv;
-} run_args;
-
 /* Everything that touches Lua runs here, protected, so even an allocation
- * failure while opening the libraries is reported, not a panic. */
+ * failure while opening the libraries is reported, not a panic.  Its two
+ * arguments, argc and argv, are lua.c's pmain's: they stay on the stack
+ * below everything the program runs, so a recursion reaches the same depth
+ * before "stack overflow" as in lua5.4 (with one argument it went one
+ * frame deeper). */
 static int protected_main(lua_State *L) {
-  run_args *ra = lua_touserdata(L, 1);
-  int argc = ra->argc;
-  char **argv = ra->argv;
+  int argc = (int)lua_tointeger(L, 1);
+  char **argv = lua_touserdata(L, 2);
   int script;
   int opts = parse_args(argv, &script);
   luaL_checkversion(L);
@@ -518,8 +554,10 @@ static int protected_main(lua_State *L) {
     if (isatty(0)) {
       print_version();
       repl(L);
-    } else if (run_file(L, NULL) != LUA_OK) {
-      return 0;
+    } else {
+      /* lua.c 5.4.4 ignores this status (dofile(L, NULL)): a program read
+       * from stdin that fails has its error printed and exits 0 */
+      run_file(L, NULL);
     }
   }
   lua_pushboolean(L, 1);
@@ -540,10 +578,11 @@ int main(int argc, char **argv) {
   }
   lua_atpanic(L, on_panic);
   lua_setwarnf(L, on_warning, NULL);
-  run_args ra = {argc, argv};
+  main_state = L;
   lua_pushcfunction(L, protected_main);
-  lua_pushlightuserdata(L, &ra);
-  int status = lua_pcall(L, 1, 1, 0);
+  lua_pushinteger(L, argc);
+  lua_pushlightuserdata(L, argv);
+  int status = lua_pcall(L, 2, 1, 0);
   int ok = status == LUA_OK && lua_toboolean(L, -1);
   report(L, status);
   lua_close(L);

@@ -127,6 +127,11 @@ static int c_report(lua_State *L) {
 
 /* ---- the footprint sampler: a C thread, so it samples while Lua runs ---- */
 
+/* a sampler's thread besides its series, as Lua's collector is told: its
+ * stack's touched pages and the kernel's task, rounded up (bindings/lua's
+ * LHL_SAMPLER_THREAD_COST) */
+#define SAMPLER_THREAD_COST ((uint64_t)64 << 10)
+
 typedef struct sampler_ud {
   hl_sampler *s; /* NULL once stopped */
 } sampler_ud;
@@ -146,6 +151,12 @@ static int c_sampler(lua_State *L) {
   luaL_setmetatable(L, SAMPLER);
   if (hl_sampler_open(&u->s, (double)interval, (int64_t)cap))
     return luaL_error(L, "%s", hl_heap_error(NULL));
+  /* Lua's collector sees 8 bytes, not a thread and its series: dropped
+   * samplers were stopped only when other allocations happened to run a
+   * collection (200 dropped ones: 200 threads).  Step it as if the series
+   * and the thread (the module's heaplab.sampler counts the same) had been
+   * allocated. */
+  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + SAMPLER_THREAD_COST) >> 10));
   return 1;
 }
 

@@ -38,6 +38,14 @@ static lheap *heap_ud(lua_State *L, int idx, const char *fn) {
   return lh;
 }
 
+lheap *lhl_uv_heap(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getiuservalue(L, idx, 1);
+  lheap *lh = luaL_testudata(L, -1, HEAP_MT);
+  lua_pop(L, 1);
+  return lh;
+}
+
 /* An open heap at idx, or an error saying it is closed. */
 static hl_heap *heap_open(lua_State *L, int idx, const char *fn) {
   lheap *lh = heap_ud(L, idx, fn);

@@ -40,6 +40,11 @@ typedef struct lobj {
   hl_ref ref; /* 0 when released (or never acquired); user value 1 = the heap userdata */
 } lobj;
 
+/* What a sampler's thread costs besides its series, as Lua's collector is
+ * told (lua_gc LUA_GCSTEP): its stack's touched pages and the kernel's task,
+ * rounded up.  clients/lua_client_module.c uses the same figure. */
+#define LHL_SAMPLER_THREAD_COST ((uint64_t)64 << 10)
+
 typedef struct lsampler {
   hl_sampler *s; /* NULL when stopped */
 } lsampler;
@@ -78,6 +83,10 @@ void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, 
 
 /* heap.c */
 int lhl_heap_new(lua_State *L);
+/* The heap userdata in user value 1 of the handle or region at idx, or NULL
+ * when that is not a heap (debug.setuservalue can put any value there).
+ * Nothing is left on the stack: the user value keeps the heap alive. */
+lheap *lhl_uv_heap(lua_State *L, int idx);
 void lhl_open_heap(lua_State *L);
 
 /* object.c */

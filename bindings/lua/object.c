@@ -37,10 +37,14 @@ static lobj *obj_check(lua_State *L, int idx, const char *fn, hl_heap **hp) {
              lhl_shown(L, idx, b, sizeof b));
     return NULL;
   }
-  lua_getiuservalue(L, idx, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1); /* the object's user value keeps the heap alive */
-  if (!lh || !lh->h) lhl_fail(L, fn, "the object's heap is closed");
+  lheap *lh = lhl_uv_heap(L, idx); /* the object's user value keeps the heap alive */
+  if (!lh) {
+    lua_getiuservalue(L, idx, 1);
+    lhl_fail(L, fn, "the object's user value is not its heap (it is %s: replaced by "
+             "debug.setuservalue?)", lhl_shown(L, -1, b, sizeof b));
+    return NULL;
+  }
+  if (!lh->h) lhl_fail(L, fn, "the object's heap is closed");
   if (o->ref == 0) lhl_fail(L, fn, "the object was released");
   *hp = lh->h;
   return o;
@@ -51,16 +55,18 @@ static void obj_info(lua_State *L, const char *fn, hl_heap *h, lobj *o, hl_objec
 }
 
 /* The one finalizer of a handle: __gc, __close and o:release().  Drops the
- * root unless the heap is already gone (its handles went with it). */
+ * root unless the heap is already gone (its handles went with it).  When the
+ * user value is no longer a heap (debug.setuservalue), the heap that holds
+ * the root is unknown: the root stays until that heap is closed or collected
+ * (a root never outlives its heap), and nothing else is touched.  Another heap
+ * there refuses the handle (it names its heap: HL_EFOREIGN), harmlessly. */
 static int obj_release_ud(lua_State *L, int idx) {
   lobj *o = luaL_testudata(L, idx, OBJ_MT);
   if (!o) return 0;
   hl_ref ref = o->ref;
   o->ref = 0;
   if (!ref) return 0;
-  lua_getiuservalue(L, idx, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1);
+  lheap *lh = lhl_uv_heap(L, idx);
   if (lh && lh->h) hl_ref_release(lh->h, ref);
   return 0;
 }
@@ -346,9 +352,9 @@ static int obj_eq(lua_State *L) {
   }
   lua_getiuservalue(L, 1, 1);
   lua_getiuservalue(L, 2, 1);
-  lheap *lh = lua_touserdata(L, -1);
   int same_heap = lua_rawequal(L, -1, -2);
   lua_pop(L, 2);
+  lheap *lh = lhl_uv_heap(L, 1);
   hl_object_info ia, ib;
   lua_pushboolean(L, same_heap && lh && lh->h && !hl_ref_info(lh->h, a->ref, &ia) &&
                   !hl_ref_info(lh->h, b->ref, &ib) && ia.object == ib.object);
@@ -357,13 +363,13 @@ static int obj_eq(lua_State *L) {
 
 static int obj_tostring(lua_State *L) {
   lobj *o = luaL_checkudata(L, 1, OBJ_MT);
-  lua_getiuservalue(L, 1, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1);
+  lheap *lh = lhl_uv_heap(L, 1);
   hl_object_info info;
   if (o->ref == 0)
     lua_pushstring(L, "heaplab.object (released)");
-  else if (!lh || !lh->h)
+  else if (!lh)
+    lua_pushstring(L, "heaplab.object (its user value is not its heap)");
+  else if (!lh->h)
     lua_pushstring(L, "heaplab.object (heap closed)");
   else if (hl_ref_info(lh->h, o->ref, &info))
     lua_pushstring(L, "heaplab.object (stale)");

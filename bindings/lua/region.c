@@ -4,7 +4,11 @@
  * The userdata owns n machine words (C memory, zeroed) registered with
  * hl_roots_add(..., conservative = 1); its user value holds the heap
  * userdata, so the heap stays alive while the region does, and a region
- * whose heap was closed finds the hl_heap * gone and refuses to run.  One
+ * whose heap was closed finds the hl_heap * gone and refuses to run.  The
+ * user value can be replaced (debug.setuservalue), so the heap is also kept
+ * in a weak-keyed registry table, region -> heap: it keeps the heap alive
+ * while the region lives (and during its __gc), and tells the finalizer
+ * which heap to unregister the words from whatever the user value is.  One
  * finalizer (region_gc) serves __gc, __close and reg:remove(): it
  * unregisters the words (if the heap is still open) and frees them.  A
  * closed heap was freed synchronously (hl_heap_free stops its collector),
@@ -20,7 +24,28 @@
 typedef struct lregion {
   void **words; /* NULL once removed */
   uint64_t n;
+  /* the heap userdata the words are registered with; alive while the region
+   * is (the owners table), read through only once a live heap userdata (the
+   * user value, or the owners table's entry) is found to be this one */
+  const lheap *owner;
 } lregion;
+
+/* The registry's weak-keyed table region -> heap userdata. */
+static const char owners_key = 0;
+
+/* The heap userdata the owners table holds for the region at idx, or NULL. */
+static lheap *registered_owner(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &owners_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return NULL;
+  }
+  lua_pushvalue(L, idx);
+  lua_rawget(L, -2);
+  lheap *lh = luaL_testudata(L, -1, HEAP_MT);
+  lua_pop(L, 2);
+  return lh;
+}
 
 /* The region at idx and its open heap; an error if removed or closed. */
 static lregion *region_check(lua_State *L, int idx, const char *fn, hl_heap **hp) {
@@ -31,26 +56,36 @@ static lregion *region_check(lua_State *L, int idx, const char *fn, hl_heap **hp
              lhl_shown(L, idx, b, sizeof b));
     return NULL;
   }
-  lua_getiuservalue(L, idx, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1); /* the region's user value keeps the heap alive */
-  if (!lh || !lh->h) lhl_fail(L, fn, "the region's heap is closed");
+  lheap *lh = lhl_uv_heap(L, idx); /* the region's user value keeps the heap alive */
+  if (!lh || lh != r->owner) {
+    lua_getiuservalue(L, idx, 1);
+    lhl_fail(L, fn, "the region's user value is not its heap (it is %s: replaced by "
+             "debug.setuservalue?)", lhl_shown(L, -1, b, sizeof b));
+    return NULL;
+  }
+  if (!lh->h) lhl_fail(L, fn, "the region's heap is closed");
   if (!r->words) lhl_fail(L, fn, "the region was removed");
   if (hp) *hp = lh->h;
   return r;
 }
 
-/* The one finalizer: __gc, __close and reg:remove(). */
+/* The one finalizer: __gc, __close and reg:remove().  The words are freed
+ * only when no heap can scan them any more: unregistered from the open heap
+ * they were registered with, or that heap closed.  That heap is the user
+ * value, or -- when debug.setuservalue replaced it -- the owners table's
+ * entry (still there in __gc: Lua clears a weak key only once its
+ * finalized object is freed).  If neither is the region's heap (the
+ * registry was tampered with too), the words are left allocated: a leak,
+ * never a use after free. */
 static int region_gc(lua_State *L) {
   lregion *r = luaL_testudata(L, 1, REGION_MT);
   if (!r || !r->words) return 0;
   void **w = r->words;
   r->words = NULL;
-  lua_getiuservalue(L, 1, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  if (lh && lh->h) hl_roots_remove(lh->h, w);
-  free(w);
+  lheap *lh = lhl_uv_heap(L, 1);
+  if (!lh || lh != r->owner) lh = registered_owner(L, 1);
+  if (!lh || lh != r->owner) return 0;
+  if (!lh->h || hl_roots_remove(lh->h, w) == HL_OK) free(w);
   return 0;
 }
 
@@ -62,10 +97,17 @@ int lhl_region_new(lua_State *L) {
   lregion *r = lua_newuserdatauv(L, sizeof *r, 1); /* (may run a finalizer) */
   r->words = NULL;
   r->n = 0;
+  r->owner = NULL;
   luaL_setmetatable(L, REGION_MT);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &owners_key); /* owners[region] = heap */
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, 1);
+  lua_rawset(L, -3); /* (may run a finalizer) */
+  lua_pop(L, 1);
   lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+  r->owner = lh;
   if (!lh->h) return lhl_fail(L, fn, "the heap is closed");
   void **w = n <= SIZE_MAX / sizeof(void *) ? calloc((size_t)n, sizeof(void *)) : NULL;
   if (!w) {
@@ -308,12 +350,12 @@ static int region_len(lua_State *L) {
 
 static int region_tostring(lua_State *L) {
   lregion *r = luaL_checkudata(L, 1, REGION_MT);
-  lua_getiuservalue(L, 1, 1);
-  lheap *lh = lua_touserdata(L, -1);
-  lua_pop(L, 1);
+  lheap *lh = lhl_uv_heap(L, 1);
   if (!r->words) {
     lua_pushstring(L, "heaplab.region (removed)");
-  } else if (!lh || !lh->h) {
+  } else if (!lh || lh != r->owner) {
+    lua_pushstring(L, "heaplab.region (its user value is not its heap)");
+  } else if (!lh->h) {
     lua_pushstring(L, "heaplab.region (heap closed)");
   } else {
     uint64_t nonzero = 0;
@@ -333,5 +375,14 @@ static const luaL_Reg region_meta[] = {
 
 void lhl_open_region(lua_State *L) {
   lhl_new_type(L, REGION_MT, region_meta, region_methods, region_index);
+  lua_pop(L, 1);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &owners_key) != LUA_TTABLE) { /* (once per state) */
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &owners_key);
+  }
   lua_pop(L, 1);
 }

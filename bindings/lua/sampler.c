@@ -44,6 +44,12 @@ int lhl_sampler_new(lua_State *L) {
     if (lhl_is_failure(rc)) return lhl_push_failure(L, msg, rc);
     return luaL_error(L, "%s", msg);
   }
+  /* Lua's collector sees 8 bytes of userdata, not a thread sampling every
+   * interval and its series (capacity samples of 32 bytes): 300 dropped
+   * samplers left ~100 threads running until collectgarbage().  Tell it, as
+   * heaplab.heap does: a step as if the series and the thread's stack had
+   * been allocated. */
+  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + LHL_SAMPLER_THREAD_COST) >> 10));
   return 1;
 }
 

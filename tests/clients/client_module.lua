@@ -51,6 +51,28 @@ do
   assert(not ok and tostring(err):find("stopped"), "series of a sampler stopped by a finalizer: "
          .. tostring(err))
 end
+do
+  -- samplers dropped without s:stop(): Lua's collector is told what one
+  -- costs, so their __gc stops them; before, 8 bytes each to the collector
+  -- left all 200 threads running (reading the thread count allocates, so
+  -- only every 50)
+  local function threads()
+    local f = assert(io.open("/proc/self/status"))
+    local st = f:read("a")
+    f:close()
+    return tonumber(st:match("Threads:%s*(%d+)"))
+  end
+  collectgarbage()
+  collectgarbage()
+  local base, most = threads(), 0
+  for i = 1, 200 do
+    local s = c.sampler(10) -- (idle threads: a count, not a load)
+    if i % 50 == 0 then most = math.max(most, threads() - base) end
+  end
+  collectgarbage()
+  collectgarbage()
+  assert(most <= 8, "dropped samplers' threads still running: " .. most .. " of 200")
+end
 assert(c.report():find('"allocator": "' .. c.allocator() .. '"', 1, true), "report")
 assert(c.peak_rss() > 0 and c.now() > 0)
 print("ok")

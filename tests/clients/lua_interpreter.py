@@ -232,6 +232,49 @@ def lua_interrupt():
 TESTES_URL = "https://www.lua.org/tests/lua-5.4.4-tests.tar.gz"
 
 
+def lua_stdin_status():
+    """A program read from stdin because there is no script (stdin not a
+    terminal) prints its error and exits 0, as lua.c 5.4.4 does: it ignores
+    dofile(L, NULL)'s status.  So does a closed stdin ("cannot read
+    stdin").  A script named "-" is a script: its error exits 1."""
+    err = ("mylua: stdin:1: x\nstack traceback:\n\t[C]: in function 'error'\n"
+           "\tstdin:1: in main chunk\n\t[C]: in ?\n")
+    expect(everywhere([], 'error("x")\n', argv0="mylua"), 0, "", err, "stdin, no script")
+    expect(everywhere([], "print(1) x(\n", argv0="mylua"), 0, "",
+           "mylua: stdin:2: unexpected symbol near <eof>\n", "stdin, a syntax error")
+    expect(everywhere(["-"], 'error("x")\n', argv0="mylua"), 1, "", err, "script '-'")
+    expect(everywhere(["-W"], 'error("x")\n', argv0="mylua"), 0, "", err, "stdin after -W")
+    # stdin closed (sh's <&-): reading it fails with EBADF
+    common.need(LUA, "heaplab-lua")
+    common.need(STOCK_LUA, "lua5.4")
+    res = {}
+    for name, exe, a in [("lua5.4", STOCK_LUA, None)] + [(a, LUA, a) for a in ALLOCATORS]:
+        p = subprocess.run(["mylua"], executable=exe, env=common.clean_env(None, a),
+                           stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0),
+                           capture_output=True, text=True, timeout=60)
+        res[name] = (p.returncode, p.stdout, p.stderr)
+    common.same(res, "stdin closed")
+    expect(res["lua5.4"], 0, "", "mylua: cannot read stdin: Bad file descriptor\n", "stdin closed")
+    print("a failing program read from stdin exits 0 as in lua5.4 (also stdin closed); '-' exits 1")
+
+
+def lua_stack_depth():
+    """A recursion reaches the same depth before "stack overflow" as in
+    lua5.4 (999987 there): the launcher's main function takes lua.c's two
+    arguments (argc, argv), which stay on the stack below the program; with
+    one it went a frame deeper.  As a script, from stdin, with -e."""
+    code = "local n = 0 local function f() n = n + 1 f() end print(pcall(f)) print('depth', n)\n"
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "s.lua"), "w") as f:
+            f.write(code)
+        depths = set()
+        for args, stdin in ((["s.lua"], None), (["-"], code), ([], code), (["-e", code], None)):
+            st, out, err = everywhere(args, stdin, cwd=d)
+            assert st == 0 and "stack overflow" in out, f"{args}: {st}\n{out}\n{err}"
+            depths.add(re.search(r"depth\t(\d+)", out).group(1))
+    print(f"the same depth as lua5.4's before 'stack overflow': {sorted(depths)}")
+
+
 def find_testes():
     """A directory holding Lua 5.4.4's testes (all.lua, main.lua, libs/...):
     $LUA_TESTES (the testes directory or a tree containing testes/), else a
@@ -340,7 +383,8 @@ def lua_testes():
 
 SCENARIOS = {f.__name__: f for f in (lua_arg_table, lua_arg_not_table, lua_repl_return_shorthand,
                                      lua_repl_prompts, lua_repl_transcript, lua_version,
-                                     lua_options, lua_interrupt, lua_testes)}
+                                     lua_options, lua_interrupt, lua_stdin_status,
+                                     lua_stack_depth, lua_testes)}
 
 
 def main(argv):

@@ -621,6 +621,28 @@ def out_of_memory():
     status, out, err = run(["heaplab-lua", "-e", f"print(pcall(function() {grow} end))"], LUA,
                            {"HEAPLAB_RESERVE_BYTES": "4m"})
     assert status == 0 and out == "false\tnot enough memory\n" and not err, (status, out, err)
+    # a refusal the program caught and went on from is not named by a later
+    # memory error it did not cause (error("not enough memory") is one: Lua's
+    # own message), nor instead of the refusal that did cause one
+    caught = "print((pcall(string.rep, 'x', 200 << 20)))"
+    for then, want, *rest in (
+            ("collectgarbage() error('not enough memory', 0)", "heaplab-lua: not enough memory\n"),
+            ("local t = {1, 2, 3} error('not enough memory', 0)",
+             "heaplab-lua: not enough memory\n"),
+            ("local t = {} t[1] = string.rep('y', 100 << 20)", "heaplab-lua: not enough memory: "
+             "malloc: heap_limit_bytes 67108864 reached: "),
+            # with a hook of the program's own: forgotten at the next allocation
+            ("local t = {1, 2, 3} error('not enough memory', 0)", "heaplab-lua: not enough "
+             "memory\n", "hook"),
+            ("local t = {} t[1] = string.rep('y', 100 << 20)", "heaplab-lua: not enough memory: "
+             "malloc: heap_limit_bytes 67108864 reached: ", "hook")):
+        hook = "debug.sethook(function() end, '', 1 << 30) " if rest else ""
+        status, out, err = run(["heaplab-lua", "-e", f"{hook}{caught} {then}"], LUA,
+                               {"HEAPLAB_HEAP_LIMIT_BYTES": "64m"})
+        assert status == 1 and out == "false\n" and err.startswith(want), (hook, then, status, out,
+                                                                            err)
+        assert want.endswith("\n") or ("104857600 more asked" in err and
+                                       err.rstrip().endswith("raise HEAPLAB_HEAP_LIMIT_BYTES")), err
     status, out, err = run([PYTHON, "-c", "print(1)"], PYTHON, {"HEAPLAB_RESERVE_BYTES": "1m"})
     assert status == 2 and err.startswith("heaplab-python: out of memory while CPython starts") \
         and err.rstrip().endswith("is exhausted (reserve_bytes); raise HEAPLAB_RESERVE_BYTES"), err

@@ -50,3 +50,27 @@ describe("heaps Lua drops", function()
     C.ok(n < 1000, "heaps still open without a collectgarbage(): " .. n .. " of 3000")
   end)
 end)
+
+-- threads of this process now (/proc/self/status; reading it allocates a
+-- little, so the loop below reads it only every 50 samplers)
+local function threads()
+  local f = assert(io.open("/proc/self/status"))
+  local st = f:read("a")
+  f:close()
+  return tonumber(st:match("Threads:%s*(%d+)"))
+end
+
+describe("samplers Lua drops", function()
+  it("are stopped without collectgarbage(): Lua is told what a sampler costs", function()
+    C.lua_gc()
+    local base, most = threads(), 0
+    for i = 1, 200 do
+      local s = hl.sampler(10) -- (idle threads: a count, not a load)
+      if i % 50 == 0 then most = math.max(most, threads() - base) end
+    end
+    C.lua_gc()
+    -- each one stopped at its __gc: before, ~200 threads ran until collectgarbage()
+    C.ok(most <= 8, "sampler threads still running without a collectgarbage(): " .. most
+         .. " of 200")
+  end)
+end)
