@@ -72,6 +72,25 @@ static void install_heaplab(hl_heap *h) {
   if (debug_hooks) PyMem_SetupDebugHooks();
 }
 
+/* The uncaught exception the program ended with was a MemoryError: told by
+ * the "sys.excepthook" audit event, which CPython raises before it prints
+ * an uncaught exception (sys.excepthook itself is left as it is: a program
+ * may compare it with sys.__excepthook__).  Without it, a refusal the program
+ * caught and went on from was named after any later failure -- a ValueError,
+ * a failed assert -- as what ran out. */
+static int died_of_memory;
+
+static int on_audit(const char *event, PyObject *args, void *data) {
+  (void)data;
+  if (strcmp(event, "sys.excepthook") != 0) return 0;
+  /* (hook, type, value, traceback) */
+  PyObject *type = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1)
+                                                                      : NULL;
+  died_of_memory = type && PyType_Check(type) &&
+                   PyType_IsSubtype((PyTypeObject *)type, (PyTypeObject *)PyExc_MemoryError);
+  return 0;
+}
+
 static int exit_with(PyStatus st) {
   if (PyStatus_IsExit(st)) return st.exitcode;
   Py_ExitStatusException(st); /* prints the error, exits 1 */
@@ -92,6 +111,11 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (client.heap && PySys_AddAuditHook(on_audit, NULL) != 0) {
+    fprintf(stderr, "heaplab-python: cannot add the audit hook\n");
+    return 1;
+  }
+
   PyConfig config;
   PyConfig_InitPythonConfig(&config);
   st = PyConfig_SetBytesArgv(&config, argc, argv);
@@ -102,9 +126,9 @@ int main(int argc, char **argv) {
    * the HEAPLAB_STATS report is written by exit()'s handler after it */
   int status = Py_RunMain();
   /* a bare "MemoryError" does not say that it was heaplab's heap, nor what
-   * ran out: one line after it, when the program failed and the heap had
-   * refused an allocation */
-  const char *why = status ? client_refusal() : NULL;
+   * ran out: one line after it, when the program died of a MemoryError and
+   * the heap had refused an allocation */
+  const char *why = status && died_of_memory ? client_refusal() : NULL;
   if (why) fprintf(stderr, "heaplab-python: the heap refused an allocation: %s\n", why);
   return status;
 }

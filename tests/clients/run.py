@@ -655,6 +655,13 @@ def out_of_memory():
     status, out, err = run([PYTHON, "-c", f"try:\n    {grow}\nexcept MemoryError:\n    print('caught')"],
                            PYTHON, {"HEAPLAB_RESERVE_BYTES": "64m"})
     assert status == 0 and out == "caught\n" and not err, (status, out, err)
+    # ... nor after a later failure that is no MemoryError (it said "the heap
+    # refused an allocation" under a ValueError's traceback)
+    status, out, err = run([PYTHON, "-c", f"try:\n    {grow}\nexcept MemoryError:\n    "
+                            f"print('caught')\nraise ValueError('not a memory error')"],
+                           PYTHON, {"HEAPLAB_RESERVE_BYTES": "64m"})
+    assert status == 1 and out == "caught\n" and \
+        err.strip().splitlines()[-1] == "ValueError: not a memory error", (status, out, err)
     print("out of memory: one line naming the reservation or the limit and its variable")
 
 
