@@ -50,7 +50,18 @@ int main(void) {
   CHECK(f[HL_SITE_restore].mode == HL_FAULT_first && f[HL_SITE_restore].arg == 5 &&
             f[HL_SITE_restore].err == 5, "fault from the environment not armed");
   hl_heap_free(h);
+  /* set but empty: a fault site armed with nothing (an empty option value
+   * is an error: docs/clients.md) */
+  setenv("HEAPLAB_FAULT_RESTORE", "", 1);
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_OK, "%s", err);
+  OK(h, hl_faults_get(h, f, HL_SITE_COUNT, &n));
+  CHECK(f[HL_SITE_restore].mode == HL_FAULT_off, "an empty fault variable armed the site");
+  hl_heap_free(h);
   unsetenv("HEAPLAB_FAULT_RESTORE");
+  setenv("HEAPLAB_WARM_PAGES", "", 1);
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_EVALUE && strstr(err, "HEAPLAB_WARM_PAGES") &&
+            strstr(err, "empty"), "an empty option value: %s", err);
+  unsetenv("HEAPLAB_WARM_PAGES");
 
   /* a reservation the kernel refuses steps down */
   setenv("HEAPLAB_FAULT_RESERVE", "first:3:ENOMEM", 1);
