@@ -56,6 +56,19 @@ int main(void) {
   hl_free_sized(h, d, 64);
   CHECK(hl_usable_size(h, d) == 0, "the right free did not free the block");
 
+  /* a large block freed with a size of the small path (it was freed), or
+   * with more than it holds: refused, block still live */
+  char *l = hl_malloc(h, 100000);
+  CHECK(l, "large malloc");
+  hl_free_sized(h, l, 16);
+  expect_error(h, "freed with size 16", "large block, small size");
+  CHECK(hl_usable_size(h, l) >= 100000, "a large block freed with size 16 was freed");
+  hl_free_sized(h, l, 200000);
+  expect_error(h, "freed with size 200000", "large block, size past it");
+  CHECK(hl_usable_size(h, l) >= 100000, "a large block freed with size 200000 was freed");
+  hl_free_sized(h, l, 100000);
+  CHECK(hl_usable_size(h, l) == 0, "the right free did not free the large block");
+
   /* realloc of a freed block is refused */
   char *e = hl_malloc(h, 32);
   hl_free(h, e);

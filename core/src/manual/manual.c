@@ -607,11 +607,17 @@ size_t hl__manual_usable_size(hl_heap *h, const void *ptr) {
   return n;
 }
 
-/* verify: a sized free whose size does not match its block is refused. */
+/* verify: a sized free whose size does not match its block is refused: more
+ * than the block holds, another class's size for a small block, a size of
+ * the small path for a large one (hl_malloc's large blocks are larger than
+ * small_max; only realloc moves a block between the paths, and it moves it)
+ * -- a large block freed with size 16 was freed. */
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size) {
   size_t usable = hl__manual_usable_size(h, ptr);
-  if (usable && (size > usable || (hl__in_reservation(h, ptr) &&
-                                   hl__class_of(h, size) != h->pages[hl__page_of(h, ptr)].cls))) {
+  bool small = hl__in_reservation(h, ptr);
+  if (usable && (size > usable ||
+                 (small && hl__class_of(h, size) != h->pages[hl__page_of(h, ptr)].cls) ||
+                 (!small && size <= h->small_max))) {
     hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu", ptr,
              size, usable);
     return false;
