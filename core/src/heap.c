@@ -63,19 +63,44 @@ void hl_interrupt(void) { atomic_fetch_add_explicit(&hl__interrupts, 1, memory_o
 static struct sigaction chained[65];
 static _Atomic int attached[65];
 
+/* The signals whose default action is to do nothing (SIGCONT's continuing
+ * is the kernel's, handler or not), and those whose default stops the
+ * process. */
+static bool default_ignores(int sig) {
+  return sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT;
+}
+static bool default_stops(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
+
 static void on_signal(int sig, siginfo_t *info, void *ctx) {
   int saved = errno;
   hl_interrupt();
-  errno = saved;
   const struct sigaction *old = &chained[sig];
   if (old->sa_flags & SA_SIGINFO) {
     if (old->sa_sigaction) old->sa_sigaction(sig, info, ctx);
-  } else if (old->sa_handler == SIG_DFL) {
+  } else if (old->sa_handler == SIG_DFL && default_stops(sig)) {
+    /* what the signal did before: stop the process -- now, the signal let
+     * through (it is blocked in its handler) -- and, continued, be attached
+     * still (this handler set itself aside for good: a SIGTSTP interrupted
+     * only the first time) */
+    struct sigaction ours;
+    sigset_t one;
+    sigaction(sig, NULL, &ours);
+    signal(sig, SIG_DFL);
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+    sigaction(sig, &ours, NULL); /* (the handler's mask comes back as it returns) */
+  } else if (old->sa_handler == SIG_DFL && !default_ignores(sig)) {
     signal(sig, SIG_DFL); /* what the signal did before: end the process */
     raise(sig);
-  } else if (old->sa_handler != SIG_IGN) {
+  } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
     old->sa_handler(sig);
   }
+  /* (a default that ignores -- SIGWINCH, SIGCHLD: nothing more; the
+   * default was put back and raised, and the handler was gone after the
+   * first signal) */
+  errno = saved;
 }
 
 int hl_interrupt_attach(int signo) {

@@ -3,13 +3,17 @@
  * gets its siginfo, a signal whose action was the default still ends the
  * process by that signal (its exit status says so), an ignored one is still
  * ignored.  A signal that cannot be caught is HL_ESYS, a number that is no
- * signal HL_EINVAL -- and a failed attach can be made again.  (No test
+ * signal HL_EINVAL -- and a failed attach can be made again.  A signal whose
+ * default does nothing (SIGWINCH) or stops the process (SIGTSTP) interrupts
+ * every time, not only the first: the handler set the default back for good
+ * and raised it.  (No test
  * reached the SA_SIGINFO and default-action branches of the handler before:
  * make coverage, heap.c 72-75, 90-91.) */
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "check.h"
+#include "internal.h" /* hl__interrupts: the count of interrupts */
 
 static _Atomic int info_signo, info_code;
 
@@ -58,6 +62,45 @@ int main(void) {
   CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGUSR1,
         "the child %s (status %#x): SIGUSR1's default action was lost",
         WIFEXITED(status) ? "exited" : "was killed by another signal", status);
+
+  /* a default that ignores: interrupts each time, and stays attached */
+  signal(SIGWINCH, SIG_DFL);
+  CHECK(hl_interrupt_attach(SIGWINCH) == HL_OK, "attach SIGWINCH");
+  uint64_t before = atomic_load(&hl__interrupts);
+  raise(SIGWINCH);
+  raise(SIGWINCH);
+  CHECK(atomic_load(&hl__interrupts) == before + 2, "SIGWINCH interrupted %d of 2 times",
+        (int)(atomic_load(&hl__interrupts) - before));
+  struct sigaction now;
+  CHECK(sigaction(SIGWINCH, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO),
+        "SIGWINCH's handler went");
+
+  /* a default that stops: the process stops, and continued, is attached
+   * still (the child stops twice, the parent continues it twice) */
+  pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    /* a process group of its own, whose parent (this test) is in another
+     * group of the session: not orphaned -- the kernel discards a stop
+     * signal's default action in an orphaned group (meson runs a test in a
+     * session of its own) */
+    setpgid(0, 0);
+    signal(SIGTSTP, SIG_DFL);
+    if (hl_interrupt_attach(SIGTSTP) != HL_OK) _exit(3);
+    uint64_t first = atomic_load(&hl__interrupts);
+    raise(SIGTSTP);
+    raise(SIGTSTP);
+    _exit(atomic_load(&hl__interrupts) == first + 2 ? 0 : 4);
+  }
+  for (int stop = 0; stop < 2; stop++) {
+    CHECK(waitpid(pid, &status, WUNTRACED) == pid, "waitpid");
+    CHECK(WIFSTOPPED(status) && WSTOPSIG(status) == SIGTSTP,
+          "stop %d: the child did not stop by SIGTSTP (status %#x)", stop + 1, status);
+    kill(pid, SIGCONT);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "the child (status %#x): exit 4 is a SIGTSTP that did not interrupt", status);
   puts("ok");
   return 0;
 }
