@@ -234,7 +234,7 @@ static PyMethodDef methods[] = {
   FN(report, "the HEAPLAB_STATS report as a JSON string"),
   {"sampler_start", m_sampler_start, METH_VARARGS, "start the footprint sampler thread"},
   FN(sampler_mark, "start the lowest-after-mark window now"),
-  FN(sampler_reset, "restart the overall min/max window now"),
+  FN(sampler_reset, "start a new phase now: min/max and the count restart, the mark ends"),
   FN(sampler_summary, "the sampler's figures"),
   FN(sampler_series, "the sampled series [(t_ns, phys, rss, lazyfree)]"),
   FN(sampler_stop, "stop the sampler"),

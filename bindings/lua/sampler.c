@@ -88,7 +88,8 @@ static int s_mark(lua_State *L) {
 }
 
 /***
-Restart the overall minimum and maximum.
+Start a new phase: the overall minimum and maximum and the sample count
+restart, the after-mark window ends until the next mark; the series is kept.
 @function sampler:reset
 */
 static int s_reset(lua_State *L) {

@@ -582,7 +582,7 @@ typedef struct hl_sample {
 } hl_sample;
 
 typedef struct hl_sampler_summary {
-  uint64_t samples;        /* taken since start */
+  uint64_t samples;        /* taken since start (or reset) */
   uint64_t min_phys, max_phys;               /* since start (or reset) */
   uint64_t min_phys_after_mark, max_phys_after_mark; /* since the last mark */
   uint64_t min_rss, max_rss;
@@ -598,7 +598,10 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity);
 int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity);
 /* Take a sample now and start the "after mark" window with it. */
 int hl_sampler_mark(hl_sampler *s);
-/* Take a sample now and restart the overall window (min/max) with it. */
+/* Take a sample now and start a new phase with it: the overall window
+ * (min/max) and the count of samples restart from it, and the "after mark"
+ * window ends (mark_ns and the after-mark figures 0 until the next mark).
+ * The stored series is kept. */
 int hl_sampler_reset(hl_sampler *s);
 int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *out);
 /* Copy stored samples [from, from+cap) of the series. */

@@ -104,7 +104,8 @@ static void on_signal(int sig, siginfo_t *info, void *ctx) {
 }
 
 int hl_interrupt_attach(int signo) {
-  if (signo <= 0 || signo > 64) return HL_EINVAL;
+  if (signo <= 0 || signo > 64)
+    return hl__fail(NULL, HL_EINVAL, "hl_interrupt_attach: %d is no signal number [1, 64]", signo);
   if (atomic_exchange(&attached[signo], 1)) return HL_OK;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -112,15 +113,19 @@ int hl_interrupt_attach(int signo) {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   if (sigaction(signo, &sa, &chained[signo]) != 0) {
+    int e = errno;
     atomic_store(&attached[signo], 0);
-    return HL_ESYS;
+    return hl__fail(NULL, HL_ESYS, "hl_interrupt_attach: signal %d: sigaction: %s", signo,
+                    strerror(e));
   }
   return HL_OK;
 }
 
+/* A NULL heap is a failure outside any heap: its message is hl_heap_error(NULL)'s
+ * (it said the thread's last such failure before, another call's). */
 #define CHECK_HEAP(h)                                                          \
   do {                                                                         \
-    if (!(h)) return HL_EINVAL;                                                \
+    if (!(h)) return hl__fail(NULL, HL_EINVAL, "%s: the heap is NULL", __func__); \
   } while (0)
 
 /* ---- fault schedules from the environment ----
@@ -626,7 +631,8 @@ int hl_stats_get(hl_heap *h, hl_stats *out) {
 
 int hl_events_read(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear) {
   CHECK_HEAP(h);
-  if (!count || (!buf && cap)) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL buffer");
+  if (!count) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL count");
+  if (!buf && cap) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL buffer of %zu events", cap);
   bool locked = hl__lock(h);
   size_t n = h->ev_count < cap ? h->ev_count : cap;
   for (size_t i = 0; i < n; i++) buf[i] = h->events[(h->ev_head + i) % h->ev_cap];
@@ -998,9 +1004,12 @@ void *hl_calloc(hl_heap *h, size_t count, size_t size) {
     void *p = manual_check(h, "calloc") ? NULL : hl__manual_calloc_large(h, n);
     return p ? p : refused(h, n);
   }
-  void *p = hl_malloc(h, n); /* a slot: zeroed here (its page is written anyway); a
-                                refusal is hl_malloc's */
-  if (p) memset(p, 0, n);
+  /* a slot: zeroed here (its page is written anyway); a refusal names calloc
+   * (it said "malloc:") */
+  if (manual_check(h, "calloc")) return refused(h, n);
+  void *p = hl__manual_calloc_small(h, n);
+  if (!p) return refused(h, n);
+  memset(p, 0, n);
   return p;
 }
 

@@ -1261,6 +1261,7 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
  * The slow paths behind hl_malloc and friends; heap.c has checked the heap
  * and its mode.  Called without the lock (or with the heap held). */
 void *hl__manual_malloc(hl_heap *h, size_t size);
+void *hl__manual_calloc_small(hl_heap *h, size_t size);
 /* hl_malloc without the refusal hook: the core's own allocations that may
  * fall back to another path (realloc's move, memalign) (heap.c) */
 void *hl__malloc(hl_heap *h, size_t size);

@@ -1,5 +1,7 @@
 /* Bad input returns an error code and a message naming what was wrong;
  * nothing crashes, nothing live is freed. */
+#include <signal.h>
+
 #include "check.h"
 
 int main(void) {
@@ -134,5 +136,57 @@ int main(void) {
             strstr(lerr, "HEAPLAB_FAULT_XXX"),
         "a 100-letter fault site: %s (%s)", hl_error_name(lrc), lerr);
   unsetenv(var);
+
+  /* failures outside any heap name themselves in hl_heap_error(NULL): a NULL
+   * heap or sampler, a bad signal (they left the thread's earlier message
+   * there: "sampler: interval_s 99 out of range" after hl_sampler_mark(NULL)) */
+  hl_sampler *sp = NULL;
+  CHECK(hl_sampler_open(&sp, 99, 64) == HL_EINVAL, "interval 99");
+#define FAILS_NULL(code, needle, expr)                                                        \
+  do {                                                                                        \
+    int rc_ = (expr);                                                                         \
+    CHECK(rc_ == (code) && strstr(hl_heap_error(NULL), needle), "%s: %s, message '%s'", #expr, \
+          hl_error_name(rc_), hl_heap_error(NULL));                                           \
+  } while (0)
+  FAILS_NULL(HL_EINVAL, "hl_sampler_mark: the sampler is NULL", hl_sampler_mark(NULL));
+  FAILS_NULL(HL_EINVAL, "hl_sampler_reset: the sampler is NULL", hl_sampler_reset(NULL));
+  FAILS_NULL(HL_EINVAL, "hl_sampler_summary_get: the sampler is NULL",
+             hl_sampler_summary_get(NULL, NULL));
+  size_t cnt;
+  FAILS_NULL(HL_EINVAL, "hl_sampler_read: the sampler is NULL", hl_sampler_read(NULL, 0, NULL, 0, &cnt));
+  FAILS_NULL(HL_EINVAL, "hl_collect: the heap is NULL", hl_collect(NULL, 1, -1));
+  FAILS_NULL(HL_EINVAL, "hl_interrupt_attach: 65 is no signal", hl_interrupt_attach(65));
+  FAILS_NULL(HL_ESYS, "hl_interrupt_attach: signal 9: sigaction", hl_interrupt_attach(SIGKILL));
+  /* a value said as given: 10.000001 was "10", SIZE_MAX was INT64_MAX */
+  FAILS_NULL(HL_EINVAL, "interval_s 10.000001 out of range", hl_sampler_open(&sp, 10.000001, 64));
+  FAILS_NULL(HL_EINVAL, "capacity 18446744073709551615 out of range",
+             hl_sampler_start(&sp, 1000, SIZE_MAX));
+
+  /* which argument was NULL; an option set to NULL has no value (it was
+   * "(null) is out of range") */
+  hl_heap *mh = HEAP("mode=manual", "heap_limit_bytes=1m");
+  hl_event evs[4];
+  FAILS(mh, HL_EINVAL, "NULL count", hl_events_read(mh, evs, 4, NULL, 0));
+  hl_options opts;
+  hl_options_defaults(&opts);
+  char oerr[256];
+  CHECK(hl_options_set(&opts, "verify", NULL, oerr, sizeof oerr) == HL_ETYPE &&
+            strstr(oerr, "no value") && !strstr(oerr, "(null)"),
+        "verify=NULL: %s", oerr);
+
+  /* a refused calloc says calloc, small or large (a small one said malloc) */
+  CHECK(hl_calloc(mh, 4, 4) != NULL, "calloc");
+  void *held = hl_malloc(mh, 1046000); /* 2.5 KiB left */
+  CHECK(held, "malloc");
+  CHECK(hl_calloc(mh, 1, 4000) == NULL && strstr(hl_heap_error(mh), "calloc: heap_limit_bytes"),
+        "small calloc past the limit: %s", hl_heap_error(mh));
+  CHECK(hl_calloc(mh, 2, 100000) == NULL && strstr(hl_heap_error(mh), "calloc: heap_limit_bytes"),
+        "large calloc past the limit: %s", hl_heap_error(mh));
+  hl_free(mh, held);
+  hl_heap_free(mh);
+  hl_heap *coll = HEAP("mode=collected");
+  CHECK(hl_calloc(coll, 4, 4) == NULL && strstr(hl_heap_error(coll), "calloc: "),
+        "calloc on a collected heap: %s", hl_heap_error(coll));
+  hl_heap_free(coll);
   return 0;
 }

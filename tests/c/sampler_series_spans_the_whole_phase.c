@@ -47,6 +47,13 @@ int main(void) {
         run / 1e6);
   CHECK(buf[0].t_ns <= t0, "the first kept sample is %.3f ms into a %.3f ms phase, not the one "
         "the sampler took when it opened", (buf[0].t_ns - (double)t0) / 1e6, run / 1e6);
+  /* a reset starts a new phase: one sample counted (its own), no mark, the
+   * series kept (heaplab.h; the harness resets at each phase's start) */
+  CHECK(hl_sampler_reset(s) == HL_OK, "reset");
+  CHECK(hl_sampler_summary_get(s, &sum) == HL_OK, "summary");
+  CHECK(sum.samples >= 1 && sum.samples <= 3 && sum.mark_ns == 0 && sum.min_phys_after_mark == 0 &&
+            sum.stored >= n, "after a reset: %" PRIu64 " samples, mark_ns %" PRIu64
+        ", %" PRIu64 " stored", sum.samples, sum.mark_ns, sum.stored);
   hl_sampler_stop(s);
   puts("ok");
   return 0;

@@ -1379,7 +1379,9 @@ class Sampler(_Owned):
         self._run(lib.hl_sampler_mark)
 
     def reset(self) -> None:
-        """Restart the overall window (min/max) with a sample taken now."""
+        """Start a new phase with a sample taken now: the overall window
+        (min/max) and the sample count restart, the 'after mark' window ends
+        (mark_ns 0 until the next mark); the series is kept."""
         self._run(lib.hl_sampler_reset)
 
     def summary(self) -> Dict[str, int]:

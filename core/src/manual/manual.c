@@ -413,7 +413,7 @@ static NOINLINE void *malloc_large(hl_heap *h, size_t size, bool zero) {
 
 /* Refill: half a cache of blocks in one visit under the lock (or the one
  * block asked for, without a cache). */
-static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
+static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
   hl_tcache *tc = tcache_for(h);
   if (tc && hl__cnt(tc, cls)) {
     /* the thread came back from another heap: its cache here has blocks */
@@ -435,7 +435,7 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
   uint32_t got = 0;
   bool locked = hl__lock(h);
   if (h->opt.heap_limit_bytes) {
-    if (over_limit(h, h->cls_size[cls], "malloc")) {
+    if (over_limit(h, h->cls_size[cls], what)) {
       hl__unlock(h, locked);
       return NULL;
     }
@@ -475,8 +475,8 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
     h->tally.manual_mallocs++;
   }
   if (!first)
-    hl__fail(h, HL_ENOMEM, "malloc: the reservation of %llu bytes is exhausted (reserve_bytes)",
-             (unsigned long long)h->reserved);
+    hl__fail(h, HL_ENOMEM, "%s: the reservation of %llu bytes is exhausted (reserve_bytes)",
+             what, (unsigned long long)h->reserved);
   hl__unlock(h, locked);
   if (due) hl__tcache_event(h, tc);
   return first;
@@ -484,7 +484,13 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls) {
 
 void *hl__manual_malloc(hl_heap *h, size_t size) {
   if (size > h->small_max) return malloc_large(h, size, false);
-  return malloc_small(h, hl__class_of(h, size));
+  return malloc_small(h, hl__class_of(h, size), "malloc");
+}
+
+/* A small block for hl_calloc (not zeroed here): its refusal names calloc. */
+void *hl__manual_calloc_small(hl_heap *h, size_t size) {
+  void *p = hl__tcache_pop(h, size);
+  return p ? p : malloc_small(h, hl__class_of(h, size), "calloc");
 }
 
 void *hl__manual_calloc_large(hl_heap *h, size_t size) { return malloc_large(h, size, true); }

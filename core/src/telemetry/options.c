@@ -333,7 +333,7 @@ int hl_options_set_value(hl_options *opts, const char *name, int type, int64_t i
     v = ival;
     break;
   case HL_VALUE_STRING: {
-    if (!sval) return range_error(i, "(null)", err, errlen);
+    if (!sval) return type_error(i, "no value (a NULL string)", err, errlen);
     int rc = parse(i, sval, slen, &v, err, errlen);
     if (rc) return rc;
     break;

@@ -151,7 +151,7 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
   if (!out) return hl__fail(NULL, HL_EINVAL, "sampler: NULL output");
   *out = NULL;
   if (!(interval_s >= 0.0001 && interval_s <= 10))
-    return hl__fail(NULL, HL_EINVAL, "sampler: interval_s %g out of range [0.0001, 10] seconds",
+    return hl__fail(NULL, HL_EINVAL, "sampler: interval_s %.15g out of range [0.0001, 10] seconds",
                     interval_s);
   if (capacity < 16 || capacity > (1 << 24))
     return hl__fail(NULL, HL_EINVAL, "sampler: capacity %lld out of range [16, 16777216]",
@@ -183,12 +183,14 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
 }
 
 int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
+  if (capacity > (1 << 24)) /* (said as it was given: above INT64_MAX it was said clamped) */
+    return hl__fail(NULL, HL_EINVAL, "sampler: capacity %zu out of range [16, 16777216]", capacity);
   return hl_sampler_open(out, interval_us / 1e6,
                          capacity > (size_t)INT64_MAX ? INT64_MAX : (int64_t)capacity);
 }
 
 int hl_sampler_mark(hl_sampler *s) {
-  if (!s) return HL_EINVAL;
+  if (!s) return hl__fail(NULL, HL_EINVAL, "hl_sampler_mark: the sampler is NULL");
   ensure_thread(s);
   pthread_mutex_lock(&s->lock);
   s->mark_ns = prim_now_ns();
@@ -199,7 +201,7 @@ int hl_sampler_mark(hl_sampler *s) {
 }
 
 int hl_sampler_reset(hl_sampler *s) {
-  if (!s) return HL_EINVAL;
+  if (!s) return hl__fail(NULL, HL_EINVAL, "hl_sampler_reset: the sampler is NULL");
   ensure_thread(s);
   pthread_mutex_lock(&s->lock);
   s->taken = 0;
@@ -212,7 +214,8 @@ int hl_sampler_reset(hl_sampler *s) {
 }
 
 int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
-  if (!s || !o) return HL_EINVAL;
+  if (!s || !o)
+    return hl__fail(NULL, HL_EINVAL, "hl_sampler_summary_get: the %s is NULL", s ? "output" : "sampler");
   ensure_thread(s);
   take(s); /* the value now counts too */
   pthread_mutex_lock(&s->lock);
@@ -223,7 +226,9 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
 }
 
 int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size_t *count) {
-  if (!s || !count || (!buf && cap)) return HL_EINVAL;
+  if (!s || !count || (!buf && cap))
+    return hl__fail(NULL, HL_EINVAL, "hl_sampler_read: the %s is NULL",
+                    !s ? "sampler" : !count ? "count" : "buffer");
   pthread_mutex_lock(&s->lock);
   size_t n = from < s->n ? s->n - from : 0;
   if (n > cap) n = cap;
