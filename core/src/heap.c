@@ -1067,7 +1067,9 @@ void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
 }
 
 size_t hl_usable_size(hl_heap *h, const void *ptr) {
-  if (!h || !ptr) return 0;
+  /* a collected heap has objects, no blocks: 0 (an object's address gave
+   * its slot's size) */
+  if (!h || !ptr || h->opt.mode != HL_MODE_MANUAL) return 0;
   return hl__manual_usable_size(h, ptr);
 }
 

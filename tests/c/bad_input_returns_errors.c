@@ -187,6 +187,15 @@ int main(void) {
   hl_heap *coll = HEAP("mode=collected");
   CHECK(hl_calloc(coll, 4, 4) == NULL && strstr(hl_heap_error(coll), "calloc: "),
         "calloc on a collected heap: %s", hl_heap_error(coll));
+  /* an object is no block: usable size 0, as for any pointer that is none */
+  hl_ref obj;
+  hl_object_info oi;
+  OK(coll, hl_alloc(coll, 100, 0, &obj));
+  OK(coll, hl_ref_info(coll, obj, &oi));
+  CHECK(hl_usable_size(coll, (void *)(uintptr_t)oi.object) == 0 &&
+            hl_usable_size(coll, (void *)(uintptr_t)oi.address) == 0,
+        "usable size of a collected heap's object: %zu",
+        hl_usable_size(coll, (void *)(uintptr_t)oi.object));
   hl_heap_free(coll);
   return 0;
 }
