@@ -163,6 +163,46 @@ def test_sweep_effects_leave_out_a_phase_that_raised():
     assert [e["effect"] for e in effects] == ["peak_above_start"], effects
 
 
+def test_a_phase_object_entered_twice_is_refused():
+    """Entering one phase object a second time gave two records sharing one
+    notes dict (each had the other's notes) and the second kept the first
+    one's mark: phys_low_after_mark 0 for a phase that never marked, where
+    null is the record's word for "not marked"."""
+    import heaplab
+    from heaplab.harness import Recorder
+    rec = Recorder("T", "a")
+    try:
+        with heaplab.Heap() as h:
+            ph = rec.phase("p", heap=h)
+            with ph:
+                ph.note("first", 1)
+                ph.mark("drop")
+            with pytest.raises(RuntimeError, match="phase 'p' was already entered"):
+                with ph:
+                    ph.note("second", 2)
+            with rec.phase("p", heap=h) as again:      # a fresh phase object is the way
+                again.note("second", 2)
+    finally:
+        rec.sampler.stop()
+    first, second = rec.records
+    assert first["notes"]["first"] == 1 and "second" not in first["notes"], first["notes"]
+    assert second["notes"] == {"second": 2} and second["phys_low_after_mark"] is None, second
+
+
+def test_a_command_phase_object_entered_twice_is_refused():
+    """The same for a run_command_arm script's phases (CommandPhase)."""
+    def script(ctl):
+        ph = ctl.phase("p")
+        with ph:
+            ph.mark("m")
+        with ph:
+            ph.note("second", 2)
+    data = run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60)
+    assert "phase 'p' was already entered" in data["error"], data["error"]
+    assert [r["phase"] for r in data["records"]] == ["p"], data["records"]
+    assert "second" not in data["records"][0]["notes"]
+
+
 # ---- 2. half-written files -------------------------------------------------------------------
 
 class _Unwritable:

@@ -151,8 +151,20 @@ def error_summary(error: Any) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _enter_once(phase: Any) -> None:
+    """A phase object is one with block: entered a second time, its record
+    shared the notes dict of the first (each record got the other's notes)
+    and kept the first one's mark (a phase that never marked got a
+    phys_low_after_mark of 0 instead of null)."""
+    if phase.entered:
+        raise RuntimeError(f"phase {phase.name!r} was already entered: a phase object is one "
+                           f"with block; call phase({phase.name!r}) again for another")
+    phase.entered = True
+
+
 class Phase:
-    """One named phase of an arm; use through Recorder.phase()."""
+    """One named phase of an arm; use through Recorder.phase() (one with
+    block each: entering it again raises RuntimeError)."""
 
     def __init__(self, recorder: Recorder, name: str, heap: Optional[Heap]) -> None:
         self.rec = recorder
@@ -160,6 +172,7 @@ class Phase:
         self.heap = heap
         self.notes = {}
         self.marked = False
+        self.entered = False
 
     def _heap_figures(self) -> Tuple[Optional[int], Optional[int]]:
         h = self.heap
@@ -168,6 +181,7 @@ class Phase:
         return h.resident_bytes(), h.vma_count()
 
     def __enter__(self) -> Phase:
+        _enter_once(self)
         s = self.rec.sampler
         s.reset()
         f = footprint()
@@ -743,10 +757,12 @@ class CommandPhase:
         self.name = name
         self.notes = {}
         self.marked = False
+        self.entered = False
 
     def __enter__(self):
         ctl = self.ctl
         ctl._check_deadline()
+        _enter_once(self)
         ctl.sampler.reset()
         fp = ctl.sampler.sample() or (0, 0, 0, 0)
         self.t0 = time.monotonic_ns()
