@@ -295,7 +295,11 @@ def test_lua_experiment_and_launcher_command_arms(cluster, tmp_path):
 
 
 def test_bad_input_names_what_is_wrong(tmp_path):
+    # a path that is not a Python module gave an AttributeError traceback, exit 1
+    not_py = tmp_path / "notes.txt"
+    not_py.write_text("root:x:0:0\n")
     cases = [
+        (["run", str(not_py)], f"{not_py}: not a Python module"),
         (["run", "e1", "--set", "no_such_option=1"], "not an option of heaplab"),
         (["run", "e1", "--set", "page_release=true,false"], "the arms set that option"),
         (["run", "e1", "--arms", "middle"], "no arm(s) ['middle']"),

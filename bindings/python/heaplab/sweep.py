@@ -422,7 +422,7 @@ def _lua_cpath() -> Optional[str]:
 
 def _python_experiment(name: str) -> Tuple[Any, str, str]:
     """(Experiment, module path, module variable) for e1 / E4b / a path."""
-    from .notebooks import experiment_module
+    from .notebooks import NotAModule, experiment_module
     base = name
     tries = [name]
     stripped = name.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -432,7 +432,7 @@ def _python_experiment(name: str) -> Tuple[Any, str, str]:
     for t in tries:
         try:
             mod = experiment_module(t)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, NotAModule) as e:
             last = e
             continue
         exps = {k: v for k, v in vars(mod).items() if isinstance(v, Experiment)}
