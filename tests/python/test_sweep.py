@@ -227,6 +227,11 @@ def test_compare_reports_a_real_difference(tmp_path):
     c = heaplab("compare", *runs, "--effect", "returned_fraction", "--json")
     rows = json.loads(c.stdout)
     assert len(rows) == 1 and rows[0]["significant"], rows
+    # --tolerance nan (nothing significant) and -5 were taken without a word
+    for bad, shown in (("nan", "nan"), ("-5", "-5.0"), ("inf", "inf")):
+        c = heaplab("compare", *runs, "--tolerance", bad)
+        assert c.returncode == 2 and f"--tolerance {shown}: expected" in c.stderr, \
+            (bad, c.returncode, c.stdout[-1000:], c.stderr[-1000:])
 
 
 # ---- failures, Lua arms, command arms ------------------------------------------------------

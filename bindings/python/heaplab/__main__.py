@@ -146,6 +146,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    # a share of the median: nan made nothing significant without a word, a
+    # negative share made every difference above the spread significant
+    if not 0 <= args.tolerance < float("inf"):
+        print(f"heaplab compare: --tolerance {args.tolerance}: expected a finite share of the "
+              f"median >= 0 (0.02 is 2%)", file=sys.stderr)
+        return 2
     try:
         from . import analysis
     except ImportError as e:
