@@ -94,6 +94,22 @@ def env_number(var: str, default: float) -> float:
         raise ValueError(f"{var}={v!r}: expected a number") from None
 
 
+def _env_repeat() -> int:
+    """$HEAPLAB_REPEAT (what `pytest --repeat N` sets): a whole number >= 1,
+    1 when unset.  (It went through float() and int(): 2.5 ran 2 repeats,
+    nan and inf raised errors that did not name the variable.)"""
+    v = os.environ.get("HEAPLAB_REPEAT")
+    if not v:
+        return 1
+    try:
+        n = int(v.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"HEAPLAB_REPEAT={v!r}: expected a whole number of repeats >= 1")
+    return n
+
+
 def results_dir() -> str:
     """Where arm records are written: $HEAPLAB_RESULTS, else ./results."""
     return os.environ.get("HEAPLAB_RESULTS", os.path.join(os.getcwd(), "results"))
@@ -1173,7 +1189,7 @@ class Experiment:
         assertion on it is judged on the median of N.  The runs themselves
         are in ArmResult.repeats and saved as <arm>.r<k>.json."""
         self._locate()
-        n = repeat if repeat is not None else int(env_number("HEAPLAB_REPEAT", 1))
+        n = repeat if repeat is not None else _env_repeat()
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"repeat must be an int, not {type(n).__name__}")
         if n < 1:
