@@ -485,7 +485,9 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     ctl.wait_low(seconds)); without a script the whole run is one phase
     "run".  After the script the command gets stop_signal (None: it is
     waited for).  options: heaplab options as HEAPLAB_<NAME> (heaplab
-    only).  Returns the arm's data in the harness's usual form (records
+    only; each value checked by the library before the command starts, and
+    a command that ran on the system allocator anyway -- the preloaded
+    library's fallback -- is the arm's error).  Returns the arm's data in the harness's usual form (records
     with the FIGURES of each phase, series, notes; save_arm writes the JSON
     and CSV) plus `allocator`, `returncode`, `stderr_tail` and `report`
     (heaplab's HEAPLAB_STATS report, None on the other allocators)."""
@@ -676,7 +678,7 @@ def allocator_env(allocator, options=None):
                 raise ValueError(f"option {k!r}: not a heaplab option")
             if isinstance(v, bool):
                 v = "true" if v else "false"
-            env["HEAPLAB_" + k.upper()] = str(v)
+            env["HEAPLAB_" + k.upper()] = _checked_option(k, str(v))
         return env
     for d in _LIB_DIRS:
         for name in _PEER_LIBS[allocator]:
@@ -685,6 +687,29 @@ def allocator_env(allocator, options=None):
                 return {"LD_PRELOAD": path}
     raise ValueError(f"allocator {allocator}: {_PEER_LIBS[allocator][0]} is not installed "
                      "(tools/setup.sh bench)")
+
+
+def _checked_option(name: str, text: str) -> str:
+    """`text`, once the library takes it as option `name`'s value: the value
+    the preloaded library will read as HEAPLAB_<NAME>, checked by the same
+    C function (hl_options_set_value, as heaplab.Heap checks its options).
+    A bad value made the preloaded library fall back to the system
+    allocator (as it must for a program run under LD_PRELOAD), and the arm
+    measured glibc as heaplab.  Raises heaplab.InvalidArgument (a
+    ValueError) naming the option and the value."""
+    from . import _raise, _s
+    from ._heaplab import ffi, lib
+    if "\0" in text:
+        raise ValueError(f"option {name}: {text!r} contains a NUL byte")
+    opts = ffi.new("hl_options *")
+    err = ffi.new("char[256]")
+    lib.hl_options_defaults(opts)
+    raw = text.encode("utf-8", "surrogateescape")
+    rc = lib.hl_options_set_value(opts, name.encode(), lib.HL_VALUE_STRING, 0, raw, len(raw),
+                                  err, 256)
+    if rc:
+        _raise(rc, _s(err))
+    return text
 
 
 def _read_rollup(pid):
@@ -1065,7 +1090,8 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz] for t, p, r, lz in sampler.samples]
         data["returncode"] = proc.returncode
         with open(err_path, errors="replace") as f:
-            data["stderr_tail"] = f.read()[-2000:]
+            stderr = f.read()
+        data["stderr_tail"] = stderr[-2000:]
         with open(out_path, errors="replace") as f:
             data["stdout_tail"] = f.read()[-2000:]
         data["report"] = None
@@ -1075,7 +1101,30 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                     data["report"] = json.load(f)
                 except ValueError:
                     pass
+        if allocator == "heaplab":
+            _check_ran_on_heaplab(data, stderr, label)
     return data
+
+
+def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str) -> None:
+    """An arm asked to run on heaplab whose command ran on the system
+    allocator -- the preloaded library refused its set-up (a combination of
+    options it does not take, a bad HEAPLAB_* given in env) and fell back,
+    as it does for any program -- is not a heaplab run: its error says so.
+    The report's allocator says where the command ran; without a report
+    (a command killed before its exit), the library's line on stderr."""
+    report = data.get("report")
+    ran_on = report.get("allocator") if isinstance(report, dict) else None
+    fell_back = [ln.strip() for ln in stderr.splitlines()
+                 if ln.startswith("libheaplab-malloc: ") and "using the system allocator" in ln]
+    if ran_on in (None, "heaplab") and not (ran_on is None and fell_back):
+        return
+    msg = (f"{label}: asked for allocator heaplab, the command ran on the system allocator "
+           f"(the report's allocator: {ran_on!r})" if ran_on is not None else
+           f"{label}: asked for allocator heaplab, the command ran on the system allocator")
+    if fell_back:
+        msg += f": {fell_back[0]}"
+    data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
 
 
 def spawn_arm(path: str, exp_name: str, arm_name: str,
