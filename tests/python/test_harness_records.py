@@ -542,6 +542,48 @@ def test_a_blocked_script_gets_the_grace_the_error_names(monkeypatch):
     assert sum(waits[1:]) == pytest.approx(hh._SCRIPT_GRACE_S), waits
 
 
+# a command that ignores SIGTERM (run_command_arm's default stop signal)
+_DEAF = ["sh", "-c", "trap '' TERM; exec sleep 60"]
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, None])
+def test_a_command_without_a_script_is_killed_at_its_timeout(stop_signal):
+    """Without a script, a command still running at `timeout` got the stop
+    signal only then and was killed 5 s later -- timeout=1 returned after
+    6 s -- while the error said "still running after 1 s: killed".  The
+    whole run is the arm: it is killed at the timeout, as the docs say."""
+    t0 = time.monotonic()
+    data = run_command_arm(_DEAF, allocator="glibc", timeout=1, stop_signal=stop_signal)
+    took = time.monotonic() - t0
+    assert data["error"].endswith("still running at the arm's timeout (1 s): killed"), \
+        data["error"]
+    assert data["returncode"] == -signal.SIGKILL, data["returncode"]
+    # (the stop signal's 5 s grace would make it 6 s; 3 s of slack for a loaded machine)
+    assert took < 1 + 3, took
+    assert [r["phase"] for r in data["records"]] == ["run"]
+
+
+def test_a_command_deaf_to_its_stop_signal_is_named(monkeypatch, tmp_path):
+    """After the script, a command that does not end on its stop signal is
+    killed _STOP_GRACE_S later (or at the deadline, if that is later): the
+    error said "still running after T s: killed", neither when it was
+    signalled nor when it was killed."""
+    import heaplab.harness as hh
+    monkeypatch.setattr(hh, "_STOP_GRACE_S", 2.5, raising=False)
+    ready = tmp_path / "ready"
+
+    def script(ctl):
+        with ctl.phase("p"):
+            while not ready.exists() and ctl.remaining():   # its trap is set
+                time.sleep(0.005)
+    data = run_command_arm(["sh", "-c", f"trap '' TERM; touch {ready}; exec sleep 60"],
+                           allocator="glibc", script=script, timeout=2)
+    assert "still running 2.5 s after the stop signal (SIGTERM): killed at " in data["error"] \
+        and "(the arm's timeout: 2 s)" in data["error"], data["error"]
+    assert data["returncode"] == -signal.SIGKILL and [r["phase"] for r in data["records"]] \
+        == ["p"], data
+
+
 def test_the_script_helpers_refuse_to_start_after_the_deadline():
     from heaplab.harness import ArmTimeout
     seen = {}

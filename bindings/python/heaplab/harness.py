@@ -931,6 +931,10 @@ def _async_raise(thread, exc_type):
                                                    ctypes.py_object(exc_type))
 
 
+# how long a command is given to end after its stop signal (run_command_arm
+# with an allocator) when the arm's deadline is nearer than that
+_STOP_GRACE_S = 5.0
+
 # how long a script's thread is given to unwind (its phases are recorded as
 # they end) once the arm timed out or was interrupted
 _SCRIPT_GRACE_S = 2.0
@@ -1040,11 +1044,20 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             _announce("start", label)
             try:
                 if script is None:
+                    past_timeout = False
                     with ctl.phase("run"):
                         try:
                             proc.wait(timeout=timeout)
                         except subprocess.TimeoutExpired:
-                            data["error"] = f"{label}: still running after {timeout} s: killed"
+                            past_timeout = True
+                    if past_timeout:
+                        # the whole run was the arm: killed at its timeout
+                        # (it got the stop signal here and was killed 5 s
+                        # later, while the error said "killed" at T s)
+                        proc.kill()
+                        stopped = True
+                        data["error"] = (f"{label}: still running at the arm's timeout "
+                                         f"({timeout:g} s): killed")
                 else:
                     expired = _run_script(script, ctl, proc, deadline, timeout, label)
                     if expired is not None:
@@ -1057,15 +1070,26 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 data["error"] = f"{label}: interrupted (KeyboardInterrupt): the command was killed"
             except BaseException:
                 data["error"] = traceback.format_exc()
+            signalled = False
             if proc.poll() is None and stop_signal is not None and interrupted is None:
-                stopped = True
+                stopped = signalled = True
                 proc.send_signal(stop_signal)
             if interrupted is None:
+                # after the stop signal: until the arm's deadline, and at
+                # least _STOP_GRACE_S; without one: until the deadline
+                left = deadline - time.monotonic()
+                wait_s = max(_STOP_GRACE_S, left) if signalled else max(0.0, left)
                 try:
-                    proc.wait(timeout=max(5.0, deadline - time.monotonic()))
+                    proc.wait(timeout=wait_s)
                 except subprocess.TimeoutExpired:
                     if data["error"] is None:
-                        data["error"] = f"{label}: still running after {timeout} s: killed"
+                        at = time.monotonic() - (deadline - timeout)
+                        data["error"] = (
+                            f"{label}: still running {wait_s:.1f} s after the stop signal "
+                            f"({_signal.Signals(stop_signal).name}): killed at {at:.1f} s (the "
+                            f"arm's timeout: {timeout:g} s)" if signalled else
+                            f"{label}: still running at the arm's timeout ({timeout:g} s): "
+                            f"killed")
         finally:
             if proc.poll() is None:
                 stopped = True
