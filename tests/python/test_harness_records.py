@@ -711,6 +711,60 @@ def test_an_arm_past_its_timeout_leaves_a_failed_record(tmp_path, monkeypatch):
     assert "no result within 3.0 s" in data["error"] and data["records"] == [], data
 
 
+LINGER = """
+import os, subprocess, sys
+from heaplab.harness import Experiment
+T = Experiment("T", "an arm that leaves a helper running")
+
+@T.arm("a")
+def arm(rec, **options):
+    with rec.phase("work"):
+        # a helper the arm does not wait for: it holds the arm's stderr (and
+        # stdout, which the child points at stderr)
+        h = subprocess.Popen(["sleep", "300"])
+        # one that left the arm's process group, holding them too
+        o = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    with open(os.path.join(os.environ["RECORDS_TMP"], "helpers"), "w") as f:
+        f.write(f"{h.pid} {o.pid}")
+"""
+
+
+def test_an_arm_that_leaves_a_helper_running_keeps_its_records(tmp_path, monkeypatch):
+    """Experiment.run read the arm's pipes to their end (communicate): a
+    helper the arm started and left running held them, so the run waited
+    the whole timeout, lost the arm's records (ArmFailed: no result) and
+    left the helper running -- though each arm's process group is promised
+    to be stopped with it.  Now the arm's process is waited for, its group
+    killed, and what is left in the pipes read (a process that left the
+    group gets _DRAIN_S)."""
+    (tmp_path / "records_linger.py").write_text(LINGER)
+    monkeypatch.setenv("RECORDS_TMP", str(tmp_path))
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("records_linger", tmp_path / "records_linger.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["records_linger"] = mod
+    pids = []
+    try:
+        spec.loader.exec_module(mod)
+        t0 = time.monotonic()
+        res = mod.T.run(timeout=8)
+        took = time.monotonic() - t0
+        pids = [int(x) for x in (tmp_path / "helpers").read_text().split()]
+        assert [r["phase"] for r in res["a"].records] == ["work"], res["a"].data
+        assert took < 8, took
+        # (SIGKILLed: its pipes close before /proc shows it a zombie)
+        deadline = time.monotonic() + 30
+        while not gone(pids[0]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(pids[0]), f"the helper {pids[0]} in the arm's group outlived the arm"
+    finally:
+        del sys.modules["records_linger"]
+        for x in pids:
+            if not gone(x):
+                os.kill(x, signal.SIGKILL)
+
+
 # A child that prints bytes that are not UTF-8 (a C library's message, a Lua
 # error carrying binary data) made run_command_arm and the sweep's run_task
 # raise UnicodeDecodeError and lose the arm's records.

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from procs import gone, wait_for_file
+
 pytest.importorskip("distributed", reason="tools/setup.sh installs distributed")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -319,6 +321,90 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         p = heaplab(*args, "--results", str(tmp_path)) if args[0] == "run" else heaplab(*args)
         assert p.returncode == 2 and needle in p.stderr, (args, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr, p.stderr
+
+
+# ---- a task's processes ------------------------------------------------------------------------
+
+LINGER_ARM = """
+import json, os, subprocess, sys, time
+h = subprocess.Popen(["sleep", "300"])       # left running; holds the task's stderr
+with open(sys.argv[1], "w") as f:
+    f.write(str(h.pid))
+print(json.dumps({"experiment": "X", "title": "", "arm": "a", "options": {}, "params": {},
+                  "records": [{"phase": "p", "status": "ok"}], "notes": {}, "series": []}),
+      flush=True)
+if len(sys.argv) > 2:
+    time.sleep(300)
+"""
+
+
+def _task(argv):
+    return {"kind": "argv", "argv": argv, "arm": "a", "experiment": "X", "key": "k",
+            "cell": "c", "values": {}, "repeat": 0, "timeout": 8}
+
+
+def test_a_task_that_leaves_a_helper_running_is_recorded_and_the_helper_stopped(tmp_path):
+    """run_task ran the arm with subprocess.run(capture_output, timeout): a
+    helper the arm left running held its pipes, so the task waited for its
+    whole timeout, was recorded failed ('no result within'), and the helper
+    outlived the sweep (no process group of its own, none killed)."""
+    from heaplab.sweep import run_task
+    prog = tmp_path / "arm.py"
+    prog.write_text(LINGER_ARM)
+    pidfile = tmp_path / "helper"
+    pid = None
+    try:
+        t0 = time.monotonic()
+        rec = run_task(_task([sys.executable, str(prog), str(pidfile)]))
+        took = time.monotonic() - t0
+        pid = int(pidfile.read_text())
+        assert rec["sweep"]["status"] == "ok", rec["sweep"]["error"]
+        assert rec["records"] == [{"phase": "p", "status": "ok"}] and took < 8, took
+        # (SIGKILLed: its pipes close before /proc shows it a zombie)
+        deadline = time.monotonic() + 30
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(pid), f"the arm's helper {pid} outlived its task"
+    finally:
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+RUN_TASK_THEN_DIE = """
+import sys
+from heaplab.sweep import run_task
+run_task({"kind": "argv", "argv": sys.argv[1:], "arm": "a", "experiment": "X", "key": "k",
+          "cell": "c", "values": {}, "repeat": 0, "timeout": 600})
+"""
+
+
+def test_a_task_dies_with_its_worker(tmp_path):
+    """A task's process is in a session of its own (out of reach of the
+    terminal's Ctrl-C that stops a local cluster's workers): it must not
+    outlive the worker running it, here killed with SIGKILL."""
+    prog = tmp_path / "arm.py"
+    prog.write_text(LINGER_ARM)
+    pidfile = tmp_path / "helper"
+    worker = subprocess.Popen([sys.executable, "-c", RUN_TASK_THEN_DIE, sys.executable,
+                               str(prog), str(pidfile), "stay"], start_new_session=True)
+    arm = None
+    try:
+        wait_for_file(pidfile, worker)
+        arm = int(subprocess.run(["ps", "-o", "pid=", "--ppid", str(worker.pid)],
+                                 capture_output=True, text=True).stdout.split()[0])
+        worker.kill()
+        worker.wait()
+        deadline = time.monotonic() + 30
+        while not gone(arm) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(arm), f"the task's process {arm} outlived its worker"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        for pid in (arm, int(pidfile.read_text()) if pidfile.exists() else None):
+            if pid is not None and not gone(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 # ---- --repeat in the experiment suite ---------------------------------------------------------

@@ -30,6 +30,7 @@ JSON file per arm and a CSV of every phase.
 """
 from __future__ import annotations
 
+import atexit
 import csv
 import importlib.util
 import io
@@ -39,8 +40,8 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
-                    TypeVar, Union)
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set,
+                    Tuple, TypeVar, Union)
 
 from . import Heap, Sampler, footprint
 
@@ -546,58 +547,202 @@ def _kill_group(pgid: int, sig: int) -> None:
 _CHILD_TEXT: Dict[str, Any] = {"text": True, "encoding": "utf-8", "errors": "replace"}
 
 
+# how long the pipes are read once the arm's process has ended and its group
+# was killed: what the arm wrote is in them already; a process that left the
+# group (setsid) and holds them gets no longer than this
+_DRAIN_S = 1.0
+
+
+class _GroupRun:
+    """A process started in a session (so a process group) of its own, its
+    stdout and stderr read as it runs.  The process is waited for, not its
+    pipes: a helper it started and left running (`subprocess.Popen(["sleep",
+    "97"])`, a server) holds the pipes open, and communicate() waited for
+    their end -- the whole timeout, and the arm's records were lost.  Once
+    the process has ended its group is killed (what it started goes with
+    it, as docs/harness.md promises) and what is left in the pipes is read,
+    never waiting on a process that holds them past _DRAIN_S."""
+
+    def __init__(self, cmd: List[str], env: Dict[str, str], cwd: Optional[str]) -> None:
+        import selectors
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                  cwd=cwd, start_new_session=True)
+        _LIVE_GROUPS.add(self.p.pid)
+        self.sel = selectors.DefaultSelector()
+        self.bufs: Dict[int, List[bytes]] = {}
+        assert self.p.stdout is not None and self.p.stderr is not None
+        self.out_fd, self.err_fd = self.p.stdout.fileno(), self.p.stderr.fileno()
+        for f in (self.p.stdout, self.p.stderr):
+            assert f is not None
+            os.set_blocking(f.fileno(), False)
+            self.sel.register(f.fileno(), selectors.EVENT_READ)
+            self.bufs[f.fileno()] = []
+        self.exit_fd: Optional[int] = None
+        try:                      # woken by the exit itself (Linux 5.3+), else polled
+            self.exit_fd = os.pidfd_open(self.p.pid)
+            self.sel.register(self.exit_fd, selectors.EVENT_READ)
+        except (AttributeError, OSError):
+            self.exit_fd = None
+
+    def _read(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if data:
+            self.bufs[fd].append(data)
+        else:                       # end of file
+            self.sel.unregister(fd)
+
+    def _pipes_open(self) -> bool:
+        return any(k.fd != self.exit_fd for k in self.sel.get_map().values())
+
+    def wait(self, until: float) -> bool:
+        """Read the pipes until the process has ended (True) or the
+        time.monotonic() `until` has passed (False)."""
+        while self.p.poll() is None:
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            step = left if self.exit_fd is not None else min(left, 0.02)
+            for key, _ in self.sel.select(step):
+                if key.fd != self.exit_fd:
+                    self._read(key.fd)
+        return True
+
+    def finish(self, sig: int) -> None:
+        """Kill the group (and the process, if it is still there), reap it
+        and read what is left in the pipes."""
+        import signal as _signal
+        _kill_group(self.p.pid, sig)
+        if sig == _signal.SIGKILL and self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        if self.exit_fd is not None:
+            self.sel.unregister(self.exit_fd)
+            os.close(self.exit_fd)
+            self.exit_fd = None
+        end = time.monotonic() + _DRAIN_S
+        while self._pipes_open():
+            ready = self.sel.select(max(0.0, end - time.monotonic()))
+            if not ready:
+                break               # held open by a process outside the group
+            for key, _ in ready:
+                self._read(key.fd)
+        self.sel.close()
+        for f in (self.p.stdout, self.p.stderr):
+            if f is not None:
+                f.close()
+        _LIVE_GROUPS.discard(self.p.pid)
+
+    def output(self) -> Tuple[str, str]:
+        """(stdout, stderr) as read so far, as text (_CHILD_TEXT)."""
+        return tuple(b"".join(self.bufs[fd]).decode(_CHILD_TEXT["encoding"],  # type: ignore
+                                                    _CHILD_TEXT["errors"])
+                     for fd in (self.out_fd, self.err_fd))
+
+
+# the process groups of _GroupRun's processes still running: killed when this
+# interpreter exits (a sweep's worker stopped while a task ran -- its tasks'
+# groups are sessions of their own, out of reach of the terminal's Ctrl-C)
+_LIVE_GROUPS: Set[int] = set()
+
+
+def _kill_live_groups() -> None:
+    import signal as _signal
+    for pgid in list(_LIVE_GROUPS):
+        _kill_group(pgid, _signal.SIGKILL)
+
+
+atexit.register(_kill_live_groups)
+
+
+# How run_in_group starts a command: the process dies with the thread that
+# started it (Linux's PR_SET_PDEATHSIG, kept across exec).  In a session of
+# its own a sweep task's process is out of reach of the terminal's Ctrl-C,
+# which stopped it when it shared its worker's group: it would outlive a
+# local cluster's workers, stopped by that Ctrl-C (or a worker killed).  A
+# command that cannot be started: "heaplab: cannot start PROG: ...", 127.
+_PDEATHSIG_EXEC = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    os._exit(137)       # the parent is gone already
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as e:
+    sys.stderr.write(f"heaplab: cannot start {sys.argv[2]}: {e.strerror}\\n")
+    os._exit(127)
+"""
+
+
+def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float
+                 ) -> Tuple[Optional[int], str, str]:
+    """Run cmd in a process group of its own (_GroupRun) until it ends or
+    `timeout` seconds pass; then its group is killed.  Returns (returncode,
+    stdout, stderr) -- returncode None when it was still running at the
+    timeout.  The process dies with the thread that called this
+    (_PDEATHSIG_EXEC).  What the sweep's tasks run through."""
+    import signal as _signal
+    run = _GroupRun([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, str(os.getpid()),
+                     *cmd], env, cwd)
+    try:
+        ended = run.wait(time.monotonic() + timeout)
+    finally:
+        run.finish(_signal.SIGKILL)
+    out, err = run.output()
+    return (run.p.returncode if ended else None), out, err
+
+
 def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float,
                      label: str) -> subprocess.CompletedProcess:
     """Run an arm's process to its end (stdout, stderr captured) in a process
-    group of its own, so that what it starts is stopped with it.  Past the
-    timeout: the group is killed, ArmFailed.  Ctrl-C (KeyboardInterrupt
-    here): SIGINT to the group -- the arm ends its phase ('raised:
-    KeyboardInterrupt') and prints its records -- _INTERRUPT_GRACE_S for
-    that (a second Ctrl-C cuts it short), then SIGKILL to whatever is left
-    of the group, and ArmInterrupted with the partial JSON."""
+    group of its own, so that what it starts is stopped with it: once the
+    process has ended, its group is killed (a helper it left running held
+    its pipes, and the arm waited for them until the timeout and lost its
+    records).  Past the timeout: the group is killed, ArmFailed.  Ctrl-C
+    (KeyboardInterrupt here): SIGINT to the group -- the arm ends its phase
+    ('raised: KeyboardInterrupt') and prints its records --
+    _INTERRUPT_GRACE_S for that (a second Ctrl-C cuts it short), then
+    SIGKILL to whatever is left of the group, and ArmInterrupted with the
+    partial JSON."""
     import signal as _signal
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **_CHILD_TEXT,
-                         env=env, cwd=cwd, start_new_session=True)
-    with p:
+    run = _GroupRun(cmd, env, cwd)
+    p = run.p
+    try:
+        ended = run.wait(time.monotonic() + timeout)
+    except BaseException as e:      # Ctrl-C, or anything else: stop the arm first
+        _kill_group(p.pid, _signal.SIGINT)
         try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(p.pid, _signal.SIGKILL)
-            p.kill()
-            p.communicate()
-            raise ArmFailed(f"{label}: no result within {timeout} s") from None
-        except BaseException as e:      # Ctrl-C, or anything else: stop the arm first
-            _kill_group(p.pid, _signal.SIGINT)
-            out = err = ""
-            try:
-                out, err = p.communicate(timeout=_INTERRUPT_GRACE_S)
-            except BaseException:       # still there after the grace, or a second Ctrl-C
-                pass
-            finally:
-                _kill_group(p.pid, _signal.SIGKILL)
-                p.kill()
-            try:
-                out, err = p.communicate(timeout=5)
-            except BaseException:
-                pass
-            p.wait()
-            if not isinstance(e, KeyboardInterrupt):
-                raise
+            run.wait(time.monotonic() + _INTERRUPT_GRACE_S)
+        except BaseException:       # a second Ctrl-C
+            pass
+        run.finish(_signal.SIGKILL)
+        if not isinstance(e, KeyboardInterrupt):
+            raise
+        out, err = run.output()
+        data = None
+        try:
+            data = json.loads(out or "")
+        except ValueError:
+            pass
+        if not isinstance(data, dict) or not isinstance(data.get("records"), list):
             data = None
-            try:
-                data = json.loads(out or "")
-            except ValueError:
-                pass
-            if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-                data = None
-            else:
-                data["returncode"] = p.returncode
-                data["stderr_tail"] = (err or "")[-2000:]
-            msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
-            if data is not None:
-                data["interrupted"] = True
-                data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
-            raise ArmInterrupted(msg, data) from None
+        else:
+            data["returncode"] = p.returncode
+            data["stderr_tail"] = (err or "")[-2000:]
+        msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
+        if data is not None:
+            data["interrupted"] = True
+            data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
+        raise ArmInterrupted(msg, data) from None
+    run.finish(_signal.SIGKILL)
+    if not ended:
+        raise ArmFailed(f"{label}: no result within {timeout} s")
+    out, err = run.output()
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 

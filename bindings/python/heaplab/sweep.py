@@ -43,7 +43,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .harness import _CHILD_TEXT, Experiment, child_env, load_json_record, write_atomic
+from .harness import (_CHILD_TEXT, Experiment, child_env, load_json_record, run_in_group,
+                      write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -179,20 +180,26 @@ def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
     returncode: Optional[int] = None
     if error is None:
         try:
-            p = subprocess.run(argv, capture_output=True, **_CHILD_TEXT, env=_child_env(env),
-                               cwd=cwd, timeout=task.get("timeout") or 600)
-            stderr, returncode = p.stderr, p.returncode
-            try:
-                data = json.loads(p.stdout)
-                if not isinstance(data, dict) or "records" not in data:
-                    raise ValueError("not an arm document")
-            except ValueError:
-                data = {}
-                error = (f"exit {p.returncode}, no arm JSON on stdout"
-                         + (f" (stdout: {p.stdout[:300]!r})" if p.stdout.strip() else ""))
-        except subprocess.TimeoutExpired as e:
-            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-            stderr, error = err, f"no result within {task.get('timeout') or 600} s (killed)"
+            # in a process group of its own, killed when the task ends: a
+            # helper the arm left running survived the sweep, and held the
+            # task's pipes until its timeout (subprocess.run waited for them)
+            rc, out, stderr = run_in_group(argv, _child_env(env), cwd,
+                                           task.get("timeout") or 600)
+            started = stderr.strip().splitlines()[-1:]
+            if rc is None:
+                error = f"no result within {task.get('timeout') or 600} s (killed)"
+            elif rc == 127 and started and started[0].startswith("heaplab: cannot start "):
+                returncode, error = rc, started[0][len("heaplab: "):]
+            else:
+                returncode = rc
+                try:
+                    data = json.loads(out)
+                    if not isinstance(data, dict) or "records" not in data:
+                        raise ValueError("not an arm document")
+                except ValueError:
+                    data = {}
+                    error = (f"exit {rc}, no arm JSON on stdout"
+                             + (f" (stdout: {out[:300]!r})" if out.strip() else ""))
         except OSError as e:
             error = f"cannot start {argv[0]}: {e}"
     if not data:
