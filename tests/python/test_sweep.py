@@ -305,7 +305,16 @@ def test_bad_input_names_what_is_wrong(tmp_path):
     # a path that is not a Python module gave an AttributeError traceback, exit 1
     not_py = tmp_path / "notes.txt"
     not_py.write_text("root:x:0:0\n")
+    # a meta.json without what --resume reads: a KeyError traceback
+    no_exp = tmp_path / "no_exp"
+    no_exp.mkdir()
+    (no_exp / "meta.json").write_text(json.dumps({"run_id": "x", "kind": "python"}))
+    not_obj = tmp_path / "not_obj"
+    not_obj.mkdir()
+    (not_obj / "meta.json").write_text("[]")
     cases = [
+        (["run", "--resume", str(no_exp)], f"{no_exp}/meta.json: no ['experiment']"),
+        (["run", "--resume", str(not_obj)], f"{not_obj}/meta.json: not a run's meta.json"),
         (["run", str(not_py)], f"{not_py}: not a Python module"),
         (["run", "e1", "--set", "no_such_option=1"], "not an option of heaplab"),
         (["run", "e1", "--set", "page_release=true,false"], "the arms set that option"),
@@ -444,6 +453,17 @@ def test_resume_without_a_folder_takes_latest(cluster, tmp_path):
     p = heaplab("run", "--resume", "--results", str(tmp_path), "--cluster", cluster.address,
                 "--progress", "plain")
     assert p.returncode == 0 and "0 ok, 0 failed, 1 already complete" in p.stdout, p.stdout
+    # RESULTS/latest given as the folder: the run made `latest` a link to
+    # itself and failed (ELOOP) writing meta.json's last update
+    run_id = os.readlink(tmp_path / "latest")
+    p = heaplab("run", "--resume", str(tmp_path / "latest"), "--cluster", cluster.address,
+                "--progress", "plain")
+    assert p.returncode == 0 and "0 ok, 0 failed, 1 already complete" in p.stdout, \
+        p.stdout + p.stderr[-2000:]
+    assert os.readlink(tmp_path / "latest") == run_id
+    with open(tmp_path / run_id / "meta.json") as f:
+        runs = json.load(f)["runs"]
+    assert len(runs) == 3 and "finished" in runs[-1], runs
 
 
 def test_resume_names_a_damaged_record_and_runs_its_task_again(cluster, tmp_path):
