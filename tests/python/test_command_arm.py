@@ -123,6 +123,45 @@ def test_bad_arguments_are_named():
         run_command_arm(["true"], allocator="jemalloc", options={"page_release": True})
 
 
+@pytest.mark.parametrize("options, needle", [
+    ({"warm_pages": "abc"}, "option warm_pages: 'abc' is not a whole number"),
+    ({"warm_pages": 2.5}, "option warm_pages: '2.5' is not a whole number"),
+    ({"page_size": "3k"}, "option page_size: '3k' is out of range"),
+    ({"page_release": "maybe"}, "option page_release: 'maybe' is not a boolean"),
+])
+def test_bad_option_values_are_named_before_anything_runs(tmp_path, options, needle):
+    """allocator_env checked the options' names only and passed their values
+    on as HEAPLAB_<NAME>=str(value): the preloaded library refused a bad
+    one and fell back to the system allocator (as it does for any program),
+    and the arm -- error None, allocator 'heaplab' -- measured glibc."""
+    marker = tmp_path / "ran"
+    with pytest.raises(ValueError, match=needle):
+        run_command_arm(["sh", "-c", f"touch {marker}"], allocator="heaplab", options=options)
+    assert not marker.exists()
+
+
+def test_an_arm_that_ran_on_the_system_allocator_is_an_error():
+    """Options whose every value is good may still be refused together (the
+    preloaded heap is manual: compact needs collected), and env may carry a
+    bad HEAPLAB_*: the library falls back to glibc, and the arm said
+    nothing -- its report's allocator was 'libc'."""
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("Debian's python3 is not installed")
+    prog = ["/usr/bin/python3", "-c", "x = [bytes(100) for i in range(20000)]"]
+    data = run_command_arm(prog, allocator="heaplab", options={"compact": "always"},
+                           stop_signal=None, timeout=120)
+    assert data["report"]["allocator"] == "libc", data["report"]
+    assert "asked for allocator heaplab, the command ran on the system allocator" in \
+        data["error"] and "option compact: needs mode=collected" in data["error"], data["error"]
+    data = run_command_arm(prog, {"HEAPLAB_WARM_PAGES": "zz"}, allocator="heaplab",
+                           stop_signal=None, timeout=120)
+    assert "the command ran on the system allocator" in data["error"] and \
+        "HEAPLAB_WARM_PAGES=zz" in data["error"], data["error"]
+    data = run_command_arm(prog, allocator="heaplab", options={"warm_pages": 3},
+                           stop_signal=None, timeout=120)
+    assert data["error"] is None and data["report"]["allocator"] == "heaplab", data["error"]
+
+
 def test_preload_path_and_cli(monkeypatch, tmp_path):
     path = heaplab.preload_path()
     assert os.path.isfile(path) and path.endswith("libheaplab-malloc.so")

@@ -163,6 +163,46 @@ def test_sweep_effects_leave_out_a_phase_that_raised():
     assert [e["effect"] for e in effects] == ["peak_above_start"], effects
 
 
+def test_a_phase_object_entered_twice_is_refused():
+    """Entering one phase object a second time gave two records sharing one
+    notes dict (each had the other's notes) and the second kept the first
+    one's mark: phys_low_after_mark 0 for a phase that never marked, where
+    null is the record's word for "not marked"."""
+    import heaplab
+    from heaplab.harness import Recorder
+    rec = Recorder("T", "a")
+    try:
+        with heaplab.Heap() as h:
+            ph = rec.phase("p", heap=h)
+            with ph:
+                ph.note("first", 1)
+                ph.mark("drop")
+            with pytest.raises(RuntimeError, match="phase 'p' was already entered"):
+                with ph:
+                    ph.note("second", 2)
+            with rec.phase("p", heap=h) as again:      # a fresh phase object is the way
+                again.note("second", 2)
+    finally:
+        rec.sampler.stop()
+    first, second = rec.records
+    assert first["notes"]["first"] == 1 and "second" not in first["notes"], first["notes"]
+    assert second["notes"] == {"second": 2} and second["phys_low_after_mark"] is None, second
+
+
+def test_a_command_phase_object_entered_twice_is_refused():
+    """The same for a run_command_arm script's phases (CommandPhase)."""
+    def script(ctl):
+        ph = ctl.phase("p")
+        with ph:
+            ph.mark("m")
+        with ph:
+            ph.note("second", 2)
+    data = run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60)
+    assert "phase 'p' was already entered" in data["error"], data["error"]
+    assert [r["phase"] for r in data["records"]] == ["p"], data["records"]
+    assert "second" not in data["records"][0]["notes"]
+
+
 # ---- 2. half-written files -------------------------------------------------------------------
 
 class _Unwritable:
@@ -502,6 +542,48 @@ def test_a_blocked_script_gets_the_grace_the_error_names(monkeypatch):
     assert sum(waits[1:]) == pytest.approx(hh._SCRIPT_GRACE_S), waits
 
 
+# a command that ignores SIGTERM (run_command_arm's default stop signal)
+_DEAF = ["sh", "-c", "trap '' TERM; exec sleep 60"]
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, None])
+def test_a_command_without_a_script_is_killed_at_its_timeout(stop_signal):
+    """Without a script, a command still running at `timeout` got the stop
+    signal only then and was killed 5 s later -- timeout=1 returned after
+    6 s -- while the error said "still running after 1 s: killed".  The
+    whole run is the arm: it is killed at the timeout, as the docs say."""
+    t0 = time.monotonic()
+    data = run_command_arm(_DEAF, allocator="glibc", timeout=1, stop_signal=stop_signal)
+    took = time.monotonic() - t0
+    assert data["error"].endswith("still running at the arm's timeout (1 s): killed"), \
+        data["error"]
+    assert data["returncode"] == -signal.SIGKILL, data["returncode"]
+    # (the stop signal's 5 s grace would make it 6 s; 3 s of slack for a loaded machine)
+    assert took < 1 + 3, took
+    assert [r["phase"] for r in data["records"]] == ["run"]
+
+
+def test_a_command_deaf_to_its_stop_signal_is_named(monkeypatch, tmp_path):
+    """After the script, a command that does not end on its stop signal is
+    killed _STOP_GRACE_S later (or at the deadline, if that is later): the
+    error said "still running after T s: killed", neither when it was
+    signalled nor when it was killed."""
+    import heaplab.harness as hh
+    monkeypatch.setattr(hh, "_STOP_GRACE_S", 2.5, raising=False)
+    ready = tmp_path / "ready"
+
+    def script(ctl):
+        with ctl.phase("p"):
+            while not ready.exists() and ctl.remaining():   # its trap is set
+                time.sleep(0.005)
+    data = run_command_arm(["sh", "-c", f"trap '' TERM; touch {ready}; exec sleep 60"],
+                           allocator="glibc", script=script, timeout=2)
+    assert "still running 2.5 s after the stop signal (SIGTERM): killed at " in data["error"] \
+        and "(the arm's timeout: 2 s)" in data["error"], data["error"]
+    assert data["returncode"] == -signal.SIGKILL and [r["phase"] for r in data["records"]] \
+        == ["p"], data
+
+
 def test_the_script_helpers_refuse_to_start_after_the_deadline():
     from heaplab.harness import ArmTimeout
     seen = {}
@@ -627,6 +709,60 @@ def test_an_arm_past_its_timeout_leaves_a_failed_record(tmp_path, monkeypatch):
     assert not left, f"processes {left} of the arm outlived its timeout ({pids})"
     data = json.loads((tmp_path / "results" / "T" / "slow.json").read_text())
     assert "no result within 3.0 s" in data["error"] and data["records"] == [], data
+
+
+LINGER = """
+import os, subprocess, sys
+from heaplab.harness import Experiment
+T = Experiment("T", "an arm that leaves a helper running")
+
+@T.arm("a")
+def arm(rec, **options):
+    with rec.phase("work"):
+        # a helper the arm does not wait for: it holds the arm's stderr (and
+        # stdout, which the child points at stderr)
+        h = subprocess.Popen(["sleep", "300"])
+        # one that left the arm's process group, holding them too
+        o = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    with open(os.path.join(os.environ["RECORDS_TMP"], "helpers"), "w") as f:
+        f.write(f"{h.pid} {o.pid}")
+"""
+
+
+def test_an_arm_that_leaves_a_helper_running_keeps_its_records(tmp_path, monkeypatch):
+    """Experiment.run read the arm's pipes to their end (communicate): a
+    helper the arm started and left running held them, so the run waited
+    the whole timeout, lost the arm's records (ArmFailed: no result) and
+    left the helper running -- though each arm's process group is promised
+    to be stopped with it.  Now the arm's process is waited for, its group
+    killed, and what is left in the pipes read (a process that left the
+    group gets _DRAIN_S)."""
+    (tmp_path / "records_linger.py").write_text(LINGER)
+    monkeypatch.setenv("RECORDS_TMP", str(tmp_path))
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("records_linger", tmp_path / "records_linger.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["records_linger"] = mod
+    pids = []
+    try:
+        spec.loader.exec_module(mod)
+        t0 = time.monotonic()
+        res = mod.T.run(timeout=8)
+        took = time.monotonic() - t0
+        pids = [int(x) for x in (tmp_path / "helpers").read_text().split()]
+        assert [r["phase"] for r in res["a"].records] == ["work"], res["a"].data
+        assert took < 8, took
+        # (SIGKILLed: its pipes close before /proc shows it a zombie)
+        deadline = time.monotonic() + 30
+        while not gone(pids[0]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(pids[0]), f"the helper {pids[0]} in the arm's group outlived the arm"
+    finally:
+        del sys.modules["records_linger"]
+        for x in pids:
+            if not gone(x):
+                os.kill(x, signal.SIGKILL)
 
 
 # A child that prints bytes that are not UTF-8 (a C library's message, a Lua

@@ -216,6 +216,29 @@ def test_experiment_arguments_are_named(run_experiment_source):
             run_experiment_source("hostile_args", src.replace("CASE", case))
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "2.5", "0", "-1", "two"])
+def test_a_bad_heaplab_repeat_is_named(run_experiment_source, monkeypatch, tmp_path, value):
+    """HEAPLAB_REPEAT went through float() and int(): 2.5 ran 2 repeats,
+    nan and inf raised ValueError / OverflowError about converting floats,
+    naming neither the variable nor its value."""
+    marker = tmp_path / "ran"
+    monkeypatch.setenv("HEAPLAB_REPEAT", value)
+    monkeypatch.setenv("REPEAT_MARKER", str(marker))
+    src = ("import os\nfrom heaplab.harness import Experiment\nT = Experiment('T', 't')\n"
+           "@T.arm('a')\ndef arm(rec, **options):\n"
+           "    open(os.environ['REPEAT_MARKER'], 'a').close()\n")
+    with pytest.raises(ValueError, match=f"HEAPLAB_REPEAT='{value}': expected a whole number"):
+        run_experiment_source("hostile_repeat", src)
+    assert not marker.exists(), "an arm ran"
+
+
+def test_heaplab_repeat_takes_a_whole_number(run_experiment_source, monkeypatch):
+    monkeypatch.setenv("HEAPLAB_REPEAT", " 2 ")
+    src = ("from heaplab.harness import Experiment\nT = Experiment('T', 't')\n"
+           "@T.arm('a')\ndef arm(rec, **options):\n    pass\n")
+    assert len(run_experiment_source("hostile_repeat2", src)["a"].repeats) == 2
+
+
 # ---- the sweep command line ----------------------------------------------------------------
 
 def test_sweep_cli_refuses_a_bad_timeout_arms_or_results_before_any_cluster(tmp_path):

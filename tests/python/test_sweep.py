@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from procs import gone, wait_for_file
+
 pytest.importorskip("distributed", reason="tools/setup.sh installs distributed")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -227,6 +229,11 @@ def test_compare_reports_a_real_difference(tmp_path):
     c = heaplab("compare", *runs, "--effect", "returned_fraction", "--json")
     rows = json.loads(c.stdout)
     assert len(rows) == 1 and rows[0]["significant"], rows
+    # --tolerance nan (nothing significant) and -5 were taken without a word
+    for bad, shown in (("nan", "nan"), ("-5", "-5.0"), ("inf", "inf")):
+        c = heaplab("compare", *runs, "--tolerance", bad)
+        assert c.returncode == 2 and f"--tolerance {shown}: expected" in c.stderr, \
+            (bad, c.returncode, c.stdout[-1000:], c.stderr[-1000:])
 
 
 # ---- failures, Lua arms, command arms ------------------------------------------------------
@@ -295,7 +302,20 @@ def test_lua_experiment_and_launcher_command_arms(cluster, tmp_path):
 
 
 def test_bad_input_names_what_is_wrong(tmp_path):
+    # a path that is not a Python module gave an AttributeError traceback, exit 1
+    not_py = tmp_path / "notes.txt"
+    not_py.write_text("root:x:0:0\n")
+    # a meta.json without what --resume reads: a KeyError traceback
+    no_exp = tmp_path / "no_exp"
+    no_exp.mkdir()
+    (no_exp / "meta.json").write_text(json.dumps({"run_id": "x", "kind": "python"}))
+    not_obj = tmp_path / "not_obj"
+    not_obj.mkdir()
+    (not_obj / "meta.json").write_text("[]")
     cases = [
+        (["run", "--resume", str(no_exp)], f"{no_exp}/meta.json: no ['experiment']"),
+        (["run", "--resume", str(not_obj)], f"{not_obj}/meta.json: not a run's meta.json"),
+        (["run", str(not_py)], f"{not_py}: not a Python module"),
         (["run", "e1", "--set", "no_such_option=1"], "not an option of heaplab"),
         (["run", "e1", "--set", "page_release=true,false"], "the arms set that option"),
         (["run", "e1", "--arms", "middle"], "no arm(s) ['middle']"),
@@ -310,6 +330,90 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         p = heaplab(*args, "--results", str(tmp_path)) if args[0] == "run" else heaplab(*args)
         assert p.returncode == 2 and needle in p.stderr, (args, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr, p.stderr
+
+
+# ---- a task's processes ------------------------------------------------------------------------
+
+LINGER_ARM = """
+import json, os, subprocess, sys, time
+h = subprocess.Popen(["sleep", "300"])       # left running; holds the task's stderr
+with open(sys.argv[1], "w") as f:
+    f.write(str(h.pid))
+print(json.dumps({"experiment": "X", "title": "", "arm": "a", "options": {}, "params": {},
+                  "records": [{"phase": "p", "status": "ok"}], "notes": {}, "series": []}),
+      flush=True)
+if len(sys.argv) > 2:
+    time.sleep(300)
+"""
+
+
+def _task(argv):
+    return {"kind": "argv", "argv": argv, "arm": "a", "experiment": "X", "key": "k",
+            "cell": "c", "values": {}, "repeat": 0, "timeout": 8}
+
+
+def test_a_task_that_leaves_a_helper_running_is_recorded_and_the_helper_stopped(tmp_path):
+    """run_task ran the arm with subprocess.run(capture_output, timeout): a
+    helper the arm left running held its pipes, so the task waited for its
+    whole timeout, was recorded failed ('no result within'), and the helper
+    outlived the sweep (no process group of its own, none killed)."""
+    from heaplab.sweep import run_task
+    prog = tmp_path / "arm.py"
+    prog.write_text(LINGER_ARM)
+    pidfile = tmp_path / "helper"
+    pid = None
+    try:
+        t0 = time.monotonic()
+        rec = run_task(_task([sys.executable, str(prog), str(pidfile)]))
+        took = time.monotonic() - t0
+        pid = int(pidfile.read_text())
+        assert rec["sweep"]["status"] == "ok", rec["sweep"]["error"]
+        assert rec["records"] == [{"phase": "p", "status": "ok"}] and took < 8, took
+        # (SIGKILLed: its pipes close before /proc shows it a zombie)
+        deadline = time.monotonic() + 30
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(pid), f"the arm's helper {pid} outlived its task"
+    finally:
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+RUN_TASK_THEN_DIE = """
+import sys
+from heaplab.sweep import run_task
+run_task({"kind": "argv", "argv": sys.argv[1:], "arm": "a", "experiment": "X", "key": "k",
+          "cell": "c", "values": {}, "repeat": 0, "timeout": 600})
+"""
+
+
+def test_a_task_dies_with_its_worker(tmp_path):
+    """A task's process is in a session of its own (out of reach of the
+    terminal's Ctrl-C that stops a local cluster's workers): it must not
+    outlive the worker running it, here killed with SIGKILL."""
+    prog = tmp_path / "arm.py"
+    prog.write_text(LINGER_ARM)
+    pidfile = tmp_path / "helper"
+    worker = subprocess.Popen([sys.executable, "-c", RUN_TASK_THEN_DIE, sys.executable,
+                               str(prog), str(pidfile), "stay"], start_new_session=True)
+    arm = None
+    try:
+        wait_for_file(pidfile, worker)
+        arm = int(subprocess.run(["ps", "-o", "pid=", "--ppid", str(worker.pid)],
+                                 capture_output=True, text=True).stdout.split()[0])
+        worker.kill()
+        worker.wait()
+        deadline = time.monotonic() + 30
+        while not gone(arm) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(arm), f"the task's process {arm} outlived its worker"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        for pid in (arm, int(pidfile.read_text()) if pidfile.exists() else None):
+            if pid is not None and not gone(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 # ---- --repeat in the experiment suite ---------------------------------------------------------
@@ -349,6 +453,17 @@ def test_resume_without_a_folder_takes_latest(cluster, tmp_path):
     p = heaplab("run", "--resume", "--results", str(tmp_path), "--cluster", cluster.address,
                 "--progress", "plain")
     assert p.returncode == 0 and "0 ok, 0 failed, 1 already complete" in p.stdout, p.stdout
+    # RESULTS/latest given as the folder: the run made `latest` a link to
+    # itself and failed (ELOOP) writing meta.json's last update
+    run_id = os.readlink(tmp_path / "latest")
+    p = heaplab("run", "--resume", str(tmp_path / "latest"), "--cluster", cluster.address,
+                "--progress", "plain")
+    assert p.returncode == 0 and "0 ok, 0 failed, 1 already complete" in p.stdout, \
+        p.stdout + p.stderr[-2000:]
+    assert os.readlink(tmp_path / "latest") == run_id
+    with open(tmp_path / run_id / "meta.json") as f:
+        runs = json.load(f)["runs"]
+    assert len(runs) == 3 and "finished" in runs[-1], runs
 
 
 def test_resume_names_a_damaged_record_and_runs_its_task_again(cluster, tmp_path):

@@ -25,7 +25,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 __all__ = ["main", "build_parser"]
 
@@ -115,14 +115,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
             args.resume = os.path.realpath(os.path.join(args.results, "latest"))
         if args.resume:
             meta = sweep.load_meta(args.resume)
+
+            def value(*keys: str) -> Any:
+                return sweep.meta_value(meta, args.resume, *keys)
             if args.experiment is None and not args.command:
-                args.experiment = None if meta.get("kind") == "command" else meta["experiment"]
                 if meta.get("kind") == "command":
-                    args.command = " ".join(meta["spec"]["argv"])
-                arms = arms or meta["arms"]
-                grid = grid or meta["grid"]
-                args.repeat = meta["repeat"] if args.repeat is None else args.repeat
-            run_id = meta["run_id"]
+                    args.command = " ".join(value("spec", "argv"))
+                else:
+                    args.experiment = value("experiment")
+                arms = arms or value("arms")
+                grid = grid or value("grid")
+                args.repeat = value("repeat") if args.repeat is None else args.repeat
+            run_id = value("run_id")
         else:
             run_id = None
         repeat = 1 if args.repeat is None else args.repeat
@@ -146,6 +150,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    # a share of the median: nan made nothing significant without a word, a
+    # negative share made every difference above the spread significant
+    if not 0 <= args.tolerance < float("inf"):
+        print(f"heaplab compare: --tolerance {args.tolerance}: expected a finite share of the "
+              f"median >= 0 (0.02 is 2%)", file=sys.stderr)
+        return 2
     try:
         from . import analysis
     except ImportError as e:

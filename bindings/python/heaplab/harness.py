@@ -30,6 +30,7 @@ JSON file per arm and a CSV of every phase.
 """
 from __future__ import annotations
 
+import atexit
 import csv
 import importlib.util
 import io
@@ -39,8 +40,8 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
-                    TypeVar, Union)
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set,
+                    Tuple, TypeVar, Union)
 
 from . import Heap, Sampler, footprint
 
@@ -92,6 +93,22 @@ def env_number(var: str, default: float) -> float:
         return float(v)
     except ValueError:
         raise ValueError(f"{var}={v!r}: expected a number") from None
+
+
+def _env_repeat() -> int:
+    """$HEAPLAB_REPEAT (what `pytest --repeat N` sets): a whole number >= 1,
+    1 when unset.  (It went through float() and int(): 2.5 ran 2 repeats,
+    nan and inf raised errors that did not name the variable.)"""
+    v = os.environ.get("HEAPLAB_REPEAT")
+    if not v:
+        return 1
+    try:
+        n = int(v.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"HEAPLAB_REPEAT={v!r}: expected a whole number of repeats >= 1")
+    return n
 
 
 def results_dir() -> str:
@@ -151,8 +168,20 @@ def error_summary(error: Any) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _enter_once(phase: Any) -> None:
+    """A phase object is one with block: entered a second time, its record
+    shared the notes dict of the first (each record got the other's notes)
+    and kept the first one's mark (a phase that never marked got a
+    phys_low_after_mark of 0 instead of null)."""
+    if phase.entered:
+        raise RuntimeError(f"phase {phase.name!r} was already entered: a phase object is one "
+                           f"with block; call phase({phase.name!r}) again for another")
+    phase.entered = True
+
+
 class Phase:
-    """One named phase of an arm; use through Recorder.phase()."""
+    """One named phase of an arm; use through Recorder.phase() (one with
+    block each: entering it again raises RuntimeError)."""
 
     def __init__(self, recorder: Recorder, name: str, heap: Optional[Heap]) -> None:
         self.rec = recorder
@@ -160,6 +189,7 @@ class Phase:
         self.heap = heap
         self.notes = {}
         self.marked = False
+        self.entered = False
 
     def _heap_figures(self) -> Tuple[Optional[int], Optional[int]]:
         h = self.heap
@@ -168,6 +198,7 @@ class Phase:
         return h.resident_bytes(), h.vma_count()
 
     def __enter__(self) -> Phase:
+        _enter_once(self)
         s = self.rec.sampler
         s.reset()
         f = footprint()
@@ -455,7 +486,9 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     ctl.wait_low(seconds)); without a script the whole run is one phase
     "run".  After the script the command gets stop_signal (None: it is
     waited for).  options: heaplab options as HEAPLAB_<NAME> (heaplab
-    only).  Returns the arm's data in the harness's usual form (records
+    only; each value checked by the library before the command starts, and
+    a command that ran on the system allocator anyway -- the preloaded
+    library's fallback -- is the arm's error).  Returns the arm's data in the harness's usual form (records
     with the FIGURES of each phase, series, notes; save_arm writes the JSON
     and CSV) plus `allocator`, `returncode`, `stderr_tail` and `report`
     (heaplab's HEAPLAB_STATS report, None on the other allocators)."""
@@ -514,58 +547,202 @@ def _kill_group(pgid: int, sig: int) -> None:
 _CHILD_TEXT: Dict[str, Any] = {"text": True, "encoding": "utf-8", "errors": "replace"}
 
 
+# how long the pipes are read once the arm's process has ended and its group
+# was killed: what the arm wrote is in them already; a process that left the
+# group (setsid) and holds them gets no longer than this
+_DRAIN_S = 1.0
+
+
+class _GroupRun:
+    """A process started in a session (so a process group) of its own, its
+    stdout and stderr read as it runs.  The process is waited for, not its
+    pipes: a helper it started and left running (`subprocess.Popen(["sleep",
+    "97"])`, a server) holds the pipes open, and communicate() waited for
+    their end -- the whole timeout, and the arm's records were lost.  Once
+    the process has ended its group is killed (what it started goes with
+    it, as docs/harness.md promises) and what is left in the pipes is read,
+    never waiting on a process that holds them past _DRAIN_S."""
+
+    def __init__(self, cmd: List[str], env: Dict[str, str], cwd: Optional[str]) -> None:
+        import selectors
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                  cwd=cwd, start_new_session=True)
+        _LIVE_GROUPS.add(self.p.pid)
+        self.sel = selectors.DefaultSelector()
+        self.bufs: Dict[int, List[bytes]] = {}
+        assert self.p.stdout is not None and self.p.stderr is not None
+        self.out_fd, self.err_fd = self.p.stdout.fileno(), self.p.stderr.fileno()
+        for f in (self.p.stdout, self.p.stderr):
+            assert f is not None
+            os.set_blocking(f.fileno(), False)
+            self.sel.register(f.fileno(), selectors.EVENT_READ)
+            self.bufs[f.fileno()] = []
+        self.exit_fd: Optional[int] = None
+        try:                      # woken by the exit itself (Linux 5.3+), else polled
+            self.exit_fd = os.pidfd_open(self.p.pid)
+            self.sel.register(self.exit_fd, selectors.EVENT_READ)
+        except (AttributeError, OSError):
+            self.exit_fd = None
+
+    def _read(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if data:
+            self.bufs[fd].append(data)
+        else:                       # end of file
+            self.sel.unregister(fd)
+
+    def _pipes_open(self) -> bool:
+        return any(k.fd != self.exit_fd for k in self.sel.get_map().values())
+
+    def wait(self, until: float) -> bool:
+        """Read the pipes until the process has ended (True) or the
+        time.monotonic() `until` has passed (False)."""
+        while self.p.poll() is None:
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            step = left if self.exit_fd is not None else min(left, 0.02)
+            for key, _ in self.sel.select(step):
+                if key.fd != self.exit_fd:
+                    self._read(key.fd)
+        return True
+
+    def finish(self, sig: int) -> None:
+        """Kill the group (and the process, if it is still there), reap it
+        and read what is left in the pipes."""
+        import signal as _signal
+        _kill_group(self.p.pid, sig)
+        if sig == _signal.SIGKILL and self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        if self.exit_fd is not None:
+            self.sel.unregister(self.exit_fd)
+            os.close(self.exit_fd)
+            self.exit_fd = None
+        end = time.monotonic() + _DRAIN_S
+        while self._pipes_open():
+            ready = self.sel.select(max(0.0, end - time.monotonic()))
+            if not ready:
+                break               # held open by a process outside the group
+            for key, _ in ready:
+                self._read(key.fd)
+        self.sel.close()
+        for f in (self.p.stdout, self.p.stderr):
+            if f is not None:
+                f.close()
+        _LIVE_GROUPS.discard(self.p.pid)
+
+    def output(self) -> Tuple[str, str]:
+        """(stdout, stderr) as read so far, as text (_CHILD_TEXT)."""
+        return tuple(b"".join(self.bufs[fd]).decode(_CHILD_TEXT["encoding"],  # type: ignore
+                                                    _CHILD_TEXT["errors"])
+                     for fd in (self.out_fd, self.err_fd))
+
+
+# the process groups of _GroupRun's processes still running: killed when this
+# interpreter exits (a sweep's worker stopped while a task ran -- its tasks'
+# groups are sessions of their own, out of reach of the terminal's Ctrl-C)
+_LIVE_GROUPS: Set[int] = set()
+
+
+def _kill_live_groups() -> None:
+    import signal as _signal
+    for pgid in list(_LIVE_GROUPS):
+        _kill_group(pgid, _signal.SIGKILL)
+
+
+atexit.register(_kill_live_groups)
+
+
+# How run_in_group starts a command: the process dies with the thread that
+# started it (Linux's PR_SET_PDEATHSIG, kept across exec).  In a session of
+# its own a sweep task's process is out of reach of the terminal's Ctrl-C,
+# which stopped it when it shared its worker's group: it would outlive a
+# local cluster's workers, stopped by that Ctrl-C (or a worker killed).  A
+# command that cannot be started: "heaplab: cannot start PROG: ...", 127.
+_PDEATHSIG_EXEC = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    os._exit(137)       # the parent is gone already
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as e:
+    sys.stderr.write(f"heaplab: cannot start {sys.argv[2]}: {e.strerror}\\n")
+    os._exit(127)
+"""
+
+
+def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float
+                 ) -> Tuple[Optional[int], str, str]:
+    """Run cmd in a process group of its own (_GroupRun) until it ends or
+    `timeout` seconds pass; then its group is killed.  Returns (returncode,
+    stdout, stderr) -- returncode None when it was still running at the
+    timeout.  The process dies with the thread that called this
+    (_PDEATHSIG_EXEC).  What the sweep's tasks run through."""
+    import signal as _signal
+    run = _GroupRun([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, str(os.getpid()),
+                     *cmd], env, cwd)
+    try:
+        ended = run.wait(time.monotonic() + timeout)
+    finally:
+        run.finish(_signal.SIGKILL)
+    out, err = run.output()
+    return (run.p.returncode if ended else None), out, err
+
+
 def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float,
                      label: str) -> subprocess.CompletedProcess:
     """Run an arm's process to its end (stdout, stderr captured) in a process
-    group of its own, so that what it starts is stopped with it.  Past the
-    timeout: the group is killed, ArmFailed.  Ctrl-C (KeyboardInterrupt
-    here): SIGINT to the group -- the arm ends its phase ('raised:
-    KeyboardInterrupt') and prints its records -- _INTERRUPT_GRACE_S for
-    that (a second Ctrl-C cuts it short), then SIGKILL to whatever is left
-    of the group, and ArmInterrupted with the partial JSON."""
+    group of its own, so that what it starts is stopped with it: once the
+    process has ended, its group is killed (a helper it left running held
+    its pipes, and the arm waited for them until the timeout and lost its
+    records).  Past the timeout: the group is killed, ArmFailed.  Ctrl-C
+    (KeyboardInterrupt here): SIGINT to the group -- the arm ends its phase
+    ('raised: KeyboardInterrupt') and prints its records --
+    _INTERRUPT_GRACE_S for that (a second Ctrl-C cuts it short), then
+    SIGKILL to whatever is left of the group, and ArmInterrupted with the
+    partial JSON."""
     import signal as _signal
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **_CHILD_TEXT,
-                         env=env, cwd=cwd, start_new_session=True)
-    with p:
+    run = _GroupRun(cmd, env, cwd)
+    p = run.p
+    try:
+        ended = run.wait(time.monotonic() + timeout)
+    except BaseException as e:      # Ctrl-C, or anything else: stop the arm first
+        _kill_group(p.pid, _signal.SIGINT)
         try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(p.pid, _signal.SIGKILL)
-            p.kill()
-            p.communicate()
-            raise ArmFailed(f"{label}: no result within {timeout} s") from None
-        except BaseException as e:      # Ctrl-C, or anything else: stop the arm first
-            _kill_group(p.pid, _signal.SIGINT)
-            out = err = ""
-            try:
-                out, err = p.communicate(timeout=_INTERRUPT_GRACE_S)
-            except BaseException:       # still there after the grace, or a second Ctrl-C
-                pass
-            finally:
-                _kill_group(p.pid, _signal.SIGKILL)
-                p.kill()
-            try:
-                out, err = p.communicate(timeout=5)
-            except BaseException:
-                pass
-            p.wait()
-            if not isinstance(e, KeyboardInterrupt):
-                raise
+            run.wait(time.monotonic() + _INTERRUPT_GRACE_S)
+        except BaseException:       # a second Ctrl-C
+            pass
+        run.finish(_signal.SIGKILL)
+        if not isinstance(e, KeyboardInterrupt):
+            raise
+        out, err = run.output()
+        data = None
+        try:
+            data = json.loads(out or "")
+        except ValueError:
+            pass
+        if not isinstance(data, dict) or not isinstance(data.get("records"), list):
             data = None
-            try:
-                data = json.loads(out or "")
-            except ValueError:
-                pass
-            if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-                data = None
-            else:
-                data["returncode"] = p.returncode
-                data["stderr_tail"] = (err or "")[-2000:]
-            msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
-            if data is not None:
-                data["interrupted"] = True
-                data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
-            raise ArmInterrupted(msg, data) from None
+        else:
+            data["returncode"] = p.returncode
+            data["stderr_tail"] = (err or "")[-2000:]
+        msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
+        if data is not None:
+            data["interrupted"] = True
+            data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
+        raise ArmInterrupted(msg, data) from None
+    run.finish(_signal.SIGKILL)
+    if not ended:
+        raise ArmFailed(f"{label}: no result within {timeout} s")
+    out, err = run.output()
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
@@ -646,7 +823,7 @@ def allocator_env(allocator, options=None):
                 raise ValueError(f"option {k!r}: not a heaplab option")
             if isinstance(v, bool):
                 v = "true" if v else "false"
-            env["HEAPLAB_" + k.upper()] = str(v)
+            env["HEAPLAB_" + k.upper()] = _checked_option(k, str(v))
         return env
     for d in _LIB_DIRS:
         for name in _PEER_LIBS[allocator]:
@@ -655,6 +832,29 @@ def allocator_env(allocator, options=None):
                 return {"LD_PRELOAD": path}
     raise ValueError(f"allocator {allocator}: {_PEER_LIBS[allocator][0]} is not installed "
                      "(tools/setup.sh bench)")
+
+
+def _checked_option(name: str, text: str) -> str:
+    """`text`, once the library takes it as option `name`'s value: the value
+    the preloaded library will read as HEAPLAB_<NAME>, checked by the same
+    C function (hl_options_set_value, as heaplab.Heap checks its options).
+    A bad value made the preloaded library fall back to the system
+    allocator (as it must for a program run under LD_PRELOAD), and the arm
+    measured glibc as heaplab.  Raises heaplab.InvalidArgument (a
+    ValueError) naming the option and the value."""
+    from . import _raise, _s
+    from ._heaplab import ffi, lib
+    if "\0" in text:
+        raise ValueError(f"option {name}: {text!r} contains a NUL byte")
+    opts = ffi.new("hl_options *")
+    err = ffi.new("char[256]")
+    lib.hl_options_defaults(opts)
+    raw = text.encode("utf-8", "surrogateescape")
+    rc = lib.hl_options_set_value(opts, name.encode(), lib.HL_VALUE_STRING, 0, raw, len(raw),
+                                  err, 256)
+    if rc:
+        _raise(rc, _s(err))
+    return text
 
 
 def _read_rollup(pid):
@@ -743,10 +943,12 @@ class CommandPhase:
         self.name = name
         self.notes = {}
         self.marked = False
+        self.entered = False
 
     def __enter__(self):
         ctl = self.ctl
         ctl._check_deadline()
+        _enter_once(self)
         ctl.sampler.reset()
         fp = ctl.sampler.sample() or (0, 0, 0, 0)
         self.t0 = time.monotonic_ns()
@@ -874,6 +1076,10 @@ def _async_raise(thread, exc_type):
                                                    ctypes.py_object(exc_type))
 
 
+# how long a command is given to end after its stop signal (run_command_arm
+# with an allocator) when the arm's deadline is nearer than that
+_STOP_GRACE_S = 5.0
+
 # how long a script's thread is given to unwind (its phases are recorded as
 # they end) once the arm timed out or was interrupted
 _SCRIPT_GRACE_S = 2.0
@@ -983,11 +1189,20 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             _announce("start", label)
             try:
                 if script is None:
+                    past_timeout = False
                     with ctl.phase("run"):
                         try:
                             proc.wait(timeout=timeout)
                         except subprocess.TimeoutExpired:
-                            data["error"] = f"{label}: still running after {timeout} s: killed"
+                            past_timeout = True
+                    if past_timeout:
+                        # the whole run was the arm: killed at its timeout
+                        # (it got the stop signal here and was killed 5 s
+                        # later, while the error said "killed" at T s)
+                        proc.kill()
+                        stopped = True
+                        data["error"] = (f"{label}: still running at the arm's timeout "
+                                         f"({timeout:g} s): killed")
                 else:
                     expired = _run_script(script, ctl, proc, deadline, timeout, label)
                     if expired is not None:
@@ -1000,15 +1215,26 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 data["error"] = f"{label}: interrupted (KeyboardInterrupt): the command was killed"
             except BaseException:
                 data["error"] = traceback.format_exc()
+            signalled = False
             if proc.poll() is None and stop_signal is not None and interrupted is None:
-                stopped = True
+                stopped = signalled = True
                 proc.send_signal(stop_signal)
             if interrupted is None:
+                # after the stop signal: until the arm's deadline, and at
+                # least _STOP_GRACE_S; without one: until the deadline
+                left = deadline - time.monotonic()
+                wait_s = max(_STOP_GRACE_S, left) if signalled else max(0.0, left)
                 try:
-                    proc.wait(timeout=max(5.0, deadline - time.monotonic()))
+                    proc.wait(timeout=wait_s)
                 except subprocess.TimeoutExpired:
                     if data["error"] is None:
-                        data["error"] = f"{label}: still running after {timeout} s: killed"
+                        at = time.monotonic() - (deadline - timeout)
+                        data["error"] = (
+                            f"{label}: still running {wait_s:.1f} s after the stop signal "
+                            f"({_signal.Signals(stop_signal).name}): killed at {at:.1f} s (the "
+                            f"arm's timeout: {timeout:g} s)" if signalled else
+                            f"{label}: still running at the arm's timeout ({timeout:g} s): "
+                            f"killed")
         finally:
             if proc.poll() is None:
                 stopped = True
@@ -1033,7 +1259,8 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz] for t, p, r, lz in sampler.samples]
         data["returncode"] = proc.returncode
         with open(err_path, errors="replace") as f:
-            data["stderr_tail"] = f.read()[-2000:]
+            stderr = f.read()
+        data["stderr_tail"] = stderr[-2000:]
         with open(out_path, errors="replace") as f:
             data["stdout_tail"] = f.read()[-2000:]
         data["report"] = None
@@ -1043,7 +1270,30 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                     data["report"] = json.load(f)
                 except ValueError:
                     pass
+        if allocator == "heaplab":
+            _check_ran_on_heaplab(data, stderr, label)
     return data
+
+
+def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str) -> None:
+    """An arm asked to run on heaplab whose command ran on the system
+    allocator -- the preloaded library refused its set-up (a combination of
+    options it does not take, a bad HEAPLAB_* given in env) and fell back,
+    as it does for any program -- is not a heaplab run: its error says so.
+    The report's allocator says where the command ran; without a report
+    (a command killed before its exit), the library's line on stderr."""
+    report = data.get("report")
+    ran_on = report.get("allocator") if isinstance(report, dict) else None
+    fell_back = [ln.strip() for ln in stderr.splitlines()
+                 if ln.startswith("libheaplab-malloc: ") and "using the system allocator" in ln]
+    if ran_on in (None, "heaplab") and not (ran_on is None and fell_back):
+        return
+    msg = (f"{label}: asked for allocator heaplab, the command ran on the system allocator "
+           f"(the report's allocator: {ran_on!r})" if ran_on is not None else
+           f"{label}: asked for allocator heaplab, the command ran on the system allocator")
+    if fell_back:
+        msg += f": {fell_back[0]}"
+    data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
 
 
 def spawn_arm(path: str, exp_name: str, arm_name: str,
@@ -1157,7 +1407,7 @@ class Experiment:
         assertion on it is judged on the median of N.  The runs themselves
         are in ArmResult.repeats and saved as <arm>.r<k>.json."""
         self._locate()
-        n = repeat if repeat is not None else int(env_number("HEAPLAB_REPEAT", 1))
+        n = repeat if repeat is not None else _env_repeat()
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"repeat must be an int, not {type(n).__name__}")
         if n < 1:

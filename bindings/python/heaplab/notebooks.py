@@ -94,10 +94,16 @@ def experiments_dir(start: Optional[str] = None) -> str:
                             f"installed in {PACKAGE_EXPERIMENTS}; set HEAPLAB_EXPERIMENTS")
 
 
+class NotAModule(ValueError):
+    """experiment_module: the path names a file that is not a Python module."""
+
+
 def experiment_module(name: str, start: Optional[str] = None) -> types.ModuleType:
     """Import an experiment module by its short name ("e1" finds
     experiments/test_e1_*.py) or by path, the way the harness child does, so
-    that Experiment.run() can spawn its arms.  Returns the module."""
+    that Experiment.run() can spawn its arms.  Returns the module.
+    FileNotFoundError when there is no such file; NotAModule (a ValueError)
+    when the path is a file that is not a Python module (no .py)."""
     if os.path.sep in name or name.endswith(".py"):
         path = os.path.abspath(name)
         if not os.path.isfile(path):
@@ -114,6 +120,10 @@ def experiment_module(name: str, start: Optional[str] = None) -> types.ModuleTyp
         path = found[0]
     modname = "heaplab_experiment_" + os.path.splitext(os.path.basename(path))[0]
     spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        # (a path without .py: no loader, and module_from_spec(None) raised
+        # AttributeError -- `heaplab run /etc/passwd` gave a traceback)
+        raise NotAModule(f"{name}: not a Python module (an experiment is a .py file)")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[modname] = mod          # Experiment.add_arm looks its module up here
     spec.loader.exec_module(mod)

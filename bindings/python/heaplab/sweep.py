@@ -43,11 +43,12 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .harness import _CHILD_TEXT, Experiment, child_env, load_json_record, write_atomic
+from .harness import (_CHILD_TEXT, Experiment, child_env, load_json_record, run_in_group,
+                      write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
-    "run_task", "host_info", "load_meta", "complete_records", "effects_of", "RUN_META",
+    "run_task", "host_info", "load_meta", "meta_value", "complete_records", "effects_of", "RUN_META",
 ]
 
 #: the provenance file of a run folder
@@ -179,20 +180,26 @@ def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
     returncode: Optional[int] = None
     if error is None:
         try:
-            p = subprocess.run(argv, capture_output=True, **_CHILD_TEXT, env=_child_env(env),
-                               cwd=cwd, timeout=task.get("timeout") or 600)
-            stderr, returncode = p.stderr, p.returncode
-            try:
-                data = json.loads(p.stdout)
-                if not isinstance(data, dict) or "records" not in data:
-                    raise ValueError("not an arm document")
-            except ValueError:
-                data = {}
-                error = (f"exit {p.returncode}, no arm JSON on stdout"
-                         + (f" (stdout: {p.stdout[:300]!r})" if p.stdout.strip() else ""))
-        except subprocess.TimeoutExpired as e:
-            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-            stderr, error = err, f"no result within {task.get('timeout') or 600} s (killed)"
+            # in a process group of its own, killed when the task ends: a
+            # helper the arm left running survived the sweep, and held the
+            # task's pipes until its timeout (subprocess.run waited for them)
+            rc, out, stderr = run_in_group(argv, _child_env(env), cwd,
+                                           task.get("timeout") or 600)
+            started = stderr.strip().splitlines()[-1:]
+            if rc is None:
+                error = f"no result within {task.get('timeout') or 600} s (killed)"
+            elif rc == 127 and started and started[0].startswith("heaplab: cannot start "):
+                returncode, error = rc, started[0][len("heaplab: "):]
+            else:
+                returncode = rc
+                try:
+                    data = json.loads(out)
+                    if not isinstance(data, dict) or "records" not in data:
+                        raise ValueError("not an arm document")
+                except ValueError:
+                    data = {}
+                    error = (f"exit {rc}, no arm JSON on stdout"
+                             + (f" (stdout: {out[:300]!r})" if out.strip() else ""))
         except OSError as e:
             error = f"cannot start {argv[0]}: {e}"
     if not data:
@@ -343,11 +350,29 @@ def load_meta(run_dir: str) -> Dict[str, Any]:
     path = os.path.join(run_dir, RUN_META)
     try:
         with open(path) as f:
-            return json.load(f)
+            meta = json.load(f)
     except OSError:
         raise SweepError(f"{run_dir}: not a sweep run folder (no {RUN_META})") from None
     except ValueError as e:
         raise SweepError(f"{path}: not JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise SweepError(f"{path}: not a run's {RUN_META} (a JSON object), a "
+                         f"{type(meta).__name__}")
+    return meta
+
+
+def meta_value(meta: Mapping[str, Any], run_dir: str, *keys: str) -> Any:
+    """meta[keys[0]][keys[1]]...: what --resume reads of a run's meta.json;
+    SweepError naming the file and the key when it is not there (a KeyError
+    traceback once)."""
+    value: Any = meta
+    for i, k in enumerate(keys):
+        if not isinstance(value, Mapping) or k not in value:
+            where = "".join(f"[{x!r}]" for x in keys[:i + 1])
+            raise SweepError(f"{os.path.join(run_dir, RUN_META)}: no {where}: not the meta.json "
+                             f"of a heaplab run, or damaged; cannot resume it")
+        value = value[k]
+    return value
 
 
 def _write_json(path: str, data: Any) -> None:
@@ -422,7 +447,7 @@ def _lua_cpath() -> Optional[str]:
 
 def _python_experiment(name: str) -> Tuple[Any, str, str]:
     """(Experiment, module path, module variable) for e1 / E4b / a path."""
-    from .notebooks import experiment_module
+    from .notebooks import NotAModule, experiment_module
     base = name
     tries = [name]
     stripped = name.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -432,7 +457,7 @@ def _python_experiment(name: str) -> Tuple[Any, str, str]:
     for t in tries:
         try:
             mod = experiment_module(t)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, NotAModule) as e:
             last = e
             continue
         exps = {k: v for k, v in vars(mod).items() if isinstance(v, Experiment)}
@@ -660,13 +685,16 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
     if workers < 1 or per_worker < 1:
         raise SweepError("--workers and --per-worker must be >= 1")
     if resume:
-        run_dir = os.path.abspath(resume)
+        # the folder itself, not a link to it: RESULTS/latest given as the
+        # run made `latest` a link to itself (_point_latest below), and the
+        # final update of meta.json failed on it (ELOOP)
+        run_dir = os.path.realpath(resume)
         meta = load_meta(run_dir)
         # a record that is not JSON (damaged) is no complete task: it is run
         # again and its file replaced; a warning names it
         done = complete_records(run_dir, skipped=[])
         for t in sweep.tasks:
-            t["run_id"] = meta["run_id"]
+            t["run_id"] = meta_value(meta, run_dir, "run_id")
     else:
         run_id = sweep.tasks[0]["run_id"] if sweep.tasks else new_run_id()
         run_dir = os.path.abspath(os.path.join(results, run_id))
