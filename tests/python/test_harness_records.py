@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from heaplab.harness import ArmFailed, ArmResult, run_command_arm, save_arm
+from heaplab.harness import ArmFailed, ArmResult, load_arms, run_command_arm, save_arm
 
 from procs import gone, reap, wait_for_file
 
@@ -789,3 +789,24 @@ def test_stray_bytes_on_stderr_keep_the_arms_records(tmp_path):
     assert rec["sweep"]["status"] == "ok", rec["sweep"]["error"]
     assert rec["records"] == [{"phase": "p", "status": "ok"}]
     assert "\ufffd" in rec["sweep"]["stderr_tail"]
+
+
+def test_results_folders_linked_in_are_read_once(tmp_path):
+    """An experiment folder that is a symbolic link was left out of a results
+    folder without a word (os.walk follows no link): it is read, each real
+    folder once -- a link to a folder already read, or a loop of links, adds
+    nothing and ends."""
+    def arm_json(folder, experiment, arm):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"{arm}.json"), "w") as f:
+            json.dump({"experiment": experiment, "arm": arm, "records": []}, f)
+
+    elsewhere = tmp_path / "elsewhere" / "E1"
+    arm_json(str(elsewhere), "E1", "on")
+    results = tmp_path / "results"
+    arm_json(str(results / "E5"), "E5", "off")
+    os.symlink(elsewhere, results / "E1")
+    os.symlink(results / "E5", results / "E5again")       # the same folder twice
+    os.symlink(results, results / "E5" / "loop")           # a loop
+    got = sorted((a["experiment"], a["arm"]) for a in load_arms(str(results)))
+    assert got == [("E1", "on"), ("E5", "off")], got

@@ -1613,9 +1613,20 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
     older heaplab, truncated, damaged) raises ValueError naming it, so that
     a table is never silently short of an arm.  To load the others anyway,
     pass a list as `skipped`: each such file is appended to it as (path,
-    reason) and left out, and a warning names it."""
+    reason) and left out, and a warning names it.
+
+    Folders that are symbolic links are followed (an experiment's folder
+    linked in from another run was left out without a word), each real
+    folder once: a loop of links ends, and a run reached twice (RESULTS/latest
+    beside RESULTS/<run>) is loaded once."""
     out = []
-    for root, dirs, files in os.walk(folder):
+    seen = set()
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs.sort()
         for name in sorted(files):
             if not name.endswith(".json"):
