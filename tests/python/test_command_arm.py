@@ -174,3 +174,24 @@ def test_preload_path_and_cli(monkeypatch, tmp_path):
     p = subprocess.run([sys.executable, "-m", "heaplab", "preload"], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "no such file" in p.stderr
+
+
+def test_a_command_arms_note_must_be_json(tmp_path):
+    """CommandPhase.note and CommandControl.note took any value (Phase.note
+    refuses what the arm's JSON cannot hold, naming the note): a set noted
+    by a script was found only when the arm was saved."""
+    seen = []
+
+    def script(ctl):
+        with ctl.phase("p") as ph:
+            for target in (ph, ctl):
+                try:
+                    target.note("odd", {1, 2})
+                except TypeError as e:
+                    seen.append(str(e))
+            ph.note("fine", [1, 2])
+
+    data = run_command_arm(["/bin/sleep", "30"], script=script, allocator="glibc", timeout=60)
+    assert len(seen) == 2 and all("note 'odd'" in s and "JSON" in s for s in seen), seen
+    assert data["records"][0]["notes"]["fine"] == [1, 2], data
+    save_arm(data, str(tmp_path))

@@ -969,7 +969,7 @@ class CommandPhase:
         self.notes["mark_s"] = (time.monotonic_ns() - self.ctl.t0) / 1e9
 
     def note(self, key, value):
-        self.notes[key] = value
+        self.notes[_json_note(key, value)] = value
 
     def __exit__(self, exc_type, exc, tb):
         ctl = self.ctl
@@ -1033,7 +1033,7 @@ class CommandControl:
         return CommandPhase(self, name)
 
     def note(self, key, value):
-        self.notes[key] = value
+        self.notes[_json_note(key, value)] = value
 
     def footprint(self):
         """(rss, anonymous, lazyfree, swap) now."""
