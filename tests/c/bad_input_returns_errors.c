@@ -164,7 +164,7 @@ int main(void) {
 
   /* which argument was NULL; an option set to NULL has no value (it was
    * "(null) is out of range") */
-  hl_heap *mh = HEAP("mode=manual", "heap_limit_bytes=1m");
+  hl_heap *mh = HEAP("mode=manual", "heap_limit_bytes=1m", "small_max=4096");
   hl_event evs[4];
   FAILS(mh, HL_EINVAL, "NULL count", hl_events_read(mh, evs, 4, NULL, 0));
   hl_options opts;
