@@ -687,11 +687,84 @@ def report_write_errors():
     print("HEAPLAB_STATS not writable: one line with the reason, the program's exit status")
 
 
+def launcher_children():
+    """HEAPLAB_STATS and the programs a launcher starts: a heaplab-python or
+    heaplab-lua started -- directly or through a shell -- by a launcher that
+    writes the same report writes path.<pid>, not path (multiprocessing's
+    spawn helpers and subprocess.Popen([sys.executable, ...]) exited after
+    the launcher and left their report in place of its own); a launcher
+    started by one that writes no report writes path itself."""
+    need(PYTHON, "heaplab-python")
+    need(LUA, "heaplab-lua")
+
+    def children(d):
+        return sorted(n for n in os.listdir(d) if n.startswith("stats.json."))
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        # a child that outlives the launcher: it waits for the end of its stdin,
+        # a pipe whose one writer is the launcher's descriptor w, closed when
+        # the launcher's process is gone (after its report); run() returns when
+        # both have exited, as both hold its stdout
+        code = ("import os, subprocess, sys\nprint(os.getpid(), flush=True)\n"
+                "r, w = os.pipe()\n"
+                "subprocess.Popen([sys.executable, '-c', 'import os, sys; "
+                "print(os.getpid(), flush=True); sys.stdin.read()'], stdin=r)\n"
+                "os.close(r)\n"
+                "subprocess.run('%s -c \\'import os; print(os.getpid())\\'; true' "
+                "% sys.executable, shell=True, check=True)\n")
+        status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": path})
+        assert status == 0, (status, err)
+        parent, *kids = [int(x) for x in out.split()]
+        assert report(path)["pid"] == parent, f"report of pid {report(path)['pid']}, " \
+                                              f"launcher {parent} (children {kids})"
+        assert children(d) == sorted(f"stats.json.{k}" for k in kids), (children(d), kids)
+        for k in kids:
+            assert report(f"{path}.{k}")["pid"] == k
+        # multiprocessing's spawn: the child and the resource tracker
+        for n in children(d):
+            os.unlink(os.path.join(d, n))
+        code = ("import multiprocessing as mp, os\nif __name__ == '__main__':\n"
+                "    p = mp.get_context('spawn').Process(target=os.getpid); p.start(); p.join()\n"
+                "    print(os.getpid(), p.pid)\n")
+        script = os.path.join(d, "spawn.py")
+        with open(script, "w") as f:
+            f.write(code)
+        status, out, err = run([PYTHON, script], PYTHON, {"HEAPLAB_STATS": path})
+        assert status == 0, (status, err)
+        parent, kid = [int(x) for x in out.split()]
+        assert report(path)["pid"] == parent, (report(path)["pid"], parent, children(d))
+        assert f"stats.json.{kid}" in children(d), (kid, children(d))
+        # heaplab-lua through os.execute (a shell in between)
+        for n in children(d):
+            os.unlink(os.path.join(d, n))
+        p = subprocess.Popen([LUA, "-e", f"os.execute('{LUA} -e \"print(1)\"')"],
+                             env=clean_env({"HEAPLAB_STATS": path}), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and out == "1\n", (p.returncode, out, err)
+        assert report(path)["pid"] == p.pid, (report(path)["pid"], p.pid)
+        kids = children(d)
+        assert len(kids) == 1 and report(os.path.join(d, kids[0]))["pid"] != p.pid, kids
+        # a launcher that writes no report: its child's report is path itself
+        for n in children(d) + ["stats.json"]:
+            os.unlink(os.path.join(d, n))
+        code = ("import os, subprocess, sys\n"
+                "env = dict(os.environ, HEAPLAB_STATS=sys.argv[1])\n"
+                "subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], "
+                "env=env, check=True)\n")
+        status, out, err = run([PYTHON, "-c", code, path], PYTHON)
+        assert status == 0, (status, err)
+        assert report(path)["pid"] == int(out) and children(d) == [], (out, children(d))
+    print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
+
+
 SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck, lua_busted,
                                      lua_report, lua_faults, lua_client_module, python_cli,
                                      python_regrtest, python_faults, python_report,
                                      python_verify_debug_hooks, sparse_survivors,
-                                     out_of_memory, report_write_errors)}
+                                     out_of_memory, report_write_errors,
+                                     launcher_children)}
 
 
 def main(argv):
