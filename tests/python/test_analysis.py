@@ -140,6 +140,25 @@ def test_wide_table_is_arm_by_phase_in_mib():
     assert t.loc[("E1", "on", "drop"), "phys_returned"] == 9
 
 
+def test_wide_and_the_phases_csv_show_the_median_of_repeats(tmp_path):
+    """--repeat's <arm>.r<k>.json: wide() (and so <exp>_phases.csv) showed the
+    first repeat's value, beside a phase-cost plot of the median."""
+    folder = tmp_path / "E1"
+    folder.mkdir()
+    for k, after in enumerate((100, 20, 30)):
+        a = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 0.1, (10, after))])
+        a["repeat"] = k
+        (folder / f"on.r{k}.json").write_text(json.dumps(a))
+    t = hla.wide(str(tmp_path), figures=["phys_after", "phys_growth"])
+    assert len(t) == 1
+    assert t.loc[("E1", "on", "fill"), "phys_after"] == 30
+    assert t.loc[("E1", "on", "fill"), "phys_growth"] == 20
+    hla.report(str(tmp_path))
+    import pandas as pd
+    csv = pd.read_csv(tmp_path / "report" / "E1_phases.csv")
+    assert csv.loc[0, "phys_after"] == 30, csv
+
+
 def test_series_and_phase_boundaries():
     s = hla.series_frame(e1_like())
     assert list(s.columns) == hla.SERIES_COLUMNS

@@ -281,7 +281,8 @@ WIDE_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark",
 def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
          unit: Optional[str] = "MiB", failed: str = "raise") -> pd.DataFrame:
     """One row per experiment x arm x phase, one column per figure (bytes
-    shown in MiB by default) -- the table a notebook shows.  `df` is a
+    shown in MiB by default) -- the table a notebook shows.  Repeats of an
+    arm are one row: each figure's median over them.  `df` is a
     records_frame (or a source, which is read first, with `failed` as
     records_frame takes it).  A frame that holds flagged records of failed
     phases is refused unless failed='flag' (they are shown) or 'drop'."""
@@ -306,8 +307,10 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
         figures = [f for f in figures if f not in unknown]
         df = df[df["figure"].isin(figures)]
     order = {a: i for i, a in enumerate(dict.fromkeys(df["arm"]))}
+    # repeats of an arm (--repeat's <arm>.r<k>.json, a sweep's): the median,
+    # as plot_phase_cost's bars (it was the first repeat's value)
     t = df.pivot_table(index=["experiment", "arm", "index", "phase"], columns="figure",
-                       values="value", aggfunc="first", sort=False)
+                       values="value", aggfunc="median", sort=False)
     t = t.reset_index()
     t["_arm"] = t["arm"].map(order)
     t = t.sort_values(["experiment", "_arm", "index"]).drop(columns=["_arm", "index"])
