@@ -50,11 +50,21 @@ class Lab:
     def __init__(self) -> None:
         self.rows: List[Dict[str, Any]] = []          # phase records, in order
         self.effects: List[Dict[str, Any]] = []
-        self._seen: set = set()
+        #: the test that records and states effects now (its node id; the
+        #: plugin sets it as each test starts): a parametrized test's records
+        #: and effects are told apart by it
+        self.test = ""
+        self._row_test: List[str] = []                # the test of each row
+        self._effect_test: List[str] = []             # the test of each effect
+        self._seen: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}   # key -> its records
+        self._keys: set = set()                       # (test,) + key recorded
 
     def record(self, results: Any) -> None:
         """Add arm results (a dict arm -> ArmResult, an ArmResult, or raw arm
-        JSON dicts as Lua experiments print them) to the table."""
+        JSON dicts as Lua experiments print them) to the table.  A record
+        already added -- by this test, or an equal one by another test (a
+        shared fixture's results) -- is not added twice; the records of
+        different tests (a parametrized test's) are all kept."""
         if isinstance(results, dict) and "records" not in results:
             items: Iterable[Any] = results.values()
         elif isinstance(results, (list, tuple)):
@@ -65,10 +75,13 @@ class Lab:
             data = getattr(arm, "data", arm)
             for r in data["records"]:
                 key = (r["experiment"], r["arm"], r["phase"], r.get("index"))
-                if key in self._seen:
+                same = self._seen.setdefault(key, [])
+                if (self.test,) + key in self._keys or any(r == o for o in same):
                     continue
-                self._seen.add(key)
+                self._keys.add((self.test,) + key)
+                same.append(r)
                 self.rows.append(r)
+                self._row_test.append(self.test)
 
     def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
                phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
@@ -77,6 +90,7 @@ class Lab:
         asserted."""
         self.effects.append({"experiment": experiment, "arm": arm, "phase": phase, "what": what,
                              "ours": ours, "asserted": asserted, "seed": seed, "ok": ok})
+        self._effect_test.append(self.test)
 
     # -- rendering --
     def table_rows(self) -> List[Tuple[str, ...]]:
@@ -84,15 +98,24 @@ class Lab:
         def m(x: Optional[float]) -> str:
             return "" if x is None else f"{x / MiB:.1f}"
 
+        # each effect beside its own record: the first row of its experiment,
+        # arm and phase recorded by the same test, else by any test
+        first_row: Dict[Tuple[str, ...], int] = {}
+        for i, (r, t) in enumerate(zip(self.rows, self._row_test)):
+            first_row.setdefault((t, r["experiment"], r["arm"], r["phase"]), i)
+            first_row.setdefault(("", r["experiment"], r["arm"], r["phase"], "any"), i)
+        at_row: Dict[int, List[Dict[str, Any]]] = {}
         by_key: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}
-        for e in self.effects:
-            by_key.setdefault((e["experiment"], e["arm"], e["phase"]), []).append(e)
+        for e, t in zip(self.effects, self._effect_test):
+            key = (e["experiment"], e["arm"], e["phase"])
+            i = first_row.get((t,) + key, first_row.get(("",) + key + ("any",)))
+            if i is None:
+                by_key.setdefault(key, []).append(e)
+            else:
+                at_row.setdefault(i, []).append(e)
         out: List[Tuple[str, ...]] = []
-        used = set()
-        for r in self.rows:
-            key = (r["experiment"], r["arm"], r["phase"])
-            effects = by_key.get(key, []) if key not in used else []
-            used.add(key)
+        for i, r in enumerate(self.rows):
+            effects = at_row.get(i, [])
             first = True
             for e in effects or [None]:
                 eff = seed = ""
@@ -109,8 +132,6 @@ class Lab:
                             eff, seed))
                 first = False
         for key, effects in by_key.items():
-            if key in used:
-                continue
             for e in effects:
                 mark = {True: "ok", False: "FAIL", None: ""}[e["ok"]]
                 out.append((e["experiment"], e["arm"], e["phase"], "", "", "", "", "",
@@ -262,6 +283,7 @@ def pytest_collection_finish(session: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: Any) -> None:
+    _LAB.test = item.nodeid
     prog = getattr(item.config, "_heaplab_progress", None)
     if prog is not None:
         total = getattr(item.config, "_heaplab_total", 0)

@@ -1,0 +1,97 @@
+"""heaplab's pytest plugin (heaplab.pytest_plugin): the `lab` fixture's
+records and effects, and the tables it writes at the end of a session.  The
+sessions under test run in a child pytest (its own process), against the
+installed package, with HEAPLAB_RESULTS in a temporary folder."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from heaplab.pytest_plugin import Lab
+
+# no assertion here depends on the machine's load (no bounded wait, no sampled
+# footprint): make test runs these beside the notebooks, the fuzzers and the
+# soak (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
+
+MiB = 1 << 20
+
+FAKE = '''
+MiB = 1 << 20
+def fake(exp, arm, phys_after, index=0, phase="fill"):
+    return {"experiment": exp, "arm": arm, "records": [
+        {"experiment": exp, "arm": arm, "phase": phase, "index": index,
+         "phys_before": 0, "phys_after": phys_after * MiB, "phys_peak": phys_after * MiB,
+         "phys_low_after_mark": None, "resident_after": None}]}
+'''
+
+
+def fake(exp, arm, phys_after, index=0, phase="fill"):
+    return {"experiment": exp, "arm": arm, "records": [
+        {"experiment": exp, "arm": arm, "phase": phase, "index": index,
+         "phys_before": 0, "phys_after": phys_after * MiB, "phys_peak": phys_after * MiB,
+         "phys_low_after_mark": None, "resident_after": None}]}
+
+
+def run_session(tmp_path, source, *args, env=None, name="test_inner.py"):
+    """pytest on one test file (`source`, after fake()) in a child process;
+    returns (process, results folder)."""
+    (tmp_path / name).write_text(FAKE + textwrap.dedent(source))
+    results = tmp_path / "results"
+    e = dict(os.environ, HEAPLAB_RESULTS=str(results))
+    e.pop("PYTEST_XDIST_WORKER", None)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
+                        name], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
+    return p, results
+
+
+def table(results):
+    """table.txt's rows as lists of cells (cut where the rule line has its '+')."""
+    lines = (results / "table.txt").read_text().splitlines()
+    cuts = [i for i, c in enumerate(lines[1]) if c == "+"]
+    starts, ends = [0] + [c + 2 for c in cuts], [c - 1 for c in cuts] + [None]
+    return [[line[a:b].strip() for a, b in zip(starts, ends)] for line in lines[2:]
+            if not line.startswith("heaplab:")]
+
+
+# ---- records and effects ----------------------------------------------------------------
+
+def test_parametrized_tests_keep_their_own_records_and_effects(tmp_path):
+    """lab.record kept one record per (experiment, arm, phase, index) for the
+    whole session: test_param[20]'s and [30]'s records were dropped and their
+    effects shown beside [10]'s numbers."""
+    p, results = run_session(tmp_path, '''
+        import pytest
+        @pytest.mark.parametrize("size", [10, 20, 30])
+        def test_param(lab, size):
+            lab.record(fake("P", "on", size))
+            lab.effect("P", f"size {size}", f"{size} MiB", ">= 0", arm="on", phase="fill", ok=True)
+
+        SHARED = fake("S", "on", 7)
+        def test_shared_a(lab):
+            lab.record(SHARED)
+        def test_shared_b(lab):
+            lab.record(SHARED)       # the same results again: one row
+            lab.effect("S", "shared", "7 MiB", ">= 0", arm="on", phase="fill", ok=True)
+    ''')
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = table(results)
+    got = [(r[0], r[4], r[8]) for r in rows]
+    assert got == [("P", "10.0", "size 10: 10 MiB | >= 0 ok"),
+                   ("P", "20.0", "size 20: 20 MiB | >= 0 ok"),
+                   ("P", "30.0", "size 30: 30 MiB | >= 0 ok"),
+                   ("S", "7.0", "shared: 7 MiB | >= 0 ok")], rows
+
+
+def test_one_test_recording_twice_keeps_one_row():
+    lab = Lab()
+    lab.test = "t"
+    lab.record(fake("E", "a", 1))
+    lab.record(fake("E", "a", 2))        # the same phase again in the same test: kept once
+    lab.effect("E", "x", "1", "1", arm="a", phase="fill", ok=True)
+    rows = lab.table_rows()
+    assert len(rows) == 1 and rows[0][4] == "1.0" and rows[0][8] == "x: 1 | 1 ok", rows
