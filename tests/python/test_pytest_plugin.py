@@ -95,3 +95,53 @@ def test_one_test_recording_twice_keeps_one_row():
     lab.effect("E", "x", "1", "1", arm="a", phase="fill", ok=True)
     rows = lab.table_rows()
     assert len(rows) == 1 and rows[0][4] == "1.0" and rows[0][8] == "x: 1 | 1 ok", rows
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"ok": "yes"}, "ok must be True, False or None"),
+    ({"ok": 1}, "ok must be True, False or None"),
+    ({"ours": None}, "ours must be a string"),
+    ({"asserted": [1]}, "asserted must be a string"),
+    ({"arm": 3}, "arm must be a string"),
+    ({"experiment": None}, "experiment must be a string"),
+])
+def test_effect_with_a_bad_argument_is_refused_at_the_call(kw, needle):
+    lab = Lab()
+    args = dict(experiment="E", what="w", ours="1", asserted="1")
+    args.update(kw)
+    with pytest.raises(TypeError, match=needle):
+        lab.effect(**args)
+    assert lab.effects == []
+    lab.effect("E", "w", 3, 2.5, ok=True)           # Python numbers are taken
+    assert json.loads(json.dumps(lab.effects))[0]["ours"] == 3
+
+
+def test_numpy_values_are_refused_at_the_call():
+    np = pytest.importorskip("numpy")
+    lab = Lab()
+    with pytest.raises(TypeError, match="ours must be a string.*numpy.int64"):
+        lab.effect("E", "w", np.int64(3), ">= 1")
+    with pytest.raises(TypeError, match="ok must be True, False or None.*numpy.bool"):
+        lab.effect("E", "w", "3", ">= 1", ok=np.bool_(True))
+
+
+def test_a_bad_effect_fails_its_test_and_the_tables_are_written(tmp_path):
+    """ok="yes" and a numpy number were taken, then crashed pytest at the end
+    of the session (KeyError in the table, TypeError in effects.json): the
+    tables were lost.  Now the test that passes them fails, with the reason,
+    and the session writes the other effects."""
+    p, results = run_session(tmp_path, '''
+        import numpy as np
+        def test_a(lab):
+            lab.effect("E", "good", "1", "1", ok=True)
+        def test_b(lab):
+            lab.effect("E", "ok is a string", "1", "1", ok="yes")
+        def test_c(lab):
+            lab.effect("E", "numpy ours", np.int64(3), ">= 1", ok=True)
+    ''')
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "INTERNALERROR" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "2 failed, 1 passed" in p.stdout, p.stdout
+    assert "ok must be True, False or None" in p.stdout and "ours must be a string" in p.stdout
+    effects = json.loads((results / "effects.json").read_text())
+    assert [e["what"] for e in effects] == ["good"], effects

@@ -86,8 +86,25 @@ class Lab:
     def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
                phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
         """State an asserted effect for the table.  `ours` and `asserted` are
-        short strings ("98.7% returned", ">= 97%"); ok None = reported, not
-        asserted."""
+        short strings ("98.7% returned", ">= 97%"; a Python int or float is
+        taken too); ok None = reported, not asserted.  Anything else --
+        ok="yes", a numpy number -- is a TypeError naming the argument, here:
+        it used to be taken and to crash pytest at the end of the session,
+        losing the tables."""
+        def kind(v: Any) -> str:
+            t = type(v)
+            return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+        for name, v in (("experiment", experiment), ("what", what), ("arm", arm),
+                        ("phase", phase), ("seed", seed)):
+            if not isinstance(v, str):
+                raise TypeError(f"lab.effect: {name} must be a string, not {kind(v)} {v!r}")
+        for name, v in (("ours", ours), ("asserted", asserted)):
+            if not (isinstance(v, str) or type(v) in (int, float)):
+                raise TypeError(f"lab.effect: {name} must be a string (or a Python int or "
+                                f"float), not {kind(v)} {v!r}")
+        if ok is not None and type(ok) is not bool:
+            raise TypeError(f"lab.effect: ok must be True, False or None (reported, not "
+                            f"asserted), not {kind(ok)} {ok!r}")
         self.effects.append({"experiment": experiment, "arm": arm, "phase": phase, "what": what,
                              "ours": ours, "asserted": asserted, "seed": seed, "ok": ok})
         self._effect_test.append(self.test)
