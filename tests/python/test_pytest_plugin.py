@@ -145,3 +145,28 @@ def test_a_bad_effect_fails_its_test_and_the_tables_are_written(tmp_path):
     assert "ok must be True, False or None" in p.stdout and "ours must be a string" in p.stdout
     effects = json.loads((results / "effects.json").read_text())
     assert [e["what"] for e in effects] == ["good"], effects
+
+
+TWICE = """
+import os, sys, pytest
+for k in (1, 2):
+    code = pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1]])
+    with open(os.path.join(os.environ["HEAPLAB_RESULTS"], "effects.json")) as f:
+        print("session", k, "effects", [e["what"] for e in __import__("json").load(f)])
+"""
+
+
+def test_two_sessions_in_one_process_have_their_own_tables(tmp_path):
+    """The Lab was a module global: pytest.main twice in one process wrote
+    the first session's effects into the second session's tables."""
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "test_one.py").write_text(
+        "def test_one(lab):\n    lab.effect('E', 'once', '1', '1', ok=True)\n")
+    (tmp_path / "twice.py").write_text(TWICE)
+    env = dict(os.environ, HEAPLAB_RESULTS=str(tmp_path / "results"))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    p = subprocess.run([sys.executable, str(tmp_path / "twice.py"), str(tmp_path / "inner")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "session 1 effects ['once']" in p.stdout, p.stdout
+    assert "session 2 effects ['once']" in p.stdout, p.stdout

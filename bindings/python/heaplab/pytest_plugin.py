@@ -214,13 +214,21 @@ def render_effects(rows: Sequence[Sequence[str]], width: int = TERMINAL_WIDTH,
     return "\n".join(text)
 
 
-_LAB = Lab()
+def _lab_of(config: Any) -> Lab:
+    """The session's Lab: one per pytest config, made at configure time.  A
+    module global carried one session's records and effects into the next
+    (pytest.main twice in one process: the second session's tables held the
+    first's effects too)."""
+    lab = getattr(config, "_heaplab_lab", None)
+    if lab is None:
+        lab = config._heaplab_lab = Lab()       # type: ignore[attr-defined]
+    return lab
 
 
 @pytest.fixture(scope="session")
-def lab() -> Lab:
+def lab(request: Any) -> Lab:
     """The session's Lab: record(arm results) and effect(...) for the tables."""
-    return _LAB
+    return _lab_of(request.config)
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -276,6 +284,7 @@ class _Progress:
 
 @pytest.hookimpl(trylast=True)       # after the terminal reporter exists
 def pytest_configure(config: Any) -> None:
+    config._heaplab_lab = Lab()                 # type: ignore[attr-defined]
     n = config.getoption("--repeat", default=None)
     if n is not None:
         if n < 1:
@@ -300,7 +309,7 @@ def pytest_collection_finish(session: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: Any) -> None:
-    _LAB.test = item.nodeid
+    _lab_of(item.config).test = item.nodeid
     prog = getattr(item.config, "_heaplab_progress", None)
     if prog is not None:
         total = getattr(item.config, "_heaplab_total", 0)
@@ -309,10 +318,11 @@ def pytest_runtest_setup(item: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    full = _LAB.render()
-    if not full and not _LAB.effects:
+    lab = _lab_of(terminalreporter.config)
+    full = lab.render()
+    if not full and not lab.effects:
         return
-    effects = _LAB.render_effects()
+    effects = lab.render_effects()
     tr = terminalreporter
     if effects:
         tr.write_sep("=", "heaplab effects (ok = asserted and held; - = reported)")
@@ -323,7 +333,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         harness.write_atomic(os.path.join(folder, "table.txt"), full + "\n")
         harness.write_atomic(os.path.join(folder, "effects.txt"), effects + "\n")
         harness.write_atomic(os.path.join(folder, "effects.json"),
-                             json.dumps(_LAB.effects, indent=1))
+                             json.dumps(lab.effects, indent=1))
         tr.write_line(f"full per-phase table (MiB; phys = phys_footprint): "
                       f"{os.path.join(folder, 'table.txt')}")
         tr.write_line(f"records: {folder}")
