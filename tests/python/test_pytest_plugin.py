@@ -170,3 +170,71 @@ def test_two_sessions_in_one_process_have_their_own_tables(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "session 1 effects ['once']" in p.stdout, p.stdout
     assert "session 2 effects ['once']" in p.stdout, p.stdout
+
+
+FAKE_WORKER_CONFTEST = '''
+import json, os, pytest
+
+# what pytest-xdist gives a worker's config (xdist itself is not a dependency)
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.workerinput = {"workerid": os.environ["FAKE_WORKER"]}
+    config.workeroutput = {}
+
+def pytest_unconfigure(config):
+    with open(os.environ["FAKE_OUT"], "w") as f:
+        json.dump(config.workeroutput, f)
+'''
+
+
+class _Reporter:
+    def __init__(self, config):
+        self.config = config
+        self.lines = []
+
+    def write_sep(self, sep, text):
+        self.lines.append(text)
+
+    def write_line(self, text):
+        self.lines.append(text)
+
+
+def test_xdist_workers_send_their_lab_to_the_controller(tmp_path, monkeypatch):
+    """Under pytest-xdist every worker wrote table.txt, effects.txt and
+    effects.json to the same folder: the last to end won, the tables held one
+    worker's share.  A worker now writes nothing and hands its records and
+    effects to the controller (workeroutput), which merges them
+    (pytest_testnodedown) and writes the one set of tables.  Without xdist
+    installed, the workers are simulated: pytest sessions whose config has
+    workerinput/workeroutput, as xdist makes them; the controller's hooks are
+    called as xdist calls them."""
+    import types
+    from heaplab import pytest_plugin
+    (tmp_path / "conftest.py").write_text(FAKE_WORKER_CONFTEST)
+    source = """
+        import pytest
+        @pytest.mark.parametrize("size", [10, 20, 30])
+        def test_param(lab, size):
+            lab.record(fake("P", "on", size))
+            lab.effect("P", f"size {size}", f"{size} MiB", ">= 0", arm="on", phase="fill", ok=True)
+    """
+    outs = []
+    for worker, select in (("gw0", "10"), ("gw1", "20 or 30")):
+        out = tmp_path / f"{worker}.json"
+        p, results = run_session(tmp_path, source, "-k", select,
+                                 env={"FAKE_WORKER": worker, "FAKE_OUT": str(out)})
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert not (results / "table.txt").exists() and not (results / "effects.json").exists()
+        assert "heaplab effects" not in p.stdout, p.stdout
+        outs.append(json.loads(out.read_text()))
+    controller = types.SimpleNamespace()
+    for o in outs:
+        pytest_plugin.pytest_testnodedown(types.SimpleNamespace(config=controller,
+                                                                workeroutput=o), None)
+    pytest_plugin.pytest_testnodedown(types.SimpleNamespace(config=controller), "crashed")
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "merged"))
+    pytest_plugin.pytest_terminal_summary(_Reporter(controller))
+    got = [(r[0], r[4], r[8]) for r in table(tmp_path / "merged")]
+    assert got == [("P", f"{n}.0", f"size {n}: {n} MiB | >= 0 ok") for n in (10, 20, 30)], got
+    effects = json.loads((tmp_path / "merged" / "effects.json").read_text())
+    assert [e["what"] for e in effects] == ["size 10", "size 20", "size 30"]

@@ -15,6 +15,10 @@ and, when it ends, how long it took.  At the end of the session:
   effect beside its phase, the seed's figure), ``<results>/effects.txt`` the
   effects table and ``<results>/effects.json`` the effects as records.
 
+Under pytest-xdist, workers write no table: each sends its records and
+effects to the controller (workeroutput), which merges them and writes the
+tables (docs/harness.md).
+
 ``--repeat N`` (or HEAPLAB_REPEAT=N) runs every arm of Experiment.run N
 times and judges each assertion on the median of the N (docs/harness.md).
 """
@@ -74,14 +78,32 @@ class Lab:
         for arm in items:
             data = getattr(arm, "data", arm)
             for r in data["records"]:
-                key = (r["experiment"], r["arm"], r["phase"], r.get("index"))
-                same = self._seen.setdefault(key, [])
-                if (self.test,) + key in self._keys or any(r == o for o in same):
-                    continue
-                self._keys.add((self.test,) + key)
-                same.append(r)
-                self.rows.append(r)
-                self._row_test.append(self.test)
+                self._add_row(r, self.test)
+
+    def _add_row(self, r: Dict[str, Any], test: str) -> None:
+        key = (r["experiment"], r["arm"], r["phase"], r.get("index"))
+        same = self._seen.setdefault(key, [])
+        if (test,) + key in self._keys or any(r == o for o in same):
+            return
+        self._keys.add((test,) + key)
+        same.append(r)
+        self.rows.append(r)
+        self._row_test.append(test)
+
+    # -- pytest-xdist: each worker's Lab goes to the controller --
+    def state(self) -> Dict[str, Any]:
+        """The records and effects with their tests, as plain data (what an
+        xdist worker sends to the controller in its workeroutput)."""
+        return {"rows": list(self.rows), "row_tests": list(self._row_test),
+                "effects": list(self.effects), "effect_tests": list(self._effect_test)}
+
+    def merge(self, state: Dict[str, Any]) -> None:
+        """Add another Lab's state() (an xdist worker's) to this one."""
+        for r, t in zip(state.get("rows", []), state.get("row_tests", [])):
+            self._add_row(r, t)
+        for e, t in zip(state.get("effects", []), state.get("effect_tests", [])):
+            self.effects.append(e)
+            self._effect_test.append(t)
 
     def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
                phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
@@ -317,7 +339,33 @@ def pytest_runtest_setup(item: Any) -> None:
         prog.test = f"[test {idx}/{total}] " if total else ""
 
 
+def _is_xdist_worker(config: Any) -> bool:
+    """Is this session a pytest-xdist worker?  (xdist gives a worker's config
+    `workerinput`; not PYTEST_XDIST_WORKER, which a pytest that a test of a
+    worker starts inherits.)"""
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionfinish(session: Any) -> None:
+    # an xdist worker writes no table (each wrote the same table.txt,
+    # effects.txt and effects.json, the last to end won): its records and
+    # effects go to the controller with the worker's output, merged there
+    # (pytest_testnodedown) into the one set of tables
+    config = session.config
+    if _is_xdist_worker(config) and hasattr(config, "workeroutput"):
+        config.workeroutput["heaplab_lab"] = _lab_of(config).state()
+
+
+@pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    state = getattr(node, "workeroutput", {}).get("heaplab_lab")
+    if state:
+        _lab_of(node.config).merge(state)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _is_xdist_worker(terminalreporter.config):
+        return
     lab = _lab_of(terminalreporter.config)
     full = lab.render()
     if not full and not lab.effects:
