@@ -149,10 +149,12 @@ int client_save(const char *path, void (*write)(FILE *)) {
 
 static void write_report(FILE *f) { client_write_report(f); }
 
+static int reported; /* client_report_now wrote it: exit() does not again */
+
 static void report_at_exit(void) {
   /* a forked child inherits the handler; only the launcher's own process
    * writes, so a child's exit cannot overwrite the parent's report */
-  if (!client.stats_path || getpid() != client.pid) return;
+  if (!client.stats_path || getpid() != client.pid || reported) return;
   /* the exiting thread's cached blocks go home first, so the live bytes in
    * the report are the program's, not the cache's */
   if (client.heap) hl_thread_flush(client.heap);
@@ -248,6 +250,11 @@ static int started_by_a_launcher(const char *value) {
 }
 
 static char child_stats_path[4200];
+
+void client_report_now(void) {
+  report_at_exit();
+  if (getpid() == client.pid) reported = 1;
+}
 
 int client_start(const char *launcher, const char *interpreter) {
   client.launcher = launcher;

@@ -43,6 +43,12 @@ int client_start(const char *launcher, const char *interpreter);
  * handler when HEAPLAB_STATS is set. */
 int client_write_report(FILE *out);
 
+/* Write the HEAPLAB_STATS report now (if set, in the launcher's own
+ * process), and not again at exit: for a process that will not end through
+ * exit() -- heaplab-python after an uncaught KeyboardInterrupt, which
+ * CPython ends by killing itself with SIGINT. */
+void client_report_now(void);
+
 /* The heap refused one of the interpreter's allocations (its allocator got
  * NULL): remember why -- the heap's message -- for the line the launcher
  * prints when the program dies of it.  Allocates nothing.  client_start

@@ -497,6 +497,21 @@ def python_report():
         assert r["launcher"] == "heaplab-python" and r["stats"]["manual_mallocs"] > 100000, r
         status, _, _ = run([PYTHON, "-c", "pass"], PYTHON, {"HEAPLAB_STATS": path}, "libc")
         assert status == 0 and report(path)["stats"] is None
+        # an uncaught KeyboardInterrupt: CPython ends by killing itself with
+        # SIGINT (as python3: the status is the signal's), so exit()'s handler
+        # never ran and there was no report; it is written at finalisation
+        script = os.path.join(d, "interrupted.py")
+        with open(script, "w") as f:
+            f.write("import os\nprint(os.getpid())\nraise KeyboardInterrupt\n")
+        stock = run([STOCK_PYTHON, script])[0]
+        for a in ALLOCATORS:
+            for argv in ([PYTHON, script], [PYTHON, "-c", open(script).read()]):
+                if os.path.exists(path):
+                    os.unlink(path)
+                status, out, err = run(argv, PYTHON, {"HEAPLAB_STATS": path}, a)
+                assert status == stock == -2 and "KeyboardInterrupt" in err, (status, stock, err)
+                assert os.path.exists(path), f"{a} {argv[1]}: no report after KeyboardInterrupt"
+                assert report(path)["pid"] == int(out) and report(path)["allocator"] == a
         status, out, err = run([PYTHON, "-c", "pass"], PYTHON, {"HEAPLAB_RELEASE_ADVICE": "x"})
         assert status == 2 and "release_advice" in err, (status, err)
         heap_checks = ("s = c.stats(); assert s['manual_mallocs'] > 0, s\n"
@@ -514,7 +529,8 @@ def python_report():
             code = "import _heaplab_client as c, json\n" + checks + common
             status, out, err = run([PYTHON, "-c", code], PYTHON, None, a)
             assert status == 0 and out.strip() == "ok", f"_heaplab_client on {a}: {err}"
-    print("HEAPLAB_STATS from heaplab-python: end, sys.exit, fork; _heaplab_client works")
+    print("HEAPLAB_STATS from heaplab-python: end, sys.exit, fork, KeyboardInterrupt; "
+          "_heaplab_client works")
 
 
 def python_verify_debug_hooks():
