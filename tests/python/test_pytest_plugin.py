@@ -50,8 +50,13 @@ def run_session(tmp_path, source, *args, env=None, name="test_inner.py"):
 
 
 def table(results):
-    """table.txt's rows as lists of cells (cut where the rule line has its '+')."""
-    lines = (results / "table.txt").read_text().splitlines()
+    """table.txt's rows as lists of cells."""
+    return table_of(results / "table.txt")
+
+
+def table_of(path):
+    """A table file's rows as lists of cells (cut where the rule line has its '+')."""
+    lines = path.read_text().splitlines()
     cuts = [i for i, c in enumerate(lines[1]) if c == "+"]
     starts, ends = [0] + [c + 2 for c in cuts], [c - 1 for c in cuts] + [None]
     return [[line[a:b].strip() for a, b in zip(starts, ends)] for line in lines[2:]
@@ -233,8 +238,38 @@ def test_xdist_workers_send_their_lab_to_the_controller(tmp_path, monkeypatch):
                                                                 workeroutput=o), None)
     pytest_plugin.pytest_testnodedown(types.SimpleNamespace(config=controller), "crashed")
     monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "merged"))
-    pytest_plugin.pytest_terminal_summary(_Reporter(controller))
+    pytest_plugin.pytest_terminal_summary(_Reporter(controller), 0)
     got = [(r[0], r[4], r[8]) for r in table(tmp_path / "merged")]
     assert got == [("P", f"{n}.0", f"size {n}: {n} MiB | >= 0 ok") for n in (10, 20, 30)], got
     effects = json.loads((tmp_path / "merged" / "effects.json").read_text())
     assert [e["what"] for e in effects] == ["size 10", "size 20", "size 30"]
+
+
+def test_an_interrupted_session_leaves_the_complete_tables(tmp_path):
+    """An interrupted session (Ctrl-C, exit status 2) wrote its partial
+    tables over the last complete ones without a word.  They now go to
+    table.interrupted.txt, effects.interrupted.txt and .json, and a line says
+    so."""
+    source = """
+        import os
+        def test_a(lab):
+            lab.record(fake("E", "a", 1))
+            lab.effect("E", "a", "1", "1", arm="a", phase="fill", ok=True)
+            if os.environ.get("INTERRUPT"):
+                raise KeyboardInterrupt
+        def test_b(lab):
+            lab.record(fake("E", "b", 2))
+            lab.effect("E", "b", "2", "2", arm="b", phase="fill", ok=True)
+    """
+    p, results = run_session(tmp_path, source)
+    assert p.returncode == 0, p.stdout + p.stderr
+    complete = {n: (results / n).read_text() for n in ("table.txt", "effects.txt",
+                                                        "effects.json")}
+    p, results = run_session(tmp_path, source, env={"INTERRUPT": "1"})
+    assert p.returncode == 2, p.stdout + p.stderr
+    for n, text in complete.items():
+        assert (results / n).read_text() == text, n
+    partial = json.loads((results / "effects.interrupted.json").read_text())
+    assert [e["what"] for e in partial] == ["a"]
+    assert [r[1] for r in table_of(results / "table.interrupted.txt")] == ["a"]
+    assert "the session was interrupted" in p.stdout, p.stdout

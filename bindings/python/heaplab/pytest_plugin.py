@@ -363,7 +363,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         _lab_of(node.config).merge(state)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
     if _is_xdist_worker(terminalreporter.config):
         return
     lab = _lab_of(terminalreporter.config)
@@ -376,14 +376,24 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         tr.write_sep("=", "heaplab effects (ok = asserted and held; - = reported)")
         tr.write_line(effects)
     folder = results_dir()
+    # an interrupted session (Ctrl-C: exit status 2) has part of the tables:
+    # they go beside the last complete ones (table.interrupted.txt ...),
+    # which they used to replace without a word
+    interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED)
+    tag = ".interrupted" if interrupted else ""
     try:
         os.makedirs(folder, exist_ok=True)
-        harness.write_atomic(os.path.join(folder, "table.txt"), full + "\n")
-        harness.write_atomic(os.path.join(folder, "effects.txt"), effects + "\n")
-        harness.write_atomic(os.path.join(folder, "effects.json"),
+        harness.write_atomic(os.path.join(folder, f"table{tag}.txt"), full + "\n")
+        harness.write_atomic(os.path.join(folder, f"effects{tag}.txt"), effects + "\n")
+        harness.write_atomic(os.path.join(folder, f"effects{tag}.json"),
                              json.dumps(lab.effects, indent=1))
         tr.write_line(f"full per-phase table (MiB; phys = phys_footprint): "
-                      f"{os.path.join(folder, 'table.txt')}")
+                      f"{os.path.join(folder, f'table{tag}.txt')}")
+        if interrupted:
+            tr.write_line("heaplab: the session was interrupted: the tables above are partial, "
+                          f"written as table{tag}.txt, effects{tag}.txt and effects{tag}.json; "
+                          "table.txt, effects.txt and effects.json are the last complete "
+                          "session's")
         tr.write_line(f"records: {folder}")
     except OSError as e:
         tr.write_line(f"heaplab: cannot write the tables under {folder}: {e}")
