@@ -17,6 +17,7 @@ HEAPLAB_PYTHON_LAUNCHER, STOCK_LUA, STOCK_PYTHON.
 import filecmp
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -722,16 +723,21 @@ def launcher_children():
         # a pipe whose one writer is the launcher's descriptor w, closed when
         # the launcher's process is gone (after its report); run() returns when
         # both have exited, as both hold its stdout
-        code = ("import os, subprocess, sys\nprint(os.getpid(), flush=True)\n"
-                "r, w = os.pipe()\n"
-                "subprocess.Popen([sys.executable, '-c', 'import os, sys; "
-                "print(os.getpid(), flush=True); sys.stdin.read()'], stdin=r)\n"
+        # (each process says its pid in one write(): "pid=N;", so that the
+        # lines of processes that write at once cannot run together)
+        say = "import os, sys\nos.write(1, b'pid=%d;' % os.getpid())\n"
+        for name, text in (("say.py", say), ("wait.py", say + "sys.stdin.read()\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        code = (say + "import subprocess\nr, w = os.pipe()\n"
+                f"subprocess.Popen([sys.executable, {os.path.join(d, 'wait.py')!r}], stdin=r)\n"
                 "os.close(r)\n"
-                "subprocess.run('%s -c \\'import os; print(os.getpid())\\'; true' "
-                "% sys.executable, shell=True, check=True)\n")
+                f"subprocess.run(sys.executable + ' {os.path.join(d, 'say.py')}; true', "
+                "shell=True, check=True)\n")
         status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": path})
         assert status == 0, (status, err)
-        parent, *kids = [int(x) for x in out.split()]
+        parent, *kids = [int(x) for x in re.findall(r"pid=(\d+);", out)]
+        assert len(kids) == 2, out
         assert report(path)["pid"] == parent, f"report of pid {report(path)['pid']}, " \
                                               f"launcher {parent} (children {kids})"
         assert children(d) == sorted(f"stats.json.{k}" for k in kids), (children(d), kids)
