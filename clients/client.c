@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,10 +149,12 @@ int client_save(const char *path, void (*write)(FILE *)) {
 
 static void write_report(FILE *f) { client_write_report(f); }
 
+static int reported; /* client_report_now wrote it: exit() does not again */
+
 static void report_at_exit(void) {
   /* a forked child inherits the handler; only the launcher's own process
    * writes, so a child's exit cannot overwrite the parent's report */
-  if (!client.stats_path || getpid() != client.pid) return;
+  if (!client.stats_path || getpid() != client.pid || reported) return;
   /* the exiting thread's cached blocks go home first, so the live bytes in
    * the report are the program's, not the cache's */
   if (client.heap) hl_thread_flush(client.heap);
@@ -162,6 +165,95 @@ static void report_at_exit(void) {
   if (err)
     fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report: %s\n", client.launcher,
             client.stats_path, strerror(err));
+}
+
+/* ---- whose report: an exec'd child's own name ---- */
+
+/* Does /proc/<pid>/environ hold name=value?  Read in a stack buffer; an
+ * entry cut by the buffer's end is read again at the start of the next. */
+static int environ_has(int pid, const char *entry) {
+  char path[64], buf[8192];
+  size_t want = strlen(entry) + 1; /* with its NUL */
+  if (want > sizeof buf / 2) return 0;
+  snprintf(path, sizeof path, "/proc/%d/environ", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t keep = 0;
+  int found = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + keep, sizeof buf - keep);
+    if (r <= 0) break;
+    size_t n = keep + (size_t)r, at = 0;
+    /* whole entries only: [at, end of the last NUL) */
+    while (at < n) {
+      char *nul = memchr(buf + at, 0, n - at);
+      if (!nul) break;
+      size_t len = (size_t)(nul - (buf + at)) + 1;
+      if (len == want && memcmp(buf + at, entry, want) == 0) {
+        found = 1;
+        break;
+      }
+      at += len;
+    }
+    if (found) break;
+    keep = n - at;
+    if (keep >= sizeof buf / 2) keep = 0; /* an entry too long to be ours */
+    memmove(buf, buf + at, keep);
+  }
+  close(fd);
+  return found;
+}
+
+/* The parent of pid (/proc/<pid>/stat's fourth field), or 0. */
+static int parent_of(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *end = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
+  int ppid = 0;
+  if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1) return 0;
+  return ppid;
+}
+
+/* Is pid one of the launchers (its executable named heaplab-lua or
+ * heaplab-python)? */
+static int is_launcher(int pid) {
+  char path[64], exe[4096];
+  snprintf(path, sizeof path, "/proc/%d/exe", pid);
+  ssize_t n = readlink(path, exe, sizeof exe - 1);
+  if (n <= 0) return 0;
+  exe[n] = 0;
+  const char *base = strrchr(exe, '/');
+  base = base ? base + 1 : exe;
+  return strcmp(base, "heaplab-lua") == 0 || strcmp(base, "heaplab-python") == 0;
+}
+
+/* Was this process started, directly or through a shell or other program,
+ * by a launcher that writes the same report (HEAPLAB_STATS=value in its
+ * environment)?  Then this process writes value.<pid>, as the preloaded
+ * library's exec'd children do: multiprocessing's spawn and forkserver
+ * helpers and subprocess.Popen([sys.executable, ...]) exited after the
+ * launcher's own program and wrote their report over its. */
+static int started_by_a_launcher(const char *value) {
+  char entry[4200];
+  int n = snprintf(entry, sizeof entry, "HEAPLAB_STATS=%s", value);
+  if (n < 0 || (size_t)n >= sizeof entry) return 0;
+  int pid = getppid();
+  for (int depth = 0; pid > 1 && depth < 64; depth++, pid = parent_of(pid))
+    if (is_launcher(pid) && environ_has(pid, entry)) return 1;
+  return 0;
+}
+
+static char child_stats_path[4200];
+
+void client_report_now(void) {
+  report_at_exit();
+  if (getpid() == client.pid) reported = 1;
 }
 
 int client_start(const char *launcher, const char *interpreter) {
@@ -180,6 +272,11 @@ int client_start(const char *launcher, const char *interpreter) {
   }
   const char *stats = getenv("HEAPLAB_STATS");
   client.stats_path = stats && *stats ? stats : NULL;
+  if (client.stats_path && started_by_a_launcher(client.stats_path)) {
+    int n = snprintf(child_stats_path, sizeof child_stats_path, "%s.%d", client.stats_path,
+                     client.pid);
+    if (n > 0 && (size_t)n < sizeof child_stats_path) client.stats_path = child_stats_path;
+  }
   if (client.stats_path) atexit(report_at_exit);
   if (strcmp(client.allocator, "libc") == 0) return 0;
 

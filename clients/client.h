@@ -7,7 +7,9 @@
  * then routes every allocation through client.heap (or the C library when
  * client.heap is NULL).  The report is written by an atexit handler, so it is
  * there however the program ends through exit(): the end of the script,
- * Lua's os.exit, Python's sys.exit -- not _exit or a signal.
+ * Lua's os.exit, Python's sys.exit -- not _exit or a signal.  A launcher
+ * started (directly or through a shell) by a launcher that writes the same
+ * HEAPLAB_STATS writes HEAPLAB_STATS.<pid> (docs/clients.md).
  */
 #ifndef HEAPLAB_CLIENT_H
 #define HEAPLAB_CLIENT_H
@@ -22,7 +24,7 @@ typedef struct hl_client {
   const char *interpreter; /* what runs on the heap: "Lua 5.4.4", "CPython 3.11.7" */
   const char *allocator;  /* "heaplab" or "libc" */
   hl_heap *heap;          /* NULL on the libc allocator */
-  const char *stats_path; /* HEAPLAB_STATS, or NULL */
+  const char *stats_path; /* HEAPLAB_STATS (.<pid> for a launcher's child), or NULL */
   int pid;                /* the process that owns the report (not a fork) */
   uint64_t start_ns;
 } hl_client;
@@ -40,6 +42,12 @@ int client_start(const char *launcher, const char *interpreter);
  * footprint, peak RSS) as one JSON object.  Also called by the atexit
  * handler when HEAPLAB_STATS is set. */
 int client_write_report(FILE *out);
+
+/* Write the HEAPLAB_STATS report now (if set, in the launcher's own
+ * process), and not again at exit: for a process that will not end through
+ * exit() -- heaplab-python after an uncaught KeyboardInterrupt, which
+ * CPython ends by killing itself with SIGINT. */
+void client_report_now(void);
 
 /* The heap refused one of the interpreter's allocations (its allocator got
  * NULL): remember why -- the heap's message -- for the line the launcher

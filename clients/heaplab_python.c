@@ -79,6 +79,16 @@ static void install_heaplab(hl_heap *h) {
  * caught and went on from was named after any later failure -- a ValueError,
  * a failed assert -- as what ran out. */
 static int died_of_memory;
+/* ... or a KeyboardInterrupt: then Py_RunMain ends the process by killing
+ * it with SIGINT (its exit_sigint, after Py_FinalizeEx), as python3 does so
+ * that a shell sees the interrupt -- exit()'s handlers never run, and the
+ * HEAPLAB_STATS report was missing.  It is written at the end of
+ * Py_FinalizeEx instead (Py_AtExit: report_before_sigint). */
+static int died_of_interrupt;
+
+static int is_subtype(PyObject *type, PyObject *of) {
+  return type && PyType_Check(type) && PyType_IsSubtype((PyTypeObject *)type, (PyTypeObject *)of);
+}
 
 static int on_audit(const char *event, PyObject *args, void *data) {
   (void)data;
@@ -86,9 +96,17 @@ static int on_audit(const char *event, PyObject *args, void *data) {
   /* (hook, type, value, traceback) */
   PyObject *type = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1)
                                                                       : NULL;
-  died_of_memory = type && PyType_Check(type) &&
-                   PyType_IsSubtype((PyTypeObject *)type, (PyTypeObject *)PyExc_MemoryError);
+  died_of_memory = is_subtype(type, PyExc_MemoryError);
+  died_of_interrupt = is_subtype(type, PyExc_KeyboardInterrupt);
   return 0;
+}
+
+/* The last thing Py_FinalizeEx does (Py_AtExit), before Py_RunMain's
+ * exit_sigint: the report, when the last uncaught exception printed was a
+ * KeyboardInterrupt (the REPL prints one typed at the prompt and goes on:
+ * then the report is written here too, and exit() does not write it again). */
+static void report_before_sigint(void) {
+  if (died_of_interrupt) client_report_now();
 }
 
 static int exit_with(PyStatus st) {
@@ -111,8 +129,12 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  if (client.heap && PySys_AddAuditHook(on_audit, NULL) != 0) {
+  if ((client.heap || client.stats_path) && PySys_AddAuditHook(on_audit, NULL) != 0) {
     fprintf(stderr, "heaplab-python: cannot add the audit hook\n");
+    return 1;
+  }
+  if (client.stats_path && Py_AtExit(report_before_sigint) != 0) {
+    fprintf(stderr, "heaplab-python: cannot register the report at finalisation\n");
     return 1;
   }
 
@@ -123,7 +145,8 @@ int main(int argc, char **argv) {
   PyConfig_Clear(&config);
   if (PyStatus_Exception(st)) return exit_with(st);
   /* runs -c / -m / the script / the REPL, finalises, returns the status;
-   * the HEAPLAB_STATS report is written by exit()'s handler after it */
+   * the HEAPLAB_STATS report is written by exit()'s handler after it (at the
+   * end of finalisation after an uncaught KeyboardInterrupt: on_audit) */
   int status = Py_RunMain();
   /* a bare "MemoryError" does not say that it was heaplab's heap, nor what
    * ran out: one line after it, when the program died of a MemoryError and

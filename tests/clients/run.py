@@ -17,6 +17,7 @@ HEAPLAB_PYTHON_LAUNCHER, STOCK_LUA, STOCK_PYTHON.
 import filecmp
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -497,6 +498,21 @@ def python_report():
         assert r["launcher"] == "heaplab-python" and r["stats"]["manual_mallocs"] > 100000, r
         status, _, _ = run([PYTHON, "-c", "pass"], PYTHON, {"HEAPLAB_STATS": path}, "libc")
         assert status == 0 and report(path)["stats"] is None
+        # an uncaught KeyboardInterrupt: CPython ends by killing itself with
+        # SIGINT (as python3: the status is the signal's), so exit()'s handler
+        # never ran and there was no report; it is written at finalisation
+        script = os.path.join(d, "interrupted.py")
+        with open(script, "w") as f:
+            f.write("import os\nprint(os.getpid())\nraise KeyboardInterrupt\n")
+        stock = run([STOCK_PYTHON, script])[0]
+        for a in ALLOCATORS:
+            for argv in ([PYTHON, script], [PYTHON, "-c", open(script).read()]):
+                if os.path.exists(path):
+                    os.unlink(path)
+                status, out, err = run(argv, PYTHON, {"HEAPLAB_STATS": path}, a)
+                assert status == stock == -2 and "KeyboardInterrupt" in err, (status, stock, err)
+                assert os.path.exists(path), f"{a} {argv[1]}: no report after KeyboardInterrupt"
+                assert report(path)["pid"] == int(out) and report(path)["allocator"] == a
         status, out, err = run([PYTHON, "-c", "pass"], PYTHON, {"HEAPLAB_RELEASE_ADVICE": "x"})
         assert status == 2 and "release_advice" in err, (status, err)
         heap_checks = ("s = c.stats(); assert s['manual_mallocs'] > 0, s\n"
@@ -514,7 +530,8 @@ def python_report():
             code = "import _heaplab_client as c, json\n" + checks + common
             status, out, err = run([PYTHON, "-c", code], PYTHON, None, a)
             assert status == 0 and out.strip() == "ok", f"_heaplab_client on {a}: {err}"
-    print("HEAPLAB_STATS from heaplab-python: end, sys.exit, fork; _heaplab_client works")
+    print("HEAPLAB_STATS from heaplab-python: end, sys.exit, fork, KeyboardInterrupt; "
+          "_heaplab_client works")
 
 
 def python_verify_debug_hooks():
@@ -687,11 +704,89 @@ def report_write_errors():
     print("HEAPLAB_STATS not writable: one line with the reason, the program's exit status")
 
 
+def launcher_children():
+    """HEAPLAB_STATS and the programs a launcher starts: a heaplab-python or
+    heaplab-lua started -- directly or through a shell -- by a launcher that
+    writes the same report writes path.<pid>, not path (multiprocessing's
+    spawn helpers and subprocess.Popen([sys.executable, ...]) exited after
+    the launcher and left their report in place of its own); a launcher
+    started by one that writes no report writes path itself."""
+    need(PYTHON, "heaplab-python")
+    need(LUA, "heaplab-lua")
+
+    def children(d):
+        return sorted(n for n in os.listdir(d) if n.startswith("stats.json."))
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        # a child that outlives the launcher: it waits for the end of its stdin,
+        # a pipe whose one writer is the launcher's descriptor w, closed when
+        # the launcher's process is gone (after its report); run() returns when
+        # both have exited, as both hold its stdout
+        # (each process says its pid in one write(): "pid=N;", so that the
+        # lines of processes that write at once cannot run together)
+        say = "import os, sys\nos.write(1, b'pid=%d;' % os.getpid())\n"
+        for name, text in (("say.py", say), ("wait.py", say + "sys.stdin.read()\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        code = (say + "import subprocess\nr, w = os.pipe()\n"
+                f"subprocess.Popen([sys.executable, {os.path.join(d, 'wait.py')!r}], stdin=r)\n"
+                "os.close(r)\n"
+                f"subprocess.run(sys.executable + ' {os.path.join(d, 'say.py')}; true', "
+                "shell=True, check=True)\n")
+        status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": path})
+        assert status == 0, (status, err)
+        parent, *kids = [int(x) for x in re.findall(r"pid=(\d+);", out)]
+        assert len(kids) == 2, out
+        assert report(path)["pid"] == parent, f"report of pid {report(path)['pid']}, " \
+                                              f"launcher {parent} (children {kids})"
+        assert children(d) == sorted(f"stats.json.{k}" for k in kids), (children(d), kids)
+        for k in kids:
+            assert report(f"{path}.{k}")["pid"] == k
+        # multiprocessing's spawn: the child and the resource tracker
+        for n in children(d):
+            os.unlink(os.path.join(d, n))
+        code = ("import multiprocessing as mp, os\nif __name__ == '__main__':\n"
+                "    p = mp.get_context('spawn').Process(target=os.getpid); p.start(); p.join()\n"
+                "    print(os.getpid(), p.pid)\n")
+        script = os.path.join(d, "spawn.py")
+        with open(script, "w") as f:
+            f.write(code)
+        status, out, err = run([PYTHON, script], PYTHON, {"HEAPLAB_STATS": path})
+        assert status == 0, (status, err)
+        parent, kid = [int(x) for x in out.split()]
+        assert report(path)["pid"] == parent, (report(path)["pid"], parent, children(d))
+        assert f"stats.json.{kid}" in children(d), (kid, children(d))
+        # heaplab-lua through os.execute (a shell in between)
+        for n in children(d):
+            os.unlink(os.path.join(d, n))
+        p = subprocess.Popen([LUA, "-e", f"os.execute('{LUA} -e \"print(1)\"')"],
+                             env=clean_env({"HEAPLAB_STATS": path}), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and out == "1\n", (p.returncode, out, err)
+        assert report(path)["pid"] == p.pid, (report(path)["pid"], p.pid)
+        kids = children(d)
+        assert len(kids) == 1 and report(os.path.join(d, kids[0]))["pid"] != p.pid, kids
+        # a launcher that writes no report: its child's report is path itself
+        for n in children(d) + ["stats.json"]:
+            os.unlink(os.path.join(d, n))
+        code = ("import os, subprocess, sys\n"
+                "env = dict(os.environ, HEAPLAB_STATS=sys.argv[1])\n"
+                "subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], "
+                "env=env, check=True)\n")
+        status, out, err = run([PYTHON, "-c", code, path], PYTHON)
+        assert status == 0, (status, err)
+        assert report(path)["pid"] == int(out) and children(d) == [], (out, children(d))
+    print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
+
+
 SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck, lua_busted,
                                      lua_report, lua_faults, lua_client_module, python_cli,
                                      python_regrtest, python_faults, python_report,
                                      python_verify_debug_hooks, sparse_survivors,
-                                     out_of_memory, report_write_errors)}
+                                     out_of_memory, report_write_errors,
+                                     launcher_children)}
 
 
 def main(argv):

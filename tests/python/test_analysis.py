@@ -140,6 +140,25 @@ def test_wide_table_is_arm_by_phase_in_mib():
     assert t.loc[("E1", "on", "drop"), "phys_returned"] == 9
 
 
+def test_wide_and_the_phases_csv_show_the_median_of_repeats(tmp_path):
+    """--repeat's <arm>.r<k>.json: wide() (and so <exp>_phases.csv) showed the
+    first repeat's value, beside a phase-cost plot of the median."""
+    folder = tmp_path / "E1"
+    folder.mkdir()
+    for k, after in enumerate((100, 20, 30)):
+        a = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 0.1, (10, after))])
+        a["repeat"] = k
+        (folder / f"on.r{k}.json").write_text(json.dumps(a))
+    t = hla.wide(str(tmp_path), figures=["phys_after", "phys_growth"])
+    assert len(t) == 1
+    assert t.loc[("E1", "on", "fill"), "phys_after"] == 30
+    assert t.loc[("E1", "on", "fill"), "phys_growth"] == 20
+    hla.report(str(tmp_path))
+    import pandas as pd
+    csv = pd.read_csv(tmp_path / "report" / "E1_phases.csv")
+    assert csv.loc[0, "phys_after"] == 30, csv
+
+
 def test_series_and_phase_boundaries():
     s = hla.series_frame(e1_like())
     assert list(s.columns) == hla.SERIES_COLUMNS
@@ -383,6 +402,77 @@ def test_report_bad_input_is_a_clear_error(tmp_path):
     assert p.returncode == 2 and "no arm results" in p.stderr
     p = run_cli("report")
     assert p.returncode == 2 and "results" in p.stderr
+
+
+def test_unclear_calls_are_clear_errors(tmp_path):
+    """Public calls that gave an empty table, a bare KeyError / TypeError /
+    IndexError, a numpy reshape error or matplotlib's own error now raise
+    ValueError naming what was wrong (and the file, for results on disk)."""
+    e1 = e1_like()
+    with pytest.raises(ValueError, match=r"no figure\(s\) \['phys_aftr'\]"):
+        hla.wide(e1, figures=["phys_aftr"])
+    t = hla.wide(e1, figures="phys_after")                     # a name, as plot_phase_cost
+    assert list(t.columns) == ["phys_after"] and len(t) == 6
+    with pytest.raises(ValueError, match=r"arms=\[\]"):
+        hla.plot_footprint(e1, arms=[])
+    assert len(hla.plot_footprint(e1, arms="on").axes) == 1   # one name
+    with pytest.raises(ValueError, match=r"figures=\[\]"):
+        hla.plot_phase_cost(e1, figures=[])
+    with pytest.raises(ValueError, match=r"phases=\[\]"):
+        hla.plot_phase_cost(e1, phases=[])
+    with pytest.raises(ValueError, match=r"figures=\[\]"):
+        hla.plot_vmas(e5_like(), figures=[])
+    a = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 0.1)])
+    del a["experiment"]
+    with pytest.raises(ValueError, match="arm 'on': .*no 'experiment'"):
+        hla.records_frame(a)
+    three = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 0.1)], series=[[0.0, 1, 2]] * 4)
+    with pytest.raises(ValueError, match=r"arm 'on': .*series row 0 .* expected 4 numbers"):
+        hla.plot_footprint(three)
+    folder = tmp_path / "res" / "E1"
+    folder.mkdir(parents=True)
+    (folder / "on.json").write_text(json.dumps({"experiment": "E1", "arm": "on",
+                                                "records": None}))
+    with pytest.raises(ValueError, match=f"{folder / 'on.json'}: .*'records' is null"):
+        hla.records_frame(str(tmp_path / "res"))
+    with pytest.raises(ValueError, match=f"{folder / 'on.json'}: .*'records' is null"):
+        hla.records_frame(str(folder / "on.json"))
+    (folder / "on.json").write_text(json.dumps(three))
+    with pytest.raises(ValueError, match=f"{folder / 'on.json'}: .*series row 0"):
+        hla.plot_footprint(str(tmp_path / "res"))
+
+
+def test_report_checks_the_source_before_it_makes_the_output(tmp_path):
+    """report() made <missing>/report, then said 'no arm results in this
+    folder'; refused records left an empty output folder; --out that is a
+    file was a FileExistsError traceback from the CLI."""
+    missing = tmp_path / "no_such_results"
+    with pytest.raises(ValueError, match="no such file or folder"):
+        hla.report(str(missing))
+    assert not missing.exists()
+    results = tmp_path / "results" / "E1"
+    results.mkdir(parents=True)
+    bad = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 0.1)], error="boom")
+    (results / "on.json").write_text(json.dumps(bad))
+    out = tmp_path / "plots"
+    with pytest.raises(ValueError, match="failed phases or arms"):
+        hla.report(str(tmp_path / "results"), str(out))
+    assert not out.exists()
+    p = run_cli("report", str(tmp_path / "results"), "--out", str(out))
+    assert p.returncode == 2 and "failed" in p.stderr and not out.exists(), p.stderr
+    (results / "on.json").write_text(json.dumps(e1_like()[1]))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for where in (str(a_file), "/dev/null"):
+        with pytest.raises(ValueError, match="not a folder"):
+            hla.report(str(tmp_path / "results"), where)
+        p = run_cli("report", str(tmp_path / "results"), "--out", where)
+        assert p.returncode == 2 and p.stderr == f"heaplab report: {where}: not a folder " \
+            "(the report's output folder)\n", p.stderr
+    (results / "z.json").write_text('{"experiment": "E1", "arm": "z", "records": null}')
+    p = run_cli("report", str(tmp_path / "results"), "--out", str(out))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert f"{results / 'z.json'}: not an arm's results: 'records' is null" in p.stderr
 
 
 def test_core_package_does_not_need_pandas():

@@ -149,7 +149,7 @@ def test_analysis_refuses_or_flags_records_of_failed_phases(tmp_path):
         save_arm(a, str(folder))
     with pytest.raises(ValueError, match="failed='flag'"):
         hla.report(str(folder), str(tmp_path / "out"))
-    assert not os.listdir(tmp_path / "out")
+    assert not (tmp_path / "out").exists()        # not even the folder is made
     written = hla.report(str(folder), str(tmp_path / "out"), failed="flag")
     flagged = __import__("pandas").read_csv(tmp_path / "out" / "E_records.csv")
     assert (flagged["status"] != "ok").any() and written

@@ -89,12 +89,63 @@ def unit_of(name: str, value: Any = None, source: str = "note") -> str:
 
 # ---- sources --------------------------------------------------------------------------
 
+def _file_of(folder: str, data: Dict[str, Any]) -> str:
+    """The *.json file under folder that holds data (to name it in an error)."""
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(".json"):
+                path = os.path.join(root, name)
+                try:
+                    with open(path) as f:
+                        if json.load(f) == data:
+                            return path
+                except (OSError, ValueError):
+                    continue
+    return folder
+
+
+def _arm_problem(a: Dict[str, Any]) -> Optional[str]:
+    """What makes a dict that claims to be an arm's JSON unreadable, or None:
+    the fields records_frame and the plots read (docs/harness.md, the arm's
+    JSON) were found missing or of the wrong type only as a KeyError,
+    TypeError or a numpy reshape error deep inside them."""
+    for key in ("experiment", "arm"):
+        if key not in a:
+            return f"no {key!r} (an arm's JSON has experiment, arm and records)"
+        if not isinstance(a[key], str):
+            return f"{key!r} is {type(a[key]).__name__} {a[key]!r}, expected a string"
+    recs = a.get("records")
+    if not isinstance(recs, list):
+        return f"'records' is {'null' if recs is None else type(recs).__name__}, expected a list"
+    for i, r in enumerate(recs):
+        if not isinstance(r, dict) or not isinstance(r.get("phase"), str):
+            return f"record {i} is not a phase record (an object with a 'phase' name)"
+    series = a.get("series")
+    if series is not None:
+        if not isinstance(series, list):
+            return f"'series' is {type(series).__name__}, expected a list of rows"
+        for i, row in enumerate(series):
+            if (not isinstance(row, (list, tuple)) or len(row) != 4
+                    or not all(_number(v) for v in row)):
+                return (f"series row {i} is {row!r:.80}, expected 4 numbers "
+                        "[t_s, phys, rss, lazyfree]")
+    return None
+
+
 def arms(source: Any) -> List[Dict[str, Any]]:
-    """The arm JSON dicts of a source (see the module docstring), in order."""
+    """The arm JSON dicts of a source (see the module docstring), in order.
+    An arm that cannot be read -- no 'experiment', 'records' not a list,
+    series rows that are not [t_s, phys, rss, lazyfree] -- is a ValueError
+    naming its file (or the arm, for one given as a dict)."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
             found = load_arms(path)
+            for a in found:
+                why = _arm_problem(a)
+                if why:
+                    raise ValueError(f"{_file_of(path, a)}: not an arm's results: {why}")
             # os.walk visits experiment folders in no set order: E1, E2, ..., E10
             found.sort(key=lambda a: _natural(a["experiment"]))
             if not found:
@@ -107,6 +158,10 @@ def arms(source: Any) -> List[Dict[str, Any]]:
                     data = json.load(f)
                 except ValueError as e:
                     raise ValueError(f"{path}: not JSON ({e})") from None
+            if isinstance(data, dict) and "records" in data and "arm" in data:
+                why = _arm_problem(data)
+                if why:
+                    raise ValueError(f"{path}: not an arm's results: {why}")
             return arms(data)
         raise ValueError(f"{path}: no such file or folder")
     data = getattr(source, "data", None)           # an ArmResult
@@ -114,6 +169,9 @@ def arms(source: Any) -> List[Dict[str, Any]]:
         return arms(data)
     if isinstance(source, dict):
         if "records" in source and "arm" in source:
+            why = _arm_problem(source)
+            if why:
+                raise ValueError(f"arm {source.get('arm')!r}: not an arm's results: {why}")
             return [source]
         if source and all(hasattr(v, "data") or isinstance(v, dict) for v in source.values()):
             return [a for v in source.values() for a in arms(v)]
@@ -136,6 +194,10 @@ def experiments(source: Any) -> List[str]:
 
 def _select(source, experiment=None, arm_names=None):
     """The arms of one experiment (the only one, or the named one)."""
+    if isinstance(arm_names, str):
+        arm_names = [arm_names]
+    if arm_names is not None and len(arm_names) == 0:
+        raise ValueError("arms=[]: name at least one arm (or arms=None for all)")
     found = arms(source)
     names = list(dict.fromkeys(a["experiment"] for a in found))
     if experiment is None:
@@ -281,7 +343,8 @@ WIDE_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark",
 def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
          unit: Optional[str] = "MiB", failed: str = "raise") -> pd.DataFrame:
     """One row per experiment x arm x phase, one column per figure (bytes
-    shown in MiB by default) -- the table a notebook shows.  `df` is a
+    shown in MiB by default) -- the table a notebook shows.  Repeats of an
+    arm are one row: each figure's median over them.  `df` is a
     records_frame (or a source, which is read first, with `failed` as
     records_frame takes it).  A frame that holds flagged records of failed
     phases is refused unless failed='flag' (they are shown) or 'drop'."""
@@ -301,13 +364,21 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
             df = df[df["status"] == "ok"]
     if unit is not None:
         df = to_unit(df, unit)
+    if isinstance(figures, str):
+        figures = (figures,)
     if figures is not None:
         unknown = [f for f in figures if f not in set(df["figure"])]
+        if unknown and tuple(figures) != WIDE_FIGURES:
+            # (the default set may name figures a run does not have: a mark)
+            raise ValueError(f"no figure(s) {unknown} in these records "
+                             f"(figures: {sorted(set(df['figure']))})")
         figures = [f for f in figures if f not in unknown]
         df = df[df["figure"].isin(figures)]
     order = {a: i for i, a in enumerate(dict.fromkeys(df["arm"]))}
+    # repeats of an arm (--repeat's <arm>.r<k>.json, a sweep's): the median,
+    # as plot_phase_cost's bars (it was the first repeat's value)
     t = df.pivot_table(index=["experiment", "arm", "index", "phase"], columns="figure",
-                       values="value", aggfunc="first", sort=False)
+                       values="value", aggfunc="median", sort=False)
     t = t.reset_index()
     t["_arm"] = t["arm"].map(order)
     t = t.sort_values(["experiment", "_arm", "index"]).drop(columns=["_arm", "index"])
@@ -725,6 +796,12 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
     refused by default).  Returns a matplotlib Figure."""
     if isinstance(figures, str):
         figures = (figures,)
+    if not figures:
+        raise ValueError("figures=[]: name at least one figure (one panel each)")
+    if isinstance(phases, str):
+        phases = (phases,)
+    if phases is not None and not phases:
+        raise ValueError("phases=[]: name at least one phase (or phases=None for all)")
     experiment, sel = _select(source, experiment, arms)
     df = to_unit(records_frame(sel, failed=failed), "MiB")
     names = _paired_order(list(_by_arm(sel)))
@@ -814,6 +891,8 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
     Repeats: the median per phase.  Returns a matplotlib Figure."""
     if isinstance(figures, str):
         figures = (figures,)
+    if not figures:
+        raise ValueError("figures=[]: name at least one figure")
     experiment, sel = _select(source, experiment, arms)
     df = records_frame(sel, stats=False)
     d = df[df["figure"].isin(figures)]
@@ -873,6 +952,19 @@ def _save_csv(frame, path, **kw):
     write_atomic(path, frame.to_csv(**kw).encode("utf-8"))
 
 
+def _make_out(out):
+    """The output folder, made if missing; ValueError (what the CLI turns
+    into a one-line error and exit 2) when it cannot be: a file is there
+    (--out /dev/null was a FileExistsError traceback), no permission."""
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"{out}: not a folder (the report's output folder)")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{out}: cannot make the output folder: {e.strerror or e}") from None
+
+
 def _safe(name):
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in str(name))
 
@@ -898,10 +990,13 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         if not isinstance(source, (str, os.PathLike)):
             raise ValueError("report: name an output folder (out=) for results not read from disk")
         out = os.path.join(os.fspath(source), "report")
-    os.makedirs(out, exist_ok=True)
     say = log or (lambda msg: None)
+    # read and check the results before the output folder is made: a
+    # missing results folder made <missing>/report, then said "no arm
+    # results in this folder"; refused records left an empty --out
     found = arms(source)
     _check_failed(found, failed)       # refuse before writing anything
+    _make_out(out)
     written = []
 
     def save_fig(fig, name):
@@ -1209,9 +1304,12 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
     Returns the paths written."""
     run = os.fspath(run)
     out = out or os.path.join(run, "report")
-    os.makedirs(out, exist_ok=True)
     say = log or (lambda msg: None)
     written = []
+    # read the run first (a bad run folder is refused before anything is made)
+    tables = (("sweep.csv", sweep_frame(run)), ("effects.csv", effects_frame(run)),
+              ("effect_summary.csv", effect_summary(run)))
+    _make_out(out)
 
     def save(fig, name):
         path = os.path.join(out, name)
@@ -1219,8 +1317,7 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
         written.append(path)
         say(f"wrote {path}")
 
-    for name, frame in (("sweep.csv", sweep_frame(run)), ("effects.csv", effects_frame(run)),
-                        ("effect_summary.csv", effect_summary(run))):
+    for name, frame in tables:
         path = os.path.join(out, name)
         _save_csv(frame, path, index=False)
         written.append(path)

@@ -15,6 +15,10 @@ and, when it ends, how long it took.  At the end of the session:
   effect beside its phase, the seed's figure), ``<results>/effects.txt`` the
   effects table and ``<results>/effects.json`` the effects as records.
 
+Under pytest-xdist, workers write no table: each sends its records and
+effects to the controller (workeroutput), which merges them and writes the
+tables (docs/harness.md).
+
 ``--repeat N`` (or HEAPLAB_REPEAT=N) runs every arm of Experiment.run N
 times and judges each assertion on the median of the N (docs/harness.md).
 """
@@ -50,11 +54,21 @@ class Lab:
     def __init__(self) -> None:
         self.rows: List[Dict[str, Any]] = []          # phase records, in order
         self.effects: List[Dict[str, Any]] = []
-        self._seen: set = set()
+        #: the test that records and states effects now (its node id; the
+        #: plugin sets it as each test starts): a parametrized test's records
+        #: and effects are told apart by it
+        self.test = ""
+        self._row_test: List[str] = []                # the test of each row
+        self._effect_test: List[str] = []             # the test of each effect
+        self._seen: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}   # key -> its records
+        self._keys: set = set()                       # (test,) + key recorded
 
     def record(self, results: Any) -> None:
         """Add arm results (a dict arm -> ArmResult, an ArmResult, or raw arm
-        JSON dicts as Lua experiments print them) to the table."""
+        JSON dicts as Lua experiments print them) to the table.  A record
+        already added -- by this test, or an equal one by another test (a
+        shared fixture's results) -- is not added twice; the records of
+        different tests (a parametrized test's) are all kept."""
         if isinstance(results, dict) and "records" not in results:
             items: Iterable[Any] = results.values()
         elif isinstance(results, (list, tuple)):
@@ -64,19 +78,58 @@ class Lab:
         for arm in items:
             data = getattr(arm, "data", arm)
             for r in data["records"]:
-                key = (r["experiment"], r["arm"], r["phase"], r.get("index"))
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                self.rows.append(r)
+                self._add_row(r, self.test)
+
+    def _add_row(self, r: Dict[str, Any], test: str) -> None:
+        key = (r["experiment"], r["arm"], r["phase"], r.get("index"))
+        same = self._seen.setdefault(key, [])
+        if (test,) + key in self._keys or any(r == o for o in same):
+            return
+        self._keys.add((test,) + key)
+        same.append(r)
+        self.rows.append(r)
+        self._row_test.append(test)
+
+    # -- pytest-xdist: each worker's Lab goes to the controller --
+    def state(self) -> Dict[str, Any]:
+        """The records and effects with their tests, as plain data (what an
+        xdist worker sends to the controller in its workeroutput)."""
+        return {"rows": list(self.rows), "row_tests": list(self._row_test),
+                "effects": list(self.effects), "effect_tests": list(self._effect_test)}
+
+    def merge(self, state: Dict[str, Any]) -> None:
+        """Add another Lab's state() (an xdist worker's) to this one."""
+        for r, t in zip(state.get("rows", []), state.get("row_tests", [])):
+            self._add_row(r, t)
+        for e, t in zip(state.get("effects", []), state.get("effect_tests", [])):
+            self.effects.append(e)
+            self._effect_test.append(t)
 
     def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
                phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
         """State an asserted effect for the table.  `ours` and `asserted` are
-        short strings ("98.7% returned", ">= 97%"); ok None = reported, not
-        asserted."""
+        short strings ("98.7% returned", ">= 97%"; a Python int or float is
+        taken too); ok None = reported, not asserted.  Anything else --
+        ok="yes", a numpy number -- is a TypeError naming the argument, here:
+        it used to be taken and to crash pytest at the end of the session,
+        losing the tables."""
+        def kind(v: Any) -> str:
+            t = type(v)
+            return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+        for name, v in (("experiment", experiment), ("what", what), ("arm", arm),
+                        ("phase", phase), ("seed", seed)):
+            if not isinstance(v, str):
+                raise TypeError(f"lab.effect: {name} must be a string, not {kind(v)} {v!r}")
+        for name, v in (("ours", ours), ("asserted", asserted)):
+            if not (isinstance(v, str) or type(v) in (int, float)):
+                raise TypeError(f"lab.effect: {name} must be a string (or a Python int or "
+                                f"float), not {kind(v)} {v!r}")
+        if ok is not None and type(ok) is not bool:
+            raise TypeError(f"lab.effect: ok must be True, False or None (reported, not "
+                            f"asserted), not {kind(ok)} {ok!r}")
         self.effects.append({"experiment": experiment, "arm": arm, "phase": phase, "what": what,
                              "ours": ours, "asserted": asserted, "seed": seed, "ok": ok})
+        self._effect_test.append(self.test)
 
     # -- rendering --
     def table_rows(self) -> List[Tuple[str, ...]]:
@@ -84,15 +137,24 @@ class Lab:
         def m(x: Optional[float]) -> str:
             return "" if x is None else f"{x / MiB:.1f}"
 
+        # each effect beside its own record: the first row of its experiment,
+        # arm and phase recorded by the same test, else by any test
+        first_row: Dict[Tuple[str, ...], int] = {}
+        for i, (r, t) in enumerate(zip(self.rows, self._row_test)):
+            first_row.setdefault((t, r["experiment"], r["arm"], r["phase"]), i)
+            first_row.setdefault(("", r["experiment"], r["arm"], r["phase"], "any"), i)
+        at_row: Dict[int, List[Dict[str, Any]]] = {}
         by_key: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}
-        for e in self.effects:
-            by_key.setdefault((e["experiment"], e["arm"], e["phase"]), []).append(e)
+        for e, t in zip(self.effects, self._effect_test):
+            key = (e["experiment"], e["arm"], e["phase"])
+            i = first_row.get((t,) + key, first_row.get(("",) + key + ("any",)))
+            if i is None:
+                by_key.setdefault(key, []).append(e)
+            else:
+                at_row.setdefault(i, []).append(e)
         out: List[Tuple[str, ...]] = []
-        used = set()
-        for r in self.rows:
-            key = (r["experiment"], r["arm"], r["phase"])
-            effects = by_key.get(key, []) if key not in used else []
-            used.add(key)
+        for i, r in enumerate(self.rows):
+            effects = at_row.get(i, [])
             first = True
             for e in effects or [None]:
                 eff = seed = ""
@@ -109,8 +171,6 @@ class Lab:
                             eff, seed))
                 first = False
         for key, effects in by_key.items():
-            if key in used:
-                continue
             for e in effects:
                 mark = {True: "ok", False: "FAIL", None: ""}[e["ok"]]
                 out.append((e["experiment"], e["arm"], e["phase"], "", "", "", "", "",
@@ -176,13 +236,21 @@ def render_effects(rows: Sequence[Sequence[str]], width: int = TERMINAL_WIDTH,
     return "\n".join(text)
 
 
-_LAB = Lab()
+def _lab_of(config: Any) -> Lab:
+    """The session's Lab: one per pytest config, made at configure time.  A
+    module global carried one session's records and effects into the next
+    (pytest.main twice in one process: the second session's tables held the
+    first's effects too)."""
+    lab = getattr(config, "_heaplab_lab", None)
+    if lab is None:
+        lab = config._heaplab_lab = Lab()       # type: ignore[attr-defined]
+    return lab
 
 
 @pytest.fixture(scope="session")
-def lab() -> Lab:
+def lab(request: Any) -> Lab:
     """The session's Lab: record(arm results) and effect(...) for the tables."""
-    return _LAB
+    return _lab_of(request.config)
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -238,6 +306,7 @@ class _Progress:
 
 @pytest.hookimpl(trylast=True)       # after the terminal reporter exists
 def pytest_configure(config: Any) -> None:
+    config._heaplab_lab = Lab()                 # type: ignore[attr-defined]
     n = config.getoption("--repeat", default=None)
     if n is not None:
         if n < 1:
@@ -262,6 +331,7 @@ def pytest_collection_finish(session: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: Any) -> None:
+    _lab_of(item.config).test = item.nodeid
     prog = getattr(item.config, "_heaplab_progress", None)
     if prog is not None:
         total = getattr(item.config, "_heaplab_total", 0)
@@ -269,24 +339,61 @@ def pytest_runtest_setup(item: Any) -> None:
         prog.test = f"[test {idx}/{total}] " if total else ""
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    full = _LAB.render()
-    if not full and not _LAB.effects:
+def _is_xdist_worker(config: Any) -> bool:
+    """Is this session a pytest-xdist worker?  (xdist gives a worker's config
+    `workerinput`; not PYTEST_XDIST_WORKER, which a pytest that a test of a
+    worker starts inherits.)"""
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionfinish(session: Any) -> None:
+    # an xdist worker writes no table (each wrote the same table.txt,
+    # effects.txt and effects.json, the last to end won): its records and
+    # effects go to the controller with the worker's output, merged there
+    # (pytest_testnodedown) into the one set of tables
+    config = session.config
+    if _is_xdist_worker(config) and hasattr(config, "workeroutput"):
+        config.workeroutput["heaplab_lab"] = _lab_of(config).state()
+
+
+@pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    state = getattr(node, "workeroutput", {}).get("heaplab_lab")
+    if state:
+        _lab_of(node.config).merge(state)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
+    if _is_xdist_worker(terminalreporter.config):
         return
-    effects = _LAB.render_effects()
+    lab = _lab_of(terminalreporter.config)
+    full = lab.render()
+    if not full and not lab.effects:
+        return
+    effects = lab.render_effects()
     tr = terminalreporter
     if effects:
         tr.write_sep("=", "heaplab effects (ok = asserted and held; - = reported)")
         tr.write_line(effects)
     folder = results_dir()
+    # an interrupted session (Ctrl-C: exit status 2) has part of the tables:
+    # they go beside the last complete ones (table.interrupted.txt ...),
+    # which they used to replace without a word
+    interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED)
+    tag = ".interrupted" if interrupted else ""
     try:
         os.makedirs(folder, exist_ok=True)
-        harness.write_atomic(os.path.join(folder, "table.txt"), full + "\n")
-        harness.write_atomic(os.path.join(folder, "effects.txt"), effects + "\n")
-        harness.write_atomic(os.path.join(folder, "effects.json"),
-                             json.dumps(_LAB.effects, indent=1))
+        harness.write_atomic(os.path.join(folder, f"table{tag}.txt"), full + "\n")
+        harness.write_atomic(os.path.join(folder, f"effects{tag}.txt"), effects + "\n")
+        harness.write_atomic(os.path.join(folder, f"effects{tag}.json"),
+                             json.dumps(lab.effects, indent=1))
         tr.write_line(f"full per-phase table (MiB; phys = phys_footprint): "
-                      f"{os.path.join(folder, 'table.txt')}")
+                      f"{os.path.join(folder, f'table{tag}.txt')}")
+        if interrupted:
+            tr.write_line("heaplab: the session was interrupted: the tables above are partial, "
+                          f"written as table{tag}.txt, effects{tag}.txt and effects{tag}.json; "
+                          "table.txt, effects.txt and effects.json are the last complete "
+                          "session's")
         tr.write_line(f"records: {folder}")
     except OSError as e:
         tr.write_line(f"heaplab: cannot write the tables under {folder}: {e}")

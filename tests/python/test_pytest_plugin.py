@@ -1,0 +1,275 @@
+"""heaplab's pytest plugin (heaplab.pytest_plugin): the `lab` fixture's
+records and effects, and the tables it writes at the end of a session.  The
+sessions under test run in a child pytest (its own process), against the
+installed package, with HEAPLAB_RESULTS in a temporary folder."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from heaplab.pytest_plugin import Lab
+
+# no assertion here depends on the machine's load (no bounded wait, no sampled
+# footprint): make test runs these beside the notebooks, the fuzzers and the
+# soak (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
+
+MiB = 1 << 20
+
+FAKE = '''
+MiB = 1 << 20
+def fake(exp, arm, phys_after, index=0, phase="fill"):
+    return {"experiment": exp, "arm": arm, "records": [
+        {"experiment": exp, "arm": arm, "phase": phase, "index": index,
+         "phys_before": 0, "phys_after": phys_after * MiB, "phys_peak": phys_after * MiB,
+         "phys_low_after_mark": None, "resident_after": None}]}
+'''
+
+
+def fake(exp, arm, phys_after, index=0, phase="fill"):
+    return {"experiment": exp, "arm": arm, "records": [
+        {"experiment": exp, "arm": arm, "phase": phase, "index": index,
+         "phys_before": 0, "phys_after": phys_after * MiB, "phys_peak": phys_after * MiB,
+         "phys_low_after_mark": None, "resident_after": None}]}
+
+
+def run_session(tmp_path, source, *args, env=None, name="test_inner.py"):
+    """pytest on one test file (`source`, after fake()) in a child process;
+    returns (process, results folder)."""
+    (tmp_path / name).write_text(FAKE + textwrap.dedent(source))
+    results = tmp_path / "results"
+    e = dict(os.environ, HEAPLAB_RESULTS=str(results))
+    e.pop("PYTEST_XDIST_WORKER", None)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
+                        name], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
+    return p, results
+
+
+def table(results):
+    """table.txt's rows as lists of cells."""
+    return table_of(results / "table.txt")
+
+
+def table_of(path):
+    """A table file's rows as lists of cells (cut where the rule line has its '+')."""
+    lines = path.read_text().splitlines()
+    cuts = [i for i, c in enumerate(lines[1]) if c == "+"]
+    starts, ends = [0] + [c + 2 for c in cuts], [c - 1 for c in cuts] + [None]
+    return [[line[a:b].strip() for a, b in zip(starts, ends)] for line in lines[2:]
+            if not line.startswith("heaplab:")]
+
+
+# ---- records and effects ----------------------------------------------------------------
+
+def test_parametrized_tests_keep_their_own_records_and_effects(tmp_path):
+    """lab.record kept one record per (experiment, arm, phase, index) for the
+    whole session: test_param[20]'s and [30]'s records were dropped and their
+    effects shown beside [10]'s numbers."""
+    p, results = run_session(tmp_path, '''
+        import pytest
+        @pytest.mark.parametrize("size", [10, 20, 30])
+        def test_param(lab, size):
+            lab.record(fake("P", "on", size))
+            lab.effect("P", f"size {size}", f"{size} MiB", ">= 0", arm="on", phase="fill", ok=True)
+
+        SHARED = fake("S", "on", 7)
+        def test_shared_a(lab):
+            lab.record(SHARED)
+        def test_shared_b(lab):
+            lab.record(SHARED)       # the same results again: one row
+            lab.effect("S", "shared", "7 MiB", ">= 0", arm="on", phase="fill", ok=True)
+    ''')
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = table(results)
+    got = [(r[0], r[4], r[8]) for r in rows]
+    assert got == [("P", "10.0", "size 10: 10 MiB | >= 0 ok"),
+                   ("P", "20.0", "size 20: 20 MiB | >= 0 ok"),
+                   ("P", "30.0", "size 30: 30 MiB | >= 0 ok"),
+                   ("S", "7.0", "shared: 7 MiB | >= 0 ok")], rows
+
+
+def test_one_test_recording_twice_keeps_one_row():
+    lab = Lab()
+    lab.test = "t"
+    lab.record(fake("E", "a", 1))
+    lab.record(fake("E", "a", 2))        # the same phase again in the same test: kept once
+    lab.effect("E", "x", "1", "1", arm="a", phase="fill", ok=True)
+    rows = lab.table_rows()
+    assert len(rows) == 1 and rows[0][4] == "1.0" and rows[0][8] == "x: 1 | 1 ok", rows
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"ok": "yes"}, "ok must be True, False or None"),
+    ({"ok": 1}, "ok must be True, False or None"),
+    ({"ours": None}, "ours must be a string"),
+    ({"asserted": [1]}, "asserted must be a string"),
+    ({"arm": 3}, "arm must be a string"),
+    ({"experiment": None}, "experiment must be a string"),
+])
+def test_effect_with_a_bad_argument_is_refused_at_the_call(kw, needle):
+    lab = Lab()
+    args = dict(experiment="E", what="w", ours="1", asserted="1")
+    args.update(kw)
+    with pytest.raises(TypeError, match=needle):
+        lab.effect(**args)
+    assert lab.effects == []
+    lab.effect("E", "w", 3, 2.5, ok=True)           # Python numbers are taken
+    assert json.loads(json.dumps(lab.effects))[0]["ours"] == 3
+
+
+def test_numpy_values_are_refused_at_the_call():
+    np = pytest.importorskip("numpy")
+    lab = Lab()
+    with pytest.raises(TypeError, match="ours must be a string.*numpy.int64"):
+        lab.effect("E", "w", np.int64(3), ">= 1")
+    with pytest.raises(TypeError, match="ok must be True, False or None.*numpy.bool"):
+        lab.effect("E", "w", "3", ">= 1", ok=np.bool_(True))
+
+
+def test_a_bad_effect_fails_its_test_and_the_tables_are_written(tmp_path):
+    """ok="yes" and a numpy number were taken, then crashed pytest at the end
+    of the session (KeyError in the table, TypeError in effects.json): the
+    tables were lost.  Now the test that passes them fails, with the reason,
+    and the session writes the other effects."""
+    p, results = run_session(tmp_path, '''
+        import numpy as np
+        def test_a(lab):
+            lab.effect("E", "good", "1", "1", ok=True)
+        def test_b(lab):
+            lab.effect("E", "ok is a string", "1", "1", ok="yes")
+        def test_c(lab):
+            lab.effect("E", "numpy ours", np.int64(3), ">= 1", ok=True)
+    ''')
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "INTERNALERROR" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "2 failed, 1 passed" in p.stdout, p.stdout
+    assert "ok must be True, False or None" in p.stdout and "ours must be a string" in p.stdout
+    effects = json.loads((results / "effects.json").read_text())
+    assert [e["what"] for e in effects] == ["good"], effects
+
+
+TWICE = """
+import os, sys, pytest
+for k in (1, 2):
+    code = pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1]])
+    with open(os.path.join(os.environ["HEAPLAB_RESULTS"], "effects.json")) as f:
+        print("session", k, "effects", [e["what"] for e in __import__("json").load(f)])
+"""
+
+
+def test_two_sessions_in_one_process_have_their_own_tables(tmp_path):
+    """The Lab was a module global: pytest.main twice in one process wrote
+    the first session's effects into the second session's tables."""
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "test_one.py").write_text(
+        "def test_one(lab):\n    lab.effect('E', 'once', '1', '1', ok=True)\n")
+    (tmp_path / "twice.py").write_text(TWICE)
+    env = dict(os.environ, HEAPLAB_RESULTS=str(tmp_path / "results"))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    p = subprocess.run([sys.executable, str(tmp_path / "twice.py"), str(tmp_path / "inner")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "session 1 effects ['once']" in p.stdout, p.stdout
+    assert "session 2 effects ['once']" in p.stdout, p.stdout
+
+
+FAKE_WORKER_CONFTEST = '''
+import json, os, pytest
+
+# what pytest-xdist gives a worker's config (xdist itself is not a dependency)
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.workerinput = {"workerid": os.environ["FAKE_WORKER"]}
+    config.workeroutput = {}
+
+def pytest_unconfigure(config):
+    with open(os.environ["FAKE_OUT"], "w") as f:
+        json.dump(config.workeroutput, f)
+'''
+
+
+class _Reporter:
+    def __init__(self, config):
+        self.config = config
+        self.lines = []
+
+    def write_sep(self, sep, text):
+        self.lines.append(text)
+
+    def write_line(self, text):
+        self.lines.append(text)
+
+
+def test_xdist_workers_send_their_lab_to_the_controller(tmp_path, monkeypatch):
+    """Under pytest-xdist every worker wrote table.txt, effects.txt and
+    effects.json to the same folder: the last to end won, the tables held one
+    worker's share.  A worker now writes nothing and hands its records and
+    effects to the controller (workeroutput), which merges them
+    (pytest_testnodedown) and writes the one set of tables.  Without xdist
+    installed, the workers are simulated: pytest sessions whose config has
+    workerinput/workeroutput, as xdist makes them; the controller's hooks are
+    called as xdist calls them."""
+    import types
+    from heaplab import pytest_plugin
+    (tmp_path / "conftest.py").write_text(FAKE_WORKER_CONFTEST)
+    source = """
+        import pytest
+        @pytest.mark.parametrize("size", [10, 20, 30])
+        def test_param(lab, size):
+            lab.record(fake("P", "on", size))
+            lab.effect("P", f"size {size}", f"{size} MiB", ">= 0", arm="on", phase="fill", ok=True)
+    """
+    outs = []
+    for worker, select in (("gw0", "10"), ("gw1", "20 or 30")):
+        out = tmp_path / f"{worker}.json"
+        p, results = run_session(tmp_path, source, "-k", select,
+                                 env={"FAKE_WORKER": worker, "FAKE_OUT": str(out)})
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert not (results / "table.txt").exists() and not (results / "effects.json").exists()
+        assert "heaplab effects" not in p.stdout, p.stdout
+        outs.append(json.loads(out.read_text()))
+    controller = types.SimpleNamespace()
+    for o in outs:
+        pytest_plugin.pytest_testnodedown(types.SimpleNamespace(config=controller,
+                                                                workeroutput=o), None)
+    pytest_plugin.pytest_testnodedown(types.SimpleNamespace(config=controller), "crashed")
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "merged"))
+    pytest_plugin.pytest_terminal_summary(_Reporter(controller), 0)
+    got = [(r[0], r[4], r[8]) for r in table(tmp_path / "merged")]
+    assert got == [("P", f"{n}.0", f"size {n}: {n} MiB | >= 0 ok") for n in (10, 20, 30)], got
+    effects = json.loads((tmp_path / "merged" / "effects.json").read_text())
+    assert [e["what"] for e in effects] == ["size 10", "size 20", "size 30"]
+
+
+def test_an_interrupted_session_leaves_the_complete_tables(tmp_path):
+    """An interrupted session (Ctrl-C, exit status 2) wrote its partial
+    tables over the last complete ones without a word.  They now go to
+    table.interrupted.txt, effects.interrupted.txt and .json, and a line says
+    so."""
+    source = """
+        import os
+        def test_a(lab):
+            lab.record(fake("E", "a", 1))
+            lab.effect("E", "a", "1", "1", arm="a", phase="fill", ok=True)
+            if os.environ.get("INTERRUPT"):
+                raise KeyboardInterrupt
+        def test_b(lab):
+            lab.record(fake("E", "b", 2))
+            lab.effect("E", "b", "2", "2", arm="b", phase="fill", ok=True)
+    """
+    p, results = run_session(tmp_path, source)
+    assert p.returncode == 0, p.stdout + p.stderr
+    complete = {n: (results / n).read_text() for n in ("table.txt", "effects.txt",
+                                                        "effects.json")}
+    p, results = run_session(tmp_path, source, env={"INTERRUPT": "1"})
+    assert p.returncode == 2, p.stdout + p.stderr
+    for n, text in complete.items():
+        assert (results / n).read_text() == text, n
+    partial = json.loads((results / "effects.interrupted.json").read_text())
+    assert [e["what"] for e in partial] == ["a"]
+    assert [r[1] for r in table_of(results / "table.interrupted.txt")] == ["a"]
+    assert "the session was interrupted" in p.stdout, p.stdout
