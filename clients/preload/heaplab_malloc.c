@@ -655,6 +655,9 @@ EXPORT void NAME(free_aligned_sized)(void *ptr, size_t align, size_t size) {
 /* Runs a trim on the heap (beyond the warm cache) and glibc's on the
  * foreign blocks; 1 when some memory went back. */
 EXPORT int NAME(malloc_trim)(size_t pad) {
+  /* no cancellation point in here, as in glibc's (hl__wait says why) */
+  int cs;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
   int (*glibc_trim)(size_t) = GLIBC(malloc_trim);
   int released = glibc_trim ? glibc_trim(pad) : 0;
   hl_heap *h = HEAP;
@@ -666,6 +669,7 @@ EXPORT int NAME(malloc_trim)(size_t pad) {
     hl_stats_get(h, &after);
     if (after.released_pages > before.released_pages) released = 1;
   }
+  pthread_setcancelstate(cs, NULL);
   return released;
 }
 
@@ -681,7 +685,11 @@ EXPORT int NAME(malloc_trim)(size_t pad) {
 static bool small_heap_bytes(uint64_t *resident, uint64_t *used) {
   hl_heap *h = HEAP;
   hl_stats st;
-  if (!h || hl_stats_get(h, &st)) return false;
+  int cs; /* (no cancellation point in mallinfo: hl__wait says why) */
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+  int rc = h ? hl_stats_get(h, &st) : HL_EINVAL;
+  pthread_setcancelstate(cs, NULL);
+  if (rc) return false;
   uint64_t pages = st.owned_pages + st.retired_pool_pages + st.partial_pool_pages +
                    st.free_pool_pages;
   uint64_t bytes = pages * h->page_size;
