@@ -562,6 +562,20 @@ int main(int argc, char **argv) {
     printf("first malloc: %s, errno %d\n", p ? "ok" : "NULL", e);
     return p && e == 0 ? 0 : 1;
   }
+  if (argc > 2 && strcmp(argv[1], "--big-block") == 0) {
+    /* under a tight ulimit -v / -d (the suite's sh sets it): a small block
+     * sets the heap up, then one of argv[2] MiB -- glibc's, a large block --
+     * must fit in what the reservation left (it took 256 MiB of 293) */
+    size_t mib = strtoul(argv[2], NULL, 10);
+    char *small = m_malloc(100);
+    char *big = m_malloc(mib << 20);
+    if (big) memset(big, 7, mib << 20);
+    printf("a %zu MiB block after a small one: %s\n", mib, big ? "ok" : "NULL");
+    int ok = small && big && big[(mib << 20) - 1] == 7;
+    m_free(big);
+    m_free(small);
+    return ok ? 0 : 1;
+  }
   int want_heaplab = argc > 1 && strcmp(argv[1], "--heaplab") == 0;
   Dl_info info;
   void *sym = dlsym(RTLD_DEFAULT, "malloc");
