@@ -40,7 +40,7 @@ Asserted effect:
 import random
 
 import heaplab
-from heaplab.harness import Experiment, collect_until_settled, env_number
+from heaplab.harness import Experiment, arm_option, collect_until_settled, env_number
 
 STRUCT = int(env_number("HEAPLAB_E7_STRUCT_MIB", 64) * 2**20)
 SIZE = 256
@@ -199,7 +199,10 @@ def arm_effects(data):
         low = r["phys_low_after_mark"] if r.get("phys_low_after_mark") is not None \
             else r["phys_after"]
         return (r["phys_before"] - low) / (cost - warm)
-    kept_word = data["arm"] in ("stale", "interior")
+    # an interior word keeps the structure only while conservative_interior
+    # is on -- as the arm's heap had it (a sweep's --set/--env included)
+    kept_word = data["arm"] == "stale" or (
+        data["arm"] in ("interior", "interior_off") and bool(arm_option(data, "conservative_interior")))
     d, s = returned(recs["drop"]), returned(recs["scrub"])
     return [
         {"effect": "drop_returned_fraction", "value": d, "unit": "fraction",

@@ -50,7 +50,7 @@ __all__ = [
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
-    "write_atomic", "ArmTimeout", "ArmInterrupted",
+    "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -1514,6 +1514,40 @@ def collect_until_settled(heap: Any, limit: int = 32, major: Optional[bool] = No
     if trim:
         heap.trim()
     return cycles
+
+
+def arm_option(data: Mapping[str, Any], name: str) -> Any:
+    """The value of heaplab option `name` an arm's heap ran with, from its
+    arm JSON: the arm's own options (they win), else the environment a
+    sweep gave the arm (HEAPLAB_<NAME>, from a --set grid or --env: the
+    library's default for it), else the library's default.  What an
+    experiment's arm_effects judges by -- data["options"] alone holds no
+    grid value.  An environment value is read as the library reads it:
+    1/true/on/yes and 0/false/off/no for a bool, a number for an int."""
+    opts = data.get("options") or {}
+    if name in opts:
+        return opts[name]
+    import heaplab
+    table = heaplab.options()
+    if name not in table:
+        raise KeyError(f"{name}: not an option of heaplab")
+    default = table[name]["default"]
+    env = ((data.get("sweep") or {}).get("env") or {})
+    raw = env.get("HEAPLAB_" + name.upper())
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    if isinstance(default, bool):
+        low = text.lower()
+        if low in ("1", "true", "on", "yes"):
+            return True
+        if low in ("0", "false", "off", "no"):
+            return False
+        raise ValueError(f"HEAPLAB_{name.upper()}={raw!r}: not a bool")
+    if isinstance(default, int):
+        mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:].lower(), 1)
+        return int(text[:-1] if mult > 1 else text) * mult
+    return text
 
 
 def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
