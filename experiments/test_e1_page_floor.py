@@ -131,7 +131,7 @@ def test_e1_page_floor(lab):
                phase="drop", seed="66-68%", ok=frac_on >= 0.97)
     lab.effect("E1", "returned", pct(frac_off), "<= 5%", arm="off", phase="drop",
                seed="~0%", ok=frac_off <= 0.05)
-    lab.effect("E1", "textures cost", f"{tex_off / MiB:.1f} MiB on top", ">= 95% of 192 MiB",
+    lab.effect("E1", "textures cost", f"{tex_off / MiB:.1f} MiB on top", f">= 95% of {TEXTURES / MiB:g} MiB",
                arm="off", phase="textures", seed="196,992 KB", ok=tex_off >= 0.95 * TEXTURES)
     drop_in_peak = peak_off - peak_on
     lab.effect("E1", "peak lowered by", f"{drop_in_peak / MiB:.1f} MiB",

@@ -227,7 +227,7 @@ def test_e7_stale_roots(lab):
     lab.effect("E7", "returned at drop", pct(p_drop), ">= 97% (warm cache aside)", arm="precise",
                phase="drop", seed="released once no word held it", ok=p_drop >= 0.97)
     lab.effect("E7", "returned at drop", f"{pct(s_drop)}, {stale_kept / MiB:.1f} MiB kept",
-               "<= 5%, >= 64 MiB kept", arm="stale", phase="drop", seed="192 MB stayed resident",
+               f"<= 5%, >= {STRUCT / MiB:g} MiB kept", arm="stale", phase="drop", seed="192 MB stayed resident",
                ok=s_drop <= 0.05 and stale_kept >= STRUCT)
     lab.effect("E7", "returned at scrub", pct(s_scrub), ">= 97%", arm="stale", phase="scrub",
                seed="came back once overwritten", ok=s_scrub >= 0.97)
@@ -246,11 +246,11 @@ def test_e7_stale_roots(lab):
                phase="random", ok=rnd_ok)
     exact_ok = (exact["kept_objects"] == HEAP_WORDS
                 and exact["pinned_bytes"] == exact["pages_hit"] * page)
-    lab.effect("E7", "64 object words kept",
+    lab.effect("E7", f"{HEAP_WORDS} object words kept",
                f"{exact['kept_bytes'] / 1024:.1f} KiB live pin {exact['pinned_bytes'] / MiB:.1f} MiB",
-               "64 objects, their pages", arm="noise", phase="exact", ok=exact_ok)
+               f"{HEAP_WORDS} objects, their pages", arm="noise", phase="exact", ok=exact_ok)
     rng_ok = rng["kept_objects"] >= 1 and rng["pinned_bytes"] <= 2 * HEAP_WORDS * page
-    lab.effect("E7", "64 heap-range words kept",
+    lab.effect("E7", f"{HEAP_WORDS} heap-range words kept",
                f"{rng['kept_objects']} obj, {rng['kept_bytes'] / 1024:.1f} KiB, "
                f"{rng['pinned_bytes'] / MiB:.1f} MiB pinned", "<= 2 pages a word", arm="noise",
                phase="range", ok=rng_ok)
