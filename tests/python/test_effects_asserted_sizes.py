@@ -1,5 +1,5 @@
 """The effects table's "asserted" column states the sizes the experiment
-asserted against -- the HEAPLAB_E*_ sizes it ran with -- not the defaults
+asserted against -- the sizes it ran with (HEAPLAB_E1_TEXTURES_MIB, HEAPLAB_E7_STRUCT_MIB) -- not the defaults
 (session 20's hunt: E1 said ">= 95% of 192 MiB" and E7 ">= 64 MiB kept"
 while checking 32 and 8 MiB).  Runs E1 and E7 at small sizes (seconds)."""
 import json
