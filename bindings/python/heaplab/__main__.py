@@ -215,11 +215,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             print(f"heaplab compare: {run}: not a sweep run folder (no meta.json)",
                   file=sys.stderr)
             return 2
+    import warnings
     try:
-        t = analysis.compare_runs(args.run_a, args.run_b, tolerance=args.tolerance)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t = analysis.compare_runs(args.run_a, args.run_b, tolerance=args.tolerance)
     except ValueError as e:
         print(f"heaplab compare: {e}", file=sys.stderr)
         return 2
+    for w in caught:
+        print(f"heaplab compare: warning: {w.message}", file=sys.stderr)
     if args.effect:
         t = t[t["effect"].isin(args.effect)]
         if t.empty:
