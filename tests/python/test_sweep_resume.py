@@ -136,3 +136,38 @@ def test_complete_records_checks_a_records_cell_values_and_env(tmp_path):
     assert set(done) == {"X-c000-a-r0"}, set(done)
     text = " ".join(str(x.message) for x in w)
     assert "cell values {'T_X': '3'}" in text and "T_SIZE" in text, text
+
+
+SLOW_ARM = """
+import os, sys, time
+open(os.path.join(sys.argv[2], sys.argv[1] + ".pid"), "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(tmp_path):
+    import signal
+    from procs import reap, wait_for_file
+    script = tmp_path / "slow_arm.py"
+    script.write_text(SLOW_ARM)
+
+    def sigint_default():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)      # as in a terminal
+    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
+                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
+                          "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_default)
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert p.returncode == 130, (p.returncode, out, err[-3000:])
+        assert f"interrupted: heaplab run --resume {run}" in err, err[-3000:]
+        with open(os.path.join(run, "meta.json")) as f:
+            last = json.load(f)["runs"][-1]
+        assert last.get("interrupted") and last["tasks_run"] == 0, last
+    finally:
+        reap(p, pid)

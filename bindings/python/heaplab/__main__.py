@@ -193,6 +193,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (sweep.SweepError, FileNotFoundError) as e:
         print(f"heaplab run: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        where = getattr(e, "run_dir", None)
+        print(f"interrupted: heaplab run --resume {where}" if where else "interrupted",
+              file=sys.stderr, flush=True)
+        return 130
     print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} already complete: "
           f"{run_dir}")
     return 1 if counts["failed"] else 0

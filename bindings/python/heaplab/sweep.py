@@ -819,6 +819,15 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
                     except Exception:
                         running = {}
                     display.update_running(running)
+        except KeyboardInterrupt as e:
+            # what ran is on disk; meta.json says the run stopped here, and
+            # the caller says how to go on (heaplab run: --resume RUN)
+            run_meta.update({"interrupted": datetime.datetime.now().astimezone()
+                             .isoformat(timespec="seconds"), "counts": dict(counts),
+                             "tasks_run": counts["ok"] + counts["failed"]})
+            _write_json(os.path.join(run_dir, RUN_META), meta)
+            e.run_dir = run_dir         # type: ignore[attr-defined]
+            raise
         finally:
             display.stop()
         after = client.run(host_info)
