@@ -35,6 +35,11 @@ class BenchError(RuntimeError):
     pass
 
 
+class UsageError(BenchError):
+    """What the command line asked cannot be run (exit 2): a command that
+    does not start, an empty one, --exe without '=', --rounds < 1."""
+
+
 # ---- finding and running the executables -------------------------------------------
 
 def find_exes(build_dir=None, exes=None):
@@ -70,9 +75,25 @@ def record_of(cmd, p):
     except ValueError:
         raise BenchError(f"{' '.join(cmd)}: exit {p.returncode}, no JSON record;"
                          f" stderr: {p.stderr[-2000:]}") from None
+    if not isinstance(rec, dict):
+        raise BenchError(f"{' '.join(cmd)}: exit {p.returncode}, printed {type(rec).__name__} "
+                         f"JSON ({p.stdout.strip()[:100]!r}), not a benchmark record (an object)")
     if rec.get("error") or p.returncode:
         raise BenchError(f"{' '.join(cmd)}: {rec.get('error')} (exit {p.returncode})")
     return rec
+
+
+def _run(cmd, timeout):
+    """subprocess.run of one benchmark command; a command that cannot start
+    (no such executable) or runs past the timeout is a BenchError naming it
+    (subprocess.run kills the child on any exception, Ctrl-C included)."""
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=ENV, timeout=timeout)
+    except OSError as e:
+        raise UsageError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{' '.join(cmd)}: no result within {timeout} s (killed)") from None
 
 
 def run_one(exe, workload, args=(), options=(), timeout=600):
@@ -80,8 +101,7 @@ def run_one(exe, workload, args=(), options=(), timeout=600):
     cmd = [exe, workload, *map(str, args)]
     for o in options:
         cmd += ["-o", o]
-    return record_of(cmd, subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         text=True, env=ENV, timeout=timeout))
+    return record_of(cmd, _run(cmd, timeout))
 
 
 def run_pair(cmd_a, cmd_b, rounds=4, timeout=600):
@@ -96,10 +116,27 @@ def run_pair(cmd_a, cmd_b, rounds=4, timeout=600):
     cpus = sorted(os.sched_getaffinity(0))[:2]
     for i in range(rounds):
         order = cpus if i % 2 == 0 else cpus[::-1]
-        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=ENV, preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c}))
-                 for cmd, cpu in zip((cmd_a, cmd_b), order)]
-        outs = [p.communicate(timeout=timeout) for p in procs]   # both finish first
+        procs = []
+        try:
+            for cmd, cpu in zip((cmd_a, cmd_b), order):
+                try:
+                    procs.append(subprocess.Popen(
+                        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                        preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c})))
+                except OSError as e:
+                    raise UsageError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
+            try:
+                outs = [p.communicate(timeout=timeout) for p in procs]   # both finish first
+            except subprocess.TimeoutExpired:
+                raise BenchError(f"pair: no result within {timeout} s (both killed)") from None
+        finally:
+            # B that cannot start, a timeout, Ctrl-C: no benchmark is left running
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+                for f in (p.stdout, p.stderr):
+                    f.close()
         yield tuple(record_of(cmd, subprocess.CompletedProcess(cmd, p.returncode, *out))
                     for cmd, p, out in zip((cmd_a, cmd_b), procs, outs))
 
@@ -112,9 +149,7 @@ def run_rounds(cmds, rounds=3, timeout=600, progress=None):
     runs = [[] for _ in cmds]
     for r in range(rounds):
         for i, cmd in enumerate(cmds):
-            runs[i].append(record_of(cmd, subprocess.run(cmd, stdout=subprocess.PIPE,
-                                                         stderr=subprocess.PIPE, text=True,
-                                                         env=ENV, timeout=timeout)))
+            runs[i].append(record_of(cmd, _run(cmd, timeout)))
         if progress:
             progress(r, [recs[-1] for recs in runs])
     return runs
@@ -800,13 +835,34 @@ def main(argv=None):
                     help="run: only this workload (repeatable: binary-trees, fill, churn, "
                          "release, pause)")
     args = ap.parse_args(argv)
+    for e in args.exe:
+        name, eq, path = e.partition("=")
+        if not eq or not name or not path:
+            ap.error(f"--exe {e!r}: expected ALLOCATOR=PATH (e.g. heaplab=build/experiments/"
+                     f"bench/bench-heaplab)")
+        if name not in ALLOCATORS:
+            ap.error(f"--exe {e!r}: no allocator {name!r} (allocators: {', '.join(ALLOCATORS)})")
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            ap.error(f"--exe {e!r}: {path} is not an executable file")
+    if args.rounds is not None and args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: at least 1")
+    cmds = []
+    for c in args.commands:
+        try:
+            cmd = shlex.split(c)
+        except ValueError as e:
+            ap.error(f"command {c!r}: {e}")
+        if not cmd:
+            ap.error(f"an empty command ({c!r}): each command is one quoted argument, e.g. "
+                     f"\"build/experiments/bench/bench-heaplab fill\"")
+        cmds.append(cmd)
     exes = dict(e.split("=", 1) for e in args.exe) if args.exe else None
     exes = find_exes(args.build, exes)
     try:
         if args.mode == "pair":
             if len(args.commands) != 2:
                 ap.error("pair needs two commands (each one quoted argument)")
-            a, b = (shlex.split(c) for c in args.commands)
+            a, b = cmds
             for ra, rb in run_pair(a, b, args.rounds or 4):
                 print(f"A {ra['time_ns'] / 1e9:.3f} s  B {rb['time_ns'] / 1e9:.3f} s  "
                       f"B/A {rb['time_ns'] / ra['time_ns']:.3f}", flush=True)
@@ -815,9 +871,6 @@ def main(argv=None):
             if len(args.commands) < 2:
                 ap.error("compare needs two or more benchmark commands (each one quoted "
                          "argument), the last one the reference")
-            if args.rounds is not None and args.rounds < 1:
-                ap.error("--rounds: at least 1")
-            cmds = [shlex.split(c) for c in args.commands]
             for i, c in enumerate(args.commands):
                 print(f"#{i + 1}: {c}")
             load0 = os.getloadavg()
@@ -836,9 +889,6 @@ def main(argv=None):
             if not args.commands:
                 ap.error("phases needs one or more binary-trees commands (each one quoted "
                          "argument)")
-            if args.rounds is not None and args.rounds < 1:
-                ap.error("--rounds: at least 1")
-            cmds = [shlex.split(c) for c in args.commands]
             load0 = os.getloadavg()
             runs = run_phases(cmds, args.rounds or 3)
             load1 = os.getloadavg()
@@ -889,9 +939,17 @@ def main(argv=None):
             print("\n".join(problems), file=sys.stderr)
             return 1
         return 0
+    except UsageError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 2
     except BenchError as e:
         print(f"bench: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # the benchmark children are killed on the way out (run_pair's
+        # finally, subprocess.run): one line, no traceback
+        print("bench: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

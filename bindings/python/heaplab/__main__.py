@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
@@ -113,26 +114,74 @@ def _cmd_run(args: argparse.Namespace) -> int:
             env[name] = value
         if args.resume == "latest":
             args.resume = os.path.realpath(os.path.join(args.results, "latest"))
+        timeout = 600.0 if args.timeout is None else args.timeout
         if args.resume:
+            # the run's meta.json defines the sweep: what the command line
+            # gives beside --resume must be the run's own (a --set, an
+            # experiment, an --env of another sweep filed its records in
+            # this run's cells, or ran them at another size)
             meta = sweep.load_meta(args.resume)
 
             def value(*keys: str) -> Any:
                 return sweep.meta_value(meta, args.resume, *keys)
-            if args.experiment is None and not args.command:
-                if meta.get("kind") == "command":
-                    args.command = " ".join(value("spec", "argv"))
-                else:
-                    args.experiment = value("experiment")
-                arms = arms or value("arms")
-                grid = grid or value("grid")
-                args.repeat = value("repeat") if args.repeat is None else args.repeat
+            experiment = value("experiment")
+            command = None
+            if meta.get("kind") == "command":
+                command = shlex.join(value("spec", "argv"))
+            run_arms, run_grid, run_repeat = value("arms"), value("grid"), value("repeat")
+            given: List[str] = []
+            if args.experiment is not None and args.experiment.lower() != str(experiment).lower():
+                given.append(f"the experiment {args.experiment!r} (the run's: {experiment!r})")
+            if args.command is not None and (command is None or shlex.split(args.command)
+                                             != shlex.split(command)):
+                given.append(f"--command {args.command!r} (the run's: {command!r})")
+            if args.set and list(grid.items()) != list(run_grid.items()):
+                given.append(f"--set {grid} (the run's grid: {run_grid})")
+            if arms is not None and list(arms) != list(run_arms):
+                given.append(f"--arms {','.join(arms)} (the run's: {','.join(run_arms)})")
+            if args.repeat is not None and args.repeat != run_repeat:
+                given.append(f"--repeat {args.repeat} (the run's: {run_repeat})")
+            old = [k for k in ("env", "arm_env", "timeout") if k not in meta]
+            for k, ok in (("env", isinstance(meta.get("env", {}), dict)),
+                          ("arm_env", isinstance(meta.get("arm_env", {}), dict) and all(
+                              isinstance(e, dict) for e in meta.get("arm_env", {}).values())),
+                          ("timeout", isinstance(meta.get("timeout", 600), (int, float)))):
+                if not ok:
+                    raise sweep.SweepError(f"{os.path.join(args.resume, sweep.RUN_META)}: "
+                                           f"['{k}'] is not what heaplab run writes; cannot "
+                                           f"resume it")
+            if "env" in meta:
+                if args.env and env != meta["env"]:
+                    given.append(f"--env {env} (the run's: {meta['env']})")
+                env = dict(meta["env"])
+            if "arm_env" in meta:
+                if args.arm_env and arm_env != meta["arm_env"]:
+                    given.append(f"--arm-env {arm_env} (the run's: {meta['arm_env']})")
+                arm_env = {a: dict(e) for a, e in meta["arm_env"].items()}
+            if "timeout" in meta:
+                if args.timeout is not None and args.timeout != meta["timeout"]:
+                    given.append(f"--timeout {args.timeout:g} (the run's: {meta['timeout']:g})")
+                timeout = meta["timeout"]
+            if given:
+                raise sweep.SweepError(
+                    f"--resume {args.resume}: the run is defined by its meta.json; "
+                    f"{'; '.join(given)} differ(s) from it: leave {'it' if len(given) == 1 else 'them'} "
+                    f"out to resume the run, or start a new run without --resume")
+            if old:
+                print(f"heaplab run: warning: {os.path.join(args.resume, sweep.RUN_META)} has no "
+                      f"{', '.join(old)} (a run of an older heaplab): the resumed tasks get the "
+                      f"--env, --arm-env and --timeout given now "
+                      f"({'none' if not (args.env or args.arm_env) else 'given'}); records of "
+                      f"another environment than their task's are run again", file=sys.stderr)
+            args.experiment, args.command = experiment, command
+            arms, grid, args.repeat = list(run_arms), dict(run_grid), run_repeat
             run_id = value("run_id")
         else:
             run_id = None
         repeat = 1 if args.repeat is None else args.repeat
         sw = sweep.build_sweep(args.experiment, arms=arms, grid=grid, repeat=repeat,
                                command=args.command, arm_env=arm_env, env=env,
-                               timeout=args.timeout, run_id=run_id)
+                               timeout=timeout, run_id=run_id)
         progress = None if args.progress == "auto" else args.progress == "live"
         print(f"heaplab run: {sw.experiment}, {len(sw.cells)} cell(s) x {len(sw.arms)} arm(s) x "
               f"{sw.repeat} repeat(s) = {len(sw.tasks)} tasks on "
@@ -144,6 +193,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (sweep.SweepError, FileNotFoundError) as e:
         print(f"heaplab run: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        where = getattr(e, "run_dir", None)
+        print(f"interrupted: heaplab run --resume {where}" if where else "interrupted",
+              file=sys.stderr, flush=True)
+        return 130
     print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} already complete: "
           f"{run_dir}")
     return 1 if counts["failed"] else 0
@@ -166,11 +220,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             print(f"heaplab compare: {run}: not a sweep run folder (no meta.json)",
                   file=sys.stderr)
             return 2
+    import warnings
     try:
-        t = analysis.compare_runs(args.run_a, args.run_b, tolerance=args.tolerance)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t = analysis.compare_runs(args.run_a, args.run_b, tolerance=args.tolerance)
     except ValueError as e:
         print(f"heaplab compare: {e}", file=sys.stderr)
         return 2
+    for w in caught:
+        print(f"heaplab compare: warning: {w.message}", file=sys.stderr)
     if args.effect:
         t = t[t["effect"].isin(args.effect)]
         if t.empty:
@@ -282,9 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="where run folders go (results)")
     p.add_argument("--resume", metavar="RUN", nargs="?", const="latest",
                    help="a run folder (default: RESULTS/latest): run only its tasks whose "
-                        "records are missing or failed")
-    p.add_argument("--timeout", type=float, default=600,
-                   help="seconds one arm may run before it is killed and recorded failed (600)")
+                        "records are missing or failed, as its meta.json defines them "
+                        "(experiment, --arms, --set, --repeat, --env, --arm-env, --timeout "
+                        "given beside it must be the run's own)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds one arm may run before it is killed and recorded failed "
+                        "(600; --resume: the run's)")
     p.add_argument("--command", help="a command line that is one arm ({arm} = the arm's name); "
                                      "it prints the arm JSON (docs/harness.md)")
     p.add_argument("--arm-env", action="append", default=[], metavar="ARM:NAME=VALUE",

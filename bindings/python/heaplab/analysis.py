@@ -1178,10 +1178,66 @@ def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFram
     (relative; a floor, so that two runs of near-identical repeats do not
     call a 0.1% difference real; near zero the floor is `tolerance` itself
     for fractions and 1 MiB for MiB figures).  Cells are matched on their option values,
-    not their ids, so runs with different grids compare where they meet."""
+    not their ids, so runs with different grids compare where they meet.
+
+    An option swept in one run only has, in the other, the value that run
+    gave every task: its --env HEAPLAB_<NAME> (meta.json's env), else
+    heaplab's default -- so a cell meets the other run only where the
+    swept value is that one (it was matched with every cell of the other
+    run).  A variable in capitals swept in one run only must be in the
+    other's --env, else ValueError (its value there is not recorded).
+    Option values are compared as heaplab reads them (16k == 16384, false
+    == 0).  ValueError when no cell meets.  A UserWarning says when the two
+    runs' --env differ (the effects may differ for that reason)."""
+    import warnings
+    from .harness import arm_option
+    import heaplab
+    known = heaplab.options()
     a, b = effect_summary(run_a), effect_summary(run_b)
-    names = [c for c in a.columns if c in b.columns and c not in
-             ("experiment", "cell", "arm", "effect", "unit", "median", "min", "max", "spread", "n")]
+    not_names = ("experiment", "cell", "arm", "effect", "unit", "median", "min", "max",
+                 "spread", "n")
+    names_a = [c for c in a.columns if c not in not_names]
+    names_b = [c for c in b.columns if c not in not_names]
+    metas = {"A": run_meta(run_a), "B": run_meta(run_b)}
+    envs = {k: m.get("env") for k, m in metas.items()}
+
+    def canon(name: str, v: Any) -> Any:
+        # a heaplab option as the library reads it; anything else as given
+        if name in known and v is not None and not (isinstance(v, float) and v != v):
+            try:
+                return arm_option({"sweep": {"env": {"HEAPLAB_" + name.upper(): str(v)}}}, name)
+            except (ValueError, KeyError):
+                return v
+        return _grid_value(v) if isinstance(v, str) else v
+
+    def value_in(which: str, name: str) -> Any:
+        env = envs[which] or {}
+        var = name if name.isupper() else "HEAPLAB_" + name.upper()
+        if var in env:
+            return canon(name, env[var])
+        if name in known:
+            return arm_option({}, name)
+        raise ValueError(f"{name} is swept in run {'B' if which == 'A' else 'A'} only, and run "
+                         f"{which} recorded no value of it (not in its --env): its cells cannot "
+                         f"be matched")
+
+    for frame, own, which in ((a, names_a, "A"), (b, names_b, "B")):
+        for n in own:
+            frame[n] = [canon(n, v) for v in frame[n]]
+    for n in names_a:
+        if n not in names_b:
+            b[n] = value_in("B", n)
+    for n in names_b:
+        if n not in names_a:
+            a[n] = value_in("A", n)
+    names = names_a + [n for n in names_b if n not in names_a]
+    if envs["A"] is not None and envs["B"] is not None and envs["A"] != envs["B"]:
+        differ = sorted(set(envs["A"]) ^ set(envs["B"]) |
+                        {k for k in envs["A"] if k in envs["B"] and envs["A"][k] != envs["B"][k]})
+        warnings.warn(f"the two runs ran with different --env ({', '.join(differ)}: A "
+                      f"{ {k: envs['A'].get(k) for k in differ} }, B "
+                      f"{ {k: envs['B'].get(k) for k in differ} }): a difference may be the "
+                      f"environment's", UserWarning, stacklevel=2)
     keys = ["experiment", "arm", "effect", "unit"] + names
     m = a.merge(b, on=keys, suffixes=("_a", "_b"))
     if m.empty:

@@ -50,7 +50,7 @@ __all__ = [
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
-    "write_atomic", "ArmTimeout", "ArmInterrupted",
+    "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -1453,12 +1453,16 @@ class Experiment:
                     if n > 1:
                         data["repeat"] = k
                     if save:
+                        if k == 0:
+                            _remove_earlier_runs(data)
                         save_arm(data)
                     raise
                 data["seed"] = self.seed
                 if n > 1:
                     data["repeat"] = k
                 if save:
+                    if k == 0:
+                        _remove_earlier_runs(data)
                     save_arm(data)
                 if data.get("error"):
                     raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n"
@@ -1516,6 +1520,40 @@ def collect_until_settled(heap: Any, limit: int = 32, major: Optional[bool] = No
     return cycles
 
 
+def arm_option(data: Mapping[str, Any], name: str) -> Any:
+    """The value of heaplab option `name` an arm's heap ran with, from its
+    arm JSON: the arm's own options (they win), else the environment a
+    sweep gave the arm (HEAPLAB_<NAME>, from a --set grid or --env: the
+    library's default for it), else the library's default.  What an
+    experiment's arm_effects judges by -- data["options"] alone holds no
+    grid value.  An environment value is read as the library reads it:
+    1/true/on/yes and 0/false/off/no for a bool, a number for an int."""
+    opts = data.get("options") or {}
+    if name in opts:
+        return opts[name]
+    import heaplab
+    table = heaplab.options()
+    if name not in table:
+        raise KeyError(f"{name}: not an option of heaplab")
+    default = table[name]["default"]
+    env = ((data.get("sweep") or {}).get("env") or {})
+    raw = env.get("HEAPLAB_" + name.upper())
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    if isinstance(default, bool):
+        low = text.lower()
+        if low in ("1", "true", "on", "yes"):
+            return True
+        if low in ("0", "false", "off", "no"):
+            return False
+        raise ValueError(f"HEAPLAB_{name.upper()}={raw!r}: not a bool")
+    if isinstance(default, int):
+        mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:].lower(), 1)
+        return int(text[:-1] if mult > 1 else text) * mult
+    return text
+
+
 def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """One arm JSON from N runs of the same arm: every number of the phase
     records (matched by position), their stats and notes, and the arm's
@@ -1563,12 +1601,42 @@ def write_atomic(path: str, text: Union[str, bytes]) -> None:
         raise
 
 
+def _arm_file_stem(data: Mapping[str, Any]) -> str:
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
+
+
+def _remove_earlier_runs(data: Mapping[str, Any], folder: Optional[str] = None) -> List[str]:
+    """Remove the saved runs of data's arm from an earlier Experiment.run --
+    <arm>.json and every <arm>.r<k>.json -- before this run saves its first:
+    they are this experiment's own outputs, and left beside this run's
+    (an earlier --repeat 3, then 1 or 2) records.csv, load_arms and the
+    reports took them for runs of this one.  Returns the paths removed."""
+    import re
+    folder = os.path.join(folder or results_dir(), data["experiment"])
+    stem = _arm_file_stem(data)
+    pattern = re.compile(re.escape(stem) + r"(\.r\d+)?\.json")
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if pattern.fullmatch(name):
+            path = os.path.join(folder, name)
+            try:
+                os.remove(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
 def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
     """Write an arm's JSON and rewrite the experiment's CSV (both whole, with
     write_atomic: a crash or Ctrl-C leaves the old file or the new one)."""
     folder = os.path.join(folder or results_dir(), data["experiment"])
     os.makedirs(folder, exist_ok=True)
-    safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
+    safe = _arm_file_stem(data)
     if data.get("repeat") is not None:
         safe += f".r{data['repeat']}"
     write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
@@ -1639,20 +1707,21 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
 
 #: the columns of records.csv: status is the phase's (phase_status), arm_error
 #: its arm's error on one line (error_summary; '' when the arm did not fail)
-CSV_COLUMNS = ("experiment", "arm", "phase", "status", "arm_error", *FIGURES)
+CSV_COLUMNS = ("experiment", "arm", "repeat", "phase", "status", "arm_error", *FIGURES)
 
 
 def write_csv(folder: str) -> None:
     """Write <folder>/records.csv (write_atomic): one row per phase of every
-    arm JSON under it (CSV_COLUMNS), each with its phase's status and its
+    arm JSON under it (CSV_COLUMNS), each with its arm's repeat (k of an
+    <arm>.r<k>.json; empty for an arm run once), its phase's status and its
     arm's error.  A *.json file that is not valid JSON is left out with a
     warning naming it (load_arms(folder) raises on it)."""
     rows = []
     for data in load_arms(folder, skipped=[]):
         arm_error = error_summary(data.get("error"))
         for r in data["records"]:
-            row = {"experiment": r["experiment"], "arm": r["arm"], "phase": r["phase"],
-                   "status": phase_status(r), "arm_error": arm_error}
+            row = {"experiment": r["experiment"], "arm": r["arm"], "repeat": data.get("repeat"),
+                   "phase": r["phase"], "status": phase_status(r), "arm_error": arm_error}
             row.update({k: r.get(k) for k in FIGURES})
             rows.append(row)
     f = io.StringIO(newline="")

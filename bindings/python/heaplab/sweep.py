@@ -386,7 +386,8 @@ def record_path(run_dir: str, task: Mapping[str, Any]) -> str:
     return os.path.join(run_dir, task["experiment"], task["cell"], f"{safe}.r{task['repeat']}.json")
 
 
-def complete_records(run_dir: str, skipped: Optional[List[Tuple[str, str]]] = None
+def complete_records(run_dir: str, skipped: Optional[List[Tuple[str, str]]] = None,
+                     tasks: Optional[Iterable[Mapping[str, Any]]] = None
                      ) -> Dict[str, Dict[str, Any]]:
     """{task key: record} of the records in a run folder that are complete:
     JSON with status ok and at least one phase record.
@@ -394,16 +395,43 @@ def complete_records(run_dir: str, skipped: Optional[List[Tuple[str, str]]] = No
     A record file that cannot be read or is not JSON raises ValueError
     naming it, as load_arms does; with a list as `skipped` each such file is
     appended to it as (path, reason) and left out (its task is not
-    complete), and a warning names it."""
+    complete), and a warning names it.
+
+    With `tasks` (the run's tasks, as --resume passes them) a record is
+    complete only for the task it was run as: one whose cell values or
+    environment differ from its task's (another grid or another --env filed
+    under the same key) is not complete -- a warning names it, and its task
+    runs again."""
     out = {}
+    by_key = {str(t["key"]): t for t in tasks} if tasks is not None else None
     for path in sorted(glob.glob(os.path.join(run_dir, "*", "*", "*.r*.json"))):
         data = load_json_record(path, skipped, "complete_records")
         if not isinstance(data, dict):
             continue
         sw = data.get("sweep") or {}
         if sw.get("status") == "ok" and data.get("records"):
+            if by_key is not None and sw.get("key") in by_key:
+                why = _not_the_task(sw, by_key[sw["key"]])
+                if why:
+                    import warnings
+                    warnings.warn(f"heaplab: {path}: {why}: not a record of this run's task "
+                                  f"{sw['key']}; it runs again", stacklevel=2)
+                    continue
             out[sw["key"]] = data
     return out
+
+
+def _not_the_task(sw: Mapping[str, Any], task: Mapping[str, Any]) -> Optional[str]:
+    """Why a record's sweep block is not a run of `task` (None when it is)."""
+    values = sw.get("values")
+    if values != task.get("values"):
+        return f"cell values {values} where the run's cell {task.get('cell')} is {task.get('values')}"
+    env = sw.get("env") or {}
+    differ = {k: v for k, v in (task.get("env") or {}).items() if env.get(k) != v}
+    if differ:
+        return f"run without the task's environment {differ} (it had " \
+               f"{ {k: env.get(k) for k in differ} })"
+    return None
 
 
 # ---- building a sweep --------------------------------------------------------------------------
@@ -416,6 +444,10 @@ class Sweep:
                  spec: Dict[str, Any]) -> None:
         self.experiment, self.kind, self.tasks = experiment, kind, tasks
         self.grid, self.cells, self.arms, self.repeat, self.spec = grid, cells, arms, repeat, spec
+        #: --env, --arm-env and --timeout: meta.json keeps them for --resume
+        self.env: Dict[str, str] = {}
+        self.arm_env: Dict[str, Dict[str, str]] = {}
+        self.timeout: float = 600
 
 
 def _lua_arms(script: str) -> List[str]:
@@ -570,7 +602,9 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
                 tasks.append(Task(key=key, run_id=run_id, experiment=exp_name, kind=kind, arm=a,
                                   cell=cell, values=values, repeat=rep, env=task_env,
                                   timeout=timeout, cwd=os.getcwd(), **spec))
-    return Sweep(exp_name, kind, tasks, grid, cells, arm_names, repeat, spec)
+    sw = Sweep(exp_name, kind, tasks, grid, cells, arm_names, repeat, spec)
+    sw.env, sw.arm_env, sw.timeout = env, arm_env, timeout
+    return sw
 
 
 def new_run_id(what: str = "") -> str:
@@ -692,7 +726,7 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
         meta = load_meta(run_dir)
         # a record that is not JSON (damaged) is no complete task: it is run
         # again and its file replaced; a warning names it
-        done = complete_records(run_dir, skipped=[])
+        done = complete_records(run_dir, skipped=[], tasks=sweep.tasks)
         for t in sweep.tasks:
             t["run_id"] = meta_value(meta, run_dir, "run_id")
     else:
@@ -708,6 +742,7 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
             "cwd": os.getcwd(), "experiment": sweep.experiment, "kind": sweep.kind,
             "arms": sweep.arms, "grid": sweep.grid,
             "cells": {c: v for c, v in sweep.cells}, "repeat": sweep.repeat,
+            "env": sweep.env, "arm_env": sweep.arm_env, "timeout": sweep.timeout,
             "spec": {k: v for k, v in sweep.spec.items()},
             "tasks": len(sweep.tasks), "heaplab": _heaplab_version(),
             "git": _git_commit(os.getcwd()) or _git_commit(os.path.dirname(__file__)),
@@ -784,6 +819,15 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
                     except Exception:
                         running = {}
                     display.update_running(running)
+        except KeyboardInterrupt as e:
+            # what ran is on disk; meta.json says the run stopped here, and
+            # the caller says how to go on (heaplab run: --resume RUN)
+            run_meta.update({"interrupted": datetime.datetime.now().astimezone()
+                             .isoformat(timespec="seconds"), "counts": dict(counts),
+                             "tasks_run": counts["ok"] + counts["failed"]})
+            _write_json(os.path.join(run_dir, RUN_META), meta)
+            e.run_dir = run_dir         # type: ignore[attr-defined]
+            raise
         finally:
             display.stop()
         after = client.run(host_info)

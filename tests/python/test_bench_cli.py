@@ -1,0 +1,91 @@
+"""bench.py's command line (experiments/bench/bench.py): what it cannot run
+is named in one line (exit 2 for what the command line asked), and `pair`
+leaves no benchmark running -- when B cannot start, or on Ctrl-C (session
+20's hunt: FileNotFoundError/ValueError/AttributeError/IndexError
+tracebacks, A left running, --rounds 0 ran 4 rounds and -1 none)."""
+import os
+import signal
+import subprocess
+import sys
+
+from procs import gone, reap, wait_for_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "experiments", "bench", "bench.py")
+
+SLEEPER = """
+import sys, time
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(__import__("os").getpid()))
+__import__("os").replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(120)
+"""
+
+
+def bench(*args):
+    return subprocess.run([sys.executable, BENCH, *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def sleeper(tmp_path, name):
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    return f"{sys.executable} {script} {tmp_path / name}"
+
+
+def test_usage_errors_are_one_line_exit_2(tmp_path):
+    cases = [
+        (["run", "--exe", "heaplab"], "--exe 'heaplab': expected ALLOCATOR=PATH"),
+        (["run", "--exe", "heaplab=/nonexistent"], "/nonexistent is not an executable"),
+        (["pair", "true", "true", "--rounds", "0"], "--rounds 0: at least 1"),
+        (["pair", "true", "true", "--rounds", "-1"], "--rounds -1: at least 1"),
+        (["compare", "", "true"], "an empty command"),
+        (["compare", "/nonexistent/bench-x fill", "true", "--rounds", "1"],
+         "cannot start '/nonexistent/bench-x'"),
+    ]
+    for args, needle in cases:
+        p = bench(*args)
+        assert p.returncode == 2 and needle in p.stderr, (args, p.returncode, p.stderr)
+        assert "Traceback" not in p.stderr, p.stderr
+        assert "round 1" not in p.stdout and " s  B " not in p.stdout, (args, p.stdout)
+
+
+def test_a_record_that_is_not_an_object_is_named():
+    p = bench("compare", "echo 5", "echo 6", "--rounds", "1")
+    assert p.returncode == 1 and "echo 5: exit 0, printed int JSON" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_pair_kills_a_when_b_cannot_start(tmp_path):
+    p = subprocess.Popen([sys.executable, BENCH, "pair", sleeper(tmp_path, "a.pid"),
+                          "/nonexistent/bench-b fill", "--rounds", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=120)
+    pid = int(open(tmp_path / "a.pid").read()) if os.path.exists(tmp_path / "a.pid") else None
+    try:
+        assert p.returncode == 2 and "cannot start '/nonexistent/bench-b'" in err, err
+        assert "Traceback" not in err
+        # A may not have written its pid before it was killed: then it is gone too
+        assert pid is None or gone(pid), f"A ({pid}) still runs after bench.py exited"
+    finally:
+        reap(p, pid)
+
+
+def test_ctrl_c_to_pair_stops_both_benchmarks(tmp_path):
+    def sigint_default():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)   # as in a terminal
+    p = subprocess.Popen([sys.executable, BENCH, "pair", sleeper(tmp_path, "a.pid"),
+                          sleeper(tmp_path, "b.pid"), "--rounds", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_default)
+    pids = [None, None]
+    try:
+        pids = [int(wait_for_file(str(tmp_path / n), p)) for n in ("a.pid", "b.pid")]
+        p.send_signal(signal.SIGINT)                  # to bench.py only, not its group
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 130 and "interrupted" in err, (p.returncode, err)
+        assert "Traceback" not in err
+        left = [x for x in pids if not gone(x)]
+        assert not left, f"benchmarks {left} still run after bench.py exited"
+    finally:
+        reap(p, *pids)

@@ -1,0 +1,100 @@
+"""heaplab compare / analysis.compare_runs of runs whose grids sweep
+different options (session 20's hunt): the cells were merged on the option
+names both runs share -- none shared, every cell of A was matched with
+every cell of B (a cross product) and unrelated cells called different.
+An option swept in one run only now has, in the other, that run's value
+(its --env, else heaplab's default); runs whose cells never meet have no
+effect in common (exit 2).  The run folders are written by hand: no arm
+runs here."""
+import itertools
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+pytest.importorskip("pandas")
+
+from heaplab import analysis  # noqa: E402
+
+pytestmark = pytest.mark.shares_the_machine
+
+
+def make_run(folder, grid, effect_of, env=None, repeats=2):
+    """A run folder: meta.json and, per cell x repeat, one arm 'on' record
+    of E1 with effect 'x' = effect_of(values)."""
+    names = list(grid)
+    cells = {f"c{i:03d}": dict(zip(names, combo))
+             for i, combo in enumerate(itertools.product(*(grid[n] for n in names)))}
+    os.makedirs(folder)
+    meta = {"run_id": os.path.basename(folder), "experiment": "E1", "kind": "python",
+            "arms": ["on"], "grid": grid, "cells": cells, "repeat": repeats,
+            "env": env or {}, "arm_env": {}, "timeout": 600}
+    with open(os.path.join(folder, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    for cell, values in cells.items():
+        os.makedirs(os.path.join(folder, "E1", cell))
+        for k in range(repeats):
+            rec = {"experiment": "E1", "arm": "on", "records": [{"phase": "p"}],
+                   "effects_numeric": [{"effect": "x", "value": effect_of(values) + 0.001 * k,
+                                        "unit": "MiB"}],
+                   "sweep": {"key": f"E1-{cell}-on-r{k}", "cell": cell, "values": values,
+                             "repeat": k, "arm": "on", "experiment": "E1", "status": "ok"}}
+            with open(os.path.join(folder, "E1", cell, f"on.r{k}.json"), "w") as f:
+                json.dump(rec, f)
+    return str(folder)
+
+
+def test_an_option_swept_in_one_run_meets_the_others_default(tmp_path):
+    # A: warm_pages 0 and 64 (the default); B: release_per_sweep 1 and 1024
+    # (the default), warm_pages at its default
+    a = make_run(tmp_path / "a", {"warm_pages": ["0", "64"]},
+                 lambda v: 10.0 if v["warm_pages"] == "0" else 20.0)
+    b = make_run(tmp_path / "b", {"release_per_sweep": ["1", "1024"]},
+                 lambda v: 50.0 if v["release_per_sweep"] == "1" else 20.0)
+    t = analysis.compare_runs(a, b)
+    # one cell meets: warm_pages=64 x release_per_sweep=1024 (both defaults)
+    assert len(t) == 1, t
+    row = t.iloc[0]
+    assert (row["warm_pages"], row["release_per_sweep"]) == (64, 1024), t
+    assert row["median_a"] == pytest.approx(20.0005) == row["median_b"], t
+    assert not row["significant"]
+
+
+def test_grids_that_never_meet_have_no_effect_in_common(tmp_path):
+    a = make_run(tmp_path / "a", {"warm_pages": ["0", "256"]}, lambda v: 1.0)
+    b = make_run(tmp_path / "b", {"release_per_sweep": ["1", "1024"]}, lambda v: 9.0)
+    with pytest.raises(ValueError, match="no effect in common"):
+        analysis.compare_runs(a, b)
+    p = subprocess.run([sys.executable, "-m", "heaplab", "compare", a, b], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "no effect in common" in p.stderr, (p.stdout, p.stderr)
+    # the other run's --env gives the value: B ran with HEAPLAB_WARM_PAGES=256
+    b2 = make_run(tmp_path / "b2", {"release_per_sweep": ["1", "1024"]}, lambda v: 9.0,
+                  env={"HEAPLAB_WARM_PAGES": "256"})
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        t = analysis.compare_runs(a, b2)
+    assert len(t) == 1 and t.iloc[0]["warm_pages"] == 256, t
+    assert any("different --env" in str(x.message) and "HEAPLAB_WARM_PAGES" in str(x.message)
+               for x in w), [str(x.message) for x in w]
+
+
+def test_values_are_compared_as_heaplab_reads_them(tmp_path):
+    a = make_run(tmp_path / "a", {"page_size": ["16k", "64k"]}, lambda v: 1.0)
+    b = make_run(tmp_path / "b", {"page_size": ["16384", "65536"]}, lambda v: 1.0)
+    assert len(analysis.compare_runs(a, b)) == 2
+
+
+def test_a_variable_swept_in_one_run_only_with_no_value_in_the_other_is_refused(tmp_path):
+    a = make_run(tmp_path / "a", {"HEAPLAB_E1_FILL_MIB": ["16", "32"]}, lambda v: 1.0)
+    b = make_run(tmp_path / "b", {}, lambda v: 1.0)
+    with pytest.raises(ValueError, match="HEAPLAB_E1_FILL_MIB is swept in run A only"):
+        analysis.compare_runs(a, b)
+    b2 = make_run(tmp_path / "b2", {}, lambda v: 1.0, env={"HEAPLAB_E1_FILL_MIB": "32"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = analysis.compare_runs(a, b2)
+    assert list(t["HEAPLAB_E1_FILL_MIB"]) == [32], t

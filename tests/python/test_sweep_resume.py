@@ -1,0 +1,173 @@
+"""heaplab run --resume runs the run's own sweep: the one its meta.json
+defines (session 20's hunt: a resume forgot --env, --arm-env and --timeout,
+took a --set grid, an experiment, --arms or --repeat given beside it, and
+counted a record of another grid "already complete").
+
+The arms are a small Python script run as a --command (it echoes the
+environment it got), on a local cluster of one worker: seconds each."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("distributed", reason="tools/setup.sh installs distributed")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+ECHO_ARM = """
+import json, os, sys
+arm = sys.argv[1]
+env = {k: v for k, v in os.environ.items() if k.startswith("T_")}
+print(json.dumps({"experiment": "ECHO", "title": "echo", "arm": arm, "options": {},
+                  "params": {}, "error": None, "notes": {"env": env}, "series": [],
+                  "records": [{"experiment": "ECHO", "arm": arm, "phase": "p", "index": 0,
+                               "phys_before": 1, "phys_after": 2, "phys_peak": 3}]}))
+"""
+
+
+def heaplab(*args):
+    return subprocess.run([sys.executable, "-m", "heaplab", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def run_folder(stdout):
+    return stdout.strip().splitlines()[-1].rsplit(": ", 1)[1]
+
+
+def records(run):
+    out = {}
+    for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
+        with open(path) as f:
+            out[os.path.relpath(path, run)] = json.load(f)
+    return out
+
+
+@pytest.fixture
+def arm(tmp_path):
+    script = tmp_path / "echo_arm.py"
+    script.write_text(ECHO_ARM)
+    return f"{sys.executable} {script} {{arm}}"
+
+
+LOCAL = ("--workers", "1", "--progress", "plain")
+
+
+def test_resume_keeps_env_arm_env_and_timeout(arm, tmp_path):
+    p = heaplab("run", "--command", arm, "--arms", "a,b", "--env", "T_SIZE=16",
+                "--arm-env", "b:T_ONLY_B=yes", "--timeout", "30",
+                "--results", str(tmp_path / "r"), *LOCAL)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = run_folder(p.stdout)
+    with open(os.path.join(run, "meta.json")) as f:
+        meta = json.load(f)
+    assert meta["env"] == {"T_SIZE": "16"} and meta["arm_env"] == {"b": {"T_ONLY_B": "yes"}}
+    assert meta["timeout"] == 30
+    first = records(run)
+    for rel in list(first):
+        os.remove(os.path.join(run, rel))             # as if Ctrl-C came before them
+    p = heaplab("run", "--resume", run, *LOCAL)
+    assert p.returncode == 0 and "2 ok, 0 failed, 0 already complete" in p.stdout, \
+        p.stdout + p.stderr
+    again = records(run)
+    env = {d["arm"]: d["notes"]["env"] for d in again.values()}
+    # the resumed tasks ran with the run's --env and --arm-env (they got none before)
+    assert env == {"a": {"T_SIZE": "16"}, "b": {"T_SIZE": "16", "T_ONLY_B": "yes"}}, env
+    # a value that differs from the run's is refused, naming both
+    for extra, needle in ((["--env", "T_SIZE=64"], "--env {'T_SIZE': '64'}"),
+                          (["--arm-env", "a:T_X=1"], "--arm-env"),
+                          (["--timeout", "600"], "--timeout 600 (the run's: 30)")):
+        p = heaplab("run", "--resume", run, *extra, *LOCAL)
+        assert p.returncode == 2 and needle in p.stderr and "meta.json" in p.stderr, \
+            (extra, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr
+    # the run's own values are no conflict
+    p = heaplab("run", "--resume", run, "--timeout", "30", "--env", "T_SIZE=16", *LOCAL)
+    assert p.returncode == 0 and "0 ok, 0 failed, 2 already complete" in p.stdout, \
+        p.stdout + p.stderr
+
+
+def test_resume_refuses_another_grid_experiment_arms_or_repeat(arm, tmp_path):
+    p = heaplab("run", "--command", arm, "--arms", "a", "--set", "T_X=1,2",
+                "--results", str(tmp_path / "r"), *LOCAL)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = run_folder(p.stdout)
+    (c001,) = [rel for rel in records(run) if "/c001/" in rel]
+    os.remove(os.path.join(run, c001))
+    for extra, needle in ((["--set", "T_X=1,3"], "the run's grid: {'T_X': ['1', '2']}"),
+                          (["e1"], "the experiment 'e1'"),
+                          (["--arms", "a,b"], "--arms a,b (the run's: a)"),
+                          (["--repeat", "2"], "--repeat 2 (the run's: 1)")):
+        p = heaplab("run", *extra, "--resume", run, *LOCAL)
+        assert p.returncode == 2 and needle in p.stderr, (extra, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr
+    assert not os.path.exists(os.path.join(run, c001)), "a refused resume ran nothing"
+    p = heaplab("run", "--resume", run, *LOCAL)
+    assert p.returncode == 0 and "1 ok, 0 failed, 1 already complete" in p.stdout, \
+        p.stdout + p.stderr
+    recs = records(run)
+    assert {rel.split("/")[1]: d["notes"]["env"] for rel, d in recs.items()} == \
+        {"c000": {"T_X": "1"}, "c001": {"T_X": "2"}}
+
+
+def test_complete_records_checks_a_records_cell_values_and_env(tmp_path):
+    """A record filed under a task's key but run with other cell values (or
+    without the task's environment) is not that task's: complete_records
+    counted it complete, and --resume never ran the task."""
+    from heaplab.sweep import complete_records
+
+    def write(cell, values, env):
+        d = tmp_path / "X" / cell
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "a.r0.json").write_text(json.dumps({
+            "arm": "a", "records": [{"phase": "p"}],
+            "sweep": {"key": f"X-{cell}-a-r0", "status": "ok", "values": values, "env": env}}))
+    write("c000", {"T_X": "1"}, {"T_X": "1", "T_SIZE": "16"})
+    write("c001", {"T_X": "3"}, {"T_X": "3", "T_SIZE": "16"})     # another grid's value
+    write("c002", {"T_X": "4"}, {"T_X": "4"})                      # without the run's --env
+    tasks = [{"key": f"X-c00{i}-a-r0", "cell": f"c00{i}", "values": {"T_X": v},
+              "env": {"T_X": v, "T_SIZE": "16"}} for i, v in enumerate(("1", "2", "4"))]
+    assert set(complete_records(str(tmp_path))) == {"X-c000-a-r0", "X-c001-a-r0", "X-c002-a-r0"}
+    with pytest.warns(UserWarning) as w:
+        done = complete_records(str(tmp_path), tasks=tasks)
+    assert set(done) == {"X-c000-a-r0"}, set(done)
+    text = " ".join(str(x.message) for x in w)
+    assert "cell values {'T_X': '3'}" in text and "T_SIZE" in text, text
+
+
+SLOW_ARM = """
+import os, sys, time
+open(os.path.join(sys.argv[2], sys.argv[1] + ".pid"), "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(tmp_path):
+    import signal
+    from procs import reap, wait_for_file
+    script = tmp_path / "slow_arm.py"
+    script.write_text(SLOW_ARM)
+
+    def sigint_default():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)      # as in a terminal
+    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
+                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
+                          "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_default)
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert p.returncode == 130, (p.returncode, out, err[-3000:])
+        assert f"interrupted: heaplab run --resume {run}" in err, err[-3000:]
+        with open(os.path.join(run, "meta.json")) as f:
+            last = json.load(f)["runs"][-1]
+        assert last.get("interrupted") and last["tasks_run"] == 0, last
+    finally:
+        reap(p, pid)
