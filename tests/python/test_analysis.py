@@ -597,3 +597,18 @@ def test_notebook_check_fails_on_printed_warnings(tmp_path):
     notebook(path, "import warnings\nwarnings.warn('stale API')", FIGURE_CELL)
     p = run_runner(str(path), "--out", str(tmp_path / "out"), "--check")
     assert p.returncode == 1 and "printed warnings" in p.stdout and "stale API" in p.stdout, p.stdout
+
+
+def test_the_tidy_frame_tells_repeats_apart():
+    """records_frame (and report's <exp>_records.csv) had one row per repeat
+    and no column to tell them apart: a repeat column, k of <arm>.r<k>.json."""
+    runs = []
+    for k, phys in ((0, (10, 20)), (1, (10, 30))):
+        a = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 1.0, phys=phys)])
+        a["repeat"] = k
+        runs.append(a)
+    once = arm("E1", "off", [phase("E1", "off", "fill", 0, 0.0, 1.0)])
+    df = hla.records_frame(runs + [once])
+    after = df[df["figure"] == "phys_after"].set_index(["arm", "repeat"])["value"]
+    assert after[("on", 0)] == 20 * MiB and after[("on", 1)] == 30 * MiB, after
+    assert df[df["arm"] == "off"]["repeat"].isna().all()

@@ -59,7 +59,8 @@ DERIVED = {
 # Notes whose names do not carry their unit (experiments' own figures).
 NOTE_UNITS = {"peak_large_live": "bytes", "mark_s": "s"}
 
-COLUMNS = ["experiment", "arm", "phase", "index", "figure", "value", "unit", "source", "status"]
+COLUMNS = ["experiment", "arm", "repeat", "phase", "index", "figure", "value", "unit", "source",
+           "status"]
 SERIES_COLUMNS = ["experiment", "arm", "t_s", "phys", "rss", "lazyfree", "phase"]
 PHASE_COLUMNS = ["experiment", "arm", "index", "phase", "t_start_s", "t_end_s", "duration_s",
                  "mark", "mark_s"]
@@ -272,7 +273,8 @@ def records_frame(source: Any, stats: bool = True, notes: bool = True,
                   derived: bool = True, failed: str = "raise") -> pd.DataFrame:
     """The tidy table: one row per experiment x arm x phase x figure.
 
-    Columns: experiment, arm, phase, index (the phase's position in its arm),
+    Columns: experiment, arm, repeat (k of a repeated arm's <arm>.r<k>.json;
+    None for an arm run once), phase, index (the phase's position in its arm),
     figure, value (float, in `unit`), unit (bytes, MiB, MiB/s, s, ms, ns,
     count, ...), source (record: the harness's figures; derived: phys_growth,
     phys_peak_growth, phys_returned, resident_growth; stat: the heap's
@@ -289,8 +291,8 @@ def records_frame(source: Any, stats: bool = True, notes: bool = True,
     rows = []
     for a in _check_failed(arms(source), failed):
         for pos, r in enumerate(a["records"]):
-            key = (r.get("experiment", a["experiment"]), r.get("arm", a["arm"]), r["phase"],
-                   r.get("index", pos))
+            key = (r.get("experiment", a["experiment"]), r.get("arm", a["arm"]), a.get("repeat"),
+                   r["phase"], r.get("index", pos))
             status = failure(a, r) or "ok"
 
             def add(figure, value, unit, src):
