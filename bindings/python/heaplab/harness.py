@@ -842,7 +842,16 @@ def _checked_option(name: str, text: str) -> str:
     allocator (as it must for a program run under LD_PRELOAD), and the arm
     measured glibc as heaplab.  Raises heaplab.InvalidArgument (a
     ValueError) naming the option and the value."""
-    from . import _raise, _s
+    _library_value(name, text)
+    return text
+
+
+def _library_value(name: str, text: str) -> Any:
+    """Option `name`'s value as the library reads `text` (the string of its
+    HEAPLAB_<NAME>): its own parser (hl_options_set_value), so suffixes,
+    booleans and choices are read by the one definition of them; a bool, an
+    int or a choice's name.  heaplab.InvalidArgument naming a bad value."""
+    from . import _options_dict, _raise, _s
     from ._heaplab import ffi, lib
     if "\0" in text:
         raise ValueError(f"option {name}: {text!r} contains a NUL byte")
@@ -854,7 +863,7 @@ def _checked_option(name: str, text: str) -> str:
                                   err, 256)
     if rc:
         _raise(rc, _s(err))
-    return text
+    return _options_dict(opts)[name]
 
 
 def _read_rollup(pid):
@@ -1526,8 +1535,8 @@ def arm_option(data: Mapping[str, Any], name: str) -> Any:
     sweep gave the arm (HEAPLAB_<NAME>, from a --set grid or --env: the
     library's default for it), else the library's default.  What an
     experiment's arm_effects judges by -- data["options"] alone holds no
-    grid value.  An environment value is read as the library reads it:
-    1/true/on/yes and 0/false/off/no for a bool, a number for an int."""
+    grid value.  An environment value is read by the library's own parser
+    (a ValueError naming a bad one)."""
     opts = data.get("options") or {}
     if name in opts:
         return opts[name]
@@ -1540,18 +1549,7 @@ def arm_option(data: Mapping[str, Any], name: str) -> Any:
     raw = env.get("HEAPLAB_" + name.upper())
     if raw is None:
         return default
-    text = str(raw).strip()
-    if isinstance(default, bool):
-        low = text.lower()
-        if low in ("1", "true", "on", "yes"):
-            return True
-        if low in ("0", "false", "off", "no"):
-            return False
-        raise ValueError(f"HEAPLAB_{name.upper()}={raw!r}: not a bool")
-    if isinstance(default, int):
-        mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:].lower(), 1)
-        return int(text[:-1] if mult > 1 else text) * mult
-    return text
+    return _library_value(name, str(raw).strip())
 
 
 def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
