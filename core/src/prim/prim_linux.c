@@ -7,6 +7,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,20 @@ int prim_os_reserve(size_t bytes, size_t align, void **out) {
   return 0;
 }
 
-int prim_os_thp_available(void) {
+/* The reads of /proc and /sys below are no cancellation points: open, read, fopen
+ * and fgets are, and hl_fill reads /proc/meminfo under the heap lock -- a
+ * thread cancelled there unwound holding it and every later call hung (test
+ * cancelled_calls_leave_the_heap_unlocked); a FILE or fd was leaked beside
+ * it.  As in hl__wait: cancellation off for the read, back as it was after. */
+#define NO_CANCEL(call)                                                        \
+  do {                                                                         \
+    int cs_;                                                                   \
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs_);                      \
+    call;                                                                      \
+    pthread_setcancelstate(cs_, NULL);                                         \
+  } while (0)
+
+static int thp_available(void) {
   /* "always [madvise] never": the bracketed word is the mode in force */
   int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
@@ -52,6 +66,12 @@ int prim_os_thp_available(void) {
   if (n <= 0) return 0;
   line[n] = 0;
   return strstr(line, "[always]") || strstr(line, "[madvise]");
+}
+
+int prim_os_thp_available(void) {
+  int r;
+  NO_CANCEL(r = thp_available());
+  return r;
 }
 
 int prim_os_unreserve(void *base, size_t bytes) {
@@ -111,7 +131,7 @@ int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
   return 0;
 }
 
-int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+static int vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   FILE *f = fopen("/proc/self/maps", "r");
   if (!f) return errno;
   char line[512];
@@ -128,7 +148,13 @@ int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   return 0;
 }
 
-int prim_os_footprint(hl_footprint *out) {
+int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+  int e;
+  NO_CANCEL(e = vma_count(lo, hi, count));
+  return e;
+}
+
+static int footprint(hl_footprint *out) {
   memset(out, 0, sizeof *out);
   int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
@@ -170,6 +196,12 @@ int prim_os_footprint(hl_footprint *out) {
   return 0;
 }
 
+int prim_os_footprint(hl_footprint *out) {
+  int e;
+  NO_CANCEL(e = footprint(out));
+  return e;
+}
+
 size_t prim_os_page_size(void) {
   static size_t ps;
   /* getpagesize, not sysconf: sysconf's switch reads a jump table in libc's
@@ -185,7 +217,7 @@ uint64_t prim_os_memory_bytes(void) {
   return ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
 }
 
-uint64_t prim_os_available_bytes(void) {
+static uint64_t available_bytes(void) {
   FILE *f = fopen("/proc/meminfo", "re");
   if (!f) return prim_os_memory_bytes();
   char line[256];
@@ -197,6 +229,12 @@ uint64_t prim_os_available_bytes(void) {
   }
   fclose(f);
   return found ? (avail + swap) * 1024 : prim_os_memory_bytes();
+}
+
+uint64_t prim_os_available_bytes(void) {
+  uint64_t n;
+  NO_CANCEL(n = available_bytes());
+  return n;
 }
 
 uint64_t prim_os_cpus(void) {
