@@ -23,6 +23,9 @@ Tests are named by kind:
     c:NAME         a C scenario test (tests/c/NAME.c), run with meson test
     lua:NAME       a busted spec of the Lua module (tests/lua/NAME_spec.lua), run
                    with meson test in the same build (lua-busted needed)
+    preload:NAME   a test of suite preload (tests/preload/meson.build): the
+                   preloaded malloc, libheaplab-malloc.so, built with the test
+                   programs and run with meson test
     py:PATH[::T]   a pytest file or test of tests/python
     exp:PATH[::T]  an experiment (pytest), results under the scratch copy
 The Python package under test is the scratch copy's: its CFFI extension built
@@ -45,8 +48,8 @@ except ModuleNotFoundError:  # Python < 3.11
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIST = os.path.join(ROOT, "tools", "mutants.toml")
-KINDS = ("c", "lua", "py", "exp")
-BUILD_KINDS = ("c", "lua")  # run by meson test in build/, not by pytest
+KINDS = ("c", "lua", "preload", "py", "exp")
+BUILD_KINDS = ("c", "lua", "preload")  # run by meson test in build/, not by pytest
 DEFAULT_TIMEOUT = 600
 
 
@@ -76,7 +79,7 @@ def load(path=LIST):
         for t in m["tests"]:
             kind = t.split(":", 1)[0]
             if ":" not in t or kind not in KINDS:
-                raise ListError(f"mutation {m['name']}: test {t!r} is not c:, lua:, py: or exp:")
+                raise ListError(f"mutation {m['name']}: test {t!r} is not c:, lua:, preload:, py: or exp:")
     return muts
 
 
@@ -109,6 +112,19 @@ def lua_spec_names(tree):
     return set(re.findall(r"^\s*'([a-z0-9_]+)',?\s*(?:#.*)?$", text, re.M))
 
 
+def preload_test_names(tree):
+    """The names of suite preload's tests: literal ones, the scenarios of
+    run.py ('preload_' + key) and the prefixes of names made in a loop."""
+    with open(os.path.join(tree, "tests", "preload", "meson.build"), encoding="utf-8") as f:
+        text = f.read()
+    names = set(re.findall(r"test\(\s*'([a-z0-9_]+)'\s*,", text))
+    scenarios = re.search(r"preload_scenarios = \{(.*?)\}", text, re.S)
+    if scenarios:
+        names |= {"preload_" + k for k in re.findall(r"'([a-z0-9_]+)'\s*:", scenarios.group(1))}
+    prefixes = set(re.findall(r"test\(\s*'([a-z0-9_]+)'\s*\+", text))
+    return names, prefixes
+
+
 def on_meson(t):
     """True for a test meson test runs in build/ (c:, lua:)."""
     return t.split(":", 1)[0] in BUILD_KINDS
@@ -127,6 +143,11 @@ def check_tests_exist(m, tree):
         if kind == "c":
             if name not in c_names or not os.path.exists(os.path.join(tree, "tests", "c", name + ".c")):
                 errors.append(f"C test {name} is not in tests/meson.build")
+            continue
+        if kind == "preload":
+            names, prefixes = preload_test_names(tree)
+            if name not in names and not any(name.startswith(p) for p in prefixes):
+                errors.append(f"preload test {name} is not in tests/preload/meson.build")
             continue
         path, _, func = name.partition("::")
         full = os.path.join(tree, path)
@@ -253,6 +274,16 @@ class Scratch:
                         self.env, log=self.log)
             if rc != 0:
                 return False
+        if any(t.startswith("preload:") for t in tests):
+            # the library and every test program of suite preload (the
+            # scenarios run programs of their own beside them)
+            out = subprocess.run([self.ninja, "-C", "build", "-t", "targets", "all"], cwd=self.path,
+                                 env=self.env, capture_output=True, text=True).stdout
+            targets = re.findall(r"^(tests/preload/test_[a-z0-9_]+): ", out, re.M)
+            rc, _ = run([self.ninja, "-C", "build", "clients/preload/libheaplab-malloc.so"]
+                        + targets, self.path, self.env, log=self.log)
+            if rc != 0:
+                return False
         if any(t.startswith("lua:") for t in tests):
             rc, _ = run([self.ninja, "-C", "build", "bindings/lua/heaplab.so"], self.path,
                         self.env, log=self.log)
@@ -320,8 +351,8 @@ def short(t):
     kind, name = t.split(":", 1)
     if kind == "c":
         return name
-    if kind == "lua":
-        return name + " (lua)"
+    if kind in ("lua", "preload"):
+        return f"{name} ({kind})"
     path, _, func = name.partition("::")
     return os.path.basename(path)[:-3] + (f"::{func}" if func else "")
 
