@@ -610,27 +610,20 @@ static inline void hl__unlock(hl_heap *h, bool locked) {
   if (locked) hl__unlock_raw(h);
 }
 /* Wait on a condition of the heap (lock held; returns with it held).  Not a
- * cancellation point, as no call of glibc's malloc is: pthread_cond_wait is
- * one, and a thread cancelled in it unwound holding the heap lock (and in
- * fork's prepare handler every lock of the registry) -- with the preloaded
- * library, a thread cancelled in malloc_trim or fork() hung the process. */
+ * cancellation point (prim_cond_wait): a thread cancelled in it unwound
+ * holding the heap lock -- with the preloaded library, a thread cancelled in
+ * malloc_trim or fork() hung the process. */
 static inline void hl__wait(hl_heap *h, pthread_cond_t *cv) {
   HL_ASSERT_LOCKED(h);
-  int cs;
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
   hl__owner_clear(h);
-  pthread_cond_wait(cv, &h->lock);
+  prim_cond_wait(cv, &h->lock);
   hl__owner_set(h);
-  pthread_setcancelstate(cs, NULL);
 }
 static inline int hl__timedwait(hl_heap *h, pthread_cond_t *cv, const struct timespec *ts) {
   HL_ASSERT_LOCKED(h);
-  int cs;
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
   hl__owner_clear(h);
-  int rc = pthread_cond_timedwait(cv, &h->lock, ts);
+  int rc = prim_cond_timedwait(cv, &h->lock, ts);
   hl__owner_set(h);
-  pthread_setcancelstate(cs, NULL);
   return rc;
 }
 /* May this call drop the heap lock around a syscall?  Not when the thread

@@ -1,17 +1,19 @@
 /*
  * A thread cancelled (pthread_cancel, deferred) inside a heaplab call leaves
- * the heap unlocked.  hl_fill reads /proc/meminfo under the heap lock (its
- * size check: would the fill fit in the memory available?) with fopen and
- * fgets -- cancellation points: a thread cancelled there unwound holding the
- * lock, and the next call from any thread hung.  The reads of /proc
- * (meminfo, smaps_rollup, maps) are no cancellation points now, as none of
- * heaplab's waits are (hl__wait).
+ * the heap unlocked: no heaplab call is a cancellation point (prim.h).
+ * - hl_fill reads /proc/meminfo under the heap lock (its size check: would
+ *   the fill fit in the memory available?) with fopen and fgets --
+ *   cancellation points: a thread cancelled there unwound holding the lock,
+ *   and the next call from any thread hung.
+ * - hl_collect with mark_threads=2: the cycle's thread waits for the helpers
+ *   (pthread_cond_wait on the markers' mutex, the heap lock held) -- a
+ *   thread cancelled there left both held.
  *
- * Each round: a thread fills in a loop with a cancellation point of its own
+ * Each round: a thread calls in a loop with a cancellation point of its own
  * between the calls (pthread_testcancel, no lock held there), is cancelled
  * at a random moment and joined; then this thread takes the heap's lock
  * (hl_heap_check, a collection).  Before the fix most rounds cancelled the
- * thread inside the fill and the first check hung: the alarm says so.
+ * thread inside the call and the first check hung: the alarm says so.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -22,6 +24,15 @@
 
 static hl_heap *heap;
 static _Atomic unsigned long fills;
+
+static void *collector(void *arg) {
+  (void)arg;
+  for (;;) {
+    if (hl_collect(heap, 1, 1) == HL_OK) fills++;
+    pthread_testcancel();
+  }
+  return NULL;
+}
 
 static void *filler(void *arg) {
   (void)arg;
@@ -37,40 +48,59 @@ static void *filler(void *arg) {
   return NULL;
 }
 
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char msg[] =
-      "cancelled_calls_leave_the_heap_unlocked: a call hung after a thread was cancelled in "
-      "hl_fill (the heap lock left held)\n";
-  (void)!write(2, msg, sizeof msg - 1);
-  _exit(1);
-}
+static void on_alarm(int sig);
 
-int main(void) {
-  signal(SIGALRM, on_alarm);
-  heap = HEAP("mode=collected");
-  int rounds = TSAN_FEWER(60);
+/* rounds of: start fn's thread, cancel it anywhere in its loop, join it,
+ * then use the heap from this thread */
+static void rounds_of(void *(*fn)(void *), const char *what, int rounds) {
   for (int i = 0; i < rounds; i++) {
     unsigned long before = fills;
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, filler, NULL) == 0, "pthread_create");
-    /* let it get going, then cancel it anywhere in its loop */
+    CHECK(pthread_create(&t, NULL, fn, NULL) == 0, "pthread_create");
     while (fills < before + 2) sched_yield();
     struct timespec ts = {0, (long)(i % 7) * 37000};
     nanosleep(&ts, NULL);
     CHECK(pthread_cancel(t) == 0, "pthread_cancel");
     void *res;
     CHECK(pthread_join(t, &res) == 0, "pthread_join");
-    CHECK(res == PTHREAD_CANCELED, "the filler was not cancelled");
+    CHECK(res == PTHREAD_CANCELED, "the %s thread was not cancelled", what);
     alarm(20);
     OK(heap, hl_heap_check(heap));
     OK(heap, hl_collect(heap, 1, 1));
     alarm(0);
   }
+  printf("cancelled_calls_leave_the_heap_unlocked: %d threads cancelled in %s, "
+         "the heap usable after each\n", rounds, what);
+}
+
+static const char *doing = "";
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "cancelled_calls_leave_the_heap_unlocked: a call hung after a "
+                            "thread was cancelled in ";
+  (void)!write(2, msg, sizeof msg - 1);
+  (void)!write(2, doing, strlen(doing));
+  (void)!write(2, " (a lock left held)\n", 20);
+  _exit(1);
+}
+
+int main(void) {
+  signal(SIGALRM, on_alarm);
+  heap = HEAP("mode=collected");
+  doing = "hl_fill";
+  rounds_of(filler, "hl_fill", TSAN_FEWER(60));
   uint64_t vmas = 0;
   OK(heap, hl_vma_count(heap, &vmas));
   hl_heap_free(heap);
-  printf("cancelled_calls_leave_the_heap_unlocked: %d threads cancelled in their fills, "
-         "%lu fills, the heap usable after each\n", rounds, (unsigned long)fills);
+
+  /* a live set for the markers to share: 32 MiB of 4-reference objects */
+  heap = HEAP("mode=collected", "mark_threads=2");
+  hl_ref live = 0;
+  OK(heap, hl_fill(heap, 32u << 20, 64, 4, &live));
+  doing = "hl_collect (mark_threads=2)";
+  rounds_of(collector, "hl_collect (mark_threads=2)", TSAN_FEWER(60));
+  OK(heap, hl_ref_release(heap, live));
+  hl_heap_free(heap);
   return 0;
 }

@@ -64,7 +64,7 @@ static void *collector_main(void *arg) {
   pthread_mutex_lock(&h->req_lock);
   for (;;) {
     while (!atomic_load(&h->cycle_requested) && !h->collector_stop)
-      pthread_cond_wait(&h->collector_cv, &h->req_lock);
+      prim_cond_wait(&h->collector_cv, &h->req_lock);
     if (h->collector_stop) break;
     /* min_cycle_interval_ms: the seed paced its cycles at 200 ms. */
     uint64_t gap = (uint64_t)h->opt.min_cycle_interval_ms * 1000000u;
@@ -73,7 +73,7 @@ static void *collector_main(void *arg) {
     if (gap && last && now - last < gap) {
       struct timespec ts;
       abs_deadline(&ts, gap - (now - last));
-      pthread_cond_timedwait(&h->collector_cv, &h->req_lock, &ts);
+      prim_cond_timedwait(&h->collector_cv, &h->req_lock, &ts);
       continue;
     }
     pthread_mutex_unlock(&h->req_lock);
@@ -105,7 +105,7 @@ void hl__collector_stop(hl_heap *h) {
   h->collector_stop = true;
   pthread_cond_signal(&h->collector_cv);
   pthread_mutex_unlock(&h->req_lock);
-  pthread_join(h->collector, NULL);
+  prim_join(h->collector);
   h->collector_running = false;
 }
 

@@ -460,7 +460,7 @@ static bool get_work(marker *m) {
       break;
     }
     atomic_fetch_add_explicit(&j->hungry, 1, memory_order_relaxed);
-    pthread_cond_wait(&j->cv, &j->mu);
+    prim_cond_wait(&j->cv, &j->mu);
     atomic_fetch_sub_explicit(&j->hungry, 1, memory_order_relaxed);
     j->idle--;
   }

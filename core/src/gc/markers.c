@@ -47,7 +47,7 @@ static void *helper_main(void *p) {
    * this helper's first */
   uint64_t seen = M.born[index];
   for (;;) {
-    while (M.epoch == seen) pthread_cond_wait(&M.wake, &M.mu);
+    while (M.epoch == seen) prim_cond_wait(&M.wake, &M.mu);
     seen = M.epoch;
     if (index > M.want) continue;
     void (*fn)(void *, unsigned) = M.fn;
@@ -119,7 +119,7 @@ unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg) {
 
 void hl__markers_wait(void) {
   pthread_mutex_lock(&M.mu);
-  while (M.running) pthread_cond_wait(&M.done, &M.mu);
+  while (M.running) prim_cond_wait(&M.done, &M.mu);
   M.busy = false;
   M.fn = NULL;
   M.arg = NULL;

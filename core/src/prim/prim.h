@@ -10,11 +10,46 @@
 #ifndef HL_PRIM_H
 #define HL_PRIM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "heaplab.h"
+
+/* ---- waits: no call of heaplab is a cancellation point ----
+ * As no call of glibc's malloc is.  pthread_cond_wait, pthread_join, open,
+ * read, fopen and nanosleep are cancellation points: a thread cancelled
+ * (pthread_cancel, deferred) in one unwinds out of heaplab holding what it
+ * held there -- the heap lock, a mark job's or a prefault helper's mutex, in
+ * fork's prepare handler every lock of the registry -- and every later call
+ * hangs (tests preload_cancelled_threads, cancelled_calls_leave_the_heap_unlocked).
+ * Every wait, join, sleep and read of /proc in the core goes through these:
+ * cancellation off for the call, back as it was after. */
+static inline int prim_cancel_off(void) {
+  int cs;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+  return cs;
+}
+static inline void prim_cancel_restore(int cs) { pthread_setcancelstate(cs, NULL); }
+static inline void prim_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mu) {
+  int cs = prim_cancel_off();
+  pthread_cond_wait(cv, mu);
+  prim_cancel_restore(cs);
+}
+static inline int prim_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
+                                      const struct timespec *ts) {
+  int cs = prim_cancel_off();
+  int rc = pthread_cond_timedwait(cv, mu, ts);
+  prim_cancel_restore(cs);
+  return rc;
+}
+static inline int prim_join(pthread_t t) {
+  int cs = prim_cancel_off();
+  int rc = pthread_join(t, NULL);
+  prim_cancel_restore(cs);
+  return rc;
+}
 
 /* Advice a caller can ask for.  Which OS call implements each is the OS file's
  * business (Linux: MADV_DONTNEED, MADV_FREE, MADV_DONTDUMP, MADV_DODUMP). */

@@ -7,7 +7,6 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,17 +42,15 @@ int prim_os_reserve(size_t bytes, size_t align, void **out) {
   return 0;
 }
 
-/* The reads of /proc and /sys below are no cancellation points: open, read, fopen
- * and fgets are, and hl_fill reads /proc/meminfo under the heap lock -- a
- * thread cancelled there unwound holding it and every later call hung (test
- * cancelled_calls_leave_the_heap_unlocked); a FILE or fd was leaked beside
- * it.  As in hl__wait: cancellation off for the read, back as it was after. */
+/* The reads of /proc and /sys below are no cancellation points (prim.h's
+ * waits say why): hl_fill reads /proc/meminfo under the heap lock -- a
+ * thread cancelled there unwound holding it, every later call hung, and the
+ * FILE leaked (test cancelled_calls_leave_the_heap_unlocked). */
 #define NO_CANCEL(call)                                                        \
   do {                                                                         \
-    int cs_;                                                                   \
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs_);                      \
+    int cs_ = prim_cancel_off();                                               \
     call;                                                                      \
-    pthread_setcancelstate(cs_, NULL);                                         \
+    prim_cancel_restore(cs_);                                                  \
   } while (0)
 
 static int thp_available(void) {
@@ -257,6 +254,8 @@ uint64_t prim_now_ns(void) {
 void prim_sleep_us(int64_t us) {
   if (us <= 0) return;
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+  int cs = prim_cancel_off(); /* (the EAGAIN backoff sleeps under the heap lock) */
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+  prim_cancel_restore(cs);
 }

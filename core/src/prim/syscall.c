@@ -151,11 +151,7 @@ static prim_result run(prim_ctx *ctx, int site, uintptr_t addr, size_t len,
     /* retry_max = -1 is the seed's loop: no backoff at all, a pure spin. */
     if (ctx->retry_max >= 0 && ctx->backoff_us > 0) {
       uint64_t t0 = prim_now_ns();
-      /* (no cancellation point: the heap lock may be held here -- hl__wait) */
-      int cs;
-      pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-      prim_sleep_us(ctx->backoff_us);
-      pthread_setcancelstate(cs, NULL);
+      prim_sleep_us(ctx->backoff_us); /* (no cancellation point: prim_sleep_us) */
       atomic_fetch_add_explicit(&ctx->stall_ns, prim_now_ns() - t0, memory_order_relaxed);
     }
   }

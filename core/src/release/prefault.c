@@ -98,7 +98,7 @@ static void *helper_main(void *arg) {
   for (;;) {
     uint32_t c;
     while (!pf->stop && pf->unclaimed && (c = pick(pf)) == NONE)
-      pthread_cond_wait(&pf->cv, &pf->mu);
+      prim_cond_wait(&pf->cv, &pf->mu);
     if (pf->stop || !pf->unclaimed) break;
     pf->state[c - pf->first] = BUSY;
     pf->unclaimed--;
@@ -216,7 +216,7 @@ bool hl__prefault_take(hl_heap *h, uint32_t c) {
     dropped = hl__drop_lock(h);
     uint64_t t0 = prim_now_ns();
     pthread_mutex_lock(&pf->mu);
-    while (*st == BUSY) pthread_cond_wait(&pf->cv, &pf->mu);
+    while (*st == BUSY) prim_cond_wait(&pf->cv, &pf->mu);
     pf->waits++;
     pf->wait_ns += prim_now_ns() - t0;
   }
@@ -243,7 +243,7 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
   pf->stop = true;
   pthread_cond_broadcast(&pf->cv);
   pthread_mutex_unlock(&pf->mu);
-  pthread_join(pf->thread, NULL);
+  prim_join(pf->thread);
   h->prefault = NULL;
   h->tally.thp_prefault_chunks += pf->chunks;
   h->tally.thp_prefault_waits += pf->waits;

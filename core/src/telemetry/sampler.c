@@ -141,7 +141,7 @@ static void *run(void *arg) {
     uint64_t ns = (uint64_t)ts.tv_nsec + us * 1000u;
     ts.tv_sec += (time_t)(ns / 1000000000u);
     ts.tv_nsec = (long)(ns % 1000000000u);
-    pthread_cond_timedwait(&s->cv, &s->lock, &ts);
+    prim_cond_timedwait(&s->cv, &s->lock, &ts);
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;
@@ -246,7 +246,7 @@ void hl_sampler_stop(hl_sampler *s) {
   bool running = s->running;
   pthread_cond_signal(&s->cv);
   pthread_mutex_unlock(&s->lock);
-  if (running) pthread_join(s->thread, NULL);
+  if (running) prim_join(s->thread);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cv);
   hl__sys_free(s->series);
