@@ -19,6 +19,10 @@
  *     calling thread's last failure outside any heap (hl_heap_new, the
  *     samplers).  The string is the thread's, valid until its next call.
  *     Nothing here aborts on bad input.
+ *   - No function here is a cancellation point (as no call of glibc's malloc
+ *     is): a thread cancelled with pthread_cancel (deferred) while in one
+ *     goes on to the call's end and is cancelled at its own next
+ *     cancellation point, the heap's locks released.
  *   - Slot indices are 0-based.
  *   - Sizes and byte counters are 64-bit.
  */
