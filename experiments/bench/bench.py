@@ -832,8 +832,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="depth 18, 2 runs")
     ap.add_argument("--results", help="write JSON records here")
     ap.add_argument("--workload", action="append", default=[],
-                    help="run: only this workload (repeatable: binary-trees, fill, churn, "
-                         "release, pause)")
+                    help="run: only this workload (repeatable: " + ", ".join(w.name for w in suite()) + ")")
     args = ap.parse_args(argv)
     for e in args.exe:
         name, eq, path = e.partition("=")
