@@ -228,6 +228,8 @@ def test_a_call_failing_under_a_pending_close_keeps_its_message():
         t = threading.Thread(target=worker)
         t.start()
         while h.stats().small_live_bytes < (16 << 20):
+            if not t.is_alive():
+                raise SystemExit(f"the fill ended before the test began: {out['e']!r}")
             time.sleep(0.001)
         print("ready", flush=True)
         try:
@@ -248,9 +250,18 @@ def _interrupt_child(code, delay, timeout=30):
     """Run code in a child, SIGINT it after delay seconds; its (status, output)."""
     import signal
     import time
+    import select
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
+    # the child says "ready" within the timeout, or the test fails with what
+    # it said (a child that never got ready -- its fill refused on a machine
+    # short of memory -- hung the whole suite here)
+    ready = select.select([p.stdout], [], [], timeout)[0]
+    line = p.stdout.readline().strip() if ready else ""
+    if line != "ready":
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError(f"the child did not say ready (in {timeout} s): {line}{out}{err}")
     time.sleep(delay)
     p.send_signal(signal.SIGINT)
     try:
