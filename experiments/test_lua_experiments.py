@@ -65,7 +65,7 @@ def record(lab, arms):
 def completed(data):
     """The arm ran to its end and its own effects held (else a readable failure)."""
     failed = [f"{e['what']}: {e['ours']} (asserted {e['asserted']})"
-              for e in data.get("effects", []) if not e["ok"]]
+              for e in data.get("effects", []) if e["ok"] is False]
     assert data["error"] is None, f"{data['experiment']}/{data['arm']} raised:\n{data['error']}"
     assert data["returncode"] == 0 and not failed, (
         f"{data['experiment']}/{data['arm']} exit {data['returncode']}: {failed}\n"

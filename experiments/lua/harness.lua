@@ -257,6 +257,16 @@ function Recorder:expect(what, ours, asserted, ok, phase, seed)
   return ok
 end
 
+-- State a reported figure, asserted by nothing (ok is null: the results
+-- table shows "-", as a Python effect with ok=None): what, our figure and
+-- why nothing is asserted (default "reported").
+function Recorder:report(what, ours, why, phase, seed)
+  self.effects[#self.effects + 1] = {
+    experiment = self.experiment, arm = self.arm, phase = phase or "", what = what,
+    ours = ours, asserted = why or "reported", seed = seed or "", ok = H.null,
+  }
+end
+
 -- The arm's footprint series: { {t_s, phys, rss, lazyfree}, ... }
 function Recorder:series()
   local out = H.array()
@@ -379,7 +389,7 @@ function H.main(def)
   io.stdout:flush()
   local failed = not ok
   for _, e in ipairs(rec.effects) do
-    if not e.ok then failed = true end
+    if e.ok == false then failed = true end
   end
   os.exit(failed and 1 or 0, true)
 end
