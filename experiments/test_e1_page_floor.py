@@ -20,7 +20,10 @@ Asserted effect:
        of the fill's footprint; where the kernel gives huge pages: stats
        thp_enabled), and still at least 97% comes back;
   both heap residency (mincore) tells the same story as phys_footprint, within
-       2 percentage points.
+       2 percentage points;
+  all  at least 90% of the textures' footprint comes back when they are
+       dropped (the large path, page_release on or off: each texture is a
+       mapping of its own, large_map_bytes).
 
 Seed figures (16 KiB system pages, in-page headers): off held 269,504 KB,
 textures cost 196,992 KB on top, peak 466,224 KB; on returned 66-68%
@@ -150,6 +153,15 @@ def test_e1_page_floor(lab):
                f" whole, {huge.notes['thp_splits']} split", ">= 97% (warm cache aside)",
                arm="huge", phase="drop", ok=frac_huge >= 0.97)
 
+    # every arm: the dead textures' memory goes back (the large path's blocks
+    # are mappings of their own: large_map_bytes), whatever page_release says
+    tex_back = {}
+    for name in ("off", "on", "huge"):
+        tex, tdrop = res[name].phase("textures"), res[name].phase("texture_drop")
+        tex_back[name] = tdrop.returned / tex.growth
+        lab.effect("E1", "textures returned", f"{pct(tex_back[name])} of {tex.growth / MiB:.1f} MiB",
+                   ">= 90%", arm=name, phase="texture_drop", ok=tex_back[name] >= 0.9)
+
     assert frac_on >= 0.97, f"on: only {pct(frac_on)} of {cost_on / MiB:.1f} MiB came back"
     assert frac_off <= 0.05, f"off: {pct(frac_off)} came back with page_release off"
     assert tex_off >= 0.95 * TEXTURES, f"off: textures cost only {tex_off / MiB:.1f} MiB"
@@ -161,5 +173,7 @@ def test_e1_page_floor(lab):
     assert not thp_on or huge_backed >= 0.9 * fill_h.growth, (
         f"huge: only {huge_backed / MiB:.1f} of {fill_h.growth / MiB:.1f} MiB in huge pages")
     assert frac_huge >= 0.97, f"huge: only {pct(frac_huge)} came back"
+    for name, back in tex_back.items():
+        assert back >= 0.9, f"{name}: only {pct(back)} of the dropped textures came back"
     # nothing lost while it was held
     assert on.phase("hold").note("checksum")[1] >= FILL // 256

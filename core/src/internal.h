@@ -268,10 +268,13 @@ typedef struct hl_large {
   uint64_t size;   /* bytes of the block after this record */
   uint8_t mark;
   uint8_t dirty;   /* generational: a slot was stored to since the last cycle */
-  uint16_t unused;
+  uint16_t flags;  /* HL_LARGE_MAPPED */
   uint32_t lead;   /* bytes between the system block and this record: an
                       aligned block (hl__large_sys_alloc); 0 otherwise */
 } hl_large;          /* 32 bytes: keeps the block after it 16-byte aligned */
+/* a mapping of its own (large_map_bytes), not a system malloc block: freed
+ * with munmap, the record at its start (lead 0) */
+#define HL_LARGE_MAPPED 1u
 
 /* ---- util/ptrset.c: an open-addressing set of pointers ---- */
 typedef struct hl_ptrset {

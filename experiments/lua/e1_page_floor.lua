@@ -19,8 +19,10 @@
 --   huge the same, and huge pages back the fill (AnonHugePages grows by at
 --        least 90% of the fill's footprint) where the kernel gives them
 --        (stats thp_enabled);
---   both heap residency (mincore) tells the same story as phys_footprint,
---        within 2 percentage points.
+--   all  heap residency (mincore) tells the same story as phys_footprint,
+--        within 2 percentage points; at least 90% of the textures' footprint
+--        comes back when they are dropped (the large path, page_release on or
+--        off: each texture is a mapping of its own, large_map_bytes).
 -- Across arms (experiments/test_lua_experiments.py): on's peak during the
 -- first texture set is lower than off's by at least 97% of what on returned.
 --
@@ -93,6 +95,7 @@ local function figures(rec, page_release)
     res_frac = res_returned / (res_cost - warm),
     peak = tex.phys_peak - fill.phys_before,  -- peak above the arm's baseline
     textures_cost = H.growth(tex), warm = warm,
+    textures_frac = H.returned(rec:get("texture_drop")) / H.growth(tex),
   }
 end
 
@@ -106,6 +109,9 @@ local function check(rec, arm)
     if rec.notes.thp_enabled == 1 then
       rec:expect("huge pages back the fill", H.mib(backed) .. " of " .. H.mib(f.cost), ">= 90%",
                  backed >= 0.9 * f.cost, "fill")
+    else
+      rec:report("huge pages back the fill", H.mib(backed) .. " of " .. H.mib(f.cost),
+                 "(kernel: no THP)", "fill")
     end
     rec:expect("returned", ("%s: %d chunks whole, %d split"):format(H.pct(f.frac),
                rec.notes.thp_chunks_released, rec.notes.thp_splits), ">= 97% (warm cache aside)",
@@ -127,6 +133,10 @@ local function check(rec, arm)
              arm == "huge" and ("within 2 points + one 2 MiB chunk (%s)"):format(H.pct(slack))
                or "within 2 points",
              math.abs(f.res_frac - f.frac) <= slack, "drop")
+  -- every arm: the dead textures' memory goes back (the large path's blocks
+  -- are mappings of their own: large_map_bytes), whatever page_release says
+  rec:expect("textures returned", ("%s of %s"):format(H.pct(f.textures_frac), H.mib(f.textures_cost)),
+             ">= 90%", f.textures_frac >= 0.9, "texture_drop")
   -- nothing lost while it was held
   local objects = rec:get("hold").notes.checksum[2]
   rec:expect("objects held", tostring(objects), ">= " .. FILL // 256, objects >= FILL // 256, "hold")

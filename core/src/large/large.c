@@ -68,7 +68,7 @@ void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align)
   l->size = block_bytes;
   l->mark = 0;
   l->dirty = 0;
-  l->unused = 0;
+  l->flags = 0;
   l->lead = (uint32_t)((uint8_t *)l - (uint8_t *)raw);
   link_head(h, l);
   hl__charge(h, HL_LARGE, (int64_t)block_bytes, 1);
@@ -80,6 +80,24 @@ void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align)
  * must see every block it charged). */
 void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
   HL_ASSERT_LOCKED(h);
+  uint64_t map_min = (uint64_t)h->opt.large_map_bytes;
+  if (map_min && block_bytes <= SIZE_MAX - sizeof(hl_large) - 4096 &&
+      block_bytes + sizeof(hl_large) >= map_min) {
+    /* large_map_bytes: a mapping of its own (zeroed by the kernel), so that
+     * its memory goes back when it dies whatever glibc's dynamic mmap
+     * threshold is by then.  (A refused mapping: the system malloc's, which
+     * refuses it too when the kernel does.) */
+    void *raw;
+    if (prim_os_map(sizeof(hl_large) + block_bytes, &raw) == 0) {
+      void *block = hl__large_adopt(h, raw, block_bytes, 16);
+      if (block) {
+        hl__large_of(block)->flags = HL_LARGE_MAPPED;
+        return block;
+      }
+      prim_os_unreserve(raw, sizeof(hl_large) + block_bytes);
+      return NULL;
+    }
+  }
   void *raw = hl__large_sys_alloc(block_bytes, 16, zero);
   if (!raw) return NULL;
   void *block = hl__large_adopt(h, raw, block_bytes, 16);
@@ -88,6 +106,12 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
 }
 
 static void *system_block(hl_large *l) { return (uint8_t *)l - l->lead; }
+
+/* Free a record's memory: its mapping, or its system block. */
+static void release_block(hl_large *l) {
+  if (l->flags & HL_LARGE_MAPPED) prim_os_unreserve(l, sizeof(hl_large) + l->size);
+  else hl__large_sys_free(system_block(l));
+}
 
 void hl__large_detach(hl_heap *h, hl_large *l) {
   HL_ASSERT_LOCKED(h);
@@ -142,13 +166,16 @@ void *hl__large_unlink(hl_heap *h, hl_large *l) {
 }
 
 /* Unlink, discharge and free.  Lock held. */
-void hl__large_free(hl_heap *h, hl_large *l) { hl__large_sys_free(hl__large_unlink(h, l)); }
+void hl__large_free(hl_heap *h, hl_large *l) {
+  hl__large_unlink(h, l);
+  release_block(l);
+}
 
 void hl__large_destroy_all(hl_heap *h) {
   hl_large *l = h->large_head;
   while (l) {
     hl_large *n = l->next;
-    hl__large_sys_free(system_block(l));
+    release_block(l);
     l = n;
   }
   h->large_head = NULL;

@@ -75,6 +75,10 @@ typedef enum prim_op {
  * align (a power of two, or 0): the start is a multiple of it. */
 int prim_os_reserve(size_t bytes, size_t align, void **out);
 int prim_os_unreserve(void *base, size_t bytes);
+/* A mapping of its own for one block (the large path's large_map_bytes):
+ * readable, writable, zero, committed as the kernel's overcommit policy
+ * says (no MAP_NORESERVE); freed with prim_os_unreserve. */
+int prim_os_map(size_t bytes, void **out);
 /* The kernel's transparent huge page mode for a range advised MADV_HUGEPAGE:
  * 1 when such a range can get huge pages (Linux: .../transparent_hugepage/
  * enabled is always or madvise), 0 when it cannot (never, or no THP). */

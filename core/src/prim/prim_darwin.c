@@ -30,6 +30,13 @@ int prim_os_reserve(size_t bytes, size_t align, void **out) {
 /* Darwin has no transparent huge pages for anonymous memory. */
 int prim_os_thp_available(void) { return 0; }
 
+int prim_os_map(size_t bytes, void **out) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  *out = p;
+  return 0;
+}
+
 int prim_os_unreserve(void *base, size_t bytes) {
   return munmap(base, bytes) == 0 ? 0 : errno;
 }

@@ -71,6 +71,16 @@ int prim_os_thp_available(void) {
   return r;
 }
 
+int prim_os_map(size_t bytes, void **out) {
+  /* Not MAP_NORESERVE: the kernel's overcommit check refuses what could
+   * never be backed (a 1 TiB object), as it refuses glibc's own mmap of a
+   * large block -- with it the mapping was made and the object "allocated". */
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return errno ? errno : ENOMEM;
+  *out = p;
+  return 0;
+}
+
 int prim_os_unreserve(void *base, size_t bytes) {
   return munmap(base, bytes) == 0 ? 0 : errno;
 }
