@@ -125,6 +125,12 @@ def preload_test_names(tree):
     return names, prefixes
 
 
+def needs_lua_module(t):
+    """A busted spec, or an experiment of the Lua twins (experiments/lua/,
+    run by test_lua_experiments.py with lua5.4 and build/'s Lua module)."""
+    return t.startswith("lua:") or (t.startswith("exp:") and "lua" in t)
+
+
 def on_meson(t):
     """True for a test meson test runs in build/ (c:, lua:)."""
     return t.split(":", 1)[0] in BUILD_KINDS
@@ -284,7 +290,7 @@ class Scratch:
                         + targets, self.path, self.env, log=self.log)
             if rc != 0:
                 return False
-        if any(t.startswith("lua:") for t in tests):
+        if any(needs_lua_module(t) for t in tests):
             rc, _ = run([self.ninja, "-C", "build", "bindings/lua/heaplab.so"], self.path,
                         self.env, log=self.log)
             if rc != 0:
@@ -406,7 +412,7 @@ def main(argv=None):
         copy_tree(scratch)
         s = Scratch(scratch, log)
         everything = sorted({t for m in muts for t in m["tests"]})
-        s.setup(any(on_meson(t) for t in everything),
+        s.setup(any(on_meson(t) or needs_lua_module(t) for t in everything),
                 any(not on_meson(t) for t in everything))
         if not s.build(everything):
             print(f"mutants: the unmutated tree does not build (log: {log.name})", file=sys.stderr)
@@ -418,6 +424,7 @@ def main(argv=None):
                   f"({time.monotonic() - t0:.0f}s)" if not bad else
                   f"baseline: FAILS without any mutation: {', '.join(bad)}", flush=True)
             if bad:
+                failed.append("(baseline)")  # keeps the scratch copy and its log
                 print(f"mutants: fix those first (log: {log.name})", file=sys.stderr)
                 return 1
         for m in muts:
