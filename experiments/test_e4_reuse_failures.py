@@ -32,7 +32,8 @@ being refused; (c) models the primary release advice being refused.
             takes a fresh page for every page it needs -- the heap grows by a
             round's worth of pages each round.  With lazy release the growth
             is charged: lifo_lazy's phys_footprint grows by the fresh pages,
-            fifo_lazy's does not.
+            fifo_lazy's does not.  In every arm each round's checksum is the
+            one the same fill gives on a fault-free heap of the arm's options.
     Seed:   "one unrestorable page would stand in front of an entire stocked
             pool and the heap would grow without bound" (not measured there).
 
@@ -214,6 +215,12 @@ def sticky_restore(rec, **options):
         ph.note("fired", h.faults["restore"]["fired"])
     h.check()
     h.close()
+    # what each round's data must be: the same fill on a heap of the same
+    # options with no fault armed (a checksum depends on the objects'
+    # payloads, sizes and refs, never on their addresses)
+    ref = heaplab.Heap(warm_pages=0, warm_demand_trims=0, release_per_sweep=1 << 20, **options)
+    rec.note("expected_checksum", list(fill_pages(ref, REFILL_B).checksum()))
+    ref.close()
 
 
 def test_e4b_one_sticky_page(lab):
@@ -230,6 +237,7 @@ def test_e4b_one_sticky_page(lab):
         return ph, rounds, fresh, reused, growth
 
     need = ROUNDS_B * REFILL_B          # pages the refills acquire in all
+    expected = res["fifo"].notes["expected_checksum"]
     for order in ("fifo", "lifo"):
         for suffix in ("", "_lazy"):
             arm = order + suffix
@@ -243,10 +251,17 @@ def test_e4b_one_sticky_page(lab):
                        ok=fresh == 0 if order == "fifo" else reused == 0 and fresh >= need)
             lab.effect("E4b", "phys growth over the rounds", f"{growth / MiB:+.1f} MiB",
                        "reported", arm=arm, phase="refill")
+            # identical data whatever page it landed on: every round's
+            # checksum is the one the same fill gives with no fault armed
+            # (each arm computed it on a fault-free heap of its own options)
+            sums = [r["checksum"] for r in rounds]
+            same = (sums == [expected] * ROUNDS_B
+                    and res[arm].notes["expected_checksum"] == expected)
+            lab.effect("E4b", "checksum of every round",
+                       f"{sum(c == expected for c in sums)} of {len(sums)} as fault-free",
+                       "all as the fault-free fill", arm=arm, phase="refill", ok=same)
             assert ph.note("failed_pages") == [0], f"{arm}: failures on {ph.note('failed_pages')}"
-            # identical data whatever page it landed on
-            assert [r["checksum"] for r in rounds] == [r["checksum"] for r in
-                                                       figures("fifo")[1]], f"{arm}: data differs"
+            assert same, f"{arm}: data differs: rounds {sums}, fault-free {expected}"
             if order == "fifo":
                 assert fresh == 0, f"{arm}: took {fresh} fresh pages past one bad page"
                 assert ph.note("fired") == 1, f"{arm}: the bad page was retried {ph.note('fired')}x"

@@ -28,7 +28,8 @@ Asserted effect:
   precise       the drop returns >= 97% of the structure's footprint (warm cache aside);
   stale         the drop returns <= 5% (the word keeps it: live bytes >= 64 MiB);
                 the scrub then returns >= 97%;
-  interior      as stale; interior_off: the drop returns >= 97% (the word keeps nothing);
+  interior      as stale (every object kept, >= 64 MiB; the scrub returns >= 97% and
+                keeps nothing); interior_off: the drop returns >= 97% (the word keeps nothing);
   noise random  keeps no object when no word falls inside the reservation (the
                 number that do is recorded: ~2^-29 per word for the default 32 GiB reservation);
         exact   keeps exactly the 64 objects, and exactly their 64 pages stay resident
@@ -231,8 +232,18 @@ def test_e7_stale_roots(lab):
                ok=s_drop <= 0.05 and stale_kept >= STRUCT)
     lab.effect("E7", "returned at scrub", pct(s_scrub), ">= 97%", arm="stale", phase="scrub",
                seed="came back once overwritten", ok=s_scrub >= 0.97)
-    lab.effect("E7", "interior word", f"drop {pct(i_drop)}, scrub {pct(i_scrub)}",
-               "<= 5%, >= 97%", arm="interior", phase="scrub", ok=i_drop <= 0.05 and i_scrub >= 0.97)
+    # the interior arm, as stale: the word keeps every object (>= the
+    # structure's bytes) until the scrub, which then keeps nothing
+    ires = res["interior"]
+    i_kept = ires.phase("drop").note("kept_bytes")
+    i_all = ires.phase("drop").note("kept_objects") == ires.phase("use").note("objects")
+    i_scrub_kept = ires.phase("scrub").note("kept_bytes")
+    lab.effect("E7", "interior word", f"drop {pct(i_drop)}, {i_kept / MiB:.1f} MiB kept"
+               f"{'' if i_all else ' (not every object)'}; scrub {pct(i_scrub)}, "
+               f"{i_scrub_kept} bytes kept", "as stale: <= 5%, all kept; >= 97%, 0 kept",
+               arm="interior", phase="scrub",
+               ok=(i_drop <= 0.05 and i_kept >= STRUCT and i_all and i_scrub >= 0.97
+                   and i_scrub_kept == 0))
     lab.effect("E7", "interior, option off", pct(o_drop), ">= 97% at drop", arm="interior_off",
                phase="drop", ok=o_drop >= 0.97)
 
@@ -264,6 +275,9 @@ def test_e7_stale_roots(lab):
     assert res["stale"].phase("scrub").note("kept_bytes") == 0
     assert i_drop <= 0.05 and i_scrub >= 0.97, (
         f"interior: drop {pct(i_drop)}, scrub {pct(i_scrub)}")
+    assert i_kept >= STRUCT, f"interior: the word kept only {i_kept / MiB:.1f} MiB"
+    assert i_all, "the interior word kept part of the structure"
+    assert i_scrub_kept == 0, f"interior: scrubbed, {i_scrub_kept} bytes still kept"
     assert o_drop >= 0.97, f"interior_off: an interior word kept the structure ({pct(o_drop)})"
     assert rnd_ok, f"random words kept {rnd['kept_objects']} objects"
     assert exact["kept_objects"] == HEAP_WORDS, exact
