@@ -786,9 +786,13 @@ int hl_churn(hl_heap *heap, double duration_s, uint64_t size,
  *
  * hl_enter/hl_leave hold the heap for a stretch of calls from one thread:
  * calls in between skip the per-call lock, and cycles they trigger run
- * inline.  Calls may nest.
+ * inline.  Calls may nest (on the same heap).  A thread holds one heap at a
+ * time: hl_enter of another heap while it holds one returns HL_EINVAL and
+ * holds nothing more (calls on that heap lock per call, as without it; its
+ * hl_leave does nothing).  hl_leave of a heap this thread does not hold
+ * does nothing.
  */
-void hl_enter(hl_heap *heap);
+int hl_enter(hl_heap *heap);
 void hl_leave(hl_heap *heap);
 
 /* Allocate; NULL on failure (hl_heap_error says why). Slots start empty. */

@@ -116,7 +116,7 @@ int hl_interrupt_attach(int signo) {
     int e = errno;
     atomic_store(&attached[signo], 0);
     return hl__fail(NULL, HL_ESYS, "hl_interrupt_attach: signal %d: sigaction: %s", signo,
-                    strerror(e));
+                    hl__strerror(e));
   }
   return HL_OK;
 }
@@ -283,7 +283,8 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   }
   if ((rc = hl__pages_init(h, err, errlen))) goto fail;
   if ((rc = hl__registry_add(h))) {
-    hl__fmt_err(err, errlen, "hl_heap_new: out of memory");
+    hl__fmt_err(err, errlen, "hl_heap_new: out of memory, or 65,535 heaps live already (each "
+                "needs a handle tag of its own)");
     goto fail;
   }
   h->trigger = (uint64_t)o.gc_trigger_bytes;
@@ -318,7 +319,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
       (uint64_t)o.warm_pages / 4 > trim_batch ? (uint64_t)o.warm_pages / 4 : trim_batch;
   if (o.mode == HL_MODE_COLLECTED && o.collector == HL_COLLECTOR_BACKGROUND &&
       (rc = hl__collector_start(h))) {
-    hl__fmt_err(err, errlen, "hl_heap_new: cannot start the collector thread (%s)", strerror(rc));
+    hl__fmt_err(err, errlen, "hl_heap_new: cannot start the collector thread (%s)", hl__strerror(rc));
     rc = HL_ESYS;
     goto fail;
   }
@@ -670,7 +671,7 @@ int hl_resident_bytes(hl_heap *h, uint64_t *out) {
   hl__unlock(h, locked);
   int e = len ? prim_os_resident(h->base, len, out) : 0;
   if (!len) *out = 0;
-  if (e) return hl__fail(h, HL_ESYS, "resident_bytes: mincore failed (%s)", strerror(e));
+  if (e) return hl__fail(h, HL_ESYS, "resident_bytes: mincore failed (%s)", hl__strerror(e));
   return HL_OK;
 }
 
@@ -678,7 +679,7 @@ int hl_vma_count(hl_heap *h, uint64_t *out) {
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "vma_count: NULL output");
   int e = prim_os_vma_count((uintptr_t)h->base, (uintptr_t)h->base + h->reserved, out);
-  if (e) return hl__fail(h, HL_ESYS, "vma_count: cannot read the memory map (%s)", strerror(e));
+  if (e) return hl__fail(h, HL_ESYS, "vma_count: cannot read the memory map (%s)", hl__strerror(e));
   return HL_OK;
 }
 
@@ -790,12 +791,19 @@ uint64_t hl_max_size(void) { return HL_MAX_SIZE; }
 
 /* ---- holding a heap ---- */
 
-void hl_enter(hl_heap *h) {
-  if (!h) return;
+int hl_enter(hl_heap *h) {
+  CHECK_HEAP(h);
   if (hl__held == h) {
     hl__held_depth++;
-    return;
+    return HL_OK;
   }
+  /* One held heap per thread (hl__held): taking a second forgot the first
+   * -- a call on it then locked its mutex again and hung, and its hl_leave
+   * never unlocked it. */
+  if (hl__held != HL_NOT_HELD)
+    return hl__fail(h, HL_EINVAL,
+                    "hl_enter: this thread already holds another heap (a thread holds one "
+                    "heap at a time: hl_leave it first)");
   hl__lock_raw(h);
   /* Another thread's cycle may be in its trim, the lock dropped around the
    * syscalls.  Holding the heap now, this thread could run into it later
@@ -807,6 +815,7 @@ void hl_enter(hl_heap *h) {
   while (h->in_cycle) hl__wait(h, &h->cycle_done);
   hl__held = h;
   hl__held_depth = 1;
+  return HL_OK;
 }
 
 void hl_leave(hl_heap *h) {

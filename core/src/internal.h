@@ -447,6 +447,8 @@ struct hl_heap {
   hl_list free_pool;
   hl_list released_pool;
   hl_list reuse_failed;
+  int last_restore_err;     /* errno of the last restore that failed (0: none):
+                               named when no page is left (hl__fail_no_page) */
   uint64_t state_count[PS_COUNT];
   uint64_t fallback_count;  /* released or reuse-failed pages on the fallback advice */
 
@@ -537,6 +539,22 @@ struct hl_heap {
   char errmsg[256];
   uint64_t errseq;
 };
+
+/* An errno's text, untranslated -- what every message of the core says.
+ * strerror translates through gettext, which read-locks glibc's locale lock;
+ * the preloaded library's first malloc may come from inside setlocale, which
+ * holds that lock for writing: the read-lock failed (EDEADLK), its unlock
+ * released setlocale's write lock, and the program's next setlocale hung
+ * (bash, whenever the heap could not be set up).  strerrordesc_np takes no
+ * lock and allocates nothing. */
+static inline const char *hl__strerror(int e) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  const char *s = strerrordesc_np(e);
+  return s ? s : "unknown error";
+#else
+  return strerror(e);
+#endif
+}
 
 /* ---- error reporting (telemetry/telemetry.c) ---- */
 int hl__fail(const hl_heap *h, int code, const char *fmt, ...)
@@ -1229,6 +1247,10 @@ static inline void hl__sub_dirty(hl_heap *h, uint32_t p) {
  * restore failed: the page is SUB_FAILED then, and the caller takes no slot
  * from it. */
 bool hl__sub_restore(hl_heap *h, uint32_t p, uint64_t lo, uint64_t hi);
+/* An allocation found no page: HL_ENOMEM with a message saying why -- the
+ * reservation used up, or released pages left that could not be restored
+ * (the errno).  Lock held. */
+void hl__fail_no_page(hl_heap *h, const char *what);
 /* Page p was released whole (or carved afresh): forget its sub-page state. */
 void hl__sub_forget(hl_heap *h, uint32_t p);
 /* Page p leaves the partial state while SUB_FAILED (a sweep emptied it). */

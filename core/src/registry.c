@@ -130,6 +130,26 @@ int hl__registry_add(hl_heap *h) {
     else registry = n, registry_cap = cap;
   }
   if (!rc) {
+    /* A tag (the top 16 bits of a handle) no live heap has: the serial's
+     * low 16 bits repeated every 65,536 heaps, and a new heap took a live
+     * one's handles for its own (reading one gave the new heap's object).
+     * The next free one from there; 65,535 live heaps is the most there can
+     * be.  (A handle of a heap freed long ago may still match a new heap's
+     * tag: its index and generation decide, as for a released handle.) */
+    uint16_t tag = h->tag;
+    for (uint32_t tries = 0;; tries++) {
+      bool used = false;
+      for (uint32_t i = 0; i < registry_n && !used; i++) used = registry[i].heap->tag == tag;
+      if (!used) break;
+      if (tries == 0xffff) {
+        rc = HL_ENOMEM;
+        break;
+      }
+      tag = (uint16_t)(tag + 1) ? (uint16_t)(tag + 1) : 1;
+    }
+    h->tag = tag;
+  }
+  if (!rc) {
     registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
     if (hl__barrier_on(h)) atomic_fetch_add(&barrier_heaps, 1);
     if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);

@@ -154,6 +154,19 @@ int main(void) {
              hl_sampler_summary_get(NULL, NULL));
   size_t cnt;
   FAILS_NULL(HL_EINVAL, "hl_sampler_read: the sampler is NULL", hl_sampler_read(NULL, 0, NULL, 0, &cnt));
+  /* "how many?" (no buffer) and a start past the end: 0 samples, no memcpy
+   * from NULL nor a pointer past the series (UBSan stopped both) */
+  {
+    hl_sampler *live = NULL;
+    CHECK(hl_sampler_open(&live, 0.01, 64) == HL_OK, "sampler: %s", hl_heap_error(NULL));
+    cnt = 99;
+    CHECK(hl_sampler_read(live, 0, NULL, 0, &cnt) == HL_OK && cnt == 0, "read(NULL, 0): %zu", cnt);
+    hl_sample one[4];
+    cnt = 99;
+    CHECK(hl_sampler_read(live, SIZE_MAX, one, 4, &cnt) == HL_OK && cnt == 0,
+          "read from SIZE_MAX: %zu", cnt);
+    hl_sampler_stop(live);
+  }
   FAILS_NULL(HL_EINVAL, "hl_collect: the heap is NULL", hl_collect(NULL, 1, -1));
   FAILS_NULL(HL_EINVAL, "hl_interrupt_attach: 65 is no signal", hl_interrupt_attach(65));
   FAILS_NULL(HL_ESYS, "hl_interrupt_attach: signal 9: sigaction", hl_interrupt_attach(SIGKILL));
@@ -197,5 +210,27 @@ int main(void) {
         "usable size of a collected heap's object: %zu",
         hl_usable_size(coll, (void *)(uintptr_t)oi.object));
   hl_heap_free(coll);
+
+  /* no page because every released page's restore fails (injected EIO, as a
+   * Darwin MADV_FREE_REUSE failure): the refusal says so, and the errno --
+   * it said "the reservation ... is exhausted (reserve_bytes)", pointing at
+   * an option that was not the cause (a fuzzing helper's finding) */
+  hl_heap *rh = HEAP("mode=collected", "page_size=65536", "reserve_bytes=1m", "warm_pages=0");
+  hl_ref rf;
+  OK(rh, hl_fill(rh, 300 << 10, 64, 0, &rf));
+  OK(rh, hl_ref_release(rh, rf));
+  OK(rh, hl_collect(rh, 2, 1));
+  OK(rh, hl_trim(rh));
+  CHECK(stats_of(rh).released_pool_pages > 0, "no page was released");
+  OK(rh, hl_inject_named(rh, "restore", "always", 0, "EIO"));
+  int rrc = HL_OK;
+  for (int i = 0; i < 100000 && rrc == HL_OK; i++) { /* kept: the fresh pages fill up first */
+    hl_ref one;
+    rrc = hl_alloc(rh, 64, 0, &one);
+  }
+  CHECK(rrc == HL_ENOMEM && strstr(hl_heap_error(rh), "their restores fail") &&
+            strstr(hl_heap_error(rh), "Input/output error") && !strstr(hl_heap_error(rh), "reserve_bytes"),
+        "allocation with every restore failing: %s: %s", hl_error_name(rrc), hl_heap_error(rh));
+  hl_heap_free(rh);
   return 0;
 }

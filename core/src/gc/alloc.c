@@ -115,7 +115,6 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
   if (large)
     hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %" PRIu64 " bytes", what, bytes);
   else
-    hl__fail(h, HL_ENOMEM, "%s: the reservation of %" PRIu64 " bytes is exhausted (reserve_bytes)", what,
-             h->reserved);
+    hl__fail_no_page(h, what);
   return NULL;
 }

@@ -475,8 +475,7 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
     h->tally.manual_mallocs++;
   }
   if (!first)
-    hl__fail(h, HL_ENOMEM, "%s: the reservation of %llu bytes is exhausted (reserve_bytes)",
-             what, (unsigned long long)h->reserved);
+    hl__fail_no_page(h, what);
   hl__unlock(h, locked);
   if (due) hl__tcache_event(h, tc);
   return first;

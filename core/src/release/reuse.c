@@ -14,6 +14,8 @@
  *            it in with one call instead of one fault per OS page.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <string.h>
 
 #include "../internal.h"
 
@@ -103,6 +105,7 @@ static int restore_page(hl_heap *h, uint32_t p) {
   h->tally.restore_calls++;
   if (r.err) {
     h->tally.restore_failed_pages++;
+    h->last_restore_err = r.err;
     hl__event(h, HL_EV_restore_failed, 3, (int64_t)p, (int64_t)r.err,
               (int64_t)h->opt.reuse_failed_order);
     if (r.gave_up)
@@ -165,4 +168,17 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
   h->tally.fresh_pages++;
   h->taken_since_trim++;
   return p;
+}
+
+void hl__fail_no_page(hl_heap *h, const char *what) {
+  HL_ASSERT_LOCKED(h);
+  uint64_t parked = h->released_pool.count + h->reuse_failed.count;
+  if (parked && h->last_restore_err)
+    hl__fail(h, HL_ENOMEM,
+             "%s: no page to take: the reservation of %" PRIu64 " bytes is used up; %" PRIu64
+             " released pages are left and their restores fail (the last: %s)",
+             what, h->reserved, parked, hl__strerror(h->last_restore_err));
+  else
+    hl__fail(h, HL_ENOMEM, "%s: the reservation of %" PRIu64 " bytes is exhausted (reserve_bytes)",
+             what, h->reserved);
 }

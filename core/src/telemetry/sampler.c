@@ -232,7 +232,8 @@ int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size
   pthread_mutex_lock(&s->lock);
   size_t n = from < s->n ? s->n - from : 0;
   if (n > cap) n = cap;
-  memcpy(buf, s->series + from, n * sizeof *buf);
+  if (n) memcpy(buf, s->series + from, n * sizeof *buf); /* (none: buf may be NULL, from past
+                                                           the end -- no pointer made) */
   *count = n;
   pthread_mutex_unlock(&s->lock);
   return HL_OK;
