@@ -302,7 +302,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
                 " bytes asked down to %" PRIu64 " (%s, %d attempts: the address space "
                 "is exhausted -- RLIMIT_AS, or too many heaps open -- or a smaller "
                 "reserve_bytes is needed)",
-                asked, want, strerror(last), attempts);
+                asked, want, hl__strerror(last), attempts);
     return HL_ENOMEM;
   }
   h->base = base;
@@ -394,7 +394,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   return HL_OK;
 fail:
   hl__fmt_err(err, errlen, "reserve: side tables for %" PRIu32 " pages refused (%s)",
-              h->npages_max, strerror(e));
+              h->npages_max, hl__strerror(e));
   hl__pages_destroy(h);
   return HL_ENOMEM;
 }
