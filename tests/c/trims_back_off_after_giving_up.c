@@ -48,5 +48,39 @@ int main(void) {
         s.free_pool_pages, s.released_pool_pages, s.trim_backoff_ns);
   check_invariants(h);
   hl_heap_free(h);
+
+  /* A refusal that is not EAGAIN, of the primary and the fallback advice
+   * alike (ENOMEM here; EINVAL on mlock'ed pages): no call gives up, each
+   * run is refused at once and its pages go back to the free pool -- which
+   * stays past the threshold, so every later free ran the whole failing
+   * trim again (a helper's Python program under the preload: 123,125 trims
+   * and 9 M refused calls instead of 176 trims, 7x slower).  Such a trim
+   * backs off too. */
+  h = HEAP("mode=manual", "warm_pages=0", "warm_demand_trims=0", "tcache_blocks=0");
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_always, 0, 12 /* ENOMEM */));
+  OK(h, hl_inject(h, HL_SITE_fallback, HL_FAULT_always, 0, 12));
+  t0 = now_s();
+  for (int round = 0; round < 40; round++) {
+    for (int i = 0; i < 20000; i++) CHECK((b[i] = hl_malloc(h, 256)), "malloc");
+    for (int i = 0; i < 20000; i++) hl_free(h, b[i]);
+  }
+  dt = now_s() - t0;
+  s = stats_of(h);
+  printf("refused (ENOMEM): %.3f s: %" PRIu64 " trims, %" PRIu64 " skipped, %" PRIu64
+         " release calls, %" PRIu64 " released\n",
+         dt, s.trims, s.trim_backoffs, s.release_calls, s.released_pages);
+  CHECK(s.released_pages == 0, "%" PRIu64 " pages released with every advice refused",
+        s.released_pages);
+  CHECK(s.trim_backoffs > 10, "trims did not back off: %" PRIu64 " skipped", s.trim_backoffs);
+  /* 100 ms, 200, 400...: in dt seconds at most log2(dt / 0.1) + 2 trims ran */
+  CHECK(s.trims <= 12, "%" PRIu64 " trims ran in %.2f s with every release refused", s.trims, dt);
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_off, 0, 0));
+  OK(h, hl_trim(h));
+  s = stats_of(h);
+  CHECK(s.released_pool_pages > 0 && s.trim_backoff_ns == 0,
+        "after the fault: released %" PRIu64 ", backoff %" PRIu64, s.released_pool_pages,
+        s.trim_backoff_ns);
+  check_invariants(h);
+  hl_heap_free(h);
   return 0;
 }

@@ -360,7 +360,8 @@ void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
  * condition that does not clear (the map limit, a refusal that is not
  * transient) then costs every trim its whole retry budget -- 513 trims of
  * 100 retries of 1 ms made a 20 ms Lua script take 56 s.  So after a trim
- * gives up, the trims that are not asked for (allocation-driven cycles, the
+ * gives up -- or releases nothing because every run was refused, primary
+ * and fallback advice alike (trim_pages) -- the trims that are not asked for (allocation-driven cycles, the
  * manual mode's) wait: 100 ms, doubling after each trim that gives up again,
  * at most 10 s; a trim that does not give up ends the wait.  Stalled time
  * is then at most one retry budget per doubling (a 1% share of the time
@@ -529,7 +530,12 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
 
   h->tally.trims++;
   h->tally.trim_ns += dt;
-  backoff_update(h, t.gu.any);
+  /* a trim whose every run was refused (primary and fallback: ENOMEM,
+   * EINVAL -- madvise on mlock'ed pages -- anything that is not EAGAIN) backs
+   * off too: the runs went back to the free pool, which stayed past the
+   * threshold, and every later free re-ran the whole failing trim (a Python
+   * program under the preload: 700x the trims, 7-24x slower) */
+  backoff_update(h, t.gu.any || (t.released == 0 && t.rejected > 0));
   h->tally.release_calls += t.calls;
   h->tally.released_pages += t.released;
   h->tally.rejected_pages += t.rejected;
