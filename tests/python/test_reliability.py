@@ -108,6 +108,72 @@ def test_a_finalizer_closing_the_heap_during_its_call_does_not_deadlock():
     assert p.returncode == 0 and p.stdout.startswith("ok"), (p.returncode, p.stderr[-2000:])
 
 
+_FINALIZER_IN_THE_BINDING = """
+    import gc, os, sys, threading, heaplab
+    threshold = int(sys.argv[1])
+
+    class Owner:
+        def __init__(self, heap):
+            self.heap, self.me = heap, self   # a cycle: only the cyclic GC frees it
+        def __del__(self):
+            self.heap.close()
+
+    def scenario(name, warm, first_call):
+        h = heaplab.Heap()
+        out = []
+        def thread_main():
+            if warm:
+                h.stats()             # not this thread's first call on h
+            gc.disable()
+            gc.collect()
+            Owner(h)                  # garbage from now on
+            gc.set_threshold(threshold)
+            gc.enable()
+            try:
+                first_call(h)
+                out.append("returned")
+            except heaplab.HeapClosed:
+                out.append("closed")
+            finally:
+                gc.set_threshold(700)
+        t = threading.Thread(target=thread_main, daemon=True)
+        t.start()
+        t.join(10)
+        if t.is_alive():
+            print(f"threshold {threshold}: {name}: HANG (closed={h.closed})", flush=True)
+            os._exit(1)
+        h.close()
+
+    scenario("first call trim", False, lambda h: h.trim())
+    scenario("first call close", False, lambda h: h.close())
+    scenario("close after a call", True, lambda h: h.close())
+    print("ok", flush=True)
+"""
+
+
+def test_a_finalizer_closing_the_heap_inside_the_bindings_plumbing_does_not_hang():
+    """A finalizer that closes the heap, run by a garbage collection inside the
+    binding's own code: in a thread's first call (the thread-local's first
+    dict, made after the call was counted: close() waited for its own
+    thread's call) and inside close() itself, which held a plain lock across
+    code that allocates (the nested close() waited for its own thread).  The
+    gen-0 threshold places the collection; every threshold 1..30 runs in a
+    child of its own (6-8 hung the first, 5-8 the second; a helper's
+    reproducers)."""
+    code = textwrap.dedent(_FINALIZER_IN_THE_BINDING)
+    hung = []
+    for threshold in range(1, 31):
+        try:
+            p = subprocess.run([sys.executable, "-c", code, str(threshold)], capture_output=True,
+                               text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            hung.append(f"threshold {threshold}: no exit in 60 s")
+            continue
+        if p.returncode or "ok" not in p.stdout:
+            hung.append(p.stdout.strip() or p.stderr[-500:])
+    assert not hung, hung
+
+
 def test_heaps_and_samplers_refuse_copies_refs_copy_as_dup():
     """#4: copy.copy(heap) crashed the interpreter; copy.copy(ref) made two owners."""
     import copy

@@ -544,6 +544,13 @@ def _number(name, value):
 # thread -- a finalizer that runs while a method of the same heap allocates --
 # must not wait for itself: it defers the free to the end of that call.
 #
+# _LOCK: the condition's lock is reentrant.  Any allocation may run a garbage
+# collection, and a finalizer in it may close the same owner -- also while
+# close() or _settle() holds the lock (a tuple in Condition.__exit__, the
+# thread-local's first dict, the free itself): with a plain Lock that nested
+# close() waited for its own thread for ever.  Reentered, it finds the owner
+# closed (close() marks it first) and returns.
+#
 # The counts are kept exact under KeyboardInterrupt and thread switches: CPython
 # (3.11 and later) handles signals and switches threads only at calls, loops and
 # function entry, never between the plain attribute loads, stores and integer
@@ -613,7 +620,7 @@ class _Owned(_Slotted):
         self._ptr = ptr
         self._calls = 0
         self._here = _Here()
-        self._cv = threading.Condition(threading.Lock())
+        self._cv = threading.Condition(threading.RLock())   # (_LOCK says why reentrant)
         self._pending = False
         self._finalized = False
         self._closed = False
@@ -621,7 +628,7 @@ class _Owned(_Slotted):
 
     def _after_fork(self) -> None:
         """In a fork child: only this thread's calls are still in flight."""
-        self._cv = threading.Condition(threading.Lock())
+        self._cv = threading.Condition(threading.RLock())
         self._calls = self._here.depth
         if self._closed and not self._calls and self._ptr != ffi.NULL:
             self._pending = True   # the close() waiting in another thread stayed behind
@@ -650,10 +657,16 @@ class _Owned(_Slotted):
 
     def _run(self, fn: Any, *args: Any) -> Any:
         """fn(ptr, *args) with the object kept alive for the call; its result."""
+        # this thread's depth first: the first read in a thread makes the
+        # thread-local's dict, an allocation that may run a garbage collection
+        # -- and a finalizer in it that closes this owner.  Counted before
+        # that, the close() waited for this thread's own call: a hang.
+        here = self._here
+        depth = here.depth
         if self._closed:
             raise self._closed_error()
         self._calls += 1
-        self._here.depth += 1
+        here.depth = depth + 1
         try:
             # the object through its anchor, once counted (the C call lets
             # other threads run: a close() must see this call first): NULL
