@@ -78,11 +78,42 @@ static uint64_t live_estimate(void);
  * plus the failed request's own garbage, whatever the live bytes -- the
  * earlier check, live bytes against a quarter of the reservation, alone
  * called that a defect.  Without a way to retry (retry NULL): honest when
- * every page is still in use after the collection. */
+ * every page is still in use after the collection -- or, when an injected
+ * failure kept the parked pages from coming back (restore_fault_in_op), when
+ * every page was carved from the reservation. */
 static bool (*retry)(void); /* the request again: true when it succeeded */
 
+/* Restores that failed (whole pages and sub-page runs), from the stats. */
+static uint64_t failed_restores(void) {
+  hl_stats st;
+  if (hl_stats_get(H, &st) != HL_OK) return 0;
+  return st.restore_failed_pages + st.subpage_restore_failed;
+}
+static uint64_t failed_restores_at_op; /* when the current operation began */
+
+/* An injected failure kept a parked page from coming back in this operation:
+ * a schedule is armed at a site a restore goes through (restore, the
+ * MADV_DODUMP after it with dump_toggle, any) and has fired, and a restore
+ * failed since the operation began.  Then the free, released and
+ * reuse-failed pages left are no proof of a dishonest refusal (the page
+ * taker tries the free pool's head and reuse_attempts parked pages, and
+ * each failed). */
+static bool restore_fault_in_op(void) {
+  if (failed_restores() == failed_restores_at_op) return false;
+  hl_fault_state fs[HL_SITE_COUNT];
+  size_t n = 0;
+  if (hl_faults_get(H, fs, HL_SITE_COUNT, &n)) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((fs[i].site == HL_SITE_restore || fs[i].site == HL_SITE_dump ||
+         fs[i].site == HL_SITE_any) && fs[i].mode != HL_FAULT_off && fs[i].fired)
+      return true;
+  return false;
+}
+
 static bool honest_oom(void) {
-  if (H == NULL || O.mode != HL_MODE_COLLECTED || hl_collect(H, 1, 1) != HL_OK) return false;
+  if (H == NULL || O.mode != HL_MODE_COLLECTED) return false;
+  bool faulted = restore_fault_in_op(); /* (before the collection: it may take pages) */
+  if (hl_collect(H, 1, 1) != HL_OK) return false;
   if (retry) {
     bool ok = retry();
     if (verbose) fprintf(stderr, "fuzz_heap: after a major collection the retry %s\n",
@@ -92,7 +123,12 @@ static bool honest_oom(void) {
   hl_stats st;
   if (hl_stats_get(H, &st) != HL_OK) return false;
   uint64_t pages = (uint64_t)O.reserve_bytes / (uint64_t)O.page_size;
-  return st.total_pages >= pages && st.free_pool_pages == 0 && st.released_pool_pages == 0 &&
+  if (st.total_pages < pages) return false; /* fresh pages were left */
+  if (faulted) {
+    if (verbose) fprintf(stderr, "fuzz_heap: out of memory with restores failing (injected)\n");
+    return true;
+  }
+  return st.free_pool_pages == 0 && st.released_pool_pages == 0 &&
          st.reuse_failed_pool_pages == 0;
 }
 
@@ -630,6 +666,7 @@ static void op_burst(input *in) {
 static void run_collected(input *in) {
   while (in->n) {
     uint8_t op = u8(in);
+    failed_restores_at_op = failed_restores();
     switch (op % 16) {
     case 0: case 1: op_alloc(in); break;
     case 2: if (nh) drop_handle(u8(in) % nh); break;
