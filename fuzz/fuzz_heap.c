@@ -209,7 +209,9 @@ typedef struct {
   uint64_t size;
   int32_t slot[MAXSLOTS]; /* model ids, -1 = empty */
   uint8_t *bytes;         /* the payload as the model knows it */
-  uintptr_t addr;         /* the object: the heap never moves it */
+  uintptr_t addr;         /* the object: where it was allocated (compact=never: the heap never
+                             moves it), else where the last check found it */
+  uint64_t ident;         /* hl_ref_identity once asked (0: not yet) */
   uint32_t seen;          /* check epoch */
 } mobj;
 
@@ -221,6 +223,7 @@ static int nfill;
 static hl_ref stale[NSTALE];
 static int nstale;
 static uint32_t epoch;
+static bool moving; /* compact != never: a full collection may move objects */
 
 static uint64_t live_estimate(void) { return model_bytes; }
 
@@ -247,7 +250,7 @@ static int model_new(uint64_t size, uint32_t refs, uintptr_t addr, uint8_t seed)
     m->bytes = malloc(size ? size : 1);
     if (!m->bytes) FAIL("model: out of memory");
     fill_pattern(m->bytes, size, seed);
-    m->used = true, m->refs = refs, m->size = size, m->addr = addr, m->seen = 0;
+    m->used = true, m->refs = refs, m->size = size, m->addr = addr, m->seen = 0, m->ident = 0;
     for (int k = 0; k < MAXSLOTS; k++) m->slot[k] = -1;
     model_bytes += size + 8 + 8ull * refs;
     return i;
@@ -284,14 +287,23 @@ static void model_collect(void) {
   }
 }
 
-/* Compare object id with the real object at p, and everything it reaches. */
+/* Compare object id with the real object at p, and everything it reaches.
+ * compact=never: the object is where it was allocated.  Otherwise it may
+ * have moved since the last check, but within one check every path to it
+ * (handles, slots) must give one address -- the first path
+ * that reaches it in this check records it -- and check_collected then
+ * holds that no two model objects share an address, and every handle's
+ * hl_ref_identity to the one it first gave. */
 static void check_obj(int id, void *p, int depth) {
   mobj *m = &objs[id];
-  if ((uintptr_t)p != m->addr)
-    FAIL("object %d is at %p, expected %p (a slot points at another object)", id, p,
-         (void *)m->addr);
-  if (m->seen == epoch) return;
+  if (!moving || m->seen == epoch) {
+    if ((uintptr_t)p != m->addr)
+      FAIL("object %d is at %p, expected %p (a slot points at another object)", id, p,
+           (void *)m->addr);
+    if (m->seen == epoch) return;
+  }
   m->seen = epoch;
+  m->addr = (uintptr_t)p;
   if (hl_obj_size(p) != m->size || hl_obj_refs(p) != m->refs)
     FAIL("object %d: size %" PRIu64 " refs %" PRIu64 ", expected %" PRIu64 " and %u", id,
          hl_obj_size(p), hl_obj_refs(p), m->size, m->refs);
@@ -313,6 +325,11 @@ static void check_obj(int id, void *p, int depth) {
   }
 }
 
+static int cmp_addr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 static void check_collected(void) {
   model_collect();
   epoch++;
@@ -322,8 +339,23 @@ static void check_collected(void) {
     int rc = hl_ref_info(H, hnd[i].ref, &info);
     if (rc) FAIL("handle %d (object %d) was lost: %s", i, hnd[i].obj, msg());
     check_obj(hnd[i].obj, (void *)(uintptr_t)info.object, 0);
+    uint64_t ident = 0;
+    if (hl_ref_identity(H, hnd[i].ref, &ident)) FAIL("identity of handle %d: %s", i, msg());
+    mobj *m = &objs[hnd[i].obj];
+    if (!m->ident) m->ident = ident;
+    else if (m->ident != ident)
+      FAIL("object %d's identity changed: %" PRIx64 " -> %" PRIx64, hnd[i].obj, m->ident, ident);
   }
   hl_leave(H);
+  /* no two live model objects at one address */
+  static struct { uintptr_t addr; int id; } at[MAXOBJ];
+  int n = 0;
+  for (int i = 0; i < MAXOBJ; i++)
+    if (objs[i].used && objs[i].seen == epoch) at[n].addr = objs[i].addr, at[n++].id = i;
+  qsort(at, (size_t)n, sizeof at[0], cmp_addr);
+  for (int i = 1; i < n; i++)
+    if (at[i].addr == at[i - 1].addr)
+      FAIL("objects %d and %d are both at %p", at[i - 1].id, at[i].id, (void *)at[i].addr);
   for (int i = 0; i < nfill; i++) {
     uint64_t sum = 0, count = 0;
     int rc = hl_ref_checksum(H, fills[i].ref, &sum, &count);
@@ -423,9 +455,19 @@ static void op_get(input *in) {
     return;
   }
   if (!r) FAIL("slot %" PRIu64 " lost object %d", slot, child);
-  hl_object_info info;
-  if (hl_ref_info(H, r, &info) || info.object != objs[child].addr)
+  /* the new handle names what the slot holds (read held: nothing moves) */
+  hl_object_info info, pinfo;
+  hl_enter(H);
+  if (hl_ref_info(H, r, &info) || hl_ref_info(H, hnd[a].ref, &pinfo) ||
+      (uintptr_t)hl_obj_get((void *)(uintptr_t)pinfo.object, slot) != info.object ||
+      (!moving && info.object != objs[child].addr))
     FAIL("get gave the wrong object");
+  hl_leave(H);
+  uint64_t ident = 0;
+  if (hl_ref_identity(H, r, &ident)) FAIL("identity: %s", msg());
+  if (objs[child].ident && ident != objs[child].ident)
+    FAIL("get gave the wrong object: identity %" PRIx64 ", object %d's is %" PRIx64, ident, child,
+         objs[child].ident);
   if (nh == MAXH) {
     if (hl_ref_release(H, r)) FAIL("release: %s", msg());
     return;
@@ -1079,6 +1121,7 @@ static bool configure(input *in) {
   O.restore_before_format = 1;
   if (O.small_max > O.page_size / 4) O.small_max = O.page_size / 4;
   if (O.reserve_bytes < 16 * O.page_size) O.reserve_bytes = 16 * O.page_size;
+  moving = O.compact != HL_COMPACT_NEVER;
   char err[256];
   if (hl_options_validate(&O, err, sizeof err)) {
     if (verbose) fprintf(stderr, "fuzz_heap: options refused: %s\n", err);
