@@ -122,6 +122,18 @@ static bool restore_fault_in_op(void) {
 static bool honest_oom(void) {
   if (H == NULL || O.mode != HL_MODE_COLLECTED) return false;
   bool faulted = restore_fault_in_op(); /* (before the collection: it may take pages) */
+  if (verbose) {
+    hl_fault_state fs[HL_SITE_COUNT];
+    size_t n = 0;
+    hl_faults_get(H, fs, HL_SITE_COUNT, &n);
+    for (size_t i = 0; i < n; i++)
+      if (fs[i].mode != HL_FAULT_off)
+        fprintf(stderr, "fuzz_heap: armed: %s %s %" PRId64 " errno %d: %" PRIu64 " calls, %" PRIu64
+                " fired\n", hl_fault_site_name(fs[i].site), hl_fault_mode_name(fs[i].mode),
+                fs[i].arg, fs[i].err, fs[i].calls, fs[i].fired);
+    fprintf(stderr, "fuzz_heap: %" PRIu64 " restores failed in this operation\n",
+            failed_restores() - failed_restores_at_op);
+  }
   if (hl_collect(H, 1, 1) != HL_OK) return false;
   if (retry) {
     bool ok = retry();
