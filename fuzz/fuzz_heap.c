@@ -22,9 +22,18 @@
  * free slots) and every object the model says is live is compared with the
  * heap: payload bytes, slot count, every slot's target (by identity), the
  * fills' checksums, the number of handles.  Nothing live is ever lost or
- * corrupted: that is the property.  Every error the API returns must be one
+ * corrupted: that is the property.  With compact (a full collection may
+ * move objects) the model compares identity, not fixed addresses: one
+ * address per object within a check, none shared, handle identities
+ * stable, pinned objects (conservative roots) where they were.
+ * Every error the API returns must be one
  * the operation can have, with a message.  A violation aborts with a line
  * saying what was wrong (libFuzzer then saves the input).
+ *
+ * A configuration byte of 0xc0 or more where the option strings' count is
+ * read brings the extension (configure()): compaction, sub-page release,
+ * huge pages, mark threads, the large path's arms, root regions (precise
+ * and conservative) and hl_thin.
  *
  * Out-of-memory is an accepted answer only when the model's live bytes are
  * near the reservation: an allocation that fails while they are far below
@@ -78,11 +87,54 @@ static uint64_t live_estimate(void);
  * plus the failed request's own garbage, whatever the live bytes -- the
  * earlier check, live bytes against a quarter of the reservation, alone
  * called that a defect.  Without a way to retry (retry NULL): honest when
- * every page is still in use after the collection. */
+ * every page is still in use after the collection -- or, when an injected
+ * failure kept the parked pages from coming back (restore_fault_in_op), when
+ * every page was carved from the reservation. */
 static bool (*retry)(void); /* the request again: true when it succeeded */
 
+/* Restores that failed (whole pages and sub-page runs), from the stats. */
+static uint64_t failed_restores(void) {
+  hl_stats st;
+  if (hl_stats_get(H, &st) != HL_OK) return 0;
+  return st.restore_failed_pages + st.subpage_restore_failed;
+}
+static uint64_t failed_restores_at_op; /* when the current operation began */
+
+/* An injected failure kept a parked page from coming back in this operation:
+ * a schedule is armed at a site a restore goes through (restore, the
+ * MADV_DODUMP after it with dump_toggle, any) and has fired, and a restore
+ * failed since the operation began.  Then the free, released and
+ * reuse-failed pages left are no proof of a dishonest refusal (the page
+ * taker tries the free pool's head and reuse_attempts parked pages, and
+ * each failed). */
+static bool restore_fault_in_op(void) {
+  if (failed_restores() == failed_restores_at_op) return false;
+  hl_fault_state fs[HL_SITE_COUNT];
+  size_t n = 0;
+  if (hl_faults_get(H, fs, HL_SITE_COUNT, &n)) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((fs[i].site == HL_SITE_restore || fs[i].site == HL_SITE_dump ||
+         fs[i].site == HL_SITE_any) && fs[i].mode != HL_FAULT_off && fs[i].fired)
+      return true;
+  return false;
+}
+
 static bool honest_oom(void) {
-  if (H == NULL || O.mode != HL_MODE_COLLECTED || hl_collect(H, 1, 1) != HL_OK) return false;
+  if (H == NULL || O.mode != HL_MODE_COLLECTED) return false;
+  bool faulted = restore_fault_in_op(); /* (before the collection: it may take pages) */
+  if (verbose) {
+    hl_fault_state fs[HL_SITE_COUNT];
+    size_t n = 0;
+    hl_faults_get(H, fs, HL_SITE_COUNT, &n);
+    for (size_t i = 0; i < n; i++)
+      if (fs[i].mode != HL_FAULT_off)
+        fprintf(stderr, "fuzz_heap: armed: %s %s %" PRId64 " errno %d: %" PRIu64 " calls, %" PRIu64
+                " fired\n", hl_fault_site_name(fs[i].site), hl_fault_mode_name(fs[i].mode),
+                fs[i].arg, fs[i].err, fs[i].calls, fs[i].fired);
+    fprintf(stderr, "fuzz_heap: %" PRIu64 " restores failed in this operation\n",
+            failed_restores() - failed_restores_at_op);
+  }
+  if (hl_collect(H, 1, 1) != HL_OK) return false;
   if (retry) {
     bool ok = retry();
     if (verbose) fprintf(stderr, "fuzz_heap: after a major collection the retry %s\n",
@@ -92,7 +144,12 @@ static bool honest_oom(void) {
   hl_stats st;
   if (hl_stats_get(H, &st) != HL_OK) return false;
   uint64_t pages = (uint64_t)O.reserve_bytes / (uint64_t)O.page_size;
-  return st.total_pages >= pages && st.free_pool_pages == 0 && st.released_pool_pages == 0 &&
+  if (st.total_pages < pages) return false; /* fresh pages were left */
+  if (faulted) {
+    if (verbose) fprintf(stderr, "fuzz_heap: out of memory with restores failing (injected)\n");
+    return true;
+  }
+  return st.free_pool_pages == 0 && st.released_pool_pages == 0 &&
          st.reuse_failed_pool_pages == 0;
 }
 
@@ -173,7 +230,9 @@ typedef struct {
   uint64_t size;
   int32_t slot[MAXSLOTS]; /* model ids, -1 = empty */
   uint8_t *bytes;         /* the payload as the model knows it */
-  uintptr_t addr;         /* the object: the heap never moves it */
+  uintptr_t addr;         /* the object: where it was allocated (compact=never: the heap never
+                             moves it), else where the last check found it */
+  uint64_t ident;         /* hl_ref_identity once asked (0: not yet) */
   uint32_t seen;          /* check epoch */
 } mobj;
 
@@ -185,6 +244,17 @@ static int nfill;
 static hl_ref stale[NSTALE];
 static int nstale;
 static uint32_t epoch;
+static bool moving; /* compact != never: a full collection may move objects */
+
+/* Root regions (only when the configuration's extension byte asks,
+ * configure()): precise words (the heap updates them when an object moves)
+ * and conservative words (a word into an object, interior too with
+ * conservative_interior, keeps it and pins it). */
+#define NREG 8
+static void *regP[NREG], *regC[NREG];
+static int regPid[NREG], regCid[NREG];
+static uint64_t regCoff[NREG];
+static bool have_regions, ext_ops;
 
 static uint64_t live_estimate(void) { return model_bytes; }
 
@@ -211,7 +281,7 @@ static int model_new(uint64_t size, uint32_t refs, uintptr_t addr, uint8_t seed)
     m->bytes = malloc(size ? size : 1);
     if (!m->bytes) FAIL("model: out of memory");
     fill_pattern(m->bytes, size, seed);
-    m->used = true, m->refs = refs, m->size = size, m->addr = addr, m->seen = 0;
+    m->used = true, m->refs = refs, m->size = size, m->addr = addr, m->seen = 0, m->ident = 0;
     for (int k = 0; k < MAXSLOTS; k++) m->slot[k] = -1;
     model_bytes += size + 8 + 8ull * refs;
     return i;
@@ -235,6 +305,7 @@ static void mark_from(int id) {
 static void model_collect(void) {
   epoch++;
   for (int i = 0; i < nh; i++) mark_from(hnd[i].obj);
+  for (int i = 0; have_regions && i < NREG; i++) mark_from(regPid[i]), mark_from(regCid[i]);
   model_bytes = 0;
   for (int i = 0; i < MAXOBJ; i++) {
     mobj *m = &objs[i];
@@ -248,14 +319,23 @@ static void model_collect(void) {
   }
 }
 
-/* Compare object id with the real object at p, and everything it reaches. */
+/* Compare object id with the real object at p, and everything it reaches.
+ * compact=never: the object is where it was allocated.  Otherwise it may
+ * have moved since the last check, but within one check every path to it
+ * (handles, slots, root regions) must give one address -- the first path
+ * that reaches it in this check records it -- and check_collected then
+ * holds that no two model objects share an address, and every handle's
+ * hl_ref_identity to the one it first gave. */
 static void check_obj(int id, void *p, int depth) {
   mobj *m = &objs[id];
-  if ((uintptr_t)p != m->addr)
-    FAIL("object %d is at %p, expected %p (a slot points at another object)", id, p,
-         (void *)m->addr);
-  if (m->seen == epoch) return;
+  if (!moving || m->seen == epoch) {
+    if ((uintptr_t)p != m->addr)
+      FAIL("object %d is at %p, expected %p (a slot points at another object)", id, p,
+           (void *)m->addr);
+    if (m->seen == epoch) return;
+  }
   m->seen = epoch;
+  m->addr = (uintptr_t)p;
   if (hl_obj_size(p) != m->size || hl_obj_refs(p) != m->refs)
     FAIL("object %d: size %" PRIu64 " refs %" PRIu64 ", expected %" PRIu64 " and %u", id,
          hl_obj_size(p), hl_obj_refs(p), m->size, m->refs);
@@ -277,6 +357,11 @@ static void check_obj(int id, void *p, int depth) {
   }
 }
 
+static int cmp_addr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 static void check_collected(void) {
   model_collect();
   epoch++;
@@ -286,8 +371,40 @@ static void check_collected(void) {
     int rc = hl_ref_info(H, hnd[i].ref, &info);
     if (rc) FAIL("handle %d (object %d) was lost: %s", i, hnd[i].obj, msg());
     check_obj(hnd[i].obj, (void *)(uintptr_t)info.object, 0);
+    uint64_t ident = 0;
+    if (hl_ref_identity(H, hnd[i].ref, &ident)) FAIL("identity of handle %d: %s", i, msg());
+    mobj *m = &objs[hnd[i].obj];
+    if (!m->ident) m->ident = ident;
+    else if (m->ident != ident)
+      FAIL("object %d's identity changed: %" PRIx64 " -> %" PRIx64, hnd[i].obj, m->ident, ident);
+  }
+  for (int i = 0; have_regions && i < NREG; i++) {
+    void *w = __atomic_load_n(&regP[i], __ATOMIC_RELAXED);
+    if (regPid[i] >= 0) {
+      if (!w) FAIL("precise root word %d lost object %d", i, regPid[i]);
+      check_obj(regPid[i], w, 0);
+    }
+    w = __atomic_load_n(&regC[i], __ATOMIC_RELAXED);
+    if (regCid[i] >= 0) {
+      /* pinned: where it was when the word was stored */
+      uintptr_t a = (uintptr_t)w - regCoff[i];
+      mobj *m = &objs[regCid[i]];
+      if (m->seen == epoch && m->addr != a)
+        FAIL("object %d, pinned by conservative word %d, moved: %p, the word says %p", regCid[i],
+             i, (void *)m->addr, (void *)a);
+      check_obj(regCid[i], (void *)a, 0);
+    }
   }
   hl_leave(H);
+  /* no two live model objects at one address */
+  static struct { uintptr_t addr; int id; } at[MAXOBJ];
+  int n = 0;
+  for (int i = 0; i < MAXOBJ; i++)
+    if (objs[i].used && objs[i].seen == epoch) at[n].addr = objs[i].addr, at[n++].id = i;
+  qsort(at, (size_t)n, sizeof at[0], cmp_addr);
+  for (int i = 1; i < n; i++)
+    if (at[i].addr == at[i - 1].addr)
+      FAIL("objects %d and %d are both at %p", at[i - 1].id, at[i].id, (void *)at[i].addr);
   for (int i = 0; i < nfill; i++) {
     uint64_t sum = 0, count = 0;
     int rc = hl_ref_checksum(H, fills[i].ref, &sum, &count);
@@ -387,9 +504,19 @@ static void op_get(input *in) {
     return;
   }
   if (!r) FAIL("slot %" PRIu64 " lost object %d", slot, child);
-  hl_object_info info;
-  if (hl_ref_info(H, r, &info) || info.object != objs[child].addr)
+  /* the new handle names what the slot holds (read held: nothing moves) */
+  hl_object_info info, pinfo;
+  hl_enter(H);
+  if (hl_ref_info(H, r, &info) || hl_ref_info(H, hnd[a].ref, &pinfo) ||
+      (uintptr_t)hl_obj_get((void *)(uintptr_t)pinfo.object, slot) != info.object ||
+      (!moving && info.object != objs[child].addr))
     FAIL("get gave the wrong object");
+  hl_leave(H);
+  uint64_t ident = 0;
+  if (hl_ref_identity(H, r, &ident)) FAIL("identity: %s", msg());
+  if (objs[child].ident && ident != objs[child].ident)
+    FAIL("get gave the wrong object: identity %" PRIx64 ", object %d's is %" PRIx64, ident, child,
+         objs[child].ident);
   if (nh == MAXH) {
     if (hl_ref_release(H, r)) FAIL("release: %s", msg());
     return;
@@ -627,9 +754,79 @@ static void op_burst(input *in) {
   }
 }
 
+/* A root region word: precise ones stored with hl_roots_store (and moved
+ * within the region, held), conservative ones an object's address (interior
+ * with conservative_interior), or junk, or nothing. */
+static void op_region(input *in) {
+  uint8_t k = u8(in), how = u8(in);
+  int a = pick_handle(in);
+  int i = k % NREG;
+  if (how & 1) {
+    hl_ref r = (how & 2) && a >= 0 ? hnd[a].ref : 0;
+    uint64_t v = 0, bad = 0;
+    if (hl_roots_store(H, &regP[i], &v, &r, 1, &bad)) FAIL("roots_store: %s", msg());
+    regPid[i] = r ? hnd[a].obj : -1;
+    if (how & 8) {
+      int j = (i + 1) % NREG;
+      hl_enter(H);
+      __atomic_store_n(&regP[j], __atomic_load_n(&regP[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+      __atomic_store_n(&regP[i], NULL, __ATOMIC_RELAXED);
+      hl_leave(H);
+      regPid[j] = regPid[i], regPid[i] = -1;
+    }
+  } else {
+    if (a < 0 || !(how & 2)) {
+      __atomic_store_n(&regC[i], (how & 4) ? (void *)(uintptr_t)0xdeadbeef0 : NULL,
+                       __ATOMIC_RELAXED);
+      regCid[i] = -1;
+      return;
+    }
+    mobj *m = &objs[hnd[a].obj];
+    uint64_t span = 8 + 8 * (uint64_t)m->refs + m->size;
+    uint64_t off = O.conservative_interior ? (how >> 4) % span : 0;
+    hl_enter(H);
+    hl_object_info info;
+    if (hl_ref_info(H, hnd[a].ref, &info)) FAIL("info: %s", msg());
+    __atomic_store_n(&regC[i], (void *)(uintptr_t)(info.object + off), __ATOMIC_RELAXED);
+    hl_leave(H);
+    regCid[i] = hnd[a].obj, regCoff[i] = off;
+  }
+}
+
+/* hl_thin of a fill: the thinned copy is kept as a fill when there is room. */
+static void op_thin(input *in) {
+  if (!nfill) return;
+  int i = u8(in) % nfill;
+  uint64_t every = 1 + u8(in) % 5;
+  hl_ref r = 0;
+  int rc = hl_thin(H, fills[i].ref, every, &r);
+  if (rc == HL_ENOMEM) {
+    if (r) FAIL("a failed thin gave a handle");
+    out_of_memory("thin");
+    return;
+  }
+  if (rc) FAIL("thin: %s", msg());
+  uint64_t sum, count;
+  if (hl_ref_checksum(H, r, &sum, &count)) FAIL("checksum of a thinned fill: %s", msg());
+  if (nfill < MAXFILL) {
+    fills[nfill].ref = r, fills[nfill].sum = sum, fills[nfill].count = count;
+    nfill++;
+  } else if (hl_ref_release(H, r)) {
+    FAIL("release of a thinned fill: %s", msg());
+  }
+}
+
 static void run_collected(input *in) {
+  have_regions = false;
+  for (int i = 0; i < NREG; i++) regP[i] = regC[i] = NULL, regPid[i] = regCid[i] = -1;
+  if (ext_ops) {
+    if (hl_roots_add(H, regP, NREG, 0) || hl_roots_add(H, regC, NREG, 1))
+      FAIL("roots_add: %s", msg());
+    have_regions = true;
+  }
   while (in->n) {
     uint8_t op = u8(in);
+    failed_restores_at_op = failed_restores();
     switch (op % 16) {
     case 0: case 1: op_alloc(in); break;
     case 2: if (nh) drop_handle(u8(in) % nh); break;
@@ -643,7 +840,11 @@ static void run_collected(input *in) {
     case 10: expect_rc(hl_trim(H), "trim", -1, -1); if (op & 16) hl_memory_pressure(H); break;
     case 11: op_raw(in); break;
     case 12: op_inject(in); break;
-    case 13: op_stale(in); break;
+    case 13:
+      if (ext_ops && op & 16) op_region(in);
+      else if (ext_ops && op & 32) op_thin(in);
+      else op_stale(in);
+      break;
     case 14: if (op & 16) op_churn(in); else op_bad(in); break;
     default: if (op & 16) op_burst(in); else op_probe(); break;
     }
@@ -1008,8 +1209,33 @@ static bool configure(input *in) {
     set("gc_trigger_bytes", 16 << 20);
   }
 
+  /* The extension: a byte of 0xc0 or more here (its value mod 3 is still
+   * the number of option strings) brings three more configuration bytes --
+   * compaction, sub-page release, huge pages, mark threads, the large path's
+   * arms -- and the operations on root regions and hl_thin.  Inputs written
+   * before it (every byte here below 0xc0) mean what they meant. */
+  uint8_t b6 = u8(in);
+  ext_ops = b6 >= 0xc0;
+  if (ext_ops) {
+    uint8_t b7 = u8(in), b8 = u8(in), b9 = u8(in);
+    if (O.mode == HL_MODE_COLLECTED) {
+      set("compact", (int64_t[]){HL_COMPACT_NEVER, HL_COMPACT_SPARSE, HL_COMPACT_ALWAYS,
+                                 HL_COMPACT_ALWAYS}[b7 & 3]);
+      set("compact_live_pct", 1 + (b7 >> 2 & 15) * 6);
+    }
+    set("conservative_interior", (b7 >> 6 & 1) ^ 1);
+    set("large_pacing", (b7 >> 7) ^ 1);
+    if (O.page_release && !O.dump_toggle) set("subpage_release", b8 & 1);
+    set("thp", (b8 >> 1 & 3) % 3);
+    set("mark_threads", 1 + (b8 >> 3 & 3));
+    set("adaptive_trigger", (b8 >> 5 & 1) ^ 1);
+    set("quiet_counts_large", (b8 >> 6 & 1) ^ 1);
+    set("thp_prefault", (b8 >> 7) * 2);
+    set("large_map_bytes", (int64_t[]){131072, 0, 8192, 32768}[b9 & 3]);
+  }
+
   /* option strings from the input: names from the table, values as given */
-  int nstr = u8(in) % 3;
+  int nstr = b6 % 3;
   for (int i = 0; i < nstr; i++) {
     hl_option_info info;
     hl_option_info_get(u8(in) % hl_option_count(), &info);
@@ -1042,6 +1268,7 @@ static bool configure(input *in) {
   O.restore_before_format = 1;
   if (O.small_max > O.page_size / 4) O.small_max = O.page_size / 4;
   if (O.reserve_bytes < 16 * O.page_size) O.reserve_bytes = 16 * O.page_size;
+  moving = O.compact != HL_COMPACT_NEVER;
   char err[256];
   if (hl_options_validate(&O, err, sizeof err)) {
     if (verbose) fprintf(stderr, "fuzz_heap: options refused: %s\n", err);
@@ -1082,6 +1309,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else {
     run_collected(&in);
     reset_collected();
+    if (verbose) {
+      hl_stats st;
+      hl_stats_get(H, &st);
+      fprintf(stderr, "fuzz_heap: compact %" PRId64 ": %" PRIu64 " cycles, %" PRIu64
+              " compactions, %" PRIu64 " pinned\n", O.compact, st.cycles, st.compactions,
+              st.pinned_objects);
+    }
   }
   if (hl_heap_check(H)) FAIL("final heap check: %s", msg());
   hl_heap_free(H);

@@ -51,6 +51,26 @@ def heap_seeds():
     write("fuzz_heap", "option_strings",
           head + [12, 1, ord("3")] + [0, 1, ord("0")] + [rng.randrange(256) for _ in range(300)])
 
+    # the extension (a byte of 0xc0 or more for the option strings' count,
+    # then three configuration bytes, see configure()): compaction, sub-page
+    # release, root regions, hl_thin; a random generator of its own, so the
+    # seeds above stay what they were
+    rng = random.Random(17)
+    # (name, b0, b1, b7, b8, b9): compact / compact_live_pct / interior /
+    # large_pacing; subpage_release / thp / mark_threads / ...; large_map_bytes
+    ext = [
+        ("ext_compact_sparse", 0x00, 0x0A, 0x11, 0x08, 0x00),
+        ("ext_compact_always_subpage", 0x00, 0x0A, 0x02, 0x01, 0x02),
+        ("ext_generational_compact", 0x02, 0x0B, 0x03, 0x10, 0x03),
+        ("ext_background_compact_no_interior", 0x04, 0x0A, 0x42, 0x08, 0x00),
+    ]
+    for name, b0, b1, b7, b8, b9 in ext:
+        for k in range(2):
+            body = [rng.randrange(256) for _ in range(700)]
+            head = [b0, b1, rng.randrange(256), rng.randrange(256), 0x01, rng.randrange(256), 0xC0,
+                    b7, b8, b9]
+            write("fuzz_heap", f"{name}_{k}", head + body)
+
 
 def i64(v):
     return list(struct.pack(">q", v * 4))  # the harness reads (v >> 2) % 4096 - 16 for tag 0
