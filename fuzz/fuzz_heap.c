@@ -134,6 +134,22 @@ static bool honest_oom(void) {
     fprintf(stderr, "fuzz_heap: %" PRIu64 " restores failed in this operation\n",
             failed_restores() - failed_restores_at_op);
   }
+  /* restores failing (injected) and every page carved from the reservation
+   * when the request failed: honest whatever a retry does -- the request's
+   * own garbage, freed by the collection (or by the retry's memory cycle),
+   * is on pages that were never released and need no restore, so the same
+   * request may fit once; a trim (releasing them) makes it fail again.
+   * (subpage_release + generational + restore always: a fill refused with 20
+   * KB live in 16 pages, the retry fitting -- the old rule called it a defect.) */
+  if (faulted) {
+    hl_stats st0;
+    uint64_t pages0 = (uint64_t)O.reserve_bytes / (uint64_t)O.page_size;
+    if (hl_stats_get(H, &st0) == HL_OK && st0.total_pages >= pages0) {
+      if (verbose) fprintf(stderr, "fuzz_heap: out of memory with restores failing (injected), "
+                           "every page carved\n");
+      return true;
+    }
+  }
   if (hl_collect(H, 1, 1) != HL_OK) return false;
   if (retry) {
     bool ok = retry();
