@@ -38,8 +38,8 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import (FIGURES, error_summary, load_arms, load_json_record, phase_status,
-                      write_atomic)
+from .harness import (FIGURES, error_summary, load_arms, load_json_record, _make_folder,
+                      phase_status, write_atomic)
 
 MiB = 1 << 20
 
@@ -955,16 +955,9 @@ def _save_csv(frame, path, **kw):
 
 
 def _make_out(out):
-    """The output folder, made if missing; ValueError (what the CLI turns
-    into a one-line error and exit 2) when it cannot be: a file is there
-    (--out /dev/null was a FileExistsError traceback), no permission."""
+    """The report's output folder, made if missing (ValueError when it cannot be)."""
     out = os.fspath(out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"{out}: not a folder (the report's output folder)")
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"{out}: cannot make the output folder: {e.strerror or e}") from None
+    _make_folder(out, out, role=" (the report's output folder)")
 
 
 def _safe(name):

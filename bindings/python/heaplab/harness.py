@@ -82,6 +82,18 @@ def _name(what: str, value: Any, folder: bool = True) -> str:
     return value
 
 
+def _make_folder(path: str, label: str, error: type = ValueError, role: str = "") -> None:
+    """path made if missing; `error` (a ValueError, which the CLIs print as one
+    line, exit 2) naming `label` when it cannot be: a file is there (--out
+    /dev/null was a FileExistsError traceback), no permission."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise error(f"{label}: not a folder{role}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise error(f"{label}: cannot make the folder{role}: {e.strerror or e}") from None
+
+
 def env_number(var: str, default: float) -> float:
     """A protocol figure an experiment lets the environment override (the
     notebooks run smaller arms through it, docs/analysis.md); unset means the

@@ -43,8 +43,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .harness import (_CHILD_TEXT, Experiment, child_env, load_json_record, run_in_group,
-                      write_atomic)
+from .harness import (_CHILD_TEXT, Experiment, child_env, load_json_record, _make_folder,
+                      run_in_group, write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -753,12 +753,7 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
     # the results folder is checked before a cluster starts (a file there
     # gave a NotADirectoryError traceback once the workers were up)
     parent = os.path.dirname(run_dir)
-    if os.path.exists(parent) and not os.path.isdir(parent):
-        raise SweepError(f"--results {parent}: not a folder")
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as e:
-        raise SweepError(f"--results {parent}: cannot make the folder ({e.strerror})") from None
+    _make_folder(parent, f"--results {parent}", SweepError)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise SweepError(f"--results {parent}: not writable")
     client, local, address = _cluster(cluster, workers, per_worker)
