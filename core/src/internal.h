@@ -882,11 +882,14 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero);
  * linked into the heap (lock held). */
 void *hl__large_sys_alloc(uint64_t block_bytes, size_t align, bool zero);
 void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align);
-void hl__large_free(hl_heap *h, hl_large *l);
-/* Unlink and discharge a block as hl__large_free does, but keep its memory:
- * returns the system block, for hl__sys_free later (after the lock, or the
- * preloaded library's quarantine under verify).  Lock held. */
+/* Unlink a block and discharge it, keeping its memory: returns the system
+ * block, for hl__sys_free later (after the lock, or the preloaded library's
+ * quarantine under verify), or chain the record for
+ * hl__large_release_chain.  Lock held. */
 void *hl__large_unlink(hl_heap *h, hl_large *l);
+/* Free unlinked records chained by their next field (the collector's dead
+ * blocks, after the lock).  No lock. */
+void hl__large_release_chain(hl_large *l);
 /* A block out of the list and the set, its bytes still charged, for a
  * resize outside the lock: hl__large_detach (lock held), then
  * hl__large_sys_realloc (no lock), then hl__large_attach with what it

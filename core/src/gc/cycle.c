@@ -7,8 +7,9 @@
  *
  * How the marking is done is gc/mark.c; the pages' sweep is small.c.  The
  * triggers read the private counters (hl_counters), never the stats.
- * Everything here runs under the heap lock; the only part of a cycle that
- * drops it is the trim's syscalls (release/release.c).
+ * Everything here runs under the heap lock; the only parts of a cycle that
+ * drop it are at its end: the frees of its dead large blocks and the trim's
+ * syscalls (release/release.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,18 +47,37 @@ static void sweep_one(hl_heap *h, uint32_t p, sweep_tally *t) {
 }
 
 /* A survivor keeps its mark until the next full mark clears it (in
- * generational mode it is old until then), as small objects do. */
-static void sweep_large(hl_heap *h, sweep_tally *t) {
+ * generational mode it is old until then), as small objects do.  The dead
+ * blocks are unlinked and discharged here and returned as a chain: their
+ * memory goes back at the cycle's end with the lock dropped (free_dead_large),
+ * as the trim's syscalls do -- a munmap each for those of large_map_bytes or
+ * more, which held every other thread of the heap while it ran. */
+static hl_large *sweep_large(hl_heap *h, sweep_tally *t) {
+  hl_large *dead = NULL;
   hl_large *l = h->large_head;
   while (l) {
     hl_large *n = l->next;
     if (!l->mark) {
       t->freed_objects++;
       t->large_freed++;
-      hl__large_free(h, l); /* (discharges it) */
+      hl__large_unlink(h, l); /* (discharges it) */
+      l->next = dead;
+      dead = l;
     }
     l = n;
   }
+  return dead;
+}
+
+/* The memory of sweep_large's dead blocks, given back with the lock dropped
+ * when this call may drop it (not under hl_enter).  The chain is this
+ * cycle's alone (unlinked, out of the set); in_cycle is still set, so a
+ * fork() waits for it (registry.c) and the child inherits no chain. */
+static void free_dead_large(hl_heap *h, hl_large *dead) {
+  if (!dead) return;
+  bool dropped = hl__drop_lock(h);
+  hl__large_release_chain(dead);
+  hl__retake_lock(h, dropped);
 }
 
 /* gc_growth_ratio: the least the heap may grow by in a cycle, for a live set
@@ -311,7 +331,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   }
   hl__sys_free(list);
   uint64_t small_freed = t.freed_objects;
-  sweep_large(h, &t); /* (the large path discharges its own) */
+  hl_large *dead_large = sweep_large(h, &t); /* (the large path discharges its own) */
   hl__discharge(h, HL_SMALL, t.freed_bytes, small_freed);
   h->tally.swept_pages += t.pages;
   /* compact: the live objects of sparse pages move, after a full mark only
@@ -403,6 +423,8 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
    * a madvise and a refault for nothing, and ENOMEM when the restore failed
    * with every page of the heap just freed (fuzz_heap, restore failing).
    * The next cycle's trim releases what is left beyond the warm cache. */
+  /* (gc_ns counts neither these frees nor the trim: both run unlocked) */
+  free_dead_large(h, dead_large);
   if (reason != REASON_MEMORY) hl__trim_locked(h, reason == REASON_EXPLICIT);
   atomic_store(&h->last_cycle_end_ns, prim_now_ns());
   h->cycles_completed++;

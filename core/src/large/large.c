@@ -165,19 +165,18 @@ void *hl__large_unlink(hl_heap *h, hl_large *l) {
   return system_block(l);
 }
 
-/* Unlink, discharge and free.  Lock held. */
-void hl__large_free(hl_heap *h, hl_large *l) {
-  hl__large_unlink(h, l);
-  release_block(l);
-}
-
-void hl__large_destroy_all(hl_heap *h) {
-  hl_large *l = h->large_head;
+/* Free the memory of records hl__large_unlink took out, chained by their
+ * next field.  No lock: the records are the caller's alone. */
+void hl__large_release_chain(hl_large *l) {
   while (l) {
     hl_large *n = l->next;
     release_block(l);
     l = n;
   }
+}
+
+void hl__large_destroy_all(hl_heap *h) {
+  hl__large_release_chain(h->large_head);
   h->large_head = NULL;
   hl__ptrset_free(&h->large_set);
 }
