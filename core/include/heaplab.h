@@ -863,6 +863,10 @@ void *hl_calloc(hl_heap *heap, size_t count, size_t size);
 void hl_free_sized(hl_heap *heap, void *ptr, size_t size);
 /* Free when the caller does not know the size (CPython). */
 void hl_free(hl_heap *heap, void *ptr);
+/* old_size: the size ptr was allocated (or last resized) with, as for
+ * hl_free_sized, or 0 when the caller does not know it (then the block's
+ * own size is read).  new_size 0 frees ptr and returns NULL; ptr NULL is
+ * hl_malloc(new_size). */
 void *hl_realloc(hl_heap *heap, void *ptr, size_t old_size, size_t new_size);
 /* Usable size of a block, 0 if ptr is not a live block of this heap. */
 size_t hl_usable_size(hl_heap *heap, const void *ptr);

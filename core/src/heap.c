@@ -1068,7 +1068,11 @@ void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
   if (!ptr) return hl_malloc(h, new_size);
   if (manual_check(h, "realloc")) return new_size ? refused(h, new_size) : NULL;
   if (new_size == 0) {
-    hl_free_sized(h, ptr, old_size);
+    /* old_size 0 is "unknown" here as in a resize (hl__manual_realloc): a
+     * sized free of 0 put the block in the smallest class's bin, and verify
+     * refused it as a size mismatch and kept it live */
+    if (old_size) hl_free_sized(h, ptr, old_size);
+    else hl_free(h, ptr);
     return NULL;
   }
   void *p = hl__manual_realloc(h, ptr, old_size, new_size);

@@ -101,6 +101,28 @@ int main(void) {
   void *r = hl_realloc(h, NULL, 0, 100);
   CHECK(r, "realloc(NULL, 100) failed");
   CHECK(hl_realloc(h, r, 100, 0) == NULL, "realloc(p, 0) did not return NULL");
+  /* old_size 0 is "unknown" when freeing too: the block goes back to its own
+   * class (a sized free of 0 put a 400-byte block in the smallest class's
+   * bin, the next malloc(0) got it; under verify it was refused as a size
+   * mismatch and stayed live) */
+  for (int v = 0; v < 2; v++) {
+    hl_heap *m = HEAP("mode=manual", v ? "verify=1" : "verify=0");
+    hl_free(m, hl_malloc(m, 0)); /* (the smallest class's bin in use) */
+    void *b = hl_malloc(m, 400);
+    CHECK(b, "malloc(400): %s", hl_heap_error(m));
+    CHECK(hl_realloc(m, b, 0, 0) == NULL, "realloc(p, 0 (unknown), 0) did not return NULL");
+    CHECK(hl_heap_error(m)[0] == 0, "verify=%d: realloc(p, 0, 0) refused: %s", v,
+          hl_heap_error(m));
+    void *z = hl_malloc(m, 0);
+    CHECK(z != b, "a 0-byte malloc got the 400-byte block realloc(p, 0, 0) freed");
+    hl_free(m, z);
+    hl_thread_flush(m);
+    hl_stats ms = stats_of(m);
+    CHECK(ms.small_live_bytes == 0, "verify=%d: realloc(p, 0, 0) left %" PRIu64 " bytes live", v,
+          ms.small_live_bytes);
+    check_invariants(m);
+    hl_heap_free(m);
+  }
 
   /* calloc zeroes (a recycled slot holds garbage first) and refuses overflow */
   for (unsigned i = 0; i < 64; i++) {
