@@ -127,11 +127,6 @@ static int c_report(lua_State *L) {
 
 /* ---- the footprint sampler: a C thread, so it samples while Lua runs ---- */
 
-/* a sampler's thread besides its series, as Lua's collector is told: its
- * stack's touched pages and the kernel's task, rounded up (bindings/lua's
- * LHL_SAMPLER_THREAD_COST) */
-#define SAMPLER_THREAD_COST ((uint64_t)64 << 10)
-
 typedef struct sampler_ud {
   hl_sampler *s; /* NULL once stopped */
 } sampler_ud;
@@ -156,7 +151,7 @@ static int c_sampler(lua_State *L) {
    * collection (200 dropped ones: 200 threads).  Step it as if the series
    * and the thread (the module's heaplab.sampler counts the same) had been
    * allocated. */
-  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + SAMPLER_THREAD_COST) >> 10));
+  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + HL_SAMPLER_THREAD_COST) >> 10));
   return 1;
 }
 

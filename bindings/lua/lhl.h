@@ -40,11 +40,6 @@ typedef struct lobj {
   hl_ref ref; /* 0 when released (or never acquired); user value 1 = the heap userdata */
 } lobj;
 
-/* What a sampler's thread costs besides its series, as Lua's collector is
- * told (lua_gc LUA_GCSTEP): its stack's touched pages and the kernel's task,
- * rounded up.  clients/lua_client_module.c uses the same figure. */
-#define LHL_SAMPLER_THREAD_COST ((uint64_t)64 << 10)
-
 typedef struct lsampler {
   hl_sampler *s; /* NULL when stopped */
 } lsampler;

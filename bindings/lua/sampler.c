@@ -49,7 +49,7 @@ int lhl_sampler_new(lua_State *L) {
    * samplers left ~100 threads running until collectgarbage().  Tell it, as
    * heaplab.heap does: a step as if the series and the thread's stack had
    * been allocated. */
-  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + LHL_SAMPLER_THREAD_COST) >> 10));
+  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + HL_SAMPLER_THREAD_COST) >> 10));
   return 1;
 }
 

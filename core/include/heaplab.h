@@ -598,7 +598,12 @@ typedef struct hl_sampler_summary {
 } hl_sampler_summary;
 
 /* Start a sampler: interval_s in [0.0001, 10] seconds, capacity in [16,
- * 2^24] samples.  HL_EINVAL with the message in hl_heap_error(NULL). */
+ * 2^24] samples.  HL_EINVAL with the message in hl_heap_error(NULL).  It
+ * costs capacity * sizeof(hl_sample) bytes of series and a thread, about
+ * HL_SAMPLER_THREAD_COST more (its stack's touched pages and the kernel's
+ * task, rounded up): what a binding tells its language's collector, which
+ * sees only a small handle. */
+#define HL_SAMPLER_THREAD_COST ((uint64_t)64 << 10)
 int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity);
 /* The same with the interval in microseconds (the first version's call). */
 int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity);
