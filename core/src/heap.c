@@ -811,8 +811,12 @@ int hl_enter(hl_heap *h) {
    * the mutex, and a third thread's whole cycle could run while this one
    * holds raw pointers: sweep an object it has not stored yet, or (compact)
    * move one it has.  So the heap is held only once no cycle runs: from then
-   * on every cycle is this thread's own. */
-  while (h->in_cycle) hl__wait(h, &h->cycle_done);
+   * on every cycle is this thread's own.  And once no manual realloc has a
+   * large block out of the heap (its system realloc outside the lock): a
+   * fork() from the holding thread does not wait for that (fork_prepare
+   * waits only on heaps its thread does not hold), and the child kept the
+   * block out for good -- its own next fork() waited for it for ever. */
+  while (h->in_cycle || h->large_moving) hl__wait(h, &h->cycle_done);
   hl__held = h;
   hl__held_depth = 1;
   return HL_OK;

@@ -13,7 +13,13 @@
  * handler, registered after the heap's, runs first) and a tenth of a second
  * more, so that without the wait the fork completes while the block is out.
  * (Not under the sanitizers: a malloc defined here would hand their
- * allocators blocks they never made.) */
+ * allocators blocks they never made.)
+ *
+ * The second scenario forks from a thread that holds the heap (hl_enter):
+ * fork_prepare does not wait on a heap its own thread holds, and hl_enter
+ * waited for a cycle but not for a realloc's block to come back, so the
+ * child kept the block out, and large_moving 1: its own next fork() waited
+ * for that realloc for ever.  hl_enter waits for it now. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -59,8 +65,9 @@ static void *grower(void *arg) {
 
 /* In the child: the block is back in the heap, the realloc done (the
  * parent's fork waited for it), and it frees as a block of the heap. */
-static int child(void) {
+static int child(bool held) {
   alarm(10);
+  if (held) hl_leave(h);
   if (h->large_moving) return 2;
   hl_large *l = h->large_head;
   if (!l || l->next || !hl__large_contains(h, l + 1)) return 3;
@@ -73,16 +80,61 @@ static int child(void) {
   return 0;
 }
 
+static int status = -1;
+static sem_t entering;
+
 static void *forker(void *arg) {
-  int *status = arg;
+  bool held = arg != NULL;
+  if (held) {
+    sem_post(&entering);
+    CHECK(hl_enter(h) == HL_OK, "hl_enter: %s", hl_heap_error(h));
+  }
   pid_t pid = fork();
-  if (pid == 0) _exit(child());
+  if (pid == 0) _exit(child(held));
   CHECK(pid > 0, "fork: %s", strerror(errno));
-  CHECK(waitpid(pid, status, 0) == pid, "waitpid");
+  if (held) hl_leave(h);
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
   return NULL;
 }
 
 static void test_prepare(void) { sem_post(&forking); }
+
+/* held: the forking thread holds the heap (hl_enter) first -- which must
+ * wait for the realloc, so the main thread cannot wait for the fork to
+ * start before it lets the realloc go: it waits for the hl_enter call to
+ * start instead */
+static void scenario(bool held) {
+  big = hl_malloc(h, BIG);
+  CHECK(big, "malloc: %s", hl_heap_error(h));
+  memset(big, 7, BIG);
+  pthread_t a, f;
+  status = -1;
+  atomic_store(&gate, 1);
+  CHECK(pthread_create(&a, NULL, grower, NULL) == 0, "thread");
+  sem_wait(&inside); /* the block is detached, its system realloc held */
+  CHECK(pthread_create(&f, NULL, forker, held ? (void *)1 : NULL) == 0, "thread");
+  sem_wait(held ? &entering : &forking);
+  struct timespec tenth = {0, 100 * 1000 * 1000};
+  /* the fork reaches the heap's prepare (or, unfixed, completes; held and
+   * unfixed: hl_enter returns at once and the fork completes) */
+  nanosleep(&tenth, NULL);
+  sem_post(&release);
+  pthread_join(a, NULL);
+  pthread_join(f, NULL);
+  if (held) sem_wait(&forking); /* (this fork's prepare) */
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "%s: the child found the block a realloc had in flight at fork time %s (exit %d: 2 "
+        "still moving, 3 not in the list or the set, 4 not grown, 5/7 hl_heap_check, 6 "
+        "counters after its free; wait status %d)",
+        held ? "forked holding the heap" : "forked",
+        WIFEXITED(status) ? "out of the heap" : "-- it died",
+        WIFEXITED(status) ? WEXITSTATUS(status) : -1, status);
+  /* the parent: the realloc came back whole */
+  CHECK(hl_usable_size(h, big) >= 2 * BIG, "usable %zu", hl_usable_size(h, big));
+  for (size_t i = 0; i < BIG; i += 4096) CHECK(((char *)big)[i] == 7, "byte %zu lost", i);
+  OK(h, hl_heap_check(h));
+  hl_free(h, big);
+}
 
 int main(void) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -91,36 +143,12 @@ int main(void) {
   sem_init(&inside, 0, 0);
   sem_init(&forking, 0, 0);
   sem_init(&release, 0, 0);
+  sem_init(&entering, 0, 0);
   h = HEAP("mode=manual");
-  big = hl_malloc(h, BIG);
-  CHECK(big, "malloc: %s", hl_heap_error(h));
-  memset(big, 7, BIG);
   /* registered after the heap's handlers: its prepare runs before theirs */
   CHECK(pthread_atfork(test_prepare, NULL, NULL) == 0, "pthread_atfork");
-
-  pthread_t a, f;
-  int status = -1;
-  atomic_store(&gate, 1);
-  CHECK(pthread_create(&a, NULL, grower, NULL) == 0, "thread");
-  sem_wait(&inside); /* the block is detached, its system realloc held */
-  CHECK(pthread_create(&f, NULL, forker, &status) == 0, "thread");
-  sem_wait(&forking);
-  struct timespec tenth = {0, 100 * 1000 * 1000};
-  nanosleep(&tenth, NULL); /* the fork reaches the heap's prepare (or, unfixed, completes) */
-  sem_post(&release);
-  pthread_join(a, NULL);
-  pthread_join(f, NULL);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-        "the child found the block a realloc had in flight at fork time %s (exit %d: 2 still "
-        "moving, 3 not in the list or the set, 4 not grown, 5/7 hl_heap_check, 6 counters "
-        "after its free; wait status %d)",
-        WIFEXITED(status) ? "out of the heap" : "-- it died",
-        WIFEXITED(status) ? WEXITSTATUS(status) : -1, status);
-  /* the parent: the realloc came back whole */
-  CHECK(hl_usable_size(h, big) >= 2 * BIG, "usable %zu", hl_usable_size(h, big));
-  for (size_t i = 0; i < BIG; i += 4096) CHECK(((char *)big)[i] == 7, "byte %zu lost", i);
-  OK(h, hl_heap_check(h));
-  hl_free(h, big);
+  scenario(false);
+  scenario(true);
   hl_heap_free(h);
   puts("ok");
   return 0;
