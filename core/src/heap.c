@@ -332,12 +332,14 @@ fail:
 
 void hl_heap_free(hl_heap *h) {
   if (!h) return;
-  hl__collector_stop(h);
+  /* this thread's hold first: a background collector waiting for the lock
+   * would never see its stop, and the join below never returned */
   if (hl__held == h) {
     hl__held = HL_NOT_HELD;
     hl__held_depth = 0;
     hl__unlock_raw(h);
   }
+  hl__collector_stop(h);
   hl__lock_raw(h);
   while (h->in_cycle) hl__wait(h, &h->cycle_done);
   h->closing = true;
