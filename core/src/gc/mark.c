@@ -693,8 +693,14 @@ void hl__tenure_pages(hl_heap *h, bool tenure) {
       for (uint32_t w = 0; w < (d->bump + 63) / 64; w++)
         live += hl__popcount64(mb[w] & ab[w]);
     }
-    /* dense: 7/8 live, and swept (no dead object still allocated) */
-    bool dense = live == d->used && (uint64_t)live * 8 >= (uint64_t)d->nslots * 7;
+    /* dense: 7/8 live, and swept (no dead object still allocated); only a
+     * partial page: a page in flight (carved by a fill that dropped the
+     * lock to fault it in, not formatted yet) read as "0 live of 0 slots",
+     * and two full marks in that window tenured it -- its count stayed
+     * when the format cleared its byte
+     * (tests/c/tenuring_skips_pages_in_flight.c) */
+    bool dense = d->state == PS_PARTIAL && live == d->used &&
+                 (uint64_t)live * 8 >= (uint64_t)d->nslots * 7;
     if (!dense) {
       *tn &= (uint8_t)~TN_DENSE;
     } else if (!(*tn & TN_DENSE) || !tenure) {
