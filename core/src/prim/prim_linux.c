@@ -210,12 +210,15 @@ int prim_os_footprint(hl_footprint *out) {
 }
 
 size_t prim_os_page_size(void) {
-  static size_t ps;
+  /* (atomic: two threads making heaps at once both write it -- the same
+   * value, but a data race all the same, which TSan reported) */
+  static _Atomic size_t ps;
+  size_t v = atomic_load_explicit(&ps, memory_order_relaxed);
   /* getpagesize, not sysconf: sysconf's switch reads a jump table in libc's
    * read-only data, a 64 KiB window the preloaded library's set-up alone
    * would fault in (docs/performance.md, the preloaded library) */
-  if (!ps) ps = (size_t)getpagesize();
-  return ps;
+  if (!v) atomic_store_explicit(&ps, v = (size_t)getpagesize(), memory_order_relaxed);
+  return v;
 }
 
 uint64_t prim_os_memory_bytes(void) {
