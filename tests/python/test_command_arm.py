@@ -195,3 +195,65 @@ def test_a_command_arms_note_must_be_json(tmp_path):
     assert len(seen) == 2 and all("note 'odd'" in s and "JSON" in s for s in seen), seen
     assert data["records"][0]["notes"]["fine"] == [1, 2], data
     save_arm(data, str(tmp_path))
+
+
+@pytest.mark.parametrize("event", ["mark", "reset"])
+def test_outside_sampler_windows_skip_readings_begun_before(monkeypatch, event):
+    """The command sampler's "after the mark" window (and a reset's phase)
+    counts only readings begun after the event: the thread's reading begun
+    before the mark and stored after it was the lowest after the mark (the
+    core's sampler had the same fault, tests/c/sampler_windows_skip_reads_
+    begun_before.c).  The sampler thread's real reading of this process is
+    held, finished, while the process grows by 64 MiB and the event is
+    called; nothing is freed after it."""
+    import threading
+
+    from heaplab import harness
+    real = harness._read_rollup
+    main = threading.get_ident()
+    gate, inside, go = threading.Event(), threading.Event(), threading.Event()
+    thread_reads = [0]
+
+    def held_read(pid):
+        fp = real(pid)
+        if threading.get_ident() != main:
+            if gate.is_set():
+                gate.clear()
+                inside.set()
+                assert go.wait(20)
+            thread_reads[0] += 1
+        return fp
+
+    def wait_reads(n):
+        for _ in range(20000):
+            if thread_reads[0] >= n:
+                return
+            time.sleep(0.001)
+        raise AssertionError("the sampler's thread took no reading in 20 s")
+
+    import time
+    monkeypatch.setattr(harness, "_read_rollup", held_read)
+    s = harness._OutsideSampler(os.getpid(), 0.001)
+    try:
+        wait_reads(2)
+        gate.set()
+        assert inside.wait(20), "the sampler's thread never read"
+        grown = bytearray(64 * MiB)
+        for i in range(0, len(grown), 4096):
+            grown[i] = 1
+        getattr(s, event)()
+        s.sample()
+        at = s.summary()
+        floor = at["min_after_mark"] if event == "mark" else at["min_phys"]
+        n = thread_reads[0]
+        go.set()
+        wait_reads(n + 2)
+        after = s.summary()
+        low = after["min_after_mark"] if event == "mark" else after["min_phys"]
+        assert low + 8 * MiB >= floor, (
+            f"{event}: lowest after it {low / MiB:.1f} MiB, {(floor - low) / MiB:.1f} MiB below "
+            "its own reading with nothing freed: a reading begun before it counted")
+        del grown
+    finally:
+        go.set()
+        s.stop()

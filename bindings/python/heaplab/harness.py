@@ -915,15 +915,21 @@ class _OutsideSampler:
             self.max_phys = self.max_rss = 0
             self.min_phys = None
             self.min_after_mark = None
-            self.marked = False
+            self.marked_ns = None
+            self.phase_ns = time.monotonic_ns()
             self.count = 0
 
     def mark(self):
         with self.lock:
-            self.marked = True
+            self.marked_ns = time.monotonic_ns()
             self.min_after_mark = None
 
     def sample(self):
+        # a reading begun before a mark (or reset) goes in the series, not in
+        # the window the mark opened: stored after it, a reading taken
+        # mid-load was "the lowest after the mark" (the core's sampler had the
+        # same fault: tests/c/sampler_windows_skip_reads_begun_before.c)
+        begun = time.monotonic_ns()
         fp = _read_rollup(self.pid)
         if fp is None:
             return None
@@ -931,11 +937,12 @@ class _OutsideSampler:
         phys = anon + swap
         with self.lock:
             self.samples.append((time.monotonic_ns(), phys, rss, lazy))
-            self.count += 1
-            self.max_phys = max(self.max_phys, phys)
-            self.max_rss = max(self.max_rss, rss)
-            self.min_phys = phys if self.min_phys is None else min(self.min_phys, phys)
-            if self.marked:
+            if begun >= self.phase_ns:
+                self.count += 1
+                self.max_phys = max(self.max_phys, phys)
+                self.max_rss = max(self.max_rss, rss)
+                self.min_phys = phys if self.min_phys is None else min(self.min_phys, phys)
+            if self.marked_ns is not None and begun >= self.marked_ns:
                 self.min_after_mark = phys if self.min_after_mark is None else \
                     min(self.min_after_mark, phys)
         return fp
