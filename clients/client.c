@@ -22,7 +22,32 @@ uint64_t client_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The process's own peak: VmHWM.  Not ru_maxrss, which Linux carries over
+ * exec -- a launcher started by a Python parent holding 400 MiB reported
+ * 420,768 kB where its own peak was 14,192 (the benchmarks read VmHWM for
+ * the same reason: experiments/bench/bench_main.c).  ru_maxrss only when
+ * /proc cannot be read.  (open/read, no stdio: the preloaded library calls
+ * it at exit too.) */
 uint64_t client_peak_rss(void) {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[8192];
+    size_t got = 0;
+    for (;;) {
+      ssize_t r = read(fd, buf + got, sizeof buf - 1 - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += (size_t)r;
+      if (got == sizeof buf - 1) break;
+    }
+    close(fd);
+    buf[got] = 0;
+    const char *v = strstr(buf, "\nVmHWM:");
+    if (v) {
+      unsigned long long kb = strtoull(v + 7, NULL, 10);
+      if (kb) return (uint64_t)kb * 1024u;
+    }
+  }
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */

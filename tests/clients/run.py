@@ -530,8 +530,23 @@ def python_report():
             code = "import _heaplab_client as c, json\n" + checks + common
             status, out, err = run([PYTHON, "-c", code], PYTHON, None, a)
             assert status == 0 and out.strip() == "ok", f"_heaplab_client on {a}: {err}"
+        # peak_rss is the launcher's own peak (VmHWM), not ru_maxrss, which
+        # Linux carries over exec: started by this process holding 256 MiB,
+        # heaplab-python said 256 MiB and more in its report and peak_rss()
+        held = bytearray(256 << 20)
+        for i in range(0, len(held), 4096):
+            held[i] = 1
+        for a in ALLOCATORS:
+            status, out, err = run([PYTHON, "-c", "import _heaplab_client as c\n"
+                                    "print(c.peak_rss())"], PYTHON, {"HEAPLAB_STATS": path}, a)
+            assert status == 0, (a, err)
+            peaks = {"peak_rss()": int(out), "the report's peak_rss": report(path)["peak_rss"]}
+            for what, v in peaks.items():
+                assert 0 < v < (128 << 20), (
+                    f"{a}: {what} {v >> 20} MiB: the parent's 256 MiB counted (ru_maxrss)")
+        del held
     print("HEAPLAB_STATS from heaplab-python: end, sys.exit, fork, KeyboardInterrupt; "
-          "_heaplab_client works")
+          "_heaplab_client works; peak_rss is the launcher's own")
 
 
 def python_verify_debug_hooks():
