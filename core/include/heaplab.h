@@ -356,13 +356,13 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(gc_trigger_bytes, "small-path trigger in force")                           \
   X(small_bytes_since_cycle, "small-path bytes allocated since the last cycle") \
   X(large_bytes_since_cycle, "large-path bytes allocated since the last cycle") \
-  X(small_allocated_bytes, "small-path bytes allocated in all")                \
+  X(small_allocated_bytes, "small-path bytes allocated in all (manual mode: slots handed to the thread caches, which hold some not yet malloc'd)") \
   X(large_allocated_bytes, "large-path bytes allocated in all")                \
-  X(small_live_bytes, "small slot bytes in use (after the last sweep plus new)") \
+  X(small_live_bytes, "small slot bytes in use (after the last sweep plus new; manual mode: blocks cached by threads count as in use until flushed)") \
   X(large_live_bytes, "large-path bytes in use")                               \
   X(large_objects, "large objects in use")                                     \
-  X(objects_allocated, "objects allocated in all")                             \
-  X(objects_freed, "objects freed (swept or explicitly freed)")                \
+  X(objects_allocated, "objects allocated in all (manual mode: blocks handed to the thread caches and large blocks; manual_mallocs counts the calls)") \
+  X(objects_freed, "objects freed (swept or explicitly freed; manual mode: blocks back from the thread caches and large blocks; manual_frees counts the calls)") \
   X(swept_pages, "pages swept in all")                                         \
   X(major_swept_pages, "partial pages swept by major sweeps")                  \
   X(handles, "live handles (roots)")                                           \
@@ -434,7 +434,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")         \
   X(thp_enabled, "1 when the reservation was advised MADV_HUGEPAGE (thp=madvise or populate) and the kernel's THP mode lets it have huge pages") \
   X(thp_errno, "thp: errno of the last huge-page call the kernel refused (MADV_HUGEPAGE at creation, MADV_POPULATE_WRITE of a chunk); EOPNOTSUPP when the kernel's THP mode is never; 0 = none") \
-  X(thp_chunks_released, "thp: 2 MiB chunks released whole, one call over the chunk (a huge page given back without a split)") \
+  X(thp_chunks_released, "thp: 2 MiB chunks released whole, one call over the chunk (a huge page given back without a split; a chunk released in part before, counted in thp_splits then, is counted here too when the rest goes)") \
   X(thp_splits, "thp: 2 MiB chunks that may have been one huge page and were released in part (the kernel splits the huge page: the process's RSS drops, the machine gets the memory when the kernel's deferred split runs)") \
   X(thp_subpage_splits, "thp: of thp_splits, those by subpage_release: OS pages released inside pages that stay live (4 KiB of a huge page splits it as 64 KiB does)") \
   X(thp_prefault_chunks, "thp_prefault: fresh 2 MiB chunks the helper thread faulted in ahead of a fill") \
