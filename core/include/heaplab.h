@@ -602,7 +602,9 @@ typedef struct hl_sampler_summary {
  * costs capacity * sizeof(hl_sample) bytes of series and a thread, about
  * HL_SAMPLER_THREAD_COST more (its stack's touched pages and the kernel's
  * task, rounded up): what a binding tells its language's collector, which
- * sees only a small handle. */
+ * sees only a small handle.  In a child of fork() a sampler goes on from
+ * the parent's figures and series (its thread starts again at the next
+ * call): hl_sampler_reset starts the child's own phase. */
 #define HL_SAMPLER_THREAD_COST ((uint64_t)64 << 10)
 int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity);
 /* The same with the interval in microseconds (the first version's call). */
