@@ -34,6 +34,7 @@
  * JSON object a line.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -96,28 +97,55 @@ static void write_reports(void);
  * shell or server started with exec)?  Then its reports get the pid in the
  * name, like a fork child's.  Read-only, no allocation: /proc/PPID/maps is
  * scanned in a stack buffer. */
-static bool parent_is_preloaded(void) {
+static int maps_mention(const char *path) {
   static const char needle[] = "libheaplab-malloc";
-  char path[64], buf[4096 + sizeof needle];
-  snprintf(path, sizeof path, "/proc/%d/maps", (int)getppid());
+  char buf[4096 + sizeof needle];
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  size_t keep = 0;
-  bool found = false;
+  if (fd < 0) return -1;
+  size_t keep = 0, total = 0;
+  int found = 0;
   for (;;) {
     ssize_t r = read(fd, buf + keep, sizeof buf - 1 - keep);
     if (r <= 0) break;
+    total += (size_t)r;
     size_t n = keep + (size_t)r;
     buf[n] = 0;
     if (memmem(buf, n, needle, sizeof needle - 1)) {
-      found = true;
+      found = 1;
       break;
     }
     keep = n < sizeof needle ? n : sizeof needle - 1;
     memmove(buf, buf + n - keep, keep);
   }
   close(fd);
-  return found;
+  return total ? found : -1; /* (a live process's maps are never empty) */
+}
+
+static bool parent_is_preloaded(void) {
+  char path[320]; /* (a d_name is up to 255 bytes) */
+  int ppid = (int)getppid();
+  snprintf(path, sizeof path, "/proc/%d/maps", ppid);
+  int r = maps_mention(path);
+  if (r >= 0) return r;
+  /* A parent whose main thread has called pthread_exit: its /proc/PID/maps
+   * reads as empty (the exec'd child wrote its report over the parent's).
+   * Any of its live threads' maps says the same as the process's. */
+  snprintf(path, sizeof path, "/proc/%d/task", ppid);
+  int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return false;
+  char ents[2048];
+  ssize_t n;
+  while (r < 0 && (n = getdents64(dir, ents, sizeof ents)) > 0) {
+    for (ssize_t at = 0; r < 0 && at < n;) {
+      struct dirent64 *e = (struct dirent64 *)(ents + at);
+      at += e->d_reclen;
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      snprintf(path, sizeof path, "/proc/%d/task/%s/maps", ppid, e->d_name);
+      r = maps_mention(path);
+    }
+  }
+  close(dir);
+  return r > 0;
 }
 static bool descendant; /* a fork child or an exec'd program of a preloaded parent */
 
@@ -301,12 +329,11 @@ static void write_events(FILE *f) {
 static void write_report(FILE *f) { client_write_report(f); }
 
 static void write_reports(void) {
-  char name[4200];
+  static char name[4200]; /* (static: the exiting thread's stack may be 16 KiB) */
   if (atomic_load(&state) == ST_HEAPLAB) hl_thread_flush(HEAP);
   if (report_name(stats_path, name, sizeof name)) {
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = 0;
+    static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
+    prim_os_self_exe(exe, sizeof exe);
     client.interpreter = exe;
     int err = client_save(name, write_report);
     if (err)
@@ -321,11 +348,43 @@ static void write_reports(void) {
   }
 }
 
+/* The reports are written on a stack of their own: exit() runs the
+ * destructors on the exiting thread's stack, which may be a 16 KiB
+ * PTHREAD_STACK_MIN one (or a signal handler's alternate stack), and the
+ * report -- /proc reads into stack buffers, stdio -- overflowed it: a
+ * SIGSEGV at exit where glibc exits 3 (tests/preload/c/preload_report_
+ * edges.c).  The direct call when no stack can be mapped, and in the
+ * sanitizer builds (whose runtimes must be told of a stack switch; the
+ * library is not tested there). */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#include <sys/mman.h>
+#include <ucontext.h>
+#define REPORT_STACK ((size_t)256 << 10)
+static ucontext_t report_ctx, exit_ctx;
+static void write_reports_on_own_stack(void) {
+  void *stack = mmap(NULL, REPORT_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+  if (stack == MAP_FAILED || getcontext(&report_ctx) != 0) {
+    if (stack != MAP_FAILED) munmap(stack, REPORT_STACK);
+    write_reports();
+    return;
+  }
+  report_ctx.uc_stack.ss_sp = stack;
+  report_ctx.uc_stack.ss_size = REPORT_STACK;
+  report_ctx.uc_link = &exit_ctx; /* (back here when write_reports returns) */
+  makecontext(&report_ctx, write_reports, 0);
+  if (swapcontext(&exit_ctx, &report_ctx) != 0) write_reports();
+  munmap(stack, REPORT_STACK);
+}
+#else
+static void write_reports_on_own_stack(void) { write_reports(); }
+#endif
+
 /* After the program's atexit handlers (they may still allocate), before
  * libc's own destructors. */
 __attribute__((destructor)) static void at_exit(void) {
   int s = atomic_load(&state), saved_errno = errno;
-  if (s == ST_HEAPLAB || s == ST_SYSTEM) write_reports();
+  if (s == ST_HEAPLAB || s == ST_SYSTEM) write_reports_on_own_stack();
   errno = saved_errno;
 }
 

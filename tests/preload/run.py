@@ -23,6 +23,7 @@ import tempfile
 PRELOAD = os.environ.get("HEAPLAB_PRELOAD", "")
 THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
 CONFORMANCE = os.environ.get("HEAPLAB_PRELOAD_CONFORMANCE", "")
+EDGES = os.environ.get("HEAPLAB_PRELOAD_REPORT_EDGES", "")
 STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
 STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
 SQLITE3 = shutil.which("sqlite3") or "/usr/bin/sqlite3"
@@ -359,9 +360,45 @@ def stats_write_errors():
     print("reports that cannot be written: one line each, with the reason")
 
 
+def report_edges():
+    """The report where a program ends in ways real programs do
+    (tests/preload/c/preload_report_edges.c): exit() from a thread with a
+    16 KiB stack (the report overflowed it: SIGSEGV), a fork while the
+    report is written (its bytes went into the file twice: not JSON), and a
+    main thread that called pthread_exit (footprint 0, no VMA, no
+    executable; an exec'd child's report written over the parent's)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(EDGES, "test_preload_report_edges")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "r.json")
+        for mode, want in (("min_stack", 3), ("fork_in_report", 0), ("pthread_exit", 0)):
+            for f in os.listdir(d):
+                os.unlink(os.path.join(d, f))
+            status, out, err = run([EDGES, mode], "heaplab", {"HEAPLAB_STATS": path}, timeout=60)
+            assert status == want, f"{mode}: exit status {status}, expected {want}: {err}"
+            with open(path) as f:
+                text = f.read()
+            try:
+                r = json.loads(text)
+            except ValueError:
+                heads = text.count('{"launcher"')
+                raise AssertionError(f"{mode}: the report is not JSON ({len(text)} bytes, "
+                                     f"{heads} report heads)") from None
+            assert r["pid"] != 0 and r["interpreter"].endswith("test_preload_report_edges"), r
+            assert r["footprint"]["rss"] > 0 and r["vma_count"] >= 1, (mode, r)
+            assert r["stats"]["manual_mallocs"] > 0, (mode, r["stats"])
+            if mode == "pthread_exit":
+                child = int(out.split()[-1])
+                assert r["pid"] != child, f"the exec'd child {child} wrote over the parent's report"
+                assert os.path.exists(f"{path}.{child}"), (os.listdir(d), child)
+    print("report: exit on a 16 KiB stack, a fork while it is written, after the main "
+          "thread's pthread_exit")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, verify_refuses,
-                                     clearenv_first, stats_relative_path, stats_write_errors)}
+                                     clearenv_first, stats_relative_path, stats_write_errors,
+                                     report_edges)}
 
 
 def main(argv):

@@ -88,6 +88,14 @@ int prim_os_advise(void *addr, size_t len, prim_op op);
 int prim_os_op_is_syscall(prim_op op);
 int prim_os_resident(const void *addr, size_t len, uint64_t *bytes);
 int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count);
+/* Open a file of this process's /proc directory through the calling
+ * thread's (valid after the main thread's pthread_exit); -1 and errno. */
+int prim_os_proc_self_open(const char *name);
+/* The process's own peak resident set (VmHWM, not ru_maxrss: Linux carries
+ * that over exec), bytes; 0 when it cannot be read. */
+uint64_t prim_os_peak_rss(void);
+/* The running executable's path into buf ("" when unreadable). */
+void prim_os_self_exe(char *buf, size_t len);
 int prim_os_footprint(hl_footprint *out);
 size_t prim_os_page_size(void);
 /* RAM plus swap: what a process could ever touch. */

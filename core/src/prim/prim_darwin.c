@@ -4,9 +4,11 @@
  * implementations and stays OS-neutral.  Meson builds it only on darwin.
  */
 #include <errno.h>
+#include <mach-o/dyld.h>
 #include <mach/mach.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sysctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +96,23 @@ int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   }
   *count = n;
   return 0;
+}
+
+int prim_os_proc_self_open(const char *name) {
+  (void)name;
+  errno = ENOSYS; /* no /proc */
+  return -1;
+}
+
+uint64_t prim_os_peak_rss(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (uint64_t)ru.ru_maxrss; /* bytes on Darwin */
+}
+
+void prim_os_self_exe(char *buf, size_t len) {
+  uint32_t n = (uint32_t)len;
+  if (_NSGetExecutablePath(buf, &n) != 0) buf[0] = 0;
 }
 
 int prim_os_footprint(hl_footprint *out) {

@@ -138,9 +138,57 @@ int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
   return 0;
 }
 
+/* A file of this process's /proc directory, read through the calling
+ * thread's (/proc/thread-self, Linux 3.17): once the main thread has called
+ * pthread_exit, /proc/self's smaps_rollup could not be opened and its maps
+ * read as empty -- the preloaded library's exit report said a footprint of
+ * 0 and no VMA.  /proc/self when thread-self is not there. */
+int prim_os_proc_self_open(const char *name) {
+  char path[96];
+  snprintf(path, sizeof path, "/proc/thread-self/%s", name);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0 || errno != ENOENT) return fd;
+  snprintf(path, sizeof path, "/proc/self/%s", name);
+  return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* The process's own peak resident set (VmHWM), bytes; 0 when unreadable.
+ * Not getrusage's ru_maxrss, which Linux carries over exec. */
+uint64_t prim_os_peak_rss(void) {
+  int fd = prim_os_proc_self_open("status");
+  if (fd < 0) return 0;
+  char buf[8192];
+  size_t got = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + got, sizeof buf - 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+    if (got == sizeof buf - 1) break;
+  }
+  close(fd);
+  buf[got] = 0;
+  const char *v = strstr(buf, "\nVmHWM:");
+  return v ? (uint64_t)strtoull(v + 7, NULL, 10) * 1024u : 0;
+}
+
+/* The path of the running executable into buf (NUL-terminated; "" when it
+ * cannot be read), through the calling thread as prim_os_proc_self_open. */
+void prim_os_self_exe(char *buf, size_t len) {
+  ssize_t n = readlink("/proc/thread-self/exe", buf, len - 1);
+  if (n <= 0) n = readlink("/proc/self/exe", buf, len - 1);
+  buf[n > 0 ? n : 0] = 0;
+}
+
 static int vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) return errno;
+  int fd = prim_os_proc_self_open("maps");
+  if (fd < 0) return errno;
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    return e;
+  }
   char line[512];
   uint64_t n = 0;
   while (fgets(line, sizeof line, f)) {
@@ -163,7 +211,7 @@ int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
 
 static int footprint(hl_footprint *out) {
   memset(out, 0, sizeof *out);
-  int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+  int fd = prim_os_proc_self_open("smaps_rollup");
   if (fd < 0) return errno;
   char buf[4096];
   size_t got = 0;

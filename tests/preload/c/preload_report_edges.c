@@ -1,0 +1,130 @@
+/* The preloaded library's HEAPLAB_STATS report where a program ends in ways
+ * real programs do (found by the preload hunt, twenty-second session); run
+ * by tests/preload/run.py's report_edges, which checks the reports:
+ *
+ *   min_stack      a thread with a PTHREAD_STACK_MIN (16 KiB) stack calls
+ *                  exit(3): the report was written on that stack and
+ *                  overflowed it (SIGSEGV; glibc exits 3).
+ *   fork_in_report another thread's fork() while the report is being
+ *                  written (here: from inside it, as the writer opens
+ *                  /proc/.../status -- this program's open() is the one the
+ *                  library calls), the child flushing its stdio: the
+ *                  report's buffered bytes went into the parent's file a
+ *                  second time (not JSON).
+ *   pthread_exit   the main thread calls pthread_exit; the last thread
+ *                  starts this program again (posix_spawn, mode child) and
+ *                  ends the process: the report said footprint 0, no VMA, no
+ *                  executable (/proc/self unreadable), and the exec'd
+ *                  child, not knowing its parent preloaded, wrote its report
+ *                  over the parent's.  Prints the child's pid.
+ *   child          allocates and exits.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+static const char *mode = "";
+static char self[4096];
+static volatile int exiting, forked;
+
+/* The library's open (exported: -rdynamic).  fork_in_report: the first
+ * /proc status file opened during exit forks a child that flushes every
+ * stdio stream it inherited, then ends. */
+int open(const char *path, int flags, ...) {
+  mode_t m = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    m = (mode_t)va_arg(ap, int);
+    va_end(ap);
+  }
+  if (exiting && !forked && strcmp(mode, "fork_in_report") == 0 && strstr(path, "/status")) {
+    forked = 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+      fflush(NULL);
+      _exit(0);
+    }
+    if (pid > 0) waitpid(pid, NULL, 0);
+  }
+  return (int)syscall(SYS_openat, AT_FDCWD, path, flags, m);
+}
+
+static void note_exit(void) { exiting = 1; }
+
+static void *min_stack(void *arg) {
+  (void)arg;
+  exit(3);
+}
+
+/* Is the main thread gone (its /proc/self maps read empty)? */
+static int main_gone(void) {
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return 1;
+  char c;
+  ssize_t n = read(fd, &c, 1);
+  close(fd);
+  return n <= 0;
+}
+
+static void *last_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 10000 && !main_gone(); i++) usleep(1000);
+  if (!main_gone()) {
+    fprintf(stderr, "the main thread's pthread_exit did not show in /proc/self/maps\n");
+    exit(2);
+  }
+  char *argv[] = {self, "child", NULL};
+  pid_t pid;
+  if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0) exit(2);
+  int st;
+  waitpid(pid, &st, 0);
+  printf("%d\n", (int)pid);
+  fflush(stdout);
+  exit(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 2);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) return 2;
+  mode = argv[1];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = 0;
+  char *p = malloc(1000);
+  memset(p, 1, 1000);
+  if (strcmp(mode, "child") == 0) {
+    free(p);
+    return 0;
+  }
+  if (strcmp(mode, "min_stack") == 0) {
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, PTHREAD_STACK_MIN);
+    pthread_t t;
+    if (pthread_create(&t, &at, min_stack, NULL) != 0) return 2;
+    pthread_join(t, NULL);
+    return 2; /* (exit(3) ends the process first) */
+  }
+  if (strcmp(mode, "fork_in_report") == 0) {
+    atexit(note_exit);
+    return 0;
+  }
+  if (strcmp(mode, "pthread_exit") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, last_thread, NULL) != 0) return 2;
+    pthread_exit(NULL);
+  }
+  return 2;
+}
