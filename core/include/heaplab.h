@@ -581,7 +581,8 @@ int hl_footprint_get(hl_footprint *out);
 typedef struct hl_sampler hl_sampler;
 
 typedef struct hl_sample {
-  uint64_t t_ns;           /* CLOCK_MONOTONIC */
+  uint64_t t_ns;           /* CLOCK_MONOTONIC, when the reading began (a sample after a
+                            * mark, by this time, is in the mark's window) */
   uint64_t phys_footprint;
   uint64_t rss;
   uint64_t lazyfree;

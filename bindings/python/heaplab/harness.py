@@ -936,7 +936,7 @@ class _OutsideSampler:
         rss, anon, lazy, swap = fp
         phys = anon + swap
         with self.lock:
-            self.samples.append((time.monotonic_ns(), phys, rss, lazy))
+            self.samples.append((begun, phys, rss, lazy))  # (stamped when it began)
             if begun >= self.phase_ns:
                 self.count += 1
                 self.max_phys = max(self.max_phys, phys)

@@ -44,7 +44,9 @@ static void take(hl_sampler *s) {
    * "lowest after the mark" -- 8 MiB below anything after it.) */
   uint64_t begun = prim_now_ns();
   if (prim_os_footprint(&f)) return;
-  hl_sample x = {prim_now_ns(), f.phys_footprint, f.rss, f.lazyfree};
+  /* stamped when the read began: a sample stamped after a mark is in the
+   * mark's window, one stamped before it is not */
+  hl_sample x = {begun, f.phys_footprint, f.rss, f.lazyfree};
   pthread_mutex_lock(&s->lock);
   if (begun >= s->phase_ns) {
     if (s->taken == 0 || x.phys_footprint < s->min_phys) s->min_phys = x.phys_footprint;
