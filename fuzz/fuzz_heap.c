@@ -123,7 +123,27 @@ static bool restore_fault_in_op(void) {
 }
 
 static bool honest_oom(void) {
-  if (H == NULL || O.mode != HL_MODE_COLLECTED) return false;
+  if (H == NULL) return false;
+  if (O.mode == HL_MODE_MANUAL) {
+    /* A manual heap has nothing to collect: honest when every page of the
+     * reservation is carved and none is empty (free, released, reuse-failed).
+     * A page is a size class's (or a large block's) as long as one of its
+     * blocks is live or in a thread cache ("blocks in a cache count as used
+     * by their pages", docs/design.md, Manual mode): 16 pages of 64 KiB are
+     * honestly used up by blocks of a dozen classes and a few large ones
+     * (small_max 16 KiB, tcache on: 167 KB live, the reservation exhausted). */
+    hl_stats st;
+    uint64_t base = 0, bytes = 0;
+    if (hl_stats_get(H, &st) || hl_heap_range(H, &base, &bytes)) return false;
+    if (verbose)
+      fprintf(stderr, "fuzz_heap: manual out of memory: %" PRIu64 " of %" PRIu64 " pages carved, "
+              "%" PRIu64 " free, %" PRIu64 " released, %" PRIu64 " reuse-failed\n",
+              st.total_pages, bytes / (uint64_t)O.page_size, st.free_pool_pages,
+              st.released_pool_pages, st.reuse_failed_pool_pages);
+    return st.total_pages >= bytes / (uint64_t)O.page_size && st.free_pool_pages == 0 &&
+           st.released_pool_pages == 0 && st.reuse_failed_pool_pages == 0;
+  }
+  if (O.mode != HL_MODE_COLLECTED) return false;
   bool faulted = restore_fault_in_op(); /* (before the collection: it may take pages) */
   if (verbose) {
     hl_fault_state fs[HL_SITE_COUNT];
