@@ -33,7 +33,14 @@
  * A configuration byte of 0xc0 or more where the option strings' count is
  * read brings the extension (configure()): compaction, sub-page release,
  * huge pages, mark threads, the large path's arms, root regions (precise
- * and conservative) and hl_thin.
+ * and conservative) and hl_thin.  Within it, b9 >= 0x80 brings the API
+ * extension: one more byte (heap_limit_bytes) and an operation byte of
+ * 0xf0 or more for the samplers (summaries and series against a model of
+ * their windows), interrupts during long calls (a helper thread; HL_EINTR,
+ * no handle, the heap usable), hl_vma_count (one VMA unless dump_toggle)
+ * and the refusal hook (op_api).  The hook itself is set on every heap:
+ * every NULL from hl_malloc/calloc/realloc must have run it once, with the
+ * documented arguments, in the calling thread, no lock held.
  *
  * Out-of-memory is an accepted answer only when the model's live bytes are
  * near the reservation: an allocation that fails while they are far below
