@@ -33,7 +33,14 @@
  * A configuration byte of 0xc0 or more where the option strings' count is
  * read brings the extension (configure()): compaction, sub-page release,
  * huge pages, mark threads, the large path's arms, root regions (precise
- * and conservative) and hl_thin.
+ * and conservative) and hl_thin.  Within it, b9 >= 0x80 brings the API
+ * extension: one more byte (heap_limit_bytes) and an operation byte of
+ * 0xf0 or more for the samplers (summaries and series against a model of
+ * their windows), interrupts during long calls (a helper thread; HL_EINTR,
+ * no handle, the heap usable), hl_vma_count (one VMA unless dump_toggle)
+ * and the refusal hook (op_api).  The hook itself is set on every heap:
+ * every NULL from hl_malloc/calloc/realloc must have run it once, with the
+ * documented arguments, in the calling thread, no lock held.
  *
  * Out-of-memory is an accepted answer only when the model's live bytes are
  * near the reservation: an allocation that fails while they are far below
@@ -48,11 +55,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "heaplab.h"
 
@@ -120,7 +130,27 @@ static bool restore_fault_in_op(void) {
 }
 
 static bool honest_oom(void) {
-  if (H == NULL || O.mode != HL_MODE_COLLECTED) return false;
+  if (H == NULL) return false;
+  if (O.mode == HL_MODE_MANUAL) {
+    /* A manual heap has nothing to collect: honest when every page of the
+     * reservation is carved and none is empty (free, released, reuse-failed).
+     * A page is a size class's (or a large block's) as long as one of its
+     * blocks is live or in a thread cache ("blocks in a cache count as used
+     * by their pages", docs/design.md, Manual mode): 16 pages of 64 KiB are
+     * honestly used up by blocks of a dozen classes and a few large ones
+     * (small_max 16 KiB, tcache on: 167 KB live, the reservation exhausted). */
+    hl_stats st;
+    uint64_t base = 0, bytes = 0;
+    if (hl_stats_get(H, &st) || hl_heap_range(H, &base, &bytes)) return false;
+    if (verbose)
+      fprintf(stderr, "fuzz_heap: manual out of memory: %" PRIu64 " of %" PRIu64 " pages carved, "
+              "%" PRIu64 " free, %" PRIu64 " released, %" PRIu64 " reuse-failed\n",
+              st.total_pages, bytes / (uint64_t)O.page_size, st.free_pool_pages,
+              st.released_pool_pages, st.reuse_failed_pool_pages);
+    return st.total_pages >= bytes / (uint64_t)O.page_size && st.free_pool_pages == 0 &&
+           st.released_pool_pages == 0 && st.reuse_failed_pool_pages == 0;
+  }
+  if (O.mode != HL_MODE_COLLECTED) return false;
   bool faulted = restore_fault_in_op(); /* (before the collection: it may take pages) */
   if (verbose) {
     hl_fault_state fs[HL_SITE_COUNT];
@@ -231,6 +261,323 @@ static void op_probe(void) {
 }
 
 /* ======================================================================== */
+/* The refusal hook (every heap), the samplers and hl_vma_count             */
+/* ======================================================================== */
+
+/* The refusal hook is set on every heap the harness makes (arg: hook_cookie):
+ * every hl_malloc, hl_calloc and hl_realloc the harness calls is checked --
+ * NULL (new size above 0) ran the hook exactly once, in the calling thread,
+ * with the heap, the bytes asked (calloc: count * size, saturated) and the
+ * arg it was set with; anything else ran it never.  In the hook, a call that
+ * takes the heap's lock (hl_stats_get) must return: the hook runs with no lock
+ * held (held, the call hangs, which libFuzzer reports as a timeout).  The
+ * API extension's operations remove it, set it again with another arg, and
+ * provoke refusals (op_hook). */
+static char hook_cookie[2];
+static bool hook_set;   /* the heap has the hook (hook_arg: its arg) */
+static void *hook_arg;
+static __thread struct {
+  int calls;
+  hl_heap *heap;
+  size_t size;
+  void *arg;
+  int stats_rc;
+} hook_seen;
+
+static void on_refusal(hl_heap *heap, size_t size, void *arg) {
+  hook_seen.calls++;
+  hook_seen.heap = heap, hook_seen.size = size, hook_seen.arg = arg;
+  hl_stats st;
+  hook_seen.stats_rc = hl_stats_get(heap, &st);
+}
+
+static void set_hook(bool on, void *arg) {
+  int rc = hl_set_refusal_hook(H, on ? on_refusal : NULL, arg);
+  if (rc) FAIL("set_refusal_hook: %s (%s)", hl_error_name(rc), msg());
+  hook_set = on, hook_arg = on ? arg : NULL;
+}
+
+static uint64_t refusals_seen; /* (FUZZ_HEAP_VERBOSE's tally) */
+
+/* Before an allocation call: nothing seen yet in this thread. */
+static void hook_arm(void) { hook_seen.calls = 0; }
+
+/* After it: p its result, asked the bytes the hook must be given. */
+static void hook_check(const void *p, size_t asked, const char *what) {
+  int calls = hook_seen.calls;
+  hook_seen.calls = 0;
+  if (p || !hook_set) {
+    if (calls) FAIL("%s %s, and the refusal hook ran %d times", what,
+                    p ? "returned a block" : "was refused with no hook set", calls);
+    return;
+  }
+  __atomic_fetch_add(&refusals_seen, 1, __ATOMIC_RELAXED);
+  if (calls != 1) FAIL("%s returned NULL: the refusal hook ran %d times, not once, in the "
+                       "allocating thread", what, calls);
+  if (hook_seen.heap != H || hook_seen.size != asked || hook_seen.arg != hook_arg)
+    FAIL("%s returned NULL: the refusal hook was given heap %p, %zu bytes, arg %p; expected "
+         "%p, %zu, %p", what, (void *)hook_seen.heap, hook_seen.size, hook_seen.arg, (void *)H,
+         asked, hook_arg);
+  if (hook_seen.stats_rc)
+    FAIL("%s: hl_stats_get in the refusal hook returned %s", what,
+         hl_error_name(hook_seen.stats_rc));
+}
+
+/* A message of hl_heap_error(NULL) for a call that takes no heap (or a NULL
+ * one) that failed: present and naming what it must name. */
+static void expect_null_err(int rc, int want, const char *what, const char *names) {
+  const char *m = hl_heap_error(NULL);
+  if (rc != want || !m[0] || !strstr(m, names))
+    FAIL("%s returned %s ('%s'); expected %s naming '%s'", what, hl_error_name(rc), m,
+         hl_error_name(want), names);
+}
+
+/* ---- the samplers ----
+ * The model: the interval and capacity each was opened with, when its
+ * current phase began (open or reset returned: a sample taken later is in
+ * the overall window), whether a mark is in force and when it was called
+ * (mark_ns lies in that interval, and a sample taken after mark_ns is in the
+ * after-mark window), the sample count of its phase at the last summary. */
+#define NSMP 2
+static struct {
+  hl_sampler *s;
+  uint64_t init_us, cap;
+  uint64_t phase_ns;
+  bool marked;
+  uint64_t mark_lo, mark_hi;
+  uint64_t samples;
+} smp[NSMP];
+static bool footprint_works; /* hl_footprint_get works here: every take samples */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A summary and what it must say of the model; then the series
+ * [from, from+cap) and what each stored sample must satisfy. */
+static void sampler_check(int i, uint64_t from, uint64_t cap) {
+  hl_sampler *s = smp[i].s;
+  /* the heap's reservation: what is resident of it is anonymous memory
+   * resident now, in the process's rss and phys_footprint (a lower bound:
+   * the summary's own sample is taken after it, and no other thread
+   * releases with a synchronous collector and no prefault helper) */
+  uint64_t res = 0;
+  bool bound = H && O.collector == HL_COLLECTOR_SYNC && O.thp == HL_THP_NEVER &&
+               hl_resident_bytes(H, &res) == HL_OK;
+  hl_sampler_summary a;
+  int rc = hl_sampler_summary_get(s, &a);
+  if (rc) FAIL("sampler_summary_get: %s (%s)", hl_error_name(rc), hl_heap_error(NULL));
+  if (footprint_works && a.samples < 1) FAIL("sampler summary: no sample, its own included");
+  if (a.samples < smp[i].samples)
+    FAIL("sampler summary: %" PRIu64 " samples, fewer than the %" PRIu64 " of the last summary "
+         "of the phase", a.samples, smp[i].samples);
+  smp[i].samples = a.samples;
+  if (a.min_phys > a.max_phys || a.min_rss > a.max_rss)
+    FAIL("sampler summary: phys [%" PRIu64 ", %" PRIu64 "], rss [%" PRIu64 ", %" PRIu64 "]",
+         a.min_phys, a.max_phys, a.min_rss, a.max_rss);
+  if (bound && footprint_works && (a.max_rss < res || a.max_phys < res))
+    FAIL("sampler summary: max rss %" PRIu64 ", max phys %" PRIu64 " below the heap's %" PRIu64
+         " resident bytes", a.max_rss, a.max_phys, res);
+  if (smp[i].marked) {
+    if (a.mark_ns < smp[i].mark_lo || a.mark_ns > smp[i].mark_hi)
+      FAIL("sampler summary: mark_ns %" PRIu64 " outside the mark call [%" PRIu64 ", %" PRIu64
+           "]", a.mark_ns, smp[i].mark_lo, smp[i].mark_hi);
+    if (footprint_works &&
+        (a.min_phys_after_mark > a.max_phys_after_mark || a.min_phys_after_mark < a.min_phys ||
+         a.max_phys_after_mark > a.max_phys || !a.min_phys_after_mark))
+      FAIL("sampler summary: after the mark [%" PRIu64 ", %" PRIu64 "], overall [%" PRIu64
+           ", %" PRIu64 "]", a.min_phys_after_mark, a.max_phys_after_mark, a.min_phys,
+           a.max_phys);
+  } else if (a.mark_ns || a.min_phys_after_mark || a.max_phys_after_mark) {
+    FAIL("sampler summary: no mark in this phase, but mark_ns %" PRIu64 " and after-mark [%"
+         PRIu64 ", %" PRIu64 "]", a.mark_ns, a.min_phys_after_mark, a.max_phys_after_mark);
+  }
+  /* the interval doubles from the first, up to an hour */
+  uint64_t iv = smp[i].init_us;
+  while (iv < a.interval_us && iv < 3600ull * 1000000u) iv *= 2;
+  if (iv > 3600ull * 1000000u) iv = 3600ull * 1000000u;
+  if (a.interval_us != iv)
+    FAIL("sampler summary: interval %" PRIu64 " us, opened with %" PRIu64 " us (doubling, up to "
+         "an hour)", a.interval_us, smp[i].init_us);
+  if (a.stored < (footprint_works ? 1u : 0u) || a.stored > (smp[i].cap & ~1ull))
+    FAIL("sampler summary: %" PRIu64 " samples stored of a capacity of %" PRIu64, a.stored,
+         smp[i].cap);
+
+  /* the series */
+  hl_sample buf[64];
+  size_t n = 7;
+  if (cap > 64) cap = 64;
+  rc = hl_sampler_read(s, from, cap ? buf : NULL, cap, &n);
+  if (rc) FAIL("sampler_read(%" PRIu64 ", %" PRIu64 "): %s (%s)", from, cap, hl_error_name(rc),
+               hl_heap_error(NULL));
+  if (n > cap || (n && from + n > (smp[i].cap & ~1ull)))
+    FAIL("sampler_read(%" PRIu64 ", %" PRIu64 ") gave %zu samples of a capacity of %" PRIu64,
+         from, cap, n, smp[i].cap);
+  /* a summary after the read: every sample the read gave that was taken in
+   * this phase is in its overall window (and after the mark, in that one) */
+  hl_sampler_summary b;
+  if (hl_sampler_summary_get(s, &b)) FAIL("sampler_summary_get: %s", hl_heap_error(NULL));
+  smp[i].samples = b.samples;
+  for (size_t k = 0; k < n; k++) {
+    if (k && buf[k].t_ns < buf[k - 1].t_ns)
+      FAIL("sampler series out of time order at %" PRIu64 ": %" PRIu64 " after %" PRIu64,
+           from + k, buf[k].t_ns, buf[k - 1].t_ns);
+    if (buf[k].t_ns > smp[i].phase_ns &&
+        (buf[k].phys_footprint < b.min_phys || buf[k].phys_footprint > b.max_phys ||
+         buf[k].rss < b.min_rss || buf[k].rss > b.max_rss))
+      FAIL("sample %" PRIu64 " of the phase (phys %" PRIu64 ", rss %" PRIu64 ") is outside the "
+           "summary's window: phys [%" PRIu64 ", %" PRIu64 "], rss [%" PRIu64 ", %" PRIu64 "]",
+           from + k, buf[k].phys_footprint, buf[k].rss, b.min_phys, b.max_phys, b.min_rss,
+           b.max_rss);
+    if (smp[i].marked && buf[k].t_ns > b.mark_ns &&
+        (buf[k].phys_footprint < b.min_phys_after_mark ||
+         buf[k].phys_footprint > b.max_phys_after_mark))
+      FAIL("sample %" PRIu64 " after the mark (phys %" PRIu64 ") is outside the after-mark "
+           "window [%" PRIu64 ", %" PRIu64 "]", from + k, buf[k].phys_footprint,
+           b.min_phys_after_mark, b.max_phys_after_mark);
+  }
+}
+
+static const double smp_intervals[] = {0.0001, 0.0005, 0.002, 0.02, 10};
+static const int64_t smp_caps[] = {16, 17, 33, 64, 1024};
+
+static void op_sampler(input *in) {
+  uint8_t how = u8(in), a = u8(in), b = u8(in);
+  int i = how >> 7;
+  switch (how % 8) {
+  case 0: case 1: { /* open (or start, in microseconds) */
+    if (smp[i].s) {
+      hl_sampler_stop(smp[i].s);
+      smp[i].s = NULL;
+      break;
+    }
+    double iv = smp_intervals[a % 5];
+    int64_t cap = smp_caps[b % 5];
+    int rc = how % 8 == 0 ? hl_sampler_open(&smp[i].s, iv, cap)
+                          : hl_sampler_start(&smp[i].s, (uint32_t)(iv * 1e6 + 0.5), (size_t)cap);
+    if (rc) FAIL("sampler_open(%g, %" PRId64 "): %s (%s)", iv, cap, hl_error_name(rc),
+                 hl_heap_error(NULL));
+    smp[i].init_us = (uint64_t)(iv * 1e6 + 0.5), smp[i].cap = (uint64_t)cap;
+    smp[i].phase_ns = now_ns(), smp[i].marked = false, smp[i].samples = 0;
+    break;
+  }
+  case 2: { /* arguments it must refuse: hl_sampler_open leaves the output NULL (it clears it
+             * first; not a documented promise, but what it does -- hl_sampler_start's own
+             * capacity check returns before that and leaves the output as it was) */
+    static const double bad_iv[] = {0, 0.00009, 10.5, -1, __builtin_nan("")};
+    static const int64_t bad_cap[] = {15, 0, -1, (1 << 24) + 1, INT64_MAX};
+    hl_sampler *s = (hl_sampler *)&smp; /* junk: must be overwritten with NULL */
+    int rc;
+    if (a & 1) {
+      rc = hl_sampler_open(&s, bad_iv[b % 5], 64);
+      expect_null_err(rc, HL_EINVAL, "sampler_open with a bad interval", "interval_s");
+    } else if (a & 2) {
+      rc = hl_sampler_open(&s, 0.01, bad_cap[b % 5]);
+      expect_null_err(rc, HL_EINVAL, "sampler_open with a bad capacity", "capacity");
+    } else if (a & 4) {
+      rc = hl_sampler_start(&s, 1000, (size_t)(1 << 24) + 1 + b);
+      expect_null_err(rc, HL_EINVAL, "sampler_start with a bad capacity", "capacity");
+      s = NULL;
+    } else {
+      rc = hl_sampler_open(NULL, 0.01, 64);
+      expect_null_err(rc, HL_EINVAL, "sampler_open with a NULL output", "NULL");
+      s = NULL;
+    }
+    if (s) FAIL("a refused sampler_open left its output %p", (void *)s);
+    /* and the calls on a NULL sampler */
+    hl_sampler_summary sum;
+    size_t n = 0;
+    switch (b % 5) {
+    case 0: expect_null_err(hl_sampler_mark(NULL), HL_EINVAL, "sampler_mark(NULL)", "NULL"); break;
+    case 1: expect_null_err(hl_sampler_reset(NULL), HL_EINVAL, "sampler_reset(NULL)", "NULL"); break;
+    case 2:
+      expect_null_err(hl_sampler_summary_get(NULL, &sum), HL_EINVAL, "sampler_summary_get(NULL)",
+                      "NULL");
+      break;
+    case 3:
+      expect_null_err(hl_sampler_read(NULL, 0, NULL, 0, &n), HL_EINVAL, "sampler_read(NULL)",
+                      "NULL");
+      break;
+    default: hl_sampler_stop(NULL);
+    }
+    break;
+  }
+  case 3: { /* mark */
+    if (!smp[i].s) break;
+    uint64_t lo = now_ns();
+    if (hl_sampler_mark(smp[i].s)) FAIL("sampler_mark: %s", hl_heap_error(NULL));
+    smp[i].mark_lo = lo, smp[i].mark_hi = now_ns(), smp[i].marked = true;
+    break;
+  }
+  case 4: /* reset: a new phase, no mark */
+    if (!smp[i].s) break;
+    if (hl_sampler_reset(smp[i].s)) FAIL("sampler_reset: %s", hl_heap_error(NULL));
+    smp[i].phase_ns = now_ns(), smp[i].marked = false, smp[i].samples = 0;
+    break;
+  case 5: { /* calls on a live sampler it must refuse */
+    if (!smp[i].s) break;
+    size_t n = 3;
+    if (a & 1) {
+      expect_null_err(hl_sampler_summary_get(smp[i].s, NULL), HL_EINVAL,
+                      "sampler_summary_get(NULL output)", "output");
+    } else if (a & 2) {
+      expect_null_err(hl_sampler_read(smp[i].s, 0, NULL, 1 + b, &n), HL_EINVAL,
+                      "sampler_read(NULL buffer)", "buffer");
+    } else {
+      hl_sample x;
+      expect_null_err(hl_sampler_read(smp[i].s, 0, &x, 1, NULL), HL_EINVAL,
+                      "sampler_read(NULL count)", "count");
+    }
+    break;
+  }
+  default: /* summary and series */
+    if (smp[i].s) sampler_check(i, a % 40, b % 70);
+  }
+}
+
+static void reset_samplers(void) {
+  for (int i = 0; i < NSMP; i++) {
+    if (smp[i].s) sampler_check(i, 0, 64);
+    hl_sampler_stop(smp[i].s);
+    smp[i].s = NULL;
+  }
+}
+
+/* hl_vma_count: the reservation is one VMA for the heap's life (never
+ * mprotected, advised whole) unless dump_toggle splits it on purpose, and
+ * then one a page at most; HL_ESYS (the map unreadable) names the call. */
+static void op_vma(input *in) {
+  uint8_t how = u8(in);
+  uint64_t n = 0;
+  int rc;
+  switch (how % 4) {
+  case 0:
+    rc = hl_vma_count(H, NULL);
+    if (rc != HL_EINVAL || !strstr(msg(), "vma_count")) FAIL("vma_count(NULL output): %d %s", rc, msg());
+    break;
+  case 1:
+    expect_null_err(hl_vma_count(NULL, &n), HL_EINVAL, "vma_count(NULL heap)", "heap");
+    break;
+  default:
+    rc = hl_vma_count(H, &n);
+    if (rc == HL_ESYS) {
+      if (!strstr(msg(), "vma_count")) FAIL("vma_count failed: '%s'", msg());
+      break;
+    }
+    if (rc) FAIL("vma_count: %s (%s)", hl_error_name(rc), msg());
+    if (!O.dump_toggle && n != 1)
+      FAIL("the reservation is %" PRIu64 " VMAs (dump_toggle off: one)", n);
+    uint64_t base = 0, bytes = 0;
+    hl_heap_range(H, &base, &bytes);
+    if (n < 1 || n > bytes / (uint64_t)O.page_size)
+      FAIL("the reservation is %" PRIu64 " VMAs (%" PRIu64 " pages)", n,
+           bytes / (uint64_t)O.page_size);
+  }
+}
+
+/* ======================================================================== */
 /* Collected heaps                                                          */
 /* ======================================================================== */
 
@@ -270,7 +617,7 @@ static bool moving; /* compact != never: a full collection may move objects */
 static void *regP[NREG], *regC[NREG];
 static int regPid[NREG], regCid[NREG];
 static uint64_t regCoff[NREG];
-static bool have_regions, ext_ops;
+static bool have_regions, ext_ops, api_ops;
 
 static uint64_t live_estimate(void) { return model_bytes; }
 
@@ -733,7 +1080,9 @@ static void op_bad(input *in) {
     if (rc != HL_EINVAL || !strstr(msg(), "cycles")) FAIL("collect 0 cycles: %d %s", rc, msg());
     break;
   case 3:
+    hook_arm();
     if (hl_malloc(H, 16)) FAIL("malloc on a collected heap");
+    hook_check(NULL, 16, "malloc on a collected heap");
     if (!strstr(msg(), "manual")) FAIL("malloc on a collected heap: '%s'", msg());
     break;
   case 4:
@@ -832,6 +1181,145 @@ static void op_thin(input *in) {
   }
 }
 
+/* ---- interrupts ----
+ * A helper thread interrupts from before a long call until after it
+ * returns: hl_interrupt() itself, or a signal it raises in itself that
+ * hl_interrupt_attach made call it -- SIGWINCH (whose default ignores), or
+ * INTR_SIG, whose handler before the attach (intr_chained) must still run
+ * once for each signal.  A collection of a million cycles and a churn of
+ * 30 s can only end by the interrupt: HL_EINTR, whose message says it (a
+ * library that ignored it would run past libFuzzer's -timeout).  A fill,
+ * a checksum and a thin of a fill may end first: HL_OK is then right too,
+ * and the result is checked.  Interrupted: no handle made, and the heap
+ * usable -- a collection after it runs (an interrupt is the call's it
+ * stopped, not the next one's) and every live object is checked as after
+ * every operation. */
+#define INTR_SIG (SIGRTMIN + 4)
+static atomic_int intr_done;
+static atomic_uint_fast64_t intr_chained;
+static uint64_t intr_calls, intr_stopped; /* (FUZZ_HEAP_VERBOSE's tally) */
+
+static void intr_prev_handler(int sig) {
+  (void)sig;
+  atomic_fetch_add(&intr_chained, 1);
+}
+
+typedef struct {
+  int sig;         /* 0: hl_interrupt() */
+  uint64_t raised; /* signals raised */
+} intr_job;
+
+static void *interrupter(void *arg) {
+  intr_job *j = arg;
+  while (!atomic_load(&intr_done)) {
+    if (j->sig) raise(j->sig), j->raised++;
+    else hl_interrupt();
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+static void op_interrupt(input *in) {
+  uint8_t how = u8(in), a = u8(in), b = u8(in);
+  intr_job j = {0, 0};
+  switch (how >> 5 & 3) {
+  case 1: j.sig = SIGWINCH; break;
+  case 2: j.sig = INTR_SIG; break;
+  case 3: { /* what attach must refuse */
+    static const int bad[] = {0, -1, 65, 1000, SIGKILL, SIGSTOP};
+    int sig = bad[a % 6];
+    int rc = hl_interrupt_attach(sig);
+    if (sig == SIGKILL || sig == SIGSTOP) expect_null_err(rc, HL_ESYS, "interrupt_attach", "sigaction");
+    else expect_null_err(rc, HL_EINVAL, "interrupt_attach", "signal number");
+    break;
+  }
+  }
+  if (j.sig) {
+    int rc = hl_interrupt_attach(j.sig);
+    if (rc) FAIL("interrupt_attach(%d): %s (%s)", j.sig, hl_error_name(rc), hl_heap_error(NULL));
+  }
+  int what = how % 5;
+  int fi = nfill ? a % nfill : -1;
+  uint64_t size = 1 + a % 8, objects = 4096 * (1 + b % 3), cost = objects * 32 + objects * size;
+  if ((what == 3 || what == 4) && fi < 0) what = 0;
+  if (what == 2 && model_bytes + cost > budget) what = 0;
+  uint64_t chained0 = atomic_load(&intr_chained);
+  atomic_store(&intr_done, 0);
+  pthread_t t;
+  if (pthread_create(&t, NULL, interrupter, &j)) return;
+  int rc;
+  hl_ref r = 0;
+  uint64_t sum = 0, count = 0;
+  hl_churn_result cr;
+  switch (what) {
+  case 0: rc = hl_collect(H, 1000000, (int)(b % 3) - 1); break;
+  case 1: {
+    uint64_t sz = 16 + b % 256;
+    rc = hl_churn(H, 30.0, sz, sz * (1 + a % 32), 0, &cr);
+    break;
+  }
+  case 2: rc = hl_fill_stride(H, objects * size, size, 0, 1, &r); break;
+  case 3: rc = hl_ref_checksum(H, fills[fi].ref, &sum, &count); break;
+  default: rc = hl_thin(H, fills[fi].ref, 1 + b % 5, &r);
+  }
+  atomic_store(&intr_done, 1);
+  pthread_join(t, NULL);
+  intr_calls++;
+  static const char *names[] = {"collect of a million cycles", "churn of 30 s", "fill",
+                                "checksum", "thin"};
+  if (j.sig == INTR_SIG && atomic_load(&intr_chained) - chained0 != j.raised)
+    FAIL("%" PRIu64 " signals %d raised, the handler before hl_interrupt_attach's ran %" PRIu64
+         " times", j.raised, j.sig, (uint64_t)(atomic_load(&intr_chained) - chained0));
+  if (rc == HL_EINTR) {
+    intr_stopped++;
+    if (!strstr(msg(), "interrupted")) FAIL("%s interrupted: '%s'", names[what], msg());
+    if (r) FAIL("an interrupted %s made a handle", names[what]);
+    rc = hl_collect(H, 2, 1);
+    if (rc == HL_EINTR) FAIL("a collection after an interrupted %s was interrupted: %s",
+                             names[what], msg());
+    expect_rc(rc, "collect after an interrupt", HL_ENOMEM, -1);
+    return;
+  }
+  if (rc == HL_ENOMEM || rc == HL_ESYS) {
+    if (r) FAIL("a failed %s gave a handle", names[what]);
+    if (what == 0) expect_rc(rc, names[what], HL_ENOMEM, -1);
+    else if (what == 2) {
+      fill_args[0] = objects * size, fill_args[1] = size, fill_args[2] = 0, fill_args[3] = 1;
+      retry = fill_again;
+      out_of_memory("fill (interrupted)");
+      retry = NULL;
+    } else if (what == 3) expect_rc(rc, names[what], HL_ENOMEM, -1);
+    else out_of_memory(names[what]);
+    return;
+  }
+  if (rc) FAIL("%s under interrupts: %s (%s)", names[what], hl_error_name(rc), msg());
+  switch (what) {
+  case 0: case 1: FAIL("%s returned HL_OK under interrupts", names[what]);
+  case 2:
+    if (!r) FAIL("a fill gave no handle");
+    if (hl_ref_checksum(H, r, &sum, &count)) FAIL("checksum of a fill: %s", msg());
+    if (nfill < MAXFILL && model_bytes + cost <= budget) {
+      fills[nfill].ref = r, fills[nfill].sum = sum, fills[nfill].count = count;
+      nfill++;
+      model_bytes += cost;
+    } else if (hl_ref_release(H, r)) {
+      FAIL("release of a fill: %s", msg());
+    }
+    break;
+  case 3:
+    if (sum != fills[fi].sum || count != fills[fi].count)
+      FAIL("checksum of fill %d under interrupts: %" PRIx64 " over %" PRIu64 " objects, expected %"
+           PRIx64 " over %" PRIu64, fi, sum, count, fills[fi].sum, fills[fi].count);
+    break;
+  default:
+    if (!r) FAIL("a thin gave no handle");
+    if (hl_ref_release(H, r)) FAIL("release of a thinned fill: %s", msg());
+  }
+}
+
+static void op_api(input *in);
+
 static void run_collected(input *in) {
   have_regions = false;
   for (int i = 0; i < NREG; i++) regP[i] = regC[i] = NULL, regPid[i] = regCid[i] = -1;
@@ -843,7 +1331,8 @@ static void run_collected(input *in) {
   while (in->n) {
     uint8_t op = u8(in);
     failed_restores_at_op = failed_restores();
-    switch (op % 16) {
+    switch (api_ops && op >= 0xf0 ? 16 : op % 16) {
+    case 16: op_api(in); break; /* (the API extension) */
     case 0: case 1: op_alloc(in); break;
     case 2: if (nh) drop_handle(u8(in) % nh); break;
     case 3: op_dup(in); break;
@@ -947,7 +1436,9 @@ static void op_malloc(input *in) {
   uint64_t size = manual_size(in);
   uint8_t seed = u8(in);
   if (nb == MAXB || model_bytes + size > budget) return;
+  hook_arm();
   void *p = hl_malloc(H, size);
+  hook_check(p, size, "malloc");
   if (!p) {
     out_of_memory("malloc");
     return;
@@ -960,12 +1451,16 @@ static void op_calloc(input *in) {
   uint64_t count = u8(in) % 40, size = manual_size(in) / 8;
   uint8_t over = u8(in);
   if (over == 0xff) {
+    hook_arm();
     if (hl_calloc(H, SIZE_MAX / 2, 3)) FAIL("calloc of an overflowing size succeeded");
+    hook_check(NULL, SIZE_MAX, "calloc of an overflowing size");
     if (!strstr(msg(), "overflow")) FAIL("calloc overflow: '%s'", msg());
     return;
   }
   if (nb == MAXB || model_bytes + count * size > budget) return;
+  hook_arm();
   uint8_t *p = hl_calloc(H, count, size);
+  hook_check(p, count * size, "calloc");
   if (!p) {
     out_of_memory("calloc");
     return;
@@ -991,7 +1486,9 @@ static void op_realloc(input *in) {
   if (!nb || which % 8 == 0) {
     /* realloc(NULL, n) is malloc */
     if (nb == MAXB || model_bytes + size > budget) return;
+    hook_arm();
     void *p = hl_realloc(H, NULL, 0, size);
+    hook_check(p, size, "realloc(NULL)");
     if (!p) return out_of_memory("realloc(NULL)");
     check_new_block(p, size, "realloc(NULL)");
     block_add(p, size, seed, true);
@@ -1001,11 +1498,15 @@ static void op_realloc(input *in) {
   if (model_bytes + size > budget) return;
   mblock *b = &blk[i];
   if (size == 0) { /* realloc to 0 frees */
+    hook_arm();
     if (hl_realloc(H, b->p, b->size, 0)) FAIL("realloc to 0 returned a block");
+    if (hook_seen.calls) FAIL("realloc to 0 ran the refusal hook");
     block_forget(i);
     return;
   }
+  hook_arm();
   void *p = hl_realloc(H, b->p, b->size, size);
+  hook_check(p, size, "realloc");
   if (!p) {
     out_of_memory("realloc");
     /* the block is untouched: the next check holds it to that */
@@ -1054,7 +1555,11 @@ static void *remote(void *arg) {
   for (int i = 0; i < j->nfree; i++)
     if (j->fsize[i] & 1) hl_free(H, j->frees[i]);
     else hl_free_sized(H, j->frees[i], j->fsize[i] >> 1);
-  for (int i = 0; i < j->nalloc; i++) j->got[i] = hl_malloc(H, j->gsize[i]);
+  for (int i = 0; i < j->nalloc; i++) {
+    hook_arm();
+    j->got[i] = hl_malloc(H, j->gsize[i]);
+    hook_check(j->got[i], j->gsize[i], "malloc in another thread");
+  }
   if (j->flush) hl_thread_flush(H);
   return NULL;
 }
@@ -1118,8 +1623,81 @@ static void op_mbad(input *in) {
   }
   default:
     if (u8(in) % 8) break; /* rare: ASan prints a line for each */
+    hook_arm();
     if (hl_malloc(H, (size_t)1 << 62)) FAIL("malloc(2^62) succeeded");
+    hook_check(NULL, (size_t)1 << 62, "malloc(2^62)");
     if (!msg()[0]) FAIL("malloc(2^62) failed with no message");
+  }
+}
+
+/* The refusal hook: removed, set again (another arg, a NULL arg), refused
+ * for a NULL heap, and refusals that must run it -- a collected heap has
+ * no blocks (hl_malloc, hl_calloc, hl_realloc: NULL, EMODE); a manual heap
+ * refuses an overflowing calloc, and with heap_limit_bytes a block or a
+ * growth past it (the block it was asked to grow untouched: the next check
+ * holds it to that). */
+static void op_hook(input *in) {
+  uint8_t how = u8(in), a = u8(in);
+  uint16_t v = u16(in);
+  switch (how % 8) {
+  case 0: set_hook(false, NULL); break;
+  case 1: set_hook(true, &hook_cookie[1]); break;
+  case 2: set_hook(true, NULL); break;
+  case 3:
+    expect_null_err(hl_set_refusal_hook(NULL, on_refusal, NULL), HL_EINVAL,
+                    "set_refusal_hook(NULL heap)", "heap");
+    break;
+  case 4:
+    hook_arm();
+    if (hl_calloc(H, SIZE_MAX / 4 + v, 5)) FAIL("calloc of an overflowing size succeeded");
+    hook_check(NULL, SIZE_MAX, "calloc of an overflowing size");
+    if (!strstr(msg(), "overflow")) FAIL("calloc overflow: '%s'", msg());
+    break;
+  case 5:
+    if (!manual_mode) {
+      hook_arm();
+      if (hl_malloc(H, v)) FAIL("malloc on a collected heap");
+      hook_check(NULL, v, "malloc on a collected heap");
+      hook_arm();
+      if (hl_calloc(H, a, v)) FAIL("calloc on a collected heap");
+      hook_check(NULL, (size_t)a * v, "calloc on a collected heap");
+      hook_arm();
+      if (hl_realloc(H, NULL, 0, v)) FAIL("realloc(NULL) on a collected heap");
+      hook_check(NULL, v, "realloc(NULL) on a collected heap");
+      if (!strstr(msg(), "manual")) FAIL("malloc on a collected heap: '%s'", msg());
+    } else if (O.heap_limit_bytes) {
+      size_t n = (size_t)O.heap_limit_bytes + 1 + v;
+      hook_arm();
+      void *p = hl_malloc(H, n);
+      hook_check(p, n, "malloc past heap_limit_bytes");
+      if (p) FAIL("malloc(%zu) past heap_limit_bytes %" PRId64 " succeeded", n, O.heap_limit_bytes);
+      if (!limit_oom()) FAIL("malloc(%zu) past heap_limit_bytes: '%s'", n, msg());
+    }
+    break;
+  case 6:
+    if (manual_mode && O.heap_limit_bytes && nb) {
+      mblock *b = &blk[a % nb];
+      size_t n = b->size + (size_t)O.heap_limit_bytes + 1 + v;
+      hook_arm();
+      void *p = hl_realloc(H, b->p, b->size, n);
+      hook_check(p, n, "realloc past heap_limit_bytes");
+      if (p) FAIL("realloc(%zu) past heap_limit_bytes %" PRId64 " succeeded", n,
+                  O.heap_limit_bytes);
+      if (!limit_oom()) FAIL("realloc(%zu) past heap_limit_bytes: '%s'", n, msg());
+    }
+    break;
+  default: set_hook(true, &hook_cookie[0]); break;
+  }
+}
+
+/* The API extension's operations (api_ops: configure()). */
+static void op_api(input *in) {
+  uint8_t k = u8(in);
+  switch (k % 4) {
+  case 0: op_sampler(in); break;
+  case 1: if (manual_mode) op_hook(in); else op_interrupt(in); break;
+  case 2: op_vma(in); break;
+  default: op_hook(in);
   }
 }
 
@@ -1141,7 +1719,8 @@ static void check_manual(void) {
 static void run_manual(input *in) {
   while (in->n) {
     uint8_t op = u8(in);
-    switch (op % 14) {
+    switch (api_ops && op >= 0xf0 ? 14 : op % 14) {
+    case 14: op_api(in); break; /* (the API extension) */
     case 0: case 1: op_malloc(in); break;
     case 2: op_calloc(in); break;
     case 3: op_free(in, 0); break;
@@ -1232,6 +1811,7 @@ static bool configure(input *in) {
    * before it (every byte here below 0xc0) mean what they meant. */
   uint8_t b6 = u8(in);
   ext_ops = b6 >= 0xc0;
+  api_ops = false;
   if (ext_ops) {
     uint8_t b7 = u8(in), b8 = u8(in), b9 = u8(in);
     if (O.mode == HL_MODE_COLLECTED) {
@@ -1248,6 +1828,16 @@ static bool configure(input *in) {
     set("quiet_counts_large", (b8 >> 6 & 1) ^ 1);
     set("thp_prefault", (b8 >> 7) * 2);
     set("large_map_bytes", (int64_t[]){131072, 0, 8192, 32768}[b9 & 3]);
+    /* The API extension: b9 >= 0x80 (the extension's seeds before it have
+     * b9 below 4) brings one more byte -- heap_limit_bytes, so that manual
+     * heaps refuse (the refusal hook) -- and operations on the samplers,
+     * interrupts, hl_vma_count and the refusal hook: an operation byte of
+     * 0xf0 or more (op_api). */
+    api_ops = b9 >= 0x80;
+    if (api_ops) {
+      uint8_t b10 = u8(in);
+      set("heap_limit_bytes", (int64_t[]){0, 0, 256 << 10, 1 << 20}[b10 & 3]);
+    }
   }
 
   /* option strings from the input: names from the table, values as given */
@@ -1293,10 +1883,26 @@ static bool configure(input *in) {
   return true;
 }
 
+/* op_mbad asks a manual heap for 2^62 bytes, which goes to the system
+ * allocator: ASan's must return NULL, as glibc's does, not abort the run.
+ * tools/fuzz.sh sets allocator_may_return_null=1, but make test-fuzz's seed
+ * pass (fuzz_heap -runs=0) runs with the caller's ASAN_OPTIONS, and three
+ * seeds reach that operation.  (ASAN_OPTIONS given still overrides this.) */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   verbose = getenv("FUZZ_HEAP_VERBOSE") != NULL;
   strict_oom = !getenv("FUZZ_HEAP_STRICT_OOM") || atoi(getenv("FUZZ_HEAP_STRICT_OOM"));
+  hl_footprint f;
+  footprint_works = hl_footprint_get(&f) == HL_OK;
+  /* INTR_SIG's handler before hl_interrupt_attach chains to it */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = intr_prev_handler;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(INTR_SIG, &sa, NULL)) FAIL("sigaction(%d): %s", INTR_SIG, strerror(errno));
   return 0;
 }
 
@@ -1312,6 +1918,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   manual_mode = O.mode == HL_MODE_MANUAL;
   budget = (uint64_t)O.reserve_bytes / 4;
+  set_hook(true, &hook_cookie[0]);
+  refusals_seen = intr_calls = intr_stopped = 0;
   if (verbose)
     fprintf(stderr, "fuzz_heap: %s heap, page %" PRId64 ", small_max %" PRId64 ", reserve %" PRId64
             ", generational %" PRId64 ", collector %" PRId64 ", verify %" PRId64 "\n",
@@ -1333,6 +1941,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
               st.pinned_objects);
     }
   }
+  reset_samplers();
+  if (verbose)
+    fprintf(stderr, "fuzz_heap: %s: %" PRIu64 " refusals ran the hook, %" PRIu64 " long calls "
+            "under interrupts, %" PRIu64 " interrupted\n", api_ops ? "api extension" : "no api "
+            "extension", refusals_seen, intr_calls, intr_stopped);
   if (hl_heap_check(H)) FAIL("final heap check: %s", msg());
   hl_heap_free(H);
   H = NULL;

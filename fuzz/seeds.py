@@ -71,6 +71,27 @@ def heap_seeds():
                     b7, b8, b9]
             write("fuzz_heap", f"{name}_{k}", head + body)
 
+    # the API extension (b9 of 0x80 or more, then b10: heap_limit_bytes; an
+    # operation byte of 0xf0 or more is one of op_api's): samplers,
+    # interrupts, hl_vma_count, the refusal hook; a random generator of its
+    # own, and one operation byte in eight made an API one
+    rng = random.Random(18)
+    # (name, b0, b1, b4, b7, b8, b9, b10)
+    api = [
+        ("api_collected", 0x00, 0x0A, 0x01, 0x00, 0x08, 0x80, 0x00),
+        ("api_generational_background", 0x06, 0x2A, 0x01, 0x00, 0x08, 0x80, 0x00),
+        ("api_compact_dump_toggle_limit", 0x10, 0x0A, 0x01, 0x02, 0x00, 0x80, 0x03),
+        ("api_manual_limit", 0x01, 0x0A, 0x03, 0x00, 0x00, 0x80, 0x02),
+        ("api_manual_tcache_limit", 0x01, 0x0A, 0x63, 0x00, 0x00, 0x80, 0x03),
+    ]
+    for name, b0, b1, b4, b7, b8, b9, b10 in api:
+        for k in range(2):
+            body = [0xF0 | rng.randrange(16) if rng.randrange(8) == 0 else rng.randrange(256)
+                    for _ in range(700)]
+            head = [b0, b1, rng.randrange(256), rng.randrange(256) & 0x7F, b4, rng.randrange(256),
+                    0xC0, b7, b8, b9, b10]
+            write("fuzz_heap", f"{name}_{k}", head + body)
+
 
 def i64(v):
     return list(struct.pack(">q", v * 4))  # the harness reads (v >> 2) % 4096 - 16 for tag 0
