@@ -5,12 +5,16 @@
 #ifndef HL_TEST_CHECK_H
 #define HL_TEST_CHECK_H
 
+#include <errno.h>
 #include <inttypes.h>
+#include <semaphore.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "heaplab.h"
@@ -59,6 +63,17 @@
 #define UNDER_TSAN 0
 #endif
 #define TSAN_FEWER(n) (UNDER_TSAN ? ((n) / 3 > 0 ? (n) / 3 : 1) : (n))
+
+/* sem_wait for at most `seconds`: false when it timed out (the tests that
+ * hold a system call in one thread until another has done something). */
+static inline bool sem_wait_for(sem_t *s, int seconds) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += seconds;
+  while (sem_timedwait(s, &t) != 0)
+    if (errno != EINTR) return false;
+  return true;
+}
 
 /* A heap from "name=value" pairs on top of the defaults (no environment). */
 static inline hl_heap *heap_with(const char *first, ...) {

@@ -38,14 +38,7 @@ static atomic_int timed_out;
 static void hold(bool big) {
   if (!big || !atomic_exchange(&gate, 0)) return;
   sem_post(&inside);
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  t.tv_sec += 5;
-  while (sem_timedwait(&done, &t) != 0)
-    if (errno == ETIMEDOUT) {
-      atomic_store(&timed_out, 1);
-      return;
-    }
+  if (!sem_wait_for(&done, 5)) atomic_store(&timed_out, 1);
 }
 
 void *malloc(size_t n) {

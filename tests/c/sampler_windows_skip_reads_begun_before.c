@@ -37,11 +37,7 @@ int close(int fd) {
   if (gettid() != main_tid) {
     if (atomic_exchange(&gate, 0)) {
       sem_post(&inside);
-      struct timespec t;
-      clock_gettime(CLOCK_REALTIME, &t);
-      t.tv_sec += 20;
-      while (sem_timedwait(&go, &t) != 0 && errno == EINTR) {
-      }
+      sem_wait_for(&go, 20);
     }
     atomic_fetch_add(&sampler_closes, 1);
   }
@@ -64,10 +60,7 @@ static void scenario(bool reset) {
   CHECK(hl_sampler_open(&s, 0.001, 4096) == HL_OK, "hl_sampler_open: %s", hl_heap_error(NULL));
   wait_until(&sampler_closes, atomic_load(&sampler_closes) + 2, "the sampler's first readings");
   atomic_store(&gate, 1);
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  t.tv_sec += 20;
-  CHECK(sem_timedwait(&inside, &t) == 0, "the sampler's thread never read the footprint");
+  CHECK(sem_wait_for(&inside, 20), "the sampler's thread never read the footprint");
   /* its reading is taken: the footprint grows by 64 MiB after it */
   size_t n = 64u << 20;
   char *b = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

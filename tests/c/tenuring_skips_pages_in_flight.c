@@ -40,11 +40,7 @@ int madvise(void *p, size_t n, int advice) {
   if (advice == MADV_POPULATE_WRITE && atomic_exchange(&gate, 0)) {
     atomic_fetch_add(&held_calls, 1);
     sem_post(&inside);
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_sec += 20;
-    while (sem_timedwait(&done, &t) != 0 && errno == EINTR) {
-    }
+    sem_wait_for(&done, 20);
   }
   return (int)syscall(SYS_madvise, p, n, advice);
 }
@@ -79,10 +75,7 @@ int main(void) {
   atomic_store(&gate, 1);
   pthread_t a;
   CHECK(pthread_create(&a, NULL, filler, NULL) == 0, "thread");
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  t.tv_sec += 20;
-  CHECK(sem_timedwait(&inside, &t) == 0, "the fill never populated a page (populated_pages %" PRIu64
+  CHECK(sem_wait_for(&inside, 20), "the fill never populated a page (populated_pages %" PRIu64
         ")", stats_of(h).populated_pages);
   /* the fill's page is in flight, the lock dropped: full marks now */
   for (int i = 0; i < 3; i++) {
