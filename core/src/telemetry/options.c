@@ -383,7 +383,7 @@ static const char *const tool_vars[] = {
     "ALLOCATOR", "STATS", "TRACE_EVENTS", "COUNTERS_FILE", "RESULTS", "BUILD", "LUA",
     "LUA_LAUNCHER", "PYTHON_LAUNCHER", "LUA_CPATH", "EXPERIMENTS", "PRELOAD", "SOAK_SECONDS",
     "REPEAT", "FETCH_LUA_TESTES", "MODEL_EXAMPLES", "MODEL_SCALE", "PRELOAD_THREADS",
-    "PRELOAD_CONFORMANCE",
+    "PRELOAD_CONFORMANCE", "PRELOAD_REPORT_EDGES",
 };
 static const char *const tool_prefixes[] = {"FAULT_", "BENCH_", "SWEEP_", "X_"};
 
