@@ -75,33 +75,37 @@ void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align)
   return block;
 }
 
-/* A large block of block_bytes, charged; NULL when malloc fails.
- * Everything under the lock (a collected heap's allocation: the collector
- * must see every block it charged). */
+/* A large block of block_bytes, charged; NULL when the system refuses it.
+ * Called with the lock held (a collected heap's allocation: the collector
+ * must see every block it charged -- the record is adopted under it); the
+ * system's call itself (an mmap, or malloc's own mmap and page faults) is
+ * made with the lock dropped when this call may drop it, as a restore's is
+ * (release/reuse.c): with large_map_bytes every object of 128 KiB or more is
+ * an mmap, and every other thread of the heap waited for it.  Nothing of the
+ * block is the heap's before the adoption, so a cycle meanwhile cannot see
+ * it. */
 void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
   HL_ASSERT_LOCKED(h);
   uint64_t map_min = (uint64_t)h->opt.large_map_bytes;
-  if (map_min && block_bytes <= SIZE_MAX - sizeof(hl_large) - 4096 &&
-      block_bytes + sizeof(hl_large) >= map_min) {
-    /* large_map_bytes: a mapping of its own (zeroed by the kernel), so that
-     * its memory goes back when it dies whatever glibc's dynamic mmap
-     * threshold is by then.  (A refused mapping: the system malloc's, which
-     * refuses it too when the kernel does.) */
-    void *raw;
-    if (prim_os_map(sizeof(hl_large) + block_bytes, &raw) == 0) {
-      void *block = hl__large_adopt(h, raw, block_bytes, 16);
-      if (block) {
-        hl__large_of(block)->flags = HL_LARGE_MAPPED;
-        return block;
-      }
-      prim_os_unreserve(raw, sizeof(hl_large) + block_bytes);
-      return NULL;
-    }
-  }
-  void *raw = hl__large_sys_alloc(block_bytes, 16, zero);
+  /* large_map_bytes: a mapping of its own (zeroed by the kernel), so that
+   * its memory goes back when it dies whatever glibc's dynamic mmap
+   * threshold is by then.  (A refused mapping: the system malloc's, which
+   * refuses it too when the kernel does.) */
+  bool mapped = map_min && block_bytes <= SIZE_MAX - sizeof(hl_large) - 4096 &&
+                block_bytes + sizeof(hl_large) >= map_min;
+  void *raw = NULL;
+  bool dropped = hl__drop_lock(h);
+  if (mapped && prim_os_map(sizeof(hl_large) + block_bytes, &raw) != 0) raw = NULL, mapped = false;
+  if (!raw) raw = hl__large_sys_alloc(block_bytes, 16, zero);
+  hl__retake_lock(h, dropped);
   if (!raw) return NULL;
   void *block = hl__large_adopt(h, raw, block_bytes, 16);
-  if (!block) hl__large_sys_free(raw);
+  if (!block) {
+    if (mapped) prim_os_unreserve(raw, sizeof(hl_large) + block_bytes);
+    else hl__large_sys_free(raw);
+    return NULL;
+  }
+  if (mapped) hl__large_of(block)->flags = HL_LARGE_MAPPED;
   return block;
 }
 
