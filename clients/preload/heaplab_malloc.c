@@ -41,7 +41,9 @@
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -814,4 +816,109 @@ EXPORT void NAME(malloc_stats)(void) {
                     "system bytes     = %10" PRIu64 "\nin use bytes     = %10" PRIu64 "\n",
             resident, used);
   errno = saved;
+}
+
+/* ---- mlockall ---- */
+
+/* The kernel's mlockall locks every mapping of the process, and this heap's
+ * reservation (32 GiB by default: one readable, writable mapping, never
+ * mprotected) and side tables are mappings: MCL_CURRENT faulted all of it
+ * in (a python3 that called it as root was killed by the OOM killer), and
+ * without CAP_IPC_LOCK the kernel measured the process -- reservation
+ * included -- against RLIMIT_MEMLOCK and refused a call glibc's process
+ * passes.  So the library's mlockall is the kernel's on everything but the
+ * heap's unused address space: the program's mappings and the pages the
+ * heap has carved are locked (faulted in, or on first touch with
+ * MCL_ONFAULT); under MCL_FUTURE each page carved later is locked as the
+ * kernel locks a new mapping (pages.c), the large blocks being glibc's
+ * mappings anyway; and RLIMIT_MEMLOCK is checked against the process's size
+ * without the unused reservation.  munlockall is the kernel's, and ends the
+ * carved pages' locking. */
+
+enum { UNUSED_MAX = 16 };
+struct lock_walk {
+  uintptr_t lo[UNUSED_MAX], hi[UNUSED_MAX]; /* the heap's unused ranges */
+  size_t n;
+  bool onfault;
+};
+
+/* Lock a mapping but the unused ranges in it.  A part the kernel will not
+ * lock or fault in ([vsyscall], a guard page) is passed over, as mlockall
+ * passes over it. */
+static int lock_mapping(void *arg, uintptr_t lo, uintptr_t hi) {
+  struct lock_walk *w = arg;
+  while (lo < hi) {
+    uintptr_t end = hi;
+    bool skipped = false;
+    for (size_t i = 0; i < w->n && !skipped; i++) {
+      if (w->lo[i] <= lo && lo < w->hi[i]) {
+        lo = w->hi[i];
+        skipped = true;
+      } else if (lo < w->lo[i] && w->lo[i] < end) {
+        end = w->lo[i];
+      }
+    }
+    if (skipped) continue;
+    (void)prim_os_lock((void *)lo, end - lo, w->onfault);
+    lo = end;
+  }
+  return 0;
+}
+
+EXPORT int NAME(mlockall)(int flags) {
+  /* the heap first: one made after MCL_FUTURE would have its whole
+   * reservation locked */
+  hl_heap *h = the_heap();
+  const int known = MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT;
+  if (!h || !flags || (flags & ~known) || flags == MCL_ONFAULT)
+    return (int)syscall(SYS_mlockall, flags); /* glibc's, or its EINVAL */
+  struct lock_walk w = {.onfault = (flags & MCL_ONFAULT) != 0};
+  bool locked = hl__lock(h);
+  w.n = hl__pages_unused_ranges(h, w.lo, w.hi, UNUSED_MAX);
+  hl__unlock(h, locked);
+  if (flags & MCL_CURRENT) {
+    /* the kernel's test (mm/mlock.c): the process's size within
+     * RLIMIT_MEMLOCK, or CAP_IPC_LOCK */
+    struct rlimit rl;
+    char st[4096];
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        prim_os_status(st, sizeof st) == 0) {
+      uint64_t size = prim_os_status_value(st, "VmSize", 10) * 1024, unused = 0;
+      for (size_t i = 0; i < w.n; i++) unused += w.hi[i] - w.lo[i];
+      size = size > unused ? size - unused : 0;
+      size_t ps = prim_os_page_size();
+      bool cap = (prim_os_status_value(st, "CapEff", 16) >> 14) & 1; /* CAP_IPC_LOCK */
+      if (!cap && size / ps > rl.rlim_cur / ps) {
+        errno = ENOMEM;
+        return -1;
+      }
+    }
+  }
+  /* the locks of mappings made from now on (the kernel's def_flags):
+   * MCL_FUTURE sets them; mlockall without it clears them, as munlockall
+   * does (which also unlocks the mappings, locked again below) */
+  long r = flags & MCL_FUTURE ? syscall(SYS_mlockall, flags & (MCL_FUTURE | MCL_ONFAULT))
+                              : syscall(SYS_munlockall);
+  if (r != 0) return -1;
+  locked = hl__lock(h);
+  h->lock_carved = !(flags & MCL_FUTURE) ? 0 : w.onfault ? HL_LOCK_ONFAULT : HL_LOCK_PAGES;
+  h->lock_err = 0;
+  /* (pages carved since the ranges were read: locked as they were carved
+   * under MCL_FUTURE, made after the call without it) */
+  hl__unlock(h, locked);
+  int saved = errno;
+  if (flags & MCL_CURRENT) prim_os_maps_each(lock_mapping, &w);
+  errno = saved;
+  return 0;
+}
+
+EXPORT int NAME(munlockall)(void) {
+  long r = syscall(SYS_munlockall);
+  hl_heap *h = HEAP;
+  if (h) {
+    bool locked = hl__lock(h);
+    h->lock_carved = 0;
+    hl__unlock(h, locked);
+  }
+  return (int)r;
 }

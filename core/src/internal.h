@@ -442,6 +442,13 @@ struct hl_heap {
   size_t abits_at_bytes;
   uint32_t abits_free[HL_ABITS_MAX_WORDS + 1];
   uint64_t abits_bump;
+  /* the program's mlockall(MCL_FUTURE) (clients/preload: the library's
+   * mlockall): each page carved from now on is locked as the kernel locks a
+   * new mapping -- HL_LOCK_PAGES, or HL_LOCK_ONFAULT with MCL_ONFAULT; 0
+   * none.  A page the kernel will not lock (RLIMIT_MEMLOCK) is not carved,
+   * as a mapping it will not lock is not made; lock_err says why. */
+  uint8_t lock_carved;
+  int lock_err;
 #endif
   hl_list partial_full;
   hl_list free_pool;
@@ -735,6 +742,13 @@ void hl__page_unformat(hl_heap *h, uint32_t p);
 void hl__pages_orphaned(hl_heap *h);
 /* Carve the next page of the reservation (in flight, unformatted), or HL_NIL. */
 uint32_t hl__page_carve(hl_heap *h);
+#ifdef HL_PRELOAD
+enum { HL_LOCK_PAGES = 1, HL_LOCK_ONFAULT = 2 };
+/* The heap's own address ranges -- the reservation past the carved pages
+ * and every side table -- into lo/hi (at most max; returns how many): what
+ * a program's mlockall must not fault in.  Lock held. */
+size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t max);
+#endif
 /* Manual mode: the lowest-addressed page on partial_avail[cls], or HL_NIL. */
 uint32_t hl__avail_lowest(hl_heap *h, uint32_t cls);
 

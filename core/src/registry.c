@@ -97,6 +97,10 @@ static void fork_child(void) {
      * makes no heaplab call: it is in fork().) */
     h->nomove = 0;
     h->bulk = false;
+#ifdef HL_PRELOAD
+    /* a child inherits no memory lock, mlockall(MCL_FUTURE)'s neither */
+    h->lock_carved = 0;
+#endif
     if (h->state_count[PS_IN_FLIGHT]) hl__pages_orphaned(h);
     if (hl__held != h) hl__unlock_raw(h);
   }

@@ -238,6 +238,16 @@ void hl__pages_orphaned(hl_heap *h) {
 uint32_t hl__page_carve(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   if (h->high_water >= h->npages_max) return HL_NIL;
+#ifdef HL_PRELOAD
+  if (h->lock_carved) {
+    int e = prim_os_lock(h->base + ((uint64_t)h->high_water << h->page_shift), h->page_size,
+                         h->lock_carved == HL_LOCK_ONFAULT);
+    if (e) {
+      h->lock_err = e;
+      return HL_NIL;
+    }
+  }
+#endif
   uint32_t p = h->high_water++;
   h->carved_end = h->base + ((uint64_t)h->high_water << h->page_shift);
   hl_page *d = &h->pages[p];
@@ -254,6 +264,25 @@ uint32_t hl__page_carve(hl_heap *h) {
 }
 
 /* ---- reservation and side tables ---- */
+
+#ifdef HL_PRELOAD
+size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t max) {
+  HL_ASSERT_LOCKED(h);
+  struct { const void *at; size_t bytes; } r[] = {
+      {h->carved_end, h->reserved - (size_t)(h->carved_end - h->base)},
+      {h->pages, h->meta_bytes[0]}, {h->bits, h->meta_bytes[1]},
+      {h->tenure, h->meta_bytes[2]}, {h->sub_bits, h->meta_bytes[3]},
+      {h->sub_flags, h->meta_bytes[4]}, {h->chunk, h->chunk_bytes},
+      {h->abits_at, h->abits_at_bytes}, {h->avail_bm, h->avail_bytes}};
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof r / sizeof r[0] && n < max; i++)
+    if (r[i].at && r[i].bytes) {
+      lo[n] = (uintptr_t)r[i].at;
+      hi[n++] = (uintptr_t)r[i].at + r[i].bytes;
+    }
+  return n;
+}
+#endif
 
 static int map_table(hl_heap *h, size_t bytes, void **out, size_t *kept) {
   size_t ps = prim_os_page_size();

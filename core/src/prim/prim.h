@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -94,6 +95,18 @@ int prim_os_proc_self_open(const char *name);
 /* The process's own peak resident set (VmHWM, not ru_maxrss: Linux carries
  * that over exec), bytes; 0 when it cannot be read. */
 uint64_t prim_os_peak_rss(void);
+#ifdef __linux__
+/* /proc/self/status into buf, NUL-terminated (0 or an errno), and the number
+ * after "key:" in it (base 10; 16 for the Cap* masks; 0 when absent). */
+int prim_os_status(char *buf, size_t len);
+uint64_t prim_os_status_value(const char *status, const char *key, int base);
+/* Each mapping [lo, hi) of /proc/self/maps to fn until it returns nonzero;
+ * nothing allocated.  0 or an errno. */
+int prim_os_maps_each(int (*fn)(void *arg, uintptr_t lo, uintptr_t hi), void *arg);
+/* mlock2 (onfault: MLOCK_ONFAULT); 0 or an errno.  Not through prim_call:
+ * only libheaplab-malloc.so's mlockall emulation locks (the program asked). */
+int prim_os_lock(void *addr, size_t len, bool onfault);
+#endif
 /* The running executable's path into buf ("" when unreadable). */
 void prim_os_self_exe(char *buf, size_t len);
 int prim_os_footprint(hl_footprint *out);

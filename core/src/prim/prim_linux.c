@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,24 +154,39 @@ int prim_os_proc_self_open(const char *name) {
   return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-/* The process's own peak resident set (VmHWM), bytes; 0 when unreadable.
- * Not getrusage's ru_maxrss, which Linux carries over exec. */
-uint64_t prim_os_peak_rss(void) {
+/* This process's /proc status into buf (NUL-terminated); 0 or an errno. */
+int prim_os_status(char *buf, size_t len) {
+  buf[0] = 0;
   int fd = prim_os_proc_self_open("status");
-  if (fd < 0) return 0;
-  char buf[8192];
+  if (fd < 0) return errno;
   size_t got = 0;
   for (;;) {
-    ssize_t r = read(fd, buf + got, sizeof buf - 1 - got);
+    ssize_t r = read(fd, buf + got, len - 1 - got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     got += (size_t)r;
-    if (got == sizeof buf - 1) break;
+    if (got == len - 1) break;
   }
   close(fd);
   buf[got] = 0;
-  const char *v = strstr(buf, "\nVmHWM:");
-  return v ? (uint64_t)strtoull(v + 7, NULL, 10) * 1024u : 0;
+  return 0;
+}
+
+/* The number after "key:" in a status text (base 10, or 16 for the
+ * capability masks); 0 when the key is not there. */
+uint64_t prim_os_status_value(const char *status, const char *key, int base) {
+  size_t n = strlen(key);
+  for (const char *l = status; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+    if (!strncmp(l, key, n) && l[n] == ':') return (uint64_t)strtoull(l + n + 1, NULL, base);
+  return 0;
+}
+
+/* The process's own peak resident set (VmHWM), bytes; 0 when unreadable.
+ * Not getrusage's ru_maxrss, which Linux carries over exec. */
+uint64_t prim_os_peak_rss(void) {
+  char buf[8192];
+  if (prim_os_status(buf, sizeof buf)) return 0;
+  return prim_os_status_value(buf, "VmHWM", 10) * 1024u;
 }
 
 /* The path of the running executable into buf (NUL-terminated; "" when it
@@ -180,27 +197,76 @@ void prim_os_self_exe(char *buf, size_t len) {
   buf[n > 0 ? n : 0] = 0;
 }
 
-static int vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+/* Each mapping of /proc/self/maps, in address order, to fn(arg, lo, hi)
+ * until it returns nonzero.  Read in blocks through a buffer on the stack --
+ * nothing allocated: libheaplab-malloc.so's mlockall walks the maps with
+ * it -- and a line longer than the buffer (a long path) costs only its tail.
+ * fn may change the mappings it was given (lock them): the kernel goes on
+ * from the end of the last mapping it listed. */
+int prim_os_maps_each(int (*fn)(void *arg, uintptr_t lo, uintptr_t hi), void *arg) {
   int fd = prim_os_proc_self_open("maps");
   if (fd < 0) return errno;
-  FILE *f = fdopen(fd, "r");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    return e;
-  }
-  char line[512];
-  uint64_t n = 0;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long a, b;
-    if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a < hi && b > lo) n++;
-    /* a line longer than the buffer: skip its tail */
-    while (!strchr(line, '\n') && fgets(line, sizeof line, f)) {
+  char buf[4096];
+  size_t have = 0;
+  bool skipping = false; /* in the tail of a line already handled */
+  int stop = 0;
+  while (!stop) {
+    ssize_t r = read(fd, buf + have, sizeof buf - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      close(fd);
+      return e;
     }
+    if (r == 0) break;
+    have += (size_t)r;
+    size_t at = 0;
+    while (!stop) {
+      char *nl = memchr(buf + at, '\n', have - at);
+      if (!nl && !(have - at == sizeof buf)) break; /* the rest of the line comes next */
+      if (!skipping) {
+        char *e;
+        uintptr_t lo = (uintptr_t)strtoull(buf + at, &e, 16), hi = 0;
+        if (*e == '-') hi = (uintptr_t)strtoull(e + 1, NULL, 16);
+        if (hi > lo) stop = fn(arg, lo, hi);
+      }
+      if (!nl) { /* a full buffer of one line: drop it, skip to its end */
+        skipping = true;
+        at = have;
+        break;
+      }
+      skipping = false;
+      at = (size_t)(nl - buf) + 1;
+    }
+    memmove(buf, buf + at, have - at);
+    have -= at;
   }
-  fclose(f);
-  *count = n;
+  close(fd);
   return 0;
+}
+
+struct vma_range {
+  uintptr_t lo, hi;
+  uint64_t n;
+};
+
+static int count_one(void *arg, uintptr_t a, uintptr_t b) {
+  struct vma_range *v = arg;
+  if (a < v->hi && b > v->lo) v->n++;
+  return 0;
+}
+
+static int vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+  struct vma_range v = {lo, hi, 0};
+  int e = prim_os_maps_each(count_one, &v);
+  if (!e) *count = v.n;
+  return e;
+}
+
+/* Lock [addr, addr + len) in memory as mlockall would (onfault: as each page
+ * is first touched, MLOCK_ONFAULT); 0 or an errno. */
+int prim_os_lock(void *addr, size_t len, bool onfault) {
+  return mlock2(addr, len, onfault ? MLOCK_ONFAULT : 0) == 0 ? 0 : errno;
 }
 
 int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {

@@ -173,6 +173,14 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
 void hl__fail_no_page(hl_heap *h, const char *what) {
   HL_ASSERT_LOCKED(h);
   uint64_t parked = h->released_pool.count + h->reuse_failed.count;
+#ifdef HL_PRELOAD
+  if (h->lock_err && h->high_water < h->npages_max) {
+    hl__fail(h, HL_ENOMEM, "%s: the next page of the reservation could not be locked "
+             "(the program's mlockall(MCL_FUTURE): %s)", what, hl__strerror(h->lock_err));
+    h->lock_err = 0;
+    return;
+  }
+#endif
   if (parked && h->last_restore_err)
     hl__fail(h, HL_ENOMEM,
              "%s: no page to take: the reservation of %" PRIu64 " bytes is used up; %" PRIu64
