@@ -599,7 +599,8 @@ typedef struct hl_sampler_summary {
 } hl_sampler_summary;
 
 /* Start a sampler: interval_s in [0.0001, 10] seconds, capacity in [16,
- * 2^24] samples.  HL_EINVAL with the message in hl_heap_error(NULL).  It
+ * 2^24] samples.  HL_EINVAL with the message in hl_heap_error(NULL) (and
+ * *out NULL, as on every refusal of either call).  It
  * costs capacity * sizeof(hl_sample) bytes of series and a thread, about
  * HL_SAMPLER_THREAD_COST more (its stack's touched pages and the kernel's
  * task, rounded up): what a binding tells its language's collector, which

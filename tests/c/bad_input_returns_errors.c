@@ -172,8 +172,15 @@ int main(void) {
   FAILS_NULL(HL_ESYS, "hl_interrupt_attach: signal 9: sigaction", hl_interrupt_attach(SIGKILL));
   /* a value said as given: 10.000001 was "10", SIZE_MAX was INT64_MAX */
   FAILS_NULL(HL_EINVAL, "interval_s 10.000001 out of range", hl_sampler_open(&sp, 10.000001, 64));
+  /* and every refusal sets the output to NULL, hl_sampler_start's own
+   * (capacity above 2^24) as hl_sampler_open's (it kept what was there) */
+  sp = (hl_sampler *)&cnt;
   FAILS_NULL(HL_EINVAL, "capacity 18446744073709551615 out of range",
              hl_sampler_start(&sp, 1000, SIZE_MAX));
+  CHECK(sp == NULL, "hl_sampler_start refused: output %p, not NULL", (void *)sp);
+  sp = (hl_sampler *)&cnt;
+  FAILS_NULL(HL_EINVAL, "interval_s 10.000001", hl_sampler_open(&sp, 10.000001, 64));
+  CHECK(sp == NULL, "hl_sampler_open refused: output %p, not NULL", (void *)sp);
 
   /* which argument was NULL; an option set to NULL has no value (it was
    * "(null) is out of range") */

@@ -194,8 +194,10 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
 }
 
 int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
-  if (capacity > (1 << 24)) /* (said as it was given: above INT64_MAX it was said clamped) */
+  if (capacity > (1 << 24)) { /* (said as it was given: above INT64_MAX it was said clamped) */
+    if (out) *out = NULL; /* as hl_sampler_open's refusals leave it */
     return hl__fail(NULL, HL_EINVAL, "sampler: capacity %zu out of range [16, 16777216]", capacity);
+  }
   return hl_sampler_open(out, interval_us / 1e6,
                          capacity > (size_t)INT64_MAX ? INT64_MAX : (int64_t)capacity);
 }
