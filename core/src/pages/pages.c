@@ -233,6 +233,10 @@ void hl__pages_orphaned(hl_heap *h) {
 
 /* ---- carving ---- */
 
+#ifdef HL_PRELOAD
+static void dump_grow(hl_heap *h);
+#endif
+
 /* The next page of the reservation, in flight and not yet formatted, or
  * HL_NIL when the reservation is exhausted. */
 uint32_t hl__page_carve(hl_heap *h) {
@@ -250,6 +254,9 @@ uint32_t hl__page_carve(hl_heap *h) {
 #endif
   uint32_t p = h->high_water++;
   h->carved_end = h->base + ((uint64_t)h->high_water << h->page_shift);
+#ifdef HL_PRELOAD
+  if (h->high_water > h->dump_pages) dump_grow(h);
+#endif
   hl_page *d = &h->pages[p];
   /* verify: fresh descriptors arrive holding garbage, as memory recycled by
    * malloc did in the seed, so a field format forgets is caught. */
@@ -266,21 +273,98 @@ uint32_t hl__page_carve(hl_heap *h) {
 /* ---- reservation and side tables ---- */
 
 #ifdef HL_PRELOAD
-size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t max) {
-  HL_ASSERT_LOCKED(h);
-  struct { const void *at; size_t bytes; } r[] = {
-      {h->carved_end, h->reserved - (size_t)(h->carved_end - h->base)},
-      {h->pages, h->meta_bytes[0]}, {h->bits, h->meta_bytes[1]},
-      {h->tenure, h->meta_bytes[2]}, {h->sub_bits, h->meta_bytes[3]},
-      {h->sub_flags, h->meta_bytes[4]}, {h->chunk, h->chunk_bytes},
-      {h->abits_at, h->abits_at_bytes}, {h->avail_bm, h->avail_bytes}};
+/* The heap's mappings -- the reservation and each side table -- and how much
+ * of each the first `pages` pages can use (a bound: the allocation bits'
+ * pool grows as its bump says).  One list for mlockall's unused ranges and
+ * the core dump's prefixes below. */
+typedef struct {
+  uint8_t *at;
+  size_t bytes, used;
+} region;
+
+static size_t regions(hl_heap *h, uint64_t pages, region *r) {
+  uint64_t bw8 = (uint64_t)h->bitmap_words * 8, half = (uint64_t)h->npages_max * bw8;
+  uint64_t pool = h->abits_bump * 8 > half ? h->abits_bump * 8 - half : 0;
+  region all[HL_REGIONS] = {
+      {h->base, h->reserved, pages << h->page_shift},
+      {(uint8_t *)h->pages, h->meta_bytes[0], pages * sizeof(hl_page)},
+      /* a manual heap's bits: a page's fixed bits (when the pool has no
+       * room), then the pool */
+      {(uint8_t *)h->bits, half, pages * bw8},
+      {(uint8_t *)h->bits + half, h->meta_bytes[1] - half, pool > pages * bw8 ? pool : pages * bw8},
+      {h->tenure, h->meta_bytes[2], pages},
+      {(uint8_t *)h->sub_bits, h->meta_bytes[3], pages * 2 * h->sub_words * 8},
+      {h->sub_flags, h->meta_bytes[4], pages},
+      {h->chunk, h->chunk_bytes, h->chunk ? (pages >> h->chunk_shift) + 1 : 0},
+      {(uint8_t *)h->abits_at, h->abits_at_bytes, pages * sizeof(uint32_t)},
+      {(uint8_t *)h->avail_bm, h->avail_bytes, (pages / 64 + 1) * h->nclasses * sizeof(uint64_t)}};
   size_t n = 0;
-  for (size_t i = 0; i < sizeof r / sizeof r[0] && n < max; i++)
-    if (r[i].at && r[i].bytes) {
-      lo[n] = (uintptr_t)r[i].at;
-      hi[n++] = (uintptr_t)r[i].at + r[i].bytes;
+  for (size_t i = 0; i < HL_REGIONS; i++)
+    if (all[i].at && all[i].bytes) {
+      r[n] = all[i];
+      if (r[n].used > r[n].bytes) r[n].used = r[n].bytes;
+      n++;
     }
   return n;
+}
+
+size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t max) {
+  HL_ASSERT_LOCKED(h);
+  region r[HL_REGIONS];
+  size_t nr = regions(h, h->high_water, r), n = 0;
+  /* the reservation past the carved pages; the side tables whole (the
+   * library's, not the program's) */
+  for (size_t i = 0; i < nr && n < max; i++) {
+    lo[n] = (uintptr_t)r[i].at + (i == 0 ? r[i].used : 0);
+    hi[n] = (uintptr_t)r[i].at + r[i].bytes;
+    if (hi[n] > lo[n]) n++;
+  }
+  return n;
+}
+
+/* Core dumps.  A dump holds every anonymous mapping the process wrote to,
+ * whole: its untouched pages are holes in a dump written to a file, but
+ * zeros down a pipe (systemd-coredump, apport) and in gdb's gcore -- the
+ * gcore of a preloaded program that had malloc'ed 1 MiB was a 34.9 GB file,
+ * all of it on disk: the 32 GiB reservation and the side tables made for
+ * it.  So the library advises each of them MADV_DONTDUMP when made (the
+ * whole mapping: its flags change, it does not split) and MADV_DODUMP over
+ * the part the carved pages use as the heap grows, in steps that double it
+ * (at least 1 MiB of pages): a heap of n bytes costs about log2(n / 1 MiB)
+ * calls per mapping and its dump at most twice what it carved.  Each mapping
+ * becomes two VMAs, dumped and not (hl_vma_count: 2 for the reservation);
+ * at vm.max_map_count a call that would split is refused and the heap goes
+ * on (its dump is then that of the pages advised so far). */
+static void dump_advise(uint8_t *from, uint8_t *to, prim_op op) {
+  size_t os = prim_os_page_size();
+  uintptr_t a = (uintptr_t)from / os * os, b = ((uintptr_t)to + os - 1) / os * os;
+  if (b > a) (void)prim_os_advise((void *)a, b - a, op);
+}
+
+static void dump_init(hl_heap *h) {
+  region r[HL_REGIONS];
+  size_t n = regions(h, 0, r);
+  for (size_t i = 0; i < n; i++) dump_advise(r[i].at, r[i].at + r[i].bytes, PRIM_DONTDUMP);
+  h->dump_pages = 0;
+  memset(h->dumped, 0, sizeof h->dumped);
+}
+
+static void dump_grow(hl_heap *h) {
+  uint64_t least = ((uint64_t)1 << 20) >> h->page_shift;
+  uint64_t pages = 2 * (uint64_t)h->high_water;
+  if (pages < least) pages = least;
+  /* thp: whole 2 MiB chunks, so that the boundary splits none (a chunk
+   * across two VMAs cannot be one huge page) */
+  if (h->chunk) pages = (pages + ((uint64_t)1 << h->chunk_shift) - 1) >> h->chunk_shift << h->chunk_shift;
+  if (pages > h->npages_max) pages = h->npages_max;
+  h->dump_pages = pages;
+  region r[HL_REGIONS];
+  size_t n = regions(h, pages, r);
+  for (size_t i = 0; i < n; i++)
+    if (r[i].used > h->dumped[i]) {
+      dump_advise(r[i].at + h->dumped[i], r[i].at + r[i].used, PRIM_DODUMP);
+      h->dumped[i] = r[i].used;
+    }
 }
 #endif
 
@@ -418,6 +502,9 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
                       &h->reuse_failed};
   for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
     *lists[i] = (hl_list){HL_NIL, HL_NIL, 0};
+#ifdef HL_PRELOAD
+  dump_init(h);
+#endif
   hl__event(h, HL_EV_heap_created, 4, (int64_t)h->reserved, (int64_t)h->page_size,
             (int64_t)h->tally.thp_disabled, (int64_t)attempts);
   return HL_OK;

@@ -2,8 +2,10 @@
  * syscall.c -- the one bounded-retry helper and the one fault-injection point.
  *
  * Every system call the heap makes goes through prim_call()/prim_reserve()
- * -- but the locks libheaplab-malloc.so's mlockall makes for the program
- * (prim_os_lock), which are the program's calls, not the heap's.
+ * -- but, in libheaplab-malloc.so, the locks its mlockall makes for the
+ * program (prim_os_lock) and the core-dump advice over the reservation and
+ * side tables (pages.c), which are not the heap's mechanisms: no site, no
+ * count, no retry.
  * An injected failure is decided per attempt, before the real call, and then
  * flows through exactly the code a real failure takes: an injected EAGAIN is
  * retried like a real one, an injected refusal is returned like a real one.

@@ -20,8 +20,8 @@
  *                   passes or fails as the process's size says (ENOMEM),
  *                   and under MCL_FUTURE a malloc past the limit fails
  *                   with ENOMEM, until munlockall
- *   --heaplab: the small blocks must be heaplab's (in a mapping of 512 MiB
- *   or more: the test runs with HEAPLAB_RESERVE_BYTES=1g, so that the
+ *   --heaplab: the small blocks must be heaplab's (in 512 MiB or more of
+ *   mappings without a gap: the test runs with HEAPLAB_RESERVE_BYTES=1g, so that the
  *   defect shows as a locked gigabyte, not as the OOM killer).
  * The same modes run on glibc alone (meson.build): the control.
  */
@@ -65,15 +65,26 @@ static void *blocks(size_t bytes) {
   return first;
 }
 
-/* The size of the mapping holding p (0 when not found). */
+/* The bytes of the mapping holding p and of those that follow it without a
+ * gap (0 when none holds it): the heap's reservation is two mappings, the
+ * part core dumps hold and the rest (a preloaded heap's core dump rule). */
 static size_t mapping_of(const void *p) {
   FILE *f = fopen("/proc/self/maps", "r");
   char line[512];
   size_t size = 0;
+  unsigned long end = 0;
   while (f && fgets(line, sizeof line, f)) {
     unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && (uintptr_t)p >= lo && (uintptr_t)p < hi)
+    if (sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
+    if ((uintptr_t)p >= lo && (uintptr_t)p < hi) {
       size = hi - lo;
+      end = hi;
+    } else if (size && lo == end) {
+      size += hi - lo;
+      end = hi;
+    } else if (size) {
+      break;
+    }
   }
   if (f) fclose(f);
   return size;
