@@ -310,6 +310,7 @@ int client_start(const char *launcher, const char *interpreter) {
   hl_options o;
   char err[512];
   hl_options_defaults(&o);
+  o.dump_unused = 0; /* a core dump of the interpreter's pages, not 32 GiB (HEAPLAB_DUMP_UNUSED=1) */
   int rc = hl_options_from_env(&o, err, sizeof err);
   if (!rc && getenv("HEAPLAB_MODE") && strcmp(getenv("HEAPLAB_MODE"), "manual") != 0) {
     snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: a launcher's heap is always manual",

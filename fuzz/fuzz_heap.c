@@ -547,7 +547,8 @@ static void reset_samplers(void) {
 
 /* hl_vma_count: the reservation is one VMA for the heap's life (never
  * mprotected, advised whole) unless dump_toggle splits it on purpose, and
- * then one a page at most; HL_ESYS (the map unreadable) names the call. */
+ * then one a page at most, or dump_unused=0 keeps its unused part out of
+ * core dumps (two); HL_ESYS (the map unreadable) names the call. */
 static void op_vma(input *in) {
   uint8_t how = u8(in);
   uint64_t n = 0;
@@ -567,8 +568,9 @@ static void op_vma(input *in) {
       break;
     }
     if (rc) FAIL("vma_count: %s (%s)", hl_error_name(rc), msg());
-    if (!O.dump_toggle && n != 1)
-      FAIL("the reservation is %" PRIu64 " VMAs (dump_toggle off: one)", n);
+    if (!O.dump_toggle && (O.dump_unused ? n != 1 : n < 1 || n > 2))
+      FAIL("the reservation is %" PRIu64 " VMAs (dump_toggle off: one, or two with "
+           "dump_unused=0: the part core dumps hold and the rest)", n);
     uint64_t base = 0, bytes = 0;
     hl_heap_range(H, &base, &bytes);
     if (n < 1 || n > bytes / (uint64_t)O.page_size)
@@ -1828,6 +1830,8 @@ static bool configure(input *in) {
     set("quiet_counts_large", (b8 >> 6 & 1) ^ 1);
     set("thp_prefault", (b8 >> 7) * 2);
     set("large_map_bytes", (int64_t[]){131072, 0, 8192, 32768}[b9 & 3]);
+    /* (b9 bit 2, 0 in the seeds before it: the default, 1) */
+    set("dump_unused", (b9 >> 2 & 1) ^ 1);
     /* The API extension: b9 >= 0x80 (the extension's seeds before it have
      * b9 below 4) brings one more byte -- heap_limit_bytes, so that manual
      * heaps refuse (the refusal hook) -- and operations on the samplers,

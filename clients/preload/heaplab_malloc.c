@@ -20,7 +20,8 @@
  *
  * Options: HEAPLAB_<NAME> as everywhere; the library's own defaults are
  * mode=manual, small_max=16384 (a malloc's mid-sized blocks on heaplab's
- * pages, not on glibc's) and warm_pages=16 (1 MiB kept warm -- 1 MiB's worth
+ * pages, not on glibc's), dump_unused=0 (core dumps hold the heap's pages,
+ * not its 32 GiB reservation) and warm_pages=16 (1 MiB kept warm -- 1 MiB's worth
  * of pages whatever HEAPLAB_PAGE_SIZE is, unless set; the demand
  * window -- warm_demand_trims -- keeps what a busy program needs).  HEAPLAB_ALLOCATOR=libc passes everything to
  * glibc.  A bad value prints one line on stderr and the process runs on the
@@ -210,6 +211,7 @@ static NOINLINE hl_heap *setup(void) {
     o.mode = HL_MODE_MANUAL;
     o.small_max = 16384;
     o.warm_pages = 16;
+    o.dump_unused = 0; /* a core dump of the program's pages, not 32 GiB */
     int rc = hl_options_from_env(&o, err, sizeof err);
     /* the library's small_max is a default, not the user's: with a smaller
      * HEAPLAB_PAGE_SIZE it is lowered to what a page allows (page_size/4),

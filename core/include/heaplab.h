@@ -176,6 +176,8 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "where a page that failed restore is parked; lifo = the seed's defect")   \
   X(dump_toggle, BOOL, 0, 0, 1, "",                                            \
     "pair release with MADV_DONTDUMP and reuse with MADV_DODUMP (bmalloc; splits VMAs)") \
+  X(dump_unused, BOOL, 1, 0, 1, "",                                            \
+    "core dumps hold the whole reservation and side tables (1: one VMA for the reservation's life, what the experiments measure); 0: MADV_DONTDUMP on the part no carved page uses, MADV_DODUMP as the heap grows (each mapping two VMAs): a core dump or gdb's gcore holds the heap's pages, not 32 GiB of zeros -- the default of libheaplab-malloc.so and the launchers") \
   X(syscall_retry_max, INT, 100, -1, 1000000000, "",                           \
     "EAGAIN retries per syscall; -1 = unbounded spin (the seed's livelock)")  \
   X(syscall_retry_backoff_us, INT, 1000, 0, 10000000, "",                      \

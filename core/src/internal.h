@@ -325,6 +325,9 @@ typedef struct hl_counters {
 typedef struct hl_tcache hl_tcache;
 
 /* ---- the heap ---- */
+/* the mappings of pages.c's regions: the reservation and at most ten tables */
+#define HL_REGIONS 11
+
 struct hl_heap {
   hl_options opt;
   uint64_t serial;          /* unique per heap in this process */
@@ -425,8 +428,6 @@ struct hl_heap {
   size_t avail_bytes;
   uint32_t avail_lo[HL_MAX_CLASSES];
 #ifdef HL_PRELOAD
-  /* (the mappings of pages.c's regions: the reservation and nine tables) */
-#define HL_REGIONS 10
   /* libheaplab-malloc.so: a page's allocation bits take one bit per slot
    * and no more -- ceil(nslots / 64) words from a pool (the second half of
    * the side table), not a page's worth for 16-byte slots: 512 bytes a page
@@ -451,12 +452,12 @@ struct hl_heap {
    * as a mapping it will not lock is not made; lock_err says why. */
   uint8_t lock_carved;
   int lock_err;
-  /* core dumps (pages.c): the pages whose part of each mapping -- the
+#endif
+  /* dump_unused=0 (pages.c): the pages whose part of each mapping -- the
    * reservation and each side table, HL_REGIONS at most -- is advised
    * MADV_DODUMP, and the bytes of each so advised */
   uint64_t dump_pages;
   size_t dumped[HL_REGIONS];
-#endif
   hl_list partial_full;
   hl_list free_pool;
   hl_list released_pool;

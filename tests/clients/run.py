@@ -796,12 +796,60 @@ def launcher_children():
     print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
 
 
+SMAPS_PY = (
+    "import re\n"
+    "x = [bytes(100) + str(i).encode() for i in range(400000)]\n"
+    "total = anon = 0\n"
+    "for line in open('/proc/self/smaps'):\n"
+    "    m = re.match(r'([0-9a-f]+)-([0-9a-f]+) ', line)\n"
+    "    if m:\n"
+    "        lo, hi, anon = int(m[1], 16), int(m[2], 16), 0\n"
+    "    elif line.startswith('Anonymous:'):\n"
+    "        anon = int(line.split()[1])\n"
+    "    elif line.startswith('VmFlags:') and ' dd' not in line and anon:\n"
+    "        total += hi - lo\n"
+    "print(total)\n")
+SMAPS_LUA = (
+    "local t = {} for i = 1, 400000 do t[i] = string.rep('x', 100) .. i end\n"
+    "local total, lo, hi, anon = 0, 0, 0, 0\n"
+    "for line in io.lines('/proc/self/smaps') do\n"
+    "  local a, b = line:match('^(%x+)%-(%x+) ')\n"
+    "  if a then lo, hi, anon = tonumber(a, 16), tonumber(b, 16), 0\n"
+    "  elseif line:match('^Anonymous:') then anon = tonumber(line:match('(%d+)'))\n"
+    "  elseif line:match('^VmFlags:') and not line:match(' dd') and anon > 0 then\n"
+    "    total = total + (hi - lo) end\n"
+    "end\n"
+    "print(total)\n")
+
+
+def core_dump():
+    """A core dump of a launcher holds the interpreter's pages, not its heap's
+    32 GiB reservation (dump_unused=0 is the launchers' default): the kernel
+    dumps each written anonymous mapping whole, zeros down a pipe and in
+    gdb's gcore.  Read from /proc/self/smaps as the dumper reads it, after
+    ~60 MB of objects: under 512 MiB; with HEAPLAB_DUMP_UNUSED=1 (the C
+    API's default, the control) the whole reservation."""
+    need(LUA, "heaplab-lua")
+    need(PYTHON, "heaplab-python")
+    for name, exe, argv in (("heaplab-python", PYTHON, [PYTHON, "-c", SMAPS_PY]),
+                            ("heaplab-lua", LUA, ["heaplab-lua", "-e", SMAPS_LUA])):
+        sizes = {}
+        for unused in ("", "1"):
+            status, out, err = run(argv, exe, {"HEAPLAB_DUMP_UNUSED": unused} if unused else {})
+            assert status == 0 and not err, (name, unused, status, err)
+            sizes[unused] = int(out)
+        assert sizes[""] < 512 << 20, f"{name}: a core dump would hold {sizes[''] >> 20} MiB"
+        assert sizes["1"] >= 16 << 30, f"{name} with HEAPLAB_DUMP_UNUSED=1: {sizes['1'] >> 20} MiB"
+        print(f"{name}: a core dump would hold {sizes[''] >> 20} MiB "
+              f"({sizes['1'] >> 20} MiB with HEAPLAB_DUMP_UNUSED=1)")
+
+
 SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck, lua_busted,
                                      lua_report, lua_faults, lua_client_module, python_cli,
                                      python_regrtest, python_faults, python_report,
                                      python_verify_debug_hooks, sparse_survivors,
                                      out_of_memory, report_write_errors,
-                                     launcher_children)}
+                                     launcher_children, core_dump)}
 
 
 def main(argv):

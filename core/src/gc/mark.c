@@ -134,6 +134,9 @@ bool hl__mark_arena_reserve(void) {
       /* (a stack's first touch must not fault a 2 MiB page in) */
       madvise(p, ARENA_BYTES, MADV_NOHUGEPAGE);
 #endif
+      /* scratch, its contents dead after each mark: not in core dumps
+       * (written to once, the whole 484 MiB would be: zeros in a gcore) */
+      prim_os_advise(p, ARENA_BYTES, PRIM_DONTDUMP);
       __atomic_store_n(&arena, (uint8_t *)p, __ATOMIC_RELEASE);
     }
   }
@@ -178,8 +181,10 @@ int hl__mark_stack_reserve(hl_heap *h) {
   for (uint64_t words = MAIN_STACK_WORDS; words >= MAIN_STACK_MIN_WORDS; words /= 2) {
     void *p;
     if (prim_os_reserve(words * sizeof(void *), 0, &p) != 0) continue;
-    /* (a stack's first touch must not fault a 2 MiB page in) */
+    /* (a stack's first touch must not fault a 2 MiB page in; scratch, as
+     * the arena's stacks: not in core dumps) */
     prim_os_advise(p, words * sizeof(void *), PRIM_NOHUGEPAGE);
+    prim_os_advise(p, words * sizeof(void *), PRIM_DONTDUMP);
     h->mark_stack = p;
     h->mark_cap = words;
     return HL_OK;

@@ -233,9 +233,7 @@ void hl__pages_orphaned(hl_heap *h) {
 
 /* ---- carving ---- */
 
-#ifdef HL_PRELOAD
 static void dump_grow(hl_heap *h);
-#endif
 
 /* The next page of the reservation, in flight and not yet formatted, or
  * HL_NIL when the reservation is exhausted. */
@@ -254,9 +252,7 @@ uint32_t hl__page_carve(hl_heap *h) {
 #endif
   uint32_t p = h->high_water++;
   h->carved_end = h->base + ((uint64_t)h->high_water << h->page_shift);
-#ifdef HL_PRELOAD
-  if (h->high_water > h->dump_pages) dump_grow(h);
-#endif
+  if (!h->opt.dump_unused && h->high_water > h->dump_pages) dump_grow(h);
   hl_page *d = &h->pages[p];
   /* verify: fresh descriptors arrive holding garbage, as memory recycled by
    * malloc did in the seed, so a field format forgets is caught. */
@@ -272,11 +268,10 @@ uint32_t hl__page_carve(hl_heap *h) {
 
 /* ---- reservation and side tables ---- */
 
-#ifdef HL_PRELOAD
 /* The heap's mappings -- the reservation and each side table -- and how much
- * of each the first `pages` pages can use (a bound: the allocation bits'
- * pool grows as its bump says).  One list for mlockall's unused ranges and
- * the core dump's prefixes below. */
+ * of each the first `pages` pages can use (a bound: the preloaded heap's
+ * allocation-bit pool grows as its bump says).  One list for the core
+ * dump's prefixes below and mlockall's unused ranges. */
 typedef struct {
   uint8_t *at;
   size_t bytes, used;
@@ -284,22 +279,30 @@ typedef struct {
 
 static size_t regions(hl_heap *h, uint64_t pages, region *r) {
   uint64_t bw8 = (uint64_t)h->bitmap_words * 8, half = (uint64_t)h->npages_max * bw8;
-  uint64_t pool = h->abits_bump * 8 > half ? h->abits_bump * 8 - half : 0;
+  uint64_t pool = pages * bw8;
+#ifdef HL_PRELOAD
+  if (h->abits_bump * 8 > half && h->abits_bump * 8 - half > pool) pool = h->abits_bump * 8 - half;
+#endif
+  bool manual = h->opt.mode == HL_MODE_MANUAL;
   region all[HL_REGIONS] = {
       {h->base, h->reserved, pages << h->page_shift},
       {(uint8_t *)h->pages, h->meta_bytes[0], pages * sizeof(hl_page)},
-      /* a manual heap's bits: a page's fixed bits (when the pool has no
-       * room), then the pool */
-      {(uint8_t *)h->bits, half, pages * bw8},
-      {(uint8_t *)h->bits + half, h->meta_bytes[1] - half, pool > pages * bw8 ? pool : pages * bw8},
+      /* a manual heap's bits are two tables (marks or a page's fixed bits,
+       * then the allocation bits or the pool); a collected heap's one,
+       * interleaved */
+      {(uint8_t *)h->bits, manual ? half : h->meta_bytes[1], manual ? pages * bw8 : 2 * pages * bw8},
+      {manual ? (uint8_t *)h->bits + half : NULL, h->meta_bytes[1] - half, pool},
       {h->tenure, h->meta_bytes[2], pages},
       {(uint8_t *)h->sub_bits, h->meta_bytes[3], pages * 2 * h->sub_words * 8},
       {h->sub_flags, h->meta_bytes[4], pages},
       {h->chunk, h->chunk_bytes, h->chunk ? (pages >> h->chunk_shift) + 1 : 0},
+      {(uint8_t *)h->avail_bm, h->avail_bytes, (pages / 64 + 1) * h->nclasses * sizeof(uint64_t)},
+#ifdef HL_PRELOAD
       {(uint8_t *)h->abits_at, h->abits_at_bytes, pages * sizeof(uint32_t)},
-      {(uint8_t *)h->avail_bm, h->avail_bytes, (pages / 64 + 1) * h->nclasses * sizeof(uint64_t)}};
+#endif
+  };
   size_t n = 0;
-  for (size_t i = 0; i < HL_REGIONS; i++)
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i].at && all[i].bytes) {
       r[n] = all[i];
       if (r[n].used > r[n].bytes) r[n].used = r[n].bytes;
@@ -308,6 +311,7 @@ static size_t regions(hl_heap *h, uint64_t pages, region *r) {
   return n;
 }
 
+#ifdef HL_PRELOAD
 size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t max) {
   HL_ASSERT_LOCKED(h);
   region r[HL_REGIONS];
@@ -321,13 +325,15 @@ size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t 
   }
   return n;
 }
+#endif
 
-/* Core dumps.  A dump holds every anonymous mapping the process wrote to,
- * whole: its untouched pages are holes in a dump written to a file, but
+/* Core dumps (dump_unused=0).  A dump holds every anonymous mapping the
+ * process wrote to, whole: its untouched pages are holes in a dump written to a file, but
  * zeros down a pipe (systemd-coredump, apport) and in gdb's gcore -- the
  * gcore of a preloaded program that had malloc'ed 1 MiB was a 34.9 GB file,
  * all of it on disk: the 32 GiB reservation and the side tables made for
- * it.  So the library advises each of them MADV_DONTDUMP when made (the
+ * it.  So with dump_unused=0 (libheaplab-malloc.so's and the launchers'
+ * default) each of them is advised MADV_DONTDUMP when made (the
  * whole mapping: its flags change, it does not split) and MADV_DODUMP over
  * the part the carved pages use as the heap grows, in steps that double it
  * (at least 1 MiB of pages): a heap of n bytes costs about log2(n / 1 MiB)
@@ -366,7 +372,6 @@ static void dump_grow(hl_heap *h) {
       h->dumped[i] = r[i].used;
     }
 }
-#endif
 
 static int map_table(hl_heap *h, size_t bytes, void **out, size_t *kept) {
   size_t ps = prim_os_page_size();
@@ -502,9 +507,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
                       &h->reuse_failed};
   for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
     *lists[i] = (hl_list){HL_NIL, HL_NIL, 0};
-#ifdef HL_PRELOAD
-  dump_init(h);
-#endif
+  if (!h->opt.dump_unused) dump_init(h);
   hl__event(h, HL_EV_heap_created, 4, (int64_t)h->reserved, (int64_t)h->page_size,
             (int64_t)h->tally.thp_disabled, (int64_t)attempts);
   return HL_OK;
