@@ -244,10 +244,15 @@ uint32_t hl__page_carve(hl_heap *h) {
   if (h->lock_carved) {
     int e = prim_os_lock(h->base + ((uint64_t)h->high_water << h->page_shift), h->page_size,
                          h->lock_carved == HL_LOCK_ONFAULT);
-    if (e) {
+    if (e == ENOMEM) { /* RLIMIT_MEMLOCK: not carved, as glibc's heap would not grow */
       h->lock_err = e;
       return HL_NIL;
     }
+    /* refused for good (a sandbox's EPERM or ENOSYS): carved, unlocked, and
+     * no more tries -- a failed call a page, every small malloc a glibc
+     * block (129,137 refused calls in one run, the preload hunt); EAGAIN:
+     * this page unlocked */
+    if (e && e != EAGAIN) h->lock_carved = 0;
   }
 #endif
   uint32_t p = h->high_water++;

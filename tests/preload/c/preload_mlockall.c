@@ -20,6 +20,17 @@
  *                   passes or fails as the process's size says (ENOMEM),
  *                   and under MCL_FUTURE a malloc past the limit fails
  *                   with ENOMEM, until munlockall
+ *     race          a thread carving fresh pages while mlockall(MCL_CURRENT
+ *                   | MCL_FUTURE) runs (ten forked runs): every block ends in
+ *                   a locked mapping (pages carved during the call were
+ *                   locked by neither the walk nor the carve: 13 runs of 20)
+ *     refused       a seccomp filter refusing mlock and mlock2 (EPERM), made
+ *                   after the first malloc: mlockall locks the program all
+ *                   the same (it returned 0 and locked nothing) and small
+ *                   blocks stay heaplab's (each carve failed: every small
+ *                   malloc a glibc block)
+ *     no-proc       /proc unmounted (a mount namespace of its own): mlockall
+ *                   locks all the same (it returned 0 and locked 64 kB)
  *   --heaplab: the small blocks must be heaplab's (in 512 MiB or more of
  *   mappings without a gap: the test runs with HEAPLAB_RESERVE_BYTES=1g, so that the
  *   defect shows as a locked gigabyte, not as the OOM killer).
@@ -29,6 +40,16 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <linux/capability.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,6 +124,85 @@ static void drop_ipc_lock(void) {
   if (syscall(SYS_capget, &hdr, data) != 0) fail("capget", errno, 0);
   data[0].effective &= ~(1u << CAP_IPC_LOCK);
   if (syscall(SYS_capset, &hdr, data) != 0) fail("capset", errno, 0);
+}
+
+/* VmLck through a descriptor opened before /proc went away (no-proc) */
+static int status_fd = -1;
+static long lck_kib(void) {
+  if (status_fd < 0) return status_kib("VmLck");
+  char buf[4096];
+  ssize_t n = pread(status_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *l = strstr(buf, "VmLck:");
+  return l ? atol(l + 6) : -1;
+}
+
+/* race: one thread makes blocks on fresh pages while main locks */
+enum { RACE_MAX = 100000 };
+static void *race_block[RACE_MAX];
+static atomic_int race_n, race_stop, race_started;
+static void *race_filler(void *arg) {
+  (void)arg;
+  atomic_store(&race_started, 1);
+  while (!atomic_load(&race_stop) && atomic_load(&race_n) < RACE_MAX) {
+    char *p = M(16000);
+    if (!p) fail("malloc(16000) returned NULL", atomic_load(&race_n), errno);
+    memset(p, 1, 16000);
+    race_block[atomic_fetch_add(&race_n, 1)] = p;
+  }
+  return NULL;
+}
+
+/* 1 when a block made during the call lies in a mapping not locked */
+static int race_once(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, race_filler, NULL) != 0) fail("pthread_create", errno, 0);
+  while (!atomic_load(&race_started)) sched_yield();
+  usleep(2000);
+  if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) fail("mlockall", errno, 0);
+  usleep(2000);
+  atomic_store(&race_stop, 1);
+  pthread_join(t, NULL);
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) fail("open /proc/self/smaps", errno, 0);
+  static struct { uintptr_t lo, hi; int locked; } v[8192];
+  int nv = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (strchr(line, '-') < strchr(line, ' ') && sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+        nv < 8192)
+      v[nv].lo = lo, v[nv].hi = hi, v[nv++].locked = 0;
+    else if (!strncmp(line, "VmFlags:", 8) && nv && strstr(line, " lo"))
+      v[nv - 1].locked = 1;
+  }
+  fclose(f);
+  int n = atomic_load(&race_n);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < nv; k++)
+      if ((uintptr_t)race_block[i] >= v[k].lo && (uintptr_t)race_block[i] < v[k].hi) {
+        if (!v[k].locked) return 1;
+        break;
+      }
+  return 0;
+}
+
+/* refused: mlock and mlock2 answer EPERM, everything else runs */
+static void refuse_mlock(void) {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mlock, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mlock2, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+  };
+  struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+    fail("seccomp", errno, 0);
 }
 
 int main(int argc, char **argv) {
@@ -203,6 +303,46 @@ int main(int argc, char **argv) {
            errno);
     if (munlockall() != 0) fail("munlockall", errno, 0);
     blocks(1 << 20);
+  } else if (!strcmp(mode, "race")) {
+    free(M(1));
+    int bad = 0;
+    for (int run = 0; run < 10; run++) {
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid == 0) _exit(race_once());
+      int st = 0;
+      if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) > 1)
+        fail("a race run did not end normally", st, run);
+      bad += WEXITSTATUS(st);
+    }
+    if (bad) fail("runs that left a block made during mlockall in a mapping not locked", bad, 10);
+  } else if (!strcmp(mode, "refused")) {
+    void *b = blocks(1 << 20);
+    refuse_mlock();
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) fail("mlockall with mlock refused", errno, 0);
+    locked_between(1 << 10, "mlockall with mlock refused: VmLck");
+    /* pages carved from now on: heaplab's still, not glibc's blocks */
+    char *p = NULL;
+    for (int i = 0; i < (8 << 20) / 64; i++) {
+      p = M(64);
+      if (!p) fail("malloc(64) returned NULL", i, errno);
+      memset(p, 1, 64);
+    }
+    if (heaplab && (mapping_of(p) < ((size_t)512 << 20) || mapping_of(b) < ((size_t)512 << 20)))
+      fail("a block made after mlockall is not heaplab's (mapping bytes)", (long)mapping_of(p), 0);
+  } else if (!strcmp(mode, "no-proc")) {
+    blocks(1 << 20);
+    status_fd = open("/proc/self/status", O_RDONLY);
+    if (status_fd < 0) fail("open /proc/self/status", errno, 0);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        umount2("/proc", MNT_DETACH) != 0) {
+      puts("skip: /proc cannot be unmounted in a namespace of its own");
+      return 77;
+    }
+    if (open("/proc/self/maps", O_RDONLY) >= 0) fail("/proc is still there", 0, 0);
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) fail("mlockall without /proc", errno, 0);
+    long lck = lck_kib();
+    if (lck < (1 << 10) || lck > 256 * 1024) fail("mlockall without /proc: VmLck", lck, 0);
   } else {
     return 2;
   }
