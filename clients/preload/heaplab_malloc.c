@@ -124,9 +124,8 @@ static int maps_mention(const char *path) {
   return total ? found : -1; /* (a live process's maps are never empty) */
 }
 
-static bool parent_is_preloaded(void) {
+static bool parent_is_preloaded(int ppid) {
   char path[320]; /* (a d_name is up to 255 bytes) */
-  int ppid = (int)getppid();
   snprintf(path, sizeof path, "/proc/%d/maps", ppid);
   int r = maps_mention(path);
   if (r >= 0) return r;
@@ -174,8 +173,15 @@ static void path_from_start(const char *path, char *out, size_t len) {
  * handler ran after heaplab's had taken the heap lock, its child and parent
  * handlers before heaplab's released it). */
 static _Atomic bool libc_ready;
+/* ... and the process that loaded the library, and its parent: the heap
+ * may be set up first in a child of it (a vfork child's malloc, whose
+ * writes are the parent's: the parent then wrote path.<pid> as if it were
+ * a fork child, the preload hunt). */
+static int start_pid, start_ppid;
 __attribute__((constructor)) static void at_start(void) {
   hl__registry_fork_handlers();
+  start_pid = (int)getpid();
+  start_ppid = (int)getppid();
   atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
 }
 
@@ -269,8 +275,12 @@ static NOINLINE hl_heap *setup(void) {
       next = ST_HEAPLAB;
     }
   }
-  setup_pid = (int)getpid();
-  if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS")) descendant = parent_is_preloaded();
+  /* the process that started with the library, also when this is a
+   * (v)fork child of it allocating first (before the constructor: this one) */
+  bool child = start_pid && (int)getpid() != start_pid;
+  setup_pid = child ? start_pid : (int)getpid();
+  if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))
+    descendant = parent_is_preloaded(child ? start_ppid : (int)getppid());
   client.launcher = "libheaplab-malloc.so";
   client.allocator = next == ST_HEAPLAB ? "heaplab" : "libc";
   client.heap = next == ST_HEAPLAB ? HEAP : NULL;

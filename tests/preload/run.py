@@ -366,12 +366,14 @@ def report_edges():
     16 KiB stack (the report overflowed it: SIGSEGV), a fork while the
     report is written (its bytes went into the file twice: not JSON), and a
     main thread that called pthread_exit (footprint 0, no VMA, no
-    executable; an exec'd child's report written over the parent's)."""
+    executable; an exec'd child's report written over the parent's), a first
+    malloc in a vfork child (the parent wrote path.<pid>, not path)."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(EDGES, "test_preload_report_edges")
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "r.json")
-        for mode, want in (("min_stack", 3), ("fork_in_report", 0), ("pthread_exit", 0)):
+        for mode, want in (("min_stack", 3), ("fork_in_report", 0), ("pthread_exit", 0),
+                           ("vfork_first", 0)):
             for f in os.listdir(d):
                 os.unlink(os.path.join(d, f))
             status, out, err = run([EDGES, mode], "heaplab", {"HEAPLAB_STATS": path}, timeout=60)
@@ -392,7 +394,7 @@ def report_edges():
                 assert r["pid"] != child, f"the exec'd child {child} wrote over the parent's report"
                 assert os.path.exists(f"{path}.{child}"), (os.listdir(d), child)
     print("report: exit on a 16 KiB stack, a fork while it is written, after the main "
-          "thread's pthread_exit")
+          "thread's pthread_exit, a first malloc in a vfork child")
 
 
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,

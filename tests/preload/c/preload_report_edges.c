@@ -17,6 +17,10 @@
  *                  executable (/proc/self unreadable), and the exec'd
  *                  child, not knowing its parent preloaded, wrote its report
  *                  over the parent's.  Prints the child's pid.
+ *   vfork_first    the process's first malloc is a vfork child's, which
+ *                  then exits: the heap set up there is the parent's (their
+ *                  memory is one), and the parent wrote path.<pid> as if it
+ *                  were a fork child; it must write path.
  *   child          allocates and exits.
  */
 #ifndef _GNU_SOURCE
@@ -100,6 +104,18 @@ static void *last_thread(void *arg) {
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   mode = argv[1];
+  if (strcmp(mode, "vfork_first") == 0) { /* before any malloc of main's */
+    pid_t pid = vfork();
+    if (pid == 0) {
+      char *volatile c = malloc(100);
+      (void)c;
+      _exit(0);
+    }
+    if (pid < 0 || waitpid(pid, NULL, 0) != pid) return 2;
+    char *volatile q = malloc(200);
+    free(q);
+    return 0;
+  }
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   self[n > 0 ? n : 0] = 0;
   char *p = malloc(1000);
