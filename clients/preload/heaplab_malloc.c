@@ -896,6 +896,21 @@ static void lock_carving(hl_heap *h, int flags, struct lock_walk *w) {
   hl__unlock(h, locked);
 }
 
+/* Where the library cannot walk -- the maps unreadable (no /proc), mlock2
+ * refused (a seccomp sandbox that allows mlockall) -- the kernel's mlockall
+ * on fault (it would fault the reservation in), then the unused ranges
+ * unlocked: the program's pages are locked as they are touched, not faulted
+ * in now.  The kernel measures the reservation against RLIMIT_MEMLOCK there:
+ * without CAP_IPC_LOCK under a limit, ENOMEM -- with nothing changed, as a
+ * refused mlockall changes nothing.  (It had returned 0 and locked nothing;
+ * then, refused, had left MCL_FUTURE on: the session's hunt and review.) */
+static int mlockall_on_fault(hl_heap *h, int flags, struct lock_walk *w) {
+  if (syscall(SYS_mlockall, flags | MCL_ONFAULT) != 0) return -1;
+  lock_carving(h, flags, w);
+  for (size_t i = 0; i < w->n; i++) munlock((void *)w->lo[i], w->hi[i] - w->lo[i]);
+  return 0;
+}
+
 EXPORT int NAME(mlockall)(int flags) {
   /* the heap first: one made after MCL_FUTURE would have its whole
    * reservation locked */
@@ -904,29 +919,35 @@ EXPORT int NAME(mlockall)(int flags) {
   if (!h || !flags || (flags & ~known) || flags == MCL_ONFAULT)
     return (int)syscall(SYS_mlockall, flags); /* glibc's, or its EINVAL */
   struct lock_walk w = {.onfault = (flags & MCL_ONFAULT) != 0};
-  bool walk = true;
+  int saved = errno;
   if (flags & MCL_CURRENT) {
-    bool locked = hl__lock(h);
-    w.n = hl__pages_unused_ranges(h, w.lo, w.hi, UNUSED_MAX);
-    hl__unlock(h, locked);
-    /* the kernel's test (mm/mlock.c): the process's size within
-     * RLIMIT_MEMLOCK, or CAP_IPC_LOCK -- the kernel's own call when the
-     * size cannot be read */
-    struct rlimit rl;
+    /* can it walk?  The maps and the status readable, and mlock2 allowed
+     * (a call of length 0 locks nothing; a sandbox's filter refuses it) */
     char st[4096];
+    int fd = prim_os_proc_self_open("maps");
+    bool walk = fd >= 0 && prim_os_status(st, sizeof st) == 0 && prim_os_lock(&w, 0, false) == 0;
+    if (fd >= 0) close(fd);
+    if (!walk) {
+      int r = mlockall_on_fault(h, flags, &w);
+      if (r == 0) errno = saved;
+      return r;
+    }
+    /* the kernel's test (mm/mlock.c): the process's size within
+     * RLIMIT_MEMLOCK, or CAP_IPC_LOCK -- the size without the heap's
+     * unused ranges */
+    struct rlimit rl;
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-      if (prim_os_status(st, sizeof st) == 0) {
-        uint64_t size = prim_os_status_value(st, "VmSize", 10) * 1024, unused = 0;
-        for (size_t i = 0; i < w.n; i++) unused += w.hi[i] - w.lo[i];
-        size = size > unused ? size - unused : 0;
-        size_t ps = prim_os_page_size();
-        bool cap = (prim_os_status_value(st, "CapEff", 16) >> 14) & 1; /* CAP_IPC_LOCK */
-        if (!cap && size / ps > rl.rlim_cur / ps) {
-          errno = ENOMEM;
-          return -1;
-        }
-      } else {
-        walk = false;
+      bool locked = hl__lock(h);
+      w.n = hl__pages_unused_ranges(h, w.lo, w.hi, UNUSED_MAX);
+      hl__unlock(h, locked);
+      uint64_t size = prim_os_status_value(st, "VmSize", 10) * 1024, unused = 0;
+      for (size_t i = 0; i < w.n; i++) unused += w.hi[i] - w.lo[i];
+      size = size > unused ? size - unused : 0;
+      size_t ps = prim_os_page_size();
+      bool cap = (prim_os_status_value(st, "CapEff", 16) >> 14) & 1; /* CAP_IPC_LOCK */
+      if (!cap && size / ps > rl.rlim_cur / ps) {
+        errno = ENOMEM;
+        return -1;
       }
     }
   }
@@ -938,18 +959,9 @@ EXPORT int NAME(mlockall)(int flags) {
   if (r != 0) return -1;
   lock_carving(h, flags, &w);
   if (!(flags & MCL_CURRENT)) return 0;
-  int saved = errno;
-  int e = walk ? prim_os_maps_each(lock_mapping, &w) : ENOENT;
-  if (!e) e = w.err;
-  if (e) {
-    /* the maps unreadable (no /proc) or mlock2 refused (a sandbox): the
-     * kernel's mlockall, on fault (it would fault in the reservation), and
-     * the unused ranges unlocked -- the program's pages are locked as they
-     * are touched, not faulted in now (it had returned 0 and locked
-     * nothing, the preload hunt) */
-    if (syscall(SYS_mlockall, flags | MCL_ONFAULT) != 0) return -1;
-    for (size_t i = 0; i < w.n; i++) munlock((void *)w.lo[i], w.hi[i] - w.lo[i]);
-  }
+  int e = prim_os_maps_each(lock_mapping, &w);
+  /* (the maps gone, or a refusal the probe did not meet, half-way) */
+  if ((e || w.err) && mlockall_on_fault(h, flags, &w) != 0) return -1;
   errno = saved;
   return 0;
 }

@@ -796,30 +796,39 @@ def launcher_children():
     print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
 
 
+# what a core dump would hold (written mappings without "dd"), and how many of
+# the sampled objects (the first, middle and last made) lie in dumped mappings
 SMAPS_PY = (
     "import re\n"
     "x = [bytes(100) + str(i).encode() for i in range(400000)]\n"
-    "total = anon = 0\n"
+    "at = [id(x[0]), id(x[len(x) // 2]), id(x[-1])]\n"
+    "total = anon = kept = 0\n"
     "for line in open('/proc/self/smaps'):\n"
     "    m = re.match(r'([0-9a-f]+)-([0-9a-f]+) ', line)\n"
     "    if m:\n"
     "        lo, hi, anon = int(m[1], 16), int(m[2], 16), 0\n"
     "    elif line.startswith('Anonymous:'):\n"
     "        anon = int(line.split()[1])\n"
-    "    elif line.startswith('VmFlags:') and ' dd' not in line and anon:\n"
-    "        total += hi - lo\n"
-    "print(total)\n")
+    "    elif line.startswith('VmFlags:') and ' dd' not in line:\n"
+    "        total += hi - lo if anon else 0\n"
+    "        kept += sum(lo <= a < hi for a in at)\n"
+    "print(total, kept)\n")
 SMAPS_LUA = (
-    "local t = {} for i = 1, 400000 do t[i] = string.rep('x', 100) .. i end\n"
-    "local total, lo, hi, anon = 0, 0, 0, 0\n"
+    "local t = {} for i = 1, 400000 do t[i] = {string.rep('x', 100) .. i} end\n"
+    "local at = {}\n"
+    "for _, k in ipairs({1, 200000, 400000}) do\n"
+    "  at[#at + 1] = tonumber(string.format('%p', t[k]):sub(3), 16) end\n"
+    "local total, kept, lo, hi, anon = 0, 0, 0, 0, 0\n"
     "for line in io.lines('/proc/self/smaps') do\n"
     "  local a, b = line:match('^(%x+)%-(%x+) ')\n"
     "  if a then lo, hi, anon = tonumber(a, 16), tonumber(b, 16), 0\n"
     "  elseif line:match('^Anonymous:') then anon = tonumber(line:match('(%d+)'))\n"
-    "  elseif line:match('^VmFlags:') and not line:match(' dd') and anon > 0 then\n"
-    "    total = total + (hi - lo) end\n"
+    "  elseif line:match('^VmFlags:') and not line:match(' dd') then\n"
+    "    if anon > 0 then total = total + (hi - lo) end\n"
+    "    for _, p in ipairs(at) do if p >= lo and p < hi then kept = kept + 1 end end\n"
+    "  end\n"
     "end\n"
-    "print(total)\n")
+    "print(total, kept)\n")
 
 
 def core_dump():
@@ -827,8 +836,9 @@ def core_dump():
     32 GiB reservation (dump_unused=0 is the launchers' default): the kernel
     dumps each written anonymous mapping whole, zeros down a pipe and in
     gdb's gcore.  Read from /proc/self/smaps as the dumper reads it, after
-    ~60 MB of objects: under 512 MiB; with HEAPLAB_DUMP_UNUSED=1 (the C
-    API's default, the control) the whole reservation."""
+    ~60 MB of objects: under 512 MiB, with the first, middle and last object
+    made in it; with HEAPLAB_DUMP_UNUSED=1 (the C API's default, the
+    control) the whole reservation."""
     need(LUA, "heaplab-lua")
     need(PYTHON, "heaplab-python")
     for name, exe, argv in (("heaplab-python", PYTHON, [PYTHON, "-c", SMAPS_PY]),
@@ -837,7 +847,9 @@ def core_dump():
         for unused in ("", "1"):
             status, out, err = run(argv, exe, {"HEAPLAB_DUMP_UNUSED": unused} if unused else {})
             assert status == 0 and not err, (name, unused, status, err)
-            sizes[unused] = int(out)
+            size, kept = map(int, out.split())
+            assert kept == 3, f"{name}: {3 - kept} of 3 sampled objects left out of a core dump"
+            sizes[unused] = size
         assert sizes[""] < 512 << 20, f"{name}: a core dump would hold {sizes[''] >> 20} MiB"
         assert sizes["1"] >= 16 << 30, f"{name} with HEAPLAB_DUMP_UNUSED=1: {sizes['1'] >> 20} MiB"
         print(f"{name}: a core dump would hold {sizes[''] >> 20} MiB "

@@ -1021,11 +1021,16 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
             say(f"{exp}: no phase records left (failed={failed!r}); no phase-cost plot")
         else:
             save_fig(plot_phase_cost(sel, failed=failed), f"{base}_phase_cost.png")
+        # (a VMA plot shows a count that changes: a heap with dump_unused=0,
+        # the launchers', is two VMAs throughout -- E8's flat line)
         vmas = df[df["figure"] == "vmas_after"]["value"]
-        if len(vmas) and vmas.max() > 1:
+        if len(vmas) and vmas.max() > vmas.min():
             save_fig(plot_vmas(sel), f"{base}_vmas.png")
+        elif len(vmas):
+            say(f"{exp}: the heap's VMA count did not change ({vmas.max():.0f} throughout); "
+                f"no VMA plot")
         else:
-            say(f"{exp}: no phase saw more than one VMA over the heap; no VMA plot")
+            say(f"{exp}: no VMA count recorded; no VMA plot")
     return written
 
 

@@ -18,6 +18,8 @@
 
 #include "../internal.h"
 
+static void dump_sync(hl_heap *h);
+
 /* ---- lists ---- */
 
 /* Manual mode: page p joins (on) or leaves class c's avail list, if l is one. */
@@ -159,6 +161,9 @@ static void abits_take(hl_heap *h, uint32_t p, uint32_t old_words, uint32_t word
   } else if (h->abits_bump + words <= 2 * pool && h->abits_bump + words < HL_NIL) {
     at = (uint32_t)h->abits_bump;
     h->abits_bump += words;
+    /* (the pool grows without a carve when pages are formatted again for
+     * other classes: its part of core dumps with it) */
+    if (!h->opt.dump_unused) dump_sync(h);
   } else {
     at = (uint32_t)fixed;
   }
@@ -346,10 +351,10 @@ size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t 
  * becomes two VMAs, dumped and not (hl_vma_count: 2 for the reservation);
  * at vm.max_map_count a call that would split is refused and the heap goes
  * on (its dump is then that of the pages advised so far). */
-static void dump_advise(uint8_t *from, uint8_t *to, prim_op op) {
+static int dump_advise(uint8_t *from, uint8_t *to, prim_op op) {
   size_t os = prim_os_page_size();
   uintptr_t a = (uintptr_t)from / os * os, b = ((uintptr_t)to + os - 1) / os * os;
-  if (b > a) (void)prim_os_advise((void *)a, b - a, op);
+  return b > a ? prim_os_advise((void *)a, b - a, op) : 0;
 }
 
 static void dump_init(hl_heap *h) {
@@ -358,6 +363,24 @@ static void dump_init(hl_heap *h) {
   for (size_t i = 0; i < n; i++) dump_advise(r[i].at, r[i].at + r[i].bytes, PRIM_DONTDUMP);
   h->dump_pages = 0;
   memset(h->dumped, 0, sizeof h->dumped);
+}
+
+/* Advise MADV_DODUMP what each mapping's used part gained since the last
+ * call -- at least doubling what is advised, so that a table that grows
+ * without a carve (the preloaded heap's allocation-bit pool, as pages are
+ * formatted again for other classes) costs log calls too.  A call refused
+ * (vm.max_map_count: the split) leaves that mapping's mark where it was:
+ * the next call tries from there again (it was recorded as done, and the
+ * first MiB of the heap stayed out of dumps for good, the session's review). */
+static void dump_sync(hl_heap *h) {
+  region r[HL_REGIONS];
+  size_t n = regions(h, h->dump_pages, r);
+  for (size_t i = 0; i < n; i++)
+    if (r[i].used > h->dumped[i]) {
+      size_t to = 2 * h->dumped[i] < r[i].bytes ? 2 * h->dumped[i] : r[i].bytes;
+      if (to < r[i].used) to = r[i].used;
+      if (dump_advise(r[i].at + h->dumped[i], r[i].at + to, PRIM_DODUMP) == 0) h->dumped[i] = to;
+    }
 }
 
 static void dump_grow(hl_heap *h) {
@@ -369,13 +392,7 @@ static void dump_grow(hl_heap *h) {
   if (h->chunk) pages = (pages + ((uint64_t)1 << h->chunk_shift) - 1) >> h->chunk_shift << h->chunk_shift;
   if (pages > h->npages_max) pages = h->npages_max;
   h->dump_pages = pages;
-  region r[HL_REGIONS];
-  size_t n = regions(h, pages, r);
-  for (size_t i = 0; i < n; i++)
-    if (r[i].used > h->dumped[i]) {
-      dump_advise(r[i].at + h->dumped[i], r[i].at + r[i].used, PRIM_DODUMP);
-      h->dumped[i] = r[i].used;
-    }
+  dump_sync(h);
 }
 
 static int map_table(hl_heap *h, size_t bytes, void **out, size_t *kept) {
