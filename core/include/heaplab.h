@@ -667,7 +667,10 @@ int hl_events_read(hl_heap *heap, hl_event *buf, size_t cap, size_t *count,
  * with thp, to the end of the last carved 2 MiB chunk (the kernel backs a
  * chunk whole) and over the chunks a running prefault helper faults in. */
 int hl_resident_bytes(hl_heap *heap, uint64_t *out);
-/* VMAs of /proc/self/maps that overlap the heap's reservation. */
+/* VMAs of /proc/self/maps that overlap the heap's reservation: 1 for the
+ * heap's life, unless dump_toggle splits it on purpose, or dump_unused=0
+ * keeps its unused part out of core dumps (2: the part dumps hold and the
+ * rest), or the program mlocks or mprotects part of its blocks. */
 int hl_vma_count(hl_heap *heap, uint64_t *out);
 /* The reservation's address range. */
 int hl_heap_range(hl_heap *heap, uint64_t *base, uint64_t *bytes);
