@@ -105,21 +105,30 @@ static void *other(void *arg) {
   return NULL;
 }
 
+/* fn(arg) in a thread until it is inside the held system call, then
+ * another thread's calls (other), which must come back while it is held:
+ * `who` (the allocation, the cycle) does not hold the heap lock around the
+ * call that `did` (made, freed) a large object. */
+static void held_while_another_calls(void *(*fn)(void *), void *arg, const char *what,
+                                     const char *who, const char *did) {
+  pthread_t a, b;
+  CHECK(pthread_create(&a, NULL, fn, arg) == 0, "thread");
+  CHECK(sem_wait_for(&inside, 10), "%s: %s made no system call", what, who);
+  CHECK(pthread_create(&b, NULL, other, NULL) == 0, "thread");
+  pthread_join(a, NULL);
+  CHECK(!atomic_load(&timed_out),
+        "%s: another thread's call waited 5 s for the system's call that %s a large object: "
+        "%s holds the heap lock around it",
+        what, did, who);
+  pthread_join(b, NULL);
+}
+
 /* The allocation of a BIG object, its system call held. */
 static hl_ref allocation(const char *what) {
   hl_ref r = 0;
   atomic_store(&held, HOLD_ALLOC);
   atomic_store(&alloc_gate, 1);
-  pthread_t a, b;
-  CHECK(pthread_create(&a, NULL, allocate, &r) == 0, "thread");
-  CHECK(sem_wait_for(&inside, 10), "%s: the allocation made no system call", what);
-  CHECK(pthread_create(&b, NULL, other, NULL) == 0, "thread");
-  pthread_join(a, NULL);
-  CHECK(!atomic_load(&timed_out),
-        "%s: another thread's call waited 5 s for the system's call that made a large object: "
-        "the allocation holds the heap lock around it",
-        what);
-  pthread_join(b, NULL);
+  held_while_another_calls(allocate, &r, what, "the allocation", "made");
   return r;
 }
 
@@ -135,16 +144,7 @@ static void scenario(const char *map, const char *what) {
   /* the system's block starts at the record before the object (a plain
    * block: no lead), the mapping too */
   atomic_store(&held, (void *)(uintptr_t)(info.object - sizeof(hl_large)));
-  pthread_t a, b;
-  CHECK(pthread_create(&a, NULL, collect, NULL) == 0, "thread");
-  CHECK(sem_wait_for(&inside, 10), "%s: the dead block was never freed by the cycle", what);
-  CHECK(pthread_create(&b, NULL, other, NULL) == 0, "thread");
-  pthread_join(a, NULL);
-  CHECK(!atomic_load(&timed_out),
-        "%s: another thread's call waited 5 s for the system's call that freed a dead large "
-        "object: the cycle holds the heap lock around it",
-        what);
-  pthread_join(b, NULL);
+  held_while_another_calls(collect, NULL, what, "the cycle (the dead object's free)", "freed");
   CHECK(atomic_load(&calls_held) == 2, "%s: %d calls held", what, atomic_load(&calls_held));
   hl_stats st = stats_of(h);
   CHECK(st.large_objects == 0 && st.large_live_bytes == 0,
