@@ -338,8 +338,9 @@ size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t 
 #endif
 
 /* Core dumps (dump_unused=0).  A dump holds every anonymous mapping the
- * process wrote to, whole: its untouched pages are holes in a dump written to a file, but
- * zeros down a pipe (systemd-coredump, apport) and in gdb's gcore -- the
+ * process wrote to, whole: its untouched pages are holes in a dump written
+ * to a file, but zeros down a pipe (systemd-coredump, apport) and in gdb's
+ * gcore -- the
  * gcore of a preloaded program that had malloc'ed 1 MiB was a 34.9 GB file,
  * all of it on disk: the 32 GiB reservation and the side tables made for
  * it.  So with dump_unused=0 (libheaplab-malloc.so's and the launchers'
@@ -350,7 +351,8 @@ size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t 
  * calls per mapping and its dump at most twice what it carved.  Each mapping
  * becomes two VMAs, dumped and not (hl_vma_count: 2 for the reservation);
  * at vm.max_map_count a call that would split is refused and the heap goes
- * on (its dump is then that of the pages advised so far). */
+ * on (its dump that of the pages advised so far, until a later call takes:
+ * dump_sync). */
 static int dump_advise(uint8_t *from, uint8_t *to, prim_op op) {
   size_t os = prim_os_page_size();
   uintptr_t a = (uintptr_t)from / os * os, b = ((uintptr_t)to + os - 1) / os * os;
