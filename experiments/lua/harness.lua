@@ -195,8 +195,13 @@ end
 
 -- Run fn(phase) as the named phase; its record is kept even if fn raises
 -- (its status then says so and the error propagates and fails the arm).
--- Returns the record.
+-- Returns the record.  Phases do not nest: the arm's one sampler is reset
+-- when a phase begins (an outer phase went on from the inner one's reset).
 function Recorder:phase(name, heap, fn)
+  if self.in_phase ~= nil then
+    error(("phase %q begun inside phase %q: phases do not nest (an arm has one sampler); "
+      .. "end %q first"):format(name, self.in_phase, self.in_phase), 2)
+  end
   local s = self.sampler
   s:reset()
   local f = assert(heaplab.footprint())
@@ -210,7 +215,9 @@ function Recorder:phase(name, heap, fn)
     phys_before = f.phys_footprint, rss_before = f.rss, lazyfree_before = f.lazyfree,
     anonymous_before = f.anonymous, anon_huge_before = f.anon_huge, resident_before = res,
   }
+  self.in_phase = name
   local ok, err = pcall(fn, ph)
+  self.in_phase = nil
   local summ = s:summary()
   f = assert(heaplab.footprint())
   local t1 = heaplab.clock_ns()

@@ -203,6 +203,119 @@ def test_a_command_phase_object_entered_twice_is_refused():
     assert "second" not in data["records"][0]["notes"]
 
 
+def test_phases_do_not_nest():
+    """A phase begun inside another reset the arm's one sampler: the outer
+    phase's peak missed what came before the inner one, and its lowest after
+    a mark read 0 (a 'returned' larger than the whole footprint).  Nesting is
+    refused, as is set_interval inside a phase; the outer phase's record is
+    whole and later phases run."""
+    import heaplab
+    from heaplab.harness import Recorder
+    rec = Recorder("T", "a")
+    try:
+        with heaplab.Heap() as h:
+            with pytest.raises(RuntimeError, match="phase 'inner' begun inside phase 'outer'"):
+                with rec.phase("outer", heap=h) as ph:
+                    ph.mark("drop")
+                    with rec.phase("inner", heap=h):
+                        pass
+            with pytest.raises(RuntimeError, match="set_interval inside phase 'p2'"):
+                with rec.phase("p2", heap=h):
+                    rec.set_interval(0.01)
+            with rec.phase("after", heap=h):         # nothing is left open
+                pass
+            rec.set_interval(0.01)                   # between phases it is allowed
+    finally:
+        rec.sampler.stop()
+    assert [r["phase"] for r in rec.records] == ["outer", "p2", "after"], rec.records
+    outer = rec.records[0]
+    assert outer["status"].startswith("raised: RuntimeError"), outer["status"]
+    # its mark's window was never reset: the lowest after it is a real reading
+    assert outer["phys_low_after_mark"] > 0, outer
+
+
+def test_a_phase_whose_start_fails_leaves_no_phase_open():
+    """A phase's start that raises (here: the sampler stopped under it) must
+    not leave the arm refusing every later phase as nested."""
+    import heaplab
+    from heaplab.harness import Recorder
+    rec = Recorder("T", "a")
+    rec.sampler.stop()
+    with pytest.raises(Exception):
+        with rec.phase("first"):
+            pass
+    assert rec._in_phase is None
+    rec.sampler = heaplab.Sampler(interval_s=0.002)
+    try:
+        with rec.phase("second"):
+            pass
+    finally:
+        rec.sampler.stop()
+    assert [r["phase"] for r in rec.records] == ["second"]
+
+
+def test_command_phases_do_not_nest():
+    """The same for a run_command_arm script's phases."""
+    def script(ctl):
+        with ctl.phase("outer") as ph:
+            ph.mark("m")
+            with ctl.phase("inner"):
+                pass
+    data = run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60)
+    assert "phase 'inner' begun inside phase 'outer'" in data["error"], data["error"]
+    assert [r["phase"] for r in data["records"]] == ["outer"], data["records"]
+    assert data["records"][0]["phys_low_after_mark"] is not None
+
+
+def _pids_with(tag):
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if tag.encode() in f.read():
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("how", ["timeout", "stop_signal", "exits"])
+def test_a_command_arm_leaves_nothing_it_started_running(how):
+    """run_command_arm with an allocator started the command in the caller's
+    process group and stopped only the command: a helper it had started
+    (`sleep 300 &`) went on running with init as its parent -- killed at the
+    arm's timeout, stopped by its stop signal, or ended by itself.  The
+    command now has a session of its own, whose leftovers are killed when it
+    has ended, as an arm's process group is."""
+    tag = f"heaplab-test-helper-{os.getpid()}-{how}"
+    helper = f"(exec -a {tag} sleep 300) &"
+    if how == "timeout":
+        cmd, kw = ["bash", "-c", f"{helper} wait"], {"timeout": 1.5}
+    elif how == "stop_signal":
+        # the command ignores nothing: SIGTERM ends bash; its helper stays
+        cmd = ["bash", "-c", f"{helper} sleep 60"]
+        kw = {"timeout": 60, "script": lambda ctl: time.sleep(0.3),
+              "stop_signal": signal.SIGTERM}
+    else:
+        cmd, kw = ["bash", "-c", f"{helper} sleep 0.3"], {"timeout": 60}
+    try:
+        data = run_command_arm(cmd, allocator="glibc", **kw)
+        left = _pids_with(tag)
+        deadline = time.monotonic() + 5          # (SIGKILL is delivered, then reaped by init)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = _pids_with(tag)
+        assert not left, (how, data["error"], left)
+    finally:
+        for pid in _pids_with(tag):
+            os.kill(pid, signal.SIGKILL)
+    if how == "timeout":
+        assert "still running at the arm's timeout" in data["error"], data["error"]
+    else:
+        assert data["error"] is None, data["error"]
+
+
 # ---- 2. half-written files -------------------------------------------------------------------
 
 class _Unwritable:
@@ -320,7 +433,7 @@ local H = require "harness"
 local heaplab = require "heaplab"
 H.main{
   experiment = "T", title = "a Lua phase that raises",
-  arms = { good = {}, bad = {}, badnote = {}, badeffect = {} },
+  arms = { good = {}, bad = {}, badnote = {}, badeffect = {}, nested = {} },
   body = function(rec, options, params)
     local h = assert(heaplab.heap(options))
     rec:phase("fill", h, function(ph) ph:note("n", 1) end)
@@ -330,6 +443,13 @@ H.main{
       rec:phase("note", h, function(ph) ph:note("f", print) end)
     elseif arg[1] == "badeffect" then
       rec:expect("an effect", print, "asserted", true)
+    elseif arg[1] == "nested" then
+      local ok, err = pcall(rec.phase, rec, "outer", h, function(ph)
+        ph:mark("drop")
+        rec:phase("inner", h, function() end)
+      end)
+      assert(not ok)
+      rec:phase("after", h, function() end)     -- nothing was left open
     end
     h:close()
   end,
@@ -379,6 +499,19 @@ def test_a_lua_phase_that_raised_says_so_as_a_python_phase_does(tmp_path):
     hla = pytest.importorskip("heaplab.analysis")
     with pytest.raises(ValueError, match="raised: "):
         hla.records_frame(data)
+
+
+def test_lua_phases_do_not_nest(tmp_path):
+    """The Lua harness's rec:phase reset the arm's one sampler inside another
+    phase, as the Python one did: refused the same way, the outer phase's
+    record whole, later phases still run."""
+    rc, data, _ = _lua_arm(tmp_path, "nested")
+    assert rc == 0 and data["error"] is None, (rc, data["error"])
+    recs = {r["phase"]: r for r in data["records"]}
+    assert list(recs) == ["fill", "outer", "after"], list(recs)
+    st = recs["outer"]["status"]
+    assert 'phase "inner" begun inside phase "outer"' in st, st
+    assert recs["outer"]["phys_low_after_mark"] > 0, recs["outer"]
 
 
 def test_a_lua_note_that_is_not_json_ends_the_phase_not_the_arm_document(tmp_path):

@@ -180,15 +180,29 @@ def error_summary(error: Any) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _enter_once(phase: Any) -> None:
+def _enter_phase(phase: Any, owner: Any, begin: Callable[[], Any]) -> Any:
     """A phase object is one with block: entered a second time, its record
     shared the notes dict of the first (each record got the other's notes)
     and kept the first one's mark (a phase that never marked got a
-    phys_low_after_mark of 0 instead of null)."""
+    phys_low_after_mark of 0 instead of null).  Phases do not nest: an arm
+    has one sampler, which a phase resets when it begins -- an outer phase
+    went on from the inner one's reset (its peak missed what came before,
+    its lowest after a mark read 0).  Returns begin()'s value; a begin that
+    raises leaves no phase open."""
     if phase.entered:
         raise RuntimeError(f"phase {phase.name!r} was already entered: a phase object is one "
                            f"with block; call phase({phase.name!r}) again for another")
+    outer = owner._in_phase
+    if outer is not None:
+        raise RuntimeError(f"phase {phase.name!r} begun inside phase {outer!r}: phases do not "
+                           f"nest (an arm has one sampler); end {outer!r} first")
     phase.entered = True
+    owner._in_phase = phase.name
+    try:
+        return begin()
+    except BaseException:
+        owner._in_phase = None
+        raise
 
 
 class Phase:
@@ -210,7 +224,9 @@ class Phase:
         return h.resident_bytes(), h.vma_count()
 
     def __enter__(self) -> Phase:
-        _enter_once(self)
+        return _enter_phase(self, self.rec, self._begin)
+
+    def _begin(self) -> Phase:
         s = self.rec.sampler
         s.reset()
         f = footprint()
@@ -237,6 +253,7 @@ class Phase:
         self.notes[_json_note(key, value)] = value
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self.rec._in_phase = None
         summ = self.rec.sampler.summary()
         f = footprint()
         t1 = time.monotonic_ns()
@@ -272,10 +289,16 @@ class Recorder:
         self.sampler = Sampler(interval_s=interval_s)
         self.interval_s = interval_s
         self._earlier = []     # the series of samplers set_interval replaced
+        self._in_phase = None  # the name of the phase in its with block
 
     def set_interval(self, interval_s: float) -> None:
         """Sample at another interval from now on (a new sampler); the series
-        keeps what the earlier samplers recorded."""
+        keeps what the earlier samplers recorded.  Not inside a phase, whose
+        figures come from the sampler it began with (RuntimeError)."""
+        if self._in_phase is not None:
+            raise RuntimeError(f"set_interval inside phase {self._in_phase!r}: the phase's "
+                               f"figures come from the sampler it began with; call it "
+                               f"between phases")
         self._earlier.extend(self.sampler.series())
         self.sampler.stop()
         try:
@@ -974,9 +997,11 @@ class CommandPhase:
         self.entered = False
 
     def __enter__(self):
+        self.ctl._check_deadline()
+        return _enter_phase(self, self.ctl, self._begin)
+
+    def _begin(self):
         ctl = self.ctl
-        ctl._check_deadline()
-        _enter_once(self)
         ctl.sampler.reset()
         fp = ctl.sampler.sample() or (0, 0, 0, 0)
         self.t0 = time.monotonic_ns()
@@ -1001,6 +1026,7 @@ class CommandPhase:
 
     def __exit__(self, exc_type, exc, tb):
         ctl = self.ctl
+        ctl._in_phase = None
         fp = ctl.sampler.sample() or (0, 0, 0, 0)
         summ = ctl.sampler.summary()
         t1 = time.monotonic_ns()
@@ -1041,6 +1067,7 @@ class CommandControl:
         self._lock = threading.Lock()
         self._expired = False
         self._closed = False
+        self._in_phase = None     # the name of the phase in its with block
 
     def remaining(self):
         """Seconds left before the arm's timeout (0 once it has expired; None
@@ -1199,8 +1226,13 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             full_env["HEAPLAB_STATS"] = stats
         out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         with open(out_path, "w") as out, open(err_path, "w") as err:
+            # in a session (a process group) of its own: once the command
+            # has ended, what it started and left running goes with it, as in
+            # the arm form (a shell's `sleep 300 &` outlived an arm killed at
+            # its timeout, its parent init)
             proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        _LIVE_GROUPS.add(proc.pid)
         # from here on the command is stopped, waited for and its sampler
         # stopped whatever happens -- a script that raises, a Ctrl-C, a
         # second Ctrl-C while the command is given its grace time
@@ -1268,6 +1300,8 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 stopped = True
                 proc.kill()
             proc.wait()
+            _kill_group(proc.pid, _signal.SIGKILL)
+            _LIVE_GROUPS.discard(proc.pid)
             if sampler is not None:
                 sampler.stop()
         rc = proc.returncode
