@@ -201,6 +201,14 @@ def test_experiment_arguments_are_named(run_experiment_source):
     assert not x.arms
     with pytest.raises(ValueError, match="experiment X has no arms"):
         x.run()
+    # two arms saved to one file: the second's records replaced the first's
+    # and load_arms found one arm (redis/on beside redis_on)
+    x.add_arm("redis/on", _ok_arm)
+    with pytest.raises(ValueError, match="arm 'redis_on' and arm 'redis/on' would be saved to "
+                                         "one file"):
+        x.add_arm("redis_on", _ok_arm)
+    assert list(x.arms) == ["redis/on"]
+    x.arms.clear()
     src = ("from heaplab.harness import Experiment\nT = Experiment('T', 't')\n"
            "@T.arm('on')\n@T.arm('off')\ndef arm(rec, **options):\n    pass\n"
            "def run(save, _run=T.run):\n    return CASE\nT.run = run\n")

@@ -325,6 +325,10 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         (["run", "e1", "--cluster", "udp://x"], "expected local or tcp://"),
         (["run", "--resume", str(tmp_path)], "not a sweep run folder"),
         (["compare", str(tmp_path), str(tmp_path)], "not a sweep run folder"),
+        # tasks of one key ran once and were counted twice ("2 ok", one record)
+        (["run", "--command", "true {arm}", "--arms", "x,x"], "arm 'x' named twice"),
+        (["run", "--command", "true {arm}", "--arms", "a/b,a_b"],
+         "arm 'a_b' and arm 'a/b' would be saved to one file (a_b.json)"),
     ]
     for args, needle in cases:
         p = heaplab(*args, "--results", str(tmp_path)) if args[0] == "run" else heaplab(*args)

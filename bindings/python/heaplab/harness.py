@@ -50,7 +50,8 @@ __all__ = [
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
-    "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option",
+    "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
+    "check_arm_names",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -1425,6 +1426,7 @@ class Experiment:
                             f"mapping of names to values, not {params!r}")
         if arm_name in self.arms:
             raise ValueError(f"experiment {self.name}: arm {arm_name!r} declared twice")
+        check_arm_names(f"experiment {self.name}", [*self.arms, arm_name])
         merged = dict(options)
         merged.update((k, v) for k, v in self.options.items() if k not in options)
         self.arms[arm_name] = {"fn": fn, "options": merged, "params": dict(params or {})}
@@ -1652,8 +1654,31 @@ def write_atomic(path: str, text: Union[str, bytes]) -> None:
         raise
 
 
+def arm_file_stem(arm: str) -> str:
+    """The name an arm's files are saved under (<stem>.json, <stem>.r<k>.json;
+    a sweep's records the same): its name with every character but letters,
+    digits and -_.= made '_'.  Two arms of one experiment must differ in it
+    (Experiment.add_arm and the sweeps refuse names that do not)."""
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in arm)
+
+
 def _arm_file_stem(data: Mapping[str, Any]) -> str:
-    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
+    return arm_file_stem(data["arm"])
+
+
+def check_arm_names(where: str, names: Sequence[str]) -> None:
+    """ValueError when an arm is named twice, or two arms' files would be
+    one (arm_file_stem: 'redis/on' and 'redis_on') -- one arm's records
+    were then saved over the other's, and the other counted as run."""
+    seen: Dict[str, str] = {}
+    for a in names:
+        stem = arm_file_stem(a)
+        if stem in seen:
+            raise ValueError(f"{where}: arm {a!r} " + (
+                "named twice" if seen[stem] == a else
+                f"and arm {seen[stem]!r} would be saved to one file ({stem}.json): "
+                f"name them apart"))
+        seen[stem] = a
 
 
 def _remove_earlier_runs(data: Mapping[str, Any], folder: Optional[str] = None) -> List[str]:

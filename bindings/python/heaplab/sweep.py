@@ -43,8 +43,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .harness import (_CHILD_TEXT, Experiment, child_env, load_json_record, _make_folder,
-                      run_in_group, write_atomic)
+from .harness import (_CHILD_TEXT, Experiment, arm_file_stem, check_arm_names, child_env,
+                      load_json_record, _make_folder, run_in_group, write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -382,8 +382,8 @@ def _write_json(path: str, data: Any) -> None:
 
 def record_path(run_dir: str, task: Mapping[str, Any]) -> str:
     """Where a task's record lives in its run folder."""
-    safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in task["arm"])
-    return os.path.join(run_dir, task["experiment"], task["cell"], f"{safe}.r{task['repeat']}.json")
+    return os.path.join(run_dir, task["experiment"], task["cell"],
+                        f"{arm_file_stem(task['arm'])}.r{task['repeat']}.json")
 
 
 def complete_records(run_dir: str, skipped: Optional[List[Tuple[str, str]]] = None,
@@ -588,6 +588,12 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
                              f"arms with --arms")
         exp_name = exp.name
         spec.update(path=path, var=var, experiment_path=path)
+    try:
+        # (tasks of one name ran once and counted twice: Dask keeps one of
+        # each key, and their records were one file)
+        check_arm_names("--arms" if arms else exp_name, arm_names)
+    except ValueError as e:
+        raise SweepError(str(e)) from None
     cells = expand_grid(grid)
     run_id = run_id or new_run_id(exp_name)
     tasks = []
