@@ -177,6 +177,34 @@ def test_two_sessions_in_one_process_have_their_own_tables(tmp_path):
     assert "session 2 effects ['once']" in p.stdout, p.stdout
 
 
+REPEAT_TWICE = """
+import os, sys, pytest
+os.environ.pop("HEAPLAB_REPEAT", None)
+pytest.main(["-q", "-p", "no:cacheprovider", "--repeat", "3", sys.argv[1]])
+print("after session 1:", os.environ.get("HEAPLAB_REPEAT"))
+os.environ["HEAPLAB_REPEAT"] = "2"       # the caller's own, kept
+pytest.main(["-q", "-p", "no:cacheprovider", "--repeat", "5", sys.argv[1]])
+print("after session 2:", os.environ.get("HEAPLAB_REPEAT"))
+"""
+
+
+def test_repeat_is_the_sessions_own(tmp_path):
+    """--repeat N set HEAPLAB_REPEAT for the rest of the process: a later
+    session (or Experiment.run) in it without --repeat ran every arm N times.
+    The variable is put back as it was when the session ends."""
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "test_one.py").write_text(
+        "import os\ndef test_one():\n    print('in session:', os.environ['HEAPLAB_REPEAT'])\n")
+    (tmp_path / "twice.py").write_text(REPEAT_TWICE)
+    env = dict(os.environ, HEAPLAB_RESULTS=str(tmp_path / "results"))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    p = subprocess.run([sys.executable, str(tmp_path / "twice.py"), str(tmp_path / "inner")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "after session 1: None" in p.stdout, p.stdout
+    assert "after session 2: 2" in p.stdout, p.stdout
+
+
 FAKE_WORKER_CONFTEST = '''
 import json, os, pytest
 

@@ -311,6 +311,9 @@ def pytest_configure(config: Any) -> None:
     if n is not None:
         if n < 1:
             raise pytest.UsageError(f"--repeat {n}: expected a whole number >= 1")
+        # the session's: put back at its end (a later session in the same
+        # process ran every arm n times)
+        config._heaplab_repeat_was = os.environ.get("HEAPLAB_REPEAT")  # type: ignore[attr-defined]
         os.environ["HEAPLAB_REPEAT"] = str(n)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None and not config.getoption("--collect-only", default=False):
@@ -323,6 +326,12 @@ def pytest_unconfigure(config: Any) -> None:
     prog = getattr(config, "_heaplab_progress", None)
     if prog is not None:
         harness.remove_progress_listener(prog)
+    if hasattr(config, "_heaplab_repeat_was"):
+        was = config._heaplab_repeat_was
+        if was is None:
+            os.environ.pop("HEAPLAB_REPEAT", None)
+        else:
+            os.environ["HEAPLAB_REPEAT"] = was
 
 
 def pytest_collection_finish(session: Any) -> None:
