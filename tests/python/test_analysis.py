@@ -3,6 +3,7 @@ runner.  Synthetic arm records pin the frame's exact shape; one real E1 arm
 pair, run small, checks the loader against what the harness really writes."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -456,6 +457,18 @@ def test_unclear_calls_are_clear_errors(tmp_path):
     (folder / "on.json").write_text(json.dumps(three))
     with pytest.raises(ValueError, match=f"{folder / 'on.json'}: .*series row 0"):
         hla.plot_footprint(str(tmp_path / "res"))
+    # a phase record's own fields of the wrong type: an AttributeError ("stats"
+    # a list) or a TypeError/UFuncTypeError from inside a plot, no file named
+    for field, value, needle in [("stats", [1, 2], "'stats' is list, expected an object"),
+                                 ("t_start_s", "0", "'t_start_s' is '0', expected a number"),
+                                 ("phys_peak", True, "'phys_peak' is True, expected a number")]:
+        a = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 0.1)], series=[[0.0, 1, 2, 0]])
+        a["records"][0][field] = value
+        (folder / "on.json").write_text(json.dumps(a))
+        for fn in (hla.records_frame, hla.series_frame, hla.plot_footprint):
+            with pytest.raises(ValueError, match=f"{folder / 'on.json'}: .*record 0 \\(phase "
+                                                 f"'fill'\\): {re.escape(needle)}"):
+                fn(str(tmp_path / "res"))
 
 
 def test_report_checks_the_source_before_it_makes_the_output(tmp_path):

@@ -316,6 +316,59 @@ def test_a_command_arm_leaves_nothing_it_started_running(how):
         assert data["error"] is None, data["error"]
 
 
+def test_error_summary_is_the_exception_line():
+    """A message with an indented line of its own ('...:\\n  phys 10 MiB')
+    was taken for the last frame: error_summary returned the whole traceback,
+    newlines and all, as records.csv's arm_error."""
+    import traceback
+    from heaplab.harness import error_summary
+
+    def tb_of(fn):
+        try:
+            fn()
+        except Exception:
+            return traceback.format_exc()
+
+    def indented():
+        raise ValueError("two figures disagree:\n  phys 10 MiB\n  resident 12 MiB")
+
+    def chained():
+        try:
+            raise KeyError("inner")
+        except KeyError:
+            raise RuntimeError("outer")       # "During handling of the above..."
+
+    assert error_summary(tb_of(indented)) == "ValueError: two figures disagree:"
+    assert error_summary(tb_of(chained)) == "RuntimeError: outer"
+    assert error_summary(tb_of(lambda: 1 / 0)) == "ZeroDivisionError: division by zero"
+    assert error_summary("E1/on: interrupted (KeyboardInterrupt): the arm\n  was killed") == \
+        "E1/on: interrupted (KeyboardInterrupt): the arm"
+    assert error_summary(None) == "" and error_summary("") == ""
+
+
+def test_write_csv_leaves_out_an_arm_it_cannot_read(tmp_path):
+    """An arm JSON with "records": null (old or damaged) beside a good one:
+    save_arm's write_csv raised TypeError ('NoneType' object is not
+    iterable), naming no file, and records.csv was not rewritten.  It is left
+    out with a warning naming it, as a file that is not JSON is."""
+    from heaplab.harness import write_csv
+    ex = tmp_path / "EX"
+    ex.mkdir()
+    (ex / "old.json").write_text('{"experiment": "EX", "arm": "old", "records": null}')
+    (ex / "nophase.json").write_text('{"experiment": "EX", "arm": "np", "records": [{}]}')
+    good = {"experiment": "EX", "arm": "new", "error": None,
+            "records": [{"experiment": "EX", "arm": "new", "phase": "p", "phys_before": 1}]}
+    (ex / "new.json").write_text(json.dumps(good))
+    with pytest.warns(UserWarning) as got:
+        write_csv(str(ex))
+    said = " ".join(str(w.message) for w in got)
+    assert f"{ex / 'old.json'}: not an arm's results: 'records' is null" in said, said
+    assert f"{ex / 'nophase.json'}: not an arm's results: record 0" in said, said
+    with open(ex / "records.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["arm"], r["phase"], r["phys_before"]) for r in rows] == [("new", "p", "1")], rows
+
+
 # ---- 2. half-written files -------------------------------------------------------------------
 
 class _Unwritable:

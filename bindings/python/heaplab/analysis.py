@@ -38,7 +38,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import (FIGURES, error_summary, load_arms, load_json_record, _make_folder,
+from .harness import (FIGURES, _arm_problem, error_summary, load_arms, load_json_record, _make_folder,
                       phase_status, write_atomic)
 
 MiB = 1 << 20
@@ -104,34 +104,6 @@ def _file_of(folder: str, data: Dict[str, Any]) -> str:
                 except (OSError, ValueError):
                     continue
     return folder
-
-
-def _arm_problem(a: Dict[str, Any]) -> Optional[str]:
-    """What makes a dict that claims to be an arm's JSON unreadable, or None:
-    the fields records_frame and the plots read (docs/harness.md, the arm's
-    JSON) were found missing or of the wrong type only as a KeyError,
-    TypeError or a numpy reshape error deep inside them."""
-    for key in ("experiment", "arm"):
-        if key not in a:
-            return f"no {key!r} (an arm's JSON has experiment, arm and records)"
-        if not isinstance(a[key], str):
-            return f"{key!r} is {type(a[key]).__name__} {a[key]!r}, expected a string"
-    recs = a.get("records")
-    if not isinstance(recs, list):
-        return f"'records' is {'null' if recs is None else type(recs).__name__}, expected a list"
-    for i, r in enumerate(recs):
-        if not isinstance(r, dict) or not isinstance(r.get("phase"), str):
-            return f"record {i} is not a phase record (an object with a 'phase' name)"
-    series = a.get("series")
-    if series is not None:
-        if not isinstance(series, list):
-            return f"'series' is {type(series).__name__}, expected a list of rows"
-        for i, row in enumerate(series):
-            if (not isinstance(row, (list, tuple)) or len(row) != 4
-                    or not all(_number(v) for v in row)):
-                return (f"series row {i} is {row!r:.80}, expected 4 numbers "
-                        "[t_s, phys, rss, lazyfree]")
-    return None
 
 
 def arms(source: Any) -> List[Dict[str, Any]]:

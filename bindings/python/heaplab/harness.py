@@ -35,6 +35,7 @@ import csv
 import importlib.util
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -174,10 +175,16 @@ def error_summary(error: Any) -> str:
         return ""
     lines = str(error).strip().splitlines()
     if lines and lines[0].startswith("Traceback (most recent call last)"):
-        last_frame = max(i for i, ln in enumerate(lines) if ln.startswith(" "))
-        lines = lines[last_frame + 1:]
+        # the line after the last frame's indented ones (its source, 3.11's
+        # carets): an indented line of the message is not a frame's
+        frames = [i for i, ln in enumerate(lines) if ln.startswith('  File "')]
+        if frames:
+            i = frames[-1] + 1
+            while i < len(lines) and lines[i][:1].isspace():
+                i += 1
+            lines = lines[i:]
     lines = [ln.strip() for ln in lines if ln.strip()]
-    text = lines[0] if lines else str(error).strip()
+    text = lines[0] if lines else str(error).strip().splitlines()[0].strip()
     return text if len(text) <= 300 else text[:297] + "..."
 
 
@@ -1747,6 +1754,48 @@ def load_json_record(path: str, skipped: Optional[List[Tuple[str, str]]], caller
         return SKIPPED
 
 
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _arm_problem(a: Dict[str, Any]) -> Optional[str]:
+    """What makes a dict that claims to be an arm's JSON unreadable, or None:
+    the fields write_csv, records_frame and the plots read (docs/harness.md,
+    the arm's JSON) were found missing or of the wrong type only as a
+    KeyError, TypeError or a numpy error deep inside them."""
+    for key in ("experiment", "arm"):
+        if key not in a:
+            return f"no {key!r} (an arm's JSON has experiment, arm and records)"
+        if not isinstance(a[key], str):
+            return f"{key!r} is {type(a[key]).__name__} {a[key]!r}, expected a string"
+    recs = a.get("records")
+    if not isinstance(recs, list):
+        return f"'records' is {'null' if recs is None else type(recs).__name__}, expected a list"
+    for i, r in enumerate(recs):
+        if not isinstance(r, dict) or not isinstance(r.get("phase"), str):
+            return f"record {i} is not a phase record (an object with a 'phase' name)"
+        for k in (*FIGURES, "t_start_s", "t_end_s"):
+            v = r.get(k)
+            # (NaN and infinities are numbers here: a figure may be one)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)):
+                return (f"record {i} (phase {r['phase']!r}): {k!r} is {v!r:.60}, "
+                        f"expected a number or null")
+        for k in ("stats", "notes"):
+            if r.get(k) is not None and not isinstance(r[k], dict):
+                return (f"record {i} (phase {r['phase']!r}): {k!r} is "
+                        f"{type(r[k]).__name__}, expected an object")
+    series = a.get("series")
+    if series is not None:
+        if not isinstance(series, list):
+            return f"'series' is {type(series).__name__}, expected a list of rows"
+        for i, row in enumerate(series):
+            if (not isinstance(row, (list, tuple)) or len(row) != 4
+                    or not all(_real(v) for v in row)):
+                return (f"series row {i} is {row!r:.80}, expected 4 numbers "
+                        "[t_s, phys, rss, lazyfree]")
+    return None
+
+
 def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
               ) -> List[Dict[str, Any]]:
     """Every arm JSON under a results folder (recursively): the *.json files
@@ -1763,7 +1812,12 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
     linked in from another run was left out without a word), each real
     folder once: a loop of links ends, and a run reached twice (RESULTS/latest
     beside RESULTS/<run>) is loaded once."""
-    out = []
+    return [data for _, data in _arm_files(folder, skipped, "load_arms")]
+
+
+def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: str
+               ) -> Iterable[Tuple[str, Dict[str, Any]]]:
+    """(path, arm JSON) of each arm file under folder, as load_arms finds them."""
     seen = set()
     for root, dirs, files in os.walk(folder, followlinks=True):
         real = os.path.realpath(root)
@@ -1775,10 +1829,10 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
         for name in sorted(files):
             if not name.endswith(".json"):
                 continue
-            data = load_json_record(os.path.join(root, name), skipped, "load_arms")
+            path = os.path.join(root, name)
+            data = load_json_record(path, skipped, caller)
             if isinstance(data, dict) and "records" in data and "arm" in data:
-                out.append(data)
-    return out
+                yield path, data
 
 
 #: the columns of records.csv: status is the phase's (phase_status), arm_error
@@ -1790,13 +1844,22 @@ def write_csv(folder: str) -> None:
     """Write <folder>/records.csv (write_atomic): one row per phase of every
     arm JSON under it (CSV_COLUMNS), each with its arm's repeat (k of an
     <arm>.r<k>.json; empty for an arm run once), its phase's status and its
-    arm's error.  A *.json file that is not valid JSON is left out with a
-    warning naming it (load_arms(folder) raises on it)."""
+    arm's error.  A *.json file that is not valid JSON, or an arm's JSON
+    that cannot be read (_arm_problem: "records" null, a figure that is not a
+    number...), is left out with a warning naming it (load_arms(folder)
+    raises on the first, heaplab.analysis on both)."""
+    import warnings
     rows = []
-    for data in load_arms(folder, skipped=[]):
+    for path, data in _arm_files(folder, [], "write_csv"):
+        why = _arm_problem(data)
+        if why:
+            warnings.warn(f"heaplab: {path}: not an arm's results: {why}: left out of "
+                          f"records.csv", stacklevel=2)
+            continue
         arm_error = error_summary(data.get("error"))
         for r in data["records"]:
-            row = {"experiment": r["experiment"], "arm": r["arm"], "repeat": data.get("repeat"),
+            row = {"experiment": r.get("experiment", data["experiment"]),
+                   "arm": r.get("arm", data["arm"]), "repeat": data.get("repeat"),
                    "phase": r["phase"], "status": phase_status(r), "arm_error": arm_error}
             row.update({k: r.get(k) for k in FIGURES})
             rows.append(row)
