@@ -594,6 +594,20 @@ def test_notebook_runner_bad_input(tmp_path):
     assert p.returncode == 2 and "no notebooks" in p.stderr
     p = run_runner(str(tmp_path), "--timeout", "0")
     assert p.returncode == 2 and "--timeout" in p.stderr
+    # JSON that is not a notebook stopped the whole run with a jsonschema
+    # (or AttributeError) traceback: the notebooks after it never ran
+    (tmp_path / "a_bad.ipynb").write_text("{}")
+    (tmp_path / "b_list.ipynb").write_text("[]")
+    notebook(tmp_path / "c_good.ipynb", "x = 1")
+    p = run_runner(str(tmp_path))
+    assert p.returncode == 1 and "Traceback" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert f"FAIL {tmp_path / 'a_bad.ipynb'}  not a notebook nbformat can read: " in p.stdout
+    assert f"FAIL {tmp_path / 'b_list.ipynb'}  not a notebook nbformat can read: " in p.stdout
+    assert f"ok   {tmp_path / 'c_good.ipynb'}" in p.stdout, p.stdout
+    # --out that is a file: a FileExistsError traceback from os.makedirs
+    p = run_runner(str(tmp_path / "c_good.ipynb"), "--out", "/dev/null")
+    assert p.returncode == 2 and p.stderr == "heaplab.notebooks: --out /dev/null: not a " \
+        "folder\n", p.stderr
     with pytest.raises(FileNotFoundError, match="expected one"):
         experiment_module("e99", start=HERE)
     with pytest.raises(FileNotFoundError, match="no such experiment file"):

@@ -271,9 +271,19 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
 
     folder = os.path.dirname(os.path.abspath(path))
     out = out or os.path.join(folder, BUILD)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"{out}: not a folder (where the executed notebooks go)")
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as e:
+        # (a JSON document that is not a notebook -- '{}', a list -- was a
+        # jsonschema ValidationError or an AttributeError traceback, and the
+        # notebooks after it did not run)
+        lines = str(e).strip().splitlines()
+        raise ValueError(f"not a notebook nbformat can read: {type(e).__name__}: "
+                         f"{lines[0] if lines else ''}") from None
     os.makedirs(out, exist_ok=True)
     stem = os.path.splitext(os.path.basename(path))[0]
-    nb = nbformat.read(path, as_version=4)
     had_outputs = _has_outputs(nb)
     # the kernel inherits this environment: live arms save under _build/results
     saved = {k: os.environ.get(k) for k in ("HEAPLAB_RESULTS", "MPLBACKEND")}
@@ -373,6 +383,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError as e:
         print(f"heaplab.notebooks: {e}; install with: pip install 'heaplab[notebooks]'",
               file=sys.stderr)
+        return 2
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"heaplab.notebooks: --out {args.out}: not a folder", file=sys.stderr)
         return 2
     failures = []
     skips = []
