@@ -4,6 +4,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 struct hlpy_anchor {
@@ -113,10 +114,29 @@ void hlpy_anchor_drop(hlpy_anchor *a) {
   unref(a);
 }
 
-void hlpy_root_init(hlpy_root *r, hlpy_anchor *a) {
-  atomic_fetch_add(&a->refs, 1);
-  r->anchor = a;
+/* One more reference to a live anchor of that serial, or false.  A
+ * reference taken on a spare (refs 0) retired it a second time when it went:
+ * the list of live anchors then ran into the spares, a spare pointed at
+ * itself, and every later heap and sampler got that one anchor -- a sampler
+ * read as a heap (SIGSEGV), one heap's close() freeing another's.  So never
+ * from 0, and a reference that finds another serial (the spare reused by a
+ * new owner) is given back at once. */
+static bool ref_if_live(hlpy_anchor *a, uint64_t serial) {
+  long n = atomic_load(&a->refs);
+  do {
+    if (n <= 0) return false;
+  } while (!atomic_compare_exchange_weak(&a->refs, &n, n + 1));
+  if (__atomic_load_n(&a->serial, __ATOMIC_ACQUIRE) == serial) return true;
+  unref(a);
+  return false;
+}
+
+int hlpy_root_init(hlpy_root *r, hlpy_anchor *a, uint64_t serial) {
+  r->anchor = NULL;
   r->ref = 0;
+  if (!ref_if_live(a, serial)) return HL_ECLOSED;
+  r->anchor = a;
+  return 0;
 }
 
 void hlpy_root_release(hlpy_root *r) {

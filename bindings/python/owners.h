@@ -48,8 +48,11 @@ void hlpy_anchor_close(hlpy_anchor *a);
 /* The owner's reference goes (its cffi destructor): close, drop. */
 void hlpy_anchor_drop(hlpy_anchor *a);
 
-/* Attach an empty root (from ffi.new) to its heap's anchor. */
-void hlpy_root_init(hlpy_root *r, hlpy_anchor *a);
+/* Attach an empty root (from ffi.new) to its heap's anchor, the one of
+ * that serial: 0, or HL_ECLOSED (the root stays empty) when the owner's
+ * destructor ran -- a finalizer of the same garbage making a Ref -- and the
+ * anchor is a spare, reused or not. */
+int hlpy_root_init(hlpy_root *r, hlpy_anchor *a, uint64_t serial);
 /* Release the root's handle if its heap is open, and forget it (a Ref's
  * release(), and its cffi destructor). */
 void hlpy_root_release(hlpy_root *r);

@@ -470,3 +470,46 @@ def test_every_bad_argument_is_a_documented_exception():
     finally:
         s.stop()
         h.close()
+
+
+def test_a_finalizer_making_a_ref_of_finalized_garbage_leaves_the_anchors_whole():
+    """A __del__ that calls alloc() (or fill()) on a heap of the same garbage,
+    whose anchor's destructor had run: the root made for the new Ref took a
+    reference on the retired anchor (a spare), and retired it a second time
+    when it went.  The list of live anchors then ran into the spares, and
+    every later Heap and Sampler got one and the same anchor: a heap's call
+    read a sampler as its hl_heap * (SIGSEGV), and one heap's close() freed
+    another's.  The call now raises HeapClosed and takes no reference."""
+    p = run_python("""
+        import gc, heaplab
+        said = []
+        class Node:
+            def __del__(self):
+                for call in (lambda: self.h.alloc(8), lambda: self.h.fill(4096, 64)):
+                    try:
+                        call()
+                        said.append("ok")
+                    except heaplab.Error as e:
+                        said.append(type(e).__name__)
+        def garbage():
+            h = heaplab.Heap()        # made first: its anchor is finalized before Node's __del__
+            n = Node(); n.h = h; n.me = n
+        gc.disable()
+        for _ in range(3):
+            garbage()
+            gc.collect()
+        print("said", sorted(set(said)), flush=True)
+        anchor = lambda o: int(heaplab.ffi.cast("uintptr_t", o._anchor))
+        x, y, s = heaplab.Heap(), heaplab.Heap(), heaplab.Sampler(0.01)
+        print("distinct", len({anchor(x), anchor(y), anchor(s)}), flush=True)
+        rx, ry = x.alloc(8), y.alloc(64)
+        x.close()
+        print("y after x.close()", ry.size, y.stats().handles, flush=True)
+        s.summary()
+        y.close(); s.close()
+        print("done", flush=True)
+    """)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
+    assert "said ['HeapClosed']" in p.stdout, p.stdout
+    assert "distinct 3" in p.stdout, p.stdout
+    assert "y after x.close() 64 1" in p.stdout and "done" in p.stdout, p.stdout

@@ -779,7 +779,11 @@ class Heap(_Owned):
     def _root(self) -> Any:
         """An empty root of this heap, owned by C (owners.h)."""
         root = ffi.gc(ffi.new("hlpy_root *"), lib.hlpy_root_done)
-        lib.hlpy_root_init(root, self._anchor)
+        if lib.hlpy_root_init(root, self._anchor, self._serial):
+            # the anchor's destructor ran: this heap is garbage, and a
+            # finalizer of the same garbage makes a Ref of it
+            self._finalized = self._closed = True
+            raise self._closed_error()
         return root
 
     def _new_ref(self, fn: Any, *args: Any) -> Ref:
