@@ -311,6 +311,12 @@ class Scratch:
                 # the extension and the modules generated at build time (_options.py)
                 if (f.startswith("_heaplab") and f.endswith(".so")) or f.endswith(".py"):
                     shutil.copy2(os.path.join(ext, f), pkg)
+            # the preloaded library, where heaplab.preload_path() finds it (a
+            # command arm on glibc or heaplab preloads it)
+            lib = os.path.join(self.path, "build-py", "clients", "preload",
+                               "libheaplab-malloc.so")
+            if os.path.exists(lib):
+                shutil.copy2(lib, pkg)
         return True
 
     def test(self, t, timeout):
