@@ -648,14 +648,15 @@ int hl_interrupt_attach(int signo);
 typedef struct hl_heap hl_heap;
 
 /* Create a heap.  opts NULL = defaults plus HEAPLAB_* environment.  On failure
- * *out is NULL and the message is written to err (may be NULL). */
+ * *out is NULL and the message is written to err (may be NULL) and is
+ * hl_heap_error(NULL)'s. */
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen);
 /* Close a heap: every object, handle and page is gone.  NULL is ignored. */
 void hl_heap_free(hl_heap *heap);
 /* Message of the calling thread's last failure when it was on this heap;
  * otherwise the heap's last failure from any thread ("" if none).  With
  * heap NULL: the calling thread's last failure of a call that takes no heap
- * (hl_sampler_open). */
+ * (hl_heap_new, hl_sampler_open). */
 const char *hl_heap_error(const hl_heap *heap);
 int hl_heap_options(const hl_heap *heap, hl_options *out);
 

@@ -236,7 +236,7 @@ static void heap_destroy(hl_heap *h) {
   hl__sys_free(h);
 }
 
-int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen) {
+static int heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen) {
   if (!out) {
     hl__fmt_err(err, errlen, "hl_heap_new: NULL output pointer");
     return HL_EINVAL;
@@ -327,6 +327,19 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   return HL_OK;
 fail:
   heap_destroy(h);
+  return rc;
+}
+
+/* The message also is the thread's last failure outside any heap, as
+ * heaplab.h's conventions say: a caller passing err NULL read "" from
+ * hl_heap_error(NULL). */
+int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen) {
+  char msg[256] = "";
+  int rc = heap_new(opts, out, msg, sizeof msg);
+  if (rc != HL_OK) {
+    hl__fail(NULL, rc, "%s", msg);
+    hl__fmt_err(err, errlen, "%s", msg);
+  }
   return rc;
 }
 

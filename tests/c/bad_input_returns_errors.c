@@ -36,6 +36,16 @@ int main(void) {
   CHECK(hl_heap_new(&bad, &h, err, sizeof err) == HL_EVALUE && strstr(err, "gc_trigger_min_bytes"),
         "trigger bounds: %s", err);
   CHECK(hl_heap_new(&o, NULL, err, sizeof err) == HL_EINVAL, "NULL out");
+  /* with err NULL the message is hl_heap_error(NULL)'s, as heaplab.h's
+   * conventions say (it was "": only the caller's buffer had it) */
+  bad = o;
+  bad.page_size = 65536 + 4096;
+  CHECK(hl_heap_new(&bad, &h, NULL, 0) == HL_EVALUE && !h &&
+            strstr(hl_heap_error(NULL), "power of two"),
+        "hl_heap_error(NULL) after hl_heap_new: '%s'", hl_heap_error(NULL));
+  CHECK(hl_heap_new(&o, NULL, NULL, 0) == HL_EINVAL &&
+            strstr(hl_heap_error(NULL), "hl_heap_new: NULL output pointer"),
+        "hl_heap_error(NULL) after a NULL out: '%s'", hl_heap_error(NULL));
 
   h = HEAP("verify=true");
   hl_heap *other = HEAP("page_release=false");
