@@ -187,6 +187,10 @@ def test_removed_and_closed_regions_refuse():
         region[0]
     with pytest.raises(heaplab.StaleRef, match="removed"):
         region.scrub()
+    # a store said 'word 0: its Ref was released' -- of an int 1, no Ref at all
+    for store in (lambda: region.__setitem__(0, 1), lambda: region.write([1, 2])):
+        with pytest.raises(heaplab.StaleRef, match=r"^this region was removed \(remove\(\)"):
+            store()
     with pytest.raises(heaplab.StaleRef):
         with region:
             pass

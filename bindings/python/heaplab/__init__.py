@@ -1286,7 +1286,9 @@ class ConservativeRegion(_Slotted):
     def _store(self, start: int, words: List[Tuple[int, int]]) -> None:
         values = ffi.new("uint64_t[]", [w for w, _ in words])
         refs = ffi.new("uint64_t[]", [r for _, r in words])
-        bad = ffi.new("uint64_t *")
+        # (no word is the bad one until the C side says so: a region removed
+        # before the call left 0 here, and the error blamed word 0's Ref)
+        bad = ffi.new("uint64_t *", 0xFFFFFFFFFFFFFFFF)
         try:
             self._do(lib.hlpy_region_store, start, values, refs, len(words), bad)
         except StaleRef:
