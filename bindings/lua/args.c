@@ -206,15 +206,44 @@ void lhl_mib(char *buf, size_t len, uint64_t bytes) {
   snprintf(buf, len, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
 }
 
-/* Make metatable `name`: its metamethods, and __index a closure over the
- * method table (index != NULL: it decides what other keys mean) or the
- * method table itself.  Leaves the metatable on the stack. */
+/* In an __index closure of lhl_new_type's, for the key at 2: a string is a
+ * method -- 1, with it pushed -- or an error naming the type's methods (a
+ * typo must not be a silent nil), `hint` after the list; 0 for any other
+ * key (the type's own meaning, if it has one). */
+int lhl_method(lua_State *L, const char *hint) {
+  if (lua_type(L, 2) != LUA_TSTRING) return 0;
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  return lhl_fail(L, lua_tostring(L, lua_upvalueindex(3)), "no method '%s' (methods: %s%s)",
+                  lua_tostring(L, 2), lua_tostring(L, lua_upvalueindex(2)), hint);
+}
+
+/* A type with methods only (the sampler): anything else is an error. */
+static int methods_only(lua_State *L) {
+  if (lhl_method(L, "")) return 1;
+  char b[80];
+  return lhl_fail(L, lua_tostring(L, lua_upvalueindex(3)), "no field %s (a %s has methods only)",
+                  lhl_shown(L, 2, b, sizeof b), lua_tostring(L, lua_upvalueindex(3)));
+}
+
+/* Make metatable `name`: its metamethods, and __index a closure (index, or
+ * methods_only when NULL) over the method table, the list of its names
+ * (for lhl_method's error, made from `methods` so that it cannot drift from
+ * it) and `name`.  Leaves the metatable on the stack. */
 void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
                   lua_CFunction index) {
   luaL_newmetatable(L, name);
   luaL_setfuncs(L, meta, 0);
   lua_newtable(L);
   luaL_setfuncs(L, methods, 0);
-  if (index) lua_pushcclosure(L, index, 1);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (const luaL_Reg *m = methods; m->name; m++) {
+    if (m != methods) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, m->name);
+  }
+  luaL_pushresult(&b);
+  lua_pushstring(L, name);
+  lua_pushcclosure(L, index ? index : methods_only, 3);
   lua_setfield(L, -2, "__index");
 }

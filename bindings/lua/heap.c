@@ -687,22 +687,6 @@ static const luaL_Reg heap_methods[] = {
     {"range", h_range},
     {NULL, NULL}};
 
-/* h.method; an unknown name is an error naming it (a typo must not be nil). */
-static int heap_index(lua_State *L) {
-  if (lua_type(L, 2) == LUA_TSTRING) {
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
-    return lhl_fail(L, "heaplab.heap",
-                    "no method '%s' (methods: alloc, fill, thin, conservative_region, collect, "
-                    "stats, events, resident_bytes, vma_count, inject, faults, close, closed, "
-                    "trim, check, churn, memory_pressure, options, range)",
-                    lua_tostring(L, 2));
-  }
-  char b[80];
-  return lhl_fail(L, "heaplab.heap",
-                  "no field %s (a heap has methods only)", lhl_shown(L, 2, b, sizeof b));
-}
-
 static const luaL_Reg heap_meta[] = {
     {"__gc", heap_close},
     {"__close", heap_close},
@@ -711,6 +695,6 @@ static const luaL_Reg heap_meta[] = {
     {NULL, NULL}};
 
 void lhl_open_heap(lua_State *L) {
-  lhl_new_type(L, HEAP_MT, heap_meta, heap_methods, heap_index);
+  lhl_new_type(L, HEAP_MT, heap_meta, heap_methods, NULL); /* methods only */
   lua_pop(L, 1);
 }

@@ -69,6 +69,7 @@ int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int de
 void lhl_mib(char *buf, size_t len, uint64_t bytes);
 void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
                   lua_CFunction index);
+int lhl_method(lua_State *L, const char *hint);
 
 /* show.c */
 void lhl_open_show(lua_State *L);

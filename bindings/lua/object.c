@@ -287,14 +287,7 @@ static const luaL_Reg obj_methods[] = {
 
 /* o[i] -> object or nil (a NEW root to the slot's object); o.method -> method */
 static int obj_index(lua_State *L) {
-  if (lua_type(L, 2) == LUA_TSTRING) {
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
-    return lhl_fail(L, "heaplab.object",
-                    "no method '%s' (methods: release, released, size, refs, address, large, "
-                    "heap, checksum, dup, read, write; o[i] for slots)",
-                    lua_tostring(L, 2));
-  }
+  if (lhl_method(L, "; o[i] for slots")) return 1;
   static const char fn[] = "o[i]";
   hl_heap *h;
   lobj *o = obj_check(L, 1, fn, &h);

@@ -314,13 +314,7 @@ static const luaL_Reg region_methods[] = {
 
 /* reg[i] -> integer; reg.method -> method */
 static int region_index(lua_State *L) {
-  if (lua_type(L, 2) == LUA_TSTRING) {
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
-    return lhl_fail(L, "heaplab.region",
-                    "no method '%s' (methods: scrub, write, words, remove, removed, heap; "
-                    "reg[i] for words)", lua_tostring(L, 2));
-  }
+  if (lhl_method(L, "; reg[i] for words")) return 1;
   lregion *r = region_check(L, 1, "reg[i]", NULL);
   uint64_t i = word_index(L, 2, "reg[i]", r);
   lua_pushinteger(L, (lua_Integer)(uintptr_t)__atomic_load_n(&r->words[i], __ATOMIC_RELAXED));
