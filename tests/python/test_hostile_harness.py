@@ -271,3 +271,65 @@ def test_sweep_cli_refuses_a_bad_timeout_arms_or_results_before_any_cluster(tmp_
         assert p.returncode == 2 and needle in p.stderr, (args, p.stdout, p.stderr[-3000:])
         assert "Traceback" not in p.stderr and " ok, " not in p.stdout, (args, p.stdout)
     assert not os.path.exists(results)
+
+
+def _pids_naming(text):
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+UNGUARDED = """
+from heaplab.harness import Experiment
+EX = Experiment("UNGUARDED", "runs at import")
+
+@EX.arm("a")
+@EX.arm("b")
+def arm(rec, **options):
+    with rec.phase("p"):
+        pass
+
+EX.run(save=False)          # no `if __name__ == "__main__":`
+print("ran to the end")
+"""
+
+
+def test_an_experiment_run_at_import_does_not_multiply(tmp_path):
+    """A module that calls Experiment.run() at import, without the
+    `__main__` guard: each arm's process imported it and ran the whole
+    experiment again, whose arms did the same -- about 2,000 processes in
+    2.5 minutes, each in a session of its own, going on after the script
+    ended.  run() now refuses inside an arm's import: the arms fail, each
+    saying why, and the script ends."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "HEAPLAB_RESULTS": str(tmp_path / "results")})
+    try:
+        out, err = p.communicate(timeout=60)
+    finally:
+        # every process of the chain names the script (the arms' command
+        # lines): the old code's are killed until none is left
+        p.kill()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            left = _pids_naming(str(script))
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+    assert p.returncode != 0 and "ran to the end" not in out, (p.returncode, out, err[-3000:])
+    assert "run() called while an arm's process imports" in err, err[-3000:]
+    assert "__main__" in err, err[-3000:]

@@ -333,6 +333,15 @@ class Recorder:
         return [[(t - self.t0) / 1e9, p, r, l] for t, p, r, l in samples]
 
 
+# the experiment module an arm's process is importing (_child_main), else
+# None: Experiment.run refuses to run while it is -- a module that runs its
+# experiment at import, without `if __name__ == "__main__":`, made each arm's
+# process run the whole experiment again, whose arms did the same (some
+# 2,000 processes in 2.5 minutes, each in a session of its own, going on
+# after the first script had ended)
+_IMPORTING_FOR_AN_ARM: Optional[str] = None
+
+
 def _child_main(argv: Sequence[str]) -> int:
     path, exp_name, arm_name = argv
     # stdout is the arm's JSON and nothing else: what the arm prints (print(),
@@ -344,7 +353,14 @@ def _child_main(argv: Sequence[str]) -> int:
     spec = importlib.util.spec_from_file_location("_heaplab_experiment", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    # (on heaplab.harness: run as `python -m heaplab.harness`, this module
+    # is __main__, and the experiment's module imports another copy of it)
+    from heaplab import harness as shared
+    shared._IMPORTING_FOR_AN_ARM = path
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        shared._IMPORTING_FOR_AN_ARM = None
     exp = getattr(mod, exp_name)
     arm = exp.arms[arm_name]
     rec = Recorder(exp.name, arm_name)
@@ -1477,6 +1493,12 @@ class Experiment:
         and strings, and the footprint series, are the first run's), so an
         assertion on it is judged on the median of N.  The runs themselves
         are in ArmResult.repeats and saved as <arm>.r<k>.json."""
+        if _IMPORTING_FOR_AN_ARM is not None:
+            raise RuntimeError(
+                f"experiment {self.name}: run() called while an arm's process imports "
+                f"{_IMPORTING_FOR_AN_ARM}: that module runs its experiment when it is imported, "
+                f"and every arm's process would run it again; call run() under "
+                f"`if __name__ == \"__main__\":` (or from a test function)")
         self._locate()
         n = repeat if repeat is not None else _env_repeat()
         if isinstance(n, bool) or not isinstance(n, int):
