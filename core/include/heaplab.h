@@ -812,7 +812,12 @@ void hl_leave(hl_heap *heap);
 
 /* Allocate; NULL on failure (hl_heap_error says why). Slots start empty. */
 void *hl_obj_new(hl_heap *heap, uint64_t size, uint64_t refs);
-/* Allocate straight into slot `slot` of `parent` (so it is never unrooted). */
+/* Allocate straight into slot `slot` of `parent` (so it is never unrooted).
+ * parent is an object of `heap` (not checked): heaps collect apart, so an
+ * object reachable only from another heap's object is garbage to its own
+ * heap (a slot holds objects of its object's heap only; handles, which
+ * belong to one heap, cannot say otherwise), and a generational heap's
+ * barrier would read another heap's object as its own. */
 void *hl_obj_new_in(hl_heap *heap, void *parent, uint64_t slot, uint64_t size,
                     uint64_t refs);
 void *hl_obj_payload(const void *obj);
