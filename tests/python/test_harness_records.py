@@ -16,7 +16,7 @@ import pytest
 
 from heaplab.harness import ArmFailed, ArmResult, load_arms, run_command_arm, save_arm
 
-from procs import gone, reap, wait_for_file
+from procs import gone, pids_naming, reap, wait_for_file
 
 MiB = 1 << 20
 
@@ -267,19 +267,6 @@ def test_command_phases_do_not_nest():
     assert data["records"][0]["phys_low_after_mark"] is not None
 
 
-def _pids_with(tag):
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if tag.encode() in f.read():
-                        found.append(int(d))
-            except OSError:
-                pass
-    return found
-
-
 @pytest.mark.parametrize("how", ["timeout", "stop_signal", "exits"])
 def test_a_command_arm_leaves_nothing_it_started_running(how):
     """run_command_arm with an allocator started the command in the caller's
@@ -301,14 +288,14 @@ def test_a_command_arm_leaves_nothing_it_started_running(how):
         cmd, kw = ["bash", "-c", f"{helper} sleep 0.3"], {"timeout": 60}
     try:
         data = run_command_arm(cmd, allocator="glibc", **kw)
-        left = _pids_with(tag)
+        left = pids_naming(tag)
         deadline = time.monotonic() + 5          # (SIGKILL is delivered, then reaped by init)
         while left and time.monotonic() < deadline:
             time.sleep(0.05)
-            left = _pids_with(tag)
+            left = pids_naming(tag)
         assert not left, (how, data["error"], left)
     finally:
-        for pid in _pids_with(tag):
+        for pid in pids_naming(tag):
             os.kill(pid, signal.SIGKILL)
     if how == "timeout":
         assert "still running at the arm's timeout" in data["error"], data["error"]

@@ -14,7 +14,7 @@ import pytest
 
 from heaplab.harness import ArmFailed, run_command_arm
 
-from procs import gone, reap, wait_for_file
+from procs import gone, pids_naming, reap, wait_for_file
 
 
 # ---- run_command_arm with an allocator ----------------------------------------------------------
@@ -273,19 +273,6 @@ def test_sweep_cli_refuses_a_bad_timeout_arms_or_results_before_any_cluster(tmp_
     assert not os.path.exists(results)
 
 
-def _pids_naming(text):
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit() and int(d) != os.getpid():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if text.encode() in f.read():
-                        found.append(int(d))
-            except OSError:
-                pass
-    return found
-
-
 UNGUARDED = """
 from heaplab.harness import Experiment
 EX = Experiment("UNGUARDED", "runs at import")
@@ -321,7 +308,7 @@ def test_an_experiment_run_at_import_does_not_multiply(tmp_path):
         p.kill()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            left = _pids_naming(str(script))
+            left = pids_naming(str(script))
             if not left:
                 break
             for pid in left:
