@@ -74,7 +74,45 @@ int lhl_result(lua_State *L, const char *fn, hl_heap *h, int rc) {
 }
 
 /* "a string 'abc'", "the number 1.5", "a table": what the caller passed. */
+void *lhl_ud(lua_State *L, int idx, uint64_t tag, size_t size) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != size) return NULL;
+  void *p = lua_touserdata(L, idx);
+  return *(const uint64_t *)p == tag ? p : NULL;
+}
+
+int lhl_finalize(lua_State *L) {
+  lhl_heap_finalize(L);
+  lhl_obj_finalize(L);
+  lhl_region_finalize(L);
+  lhl_sampler_finalize(L);
+  return 0;
+}
+
+/* What a value of the module is, by its tag (its metatable may say
+ * otherwise), or NULL. */
+static const char *kind_of(lua_State *L, int idx) {
+  if (lhl_heap_at(L, idx)) return HEAP_MT;
+  if (lhl_obj_at(L, idx)) return OBJ_MT;
+  if (lhl_region_at(L, idx)) return REGION_MT;
+  if (lhl_sampler_at(L, idx)) return SAMPLER_MT;
+  return NULL;
+}
+
+/* __tostring of a kind given a value of another (debug.setmetatable):
+ * what it is, and whose metatable it carries. */
+int lhl_tostring_other(lua_State *L, const char *mt) {
+  char b[80];
+  lua_pushfstring(L, "%s (with the metatable of %s): %p", lhl_shown(L, 1, b, sizeof b), mt,
+                  lua_topointer(L, 1));
+  return 1;
+}
+
 const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
+  const char *kind = kind_of(L, idx);
+  if (kind) {
+    snprintf(buf, len, "a %s", kind);
+    return buf;
+  }
   switch (lua_type(L, idx)) {
   case LUA_TNUMBER:
     if (lua_isinteger(L, idx))

@@ -29,7 +29,7 @@ static int nul_free(lua_State *L, int idx) {
 
 /* The heap userdata at idx; `fn` names the method for the error. */
 static lheap *heap_ud(lua_State *L, int idx, const char *fn) {
-  lheap *lh = luaL_testudata(L, idx, HEAP_MT);
+  lheap *lh = lhl_heap_at(L, idx);
   if (!lh) {
     char b[80];
     lhl_fail(L, fn, "expected a heap as self (call it with ':'), got %s",
@@ -41,7 +41,7 @@ static lheap *heap_ud(lua_State *L, int idx, const char *fn) {
 lheap *lhl_uv_heap(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   lua_getiuservalue(L, idx, 1);
-  lheap *lh = luaL_testudata(L, -1, HEAP_MT);
+  lheap *lh = lhl_heap_at(L, -1);
   lua_pop(L, 1);
   return lh;
 }
@@ -145,6 +145,7 @@ int lhl_heap_new(lua_State *L) {
   hl_options o;
   build_options(L, 1, &o);
   lheap *lh = lua_newuserdatauv(L, sizeof *lh, 0);
+  lh->tag = LHL_TAG_HEAP;
   lh->h = NULL; /* closed until hl_heap_new succeeds */
   lh->manual = o.mode == HL_MODE_MANUAL;
   lh->events_capacity = o.events_capacity;
@@ -162,15 +163,18 @@ int lhl_heap_new(lua_State *L) {
   /* Lua's collector sees a few bytes of userdata, not what the heap holds
    * (its descriptors, events, first pages: ~100 KiB as soon as it is used),
    * so 3,000 dropped heaps held 925 MiB until collectgarbage().  Tell it:
-   * a step as if the heap's cost had been allocated. */
-  lua_gc(L, LUA_GCSTEP, (int)((o.page_size + o.events_capacity * (int64_t)sizeof(hl_event)) >> 10));
+   * a step as if the heap's cost had been allocated (not when the program
+   * stopped the collector: LUA_GCSTEP runs it, finalizers included). */
+  if (lua_gc(L, LUA_GCISRUNNING))
+    lua_gc(L, LUA_GCSTEP, (int)((o.page_size + o.events_capacity * (int64_t)sizeof(hl_event)) >> 10));
   return 1;
 }
 
-/* The one finalizer of a heap: __gc, __close and h:close().  Its handles see
- * lh->h == NULL afterwards and refuse to run. */
-static int heap_close(lua_State *L) {
-  lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+/* The one finalizer of a heap: __gc, __close (lhl_finalize) and h:close().
+ * Its handles see lh->h == NULL afterwards and refuse to run. */
+int lhl_heap_finalize(lua_State *L) {
+  lheap *lh = lhl_heap_at(L, 1);
+  if (!lh) return 0;
   hl_heap *h = lh->h;
   lh->h = NULL;
   hl_heap_free(h);
@@ -191,7 +195,7 @@ an error.  Idempotent.
 */
 static int h_close(lua_State *L) {
   heap_ud(L, 1, "h:close");
-  heap_close(L);
+  lhl_heap_finalize(L);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -287,7 +291,7 @@ static int h_thin(lua_State *L) {
   static const char fn[] = "h:thin";
   char b[80];
   heap_ud(L, 1, fn);
-  lobj *src = luaL_testudata(L, 2, OBJ_MT);
+  lobj *src = lhl_obj_at(L, 2);
   if (!src) return lhl_fail(L, fn, "obj must be a heaplab object, got %s", lhl_shown(L, 2, b, sizeof b));
   uint64_t every = lhl_arg_uint(L, 3, fn, "every", 1000000000, -1);
   if (every < 1) return lhl_fail(L, fn, "every must be at least 1, got 0");
@@ -633,7 +637,8 @@ static int h_churn(lua_State *L) {
 
 /* One line for the REPL: mode, pages by state, handles, cycles, live bytes. */
 static int heap_tostring(lua_State *L) {
-  lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+  lheap *lh = lhl_heap_at(L, 1);
+  if (!lh) return lhl_tostring_other(L, HEAP_MT);
   if (!lh->h) {
     lua_pushfstring(L, "heaplab.heap (closed): %p", (void *)lh);
     return 1;
@@ -688,8 +693,8 @@ static const luaL_Reg heap_methods[] = {
     {NULL, NULL}};
 
 static const luaL_Reg heap_meta[] = {
-    {"__gc", heap_close},
-    {"__close", heap_close},
+    {"__gc", lhl_finalize},
+    {"__close", lhl_finalize},
     {"__tostring", heap_tostring},
     {"__newindex", heap_newindex},
     {NULL, NULL}};

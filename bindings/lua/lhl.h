@@ -30,19 +30,59 @@
 #define EVENTS_MT "heaplab.events"
 #define EVENT_MT "heaplab.event"
 
+/* The first word of each of the module's userdata: which kind it is.  A
+ * value is one of ours by this word and its size (lhl_ud), never by its
+ * metatable alone -- debug.setmetatable gives any userdata any metatable
+ * (a heap read as a sampler crashed), and a copy of ours is not ours (a
+ * heap whose __gc refused it leaked). */
+#define LHL_TAG_HEAP 0x706165682e6c68ULL    /* "hl.heap" */
+#define LHL_TAG_OBJ 0x6a626f2e6c68ULL       /* "hl.obj" */
+#define LHL_TAG_SAMPLER 0x706d61732e6c68ULL /* "hl.samp" */
+#define LHL_TAG_REGION 0x6765722e6c68ULL    /* "hl.reg" */
+
 typedef struct lheap {
+  uint64_t tag;            /* LHL_TAG_HEAP */
   hl_heap *h;              /* NULL when closed */
   int manual;              /* mode=manual: no handles, no collector */
   int64_t events_capacity; /* events() reads at most this many */
 } lheap;
 
 typedef struct lobj {
+  uint64_t tag; /* LHL_TAG_OBJ */
   hl_ref ref; /* 0 when released (or never acquired); user value 1 = the heap userdata */
 } lobj;
 
 typedef struct lsampler {
+  uint64_t tag;  /* LHL_TAG_SAMPLER */
   hl_sampler *s; /* NULL when stopped */
 } lsampler;
+
+typedef struct lregion {
+  uint64_t tag; /* LHL_TAG_REGION */
+  void **words; /* NULL once removed */
+  uint64_t n;
+  /* the heap userdata the words are registered with; alive while the region
+   * is (the owners table), read through only once a live heap userdata (the
+   * user value, or the owners table's entry) is found to be this one */
+  const struct lheap *owner;
+} lregion;
+
+/* The userdata at idx when the module made it as that kind (tag and size),
+ * else NULL. */
+void *lhl_ud(lua_State *L, int idx, uint64_t tag, size_t size);
+#define lhl_heap_at(L, i) ((lheap *)lhl_ud((L), (i), LHL_TAG_HEAP, sizeof(lheap)))
+#define lhl_obj_at(L, i) ((lobj *)lhl_ud((L), (i), LHL_TAG_OBJ, sizeof(lobj)))
+#define lhl_sampler_at(L, i) ((lsampler *)lhl_ud((L), (i), LHL_TAG_SAMPLER, sizeof(lsampler)))
+#define lhl_region_at(L, i) ((lregion *)lhl_ud((L), (i), LHL_TAG_REGION, sizeof(lregion)))
+/* The kinds' finalizers (each does nothing to a value of another kind) and
+ * the one __gc and __close of every kind, which runs the right one
+ * whatever metatable the value has now. */
+int lhl_heap_finalize(lua_State *L);
+int lhl_obj_finalize(lua_State *L);
+int lhl_region_finalize(lua_State *L);
+int lhl_sampler_finalize(lua_State *L);
+int lhl_finalize(lua_State *L);
+int lhl_tostring_other(lua_State *L, const char *mt);
 
 /* args.c */
 int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...)

@@ -4,7 +4,7 @@
  * The userdata holds the hl_ref; its user value holds the heap userdata, so
  * a heap stays alive while any of its handles does, and a handle whose heap
  * was closed finds the hl_heap * gone and refuses to run (a Lua error, not a
- * crash).  One finalizer (obj_gc) serves __gc, __close and o:release(): it
+ * crash).  One finalizer (lhl_obj_finalize) serves __gc, __close and o:release(): it
  * drops the root, so the next heap collection can reclaim the object.
  * Slots are 1-based: o[1] is C's slot 0; every o[i] read is a NEW root.
  */
@@ -19,6 +19,7 @@
 lobj *lhl_obj_new(lua_State *L, int heap_idx) {
   heap_idx = lua_absindex(L, heap_idx);
   lobj *o = lua_newuserdatauv(L, sizeof *o, 1);
+  o->tag = LHL_TAG_OBJ;
   o->ref = 0;
   luaL_setmetatable(L, OBJ_MT);
   lua_pushvalue(L, heap_idx);
@@ -31,7 +32,7 @@ lobj *lhl_obj_new(lua_State *L, int heap_idx) {
  * dangling use. */
 static lobj *obj_check(lua_State *L, int idx, const char *fn, hl_heap **hp) {
   char b[80];
-  lobj *o = luaL_testudata(L, idx, OBJ_MT);
+  lobj *o = lhl_obj_at(L, idx);
   if (!o) {
     lhl_fail(L, fn, "expected a heaplab object as self (call it with ':'), got %s",
              lhl_shown(L, idx, b, sizeof b));
@@ -61,7 +62,7 @@ static void obj_info(lua_State *L, const char *fn, hl_heap *h, lobj *o, hl_objec
  * (a root never outlives its heap), and nothing else is touched.  Another heap
  * there refuses the handle (it names its heap: HL_EFOREIGN), harmlessly. */
 static int obj_release_ud(lua_State *L, int idx) {
-  lobj *o = luaL_testudata(L, idx, OBJ_MT);
+  lobj *o = lhl_obj_at(L, idx);
   if (!o) return 0;
   hl_ref ref = o->ref;
   o->ref = 0;
@@ -71,7 +72,7 @@ static int obj_release_ud(lua_State *L, int idx) {
   return 0;
 }
 
-static int obj_gc(lua_State *L) { return obj_release_ud(L, 1); }
+int lhl_obj_finalize(lua_State *L) { return obj_release_ud(L, 1); }
 
 /***
 A handle to one object of a heap: a root.  `#o` is its number of slots, `o[i]` the object
@@ -87,7 +88,7 @@ Drop this root now.  Idempotent.
 */
 static int o_release(lua_State *L) {
   char b[80];
-  if (!luaL_testudata(L, 1, OBJ_MT))
+  if (!lhl_obj_at(L, 1))
     return lhl_fail(L, "o:release", "expected a heaplab object as self (call it with ':'), got %s",
                     lhl_shown(L, 1, b, sizeof b));
   return obj_release_ud(L, 1);
@@ -100,7 +101,7 @@ Was the handle released?
 */
 static int o_released(lua_State *L) {
   char b[80];
-  lobj *o = luaL_testudata(L, 1, OBJ_MT);
+  lobj *o = lhl_obj_at(L, 1);
   if (!o)
     return lhl_fail(L, "o:released", "expected a heaplab object as self, got %s",
                     lhl_shown(L, 1, b, sizeof b));
@@ -159,7 +160,7 @@ The heap the object belongs to.
 /* o:heap() -> the heap userdata this object belongs to */
 static int o_heap(lua_State *L) {
   char b[80];
-  if (!luaL_testudata(L, 1, OBJ_MT))
+  if (!lhl_obj_at(L, 1))
     return lhl_fail(L, "o:heap",
                     "expected a heaplab object as self, got %s", lhl_shown(L, 1, b, sizeof b));
   lua_getiuservalue(L, 1, 1);
@@ -312,7 +313,7 @@ static int obj_newindex(lua_State *L) {
   uint64_t slot = slot_index(L, 2, fn, h, o);
   hl_ref value = 0;
   if (!lua_isnil(L, 3)) {
-    lobj *v = luaL_testudata(L, 3, OBJ_MT);
+    lobj *v = lhl_obj_at(L, 3);
     if (!v) return lhl_fail(L, fn, "v must be a heaplab object or nil, got %s",
                             lhl_shown(L, 3, b, sizeof b));
     lua_getiuservalue(L, 1, 1);
@@ -338,7 +339,7 @@ static int obj_len(lua_State *L) {
 
 /* Two handles are equal when they root the same object of the same heap. */
 static int obj_eq(lua_State *L) {
-  lobj *a = luaL_testudata(L, 1, OBJ_MT), *b = luaL_testudata(L, 2, OBJ_MT);
+  lobj *a = lhl_obj_at(L, 1), *b = lhl_obj_at(L, 2);
   if (!a || !b || !a->ref || !b->ref) {
     lua_pushboolean(L, lua_rawequal(L, 1, 2));
     return 1;
@@ -355,7 +356,8 @@ static int obj_eq(lua_State *L) {
 }
 
 static int obj_tostring(lua_State *L) {
-  lobj *o = luaL_checkudata(L, 1, OBJ_MT);
+  lobj *o = lhl_obj_at(L, 1);
+  if (!o) return lhl_tostring_other(L, OBJ_MT);
   lheap *lh = lhl_uv_heap(L, 1);
   hl_object_info info;
   if (o->ref == 0)
@@ -376,8 +378,8 @@ static int obj_tostring(lua_State *L) {
 }
 
 static const luaL_Reg obj_meta[] = {
-    {"__gc", obj_gc},
-    {"__close", obj_gc},
+    {"__gc", lhl_finalize},
+    {"__close", lhl_finalize},
     {"__tostring", obj_tostring},
     {"__newindex", obj_newindex},
     {"__len", obj_len},

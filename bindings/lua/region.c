@@ -9,7 +9,7 @@
  * in a weak-keyed registry table, region -> heap: it keeps the heap alive
  * while the region lives (and during its __gc), and tells the finalizer
  * which heap to unregister the words from whatever the user value is.  One
- * finalizer (region_gc) serves __gc, __close and reg:remove(): it
+ * finalizer (lhl_region_finalize) serves __gc, __close and reg:remove(): it
  * unregisters the words (if the heap is still open) and frees them.  A
  * closed heap was freed synchronously (hl_heap_free stops its collector),
  * so nothing reads the words after that.  Words are 1-based, as slots are.
@@ -20,15 +20,6 @@
 #include <stdlib.h>
 
 #include "lhl.h"
-
-typedef struct lregion {
-  void **words; /* NULL once removed */
-  uint64_t n;
-  /* the heap userdata the words are registered with; alive while the region
-   * is (the owners table), read through only once a live heap userdata (the
-   * user value, or the owners table's entry) is found to be this one */
-  const lheap *owner;
-} lregion;
 
 /* The registry's weak-keyed table region -> heap userdata. */
 static const char owners_key = 0;
@@ -42,7 +33,7 @@ static lheap *registered_owner(lua_State *L, int idx) {
   }
   lua_pushvalue(L, idx);
   lua_rawget(L, -2);
-  lheap *lh = luaL_testudata(L, -1, HEAP_MT);
+  lheap *lh = lhl_heap_at(L, -1);
   lua_pop(L, 2);
   return lh;
 }
@@ -50,7 +41,7 @@ static lheap *registered_owner(lua_State *L, int idx) {
 /* The region at idx and its open heap; an error if removed or closed. */
 static lregion *region_check(lua_State *L, int idx, const char *fn, hl_heap **hp) {
   char b[80];
-  lregion *r = luaL_testudata(L, idx, REGION_MT);
+  lregion *r = lhl_region_at(L, idx);
   if (!r) {
     lhl_fail(L, fn, "expected a heaplab region as self (call it with ':'), got %s",
              lhl_shown(L, idx, b, sizeof b));
@@ -77,8 +68,8 @@ static lregion *region_check(lua_State *L, int idx, const char *fn, hl_heap **hp
  * finalized object is freed).  If neither is the region's heap (the
  * registry was tampered with too), the words are left allocated: a leak,
  * never a use after free. */
-static int region_gc(lua_State *L) {
-  lregion *r = luaL_testudata(L, 1, REGION_MT);
+int lhl_region_finalize(lua_State *L) {
+  lregion *r = lhl_region_at(L, 1);
   if (!r || !r->words) return 0;
   void **w = r->words;
   r->words = NULL;
@@ -95,6 +86,7 @@ int lhl_region_new(lua_State *L) {
   uint64_t n = lhl_arg_uint(L, 2, fn, "words", UINT64_MAX, -1);
   if (n == 0) return lhl_fail(L, fn, "words must be >= 1, got 0");
   lregion *r = lua_newuserdatauv(L, sizeof *r, 1); /* (may run a finalizer) */
+  r->tag = LHL_TAG_REGION;
   r->words = NULL;
   r->n = 0;
   r->owner = NULL;
@@ -106,7 +98,7 @@ int lhl_region_new(lua_State *L) {
   lua_pushvalue(L, 1);
   lua_rawset(L, -3); /* (may run a finalizer) */
   lua_pop(L, 1);
-  lheap *lh = luaL_checkudata(L, 1, HEAP_MT);
+  lheap *lh = lhl_heap_at(L, 1); /* (h:conservative_region checked it) */
   r->owner = lh;
   if (!lh->h) return lhl_fail(L, fn, "the heap is closed");
   void **w = n <= SIZE_MAX / sizeof(void *) ? calloc((size_t)n, sizeof(void *)) : NULL;
@@ -152,7 +144,7 @@ static uint64_t word_value(lua_State *L, int ridx, int idx, const char *fn, hl_r
                                 lhl_shown(L, idx, b, sizeof b));
     return (uint64_t)v;
   }
-  lobj *o = luaL_testudata(L, idx, OBJ_MT);
+  lobj *o = lhl_obj_at(L, idx);
   if (!o)
     return (uint64_t)lhl_fail(L, fn, "a word is an integer, an object or nil, got %s",
                               lhl_shown(L, idx, b, sizeof b));
@@ -273,10 +265,10 @@ Unregister the region and free its words now.  Idempotent.
 */
 static int g_remove(lua_State *L) {
   char b[80];
-  if (!luaL_testudata(L, 1, REGION_MT))
+  if (!lhl_region_at(L, 1))
     return lhl_fail(L, "reg:remove", "expected a heaplab region as self (call it with ':'), got %s",
                     lhl_shown(L, 1, b, sizeof b));
-  return region_gc(L);
+  return lhl_region_finalize(L);
 }
 
 /***
@@ -286,7 +278,7 @@ Was the region removed?
 */
 static int g_removed(lua_State *L) {
   char b[80];
-  lregion *r = luaL_testudata(L, 1, REGION_MT);
+  lregion *r = lhl_region_at(L, 1);
   if (!r)
     return lhl_fail(L, "reg:removed", "expected a heaplab region as self, got %s",
                     lhl_shown(L, 1, b, sizeof b));
@@ -301,7 +293,7 @@ The heap whose collector scans the region.
 */
 static int g_heap(lua_State *L) {
   char b[80];
-  if (!luaL_testudata(L, 1, REGION_MT))
+  if (!lhl_region_at(L, 1))
     return lhl_fail(L, "reg:heap", "expected a heaplab region as self, got %s",
                     lhl_shown(L, 1, b, sizeof b));
   lua_getiuservalue(L, 1, 1);
@@ -337,13 +329,18 @@ static int region_newindex(lua_State *L) {
 }
 
 static int region_len(lua_State *L) {
-  lregion *r = luaL_checkudata(L, 1, REGION_MT);
+  lregion *r = lhl_region_at(L, 1);
+  if (!r) {
+    char b[80];
+    return lhl_fail(L, "#reg", "expected a heaplab region, got %s", lhl_shown(L, 1, b, sizeof b));
+  }
   lua_pushinteger(L, (lua_Integer)r->n);
   return 1;
 }
 
 static int region_tostring(lua_State *L) {
-  lregion *r = luaL_checkudata(L, 1, REGION_MT);
+  lregion *r = lhl_region_at(L, 1);
+  if (!r) return lhl_tostring_other(L, REGION_MT);
   lheap *lh = lhl_uv_heap(L, 1);
   if (!r->words) {
     lua_pushstring(L, "heaplab.region (removed)");
@@ -364,7 +361,7 @@ static int region_tostring(lua_State *L) {
 }
 
 static const luaL_Reg region_meta[] = {
-    {"__gc", region_gc},         {"__close", region_gc}, {"__tostring", region_tostring},
+    {"__gc", lhl_finalize},      {"__close", lhl_finalize}, {"__tostring", region_tostring},
     {"__newindex", region_newindex}, {"__len", region_len}, {NULL, NULL}};
 
 void lhl_open_region(lua_State *L) {

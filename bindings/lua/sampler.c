@@ -2,7 +2,7 @@
  * sampler.c -- heaplab.sampler: the footprint sampler (hl_sampler_*) for
  * experiments written in Lua: a C thread reading phys_footprint and rss,
  * keeping the peak, the lowest value after a mark, and a time series.
- * One finalizer (sampler_stop) serves __gc, __close and s:stop().
+ * One finalizer (lhl_sampler_finalize) serves __gc, __close and s:stop().
  */
 /*** @submodule heaplab */
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 
 static hl_sampler *sampler_check(lua_State *L, const char *fn) {
   char b[80];
-  lsampler *ls = luaL_testudata(L, 1, SAMPLER_MT);
+  lsampler *ls = lhl_sampler_at(L, 1);
   if (!ls) lhl_fail(L, fn, "expected a sampler as self (call it with ':'), got %s",
                     lhl_shown(L, 1, b, sizeof b));
   if (!ls->s) lhl_fail(L, fn, "the sampler is stopped");
@@ -35,6 +35,7 @@ int lhl_sampler_new(lua_State *L) {
   double interval = lua_isnoneornil(L, 1) ? 0.002 : lhl_arg_number(L, 1, fn, "interval_s");
   int64_t cap = lua_isnoneornil(L, 2) ? 65536 : lhl_arg_int(L, 2, fn, "capacity");
   lsampler *ls = lua_newuserdatauv(L, sizeof *ls, 0);
+  ls->tag = LHL_TAG_SAMPLER;
   ls->s = NULL;
   luaL_setmetatable(L, SAMPLER_MT);
   int rc = hl_sampler_open(&ls->s, interval, cap);
@@ -48,13 +49,16 @@ int lhl_sampler_new(lua_State *L) {
    * interval and its series (capacity samples of 32 bytes): 300 dropped
    * samplers left ~100 threads running until collectgarbage().  Tell it, as
    * heaplab.heap does: a step as if the series and the thread's stack had
-   * been allocated. */
-  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + HL_SAMPLER_THREAD_COST) >> 10));
+   * been allocated (not when the program stopped the collector). */
+  if (lua_gc(L, LUA_GCISRUNNING))
+    lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + HL_SAMPLER_THREAD_COST) >> 10));
   return 1;
 }
 
-static int sampler_stop(lua_State *L) {
-  lsampler *ls = luaL_checkudata(L, 1, SAMPLER_MT);
+/* The one finalizer: __gc, __close (lhl_finalize) and s:stop(). */
+int lhl_sampler_finalize(lua_State *L) {
+  lsampler *ls = lhl_sampler_at(L, 1);
+  if (!ls) return 0;
   hl_sampler *s = ls->s;
   ls->s = NULL;
   hl_sampler_stop(s);
@@ -72,10 +76,10 @@ Stop the thread.  Idempotent.
 */
 static int s_stop(lua_State *L) {
   char b[80];
-  if (!luaL_testudata(L, 1, SAMPLER_MT))
+  if (!lhl_sampler_at(L, 1))
     return lhl_fail(L, "s:stop",
                     "expected a sampler as self, got %s", lhl_shown(L, 1, b, sizeof b));
-  return sampler_stop(L);
+  return lhl_sampler_finalize(L);
 }
 
 /***
@@ -156,7 +160,8 @@ static int s_series(lua_State *L) {
 }
 
 static int sampler_tostring(lua_State *L) {
-  lsampler *ls = luaL_checkudata(L, 1, SAMPLER_MT);
+  lsampler *ls = lhl_sampler_at(L, 1);
+  if (!ls) return lhl_tostring_other(L, SAMPLER_MT);
   if (!ls->s) {
     lua_pushstring(L, "heaplab.sampler (stopped)");
     return 1;
@@ -177,7 +182,7 @@ static const luaL_Reg sampler_methods[] = {
     {"series", s_series}, {"stop", s_stop},   {NULL, NULL}};
 
 static const luaL_Reg sampler_meta[] = {
-    {"__gc", sampler_stop}, {"__close", sampler_stop}, {"__tostring", sampler_tostring},
+    {"__gc", lhl_finalize}, {"__close", lhl_finalize}, {"__tostring", sampler_tostring},
     {NULL, NULL}};
 
 void lhl_open_sampler(lua_State *L) {

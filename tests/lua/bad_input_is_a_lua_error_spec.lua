@@ -160,6 +160,72 @@ case({ "s:mark", "stopped" }, s.mark, s)
 
 end)
 
+it("a value given another kind's metatable is an error, and is still finalized as itself", function()
+-- debug.setmetatable gives any userdata any metatable: the module took a
+-- value for the kind its metatable named -- a heap read as a sampler
+-- (SIGSEGV), a region's words freed as a heap, a sampler's 16 bytes read as
+-- a heap's -- and a heap whose metatable was a copy of its own was refused
+-- by its __gc and never freed
+local s = hl.sampler(0.01, 16)
+local hh = hl.heap{ reserve_bytes = "64m" }
+local g = hh:conservative_region(2)
+local ob = hh:alloc(8)
+local mt = {}
+for _, v in ipairs{ s, hh, g, ob } do mt[#mt + 1] = debug.getmetatable(v) end
+debug.setmetatable(hh, mt[1])         -- the heap as a sampler
+case({ "s:summary", "expected a sampler as self", "got a heaplab.heap" }, hh.summary, hh)
+case({ "s:stop", "expected a sampler as self", "got a heaplab.heap" }, hh.stop, hh)
+debug.setmetatable(ob, mt[1])         -- a handle as a sampler
+case({ "s:summary", "got a heaplab.object" }, ob.summary, ob)
+debug.setmetatable(g, mt[2])          -- a region as a heap
+case({ "h:closed", "expected a heap as self", "got a heaplab.region" }, g.closed, g)
+case({ "h:close", "got a heaplab.region" }, g.close, g)
+debug.setmetatable(s, mt[2])          -- a sampler as a heap
+case({ "h:events", "got a heaplab.sampler" }, s.events, s)
+C.ok(tostring(s):find("heaplab.sampler (with the metatable of heaplab.heap)", 1, true), tostring(s))
+-- each is still what it was: the metatables put back, everything works
+debug.setmetatable(hh, mt[2]); debug.setmetatable(s, mt[1])
+debug.setmetatable(g, mt[3]); debug.setmetatable(ob, mt[4])
+C.eq(ob:size(), 8, "ob:size()")
+g[1] = ob
+C.eq(s:summary().samples >= 0, true, "s:summary()")
+C.eq(hh:check(), true, "hh:check()")
+-- dropped with swapped metatables, each is finalized as its own kind (the
+-- __gc of every kind dispatches on what the value is); with a copy of its
+-- own metatable a heap is freed too (it was refused: 'heaplab.heap
+-- expected, got heaplab.heap', and leaked)
+debug.setmetatable(hh, mt[1]); debug.setmetatable(s, mt[3])
+debug.setmetatable(g, mt[4]); debug.setmetatable(ob, mt[2])
+local function vm_size_kb()
+  local f = assert(io.open("/proc/self/status"))
+  local st = f:read("a")
+  f:close()
+  return tonumber(st:match("VmSize:%s*(%d+)"))
+end
+collectgarbage(); collectgarbage()
+local before = vm_size_kb()
+local copies = {}
+for i = 1, 3 do
+  local h2 = hl.heap{ reserve_bytes = "64m" }
+  local copy = {}
+  for k, v in pairs(mt[2]) do copy[k] = v end
+  debug.setmetatable(h2, copy)
+  copies[i] = setmetatable({}, { __mode = "v" })
+  copies[i][1] = h2
+end
+local seen = setmetatable({}, { __mode = "v" })
+seen[1], seen[2], seen[3], seen[4] = hh, s, g, ob
+hh, s, g, ob = nil, nil, nil, nil
+collectgarbage(); collectgarbage()
+C.eq(next(seen), nil, "every tampered value collected")
+for i = 1, 3 do C.eq(copies[i][1], nil, "a heap with a copied metatable collected") end
+-- and their C heaps freed: each held a 64 MiB reservation and a mark stack
+-- (hundreds of MiB of address space), now gone
+local after = vm_size_kb()
+C.ok(after < before + 16 * 1024, ("VmSize %d kB before the heaps, %d after: a heap leaked")
+     :format(before, after))
+end)
+
 it("nothing above damaged the heap", function()
 o[1] = h:alloc(8)
 C.eq(h:check(), true, "h:check()")

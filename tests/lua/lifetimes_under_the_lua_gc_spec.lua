@@ -74,3 +74,24 @@ describe("samplers Lua drops", function()
          .. " of 200")
   end)
 end)
+
+describe("a stopped collector", function()
+  it("is not run by heaplab.heap{} or heaplab.sampler()", function()
+    -- each steps the collector as if its cost had been allocated; a step
+    -- ran a collector the program had stopped (LUA_GCSTEP restarts it for
+    -- the step), finalizers included, where an allocation never does
+    collectgarbage(); collectgarbage()
+    collectgarbage("stop")
+    local ran = 0
+    for _ = 1, 50 do setmetatable({}, { __gc = function() ran = ran + 1 end }) end
+    for _ = 1, 10 do
+      hl.heap{ reserve_bytes = "64m" }:close()
+      hl.sampler(0.01, 16):stop()
+    end
+    local while_stopped = ran .. " " .. tostring(collectgarbage("isrunning"))
+    collectgarbage("restart")
+    collectgarbage(); collectgarbage()
+    C.eq(while_stopped, "0 false", "finalizers run while stopped, running")
+    C.eq(ran, 50, "finalizers run once restarted")
+  end)
+end)
