@@ -101,9 +101,12 @@ static const char *kind_of(lua_State *L, int idx) {
 /* __tostring of a kind given a value of another (debug.setmetatable):
  * what it is, and whose metatable it carries. */
 int lhl_tostring_other(lua_State *L, const char *mt) {
-  char b[80];
-  lua_pushfstring(L, "%s (with the metatable of %s): %p", lhl_shown(L, 1, b, sizeof b), mt,
-                  lua_topointer(L, 1));
+  const char *kind = kind_of(L, 1);
+  char b[120];
+  if (kind)
+    lua_pushfstring(L, "a %s (with the metatable of %s): %p", kind, mt, lua_topointer(L, 1));
+  else
+    lua_pushfstring(L, "%s: %p", lhl_shown(L, 1, b, sizeof b), lua_topointer(L, 1));
   return 1;
 }
 
@@ -127,7 +130,10 @@ const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
     switch (luaL_getmetafield(L, idx, "__name")) {
     case LUA_TNIL: break; /* nothing pushed */
     case LUA_TSTRING:
-      snprintf(buf, len, "a %.60s", lua_tostring(L, -1));
+      /* (not one of ours, kind_of said: a metatable of ours on another
+       * userdata names it no more than it makes it one) */
+      snprintf(buf, len, strncmp(lua_tostring(L, -1), "heaplab.", 8) ? "a %.60s"
+                         : "a userdata (with the metatable of %.60s)", lua_tostring(L, -1));
       lua_pop(L, 1);
       return buf;
     default: lua_pop(L, 1);

@@ -334,11 +334,13 @@ fail:
  * heaplab.h's conventions say: a caller passing err NULL read "" from
  * hl_heap_error(NULL). */
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen) {
-  char msg[256] = "";
-  int rc = heap_new(opts, out, msg, sizeof msg);
+  char msg[1024] = ""; /* (the caller's buffer may be longer than the thread's) */
+  bool mine = !err || errlen < sizeof msg;
+  int rc = heap_new(opts, out, mine ? msg : err, mine ? sizeof msg : errlen);
   if (rc != HL_OK) {
-    hl__fail(NULL, rc, "%s", msg);
-    hl__fmt_err(err, errlen, "%s", msg);
+    const char *m = mine ? msg : err;
+    hl__fail(NULL, rc, "%s", m);
+    if (mine) hl__fmt_err(err, errlen, "%s", msg);
   }
   return rc;
 }

@@ -43,6 +43,18 @@ int main(void) {
   CHECK(hl_heap_new(&bad, &h, NULL, 0) == HL_EVALUE && !h &&
             strstr(hl_heap_error(NULL), "power of two"),
         "hl_heap_error(NULL) after hl_heap_new: '%s'", hl_heap_error(NULL));
+  /* a caller's buffer longer than the thread's gets the whole message (it
+   * was cut at 255 characters, before the part saying what was wrong) */
+  {
+    char big[300], longerr[1024];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    setenv("HEAPLAB_WARM_PAGES", big, 1);
+    CHECK(hl_heap_new(NULL, &h, longerr, sizeof longerr) == HL_EVALUE && !h &&
+              strstr(longerr, "expected an integer") && strlen(longerr) > 300,
+          "a long message: '%s'", longerr);
+    unsetenv("HEAPLAB_WARM_PAGES");
+  }
   CHECK(hl_heap_new(&o, NULL, NULL, 0) == HL_EINVAL &&
             strstr(hl_heap_error(NULL), "hl_heap_new: NULL output pointer"),
         "hl_heap_error(NULL) after a NULL out: '%s'", hl_heap_error(NULL));

@@ -180,6 +180,13 @@ case({ "s:summary", "got a heaplab.object" }, ob.summary, ob)
 debug.setmetatable(g, mt[2])          -- a region as a heap
 case({ "h:closed", "expected a heap as self", "got a heaplab.region" }, g.closed, g)
 case({ "h:close", "got a heaplab.region" }, g.close, g)
+local file = io.tmpfile()               -- a userdata not of heaplab with a heap's metatable
+local file_mt = debug.getmetatable(file)
+debug.setmetatable(file, mt[2])
+case({ "h:closed", "got a userdata (with the metatable of heaplab.heap)" }, file.closed, file)
+C.ok(tostring(file):find("^a userdata %(with the metatable of heaplab.heap%): "), tostring(file))
+debug.setmetatable(file, file_mt)
+file:close()
 debug.setmetatable(s, mt[2])          -- a sampler as a heap
 case({ "h:events", "got a heaplab.sampler" }, s.events, s)
 C.ok(tostring(s):find("heaplab.sampler (with the metatable of heaplab.heap)", 1, true), tostring(s))

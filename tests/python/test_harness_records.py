@@ -331,6 +331,7 @@ def test_error_summary_is_the_exception_line():
     assert error_summary("E1/on: interrupted (KeyboardInterrupt): the arm\n  was killed") == \
         "E1/on: interrupted (KeyboardInterrupt): the arm"
     assert error_summary(None) == "" and error_summary("") == ""
+    assert error_summary("   ") == "" and error_summary("\n") == ""     # (an IndexError)
 
 
 def test_write_csv_leaves_out_an_arm_it_cannot_read(tmp_path):

@@ -38,7 +38,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import (FIGURES, _arm_problem, error_summary, load_arms, load_json_record, _make_folder,
+from .harness import (FIGURES, _arm_problem, _real, error_summary, load_arms, load_json_record, _make_folder,
                       phase_status, write_atomic)
 
 MiB = 1 << 20
@@ -237,8 +237,7 @@ def _check_failed(found, failed):
 
 # ---- frames ---------------------------------------------------------------------------
 
-def _number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_number = _real
 
 
 def records_frame(source: Any, stats: bool = True, notes: bool = True,

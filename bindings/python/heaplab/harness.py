@@ -184,7 +184,7 @@ def error_summary(error: Any) -> str:
                 i += 1
             lines = lines[i:]
     lines = [ln.strip() for ln in lines if ln.strip()]
-    text = lines[0] if lines else str(error).strip().splitlines()[0].strip()
+    text = lines[0] if lines else ""
     return text if len(text) <= 300 else text[:297] + "..."
 
 
@@ -1777,6 +1777,7 @@ def load_json_record(path: str, skipped: Optional[List[Tuple[str, str]]], caller
 
 
 def _real(v: Any) -> bool:
+    """A finite int or float, not a bool."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

@@ -275,6 +275,8 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
         raise ValueError(f"{out}: not a folder (where the executed notebooks go)")
     try:
         nb = nbformat.read(path, as_version=4)
+    except OSError:
+        raise                 # (a missing file is FileNotFoundError, as before)
     except Exception as e:
         # (a JSON document that is not a notebook -- '{}', a list -- was a
         # jsonschema ValidationError or an AttributeError traceback, and the
