@@ -85,14 +85,23 @@ hl_sampler **hlpy_anchor_sampler_slot(hlpy_anchor *a) { return (hl_sampler **)&a
 /* A heap is freed with the lock held: until hl_heap_free has returned, its
  * collector may still be reading a root region, so a region removed beside
  * it must wait before its words are freed (hlpy_region_remove). */
-void hlpy_anchor_close(hlpy_anchor *a) {
+static void anchor_close(hlpy_anchor *a, const uint64_t *serial) {
   pthread_mutex_lock(&a->lock);
-  void *obj = a->obj;
-  __atomic_store_n(&a->obj, NULL, __ATOMIC_RELAXED);
-  if (obj && a->kind == 0) hl_heap_free(obj);
+  void *obj = NULL;
+  if (!serial || __atomic_load_n(&a->serial, __ATOMIC_ACQUIRE) == *serial) {
+    obj = a->obj;
+    __atomic_store_n(&a->obj, NULL, __ATOMIC_RELAXED);
+    if (obj && a->kind == 0) hl_heap_free(obj);
+  }
   pthread_mutex_unlock(&a->lock);
   if (obj && a->kind != 0) hl_sampler_stop(obj);
 }
+
+/* The owner's close(): only while the anchor is still the owner's.  A
+ * close() of an owner whose destructor had run (a finalizer of the same
+ * garbage) closed the heap or sampler of whoever had the anchor since: the
+ * spares are reused last-in first-out, by the next Heap() or Sampler(). */
+void hlpy_anchor_close(hlpy_anchor *a, uint64_t serial) { anchor_close(a, &serial); }
 
 static void unref(hlpy_anchor *a) {
   if (atomic_fetch_sub(&a->refs, 1) != 1) return;
@@ -110,7 +119,7 @@ static void unref(hlpy_anchor *a) {
 
 void hlpy_anchor_drop(hlpy_anchor *a) {
   if (!a) return;
-  hlpy_anchor_close(a);
+  anchor_close(a, NULL);
   unref(a);
 }
 

@@ -43,8 +43,9 @@ uint64_t hlpy_anchor_serial(hlpy_anchor *a);
  * (a garbage collection's finalize phase) and the anchor went to the
  * spares, reused or not: an anchor's memory is never freed (owners.c). */
 void *hlpy_anchor_obj(hlpy_anchor *a, uint64_t serial);
-/* Free the object now (idempotent); later roots' releases do nothing. */
-void hlpy_anchor_close(hlpy_anchor *a);
+/* Free the object now (idempotent) if the anchor still has that serial (the
+ * owner's destructor has not run); later roots' releases do nothing. */
+void hlpy_anchor_close(hlpy_anchor *a, uint64_t serial);
 /* The owner's reference goes (its cffi destructor): close, drop. */
 void hlpy_anchor_drop(hlpy_anchor *a);
 

@@ -513,3 +513,69 @@ def test_a_finalizer_making_a_ref_of_finalized_garbage_leaves_the_anchors_whole(
     assert "said ['HeapClosed']" in p.stdout, p.stdout
     assert "distinct 3" in p.stdout, p.stdout
     assert "y after x.close() 64 1" in p.stdout and "done" in p.stdout, p.stdout
+
+
+def test_a_finalizer_using_finalized_refs_regions_and_owners_touches_nothing_else():
+    """Three siblings of the test above, in a finalizer of garbage whose
+    Ref, region, heap or sampler was finalized before it:
+    - cffi's finalize of a Ref's root (and a region's) ran the destructor
+      and freed the root's memory, which the Ref still pointed at: the
+      finalizer's release() then read freed memory -- and dropped the
+      handle of a new Ref that had reused it (8 live Refs, 7 handles); a
+      region's remove() locked a 'mutex' in malloc's free lists (a hang);
+    - close() of the finalized heap (stop() of the sampler) closed whatever
+      new heap had reused its anchor since.
+    Each is now a no-op: the root's memory lives as long as its Ref, and a
+    close() goes only to an anchor of the owner's serial."""
+    p = run_python("""
+        import gc, heaplab
+        h = heaplab.Heap()
+        out = []
+        class Node:
+            def __del__(self):
+                if hasattr(self, "r"):
+                    fresh = [h.alloc(16) for i in range(8)]
+                    for i, f in enumerate(fresh):
+                        f.write(b"live %d" % i)
+                    self.r.release(); self.r.release()
+                    out.append(("refs", [f.released for f in fresh].count(True),
+                                h.stats().handles - self.handles_before,
+                                [f.read()[:6] for f in fresh] == [b"live %d" % i for i in range(8)]))
+                    self.keep = fresh
+                if hasattr(self, "reg"):
+                    fresh = [h.conservative_region(4) for i in range(8)]
+                    self.reg.remove()
+                    out.append(("regions", [g.removed for g in fresh].count(True)))
+                    for g in fresh:
+                        g.remove()
+                if hasattr(self, "owner"):
+                    h2 = heaplab.Heap()          # takes the spare anchor
+                    r2 = h2.alloc(16); r2.write(b"h2 lives")
+                    getattr(self.owner, self.how)()
+                    out.append((self.how, h2.closed, r2.read()[:8]))
+                    h2.close()
+        def refs():
+            r = h.alloc(8)                       # made before the Node: finalized first
+            n = Node(); n.r = r; n.me = n; n.handles_before = h.stats().handles - 1
+        def region():
+            reg = h.conservative_region(4)
+            n = Node(); n.reg = reg; n.me = n
+        def owner(make, how):
+            o = make()
+            n = Node(); n.owner = o; n.how = how; n.me = n
+        gc.disable()
+        for make in (refs, region, lambda: owner(heaplab.Heap, "close"),
+                     lambda: owner(lambda: heaplab.Sampler(0.01), "stop")):
+            make()
+            gc.collect()
+        for o in out:
+            print(o)
+        h.check()
+        print("done")
+    """, timeout=60)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
+    assert "('refs', 0, 8, True)" in p.stdout, p.stdout
+    assert "('regions', 0)" in p.stdout, p.stdout
+    assert "('close', False, b'h2 lives')" in p.stdout, p.stdout
+    assert "('stop', False, b'h2 lives')" in p.stdout, p.stdout
+    assert "done" in p.stdout

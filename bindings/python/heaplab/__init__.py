@@ -635,7 +635,7 @@ class _Owned(_Slotted):
             self._settle()
 
     def _free(self, ptr: Any) -> None:
-        lib.hlpy_anchor_close(self._anchor)
+        lib.hlpy_anchor_close(self._anchor, self._serial)
 
     def _closed_error(self) -> Error:
         if self._finalized:
@@ -776,24 +776,31 @@ class Heap(_Owned):
         another thread waits for it and has not freed the heap)."""
         self._run(_checked, fn, *args)
 
-    def _root(self) -> Any:
-        """An empty root of this heap, owned by C (owners.h)."""
-        root = ffi.gc(ffi.new("hlpy_root *"), lib.hlpy_root_done)
+    def _root(self) -> Tuple[Any, Any]:
+        """An empty root of this heap, owned by C (owners.h): (the root, with
+        its destructor; the memory it lives in).  The owner keeps both: in a
+        garbage collection's finalize phase cffi runs the destructor and then
+        lets go of the memory (cdatagcp_finalize), and a finalizer of the same
+        garbage that used the Ref after that read freed memory -- a release()
+        there dropped whichever handle a new Ref had put in it."""
+        mem = ffi.new("hlpy_root *")
+        root = ffi.gc(mem, lib.hlpy_root_done)
         if lib.hlpy_root_init(root, self._anchor, self._serial):
             # the anchor's destructor ran: this heap is garbage, and a
             # finalizer of the same garbage makes a Ref of it
             self._finalized = self._closed = True
             raise self._closed_error()
-        return root
+        return root, mem
 
     def _new_ref(self, fn: Any, *args: Any) -> Ref:
         """A call that makes a handle (its last argument) into a new Ref: the
         call writes the handle into the Ref's root, which exists before it, so
         no KeyboardInterrupt can leave a handle that nothing owns."""
-        root = self._root()
+        root, mem = self._root()
         ref = Ref.__new__(Ref)
         ref._heap = self
         ref._root = root
+        ref._root_mem = mem
         ref._hash = None
         self._call(fn, *args, ffi.addressof(root, "ref"))
         return ref
@@ -824,7 +831,8 @@ class Heap(_Owned):
         n = _u64("words", words)
         if n == 0:
             raise InvalidArgument("conservative_region: words must be >= 1, got 0")
-        reg = ffi.gc(ffi.new("hlpy_region *"), lib.hlpy_region_done)
+        mem = ffi.new("hlpy_region *")     # (kept by the region, as a Ref's root: _root)
+        reg = ffi.gc(mem, lib.hlpy_region_done)
         try:
             self._call(lib.hlpy_region_open, reg, self._anchor, n)
         except OutOfMemory:
@@ -832,6 +840,7 @@ class Heap(_Owned):
         region = ConservativeRegion.__new__(ConservativeRegion)
         region._heap = self
         region._region = reg
+        region._region_mem = mem
         return region
 
     def fill(self, total_bytes: int, size: int, refs: int = 0, stride: int = 1) -> Ref:
@@ -990,7 +999,7 @@ class Ref(_Slotted):
     `with` block drop the root (idempotent).  copy.copy(ref) is ref.dup() (a
     second root); a Ref cannot be deep-copied or pickled."""
 
-    __slots__ = ("_heap", "_root", "_hash", "__weakref__")
+    __slots__ = ("_heap", "_root", "_root_mem", "_hash", "__weakref__")
     _made_by = "Heap.alloc, fill, thin, r[i] or r.dup()"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -1200,7 +1209,7 @@ class ConservativeRegion(_Slotted):
     (idempotent); later use raises StaleRef, use after the heap was closed
     HeapClosed.  A region cannot be copied or pickled."""
 
-    __slots__ = ("_heap", "_region", "__weakref__")
+    __slots__ = ("_heap", "_region", "_region_mem", "__weakref__")
     _made_by = "Heap.conservative_region(words)"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
