@@ -104,7 +104,12 @@ static void fork_child(void) {
     if (h->state_count[PS_IN_FLIGHT]) hl__pages_orphaned(h);
     if (hl__held != h) hl__unlock_raw(h);
   }
-  pthread_rwlock_unlock(&registry_lock);
+  /* made anew, not unlocked: a thread that was waiting to write it (making
+   * or freeing a heap) at the fork is glibc's primary writer, and the last
+   * read unlock hands the lock to it -- a thread the child does not have:
+   * its next hl_heap_new waited for ever.  The registry itself is whole:
+   * fork_prepare held the lock. */
+  pthread_rwlock_init(&registry_lock, NULL);
   hl__manual_fork_done();
 }
 
