@@ -208,6 +208,13 @@ def test_experiment_arguments_are_named(run_experiment_source):
                                          "one file"):
         x.add_arm("redis_on", _ok_arm)
     assert list(x.arms) == ["redis/on"]
+    # x.r1.json is a repeat's file of arm x: a run of x removed arm x.r1's
+    # record as an earlier run of its own
+    x.add_arm("x.r1", _ok_arm)
+    with pytest.raises(ValueError, match=r"arm 'x.r1''s file \(x.r1.json\) is the name of a "
+                                         r"repeat of arm 'x'"):
+        x.add_arm("x", _ok_arm)
+    assert list(x.arms) == ["redis/on", "x.r1"]
     x.arms.clear()
     src = ("from heaplab.harness import Experiment\nT = Experiment('T', 't')\n"
            "@T.arm('on')\n@T.arm('off')\ndef arm(rec, **options):\n    pass\n"

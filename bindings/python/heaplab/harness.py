@@ -1699,6 +1699,7 @@ def check_arm_names(where: str, names: Sequence[str]) -> None:
     """ValueError when an arm is named twice, or two arms' files would be
     one (arm_file_stem: 'redis/on' and 'redis_on') -- one arm's records
     were then saved over the other's, and the other counted as run."""
+    import re
     seen: Dict[str, str] = {}
     for a in names:
         stem = arm_file_stem(a)
@@ -1708,6 +1709,13 @@ def check_arm_names(where: str, names: Sequence[str]) -> None:
                 f"and arm {seen[stem]!r} would be saved to one file ({stem}.json): "
                 f"name them apart"))
         seen[stem] = a
+    # <arm>.r<k>.json is a repeat of <arm>: an arm 'x.r1' beside 'x' was
+    # taken for one, and removed as an earlier run of 'x'
+    for stem, a in seen.items():
+        m = re.fullmatch(r"(.+)\.r\d+", stem)
+        if m and m.group(1) in seen:
+            raise ValueError(f"{where}: arm {a!r}'s file ({stem}.json) is the name of a repeat "
+                             f"of arm {seen[m.group(1)]!r}: name them apart")
 
 
 def _remove_earlier_runs(data: Mapping[str, Any], folder: Optional[str] = None) -> List[str]:
