@@ -303,6 +303,46 @@ def test_a_command_arm_leaves_nothing_it_started_running(how):
         assert data["error"] is None, data["error"]
 
 
+PID_REUSE = """
+import subprocess, time
+from heaplab.harness import run_command_arm
+victim = {}
+def script(ctl):
+    while ctl.alive():                    # (reaps the command: its pid is free)
+        time.sleep(0.01)
+    # the next process of this PID namespace gets the command's pid
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(ctl.pid - 1))
+    victim["p"] = subprocess.Popen(["sleep", "100"], start_new_session=True)
+    victim["pid"] = ctl.pid
+data = run_command_arm(["true"], allocator="glibc", script=script, timeout=30, stop_signal=None)
+v = victim["p"]
+time.sleep(0.2)
+print("reused", v.pid == victim["pid"], "error", data["error"], "victim",
+      "killed" if v.poll() is not None else "alive", flush=True)
+v.kill(); v.wait()
+"""
+
+
+def test_a_command_arm_kills_no_group_but_its_own():
+    """d197192 killed the command's process group, named by its pid, after
+    reaping it (ctl.alive() reaps it as soon as it ends): by then an
+    unrelated session leader could have that pid, and its whole group was
+    killed.  The group is a keeper's now, reaped only after the kill.  The
+    pid's reuse is made certain in a PID namespace of the test's own
+    (ns_last_pid there is the namespace's, not the machine's)."""
+    import shutil
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare (util-linux)")
+    p = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                        PID_REUSE], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 and "Operation not permitted" in p.stderr and "unshare" in p.stderr:
+        pytest.skip(f"no PID namespace here: {p.stderr.strip()}")
+    assert p.returncode == 0, (p.stdout, p.stderr[-2000:])
+    assert "reused True error None victim alive" in p.stdout, (p.stdout, p.stderr[-2000:])
+
+
 def test_error_summary_is_the_exception_line():
     """A message with an indented line of its own ('...:\\n  phys 10 MiB')
     was taken for the last frame: error_summary returned the whole traceback,

@@ -701,6 +701,41 @@ class _GroupRun:
                      for fd in (self.out_fd, self.err_fd))
 
 
+def _in_group(pgid: int) -> Dict[str, Any]:
+    """Popen's arguments that start a process in group pgid (0: a new one)."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": pgid}
+    return {"preexec_fn": lambda: os.setpgid(0, pgid)}
+
+
+class _GroupKeeper:
+    """A process group whose id stays this process's to signal: its leader
+    is a `sleep` that only end() kills and reaps.  A group named by the pid
+    of a command that may be reaped before it is signalled (a command arm:
+    ctl.alive() polls it) could, once empty, have that pid reused by an
+    unrelated session leader -- whose group the SIGKILL then hit."""
+
+    def __init__(self) -> None:
+        # (a group of this session: a process may join a group of its own
+        # session only -- and a new group is not the terminal's foreground,
+        # which a terminal's Ctrl-C reaches)
+        self.p = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  **_in_group(0))
+        _LIVE_GROUPS.add(self.p.pid)
+
+    def join(self) -> Dict[str, Any]:
+        """Popen's arguments that start a process in the group."""
+        return _in_group(self.p.pid)
+
+    def end(self) -> None:
+        """Kill (SIGKILL) what is left in the group, the keeper last reaped."""
+        import signal as _signal
+        _kill_group(self.p.pid, _signal.SIGKILL)
+        self.p.wait()
+        _LIVE_GROUPS.discard(self.p.pid)
+
+
 # the process groups of _GroupRun's processes still running: killed when this
 # interpreter exits (a sweep's worker stopped while a task ran -- its tasks'
 # groups are sessions of their own, out of reach of the terminal's Ctrl-C)
@@ -1249,14 +1284,20 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         if allocator == "heaplab":
             full_env["HEAPLAB_STATS"] = stats
         out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            # in a session (a process group) of its own: once the command
-            # has ended, what it started and left running goes with it, as in
-            # the arm form (a shell's `sleep 300 &` outlived an arm killed at
-            # its timeout, its parent init)
-            proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        _LIVE_GROUPS.add(proc.pid)
+        # in a process group of its own: once the command has ended, what it
+        # started and left running goes with it, as in the arm form (a
+        # shell's `sleep 300 &` outlived an arm killed at its timeout, its
+        # parent init).  The group is a keeper's (_GroupKeeper), not the
+        # command's: the command is reaped as soon as it ends (ctl.alive()),
+        # and a group named by its pid could then be someone else's
+        keeper = _GroupKeeper()
+        try:
+            with open(out_path, "w") as out, open(err_path, "w") as err:
+                proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
+                                        stdin=subprocess.DEVNULL, **keeper.join())
+        except BaseException:
+            keeper.end()
+            raise
         # from here on the command is stopped, waited for and its sampler
         # stopped whatever happens -- a script that raises, a Ctrl-C, a
         # second Ctrl-C while the command is given its grace time
@@ -1324,8 +1365,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 stopped = True
                 proc.kill()
             proc.wait()
-            _kill_group(proc.pid, _signal.SIGKILL)
-            _LIVE_GROUPS.discard(proc.pid)
+            keeper.end()
             if sampler is not None:
                 sampler.stop()
         rc = proc.returncode
