@@ -579,3 +579,37 @@ def test_a_finalizer_using_finalized_refs_regions_and_owners_touches_nothing_els
     assert "('close', False, b'h2 lives')" in p.stdout, p.stdout
     assert "('stop', False, b'h2 lives')" in p.stdout, p.stdout
     assert "done" in p.stdout
+
+
+def test_a_ref_released_by_another_thread_mid_call_is_stale():
+    """A Ref's methods checked the handle, then read it again for the call:
+    a release() by another thread in between passed 0 to the library, whose
+    'handle is null' was an InvalidArgument (3 of 3,000 rounds).  The
+    handle is read once; released meanwhile, it is stale there: StaleRef."""
+    import threading
+    h = heaplab.Heap()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    bad = []
+    try:
+        for _ in range(40000):
+            r = h.alloc(64)
+            t = threading.Thread(target=r.release)
+            t.start()
+            for op in (r.read, r.checksum, lambda: r.size, r.dup, lambda: r.write(b"x"),
+                       lambda: r[0] if len(r) else None, r.__hash__):
+                try:
+                    x = op()
+                    if isinstance(x, heaplab.Ref):
+                        x.release()
+                except heaplab.StaleRef:
+                    pass
+                except heaplab.Error as e:
+                    bad.append(f"{type(e).__name__}: {e}")
+            t.join()
+            if bad:
+                break
+    finally:
+        sys.setswitchinterval(old)
+        h.close()
+    assert not bad, bad[:3]

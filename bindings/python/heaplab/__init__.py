@@ -1019,18 +1019,26 @@ class Ref(_Slotted):
         return bool(self._root.anchor == ffi.NULL)
 
     def _h(self) -> Heap:
-        if self._ref == 0:
+        return self._live()[0]
+
+    def _live(self) -> Tuple[Heap, int]:
+        """(the heap, the handle) -- the handle read once: a release() in
+        another thread between a check and a second read of it passed 0 to
+        the library, whose 'handle is null' was an InvalidArgument.  Read
+        once, a handle released meanwhile is stale there: StaleRef."""
+        ref = self._ref
+        if ref == 0:
             if self._finalized():
                 raise StaleRef("this Ref was finalized by a garbage collection: it is garbage, and "
                                "its root was dropped before this finalizer of the same garbage "
                                "used it (it was not released)")
             raise StaleRef("this Ref was released (release(), or the end of its with block)")
-        return self._heap
+        return self._heap, ref
 
     def _info(self) -> Any:
-        h = self._h()
+        h, ref = self._live()
         out = ffi.new("hl_object_info *")
-        h._call(lib.hl_ref_info, self._ref, out)
+        h._call(lib.hl_ref_info, ref, out)
         return out
 
     @property
@@ -1072,7 +1080,8 @@ class Ref(_Slotted):
 
     def __getitem__(self, i: int) -> Optional[Ref]:
         j = self._index(i)
-        r = self._heap._new_ref(lib.hl_ref_get, self._ref, j)
+        h, ref = self._live()
+        r = h._new_ref(lib.hl_ref_get, ref, j)
         return r if r._ref else None
 
     def __setitem__(self, i: int, value: Optional[Ref]) -> None:
@@ -1082,11 +1091,11 @@ class Ref(_Slotted):
         elif isinstance(value, Ref):
             if value._heap is not self._heap:
                 raise InvalidArgument("slot value belongs to another heap")
-            value._h()
-            v = value._ref
+            v = value._live()[1]
         else:
             raise TypeError(f"a slot holds a Ref or None, not {type(value).__name__}")
-        self._heap._call(lib.hl_ref_set, self._ref, j, v)
+        h, ref = self._live()
+        h._call(lib.hl_ref_set, ref, j, v)
 
     def __iter__(self) -> Iterator[Optional[Ref]]:
         for i in range(len(self)):
@@ -1094,7 +1103,8 @@ class Ref(_Slotted):
 
     def dup(self) -> Ref:
         """A second, independent root to the same object."""
-        return self._h()._new_ref(lib.hl_ref_dup, self._ref)
+        h, ref = self._live()
+        return h._new_ref(lib.hl_ref_dup, ref)
 
     def __copy__(self):
         return self.dup()
@@ -1114,7 +1124,8 @@ class Ref(_Slotted):
         # more than the payload holds: the library names the range (IndexError)
         # before anything is copied, so no buffer of that size is made
         buf = ffi.new("char[]", max(min(length, size), 1))
-        self._heap._call(lib.hl_ref_read, self._ref, offset, buf, length)
+        h, ref = self._live()
+        h._call(lib.hl_ref_read, ref, offset, buf, length)
         return bytes(ffi.buffer(buf, length))
 
     def write(self, data: Union[bytes, bytearray, memoryview], offset: int = 0) -> None:
@@ -1128,13 +1139,16 @@ class Ref(_Slotted):
         except TypeError:
             raise TypeError(f"write: data must be a bytes-like object, "
                             f"not {_tname(data)}") from None
-        self._h()._call(lib.hl_ref_write, self._ref, _u64("offset", offset), data, len(data))
+        offset = _u64("offset", offset)
+        h, ref = self._live()
+        h._call(lib.hl_ref_write, ref, offset, data, len(data))
 
     def checksum(self) -> Tuple[int, int]:
         """(checksum, objects) over the payloads of everything reachable from
         this object; independent of addresses and traversal order."""
         s, n = ffi.new("uint64_t *"), ffi.new("uint64_t *")
-        self._h()._call(lib.hl_ref_checksum, self._ref, s, n)
+        h, ref = self._live()
+        h._call(lib.hl_ref_checksum, ref, s, n)
         return s[0], n[0]
 
     def release(self) -> None:
@@ -1169,10 +1183,10 @@ class Ref(_Slotted):
         # nor when compaction moves the object (hl_ref_identity: the address
         # when compact=never, else the first address, kept through moves)
         if self._hash is None:
-            live = self._ref and not self._heap.closed
-            if live:
+            ref = self._ref
+            if ref and not self._heap.closed:
                 out = ffi.new("uint64_t *")
-                self._heap._call(lib.hl_ref_identity, self._ref, out)
+                self._heap._call(lib.hl_ref_identity, ref, out)
                 self._hash = hash((id(self._heap), out[0]))
             else:
                 self._hash = id(self)
@@ -1282,8 +1296,7 @@ class ConservativeRegion(_Slotted):
         if isinstance(value, Ref):
             if value._heap is not self._heap:
                 raise InvalidArgument("a region word may hold an object of its own heap only")
-            value._h()   # (a released Ref: StaleRef)
-            return 0, int(value._ref)
+            return 0, int(value._live()[1])   # (a released Ref: StaleRef)
         number = _as_int(value)
         if number is None:
             raise TypeError(f"a region word is an int, a Ref or None, not {_tname(value)}")
