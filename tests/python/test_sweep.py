@@ -329,6 +329,16 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         (["run", "--command", "true {arm}", "--arms", "x,x"], "arm 'x' named twice"),
         (["run", "--command", "true {arm}", "--arms", "a/b,a_b"],
          "arm 'a_b' and arm 'a/b' would be saved to one file (a_b.json)"),
+        # the experiment's name is a folder of the run: '../../x' wrote the
+        # records outside it, 'foo/bar' where neither --resume nor report looked
+        (["run", "../../escaped", "--command", "true {arm}", "--arms", "a"],
+         "the experiment's name '../../escaped': expected a non-empty name without '/'"),
+        # an option an arm sets, given as its variable, was a silent no-op
+        (["run", "e1", "--arms", "off", "--set", "HEAPLAB_PAGE_RELEASE=false,true"],
+         "--set HEAPLAB_PAGE_RELEASE: the arms set that option"),
+        # --arm-env of no arm was refused for --command only
+        (["run", "e1", "--arms", "on", "--arm-env", "onn:HEAPLAB_WARM_PAGES=64"],
+         "--arm-env onn: not one of the arms ['on']"),
     ]
     for args, needle in cases:
         p = heaplab(*args, "--results", str(tmp_path)) if args[0] == "run" else heaplab(*args)
@@ -354,6 +364,50 @@ if len(sys.argv) > 2:
 def _task(argv):
     return {"kind": "argv", "argv": argv, "arm": "a", "experiment": "X", "key": "k",
             "cell": "c", "values": {}, "repeat": 0, "timeout": 8}
+
+
+SHAPED_ARM = """
+import json, sys
+print("arm-stderr", file=sys.stderr)
+doc = {"experiment": "X", "title": "", "arm": "a", "options": {}, "params": {}, "notes": {},
+       "series": [], "error": None,
+       "records": [{"phase": "p", "status": "ok", "phys_before": 1}]}
+shape = sys.argv[1]
+if shape == "records_not_phases":
+    doc["records"] = [1, 2]
+elif shape == "figure_a_string":
+    doc["records"][0]["phys_before"] = "1"
+elif shape == "blank_error":
+    doc["error"] = "   "
+elif shape == "no_records":
+    doc["records"] = []
+print(json.dumps(doc))
+"""
+
+
+@pytest.mark.parametrize("shape,needle", [
+    ("records_not_phases", "the arm JSON on stdout cannot be read: record 0 is not a phase"),
+    ("figure_a_string", "'phys_before' is '1', expected a number or null"),
+    ("blank_error", "the arm raised: (an empty error)"),
+    ("no_records", "the arm recorded no phase"),
+])
+def test_a_task_whose_arm_json_is_malformed_is_a_failed_record(tmp_path, shape, needle):
+    """An arm document of the wrong shape made run_task raise (AttributeError,
+    TypeError, IndexError): the task 'failed on every worker' and its record
+    lost its exit status, stderr and argv.  One with no phase records was
+    'ok', and every --resume ran it again.  Each is now a failed record
+    saying why, with the rest of the task's figures; 'started' is the start
+    time (it held the stderr's last line)."""
+    from heaplab.sweep import run_task
+    prog = tmp_path / "arm.py"
+    prog.write_text(SHAPED_ARM)
+    rec = run_task(_task([sys.executable, str(prog), shape]))
+    sw = rec["sweep"]
+    assert sw["status"] == "failed" and needle in sw["error"], sw["error"]
+    assert sw["returncode"] == 0 and "arm-stderr" in sw["stderr_tail"] and sw["argv"], sw
+    assert sw["started"].startswith("20") and "T" in sw["started"], sw["started"]
+    good = run_task(_task([sys.executable, str(prog), "good"]))["sweep"]
+    assert good["status"] == "ok" and good["error"] is None, good
 
 
 def test_a_task_that_leaves_a_helper_running_is_recorded_and_the_helper_stopped(tmp_path):

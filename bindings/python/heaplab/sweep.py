@@ -43,8 +43,9 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .harness import (_CHILD_TEXT, Experiment, arm_file_stem, check_arm_names, child_env,
-                      load_json_record, _make_folder, run_in_group, write_atomic)
+from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, arm_file_stem,
+                      check_arm_names, child_env, load_json_record, _make_folder, run_in_group,
+                      write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -90,6 +91,11 @@ def parse_set(items: Sequence[str]) -> Dict[str, List[str]]:
             raise SweepError(f"--set {item!r}: a value given twice")
         grid[name] = vals
     return grid
+
+
+def _option_of(name: str) -> str:
+    """The option a grid name sets: itself, or NAME of HEAPLAB_NAME."""
+    return name[len("HEAPLAB_"):].lower() if name.startswith("HEAPLAB_") else name
 
 
 def env_name(name: str) -> str:
@@ -185,11 +191,11 @@ def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
             # task's pipes until its timeout (subprocess.run waited for them)
             rc, out, stderr = run_in_group(argv, _child_env(env), cwd,
                                            task.get("timeout") or 600)
-            started = stderr.strip().splitlines()[-1:]
+            last = stderr.strip().splitlines()[-1:]
             if rc is None:
                 error = f"no result within {task.get('timeout') or 600} s (killed)"
-            elif rc == 127 and started and started[0].startswith("heaplab: cannot start "):
-                returncode, error = rc, started[0][len("heaplab: "):]
+            elif rc == 127 and last and last[0].startswith("heaplab: cannot start "):
+                returncode, error = rc, last[0][len("heaplab: "):]
             else:
                 returncode = rc
                 try:
@@ -200,6 +206,15 @@ def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
                     data = {}
                     error = (f"exit {rc}, no arm JSON on stdout"
                              + (f" (stdout: {out[:300]!r})" if out.strip() else ""))
+                else:
+                    # an arm document of the wrong shape made the code below
+                    # raise (AttributeError, TypeError): the task was 'failed
+                    # on every worker', its exit status and stderr lost
+                    why = _arm_problem({"experiment": task["experiment"], "arm": task["arm"],
+                                        **data})
+                    if why:
+                        data = {}
+                        error = f"exit {rc}, the arm JSON on stdout cannot be read: {why}"
         except OSError as e:
             error = f"cannot start {argv[0]}: {e}"
     if not data:
@@ -207,6 +222,12 @@ def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
                 "options": {}, "params": {}, "records": [], "notes": {}, "series": [],
                 "error": error}
     arm_error = data.get("error")
+    if arm_error is not None and not str(arm_error).strip():
+        arm_error = "(an empty error)"
+    if error is None and not data.get("records") and not arm_error and returncode in (0, None):
+        # (counted ok, it was run again by every --resume: a record without
+        # phase records is not complete)
+        error = "the arm recorded no phase"
     status = "ok" if error is None and not arm_error and returncode in (0, None) else "failed"
     if error is None and status == "failed":
         error = (f"the arm raised: {str(arm_error).strip().splitlines()[-1]}" if arm_error
@@ -535,11 +556,14 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
         if not arms:
             raise SweepError("--command needs --arms (the names put in place of {arm})")
         exp_name = experiment or os.path.basename(argv[0])
+        try:
+            # (it names a folder of the run: '../../x' wrote the records outside
+            # it, 'foo/bar' where neither --resume nor report looked)
+            _name("the experiment's name", exp_name)
+        except ValueError as e:
+            raise SweepError(str(e)) from None
         arm_names = list(arms)
         spec.update(argv=argv)
-        for a in arm_env:
-            if a not in arm_names:
-                raise SweepError(f"--arm-env {a}: not one of the arms {arm_names}")
     elif experiment is None:
         raise SweepError("name an experiment (e1, E4b, lua:e1_page_floor) or give --command")
     elif experiment.startswith("lua:") or experiment.endswith(".lua"):
@@ -580,8 +604,9 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
         bad = [a for a in arm_names if a not in exp.arms]
         if bad:
             raise SweepError(f"experiment {exp.name}: no arm(s) {bad} (arms: {list(exp.arms)})")
-        clash = sorted({n for n in grid if not n.isupper()
-                        for a in arm_names if n in exp.arms[a]["options"]})
+        # (an option given as its variable, HEAPLAB_PAGE_RELEASE, too)
+        clash = sorted({n for n in grid for a in arm_names
+                        if _option_of(n) in exp.arms[a]["options"]})
         if clash:
             raise SweepError(f"--set {', '.join(clash)}: the arms set that option themselves "
                              f"(arm options win over the grid); sweep another option, or pick "
@@ -594,6 +619,9 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
         check_arm_names("--arms" if arms else exp_name, arm_names)
     except ValueError as e:
         raise SweepError(str(e)) from None
+    for a in arm_env:     # (any kind's: a Python or Lua arm's misspelt name was ignored)
+        if a not in arm_names:
+            raise SweepError(f"--arm-env {a}: not one of the arms {arm_names}")
     cells = expand_grid(grid)
     run_id = run_id or new_run_id(exp_name)
     tasks = []
