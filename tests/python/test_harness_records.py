@@ -6,6 +6,7 @@ its fix (the commit that added it says how that was checked)."""
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -505,6 +506,29 @@ def test_sweep_record_readers_name_a_record_that_is_not_json(tmp_path):
     cut.mkdir()                      # open() fails: IsADirectoryError
     with pytest.raises(ValueError, match=f"{cut_re}: cannot be read"):
         complete_records(str(run))
+
+
+@pytest.mark.parametrize("content,why", [
+    ('{"sweep": null, "records": []}', "no 'sweep' object"),
+    ('{"sweep": {"status": "ok"}, "records": []}', "sweep['experiment'] is None, expected str"),
+    ("[]", "a JSON list, not an object"),
+    ("null", "a JSON NoneType, not an object"),
+])
+def test_run_records_name_json_that_is_not_a_task_record(tmp_path, content, why):
+    """JSON that is no task record in a run folder was a TypeError or
+    KeyError from inside heaplab report / compare (naming no file), or was
+    passed over without a word ([], {}, null: compare counted a task short).
+    run_records names it, as it names a file that is not JSON."""
+    hla = pytest.importorskip("heaplab.analysis")
+    run, cut, cut_re = _sweep_run(tmp_path)
+    cut.write_text(content)
+    with pytest.raises(ValueError, match=f"{cut_re}: not a task record of the run: "
+                                         f"{re.escape(why)}"):
+        hla.sweep_frame(str(run))
+    skipped = []
+    with pytest.warns(UserWarning, match="not a task record"):
+        found = hla.run_records(str(run), skipped=skipped)
+    assert [d["sweep"]["arm"] for d in found] == ["a"] and skipped[0][0] == str(cut)
 
 
 # ---- 2b. the Lua harness's phase records ---------------------------------------------------

@@ -38,8 +38,8 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import (FIGURES, _arm_problem, _real, error_summary, load_arms, load_json_record, _make_folder,
-                      phase_status, write_atomic)
+from .harness import (FIGURES, SKIPPED, _arm_problem, _real, error_summary, load_arms,
+                      load_json_record, _make_folder, phase_status, write_atomic)
 
 MiB = 1 << 20
 
@@ -1025,6 +1025,21 @@ def run_meta(run: Any) -> Dict[str, Any]:
         raise ValueError(str(e)) from None
 
 
+def _task_record_problem(data: Any) -> Optional[str]:
+    """What keeps JSON from being a sweep's task record, or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    sw = data.get("sweep")
+    if not isinstance(sw, dict):
+        return "no 'sweep' object (what heaplab run writes beside the arm's JSON)"
+    for key, kind in (("experiment", str), ("cell", str), ("arm", str), ("status", str),
+                      ("repeat", int), ("values", dict)):
+        if not isinstance(sw.get(key), kind):
+            return f"sweep[{key!r}] is {sw.get(key)!r:.60}, expected {kind.__name__}"
+    why = _arm_problem({"experiment": sw["experiment"], "arm": sw["arm"], **data})
+    return why
+
+
 def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
                 ) -> List[Dict[str, Any]]:
     """Every task record of a run folder (complete or failed), in task order.
@@ -1037,8 +1052,21 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
     out = []
     for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
         data = load_json_record(path, skipped, "run_records")
-        if isinstance(data, dict) and "sweep" in data:
-            out.append(data)
+        if data is SKIPPED:
+            continue
+        # (JSON that is no task record was passed over without a word, or
+        # was a TypeError / KeyError from inside the report and compare)
+        why = _task_record_problem(data)
+        if why:
+            if skipped is None:
+                raise ValueError(f"{path}: not a task record of the run: {why}; remove it, or "
+                                 f"pass skipped=[] to run_records to load the others")
+            import warnings
+            warnings.warn(f"heaplab: {path}: not a task record of the run: {why}: skipped",
+                          stacklevel=2)
+            skipped.append((path, why))
+            continue
+        out.append(data)
     if not out:
         raise ValueError(f"{run}: no task records yet (run {meta.get('run_id')})")
     return out
