@@ -187,6 +187,28 @@ def test_resume_runs_nothing_when_complete(cluster, tcp_run):
     assert [r["tasks_run"] for r in meta["runs"]] == [TASKS, 0]
 
 
+def test_a_run_folder_in_use_is_refused(cluster, tcp_run):
+    """Two --resume of one folder at once ran every missing task twice, and
+    the last to write meta.json dropped the other's entry.  An invocation
+    holds the folder (a lock file, flock): a second is refused, exit 2,
+    before anything runs or is written."""
+    from heaplab.sweep import _lock_run
+    run = run_folder(tcp_run["stdout"])
+    with open(os.path.join(run, "meta.json")) as f:
+        meta_before = f.read()
+    locks = []
+    _lock_run(run, locks)              # as the run (or a resume) in progress holds it
+    try:
+        p = heaplab("run", "--resume", run, "--cluster", cluster.address, "--progress", "plain")
+    finally:
+        for fd in locks:
+            os.close(fd)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "another heaplab run is using this run folder" in p.stderr, p.stderr
+    with open(os.path.join(run, "meta.json")) as f:
+        assert f.read() == meta_before
+
+
 def test_same_grid_on_the_local_cluster_compares_equal(tcp_run, tmp_path):
     p = heaplab("run", "e1", *GRID, "--repeat", "2", *SMALL, "--results", str(tmp_path),
                 "--progress", "plain")

@@ -743,13 +743,43 @@ def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str
     return client, None, cluster
 
 
+def _lock_run(run_dir: str, locks: List[int]) -> None:
+    """Hold the run folder for this invocation (a lock file in it, flock):
+    two --resume of one folder at once ran every missing task twice, and
+    the last to write meta.json dropped the other's entry.  A second one is
+    refused; the lock goes with the process, however it ends."""
+    import fcntl
+    fd = os.open(os.path.join(run_dir, ".heaplab-run.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise SweepError(f"{run_dir}: another heaplab run is using this run folder (the run "
+                         f"itself, or a --resume of it); wait for it to end") from None
+    locks.append(fd)
+
+
 def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", workers: int = 2,
               per_worker: int = 1, resume: Optional[str] = None, argv: Optional[List[str]] = None,
               progress: Optional[bool] = None, stream: Any = None) -> Tuple[str, Dict[str, int]]:
     """Run every task of `sweep` on Dask and write the run folder; returns
     (run folder, {"ok": n, "failed": n, "skipped": n}).  resume: an
     existing run folder whose complete records are kept (their tasks are
-    not run again)."""
+    not run again).  One invocation at a time uses a run folder
+    (SweepError for a second)."""
+    locks: List[int] = []
+    try:
+        return _run_sweep(sweep, results, cluster, workers, per_worker, resume, argv, progress,
+                          stream, locks)
+    finally:
+        for fd in locks:
+            os.close(fd)
+
+
+def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worker: int,
+               resume: Optional[str], argv: Optional[List[str]], progress: Optional[bool],
+               stream: Any, locks: List[int]) -> Tuple[str, Dict[str, int]]:
     if workers < 1 or per_worker < 1:
         raise SweepError("--workers and --per-worker must be >= 1")
     if resume:
@@ -758,6 +788,7 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
         # final update of meta.json failed on it (ELOOP)
         run_dir = os.path.realpath(resume)
         meta = load_meta(run_dir)
+        _lock_run(run_dir, locks)
         # a record that is not JSON (damaged) is no complete task: it is run
         # again and its file replaced; a warning names it
         done = complete_records(run_dir, skipped=[], tasks=sweep.tasks)
@@ -792,6 +823,14 @@ def run_sweep(sweep: Sweep, results: str = "results", cluster: str = "local", wo
         raise SweepError(f"--results {parent}: not writable")
     client, local, address = _cluster(cluster, workers, per_worker)
     os.makedirs(run_dir, exist_ok=True)      # only once a cluster answered
+    if not resume:
+        try:
+            _lock_run(run_dir, locks)
+        except SweepError:
+            client.close()
+            if local is not None:
+                local.close()
+            raise
     counts = {"ok": 0, "failed": 0, "skipped": len(sweep.tasks) - len(todo)}
     try:
         has_arm = [w for w, i in client.scheduler_info()["workers"].items()
