@@ -334,7 +334,20 @@ def test_bad_input_names_what_is_wrong(tmp_path):
     not_obj = tmp_path / "not_obj"
     not_obj.mkdir()
     (not_obj / "meta.json").write_text("[]")
+    # fields of the wrong type: TypeError / AttributeError tracebacks, or
+    # every task failed (a grid of numbers), or 'ab' read as arms a and b
+    typed = {}
+    for key, bad in (("arms", None), ("arms", "ab"), ("repeat", "2"), ("runs", {}),
+                     ("grid", {"X": [1]})):
+        folder = tmp_path / f"typed_{key}_{type(bad).__name__}"
+        folder.mkdir()
+        m = {"run_id": "x", "kind": "python", "experiment": "e1", "arms": ["on"], "grid": {},
+             "repeat": 1, key: bad}
+        (folder / "meta.json").write_text(json.dumps(m))
+        typed[folder] = key
     cases = [
+        *[(["run", "--resume", str(f)], f"{f}/meta.json: ['{k}'] is not what heaplab run writes")
+          for f, k in typed.items()],
         (["run", "--resume", str(no_exp)], f"{no_exp}/meta.json: no ['experiment']"),
         (["run", "--resume", str(not_obj)], f"{not_obj}/meta.json: not a run's meta.json"),
         (["run", str(not_py)], f"{not_py}: not a Python module"),

@@ -129,6 +129,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if meta.get("kind") == "command":
                 command = shlex.join(value("spec", "argv"))
             run_arms, run_grid, run_repeat = value("arms"), value("grid"), value("repeat")
+            # (arms null or runs {} were TypeError / AttributeError tracebacks,
+            # 'ab' read as arms a and b, a grid of numbers failed every task)
+            for k, ok in (("arms", isinstance(run_arms, list)
+                           and all(isinstance(a, str) for a in run_arms)),
+                          ("grid", isinstance(run_grid, dict) and all(
+                              isinstance(v, list) and all(isinstance(x, str) for x in v)
+                              for v in run_grid.values())),
+                          ("repeat", isinstance(run_repeat, int)
+                           and not isinstance(run_repeat, bool)),
+                          ("runs", isinstance(meta.get("runs", []), list))):
+                if not ok:
+                    raise sweep.SweepError(f"{os.path.join(args.resume, sweep.RUN_META)}: "
+                                           f"['{k}'] is not what heaplab run writes; cannot "
+                                           f"resume it")
             given: List[str] = []
             if args.experiment is not None and args.experiment.lower() != str(experiment).lower():
                 given.append(f"the experiment {args.experiment!r} (the run's: {experiment!r})")
