@@ -203,14 +203,8 @@ C.eq(hh:check(), true, "hh:check()")
 -- expected, got heaplab.heap', and leaked)
 debug.setmetatable(hh, mt[1]); debug.setmetatable(s, mt[3])
 debug.setmetatable(g, mt[4]); debug.setmetatable(ob, mt[2])
-local function vm_size_kb()
-  local f = assert(io.open("/proc/self/status"))
-  local st = f:read("a")
-  f:close()
-  return tonumber(st:match("VmSize:%s*(%d+)"))
-end
 collectgarbage(); collectgarbage()
-local before = vm_size_kb()
+local before = C.status("VmSize")
 local copies = {}
 for i = 1, 3 do
   local h2 = hl.heap{ reserve_bytes = "64m" }
@@ -228,7 +222,7 @@ C.eq(next(seen), nil, "every tampered value collected")
 for i = 1, 3 do C.eq(copies[i][1], nil, "a heap with a copied metatable collected") end
 -- and their C heaps freed: each held a 64 MiB reservation and a mark stack
 -- (hundreds of MiB of address space), now gone
-local after = vm_size_kb()
+local after = C.status("VmSize")
 C.ok(after < before + 16 * 1024, ("VmSize %d kB before the heaps, %d after: a heap leaked")
      :format(before, after))
 end)

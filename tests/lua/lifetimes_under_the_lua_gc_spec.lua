@@ -53,12 +53,7 @@ end)
 
 -- threads of this process now (/proc/self/status; reading it allocates a
 -- little, so the loop below reads it only every 50 samplers)
-local function threads()
-  local f = assert(io.open("/proc/self/status"))
-  local st = f:read("a")
-  f:close()
-  return tonumber(st:match("Threads:%s*(%d+)"))
-end
+local function threads() return C.status("Threads") end
 
 describe("samplers Lua drops", function()
   it("are stopped without collectgarbage(): Lua is told what a sampler costs", function()
