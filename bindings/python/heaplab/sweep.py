@@ -823,16 +823,10 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
         raise SweepError(f"--results {parent}: not writable")
     client, local, address = _cluster(cluster, workers, per_worker)
     os.makedirs(run_dir, exist_ok=True)      # only once a cluster answered
-    if not resume:
-        try:
-            _lock_run(run_dir, locks)
-        except SweepError:
-            client.close()
-            if local is not None:
-                local.close()
-            raise
     counts = {"ok": 0, "failed": 0, "skipped": len(sweep.tasks) - len(todo)}
     try:
+        if not resume:
+            _lock_run(run_dir, locks)        # (a resume took it before reading the records)
         has_arm = [w for w, i in client.scheduler_info()["workers"].items()
                    if "arm" in (i.get("resources") or {})]
         resources = {"arm": 1} if has_arm else None
