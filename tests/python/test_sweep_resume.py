@@ -145,7 +145,14 @@ time.sleep(120)
 """
 
 
-def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(tmp_path):
+@pytest.mark.parametrize("signame,status,word", [("SIGINT", 130, "interrupted"),
+                                                  ("SIGTERM", 143, "terminated"),
+                                                  ("SIGHUP", 129, "hung up")])
+def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(signame, status, word, tmp_path):
+    """Ctrl-C; and SIGTERM (kill, a batch system's stop) and SIGHUP (the
+    terminal closed) the same way -- they killed the run at once: exit
+    -15, the invocation's meta.json entry with the whole plan as tasks_run
+    and no counts (the sweeps hunt, session 24)."""
     import signal
     from procs import reap, wait_for_file
     script = tmp_path / "slow_arm.py"
@@ -153,6 +160,7 @@ def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(tmp_path):
 
     def sigint_default():
         signal.signal(signal.SIGINT, signal.SIG_DFL)      # as in a terminal
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
     p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
                           f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
                           "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
@@ -161,13 +169,128 @@ def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(tmp_path):
     pid = None
     try:
         pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
-        p.send_signal(signal.SIGINT)
+        p.send_signal(getattr(signal, signame))
         out, err = p.communicate(timeout=120)
         run = os.path.realpath(tmp_path / "r" / "latest")
-        assert p.returncode == 130, (p.returncode, out, err[-3000:])
-        assert f"interrupted: heaplab run --resume {run}" in err, err[-3000:]
+        assert p.returncode == status, (p.returncode, out, err[-3000:])
+        assert f"{word}: heaplab run --resume {run}" in err, err[-3000:]
         with open(os.path.join(run, "meta.json")) as f:
             last = json.load(f)["runs"][-1]
         assert last.get("interrupted") and last["tasks_run"] == 0, last
+        assert last["signal"] == signame and last["counts"]["ok"] == 0, last
     finally:
         reap(p, pid)
+
+
+# ---- a resume runs where the run ran, on the file it found ----------------------------------
+# (the sweeps hunt, session 24: a --command's relative paths failed when the
+# run was resumed from another directory; and an experiment file of the
+# user's own -- Python or Lua -- was looked for by its name in heaplab's
+# catalog, so that such a run could not be resumed at all, from anywhere)
+
+FAIL_IF_ASKED = """
+import json, os, sys
+arm = sys.argv[1]
+if os.path.exists("fail-" + arm):                 # (relative: in the task's directory)
+    sys.exit("asked to fail")
+print(json.dumps({"experiment": "ECHO", "title": "echo", "arm": arm, "options": {},
+                  "params": {}, "error": None, "notes": {}, "series": [],
+                  "records": [{"experiment": "ECHO", "arm": arm, "phase": "p", "index": 0,
+                               "phys_before": 1, "phys_after": 2, "phys_peak": 3}]}))
+"""
+
+OWN_EXPERIMENT = """
+import os
+import heaplab
+from heaplab.harness import Experiment
+MINE = Experiment("MINE", "an experiment outside heaplab's catalog")
+
+
+@MINE.arm("b")
+@MINE.arm("a")
+def arm(rec, **options):
+    if os.path.exists("fail-" + rec.arm):
+        raise RuntimeError("asked to fail")
+    h = heaplab.Heap(**options)
+    with rec.phase("fill", heap=h):
+        h.fill(1 << 20, 64)
+"""
+
+OWN_LUA = """
+local arm = arg[1]
+if arm ~= "a" and arm ~= "b" then
+  io.stderr:write("usage: lua5.4 mine.lua ARM (arms: a, b)\\n")
+  os.exit(2)
+end
+local f = io.open("fail-" .. arm)
+if f then f:close(); error("asked to fail") end
+print(string.format('{"experiment": "MINE", "title": "mine", "arm": "%s", "options": {}, '
+  .. '"params": {}, "error": null, "notes": {}, "series": [], "records": [{"experiment": '
+  .. '"MINE", "arm": "%s", "phase": "p", "index": 0, "phys_before": 1, "phys_after": 2, '
+  .. '"phys_peak": 3}]}', arm, arm))
+"""
+
+
+@pytest.mark.parametrize("kind", ["command", "python", "lua"])
+def test_resume_from_elsewhere_runs_the_runs_tasks_where_it_ran(kind, tmp_path):
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    if kind == "command":
+        (home / "arm.py").write_text(FAIL_IF_ASKED)
+        what = ["--command", f"{sys.executable} arm.py {{arm}}", "--arms", "a,b"]
+    elif kind == "python":
+        (home / "mine.py").write_text(OWN_EXPERIMENT)
+        what = ["mine.py"]
+    else:
+        (home / "mine.lua").write_text(OWN_LUA)
+        what = ["mine.lua"]
+    (home / "fail-b").write_text("")
+
+    def run(*args, cwd):
+        return subprocess.run([sys.executable, "-m", "heaplab", "run", *args, *LOCAL], cwd=cwd,
+                              capture_output=True, text=True, timeout=300)
+    p = run(*what, "--results", str(tmp_path / "r"), cwd=home)
+    assert p.returncode == 1 and "1 ok, 1 failed" in p.stdout, p.stdout + p.stderr
+    run_dir = run_folder(p.stdout)
+    (home / "fail-b").unlink()
+    p = run("--resume", run_dir, cwd=elsewhere)
+    assert p.returncode == 0 and "1 ok, 0 failed, 1 already complete" in p.stdout, \
+        p.stdout + p.stderr
+    assert {d["arm"]: d["sweep"]["status"] for d in records(run_dir).values()} == \
+        {"a": "ok", "b": "ok"}
+    # the run's directory gone (moved): a warning names it, and the tasks run
+    # in the current one -- an experiment file gone with it is named too
+    os.remove(glob.glob(os.path.join(run_dir, "*", "*", "a.r0.json"))[0])
+    moved = tmp_path / "moved"
+    home.rename(moved)
+    (moved / "fail-a").write_text("")
+    p = run("--resume", run_dir, cwd=moved)
+    assert f"the run's working directory {home} is gone: its tasks run in {moved}" in p.stderr, \
+        p.stdout + p.stderr
+    if kind == "command":       # (it ran here: arm.py found, and fail-a)
+        assert p.returncode == 1 and "0 ok, 1 failed, 1 already complete" in p.stdout, \
+            p.stdout + p.stderr
+    else:
+        assert p.returncode == 2 and f"experiment file {home / what[0]} is gone" in p.stderr, \
+            p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_stop_on_signals_leaves_an_ignored_signal_ignored():
+    """`nohup heaplab run ...` must outlive its terminal: SIGHUP ignored
+    stays ignored; SIGTERM with its default action stops the run."""
+    import signal
+    from heaplab import sweep
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
+    try:
+        with sweep.stop_on_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            with pytest.raises(sweep.Stopped) as e:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(100):        # (delivered at the next bytecode)
+                    pass
+            assert e.value.signum == signal.SIGTERM and isinstance(e.value, KeyboardInterrupt)
+        assert signal.getsignal(signal.SIGTERM) == before[1]
+    finally:
+        signal.signal(signal.SIGHUP, before[0])

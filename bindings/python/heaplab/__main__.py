@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
@@ -96,6 +97,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from . import sweep
+    # SIGTERM (kill, a batch system's stop) and SIGHUP (the terminal closed)
+    # stop the run as Ctrl-C does
+    with sweep.stop_on_signals():
+        return _run(args, sweep)
+
+
+def _run(args: argparse.Namespace, sweep: Any) -> int:
     try:
         grid = sweep.parse_set(args.set)
         arms = [a for a in args.arms.split(",") if a] if args.arms is not None else None
@@ -114,6 +122,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             env[name] = value
         if args.resume == "latest":
             args.resume = os.path.realpath(os.path.join(args.results, "latest"))
+        source: Optional[str] = None
+        cwd: Optional[str] = None
         timeout = 600.0 if args.timeout is None else args.timeout
         if args.resume:
             # the run's meta.json defines the sweep: what the command line
@@ -190,12 +200,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
             args.experiment, args.command = experiment, command
             arms, grid, args.repeat = list(run_arms), dict(run_grid), run_repeat
             run_id = value("run_id")
+            # the tasks run where the run's ran, on the experiment file it
+            # found: a --command's relative paths failed when resumed from
+            # elsewhere, and an experiment file of the user's own was looked
+            # for by its name in heaplab's catalog (never found)
+            spec = meta.get("spec") if isinstance(meta.get("spec"), dict) else {}
+            where = spec.get("script" if meta.get("kind") == "lua" else "path")
+            if meta.get("kind") in ("python", "lua") and isinstance(where, str) \
+                    and os.path.isfile(where):
+                source = where
+            elif meta.get("kind") in ("python", "lua") and where:
+                print(f"heaplab run: warning: the run's experiment file {where} is gone: "
+                      f"resuming {experiment} as found now", file=sys.stderr)
+            run_cwd = meta.get("cwd")
+            if isinstance(run_cwd, str) and os.path.isdir(run_cwd):
+                cwd = run_cwd
+            else:
+                print(f"heaplab run: warning: the run's working directory {run_cwd} is gone: "
+                      f"its tasks run in {os.getcwd()}", file=sys.stderr)
         else:
             run_id = None
         repeat = 1 if args.repeat is None else args.repeat
         sw = sweep.build_sweep(args.experiment, arms=arms, grid=grid, repeat=repeat,
                                command=args.command, arm_env=arm_env, env=env,
-                               timeout=timeout, run_id=run_id)
+                               timeout=timeout, run_id=run_id, source=source, cwd=cwd)
         progress = None if args.progress == "auto" else args.progress == "live"
         print(f"heaplab run: {sw.experiment}, {len(sw.cells)} cell(s) x {len(sw.arms)} arm(s) x "
               f"{sw.repeat} repeat(s) = {len(sw.tasks)} tasks on "
@@ -209,9 +237,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt as e:
         where = getattr(e, "run_dir", None)
-        print(f"interrupted: heaplab run --resume {where}" if where else "interrupted",
-              file=sys.stderr, flush=True)
-        return 130
+        signum = sweep.stop_signal(e)
+        word = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}.get(signum, "interrupted")
+        try:
+            print(f"{word}: heaplab run --resume {where}" if where else word,
+                  file=sys.stderr, flush=True)
+        except OSError:         # (SIGHUP: the terminal may be gone)
+            pass
+        return 128 + signum
     print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} already complete: "
           f"{run_dir}")
     return 1 if counts["failed"] else 0

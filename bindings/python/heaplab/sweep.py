@@ -28,6 +28,7 @@ worker lost mid-task has its task rescheduled by Dask on another worker.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import glob
 import hashlib
@@ -37,11 +38,14 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, arm_file_stem,
                       check_arm_names, child_env, load_json_record, _make_folder, run_in_group,
@@ -498,13 +502,15 @@ def _lua_cpath() -> Optional[str]:
         d = os.path.dirname(d)
 
 
-def _python_experiment(name: str) -> Tuple[Any, str, str]:
-    """(Experiment, module path, module variable) for e1 / E4b / a path."""
+def _python_experiment(name: str, source: Optional[str] = None) -> Tuple[Any, str, str]:
+    """(Experiment, module path, module variable) for e1 / E4b / a path; or
+    the experiment `name` of the module file `source` (a resume: the file
+    the run found)."""
     from .notebooks import NotAModule, experiment_module
     base = name
-    tries = [name]
+    tries = [name] if source is None else [source]
     stripped = name.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    if stripped != name and stripped[-1:].isdigit():
+    if source is None and stripped != name and stripped[-1:].isdigit():
         tries.append(stripped)            # e4b: the module of e4, experiment E4b
     last: Optional[Exception] = None
     for t in tries:
@@ -518,7 +524,7 @@ def _python_experiment(name: str) -> Tuple[Any, str, str]:
             raise SweepError(f"{mod.__file__}: no Experiment in it")
         want = [k for k, v in exps.items() if v.name.lower() == base.lower()
                 or k.lower() == base.lower()]
-        if not want and len(exps) == 1 and t == name:
+        if not want and len(exps) == 1 and t in (name, source):
             want = list(exps)
         if not want:
             raise SweepError(f"{name}: {os.path.basename(mod.__file__)} holds experiments "
@@ -532,11 +538,15 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
                 grid: Optional[Dict[str, List[str]]] = None, repeat: int = 1,
                 command: Optional[str] = None, arm_env: Optional[Dict[str, Dict[str, str]]] = None,
                 env: Optional[Dict[str, str]] = None, timeout: float = 600,
-                run_id: Optional[str] = None) -> Sweep:
+                run_id: Optional[str] = None, source: Optional[str] = None,
+                cwd: Optional[str] = None) -> Sweep:
     """Expand a sweep: experiment is 'e1', 'E4b', a path to an experiment
     module, 'lua:e1_page_floor' (or a .lua path), or None with `command`
     (a command line with {arm} where the arm's name goes).  Every cell x arm
-    x repeat becomes a Task.  SweepError names what is wrong."""
+    x repeat becomes a Task, run in `cwd` (default: the current directory).
+    source: the experiment's file (a resume: the Python module or Lua script
+    the run found, whatever its name resolves to now).  SweepError names
+    what is wrong."""
     grid = dict(grid or {})
     arm_env = dict(arm_env or {})
     env = dict(env or {})
@@ -569,7 +579,9 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
     elif experiment.startswith("lua:") or experiment.endswith(".lua"):
         kind = "lua"
         name = experiment[4:] if experiment.startswith("lua:") else experiment
-        if os.path.isfile(name):
+        if source is not None:
+            script = os.path.abspath(source)
+        elif os.path.isfile(name):
             script = os.path.abspath(name)
         else:
             from .notebooks import experiments_dir
@@ -599,7 +611,7 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
                 pass
     else:
         kind = "python"
-        exp, path, var = _python_experiment(experiment)
+        exp, path, var = _python_experiment(experiment, source)
         arm_names = list(arms) if arms else list(exp.arms)
         bad = [a for a in arm_names if a not in exp.arms]
         if bad:
@@ -635,7 +647,7 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
                 key = f"{exp_name.replace(':', '-')}-{cell}-{a.replace('/', '_')}-r{rep}"
                 tasks.append(Task(key=key, run_id=run_id, experiment=exp_name, kind=kind, arm=a,
                                   cell=cell, values=values, repeat=rep, env=task_env,
-                                  timeout=timeout, cwd=os.getcwd(), **spec))
+                                  timeout=timeout, cwd=cwd or os.getcwd(), **spec))
     sw = Sweep(exp_name, kind, tasks, grid, cells, arm_names, repeat, spec)
     sw.env, sw.arm_env, sw.timeout = env, arm_env, timeout
     return sw
@@ -741,6 +753,43 @@ def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str
         raise SweepError(f"--cluster {cluster}: no worker joined the scheduler within 60 s "
                          "(start some: dask worker ADDRESS --nthreads 1 --resources arm=1)") from None
     return client, None, cluster
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while a sweep runs (`stop_on_signals`): stops it as
+    Ctrl-C does -- what ran is on disk and meta.json says where it stopped
+    -- where the signal's default action killed the process at once (no
+    counts in meta.json, the cluster's processes left to die on their own)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """While it lasts, each of `signums` raises Stopped in the main thread
+    (elsewhere: nothing changes).  A signal the process ignores stays
+    ignored (`nohup heaplab run ...` survives its terminal).  The handlers
+    before are put back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+    before = {n: signal.signal(n, stop) for n in signums
+              if signal.getsignal(n) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for n, h in before.items():
+            signal.signal(n, h)
+
+
+def stop_signal(e: BaseException) -> int:
+    """The signal that stopped a sweep: Stopped's, else SIGINT (Ctrl-C)."""
+    return getattr(e, "signum", signal.SIGINT)
 
 
 def _lock_run(run_dir: str, locks: List[int]) -> None:
@@ -885,7 +934,9 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
             # what ran is on disk; meta.json says the run stopped here, and
             # the caller says how to go on (heaplab run: --resume RUN)
             run_meta.update({"interrupted": datetime.datetime.now().astimezone()
-                             .isoformat(timespec="seconds"), "counts": dict(counts),
+                             .isoformat(timespec="seconds"),
+                             "signal": signal.Signals(stop_signal(e)).name,
+                             "counts": dict(counts),
                              "tasks_run": counts["ok"] + counts["failed"]})
             _write_json(os.path.join(run_dir, RUN_META), meta)
             e.run_dir = run_dir         # type: ignore[attr-defined]
