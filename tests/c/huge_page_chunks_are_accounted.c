@@ -193,6 +193,54 @@ static void subpage_release_splits_are_counted(void) {
   hl_heap_free(h);
 }
 
+/* A whole chunk whose primary advice is refused takes the fallback over all
+ * of it -- its pages released before too (the release hunt, session 25: a
+ * reuse of one of them had faulted the whole huge page back in).  Those
+ * pages are fallback pages now: upgrade candidates, counted in
+ * fallback_pool_pages, upgraded by later trims; filed as primary, they
+ * stayed LazyFree for good (1.9 MiB of a 2 MiB chunk, never upgraded). */
+static void fallback_over_a_whole_chunk_files_its_released_pages(void) {
+  hl_heap *h = HEAP("thp=madvise", "warm_pages=0", "warm_demand_trims=0", "thp_prefault=0",
+                    "fallback_advice=free", "verify=1");
+  hl_ref r, one;
+  OK(h, hl_fill(h, 4u << 20, 248, 0, &r)); /* two chunks (248 + 8: the 256-byte class) */
+  OK(h, hl_ref_release(h, r));
+  OK(h, hl_collect(h, 2, 1));
+  OK(h, hl_trim(h));
+  hl_stats a = stats_of(h);
+  CHECK(a.released_pool_pages >= 32 && a.fallback_pool_pages == 0,
+        "released %" PRIu64 ", on the fallback %" PRIu64, a.released_pool_pages,
+        a.fallback_pool_pages);
+  OK(h, hl_fill(h, 248, 248, 0, &one)); /* reuses a released page of a chunk */
+  OK(h, hl_ref_release(h, one));
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_always, 0, ENOMEM)); /* -> MADV_FREE */
+  OK(h, hl_collect(h, 2, 1));
+  OK(h, hl_trim(h));
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_off, 0, 0));
+  OK(h, hl_heap_check(h));
+  hl_stats b = stats_of(h);
+  CHECK(b.thp_chunks_released > a.thp_chunks_released, "no whole chunk was released");
+  /* the chunk's 32 pages (64 KiB pages) went on the fallback advice (and
+   * the upgrade site, not refused, may have upgraded them already) */
+  CHECK(b.fallback_pages - a.fallback_pages >= 32, "%" PRIu64 " pages filed on the fallback "
+        "advice after a fallback call over a whole chunk of 32",
+        b.fallback_pages - a.fallback_pages);
+  for (int i = 0; i < 20 && stats_of(h).fallback_pool_pages; i++) OK(h, hl_trim(h));
+  OK(h, hl_heap_check(h));
+  hl_stats c = stats_of(h);
+  CHECK(c.fallback_pool_pages == 0 && c.upgraded_pages - a.upgraded_pages >= 32,
+        "after 20 trims %" PRIu64 " pages still on the fallback, %" PRIu64 " upgraded",
+        c.fallback_pool_pages, c.upgraded_pages - a.upgraded_pages);
+  hl_footprint f;
+  OK(h, hl_footprint_get(&f));
+  CHECK(f.lazyfree < (1u << 20), "%.1f MiB LazyFree after the upgrades", f.lazyfree / MiB);
+  printf("fallback over a whole chunk: %" PRIu64 " pages filed on it, %" PRIu64
+         " upgraded; LazyFree %.2f MiB (thp_enabled %" PRIu64 ")\n",
+         b.fallback_pages - a.fallback_pages, c.upgraded_pages - a.upgraded_pages,
+         f.lazyfree / MiB, b.thp_enabled);
+  hl_heap_free(h);
+}
+
 /* (the allocating thread's own calls: thp_prefault=0, no helper faults the
  * chunks in ahead -- its refusals are prefault_helper_faults_only_what_the_
  * fill_uses.c's) */
@@ -289,6 +337,7 @@ static void never_and_small_reservations(void) {
 int main(void) {
   splits_then_whole_chunks();
   subpage_release_splits_are_counted();
+  fallback_over_a_whole_chunk_files_its_released_pages();
   populate_and_its_refusals();
   never_and_small_reservations();
   return 0;

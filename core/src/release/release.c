@@ -287,7 +287,7 @@ static void release_chunks(hl_heap *h, whole_chunks *w, const uint32_t *rel, uin
  * split.  rel[nw, nr) sorted, outcome per page. */
 static void chunks_after_release(hl_heap *h, whole_chunks *w, const uint32_t *rel,
                                  const uint8_t *outcome, uint64_t nw, uint64_t nr,
-                                 uint64_t *upgraded) {
+                                 uint64_t *upgraded, uint64_t *fallback) {
   uint32_t per = 1u << h->chunk_shift;
   for (uint64_t i = 0; i < w->nc; i++) {
     if (w->outcome[i] == OUT_REJECTED) continue;
@@ -295,14 +295,23 @@ static void chunks_after_release(hl_heap *h, whole_chunks *w, const uint32_t *re
     h->chunk[w->chunks[i] >> h->chunk_shift] = CH_EMPTY;
   }
   /* the held pages were covered by their chunk's call: a fallback page
-   * released again with the primary advice is upgraded */
+   * released again with the primary advice is upgraded -- and a primary
+   * one covered by the fallback advice is a fallback page now.  (It may be
+   * resident: a reuse of another page of the chunk faulted the whole huge
+   * page back in.  Left filed as primary, the fallback's lazily freed pages
+   * stayed charged for good, never an upgrade candidate: 1.9 MiB of
+   * LazyFree per chunk.) */
   for (uint64_t i = 0, c = 0; i < w->nheld; i++) {
     uint32_t q = w->held[i];
     while (w->chunks[c] + per <= q) c++;
     hl_page *d = &h->pages[q];
+    /* (in flight: fallback_count is not counting them) */
     if (w->outcome[c] == OUT_PRIMARY && d->release == RK_FALLBACK) {
-      d->release = RK_PRIMARY; /* in flight: fallback_count is not counting it */
+      d->release = RK_PRIMARY;
       ++*upgraded;
+    } else if (w->outcome[c] == OUT_FALLBACK && d->release == RK_PRIMARY) {
+      d->release = RK_FALLBACK;
+      ++*fallback;
     }
   }
   for (uint64_t i = nw, j; i < nr; i = j) {
@@ -513,7 +522,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
     }
   }
   if (h->chunk) {
-    chunks_after_release(h, &w, rel, outcome, nw, nr, &t.upgraded);
+    chunks_after_release(h, &w, rel, outcome, nw, nr, &t.upgraded, &t.fallback);
     unhold(h, &w);
   }
   /* Upgrade candidates go back where they came from in their list order:
