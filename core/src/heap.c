@@ -162,7 +162,13 @@ static int fault_from_env(hl_heap *h, const char *var, const char *site, const c
   /* the optional number, then the optional errno, in either order */
   for (int i = 1; i < nf; i++) {
     const char *x = fields[i];
-    bool numeric = isdigit((unsigned char)x[0]) || x[0] == '-';
+    /* a sign and a digit, as strtoll reads it -- '+5' was taken for an
+     * errno name (and read as errno 5 there); a blank is neither */
+    bool numeric = isdigit((unsigned char)x[x[0] == '+' || x[0] == '-']);
+    if (numeric && number != NULL && errname == NULL) {
+      errname = x; /* mode:N:ERRNO with ERRNO a number: 'first:5:11' */
+      continue;
+    }
     if (numeric ? number != NULL : errname != NULL) {
       hl__fmt_err(err, errlen, "environment %s=%s: expected mode[:N][:ERRNO], got two %s", var, v,
                   numeric ? "numbers" : "errno names");
@@ -771,8 +777,10 @@ int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
   if (err) {
     char *end = NULL;
     errno = 0;
+    /* (a number only from its first character: strtoll skips blanks, so
+     * ' 5' -- a mistyped spec -- was errno 5) */
     long long n = strtoll(err, &end, 10);
-    if (end != err && !*end && !errno) {
+    if (isdigit((unsigned char)err[err[0] == '+' || err[0] == '-']) && !*end && !errno) {
       if (n <= 0 || n > 4095)
         return hl__fail(h, HL_EINVAL, "inject: errno %s must be in [1, 4095]", err);
       e = (int)n;

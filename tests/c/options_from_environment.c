@@ -50,6 +50,32 @@ int main(void) {
   CHECK(f[HL_SITE_restore].mode == HL_FAULT_first && f[HL_SITE_restore].arg == 5 &&
             f[HL_SITE_restore].err == 5, "fault from the environment not armed");
   hl_heap_free(h);
+  /* the spec's numbers (the release hunt, session 25): '+5' and ' 5' were
+   * taken for errno names and armed errno 5 with N 0 -- a schedule that
+   * never fired -- and a numeric ERRNO after N was "two numbers" */
+  static const struct {
+    const char *spec;
+    int64_t arg;
+    int err; /* 0: refused */
+  } specs[] = {{"first:+5", 5, ENOMEM}, {"first:5:11", 5, 11}, {"first:5:+11", 5, 11},
+               {"first:EIO:7", 7, EIO}, {"every:3:EAGAIN", 3, EAGAIN}, {"first: 5", 0, 0},
+               {"first:5: 11", 0, 0}, {"first:5:11:12", 0, 0}, {"first:5x", 0, 0},
+               {"first:5:0", 0, 0}};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    setenv("HEAPLAB_FAULT_RESTORE", specs[i].spec, 1);
+    int rc = hl_heap_new(NULL, &h, err, sizeof err);
+    if (!specs[i].err) {
+      CHECK(rc == HL_EVALUE && !h && strstr(err, "HEAPLAB_FAULT_RESTORE"),
+            "spec '%s' accepted (rc %d): %s", specs[i].spec, rc, err);
+      continue;
+    }
+    CHECK(rc == HL_OK, "spec '%s': %s", specs[i].spec, err);
+    OK(h, hl_faults_get(h, f, HL_SITE_COUNT, &n));
+    CHECK(f[HL_SITE_restore].arg == specs[i].arg && f[HL_SITE_restore].err == specs[i].err,
+          "spec '%s': N %" PRId64 ", errno %d (want %" PRId64 ", %d)", specs[i].spec,
+          f[HL_SITE_restore].arg, f[HL_SITE_restore].err, specs[i].arg, specs[i].err);
+    hl_heap_free(h);
+  }
   /* set but empty: a fault site armed with nothing (an empty option value
    * is an error: docs/clients.md) */
   setenv("HEAPLAB_FAULT_RESTORE", "", 1);

@@ -35,8 +35,38 @@ static void scenario(int defect) {
   hl_heap_free(h);
 }
 
+/* "any" matches every call (heaplab.h): also the ones a site's own schedule
+ * failed -- it counted only the others, so that its first/every schedules
+ * counted another sequence than the program's calls (the release hunt,
+ * session 25).  One failed call is one fault fired, whichever fired. */
+static void any_sees_every_call(void) {
+  hl_heap *h = HEAP("fallback_advice=none", "warm_pages=0", "release_per_sweep=1048576");
+  OK(h, hl_inject(h, HL_SITE_any, HL_FAULT_first, 0, 12 /* ENOMEM: counts, fails none */));
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_always, 0, 22 /* EINVAL */));
+  hl_stats a = stats_of(h);
+  hl_ref r;
+  OK(h, hl_fill(h, 8u << 20, 256, 0, &r));
+  OK(h, hl_ref_release(h, r));
+  OK(h, hl_collect(h, 2, -1));
+  OK(h, hl_trim(h));
+  hl_stats b = stats_of(h);
+  hl_fault_state f[HL_SITE_COUNT];
+  size_t n;
+  OK(h, hl_faults_get(h, f, HL_SITE_COUNT, &n));
+  uint64_t real = b.syscalls - a.syscalls, failed = b.faults_fired - a.faults_fired;
+  CHECK(f[HL_SITE_release].fired > 0 && failed == f[HL_SITE_release].fired,
+        "%" PRIu64 " faults fired for %" PRIu64 " injected release failures", failed,
+        (uint64_t)f[HL_SITE_release].fired);
+  CHECK(f[HL_SITE_any].calls == real + failed,
+        "'any' counted %" PRIu64 " calls of %" PRIu64 " (%" PRIu64 " made, %" PRIu64
+        " failed by the release site's schedule)", (uint64_t)f[HL_SITE_any].calls, real + failed,
+        real, failed);
+  hl_heap_free(h);
+}
+
 int main(void) {
   scenario(0);
   scenario(1);
+  any_sees_every_call();
   return 0;
 }

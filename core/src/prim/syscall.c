@@ -97,10 +97,7 @@ static int fault_fires(prim_ctx *ctx, prim_fault *f, uintptr_t addr, size_t len)
   }
   default: break;
   }
-  if (fire) {
-    atomic_fetch_add(&f->fired, 1);
-    atomic_fetch_add(&ctx->fired, 1);
-  }
+  if (fire) atomic_fetch_add(&f->fired, 1);
   return fire;
 }
 
@@ -110,8 +107,12 @@ static int injected(prim_ctx *ctx, int site, uintptr_t addr, size_t len) {
   int err = 0;
   if (site >= 0 && site < HL_SITE_COUNT && fault_fires(ctx, &ctx->faults[site], addr, len))
     err = atomic_load(&ctx->faults[site].err);
-  if (!err && site != HL_SITE_any && fault_fires(ctx, &ctx->faults[HL_SITE_any], addr, len))
+  /* "any" sees every call, the ones the site's own schedule failed too (it
+   * counted only the others, so that its first/every counted another
+   * sequence than the calls the program made); the site's errno wins */
+  if (site != HL_SITE_any && fault_fires(ctx, &ctx->faults[HL_SITE_any], addr, len) && !err)
     err = atomic_load(&ctx->faults[HL_SITE_any].err);
+  if (err) atomic_fetch_add(&ctx->fired, 1); /* one failed call, whichever schedules fired */
   return err;
 }
 
