@@ -156,8 +156,10 @@ static bool descendant; /* a fork child or an exec'd program of a preloaded pare
  * that moves to / or to its data directory wrote a relative HEAPLAB_STATS
  * there, or failed to).  getcwd into a caller's buffer allocates nothing.
  * Too long for out: the path as given. */
+static char start_dir[4096]; /* the directory the process started in (at_start) */
 static void path_from_start(const char *path, char *out, size_t len) {
-  if (path[0] != '/' && getcwd(out, len)) { /* (into out: no 4 KiB on the stack) */
+  if (path[0] != '/' && start_dir[0]) snprintf(out, len, "%s", start_dir);
+  if (path[0] != '/' && (start_dir[0] || getcwd(out, len))) { /* (into out: no 4 KiB on the stack) */
     size_t n = strcmp(out, "/") ? strlen(out) : 0;
     int m = snprintf(out + n, len - n, "/%s", path);
     if (m > 0 && (size_t)m < len - n) return;
@@ -182,6 +184,11 @@ __attribute__((constructor)) static void at_start(void) {
   hl__registry_fork_handlers();
   start_pid = (int)getpid();
   start_ppid = (int)getppid();
+  /* a relative HEAPLAB_STATS / HEAPLAB_TRACE_EVENTS is taken from here: a
+   * program that called chdir() or daemon() before its first malloc wrote
+   * its report where it had gone (/path.<pid> after daemon()) */
+  if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))
+    if (!getcwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
   atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
 }
 
@@ -342,9 +349,36 @@ static void write_events(FILE *f) {
 
 static void write_report(FILE *f) { client_write_report(f); }
 
+/* Is the heap free to be read at exit?  exit() from a signal handler that
+ * interrupted an allocation runs this with the heap lock held by the very
+ * thread (or a large realloc's block out of the heap): the flush and the
+ * stats waited for it for ever -- 3-6 of 20 runs of a malloc loop whose
+ * SIGALRM handler calls exit(0) hung, with no report even asked for (the
+ * preload hunt, session 25).  Another thread's hold is a moment: tried for
+ * about half a second. */
+static bool heap_free_at_exit(hl_heap *h) {
+  for (int i = 0; i < 500; i++) {
+    if (pthread_mutex_trylock(&h->lock) == 0) {
+      bool busy = h->in_cycle || h->large_moving;
+      pthread_mutex_unlock(&h->lock);
+      if (!busy) return true;
+    }
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return false;
+}
+
 static void write_reports(void) {
   static char name[4200]; /* (static: the exiting thread's stack may be 16 KiB) */
-  if (atomic_load(&state) == ST_HEAPLAB) hl_thread_flush(HEAP);
+  if (atomic_load(&state) == ST_HEAPLAB) {
+    if (!heap_free_at_exit(HEAP)) {
+      fprintf(stderr, "libheaplab-malloc: the heap is busy at exit (exit() from a signal "
+                      "handler that interrupted an allocation?): no report written\n");
+      return;
+    }
+    hl_thread_flush(HEAP);
+  }
   if (report_name(stats_path, name, sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
     prim_os_self_exe(exe, sizeof exe);
@@ -398,7 +432,15 @@ static void write_reports_on_own_stack(void) { write_reports(); }
  * libc's own destructors. */
 __attribute__((destructor)) static void at_exit(void) {
   int s = atomic_load(&state), saved_errno = errno;
-  if (s == ST_HEAPLAB || s == ST_SYSTEM) write_reports_on_own_stack();
+  /* a program that never allocated reports too (its heap set up now):
+   * one report per process, as docs/clients.md says */
+  if (s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))) {
+    (void)the_heap();
+    s = atomic_load(&state);
+  }
+  /* (nothing asked, nothing done: no lock taken at exit) */
+  if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
+    write_reports_on_own_stack();
   errno = saved_errno;
 }
 

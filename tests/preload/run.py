@@ -367,7 +367,10 @@ def report_edges():
     report is written (its bytes went into the file twice: not JSON), and a
     main thread that called pthread_exit (footprint 0, no VMA, no
     executable; an exec'd child's report written over the parent's), a first
-    malloc in a vfork child (the parent wrote path.<pid>, not path)."""
+    malloc in a vfork child (the parent wrote path.<pid>, not path); a chdir
+    before the first malloc (the relative path followed it), a program that
+    never allocates (no report), exit() from a signal handler that
+    interrupted an allocation (a hang: the heap lock at exit)."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(EDGES, "test_preload_report_edges")
     with tempfile.TemporaryDirectory() as d:
@@ -393,8 +396,36 @@ def report_edges():
                 child = int(out.split()[-1])
                 assert r["pid"] != child, f"the exec'd child {child} wrote over the parent's report"
                 assert os.path.exists(f"{path}.{child}"), (os.listdir(d), child)
+        # (the preload hunt, session 25) a chdir before the first malloc: the
+        # relative path is still the start directory's; a program that never
+        # allocates reports too
+        os.mkdir(os.path.join(d, "sub"))
+        for mode in ("chdir_first", "no_malloc"):
+            for f in os.listdir(d):
+                if f != "sub":
+                    os.unlink(os.path.join(d, f))
+            status, out, err = run([EDGES, mode], "heaplab", {"HEAPLAB_STATS": "r.json"},
+                                   timeout=60, cwd=d)
+            assert status == 0, f"{mode}: exit status {status}: {err}"
+            assert not os.listdir(os.path.join(d, "sub")), (mode, os.listdir(os.path.join(d, "sub")))
+            r = report(path)
+            assert r["pid"] != 0 and r["interpreter"].endswith("test_preload_report_edges"), r
+        # exit() from a signal handler that interrupted an allocation: the
+        # library's exit took the heap lock the interrupted call held (3-6 of
+        # 20 runs hung); with no report asked it takes nothing, with one it
+        # writes it or says the heap was busy
+        for env in ({}, {"HEAPLAB_STATS": path}):
+            for i in range(24):
+                status, out, err = run([EDGES, "signal_exit", str(2000 + 1500 * i)], "heaplab",
+                                       env, timeout=20)
+                assert status == 0, f"signal_exit {env}: exit status {status}: {err}"
+                if env:
+                    assert os.path.exists(path) or "the heap is busy at exit" in err, err
+                    if os.path.exists(path):
+                        os.unlink(path)
     print("report: exit on a 16 KiB stack, a fork while it is written, after the main "
-          "thread's pthread_exit, a first malloc in a vfork child")
+          "thread's pthread_exit, a first malloc in a vfork child, a chdir before it, no "
+          "malloc at all, exit() from a signal handler")
 
 
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,

@@ -22,6 +22,16 @@
  *                  memory is one), and the parent wrote path.<pid> as if it
  *                  were a fork child; it must write path.
  *   child          allocates and exits.
+ *   chdir_first    chdir("sub") before the first malloc: a relative path
+ *                  was taken from the directory at the first malloc, and the
+ *                  report went into sub (the preload hunt, session 25).
+ *   no_malloc      never allocates: no report was written at all.
+ *   signal_exit    a SIGALRM handler calls exit(0) while main churns
+ *                  malloc/free of 1..40,000 bytes (a program whose SIGINT
+ *                  handler calls exit): the library's exit took the heap
+ *                  lock the interrupted allocation held -- 3-6 runs in 20
+ *                  hung, with no report even asked for.  argv[2]: the
+ *                  timer in microseconds.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,12 +40,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,9 +113,30 @@ static void *last_thread(void *arg) {
   exit(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 2);
 }
 
+static void exit_now(int sig) {
+  (void)sig;
+  exit(0);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2) return 2;
+  if (argc < 2) return 2;
   mode = argv[1];
+  if (strcmp(mode, "no_malloc") == 0) return 0;
+  if (strcmp(mode, "chdir_first") == 0 && chdir("sub") != 0) return 2;
+  if (strcmp(mode, "signal_exit") == 0) {
+    if (argc != 3) return 2;
+    signal(SIGALRM, exit_now);
+    struct itimerval it = {{0, 0}, {0, atoi(argv[2])}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    void *v[512] = {0};
+    unsigned r = 1;
+    for (;;) {
+      r = r * 1103515245 + 12345;
+      int i = (r >> 8) % 512;
+      free(v[i]);
+      v[i] = malloc((r >> 12) % 40000 + 1);
+    }
+  }
   if (strcmp(mode, "vfork_first") == 0) { /* before any malloc of main's */
     pid_t pid = vfork();
     if (pid == 0) {
@@ -120,7 +153,7 @@ int main(int argc, char **argv) {
   self[n > 0 ? n : 0] = 0;
   char *p = malloc(1000);
   memset(p, 1, 1000);
-  if (strcmp(mode, "child") == 0) {
+  if (strcmp(mode, "child") == 0 || strcmp(mode, "chdir_first") == 0) {
     free(p);
     return 0;
   }
