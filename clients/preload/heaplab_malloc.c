@@ -497,15 +497,34 @@ static void quarantine_add(void *ptr, void *sys, uint64_t size) {
  * large block still in the quarantine (verify) -- true; the call `what` is
  * refused, the heap's error says so (what NULL: no error) -- or foreign,
  * false. */
+/* ... or a pointer inside a live large block (its system block: the
+ * record, the lead, the bytes): handed to glibc as foreign, it aborted the
+ * program ("free(): invalid pointer"), or -- bytes there that looked like a
+ * chunk header -- glibc took it and handed the live block's memory out again
+ * (the preload hunt, session 25).  A walk of the list: verify's cost, and
+ * only for pointers that are no block of the heap.  Lock held. */
+static const hl_large *inside_large(const hl_heap *h, const void *ptr) {
+  const uint8_t *p = ptr;
+  for (const hl_large *l = h->large_head; l; l = l->next) {
+    const uint8_t *lo = (const uint8_t *)l - l->lead, *hi = (const uint8_t *)(l + 1) + l->size;
+    if (lo <= p && p < hi) return l;
+  }
+  return NULL;
+}
+
 static bool freed_large(hl_heap *h, const void *ptr, const char *what) {
   if (!h->opt.verify) return false;
   bool locked = hl__lock(h);
   bool q = quarantined(ptr);
+  const hl_large *in = q ? NULL : inside_large(h, ptr);
   if (q && what)
     hl__fail(h, HL_EINVAL, "%s: %p is a freed large block%s", what, ptr,
              strcmp(what, "free") ? "" : " (double free?)");
+  else if (in && what)
+    hl__fail(h, HL_EINVAL, "%s: %p is inside the live large block %p (%" PRIu64 " bytes), not "
+             "a block", what, ptr, (const void *)(in + 1), in->size);
   hl__unlock(h, locked);
-  return q;
+  return q || in;
 }
 
 /* Is ptr a large block of h?  Then free it (lock taken here). */

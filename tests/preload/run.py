@@ -269,7 +269,8 @@ def small_page_option():
 def verify_refuses():
     """HEAPLAB_VERIFY=1 catches the program's double frees and its realloc of
     a freed block, small or large (a freed large block stays in a quarantine,
-    also one that realloc moved, and a write through it is harmless),
+    also one that realloc moved, and a write through it is harmless), and a
+    free or realloc of a pointer inside a live large block,
     refuses them (the block is not handed out twice), and says
     so on stderr: one line each for the first 10, then one more.  (They were
     refused in silence: recorded only in the heap's error.)"""
@@ -293,7 +294,9 @@ def verify_refuses():
                                 "realloc to a small block: moved",
                                 "after realloc made it small: malloc_usable_size 0",
                                 "after realloc made it small: free: refused",
-                                "after realloc made it small: realloc: NULL, errno 22"], out
+                                "after realloc made it small: realloc: NULL, errno 22",
+                                "free inside a live large block: refused",
+                                "realloc inside a live large block: NULL, errno 22"], out
     lines = err.splitlines()
     assert len(lines) == 11 and all(l.startswith("libheaplab-malloc: ") for l in lines), err
     assert "not a live block (double free?): refused" in lines[0], lines[0]

@@ -498,6 +498,25 @@ static int misuse(void) {
   probe_freed_large("after realloc made it small", c, LARGE);
   m_free(grown);
   m_free(shrunk);
+  /* a pointer inside a live large block: it went to glibc as foreign, which
+   * aborted ("free(): invalid pointer") or -- bytes there that read as a
+   * chunk header -- handed the live block's memory out again (the preload
+   * hunt, session 25) */
+  char *live = m_malloc(LARGE);
+  memset(live, 0, LARGE);
+  size_t *fake = (size_t *)(live + 48); /* the header glibc reads for live + 64 */
+  fake[1] = 0x10000 | 1;
+  ((size_t *)(live + 48 + 0x10000))[1] = 0x100 | 1;
+  ((size_t *)(live + 48 + 0x10100))[1] = 0x100 | 1;
+  m_free(live + 64);
+  char *inner = m_malloc(0x8000);
+  printf("free inside a live large block: %s\n",
+         inner >= live && inner < live + LARGE ? "its memory was handed out again" : "refused");
+  errno = 0;
+  void *moved = m_realloc(live + 64, 100);
+  printf("realloc inside a live large block: %s, errno %d\n", moved ? "moved" : "NULL", errno);
+  m_free(inner);
+  m_free(live);
   m_free(fence);
   for (int i = 0; i < 20; i++) {
     char *x = m_malloc(24);
