@@ -344,7 +344,18 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
   bool mine = !err || errlen < sizeof msg;
   int rc = heap_new(opts, out, mine ? msg : err, mine ? sizeof msg : errlen);
   if (rc != HL_OK) {
-    const char *m = mine ? msg : err;
+    char *m = mine ? msg : err;
+#ifdef __linux__
+    /* at vm.max_map_count every mmap says ENOMEM -- the reservation's, a
+     * side table's, the system allocator's -- and the message named causes
+     * that were not it (RLIMIT_AS, too many heaps, a smaller reserve_bytes:
+     * the release hunt, session 25): the limit is named too */
+    uint64_t maps, limit;
+    size_t len = strlen(m), cap = mine ? sizeof msg : errlen;
+    if (rc == HL_ENOMEM && prim_os_at_map_limit(&maps, &limit) && len + 1 < cap)
+      snprintf(m + len, cap - len, " -- the process has %" PRIu64 " mappings, at "
+               "vm.max_map_count (%" PRIu64 "): unmap some first", maps, limit);
+#endif
     hl__fail(NULL, rc, "%s", m);
     if (mine) hl__fmt_err(err, errlen, "%s", msg);
   }

@@ -103,6 +103,8 @@ uint64_t prim_os_status_value(const char *status, const char *key, int base);
 /* Each mapping [lo, hi) of /proc/self/maps to fn until it returns nonzero;
  * nothing allocated.  0 or an errno. */
 int prim_os_maps_each(int (*fn)(void *arg, uintptr_t lo, uintptr_t hi), void *arg);
+/* At vm.max_map_count?  The mappings and the limit in *maps, *limit. */
+bool prim_os_at_map_limit(uint64_t *maps, uint64_t *limit);
 /* mlock2 (onfault: MLOCK_ONFAULT); 0 or an errno.  Not through prim_call:
  * only libheaplab-malloc.so's mlockall emulation locks (the program asked). */
 int prim_os_lock(void *addr, size_t len, bool onfault);

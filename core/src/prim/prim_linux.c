@@ -263,6 +263,22 @@ static int vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   return e;
 }
 
+/* The process's mappings and vm.max_map_count when it has reached that
+ * limit, for an error message (a refused mmap says only ENOMEM); false
+ * otherwise or when either cannot be read.  Nothing allocated. */
+bool prim_os_at_map_limit(uint64_t *maps, uint64_t *limit) {
+  int fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[32];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  *limit = strtoull(buf, NULL, 10);
+  /* (a few below: the call that failed may have wanted more than one) */
+  return *limit && !vma_count(0, UINTPTR_MAX, maps) && *maps + 4 >= *limit;
+}
+
 /* Lock [addr, addr + len) in memory as mlockall would (onfault: as each page
  * is first touched, MLOCK_ONFAULT); 0 or an errno. */
 int prim_os_lock(void *addr, size_t len, bool onfault) {
