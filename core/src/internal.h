@@ -375,6 +375,9 @@ struct hl_heap {
   uint32_t thp_ready_chunk; /* thp: the fresh chunk faulted in whole (reuse.c) */
   uint32_t thp_tail_chunk;  /* thp: the last chunk, whose uncarved rest a refused call
                                left resident: later trims try again (release.c) */
+  uint32_t thp_unused_lo, thp_unused_hi; /* thp_prefault: chunks [lo, hi) the helper faulted
+                               in and no page used, whose give-back was refused: later
+                               trims try again (release.c); lo == hi: none */
   bool populate_off;        /* MADV_POPULATE_WRITE refused for good (hl__refused_for_good): no
                                bulk phase's page, thp chunk or prefault helper asks again */
   struct hl_prefault *prefault; /* thp_prefault: the bulk phase's helper, or NULL */
@@ -1228,6 +1231,8 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf);
 /* Bytes from the reservation's base to the end of the chunks the running
  * helper may fault in (0 when none runs): they may be resident.  Lock held. */
 uint64_t hl__prefault_reach(const hl_heap *h);
+/* A trim: give back the helper's unused chunks a refused call left (lock held). */
+void hl__prefault_retry(hl_heap *h);
 /* MADV_POPULATE_WRITE refused for good: a kernel before 5.14 (EINVAL), or one
  * that forbids it (ENOSYS, EPERM); ENOMEM and the like are asked again. */
 static inline bool hl__refused_for_good(int err) {

@@ -154,6 +154,46 @@ static void garbage_swept_meanwhile(void) {
          res[0] / MiB);
 }
 
+/* The helper's unused chunks given back with a call the kernel refused: a
+ * later trim tries again (they stayed resident for the heap's life, where
+ * resident_bytes does not look: 4-6 MiB after an interrupted fill, the
+ * release hunt, session 25).  garbage_swept_meanwhile's fill, with the
+ * release advice refused (the fallback too) while it runs. */
+static void giveback_refused_is_tried_again(void) {
+  hl_heap *h = HEAP("thp=populate", "thp_prefault=8", "warm_pages=0", "warm_demand_trims=0",
+                    "gc_trigger_bytes=16m", "adaptive_trigger=0", "gc_live_ratio=0");
+  if (!helper_can_run(h)) {
+    puts("give-back refused: no helper runs here (no huge pages or one CPU)");
+    hl_heap_free(h);
+    return;
+  }
+  hl_ref g;
+  OK(h, hl_fill(h, 40u << 20, SIZE, 0, &g));
+  OK(h, hl_ref_release(h, g));
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_always, 0, ENOMEM));
+  OK(h, hl_inject(h, HL_SITE_fallback, HL_FAULT_always, 0, ENOMEM));
+  uint64_t sum, objs;
+  fill_sum(h, 64u << 20, &sum, &objs, NULL);
+  hl_stats a = stats_of(h);
+  OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_off, 0, 0));
+  OK(h, hl_inject(h, HL_SITE_fallback, HL_FAULT_off, 0, 0));
+  OK(h, hl_collect(h, 2, 1));
+  OK(h, hl_trim(h));
+  OK(h, hl_heap_check(h));
+  hl_stats b = stats_of(h);
+  uint64_t base, bytes;
+  OK(h, hl_heap_range(h, &base, &bytes));
+  uint64_t carved = (uint64_t)b.total_pages * 65536;
+  uint64_t beyond = mincore_resident(base + (carved + CHUNK - 1) / CHUNK * CHUNK, base + bytes);
+  CHECK(beyond == 0, "%.1f MiB resident beyond the carved pages after the refusal ended "
+        "(%" PRIu64 " -> %" PRIu64 " chunks given back)", beyond / MiB, a.thp_prefault_unused,
+        b.thp_prefault_unused);
+  printf("give-back refused, then tried again: %" PRIu64 " -> %" PRIu64 " chunks given back; "
+         "%.1f MiB resident beyond the carved pages\n", a.thp_prefault_unused,
+         b.thp_prefault_unused, beyond / MiB);
+  hl_heap_free(h);
+}
+
 static void refused(void) {
   hl_heap *h = HEAP("thp=populate", "thp_prefault=4", "warm_pages=0");
   bool can = helper_can_run(h);
@@ -319,6 +359,7 @@ int main(void) {
   same_fill_same_residency();
   released_pages_first();
   garbage_swept_meanwhile();
+  giveback_refused_is_tried_again();
   refused();
   refused_for_good();
   helper_refused_for_good_alone();

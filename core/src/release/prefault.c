@@ -271,11 +271,43 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
     while (c < pf->end && pf->state[c - pf->first] == DONE) c++;
     prim_result r = prim_call(&h->prim, HL_SITE_release, pf->base + run * PRIM_HUGE_BYTES,
                               (c - run) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
-    if (!r.err) h->tally.thp_prefault_unused += c - run;
+    if (!r.err) {
+      h->tally.thp_prefault_unused += c - run;
+    } else {
+      /* refused: later trims try again (hl__prefault_retry) -- left, the
+       * chunks stayed resident for the heap's life, where resident_bytes
+       * does not look (4-6 MiB after an interrupted fill: the release
+       * hunt, session 25) */
+      if (h->thp_unused_lo == h->thp_unused_hi || run < h->thp_unused_lo)
+        h->thp_unused_lo = (uint32_t)run;
+      if (c > h->thp_unused_hi) h->thp_unused_hi = (uint32_t)c;
+    }
   }
   pthread_cond_destroy(&pf->cv);
   pthread_mutex_destroy(&pf->mu);
   hl__sys_free(pf);
+}
+
+/* A trim's retry of the helper's unused chunks whose give-back was refused:
+ * those still above every carved page, with one call.  Lock held (no page
+ * is carved meanwhile). */
+void hl__prefault_retry(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
+  uint64_t lo = h->thp_unused_lo, hi = h->thp_unused_hi;
+  uint64_t carved = ((uint64_t)h->high_water + (1u << h->chunk_shift) - 1) >> h->chunk_shift;
+  if (lo < carved) lo = carved; /* (pages carved there since: theirs now) */
+  if (h->prefault) return;      /* (a helper at work: its stop gives back) */
+  if (lo >= hi) {
+    h->thp_unused_lo = h->thp_unused_hi = 0;
+    return;
+  }
+  prim_result r = prim_call(&h->prim, HL_SITE_release, h->base + lo * PRIM_HUGE_BYTES,
+                            (hi - lo) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
+  h->tally.release_calls++;
+  if (r.err) return;
+  h->tally.thp_prefault_unused += hi - lo;
+  h->thp_unused_lo = h->thp_unused_hi = 0;
+  if (h->thp_ready_chunk >= lo && h->thp_ready_chunk < hi) h->thp_ready_chunk = UINT32_MAX;
 }
 
 uint64_t hl__prefault_reach(const hl_heap *h) {

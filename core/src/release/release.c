@@ -580,6 +580,8 @@ void hl__trim_locked(hl_heap *h, bool forced) {
                                                 budget, &taken, &upgrade_used);
   if (h->chunk && h->thp_tail_chunk != UINT32_MAX && !gave_up)
     release_tail(h, h->thp_tail_chunk); /* the last chunk's rest, refused before */
+  if (h->thp_unused_lo != h->thp_unused_hi && !gave_up)
+    hl__prefault_retry(h); /* the prefault helper's unused chunks, refused before */
   if (!h->opt.subpage_release || gave_up) return;
   int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - taken,
                              (uint64_t)h->opt.upgrade_per_sweep - upgrade_used);
