@@ -534,6 +534,10 @@ struct hl_heap {
   /* after a trim gave up: later trims wait (release.c) */
   uint64_t trim_backoff_ns;       /* the current wait, 0 when none */
   uint64_t trim_next_ns;          /* no trim (but a forced one) before this */
+  /* after a restore or a populate gave up: page acquisitions take fresh
+   * pages, and do without the populate, for a while (reuse.c) */
+  uint64_t restore_backoff_ns, restore_next_ns;
+  uint64_t populate_backoff_ns, populate_next_ns;
 
   /* release scratch (sized release_per_sweep + upgrade_per_sweep) */
   uint32_t *scratch;

@@ -15,7 +15,71 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Restores and populates back off the same way: each page a fill took
+ * paid up to reuse_attempts restores of the whole retry budget (100 ms) when
+ * restores said EAGAIN for good -- a 1 MiB fill took 14 s, a Lua script 252
+ * s -- and each populate its own (the release hunt, session 25).  After one
+ * gives up, acquisitions take fresh pages (and do without the populate) for
+ * 100 ms, doubling; once the fault clears, released pages are reused again. */
+static void restores_and_populates_back_off(void) {
+  hl_heap *h = HEAP("warm_pages=0", "warm_demand_trims=0", "syscall_retry_max=100",
+                    "syscall_retry_backoff_us=1000");
+  hl_ref r;
+  OK(h, hl_fill(h, 64u << 16, 248, 0, &r));
+  OK(h, hl_ref_release(h, r));
+  OK(h, hl_collect(h, 2, 1));
+  hl_stats a = stats_of(h);
+  CHECK(a.released_pool_pages >= 32, "%" PRIu64 " pages released", a.released_pool_pages);
+  OK(h, hl_inject(h, HL_SITE_restore, HL_FAULT_always, 0, 11 /* EAGAIN */));
+  double t0 = now_s();
+  uint64_t sum, objs, sum2, objs2;
+  OK(h, hl_fill(h, 16u << 16, 248, 0, &r));
+  double dt = now_s() - t0;
+  OK(h, hl_ref_checksum(h, r, &sum, &objs));
+  hl_stats b = stats_of(h);
+  printf("restores refused (EAGAIN): a 1 MiB fill in %.3f s, %" PRIu64 " gave up, %" PRIu64
+         " fresh pages, %" PRIu64 " acquisitions backed off\n", dt,
+         b.syscall_gave_up - a.syscall_gave_up, b.fresh_pages - a.fresh_pages,
+         b.reuse_backoffs - a.reuse_backoffs);
+  CHECK(b.syscall_gave_up - a.syscall_gave_up <= 3, "%" PRIu64 " restores gave up in one 1 MiB "
+        "fill (%.2f s)", b.syscall_gave_up - a.syscall_gave_up, dt);
+  CHECK(b.reuse_backoffs > a.reuse_backoffs, "no acquisition backed off");
+  CHECK(objs >= 4000, "%" PRIu64 " objects in a 1 MiB fill of 256-byte ones", objs);
+  OK(h, hl_heap_check(h));
+  /* the fault clears: once the wait is over, released pages are reused */
+  OK(h, hl_inject(h, HL_SITE_restore, HL_FAULT_off, 0, 0));
+  hl_stats c = stats_of(h);
+  for (int i = 0; i < 200 && stats_of(h).reused_pages == c.reused_pages; i++) {
+    hl_ref t;
+    OK(h, hl_fill(h, 1u << 16, 248, 0, &t));
+    OK(h, hl_ref_release(h, t));
+    struct timespec ms = {0, 20000000};
+    nanosleep(&ms, NULL);
+  }
+  CHECK(stats_of(h).reused_pages > c.reused_pages, "no released page reused after the fault "
+        "cleared (backoff %" PRIu64 " ns)", stats_of(h).trim_backoff_ns);
+  OK(h, hl_ref_checksum(h, r, &sum2, &objs2));
+  CHECK(sum2 == sum && objs2 == objs, "the fill's objects changed");
+  OK(h, hl_ref_release(h, r));
+
+  /* populates (a fill's pages) */
+  OK(h, hl_inject(h, HL_SITE_populate, HL_FAULT_always, 0, 11));
+  hl_stats d = stats_of(h);
+  t0 = now_s();
+  OK(h, hl_fill(h, 16u << 16, 248, 0, &r));
+  dt = now_s() - t0;
+  hl_stats e = stats_of(h);
+  printf("populates refused (EAGAIN): a 1 MiB fill in %.3f s, %" PRIu64 " gave up\n", dt,
+         e.syscall_gave_up - d.syscall_gave_up);
+  CHECK(e.syscall_gave_up - d.syscall_gave_up <= 3, "%" PRIu64 " populates gave up in one 1 MiB "
+        "fill (%.2f s)", e.syscall_gave_up - d.syscall_gave_up, dt);
+  OK(h, hl_ref_release(h, r));
+  check_invariants(h);
+  hl_heap_free(h);
+}
+
 int main(void) {
+  restores_and_populates_back_off();
   /* manual mode: frees run a trim whenever enough pages are empty */
   hl_heap *h = HEAP("mode=manual", "warm_pages=0", "warm_demand_trims=0", "syscall_retry_max=100",
                     "syscall_retry_backoff_us=1000", "tcache_blocks=0");

@@ -25,14 +25,40 @@
  * too -- it was asked again for each, 181 failing calls in two fills of
  * 10 MiB; tests/c/populate_refused_for_good_is_asked_once.c).  Returns 1
  * when it took. */
+/* A call that gave up (EAGAIN past syscall_retry_max: at vm.max_map_count
+ * with dump_toggle, MADV_DODUMP says it every time) cost the retry budget --
+ * 100 ms by default -- and the next page's call would pay it again: every
+ * page a fill took cost up to 4 of them (a 1 MiB fill 14 s, a Lua script
+ * 252 s: the release hunt, session 25).  After one, the calls wait, as the
+ * trims do (release.c's backoff_update): 100 ms, doubling to 10 s; a call
+ * that does not give up ends the wait.  *next: no call before it. */
+#define REUSE_BACKOFF_FIRST_NS 100000000ull
+#define REUSE_BACKOFF_MAX_NS 10000000000ull
+static void reuse_backoff(uint64_t *backoff, uint64_t *next, bool gave_up) {
+  if (!gave_up) {
+    *backoff = 0;
+    return;
+  }
+  uint64_t b = *backoff ? *backoff * 2 : REUSE_BACKOFF_FIRST_NS;
+  *backoff = b < REUSE_BACKOFF_MAX_NS ? b : REUSE_BACKOFF_MAX_NS;
+  *next = prim_now_ns() + *backoff;
+}
+static bool backing_off(hl_heap *h, uint64_t backoff, uint64_t next) {
+  if (!backoff || prim_now_ns() >= next) return false;
+  h->tally.reuse_backoffs++;
+  return true;
+}
+
 static int populate(hl_heap *h, uint32_t p) {
   if (!h->bulk || h->populate_off) return 0;
+  if (backing_off(h, h->populate_backoff_ns, h->populate_next_ns)) return 0;
   bool dropped = hl__drop_lock(h);
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
   if (!r.err) h->tally.populated_pages++;
   else if (hl__refused_for_good(r.err)) h->populate_off = true;
+  reuse_backoff(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
   return !r.err;
 }
 
@@ -45,10 +71,12 @@ static int populate(hl_heap *h, uint32_t p) {
  * took. */
 static int populate_chunk(hl_heap *h, uint32_t p) {
   if (h->opt.thp != HL_THP_POPULATE || !h->tally.thp_enabled || h->populate_off) return 0;
+  if (backing_off(h, h->populate_backoff_ns, h->populate_next_ns)) return 0;
   bool dropped = hl__drop_lock(h);
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), PRIM_HUGE_BYTES,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
+  reuse_backoff(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
   if (!r.err) {
     h->tally.thp_populated_chunks++;
     /* and the chunk's side-table bits, which format is about to write: one
@@ -89,8 +117,9 @@ static void populate_fresh(hl_heap *h, uint32_t p) {
   }
 }
 
-/* Restore page p (in flight) before it is formatted.  0 or errno. */
-static int restore_page(hl_heap *h, uint32_t p) {
+/* Restore page p (in flight) before it is formatted.  0 or errno; *gave_up:
+ * the call gave up (EAGAIN past the retry budget). */
+static int restore_page(hl_heap *h, uint32_t p, bool *gave_up) {
   hl_page *d = &h->pages[p];
   uint8_t *addr = hl__page_addr(h, p);
   bool dump = (d->flags & PF_DUMP_OFF) != 0;
@@ -103,6 +132,7 @@ static int restore_page(hl_heap *h, uint32_t p) {
   }
   hl__retake_lock(h, dropped);
   h->tally.restore_calls++;
+  *gave_up = r.gave_up;
   if (r.err) {
     h->tally.restore_failed_pages++;
     h->last_restore_err = r.err;
@@ -116,6 +146,17 @@ static int restore_page(hl_heap *h, uint32_t p) {
   d->release = RK_NONE;
   d->flags &= (uint8_t)~PF_DUMP_OFF;
   return 0;
+}
+
+/* A page carved from the reservation, formatted; HL_NIL when none. */
+static uint32_t fresh_page(hl_heap *h, uint32_t cls) {
+  uint32_t p = hl__page_carve(h);
+  if (p == HL_NIL) return HL_NIL;
+  populate_fresh(h, p);
+  hl__page_format(h, p, cls);
+  h->tally.fresh_pages++;
+  h->taken_since_trim++;
+  return p;
 }
 
 uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
@@ -137,6 +178,12 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
       return p;
     }
   }
+  /* while restores back off, a fresh page if there is one (else the
+   * released pools after all) */
+  bool fresh_first = (h->released_pool.count || h->reuse_failed.count) &&
+                     h->high_water < h->npages_max &&
+                     backing_off(h, h->restore_backoff_ns, h->restore_next_ns);
+  if (fresh_first && (p = fresh_page(h, cls)) != HL_NIL) return p;
   for (int64_t attempt = 0; attempt < h->opt.reuse_attempts; attempt++) {
     p = h->released_pool.head;
     if (p == HL_NIL) p = h->reuse_failed.head;
@@ -145,7 +192,10 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
     /* restore_before_format=0 is the seed's defect: format writes into a
      * range the kernel still considers released. */
     if (!h->opt.restore_before_format) hl__page_format(h, p, cls);
-    if (restore_page(h, p) == 0) {
+    bool gave_up = false;
+    int rc = restore_page(h, p, &gave_up);
+    reuse_backoff(&h->restore_backoff_ns, &h->restore_next_ns, gave_up);
+    if (rc == 0) {
       populate(h, p);
       if (h->opt.restore_before_format) hl__page_format(h, p, cls);
       h->tally.reused_pages++;
@@ -160,14 +210,9 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
       hl__page_to_state(h, p, PS_REUSE_FAILED, false);
     else
       hl__page_to_state(h, p, PS_RELEASED, true);
+    if (gave_up && !fresh_first) break; /* (the next one would wait as long) */
   }
-  p = hl__page_carve(h);
-  if (p == HL_NIL) return HL_NIL;
-  populate_fresh(h, p);
-  hl__page_format(h, p, cls);
-  h->tally.fresh_pages++;
-  h->taken_since_trim++;
-  return p;
+  return fresh_first ? HL_NIL : fresh_page(h, cls);
 }
 
 void hl__fail_no_page(hl_heap *h, const char *what) {
