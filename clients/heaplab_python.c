@@ -33,10 +33,17 @@ PyObject *PyInit__heaplab_client(void);
  * the allocators below are then tail calls (a test kept ctx and the size
  * across the call, 12 instructions a malloc -- 49 M of alloc_heavy.py 1's
  * 2.6 G). */
+/* Set once Py_InitializeFromConfig succeeded, and never cleared: not
+ * Py_IsInitialized(), which is false again once Py_FinalizeEx is under way
+ * -- a refusal there (a __del__ run as the modules are cleared, catching
+ * its MemoryError) exited 2 from inside the allocator, "out of memory while
+ * CPython starts" (the launchers hunt, session 25). */
+static int python_started;
+
 static void starved(hl_heap *h, size_t n, void *arg) {
   (void)arg;
   client_refused();
-  if (Py_IsInitialized()) return;
+  if (python_started) return;
   const char *why = client_refusal(); /* (NULL before client_start has the heap) */
   fprintf(stderr, "heaplab-python: out of memory while CPython starts (%zu bytes asked): %s\n",
           n, why ? why : hl_heap_error(h));
@@ -96,7 +103,16 @@ static int on_audit(const char *event, PyObject *args, void *data) {
   /* (hook, type, value, traceback) */
   PyObject *type = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1)
                                                                       : NULL;
-  died_of_memory = is_subtype(type, PyExc_MemoryError);
+  /* a MemoryError of the heap's is CPython's PyErr_NoMemory: no arguments.
+   * One the program raised itself, with a message, is not blamed on a
+   * refusal it caught and went on from (the launchers hunt, session 25) */
+  PyObject *value = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 2 ? PyTuple_GET_ITEM(args, 2)
+                                                                       : NULL;
+  PyObject *a = value && value != Py_None ? PyObject_GetAttrString(value, "args") : NULL;
+  if (!a) PyErr_Clear();
+  died_of_memory = is_subtype(type, PyExc_MemoryError) &&
+                   !(a && PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0);
+  Py_XDECREF(a);
   died_of_interrupt = is_subtype(type, PyExc_KeyboardInterrupt);
   return 0;
 }
@@ -144,6 +160,7 @@ int main(int argc, char **argv) {
   if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(st)) return exit_with(st);
+  python_started = 1;
   /* runs -c / -m / the script / the REPL, finalises, returns the status;
    * the HEAPLAB_STATS report is written by exit()'s handler after it (at the
    * end of finalisation after an uncaught KeyboardInterrupt: on_audit) */

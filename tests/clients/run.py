@@ -694,6 +694,22 @@ def out_of_memory():
                            PYTHON, {"HEAPLAB_RESERVE_BYTES": "64m"})
     assert status == 1 and out == "caught\n" and \
         err.strip().splitlines()[-1] == "ValueError: not a memory error", (status, out, err)
+    # ... nor after a MemoryError the program raised itself, with a message
+    # (the launchers hunt, session 25)
+    status, out, err = run([PYTHON, "-c", f"try:\n    {grow}\nexcept MemoryError:\n    "
+                            f"print('caught')\nraise MemoryError('my own limit')"],
+                           PYTHON, {"HEAPLAB_RESERVE_BYTES": "64m"})
+    assert status == 1 and out == "caught\n" and \
+        err.strip().splitlines()[-1] == "MemoryError: my own limit", (status, out, err)
+    # a refusal while CPython finalises (a __del__ run as the modules are
+    # cleared, catching its MemoryError) is a MemoryError as any other: it
+    # exited 2, "out of memory while CPython starts", from inside the
+    # allocator (Py_IsInitialized() is false again by then)
+    late = ("class A:\n    def __del__(self):\n        try:\n            bytearray(1 << 45)\n"
+            "        except MemoryError:\n            print('caught in __del__')\na = A()\n"
+            "print('main done')\n")
+    status, out, err = run([PYTHON, "-c", late], PYTHON)
+    assert (status, out, err) == (0, "main done\ncaught in __del__\n", ""), (status, out, err)
     print("out of memory: one line naming the reservation or the limit and its variable")
 
 
