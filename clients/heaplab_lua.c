@@ -324,23 +324,24 @@ static void free_line(char *line) { (void)line; }
 /* The prompt: _PROMPT (first line) or _PROMPT2 (continuation) through
  * tostring when set, else "> " / ">> ".  Left on the stack. */
 static const char *push_prompt(lua_State *L, int first) {
-  if (lua_getglobal(L, first ? "_PROMPT" : "_PROMPT2") == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_pushstring(L, first ? "> " : ">> ");
-    return lua_tostring(L, -1);
-  }
+  /* unset: the nil stays on the stack, as in lua.c (reported as "(null)"
+   * when the input ends inside a statement) */
+  if (lua_getglobal(L, first ? "_PROMPT" : "_PROMPT2") == LUA_TNIL) return first ? "> " : ">> ";
   const char *p = luaL_tolstring(L, -1, NULL);
   lua_remove(L, -2);
   return p;
 }
 
 /* Read one line and push it without its newline; "=expr" on a first line
- * becomes "return expr".  0 at the end of input. */
+ * becomes "return expr".  0 at the end of input, the prompt left on the
+ * stack as lua.c leaves it: input that ends inside a statement reports it
+ * as the error (lua5.4 prints "_PROMPT2" there; the launcher printed
+ * "(null)": the launchers hunt, session 25). */
 static int push_line(lua_State *L, int first) {
   const char *prompt = push_prompt(L, first);
   char *line = read_line(prompt);
-  lua_pop(L, 1);
   if (!line) return 0;
+  lua_pop(L, 1);
   size_t len = strlen(line);
   if (len > 0 && line[len - 1] == '\n') line[--len] = 0;
   if (first && line[0] == '=') lua_pushfstring(L, "return %s", line + 1);

@@ -127,7 +127,14 @@ def lua_repl_prompts():
     # the prompt changes while the session runs
     expect(everywhere(["-i"], "_PROMPT = '$ '\n1\n"), 0, BANNER + "> _PROMPT = '$ '\n$ 1\n1\n$ \n",
            "", "prompt set at the prompt")
-    print(f"{len(cases) + 1} prompt settings as lua5.4")
+    # input that ends inside a statement: lua5.4 reports the prompt it left
+    # on the stack, "(null)" for an unset one (heaplab-lua printed "(null)"
+    # for every prompt: the launchers hunt, session 25)
+    for setup, err in (([], "(null)\n"), (["-e", "_PROMPT2 = 'CONT> '"], "CONT> \n"),
+                       (["-e", "_PROMPT2 = 42"], "42\n")):
+        st, out, e = everywhere(setup + ["-i"], "for i = 1, 2 do\n")
+        assert e == err, (setup, out, e)
+    print(f"{len(cases) + 4} prompt settings as lua5.4")
 
 
 def lua_repl_transcript():
