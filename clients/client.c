@@ -283,6 +283,19 @@ void client_report_now(void) {
   if (getpid() == client.pid) reported = 1;
 }
 
+void client_cap_reservation(hl_options *o) {
+  uint64_t half = UINT64_MAX;
+  const int limits[] = {RLIMIT_AS, RLIMIT_DATA};
+  for (int i = 0; i < 2; i++) {
+    struct rlimit rl;
+    if (getrlimit(limits[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < half)
+      half = rl.rlim_cur / 2;
+  }
+  uint64_t unit = o->thp != HL_THP_NEVER ? (2u << 20) : (uint64_t)o->page_size;
+  if (half != UINT64_MAX && (uint64_t)o->reserve_bytes > half)
+    o->reserve_bytes = (int64_t)(half / unit * unit > unit ? half / unit * unit : unit);
+}
+
 int client_start(const char *launcher, const char *interpreter) {
   client.launcher = launcher;
   client.interpreter = interpreter;
@@ -318,6 +331,10 @@ int client_start(const char *launcher, const char *interpreter) {
     rc = HL_EVALUE;
   }
   if (!rc) rc = hl_options_set_int(&o, "mode", HL_MODE_MANUAL, err, sizeof err);
+  /* (the launchers hunt, session 25: under `ulimit -v 400000` a 150 MB
+   * bytearray, under 60000 the interpreter itself, failed where the stock
+   * one ran) */
+  if (!rc && !getenv("HEAPLAB_RESERVE_BYTES")) client_cap_reservation(&o);
   if (!rc) rc = hl_heap_new(&o, &client.heap, err, sizeof err);
   if (rc) {
     fprintf(stderr, "%s: %s\n", launcher, err);

@@ -65,6 +65,14 @@ const char *client_refusal(void);
  * since), so a later memory error is not its (heaplab-lua). */
 void client_refusal_clear(void);
 
+/* Under a finite RLIMIT_AS or RLIMIT_DATA (the reservation is a private
+ * writable mapping: it counts against both), a reservation of at most half
+ * of it: the step-down kept the first power of two the kernel took -- 256
+ * MiB of a 293 MiB `ulimit -v` -- and the large blocks, the system
+ * allocator's, had the rest: a 30 MiB malloc that glibc served failed.
+ * For a heap whose reserve_bytes the user did not give. */
+void client_cap_reservation(hl_options *o);
+
 /* Create (truncate) path and write it with write(f): 0, or the errno of
  * what failed -- the open, a write (a full disk: the report was silently
  * cut short, HEAPLAB_STATS=/dev/full said nothing), the close.  Prints

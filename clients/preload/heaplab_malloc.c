@@ -236,24 +236,9 @@ static NOINLINE hl_heap *setup(void) {
      * everything (page_size=1m), 16 of 4 KiB 64 KiB */
     if (!rc && !env("HEAPLAB_WARM_PAGES"))
       o.warm_pages = o.page_size >= (1 << 20) ? 1 : (1 << 20) / o.page_size;
-    /* under a finite RLIMIT_AS or RLIMIT_DATA (the reservation is a private
-     * writable mapping: it counts against both), at most half of it: the
-     * step-down kept the first power of two the kernel took -- 256 MiB of a
-     * 293 MiB `ulimit -v` -- and the large blocks, glibc's, had the rest: a
-     * 30 MiB malloc that glibc served failed.  (HEAPLAB_RESERVE_BYTES given:
-     * as asked.) */
-    if (!rc && !env("HEAPLAB_RESERVE_BYTES")) {
-      uint64_t half = UINT64_MAX;
-      const int limits[] = {RLIMIT_AS, RLIMIT_DATA};
-      for (int i = 0; i < 2; i++) {
-        struct rlimit rl;
-        if (getrlimit(limits[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < half)
-          half = rl.rlim_cur / 2;
-      }
-      uint64_t unit = o.thp != HL_THP_NEVER ? (2u << 20) : (uint64_t)o.page_size;
-      if (half != UINT64_MAX && (uint64_t)o.reserve_bytes > half)
-        o.reserve_bytes = (int64_t)(half / unit * unit > unit ? half / unit * unit : unit);
-    }
+    /* under a finite RLIMIT_AS or RLIMIT_DATA, at most half of it
+     * (client.h; HEAPLAB_RESERVE_BYTES given: as asked) */
+    if (!rc && !env("HEAPLAB_RESERVE_BYTES")) client_cap_reservation(&o);
     if (!rc && env("HEAPLAB_MODE") && !env_is("HEAPLAB_MODE", "manual")) {
       snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: the preloaded heap is always manual",
                env("HEAPLAB_MODE"));

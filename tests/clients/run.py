@@ -710,6 +710,17 @@ def out_of_memory():
             "print('main done')\n")
     status, out, err = run([PYTHON, "-c", late], PYTHON)
     assert (status, out, err) == (0, "main done\ncaught in __del__\n", ""), (status, out, err)
+    # under a finite address-space limit the reservation takes at most half
+    # of it, as the preloaded library's (it kept the first power of two the
+    # kernel took: a 150 MB bytearray failed under `ulimit -v 400000`, and
+    # under 60000 neither launcher started; the launchers hunt, session 25)
+    import shlex
+    for limit, argv, want in ((400000, [PYTHON, "-c", "print(len(bytearray(150 * 10**6)))"],
+                               "150000000\n"),
+                              (60000, [PYTHON, "-c", "print('ok')"], "ok\n"),
+                              (40000, [LUA, "-e", "print('ok')"], "ok\n")):
+        status, out, err = run(["sh", "-c", f"ulimit -v {limit} && exec {shlex.join(argv)}"])
+        assert (status, out) == (0, want), (limit, argv, status, out, err)
     print("out of memory: one line naming the reservation or the limit and its variable")
 
 
