@@ -270,6 +270,13 @@ static int started_by_a_launcher(const char *value) {
   char entry[4200];
   int n = snprintf(entry, sizeof entry, "HEAPLAB_STATS=%s", value);
   if (n < 0 || (size_t)n >= sizeof entry) return 0;
+  /* the mark a launcher leaves its descendants (client_start): read where
+   * /proc cannot be -- a child run as another user (subprocess's user=)
+   * cannot read its root parent's /proc/PID/exe, took itself for the first
+   * and wrote over the parent's report, or failed to write it (the
+   * launchers hunt, session 25) */
+  const char *mark = getenv("HEAPLAB_STATS_OWNER"), *colon = mark ? strchr(mark, ':') : NULL;
+  if (colon && atoi(mark) != (int)getpid() && strcmp(colon + 1, value) == 0) return 1;
   int pid = getppid();
   for (int depth = 0; pid > 1 && depth < 64; depth++, pid = parent_of(pid))
     if (is_launcher(pid) && environ_has(pid, entry)) return 1;
@@ -318,6 +325,11 @@ int client_start(const char *launcher, const char *interpreter) {
     if (n > 0 && (size_t)n < sizeof child_stats_path) client.stats_path = child_stats_path;
   }
   if (client.stats_path) atexit(report_at_exit);
+  if (client.stats_path == stats) { /* the report's owner: its descendants write path.<pid> */
+    char mark[4200];
+    int m = snprintf(mark, sizeof mark, "%d:%s", client.pid, stats);
+    if (m > 0 && (size_t)m < sizeof mark) setenv("HEAPLAB_STATS_OWNER", mark, 1);
+  }
   if (strcmp(client.allocator, "libc") == 0) return 0;
 
   hl_options o;

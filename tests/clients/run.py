@@ -820,6 +820,27 @@ def launcher_children():
         status, out, err = run([PYTHON, "-c", code, path], PYTHON)
         assert status == 0, (status, err)
         assert report(path)["pid"] == int(out) and children(d) == [], (out, children(d))
+        # a child run as another user cannot read its parent's /proc/PID/exe:
+        # it took itself for the first launcher and wrote over the parent's
+        # report (or could not write it); the launcher's HEAPLAB_STATS_OWNER
+        # tells it (the launchers hunt, session 25)
+        if os.geteuid() == 0:
+            import pwd
+            try:
+                pwd.getpwnam("nobody")
+            except KeyError:
+                pass
+            else:
+                os.unlink(path)
+                os.chmod(d, 0o777)
+                code = ("import os, subprocess, sys\nprint(os.getpid())\n"
+                        "subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], "
+                        "user='nobody', check=True)\n")
+                status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": path})
+                assert status == 0 and not err, (status, err)
+                parent, kid = [int(x) for x in out.split()]
+                assert report(path)["pid"] == parent, (report(path)["pid"], parent, kid)
+                assert children(d) == [f"stats.json.{kid}"], (children(d), kid)
     print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
 
 

@@ -380,7 +380,7 @@ static void env_name(int i, char *var, size_t len) {
  * launchers, the harness, the benchmarks): not warned about.  A tool that
  * reads a new HEAPLAB_ variable adds it here. */
 static const char *const tool_vars[] = {
-    "ALLOCATOR", "STATS", "TRACE_EVENTS", "COUNTERS_FILE", "RESULTS", "BUILD", "LUA",
+    "ALLOCATOR", "STATS", "STATS_OWNER", "TRACE_EVENTS", "COUNTERS_FILE", "RESULTS", "BUILD", "LUA",
     "LUA_LAUNCHER", "PYTHON_LAUNCHER", "LUA_CPATH", "EXPERIMENTS", "PRELOAD", "SOAK_SECONDS",
     "REPEAT", "FETCH_LUA_TESTES", "MODEL_EXAMPLES", "MODEL_SCALE", "PRELOAD_THREADS",
     "PRELOAD_CONFORMANCE", "PRELOAD_REPORT_EDGES",
