@@ -122,6 +122,14 @@ static void released_pages_first(void) {
 
 /* 40 MiB of garbage the fill's first cycle sweeps: the fill takes those
  * pages and carves fewer fresh ones than it expected. */
+/* Resident bytes past the last carved page's chunk. */
+static uint64_t beyond_carved(hl_heap *h) {
+  uint64_t base, bytes;
+  OK(h, hl_heap_range(h, &base, &bytes));
+  uint64_t carved = stats_of(h).total_pages * 65536;
+  return mincore_resident(base + (carved + CHUNK - 1) / CHUNK * CHUNK, base + bytes);
+}
+
 static void garbage_swept_meanwhile(void) {
   uint64_t res[2], sum[2], objs[2];
   hl_stats s[2];
@@ -137,6 +145,12 @@ static void garbage_swept_meanwhile(void) {
     CHECK(s[on].cycles > a.cycles, "no cycle during the fill");
     OK(h, hl_heap_check(h));
     res[on] = resident_of(h);
+    /* (resident_of does not look past the carved pages: the helper's
+     * unused chunks, counted as given back, stayed resident unseen -- the
+     * mutation hunt, twenty-fifth session) */
+    uint64_t beyond = beyond_carved(h);
+    CHECK(beyond == 0, "%.1f MiB resident beyond the carved pages after the fill (%" PRIu64
+          " chunks counted as given back)", beyond / MiB, s[on].thp_prefault_unused);
     if (on) {
       uint64_t carved = s[on].total_pages - a.total_pages;
       uint64_t used = (s[on].thp_prefault_chunks - a.thp_prefault_chunks) -
@@ -159,14 +173,6 @@ static void garbage_swept_meanwhile(void) {
  * resident_bytes does not look: 4-6 MiB after an interrupted fill, the
  * release hunt, session 25).  garbage_swept_meanwhile's fill, with the
  * release advice refused (the fallback too) while it runs. */
-/* Resident bytes past the last carved page's chunk. */
-static uint64_t beyond_carved(hl_heap *h) {
-  uint64_t base, bytes;
-  OK(h, hl_heap_range(h, &base, &bytes));
-  uint64_t carved = stats_of(h).total_pages * 65536;
-  return mincore_resident(base + (carved + CHUNK - 1) / CHUNK * CHUNK, base + bytes);
-}
-
 /* Returns whether the helper left chunks beyond the fill (not every run:
  * the fill may use every chunk it faulted in). */
 static bool giveback_refused_is_tried_again_once(void) {

@@ -311,6 +311,15 @@ def verify_refuses():
         assert ("free:" if k % 2 == 0 else "realloc:") in lines[k] and \
             "freed large block" in lines[k], (k, lines[k])
     assert lines[10] == "libheaplab-malloc: further refused calls not shown", lines[10]
+    # the quarantine of freed large blocks holds at most 64 MiB (the mutation
+    # hunt, session 25: without the bytes' bound, 60 freed blocks of 4 MiB
+    # stayed resident, 242 MiB)
+    need(STOCK_PYTHON, "Debian's python3")
+    prog = ("for i in range(60):\n    b = b'x' * (4 << 20)\n    del b\n"
+            "print([l for l in open('/proc/self/status') if l.startswith('VmRSS')][0].split()[1])")
+    status, out, err = run([STOCK_PYTHON, "-c", prog], "heaplab",
+                           {"HEAPLAB_VERIFY": "1", "PYTHONMALLOC": "malloc"})
+    assert status == 0 and int(out) < 128 << 10, (status, out, err)
     print("HEAPLAB_VERIFY=1:", lines[0])
 
 
@@ -413,6 +422,15 @@ def report_edges():
             assert not os.listdir(os.path.join(d, "sub")), (mode, os.listdir(os.path.join(d, "sub")))
             r = report(path)
             assert r["pid"] != 0 and r["interpreter"].endswith("test_preload_report_edges"), r
+        # the report counts large blocks' frees as their mallocs (the
+        # mutation hunt, session 25: manual_frees left them out)
+        os.unlink(path)
+        status, out, err = run([EDGES, "large_frees"], "heaplab", {"HEAPLAB_STATS": path},
+                               timeout=60)
+        st = report(path)["stats"]
+        assert status == 0 and st["manual_frees"] >= 100 and \
+            st["manual_mallocs"] - st["manual_frees"] < 20, (status, err, st["manual_mallocs"],
+                                                              st["manual_frees"])
         # exit() from a signal handler that interrupted an allocation: the
         # library's exit took the heap lock the interrupted call held (3-6 of
         # 20 runs hung); with no report asked it takes nothing, with one it

@@ -158,6 +158,13 @@ static void realloc_semantics(void) {
   void *(*volatile ra)(void *, size_t, size_t) = reallocarray;
   r = ra(p, many, 8);
   CHECK(r == NULL && errno == ENOMEM, "reallocarray overflow = %p errno %d", r, errno);
+  /* a product that wraps to a small size (SIZE_MAX/4 x 8 wraps to SIZE_MAX-7,
+   * which fails anyway): without the check, a 4-byte block for a huge
+   * array (the mutation hunt, twenty-fifth session) */
+  volatile size_t wraps = SIZE_MAX / 2 + 2;
+  errno = 0;
+  r = ra(p, wraps, 4);
+  CHECK(r == NULL && errno == ENOMEM, "reallocarray(p, SIZE_MAX/2+2, 4) = %p errno %d", r, errno);
   r = ra(p, 10, 30); /* (p is still live: the failed call kept it) */
   CHECK(r != NULL && malloc_usable_size(r) >= 300, "reallocarray(p, 10, 30)");
   m_free(r);
@@ -208,8 +215,11 @@ static void aligned_semantics(void) {
           out, errno);
   }
   void *out = (void *)0x1234;
-  int rc = posix_memalign(&out, 64, SIZE_MAX - 4096);
-  CHECK(rc == ENOMEM, "posix_memalign(64, huge) = %d (want ENOMEM)", rc);
+  int (*volatile pm)(void **, size_t, size_t) = posix_memalign; /* (gcc assumes errno kept) */
+  errno = 0;
+  int rc = pm(&out, 64, SIZE_MAX - 4096);
+  CHECK(rc == ENOMEM && errno == 0, "posix_memalign(64, huge) = %d, errno %d (want ENOMEM, "
+        "errno untouched)", rc, errno);
   /* memalign with an alignment that is not a power of two: rounded up (glibc) */
   void *m = memalign(48, 100);
   CHECK(m && (uintptr_t)m % 64 == 0, "memalign(48, 100) = %p (glibc rounds up to 64)", m);

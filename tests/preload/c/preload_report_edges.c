@@ -32,6 +32,9 @@
  *                  lock the interrupted allocation held -- 3-6 runs in 20
  *                  hung, with no report even asked for.  argv[2]: the
  *                  timer in microseconds.
+ *   large_frees    100 blocks of 100,000 bytes malloc'd and freed: the
+ *                  report's manual_frees counts them (it did not: the
+ *                  mutation hunt, session 25).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -122,6 +125,15 @@ int main(int argc, char **argv) {
   if (argc < 2) return 2;
   mode = argv[1];
   if (strcmp(mode, "no_malloc") == 0) return 0;
+  if (strcmp(mode, "large_frees") == 0) {
+    for (int i = 0; i < 100; i++) {
+      char *volatile b = malloc(100000);
+      if (!b) return 2;
+      b[0] = 1;
+      free(b);
+    }
+    return 0;
+  }
   if (strcmp(mode, "chdir_first") == 0 && chdir("sub") != 0) return 2;
   if (strcmp(mode, "signal_exit") == 0) {
     if (argc != 3) return 2;
