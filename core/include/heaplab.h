@@ -395,7 +395,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(trim_ns, "time spent advising in trims, nanoseconds")                      \
   X(trim_backoffs, "trims skipped while trims back off after one gave up (EAGAIN that does not clear) or released nothing, every run refused") \
   X(trim_backoff_ns, "the current back-off after a trim gave up, nanoseconds (0: none)") \
-  X(reuse_backoffs, "page acquisitions that took a fresh page, or did without a populate, while restores or populates back off after one gave up") \
+  X(reuse_backoffs, "restores and populates skipped while they back off after one gave up (EAGAIN that does not clear): each a fresh page taken, or a page faulted in without the populate") \
   X(syscall_stall_ns, "time slept between EAGAIN retries, nanoseconds")      \
   X(syscalls, "system calls made through the retry helper")                    \
   X(syscall_retries, "EAGAIN retries")                                         \

@@ -538,6 +538,9 @@ struct hl_heap {
    * pages, and do without the populate, for a while (reuse.c) */
   uint64_t restore_backoff_ns, restore_next_ns;
   uint64_t populate_backoff_ns, populate_next_ns;
+  /* ... and after a retry of thp_tail_chunk or thp_unused_lo/hi was refused
+   * again: the next retry waits (release.c) */
+  uint64_t leftover_backoff_ns, leftover_next_ns;
 
   /* release scratch (sized release_per_sweep + upgrade_per_sweep) */
   uint32_t *scratch;
@@ -1235,8 +1238,12 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf);
 /* Bytes from the reservation's base to the end of the chunks the running
  * helper may fault in (0 when none runs): they may be resident.  Lock held. */
 uint64_t hl__prefault_reach(const hl_heap *h);
-/* A trim: give back the helper's unused chunks a refused call left (lock held). */
-void hl__prefault_retry(hl_heap *h);
+/* A trim: give back the helper's unused chunks a refused call left (lock
+ * held); true when refused again. */
+bool hl__prefault_retry(hl_heap *h);
+/* One step of a back-off (reuse.c): after a call that gave up, the wait is
+ * 100 ms, doubling to 10 s, from now (*next); after one that did not, none. */
+void hl__backoff_step(uint64_t *backoff, uint64_t *next, bool gave_up);
 /* MADV_POPULATE_WRITE refused for good: a kernel before 5.14 (EINVAL), or one
  * that forbids it (ENOSYS, EPERM); ENOMEM and the like are asked again. */
 static inline bool hl__refused_for_good(int err) {

@@ -290,24 +290,27 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
 
 /* A trim's retry of the helper's unused chunks whose give-back was refused:
  * those still above every carved page, with one call.  Lock held (no page
- * is carved meanwhile). */
-void hl__prefault_retry(hl_heap *h) {
+ * is carved meanwhile).  True when the call was refused again: the trims
+ * back off (release.c), or every trim paid the retry budget, 100 ms, with
+ * the lock held (the review, session 25: 4 s of 4 stalled). */
+bool hl__prefault_retry(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   uint64_t lo = h->thp_unused_lo, hi = h->thp_unused_hi;
   uint64_t carved = ((uint64_t)h->high_water + (1u << h->chunk_shift) - 1) >> h->chunk_shift;
   if (lo < carved) lo = carved; /* (pages carved there since: theirs now) */
-  if (h->prefault) return;      /* (a helper at work: its stop gives back) */
+  if (h->prefault) return false; /* (a helper at work: its stop gives back) */
   if (lo >= hi) {
     h->thp_unused_lo = h->thp_unused_hi = 0;
-    return;
+    return false;
   }
   prim_result r = prim_call(&h->prim, HL_SITE_release, h->base + lo * PRIM_HUGE_BYTES,
                             (hi - lo) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
   h->tally.release_calls++;
-  if (r.err) return;
+  if (r.err) return true;
   h->tally.thp_prefault_unused += hi - lo;
   h->thp_unused_lo = h->thp_unused_hi = 0;
   if (h->thp_ready_chunk >= lo && h->thp_ready_chunk < hi) h->thp_ready_chunk = UINT32_MAX;
+  return false;
 }
 
 uint64_t hl__prefault_reach(const hl_heap *h) {

@@ -329,13 +329,13 @@ static void chunks_after_release(hl_heap *h, whole_chunks *w, const uint32_t *re
  * given back with one call, the lock held (a carve would race with the
  * call).  A refused call is tried again by later trims, while c is still
  * the last chunk and not a huge page again. */
-static void release_tail(hl_heap *h, uint32_t c) {
+static bool release_tail(hl_heap *h, uint32_t c) {
   HL_ASSERT_LOCKED(h);
   uint64_t c0 = (uint64_t)c << h->chunk_shift, end = c0 + (1u << h->chunk_shift);
   if (end > h->npages_max) end = h->npages_max;
   if (h->chunk[c] == CH_HUGE || !(c0 < h->high_water && h->high_water < end)) {
     if (h->thp_tail_chunk == c) h->thp_tail_chunk = UINT32_MAX; /* nothing to retry */
-    return;
+    return false;
   }
   prim_result r = prim_call(&h->prim, HL_SITE_release, hl__page_addr(h, h->high_water),
                             (size_t)(end - h->high_water) << h->page_shift,
@@ -344,6 +344,7 @@ static void release_tail(hl_heap *h, uint32_t c) {
   h->thp_tail_chunk = r.err ? c : UINT32_MAX;
   /* its next fresh pages fault in one by one again: a fill populates them */
   if (h->thp_ready_chunk == c) h->thp_ready_chunk = UINT32_MAX;
+  return r.err != 0;
 }
 
 void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
@@ -578,10 +579,21 @@ void hl__trim_locked(hl_heap *h, bool forced) {
   uint64_t upgrade_used = 0, taken = 0;
   bool gave_up = (take || budget) && trim_pages(h, take, (uint64_t)h->opt.release_per_sweep,
                                                 budget, &taken, &upgrade_used);
-  if (h->chunk && h->thp_tail_chunk != UINT32_MAX && !gave_up)
-    release_tail(h, h->thp_tail_chunk); /* the last chunk's rest, refused before */
-  if (h->thp_unused_lo != h->thp_unused_hi && !gave_up)
-    hl__prefault_retry(h); /* the prefault helper's unused chunks, refused before */
+  /* the last chunk's rest, and the prefault helper's unused chunks, refused
+   * before: tried again, and refused again, waited for as a trim that gave
+   * up (an asked-for trim tries at once) -- a back-off of their own, which a
+   * trim of pages does not end (every
+   * trim paid the retry budget, 100 ms, the lock held: the review, session
+   * 25, 4 s of 4 stalled) */
+  bool leftovers = (h->chunk && h->thp_tail_chunk != UINT32_MAX) ||
+                   h->thp_unused_lo != h->thp_unused_hi;
+  if (leftovers && !gave_up &&
+      (forced || !h->leftover_backoff_ns || prim_now_ns() >= h->leftover_next_ns)) {
+    bool refused = false;
+    if (h->chunk && h->thp_tail_chunk != UINT32_MAX) refused = release_tail(h, h->thp_tail_chunk);
+    if (!refused && h->thp_unused_lo != h->thp_unused_hi) refused = hl__prefault_retry(h);
+    hl__backoff_step(&h->leftover_backoff_ns, &h->leftover_next_ns, refused);
+  }
   if (!h->opt.subpage_release || gave_up) return;
   int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - taken,
                              (uint64_t)h->opt.upgrade_per_sweep - upgrade_used);

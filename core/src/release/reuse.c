@@ -34,7 +34,7 @@
  * that does not give up ends the wait.  *next: no call before it. */
 #define REUSE_BACKOFF_FIRST_NS 100000000ull
 #define REUSE_BACKOFF_MAX_NS 10000000000ull
-static void reuse_backoff(uint64_t *backoff, uint64_t *next, bool gave_up) {
+void hl__backoff_step(uint64_t *backoff, uint64_t *next, bool gave_up) {
   if (!gave_up) {
     *backoff = 0;
     return;
@@ -58,7 +58,7 @@ static int populate(hl_heap *h, uint32_t p) {
   hl__retake_lock(h, dropped);
   if (!r.err) h->tally.populated_pages++;
   else if (hl__refused_for_good(r.err)) h->populate_off = true;
-  reuse_backoff(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
+  hl__backoff_step(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
   return !r.err;
 }
 
@@ -76,7 +76,7 @@ static int populate_chunk(hl_heap *h, uint32_t p) {
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), PRIM_HUGE_BYTES,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
-  reuse_backoff(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
+  hl__backoff_step(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
   if (!r.err) {
     h->tally.thp_populated_chunks++;
     /* and the chunk's side-table bits, which format is about to write: one
@@ -194,7 +194,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
     if (!h->opt.restore_before_format) hl__page_format(h, p, cls);
     bool gave_up = false;
     int rc = restore_page(h, p, &gave_up);
-    reuse_backoff(&h->restore_backoff_ns, &h->restore_next_ns, gave_up);
+    hl__backoff_step(&h->restore_backoff_ns, &h->restore_next_ns, gave_up);
     if (rc == 0) {
       populate(h, p);
       if (h->opt.restore_before_format) hl__page_format(h, p, cls);
