@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -294,3 +295,42 @@ def test_stop_on_signals_leaves_an_ignored_signal_ignored():
         assert signal.getsignal(signal.SIGTERM) == before[1]
     finally:
         signal.signal(signal.SIGHUP, before[0])
+
+
+@pytest.mark.parametrize("signame,status,word", [("SIGINT", 130, "interrupted"),
+                                                  ("SIGTERM", 143, "terminated")])
+def test_a_stop_while_the_cluster_starts_is_one_line(signame, status, word, tmp_path):
+    """A stop while the local cluster starts: raised inside LocalCluster(...)
+    it left a half-built cluster to distributed's atexit (28 lines of
+    AssertionError), inside a scheduler call a tornado traceback, and an
+    empty run folder (the review, session 25).  It now waits until the run
+    is on disk: one line, exit 128+N, meta.json saying where it stopped."""
+    import signal
+    script = tmp_path / "slow_arm.py"
+    script.write_text(SLOW_ARM)
+    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
+                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
+                          "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = p.stdout.readline()          # printed just before the cluster starts
+        assert first.startswith("heaplab run: "), first
+        time.sleep(0.3)     # (into the cluster's start, which takes a second or two)
+        p.send_signal(getattr(signal, signame))
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == status, (p.returncode, out, err[-3000:])
+        if not os.path.exists(tmp_path / "r" / "latest"):
+            # (stopped before the cluster started: nothing on disk, nothing to resume)
+            assert err == f"{word}\n" and not os.listdir(tmp_path / "r"), err[-3000:]
+            return
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert err == f"{word}: heaplab run --resume {run}\n", err[-3000:]
+        with open(os.path.join(run, "meta.json")) as f:
+            last = json.load(f)["runs"][-1]
+        assert last["signal"] == signame and last["tasks_run"] == 0, last
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

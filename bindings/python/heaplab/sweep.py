@@ -787,6 +787,45 @@ def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) ->
             signal.signal(n, h)
 
 
+class _Pending:
+    signum: Optional[int] = None
+
+    def raise_it(self) -> None:
+        if self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.signum is not None:
+            raise Stopped(self.signum)
+
+
+@contextlib.contextmanager
+def _stops_deferred() -> Iterator[_Pending]:
+    """While a local cluster starts: a stop (Ctrl-C, or SIGTERM/SIGHUP under
+    stop_on_signals) is kept, for the caller to raise (_Pending.raise_it)
+    once the cluster is up, inside the try that closes it.  Raised in the
+    middle of LocalCluster(...), it left a half-built cluster to
+    distributed's atexit, which printed an AssertionError traceback (the
+    review, session 25).  Signals whose handler is no Python function
+    (ignored, or their default action) are left alone."""
+    pending = _Pending()
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+
+    def keep(signum: int, frame: Any) -> None:
+        if pending.signum is None:
+            pending.signum = signum
+    before = {}
+    for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        h = signal.getsignal(n)
+        if callable(h):
+            before[n] = signal.signal(n, keep)
+    try:
+        yield pending
+    finally:
+        for n, h in before.items():
+            signal.signal(n, h)
+
+
 def stop_signal(e: BaseException) -> int:
     """The signal that stopped a sweep: Stopped's, else SIGINT (Ctrl-C)."""
     return getattr(e, "signum", signal.SIGINT)
@@ -870,27 +909,43 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
     _make_folder(parent, f"--results {parent}", SweepError)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise SweepError(f"--results {parent}: not writable")
-    client, local, address = _cluster(cluster, workers, per_worker)
-    os.makedirs(run_dir, exist_ok=True)      # only once a cluster answered
+    # A stop (Ctrl-C, SIGTERM, SIGHUP) while the cluster starts and the run's
+    # meta.json is written waits for them: raised inside LocalCluster(...) it
+    # left a half-built cluster to distributed's atexit (an AssertionError
+    # traceback), inside a call to the scheduler a tornado one, and a fresh
+    # run folder holding only its lock file.  It is raised once the run is
+    # on disk, where Ctrl-C is handled (meta.json says where it stopped).
+    deferred = _stops_deferred()
+    stop = deferred.__enter__()
+    try:
+        client, local, address = _cluster(cluster, workers, per_worker)
+    except BaseException:
+        deferred.__exit__(None, None, None)
+        raise
     counts = {"ok": 0, "failed": 0, "skipped": len(sweep.tasks) - len(todo)}
     try:
-        if not resume:
-            _lock_run(run_dir, locks)        # (a resume took it before reading the records)
-        has_arm = [w for w, i in client.scheduler_info()["workers"].items()
-                   if "arm" in (i.get("resources") or {})]
-        resources = {"arm": 1} if has_arm else None
-        before = client.run(host_info)
-        run_meta = {"cluster": address, "started": datetime.datetime.now().astimezone()
-                    .isoformat(timespec="seconds"), "workers_before": before,
-                    "one_arm_per_worker": bool(has_arm), "tasks_run": len(todo),
-                    "tasks_skipped": counts["skipped"]}
-        meta.setdefault("runs", []).append(run_meta)
-        _write_json(os.path.join(run_dir, RUN_META), meta)
-        _point_latest(os.path.dirname(run_dir), os.path.basename(run_dir))
+        try:
+            os.makedirs(run_dir, exist_ok=True)  # only once a cluster answered
+            if not resume:
+                _lock_run(run_dir, locks)    # (a resume took it before reading the records)
+            has_arm = [w for w, i in client.scheduler_info()["workers"].items()
+                       if "arm" in (i.get("resources") or {})]
+            resources = {"arm": 1} if has_arm else None
+            before = client.run(host_info)
+            run_meta = {"cluster": address, "started": datetime.datetime.now().astimezone()
+                        .isoformat(timespec="seconds"), "workers_before": before,
+                        "one_arm_per_worker": bool(has_arm), "tasks_run": len(todo),
+                        "tasks_skipped": counts["skipped"]}
+            meta.setdefault("runs", []).append(run_meta)
+            _write_json(os.path.join(run_dir, RUN_META), meta)
+            _point_latest(os.path.dirname(run_dir), os.path.basename(run_dir))
+        finally:
+            deferred.__exit__(None, None, None)
         if progress is None:
             progress = (stream or sys.stdout).isatty()
         display = _Display(len(sweep.tasks), counts["skipped"], live=progress, stream=stream)
         try:
+            stop.raise_it()                  # (kept while the run started)
             # in task order (repeats outermost): the scheduler runs the
             # highest priority first
             futures = {client.submit(run_task, dict(t), key=t.key, pure=False,
@@ -948,6 +1003,12 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
                          .isoformat(timespec="seconds"), "workers_after": after,
                          "counts": dict(counts)})
         _write_json(os.path.join(run_dir, RUN_META), meta)
+    except BaseException:
+        # stopped before a fresh run's meta.json was written: no run folder
+        # holding a lock file only (nothing to resume, nothing to report)
+        if not resume and not os.path.exists(os.path.join(run_dir, RUN_META)):
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         client.close()
         if local is not None:
