@@ -841,6 +841,22 @@ def launcher_children():
                 parent, kid = [int(x) for x in out.split()]
                 assert report(path)["pid"] == parent, (report(path)["pid"], parent, kid)
                 assert children(d) == [f"stats.json.{kid}"], (children(d), kid)
+        # a preloaded program the launcher starts reads the mark too: it wrote
+        # path, which the launcher wrote over at its exit (the review, session 25)
+        preload = os.environ.get("HEAPLAB_PRELOAD")
+        if preload and os.path.exists(preload):
+            for n in children(d) + ["stats.json"]:
+                if os.path.exists(os.path.join(d, n)):
+                    os.unlink(os.path.join(d, n))
+            code = ("import os, subprocess, sys\nprint(os.getpid())\n"
+                    "p = subprocess.Popen(['ls', '/'], stdout=subprocess.DEVNULL, "
+                    f"env=dict(os.environ, LD_PRELOAD={preload!r}))\np.wait()\nprint(p.pid)\n")
+            status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": path})
+            assert status == 0 and not err, (status, err)
+            parent, kid = [int(x) for x in out.split()]
+            assert report(path)["pid"] == parent, (report(path)["pid"], parent, kid)
+            assert children(d) == [f"stats.json.{kid}"], (children(d), kid)
+            assert report(f"{path}.{kid}")["launcher"] == "libheaplab-malloc.so"
     print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
 
 
