@@ -275,8 +275,7 @@ static int started_by_a_launcher(const char *value) {
    * cannot read its root parent's /proc/PID/exe, took itself for the first
    * and wrote over the parent's report, or failed to write it (the
    * launchers hunt, session 25) */
-  const char *mark = getenv("HEAPLAB_STATS_OWNER"), *colon = mark ? strchr(mark, ':') : NULL;
-  if (colon && atoi(mark) != (int)getpid() && strcmp(colon + 1, value) == 0) return 1;
+  if (client_marked_by_another(getenv("HEAPLAB_STATS_OWNER"), value)) return 1;
   int pid = getppid();
   for (int depth = 0; pid > 1 && depth < 64; depth++, pid = parent_of(pid))
     if (is_launcher(pid) && environ_has(pid, entry)) return 1;
@@ -288,6 +287,13 @@ static char child_stats_path[4200];
 void client_report_now(void) {
   report_at_exit();
   if (getpid() == client.pid) reported = 1;
+}
+
+bool client_marked_by_another(const char *mark, const char *stats) {
+  if (!stats || !mark) return false;
+  long pid = 0;
+  while (*mark >= '0' && *mark <= '9') pid = pid * 10 + (*mark++ - '0');
+  return *mark == ':' && pid != (long)getpid() && strcmp(mark + 1, stats) == 0;
 }
 
 void client_cap_reservation(hl_options *o) {

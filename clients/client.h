@@ -14,6 +14,7 @@
 #ifndef HEAPLAB_CLIENT_H
 #define HEAPLAB_CLIENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -72,6 +73,13 @@ void client_refusal_clear(void);
  * allocator's, had the rest: a 30 MiB malloc that glibc served failed.
  * For a heap whose reserve_bytes the user did not give. */
 void client_cap_reservation(hl_options *o);
+
+/* Is mark, a HEAPLAB_STATS_OWNER value (<pid>:<path>, which a launcher that
+ * writes its own report leaves its descendants), another process's mark for
+ * the report path `stats`?  Then this process is a descendant: it writes
+ * path.<pid>.  The pid read by hand (strtol reads the locale's ctype tables,
+ * which the preloaded library's set-up keeps out of the process). */
+bool client_marked_by_another(const char *mark, const char *stats);
 
 /* Create (truncate) path and write it with write(f): 0, or the errno of
  * what failed -- the open, a write (a full disk: the report was silently

@@ -192,19 +192,6 @@ __attribute__((constructor)) static void at_start(void) {
   atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
 }
 
-/* A launcher writes its own HEAPLAB_STATS and leaves its descendants
- * HEAPLAB_STATS_OWNER=<pid>:<path> (client.c): a preloaded program it
- * started with the same path is a descendant -- it wrote path, which the
- * launcher then wrote over at its exit (the review, session 25).  The pid
- * read by hand (strtol reads the locale's ctype tables). */
-static bool marked_by_a_launcher(const char *stats) {
-  const char *mark = env("HEAPLAB_STATS_OWNER");
-  if (!stats || !mark) return false;
-  long pid = 0;
-  while (*mark >= '0' && *mark <= '9') pid = pid * 10 + (*mark++ - '0');
-  return *mark == ':' && pid != (long)getpid() && strcmp(mark + 1, stats) == 0;
-}
-
 /* Create the heap.  Runs once, in the first thread that allocates after the
  * environment is there; its own allocations (in_setup) go to glibc. */
 static NOINLINE hl_heap *setup(void) {
@@ -286,7 +273,8 @@ static NOINLINE hl_heap *setup(void) {
   setup_pid = child ? start_pid : (int)getpid();
   if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))
     descendant = parent_is_preloaded(child ? start_ppid : (int)getppid()) ||
-                 marked_by_a_launcher(env("HEAPLAB_STATS"));
+                 /* a launcher's mark (client.h): its report was written over */
+                 client_marked_by_another(env("HEAPLAB_STATS_OWNER"), env("HEAPLAB_STATS"));
   client.launcher = "libheaplab-malloc.so";
   client.allocator = next == ST_HEAPLAB ? "heaplab" : "libc";
   client.heap = next == ST_HEAPLAB ? HEAP : NULL;

@@ -128,6 +128,14 @@ int hl_interrupt_attach(int signo) {
     if (!(h)) return hl__fail(NULL, HL_EINVAL, "%s: the heap is NULL", __func__); \
   } while (0)
 
+/* Is a field of a fault spec a number?  A sign and a digit, as strtoll reads
+ * it, from its first character: '+5' was taken for an errno name, and
+ * strtoll, which skips blanks, read ' 5' as errno 5 (the release hunt,
+ * session 25). */
+static bool spec_number(const char *x) {
+  return isdigit((unsigned char)x[x[0] == '+' || x[0] == '-']);
+}
+
 /* ---- fault schedules from the environment ----
  * HEAPLAB_FAULT_<SITE>=mode[:N][:ERRNO], e.g. HEAPLAB_FAULT_RESTORE=always:EIO,
  * HEAPLAB_FAULT_RELEASE=first:2000:ENOMEM.  The errno defaults to ENOMEM.
@@ -162,9 +170,7 @@ static int fault_from_env(hl_heap *h, const char *var, const char *site, const c
   /* the optional number, then the optional errno, in either order */
   for (int i = 1; i < nf; i++) {
     const char *x = fields[i];
-    /* a sign and a digit, as strtoll reads it -- '+5' was taken for an
-     * errno name (and read as errno 5 there); a blank is neither */
-    bool numeric = isdigit((unsigned char)x[x[0] == '+' || x[0] == '-']);
+    bool numeric = spec_number(x);
     if (numeric && number != NULL && errname == NULL) {
       errname = x; /* mode:N:ERRNO with ERRNO a number: 'first:5:11' */
       continue;
@@ -788,10 +794,8 @@ int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
   if (err) {
     char *end = NULL;
     errno = 0;
-    /* (a number only from its first character: strtoll skips blanks, so
-     * ' 5' -- a mistyped spec -- was errno 5) */
     long long n = strtoll(err, &end, 10);
-    if (isdigit((unsigned char)err[err[0] == '+' || err[0] == '-']) && !*end && !errno) {
+    if (spec_number(err) && !*end && !errno) {
       if (n <= 0 || n > 4095)
         return hl__fail(h, HL_EINVAL, "inject: errno %s must be in [1, 4095]", err);
       e = (int)n;

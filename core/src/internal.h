@@ -263,6 +263,15 @@ static inline uint32_t hl__hdr_size(const hl_objhdr *hd) {
   return hd->size == HL_SIZE_LARGE ? HL_SIZE_LARGE : hd->size & ~HL_HDR_OLD;
 }
 
+/* A back-off (release.c): after a call that gave up, the calls nobody asked
+ * for wait -- 100 ms, doubling to 10 s -- until next_ns; one that does not
+ * give up ends the wait (ns 0).  The trims', the restores', the populates'
+ * and the retries of what a refused call left, each its own. */
+typedef struct hl_backoff {
+  uint64_t ns;      /* the current wait, 0 when none */
+  uint64_t next_ns; /* no call (but an asked-for one) before this */
+} hl_backoff;
+
 typedef struct hl_large {
   struct hl_large *prev, *next;
   uint64_t size;   /* bytes of the block after this record */
@@ -531,16 +540,11 @@ struct hl_heap {
   uint64_t taken_since_trim;      /* pages acquired since the last trim */
   uint64_t demand[16];            /* pages acquired in each of the last intervals */
 
-  /* after a trim gave up: later trims wait (release.c) */
-  uint64_t trim_backoff_ns;       /* the current wait, 0 when none */
-  uint64_t trim_next_ns;          /* no trim (but a forced one) before this */
-  /* after a restore or a populate gave up: page acquisitions take fresh
-   * pages, and do without the populate, for a while (reuse.c) */
-  uint64_t restore_backoff_ns, restore_next_ns;
-  uint64_t populate_backoff_ns, populate_next_ns;
-  /* ... and after a retry of thp_tail_chunk or thp_unused_lo/hi was refused
-   * again: the next retry waits (release.c) */
-  uint64_t leftover_backoff_ns, leftover_next_ns;
+  /* after a call gave up, the calls that follow wait (hl_backoff): later
+   * trims (release.c); restores -- acquisitions take fresh pages -- and
+   * populates (reuse.c); the retries of thp_tail_chunk and
+   * thp_unused_lo/hi (release.c) */
+  hl_backoff trim_backoff, restore_backoff, populate_backoff, leftover_backoff;
 
   /* release scratch (sized release_per_sweep + upgrade_per_sweep) */
   uint32_t *scratch;
@@ -1241,9 +1245,13 @@ uint64_t hl__prefault_reach(const hl_heap *h);
 /* A trim: give back the helper's unused chunks a refused call left (lock
  * held); true when refused again. */
 bool hl__prefault_retry(hl_heap *h);
-/* One step of a back-off (reuse.c): after a call that gave up, the wait is
- * 100 ms, doubling to 10 s, from now (*next); after one that did not, none. */
-void hl__backoff_step(uint64_t *backoff, uint64_t *next, bool gave_up);
+/* One step of a back-off (release.c): after a call that gave up, the wait
+ * is 100 ms, doubling to 10 s, from now; after one that did not, none. */
+void hl__backoff_step(hl_backoff *b, bool gave_up);
+/* Is a back-off's wait still on? */
+static inline bool hl__backoff_waiting(const hl_backoff *b) {
+  return b->ns && prim_now_ns() < b->next_ns;
+}
 /* MADV_POPULATE_WRITE refused for good: a kernel before 5.14 (EINVAL), or one
  * that forbids it (ENOSYS, EPERM); ENOMEM and the like are asked again. */
 static inline bool hl__refused_for_good(int err) {

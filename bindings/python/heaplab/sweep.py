@@ -767,24 +767,30 @@ class Stopped(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
-    """While it lasts, each of `signums` raises Stopped in the main thread
-    (elsewhere: nothing changes).  A signal the process ignores stays
-    ignored (`nohup heaplab run ...` survives its terminal).  The handlers
-    before are put back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise Stopped(signum)
-    before = {n: signal.signal(n, stop) for n in signums
-              if signal.getsignal(n) is not signal.SIG_IGN}
+def _handling(signums: Sequence[int], handler: Callable[[int, Any], None],
+              takes: Callable[[Any], bool]) -> Iterator[None]:
+    """While it lasts, handler handles each of signums whose handler before
+    it `takes` -- in the main thread (elsewhere nothing changes); the
+    handlers before are put back."""
+    before = {}
+    if threading.current_thread() is threading.main_thread():
+        before = {n: signal.signal(n, handler) for n in signums if takes(signal.getsignal(n))}
     try:
         yield
     finally:
         for n, h in before.items():
             signal.signal(n, h)
+
+
+@contextlib.contextmanager
+def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """While it lasts, each of `signums` raises Stopped in the main thread.
+    A signal the process ignores stays ignored (`nohup heaplab run ...`
+    survives its terminal)."""
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+    with _handling(signums, stop, lambda h: h is not signal.SIG_IGN):
+        yield
 
 
 class _Pending:
@@ -807,23 +813,12 @@ def _stops_deferred() -> Iterator[_Pending]:
     review, session 25).  Signals whose handler is no Python function
     (ignored, or their default action) are left alone."""
     pending = _Pending()
-    if threading.current_thread() is not threading.main_thread():
-        yield pending
-        return
 
     def keep(signum: int, frame: Any) -> None:
         if pending.signum is None:
             pending.signum = signum
-    before = {}
-    for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        h = signal.getsignal(n)
-        if callable(h):
-            before[n] = signal.signal(n, keep)
-    try:
+    with _handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), keep, callable):
         yield pending
-    finally:
-        for n, h in before.items():
-            signal.signal(n, h)
 
 
 def stop_signal(e: BaseException) -> int:

@@ -379,15 +379,17 @@ void hl__chunk_released_in_part(hl_heap *h, uint32_t c, uint64_t released_pages,
 #define BACKOFF_FIRST_NS 100000000ull
 #define BACKOFF_MAX_NS 10000000000ull
 
-static void backoff_update(hl_heap *h, bool gave_up) {
+void hl__backoff_step(hl_backoff *b, bool gave_up) {
   if (!gave_up) {
-    h->trim_backoff_ns = 0;
+    b->ns = 0;
     return;
   }
-  uint64_t b = h->trim_backoff_ns ? h->trim_backoff_ns * 2 : BACKOFF_FIRST_NS;
-  h->trim_backoff_ns = b < BACKOFF_MAX_NS ? b : BACKOFF_MAX_NS;
-  h->trim_next_ns = prim_now_ns() + h->trim_backoff_ns;
+  uint64_t ns = b->ns ? b->ns * 2 : BACKOFF_FIRST_NS;
+  b->ns = ns < BACKOFF_MAX_NS ? ns : BACKOFF_MAX_NS;
+  b->next_ns = prim_now_ns() + b->ns;
 }
+
+static void backoff_update(hl_heap *h, bool gave_up) { hl__backoff_step(&h->trim_backoff, gave_up); }
 
 /* The whole pages of a trim: release `take` free pages from the cold end of
  * the free pool -- with thp, up to `most` when a whole chunk goes past take
@@ -568,7 +570,7 @@ void hl__trim_locked(hl_heap *h, bool forced) {
   HL_ASSERT_LOCKED(h);
   HL_ASSERT(h->in_cycle);
   if (!h->opt.page_release) return;
-  if (!forced && h->trim_backoff_ns && prim_now_ns() < h->trim_next_ns) {
+  if (!forced && hl__backoff_waiting(&h->trim_backoff)) {
     h->tally.trim_backoffs++;
     return;
   }
@@ -580,19 +582,17 @@ void hl__trim_locked(hl_heap *h, bool forced) {
   bool gave_up = (take || budget) && trim_pages(h, take, (uint64_t)h->opt.release_per_sweep,
                                                 budget, &taken, &upgrade_used);
   /* the last chunk's rest, and the prefault helper's unused chunks, refused
-   * before: tried again, and refused again, waited for as a trim that gave
-   * up (an asked-for trim tries at once) -- a back-off of their own, which a
-   * trim of pages does not end (every
-   * trim paid the retry budget, 100 ms, the lock held: the review, session
-   * 25, 4 s of 4 stalled) */
+   * before: tried again; refused again, the next try waits on a back-off of
+   * their own, which a trim of pages does not end (an asked-for trim tries
+   * at once).  Without it every trim paid the retry budget, 100 ms, the lock
+   * held: 4 s of 4 stalled (the review, session 25). */
   bool leftovers = (h->chunk && h->thp_tail_chunk != UINT32_MAX) ||
                    h->thp_unused_lo != h->thp_unused_hi;
-  if (leftovers && !gave_up &&
-      (forced || !h->leftover_backoff_ns || prim_now_ns() >= h->leftover_next_ns)) {
+  if (leftovers && !gave_up && (forced || !hl__backoff_waiting(&h->leftover_backoff))) {
     bool refused = false;
     if (h->chunk && h->thp_tail_chunk != UINT32_MAX) refused = release_tail(h, h->thp_tail_chunk);
     if (!refused && h->thp_unused_lo != h->thp_unused_hi) refused = hl__prefault_retry(h);
-    hl__backoff_step(&h->leftover_backoff_ns, &h->leftover_next_ns, refused);
+    hl__backoff_step(&h->leftover_backoff, refused);
   }
   if (!h->opt.subpage_release || gave_up) return;
   int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - taken,

@@ -19,46 +19,34 @@
 
 #include "../internal.h"
 
+/* A restore or populate that gave up (EAGAIN past syscall_retry_max: at
+ * vm.max_map_count with dump_toggle, MADV_DODUMP says it every time) cost
+ * the retry budget -- 100 ms by default -- and the next page's call would
+ * pay it again: every page a fill took cost up to 4 of them (a 1 MiB fill
+ * 14 s, a Lua script 252 s: the release hunt, session 25).  After one, the
+ * calls wait (hl_backoff), as the trims do; a skipped call is counted. */
+static bool backing_off(hl_heap *h, const hl_backoff *b) {
+  if (!hl__backoff_waiting(b)) return false;
+  h->tally.reuse_backoffs++;
+  return true;
+}
+
 /* Fault page p in with one call (a bulk phase only).  Outside the lock (the
  * page is in flight) unless the thread holds the heap; a failure only means
  * the page faults in the ordinary way (a refusal for good: every later page
  * too -- it was asked again for each, 181 failing calls in two fills of
  * 10 MiB; tests/c/populate_refused_for_good_is_asked_once.c).  Returns 1
  * when it took. */
-/* A call that gave up (EAGAIN past syscall_retry_max: at vm.max_map_count
- * with dump_toggle, MADV_DODUMP says it every time) cost the retry budget --
- * 100 ms by default -- and the next page's call would pay it again: every
- * page a fill took cost up to 4 of them (a 1 MiB fill 14 s, a Lua script
- * 252 s: the release hunt, session 25).  After one, the calls wait, as the
- * trims do (release.c's backoff_update): 100 ms, doubling to 10 s; a call
- * that does not give up ends the wait.  *next: no call before it. */
-#define REUSE_BACKOFF_FIRST_NS 100000000ull
-#define REUSE_BACKOFF_MAX_NS 10000000000ull
-void hl__backoff_step(uint64_t *backoff, uint64_t *next, bool gave_up) {
-  if (!gave_up) {
-    *backoff = 0;
-    return;
-  }
-  uint64_t b = *backoff ? *backoff * 2 : REUSE_BACKOFF_FIRST_NS;
-  *backoff = b < REUSE_BACKOFF_MAX_NS ? b : REUSE_BACKOFF_MAX_NS;
-  *next = prim_now_ns() + *backoff;
-}
-static bool backing_off(hl_heap *h, uint64_t backoff, uint64_t next) {
-  if (!backoff || prim_now_ns() >= next) return false;
-  h->tally.reuse_backoffs++;
-  return true;
-}
-
 static int populate(hl_heap *h, uint32_t p) {
   if (!h->bulk || h->populate_off) return 0;
-  if (backing_off(h, h->populate_backoff_ns, h->populate_next_ns)) return 0;
+  if (backing_off(h, &h->populate_backoff)) return 0;
   bool dropped = hl__drop_lock(h);
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
   if (!r.err) h->tally.populated_pages++;
   else if (hl__refused_for_good(r.err)) h->populate_off = true;
-  hl__backoff_step(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
+  hl__backoff_step(&h->populate_backoff, r.gave_up);
   return !r.err;
 }
 
@@ -71,12 +59,12 @@ static int populate(hl_heap *h, uint32_t p) {
  * took. */
 static int populate_chunk(hl_heap *h, uint32_t p) {
   if (h->opt.thp != HL_THP_POPULATE || !h->tally.thp_enabled || h->populate_off) return 0;
-  if (backing_off(h, h->populate_backoff_ns, h->populate_next_ns)) return 0;
+  if (backing_off(h, &h->populate_backoff)) return 0;
   bool dropped = hl__drop_lock(h);
   prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), PRIM_HUGE_BYTES,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
-  hl__backoff_step(&h->populate_backoff_ns, &h->populate_next_ns, r.gave_up);
+  hl__backoff_step(&h->populate_backoff, r.gave_up);
   if (!r.err) {
     h->tally.thp_populated_chunks++;
     /* and the chunk's side-table bits, which format is about to write: one
@@ -182,7 +170,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
    * released pools after all) */
   bool fresh_first = (h->released_pool.count || h->reuse_failed.count) &&
                      h->high_water < h->npages_max &&
-                     backing_off(h, h->restore_backoff_ns, h->restore_next_ns);
+                     backing_off(h, &h->restore_backoff);
   if (fresh_first && (p = fresh_page(h, cls)) != HL_NIL) return p;
   for (int64_t attempt = 0; attempt < h->opt.reuse_attempts; attempt++) {
     p = h->released_pool.head;
@@ -194,7 +182,7 @@ uint32_t hl__acquire_page(hl_heap *h, uint32_t cls) {
     if (!h->opt.restore_before_format) hl__page_format(h, p, cls);
     bool gave_up = false;
     int rc = restore_page(h, p, &gave_up);
-    hl__backoff_step(&h->restore_backoff_ns, &h->restore_next_ns, gave_up);
+    hl__backoff_step(&h->restore_backoff, gave_up);
     if (rc == 0) {
       populate(h, p);
       if (h->opt.restore_before_format) hl__page_format(h, p, cls);

@@ -147,7 +147,7 @@ void hl__stats_fill(hl_heap *h, hl_stats *st) {
   st->syscall_gave_up = atomic_load(&h->prim.gave_up);
   st->faults_fired = atomic_load(&h->prim.fired);
   st->syscall_stall_ns = atomic_load(&h->prim.stall_ns);
-  st->trim_backoff_ns = h->trim_backoff_ns;
+  st->trim_backoff_ns = h->trim_backoff.ns;
   st->subpage_released_bytes = h->sub_out << h->os_shift;
   st->subpage_fallback_bytes = h->sub_fallback << h->os_shift;
   st->subpage_pages = h->sub_pages;
