@@ -122,8 +122,14 @@ static bool leftover_retries_back_off_once(void) {
 }
 
 int main(void) {
-  for (int i = 0; i < 8 && !leftover_retries_back_off_once(); i++) {
-  }
+  /* tried until a run has leftovers to retry (most do), and a failure when
+   * none of 24 had: eight tries with no check could pass without testing
+   * anything (the review, session 25) */
+  int tries = 0;
+  bool hit = false;
+  while (!hit && tries < 24) hit = leftover_retries_back_off_once(), tries++;
+  CHECK(hit, "leftover retries: no run of %d left chunks to retry; the back-off was "
+        "not exercised", tries);
   restores_and_populates_back_off();
   /* manual mode: frees run a trim whenever enough pages are empty */
   hl_heap *h = HEAP("mode=manual", "warm_pages=0", "warm_demand_trims=0", "syscall_retry_max=100",
