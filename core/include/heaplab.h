@@ -17,7 +17,8 @@
  *     (or with no failed call of its own there) the heap's last failure's,
  *     in whatever thread (a background cycle's).  hl_heap_error(NULL): the
  *     calling thread's last failure outside any heap (hl_heap_new, the
- *     samplers).  The string is the thread's, valid until its next call.
+ *     option calls -- also with err NULL --, the samplers, hl_footprint_get,
+ *     a call given a NULL heap).  The string is the thread's, valid until its next call.
  *     Nothing here aborts on bad input.
  *   - No function here is a cancellation point (as no call of glibc's malloc
  *     is): a thread cancelled with pthread_cancel (deferred) while in one
@@ -572,6 +573,8 @@ typedef struct hl_footprint {
                               pages back (Linux; 0 elsewhere) */
 } hl_footprint;
 
+/* HL_EINVAL (out NULL) or HL_ESYS (the OS's figures could not be read: no
+ * file descriptor left, /proc not mounted), hl_heap_error(NULL) says which. */
 int hl_footprint_get(hl_footprint *out);
 
 /* A footprint sampler: a thread reading the process footprint every
@@ -657,7 +660,8 @@ void hl_heap_free(hl_heap *heap);
 /* Message of the calling thread's last failure when it was on this heap;
  * otherwise the heap's last failure from any thread ("" if none).  With
  * heap NULL: the calling thread's last failure of a call that takes no heap
- * (hl_heap_new, hl_sampler_open). */
+ * (hl_heap_new, the option calls, hl_sampler_open, hl_footprint_get) or was
+ * given a NULL one. */
 const char *hl_heap_error(const hl_heap *heap);
 int hl_heap_options(const hl_heap *heap, hl_options *out);
 
@@ -889,7 +893,10 @@ void hl_free(hl_heap *heap, void *ptr);
  * own size is read).  new_size 0 frees ptr and returns NULL; ptr NULL is
  * hl_malloc(new_size). */
 void *hl_realloc(hl_heap *heap, void *ptr, size_t old_size, size_t new_size);
-/* Usable size of a block, 0 if ptr is not a live block of this heap. */
+/* Usable size of a block, 0 if ptr is not a block of this heap.  A block
+ * freed into the thread's cache still reads as its class's size until the
+ * cache gives it back (hl_thread_flush, a flush when the bin fills); with
+ * verify=true a freed block reads 0 at once. */
 size_t hl_usable_size(hl_heap *heap, const void *ptr);
 /* Return the calling thread's cached blocks to the heap. */
 void hl_thread_flush(hl_heap *heap);

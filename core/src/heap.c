@@ -885,8 +885,16 @@ static inline void *obj_new_raw(hl_heap *h, uint64_t size, uint64_t refs, const 
   return hl__held == h ? hl__obj_alloc(h, size, refs, 0, what) : obj_new(h, size, refs, what);
 }
 
+/* A raw call on a NULL heap: NULL, and hl_heap_error(NULL) says so (it kept
+ * an older message: the C API hunt, session 26). */
+static NOINLINE __attribute__((cold)) void *null_heap(const char *fn) {
+  hl__fail(NULL, HL_EINVAL, "%s: the heap is NULL", fn);
+  return NULL;
+}
+
 static NOINLINE void *obj_new_general(hl_heap *h, uint64_t size, uint64_t refs) {
-  if (!h || obj_args_bad(h, size, refs)) return NULL;
+  if (!h) return null_heap("hl_obj_new");
+  if (obj_args_bad(h, size, refs)) return NULL;
   bool locked = hl__lock(h);
   void *obj = obj_new_raw(h, size, refs, "hl_obj_new");
   hl__unlock(h, locked);
@@ -895,7 +903,12 @@ static NOINLINE void *obj_new_general(hl_heap *h, uint64_t size, uint64_t refs) 
 
 static NOINLINE void *obj_new_in_general(hl_heap *h, void *parent, uint64_t slot,
                                           uint64_t size, uint64_t refs) {
-  if (!h || !parent || obj_args_bad(h, size, refs)) return NULL;
+  if (!h) return null_heap("hl_obj_new_in");
+  if (!parent) {
+    hl__fail(h, HL_EINVAL, "hl_obj_new_in: the parent is NULL");
+    return NULL;
+  }
+  if (obj_args_bad(h, size, refs)) return NULL;
   if (slot >= ((hl_objhdr *)parent)->refs) {
     hl__fail(h, HL_ERANGE, "obj_new_in: slot %" PRIu64 " out of range", slot);
     return NULL;
@@ -973,8 +986,10 @@ int hl_roots_store(hl_heap *h, void **words, uint64_t *values, const hl_ref *ref
   if (bad) *bad = UINT64_MAX;
   if (count && (!words || !values))
     return hl__fail(h, HL_EINVAL, "hl_roots_store: NULL %s", words ? "values" : "words");
-  hl_enter(h);
-  int rc = HL_OK;
+  /* (its failure ignored, the words were stored without the heap held: the
+   * C API hunt, session 26) */
+  int rc = hl_enter(h);
+  if (rc) return rc;
   for (uint64_t i = 0; refs && i < count && rc == HL_OK; i++) {
     if (!refs[i]) continue;
     hl_object_info info;
@@ -1025,7 +1040,8 @@ int hl_set_refusal_hook(hl_heap *h, hl_refusal_fn fn, void *arg) {
 }
 
 static NOINLINE __attribute__((cold)) void *malloc_miss_quiet(hl_heap *h, size_t size) {
-  if (!h || manual_check(h, "malloc")) return NULL;
+  if (!h) return null_heap("hl_malloc");
+  if (manual_check(h, "malloc")) return NULL;
   return hl__manual_malloc(h, size);
 }
 
@@ -1047,7 +1063,7 @@ void *hl__malloc(hl_heap *h, size_t size) {
 }
 
 void *hl_calloc(hl_heap *h, size_t count, size_t size) {
-  if (!h) return NULL;
+  if (!h) return null_heap("hl_calloc");
   if (size && count > SIZE_MAX / size) {
     hl__fail(h, HL_EINVAL, "calloc: %zu x %zu overflows", count, size);
     return refused(h, SIZE_MAX);
@@ -1108,7 +1124,7 @@ void hl_free_sized(hl_heap *h, void *ptr, size_t size) {
 }
 
 void *hl_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size) {
-  if (!h) return NULL;
+  if (!h) return null_heap("hl_realloc");
   if (!ptr) return hl_malloc(h, new_size);
   if (manual_check(h, "realloc")) return new_size ? refused(h, new_size) : NULL;
   if (new_size == 0) {

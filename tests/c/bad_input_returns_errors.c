@@ -2,9 +2,85 @@
  * nothing crashes, nothing live is freed. */
 #include <signal.h>
 
+#include <sys/resource.h>
+
 #include "check.h"
 
+#define SAYS(text) CHECK(strstr(hl_heap_error(NULL), text), "hl_heap_error(NULL): '%s'", \
+                         hl_heap_error(NULL))
+
+/* The C API hunt (session 26): calls that failed with no message, or a
+ * crash.  Each failure leaves a message where the header says it does; a
+ * stale one is planted first. */
+static void every_failure_says_why(void) {
+  char err[256];
+  hl_options o;
+  hl_options_defaults(&o);
+  /* a NULL skip list with n > 0 crashed when the environment set an option */
+  setenv("HEAPLAB_WARM_PAGES", "8", 1);
+  CHECK(hl_options_from_env_except(&o, NULL, 2, err, sizeof err) == HL_EINVAL &&
+            strstr(err, "skip is NULL"), "NULL skip: %s", err);
+  unsetenv("HEAPLAB_WARM_PAGES");
+  /* an option call with err NULL: the message was lost */
+  CHECK(hl_options_set(&o, "no_such_option", "1", NULL, 0) == HL_EOPTION, "unknown option");
+  SAYS("no_such_option");
+  CHECK(hl_option_info_get(0, NULL) == HL_EINVAL, "option info into NULL");
+  SAYS("hl_option_info_get: NULL output pointer");
+  hl_option_info info;
+  CHECK(hl_option_info_get(-1, &info) == HL_ERANGE, "option info -1");
+  SAYS("index -1 out of range");
+  /* hl_footprint_get had no message at all */
+  CHECK(hl_footprint_get(NULL) == HL_EINVAL, "footprint into NULL");
+  SAYS("hl_footprint_get: NULL output pointer");
+  struct rlimit fds;
+  CHECK(getrlimit(RLIMIT_NOFILE, &fds) == 0, "getrlimit");
+  struct rlimit none = {3, fds.rlim_max};
+  CHECK(setrlimit(RLIMIT_NOFILE, &none) == 0, "setrlimit");
+  hl_footprint fp;
+  int rc = hl_footprint_get(&fp);
+  setrlimit(RLIMIT_NOFILE, &fds);
+  CHECK(rc == HL_ESYS, "footprint with no fd left: %s", hl_error_name(rc));
+  SAYS("could not be read");
+  /* raw calls given a NULL heap or parent kept an older message */
+  CHECK(hl_obj_new(NULL, 8, 0) == NULL, "obj_new on NULL");
+  SAYS("hl_obj_new: the heap is NULL");
+  CHECK(hl_malloc(NULL, 8) == NULL, "malloc on NULL");
+  SAYS("hl_malloc: the heap is NULL");
+  CHECK(hl_calloc(NULL, 1, 8) == NULL && strstr(hl_heap_error(NULL), "hl_calloc"), "calloc");
+  CHECK(hl_realloc(NULL, NULL, 0, 8) == NULL && strstr(hl_heap_error(NULL), "hl_realloc"),
+        "realloc");
+  hl_heap *h = HEAP(NULL), *g = HEAP(NULL);
+  CHECK(hl_collect(h, 0, 0) != HL_OK, "collect 0 cycles"); /* the stale message */
+  hl_enter(h);
+  CHECK(hl_obj_new_in(h, NULL, 0, 8, 0) == NULL, "obj_new_in with no parent");
+  hl_leave(h);
+  CHECK(strstr(hl_heap_error(h), "the parent is NULL"), "'%s'", hl_heap_error(h));
+  /* a number no heap's handle (tag 0) was named another heap's */
+  hl_object_info oi;
+  CHECK(hl_ref_info(h, 1, &oi) == HL_EINVAL && strstr(hl_heap_error(h), "is not a handle"),
+        "handle 1: '%s'", hl_heap_error(h));
+  hl_ref gr;
+  OK(g, hl_alloc(g, 8, 0, &gr));
+  CHECK(hl_ref_info(h, gr, &oi) == HL_EFOREIGN && strstr(hl_heap_error(h), "another heap"),
+        "g's handle: '%s'", hl_heap_error(h));
+  /* hl_roots_store with another heap held stored without its heap held */
+  void *word = NULL;
+  uint64_t value;
+  hl_ref hr;
+  OK(h, hl_alloc(h, 8, 0, &hr));
+  hl_enter(g);
+  rc = hl_roots_store(h, &word, &value, &hr, 1, NULL);
+  hl_leave(g);
+  CHECK(rc == HL_EINVAL && word == NULL && strstr(hl_heap_error(h), "another heap"),
+        "roots_store with g held: %s, '%s'", hl_error_name(rc), hl_heap_error(h));
+  OK(h, hl_roots_store(h, &word, &value, &hr, 1, NULL));
+  CHECK(word != NULL, "roots_store stored nothing");
+  hl_heap_free(g);
+  hl_heap_free(h);
+}
+
 int main(void) {
+  every_failure_says_why();
   char err[256];
   hl_options o;
   hl_options_defaults(&o);

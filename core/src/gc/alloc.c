@@ -97,10 +97,14 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
     if (h->ctr.since_cycle[HL_SMALL] >= h->alloc_limit) hl__aword_flush(h);
     hl__maybe_collect(h);
     if (h->opt.heap_limit_bytes) {
-      if (over_limit(h, bytes) && collect_for_memory(h) && over_limit(h, bytes)) {
+      /* what the heap will hold: a small object its class's whole slot (the
+       * object's own bytes let a 504-byte object in a 512-byte slot take 16
+       * MiB 8 bytes past its limit: the C API hunt, session 26) */
+      uint64_t held = large ? bytes : h->cls_size[hl__class_of(h, bytes)];
+      if (over_limit(h, held) && collect_for_memory(h) && over_limit(h, held)) {
         hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
                  " bytes live after a collection, %" PRIu64 " more asked", what,
-                 (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), bytes);
+                 (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), held);
         hl__alloc_limit_update(h);
         return NULL;
       }

@@ -43,8 +43,13 @@ int hl__handle_new(hl_heap *h, void *obj, hl_ref *out) {
 static int lookup(hl_heap *h, hl_ref ref, hl_handle **out) {
   HL_ASSERT_LOCKED(h);
   if (ref == 0) return hl__fail(h, HL_EINVAL, "handle is null");
+  /* (no heap has tag 0: such a number is no handle, and was named another
+   * heap's -- the C API hunt, session 26) */
+  if (REF_TAG(ref) == 0)
+    return hl__fail(h, HL_EINVAL, "handle 0x%llx is not a handle (no heap's tag)",
+                    (unsigned long long)ref);
   if (REF_TAG(ref) != h->tag)
-    return hl__fail(h, HL_EFOREIGN, "handle 0x%llx belongs to another heap",
+    return hl__fail(h, HL_EFOREIGN, "handle 0x%llx belongs to another heap (or is no handle)",
                     (unsigned long long)ref);
   uint32_t i = REF_INDEX(ref);
   if (i == 0 || i > h->handles_cap)

@@ -35,7 +35,10 @@ static const size_t offsets[] = {
 int hl_option_count(void) { return NOPT; }
 
 int hl_option_info_get(int index, hl_option_info *out) {
-  if (index < 0 || index >= NOPT || !out) return HL_ERANGE;
+  if (!out) return hl__fail(NULL, HL_EINVAL, "hl_option_info_get: NULL output pointer");
+  if (index < 0 || index >= NOPT)
+    return hl__fail(NULL, HL_ERANGE, "hl_option_info_get: index %d out of range 0..%d", index,
+                    NOPT - 1);
   *out = table[index];
   return HL_OK;
 }
@@ -452,6 +455,12 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
   if (any) warn_unknown_env();
   if (!opts) {
     hl__fmt_err(err, errlen, "options: NULL options struct");
+    return HL_EINVAL;
+  }
+  if (!skip && nskip) {
+    /* (read it as empty and it crashed when the environment set an option:
+     * the C API hunt, session 26) */
+    hl__fmt_err(err, errlen, "hl_options_from_env_except: skip is NULL with n %zu", nskip);
     return HL_EINVAL;
   }
   if (!any) return HL_OK;

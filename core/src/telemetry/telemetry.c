@@ -25,10 +25,22 @@ static _Thread_local char err_buf[256];
 static _Atomic uint64_t failures;
 
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
+  /* also the thread's last failure outside any heap (hl_heap_error(NULL)):
+   * with err NULL, which the option calls allow, the message was lost (the
+   * C API hunt, session 26).  Formatted aside first: an argument may be
+   * err_buf itself (hl_heap_error's result). */
+  char msg[sizeof err_buf];
+  va_list ap, again;
   va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_copy(again, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (err && errlen) vsnprintf(err, errlen, fmt, again); /* (err may be longer) */
+  va_end(again);
   va_end(ap);
+  memcpy(err_buf, msg, sizeof err_buf);
+  err_heap = NULL;
+  err_seq = 0;
+  err_own = true;
 }
 
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap) {
@@ -267,6 +279,8 @@ const char *hl_errno_name(int e) {
 }
 
 int hl_footprint_get(hl_footprint *out) {
-  if (!out) return HL_EINVAL;
-  return prim_os_footprint(out) == 0 ? HL_OK : HL_ESYS;
+  if (!out) return hl__fail(NULL, HL_EINVAL, "hl_footprint_get: NULL output pointer");
+  if (prim_os_footprint(out) == 0) return HL_OK;
+  return hl__fail(NULL, HL_ESYS, "hl_footprint_get: the process's footprint could not be read (%s)",
+                  hl__strerror(errno));
 }
