@@ -327,6 +327,10 @@ def test_bad_input_names_what_is_wrong(tmp_path):
     # a path that is not a Python module gave an AttributeError traceback, exit 1
     not_py = tmp_path / "notes.txt"
     not_py.write_text("root:x:0:0\n")
+    # a file importing a module not installed (E6's pytest under heaplab[sweep]):
+    # a ModuleNotFoundError traceback, exit 1
+    needs = tmp_path / "needs.py"
+    needs.write_text("import heaplab_no_such_module\n")
     # a meta.json without what --resume reads: a KeyError traceback
     no_exp = tmp_path / "no_exp"
     no_exp.mkdir()
@@ -351,6 +355,7 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         (["run", "--resume", str(no_exp)], f"{no_exp}/meta.json: no ['experiment']"),
         (["run", "--resume", str(not_obj)], f"{not_obj}/meta.json: not a run's meta.json"),
         (["run", str(not_py)], f"{not_py}: not a Python module"),
+        (["run", str(needs)], "imports 'heaplab_no_such_module', which is not installed"),
         (["run", "e1", "--set", "no_such_option=1"], "not an option of heaplab"),
         (["run", "e1", "--set", "page_release=true,false"], "the arms set that option"),
         (["run", "e1", "--arms", "middle"], "no arm(s) ['middle']"),
@@ -379,6 +384,19 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         p = heaplab(*args, "--results", str(tmp_path)) if args[0] == "run" else heaplab(*args)
         assert p.returncode == 2 and needle in p.stderr, (args, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_lua_experiment_without_the_module_says_so(tmp_path):
+    """The error kept the last 300 characters of lua5.4's message -- the list
+    of files it tried -- and cut off "module 'heaplab' not found" (the
+    installation hunt, session 26)."""
+    p = subprocess.run([sys.executable, "-m", "heaplab", "run", "lua:e1_page_floor",
+                        "--results", str(tmp_path)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120,
+                       env={**os.environ, "HEAPLAB_LUA_CPATH": str(tmp_path / "?.so")})
+    assert p.returncode == 2 and "module 'heaplab' not found" in p.stderr and \
+        "HEAPLAB_LUA_CPATH" in p.stderr, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
 
 
 # ---- a task's processes ------------------------------------------------------------------------

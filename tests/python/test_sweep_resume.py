@@ -334,3 +334,38 @@ def test_a_stop_while_the_cluster_starts_is_one_line(signame, status, word, tmp_
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def _git_repo(path):
+    path.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(["git", "-C", str(path), *args], check=True, env=env)
+    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def test_meta_json_names_heaplabs_commit_and_the_experiment_files(tmp_path):
+    """meta.json's `git` was the working directory's checkout: a user's own
+    repository, run from there, stood in for heaplab's, and the experiment
+    file's own checkout was not recorded (the installation hunt, session 26)."""
+    mine, cwd = tmp_path / "mine", tmp_path / "cwd"
+    mine_commit = _git_repo(mine)
+    cwd_commit = _git_repo(cwd)
+    (mine / "mine.py").write_text(OWN_EXPERIMENT)
+    p = subprocess.run([sys.executable, "-m", "heaplab", "run", str(mine / "mine.py"), *LOCAL,
+                        "--results", str(tmp_path / "r")], cwd=cwd, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with open(os.path.join(run_folder(p.stdout), "meta.json")) as f:
+        meta = json.load(f)
+    assert meta["experiment_git"] == {"commit": mine_commit, "dirty": False}, meta
+    # heaplab's own: the checkout its installed package is in (tests/python
+    # runs the package installed in this checkout's .venv), or null
+    assert meta["git"] is None or meta["git"]["commit"] != cwd_commit, meta
+    here = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    import heaplab
+    if os.path.realpath(heaplab.__file__).startswith(os.path.realpath(ROOT) + os.sep):
+        assert meta["git"]["commit"] == here, meta

@@ -370,6 +370,13 @@ def _git_commit(start: str) -> Optional[Dict[str, Any]]:
         return None
 
 
+def _experiment_git(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The git commit of the experiment file's checkout (None for a command
+    sweep, or a file outside any checkout)."""
+    f = spec.get("path") or spec.get("script")
+    return _git_commit(os.path.dirname(os.path.abspath(f))) if isinstance(f, str) else None
+
+
 def load_meta(run_dir: str) -> Dict[str, Any]:
     """A run folder's meta.json (SweepError if it is not a run folder)."""
     path = os.path.join(run_dir, RUN_META)
@@ -485,7 +492,15 @@ def _lua_arms(script: str) -> List[str]:
                             **({"LUA_CPATH": _lua_cpath()} if _lua_cpath() else {})})
     msg = p.stderr
     if "(arms:" not in msg:
-        raise SweepError(f"{script}: cannot list its arms (exit {p.returncode}): {msg.strip()[-300:]}")
+        # the reason is the first line (lua5.4's "module 'heaplab' not found:"),
+        # then the long list of files it tried: the last 300 characters cut
+        # the reason off (the installation hunt, session 26)
+        lines = msg.strip().splitlines()
+        why = " / ".join(ln.strip() for ln in lines[:3])[:400]
+        if "module 'heaplab' not found" in msg:
+            why += (" -- the Lua module: build it (make, or luarocks) and set HEAPLAB_LUA_CPATH "
+                    "to its folder's ?.so pattern, or run from a checkout with a build/")
+        raise SweepError(f"{script}: cannot list its arms (exit {p.returncode}): {why}")
     return [a.strip() for a in msg.split("(arms:", 1)[1].split(")", 1)[0].split(",")]
 
 
@@ -519,6 +534,12 @@ def _python_experiment(name: str, source: Optional[str] = None) -> Tuple[Any, st
         except (FileNotFoundError, NotAModule) as e:
             last = e
             continue
+        except ModuleNotFoundError as e:
+            # (a traceback: E6, E9 and E10 import pytest, which heaplab[sweep]
+            # did not install -- the installation hunt, session 26)
+            raise SweepError(f"experiment {name}: its file imports {e.name!r}, which is not "
+                             f"installed (pip install {e.name}; heaplab[sweep] and "
+                             f"heaplab[notebooks] bring pytest)") from None
         exps = {k: v for k, v in vars(mod).items() if isinstance(v, Experiment)}
         if not exps:
             raise SweepError(f"{mod.__file__}: no Experiment in it")
@@ -893,7 +914,12 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
             "env": sweep.env, "arm_env": sweep.arm_env, "timeout": sweep.timeout,
             "spec": {k: v for k, v in sweep.spec.items()},
             "tasks": len(sweep.tasks), "heaplab": _heaplab_version(),
-            "git": _git_commit(os.getcwd()) or _git_commit(os.path.dirname(__file__)),
+            # heaplab's own checkout (null for an installed package), and the
+            # one the experiment file is in (the user's repository, for an
+            # experiment of their own): the working directory's said neither
+            # (the installation hunt, session 26)
+            "git": _git_commit(os.path.dirname(os.path.abspath(__file__))),
+            "experiment_git": _experiment_git(sweep.spec),
             "client": host_info(),
         }
     todo = [t for t in sweep.tasks if t.key not in done]
