@@ -205,7 +205,7 @@ lua: build
 	LUA_CPATH="$(BUILD)/bindings/lua/?.so;;" lua5.4 -i -e 'heaplab = require "heaplab"'
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN) $(PYASAN) $(FUZZ) $(COV) $(COV)-py results .setup-python.stamp
+	rm -rf $(BUILD) $(ASAN) $(TSAN) $(PYASAN) $(FUZZ) $(COV) $(COV)-py build-luarocks results .setup-python.stamp
 
 # clean, and the project's virtual environment too
 distclean: clean
