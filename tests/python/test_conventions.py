@@ -277,3 +277,31 @@ def test_experiment_module_works_outside_a_checkout(tmp_path):
     p = run([sys.executable, "-c", code], cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("['huge', 'off', 'on']"), p.stdout
+
+
+def test_e8_e10_programs_are_shipped_with_the_package(tmp_path):
+    """E8 and E10 run Lua and Python programs (tests/clients/programs in a checkout): the
+    installed package has them, and a missing launcher names PATH and the install, not
+    a build folder inside site-packages."""
+    code = textwrap.dedent("""
+        import os, heaplab
+        from heaplab.notebooks import experiment_module
+        pkg = os.path.dirname(heaplab.__file__)
+        for name, programs in (("e8", ["page_floor.lua", "page_floor.py"]),
+                               ("e10", ["sparse_survivors.lua", "sparse_survivors.py"])):
+            m = experiment_module(name)
+            assert m.PROGRAMS.startswith(os.path.join(pkg, "experiments")), m.PROGRAMS
+            for p in programs + ["client_record.lua", "client_record.py"]:
+                assert os.path.isfile(os.path.join(m.PROGRAMS, p)), (name, m.PROGRAMS, p)
+        try:
+            m.launcher("heaplab-lua", "HEAPLAB_LUA_LAUNCHER")
+        except BaseException as e:
+            print(e)
+        else:
+            print("found a launcher")
+    """)
+    p = run([sys.executable, "-c", code], cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HEAPLAB_LUA_LAUNCHER": "", "BUILD": ""})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "heaplab-lua is not on PATH (/usr/bin:/bin)" in p.stdout, p.stdout
+    assert "meson install" in p.stdout and "ninja -C build" not in p.stdout, p.stdout
