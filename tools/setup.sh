@@ -78,21 +78,31 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # ---- the project's virtual environment -------------------------------------
-base=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))')
-marker="$VENV/heaplab-base-python"
-if [ -d "$VENV" ] && { [ ! -x "$VENV/bin/python" ] || [ "$(cat "$marker" 2>/dev/null)" != "$base" ]; }; then
-  echo "setup.sh: $VENV was made from $(cat "$marker" 2>/dev/null || echo 'another interpreter'); making it again from $base"
-  rm -rf "$VENV"
+# The venv's own base interpreter (its bin/python says, from its pyvenv.cfg),
+# whoever made it: a .venv the user made from the same interpreter is kept.
+base_of='import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)), "%d.%d" % sys.version_info[:2])'
+base=$("$PYTHON" -c "$base_of")
+venv_base=""
+[ -d "$VENV" ] && venv_base=$("$VENV/bin/python" -c "$base_of" 2>/dev/null || true)
+if [ -d "$VENV" ] && [ "$venv_base" != "$base" ]; then
+  echo "setup.sh: $VENV was made from ${venv_base:-an interpreter that no longer runs}; making it again from $base"
+  # the build folders configured with the old venv's python (meson records its
+  # path in meson-private/ and meson-info/): heaplab-python embeds that interpreter
+  venv_abs=$(cd "$VENV" && pwd)
+  venv_real=$(cd "$VENV" && pwd -P)
   for d in build*/; do
     [ -d "$d/meson-private" ] || continue
-    echo "setup.sh: removing $d (configured with the old $VENV)"
-    rm -rf "$d"
+    if grep -rqsF -e "$venv_abs/bin/python" -e "$venv_real/bin/python" "$d/meson-private" "$d/meson-info"; then
+      echo "setup.sh: removing $d (configured with the old $VENV)"
+      rm -rf "$d"
+    fi
   done
+  rm -rf "$VENV"
 fi
+base=${base% *}
 if [ ! -d "$VENV" ]; then
   echo "setup.sh: making the virtual environment $VENV from $base (Python $pyver)"
   "$PYTHON" -m venv "$VENV"
-  echo "$base" > "$marker"
 fi
 
 # preload: CPython's regression tests for Debian's python3, whose package is
