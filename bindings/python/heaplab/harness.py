@@ -1185,7 +1185,7 @@ def _async_raise(thread, exc_type):
     blocked inside a C call -- a lock, a sleep, a read -- gets it only when
     that call returns)."""
     import ctypes
-    if thread.ident is not None and thread.is_alive():
+    if thread.ident is not None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                    ctypes.py_object(exc_type))
 
@@ -1216,12 +1216,23 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
     KeyboardInterrupt and goes on as KeyboardInterrupt."""
     import threading
     box = {}
+    # set as the script's thread ends: what is waited on, not the thread.
+    # A Thread.join() interrupted by Ctrl-C marks the thread stopped in
+    # CPython 3.11 (bpo-45274) -- is_alive() False, every later join() at
+    # once -- so KeyboardInterrupt was never raised into a script still
+    # running, and it ran on after run_command_arm had raised.  box["done"]
+    # says it; the event only wakes the waiter (an exception raised into the
+    # thread as it ends could land in Event.set())
+    done = threading.Event()
 
     def target():
         try:
             script(ctl)
         except BaseException as e:     # handed to the caller's thread
             box["exc"] = e
+        finally:
+            box["done"] = True      # (a plain store: no exception can land in it)
+            done.set()
 
     t = threading.Thread(target=target, name=f"heaplab script: {label}", daemon=True)
     t.start()
@@ -1236,30 +1247,30 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
             # unwinds: an exception raised into its thread meanwhile would
             # cut that record short, so it gets a moment first (the
             # fresh-clone CI lost a phase's record this way under load)
-            t.join(_SCRIPT_HEAD_START_S)
-            if t.is_alive():
+            done.wait(_SCRIPT_HEAD_START_S)
+            if not box.get("done"):
                 _async_raise(t, exc_type)
-            t.join(_SCRIPT_GRACE_S - _SCRIPT_HEAD_START_S)
+            done.wait(_SCRIPT_GRACE_S - _SCRIPT_HEAD_START_S)
         else:
-            t.join(_SCRIPT_GRACE_S)
+            done.wait(_SCRIPT_GRACE_S)
         with ctl._lock:
             ctl._closed = True
-        return t.is_alive()
+        return not box.get("done")
 
     try:
-        t.join(max(0.0, deadline - time.monotonic()))
+        done.wait(max(0.0, deadline - time.monotonic()))
     except BaseException:               # Ctrl-C (or anything else) while waiting
         stop(KeyboardInterrupt)
         raise
     timed_out = isinstance(box.get("exc"), ArmTimeout)   # (a ctl helper saw the deadline)
-    if t.is_alive() or timed_out:
+    if not box.get("done") or timed_out:
         msg = f"the arm's timeout ({timeout:g} s) expired"
 
         class Expired(ArmTimeout):     # (raised in the thread as a class: its message here)
             def __init__(self, *args):
                 super().__init__(*(args or (msg,)))
         Expired.__name__ = Expired.__qualname__ = "ArmTimeout"
-        left = stop(Expired) if t.is_alive() else stop(None)
+        left = stop(Expired) if not box.get("done") else stop(None)
         return (f"{label}: the script was still running after the arm's timeout ({timeout:g} s): "
                 f"the command was killed" +
                 (f"; the script's thread did not stop within {_SCRIPT_GRACE_S:g} s (blocked in "
