@@ -65,3 +65,66 @@ def test_ctrl_c_stops_a_run_command_arm_script(tmp_path):
         assert out.strip() == "script ended", (out, err[-3000:])
     finally:
         reap(p)
+
+
+# ---- Heap.close() / Sampler.stop() interrupted -----------------------------------------------
+
+CLOSE_INTERRUPTED = """
+    import sys, heaplab
+    from heaplab._heaplab import ffi, lib
+
+    def threads():
+        for line in open("/proc/self/status"):
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+
+    def alive(owner):       # its C object (heap and collector thread, sampler thread)
+        return lib.hlpy_anchor_obj(owner._anchor, owner._serial) != ffi.NULL
+
+    base = threads()
+    makers = {"Heap.close": (lambda: heaplab.Heap(collector="background"), "close"),
+              "Sampler.stop": (lambda: heaplab.Sampler(0.05, 16), "stop")}
+    for name, (make, method) in makers.items():
+        n = 1
+        while True:
+            # KeyboardInterrupt at the n-th line the call runs (in heaplab, in
+            # threading): every place a Ctrl-C could land, and more
+            owner = make()
+            assert alive(owner) and threads() > base
+            count, hit = [0], [False]
+            def tracer(frame, event, arg):
+                if event == "line":
+                    count[0] += 1
+                    if count[0] == n:
+                        hit[0] = True
+                        raise KeyboardInterrupt
+                return tracer
+            sys.settrace(tracer)
+            try:
+                getattr(owner, method)()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.settrace(None)
+            if not hit[0]:
+                break
+            # the free happened, or the next close() makes it
+            getattr(owner, method)()
+            if alive(owner) or threads() != base:
+                print(f"{name}: interrupted at line {n}, closed again: the C object is "
+                      f"alive ({alive(owner)}), threads {base} -> {threads()}")
+                sys.exit(1)
+            n += 1
+        print(f"{name}: {n - 1} places tried")
+    print("ok")
+"""
+
+
+def test_an_interrupted_close_still_frees():
+    """Heap.close() / Sampler.stop() interrupted by KeyboardInterrupt after
+    marking the owner closed but before its free (the with block's exit,
+    the call of _free) lost the free: closed True, the C heap (its
+    reservation, its collector thread) or the sampler's thread alive, and
+    a second close() did nothing."""
+    rc, out, err = _run(CLOSE_INTERRUPTED)
+    assert rc == 0 and out.strip().endswith("ok"), (out, err[-3000:])

@@ -594,6 +594,7 @@ class _Owned(_Slotted):
     KeyboardInterrupt can land (a __del__ would have swallowed one)."""
 
     __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_finalized", "_calls", "_here", "_cv",
+                 "_mutex",
                  "_pending", "__weakref__")
     _what = "the object"
 
@@ -620,7 +621,7 @@ class _Owned(_Slotted):
         self._ptr = ptr
         self._calls = 0
         self._here = _Here()
-        self._cv = threading.Condition(threading.RLock())   # (_LOCK says why reentrant)
+        self._new_lock()
         self._pending = False
         self._finalized = False
         self._closed = False
@@ -628,14 +629,27 @@ class _Owned(_Slotted):
 
     def _after_fork(self) -> None:
         """In a fork child: only this thread's calls are still in flight."""
-        self._cv = threading.Condition(threading.RLock())
+        self._new_lock()
         self._calls = self._here.depth
         if self._closed and not self._calls and self._ptr != ffi.NULL:
             self._pending = True   # the close() waiting in another thread stayed behind
             self._settle()
 
-    def _free(self, ptr: Any) -> None:
+    def _new_lock(self) -> None:
+        # the lock is taken with `with self._mutex` (a C context manager), not
+        # `with self._cv`: Condition.__exit__ is Python code, and an interrupt
+        # landing as it starts left the lock held by this thread for ever
+        self._mutex = threading.RLock()   # (_LOCK says why reentrant)
+        self._cv = threading.Condition(self._mutex)
+
+    def _free_locked(self) -> None:
+        """Free the C object (the condition's lock held).  The free comes
+        first, _ptr is cleared after it: a KeyboardInterrupt that lands
+        anywhere before the free leaves _ptr set, and the next close()
+        frees (freeing twice is nothing: hlpy_anchor_close)."""
         lib.hlpy_anchor_close(self._anchor, self._serial)
+        self._ptr = ffi.NULL
+        self._pending = False
 
     def _closed_error(self) -> Error:
         if self._finalized:
@@ -687,35 +701,41 @@ class _Owned(_Slotted):
     def _settle(self) -> None:
         """The last call of a closed owner finished: free it if its close()
         deferred that, else wake the close() that waits."""
-        with self._cv:
+        with self._mutex:
             if self._pending and not self._calls and self._ptr != ffi.NULL:
-                ptr, self._ptr = self._ptr, ffi.NULL
-                self._pending = False
-                self._free(ptr)
+                self._free_locked()
             self._cv.notify_all()
 
     def close(self) -> None:
         """Free the C object; idempotent.  Calls in flight in other threads
         finish first; inside a call of this thread (a finalizer) the free
-        waits for the end of that call."""
+        waits for the end of that call.  A close() interrupted
+        (KeyboardInterrupt) before its free leaves it to the next close()."""
         if not self._has("_cv"):   # __init__ failed (or did not run): nothing to free
             return
-        with self._cv:
+        # the free is made under the lock, before the with block's exit (a
+        # Python call, where an interrupt lands): freed after it, an
+        # interrupt there or at the free's call lost the free -- closed
+        # True, the C heap and its thread alive, and every later close() a
+        # no-op
+        with self._mutex:
             if self._closed:
-                return
-            self._closed = True
-            if self._here.depth:
-                self._pending = True   # this thread is inside one of our calls
-                return
-            try:
-                while self._calls:
-                    self._cv.wait(0.05)
-            except BaseException:
-                self._pending = True   # interrupted while waiting: the last call frees
-                raise
-            ptr, self._ptr = self._ptr, ffi.NULL
-        if ptr != ffi.NULL:
-            self._free(ptr)
+                # an earlier close() (or the last call's _settle) was
+                # interrupted before its free: free now, if no call is in flight
+                if self._ptr == ffi.NULL or self._calls or self._here.depth:
+                    return
+            else:
+                self._closed = True
+                if self._here.depth:
+                    self._pending = True   # this thread is inside one of our calls
+                    return
+                try:
+                    while self._calls:
+                        self._cv.wait(0.05)
+                except BaseException:
+                    self._pending = True   # interrupted while waiting: the last call frees
+                    raise
+            self._free_locked()
 
     @property
     def closed(self) -> bool:
