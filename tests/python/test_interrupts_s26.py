@@ -128,3 +128,36 @@ def test_an_interrupted_close_still_frees():
     a second close() did nothing."""
     rc, out, err = _run(CLOSE_INTERRUPTED)
     assert rc == 0 and out.strip().endswith("ok"), (out, err[-3000:])
+
+
+DEALLOCATION_RUNS_NO_PYTHON = """
+    import gc, sys, heaplab
+    gc.disable()
+    ran = []
+    def profiler(frame, event, arg):
+        if event == "call":
+            ran.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+    for make in (lambda: heaplab.Heap(), lambda: heaplab.Sampler(0.05, 16)):
+        for close in (True, False):
+            owner = make()
+            if close:
+                owner.close()
+            sys.setprofile(profiler)
+            del owner               # its deallocation
+            sys.setprofile(None)
+    print(ran[:5] if ran else "ok")
+    # and the table of owners for the fork child does not grow with the owners made
+    for i in range(3000):
+        heaplab.Heap().close()
+    print("grows" if len(heaplab._LIVE_OWNERS) > 500 else "ok")
+"""
+
+
+def test_no_python_code_runs_at_an_owners_deallocation():
+    """docs/design.md ("The bindings' lifetimes"): no Python code runs in an
+    owner's deallocation, where a KeyboardInterrupt would be swallowed.  The
+    owners were in a weakref.WeakSet, whose callback (WeakSet._remove,
+    Python) ran at each one's deallocation: a Ctrl-C there was swallowed
+    ('Exception ignored in ...') and left a dead reference in the set."""
+    rc, out, err = _run(DEALLOCATION_RUNS_NO_PYTHON)
+    assert rc == 0 and out.split() == ["ok", "ok"], (out, err[-3000:])

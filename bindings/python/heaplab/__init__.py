@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import itertools
 import numbers
 import operator
 import os
@@ -568,12 +569,28 @@ class _Here(threading.local):
 # Every open owner, for the fork child: the threads that had calls in flight
 # did not come along, so their calls never finish there -- close() waited for
 # them forever -- and one of them may have held the condition's lock.
-_LIVE_OWNERS: "weakref.WeakSet[_Owned]" = weakref.WeakSet()
+# Weak references without a callback, the dead ones dropped as the table
+# grows: a weakref.WeakSet's callback is Python code run at each owner's
+# deallocation, where a KeyboardInterrupt is swallowed ("Exception ignored
+# in ...") -- docs/design.md, "The bindings' lifetimes".
+_LIVE_OWNERS: "Dict[int, weakref.ReferenceType[_Owned]]" = {}
+_OWNER_KEYS = itertools.count()
+_LIVE_OWNERS_PRUNE_AT = [64]
+
+
+def _register_owner(owner: "_Owned") -> None:
+    if len(_LIVE_OWNERS) >= _LIVE_OWNERS_PRUNE_AT[0]:
+        for k in [k for k, r in list(_LIVE_OWNERS.items()) if r() is None]:
+            _LIVE_OWNERS.pop(k, None)
+        _LIVE_OWNERS_PRUNE_AT[0] = max(64, 2 * len(_LIVE_OWNERS))
+    _LIVE_OWNERS[next(_OWNER_KEYS)] = weakref.ref(owner)
 
 
 def _after_fork_child() -> None:
-    for owner in list(_LIVE_OWNERS):
-        owner._after_fork()
+    for r in list(_LIVE_OWNERS.values()):
+        owner = r()
+        if owner is not None:
+            owner._after_fork()
 
 
 if hasattr(os, "register_at_fork"):
@@ -625,7 +642,7 @@ class _Owned(_Slotted):
         self._pending = False
         self._finalized = False
         self._closed = False
-        _LIVE_OWNERS.add(self)
+        _register_owner(self)
 
     def _after_fork(self) -> None:
         """In a fork child: only this thread's calls are still in flight."""
