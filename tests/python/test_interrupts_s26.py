@@ -161,3 +161,116 @@ def test_no_python_code_runs_at_an_owners_deallocation():
     ('Exception ignored in ...') and left a dead reference in the set."""
     rc, out, err = _run(DEALLOCATION_RUNS_NO_PYTHON)
     assert rc == 0 and out.split() == ["ok", "ok"], (out, err[-3000:])
+
+
+# ---- Ctrl-C inside a spawn: Popen, Thread.start ------------------------------------------
+
+SPAWN_INTERRUPTED = r"""
+    import glob, importlib.util, json, os, signal, subprocess, sys, threading, time
+    from heaplab import harness
+    tmp, where, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    os.environ["HEAPLAB_RESULTS"] = os.path.join(tmp, "results")
+
+    def ctrl_c_in(cls, name, nth):
+        # Ctrl-C lands as the nth call of cls.name returns: what it started
+        # is running, and the caller never gets the object back
+        orig, count = getattr(cls, name), [0]
+        def wrapper(self, *args, **kwargs):
+            orig(self, *args, **kwargs)
+            count[0] += 1
+            if count[0] == nth:
+                signal.raise_signal(signal.SIGINT)
+        setattr(cls, name, wrapper)
+
+    def children():
+        me, out = str(os.getpid()), []
+        for p in os.listdir("/proc"):
+            if p.isdigit():
+                try:
+                    st = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+                    if st[1] == me:
+                        cmd = open(f"/proc/{p}/cmdline").read().replace("\0", " ").strip()
+                        out.append(f"{p} {st[0]} {cmd[:60]}")
+                except OSError:
+                    pass
+        return out
+
+    def leftovers():
+        threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+        return children() + threads
+
+    def script(ctl):
+        with ctl.phase("p"):
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                time.sleep(0.01)
+
+    if where == "experiment":
+        with open(os.path.join(tmp, "exp_s26.py"), "w") as f:
+            f.write("import os, time\nfrom heaplab.harness import Experiment\n"
+                    "T = Experiment('T', 'an arm')\n"
+                    "@T.arm('slow')\ndef slow(rec, **options):\n"
+                    "    with rec.phase('p'):\n"
+                    "        time.sleep(float(os.environ.get('S26_SLEEP', '0')))\n")
+        spec = importlib.util.spec_from_file_location("exp_s26", os.path.join(tmp, "exp_s26.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["exp_s26"] = mod
+        spec.loader.exec_module(mod)
+        mod.T.run(save=True)        # a complete record first
+        os.environ["S26_SLEEP"] = "30"
+    ctrl_c_in(subprocess.Popen if where.startswith("Popen") or where == "experiment"
+              else threading.Thread, "__init__" if where != "Thread" else "start", nth)
+    try:
+        if where == "experiment":
+            mod.T.run(save=True, timeout=60)
+        else:
+            harness.run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60)
+        print("returned")
+    except harness.ArmInterrupted:
+        print("ArmInterrupted")
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt")
+    end = time.monotonic() + 20
+    while leftovers() and time.monotonic() < end:
+        time.sleep(0.05)
+    print("left:", leftovers())
+    if where == "experiment":
+        d = json.load(open(glob.glob(os.path.join(tmp, "results", "T", "slow*.json"))[0]))
+        print("record interrupted:", d.get("interrupted"))
+"""
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("where, nth, expect", [
+    ("Popen", 1, "KeyboardInterrupt"),      # the group keeper's
+    ("Popen", 2, "KeyboardInterrupt"),      # the command's
+    ("Thread", 1, "KeyboardInterrupt"),     # the outside sampler's thread
+    ("Thread", 2, "KeyboardInterrupt"),     # the script's thread
+    ("experiment", 1, "ArmInterrupted"),    # Experiment.run's arm process
+])
+def test_ctrl_c_inside_a_spawn_leaves_nothing_running(tmp_path, where, nth, expect):
+    """A KeyboardInterrupt landing inside subprocess.Popen or Thread.start
+    (what it started is running, the object is lost) left run_command_arm's
+    `sleep infinity` group keeper running past this process, the command a
+    zombie, the outside sampler's thread polling for ever, the script's
+    thread running; in Experiment.run the arm's process ran on unsignalled,
+    a plain KeyboardInterrupt went on (no ArmInterrupted) and the arm's
+    earlier complete record stayed (docs/harness.md: Ctrl-C in
+    Experiment.run, and in run_command_arm's script)."""
+    rc, out, err = _run(SPAWN_INTERRUPTED, tmp_path, where, nth)
+    lines = out.splitlines()
+    try:
+        assert rc == 0 and lines and lines[0] == expect, (out, err[-3000:])
+        assert "left: []" in lines, (out, err[-3000:])
+        if where == "experiment":
+            assert "record interrupted: True" in lines, (out, err[-3000:])
+    finally:
+        for line in lines:      # (what a failure left: not past the test)
+            if line.startswith("left:"):
+                for pid in [int(w.split()[0]) for w in eval(line[5:]) if w.split()[0].isdigit()]:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass

@@ -598,6 +598,45 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
+class _CtrlCDeferred:
+    """A with block that Ctrl-C does not interrupt: SIGINT's Python handler
+    is swapped for one that notes it, and the noted Ctrl-C is handed to the
+    handler that was there (KeyboardInterrupt) when the block ends.  Around
+    a spawn and its registration (a process started, a thread started and
+    the object that stops it kept): a KeyboardInterrupt that landed inside
+    subprocess.Popen (its wait for the child's exec) or Thread.start (its
+    wait for the thread's start) lost the object while what it started ran
+    on -- a `sleep infinity` group keeper outliving this process, a
+    sampler's thread polling for ever, an arm's process running on
+    unsignalled and never reaped -- and around the clean-up that stops them
+    (a Ctrl-C there left them too).  Only the main thread gets Ctrl-C (and
+    can set a handler); elsewhere, or when SIGINT has no Python handler
+    (SIG_IGN, SIG_DFL), the block is a plain one.  Keep the blocks short:
+    a Ctrl-C waits for their end."""
+
+    def __enter__(self) -> "_CtrlCDeferred":
+        import signal as _signal
+        import threading
+        self.old: Any = None
+        self.noted: Optional[Tuple[int, Any]] = None
+        if threading.current_thread() is threading.main_thread():
+            old = _signal.getsignal(_signal.SIGINT)
+            if callable(old):
+                _signal.signal(_signal.SIGINT, self._note)
+                self.old = old
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.noted = (signum, frame)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal as _signal
+        if self.old is not None:
+            _signal.signal(_signal.SIGINT, self.old)
+            if self.noted is not None:
+                self.old(*self.noted)      # (default_int_handler: KeyboardInterrupt)
+
+
 #: How the harness reads what a child prints: UTF-8, a byte that is not UTF-8
 #: replaced by U+FFFD -- a program's stray bytes on stderr (a C library's
 #: message, a Lua error carrying binary data) raised UnicodeDecodeError here
@@ -624,6 +663,7 @@ class _GroupRun:
 
     def __init__(self, cmd: List[str], env: Dict[str, str], cwd: Optional[str]) -> None:
         import selectors
+        self.finished = False
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                   cwd=cwd, start_new_session=True)
         _LIVE_GROUPS.add(self.p.pid)
@@ -671,8 +711,10 @@ class _GroupRun:
 
     def finish(self, sig: int) -> None:
         """Kill the group (and the process, if it is still there), reap it
-        and read what is left in the pipes."""
+        and read what is left in the pipes (once: later calls do nothing)."""
         import signal as _signal
+        if self.finished:
+            return
         _kill_group(self.p.pid, sig)
         if sig == _signal.SIGKILL and self.p.poll() is None:
             self.p.kill()
@@ -693,6 +735,7 @@ class _GroupRun:
             if f is not None:
                 f.close()
         _LIVE_GROUPS.discard(self.p.pid)
+        self.finished = True
 
     def output(self) -> Tuple[str, str]:
         """(stdout, stderr) as read so far, as text (_CHILD_TEXT)."""
@@ -781,12 +824,16 @@ def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeou
     timeout.  The process dies with the thread that called this
     (_PDEATHSIG_EXEC).  What the sweep's tasks run through."""
     import signal as _signal
-    run = _GroupRun([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, str(os.getpid()),
-                     *cmd], env, cwd)
+    run = None
     try:
+        with _CtrlCDeferred():      # (a Ctrl-C in the spawn: the process is stopped)
+            run = _GroupRun([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC,
+                             str(os.getpid()), *cmd], env, cwd)
         ended = run.wait(time.monotonic() + timeout)
     finally:
-        run.finish(_signal.SIGKILL)
+        if run is not None:
+            with _CtrlCDeferred():
+                run.finish(_signal.SIGKILL)
     out, err = run.output()
     return (run.p.returncode if ended else None), out, err
 
@@ -804,17 +851,28 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
     SIGKILL to whatever is left of the group, and ArmInterrupted with the
     partial JSON."""
     import signal as _signal
-    run = _GroupRun(cmd, env, cwd)
-    p = run.p
+    run = None
     try:
+        # a Ctrl-C in the spawn is handed over once the process is known
+        # (then it is stopped as below): inside Popen it lost the process,
+        # which ran on unsignalled, its earlier record kept
+        with _CtrlCDeferred():
+            run = _GroupRun(cmd, env, cwd)
         ended = run.wait(time.monotonic() + timeout)
+        with _CtrlCDeferred():      # (a Ctrl-C here: the arm's record says interrupted)
+            run.finish(_signal.SIGKILL)
     except BaseException as e:      # Ctrl-C, or anything else: stop the arm first
-        _kill_group(p.pid, _signal.SIGINT)
-        try:
-            run.wait(time.monotonic() + _INTERRUPT_GRACE_S)
-        except BaseException:       # a second Ctrl-C
-            pass
-        run.finish(_signal.SIGKILL)
+        if run is None:
+            raise                   # (nothing was started)
+        p = run.p
+        if not run.finished:
+            _kill_group(p.pid, _signal.SIGINT)
+            try:
+                run.wait(time.monotonic() + _INTERRUPT_GRACE_S)
+            except BaseException:       # a second Ctrl-C
+                pass
+            with _CtrlCDeferred():      # (a third one: the group is still killed, reaped)
+                run.finish(_signal.SIGKILL)
         if not isinstance(e, KeyboardInterrupt):
             raise
         out, err = run.output()
@@ -833,7 +891,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
             data["interrupted"] = True
             data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
         raise ArmInterrupted(msg, data) from None
-    run.finish(_signal.SIGKILL)
+    p = run.p
     if not ended:
         raise ArmFailed(f"{label}: no result within {timeout} s")
     out, err = run.output()
@@ -1235,7 +1293,6 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
             done.set()
 
     t = threading.Thread(target=target, name=f"heaplab script: {label}", daemon=True)
-    t.start()
 
     def stop(exc_type):
         ctl._expired = True
@@ -1257,10 +1314,15 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
             ctl._closed = True
         return not box.get("done")
 
+    started = False
     try:
+        with _CtrlCDeferred():          # (inside Thread.start, it lost the thread)
+            t.start()
+            started = True
         done.wait(max(0.0, deadline - time.monotonic()))
     except BaseException:               # Ctrl-C (or anything else) while waiting
-        stop(KeyboardInterrupt)
+        if started:
+            stop(KeyboardInterrupt)
         raise
     timed_out = isinstance(box.get("exc"), ArmTimeout)   # (a ctl helper saw the deadline)
     if not box.get("done") or timed_out:
@@ -1300,14 +1362,30 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         # shell's `sleep 300 &` outlived an arm killed at its timeout, its
         # parent init).  The group is a keeper's (_GroupKeeper), not the
         # command's: the command is reaped as soon as it ends (ctl.alive()),
-        # and a group named by its pid could then be someone else's
-        keeper = _GroupKeeper()
+        # and a group named by its pid could then be someone else's.
+        # The keeper, the command and the sampler's thread are started with
+        # Ctrl-C held off (_CtrlCDeferred) until each is kept where the
+        # clean-up below finds it: one that landed inside a Popen or a
+        # Thread.start lost what it had started (a keeper outliving this
+        # process, a sampler's thread polling for ever, a zombie)
+        keeper = proc = sampler = None
         try:
-            with open(out_path, "w") as out, open(err_path, "w") as err:
-                proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
-                                        stdin=subprocess.DEVNULL, **keeper.join())
+            with _CtrlCDeferred():
+                keeper = _GroupKeeper()
+                with open(out_path, "w") as out, open(err_path, "w") as err:
+                    proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
+                                            stdin=subprocess.DEVNULL, **keeper.join())
+                sampler = _OutsideSampler(proc.pid, interval_s)
         except BaseException:
-            keeper.end()
+            with _CtrlCDeferred():
+                if proc is not None:
+                    if proc.poll() is None:
+                        proc.kill()
+                    proc.wait()
+                if keeper is not None:
+                    keeper.end()
+                if sampler is not None:
+                    sampler.stop()
             raise
         # from here on the command is stopped, waited for and its sampler
         # stopped whatever happens -- a script that raises, a Ctrl-C, a
@@ -1315,9 +1393,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         interrupted: Optional[BaseException] = None
         stopped = False     # the harness sent stop_signal (or killed it)
         deadline = time.monotonic() + timeout
-        sampler = None
         try:
-            sampler = _OutsideSampler(proc.pid, interval_s)
             ctl = CommandControl(proc, sampler, experiment, arm, deadline, timeout)
             data = {"experiment": experiment, "title": label, "arm": arm,
                     "allocator": allocator, "options": options,
@@ -1372,12 +1448,12 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                             f"{label}: still running at the arm's timeout ({timeout:g} s): "
                             f"killed")
         finally:
-            if proc.poll() is None:
-                stopped = True
-                proc.kill()
-            proc.wait()
-            keeper.end()
-            if sampler is not None:
+            with _CtrlCDeferred():      # (a Ctrl-C here: all of it stopped, then raised)
+                if proc.poll() is None:
+                    stopped = True
+                    proc.kill()
+                proc.wait()
+                keeper.end()
                 sampler.stop()
         rc = proc.returncode
         if data["error"] is None and not stopped and rc not in (0, -(stop_signal or 0)):
