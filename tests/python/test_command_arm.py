@@ -176,6 +176,54 @@ def test_preload_path_and_cli(monkeypatch, tmp_path):
     assert p.returncode == 2 and "no such file" in p.stderr
 
 
+def test_a_command_that_never_ran_on_heaplab_is_an_error(monkeypatch, tmp_path):
+    """run_command_arm(..., allocator="heaplab") recorded a command that never
+    ran on heaplab as a clean heaplab arm (error None, report None): a
+    preload path holding a space or a colon (ld.so splits LD_PRELOAD there),
+    HEAPLAB_PRELOAD naming a file that is no shared object, or one ld.so
+    refuses, and a statically linked program (docs/harness.md: such an arm
+    gets an error).  (Session 26.)"""
+    import shutil
+    lib = heaplab.preload_path()
+    prog = [sys.executable, "-c", "x = [str(i) for i in range(20000)]"]
+    # a path LD_PRELOAD cannot name: refused before anything runs
+    for folder in ("with space", "with:colon"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(lib, tmp_path / folder / "libheaplab-malloc.so")
+        monkeypatch.setenv("HEAPLAB_PRELOAD", str(tmp_path / folder / "libheaplab-malloc.so"))
+        with pytest.raises(heaplab.InvalidArgument, match="holds a space or a colon"):
+            run_command_arm(prog, allocator="heaplab", stop_signal=None, timeout=60)
+    # not a shared object: refused by preload_path()
+    (tmp_path / "text.so").write_text("not a library\n")
+    monkeypatch.setenv("HEAPLAB_PRELOAD", str(tmp_path / "text.so"))
+    with pytest.raises(heaplab.Error, match="not a shared object"):
+        heaplab.preload_path()
+    with pytest.raises(heaplab.Error, match="not a shared object"):
+        run_command_arm(prog, allocator="heaplab", stop_signal=None, timeout=60)
+    # a shared object ld.so refuses to preload (a PIE executable): recorded
+    pie = shutil.which("true")
+    with open(pie, "rb") as f:
+        is_dyn = f.read(18)[16] == 3
+    if is_dyn:
+        monkeypatch.setenv("HEAPLAB_PRELOAD", pie)
+        data = run_command_arm(prog, allocator="heaplab", stop_signal=None, timeout=60)
+        assert data["error"] is not None and "never ran on it" in data["error"] and \
+            "cannot be preloaded" in data["error"], data["error"]
+    monkeypatch.delenv("HEAPLAB_PRELOAD")
+    # a statically linked program: LD_PRELOAD does not reach it
+    from heaplab.harness import _statically_linked
+    static = [p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
+              if os.path.exists(p) and _statically_linked([p], os.environ, None)]
+    assert _statically_linked(prog, os.environ, None) is None
+    if static:
+        data = run_command_arm([static[0], "-p"], allocator="heaplab", stop_signal=None,
+                               timeout=60)
+        assert data["error"] is not None and "is statically linked" in data["error"], \
+            data["error"]
+    if not is_dyn or not static:
+        pytest.skip("no PIE `true` or no static ldconfig here: partly checked")
+
+
 def test_a_command_arms_note_must_be_json(tmp_path):
     """CommandPhase.note and CommandControl.note took any value (Phase.note
     refuses what the arm's JSON cannot hold, naming the note): a set noted

@@ -287,6 +287,19 @@ def preload_path() -> str:
     if env:
         if not os.path.isfile(env):
             raise Error(f"HEAPLAB_PRELOAD={env}: no such file")
+        try:
+            with open(env, "rb") as f:
+                head = f.read(18)
+        except OSError as e:
+            raise Error(f"HEAPLAB_PRELOAD={env}: cannot read it: {e.strerror}") from None
+        # ELF, e_type ET_DYN (3) in the file's byte order: anything else
+        # ld.so refuses ("cannot be preloaded ... ignored") and the program
+        # ran on the system allocator
+        order = "little" if head[5:6] == b"\x01" else "big"
+        if head[:4] != b"\x7fELF" or len(head) < 18 or int.from_bytes(head[16:18], order) != 3:
+            raise Error(f"HEAPLAB_PRELOAD={env}: not a shared object (ld.so would not preload "
+                        f"it): name a built libheaplab-malloc.so "
+                        f"(build/clients/preload/libheaplab-malloc.so)")
         return os.path.abspath(env)
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libheaplab-malloc.so")
     if os.path.isfile(here):

@@ -964,9 +964,18 @@ def allocator_env(allocator, options=None):
     if options and allocator != "heaplab":
         raise ValueError(f"allocator {allocator}: heaplab options {sorted(options)} apply to "
                          "allocator='heaplab' only")
-    from . import preload_path, options as option_table
+    from . import InvalidArgument, preload_path, options as option_table
     if allocator in ("heaplab", "glibc"):
-        env = {"LD_PRELOAD": preload_path()}
+        path = preload_path()
+        if " " in path or ":" in path:
+            # ld.so splits LD_PRELOAD at spaces and colons: the pieces are no
+            # files ("cannot be preloaded ... ignored"), and the command ran
+            # on the system allocator, recorded as a heaplab arm
+            raise InvalidArgument(f"allocator {allocator}: the preloaded library's path {path!r} "
+                             f"holds a space or a colon, which LD_PRELOAD cannot name (ld.so "
+                             f"splits it there): make a symlink to it from a path without "
+                             f"them and set HEAPLAB_PRELOAD to that (docs/clients.md)")
+        env = {"LD_PRELOAD": path}
         if allocator == "glibc":
             env["HEAPLAB_ALLOCATOR"] = "libc"
         known = option_table()
@@ -1352,6 +1361,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
     arm = arm or allocator
     full_env = child_env(env, tuple(drop) + ("HEAPLAB_", "LD_PRELOAD"))
     full_env.update(allocator_env(allocator, options))
+    static = _statically_linked(cmd, full_env, cwd) if allocator == "heaplab" else None
     with tempfile.TemporaryDirectory() as tmp:
         stats = os.path.join(tmp, "stats.json")
         if allocator == "heaplab":
@@ -1484,11 +1494,50 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 except ValueError:
                     pass
         if allocator == "heaplab":
-            _check_ran_on_heaplab(data, stderr, label)
+            _check_ran_on_heaplab(data, stderr, label, static)
     return data
 
 
-def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str) -> None:
+def _statically_linked(cmd: List[str], env: Mapping[str, str], cwd: Optional[str]
+                       ) -> Optional[str]:
+    """The path of cmd's program when it is an ELF file without a program
+    interpreter (statically linked: LD_PRELOAD does not reach it), else
+    None -- also for a script, a program not found or not readable."""
+    import shutil
+    import struct
+    prog = cmd[0]
+    if os.sep not in prog:
+        found = shutil.which(prog, path=env.get("PATH", os.defpath))
+        if found is None:
+            return None
+        prog = found
+    elif cwd is not None:
+        prog = os.path.join(cwd, prog)
+    try:
+        with open(prog, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or len(head) < 64:
+                return None
+            end = "<" if head[5] == 1 else ">"
+            if head[4] == 2:        # 64-bit
+                phoff, = struct.unpack(end + "Q", head[32:40])
+                phentsize, phnum = struct.unpack(end + "HH", head[54:58])
+            else:
+                phoff, = struct.unpack(end + "I", head[28:32])
+                phentsize, phnum = struct.unpack(end + "HH", head[42:46])
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except (OSError, struct.error):
+        return None
+    for i in range(phnum):
+        entry = table[i * phentsize:i * phentsize + 4]
+        if len(entry) == 4 and struct.unpack(end + "I", entry)[0] == 3:   # PT_INTERP
+            return None
+    return prog
+
+
+def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str,
+                          static: Optional[str] = None) -> None:
     """An arm asked to run on heaplab whose command ran on the system
     allocator -- the preloaded library refused its set-up (a combination of
     options it does not take, a bad HEAPLAB_* given in env) and fell back,
@@ -1497,6 +1546,17 @@ def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str) -> None
     (a command killed before its exit), the library's line on stderr."""
     report = data.get("report")
     ran_on = report.get("allocator") if isinstance(report, dict) else None
+    # the library never loaded: ld.so refused it (no report, normal exit),
+    # or the program is statically linked (nothing said at all)
+    refused = [ln.strip() for ln in stderr.splitlines()
+               if "from LD_PRELOAD cannot be preloaded" in ln]
+    if ran_on is None and (refused or static):
+        msg = (f"{label}: asked for allocator heaplab, the command never ran on it: " +
+               (refused[0] if refused else
+                f"{static} is statically linked (LD_PRELOAD does not reach it: it ran on "
+                f"its own malloc)"))
+        data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
+        return
     fell_back = [ln.strip() for ln in stderr.splitlines()
                  if ln.startswith("libheaplab-malloc: ") and "using the system allocator" in ln]
     if ran_on in (None, "heaplab") and not (ran_on is None and fell_back):
