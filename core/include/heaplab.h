@@ -640,8 +640,10 @@ void hl_sampler_stop(hl_sampler *s);
  * become garbage; no handle is made).  hl_interrupt is async-signal-safe.
  * hl_interrupt_attach(signo) installs a handler for signo that calls it and
  * then the handler that was there before (CPython's, for SIGINT), so Ctrl-C
- * stops a long fill instead of waiting for it.  Once per signal; HL_ESYS if
- * the handler cannot be installed. */
+ * stops a long fill instead of waiting for it.  Called again: nothing while
+ * its handler is in place; put in front again when another replaced it
+ * (chaining that one: never one that chains to heaplab's itself).  HL_ESYS
+ * if the handler cannot be installed. */
 void hl_interrupt(void);
 int hl_interrupt_attach(int signo);
 

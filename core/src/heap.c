@@ -106,7 +106,17 @@ static void on_signal(int sig, siginfo_t *info, void *ctx) {
 int hl_interrupt_attach(int signo) {
   if (signo <= 0 || signo > 64)
     return hl__fail(NULL, HL_EINVAL, "hl_interrupt_attach: %d is no signal number [1, 64]", signo);
-  if (atomic_exchange(&attached[signo], 1)) return HL_OK;
+  /* Attached already and still in place: nothing to do.  Replaced since (a
+   * Python signal.signal(SIGINT, ...) and back, which the harness's and the
+   * sweeps' Ctrl-C deferrals do: Ctrl-C no longer stopped a long fill after
+   * any harness run -- the review, session 26): in front again, chaining the
+   * handler there now.  (Called from one thread at a time: the bindings'
+   * main thread.) */
+  struct sigaction now;
+  if (atomic_load(&attached[signo]) && sigaction(signo, NULL, &now) == 0 &&
+      (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_signal)
+    return HL_OK;
+  atomic_store(&attached[signo], 1);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_signal;

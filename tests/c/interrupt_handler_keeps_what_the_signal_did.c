@@ -43,6 +43,26 @@ int main(void) {
   CHECK(info_code == SI_TKILL || info_code == SI_USER, "its siginfo did not come along: si_code %d",
         info_code);
 
+  /* replaced by another handler and attached again: in front again, the
+   * new one chained (it said "once" and did nothing: a Python
+   * signal.signal(SIGINT, ...) and back lost Ctrl-C's stop of a long fill --
+   * the review, session 26) */
+  uint64_t at_replace = hl__interrupts;
+  info_signo = 0;
+  CHECK(sigaction(SIGUSR2, &sa, NULL) == 0, "sigaction again"); /* replaces heaplab's */
+  raise(SIGUSR2);
+  CHECK(hl__interrupts == at_replace && info_signo == SIGUSR2, "replaced: heaplab's handler ran");
+  CHECK(hl_interrupt_attach(SIGUSR2) == HL_OK, "attach SIGUSR2 again");
+  info_signo = 0;
+  raise(SIGUSR2);
+  CHECK(hl__interrupts == at_replace + 1, "attached again: no interrupt (%" PRIu64 " -> %" PRIu64 ")",
+        at_replace, (uint64_t)hl__interrupts);
+  CHECK(info_signo == SIGUSR2, "attached again: the handler in place was not chained");
+  CHECK(hl_interrupt_attach(SIGUSR2) == HL_OK, "attach SIGUSR2 a third time");
+  raise(SIGUSR2); /* in place: not chained to itself (it would recurse) */
+  CHECK(hl__interrupts == at_replace + 2, "a third attach: %" PRIu64 " interrupts",
+        (uint64_t)hl__interrupts - at_replace);
+
   /* an ignored signal stays ignored */
   signal(SIGHUP, SIG_IGN);
   CHECK(hl_interrupt_attach(SIGHUP) == HL_OK, "attach SIGHUP");

@@ -393,6 +393,36 @@ def test_ctrl_c_stops_a_long_fill_and_leaks_nothing():
     assert words["handles"] == "0" and words["live"] == "0", out
 
 
+@pytest.mark.parametrize("before", [
+    "heaplab.harness.run_command_arm(['true'], allocator='glibc')",
+    "heaplab.harness.run_in_group(['true'], dict(os.environ), None, 30)",
+    "exec('with heaplab.sweep._stops_deferred(): pass')",
+])
+def test_ctrl_c_stops_a_long_fill_after_a_harness_run(before):
+    """The harness's and the sweeps' Ctrl-C deferrals swap SIGINT's Python
+    handler for a while: signal.signal replaced heaplab's handler in front of
+    CPython's, and putting the old one back did not put the chain back -- after
+    any harness run a long fill ran to its end (16-32 s) before the
+    KeyboardInterrupt (the review, session 26)."""
+    code = f"""
+        import os, time, heaplab, heaplab.harness, heaplab.sweep
+        {before}
+        h = heaplab.Heap()
+        print("ready", flush=True)
+        t0 = time.monotonic()
+        try:
+            r = h.fill(6 << 30, 256)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print(f"interrupted after {{time.monotonic() - t0:.2f}} s "
+                  f"fill_stopped={{h.stats().handles == 0}}")
+    """
+    status, out = _interrupt_child(code, 0.3, timeout=120)
+    assert status == 0 and "interrupted after" in out, out
+    secs = float(out.split("interrupted after ")[1].split()[0])
+    assert secs < 2.0, out
+
+
 # ---- every bad argument is a documented exception ---------------------------------------
 
 BAD_VALUES = [-1, 2 ** 64, 2 ** 63, -(2 ** 63) - 1, 1.5, float("nan"), "8", None, True, [1], b"x"]

@@ -212,6 +212,17 @@ if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     lib.hl_interrupt_attach(signal.SIGINT)
 
 
+def _sigint_put_back(handler: Any) -> None:
+    """Put SIGINT's Python handler back after heaplab swapped it for a while
+    (the harness's and the sweeps' Ctrl-C deferrals) -- and, when it is
+    CPython's default, heaplab's handler in front of it again: signal.signal
+    replaced the chain, and after any harness run Ctrl-C no longer stopped a
+    long fill at once (the review, session 26).  Main thread only."""
+    signal.signal(signal.SIGINT, handler)
+    if handler is signal.default_int_handler:
+        lib.hl_interrupt_attach(signal.SIGINT)
+
+
 def _raise(rc: int, message: Optional[str]) -> NoReturn:
     cls = _ERRORS.get(rc, Error)
     exc = cls(message)

@@ -632,7 +632,8 @@ class _CtrlCDeferred:
     def __exit__(self, *exc: object) -> None:
         import signal as _signal
         if self.old is not None:
-            _signal.signal(_signal.SIGINT, self.old)
+            from . import _sigint_put_back
+            _sigint_put_back(self.old)
             if self.noted is not None:
                 self.old(*self.noted)      # (default_int_handler: KeyboardInterrupt)
 

@@ -799,8 +799,12 @@ def _handling(signums: Sequence[int], handler: Callable[[int, Any], None],
     try:
         yield
     finally:
+        from . import _sigint_put_back
         for n, h in before.items():
-            signal.signal(n, h)
+            if n == signal.SIGINT:
+                _sigint_put_back(h)
+            else:
+                signal.signal(n, h)
 
 
 @contextlib.contextmanager
