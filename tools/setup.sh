@@ -121,6 +121,12 @@ esac
 
 stamp="$VENV/setup-python.stamp"
 if [ ! -f "$stamp" ] || [ "$stamp" -ot "$0" ]; then
+  # a venv of the same interpreter kept above may have no pip (made by `uv
+  # venv`, or `python3 -m venv --without-pip`): pip comes from ensurepip
+  if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    echo "setup.sh: $VENV has no pip; installing it (ensurepip)"
+    "$VENV/bin/python" -m ensurepip >/dev/null
+  fi
   echo "setup.sh: installing Python packages into $VENV: $pip_base"
   # shellcheck disable=SC2086
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check $pip_base

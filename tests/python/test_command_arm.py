@@ -200,21 +200,35 @@ def test_a_command_that_never_ran_on_heaplab_is_an_error(monkeypatch, tmp_path):
         heaplab.preload_path()
     with pytest.raises(heaplab.Error, match="not a shared object"):
         run_command_arm(prog, allocator="heaplab", stop_signal=None, timeout=60)
-    # a shared object ld.so refuses to preload (a PIE executable): recorded
+    # a PIE executable is ET_DYN too, and ld.so refuses it: refused by
+    # preload_path() (it was taken: the review, session 26)
     pie = shutil.which("true")
-    with open(pie, "rb") as f:
-        is_dyn = f.read(18)[16] == 3
+    elf = heaplab._elf_header(pie)
+    is_dyn = elf is not None and elf[0] == 3 and elf[1] is not None
     if is_dyn:
         monkeypatch.setenv("HEAPLAB_PRELOAD", pie)
-        data = run_command_arm(prog, allocator="heaplab", stop_signal=None, timeout=60)
-        assert data["error"] is not None and "never ran on it" in data["error"] and \
-            "cannot be preloaded" in data["error"], data["error"]
+        with pytest.raises(heaplab.Error, match="not a shared object"):
+            heaplab.preload_path()
+    # a shared object ld.so refuses anyway (its line on stderr, no report): recorded
+    from heaplab.harness import _check_ran_on_heaplab
+    data = {"error": None, "report": None}
+    _check_ran_on_heaplab(data, "ERROR: ld.so: object '/x/lib.so' from LD_PRELOAD cannot be "
+                                "preloaded (wrong ELF class: ELFCLASS32): ignored.\n", "arm")
+    assert data["error"] is not None and "never ran on it" in data["error"] and \
+        "cannot be preloaded" in data["error"], data["error"]
     monkeypatch.delenv("HEAPLAB_PRELOAD")
     # a statically linked program: LD_PRELOAD does not reach it
     from heaplab.harness import _statically_linked
     static = [p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
               if os.path.exists(p) and _statically_linked([p], os.environ, None)]
     assert _statically_linked(prog, os.environ, None) is None
+    # the dynamic loader has no interpreter either, and LD_PRELOAD reaches what
+    # it runs: not "statically linked" (the review, session 26)
+    loader = heaplab._elf_header(sys.executable)[1]
+    assert loader and _statically_linked([loader, "/bin/sh"], os.environ, None) is None
+    data = run_command_arm([loader, "/bin/sh", "-c", "true"], allocator="heaplab",
+                           stop_signal=None, timeout=60)
+    assert data["error"] is None, data["error"]
     if static:
         data = run_command_arm([static[0], "-p"], allocator="heaplab", stop_signal=None,
                                timeout=60)

@@ -68,3 +68,33 @@ def test_setup_keeps_a_venv_of_the_same_interpreter_and_unrelated_builds(tmp_pat
     for d in ("build-mine", "build-venv"):
         assert (tmp_path / d).is_dir(), (d, out)
     assert os.access(other / "bin" / "python", os.X_OK)
+
+
+def test_setup_gives_a_kept_venv_without_pip_its_pip(tmp_path):
+    """A venv of the same interpreter made without pip (`uv venv`, `python3 -m
+    venv --without-pip`) is kept, and its pip comes from ensurepip: setup.sh
+    ended in "No module named pip", every run again (the review, session 26).
+    The venv's python is a wrapper that records `-m pip install` (nothing is
+    installed) and runs everything else, ensurepip included."""
+    if shutil.which("dpkg-query") is None:
+        pytest.skip("not a Debian machine")
+    (tmp_path / "tools").mkdir()
+    shutil.copy2(os.path.join(ROOT, "tools", "setup.sh"), tmp_path / "tools" / "setup.sh")
+    (tmp_path / "python3").write_text(WRAPPER)
+    (tmp_path / "python3").chmod(0o755)
+    venv = tmp_path / "nopip"
+    subprocess.run([BASE, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    os.rename(py, venv / "bin" / "python.real")
+    log = tmp_path / "pip-installs"
+    py.write_text(f"""#!/bin/sh
+if [ "$1 $2 $3" = "-m pip install" ]; then echo "$@" >> {log}; exit 0; fi
+exec {venv}/bin/python.real "$@"
+""")
+    py.chmod(0o755)
+    out = setup(tmp_path, venv)
+    assert "making it again" not in out and "has no pip; installing it" in out, out
+    assert log.read_text().startswith("-m pip install"), out
+    p = subprocess.run([str(venv / "bin" / "python.real"), "-m", "pip", "--version"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr

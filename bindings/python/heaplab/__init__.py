@@ -288,6 +288,43 @@ _SITES = tuple(_s(lib.hl_fault_site_name(i)) for i in range(lib.HL_SITE_COUNT))
 _MODES = tuple(_s(lib.hl_fault_mode_name(i)) for i in range(lib.HL_FAULT_MODE_COUNT))
 
 
+def _elf_header(path: str) -> Optional[Tuple[int, Optional[str]]]:
+    """(e_type, the program interpreter PT_INTERP names or None) of an ELF
+    file; None when path is no ELF file or cannot be read.  One reader for
+    preload_path's check and the harness's "statically linked" test (they
+    read the header twice, byte order apart)."""
+    import struct
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or len(head) < 64:
+                return None
+            end = "<" if head[5] == 1 else ">"
+            e_type, = struct.unpack(end + "H", head[16:18])
+            if head[4] == 2:        # 64-bit
+                phoff, = struct.unpack(end + "Q", head[32:40])
+                phentsize, phnum = struct.unpack(end + "HH", head[54:58])
+                off_at, size_at, size_fmt = 8, 32, "Q"
+            else:
+                phoff, = struct.unpack(end + "I", head[28:32])
+                phentsize, phnum = struct.unpack(end + "HH", head[42:46])
+                off_at, size_at, size_fmt = 4, 16, "I"
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+            for i in range(phnum):
+                e = table[i * phentsize:(i + 1) * phentsize]
+                if len(e) < phentsize or struct.unpack(end + "I", e[:4])[0] != 3:   # PT_INTERP
+                    continue
+                off, = struct.unpack(end + size_fmt, e[off_at:off_at + struct.calcsize(size_fmt)])
+                size, = struct.unpack(end + size_fmt,
+                                      e[size_at:size_at + struct.calcsize(size_fmt)])
+                f.seek(off)
+                return e_type, f.read(min(size, 4096)).split(b"\0")[0].decode(errors="replace")
+            return e_type, None
+    except (OSError, struct.error):
+        return None
+
+
 def preload_path() -> str:
     """The path of libheaplab-malloc.so, heaplab's manual mode as the malloc
     of any dynamically linked program (LD_PRELOAD; docs/clients.md):
@@ -298,16 +335,14 @@ def preload_path() -> str:
     if env:
         if not os.path.isfile(env):
             raise Error(f"HEAPLAB_PRELOAD={env}: no such file")
-        try:
-            with open(env, "rb") as f:
-                head = f.read(18)
-        except OSError as e:
-            raise Error(f"HEAPLAB_PRELOAD={env}: cannot read it: {e.strerror}") from None
-        # ELF, e_type ET_DYN (3) in the file's byte order: anything else
-        # ld.so refuses ("cannot be preloaded ... ignored") and the program
-        # ran on the system allocator
-        order = "little" if head[5:6] == b"\x01" else "big"
-        if head[:4] != b"\x7fELF" or len(head) < 18 or int.from_bytes(head[16:18], order) != 3:
+        if not os.access(env, os.R_OK):
+            raise Error(f"HEAPLAB_PRELOAD={env}: cannot read it")
+        # an ELF shared object, ET_DYN (3) without a program interpreter: a
+        # PIE executable is ET_DYN too, and ld.so refuses it as anything else
+        # ("cannot be preloaded ... ignored"): the program ran on the system
+        # allocator (the review, session 26: /bin/ls was taken)
+        elf = _elf_header(env)
+        if elf is None or elf[0] != 3 or elf[1] is not None:
             raise Error(f"HEAPLAB_PRELOAD={env}: not a shared object (ld.so would not preload "
                         f"it): name a built libheaplab-malloc.so "
                         f"(build/clients/preload/libheaplab-malloc.so)")

@@ -1505,7 +1505,7 @@ def _statically_linked(cmd: List[str], env: Mapping[str, str], cwd: Optional[str
     interpreter (statically linked: LD_PRELOAD does not reach it), else
     None -- also for a script, a program not found or not readable."""
     import shutil
-    import struct
+    from . import _elf_header
     prog = cmd[0]
     if os.sep not in prog:
         found = shutil.which(prog, path=env.get("PATH", os.defpath))
@@ -1514,26 +1514,16 @@ def _statically_linked(cmd: List[str], env: Mapping[str, str], cwd: Optional[str
         prog = found
     elif cwd is not None:
         prog = os.path.join(cwd, prog)
-    try:
-        with open(prog, "rb") as f:
-            head = f.read(64)
-            if head[:4] != b"\x7fELF" or len(head) < 64:
-                return None
-            end = "<" if head[5] == 1 else ">"
-            if head[4] == 2:        # 64-bit
-                phoff, = struct.unpack(end + "Q", head[32:40])
-                phentsize, phnum = struct.unpack(end + "HH", head[54:58])
-            else:
-                phoff, = struct.unpack(end + "I", head[28:32])
-                phentsize, phnum = struct.unpack(end + "HH", head[42:46])
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-    except (OSError, struct.error):
+    elf = _elf_header(prog)
+    if elf is None or elf[1] is not None:
         return None
-    for i in range(phnum):
-        entry = table[i * phentsize:i * phentsize + 4]
-        if len(entry) == 4 and struct.unpack(end + "I", entry)[0] == 3:   # PT_INTERP
-            return None
+    # the dynamic loader itself has no interpreter either, and LD_PRELOAD
+    # reaches what it runs (`ld-linux-x86-64.so.2 /bin/sh -c ...`: the review,
+    # session 26): the loader this interpreter names
+    mine = _elf_header(sys.executable)
+    if mine is not None and mine[1] is not None and \
+            os.path.realpath(prog) == os.path.realpath(mine[1]):
+        return None
     return prog
 
 
