@@ -25,6 +25,16 @@ exec {BASE} "$@"
 """
 
 
+def scratch_setup(tmp_path):
+    """A copy of setup.sh in tmp_path, and $PYTHON's wrapper beside it."""
+    if shutil.which("dpkg-query") is None:
+        pytest.skip("not a Debian machine")
+    (tmp_path / "tools").mkdir()
+    shutil.copy2(os.path.join(ROOT, "tools", "setup.sh"), tmp_path / "tools" / "setup.sh")
+    (tmp_path / "python3").write_text(WRAPPER)
+    (tmp_path / "python3").chmod(0o755)
+
+
 def setup(tmp_path, venv):
     env = dict(os.environ, PYTHON=str(tmp_path / "python3"), VENV=str(venv))
     env.pop("VIRTUAL_ENV", None)
@@ -35,12 +45,7 @@ def setup(tmp_path, venv):
 
 
 def test_setup_keeps_a_venv_of_the_same_interpreter_and_unrelated_builds(tmp_path):
-    if shutil.which("dpkg-query") is None:
-        pytest.skip("not a Debian machine")
-    (tmp_path / "tools").mkdir()
-    shutil.copy2(os.path.join(ROOT, "tools", "setup.sh"), tmp_path / "tools" / "setup.sh")
-    (tmp_path / "python3").write_text(WRAPPER)
-    (tmp_path / "python3").chmod(0o755)
+    scratch_setup(tmp_path)
     # (a) a .venv the user made from the same interpreter (no marker file)
     subprocess.run([BASE, "-m", "venv", "--without-pip", str(tmp_path / ".venv")], check=True)
     (tmp_path / ".venv" / "setup-python.stamp").touch()
@@ -76,12 +81,7 @@ def test_setup_gives_a_kept_venv_without_pip_its_pip(tmp_path):
     ended in "No module named pip", every run again (the review, session 26).
     The venv's python is a wrapper that records `-m pip install` (nothing is
     installed) and runs everything else, ensurepip included."""
-    if shutil.which("dpkg-query") is None:
-        pytest.skip("not a Debian machine")
-    (tmp_path / "tools").mkdir()
-    shutil.copy2(os.path.join(ROOT, "tools", "setup.sh"), tmp_path / "tools" / "setup.sh")
-    (tmp_path / "python3").write_text(WRAPPER)
-    (tmp_path / "python3").chmod(0o755)
+    scratch_setup(tmp_path)
     venv = tmp_path / "nopip"
     subprocess.run([BASE, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
