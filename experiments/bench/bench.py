@@ -49,7 +49,8 @@ def find_exes(build_dir=None, exes=None):
         return dict(exes)
     build_dir = build_dir or os.environ.get("HEAPLAB_BUILD") or os.path.join(ROOT, "build")
     folder = os.path.join(build_dir, "experiments", "bench")
-    out = {}
+    out = _Exes()
+    out.searched = folder
     for name in ALLOCATORS:
         path = os.path.join(folder, f"bench-{name}")
         if os.access(path, os.X_OK):
@@ -57,12 +58,27 @@ def find_exes(build_dir=None, exes=None):
     return out
 
 
+class _Exes(dict):
+    """find_exes' answer, which remembers the folder it looked in."""
+    searched = None
+
+
 def require(exes, names):
     missing = [n for n in names if n not in exes]
-    if missing:
-        hints = ", ".join(f"{n} ({PACKAGES.get(n, 'part of the build')})" for n in missing)
-        raise BenchError(f"benchmark executables missing: {hints}; run tools/setup.sh and "
-                         f"ninja -C build (Meson builds a peer only when its package is found)")
+    if not missing:
+        return
+    folder = getattr(exes, "searched", None)
+    if folder is not None and not os.path.isdir(folder):
+        # (it blamed the peers' packages, installed, and named no folder: a
+        # HEAPLAB_BUILD or --build of a folder that is not there -- the
+        # installation hunt, session 26)
+        raise BenchError(f"no benchmark executables: {folder} is not there (the build folder "
+                         f"is --build, $HEAPLAB_BUILD or ./build; make builds it)")
+    hints = ", ".join(f"{n} ({PACKAGES.get(n, 'part of the build')})" for n in missing)
+    raise BenchError(f"benchmark executables missing: {hints}"
+                     + (f" (looked in {folder})" if folder else "") +
+                     "; run tools/setup.sh and ninja -C build (Meson builds a peer only when "
+                     "its package is found)")
 
 
 ENV = dict(os.environ, MALLOC_PERTURB_="0")

@@ -48,6 +48,11 @@ def test_usage_errors_are_one_line_exit_2(tmp_path):
         assert p.returncode == 2 and needle in p.stderr, (args, p.returncode, p.stderr)
         assert "Traceback" not in p.stderr, p.stderr
         assert "round 1" not in p.stdout and " s  B " not in p.stdout, (args, p.stdout)
+    # a build folder that is not there: it blamed the peers' packages,
+    # installed, and named no folder (the installation hunt, session 26)
+    p = bench("run", "--build", str(tmp_path / "nobuild"))
+    assert p.returncode == 1 and f"{tmp_path / 'nobuild'}/experiments/bench is not there" in \
+        p.stderr and "libgc-dev" not in p.stderr, p.stderr
 
 
 def test_a_record_that_is_not_an_object_is_named():
