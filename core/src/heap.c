@@ -372,8 +372,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
       snprintf(m + len, cap - len, " -- the process has %" PRIu64 " mappings, at "
                "vm.max_map_count (%" PRIu64 "): unmap some first", maps, limit);
 #endif
-    hl__fail(NULL, rc, "%s", m);
-    if (mine) hl__fmt_err(err, errlen, "%s", msg);
+    hl__fmt_err(mine ? err : NULL, errlen, "%s", m); /* (the thread's, and err's if not m) */
   }
   return rc;
 }

@@ -589,6 +589,8 @@ static inline const char *hl__strerror(int e) {
 int hl__fail(const hl_heap *h, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap);
+/* A failure outside any heap: into err (may be NULL) and, as hl__fail(NULL)
+ * does, the thread's hl_heap_error(NULL). */
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -37,10 +37,7 @@ void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...) {
   if (err && errlen) vsnprintf(err, errlen, fmt, again); /* (err may be longer) */
   va_end(again);
   va_end(ap);
-  memcpy(err_buf, msg, sizeof err_buf);
-  err_heap = NULL;
-  err_seq = 0;
-  err_own = true;
+  hl__fail(NULL, 0, "%s", msg);
 }
 
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap) {
