@@ -31,6 +31,7 @@ JSON file per arm and a CSV of every phase.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import csv
 import importlib.util
 import io
@@ -41,8 +42,8 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set,
-                    Tuple, TypeVar, Union)
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Set, Tuple, TypeVar, Union)
 
 from . import Heap, Sampler, footprint
 
@@ -598,7 +599,32 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-class _CtrlCDeferred:
+@contextlib.contextmanager
+def _signals_handled(signums: Sequence[int], handler: Callable[[int, Any], None],
+                     takes: Callable[[Any], bool]) -> Iterator[Dict[int, Any]]:
+    """While it lasts, handler handles each of signums whose handler before
+    it `takes` -- in the main thread (elsewhere nothing changes: only it
+    gets signals' handlers); yields {signum: the handler before}, which are
+    put back (SIGINT's with heaplab's interrupt chain: _sigint_put_back).
+    The harness's and the sweeps' one way to hold a signal off."""
+    import signal as _signal
+    import threading
+    from . import _sigint_put_back
+    before: Dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        before = {n: _signal.signal(n, handler) for n in signums if takes(_signal.getsignal(n))}
+    try:
+        yield before
+    finally:
+        for n, h in before.items():
+            if n == _signal.SIGINT:
+                _sigint_put_back(h)
+            else:
+                _signal.signal(n, h)
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
     """A with block that Ctrl-C does not interrupt: SIGINT's Python handler
     is swapped for one that notes it, and the noted Ctrl-C is handed to the
     handler that was there (KeyboardInterrupt) when the block ends.  Around
@@ -613,29 +639,16 @@ class _CtrlCDeferred:
     can set a handler); elsewhere, or when SIGINT has no Python handler
     (SIG_IGN, SIG_DFL), the block is a plain one.  Keep the blocks short:
     a Ctrl-C waits for their end."""
-
-    def __enter__(self) -> "_CtrlCDeferred":
-        import signal as _signal
-        import threading
-        self.old: Any = None
-        self.noted: Optional[Tuple[int, Any]] = None
-        if threading.current_thread() is threading.main_thread():
-            old = _signal.getsignal(_signal.SIGINT)
-            if callable(old):
-                _signal.signal(_signal.SIGINT, self._note)
-                self.old = old
-        return self
-
-    def _note(self, signum: int, frame: Any) -> None:
-        self.noted = (signum, frame)
-
-    def __exit__(self, *exc: object) -> None:
-        import signal as _signal
-        if self.old is not None:
-            from . import _sigint_put_back
-            _sigint_put_back(self.old)
-            if self.noted is not None:
-                self.old(*self.noted)      # (default_int_handler: KeyboardInterrupt)
+    import signal as _signal
+    noted: List[Tuple[int, Any]] = []
+    before: Dict[int, Any] = {}
+    try:
+        with _signals_handled((_signal.SIGINT,), lambda n, f: noted.append((n, f)),
+                              callable) as before:
+            yield
+    finally:
+        if noted and _signal.SIGINT in before:
+            before[_signal.SIGINT](*noted[0])   # (default_int_handler: KeyboardInterrupt)
 
 
 #: How the harness reads what a child prints: UTF-8, a byte that is not UTF-8
@@ -827,13 +840,13 @@ def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeou
     import signal as _signal
     run = None
     try:
-        with _CtrlCDeferred():      # (a Ctrl-C in the spawn: the process is stopped)
+        with _ctrl_c_deferred():      # (a Ctrl-C in the spawn: the process is stopped)
             run = _GroupRun([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC,
                              str(os.getpid()), *cmd], env, cwd)
         ended = run.wait(time.monotonic() + timeout)
     finally:
         if run is not None:
-            with _CtrlCDeferred():
+            with _ctrl_c_deferred():
                 run.finish(_signal.SIGKILL)
     out, err = run.output()
     return (run.p.returncode if ended else None), out, err
@@ -857,10 +870,10 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
         # a Ctrl-C in the spawn is handed over once the process is known
         # (then it is stopped as below): inside Popen it lost the process,
         # which ran on unsignalled, its earlier record kept
-        with _CtrlCDeferred():
+        with _ctrl_c_deferred():
             run = _GroupRun(cmd, env, cwd)
         ended = run.wait(time.monotonic() + timeout)
-        with _CtrlCDeferred():      # (a Ctrl-C here: the arm's record says interrupted)
+        with _ctrl_c_deferred():      # (a Ctrl-C here: the arm's record says interrupted)
             run.finish(_signal.SIGKILL)
     except BaseException as e:      # Ctrl-C, or anything else: stop the arm first
         if run is None:
@@ -872,7 +885,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
                 run.wait(time.monotonic() + _INTERRUPT_GRACE_S)
             except BaseException:       # a second Ctrl-C
                 pass
-            with _CtrlCDeferred():      # (a third one: the group is still killed, reaped)
+            with _ctrl_c_deferred():      # (a third one: the group is still killed, reaped)
                 run.finish(_signal.SIGKILL)
         if not isinstance(e, KeyboardInterrupt):
             raise
@@ -1326,7 +1339,7 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
 
     started = False
     try:
-        with _CtrlCDeferred():          # (inside Thread.start, it lost the thread)
+        with _ctrl_c_deferred():          # (inside Thread.start, it lost the thread)
             t.start()
             started = True
         done.wait(max(0.0, deadline - time.monotonic()))
@@ -1375,20 +1388,20 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         # command's: the command is reaped as soon as it ends (ctl.alive()),
         # and a group named by its pid could then be someone else's.
         # The keeper, the command and the sampler's thread are started with
-        # Ctrl-C held off (_CtrlCDeferred) until each is kept where the
+        # Ctrl-C held off (_ctrl_c_deferred) until each is kept where the
         # clean-up below finds it: one that landed inside a Popen or a
         # Thread.start lost what it had started (a keeper outliving this
         # process, a sampler's thread polling for ever, a zombie)
         keeper = proc = sampler = None
         try:
-            with _CtrlCDeferred():
+            with _ctrl_c_deferred():
                 keeper = _GroupKeeper()
                 with open(out_path, "w") as out, open(err_path, "w") as err:
                     proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
                                             stdin=subprocess.DEVNULL, **keeper.join())
                 sampler = _OutsideSampler(proc.pid, interval_s)
         except BaseException:
-            with _CtrlCDeferred():
+            with _ctrl_c_deferred():
                 if proc is not None:
                     if proc.poll() is None:
                         proc.kill()
@@ -1459,7 +1472,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                             f"{label}: still running at the arm's timeout ({timeout:g} s): "
                             f"killed")
         finally:
-            with _CtrlCDeferred():      # (a Ctrl-C here: all of it stopped, then raised)
+            with _ctrl_c_deferred():      # (a Ctrl-C here: all of it stopped, then raised)
                 if proc.poll() is None:
                     stopped = True
                     proc.kill()

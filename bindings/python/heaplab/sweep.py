@@ -47,9 +47,9 @@ import time
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
                     Tuple)
 
-from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, arm_file_stem,
-                      check_arm_names, child_env, load_json_record, _make_folder, run_in_group,
-                      write_atomic)
+from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, _signals_handled,
+                      arm_file_stem, check_arm_names, child_env, load_json_record, _make_folder,
+                      run_in_group, write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -788,33 +788,13 @@ class Stopped(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _handling(signums: Sequence[int], handler: Callable[[int, Any], None],
-              takes: Callable[[Any], bool]) -> Iterator[None]:
-    """While it lasts, handler handles each of signums whose handler before
-    it `takes` -- in the main thread (elsewhere nothing changes); the
-    handlers before are put back."""
-    before = {}
-    if threading.current_thread() is threading.main_thread():
-        before = {n: signal.signal(n, handler) for n in signums if takes(signal.getsignal(n))}
-    try:
-        yield
-    finally:
-        from . import _sigint_put_back
-        for n, h in before.items():
-            if n == signal.SIGINT:
-                _sigint_put_back(h)
-            else:
-                signal.signal(n, h)
-
-
-@contextlib.contextmanager
 def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
     """While it lasts, each of `signums` raises Stopped in the main thread.
     A signal the process ignores stays ignored (`nohup heaplab run ...`
     survives its terminal)."""
     def stop(signum: int, frame: Any) -> None:
         raise Stopped(signum)
-    with _handling(signums, stop, lambda h: h is not signal.SIG_IGN):
+    with _signals_handled(signums, stop, lambda h: h is not signal.SIG_IGN):
         yield
 
 
@@ -842,7 +822,7 @@ def _stops_deferred() -> Iterator[_Pending]:
     def keep(signum: int, frame: Any) -> None:
         if pending.signum is None:
             pending.signum = signum
-    with _handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), keep, callable):
+    with _signals_handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), keep, callable):
         yield pending
 
 
