@@ -753,19 +753,18 @@ def test_a_blocked_script_gets_the_grace_the_error_names(monkeypatch):
     figure the error names ("did not stop within 2 s"): 2c8cdd2's head start
     (0.5 s to stop by itself before ArmTimeout is raised) came on top of it,
     2.5 s.  The waits are read off the caller's waits for the script's
-    thread to end (an Event since session 26: an interrupted Thread.join
-    marks the thread stopped), not timed."""
+    thread to end (harness._Finished: an interrupted Thread.join marks the
+    thread stopped), not timed."""
     import threading
     import heaplab.harness as hh
     from heaplab.harness import run_command_arm
     waits = []
-    real_wait = threading.Event.wait
+    real_wait = hh._Finished.wait
 
-    def wait(self, timeout=None):
-        if threading.current_thread() is threading.main_thread() and timeout is not None:
-            waits.append(timeout)
+    def wait(self, timeout):
+        waits.append(timeout)
         return real_wait(self, timeout)
-    monkeypatch.setattr(threading.Event, "wait", wait)
+    monkeypatch.setattr(hh._Finished, "wait", wait)
     release = threading.Event()
 
     def script(ctl):
@@ -1050,3 +1049,88 @@ def test_results_folders_linked_in_are_read_once(tmp_path):
     os.symlink(results, results / "E5" / "loop")           # a loop
     got = sorted((a["experiment"], a["arm"]) for a in load_arms(str(results)))
     assert got == [("E1", "on"), ("E5", "off")], got
+
+
+_LANDS_AT_EACH_CHECK = r'''
+import dis, sys, threading, time
+import heaplab.harness as hh
+hh._SCRIPT_GRACE_S, hh._SCRIPT_HEAD_START_S = 0.4, 0.1
+
+class Landed(Exception):
+    pass
+
+threading.excepthook = lambda args: None      # (one landing after the thread's last call)
+after_call = {}
+
+def lands_here(code, offset):
+    if code not in after_call:
+        ins = list(dis.get_instructions(code))
+        after_call[code] = {b.offset for a, b in zip(ins, ins[1:]) if a.opname == "CALL"}
+    return offset in after_call[code]
+
+def run(k):
+    seen, ends = [0], [None]
+
+    def check():                     # one of CPython's checks for a raised exception
+        seen[0] += 1
+        if seen[0] == k + 1:
+            raise Landed(k)
+
+    def local(frame, event, arg):
+        if event == "opcode" and lands_here(frame.f_code, frame.f_lasti):
+            check()
+        elif event == "return" and frame is ends[0]:
+            sys.settrace(None)       # (the thread's own step is over: threading's code follows)
+        return local
+
+    def new_frame(frame, event, arg):
+        frame.f_trace_opcodes = True
+        check()                      # (a new Python frame checks as it starts)
+        return local
+
+    def script(ctl):
+        target = ends[0] = sys._getframe(1)    # the harness's frame that called the script
+        target.f_trace, target.f_trace_opcodes = local, True
+        sys.settrace(new_frame)
+
+    t0 = time.monotonic()
+    data = hh.run_command_arm(["sleep", "60"], allocator="glibc", script=script, timeout=20)
+    # the script's end raced the exception: either it is the script's, or the
+    # script ended -- and the caller saw it end (not the arm's deadline, 20 s)
+    if data["error"] is not None and "Landed" not in data["error"].splitlines()[-1]:
+        sys.exit(f"raising at check {k}: {data['error']}")
+    if time.monotonic() - t0 > 10:
+        sys.exit(f"raising at check {k}: the script's end was not seen before the deadline")
+    return seen[0] > k                # False: no check was left to land in
+
+k = 0
+while True:
+    print("raising at check", k, flush=True)
+    if not run(k):
+        break
+    k += 1
+print("landed at", k, "checks")
+'''
+
+
+def test_an_exception_raised_into_a_script_as_it_ends_never_blocks_the_arm(tmp_path):
+    """stop() raises ArmTimeout or KeyboardInterrupt into a script's thread
+    with _async_raise, and the thread can be ending just then.  It used to
+    tell the caller through a threading.Event, whose set() takes the event's
+    lock in Python code: an exception landing as Condition.__enter__
+    returned (right after that lock was taken) left the lock held, and the
+    caller's next wait on the event blocked for ever.  An exception raised
+    into a thread lands where CPython checks for one -- after a call, at the
+    start of a Python frame -- so the test raises one at each such point
+    from the script's return to the thread's last step (sys.settrace with
+    opcode events), one run per point: every run must come back, at once and
+    with the script either ended or failed by that exception.  On the code
+    before, the run that raised as Condition.__enter__ returned never did.""" 
+    try:
+        r = subprocess.run([sys.executable, "-c", _LANDS_AT_EACH_CHECK], capture_output=True,
+                           text=True, timeout=90)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"a run never came back: {out.splitlines()[-1:]} (of {out!r})")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"\nlanded at [1-9]\d* checks\n\Z", r.stdout), r.stdout + r.stderr

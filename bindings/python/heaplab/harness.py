@@ -1283,6 +1283,38 @@ _SCRIPT_GRACE_S = 2.0
 _SCRIPT_HEAD_START_S = 0.5
 
 
+class _Finished:
+    """The end of a script's thread, as run_command_arm waits for it: a lock
+    the thread releases as its last step.
+
+    Not Thread.join(): one interrupted by Ctrl-C marks the thread stopped in
+    CPython 3.11 (bpo-45274) -- is_alive() False, every later join() at once
+    -- so KeyboardInterrupt was never raised into a script still running.
+    Not a threading.Event either: stop() may raise into the thread (with
+    _async_raise) just as it ends, and Event.set() is Python code that takes
+    the event's condition lock -- an exception landing right after that lock
+    was taken (as Condition.__enter__ returns) left it held, and the
+    caller's next wait blocked on it for ever.  `set` here is the lock's own
+    release, a call straight into C: CPython looks for an exception raised
+    into a thread after such a call, not inside it, so one lands before the
+    release (in the script: recorded as its exception) or after it (the
+    thread is done), never with a lock held."""
+
+    def __init__(self):
+        import _thread
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+        self._seen = False
+        self.set = self._lock.release     # (no Python frame between the thread and C)
+
+    def wait(self, timeout):
+        """True once the thread has ended; waits at most timeout s."""
+        if not self._seen and self._lock.acquire(timeout=max(0.0, timeout)):
+            self._seen = True
+            self._lock.release()
+        return self._seen
+
+
 def _run_script(script, ctl, proc, deadline, timeout, label):
     """Run script(ctl) in a thread of its own and wait for it until the arm's
     deadline.  Returns None when it ended (its exception, if any, is raised
@@ -1297,14 +1329,7 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
     KeyboardInterrupt and goes on as KeyboardInterrupt."""
     import threading
     box = {}
-    # set as the script's thread ends: what is waited on, not the thread.
-    # A Thread.join() interrupted by Ctrl-C marks the thread stopped in
-    # CPython 3.11 (bpo-45274) -- is_alive() False, every later join() at
-    # once -- so KeyboardInterrupt was never raised into a script still
-    # running, and it ran on after run_command_arm had raised.  box["done"]
-    # says it; the event only wakes the waiter (an exception raised into the
-    # thread as it ends could land in Event.set())
-    done = threading.Event()
+    done = _Finished()      # released as the script's thread ends: what is waited on
 
     def target():
         try:
