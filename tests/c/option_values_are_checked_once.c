@@ -104,6 +104,22 @@ int main(void) {
          "out of range");
   expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "010", err), HL_OK, err, NULL, "'010'");
   CHECK(o.warm_pages == 10, "'010' is %lld, not ten (octal?)", (long long)o.warm_pages);
+  /* padding is not part of the value: 64 written in 96 characters or more
+   * (zeros or blanks) was "out of range", the message quoting the blanks */
+  char padded[160];
+  snprintf(padded, sizeof padded, "%096d", 64);
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, padded, err), HL_OK, err, NULL, "96 digits");
+  CHECK(o.warm_pages == 64, "64 in 96 digits is %lld", (long long)o.warm_pages);
+  snprintf(padded, sizeof padded, "%60s%s%60s", "", "128", "");
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, padded, err), HL_OK, err, NULL, "123 chars");
+  CHECK(o.warm_pages == 128, "128 between blanks is %lld", (long long)o.warm_pages);
+  snprintf(padded, sizeof padded, "%60s%s", "", "2000000");
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, padded, err), HL_EVALUE, err, "'2000000'",
+         "out of range after blanks (the value quoted, not the blanks)");
+  snprintf(padded, sizeof padded, "%0100d", 0);
+  memset(padded + 50, '7', 50);   /* 50 zeros, then 50 sevens: out of range, not junk */
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, padded, err), HL_EVALUE, err, "out of range",
+         "a 50-digit number");
   expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "0x10", err), HL_OK, err, NULL, "'0x10'");
   CHECK(o.warm_pages == 16, "'0x10' is %lld", (long long)o.warm_pages);
   expect(set(&o, "reserve_bytes", HL_VALUE_STRING, 0, "2g", err), HL_OK, err, NULL, "2g");

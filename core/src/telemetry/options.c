@@ -245,12 +245,19 @@ int hl_options_set_int(hl_options *opts, const char *name, int64_t value, char *
 /* Parse the string s (len bytes) for option i. */
 static int parse(int i, const char *s, size_t len, int64_t *out, char *err, size_t errlen) {
   const hl_option_info *o = &table[i];
-  char shown[80];
-  snprintf(shown, sizeof shown, "'%.*s'", (int)(len < 60 ? len : 60), s);
   if (memchr(s, 0, len)) {
     hl__fmt_err(err, errlen, "option %s: the value contains a NUL byte", o->name);
     return HL_EVALUE;
   }
+  /* blanks around the value and a number's leading zeros ("010" is ten) say
+   * nothing: a value padded past the buffer is judged (and quoted) without
+   * them -- 64 written in 96 characters was "out of range" */
+  while (len && isspace((unsigned char)s[0])) s++, len--;
+  while (len && isspace((unsigned char)s[len - 1])) len--;
+  if (o->kind == HL_OPT_INT || o->kind == HL_OPT_BYTES)
+    while (len > 1 && s[0] == '0' && isdigit((unsigned char)s[1])) s++, len--;
+  char shown[80];
+  snprintf(shown, sizeof shown, "'%.*s%s'", (int)(len < 60 ? len : 60), s, len > 60 ? "..." : "");
   char buf[96];
   if (len >= sizeof buf) {
     bool number = (o->kind == HL_OPT_INT || o->kind == HL_OPT_BYTES) && all_digits(s, len);
