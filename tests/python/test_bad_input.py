@@ -44,6 +44,11 @@ OPTION_CASES = [
     (dict(page_release="maybe"), ValueError, "page_release: 'maybe' is not a boolean"),
     (dict(reuse_failed_order="random"), ValueError, r"'random' is not one of fifo\|lifo"),
     (dict(reuse_failed_order=1), TypeError, "reuse_failed_order"),
+    # an integer past 64 bits is as much the wrong type for a bool or an enum
+    # as 5 is (it was a ValueError quoting the number as a string)
+    (dict(mode=2 ** 64), TypeError, "mode: .*got the integer 18446744073709551616$"),
+    (dict(page_release=2 ** 64), TypeError, "page_release: .*got the integer 18446744073709551616$"),
+    (dict(compact=-2 ** 63 - 1), TypeError, "compact: .*got the integer -9223372036854775809$"),
     (dict(thp="always"), ValueError, r"thp.*never\|madvise\|populate"),
     (dict(thp=True), TypeError, "thp"),
     (dict(page_size=65536 + 4096), ValueError, "power of two"),
@@ -127,6 +132,27 @@ def test_bad_calls(env, name, call, exc, msg):
     h, keep, foreign, released = env
     with pytest.raises(exc, match=msg):
         call(h, keep, foreign, released)
+
+
+def test_error_code_is_the_c_errors_name(env, monkeypatch):
+    """heaplab.Error's docstring: `code` is the C error name (and docs/lua.md
+    gives Lua's errors the same).  InvalidArgument stands for EINVAL, EVALUE
+    and EFOREIGN, and every one of them said "EINVAL"."""
+    h, keep, foreign, released = env
+    cases = [(lambda: heaplab.Heap(warm_pages=-1), "EVALUE"),
+             (lambda: heaplab.Heap(thp="nope"), "EVALUE"),
+             (lambda: keep.__setitem__(0, foreign), "EFOREIGN"),
+             (lambda: h.alloc(-1), "EINVAL"),
+             (lambda: heaplab.Heap(mode=7), "ETYPE"),
+             (lambda: released.size, "ESTALE")]
+    for call, code in cases:
+        with pytest.raises(heaplab.Error) as info:
+            call()
+        assert info.value.code == code, (code, type(info.value).__name__, info.value)
+    monkeypatch.setenv("HEAPLAB_FAULT_RESTORE", "bogus")
+    with pytest.raises(heaplab.InvalidArgument) as info:
+        heaplab.Heap()
+    assert info.value.code == "EVALUE", info.value
 
 
 def test_use_after_close_raises_heapclosed():

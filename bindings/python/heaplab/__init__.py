@@ -86,7 +86,9 @@ class ModeError(Error):
 
 
 class InvalidArgument(Error, ValueError):
-    """A value out of range (an option, a size, an index base...); a ValueError."""
+    """A value out of range (an option, a size, an index base...); a ValueError.
+    Its `code` is the C error's: EINVAL, EVALUE (an option's value) or
+    EFOREIGN (another heap's handle)."""
 
     code = "EINVAL"
 
@@ -226,9 +228,17 @@ def _sigint_put_back(handler: Any) -> None:
 def _raise(rc: int, message: Optional[str]) -> NoReturn:
     cls = _ERRORS.get(rc, Error)
     exc = cls(message)
-    if cls is Error:
-        exc.code = ffi.string(lib.hl_error_name(rc)).decode()
+    # the C error's own name: one class can stand for several (InvalidArgument
+    # for EINVAL, EVALUE and EFOREIGN), and its default code named only the first
+    exc.code = ffi.string(lib.hl_error_name(rc)).decode()
     raise exc
+
+
+def _foreign(message: str) -> InvalidArgument:
+    """Another heap's Ref, caught before C sees it: C's HL_EFOREIGN."""
+    exc = InvalidArgument(message)
+    exc.code = "EFOREIGN"
+    return exc
 
 
 def _s(p: Any) -> Optional[str]:
@@ -510,14 +520,17 @@ def _as_int(value: Any) -> Optional[int]:
 # The C library converts and checks every option value (hl_options_set_value):
 # this only says what Python type a value has.
 
-def _typed(value):
-    """(type, integer, bytes) of a Python value, as hl_options_set_value takes it."""
+def _typed(value, kind=None):
+    """(type, integer, bytes) of a Python value, as hl_options_set_value takes
+    it, for an option of that kind ("int", "bytes", "bool", "enum")."""
     if _is_bool(value):
         return lib.HL_VALUE_BOOL, int(bool(value)), b""
     number = _as_int(value)
     if number is not None:
         if -(1 << 63) <= number < (1 << 63):
             return lib.HL_VALUE_INT, number, b""
+        if kind in ("bool", "enum"):   # (an integer of any size is the wrong type there)
+            return lib.HL_VALUE_OTHER, 0, f"the integer {number}".encode()
         return lib.HL_VALUE_STRING, 0, str(number).encode()  # C says it is out of range
     if isinstance(value, str):
         return lib.HL_VALUE_STRING, 0, value.encode("utf-8", "surrogateescape")
@@ -539,7 +552,7 @@ def _build_options(kwargs: Mapping[str, Any]) -> Any:
     if rc:
         _raise(rc, _s(err))
     for name, value in kwargs.items():
-        kind, number, text = _typed(value)
+        kind, number, text = _typed(value, _OPTIONS.get(name, {}).get("kind"))
         rc = lib.hl_options_set_value(opts, name.encode("utf-8", "surrogateescape"), kind, number,
                                       text, len(text), err, 256)
         if rc:
@@ -957,7 +970,7 @@ class Heap(_Owned):
         if not isinstance(ref, Ref):
             raise TypeError(f"thin: ref must be a heaplab.Ref, not {type(ref).__name__}")
         if ref._heap is not self:
-            raise InvalidArgument("thin: the Ref belongs to another heap")
+            raise _foreign("thin: the Ref belongs to another heap")
         ref._h()
         return self._new_ref(lib.hl_thin, ref._ref, _u64("every", every))
 
@@ -1186,7 +1199,7 @@ class Ref(_Slotted):
             v = 0
         elif isinstance(value, Ref):
             if value._heap is not self._heap:
-                raise InvalidArgument("slot value belongs to another heap")
+                raise _foreign("slot value belongs to another heap")
             v = value._live()[1]
         else:
             raise TypeError(f"a slot holds a Ref or None, not {type(value).__name__}")
