@@ -323,7 +323,7 @@ static void write_events(FILE *f) {
   do {
     if (hl_events_read(HEAP, buf, 256, &got, 1)) return;
     for (size_t i = 0; i < got; i++) {
-      fprintf(f, "{\"event\": \"%s\", \"cycle\": %" PRIu64 ", \"time_ns\": %" PRIu64,
+      fprintf(f, "{\"kind\": \"%s\", \"cycle\": %" PRIu64 ", \"time_ns\": %" PRIu64,
               hl_event_name(buf[i].kind), buf[i].cycle, buf[i].time_ns);
       for (int k = 0; k < buf[i].nfields; k++) {
         const char *name = hl_event_field(buf[i].kind, k);
