@@ -653,8 +653,11 @@ int hl_interrupt_attach(int signo);
 
 typedef struct hl_heap hl_heap;
 
-/* Create a heap.  opts NULL = defaults plus HEAPLAB_* environment.  On failure
- * *out is NULL and the message is written to err (may be NULL) and is
+/* Create a heap.  opts NULL = defaults plus HEAPLAB_* environment.  The fault
+ * schedules HEAPLAB_FAULT_<SITE> (docs/clients.md) are not options: they are
+ * read from the environment whatever opts is (the bindings, which pass opts,
+ * rely on it); hl_inject changes them afterwards.  On failure *out is NULL
+ * and the message is written to err (may be NULL) and is
  * hl_heap_error(NULL)'s. */
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen);
 /* Close a heap: every object, handle and page is gone.  NULL is ignored. */
