@@ -4,6 +4,9 @@
  * instead of handing out a sliver.  On a8ce51d the 5,000th heap of a
  * process silently got 2 MiB of the 32 GiB it asked for.  RLIMIT_AS is set
  * in a child process here (the system's limits are left alone). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +38,61 @@ static uint64_t reserved_under(uint64_t limit) {
   return got;
 }
 
+/* VmSize now, bytes. */
+static uint64_t vm_size(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  uint64_t kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmSize:", 7)) kb = strtoull(line + 7, NULL, 10);
+  if (f) fclose(f);
+  return kb * 1024;
+}
+
+/* In a child under RLIMIT_AS (or RLIMIT_DATA) of what it uses now + room:
+ * a default heap must leave the program room of its own -- a 100 MiB
+ * malloc after it.  The step-down kept the first size the kernel took,
+ * 256 MiB of a 300 MiB room, and the malloc failed.  What the child says:
+ * 0 ok, else what failed. */
+static int program_room_after_heap(int resource, uint64_t room) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    uint64_t limit = vm_size() + room;
+    if (resource == RLIMIT_DATA) {
+      FILE *f = fopen("/proc/self/status", "r");
+      char line[256];
+      uint64_t kb = 0;
+      while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmData:", 7)) kb = strtoull(line + 7, NULL, 10);
+      if (f) fclose(f);
+      limit = kb * 1024 + room;
+    }
+    struct rlimit rl = {limit, limit};
+    if (setrlimit(resource, &rl)) _exit(10);
+    hl_heap *h = NULL;
+    char err[512];
+    if (hl_heap_new(NULL, &h, err, sizeof err) != HL_OK) {
+      fprintf(stderr, "heap: %s\n", err);
+      _exit(11);
+    }
+    uint64_t got = 0;
+    hl_heap_range(h, NULL, &got);
+    void *p = malloc(100u << 20);
+    if (!p) {
+      fprintf(stderr, "a 100 MiB malloc failed after a heap of %" PRIu64 " MiB (room %" PRIu64
+              " MiB)\n", got >> 20, room >> 20);
+      _exit(12);
+    }
+    if (got > room / 2) _exit(13);
+    free(p);
+    hl_heap_free(h);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
 int main(void) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   puts("SKIP: a sanitizer's shadow memory needs more address space than RLIMIT_AS leaves");
@@ -44,6 +102,10 @@ int main(void) {
   CHECK(at_2g >= (256u << 20) && at_2g < (2ull << 30), "under 2 GiB: %" PRIu64, at_2g);
   uint64_t at_50m = reserved_under(50u << 20);
   CHECK(at_50m == 0, "under 50 MiB a sliver of %" PRIu64 " bytes was handed out", at_50m);
+  int as = program_room_after_heap(RLIMIT_AS, 300u << 20);
+  CHECK(as == 0, "RLIMIT_AS with 300 MiB of room: the child says %d (12: no room left)", as);
+  int data = program_room_after_heap(RLIMIT_DATA, 300u << 20);
+  CHECK(data == 0, "RLIMIT_DATA with 300 MiB of room: the child says %d (12: no room left)", data);
   /* asking for little is fine */
   hl_heap *h = HEAP("reserve_bytes=4m");
   uint64_t got;

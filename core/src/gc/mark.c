@@ -126,6 +126,16 @@ static uint32_t packets_carved;
 
 bool hl__mark_arena_reserve(void) {
   pthread_mutex_lock(&arena_mu);
+  /* Under RLIMIT_AS / RLIMIT_DATA the arena's 484 MiB of address space is
+   * taken only from plenty (a quarter of what is left): the program's own
+   * allocations need the room more than a second marker does, and without
+   * the arena marks run alone (docs/design.md, *Reservations*) */
+  const char *limited;
+  uint64_t limit;
+  if (!arena && prim_os_address_room(&limited, &limit) / 4 < ARENA_BYTES) {
+    pthread_mutex_unlock(&arena_mu);
+    return false;
+  }
   if (!arena) {
     void *p = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -177,8 +187,14 @@ static packet *packet_take(void) {
 #define MAIN_STACK_MIN_WORDS ((uint64_t)1 << 17)
 
 int hl__mark_stack_reserve(hl_heap *h) {
-  /* halved while refused (strict overcommit charges even MAP_NORESERVE) */
-  for (uint64_t words = MAIN_STACK_WORDS; words >= MAIN_STACK_MIN_WORDS; words /= 2) {
+  /* halved while refused (strict overcommit charges even MAP_NORESERVE);
+   * under RLIMIT_AS / RLIMIT_DATA at most an eighth of the room left: the
+   * step-down took the first size that fit -- all of it -- and the
+   * program's own next allocation failed (an overflow costs a rescan) */
+  const char *limited;
+  uint64_t limit, room = prim_os_address_room(&limited, &limit), words = MAIN_STACK_WORDS;
+  while (limited && words > MAIN_STACK_MIN_WORDS && words * sizeof(void *) > room / 8) words /= 2;
+  for (; words >= MAIN_STACK_MIN_WORDS; words /= 2) {
     void *p;
     if (prim_os_reserve(words * sizeof(void *), 0, &p) != 0) continue;
     /* (a stack's first touch must not fault a 2 MiB page in; scratch, as

@@ -426,6 +426,20 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
     if (floor < align) floor = align;
     floor = (floor + align - 1) / align * align;
   }
+  /* Under an address-space limit, an ask that cannot fit in what is left
+   * starts at half of that: the step-down kept the first size the kernel
+   * took -- 256 MiB of a 293 MiB `ulimit -v` -- and the program's own
+   * allocations failed after the heap was made (the hostile-environment
+   * hunt, twenty-seventh session; the launchers and the preload already
+   * split the limit, docs/clients.md).  An ask that fits is kept. */
+  const char *limit_name;
+  uint64_t limit;
+  uint64_t room = prim_os_address_room(&limit_name, &limit);
+  if (limit_name && want > room) {
+    uint64_t unit = align ? align : h->page_size;
+    want = room / 2 / unit * unit;
+    if (want < floor) want = floor;
+  }
   void *base = NULL;
   int attempts = 0, last = 0;
   for (;;) {
@@ -439,12 +453,19 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
     if (align) want = want / align * align;
   }
   if (!base) {
-    hl__fmt_err(err, errlen,
-                "reserve: the kernel refused every reservation from the %" PRIu64
-                " bytes asked down to %" PRIu64 " (%s, %d attempts: the address space "
-                "is exhausted -- RLIMIT_AS, or too many heaps open -- or a smaller "
-                "reserve_bytes is needed)",
-                asked, want, hl__strerror(last), attempts);
+    if (limit_name) /* (kept under 256 bytes: the bindings' message buffers) */
+      hl__fmt_err(err, errlen,
+                  "reserve: the kernel refused every reservation from the %" PRIu64
+                  " bytes asked down to %" PRIu64 " (%s, %d attempts): no address space left "
+                  "under %s, %" PRIu64 " bytes with %" PRIu64 " free",
+                  asked, want, hl__strerror(last), attempts, limit_name, limit, room);
+    else
+      hl__fmt_err(err, errlen,
+                  "reserve: the kernel refused every reservation from the %" PRIu64
+                  " bytes asked down to %" PRIu64 " (%s, %d attempts: the address space "
+                  "is exhausted -- RLIMIT_AS, or too many heaps open -- or a smaller "
+                  "reserve_bytes is needed)",
+                  asked, want, hl__strerror(last), attempts);
     return HL_ENOMEM;
   }
   h->base = base;

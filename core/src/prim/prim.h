@@ -113,6 +113,12 @@ int prim_os_lock(void *addr, size_t len, bool onfault);
 void prim_os_self_exe(char *buf, size_t len);
 int prim_os_footprint(hl_footprint *out);
 size_t prim_os_page_size(void);
+/* The address space this process may still map under its limits: the
+ * smaller of RLIMIT_AS - VmSize and RLIMIT_DATA - VmData (a private writable
+ * mapping, the reservation included, counts against both); UINT64_MAX when
+ * neither is set.  *which says whose ("RLIMIT_AS", "RLIMIT_DATA", or NULL),
+ * *limit that limit, bytes. */
+uint64_t prim_os_address_room(const char **which, uint64_t *limit);
 /* RAM plus swap: what a process could ever touch. */
 uint64_t prim_os_memory_bytes(void);
 /* What could be touched now without swapping others out or the OOM killer:

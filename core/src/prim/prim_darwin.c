@@ -139,6 +139,12 @@ uint64_t prim_os_memory_bytes(void) {
 
 uint64_t prim_os_available_bytes(void) { return prim_os_memory_bytes(); }
 
+uint64_t prim_os_address_room(const char **which, uint64_t *limit) {
+  *which = NULL; /* (macOS does not enforce RLIMIT_AS or RLIMIT_DATA on mmap) */
+  *limit = 0;
+  return UINT64_MAX;
+}
+
 uint64_t prim_os_cpus(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (uint64_t)n : 1;

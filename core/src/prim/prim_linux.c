@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,6 +188,25 @@ uint64_t prim_os_peak_rss(void) {
   char buf[8192];
   if (prim_os_status(buf, sizeof buf)) return 0;
   return prim_os_status_value(buf, "VmHWM", 10) * 1024u;
+}
+
+uint64_t prim_os_address_room(const char **which, uint64_t *limit) {
+  static const struct { int res; const char *name, *key; } limits[] = {
+      {RLIMIT_AS, "RLIMIT_AS", "VmSize"}, {RLIMIT_DATA, "RLIMIT_DATA", "VmData"}};
+  uint64_t room = UINT64_MAX;
+  char buf[8192];
+  bool status = false;
+  *which = NULL;
+  *limit = 0;
+  for (int i = 0; i < 2; i++) {
+    struct rlimit rl;
+    if (getrlimit(limits[i].res, &rl) || rl.rlim_cur == RLIM_INFINITY) continue;
+    if (!status) status = (prim_os_status(buf, sizeof buf), true); /* ("" unread: 0 used) */
+    uint64_t used = prim_os_status_value(buf, limits[i].key, 10) * 1024u;
+    uint64_t left = used < rl.rlim_cur ? rl.rlim_cur - used : 0;
+    if (left < room) room = left, *which = limits[i].name, *limit = rl.rlim_cur;
+  }
+  return room;
 }
 
 /* The path of the running executable into buf (NUL-terminated; "" when it
