@@ -314,10 +314,32 @@ WARM_ARM = "heaplab into resident huge pages (bound)"
 WARM_OPTIONS = [HUGE_OPTION, "page_release=0"]
 
 
+# the workloads of suite(), in its order (run --workload's choices)
+WORKLOADS = ("binary-trees", "fill", "churn", "release", "pause", "compact")
+
+
+def env_int(name, default, lo, hi):
+    """The whole number $name (default when unset), lo..hi, or a UsageError
+    naming the variable: HEAPLAB_BENCH_RUNS=0 or -2 ran every other workload
+    first and then failed on an empty median, =abc broke even --help."""
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        n = int(v)
+    except ValueError:
+        n = None
+    if n is None or not lo <= n <= hi:
+        raise UsageError(f"{name}={v!r}: expected a whole number {lo}..{hi}")
+    return n
+
+
 def suite(quick=False, depth=None, runs=None):
-    """The full configuration (make bench), or a quicker one for development."""
-    depth = depth or int(os.environ.get("HEAPLAB_BENCH_DEPTH", 18 if quick else 20))
-    runs = runs or int(os.environ.get("HEAPLAB_BENCH_RUNS", 2 if quick else 3))
+    """The full configuration (make bench), or a quicker one for development.
+    HEAPLAB_BENCH_DEPTH (1..30) and HEAPLAB_BENCH_RUNS (>= 1) are read here, a
+    value out of range a UsageError naming it before anything runs."""
+    depth = depth or env_int("HEAPLAB_BENCH_DEPTH", 18 if quick else 20, 1, 30)
+    runs = runs or env_int("HEAPLAB_BENCH_RUNS", 2 if quick else 3, 1, 1000)
     fill = 192 * MiB
     bt = ["--depth", depth]
     off = ["page_release=0"]
@@ -848,7 +870,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="depth 18, 2 runs")
     ap.add_argument("--results", help="write JSON records here")
     ap.add_argument("--workload", action="append", default=[],
-                    help="run: only this workload (repeatable: " + ", ".join(w.name for w in suite()) + ")")
+                    help="run: only this workload (repeatable: " + ", ".join(WORKLOADS) + ")")
     args = ap.parse_args(argv)
     for e in args.exe:
         name, eq, path = e.partition("=")
@@ -936,8 +958,8 @@ def main(argv=None):
                 return 1
             print("checksums agree across", ", ".join(sorted(exes)))
             return 0
+        ws = suite(quick=args.quick)    # (HEAPLAB_BENCH_DEPTH/RUNS checked: UsageError)
         load0 = os.getloadavg()
-        ws = suite(quick=args.quick)
         unknown = set(args.workload) - {w.name for w in ws}
         if unknown:
             ap.error(f"no workload {', '.join(sorted(unknown))}: the workloads are "

@@ -22,9 +22,9 @@ time.sleep(120)
 """
 
 
-def bench(*args):
+def bench(*args, env=None):
     return subprocess.run([sys.executable, BENCH, *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=None if env is None else dict(os.environ, **env))
 
 
 def sleeper(tmp_path, name):
@@ -94,3 +94,17 @@ def test_ctrl_c_to_pair_stops_both_benchmarks(tmp_path):
         assert not left, f"benchmarks {left} still run after bench.py exited"
     finally:
         reap(p, *pids)
+
+
+def test_bench_runs_and_depth_are_checked_before_anything_runs(tmp_path):
+    # HEAPLAB_BENCH_RUNS=0 or -2 ran the other workloads, then a StatisticsError
+    # traceback (nothing saved); =abc broke even --help (the bench hunt, session 27)
+    for name, value in [("HEAPLAB_BENCH_RUNS", "0"), ("HEAPLAB_BENCH_RUNS", "-2"),
+                        ("HEAPLAB_BENCH_RUNS", "abc"), ("HEAPLAB_BENCH_DEPTH", "31")]:
+        p = bench("run", "--workload", "release", "--build", str(tmp_path / "nobuild"),
+                  env={name: value})
+        assert p.returncode == 2 and f"{name}={value!r}: expected a whole number" in p.stderr, \
+            (name, value, p.returncode, p.stderr)
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = bench("--help", env={"HEAPLAB_BENCH_RUNS": "abc"})
+    assert p.returncode == 0 and "release" in p.stdout, p.stderr
