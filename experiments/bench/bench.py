@@ -864,7 +864,8 @@ def main(argv=None):
                          'phases: binary-trees commands, the last one the reference; '
                          'compare: benchmark commands, the last one the reference')
     ap.add_argument("--rounds", type=int, default=None,
-                    help="pair: rounds (default 4); phases, compare: rounds (default 3)")
+                    help="pair: rounds (default 4); phases, compare: rounds (default 3); "
+                         "not run (its runs: HEAPLAB_BENCH_RUNS)")
     ap.add_argument("--exe", action="append", default=[], help="allocator=path (repeatable)")
     ap.add_argument("--build", help="the Meson build folder (default ./build)")
     ap.add_argument("--quick", action="store_true", help="depth 18, 2 runs")
@@ -881,6 +882,10 @@ def main(argv=None):
             ap.error(f"--exe {e!r}: no allocator {name!r} (allocators: {', '.join(ALLOCATORS)})")
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             ap.error(f"--exe {e!r}: {path} is not an executable file")
+    if args.rounds is not None and args.mode in ("run", "check"):
+        # (it was taken, then ignored: run ran HEAPLAB_BENCH_RUNS's runs)
+        ap.error(f"--rounds: pair, phases and compare only (the runs of {args.mode} are "
+                 f"HEAPLAB_BENCH_RUNS{'' if args.mode == 'run' else ': check runs once'})")
     if args.rounds is not None and args.rounds < 1:
         ap.error(f"--rounds {args.rounds}: at least 1")
     cmds = []

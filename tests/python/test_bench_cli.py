@@ -40,6 +40,9 @@ def test_usage_errors_are_one_line_exit_2(tmp_path):
         (["pair", "true", "true", "--rounds", "0"], "--rounds 0: at least 1"),
         (["pair", "true", "true", "--rounds", "-1"], "--rounds -1: at least 1"),
         (["compare", "", "true"], "an empty command"),
+        # run took --rounds 1, then ran HEAPLAB_BENCH_RUNS's runs (the bench hunt, session 27)
+        (["run", "--rounds", "1", "--workload", "release"], "--rounds: pair, phases and compare only"),
+        (["run", "--rounds", "0"], "--rounds: pair, phases and compare only"),
         (["compare", "/nonexistent/bench-x fill", "true", "--rounds", "1"],
          "cannot start '/nonexistent/bench-x'"),
     ]
