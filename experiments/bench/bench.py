@@ -844,6 +844,21 @@ def arm_json(w, a):
             "series": []}
 
 
+def writable_folder(folder):
+    """Make folder (and its parents) and check that a file can be written in
+    it -- before a run, not after: an unwritable --results was found only when
+    the run was over (a traceback, the records lost).  UsageError naming it."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = os.path.join(folder, f".bench-probe.{os.getpid()}.tmp")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise UsageError(f"--results {folder}: cannot write there "
+                         f"({e.strerror or e}{': ' + e.filename if e.filename else ''})") from None
+
+
 def save(workloads, folder):
     os.makedirs(folder, exist_ok=True)
     for w in workloads:
@@ -964,6 +979,8 @@ def main(argv=None):
             print("checksums agree across", ", ".join(sorted(exes)))
             return 0
         ws = suite(quick=args.quick)    # (HEAPLAB_BENCH_DEPTH/RUNS checked: UsageError)
+        if args.results:
+            writable_folder(args.results)
         load0 = os.getloadavg()
         unknown = set(args.workload) - {w.name for w in ws}
         if unknown:
@@ -976,7 +993,12 @@ def main(argv=None):
         problems = checksum_problems(ws)
         print(render(ws, (f"{load0[0]:.2f}", f"{load1[0]:.2f}")))
         if args.results:
-            save(ws, args.results)
+            try:
+                save(ws, args.results)
+            except OSError as e:     # (a disk that filled up during the run)
+                raise BenchError(f"--results {args.results}: the records could not be written "
+                                 f"({e.strerror or e}{': ' + e.filename if e.filename else ''})"
+                                 ) from None
         if problems:
             print("\n".join(problems), file=sys.stderr)
             return 1

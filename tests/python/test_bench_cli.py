@@ -51,6 +51,19 @@ def test_usage_errors_are_one_line_exit_2(tmp_path):
         assert p.returncode == 2 and needle in p.stderr, (args, p.returncode, p.stderr)
         assert "Traceback" not in p.stderr, p.stderr
         assert "round 1" not in p.stdout and " s  B " not in p.stdout, (args, p.stdout)
+    # --results that cannot be written: found after the whole run, as a traceback,
+    # the records lost (the bench hunt, session 27); now before anything runs
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    for folder in ("/dev/null/x", str(ro)):
+        p = bench("run", "--workload", "release", "--results", folder,
+                  "--build", str(tmp_path / "nobuild"))
+        if folder == str(ro) and p.returncode == 1 and os.access(ro, os.W_OK):
+            continue    # (root writes into a 0555 folder)
+        assert p.returncode == 2 and f"--results {folder}: cannot write there" in p.stderr, \
+            (folder, p.stderr)
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     # a build folder that is not there: it blamed the peers' packages,
     # installed, and named no folder (the installation hunt, session 26)
     p = bench("run", "--build", str(tmp_path / "nobuild"))
