@@ -95,8 +95,31 @@ def record_of(cmd, p):
         raise BenchError(f"{' '.join(cmd)}: exit {p.returncode}, printed {type(rec).__name__} "
                          f"JSON ({p.stdout.strip()[:100]!r}), not a benchmark record (an object)")
     if rec.get("error") or p.returncode:
-        raise BenchError(f"{' '.join(cmd)}: {rec.get('error')} (exit {p.returncode})")
+        # (a run killed by a signal after printing its record said "None (exit -11)")
+        err = p.stderr.strip().splitlines()
+        raise BenchError(f"{' '.join(cmd)}: "
+                         + (f"{rec['error']} " if rec.get("error") else "its record has no error, ")
+                         + f"but {exit_status(p.returncode)}"
+                         + (f"; stderr: {err[-1][:300]}" if err else ""))
+    for key, types in (("time_ns", (int, float)), ("checksum", str)):
+        # (a record without time_ns was a KeyError traceback in compare and pair)
+        if not isinstance(rec.get(key), types) or isinstance(rec.get(key), bool):
+            raise BenchError(f"{' '.join(cmd)}: exit 0, printed a JSON object with "
+                             + (f"{key!r} {rec[key]!r:.40}" if key in rec else f"no {key!r}")
+                             + f" ({p.stdout.strip()[:100]!r}): not a benchmark record")
     return rec
+
+
+def exit_status(rc):
+    """A subprocess's returncode in words: 'exit 1', 'killed by SIGSEGV (signal 11)'."""
+    if rc < 0:
+        import signal
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = "a signal"
+        return f"killed by {name} (signal {-rc})"
+    return f"exit {rc}"
 
 
 def _run(cmd, timeout):

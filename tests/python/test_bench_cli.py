@@ -124,3 +124,20 @@ def test_bench_runs_and_depth_are_checked_before_anything_runs(tmp_path):
         assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     p = bench("--help", env={"HEAPLAB_BENCH_RUNS": "abc"})
     assert p.returncode == 0 and "release" in p.stdout, p.stderr
+
+
+def test_a_run_that_failed_or_printed_no_record_says_what_happened(tmp_path):
+    # an arm killed by a signal after printing its record: "None (exit -11)"; a JSON
+    # object without time_ns: a KeyError traceback (the bench hunt, session 27)
+    record = ('{"allocator": "x", "workload": "fill", "time_ns": 5, "checksum": "0x1", '
+              '"error": null}')
+    crash = tmp_path / "crash.sh"
+    crash.write_text(f"#!/bin/sh\necho '{record}'\nkill -SEGV $$\n")
+    crash.chmod(0o755)
+    p = bench("compare", f"echo '{record}'", str(crash), "--rounds", "1")
+    assert p.returncode == 1 and "its record has no error, but killed by SIGSEGV (signal 11)" \
+        in p.stderr and "None" not in p.stderr, p.stderr
+    p = bench("compare", "echo {}", "echo {}", "--rounds", "1")
+    assert p.returncode == 1 and "echo {}: exit 0, printed a JSON object with no 'time_ns'" \
+        in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
