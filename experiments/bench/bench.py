@@ -205,6 +205,54 @@ def run_phases(cmds, rounds=3, timeout=600):
     return run_rounds(cmds, rounds, timeout, progress=check)
 
 
+def _work(rec):
+    """What a record computed, apart from how: its workload (the floor's fill is
+    the same bytes as a fill) and parameters without the heaplab options and
+    --warm.  Records of the same work must have the same checksum."""
+    params = rec.get("params")
+    params = ({k: v for k, v in params.items() if k not in ("options", "warm")}
+              if isinstance(params, dict) else params)
+    wl = rec.get("workload")
+    return ("fill" if wl == "floor" else wl, json.dumps(params, sort_keys=True))
+
+
+def command_checksum_problems(runs):
+    """pair, compare, phases: the commands' records (per command, one per round)
+    that did the same work (_work) must agree on the checksum -- docs/
+    performance.md: every allocator computes the same checksum over the same
+    work, and a result that differs is no result to time.  They never looked
+    (a bench-mimalloc computing another tree was timed, its ratio printed,
+    exit 0).  Returns (problems, notes): a line per disagreement, and a note
+    when commands did different work (their checksums not compared)."""
+    problems, notes = [], []
+    groups = {}
+    for i, recs in enumerate(runs):
+        for rnd, rec in enumerate(recs):
+            groups.setdefault(_work(rec), {}).setdefault(rec["checksum"], []).append(
+                (i + 1, rnd + 1))
+    for work, sums in groups.items():
+        if len(sums) > 1:
+            problems.append(f"CHECKSUMS DIFFER ({work[0]}, the same work): " + "; ".join(
+                f"{cs} from " + ", ".join(f"#{c} round {r}" for c, r in where)
+                for cs, where in sorted(sums.items())))
+    if len(groups) > 1:
+        works = [sorted({_work(rec) for rec in recs}) for recs in runs]
+        notes.append("commands doing different work (workload or parameters), checksums "
+                     "compared within each: " + ", ".join(
+                         f"#{i + 1} {w[0][0]}" for i, w in enumerate(works) if w))
+    return problems, notes
+
+
+def report_checksums(runs):
+    """Print command_checksum_problems' lines (stderr); 1 if the checksums differ."""
+    problems, notes = command_checksum_problems(runs)
+    for line in notes:
+        print(line, file=sys.stderr)
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
+
+
 COMPARE_COLUMNS = ["#", "fastest s", "median s", "/ last: fastest", "/ last: median",
                    "/ last: median of rounds", "rounds' range", "peak MiB"]
 
@@ -943,10 +991,15 @@ def main(argv=None):
             if len(args.commands) != 2:
                 ap.error("pair needs two commands (each one quoted argument)")
             a, b = cmds
+            runs = [[], []]
             for ra, rb in run_pair(a, b, args.rounds or 4):
+                same = _work(ra) != _work(rb) or ra["checksum"] == rb["checksum"]
                 print(f"A {ra['time_ns'] / 1e9:.3f} s  B {rb['time_ns'] / 1e9:.3f} s  "
-                      f"B/A {rb['time_ns'] / ra['time_ns']:.3f}", flush=True)
-            return 0
+                      f"B/A {rb['time_ns'] / ra['time_ns']:.3f}"
+                      + ("" if same else "  CHECKSUMS DIFFER"), flush=True)
+                runs[0].append(ra)
+                runs[1].append(rb)
+            return report_checksums(runs)
         if args.mode == "compare":
             if len(args.commands) < 2:
                 ap.error("compare needs two or more benchmark commands (each one quoted "
@@ -964,7 +1017,7 @@ def main(argv=None):
             print(table(compare_rows(runs), COMPARE_COLUMNS))
             print(f"{args.rounds or 3} interleaved rounds (each runs every command once, in "
                   f"order); load average before / after: {load0[0]:.2f} / {load1[0]:.2f}")
-            return 0
+            return report_checksums(runs)
         if args.mode == "phases":
             if not args.commands:
                 ap.error("phases needs one or more binary-trees commands (each one quoted "
@@ -984,7 +1037,7 @@ def main(argv=None):
             print(f"fastest time of each phase over {args.rounds or 3} interleaved rounds; "
                   f"the counters are #1's fastest run's; load average before / after: "
                   f"{load0[0]:.2f} / {load1[0]:.2f}")
-            return 0
+            return report_checksums(runs)
         if args.mode == "check":
             ws = run_suite(tiny_suite(), exes)
             problems = checksum_problems(ws)

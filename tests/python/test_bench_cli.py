@@ -141,3 +141,23 @@ def test_a_run_that_failed_or_printed_no_record_says_what_happened(tmp_path):
     assert p.returncode == 1 and "echo {}: exit 0, printed a JSON object with no 'time_ns'" \
         in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_pair_compare_phases_refuse_results_that_differ(tmp_path):
+    # they never compared checksums: a command computing another tree was timed,
+    # its ratio printed, exit 0 (the bench hunt, session 27; docs/performance.md:
+    # results of the same work must agree)
+    def rec(checksum, depth=6):
+        return ('{"allocator": "x", "workload": "binary-trees", "params": {"depth": %d, '
+                '"options": []}, "time_ns": 100, "checksum": "%s", "phases": [{"phase": '
+                '"stretch", "ns": 1}], "error": null}' % (depth, checksum))
+    good, bad = f"echo '{rec('0x1')}'", f"echo '{rec('0x2')}'"
+    for mode in ("pair", "compare", "phases"):
+        p = bench(mode, good, bad, "--rounds", "1")
+        assert p.returncode == 1 and "CHECKSUMS DIFFER (binary-trees, the same work): " \
+            "0x1 from #1 round 1; 0x2 from #2 round 1" in p.stderr, (mode, p.stderr)
+        p = bench(mode, good, good, "--rounds", "1")
+        assert p.returncode == 0 and "DIFFER" not in p.stderr + p.stdout, (mode, p.stderr)
+    # other work (another depth): not compared, said so
+    p = bench("compare", good, f"echo '{rec('0x2', depth=8)}'", "--rounds", "1")
+    assert p.returncode == 0 and "commands doing different work" in p.stderr, p.stderr
