@@ -51,6 +51,9 @@ def test_bench(lab, capsys):
         with capsys.disabled():
             print(line, flush=True)
 
+    warning = bench.env_warning()
+    if warning:
+        log(f"bench: warning: {warning}")
     load0 = os.getloadavg()[0]
     workloads = bench.run_suite(bench.suite(), exes, log=log)
     load1 = os.getloadavg()[0]
@@ -59,7 +62,7 @@ def test_bench(lab, capsys):
     for w in workloads:
         for a in w.arms:
             save_arm(bench.arm_json(w, a), folder=results_dir())
-    text = bench.render(workloads, (f"{load0:.2f}", f"{load1:.2f}"))
+    text = bench.render(workloads, (f"{load0:.2f}", f"{load1:.2f}"), env=bench.heaplab_env())
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "table.txt"), "w") as f:
         f.write(text + "\n")

@@ -81,7 +81,43 @@ def require(exes, names):
                      "its package is found)")
 
 
-ENV = dict(os.environ, MALLOC_PERTURB_="0")
+# The driver's own variables: not passed on as heaplab options
+OWN_VARIABLES = ("HEAPLAB_BENCH_DEPTH", "HEAPLAB_BENCH_RUNS", "HEAPLAB_BENCH_RESULTS",
+                 "HEAPLAB_BUILD", "HEAPLAB_RESULTS")
+
+
+def child_env():
+    """The environment of every benchmark process: the caller's, without
+    LD_PRELOAD (a preloaded malloc made the glibc arm jemalloc's, and every
+    other arm its host: the bench hunt, session 27; test_bench_preload.py
+    strips it too), with MALLOC_PERTURB_=0.  HEAPLAB_<OPTION> variables are
+    kept: they set heaplab options, as docs/performance.md promises, for
+    every heaplab arm -- heaplab_env() names them, the records carry them and
+    env_warning() says so."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env["MALLOC_PERTURB_"] = "0"
+    return env
+
+
+def heaplab_env():
+    """{name: value} of the HEAPLAB_* variables every heaplab arm will see
+    (an option, a fault site...), the driver's own (OWN_VARIABLES) left out."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith("HEAPLAB_") and k not in OWN_VARIABLES}
+
+
+def env_warning():
+    """The warning line for the environment the arms inherit, or None."""
+    parts = []
+    hl = heaplab_env()
+    if hl:
+        parts.append(" ".join(f"{k}={v}" for k, v in hl.items()) +
+                     " in the environment: every heaplab arm runs with it (its options and "
+                     "the targets' verdicts do not show it; the records' provenance does)")
+    if os.environ.get("LD_PRELOAD"):
+        parts.append(f"LD_PRELOAD={os.environ['LD_PRELOAD']} in the environment: not passed "
+                     "to the benchmarks")
+    return "; ".join(parts) or None
 
 
 def record_of(cmd, p):
@@ -128,7 +164,7 @@ def _run(cmd, timeout):
     (subprocess.run kills the child on any exception, Ctrl-C included)."""
     try:
         return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=ENV, timeout=timeout)
+                              env=child_env(), timeout=timeout)
     except OSError as e:
         raise UsageError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
     except subprocess.TimeoutExpired:
@@ -160,7 +196,7 @@ def run_pair(cmd_a, cmd_b, rounds=4, timeout=600):
             for cmd, cpu in zip((cmd_a, cmd_b), order):
                 try:
                     procs.append(subprocess.Popen(
-                        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
                         preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c})))
                 except OSError as e:
                     raise UsageError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
@@ -847,8 +883,13 @@ def compact_rows(w):
     return rows
 
 
-def render(workloads, load=None):
+def render(workloads, load=None, env=None):
+    """The table make bench prints and saves; env: the HEAPLAB_* variables the
+    heaplab arms ran with ({name: value}, heaplab_env()), shown first."""
     parts = []
+    if env:
+        parts.append("ENVIRONMENT: " + " ".join(f"{k}={v}" for k, v in env.items()) +
+                     " -- every heaplab arm ran with it (the arms' options do not show it)")
     rows = []
     for w in workloads:
         if w.name != "release":
@@ -888,8 +929,13 @@ def render(workloads, load=None):
     return "\n".join(parts)
 
 
-def arm_json(w, a):
-    """An arm in the harness's results format (docs/harness.md)."""
+def arm_json(w, a, provenance=None):
+    """An arm in the harness's results format (docs/harness.md), with
+    `provenance`: how its runs were made (at least "env", the HEAPLAB_*
+    variables its heaplab processes saw, and "ld_preload", the caller's
+    LD_PRELOAD that they did not see)."""
+    if provenance is None:
+        provenance = {"env": heaplab_env(), "ld_preload": os.environ.get("LD_PRELOAD") or None}
     ref = w.arm(w.reference) if w.reference else None
     records = []
     for i, r in enumerate(a.records):
@@ -912,7 +958,7 @@ def arm_json(w, a):
                       "min_s": lo, "max_s": hi, "peak_rss_bytes": a.rss(),
                       "reference": w.reference,
                       "ratio": a.median() / ref.median() if ref else None},
-            "series": []}
+            "series": [], "provenance": provenance}
 
 
 def writable_folder(folder):
@@ -986,6 +1032,9 @@ def main(argv=None):
         cmds.append(cmd)
     exes = dict(e.split("=", 1) for e in args.exe) if args.exe else None
     exes = find_exes(args.build, exes)
+    warning = env_warning()
+    if warning:
+        print(f"bench: warning: {warning}", file=sys.stderr, flush=True)
     try:
         if args.mode == "pair":
             if len(args.commands) != 2:
@@ -1067,7 +1116,7 @@ def main(argv=None):
         ws = run_suite(ws, exes, log=lambda s: print(s, file=sys.stderr))
         load1 = os.getloadavg()
         problems = checksum_problems(ws)
-        print(render(ws, (f"{load0[0]:.2f}", f"{load1[0]:.2f}")))
+        print(render(ws, (f"{load0[0]:.2f}", f"{load1[0]:.2f}"), env=heaplab_env()))
         if args.results:
             try:
                 save(ws, args.results)

@@ -161,3 +161,38 @@ def test_pair_compare_phases_refuse_results_that_differ(tmp_path):
     # other work (another depth): not compared, said so
     p = bench("compare", good, f"echo '{rec('0x2', depth=8)}'", "--rounds", "1")
     assert p.returncode == 0 and "commands doing different work" in p.stderr, p.stderr
+
+
+def test_the_arms_environment_no_ld_preload_heaplab_options_recorded(tmp_path):
+    # bench.py passed the caller's environment to every arm: LD_PRELOAD=libjemalloc
+    # made the glibc arm jemalloc's, HEAPLAB_THP=populate made the 4 KiB fill arm
+    # huge-page, and the records said nothing (the bench hunt, session 27)
+    script = tmp_path / "env.sh"
+    script.write_text('#!/bin/sh\necho \'{"workload": "fill", "params": {}, "time_ns": 1, '
+                      '"checksum": "\'"${LD_PRELOAD:-none}"\'", "error": null}\'\n')
+    script.chmod(0o755)
+    p = bench("compare", str(script), str(script), "--rounds", "1",
+              env={"LD_PRELOAD": "libc.so.6"})
+    assert p.returncode == 0, p.stderr
+    assert "LD_PRELOAD=libc.so.6 in the environment: not passed" in p.stderr, p.stderr
+    # the checksum is what the benchmark saw: no LD_PRELOAD
+    p2 = subprocess.run([sys.executable, "-c", f"""
+import importlib.util, json, os, sys, subprocess
+spec = importlib.util.spec_from_file_location("b", {BENCH!r}); b = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(b)
+rec = b.record_of([{str(script)!r}], b._run([{str(script)!r}], 30))
+print(rec["checksum"])"""], capture_output=True, text=True, env=dict(os.environ, LD_PRELOAD="libc.so.6"))
+    assert p2.stdout.strip() == "none", (p2.stdout, p2.stderr)
+    # HEAPLAB_<OPTION>: kept (docs/performance.md: they set heaplab options), warned
+    # about, in the table and in every arm's JSON
+    out = tmp_path / "r"
+    p = bench("run", "--workload", "binary-trees", "--results", str(out),
+              env={"HEAPLAB_THP": "populate", "HEAPLAB_BENCH_RUNS": "1",
+                   "HEAPLAB_BENCH_DEPTH": "8"})
+    assert p.returncode == 0, p.stderr
+    assert "bench: warning: HEAPLAB_THP=populate in the environment: every heaplab arm" \
+        in p.stderr, p.stderr
+    assert p.stdout.startswith("ENVIRONMENT: HEAPLAB_THP=populate"), p.stdout[:200]
+    import json
+    data = json.loads((out / "binary-trees_glibc.json").read_text())
+    assert data["provenance"]["env"] == {"HEAPLAB_THP": "populate"}, data["provenance"]
