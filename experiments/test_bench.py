@@ -32,7 +32,7 @@ import sys
 
 import pytest
 
-from heaplab.harness import results_dir, save_arm
+from heaplab.harness import results_dir, save_arm, write_atomic
 
 pytestmark = pytest.mark.bench
 
@@ -64,8 +64,7 @@ def test_bench(lab, capsys):
             save_arm(bench.arm_json(w, a), folder=results_dir())
     text = bench.render(workloads, (f"{load0:.2f}", f"{load1:.2f}"), env=bench.heaplab_env())
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "table.txt"), "w") as f:
-        f.write(text + "\n")
+    write_atomic(os.path.join(folder, "table.txt"), text + "\n")
     with capsys.disabled():
         print("\n" + text + f"\nrecords: {folder}", flush=True)
 

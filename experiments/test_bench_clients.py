@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from heaplab.harness import child_env, results_dir
+from heaplab.harness import child_env, results_dir, write_atomic
 
 pytestmark = pytest.mark.bench
 
@@ -133,8 +133,8 @@ def test_bench_clients(lab, capsys):
 
     folder = os.path.join(results_dir(), "bench")
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "clients.json"), "w") as f:
-        json.dump({"reps": REPS, "load": os.getloadavg(), "rows": rows}, f, indent=1)
+    write_atomic(os.path.join(folder, "clients.json"),
+                 json.dumps({"reps": REPS, "load": os.getloadavg(), "rows": rows}, indent=1))
     with capsys.disabled():
         print("\nclients (CPU seconds, median of %d interleaved runs):\n" % REPS
               + "\n".join(lines) + f"\nrecords: {folder}/clients.json", flush=True)

@@ -135,7 +135,7 @@ def check(exe, preload):
 
 def test_bench_preload(lab, capsys):
     from heaplab import preload_path
-    from heaplab.harness import results_dir
+    from heaplab.harness import results_dir, write_atomic
     exe = os.path.join(BUILD, "experiments", "bench", "bench-preload")
     if not os.path.exists(exe):
         pytest.fail(f"{exe} is not built: run `make` (ninja -C build) first")
@@ -171,9 +171,9 @@ def test_bench_preload(lab, capsys):
                      "heaplab_over_mimalloc_cpu": ratio})
     folder = os.path.join(results_dir(), "bench")
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "preload.json"), "w") as f:
-        json.dump({"reps": REPS, "load_before": load_before, "load_after": load_after,
-                   "rows": rows}, f, indent=1)
+    write_atomic(os.path.join(folder, "preload.json"),
+                 json.dumps({"reps": REPS, "load_before": load_before, "load_after": load_after,
+                             "rows": rows}, indent=1))
     with capsys.disabled():
         print(f"\nLD_PRELOAD (CPU seconds and peak RSS, median of {REPS} interleaved runs; "
               f"load {load_before[0]:.1f} -> {load_after[0]:.1f}):\n" + "\n".join(lines)

@@ -976,14 +976,38 @@ def writable_folder(folder):
                          f"({e.strerror or e}{': ' + e.filename if e.filename else ''})") from None
 
 
+def write_atomic(path, text):
+    """heaplab.harness.write_atomic's way (docs/harness.md), in the standard
+    library (the meson test runs this file without the package): `text` into
+    a temporary file of the same folder (.<name>.<pid>.<random>.tmp), flushed,
+    then os.replace()d -- a crash, a Ctrl-C or a full disk leaves the old
+    file or the new one, never half of one (save() wrote each arm's JSON in
+    place: a failed write left a truncated file where a complete one was)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
+                               f"{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def save(workloads, folder):
     os.makedirs(folder, exist_ok=True)
     for w in workloads:
         for a in w.arms:
             data = arm_json(w, a)
             safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
-            with open(os.path.join(folder, f"{safe}.json"), "w") as f:
-                json.dump(data, f)
+            write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
 
 
 # ---- command line --------------------------------------------------------------------
