@@ -32,7 +32,7 @@ import sys
 
 import pytest
 
-from heaplab.harness import results_dir, save_arm, write_atomic
+from heaplab.harness import results_dir
 
 pytestmark = pytest.mark.bench
 
@@ -58,15 +58,16 @@ def test_bench(lab, capsys):
     workloads = bench.run_suite(bench.suite(), exes, log=log)
     load1 = os.getloadavg()[0]
 
+    # every arm's JSON with its provenance, then table.txt and records.csv made from
+    # every arm JSON in the folder (bench.save): a later `bench.py run --workload X
+    # --results results/bench` keeps them consistent
     folder = os.path.join(results_dir(), "bench")
-    for w in workloads:
-        for a in w.arms:
-            save_arm(bench.arm_json(w, a), folder=results_dir())
+    bench.save(workloads, folder, bench.run_provenance(
+        "make bench", (f"{load0:.2f}", f"{load1:.2f}"),
+        [os.path.basename(sys.executable), "-m", "pytest", *sys.argv[1:]]))
     text = bench.render(workloads, (f"{load0:.2f}", f"{load1:.2f}"), env=bench.heaplab_env())
-    os.makedirs(folder, exist_ok=True)
-    write_atomic(os.path.join(folder, "table.txt"), text + "\n")
     with capsys.disabled():
-        print("\n" + text + f"\nrecords: {folder}", flush=True)
+        print("\n" + text + f"\nrecords: {folder} (table.txt: every arm in it)", flush=True)
 
     for what, ours, target, ok in bench.targets(workloads):
         lab.effect("bench", what, ours, target, ok=ok)

@@ -1001,13 +1001,146 @@ def write_atomic(path, text):
         raise
 
 
-def save(workloads, folder):
+def run_provenance(made_by, load=None, argv=None):
+    """How a run's records were made, saved with every arm (arm_json's
+    "provenance"): the heaplab commit (git rev-parse HEAD of this checkout, and
+    whether the tree had changes), the UTC time, who ran it (make bench, bench.py
+    run) and the command line, the load average before and after, and the
+    environment that matters (heaplab_env(), LD_PRELOAD, which the arms did not
+    get).  A folder's records may come from several runs: provenance_lines()
+    says which."""
+    import datetime
+
+    def git(*args):
+        try:
+            p = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True,
+                               timeout=10)
+            return p.stdout.strip() if p.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"made_by": made_by,
+            "command": shlex.join(argv if argv is not None else [sys.executable, *sys.argv]),
+            "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"),
+            "commit": commit, "changed_files": None if status is None else bool(status),
+            "load_before": load[0] if load else None, "load_after": load[1] if load else None,
+            "env": heaplab_env(), "ld_preload": os.environ.get("LD_PRELOAD") or None}
+
+
+def provenance_lines(arms):
+    """One line per run the arms (arm JSON dicts) come from: when, by what,
+    at which commit, the load, the environment, which workloads and how many
+    runs per arm.  Arms saved before provenance was recorded are counted
+    apart."""
+    runs = {}
+    for a in arms:
+        pv = a.get("provenance") or {}
+        key = (pv.get("time_utc"), pv.get("made_by"), pv.get("command"))
+        runs.setdefault(key, (pv, []))[1].append(a)
+    lines = []
+    for (when, made_by, command), (pv, group) in sorted(runs.items(), key=lambda kv: str(kv[0])):
+        wls = sorted({a["arm"].split("/")[0] for a in group},
+                     key=lambda n: (WORKLOADS.index(n) if n in WORKLOADS else 99, n))
+        n = sorted({len(a.get("records") or []) for a in group})
+        runs_txt = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+        what = f"{', '.join(wls)} ({len(group)} arms, {runs_txt} runs per arm)"
+        if when is None:
+            lines.append(f"{what}: no provenance recorded (saved by an older bench.py)")
+            continue
+        commit = (pv.get("commit") or "?")[:12] + (" with changes" if pv.get("changed_files")
+                                                    else "")
+        line = f"{what}: {made_by} at {when}, commit {commit}"
+        if pv.get("load_before") is not None:
+            line += f", load {pv['load_before']} / {pv['load_after']}"
+        if pv.get("env"):
+            line += ", ENVIRONMENT " + " ".join(f"{k}={v}" for k, v in pv["env"].items())
+        lines.append(line + f"; command: {command}")
+    return lines
+
+
+def workloads_from_arms(arms):
+    """bench.Workload objects rebuilt from arm JSON dicts (arm_json's format:
+    the records of a folder), in the suite's order, so that the driver's own
+    checks, table and targets run on exactly those records."""
+    order = [f"{w.name}/{a.name}" for w in suite(depth=20, runs=1) for a in w.arms]
+    rank = lambda a: (order.index(a["arm"]) if a["arm"] in order else len(order))  # noqa: E731
+    ws = {}
+    for a in sorted(arms, key=lambda a: (WORKLOADS.index(a["arm"].split("/")[0])
+                                         if a["arm"].split("/")[0] in WORKLOADS else 99,
+                                         rank(a))):
+        wname, name = a["arm"].split("/", 1)
+        w = ws.setdefault(wname, Workload(wname, a.get("title", wname), [], len(a["records"]),
+                                          a["notes"].get("reference")))
+        x = Arm(name, a["notes"]["allocator"],
+                options=[f"{k}={v}" for k, v in (a.get("options") or {}).items()])
+        for r in a["records"]:
+            n = r["notes"]
+            x.records.append({**n, "notes": n, "params": a.get("params") or {},
+                              "phases": r.get("tree_phases")})
+        w.arms.append(x)
+    return list(ws.values())
+
+
+def folder_arms(folder):
+    """The bench arm JSON files directly in folder (what save() writes): a
+    file that cannot be read or is not JSON is a BenchError naming it."""
+    arms = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            raise BenchError(f"{path}: cannot be read or is not JSON ({e}): remove it") from None
+        if isinstance(data, dict) and data.get("experiment") == "bench" and "records" in data:
+            arms.append(data)
+    return arms
+
+
+def folder_table(folder):
+    """The table of every bench arm in folder (render, with the runs they come
+    from: provenance_lines), as table.txt holds it."""
+    arms = folder_arms(folder)
+    envs = {}
+    for a in arms:
+        envs.update((a.get("provenance") or {}).get("env") or {})
+    try:
+        text = render(workloads_from_arms(arms), env=envs)
+    except KeyError as e:       # (an arm a table row needs is not in the folder)
+        text = f"no table: the arms in this folder lack {e} that the table needs"
+    return (text + "\n\nthe records in this folder (" + os.path.abspath(folder) + ") come from:\n"
+            + "\n".join("  " + line for line in provenance_lines(arms)))
+
+
+def save(workloads, folder, provenance=None):
+    """Write each arm's JSON (with provenance: run_provenance()) into folder,
+    then make the folder's table.txt and records.csv again from EVERY arm JSON
+    in it -- a run of one workload into a folder of make bench's records
+    replaced that workload's JSON only, and left the table and CSV of the
+    earlier run (the bench hunt, session 27).  records.csv is the harness's
+    (heaplab.harness.write_csv); without the package it is removed instead of
+    left stale.  Returns the table's text."""
     os.makedirs(folder, exist_ok=True)
     for w in workloads:
         for a in w.arms:
-            data = arm_json(w, a)
+            data = arm_json(w, a, provenance)
             safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
             write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
+    text = folder_table(folder)
+    write_atomic(os.path.join(folder, "table.txt"), text + "\n")
+    try:
+        from heaplab.harness import write_csv
+    except ImportError:
+        write_csv = None
+    if write_csv is not None:
+        write_csv(folder)
+    elif os.path.exists(os.path.join(folder, "records.csv")):
+        os.remove(os.path.join(folder, "records.csv"))
+    return text
 
 
 # ---- command line --------------------------------------------------------------------
@@ -1143,7 +1276,9 @@ def main(argv=None):
         print(render(ws, (f"{load0[0]:.2f}", f"{load1[0]:.2f}"), env=heaplab_env()))
         if args.results:
             try:
-                save(ws, args.results)
+                save(ws, args.results, run_provenance(
+                    "bench.py run", (f"{load0[0]:.2f}", f"{load1[0]:.2f}"),
+                    ["experiments/bench/bench.py", *(sys.argv[1:] if argv is None else argv)]))
             except OSError as e:     # (a disk that filled up during the run)
                 raise BenchError(f"--results {args.results}: the records could not be written "
                                  f"({e.strerror or e}{': ' + e.filename if e.filename else ''})"

@@ -58,3 +58,97 @@ def test_the_benchmarks_write_their_record_files_whole():
                 probe = isinstance(node.args[0], ast.Name) and node.args[0].id == "probe"
                 assert probe, f"{name}:{node.lineno}: a record file written with open('w'), " \
                               "not write_atomic"
+
+
+def load_bench():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("heaplab_bench_records", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_second_run_into_the_folder_remakes_its_table_and_csv(tmp_path):
+    # bench.py run --workload X --results DIR replaced X's JSON only: records.csv and
+    # table.txt stayed the earlier run's; and no arm JSON said when, how, at which
+    # commit or in which environment it was made
+    import csv
+    out = tmp_path / "r"
+    p = bench("run", "--workload", "binary-trees", "--results", str(out))
+    assert p.returncode == 0, p.stderr
+    p = bench("run", "--workload", "release", "--results", str(out),
+              env={"HEAPLAB_BENCH_RUNS": "2"})
+    assert p.returncode == 0, p.stderr
+    data = json.loads((out / "release_scattered.json").read_text())
+    pv = data["provenance"]
+    assert pv["made_by"] == "bench.py run" and pv["time_utc"].endswith("Z")
+    assert pv["command"].startswith("experiments/bench/bench.py run --workload release "
+                                    "--results"), pv
+    assert pv["load_before"] is not None and pv["env"] == {} and pv["ld_preload"] is None
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    assert pv["commit"] == (head or None), pv
+    table = (out / "table.txt").read_text()
+    assert "heaplab generational" in table and "contiguous, one trim" in table          # both runs' arms, one table
+    assert "release (3 arms, 2 runs per arm): bench.py run at" in table, table
+    assert "binary-trees (12 arms, 3 runs per arm): bench.py run at" in table, table
+    rows = list(csv.DictReader(open(out / "records.csv")))
+    assert len([r for r in rows if r["arm"] == "release/scattered"]) == 2
+    assert len([r for r in rows if r["arm"] == "binary-trees/glibc"]) == 3
+
+
+def notebook_records(folder, bench_mod, made_by="make bench", when="2026-01-01T00:00:00Z"):
+    """A records folder the bench notebook reads (binary-trees, fill, churn): binary-trees
+    from a real run at depth 8 (bench.py run), fill and churn arms made of copies of
+    binary-trees/heaplab's records, with a provenance of their own (`made_by` at `when`)."""
+    p = bench("run", "--workload", "binary-trees", "--results", str(folder))
+    assert p.returncode == 0, p.stderr
+    src = json.loads((folder / "binary-trees_heaplab.json").read_text())
+    for w in bench_mod.suite(depth=8, runs=1):
+        if w.name not in ("fill", "churn"):
+            continue
+        for a in w.arms:
+            d = json.loads(json.dumps(src))
+            d["arm"] = f"{w.name}/{a.name}"
+            d["title"] = w.title
+            d["options"] = {}
+            d["notes"].update(workload=w.name, allocator=a.allocator, reference=w.reference)
+            d["provenance"] = dict(d["provenance"], made_by=made_by, time_utc=when)
+            for r in d["records"]:
+                r["arm"] = d["arm"]
+                r["notes"]["timed_minflt"] = 0
+            name = bench_mod.arm_file_stem(d["arm"]) if hasattr(bench_mod, "arm_file_stem") \
+                else "".join(c if c.isalnum() or c in "-_.=" else "_" for c in d["arm"])
+            (folder / f"{name}.json").write_text(json.dumps(d))
+
+
+def run_notebook(tmp_path, records):
+    out = tmp_path / "nb"
+    env = dict(os.environ, HEAPLAB_BENCH_RESULTS=str(records))
+    p = subprocess.run([sys.executable, "-m", "heaplab.notebooks",
+                        os.path.join(ROOT, "docs", "notebooks", "bench.ipynb"), "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    nb = json.loads((out / "bench.ipynb").read_text()) if (out / "bench.ipynb").exists() else None
+    texts = []
+    for c in (nb or {}).get("cells", []):
+        for o in c.get("outputs", []):
+            texts.append("".join(o.get("text", "")) + "".join(
+                o.get("data", {}).get("text/markdown", "")) + "".join(
+                o.get("data", {}).get("text/plain", "")) + "".join(o.get("evalue", "")))
+    return p, texts
+
+
+def test_the_notebook_says_which_runs_its_records_come_from(tmp_path):
+    # the notebook called any folder "make bench at <table.txt's mtime>, the protocol's
+    # numbers", also when its arms came from several runs
+    b = load_bench()
+    notebook_records(tmp_path / "r", b)
+    p, texts = run_notebook(tmp_path, tmp_path / "r")
+    assert p.returncode == 0, p.stdout + p.stderr
+    source = next(t for t in texts if t.startswith("records: "))
+    assert "bench.py run and make bench at 2026-01-01T00:00:00Z, 20" in source, source
+    assert "from 2 runs:" in source and "binary-trees (12 arms, 3 runs per arm): bench.py run" \
+        in source and "fill, churn (13 arms, 3 runs per arm): make bench at " \
+        "2026-01-01T00:00:00Z" in source, source
+    assert any("**not one `make bench` run** but 2 run(s)" in t for t in texts), texts[:2]
