@@ -152,3 +152,30 @@ def test_the_notebook_says_which_runs_its_records_come_from(tmp_path):
         in source and "fill, churn (13 arms, 3 runs per arm): make bench at " \
         "2026-01-01T00:00:00Z" in source, source
     assert any("**not one `make bench` run** but 2 run(s)" in t for t in texts), texts[:2]
+
+
+def test_the_notebook_judges_every_arm_by_the_drivers_targets(tmp_path):
+    # the notebook graded "heaplab generational" against the default collector's
+    # targets (<= 1.2 mimalloc time, boehm peak RSS) where bench.targets uses <= 1.0 and
+    # mimalloc peak RSS <= 1.3; it compared values only, and its "boehm peak RSS" row had
+    # no driver figure
+    b = load_bench()
+    folder = tmp_path / "r"
+    notebook_records(folder, b)
+    gen = json.loads((folder / "binary-trees_heaplab_generational.json").read_text())
+    fastest = min(r["notes"]["time_ns"] for r in gen["records"])
+    path = folder / "binary-trees_mimalloc.json"
+    mi = json.loads(path.read_text())
+    for r in mi["records"]:      # the generational arm 1.1x mimalloc's time: behind (<= 1.0)
+        r["notes"]["time_ns"] = int(fastest / 1.1)
+        r["duration_s"] = r["notes"]["time_ns"] / 1e9
+    path.write_text(json.dumps(mi))
+    p, texts = run_notebook(tmp_path, folder)
+    assert p.returncode == 0, p.stdout + p.stderr
+    table = texts[-1]
+    rows = {ln.split("  ")[0]: ln for ln in table.splitlines()}
+    gen_time = rows["binary-trees: heaplab generational / mimalloc time"]
+    assert "<= 1.0 " in gen_time and "BEHIND" in gen_time, table
+    gen_rss = rows["binary-trees: heaplab generational / mimalloc peak RSS"]
+    assert "<= 1.3" in gen_rss, table
+    assert "binary-trees: heaplab generational / boehm peak RSS" not in rows, table
