@@ -179,3 +179,17 @@ def test_the_notebook_judges_every_arm_by_the_drivers_targets(tmp_path):
     gen_rss = rows["binary-trees: heaplab generational / mimalloc peak RSS"]
     assert "<= 1.3" in gen_rss, table
     assert "binary-trees: heaplab generational / boehm peak RSS" not in rows, table
+
+
+def test_the_notebook_names_a_damaged_record_instead_of_running_live(tmp_path):
+    # one truncated arm JSON: the notebook said "no make bench records (25 of 25
+    # missing)" and ran live (it swallowed load_arms' ValueError naming the file)
+    b = load_bench()
+    folder = tmp_path / "r"
+    notebook_records(folder, b)
+    path = folder / "fill_glibc.json"
+    path.write_text(path.read_text()[:1000])
+    p, texts = run_notebook(tmp_path, folder)
+    assert p.returncode != 0 and "ValueError" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert f"{path}: is not valid JSON" in p.stdout + p.stderr + "".join(texts), p.stdout
+    assert not any("live run" in t for t in texts), texts
