@@ -333,6 +333,36 @@ def test_report_plots_vmas_only_when_their_count_changes(tmp_path):
     assert "E8: the heap's VMA count did not change (2 throughout)" in p.stdout, p.stdout
 
 
+def test_report_takes_the_benchmarks_records_as_what_they_are(tmp_path):
+    """make bench writes results/bench beside make experiments' results: report
+    wrote an empty bench_footprint.png, then exit 2 ("experiment bench: no
+    figure(s) ['phys_growth']") -- the bench hunt, session 27.  Now the bench
+    records get their CSV and a line saying why no plot."""
+    results = tmp_path / "results"
+    for a in e1_like():
+        d = results / a["experiment"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{a['arm']}.json").write_text(json.dumps(a))
+    bench = results / "bench"
+    bench.mkdir()
+    for name, ns in (("binary-trees/heaplab", 5e8), ("binary-trees/mimalloc", 4e8)):
+        recs = [{"experiment": "bench", "arm": name, "phase": f"run{i + 1}", "index": i,
+                 "duration_s": ns / 1e9, "rss_peak": 50 * MiB, "tree_phases": None,
+                 "notes": {"time_ns": ns, "checksum": "0x1", "vmhwm_bytes": 50 * MiB}}
+                for i in range(3)]
+        (bench / (name.replace("/", "_") + ".json")).write_text(json.dumps(
+            {"experiment": "bench", "title": "binary-trees", "arm": name, "options": {},
+             "params": {"depth": 8}, "pid": None, "error": None, "records": recs,
+             "notes": {"workload": "binary-trees"}, "series": []}))
+    out = tmp_path / "plots"
+    p = run_cli("report", str(results), "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert {n for n in os.listdir(out) if n.startswith("bench")} == {"bench_records.csv"}
+    assert "E1_footprint.png" in os.listdir(out)
+    assert "bench: no footprint in its records (the benchmark's: its table is " \
+        "bench/table.txt" in p.stdout, p.stdout
+
+
 def test_report_writes_the_expected_files(tmp_path):
     results = tmp_path / "results"
     for a in e1_like() + e5_like():

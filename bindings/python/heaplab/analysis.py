@@ -945,6 +945,10 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         <out>/<experiment>_records.csv      records_frame (tidy)
         <out>/<experiment>_phases.csv       wide (MiB)
 
+    An experiment whose records have no footprint (no series, no phys_*
+    figure: the benchmark's results/bench, make bench's) gets its records CSV
+    only, and a line saying why.
+
     `out` defaults to <source>/report when source is a folder.  Returns the
     paths written; `log(message)` is told about each (and about skipped plots).
     failed: as records_frame's -- records of failed phases or arms are
@@ -975,6 +979,21 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         _, sel = _select(found, exp)
         base = _safe(exp)
         df = records_frame(sel, failed=failed)
+        if not any(a.get("series") for a in sel) and not df["figure"].isin(
+                ("phys_before", "phys_after", "phys_peak")).any():
+            # records without a footprint: make bench's results/bench (one record per
+            # run, a time and a peak RSS) beside make experiments' -- it wrote an empty
+            # footprint plot, then failed on the phase-cost plot ("no figure(s)
+            # ['phys_growth']") and the report stopped there
+            path = os.path.join(out, f"{base}_records.csv")
+            _save_csv(df, path, index=False)
+            written.append(path)
+            say(f"wrote {path}")
+            say(f"{exp}: no footprint in its records (" + (
+                "the benchmark's: its table is bench/table.txt, its plots "
+                "docs/notebooks/bench.ipynb" if exp == "bench" else
+                "no series, no phys_* figure") + "); no footprint, phase-cost or VMA plot")
+            continue
         for (arm_name, phase), st in (df[df["status"] != "ok"]
                                       .drop_duplicates(["arm", "phase"])
                                       .set_index(["arm", "phase"])["status"].items()):
