@@ -38,11 +38,21 @@ def arm_exe(default, arm):
 
 def run(exe, args, options):
     cmd = [exe, *args] + sum((["-o", o] for o in options.split()), [])
-    p = subprocess.run(cmd, capture_output=True, text=True,
-                       env=dict(os.environ, MALLOC_PERTURB_="0"))
-    rec = json.loads(p.stdout)
-    if rec.get("error") or p.returncode:
-        sys.exit(f"{' '.join(cmd)}: {rec.get('error')} (exit {p.returncode})")
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True,
+                           env=dict(os.environ, MALLOC_PERTURB_="0"))
+    except OSError as e:
+        sys.exit(f"thp_ab: cannot start {exe}: {e.strerror or e}")
+    try:
+        rec = json.loads(p.stdout)
+    except ValueError:
+        # (the program's usage message was hidden behind a JSONDecodeError traceback)
+        err = p.stderr.strip().splitlines()
+        sys.exit(f"thp_ab: {' '.join(cmd)}: exit {p.returncode}, no record"
+                 + (f": {err[0]}" if err else ""))
+    if not isinstance(rec, dict) or rec.get("error") or p.returncode:
+        sys.exit(f"thp_ab: {' '.join(cmd)}: {rec.get('error') if isinstance(rec, dict) else rec} "
+                 f"(exit {p.returncode})")
     return rec
 
 
@@ -58,6 +68,17 @@ def main():
     a = ap.parse_args()
     if a.bound and not a.floor:
         ap.error("--bound needs --floor (its figures are ratios to the floor)")
+    if a.rounds < 1:
+        ap.error(f"--rounds {a.rounds}: at least 1")
+    for arm in a.arms:       # checked before anything runs: one line each
+        exe, options = arm_exe(a.exe, arm)
+        if arm.startswith("@") and not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            ap.error(f"arm {arm!r}: {exe} is not an executable file")
+        for o in options.split():
+            if "=" not in o or o.startswith("="):
+                ap.error(f"arm {arm!r}: {o!r} is not a heaplab option NAME=VALUE")
+    if not (os.path.isfile(a.exe) and os.access(a.exe, os.X_OK)):
+        ap.error(f"--exe {a.exe}: not an executable file (make builds bench-heaplab)")
     warm = "warm fill (thp=populate page_release=0)"
     arms = (["floor"] if a.floor else []) + a.arms + ([warm, "rewrite"] if a.bound else [])
     times = {arm: [] for arm in arms}

@@ -196,3 +196,20 @@ print(rec["checksum"])"""], capture_output=True, text=True, env=dict(os.environ,
     import json
     data = json.loads((out / "binary-trees_glibc.json").read_text())
     assert data["provenance"]["env"] == {"HEAPLAB_THP": "populate"}, data["provenance"]
+
+
+def test_thp_ab_bad_input_is_one_line(tmp_path):
+    # --rounds 0: StatisticsError; an arm "thp" without '=': a JSONDecodeError hiding
+    # bench-heaplab's usage; a missing @PATH: FileNotFoundError (the bench hunt, session 27)
+    thp_ab = os.path.join(ROOT, "experiments", "bench", "thp_ab.py")
+    for args, needle in [
+            (["--rounds", "0", "thp=populate"], "--rounds 0: at least 1"),
+            (["--rounds", "1", "thp"], "arm 'thp': 'thp' is not a heaplab option NAME=VALUE"),
+            (["--rounds", "1", "@/nonexistent/bench-heaplab thp=populate"],
+             "/nonexistent/bench-heaplab is not an executable file"),
+            (["--rounds", "1", "--exe", str(tmp_path / "none"), "thp=populate"],
+             "not an executable file")]:
+        p = subprocess.run([sys.executable, thp_ab, *args], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 2 and needle in p.stderr, (args, p.stderr)
+        assert "Traceback" not in p.stderr, p.stderr
