@@ -5,7 +5,8 @@
  *   bench-<allocator> WORKLOAD [--depth N] [--bytes N] [--size N]
  *                              [--rounds N] [--scattered] [--warm] [-o name=value]...
  *
- * WORKLOAD: binary-trees | fill | floor | pause | churn | release
+ * WORKLOAD: binary-trees | fill | floor | pause | churn | release | compact
+ * (each takes only the flags it reads: workload_flags; another is refused)
  * (-o sets a heaplab option; the other allocators reject it.)
  *
  * binary-trees' record also carries its phases (bench.h): bench.py phases
@@ -191,9 +192,29 @@ static int parse_u64(const char *s, uint64_t *out) {
   else if (*end == 'm' || *end == 'M') mul = 1u << 20, end++;
   else if (*end == 'g' || *end == 'G') mul = 1u << 30, end++;
   if (*end) return -1;
+  /* (17179869185g wrapped to 1 GiB and ran) */
+  if ((uint64_t)v > UINT64_MAX / mul) return -2;
   *out = (uint64_t)v * mul;
   return 0;
 }
+
+/* The flags each workload reads: another is refused, not ignored. */
+enum { F_DEPTH = 1, F_BYTES = 2, F_SIZE = 4, F_ROUNDS = 8, F_KEEP = 16, F_SCATTERED = 32,
+       F_WARM = 64 };
+static const struct {
+  const char *workload;
+  unsigned flags;
+} workload_flags[] = {
+    {"binary-trees", F_DEPTH},
+    {"fill", F_BYTES | F_SIZE | F_WARM},
+    {"floor", F_BYTES | F_SIZE},
+    {"pause", F_BYTES | F_SIZE},
+    {"churn", F_BYTES | F_SIZE | F_ROUNDS},
+    {"release", F_BYTES | F_SIZE | F_SCATTERED},
+    {"compact", F_BYTES | F_SIZE | F_KEEP},
+};
+static const char *const flag_names[] = {"--depth", "--bytes", "--size", "--rounds",
+                                         "--keep", "--scattered", "--warm"};
 
 /* The workloads a backend does not define: not supported there (2). */
 #define BENCH_UNSUPPORTED(name)                                                 \
@@ -211,17 +232,20 @@ int main(int argc, char **argv) {
   const char *workload = argv[1];
   bench_params p = {.depth = 20, .fill_bytes = 192u << 20, .obj_size = 256, .rounds = 8,
                     .keep = 10};
+  unsigned given = 0; /* the F_* flags on the command line */
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     uint64_t n = 0;
-    char msg[160];
+    char msg[200];
     if (!strcmp(a, "--scattered")) {
       p.scattered = 1;
+      given |= F_SCATTERED;
       continue;
     }
     if (!strcmp(a, "--warm")) {
       p.warm = 1;
+      given |= F_WARM;
       continue;
     }
     if (!v) {
@@ -237,15 +261,18 @@ int main(int argc, char **argv) {
       p.opts[p.nopts++] = v;
       continue;
     }
-    if (parse_u64(v, &n)) {
-      snprintf(msg, sizeof msg, "%s %s: not a non-negative number", a, v);
+    int bad = parse_u64(v, &n);
+    if (bad) {
+      snprintf(msg, sizeof msg, bad == -2 ? "%s %s: too large (more than 64 bits)"
+                                          : "%s %s: not a non-negative number", a, v);
       return usage(msg);
     }
-    if (!strcmp(a, "--depth") && n >= 1 && n <= 30) p.depth = (int)n;
-    else if (!strcmp(a, "--bytes") && n >= 1 && n <= ((uint64_t)64 << 30)) p.fill_bytes = n;
-    else if (!strcmp(a, "--size") && n >= 8 && n <= 4096) p.obj_size = n;
-    else if (!strcmp(a, "--rounds") && n >= 1 && n <= 100000) p.rounds = (int)n;
-    else if (!strcmp(a, "--keep") && n >= 1 && n <= 1000000) p.keep = n;
+    if (!strcmp(a, "--depth") && n >= 1 && n <= 30) p.depth = (int)n, given |= F_DEPTH;
+    else if (!strcmp(a, "--bytes") && n >= 1 && n <= ((uint64_t)64 << 30))
+      p.fill_bytes = n, given |= F_BYTES;
+    else if (!strcmp(a, "--size") && n >= 8 && n <= 4096) p.obj_size = n, given |= F_SIZE;
+    else if (!strcmp(a, "--rounds") && n >= 1 && n <= 100000) p.rounds = (int)n, given |= F_ROUNDS;
+    else if (!strcmp(a, "--keep") && n >= 1 && n <= 1000000) p.keep = n, given |= F_KEEP;
     else {
       snprintf(msg, sizeof msg,
                "%s %s: unknown flag or out of range (depth 1..30, bytes 1..64g, size 8..4096,"
@@ -262,7 +289,17 @@ int main(int argc, char **argv) {
   else if (!strcmp(workload, "release")) fn = backend_release;
   else if (!strcmp(workload, "compact")) fn = backend_compact;
   else return usage("unknown workload");
-  if (p.warm && fn != backend_fill) return usage("--warm: only with the fill workload");
+  for (size_t w = 0; w < sizeof workload_flags / sizeof workload_flags[0]; w++) {
+    if (strcmp(workload_flags[w].workload, workload)) continue;
+    unsigned extra = given & ~workload_flags[w].flags;
+    for (int f = 0; extra; f++, extra >>= 1)
+      if (extra & 1) {
+        /* (a flag the workload does not read was taken and ignored) */
+        char msg[120];
+        snprintf(msg, sizeof msg, "%s: not a flag of the %s workload", flag_names[f], workload);
+        return usage(msg);
+      }
+  }
 
   static bench_out o;
   backend_init(&p, &o);

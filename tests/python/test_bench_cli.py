@@ -213,3 +213,23 @@ def test_thp_ab_bad_input_is_one_line(tmp_path):
                            timeout=60)
         assert p.returncode == 2 and needle in p.stderr, (args, p.stderr)
         assert "Traceback" not in p.stderr, p.stderr
+
+
+def test_bench_program_refuses_an_overflowing_size_and_a_foreign_flag():
+    # "17179869185g" wrapped to 1 GiB and ran; a flag the workload does not read was
+    # taken and ignored (the bench hunt, session 27)
+    build = os.environ.get("HEAPLAB_BUILD") or os.path.join(ROOT, "build")
+    exe = os.path.join(build, "experiments", "bench", "bench-glibc")
+    for args, needle in [
+            (["fill", "--bytes", "17179869185g", "--size", "4096"],
+             "--bytes 17179869185g: too large (more than 64 bits)"),
+            (["fill", "--bytes", "18014398509481985k"], "too large (more than 64 bits)"),
+            (["binary-trees", "--depth", "4", "--bytes", "1m"],
+             "--bytes: not a flag of the binary-trees workload"),
+            (["floor", "--warm"], "--warm: not a flag of the floor workload"),
+            (["release", "--keep", "3"], "--keep: not a flag of the release workload")]:
+        p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and needle in p.stderr and p.stdout == "", (args, p.stderr)
+    p = subprocess.run([exe, "fill", "--bytes", "1m", "--size", "64"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and '"bytes": 1048576' in p.stdout, p.stderr
