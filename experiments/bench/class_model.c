@@ -26,6 +26,7 @@
  * prints the bytes of slots ever touched (item 35: it does not get under
  * glibc).
  */
+#include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -223,14 +224,38 @@ static void borrow(void) {
     }
 }
 
+static int usage(const char *what) {
+  fprintf(stderr, "class_model: %s\nusage: class_model [headerless [BYTES 0..1024] | borrow]\n",
+          what);
+  return 2;
+}
+
 int main(int argc, char **argv) {
+  /* (atoi took "-8" as 2^64 - 8 and "abc" as 0; an unknown mode ran the default) */
+  char msg[160];
   if (argc > 1 && !strcmp(argv[1], "borrow")) {
+    if (argc > 2) return usage("borrow takes no argument");
     borrow();
     return 0;
   }
   if (argc > 1 && !strcmp(argv[1], "headerless")) {
-    headerless(argc > 2 ? (size_t)atoi(argv[2]) : 8);
+    unsigned long less = 8;
+    if (argc > 3) return usage("headerless takes one argument, BYTES");
+    if (argc == 3) {
+      char *end;
+      errno = 0;
+      less = strtoul(argv[2], &end, 10);
+      if (errno || end == argv[2] || *end || argv[2][0] == '-' || less > 1024) {
+        snprintf(msg, sizeof msg, "headerless %.40s: BYTES is a whole number 0..1024", argv[2]);
+        return usage(msg);
+      }
+    }
+    headerless((size_t)less);
     return 0;
+  }
+  if (argc > 1) {
+    snprintf(msg, sizeof msg, "unknown mode '%.40s'", argv[1]);
+    return usage(msg);
   }
   table(512, 4);
   run("heaplab's: 16-byte to 512, 4/doubling");

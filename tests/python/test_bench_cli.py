@@ -233,3 +233,18 @@ def test_bench_program_refuses_an_overflowing_size_and_a_foreign_flag():
     p = subprocess.run([exe, "fill", "--bytes", "1m", "--size", "64"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0 and '"bytes": 1048576' in p.stdout, p.stderr
+
+
+def test_class_model_refuses_bad_arguments(tmp_path):
+    # atoi took "headerless -8" as 2^64 - 8 bytes and "abc" as 0; an unknown mode ran
+    # the default tables (the bench hunt, session 27)
+    exe = tmp_path / "class_model"
+    subprocess.run(["cc", "-O2", os.path.join(ROOT, "experiments", "bench", "class_model.c"),
+                    "-o", str(exe)], check=True, timeout=120)
+    for args, needle in [(["headerless", "-8"], "headerless -8: BYTES is a whole number 0..1024"),
+                         (["headerless", "abc"], "headerless abc: BYTES is a whole number"),
+                         (["headerless", "2000"], "headerless 2000: BYTES is a whole number"),
+                         (["nosuch"], "unknown mode 'nosuch'"),
+                         (["borrow", "x"], "borrow takes no argument")]:
+        p = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and needle in p.stderr and p.stdout == "", (args, p.stderr)
