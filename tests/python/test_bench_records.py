@@ -193,3 +193,12 @@ def test_the_notebook_names_a_damaged_record_instead_of_running_live(tmp_path):
     assert p.returncode != 0 and "ValueError" in p.stdout + p.stderr, p.stdout + p.stderr
     assert f"{path}: is not valid JSON" in p.stdout + p.stderr + "".join(texts), p.stdout
     assert not any("live run" in t for t in texts), texts
+
+
+def test_analysis_md_counts_the_bench_notebooks_arms_as_the_suite_has_them():
+    # docs/analysis.md said 8, 6 and 2 arms where the suite has 12, 9 and 4
+    b = load_bench()
+    n = {w.name: len(w.arms) for w in b.suite(depth=14, runs=1)}
+    text = open(os.path.join(ROOT, "docs", "analysis.md")).read()
+    assert (f"binary-trees ({n['binary-trees']} arms), fill ({n['fill']} with the page-fault "
+            f"floor), churn ({n['churn']})") in text, n
