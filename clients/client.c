@@ -95,10 +95,15 @@ const char *client_refusal(void) {
 int client_write_report(FILE *out) {
   hl_footprint fp = {0};
   hl_footprint_get(&fp);
+  /* elapsed_s in whole numbers: %f writes the decimal point of the
+   * program's locale, and a program that called setlocale(LC_ALL, "") under
+   * de_DE wrote "elapsed_s": 0,002136 -- not JSON (the environment hunt,
+   * session 27).  Integer conversions do not depend on the locale. */
+  uint64_t ns = client_now_ns() - client.start_ns;
   fprintf(out, "{\"launcher\": \"%s\", \"interpreter\": \"%s\", \"allocator\": \"%s\", "
-               "\"pid\": %d, \"elapsed_s\": %.6f",
+               "\"pid\": %d, \"elapsed_s\": %llu.%06llu",
           client.launcher, client.interpreter, client.allocator, (int)getpid(),
-          (client_now_ns() - client.start_ns) / 1e9);
+          (unsigned long long)(ns / 1000000000u), (unsigned long long)(ns % 1000000000u / 1000u));
   fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
                "\"swap\": %llu, \"phys_footprint\": %llu, \"anon_huge\": %llu}, "
                "\"peak_rss\": %llu",

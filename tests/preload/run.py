@@ -453,10 +453,44 @@ def report_edges():
           "malloc at all, exit() from a signal handler")
 
 
+def report_in_a_comma_locale():
+    """The report is JSON whatever locale the program selects: sort(1) calls
+    setlocale(LC_ALL, "") and, under de_DE, "elapsed_s" was written 0,002136
+    (the environment hunt, session 27).  The locale is made with localedef
+    into a folder of the test's own (LOCPATH): nothing of the system's."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    sort = shutil.which("sort")
+    need(sort, "sort(1)")
+    if not shutil.which("localedef") or not os.path.exists("/usr/share/i18n/locales/de_DE"):
+        print("SKIP: no localedef or no de_DE locale source to make a decimal-comma locale")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as d:
+        loc = os.path.join(d, "loc")
+        os.mkdir(loc)
+        p = subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8",
+                            os.path.join(loc, "de_DE.UTF-8")], capture_output=True, text=True)
+        assert os.path.isdir(os.path.join(loc, "de_DE.UTF-8")), p.stderr
+        env = {"LOCPATH": loc, "LC_ALL": "de_DE.UTF-8", "HEAPLAB_STATS": os.path.join(d, "r.json")}
+        check = run([STOCK_PYTHON, "-c", "import locale; locale.setlocale(locale.LC_ALL, ''); "
+                     "print(locale.localeconv()['decimal_point'])"], "glibc", env)
+        assert check[1].strip() == ",", f"the locale made has no decimal comma: {check}"
+        status, out, err = run([sort, "/etc/passwd"], "heaplab", env)
+        assert status == 0, (status, err)
+        with open(env["HEAPLAB_STATS"]) as f:
+            text = f.read()
+        try:
+            r = json.loads(text)
+        except ValueError as e:
+            raise AssertionError(f"the report under de_DE is not JSON ({e}): {text[:200]}")
+        assert isinstance(r["elapsed_s"], float) and r["elapsed_s"] >= 0, r["elapsed_s"]
+        assert r["allocator"] == "heaplab", r
+    print("report under de_DE.UTF-8 (decimal comma): JSON")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, verify_refuses,
                                      clearenv_first, stats_relative_path, stats_write_errors,
-                                     report_edges)}
+                                     report_edges, report_in_a_comma_locale)}
 
 
 def main(argv):

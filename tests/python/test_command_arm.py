@@ -319,3 +319,19 @@ def test_outside_sampler_windows_skip_readings_begun_before(monkeypatch, event):
     finally:
         go.set()
         s.stop()
+
+
+def test_a_report_that_is_not_json_is_the_arms_error():
+    """A HEAPLAB_STATS report that is there but not JSON -- cut short, or
+    written with a locale's decimal comma ("elapsed_s": 0,002136: the
+    environment hunt, session 27) -- was dropped without a word: report
+    None, error None.  The command writes the bad report itself and leaves
+    through os._exit, so the library's own report does not replace it."""
+    prog = ("import os; open(os.environ['HEAPLAB_STATS'], 'w').write("
+            "'{\"pid\": 1, \"elapsed_s\": 0,002136}'); os._exit(0)")
+    data = run_command_arm(["/usr/bin/python3", "-c", prog], allocator="heaplab", timeout=60,
+                           stop_signal=None)
+    assert data["report"] is None, data["report"]
+    err = data["error"] or ""
+    assert "HEAPLAB_STATS report" in err and "stats.json" in err and "is not JSON" in err and \
+        "0,002136" in err, err

@@ -1527,11 +1527,18 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             data["stdout_tail"] = f.read()[-2000:]
         data["report"] = None
         if os.path.exists(stats):
-            with open(stats) as f:
-                try:
-                    data["report"] = json.load(f)
-                except ValueError:
-                    pass
+            with open(stats, "rb") as f:
+                raw = f.read()
+            try:
+                data["report"] = json.loads(raw)
+            except ValueError as e:
+                # a report that is there but not JSON (cut short, or written
+                # in a locale's number format: the environment hunt, session
+                # 27) was dropped without a word: report None, error None
+                at = getattr(e, "pos", 0) or 0
+                msg = (f"{label}: the HEAPLAB_STATS report ({stats}, {len(raw)} bytes) is not "
+                       f"JSON: {e}: {raw[max(0, at - 40):at + 40]!r}")
+                data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
         if allocator == "heaplab":
             _check_ran_on_heaplab(data, stderr, label, static)
     return data
