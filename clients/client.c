@@ -92,6 +92,59 @@ const char *client_refusal(void) {
   return copy[0] ? copy : NULL;
 }
 
+/* The length of the valid UTF-8 sequence at p (1-4), or 0: overlong forms,
+ * surrogates and code points past U+10FFFF are not valid. */
+static int utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  int n;
+  unsigned cp;
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+  else return 0;
+  for (int i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0; /* (a NUL stops here too) */
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+      (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    return 0;
+  return n;
+}
+
+void client_json_string(FILE *out, const char *s) {
+  if (!s) {
+    fputs("null", out);
+    return;
+  }
+  putc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    unsigned c = *p;
+    if (c == '"' || c == '\\') {
+      putc('\\', out);
+      putc((int)c, out);
+      p++;
+    } else if (c < 0x20 || c == 0x7f) {
+      const char *esc = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
+                        : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+      if (esc) fputs(esc, out);
+      else fprintf(out, "\\u%04x", c);
+      p++;
+    } else {
+      int n = utf8_len(p);
+      if (n == 0) { /* not UTF-8: U+00XX of the byte (see client.h) */
+        fprintf(out, "\\u%04x", c);
+        p++;
+      } else {
+        fwrite(p, 1, (size_t)n, out);
+        p += n;
+      }
+    }
+  }
+  putc('"', out);
+}
+
 int client_write_report(FILE *out) {
   hl_footprint fp = {0};
   hl_footprint_get(&fp);
@@ -100,9 +153,13 @@ int client_write_report(FILE *out) {
    * de_DE wrote "elapsed_s": 0,002136 -- not JSON (the environment hunt,
    * session 27).  Integer conversions do not depend on the locale. */
   uint64_t ns = client_now_ns() - client.start_ns;
-  fprintf(out, "{\"launcher\": \"%s\", \"interpreter\": \"%s\", \"allocator\": \"%s\", "
-               "\"pid\": %d, \"elapsed_s\": %llu.%06llu",
-          client.launcher, client.interpreter, client.allocator, (int)getpid(),
+  fputs("{\"launcher\": ", out);
+  client_json_string(out, client.launcher);
+  fputs(", \"interpreter\": ", out);
+  client_json_string(out, client.interpreter);
+  fputs(", \"allocator\": ", out);
+  client_json_string(out, client.allocator);
+  fprintf(out, ", \"pid\": %d, \"elapsed_s\": %llu.%06llu", (int)getpid(),
           (unsigned long long)(ns / 1000000000u), (unsigned long long)(ns % 1000000000u / 1000u));
   fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
                "\"swap\": %llu, \"phys_footprint\": %llu, \"anon_huge\": %llu}, "
@@ -125,11 +182,13 @@ int client_write_report(FILE *out) {
     int64_t v = 0;
     hl_option_info_get(i, &info);
     hl_options_get(&o, info.name, &v);
-    fprintf(out, "%s\"%s\": ", i ? ", " : "", info.name);
+    fputs(i ? ", " : "", out);
+    client_json_string(out, info.name);
+    fputs(": ", out);
     if (info.kind == HL_OPT_BOOL) {
       fputs(v ? "true" : "false", out);
     } else if (info.kind == HL_OPT_ENUM) {
-      fprintf(out, "\"%s\"", hl_option_choice(i, v));
+      client_json_string(out, hl_option_choice(i, v));
     } else {
       fprintf(out, "%lld", (long long)v);
     }
@@ -138,9 +197,11 @@ int client_write_report(FILE *out) {
   hl_stats_get(h, &st);
   const uint64_t *field = (const uint64_t *)&st;
   fputs("}, \"stats\": {", out);
-  for (int i = 0; i < hl_stat_count(); i++)
-    fprintf(out, "%s\"%s\": %llu", i ? ", " : "", hl_stat_name(i),
-            (unsigned long long)field[i]);
+  for (int i = 0; i < hl_stat_count(); i++) {
+    fputs(i ? ", " : "", out);
+    client_json_string(out, hl_stat_name(i));
+    fprintf(out, ": %llu", (unsigned long long)field[i]);
+  }
   uint64_t resident = 0, vmas = 0;
   hl_resident_bytes(h, &resident);
   hl_vma_count(h, &vmas);

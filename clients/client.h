@@ -44,6 +44,15 @@ int client_start(const char *launcher, const char *interpreter);
  * handler when HEAPLAB_STATS is set. */
 int client_write_report(FILE *out);
 
+/* Write s as a JSON string, quotes included: '"' and '\\' escaped, control
+ * characters as \n, \t... or \u00XX, valid UTF-8 as it is; a byte that is
+ * not part of valid UTF-8 (a path's Latin-1 byte) as \u00XX of the byte's
+ * value -- U+00XX, not the byte itself, so the JSON stays UTF-8 and the byte
+ * can still be told.  NULL writes null.  Every string of the C side's JSON
+ * goes through it (the report's "interpreter", a program's path, wrote a
+ * quote or a backslash raw: not JSON). */
+void client_json_string(FILE *out, const char *s);
+
 /* Write the HEAPLAB_STATS report now (if set, in the launcher's own
  * process), and not again at exit: for a process that will not end through
  * exit() -- heaplab-python after an uncaught KeyboardInterrupt, which

@@ -323,11 +323,16 @@ static void write_events(FILE *f) {
   do {
     if (hl_events_read(HEAP, buf, 256, &got, 1)) return;
     for (size_t i = 0; i < got; i++) {
-      fprintf(f, "{\"kind\": \"%s\", \"cycle\": %" PRIu64 ", \"time_ns\": %" PRIu64,
-              hl_event_name(buf[i].kind), buf[i].cycle, buf[i].time_ns);
+      fputs("{\"kind\": ", f);
+      client_json_string(f, hl_event_name(buf[i].kind));
+      fprintf(f, ", \"cycle\": %" PRIu64 ", \"time_ns\": %" PRIu64, buf[i].cycle,
+              buf[i].time_ns);
       for (int k = 0; k < buf[i].nfields; k++) {
         const char *name = hl_event_field(buf[i].kind, k);
-        if (name) fprintf(f, ", \"%s\": %" PRId64, name, buf[i].fields[k]);
+        if (!name) continue;
+        fputs(", ", f);
+        client_json_string(f, name);
+        fprintf(f, ": %" PRId64, buf[i].fields[k]);
       }
       fputs("}\n", f);
     }

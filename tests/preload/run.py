@@ -487,10 +487,37 @@ def report_in_a_comma_locale():
     print("report under de_DE.UTF-8 (decimal comma): JSON")
 
 
+def report_escapes_strings():
+    """The report's strings are JSON strings whatever they hold: "interpreter"
+    (the program's path) was written raw, so a program under a folder whose
+    name has a quote, a backslash, a tab or a byte that is not UTF-8 wrote a
+    report that was not JSON (the environment hunt, session 27).  A byte
+    that is not UTF-8 is written as U+00XX of its value (clients/client.h)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        odd = os.path.join(os.fsencode(d), b'we"ird\\dir\tx\xff\xc3(\x01\xc3\xa9')
+        os.mkdir(odd)
+        prog = os.path.join(odd, b"prog")
+        shutil.copy("/usr/bin/true", prog)
+        path = os.path.join(d, "r.json")
+        status, out, err = run([prog], "heaplab", {"HEAPLAB_STATS": path})
+        assert status == 0, (status, err)
+        with open(path, "rb") as f:
+            text = f.read()
+        try:
+            r = json.loads(text)
+        except ValueError as e:
+            raise AssertionError(f"the report is not JSON ({e}): {text[:200]!r}")
+        want = os.fsencode(d).decode() + '/we"ird\\dir\tx\u00ff\u00c3(\u0001\u00e9/prog'
+        assert r["interpreter"] == want, (r["interpreter"], want)
+    print("report: a program path with a quote, a backslash, a tab, bytes not UTF-8: JSON")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, verify_refuses,
                                      clearenv_first, stats_relative_path, stats_write_errors,
-                                     report_edges, report_in_a_comma_locale)}
+                                     report_edges, report_in_a_comma_locale,
+                                     report_escapes_strings)}
 
 
 def main(argv):
