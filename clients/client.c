@@ -146,8 +146,11 @@ void client_json_string(FILE *out, const char *s) {
 }
 
 int client_write_report(FILE *out) {
+  /* what could not be read is null, not 0 (without /proc -- a mount
+   * namespace without it, a chroot -- the report said a footprint of 0,
+   * vma_count 0 and interpreter "": the environment hunt, session 27) */
   hl_footprint fp = {0};
-  hl_footprint_get(&fp);
+  bool have_fp = hl_footprint_get(&fp) == 0;
   /* elapsed_s in whole numbers: %f writes the decimal point of the
    * program's locale, and a program that called setlocale(LC_ALL, "") under
    * de_DE wrote "elapsed_s": 0,002136 -- not JSON (the environment hunt,
@@ -156,18 +159,23 @@ int client_write_report(FILE *out) {
   fputs("{\"launcher\": ", out);
   client_json_string(out, client.launcher);
   fputs(", \"interpreter\": ", out);
-  client_json_string(out, client.interpreter);
+  client_json_string(out, client.interpreter && *client.interpreter ? client.interpreter : NULL);
   fputs(", \"allocator\": ", out);
   client_json_string(out, client.allocator);
   fprintf(out, ", \"pid\": %d, \"elapsed_s\": %llu.%06llu", (int)getpid(),
           (unsigned long long)(ns / 1000000000u), (unsigned long long)(ns % 1000000000u / 1000u));
-  fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
-               "\"swap\": %llu, \"phys_footprint\": %llu, \"anon_huge\": %llu}, "
-               "\"peak_rss\": %llu",
-          (unsigned long long)fp.rss, (unsigned long long)fp.anonymous,
-          (unsigned long long)fp.lazyfree, (unsigned long long)fp.swap,
-          (unsigned long long)fp.phys_footprint, (unsigned long long)fp.anon_huge,
-          (unsigned long long)client_peak_rss());
+  if (have_fp)
+    fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
+                 "\"swap\": %llu, \"phys_footprint\": %llu, \"anon_huge\": %llu}",
+            (unsigned long long)fp.rss, (unsigned long long)fp.anonymous,
+            (unsigned long long)fp.lazyfree, (unsigned long long)fp.swap,
+            (unsigned long long)fp.phys_footprint, (unsigned long long)fp.anon_huge);
+  else
+    fputs(", \"footprint\": {\"rss\": null, \"anonymous\": null, \"lazyfree\": null, "
+          "\"swap\": null, \"phys_footprint\": null, \"anon_huge\": null}", out);
+  uint64_t peak = client_peak_rss();
+  if (peak) fprintf(out, ", \"peak_rss\": %llu", (unsigned long long)peak);
+  else fputs(", \"peak_rss\": null", out);
   hl_heap *h = client.heap;
   if (!h) {
     fputs(", \"options\": null, \"stats\": null, \"resident_bytes\": null, \"vma_count\": null}\n",
@@ -203,10 +211,14 @@ int client_write_report(FILE *out) {
     fprintf(out, ": %llu", (unsigned long long)field[i]);
   }
   uint64_t resident = 0, vmas = 0;
-  hl_resident_bytes(h, &resident);
-  hl_vma_count(h, &vmas);
-  fprintf(out, "}, \"resident_bytes\": %llu, \"vma_count\": %llu}\n",
-          (unsigned long long)resident, (unsigned long long)vmas);
+  if (hl_resident_bytes(h, &resident) == 0)
+    fprintf(out, "}, \"resident_bytes\": %llu", (unsigned long long)resident);
+  else
+    fputs("}, \"resident_bytes\": null", out);
+  if (hl_vma_count(h, &vmas) == 0)
+    fprintf(out, ", \"vma_count\": %llu}\n", (unsigned long long)vmas);
+  else
+    fputs(", \"vma_count\": null}\n", out);
   return ferror(out) ? -1 : 0;
 }
 

@@ -513,11 +513,44 @@ def report_escapes_strings():
     print("report: a program path with a quote, a backslash, a tab, bytes not UTF-8: JSON")
 
 
+def report_without_proc():
+    """Without /proc (a mount namespace that unmounted it, a chroot), what
+    the report cannot read is null: it said a footprint of 0, vma_count 0
+    and interpreter "" (the environment hunt, session 27).  Needs root for
+    the mount namespace (unshare -m): skipped otherwise."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or not unshare:
+        print("SKIP: needs root and unshare(1) to unmount /proc in a mount namespace of its own")
+        sys.exit(77)
+    ns = [unshare, "-m", "--propagation", "private", "sh", "-c"]
+    probe = subprocess.run(ns + ["umount -l /proc && ! test -e /proc/self"], capture_output=True,
+                           text=True)
+    if probe.returncode != 0:
+        print(f"SKIP: cannot unmount /proc in a mount namespace here: {probe.stderr.strip()}")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "r.json")
+        # (the library preloaded into the program only, not unshare and sh)
+        status, out, err = run(ns + ['umount -l /proc && LD_PRELOAD="$1" exec "$0" -c '
+                                     '"x = [str(i) for i in range(100000)]"',
+                                     STOCK_PYTHON, PRELOAD],
+                               "glibc", {"HEAPLAB_STATS": path, "PYTHONMALLOC": "malloc"})
+        assert status == 0, (status, err)
+        r = report(path)
+        assert r["stats"]["manual_mallocs"] > 100000, r["stats"]
+        assert r["footprint"] == dict.fromkeys(("rss", "anonymous", "lazyfree", "swap",
+                                                "phys_footprint", "anon_huge")), r["footprint"]
+        assert r["vma_count"] is None and r["interpreter"] is None, r
+        assert r["resident_bytes"] > 0, r     # (mincore: no /proc needed)
+    print("report without /proc: null footprint, vma_count and interpreter")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, verify_refuses,
                                      clearenv_first, stats_relative_path, stats_write_errors,
                                      report_edges, report_in_a_comma_locale,
-                                     report_escapes_strings)}
+                                     report_escapes_strings, report_without_proc)}
 
 
 def main(argv):
