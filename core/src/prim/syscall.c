@@ -23,7 +23,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "prim.h"
@@ -33,13 +35,29 @@ static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
 
 /* HEAPLAB_COUNTERS_FILE=path: a file (created by the observer) mapped shared,
  * so a parent can watch a child's syscall, retry and give-up counts while the
- * child is stuck inside a call (experiment E6). */
+ * child is stuck inside a call (experiment E6).  Only the observer's file:
+ * a regular file of 4096 bytes (E6 writes 4096 zero bytes) or an empty one
+ * (made 4096 here).  Any other file is left as it is, with one warning line:
+ * the variable pointed at someone's file truncated it to 4096 bytes and
+ * wrote counters over its start (the environment hunt, session 27). */
 static void shared_open(void) {
   const char *path = getenv("HEAPLAB_COUNTERS_FILE");
   if (!path || !*path) return;
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return;
-  if (ftruncate(fd, 4096) == 0) {
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* (a FIFO: no wait) */
+  if (fd < 0) {
+    fprintf(stderr, "heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: cannot open it: %s (no "
+                    "counters)\n", path, strerror(errno));
+    return;
+  }
+  struct stat st = {0};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_size != 0 && st.st_size != 4096)) {
+    fprintf(stderr, "heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: %s%lld bytes, not an observer's "
+                    "counters file (4096 bytes, or empty): not used, left as it is\n", path,
+            S_ISREG(st.st_mode) ? "" : "not a regular file, ", (long long)st.st_size);
+    close(fd);
+    return;
+  }
+  if (st.st_size == 4096 || ftruncate(fd, 4096) == 0) {
     void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m != MAP_FAILED) shared_counters = m;
   }
