@@ -78,7 +78,7 @@ static int c_vma_count(lua_State *L) {
 
 static int c_footprint(lua_State *L) {
   hl_footprint f;
-  if (hl_footprint_get(&f)) return luaL_error(L, "footprint: cannot read /proc/self/smaps_rollup");
+  if (hl_footprint_get(&f)) return luaL_error(L, "%s", hl_heap_error(NULL)); /* (file, reason) */
   lua_createtable(L, 0, 6);
   lua_pushinteger(L, (lua_Integer)f.rss), lua_setfield(L, -2, "rss");
   lua_pushinteger(L, (lua_Integer)f.anonymous), lua_setfield(L, -2, "anonymous");
@@ -167,7 +167,7 @@ static int s_reset(lua_State *L) {
 
 static int s_summary(lua_State *L) {
   hl_sampler_summary m;
-  hl_sampler_summary_get(check_sampler(L), &m);
+  if (hl_sampler_summary_get(check_sampler(L), &m)) return luaL_error(L, "%s", hl_heap_error(NULL));
   lua_createtable(L, 0, 10);
 #define F(name) lua_pushinteger(L, (lua_Integer)m.name), lua_setfield(L, -2, #name)
   F(samples); F(min_phys); F(max_phys); F(min_phys_after_mark); F(max_phys_after_mark);

@@ -79,7 +79,7 @@ static PyObject *m_footprint(PyObject *self, PyObject *args) {
   (void)self, (void)args;
   hl_footprint f;
   if (hl_footprint_get(&f)) {
-    PyErr_SetString(PyExc_OSError, "footprint: cannot read /proc/self/smaps_rollup");
+    PyErr_SetString(PyExc_OSError, hl_heap_error(NULL)); /* (names the file and the reason) */
     return NULL;
   }
   return Py_BuildValue("{sKsKsKsKsKsK}", "rss", (unsigned long long)f.rss, "anonymous",
@@ -172,7 +172,10 @@ static PyObject *m_sampler_summary(PyObject *self, PyObject *args) {
   (void)self, (void)args;
   if (!need_sampler()) return NULL;
   hl_sampler_summary m;
-  hl_sampler_summary_get(sampler, &m);
+  if (hl_sampler_summary_get(sampler, &m)) {
+    PyErr_SetString(PyExc_OSError, hl_heap_error(NULL));
+    return NULL;
+  }
   return Py_BuildValue(
       "{sKsKsKsKsKsKsKsKsKsK}", "samples", (unsigned long long)m.samples, "min_phys",
       (unsigned long long)m.min_phys, "max_phys", (unsigned long long)m.max_phys,

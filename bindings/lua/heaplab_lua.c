@@ -175,9 +175,8 @@ static int l_footprint(lua_State *L) {
   hl_footprint f;
   int rc = hl_footprint_get(&f);
   if (rc) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "heaplab.footprint: cannot read /proc/self/smaps_rollup (%s)",
-             hl_error_name(rc));
+    char msg[300];
+    snprintf(msg, sizeof msg, "heaplab.%s", hl_heap_error(NULL)); /* (the file, the reason) */
     return lhl_push_failure(L, msg, rc);
   }
   lua_createtable(L, 0, 6);

@@ -106,10 +106,17 @@ What was sampled.
 @function sampler:summary
 @treturn table `{samples, min_phys, max_phys, min_phys_after_mark, max_phys_after_mark,
 min_rss, max_rss, mark_ns, interval_us, stored}`
+@return nil, message, code when no sample was taken because every read failed (no file
+descriptor left, no /proc): the message names the file and the reason
 */
 static int s_summary(lua_State *L) {
   hl_sampler_summary o;
-  hl_sampler_summary_get(sampler_check(L, "s:summary"), &o);
+  int rc = hl_sampler_summary_get(sampler_check(L, "s:summary"), &o);
+  if (rc) { /* every read failed: no figures (heaplab.h) */
+    char msg[300];
+    snprintf(msg, sizeof msg, "s:summary: %s", hl_heap_error(NULL));
+    return lhl_push_failure(L, msg, rc);
+  }
   lua_createtable(L, 0, 10);
 #define F(name)                                                                \
   lua_pushinteger(L, (lua_Integer)o.name);                                     \

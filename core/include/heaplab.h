@@ -624,6 +624,10 @@ int hl_sampler_mark(hl_sampler *s);
  * window ends (mark_ns and the after-mark figures 0 until the next mark).
  * The stored series is kept. */
 int hl_sampler_reset(hl_sampler *s);
+/* The figures since the start (or reset), with a sample taken now.  HL_ESYS
+ * (hl_heap_error(NULL) names the file and the reason) when no sample was
+ * taken at all because every read failed -- no file descriptor left, no
+ * /proc: *out then holds zeros, which are no figures. */
 int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *out);
 /* Copy stored samples [from, from+cap) of the series. */
 int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size_t *count);

@@ -410,8 +410,9 @@ def footprint() -> Footprint:
     """This process's footprint now: rss, anonymous, lazyfree, swap, phys_footprint, and
     anon_huge (AnonHugePages: the part of anonymous that transparent huge pages back)."""
     f = ffi.new("hl_footprint *")
-    if lib.hl_footprint_get(f) != lib.HL_OK:
-        raise Error("footprint: cannot read /proc/self/smaps_rollup")
+    rc = lib.hl_footprint_get(f)
+    if rc != lib.HL_OK:     # (the library's message names the file and the reason)
+        _raise(rc, _s(lib.hl_heap_error(ffi.NULL)))
     return _tuple_of(Footprint, f)
 
 
@@ -1536,9 +1537,13 @@ class Sampler(_Owned):
 
     def summary(self) -> Dict[str, int]:
         """The window's figures: samples, max_phys, min_phys, max_rss,
-        min_phys_after_mark... (names of hl_sampler_summary)."""
+        min_phys_after_mark... (names of hl_sampler_summary).  heaplab.Error
+        (ESYS, naming the file and the reason) when no sample was taken
+        because every read failed -- no descriptor left, no /proc."""
         o = ffi.new("hl_sampler_summary *")
-        self._run(lib.hl_sampler_summary_get, o)
+        rc = self._run(lib.hl_sampler_summary_get, o)
+        if rc:      # every read failed: no figures (heaplab.h)
+            _raise(rc, _s(lib.hl_heap_error(ffi.NULL)))
         return {f: getattr(o, f) for f in _fields("hl_sampler_summary")}
 
     def series(self, start: int = 0) -> List[Tuple[int, int, int, int]]:

@@ -33,6 +33,7 @@ struct hl_sampler {
   uint64_t min_phys, max_phys, min_rss, max_rss;
   uint64_t min_after, max_after, mark_ns;
   uint64_t phase_ns; /* the last reset (or the start) */
+  int read_err;      /* errno of the last read that failed, 0 once one succeeds */
 };
 
 static void take(hl_sampler *s) {
@@ -43,11 +44,18 @@ static void take(hl_sampler *s) {
    * thread's sample read mid-fill, stored after the caller's mark, was the
    * "lowest after the mark" -- 8 MiB below anything after it.) */
   uint64_t begun = prim_now_ns();
-  if (prim_os_footprint(&f)) return;
+  int e = prim_os_footprint(&f);
+  if (e) { /* said by hl_sampler_summary_get when no sample was taken */
+    pthread_mutex_lock(&s->lock);
+    s->read_err = e;
+    pthread_mutex_unlock(&s->lock);
+    return;
+  }
   /* stamped when the read began: a sample stamped after a mark is in the
    * mark's window, one stamped before it is not */
   hl_sample x = {begun, f.phys_footprint, f.rss, f.lazyfree};
   pthread_mutex_lock(&s->lock);
+  s->read_err = 0;
   if (begun >= s->phase_ns) {
     if (s->taken == 0 || x.phys_footprint < s->min_phys) s->min_phys = x.phys_footprint;
     if (x.phys_footprint > s->max_phys) s->max_phys = x.phys_footprint;
@@ -181,12 +189,13 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cv, NULL);
   take(s);
-  if (ensure_thread(s)) {
+  int rc = ensure_thread(s);
+  if (rc) {
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cv);
     hl__sys_free(s->series);
     hl__sys_free(s);
-    return hl__fail(NULL, HL_ESYS, "sampler: cannot start its thread");
+    return hl__fail(NULL, HL_ESYS, "sampler: cannot start its thread: %s", hl__strerror(rc));
   }
   live_add(s);
   *out = s;
@@ -235,7 +244,14 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
   pthread_mutex_lock(&s->lock);
   *o = (hl_sampler_summary){s->taken, s->min_phys, s->max_phys, s->min_after, s->max_after,
                             s->min_rss, s->max_rss, s->mark_ns, s->interval_us, s->n};
+  int e = s->taken ? 0 : s->read_err;
   pthread_mutex_unlock(&s->lock);
+  /* no sample at all because every read failed (no descriptor left, no
+   * /proc): its zeros were a summary of nothing, said as figures (the
+   * environment hunt, session 27) */
+  if (e)
+    return hl__fail(NULL, HL_ESYS, "sampler: no sample taken since the start (or reset): "
+                                   "/proc/self/smaps_rollup could not be read: %s", hl__strerror(e));
   return HL_OK;
 }
 

@@ -277,7 +277,8 @@ const char *hl_errno_name(int e) {
 
 int hl_footprint_get(hl_footprint *out) {
   if (!out) return hl__fail(NULL, HL_EINVAL, "hl_footprint_get: NULL output pointer");
-  if (prim_os_footprint(out) == 0) return HL_OK;
-  return hl__fail(NULL, HL_ESYS, "hl_footprint_get: the process's footprint could not be read (%s)",
-                  hl__strerror(errno));
+  int e = prim_os_footprint(out); /* (its own errno: a close() after may change errno) */
+  if (e == 0) return HL_OK;
+  return hl__fail(NULL, HL_ESYS, "footprint: /proc/self/smaps_rollup could not be read: %s",
+                  hl__strerror(e));
 }
