@@ -335,3 +335,51 @@ def test_a_report_that_is_not_json_is_the_arms_error():
     err = data["error"] or ""
     assert "HEAPLAB_STATS report" in err and "stats.json" in err and "is not JSON" in err and \
         "0,002136" in err, err
+
+
+def test_an_unreadable_footprint_is_the_arms_error(monkeypatch):
+    """A command whose /proc/PID/smaps_rollup cannot be read -- one that made
+    itself non-dumpable (prctl(PR_SET_DUMPABLE, 0)), read by another user:
+    EACCES -- was taken for "gone": phases of 0 bytes, samples 0, status ok,
+    error None (the environment hunt, session 27).  The EACCES is made here
+    (as root the real one cannot be had): the arm's error names the file
+    and the errno, and the phase's figures are None, not 0."""
+    from heaplab import harness
+
+    def unreadable(pid):
+        raise PermissionError(13, "Permission denied", f"/proc/{pid}/smaps_rollup")
+    monkeypatch.setattr(harness, "_read_rollup", unreadable)
+
+    def script(ctl):
+        with ctl.phase("hold"):
+            pass
+    data = run_command_arm(["sleep", "30"], allocator="glibc", script=script, timeout=60)
+    err = data["error"] or ""
+    assert "smaps_rollup" in err and "Permission denied" in err and "Errno 13" in err, err
+    rec = data["records"][0]
+    for k in ("phys_before", "phys_after", "phys_peak", "phys_low", "rss_peak", "rss_before"):
+        assert rec[k] is None, (k, rec)
+
+
+def test_a_proc_of_another_pid_namespace_is_the_arms_error():
+    """In a pid namespace without its own /proc (unshare --pid --fork), the
+    command's pid named another process of the host's /proc (pid 2: the
+    host's kthreadd, an empty rollup read as "gone"): phases of 0 bytes,
+    error None.  The arm's error now says /proc is another namespace's."""
+    import shutil
+    import json
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a pid namespace")
+    prog = ("import json; from heaplab.harness import run_command_arm\n"
+            "def script(ctl):\n"
+            "    with ctl.phase('hold'): pass\n"
+            "d = run_command_arm(['sleep', '30'], allocator='glibc', script=script, timeout=60)\n"
+            "print(json.dumps({'error': d['error'], 'rec': d['records'][0]}))\n")
+    p = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", prog],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 and "unshare failed" in p.stderr:
+        pytest.skip(f"no pid namespace here: {p.stderr.strip()}")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.splitlines()[-1])
+    assert "another pid namespace's" in (out["error"] or ""), out
+    assert out["rec"]["phys_peak"] is None and out["rec"]["phys_before"] is None, out

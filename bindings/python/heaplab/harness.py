@@ -1043,7 +1043,11 @@ def _library_value(name: str, text: str) -> Any:
 
 def _read_rollup(pid):
     """(rss, anonymous, lazyfree, swap) of a process in bytes, or None once
-    it is gone."""
+    it is gone.  A rollup that cannot be read -- a process that made itself
+    non-dumpable (prctl(PR_SET_DUMPABLE, 0)) read by another user: EACCES --
+    raises its OSError, which names the file: it was taken for "gone", and a
+    live command's phases said 0 bytes with no error (the environment hunt,
+    session 27)."""
     out = {"Rss:": 0, "Anonymous:": 0, "LazyFree:": 0, "Swap:": 0}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -1051,22 +1055,40 @@ def _read_rollup(pid):
                 k = line.split(None, 1)[0]
                 if k in out:
                     out[k] = int(line.split()[1]) * 1024
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    except (FileNotFoundError, ProcessLookupError):
         return None
     if not any(out.values()):
         return None     # a zombie's rollup is empty
     return out["Rss:"], out["Anonymous:"], out["LazyFree:"], out["Swap:"]
 
 
+def _proc_mismatch() -> Optional[str]:
+    """Why /proc cannot show this process's children, or None: a /proc of
+    another pid namespace (unshare --pid without a /proc of its own) names
+    other processes by the children's pids -- pid 2 there was the host's
+    kthreadd, whose empty rollup read as "gone" -- and no /proc at all."""
+    try:
+        seen = os.readlink("/proc/self")
+    except OSError as e:
+        return f"/proc/self cannot be read ({e}): no /proc of this process"
+    if seen != str(os.getpid()):
+        return (f"/proc is another pid namespace's (/proc/self is pid {seen}, this process is "
+                f"pid {os.getpid()}): /proc/PID would be another process")
+    return None
+
+
 class _OutsideSampler:
     """A thread sampling another process's footprint: peak, lowest, lowest
-    after a mark, and the time series (every sample kept)."""
+    after a mark, and the time series (every sample kept).  `error` is why
+    the footprint could not be read (the first failure; None while every
+    read worked): then the phases have no figures."""
 
     def __init__(self, pid, interval_s):
         import threading
         self.pid = pid
         self.interval_s = interval_s
         self.lock = threading.Lock()
+        self.error = _proc_mismatch()
         self.samples = []
         self.reset()
         self.stopping = threading.Event()
@@ -1093,7 +1115,15 @@ class _OutsideSampler:
         # mid-load was "the lowest after the mark" (the core's sampler had the
         # same fault: tests/c/sampler_windows_skip_reads_begun_before.c)
         begun = time.monotonic_ns()
-        fp = _read_rollup(self.pid)
+        if self.error is not None:
+            return None
+        try:
+            fp = _read_rollup(self.pid)
+        except OSError as e:    # (it names the file and the errno)
+            with self.lock:
+                if self.error is None:
+                    self.error = f"cannot read the command's footprint: {e}"
+            return None
         if fp is None:
             return None
         rss, anon, lazy, swap = fp
@@ -1152,6 +1182,9 @@ class CommandPhase:
             "phys_before": anon + swap, "rss_before": rss, "lazyfree_before": lazy,
             "anonymous_before": anon, "resident_before": None,
         }
+        if ctl.sampler.error is not None:   # no figure, not 0 (the arm's error says why)
+            for k in ("phys_before", "rss_before", "lazyfree_before", "anonymous_before"):
+                self.record[k] = None
         return self
 
     def mark(self, label="event"):
@@ -1182,6 +1215,11 @@ class CommandPhase:
             "samples": summ["samples"], "notes": self.notes,
             "status": _raised(exc_type, exc),
         })
+        if ctl.sampler.error is not None:   # no figures, not 0 (the arm's error says why)
+            for k in ("phys_before", "rss_before", "lazyfree_before", "anonymous_before",
+                      "phys_after", "rss_after", "lazyfree_after", "anonymous_after",
+                      "phys_peak", "phys_low", "rss_peak", "phys_low_after_mark"):
+                r[k] = None
         with ctl._lock:
             if not ctl._closed:     # (a script left running past the timeout: no more records)
                 ctl.records.append(r)
@@ -1231,8 +1269,14 @@ class CommandControl:
         self.notes[_json_note(key, value)] = value
 
     def footprint(self):
-        """(rss, anonymous, lazyfree, swap) now."""
+        """(rss, anonymous, lazyfree, swap) now; None once the command is
+        gone.  OSError (naming the file) when it cannot be read."""
+        self._check_proc()
         return _read_rollup(self.pid)
+
+    def _check_proc(self):
+        if self.sampler.error is not None and self.sampler.error.startswith("/proc"):
+            raise OSError(self.sampler.error)   # (/proc/PID is not the command)
 
     def alive(self):
         return self.proc.poll() is None
@@ -1242,8 +1286,10 @@ class CommandControl:
         has not gone lower for settle_s: the lowest value is what the
         sampler keeps (a phase's phys_low_after_mark), never a reading at a
         chosen instant.  It raises ArmTimeout when called after the arm's
-        deadline, or when the deadline cuts it short."""
+        deadline, or when the deadline cuts it short; OSError (naming the
+        file) when the footprint cannot be read."""
         self._check_deadline()
+        self._check_proc()
         end = time.monotonic() + seconds
         if self.deadline is not None:
             end = min(end, self.deadline)
@@ -1504,6 +1550,9 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 proc.wait()
                 keeper.end()
                 sampler.stop()
+        if sampler.error is not None:
+            msg = f"{label}: {sampler.error}: its phases have no figures"
+            data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
         rc = proc.returncode
         if data["error"] is None and not stopped and rc not in (0, -(stop_signal or 0)):
             # it ended by itself, and not well (a crash, a failed start under
