@@ -66,3 +66,48 @@ def test_e1_to_e6_run_every_arm_with_the_seed_policies(repo_experiments):
         assert SEED_POLICIES.items() <= exp.options.items(), exp.name
         for arm_name, arm in exp.arms.items():
             assert SEED_POLICIES.items() <= arm["options"].items(), (exp.name, arm_name)
+
+
+ENV_MODULE = '''
+import os
+import heaplab
+from heaplab.harness import Experiment
+
+T = Experiment("T", "what reaches an arm from the caller's environment")
+
+
+@T.arm("on", page_release=True)
+@T.arm("plain")
+def arm(rec, **options):
+    with heaplab.Heap(**options) as h:
+        rec.note("page_release", h.options["page_release"])
+        rec.note("warm_pages", h.options["warm_pages"])
+    rec.note("seen", {k: v for k, v in os.environ.items() if k.startswith("HEAPLAB_")
+                      and k != "HEAPLAB_RESULTS"})
+'''
+
+
+def test_the_callers_option_variables_do_not_reach_the_arms(run_experiment_source, monkeypatch,
+                                                            capfd):
+    """An exported HEAPLAB_<OPTION> reached every arm's heap and no record
+    said so: E1's "on" arm ran with page release off and failed without a
+    hint (the environment hunt, session 27).  As a sweep does, the arms
+    drop the caller's option variables -- an arm's options are its record --
+    and one line on stderr says so; the tools' variables pass, and so does
+    what the caller gives run(env=...)."""
+    monkeypatch.setenv("HEAPLAB_PAGE_RELEASE", "false")
+    monkeypatch.setenv("HEAPLAB_WARM_PAGES", "7")
+    monkeypatch.setenv("HEAPLAB_MODEL_SCALE", "2")          # a tool's, not HEAPLAB_MODE
+    monkeypatch.setenv("HEAPLAB_FAULT_RELEASE", "off")
+    monkeypatch.setenv("HEAPLAB_E1_FILL_MIB", "16")
+    res = run_experiment_source("env_experiment", ENV_MODULE)
+    for arm in ("on", "plain"):
+        notes = res[arm].notes
+        assert notes["page_release"] is True and notes["warm_pages"] != 7, (arm, notes)
+        seen = notes["seen"]
+        assert "HEAPLAB_PAGE_RELEASE" not in seen and "HEAPLAB_WARM_PAGES" not in seen and \
+            {"HEAPLAB_MODEL_SCALE": "2", "HEAPLAB_FAULT_RELEASE": "off",
+             "HEAPLAB_E1_FILL_MIB": "16"}.items() <= seen.items(), (arm, seen)
+    err = capfd.readouterr().err
+    assert "HEAPLAB_PAGE_RELEASE=false, HEAPLAB_WARM_PAGES=7 in the environment not passed to " \
+        "the arms" in err, err

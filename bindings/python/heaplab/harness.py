@@ -1654,13 +1654,40 @@ def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str,
     data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
 
 
+def _arm_env(extra: Optional[Mapping[str, str]] = None, who: Optional[str] = None
+             ) -> Dict[str, str]:
+    """The environment of an Experiment's arm: child_env(extra) less the
+    caller's HEAPLAB_<OPTION> variables (by exact name: HEAPLAB_MODEL_SCALE
+    is no HEAPLAB_MODE), as a sweep drops them.  An exported
+    HEAPLAB_PAGE_RELEASE=false reached every arm's heap and no record said
+    so -- E1's "on" arm ran with page release off and failed without a hint
+    (the environment hunt, session 27): an arm's options are its record.
+    The tools' variables (HEAPLAB_FAULT_*, HEAPLAB_E1_FILL_MIB, ...) pass;
+    `extra` is the caller's choice and passes whole.  `who` names the runner
+    in the one line on stderr that says what was dropped."""
+    import heaplab
+    names = {"HEAPLAB_" + k.upper() for k in heaplab.options()}
+    env = child_env()
+    dropped = sorted(k for k in env if k in names)
+    for k in dropped:
+        del env[k]
+    if dropped and who:
+        shown = ", ".join(f"{k}={os.environ[k]}" for k in dropped)
+        print(f"heaplab: {who}: {shown} in the environment not passed to the arms (an arm's "
+              f"options are its record: set them in the experiment, or sweep them with "
+              f"heaplab run --set)", file=sys.stderr)
+    env.update(extra or {})
+    return env
+
+
 def spawn_arm(path: str, exp_name: str, arm_name: str,
               env: Optional[Mapping[str, str]] = None) -> subprocess.Popen:
-    """Start an arm in a fresh interpreter; returns the Popen (stdout = JSON)."""
+    """Start an arm in a fresh interpreter; returns the Popen (stdout = JSON).
+    The caller's HEAPLAB_<OPTION> variables do not reach it (_arm_env)."""
     cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
     _announce("spawn", f"{exp_name}/{arm_name}")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=child_env(env), **_CHILD_TEXT)
+                            env=_arm_env(env, f"{exp_name}/{arm_name}"), **_CHILD_TEXT)
 
 
 # The seeds' collector policies that E1-E6 study and that have since changed
@@ -1797,13 +1824,18 @@ class Experiment:
                 raise ValueError(f"experiment {self.name}: no arm(s) {unknown} "
                                  f"(arms: {list(self.arms)})")
         runs: Dict[str, List[Dict[str, Any]]] = {a: [] for a in names}
+        # the arms' whole environment, made here (drop=("",): run_command_arm
+        # then adds nothing of this process's): without the caller's
+        # HEAPLAB_<OPTION> variables, said once on stderr
+        arm_env = _arm_env(env, f"experiment {self.name}")
         for k in range(n):
             for arm_name in names:
                 cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var,
                        arm_name]
                 label = f"{self.name}/{arm_name}" + (f" (repeat {k + 1}/{n})" if n > 1 else "")
                 try:
-                    data = run_command_arm(cmd, env, timeout=timeout, label=label)
+                    data = run_command_arm(cmd, arm_env, timeout=timeout, label=label,
+                                           drop=("",))
                 except (ArmInterrupted, ArmFailed) as e:
                     # the arm's record says so (an earlier run's complete
                     # record of this arm must not stand for this one)
