@@ -297,7 +297,9 @@ static inline hl_heap *the_heap(void) {
 
 /* ---- reports at exit ---- */
 
-/* path with %p replaced by the pid; a fork child's gets ".<pid>" */
+/* path with %p replaced by the pid and %% by one % (so that any path can be
+ * named: the harness's temporary folder under a TMPDIR holding "%p" was
+ * rewritten, and the report went elsewhere); a fork child's gets ".<pid>" */
 static bool report_name(const char *path, char *out, size_t len) {
   if (!*path) return false;
   int pid = (int)getpid();
@@ -308,6 +310,9 @@ static bool report_name(const char *path, char *out, size_t len) {
       n += (size_t)snprintf(out + n, len - n, "%d", pid);
       p++;
       pct = true;
+    } else if (p[0] == '%' && p[1] == '%') {
+      out[n++] = '%';
+      p++;
     } else {
       out[n++] = *p;
     }

@@ -383,3 +383,20 @@ def test_a_proc_of_another_pid_namespace_is_the_arms_error():
     out = json.loads(p.stdout.splitlines()[-1])
     assert "another pid namespace's" in (out["error"] or ""), out
     assert out["rec"]["phys_peak"] is None and out["rec"]["phys_before"] is None, out
+
+
+def test_a_temporary_folder_with_a_percent_p_keeps_the_report(tmp_path, monkeypatch):
+    """The preloaded library reads %p in HEAPLAB_STATS as the pid: under a
+    TMPDIR holding "%p" the harness's own temporary path was rewritten and
+    the report written elsewhere -- report None, error None (the environment
+    hunt, session 27).  The harness doubles its '%' (the library reads %% as
+    %)."""
+    import tempfile
+    odd = tmp_path / "a%pb%%c"
+    odd.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(odd))
+    data = run_command_arm(["/usr/bin/python3", "-c", "x = [str(i) for i in range(20000)]"],
+                           allocator="heaplab", timeout=60, stop_signal=None)
+    assert data["error"] is None, data["error"]
+    assert data["report"] is not None and data["report"]["allocator"] == "heaplab", data
+    assert sorted(os.listdir(tmp_path)) == ["a%pb%%c"], os.listdir(tmp_path)

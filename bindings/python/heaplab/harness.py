@@ -1450,7 +1450,9 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
     with tempfile.TemporaryDirectory() as tmp:
         stats = os.path.join(tmp, "stats.json")
         if allocator == "heaplab":
-            full_env["HEAPLAB_STATS"] = stats
+            # (the library reads %p as the pid and %% as %: a TMPDIR holding
+            # "%p" sent the report elsewhere -- report None, error None)
+            full_env["HEAPLAB_STATS"] = stats.replace("%", "%%")
         out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         # in a process group of its own: once the command has ended, what it
         # started and left running goes with it, as in the arm form (a
