@@ -366,6 +366,7 @@ def _child_main(argv: Sequence[str]) -> int:
     arm = exp.arms[arm_name]
     rec = Recorder(exp.name, arm_name)
     out = {"experiment": exp.name, "title": exp.title, "arm": arm_name, "options": arm["options"],
+           "environment_options": shared.environment_options(),
            "params": arm["params"], "pid": os.getpid(), "error": None}
     try:
         arm["fn"](rec, **arm["params"], **arm["options"])
@@ -1656,36 +1657,43 @@ def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str,
     data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
 
 
+def environment_options(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """{option: value} of the HEAPLAB_<OPTION> variables in environ (this
+    process's by default): libheaplab reads each as that option's default in
+    every heap that does not set it.  By exact name (HEAPLAB_MODEL_SCALE is
+    no HEAPLAB_MODE); the tools' variables (HEAPLAB_FAULT_*, HEAPLAB_BUILD,
+    HEAPLAB_E1_FILL_MIB ...) are not options."""
+    import heaplab
+    environ = os.environ if environ is None else environ
+    names = {"HEAPLAB_" + k.upper(): k for k in heaplab.options()}
+    return {names[k]: v for k, v in sorted(environ.items()) if k in names}
+
+
 def _arm_env(extra: Optional[Mapping[str, str]] = None, who: Optional[str] = None
              ) -> Dict[str, str]:
-    """The environment of an Experiment's arm: child_env(extra) less the
-    caller's HEAPLAB_<OPTION> variables (by exact name: HEAPLAB_MODEL_SCALE
-    is no HEAPLAB_MODE), as a sweep drops them.  An exported
-    HEAPLAB_PAGE_RELEASE=false reached every arm's heap and no record said
-    so -- E1's "on" arm ran with page release off and failed without a hint
-    (the environment hunt, session 27): an arm's options are its record.
-    The tools' variables (HEAPLAB_FAULT_*, HEAPLAB_E1_FILL_MIB, ...) pass;
-    `extra` is the caller's choice and passes whole.  `who` names the runner
-    in the one line on stderr that says what was dropped."""
-    import heaplab
-    names = {"HEAPLAB_" + k.upper() for k in heaplab.options()}
+    """The environment of an Experiment's arm: child_env(extra).  The
+    caller's HEAPLAB_<OPTION> variables pass -- exporting one is how the suite
+    runs under another collector (docs/experiments/e2.md) -- and each arm's
+    record says so: its `environment_options` (_child_main).  An exported
+    HEAPLAB_PAGE_RELEASE=false reached every arm and no record said so: E1's
+    "on" arm ran with page release off and failed without a hint (the
+    environment hunt, session 27).  `who` names the runner in the one line
+    on stderr that says which ones."""
     env = child_env()
-    dropped = sorted(k for k in env if k in names)
-    for k in dropped:
-        del env[k]
-    if dropped and who:
-        shown = ", ".join(f"{k}={os.environ[k]}" for k in dropped)
-        print(f"heaplab: {who}: {shown} in the environment not passed to the arms (an arm's "
-              f"options are its record: set them in the experiment, or sweep them with "
-              f"heaplab run --set)", file=sys.stderr)
     env.update(extra or {})
+    inherited = environment_options(env)
+    if inherited and who:
+        shown = ", ".join(f"HEAPLAB_{k.upper()}={v}" for k, v in inherited.items())
+        print(f"heaplab: {who}: {shown} in the environment: every arm's heap runs with it "
+              f"(each arm's record says so: environment_options)", file=sys.stderr)
     return env
 
 
 def spawn_arm(path: str, exp_name: str, arm_name: str,
               env: Optional[Mapping[str, str]] = None) -> subprocess.Popen:
     """Start an arm in a fresh interpreter; returns the Popen (stdout = JSON).
-    The caller's HEAPLAB_<OPTION> variables do not reach it (_arm_env)."""
+    The caller's HEAPLAB_<OPTION> variables reach it and its record names
+    them (_arm_env, environment_options)."""
     cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
     _announce("spawn", f"{exp_name}/{arm_name}")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -1827,8 +1835,8 @@ class Experiment:
                                  f"(arms: {list(self.arms)})")
         runs: Dict[str, List[Dict[str, Any]]] = {a: [] for a in names}
         # the arms' whole environment, made here (drop=("",): run_command_arm
-        # then adds nothing of this process's): without the caller's
-        # HEAPLAB_<OPTION> variables, said once on stderr
+        # then adds nothing of this process's); the caller's HEAPLAB_<OPTION>
+        # variables said once on stderr, and in each arm's record
         arm_env = _arm_env(env, f"experiment {self.name}")
         for k in range(n):
             for arm_name in names:
@@ -1844,6 +1852,7 @@ class Experiment:
                     data = getattr(e, "data", None) or {
                         "experiment": self.name, "title": self.title, "arm": arm_name,
                         "options": self.arms[arm_name]["options"],
+                        "environment_options": environment_options(arm_env),
                         "params": self.arms[arm_name]["params"], "pid": None,
                         "error": str(e), "records": [], "notes": {}, "series": []}
                     if isinstance(e, ArmInterrupted):

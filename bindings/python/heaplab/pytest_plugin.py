@@ -305,6 +305,22 @@ class _Progress:
 
 
 @pytest.hookimpl(trylast=True)       # after the terminal reporter exists
+def _environment_line() -> Optional[str]:
+    """The HEAPLAB_<OPTION> variables every heap of the session -- every
+    experiment's arm -- runs with (docs/harness.md), or None: said at the top
+    and under the results table, as a passing test does not show its stderr
+    (and -q drops the top)."""
+    env = harness.environment_options()
+    if not env:
+        return None
+    return ("heaplab: " + ", ".join(f"HEAPLAB_{k.upper()}={v}" for k, v in env.items()) +
+            " in the environment: every heap of this session, every arm included, runs with it")
+
+
+def pytest_report_header(config: Any) -> Optional[str]:
+    return _environment_line()
+
+
 def pytest_configure(config: Any) -> None:
     config._heaplab_lab = Lab()                 # type: ignore[attr-defined]
     n = config.getoption("--repeat", default=None)
@@ -404,5 +420,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
                           "table.txt, effects.txt and effects.json are the last complete "
                           "session's")
         tr.write_line(f"records: {folder}")
+        env_line = _environment_line()
+        if env_line:
+            tr.write_line(env_line)
     except OSError as e:
         tr.write_line(f"heaplab: cannot write the tables under {folder}: {e}")
