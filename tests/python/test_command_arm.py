@@ -12,6 +12,9 @@ import pytest
 import heaplab
 from heaplab.harness import ALLOCATORS, ArmResult, allocator_env, run_command_arm, save_arm
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("HEAPLAB_BUILD", os.path.join(ROOT, "build"))
+
 MiB = 1 << 20
 
 # A program that knows nothing of heaplab: it grows to 64 MiB of small
@@ -389,14 +392,19 @@ def test_a_temporary_folder_with_a_percent_p_keeps_the_report(tmp_path, monkeypa
     """The preloaded library reads %p in HEAPLAB_STATS as the pid: under a
     TMPDIR holding "%p" the harness's own temporary path was rewritten and
     the report written elsewhere -- report None, error None (the environment
-    hunt, session 27).  The harness doubles its '%' (the library reads %% as
-    %)."""
+    hunt, session 27).  Doubling the harness's '%' (the library reads %% as
+    %) then sent a launcher's report, which takes the path as it is,
+    elsewhere instead (the review): such a TMPDIR is passed over."""
     import tempfile
     odd = tmp_path / "a%pb%%c"
     odd.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(odd))
-    data = run_command_arm(["/usr/bin/python3", "-c", "x = [str(i) for i in range(20000)]"],
-                           allocator="heaplab", timeout=60, stop_signal=None)
-    assert data["error"] is None, data["error"]
-    assert data["report"] is not None and data["report"]["allocator"] == "heaplab", data
+    lua = os.path.join(BUILD, "clients", "heaplab-lua")
+    for cmd in (["/usr/bin/python3", "-c", "x = [str(i) for i in range(20000)]"],
+                [lua, "-e", "local t = {} for i = 1, 1000 do t[i] = tostring(i) end"]):
+        data = run_command_arm(cmd, allocator="heaplab", timeout=60, stop_signal=None)
+        assert data["error"] is None, (cmd, data["error"])
+        assert data["report"] is not None and data["report"]["allocator"] == "heaplab", data
+        assert "cannot write the report" not in data["stderr_tail"], data["stderr_tail"]
     assert sorted(os.listdir(tmp_path)) == ["a%pb%%c"], os.listdir(tmp_path)
+    assert os.listdir(odd) == [], os.listdir(odd)

@@ -1438,6 +1438,26 @@ def _run_script(script, ctl, proc, deadline, timeout, label):
     return None
 
 
+def _report_folder() -> Optional[str]:
+    """Where a command arm's temporary folder (its HEAPLAB_STATS report) goes:
+    the usual one (None), unless that path holds a '%'.  The preloaded
+    library reads %p in HEAPLAB_STATS as the pid (and %% as %), the
+    launchers take the path as it is -- a TMPDIR holding "%p" sent the
+    preload's report elsewhere (report None, error None: the environment
+    hunt, session 27), and doubling the '%' sent a launcher's there instead
+    (the review) -- so such a TMPDIR is passed over for one the path means
+    the same to both: /tmp, /var/tmp or /dev/shm."""
+    import tempfile
+    if "%" not in tempfile.gettempdir():
+        return None
+    for d in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
+            return d
+    raise InvalidArgument(f"TMPDIR {tempfile.gettempdir()!r} holds a '%', which the preloaded "
+                          f"library would read in the report's path, and none of /tmp, "
+                          f"/var/tmp, /dev/shm can be written: set TMPDIR to a folder without one")
+
+
 def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script, experiment,
                          arm, options, interval_s, stop_signal):
     import signal as _signal
@@ -1448,12 +1468,10 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
     full_env = child_env(env, tuple(drop) + ("HEAPLAB_", "LD_PRELOAD"))
     full_env.update(allocator_env(allocator, options))
     static = _statically_linked(cmd, full_env, cwd) if allocator == "heaplab" else None
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=_report_folder()) as tmp:
         stats = os.path.join(tmp, "stats.json")
         if allocator == "heaplab":
-            # (the library reads %p as the pid and %% as %: a TMPDIR holding
-            # "%p" sent the report elsewhere -- report None, error None)
-            full_env["HEAPLAB_STATS"] = stats.replace("%", "%%")
+            full_env["HEAPLAB_STATS"] = stats
         out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         # in a process group of its own: once the command has ended, what it
         # started and left running goes with it, as in the arm form (a
