@@ -120,6 +120,11 @@ int main(void) {
   memset(padded + 50, '7', 50);   /* 50 zeros, then 50 sevens: out of range, not junk */
   expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, padded, err), HL_EVALUE, err, "out of range",
          "a 50-digit number");
+  /* leading zeros go only before a digit: "00x10" is not the hex "0x10" */
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "00x10", err), HL_EVALUE, err, "'00x10'",
+         "'00x10'");
+  expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "0000", err), HL_OK, err, NULL, "'0000'");
+  CHECK(o.warm_pages == 0, "'0000' is %lld", (long long)o.warm_pages);
   expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "0x10", err), HL_OK, err, NULL, "'0x10'");
   CHECK(o.warm_pages == 16, "'0x10' is %lld", (long long)o.warm_pages);
   expect(set(&o, "reserve_bytes", HL_VALUE_STRING, 0, "2g", err), HL_OK, err, NULL, "2g");

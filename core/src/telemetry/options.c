@@ -254,8 +254,13 @@ static int parse(int i, const char *s, size_t len, int64_t *out, char *err, size
    * them -- 64 written in 96 characters was "out of range" */
   while (len && isspace((unsigned char)s[0])) s++, len--;
   while (len && isspace((unsigned char)s[len - 1])) len--;
-  if (o->kind == HL_OPT_INT || o->kind == HL_OPT_BYTES)
-    while (len > 1 && s[0] == '0' && isdigit((unsigned char)s[1])) s++, len--;
+  if (o->kind == HL_OPT_INT || o->kind == HL_OPT_BYTES) {
+    /* only zeros before a digit: "00x10" stays junk, not the hex "0x10" */
+    size_t zeros = 0;
+    while (zeros < len && s[zeros] == '0') zeros++;
+    if (zeros == len && len) s += len - 1, len = 1;
+    else if (zeros && isdigit((unsigned char)s[zeros])) s += zeros, len -= zeros;
+  }
   char shown[80];
   snprintf(shown, sizeof shown, "'%.*s%s'", (int)(len < 60 ? len : 60), s, len > 60 ? "..." : "");
   char buf[96];
@@ -265,10 +270,7 @@ static int parse(int i, const char *s, size_t len, int64_t *out, char *err, size
   }
   memcpy(buf, s, len);
   buf[len] = 0;
-  char *p = buf;
-  while (isspace((unsigned char)*p)) p++;
-  char *e = p + strlen(p);
-  while (e > p && isspace((unsigned char)e[-1])) *--e = 0;
+  char *p = buf; /* (its blanks are gone above) */
   if (!*p) return empty_error(i, err, errlen);
   if (o->kind == HL_OPT_BOOL) {
     static const char *yes[] = {"1", "true", "on", "yes"};
