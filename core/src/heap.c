@@ -324,7 +324,7 @@ static int heap_new(const hl_options *opts, hl_heap **out, char *err, size_t err
   /* the helpers' stacks and packets, mapped now rather than in a mark (a
    * mark at vm.max_map_count must map nothing: gc/mark.c); without them
    * the marks run alone (a manual heap never marks) */
-  if (o.mode == HL_MODE_COLLECTED && h->mark_threads > 1) hl__mark_arena_reserve();
+  if (o.mode == HL_MODE_COLLECTED && h->mark_threads > 1) hl__mark_arena_reserve(true);
   /* and the marking thread's own stack (gc/mark.c), for the same reason */
   if (o.mode == HL_MODE_COLLECTED && (rc = hl__mark_stack_reserve(h))) {
     hl__fmt_err(err, errlen, "hl_heap_new: cannot reserve the mark stack (out of address space)");

@@ -1134,8 +1134,9 @@ void *hl__resolve(hl_heap *h, const void *addr, bool interior);
  * the bytes marked. */
 uint64_t hl__mark(hl_heap *h, bool minor);
 /* The parallel mark's helper stacks and packets: one mapping per process,
- * reserved once (mark.c).  False when it could not be. */
-bool hl__mark_arena_reserve(void);
+ * reserved once (mark.c).  False when it could not be, or when making_a_heap
+ * found too little address space under a limit (then marks do not try). */
+bool hl__mark_arena_reserve(bool making_a_heap);
 /* The marking thread's stack: reserved when a collected heap is made
  * (HL_ENOMEM when no reservation could be had), released with the heap. */
 int hl__mark_stack_reserve(hl_heap *h);

@@ -54,7 +54,7 @@ static uint64_t vm_size(void) {
  * malloc after it.  The step-down kept the first size the kernel took,
  * 256 MiB of a 300 MiB room, and the malloc failed.  What the child says:
  * 0 ok, else what failed. */
-static int program_room_after_heap(int resource, uint64_t room) {
+static int program_room_after_heap(int resource, uint64_t room, uint64_t want) {
   pid_t pid = fork();
   if (pid == 0) {
     uint64_t limit = vm_size() + room;
@@ -77,10 +77,10 @@ static int program_room_after_heap(int resource, uint64_t room) {
     }
     uint64_t got = 0;
     hl_heap_range(h, NULL, &got);
-    void *p = malloc(100u << 20);
+    void *p = malloc(want);
     if (!p) {
-      fprintf(stderr, "a 100 MiB malloc failed after a heap of %" PRIu64 " MiB (room %" PRIu64
-              " MiB)\n", got >> 20, room >> 20);
+      fprintf(stderr, "a %" PRIu64 " MiB malloc failed after a heap of %" PRIu64 " MiB (room %"
+              PRIu64 " MiB)\n", want >> 20, got >> 20, room >> 20);
       _exit(12);
     }
     if (got > room / 2) _exit(13);
@@ -102,10 +102,19 @@ int main(void) {
   CHECK(at_2g >= (256u << 20) && at_2g < (2ull << 30), "under 2 GiB: %" PRIu64, at_2g);
   uint64_t at_50m = reserved_under(50u << 20);
   CHECK(at_50m == 0, "under 50 MiB a sliver of %" PRIu64 " bytes was handed out", at_50m);
-  int as = program_room_after_heap(RLIMIT_AS, 300u << 20);
+  int as = program_room_after_heap(RLIMIT_AS, 300u << 20, 100u << 20);
   CHECK(as == 0, "RLIMIT_AS with 300 MiB of room: the child says %d (12: no room left)", as);
-  int data = program_room_after_heap(RLIMIT_DATA, 300u << 20);
+  int data = program_room_after_heap(RLIMIT_DATA, 300u << 20, 100u << 20);
   CHECK(data == 0, "RLIMIT_DATA with 300 MiB of room: the child says %d (12: no room left)", data);
+  /* with 700 MiB the heap takes 350 and its mark stack 32, and the parallel
+   * mark's 228 MiB arena (mark_threads 2) would leave about 100 for a 200
+   * MiB malloc: it is declined
+   * (no heap of this process has reserved the arena yet: a child would
+   * inherit it) */
+  setenv("HEAPLAB_MARK_THREADS", "2", 1);
+  int arena = program_room_after_heap(RLIMIT_AS, 700u << 20, 200u << 20);
+  unsetenv("HEAPLAB_MARK_THREADS");
+  CHECK(arena == 0, "RLIMIT_AS with 700 MiB of room: the child says %d (12: no room left)", arena);
   /* asking for little is fine */
   hl_heap *h = HEAP("reserve_bytes=4m");
   uint64_t got;

@@ -124,15 +124,22 @@ static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 static packet *spare_packets; /* (the running job's mu) */
 static uint32_t packets_carved;
 
-bool hl__mark_arena_reserve(void) {
+static bool arena_declined; /* for lack of room, when a heap was made (arena_mu) */
+
+bool hl__mark_arena_reserve(bool making_a_heap) {
   pthread_mutex_lock(&arena_mu);
-  /* Under RLIMIT_AS / RLIMIT_DATA the arena's 484 MiB of address space is
+  /* Under RLIMIT_AS / RLIMIT_DATA the arena's 228 MiB of address space is
    * taken only from plenty (a quarter of what is left): the program's own
    * allocations need the room more than a second marker does, and without
-   * the arena marks run alone (docs/design.md, *Reservations*) */
-  const char *limited;
-  uint64_t limit;
-  if (!arena && prim_os_address_room(&limited, &limit) / 4 < ARENA_BYTES) {
+   * the arena marks run alone (docs/design.md, *Reservations*).  Decided as
+   * a heap is made: a mark does not read /proc again to decline again (11
+   * us a mark under a limit: the review, session 27) */
+  if (!arena && making_a_heap) {
+    const char *limited;
+    uint64_t limit;
+    arena_declined = prim_os_address_room(&limited, &limit) / 4 < ARENA_BYTES;
+  }
+  if (!arena && arena_declined) {
     pthread_mutex_unlock(&arena_mu);
     return false;
   }
@@ -145,7 +152,7 @@ bool hl__mark_arena_reserve(void) {
       madvise(p, ARENA_BYTES, MADV_NOHUGEPAGE);
 #endif
       /* scratch, its contents dead after each mark: not in core dumps
-       * (written to once, the whole 484 MiB would be: zeros in a gcore) */
+       * (written to once, the whole 228 MiB would be: zeros in a gcore) */
       prim_os_advise(p, ARENA_BYTES, PRIM_DONTDUMP);
       __atomic_store_n(&arena, (uint8_t *)p, __ATOMIC_RELEASE);
     }
@@ -521,7 +528,7 @@ static bool mark_parallel(marker *m0, unsigned threads) {
   pthread_cond_init(&j.cv, NULL);
   m0->job = &j;
   /* (reserved when the heap was made; tried again if that failed) */
-  unsigned n = hl__mark_arena_reserve() ? hl__markers_run(threads - 1, helper_mark, &j) : 0;
+  unsigned n = hl__mark_arena_reserve(false) ? hl__markers_run(threads - 1, helper_mark, &j) : 0;
   if (n) {
     mark_loop(m0);
     hl__markers_wait();
