@@ -1105,11 +1105,16 @@ def folder_table(folder):
     """The table of every bench arm in folder (render, with the runs they come
     from: provenance_lines), as table.txt holds it."""
     arms = folder_arms(folder)
-    envs = {}
-    for a in arms:
-        envs.update((a.get("provenance") or {}).get("env") or {})
+    # the ENVIRONMENT line says "every heaplab arm ran with it": only when
+    # that is so -- a folder of several runs may differ (the review, session
+    # 27); the per-run lines below the table then say which had what
+    envs = [(a.get("provenance") or {}).get("env") or {} for a in arms]
+    same = all(e == envs[0] for e in envs) if envs else True
     try:
-        text = render(workloads_from_arms(arms), env=envs)
+        text = render(workloads_from_arms(arms), env=envs[0] if envs and same else None)
+        if not same:
+            text = ("ENVIRONMENT: differs between the runs of this folder (their lines at the "
+                    "end say which HEAPLAB_* variables each had)\n" + text)
     except KeyError as e:       # (an arm a table row needs is not in the folder)
         text = f"no table: the arms in this folder lack {e} that the table needs"
     return (text + "\n\nthe records in this folder (" + os.path.abspath(folder) + ") come from:\n"

@@ -96,6 +96,16 @@ def test_a_second_run_into_the_folder_remakes_its_table_and_csv(tmp_path):
     rows = list(csv.DictReader(open(out / "records.csv")))
     assert len([r for r in rows if r["arm"] == "release/scattered"]) == 2
     assert len([r for r in rows if r["arm"] == "binary-trees/glibc"]) == 3
+    assert "ENVIRONMENT" not in table, table
+    # a run with a HEAPLAB_<OPTION> beside runs without: the table must not say
+    # that every heaplab arm ran with it (the review, session 27)
+    p = bench("run", "--workload", "release", "--results", str(out),
+              env={"HEAPLAB_WARM_PAGES": "3"})
+    assert p.returncode == 0, p.stderr
+    table = (out / "table.txt").read_text()
+    assert "every heaplab arm ran with it" not in table, table
+    assert table.startswith("ENVIRONMENT: differs between the runs of this folder"), table
+    assert "ENVIRONMENT HEAPLAB_WARM_PAGES=3" in table, table
 
 
 def notebook_records(folder, bench_mod, made_by="make bench", when="2026-01-01T00:00:00Z"):
