@@ -1266,13 +1266,13 @@ def main(argv=None):
             print("checksums agree across", ", ".join(sorted(exes)))
             return 0
         ws = suite(quick=args.quick)    # (HEAPLAB_BENCH_DEPTH/RUNS checked: UsageError)
+        unknown = set(args.workload) - {w.name for w in ws}
+        if unknown:     # (before --results is made: nothing of a refused run is left)
+            ap.error(f"no workload {', '.join(sorted(unknown))}: the workloads are "
+                     f"{', '.join(w.name for w in ws)}")
         if args.results:
             writable_folder(args.results)
         load0 = os.getloadavg()
-        unknown = set(args.workload) - {w.name for w in ws}
-        if unknown:
-            ap.error(f"no workload {', '.join(sorted(unknown))}: the workloads are "
-                     f"{', '.join(w.name for w in ws)}")
         if args.workload:
             ws = [w for w in ws if w.name in args.workload]
         ws = run_suite(ws, exes, log=lambda s: print(s, file=sys.stderr))

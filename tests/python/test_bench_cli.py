@@ -51,6 +51,11 @@ def test_usage_errors_are_one_line_exit_2(tmp_path):
         assert p.returncode == 2 and needle in p.stderr, (args, p.returncode, p.stderr)
         assert "Traceback" not in p.stderr, p.stderr
         assert "round 1" not in p.stdout and " s  B " not in p.stdout, (args, p.stdout)
+    # an unknown workload is refused before --results is made (the review, session 27)
+    made = tmp_path / "made" / "here"
+    p = bench("run", "--workload", "nosuch", "--results", str(made))
+    assert p.returncode == 2 and "no workload nosuch" in p.stderr, p.stderr
+    assert not (tmp_path / "made").exists(), "--results was made for a refused run"
     # --results that cannot be written: found after the whole run, as a traceback,
     # the records lost (the bench hunt, session 27); now before anything runs
     ro = tmp_path / "ro"
