@@ -112,6 +112,8 @@ int prim_os_lock(void *addr, size_t len, bool onfault);
 /* The running executable's path into buf ("" when unreadable). */
 void prim_os_self_exe(char *buf, size_t len);
 int prim_os_footprint(hl_footprint *out);
+/* What prim_os_footprint reads, as its failures name it. */
+extern const char prim_os_footprint_source[];
 size_t prim_os_page_size(void);
 /* The address space this process may still map under its limits: the
  * smaller of RLIMIT_AS - VmSize and RLIMIT_DATA - VmData (a private writable

@@ -115,6 +115,8 @@ void prim_os_self_exe(char *buf, size_t len) {
   if (_NSGetExecutablePath(buf, &n) != 0) buf[0] = 0;
 }
 
+const char prim_os_footprint_source[] = "task_info(TASK_VM_INFO)";
+
 int prim_os_footprint(hl_footprint *out) {
   memset(out, 0, sizeof *out);
   task_vm_info_data_t info;

@@ -353,6 +353,8 @@ static int footprint(hl_footprint *out) {
   return 0;
 }
 
+const char prim_os_footprint_source[] = "/proc/self/smaps_rollup";
+
 int prim_os_footprint(hl_footprint *out) {
   int e;
   NO_CANCEL(e = footprint(out));

@@ -250,8 +250,9 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
    * /proc): its zeros were a summary of nothing, said as figures (the
    * environment hunt, session 27) */
   if (e)
-    return hl__fail(NULL, HL_ESYS, "sampler: no sample taken since the start (or reset): "
-                                   "/proc/self/smaps_rollup could not be read: %s", hl__strerror(e));
+    return hl__fail(NULL, HL_ESYS,
+                    "sampler: no sample taken since the start (or reset): %s could not be "
+                    "read: %s", prim_os_footprint_source, hl__strerror(e));
   return HL_OK;
 }
 
