@@ -38,13 +38,14 @@ static uint64_t reserved_under(uint64_t limit) {
   return got;
 }
 
-/* VmSize now, bytes. */
-static uint64_t vm_size(void) {
+/* A /proc/self/status figure now ("VmSize", "VmData"), bytes. */
+static uint64_t status_bytes(const char *key) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
+  size_t n = strlen(key);
   uint64_t kb = 0;
   while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, "VmSize:", 7)) kb = strtoull(line + 7, NULL, 10);
+    if (!strncmp(line, key, n) && line[n] == ':') kb = strtoull(line + n + 1, NULL, 10);
   if (f) fclose(f);
   return kb * 1024;
 }
@@ -57,16 +58,7 @@ static uint64_t vm_size(void) {
 static int program_room_after_heap(int resource, uint64_t room, uint64_t want) {
   pid_t pid = fork();
   if (pid == 0) {
-    uint64_t limit = vm_size() + room;
-    if (resource == RLIMIT_DATA) {
-      FILE *f = fopen("/proc/self/status", "r");
-      char line[256];
-      uint64_t kb = 0;
-      while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmData:", 7)) kb = strtoull(line + 7, NULL, 10);
-      if (f) fclose(f);
-      limit = kb * 1024 + room;
-    }
+    uint64_t limit = status_bytes(resource == RLIMIT_DATA ? "VmData" : "VmSize") + room;
     struct rlimit rl = {limit, limit};
     if (setrlimit(resource, &rl)) _exit(10);
     hl_heap *h = NULL;
