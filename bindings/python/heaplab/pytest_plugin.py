@@ -304,7 +304,6 @@ class _Progress:
             self.open = False
 
 
-@pytest.hookimpl(trylast=True)       # after the terminal reporter exists
 def _environment_line() -> Optional[str]:
     """The HEAPLAB_<OPTION> variables every heap of the session -- every
     experiment's arm -- runs with (docs/harness.md), or None: said at the top
@@ -321,6 +320,7 @@ def pytest_report_header(config: Any) -> Optional[str]:
     return _environment_line()
 
 
+@pytest.hookimpl(trylast=True)       # after the terminal reporter exists
 def pytest_configure(config: Any) -> None:
     config._heaplab_lab = Lab()                 # type: ignore[attr-defined]
     n = config.getoption("--repeat", default=None)
