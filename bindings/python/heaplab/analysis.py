@@ -39,7 +39,8 @@ except ImportError as e:  # pragma: no cover - depends on the install
                       "install them with: pip install 'heaplab[analysis]'") from None
 
 from .harness import (FIGURES, SKIPPED, _arm_problem, _real, error_summary, load_arms,
-                      load_json_record, _make_folder, phase_status, write_atomic)
+                      load_json_record, _make_folder, phase_status, sweep_runs_under,
+                      write_atomic)
 
 MiB = 1 << 20
 
@@ -122,8 +123,10 @@ def arms(source: Any) -> List[Dict[str, Any]]:
             # os.walk visits experiment folders in no set order: E1, E2, ..., E10
             found.sort(key=lambda a: _natural(a["experiment"]))
             if not found:
+                runs = sweep_runs_under(path)
                 raise ValueError(f"{path}: no arm results in this folder "
-                                 "(expected <experiment>/<arm>.json files written by the harness)")
+                                 "(expected <experiment>/<arm>.json files written by the harness)"
+                                 + (f"; {_runs_left_out(runs)}" if runs else ""))
             return found
         if os.path.isfile(path):
             with open(path) as f:
@@ -154,6 +157,12 @@ def arms(source: Any) -> List[Dict[str, Any]]:
         return [a for item in source for a in arms(item)]
     raise TypeError(f"cannot read results from {type(source).__name__}: expected a results "
                     "folder, an arm JSON file, an ArmResult, {arm: ArmResult} or an arm dict")
+
+
+def _runs_left_out(runs):
+    """The line saying which sweep run folders a folder's report left out."""
+    return (f"left out {len(runs)} sweep run folder(s) (heaplab run's, with meta.json; "
+            f"report each on its own: heaplab report {runs[0]}): {', '.join(runs)}")
 
 
 def _natural(name):
@@ -968,6 +977,12 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     _check_failed(found, failed)       # refuse before writing anything
     _make_out(out)
     written = []
+    if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+        # a sweep's run folder in it (heaplab run --results RESULTS) is no
+        # part of the suite's records (load_arms leaves it out): say so
+        runs = sweep_runs_under(os.fspath(source))
+        if runs:
+            say(_runs_left_out(runs))
 
     def save_fig(fig, name):
         path = os.path.join(out, name)

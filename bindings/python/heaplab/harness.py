@@ -53,7 +53,7 @@ __all__ = [
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
-    "check_arm_names",
+    "check_arm_names", "sweep_runs_under",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -2175,13 +2175,42 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
     Folders that are symbolic links are followed (an experiment's folder
     linked in from another run was left out without a word), each real
     folder once: a loop of links ends, and a run reached twice (RESULTS/latest
-    beside RESULTS/<run>) is loaded once."""
+    beside RESULTS/<run>) is loaded once.
+
+    A sweep's run folder (`heaplab run`'s RESULTS/<run-id>, it holds
+    meta.json with a run_id) BELOW `folder` is not read: its task records
+    (<run-id>/E1/c000/on.r0.json) are runs of a grid, not of the suite's
+    arms, and were counted as repeats of results/E1/on.json
+    (sweep_runs_under lists them; load_arms(RESULTS/<run-id>) still reads
+    the run itself)."""
     return [data for _, data in _arm_files(folder, skipped, "load_arms")]
 
 
-def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: str
-               ) -> Iterable[Tuple[str, Dict[str, Any]]]:
-    """(path, arm JSON) of each arm file under folder, as load_arms finds them."""
+def _is_sweep_run(path: str) -> bool:
+    """A sweep's run folder: its meta.json is heaplab run's (an object with
+    a "run_id"; another meta.json beside arm files does not make one)."""
+    try:
+        with open(os.path.join(path, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "run_id" in meta
+
+
+def sweep_runs_under(folder: str) -> List[str]:
+    """The sweep run folders (holding heaplab run's meta.json) below `folder` that
+    load_arms(folder) leaves out, each real folder once (RESULTS/latest is
+    one of the runs), in the order load_arms walks."""
+    out: List[str] = []
+    for _ in _arm_files_walk(folder, out):
+        pass
+    return out
+
+
+def _arm_files_walk(folder: str, runs: Optional[List[str]] = None
+                    ) -> Iterator[Tuple[str, List[str]]]:
+    """(folder, its file names) of each folder load_arms reads, sweep run
+    folders below `folder` left out (and appended to `runs`)."""
     seen = set()
     for root, dirs, files in os.walk(folder, followlinks=True):
         real = os.path.realpath(root)
@@ -2190,6 +2219,18 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
             continue
         seen.add(real)
         dirs.sort()
+        if root != folder and _is_sweep_run(root):
+            dirs[:] = []
+            if runs is not None:
+                runs.append(root)
+            continue
+        yield root, files
+
+
+def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: str
+               ) -> Iterable[Tuple[str, Dict[str, Any]]]:
+    """(path, arm JSON) of each arm file under folder, as load_arms finds them."""
+    for root, files in _arm_files_walk(folder):
         for name in sorted(files):
             if not name.endswith(".json"):
                 continue
