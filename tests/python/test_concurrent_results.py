@@ -68,3 +68,91 @@ def test_a_sweep_run_in_the_results_folder_is_not_the_suites_records(tmp_path):
     run2 = _sweep_run(only, "20261205-170001-abcdef", 8 * MiB)
     with pytest.raises(ValueError, match=f"no arm results.*heaplab report {run2}"):
         hla.arms(str(only))
+
+
+def _reportable_run(results, run_id, value):
+    """A sweep run folder report_run can report: a grid, task records with
+    effects."""
+    run = results / run_id
+    (run / "E1" / "c000").mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({
+        "run_id": run_id, "experiment": "e1", "grid": {"warm_pages": ["0"]},
+        "cells": {"c000": {"warm_pages": "0"}}}))
+    for arm in ("on", "off"):
+        for k in range(2):
+            d = dict(_arm("E1", arm, value + k * MiB), repeat=k,
+                     sweep={"experiment": "E1", "cell": "c000", "arm": arm, "status": "ok",
+                            "repeat": k, "values": {"warm_pages": "0"}},
+                     effects_numeric=[{"effect": "returned", "value": value + k, "unit": "MiB",
+                                       "threshold": 1, "passed": True}])
+            (run / "E1" / "c000" / f"{arm}.r{k}.json").write_text(json.dumps(d))
+    return run
+
+
+@pytest.mark.parametrize("b_has_report", [False, True])
+def test_report_of_latest_is_the_run_latest_named_when_it_began(tmp_path, b_has_report):
+    """`heaplab report RESULTS/latest` read the link again at every read and
+    write: a sweep starting meanwhile (it points latest at its new run) made
+    it crash (FileNotFoundError, a .tmp left) or write run A's tables into
+    run B's report/.  The move is forced after the report's first file."""
+    from heaplab import sweep
+    results = tmp_path / "results"
+    a = _reportable_run(results, "20261205-000001-aaaaaa", 10 * MiB)
+    b = _reportable_run(results, "20261205-000002-bbbbbb", 20 * MiB)
+    if b_has_report:
+        hla.report_run(str(b))
+    before_b = {n: (b / "report" / n).read_bytes() for n in os.listdir(b / "report")} \
+        if b_has_report else None
+    sweep._point_latest(str(results), a.name)
+    said = []
+
+    def hook(msg):
+        said.append(msg)
+        if len(said) == 1:
+            sweep._point_latest(str(results), b.name)     # a new sweep starts now
+    written = hla.report_run(str(results / "latest"), log=hook)
+    assert all(p.startswith(str(a / "report")) for p in written), written
+    assert (a / "report" / "effects.csv").read_text() == \
+        hla.effects_frame(str(a)).to_csv(index=False)
+    if b_has_report:
+        assert {n: (b / "report" / n).read_bytes() for n in os.listdir(b / "report")} == before_b
+    else:
+        assert not (b / "report").exists()
+    tmps = [n for d in (a, b) if (d / "report").exists() for n in os.listdir(d / "report")
+            if n.endswith(".tmp")]
+    assert tmps == []
+
+
+def test_write_atomic_through_a_link_that_moves_writes_one_folder(tmp_path, monkeypatch):
+    """write_atomic made its temporary file through the link and renamed it
+    through the link again: re-pointed in between, the rename found no such
+    file (FileNotFoundError) and the .tmp stayed behind."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    link = tmp_path / "latest"
+    os.symlink("one", link)
+    real_fsync = os.fsync
+
+    def fsync_then_move(fd):
+        real_fsync(fd)
+        os.remove(link)
+        os.symlink("two", link)
+    monkeypatch.setattr(harness.os, "fsync", fsync_then_move)
+    harness.write_atomic(str(link / "t.csv"), "x\n")
+    monkeypatch.undo()
+    assert os.listdir(one) == ["t.csv"] and os.listdir(two) == []
+
+
+def test_report_says_an_os_error_in_one_line(tmp_path, monkeypatch, capsys):
+    """An OSError in the report (a file gone or unwritable meanwhile) was a
+    traceback: one line naming it, exit 1."""
+    from heaplab import __main__ as cli
+    save_arm(_arm("E1", "on", 16 * MiB), str(tmp_path))
+
+    def gone(*args, **kw):
+        raise FileNotFoundError(2, "No such file or directory", str(tmp_path / "E1" / "on.json"))
+    monkeypatch.setattr(hla, "report", gone)
+    assert cli.main(["report", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("heaplab report: ") and "on.json" in err, err

@@ -80,17 +80,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"heaplab report: {e}", file=sys.stderr)
         return 2
+    # RESULTS resolved once (RESULTS/latest may be re-pointed by a sweep
+    # starting meanwhile): the kind of folder and its report are one run's
+    results = os.path.realpath(args.results)
     try:
-        if analysis.is_run_folder(args.results):
-            written = analysis.report_run(args.results, args.out, dpi=args.dpi, log=print)
+        if analysis.is_run_folder(results):
+            written = analysis.report_run(results, args.out, dpi=args.dpi, log=print)
         else:
-            written = analysis.report(args.results, args.out, dpi=args.dpi, log=print,
+            written = analysis.report(results, args.out, dpi=args.dpi, log=print,
                                       failed=args.failed)
     except ValueError as e:
         msg = str(e).replace("pass failed='flag'", "pass --failed flag").replace(
             "failed='drop'", "--failed drop")
         print(f"heaplab report: {msg}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # a file that went away or could not be written meanwhile (another
+        # process writing the folder, a full disk): one line, not a traceback
+        print(f"heaplab report: {e}", file=sys.stderr)
+        return 1
     print(f"{len(written)} files in {os.path.dirname(written[0]) if written else args.out}")
     return 0
 

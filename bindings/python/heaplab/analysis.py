@@ -965,10 +965,15 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     'flag' keeps them (the records CSV's status column and the phase-cost
     plot include them), 'drop' leaves them out of the tables and plots
     (the footprint plot shows every arm's series either way)."""
+    if isinstance(source, (str, os.PathLike)):
+        # the folder resolved once: RESULTS/latest re-pointed by a sweep
+        # starting meanwhile sent the later reads and writes to another run
+        source = os.path.realpath(os.fspath(source))
     if out is None:
         if not isinstance(source, (str, os.PathLike)):
             raise ValueError("report: name an output folder (out=) for results not read from disk")
         out = os.path.join(os.fspath(source), "report")
+    out = os.path.realpath(os.fspath(out))
     say = log or (lambda msg: None)
     # read and check the results before the output folder is made: a
     # missing results folder made <missing>/report, then said "no arm
@@ -1391,8 +1396,12 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
     footprint and phase-cost plots of every arm over all its repeats (first
     cell), and the tidy tables sweep.csv, effects.csv, effect_summary.csv.
     Returns the paths written."""
-    run = os.fspath(run)
-    out = out or os.path.join(run, "report")
+    # the run folder (and out) resolved once: `heaplab report RESULTS/latest`
+    # re-read the link on every read and write, so a sweep starting meanwhile
+    # (it points latest at its new run) made it crash or write one run's
+    # tables into the other's report/
+    run = os.path.realpath(os.fspath(run))
+    out = os.path.realpath(os.fspath(out) if out else os.path.join(run, "report"))
     say = log or (lambda msg: None)
     written = []
     # read the run first (a bad run folder is refused before anything is made)

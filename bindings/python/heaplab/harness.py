@@ -1996,8 +1996,15 @@ def write_atomic(path: str, text: Union[str, bytes]) -> None:
     *.json: load_arms never reads it).  Every writer of records uses it:
     save_arm, write_csv, the sweep's records and meta.json, the pytest
     plugin's tables, and the reports' CSV and PNG files (heaplab.analysis
-    report and report_run)."""
-    folder = os.path.dirname(os.path.abspath(path))
+    report and report_run).
+
+    The folder is resolved once (os.path.realpath) and both the temporary
+    file and the replace use that: a folder reached through a symbolic link
+    that moves meanwhile (RESULTS/latest, re-pointed by a sweep starting)
+    made the temporary file in one folder and the rename look for it in
+    another (FileNotFoundError, the .tmp left behind)."""
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    path = os.path.join(folder, os.path.basename(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
                                f"{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
