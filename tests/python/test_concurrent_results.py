@@ -156,3 +156,71 @@ def test_report_says_an_os_error_in_one_line(tmp_path, monkeypatch, capsys):
     assert cli.main(["report", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("heaplab report: ") and "on.json" in err, err
+
+
+TINY = """
+from heaplab.harness import Experiment
+T = Experiment("TCONC", "concurrent saves")
+
+@T.arm("a")
+@T.arm("b")
+def arm(rec, **options):
+    with rec.phase("fill"):
+        x = bytearray(1 << 16)
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
+    path = tmp_path / "tconc_exp.py"
+    path.write_text(TINY)
+    spec = importlib.util.spec_from_file_location("tconc_exp", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["tconc_exp"] = mod
+    try:
+        spec.loader.exec_module(mod)
+        yield mod.T, tmp_path / "results" / "TCONC"
+    finally:
+        del sys.modules["tconc_exp"]
+
+
+@pytest.mark.parametrize("first,then", [(1, 1), (3, 1), (1, 2)])
+def test_a_reader_never_misses_an_arm_while_run_saves_it(tiny, monkeypatch, first, then):
+    """Experiment.run removed <arm>.json (with its earlier runs) and then
+    wrote it again: a reader in between found no such file -- load_arms
+    raised 'cannot be read ... remove it' about a healthy file, or the
+    table was short of the arm.  A reader is run at every write_atomic of an
+    arm's JSON and every os.remove of Experiment.run's saving."""
+    exp, folder = tiny
+    exp.run(repeat=first)
+    seen = []
+
+    def reader(when):
+        arms = sorted({a["arm"] for a in load_arms(str(folder))})
+        seen.append((when, arms))
+    real_write, real_remove = harness.write_atomic, harness.os.remove
+
+    def write_atomic(path, text):
+        reader(f"before writing {os.path.basename(path)}")
+        real_write(path, text)
+        reader(f"after writing {os.path.basename(path)}")
+
+    def remove(path):
+        reader(f"before removing {os.path.basename(path)}")
+        real_remove(path)
+        reader(f"after removing {os.path.basename(path)}")
+    monkeypatch.setattr(harness, "write_atomic", write_atomic)
+    monkeypatch.setattr(harness.os, "remove", remove)
+    try:
+        exp.run(repeat=then)
+    finally:
+        monkeypatch.undo()
+    assert seen and all(arms == ["a", "b"] for _, arms in seen), seen
+    stems = ["a.json", "b.json"] if then == 1 else \
+        [f"{a}.r{k}.json" for a in "ab" for k in range(then)]
+    assert sorted(n for n in os.listdir(folder) if n.endswith(".json")) == stems
+    rows = list(csv.DictReader(open(folder / "records.csv")))
+    assert len(rows) == 2 * then, rows

@@ -1879,17 +1879,13 @@ class Experiment:
                     if n > 1:
                         data["repeat"] = k
                     if save:
-                        if k == 0:
-                            _remove_earlier_runs(data)
-                        save_arm(data)
+                        _save_arm(data, earlier_runs=k == 0)
                     raise
                 data["seed"] = self.seed
                 if n > 1:
                     data["repeat"] = k
                 if save:
-                    if k == 0:
-                        _remove_earlier_runs(data)
-                    save_arm(data)
+                    _save_arm(data, earlier_runs=k == 0)
                 if data.get("error"):
                     raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n"
                                     f"{data['error']}")
@@ -2058,12 +2054,14 @@ def check_arm_names(where: str, names: Sequence[str]) -> None:
                              f"of arm {seen[m.group(1)]!r}: name them apart")
 
 
-def _remove_earlier_runs(data: Mapping[str, Any], folder: Optional[str] = None) -> List[str]:
+def _remove_earlier_runs(data: Mapping[str, Any], folder: Optional[str] = None,
+                         keep: Optional[str] = None) -> List[str]:
     """Remove the saved runs of data's arm from an earlier Experiment.run --
-    <arm>.json and every <arm>.r<k>.json -- before this run saves its first:
-    they are this experiment's own outputs, and left beside this run's
-    (an earlier --repeat 3, then 1 or 2) records.csv, load_arms and the
-    reports took them for runs of this one.  Returns the paths removed."""
+    <arm>.json and every <arm>.r<k>.json but `keep` (the file name this run
+    just saved) -- once this run has saved its first: they are this
+    experiment's own outputs, and left beside this run's (an earlier
+    --repeat 3, then 1 or 2) records.csv, load_arms and the reports took
+    them for runs of this one.  Returns the paths removed."""
     import re
     folder = os.path.join(folder or results_dir(), data["experiment"])
     stem = _arm_file_stem(data)
@@ -2074,7 +2072,7 @@ def _remove_earlier_runs(data: Mapping[str, Any], folder: Optional[str] = None) 
     except OSError:
         return removed
     for name in names:
-        if pattern.fullmatch(name):
+        if pattern.fullmatch(name) and name != keep:
             path = os.path.join(folder, name)
             try:
                 os.remove(path)
@@ -2087,12 +2085,25 @@ def _remove_earlier_runs(data: Mapping[str, Any], folder: Optional[str] = None) 
 def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
     """Write an arm's JSON and rewrite the experiment's CSV (both whole, with
     write_atomic: a crash or Ctrl-C leaves the old file or the new one)."""
-    folder = os.path.join(folder or results_dir(), data["experiment"])
+    _save_arm(data, folder)
+
+
+def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
+              earlier_runs: bool = False) -> None:
+    """save_arm; with earlier_runs (Experiment.run, an arm's first save) the
+    arm's files of an earlier run are removed AFTER this one is saved, and
+    never the file being written: it was removed first and written again,
+    so a reader in between (load_arms, a notebook, `heaplab report`) found
+    no <arm>.json and was told to remove a file that was fine."""
+    results = folder or results_dir()
+    folder = os.path.join(results, data["experiment"])
     os.makedirs(folder, exist_ok=True)
     safe = _arm_file_stem(data)
     if data.get("repeat") is not None:
         safe += f".r{data['repeat']}"
     write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
+    if earlier_runs:
+        _remove_earlier_runs(data, results, keep=f"{safe}.json")
     write_csv(folder)
 
 
