@@ -224,3 +224,56 @@ def test_a_reader_never_misses_an_arm_while_run_saves_it(tiny, monkeypatch, firs
     assert sorted(n for n in os.listdir(folder) if n.endswith(".json")) == stems
     rows = list(csv.DictReader(open(folder / "records.csv")))
     assert len(rows) == 2 * then, rows
+
+
+@pytest.mark.parametrize("a_writes", ["save_arm", "write_csv"])
+def test_records_csv_keeps_both_arms_saved_at_the_same_moment(tmp_path, monkeypatch, a_writes):
+    """Two processes saving arms of one experiment at once (pytest -n 2: the
+    Python and the Lua E1 both write results/E1): write_csv listed the
+    folder, then replaced records.csv -- the last to write won with a
+    listing that missed the other's new arm.  Forced here: A stops right
+    after its listing while B saves; when the folder's lock is held (the
+    fix) B cannot save meanwhile, so A does not wait for it."""
+    import fcntl
+    import threading
+    for name in ("a", "b"):
+        save_arm(_arm("EX", name, 1), str(tmp_path))           # an earlier run of both
+    folder = str(tmp_path / "EX")
+    a_listed, b_done = threading.Event(), threading.Event()
+    real = harness._arm_files
+
+    def listing(*args, **kw):
+        out = list(real(*args, **kw))
+        if threading.current_thread().name == "A":
+            a_listed.set()
+            fd = os.open(os.path.join(folder, harness.RECORDS_LOCK)
+                         if hasattr(harness, "RECORDS_LOCK") else folder, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass                    # A holds the lock: B waits for it, not A for B
+            else:
+                b_done.wait(60)         # nothing stops B: let it save in the gap
+            finally:
+                os.close(fd)
+        return out
+    monkeypatch.setattr(harness, "_arm_files", listing)
+
+    def a():
+        if a_writes == "save_arm":
+            save_arm(_arm("EX", "a", 2), str(tmp_path))
+        else:
+            harness.write_csv(folder)
+
+    def b():
+        a_listed.wait()
+        save_arm(_arm("EX", "b", 2), str(tmp_path))
+        b_done.set()
+    ta, tb = threading.Thread(target=a, name="A"), threading.Thread(target=b, name="B")
+    ta.start()
+    tb.start()
+    ta.join()
+    tb.join()
+    rows = list(csv.DictReader(open(tmp_path / "EX" / "records.csv")))
+    want = {"a": "2" if a_writes == "save_arm" else "1", "b": "2"}
+    assert {r["arm"]: r["phys_before"] for r in rows} == want, rows

@@ -53,7 +53,7 @@ __all__ = [
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
-    "check_arm_names", "sweep_runs_under",
+    "check_arm_names", "sweep_runs_under", "records_lock",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -2101,10 +2101,39 @@ def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
     safe = _arm_file_stem(data)
     if data.get("repeat") is not None:
         safe += f".r{data['repeat']}"
-    write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
-    if earlier_runs:
-        _remove_earlier_runs(data, results, keep=f"{safe}.json")
-    write_csv(folder)
+    with records_lock(folder):
+        write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
+        if earlier_runs:
+            _remove_earlier_runs(data, results, keep=f"{safe}.json")
+        _write_csv(folder)
+
+
+#: the hidden file in an experiment's folder that records_lock locks
+RECORDS_LOCK = ".records.lock"
+
+
+@contextlib.contextmanager
+def records_lock(folder: str) -> Iterator[None]:
+    """Hold the advisory lock of an experiment's folder (fcntl.flock,
+    exclusive, on <folder>/.records.lock, made if missing): save_arm and
+    write_csv take it around writing an arm's JSON and listing the folder
+    for records.csv, so that two processes saving arms of one experiment
+    at the same moment cannot leave a records.csv written from a listing
+    that misses the other's arm (the last writer's stale listing won).
+    Blocks until the lock is free; not re-entrant (a second records_lock
+    of the same folder in one thread waits forever).  Without fcntl (not
+    POSIX) it does nothing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(os.path.join(folder, RECORDS_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)           # (releases the lock)
 
 
 #: what load_json_record returns for a file it skipped
@@ -2270,7 +2299,14 @@ def write_csv(folder: str) -> None:
     arm's error.  A *.json file that is not valid JSON, or an arm's JSON
     that cannot be read (_arm_problem: "records" null, a figure that is not a
     number...), is left out with a warning naming it (load_arms(folder)
-    raises on the first, heaplab.analysis on both)."""
+    raises on the first, heaplab.analysis on both).  The listing and the
+    write are done holding records_lock(folder)."""
+    with records_lock(folder):
+        _write_csv(folder)
+
+
+def _write_csv(folder: str) -> None:
+    """write_csv, records_lock(folder) held by the caller."""
     import warnings
     rows = []
     for path, data in _arm_files(folder, [], "write_csv"):
