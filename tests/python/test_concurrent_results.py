@@ -277,3 +277,64 @@ def test_records_csv_keeps_both_arms_saved_at_the_same_moment(tmp_path, monkeypa
     rows = list(csv.DictReader(open(tmp_path / "EX" / "records.csv")))
     want = {"a": "2" if a_writes == "save_arm" else "1", "b": "2"}
     assert {r["arm"]: r["phys_before"] for r in rows} == want, rows
+
+
+def test_two_sessions_of_one_experiment_never_leave_their_files_side_by_side(tiny, monkeypatch):
+    """Two sessions ran the same experiment at once (two terminals, --repeat 3
+    and a single run): the single run's files were left beside the other's
+    <arm>.r<k>.json and records.csv took them for repeats of one run.
+    Session S1 (repeat=3) is stopped after its first save; S2 (one run) then
+    runs and saves -- or, when S1 holds the folder's lock (the fix), waits
+    for it, saying so -- and S1 goes on.  The arms' processes are faked
+    (run_command_arm): no process, no timing."""
+    import threading
+    exp, folder = tiny
+    s1_saved_one, s2_done_or_waiting = threading.Event(), threading.Event()
+    calls = {"S1": 0}
+
+    def fake_run(cmd, env, timeout=None, label=None, drop=()):
+        who = threading.current_thread().name
+        if who == "S1":
+            calls["S1"] += 1
+            if calls["S1"] == 2:            # S1 has saved its first arm
+                s1_saved_one.set()
+                assert s2_done_or_waiting.wait(60)
+        return dict(_arm("TCONC", cmd[-1], 1 if who == "S1" else 2), pid=who)
+    monkeypatch.setattr(harness, "run_command_arm", fake_run)
+    said = []
+    real_waiting = getattr(harness, "_waiting_for_records", None)
+
+    def waiting(who, where):
+        said.append(where)
+        s2_done_or_waiting.set()
+        real_waiting(who, where)
+    monkeypatch.setattr(harness, "_waiting_for_records", waiting, raising=False)
+    errors = []
+
+    def session(repeat, after=None):
+        try:
+            if after is not None:
+                assert after.wait(60)
+            exp.run(repeat=repeat)
+        except BaseException as e:          # (shown by the assertion below)
+            errors.append(e)
+        finally:
+            if threading.current_thread().name == "S2":
+                s2_done_or_waiting.set()
+    s1 = threading.Thread(target=session, args=(3,), name="S1")
+    s2 = threading.Thread(target=session, args=(1, s1_saved_one), name="S2")
+    s1.start()
+    s2.start()
+    s1.join()
+    s2.join()
+    assert errors == []
+    files = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    pids = {json.load(open(folder / n))["pid"] for n in files}
+    assert len(pids) == 1 and files in (["a.json", "b.json"],
+                                        [f"{a}.r{k}.json" for a in "ab" for k in range(3)]), \
+        [(n, json.load(open(folder / n))["pid"]) for n in files]
+    rows = list(csv.DictReader(open(folder / "records.csv")))
+    assert sorted((r["arm"], r["repeat"]) for r in rows) == sorted(
+        (json.load(open(folder / n))["arm"], "" if len(files) == 2 else n.split(".r")[1][0])
+        for n in files)
+    assert said == [str(folder)]            # S2 said it waited for S1

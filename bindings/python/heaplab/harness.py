@@ -1856,40 +1856,50 @@ class Experiment:
         # then adds nothing of this process's); the caller's HEAPLAB_<OPTION>
         # variables said once on stderr, and in each arm's record
         arm_env = _arm_env(env, f"experiment {self.name}")
-        for k in range(n):
-            for arm_name in names:
-                cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var,
-                       arm_name]
-                label = f"{self.name}/{arm_name}" + (f" (repeat {k + 1}/{n})" if n > 1 else "")
-                try:
-                    data = run_command_arm(cmd, arm_env, timeout=timeout, label=label,
-                                           drop=("",))
-                except (ArmInterrupted, ArmFailed) as e:
-                    # the arm's record says so (an earlier run's complete
-                    # record of this arm must not stand for this one)
-                    data = getattr(e, "data", None) or {
-                        "experiment": self.name, "title": self.title, "arm": arm_name,
-                        "options": self.arms[arm_name]["options"],
-                        "environment_options": environment_options(arm_env),
-                        "params": self.arms[arm_name]["params"], "pid": None,
-                        "error": str(e), "records": [], "notes": {}, "series": []}
-                    if isinstance(e, ArmInterrupted):
-                        data["interrupted"] = True
+        # the experiment folder's lock (records_lock), held from this run's first
+        # save to its last: another session running the same experiment at once
+        # saved between them, and its single run was left beside this one's
+        # --repeat files, taken for repeats of one run; now the second to save
+        # waits (saying so) and its first save removes the first's files
+        held = _RunLock(self.name)
+        try:
+            for k in range(n):
+                for arm_name in names:
+                    cmd = [sys.executable, "-m", "heaplab.harness", "child", self.path, self.var,
+                           arm_name]
+                    label = f"{self.name}/{arm_name}" + (f" (repeat {k + 1}/{n})" if n > 1
+                                                          else "")
+                    try:
+                        data = run_command_arm(cmd, arm_env, timeout=timeout, label=label,
+                                               drop=("",))
+                    except (ArmInterrupted, ArmFailed) as e:
+                        # the arm's record says so (an earlier run's complete
+                        # record of this arm must not stand for this one)
+                        data = getattr(e, "data", None) or {
+                            "experiment": self.name, "title": self.title, "arm": arm_name,
+                            "options": self.arms[arm_name]["options"],
+                            "environment_options": environment_options(arm_env),
+                            "params": self.arms[arm_name]["params"], "pid": None,
+                            "error": str(e), "records": [], "notes": {}, "series": []}
+                        if isinstance(e, ArmInterrupted):
+                            data["interrupted"] = True
+                        data["seed"] = self.seed
+                        if n > 1:
+                            data["repeat"] = k
+                        if save:
+                            held.save(data, earlier_runs=k == 0)
+                        raise
                     data["seed"] = self.seed
                     if n > 1:
                         data["repeat"] = k
                     if save:
-                        _save_arm(data, earlier_runs=k == 0)
-                    raise
-                data["seed"] = self.seed
-                if n > 1:
-                    data["repeat"] = k
-                if save:
-                    _save_arm(data, earlier_runs=k == 0)
-                if data.get("error"):
-                    raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n"
-                                    f"{data['error']}")
-                runs[arm_name].append(data)
+                        held.save(data, earlier_runs=k == 0)
+                    if data.get("error"):
+                        raise ArmFailed(f"{self.name}/{arm_name} failed in its process:\n"
+                                        f"{data['error']}")
+                    runs[arm_name].append(data)
+        finally:
+            held.release()
         out = {}
         for arm_name, datas in runs.items():
             res = ArmResult(datas[0] if n == 1 else median_arm(datas))
@@ -2089,7 +2099,7 @@ def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
 
 
 def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
-              earlier_runs: bool = False) -> None:
+              earlier_runs: bool = False, locked: bool = False) -> None:
     """save_arm; with earlier_runs (Experiment.run, an arm's first save) the
     arm's files of an earlier run are removed AFTER this one is saved, and
     never the file being written: it was removed first and written again,
@@ -2101,11 +2111,42 @@ def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
     safe = _arm_file_stem(data)
     if data.get("repeat") is not None:
         safe += f".r{data['repeat']}"
-    with records_lock(folder):
+    with contextlib.nullcontext() if locked else records_lock(folder):
         write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
         if earlier_runs:
             _remove_earlier_runs(data, results, keep=f"{safe}.json")
         _write_csv(folder)
+
+
+def _waiting_for_records(who: str, folder: str) -> None:
+    """Said once when a run's first save waits for the folder's lock."""
+    print(f"heaplab: {who}: waiting for another session running it to finish saving into "
+          f"{folder} (its lock {RECORDS_LOCK} is held); this run's files then replace "
+          f"that session's", file=sys.stderr, flush=True)
+
+
+class _RunLock:
+    """Experiment.run's hold of its experiment folders' records_lock: taken
+    at the run's first save into a folder, released when run() returns or
+    raises (release())."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stack = contextlib.ExitStack()
+        self.folders: Set[str] = set()
+
+    def save(self, data: Dict[str, Any], earlier_runs: bool) -> None:
+        folder = os.path.join(results_dir(), data["experiment"])
+        if folder not in self.folders:
+            os.makedirs(folder, exist_ok=True)
+            self.stack.enter_context(records_lock(
+                folder, waiting=lambda: _waiting_for_records(f"experiment {self.name}",
+                                                             folder)))
+            self.folders.add(folder)
+        _save_arm(data, earlier_runs=earlier_runs, locked=True)
+
+    def release(self) -> None:
+        self.stack.close()
 
 
 #: the hidden file in an experiment's folder that records_lock locks
@@ -2113,7 +2154,8 @@ RECORDS_LOCK = ".records.lock"
 
 
 @contextlib.contextmanager
-def records_lock(folder: str) -> Iterator[None]:
+def records_lock(folder: str, waiting: Optional[Callable[[], None]] = None
+                 ) -> Iterator[None]:
     """Hold the advisory lock of an experiment's folder (fcntl.flock,
     exclusive, on <folder>/.records.lock, made if missing): save_arm and
     write_csv take it around writing an arm's JSON and listing the folder
@@ -2122,7 +2164,13 @@ def records_lock(folder: str) -> Iterator[None]:
     that misses the other's arm (the last writer's stale listing won).
     Blocks until the lock is free; not re-entrant (a second records_lock
     of the same folder in one thread waits forever).  Without fcntl (not
-    POSIX) it does nothing."""
+    POSIX) it does nothing.  `waiting()` is called when the lock is held
+    by another, before waiting for it.
+
+    Experiment.run holds it from its first save to its last: a second
+    session running the same experiment at once waits at its first save
+    until the first is done, then replaces the first's files (never are
+    the two sessions' files left side by side as repeats of one run)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
@@ -2130,7 +2178,12 @@ def records_lock(folder: str) -> Iterator[None]:
         return
     fd = os.open(os.path.join(folder, RECORDS_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)           # (releases the lock)
