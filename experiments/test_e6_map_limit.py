@@ -61,7 +61,7 @@ import time
 import pytest
 
 import heaplab
-from heaplab.harness import Experiment, save_arm, spawn_arm, SEED_POLICIES
+from heaplab.harness import Experiment, environment_options, save_arm, spawn_arm, SEED_POLICIES
 
 # The arm's process loads this file by path; maplimit.py sits beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -236,8 +236,13 @@ def spin_record(spin):
     }
     record = {"experiment": "E6", "arm": "unbounded", "phase": "spin (observed)", "index": 0,
               "phys_before": spin["phys"], "duration_s": window, "notes": notes}
+    options = E6.arms["unbounded"]["options"]
     return {"experiment": "E6", "title": E6.title, "arm": "unbounded",
-            "options": E6.arms["unbounded"]["options"], "params": {}, "pid": spin["pid"],
+            "options": options, "params": {}, "pid": spin["pid"],
+            # (spawn_arm passed the caller's HEAPLAB_<OPTION> variables on, as
+            # every arm's record says: docs/harness.md)
+            "environment_options": {k: v for k, v in environment_options().items()
+                                    if k not in options},
             "error": None, "records": [record], "notes": {}, "series": [],
             "seed": E6.seed, "stderr_tail": spin["stderr_tail"]}
 

@@ -241,39 +241,49 @@ def test_records_csv_keeps_both_arms_saved_at_the_same_moment(tmp_path, monkeypa
     folder = str(tmp_path / "EX")
     a_listed, b_done = threading.Event(), threading.Event()
     real = harness._arm_files
+    waited, errors = [], []
 
     def listing(*args, **kw):
         out = list(real(*args, **kw))
         if threading.current_thread().name == "A":
             a_listed.set()
-            fd = os.open(os.path.join(folder, harness.RECORDS_LOCK)
-                         if hasattr(harness, "RECORDS_LOCK") else folder, os.O_RDONLY)
+            # (O_CREAT: without the fix no lock file is ever made -- an open
+            # without it raised in A, and the test passed: the review)
+            fd = os.open(os.path.join(folder, ".records.lock"), os.O_RDONLY | os.O_CREAT, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 pass                    # A holds the lock: B waits for it, not A for B
             else:
-                b_done.wait(60)         # nothing stops B: let it save in the gap
+                waited.append(b_done.wait(60))     # nothing stops B: let it save in the gap
             finally:
                 os.close(fd)
         return out
     monkeypatch.setattr(harness, "_arm_files", listing)
 
     def a():
-        if a_writes == "save_arm":
-            save_arm(_arm("EX", "a", 2), str(tmp_path))
-        else:
-            harness.write_csv(folder)
+        try:
+            if a_writes == "save_arm":
+                save_arm(_arm("EX", "a", 2), str(tmp_path))
+            else:
+                harness.write_csv(folder)
+        except BaseException as e:      # (a thread's exception is only a warning to pytest)
+            errors.append(e)
 
     def b():
-        a_listed.wait()
-        save_arm(_arm("EX", "b", 2), str(tmp_path))
-        b_done.set()
+        try:
+            a_listed.wait()
+            save_arm(_arm("EX", "b", 2), str(tmp_path))
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            b_done.set()
     ta, tb = threading.Thread(target=a, name="A"), threading.Thread(target=b, name="B")
     ta.start()
     tb.start()
     ta.join()
     tb.join()
+    assert errors == [] and all(waited), (errors, waited)
     rows = list(csv.DictReader(open(tmp_path / "EX" / "records.csv")))
     want = {"a": "2" if a_writes == "save_arm" else "1", "b": "2"}
     assert {r["arm"]: r["phys_before"] for r in rows} == want, rows
@@ -338,3 +348,35 @@ def test_two_sessions_of_one_experiment_never_leave_their_files_side_by_side(tin
         (json.load(open(folder / n))["arm"], "" if len(files) == 2 else n.split(".r")[1][0])
         for n in files)
     assert said == [str(folder)]            # S2 said it waited for S1
+
+
+ARM_SAVES = '''
+from heaplab.harness import Experiment, save_arm
+
+T = Experiment("ARMSAVES", "an arm that saves a side record of its own experiment")
+
+
+@T.arm("first")
+@T.arm("second")
+def arm(rec, **options):
+    with rec.phase("p"):
+        save_arm({"experiment": "ARMSAVES", "title": "t", "arm": "side", "options": {},
+                  "params": {}, "pid": 1, "error": None, "records": [], "notes": {},
+                  "series": []})
+'''
+
+
+def test_an_arm_that_saves_into_its_own_experiment_is_not_held_up(run_experiment_source,
+                                                                     monkeypatch):
+    """42779a7 held the folder's records lock from a run's first save to its
+    last: an arm's own save_arm into its experiment (its process the run's
+    child) waited for it without a word, until the arm's timeout (the
+    review, session 27).  The run holds a lock of its own (.run.lock); a
+    save_arm takes only the records lock, around its save."""
+    import heaplab.harness as hh
+    real = hh.run_command_arm
+    monkeypatch.setattr(hh, "run_command_arm",
+                        lambda *a, **kw: real(*a, **dict(kw, timeout=20)))
+    res = run_experiment_source("armsaves_exp", ARM_SAVES)
+    assert set(res) == {"first", "second"}, res
+    assert all(res[a].data.get("error") is None for a in res), res

@@ -406,8 +406,9 @@ class _Unwritable:
 
 
 def _files(folder):
-    # (.records.lock: the folder's lock, harness.records_lock -- not a record)
-    return sorted(p.name for p in folder.iterdir() if p.name != ".records.lock")
+    # (.records.lock, .run.lock: the folder's locks, harness.records_lock -- not records)
+    return sorted(p.name for p in folder.iterdir() if p.name not in (".records.lock",
+                                                                     ".run.lock"))
 
 
 def test_a_failed_save_leaves_the_old_files_whole(tmp_path, monkeypatch):

@@ -43,15 +43,17 @@ def test_records_csv_has_a_repeat_column_and_no_earlier_runs(tmp_path, monkeypat
         assert sorted((r["arm"], r["repeat"]) for r in rows) == \
             [(a, str(k)) for a in "ab" for k in range(3)], rows
         mod.T.run(repeat=2)
-        # (.records.lock: the folder's lock, harness.records_lock)
-        assert sorted(os.listdir(folder)) == [".records.lock", "a.r0.json", "a.r1.json", "b.r0.json",
-                                              "b.r1.json", "records.csv"], os.listdir(folder)
+        # (.records.lock, .run.lock: the folder's locks, harness.records_lock)
+        assert sorted(os.listdir(folder)) == [".records.lock", ".run.lock", "a.r0.json",
+                                              "a.r1.json", "b.r0.json", "b.r1.json",
+                                              "records.csv"], os.listdir(folder)
         assert sorted((r["arm"], r["repeat"]) for r in _rows(folder / "records.csv")) == \
             [(a, str(k)) for a in "ab" for k in range(2)]
         # one run after repeats, and only arm a: b's runs are not a's to remove
         mod.T.run(arms=["a"], repeat=1)
-        assert sorted(os.listdir(folder)) == [".records.lock", "a.json", "b.r0.json", "b.r1.json",
-                                              "records.csv"], os.listdir(folder)
+        assert sorted(os.listdir(folder)) == [".records.lock", ".run.lock", "a.json",
+                                              "b.r0.json", "b.r1.json", "records.csv"], \
+            os.listdir(folder)
         rows = _rows(folder / "records.csv")
         assert sorted((r["arm"], r["repeat"]) for r in rows) == \
             [("a", ""), ("b", "0"), ("b", "1")], rows

@@ -53,7 +53,7 @@ __all__ = [
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
-    "check_arm_names", "sweep_runs_under", "records_lock",
+    "check_arm_names", "sweep_runs_under", "records_lock", "environment_options",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -366,7 +366,9 @@ def _child_main(argv: Sequence[str]) -> int:
     arm = exp.arms[arm_name]
     rec = Recorder(exp.name, arm_name)
     out = {"experiment": exp.name, "title": exp.title, "arm": arm_name, "options": arm["options"],
-           "environment_options": shared.environment_options(),
+           # (the options the arm sets itself win: those are not the environment's)
+           "environment_options": {k: v for k, v in shared.environment_options().items()
+                                   if k not in arm["options"]},
            "params": arm["params"], "pid": os.getpid(), "error": None}
     try:
         arm["fn"](rec, **arm["params"], **arm["options"])
@@ -1702,8 +1704,9 @@ def _arm_env(extra: Optional[Mapping[str, str]] = None, who: Optional[str] = Non
     inherited = environment_options(env)
     if inherited and who:
         shown = ", ".join(f"HEAPLAB_{k.upper()}={v}" for k, v in inherited.items())
-        print(f"heaplab: {who}: {shown} in the environment: every arm's heap runs with it "
-              f"(each arm's record says so: environment_options)", file=sys.stderr)
+        print(f"heaplab: {who}: {shown} in the environment: the default of every arm's heap "
+              f"that does not set it (each arm's record says which: environment_options)",
+              file=sys.stderr)
     return env
 
 
@@ -1878,7 +1881,9 @@ class Experiment:
                         data = getattr(e, "data", None) or {
                             "experiment": self.name, "title": self.title, "arm": arm_name,
                             "options": self.arms[arm_name]["options"],
-                            "environment_options": environment_options(arm_env),
+                            "environment_options": {
+                                k: v for k, v in environment_options(arm_env).items()
+                                if k not in self.arms[arm_name]["options"]},
                             "params": self.arms[arm_name]["params"], "pid": None,
                             "error": str(e), "records": [], "notes": {}, "series": []}
                         if isinstance(e, ArmInterrupted):
@@ -2099,7 +2104,7 @@ def save_arm(data: Dict[str, Any], folder: Optional[str] = None) -> None:
 
 
 def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
-              earlier_runs: bool = False, locked: bool = False) -> None:
+              earlier_runs: bool = False) -> None:
     """save_arm; with earlier_runs (Experiment.run, an arm's first save) the
     arm's files of an earlier run are removed AFTER this one is saved, and
     never the file being written: it was removed first and written again,
@@ -2111,7 +2116,7 @@ def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
     safe = _arm_file_stem(data)
     if data.get("repeat") is not None:
         safe += f".r{data['repeat']}"
-    with contextlib.nullcontext() if locked else records_lock(folder):
+    with records_lock(folder):
         write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
         if earlier_runs:
             _remove_earlier_runs(data, results, keep=f"{safe}.json")
@@ -2119,16 +2124,22 @@ def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
 
 
 def _waiting_for_records(who: str, folder: str) -> None:
-    """Said once when a run's first save waits for the folder's lock."""
+    """Said once when a run's first save waits for the folder's run lock."""
     print(f"heaplab: {who}: waiting for another session running it to finish saving into "
-          f"{folder} (its lock {RECORDS_LOCK} is held); this run's files then replace "
+          f"{folder} (its lock {RUN_LOCK} is held); this run's files then replace "
           f"that session's", file=sys.stderr, flush=True)
 
 
 class _RunLock:
-    """Experiment.run's hold of its experiment folders' records_lock: taken
-    at the run's first save into a folder, released when run() returns or
-    raises (release())."""
+    """Experiment.run's hold of its experiment folders' run lock
+    (records_lock(folder, RUN_LOCK)): taken at the run's first save into a
+    folder, released when run() returns or raises (release()).  Another
+    Experiment.run of the same experiment waits for it; a plain save_arm
+    (another session's, or one from inside an arm) does not -- it takes only
+    the records lock, around its own save.  (Holding the records lock itself
+    from the first save to the last made such a save_arm wait silently for
+    the whole run: an arm that saved hung until its timeout, the review of
+    session 27.)"""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -2141,9 +2152,9 @@ class _RunLock:
             os.makedirs(folder, exist_ok=True)
             self.stack.enter_context(records_lock(
                 folder, waiting=lambda: _waiting_for_records(f"experiment {self.name}",
-                                                             folder)))
+                                                             folder), name=RUN_LOCK))
             self.folders.add(folder)
-        _save_arm(data, earlier_runs=earlier_runs, locked=True)
+        _save_arm(data, earlier_runs=earlier_runs)
 
     def release(self) -> None:
         self.stack.close()
@@ -2151,11 +2162,13 @@ class _RunLock:
 
 #: the hidden file in an experiment's folder that records_lock locks
 RECORDS_LOCK = ".records.lock"
+#: the one Experiment.run holds from its first save to its last (_RunLock)
+RUN_LOCK = ".run.lock"
 
 
 @contextlib.contextmanager
-def records_lock(folder: str, waiting: Optional[Callable[[], None]] = None
-                 ) -> Iterator[None]:
+def records_lock(folder: str, waiting: Optional[Callable[[], None]] = None,
+                 name: str = RECORDS_LOCK) -> Iterator[None]:
     """Hold the advisory lock of an experiment's folder (fcntl.flock,
     exclusive, on <folder>/.records.lock, made if missing): save_arm and
     write_csv take it around writing an arm's JSON and listing the folder
@@ -2167,16 +2180,19 @@ def records_lock(folder: str, waiting: Optional[Callable[[], None]] = None
     POSIX) it does nothing.  `waiting()` is called when the lock is held
     by another, before waiting for it.
 
-    Experiment.run holds it from its first save to its last: a second
-    session running the same experiment at once waits at its first save
-    until the first is done, then replaces the first's files (never are
-    the two sessions' files left side by side as repeats of one run)."""
+    `name` RUN_LOCK is another file of the folder: Experiment.run holds
+    that one from its first save to its last, so a second session running
+    the same experiment at once waits at its first save until the first is
+    done, then replaces the first's files (never are the two sessions'
+    files left side by side as repeats of one run).  The file is opened
+    read-only (flock needs no more): a results folder shared by two users
+    stays usable by the one who did not make it."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    fd = os.open(os.path.join(folder, RECORDS_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

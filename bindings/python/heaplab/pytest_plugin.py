@@ -313,7 +313,9 @@ def _environment_line() -> Optional[str]:
     if not env:
         return None
     return ("heaplab: " + ", ".join(f"HEAPLAB_{k.upper()}={v}" for k, v in env.items()) +
-            " in the environment: every heap of this session, every arm included, runs with it")
+            " in the environment: the default of every heap of this session that does not set "
+            "it (Experiment arms record which: environment_options; command arms on an "
+            "allocator do not get it)")
 
 
 def pytest_report_header(config: Any) -> Optional[str]:
