@@ -35,7 +35,9 @@ apt_base="gcc make pkg-config lua5.4 liblua5.4-dev libreadline-dev valgrind libg
 apt_bench=""
 apt_clients=""
 pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
-apt_preload="redis-server redis-tools sqlite3 python3"
+# (locales: the de_DE source the preload test report_in_a_comma_locale builds a
+# decimal-comma locale from, into its own folder; without it the test skips)
+apt_preload="redis-server redis-tools sqlite3 python3 locales"
 
 profiles=${*:-base}
 want=""
