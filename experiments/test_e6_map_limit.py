@@ -241,8 +241,7 @@ def spin_record(spin):
             "options": options, "params": {}, "pid": spin["pid"],
             # (spawn_arm passed the caller's HEAPLAB_<OPTION> variables on, as
             # every arm's record says: docs/harness.md)
-            "environment_options": {k: v for k, v in environment_options().items()
-                                    if k not in options},
+            "environment_options": environment_options(set_by=options),
             "error": None, "records": [record], "notes": {}, "series": [],
             "seed": E6.seed, "stderr_tail": spin["stderr_tail"]}
 

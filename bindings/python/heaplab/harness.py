@@ -367,8 +367,7 @@ def _child_main(argv: Sequence[str]) -> int:
     rec = Recorder(exp.name, arm_name)
     out = {"experiment": exp.name, "title": exp.title, "arm": arm_name, "options": arm["options"],
            # (the options the arm sets itself win: those are not the environment's)
-           "environment_options": {k: v for k, v in shared.environment_options().items()
-                                   if k not in arm["options"]},
+           "environment_options": shared.environment_options(set_by=arm["options"]),
            "params": arm["params"], "pid": os.getpid(), "error": None}
     try:
         arm["fn"](rec, **arm["params"], **arm["options"])
@@ -1677,16 +1676,20 @@ def _check_ran_on_heaplab(data: Dict[str, Any], stderr: str, label: str,
     data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
 
 
-def environment_options(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+def environment_options(environ: Optional[Mapping[str, str]] = None,
+                        set_by: Iterable[str] = ()) -> Dict[str, str]:
     """{option: value} of the HEAPLAB_<OPTION> variables in environ (this
     process's by default): libheaplab reads each as that option's default in
-    every heap that does not set it.  By exact name (HEAPLAB_MODEL_SCALE is
-    no HEAPLAB_MODE); the tools' variables (HEAPLAB_FAULT_*, HEAPLAB_BUILD,
+    every heap that does not set it -- so an option in `set_by` (what an arm
+    sets itself, which wins) is left out.  By exact name (HEAPLAB_MODEL_SCALE
+    is no HEAPLAB_MODE); the tools' variables (HEAPLAB_FAULT_*, HEAPLAB_BUILD,
     HEAPLAB_E1_FILL_MIB ...) are not options."""
     import heaplab
     environ = os.environ if environ is None else environ
     names = {"HEAPLAB_" + k.upper(): k for k in heaplab.options()}
-    return {names[k]: v for k, v in sorted(environ.items()) if k in names}
+    own = set(set_by)
+    return {names[k]: v for k, v in sorted(environ.items())
+            if k in names and names[k] not in own}
 
 
 def _arm_env(extra: Optional[Mapping[str, str]] = None, who: Optional[str] = None
@@ -1881,9 +1884,8 @@ class Experiment:
                         data = getattr(e, "data", None) or {
                             "experiment": self.name, "title": self.title, "arm": arm_name,
                             "options": self.arms[arm_name]["options"],
-                            "environment_options": {
-                                k: v for k, v in environment_options(arm_env).items()
-                                if k not in self.arms[arm_name]["options"]},
+                            "environment_options": environment_options(
+                                arm_env, set_by=self.arms[arm_name]["options"]),
                             "params": self.arms[arm_name]["params"], "pid": None,
                             "error": str(e), "records": [], "notes": {}, "series": []}
                         if isinstance(e, ArmInterrupted):
