@@ -27,25 +27,33 @@ def heap():
 
 
 @pytest.fixture
-def run_experiment_source(tmp_path, monkeypatch):
-    """Write `source` (a module defining an Experiment `T`) to a file, import
-    it as module `name` (the harness looks an arm's module up in
-    sys.modules), run T with its records saved under tmp_path/results, and
-    return the results by arm."""
+def experiment_source(tmp_path, monkeypatch):
+    """Write `source` (a module defining Experiments) to a file and import it
+    as module `name` (the harness looks an arm's module up in sys.modules,
+    where it stays until the test ends); records go under tmp_path/results.
+    Returns the module."""
     monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
+    loaded = []
 
-    def run(name, source):
+    def load(name, source):
         path = tmp_path / f"{name}.py"
         path.write_text(source)
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
-        try:
-            spec.loader.exec_module(mod)
-            return mod.T.run(save=True)
-        finally:
-            del sys.modules[name]
-    return run
+        loaded.append(name)
+        spec.loader.exec_module(mod)
+        return mod
+    yield load
+    for name in loaded:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def run_experiment_source(experiment_source):
+    """experiment_source, then its Experiment `T` run with its records saved;
+    returns the results by arm."""
+    return lambda name, source: experiment_source(name, source).T.run(save=True)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

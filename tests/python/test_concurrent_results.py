@@ -171,20 +171,8 @@ def arm(rec, **options):
 
 
 @pytest.fixture
-def tiny(tmp_path, monkeypatch):
-    import importlib.util
-    import sys
-    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
-    path = tmp_path / "tconc_exp.py"
-    path.write_text(TINY)
-    spec = importlib.util.spec_from_file_location("tconc_exp", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["tconc_exp"] = mod
-    try:
-        spec.loader.exec_module(mod)
-        yield mod.T, tmp_path / "results" / "TCONC"
-    finally:
-        del sys.modules["tconc_exp"]
+def tiny(experiment_source, tmp_path):
+    return experiment_source("tconc_exp", TINY).T, tmp_path / "results" / "TCONC"
 
 
 @pytest.mark.parametrize("first,then", [(1, 1), (3, 1), (1, 2)])

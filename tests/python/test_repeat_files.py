@@ -4,9 +4,7 @@ rows per phase and no column telling the repeats apart, and a run left the
 results/<experiment>/, so records.csv, load_arms and the reports mixed the
 two runs as if they were repeats of one.  A tiny Python arm, three runs."""
 import csv
-import importlib.util
 import os
-import sys
 
 from heaplab.harness import load_arms
 
@@ -27,36 +25,27 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
-def test_records_csv_has_a_repeat_column_and_no_earlier_runs(tmp_path, monkeypatch):
-    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "results"))
-    path = tmp_path / "trep_exp.py"
-    path.write_text(SOURCE)
-    spec = importlib.util.spec_from_file_location("trep_exp", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["trep_exp"] = mod
-    try:
-        spec.loader.exec_module(mod)
-        folder = tmp_path / "results" / "TREP"
-        mod.T.run(repeat=3)
-        rows = _rows(folder / "records.csv")
-        assert list(rows[0])[:4] == ["experiment", "arm", "repeat", "phase"], list(rows[0])
-        assert sorted((r["arm"], r["repeat"]) for r in rows) == \
-            [(a, str(k)) for a in "ab" for k in range(3)], rows
-        mod.T.run(repeat=2)
-        # (.records.lock, .run.lock: the folder's locks, harness.records_lock)
-        assert sorted(os.listdir(folder)) == [".records.lock", ".run.lock", "a.r0.json",
-                                              "a.r1.json", "b.r0.json", "b.r1.json",
-                                              "records.csv"], os.listdir(folder)
-        assert sorted((r["arm"], r["repeat"]) for r in _rows(folder / "records.csv")) == \
-            [(a, str(k)) for a in "ab" for k in range(2)]
-        # one run after repeats, and only arm a: b's runs are not a's to remove
-        mod.T.run(arms=["a"], repeat=1)
-        assert sorted(os.listdir(folder)) == [".records.lock", ".run.lock", "a.json",
-                                              "b.r0.json", "b.r1.json", "records.csv"], \
-            os.listdir(folder)
-        rows = _rows(folder / "records.csv")
-        assert sorted((r["arm"], r["repeat"]) for r in rows) == \
-            [("a", ""), ("b", "0"), ("b", "1")], rows
-        assert len(load_arms(str(folder))) == 3
-    finally:
-        del sys.modules["trep_exp"]
+def test_records_csv_has_a_repeat_column_and_no_earlier_runs(experiment_source, tmp_path):
+    mod = experiment_source("trep_exp", SOURCE)
+    folder = tmp_path / "results" / "TREP"
+    mod.T.run(repeat=3)
+    rows = _rows(folder / "records.csv")
+    assert list(rows[0])[:4] == ["experiment", "arm", "repeat", "phase"], list(rows[0])
+    assert sorted((r["arm"], r["repeat"]) for r in rows) == \
+        [(a, str(k)) for a in "ab" for k in range(3)], rows
+    mod.T.run(repeat=2)
+    # (.records.lock, .run.lock: the folder's locks, harness.records_lock)
+    assert sorted(os.listdir(folder)) == [".records.lock", ".run.lock", "a.r0.json",
+                                          "a.r1.json", "b.r0.json", "b.r1.json",
+                                          "records.csv"], os.listdir(folder)
+    assert sorted((r["arm"], r["repeat"]) for r in _rows(folder / "records.csv")) == \
+        [(a, str(k)) for a in "ab" for k in range(2)]
+    # one run after repeats, and only arm a: b's runs are not a's to remove
+    mod.T.run(arms=["a"], repeat=1)
+    assert sorted(os.listdir(folder)) == [".records.lock", ".run.lock", "a.json",
+                                          "b.r0.json", "b.r1.json", "records.csv"], \
+        os.listdir(folder)
+    rows = _rows(folder / "records.csv")
+    assert sorted((r["arm"], r["repeat"]) for r in rows) == \
+        [("a", ""), ("b", "0"), ("b", "1")], rows
+    assert len(load_arms(str(folder))) == 3
