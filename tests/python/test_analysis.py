@@ -54,6 +54,16 @@ def arm(experiment, name, records, series=None, error=None):
             [[0.01 * i, (10 + i) * MiB, (14 + i) * MiB, 0] for i in range(40)]}
 
 
+def write_arms(results, arms):
+    """Each arm JSON as Experiment.run saves it (results/<experiment>/<arm>.json);
+    returns results."""
+    for a in arms:
+        d = results / a["experiment"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{a['arm']}.json").write_text(json.dumps(a))
+    return results
+
+
 def e1_like():
     out = []
     for name, drop_to in (("off", 20), ("on", 11)):
@@ -338,11 +348,7 @@ def test_report_takes_the_benchmarks_records_as_what_they_are(tmp_path):
     wrote an empty bench_footprint.png, then exit 2 ("experiment bench: no
     figure(s) ['phys_growth']") -- the bench hunt, session 27.  Now the bench
     records get their CSV and a line saying why no plot."""
-    results = tmp_path / "results"
-    for a in e1_like():
-        d = results / a["experiment"]
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"{a['arm']}.json").write_text(json.dumps(a))
+    results = write_arms(tmp_path / "results", e1_like())
     bench = results / "bench"
     bench.mkdir()
     for name, ns in (("binary-trees/heaplab", 5e8), ("binary-trees/mimalloc", 4e8)):
@@ -364,11 +370,7 @@ def test_report_takes_the_benchmarks_records_as_what_they_are(tmp_path):
 
 
 def test_report_writes_the_expected_files(tmp_path):
-    results = tmp_path / "results"
-    for a in e1_like() + e5_like():
-        d = results / a["experiment"]
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"{a['arm']}.json").write_text(json.dumps(a))
+    results = write_arms(tmp_path / "results", e1_like() + e5_like())
     out = tmp_path / "plots"
     p = run_cli("report", str(results), "--out", str(out))
     assert p.returncode == 0, p.stderr
@@ -415,11 +417,7 @@ def test_a_report_write_that_fails_leaves_the_old_file_whole(tmp_path):
     under RLIMIT_FSIZE, so a write past the limit fails (EFBIG) as on a full
     disk -- first with a limit below the CSVs' size, then between the
     CSVs' and the PNGs'."""
-    results = tmp_path / "results"
-    for a in e1_like():
-        d = results / a["experiment"]
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"{a['arm']}.json").write_text(json.dumps(a))
+    results = write_arms(tmp_path / "results", e1_like())
     out = tmp_path / "plots"
     hla.report(str(results), str(out))
 
