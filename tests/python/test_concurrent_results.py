@@ -368,3 +368,29 @@ def test_an_arm_that_saves_into_its_own_experiment_is_not_held_up(run_experiment
     res = run_experiment_source("armsaves_exp", ARM_SAVES)
     assert set(res) == {"first", "second"}, res
     assert all(res[a].data.get("error") is None for a in res), res
+
+
+def test_a_lock_file_this_process_cannot_write_still_locks(tmp_path):
+    """records_lock opened its file O_RDWR: in a results folder shared by two
+    users, the one who did not make .records.lock (0644, the other's) got
+    EACCES and could not save (the second review, session 27).  flock needs
+    no more than read access.  Root passes permission checks, so the file is
+    made unwritable the way root cannot pass: a read-only bind mount of the
+    folder, in a mount namespace of the test's own (unshare -m)."""
+    import shutil
+    import subprocess
+    import sys
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a private read-only bind mount")
+    d = tmp_path / "EX"
+    d.mkdir()
+    (d / ".records.lock").touch()
+    code = ("import sys\nfrom heaplab.harness import records_lock\n"
+            "with records_lock(sys.argv[1]):\n    print('locked')\n")
+    script = (f"mount --bind {d} {d} && mount -o remount,bind,ro {d} && "
+              f"exec {sys.executable} -c \"$0\" {d}")
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, code],
+                       capture_output=True, text=True, timeout=60)
+    if "mount:" in p.stderr:
+        pytest.skip(f"no private bind mount here: {p.stderr.strip()}")
+    assert p.returncode == 0 and p.stdout.strip() == "locked", p.stdout + p.stderr
