@@ -16,7 +16,8 @@
  * contents; an alarm fails it if anything hangs.  Threads:
  * runs under ThreadSanitizer too (suite threads), whose runtime cannot start
  * threads in the child: one marking thread, and no helper in the child's
- * stride fill. */
+ * stride fill.  Not under AddressSanitizer (SKIP_WHERE_FORK_IS_UNSAFE).
+ */
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -106,6 +107,7 @@ static int child(void) {
 }
 
 int main(void) {
+  SKIP_WHERE_FORK_IS_UNSAFE();
   h = HEAP("thp=populate", "thp_prefault=4", "warm_pages=0", "compact=always", "verify=1",
            "mark_threads=1");
   pthread_t t;

@@ -101,14 +101,7 @@ static int child(void) {
 }
 
 int main(void) {
-#if defined(__SANITIZE_ADDRESS__)
-  /* GCC 12's AddressSanitizer does not take its allocator's locks around
-   * fork(): a child of a threaded parent can hang in ASan's own malloc (seen:
-   * in the quarantine, starting a thread).  The test runs in the plain build
-   * and under ThreadSanitizer. */
-  puts("SKIP: AddressSanitizer's allocator is not fork-safe in a threaded parent");
-  return 77;
-#endif
+  SKIP_WHERE_FORK_IS_UNSAFE();
   sync_heap = HEAP("reserve_bytes=256m");
   bg_heap = HEAP("reserve_bytes=256m", "collector=background", "large_trigger_bytes=1m");
   manual_heap = HEAP("mode=manual", "reserve_bytes=256m");
