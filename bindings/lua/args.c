@@ -73,6 +73,44 @@ int lhl_result(lua_State *L, const char *fn, hl_heap *h, int rc) {
   return lhl_push_failure(L, msg, rc);
 }
 
+/* ---- Ctrl-C during a long call ------------------------------------------------ */
+
+/* The handler a disposition runs (sa_handler and sa_sigaction share their
+ * storage in glibc; read it as the flag says). */
+static void *handler_of(const struct sigaction *sa) {
+  return (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
+}
+
+/* lua.c installs its SIGINT handler (laction: a hook that raises
+ * "interrupted!") around each chunk it runs, with sigaction, so heaplab's
+ * handler attached once would be gone after the first chunk: it is put in
+ * front for the length of each long call instead, chaining the handler there
+ * now.  A count hook cannot cut a C call short: without this, Ctrl-C waited
+ * for a 1.5 GiB fill's end (2.7 s) or a churn's (its duration). */
+void lhl_sigint_begin(lhl_sigint *s) {
+  s->attached = 0;
+  if (sigaction(SIGINT, NULL, &s->before) != 0) return;
+  if (!(s->before.sa_flags & SA_SIGINFO) &&
+      (s->before.sa_handler == SIG_DFL || s->before.sa_handler == SIG_IGN))
+    return; /* Ctrl-C ends the process, or is ignored: as it was */
+  if (hl_interrupt_attach(SIGINT) != HL_OK) return; /* (then Ctrl-C waits for the call) */
+  if (sigaction(SIGINT, NULL, &s->ours) != 0) return;
+  s->attached = 1;
+}
+
+/* Put back what was there -- unless the disposition changed during the call:
+ * lua.c's handler, chained, sets SIG_DFL (a second Ctrl-C ends the process)
+ * until its chunk ends, and that stays. */
+void lhl_sigint_end(lhl_sigint *s) {
+  if (!s->attached) return;
+  s->attached = 0;
+  struct sigaction now;
+  if (sigaction(SIGINT, NULL, &now) != 0) return;
+  if ((now.sa_flags & SA_SIGINFO) == (s->ours.sa_flags & SA_SIGINFO) &&
+      handler_of(&now) == handler_of(&s->ours))
+    sigaction(SIGINT, &s->before, NULL);
+}
+
 /* "a string 'abc'", "the number 1.5", "a table": what the caller passed. */
 void *lhl_ud(lua_State *L, int idx, uint64_t tag, size_t size) {
   if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != size) return NULL;

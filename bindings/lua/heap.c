@@ -259,6 +259,7 @@ reachable from the returned handle (one slot per page).
 @tparam[opt=1] integer stride keep every stride-th object (the rest are garbage at once: partially live pages)
 @treturn object the root
 @return nil, message, code when the heap is out of memory ("ENOMEM")
+@raise "interrupted" when Ctrl-C stops it (no handle is made; docs/lua.md, Ctrl-C)
 */
 /* h:fill(total_bytes, size, refs=0, stride=1) */
 static int h_fill(lua_State *L) {
@@ -270,7 +271,10 @@ static int h_fill(lua_State *L) {
   uint64_t stride = lhl_arg_uint(L, 5, fn, "stride", UINT64_MAX, 1);
   lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
   hl_heap *h = heap_open(L, 1, fn);
+  lhl_sigint si;
+  lhl_sigint_begin(&si); /* (Ctrl-C stops it: HL_EINTR, raised) */
   int rc = hl_fill_stride(h, total, size, refs, stride, &o->ref);
+  lhl_sigint_end(&si);
   if (rc) return lhl_result(L, fn, h, rc);
   return 1;
 }
@@ -285,6 +289,7 @@ graph filled (E10).
 @tparam integer every keep leaves 0, every, 2 * every, ...
 @treturn object a new root whose slots hold the kept leaves
 @return nil, message, code when the heap is out of memory ("ENOMEM")
+@raise "interrupted" when Ctrl-C stops it (no handle is made)
 */
 /* h:thin(obj, every) */
 static int h_thin(lua_State *L) {
@@ -302,7 +307,10 @@ static int h_thin(lua_State *L) {
   lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
   hl_heap *h = heap_open(L, 1, fn);
   if (src->ref == 0) return lhl_fail(L, fn, "obj was released");
+  lhl_sigint si;
+  lhl_sigint_begin(&si);
   int rc = hl_thin(h, src->ref, every, &o->ref);
+  lhl_sigint_end(&si);
   if (rc) return lhl_result(L, fn, h, rc);
   return 1;
 }
@@ -314,6 +322,7 @@ Synchronous collection(s).
 sweep, `false` forbids it, `nil` lets the policy decide; a number is `{cycles = n}`
 @treturn boolean true
 @return nil, message, code when a cycle fails (verify found a broken invariant: "ECHECK")
+@raise "interrupted" when Ctrl-C stops it between two cycles
 */
 /* h:collect{cycles = 1, major = nil|true|false}; h:collect(n) is h:collect{cycles = n}. */
 static int h_collect(lua_State *L) {
@@ -346,7 +355,10 @@ static int h_collect(lua_State *L) {
   }
   /* (after the table's metamethods, which may have closed the heap) */
   hl_heap *h = heap_open(L, 1, fn);
+  lhl_sigint si;
+  lhl_sigint_begin(&si); /* (Ctrl-C stops it between two cycles) */
   int rc = hl_collect(h, cycles, major);
+  lhl_sigint_end(&si);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -613,6 +625,7 @@ Keep a ring of `live_bytes` alive while allocating objects of `size` at the rate
 @tparam[opt=0] number rate_bytes_per_s 0 = as fast as possible
 @treturn table the counts: allocations, allocated_bytes, cycles, pacing_waits, ...
 @return nil, message, code when the heap runs out of memory
+@raise "interrupted" when Ctrl-C stops it
 */
 /* h:churn(duration_s, size, live_bytes, rate_bytes_per_s=0) -> result table */
 static int h_churn(lua_State *L) {
@@ -623,7 +636,10 @@ static int h_churn(lua_State *L) {
   uint64_t live = lhl_arg_uint(L, 4, fn, "live_bytes", UINT64_MAX, -1);
   double rate = lua_isnoneornil(L, 5) ? 0.0 : lhl_arg_number(L, 5, fn, "rate_bytes_per_s");
   hl_churn_result r;
+  lhl_sigint si;
+  lhl_sigint_begin(&si);
   int rc = hl_churn(h, dur, size, live, rate, &r);
+  lhl_sigint_end(&si);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, 0, 7);
 #define F(name)                                                                \

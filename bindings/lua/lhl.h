@@ -12,6 +12,7 @@
 #ifndef HEAPLAB_LHL_H
 #define HEAPLAB_LHL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -110,6 +111,19 @@ void lhl_mib(char *buf, size_t len, uint64_t bytes);
 void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
                   lua_CFunction index);
 int lhl_method(lua_State *L, const char *hint);
+
+/* Ctrl-C during a long call (fill, thin, churn, collect, checksum): while
+ * SIGINT has a handler -- lua.c's, heaplab-lua's, a host's -- heaplab's is put
+ * in front of it for the call (hl_interrupt_attach: it stops the call at a
+ * safe point with HL_EINTR, then runs that handler), and the disposition
+ * that was there is put back after.  SIG_DFL (the process ends) and SIG_IGN
+ * are left alone.  lhl_sigint_end before anything that may raise. */
+typedef struct lhl_sigint {
+  int attached;
+  struct sigaction before, ours;
+} lhl_sigint;
+void lhl_sigint_begin(lhl_sigint *s);
+void lhl_sigint_end(lhl_sigint *s);
 
 /* show.c */
 void lhl_open_show(lua_State *L);

@@ -173,6 +173,7 @@ A checksum over everything reachable from the object, independent of addresses a
 @treturn integer sum (a 64-bit value; may show negative)
 @treturn integer objects
 @return nil, message, code
+@raise "interrupted" when Ctrl-C stops it
 */
 /* o:checksum() -> sum, objects over everything reachable from o (the sum is
  * a uint64 shown as a Lua integer, so it may be negative). */
@@ -180,7 +181,10 @@ static int o_checksum(lua_State *L) {
   hl_heap *h;
   lobj *o = obj_check(L, 1, "o:checksum", &h);
   uint64_t sum = 0, n = 0;
+  lhl_sigint si;
+  lhl_sigint_begin(&si);
   int rc = hl_ref_checksum(h, o->ref, &sum, &n);
+  lhl_sigint_end(&si);
   if (rc) return lhl_result(L, "o:checksum", h, rc);
   lua_pushinteger(L, (lua_Integer)sum);
   lua_pushinteger(L, (lua_Integer)n);

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -233,6 +234,35 @@ def lua_interrupt():
     print("SIGINT inside a pcall: caught as 'interrupted!', the program goes on, as lua5.4")
 
 
+def lua_interrupt_long_call():
+    """Ctrl-C during a long call of the heaplab module (a 2 GiB fill) stops it
+    at once in the REPL, which goes on with no handle left: heaplab's handler
+    is put in front of the interpreter's for the call (docs/lua.md,
+    "Ctrl-C").  On heaplab-lua as on lua5.4: the module treats the launcher's
+    handler as it treats lua.c's."""
+    common.need(LUA, "heaplab-lua")
+    common.need(STOCK_LUA, "lua5.4")
+    module_dir = os.environ.get("LUA_MODULE_DIR")
+    if not module_dir or not os.path.exists(os.path.join(module_dir, "heaplab.so")):
+        print("SKIP: the Lua module is not built (LUA_MODULE_DIR)")
+        return SKIP
+    # line 1 sends SIGINT 0.3 s later, in the middle of line 2's fill
+    stdin = ("hl = require 'heaplab'; h = hl.heap{}; "
+             "os.execute('(sleep 0.3; kill -INT ' .. hl.pid() .. ') &')\n"
+             "r = h:fill(2 << 30, 256)\n"
+             "print('after', r, h:stats().handles)\n")
+    env = {"LUA_CPATH": os.path.join(module_dir, "?.so") + ";;"}
+    for name, exe, alloc in (("lua5.4", STOCK_LUA, None), ("heaplab", LUA, "heaplab"),
+                             ("libc", LUA, "libc")):
+        t0 = time.monotonic()
+        status, out, err = common.run(["lua5.4", "-i"], exe, env, alloc, stdin=stdin, timeout=60)
+        took = time.monotonic() - t0
+        assert status == 0 and "interrupted" in err and "after\tnil\t0\n" in out, \
+            (name, status, out, err)
+        assert took < 2.5, f"{name}: the REPL took {took:.2f} s (Ctrl-C at 0.3 s)"
+        print(f"{name}: the fill stopped, the REPL went on ({took:.2f} s)")
+
+
 # ---------------------------------------------------------------------------
 # Lua 5.4.4's own test suite
 
@@ -390,7 +420,8 @@ def lua_testes():
 
 SCENARIOS = {f.__name__: f for f in (lua_arg_table, lua_arg_not_table, lua_repl_return_shorthand,
                                      lua_repl_prompts, lua_repl_transcript, lua_version,
-                                     lua_options, lua_interrupt, lua_stdin_status,
+                                     lua_options, lua_interrupt, lua_interrupt_long_call,
+                                     lua_stdin_status,
                                      lua_stack_depth, lua_testes)}
 
 

@@ -1,0 +1,115 @@
+"""The Lua module and SIGINT in a host other than lua5.4 (docs/lua.md, "Ctrl-C").
+
+A long call (here a fill) puts heaplab's SIGINT handler in front of the
+host's for the length of the call only: a host with a handler of its own
+gets the call stopped with the error "h:fill: interrupted ... (EINTR)" and
+its handler run, and finds that handler in place afterwards; a host that
+ignores SIGINT keeps ignoring it (the fill runs to its end, the process
+lives).  The host is this Python process embedding the real Lua 5.4 library
+with ctypes (as module_outlives_lua_close.py does), one scenario per
+process; a thread sends SIGINT 0.2 s into the call (ctypes drops the GIL
+during it).  The disposition is read with sigaction(2) itself."""
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def disposition():
+    """SIGINT's handler address as the kernel holds it (sa_handler is the
+    first member of struct sigaction)."""
+    buf = ctypes.create_string_buffer(512)
+    assert libc.sigaction(signal.SIGINT, None, buf) == 0
+    return ctypes.c_void_p.from_buffer(buf).value or 0
+
+
+def lua_run(module_dir, code):
+    """Run code in a new Lua state; returns what it returns (one string)."""
+    lua = ctypes.CDLL("liblua5.4.so.0", mode=ctypes.RTLD_GLOBAL)
+    lua.luaL_newstate.restype = ctypes.c_void_p
+    for f in ("luaL_openlibs", "lua_close"):
+        getattr(lua, f).argtypes = [ctypes.c_void_p]
+    lua.luaL_loadstring.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lua.lua_pcallk.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                               ctypes.c_void_p, ctypes.c_void_p]
+    lua.lua_tolstring.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lua.lua_tolstring.restype = ctypes.c_char_p
+    script = (f"package.cpath = {module_dir + '/?.so'!r} .. ';' .. package.cpath\n"
+              f"heaplab = require 'heaplab'\n" + code)
+    L = lua.luaL_newstate()
+    lua.luaL_openlibs(L)
+    if lua.luaL_loadstring(L, script.encode()) or lua.lua_pcallk(L, 0, 1, 0, None, None):
+        sys.exit("lua: " + lua.lua_tolstring(L, -1, None).decode())
+    out = lua.lua_tolstring(L, -1, None).decode()
+    lua.lua_close(L)
+    return out
+
+
+def kill_later(s):
+    def go():
+        time.sleep(s)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=go, daemon=True).start()
+
+
+FILL = """
+local h = heaplab.heap{}
+local t0 = heaplab.clock_ns()
+local r, err = pcall(h.fill, h, %d << 20, 256)
+return ("%%s|%%.2f|%%d"):format(r and tostring(err) or err, (heaplab.clock_ns() - t0) / 1e9,
+                             h:stats().handles)
+"""
+
+
+def host_handler(module_dir):
+    got = []
+    signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    before = disposition()
+    kill_later(0.2)
+    out = lua_run(module_dir, FILL % 2048)
+    after = disposition()
+    msg, took, handles = out.rsplit("|", 2)
+    assert "h:fill: " in msg and "interrupted" in msg and "(EINTR)" in msg, out
+    assert float(took) < 1.5, f"the fill ran {took} s after SIGINT at 0.2 s"
+    assert handles == "0", f"{handles} handles left by the interrupted fill"
+    assert after == before, f"SIGINT's handler {after:#x} after the fill, {before:#x} before"
+    time.sleep(0.01)  # (CPython runs the Python handler at its next bytecodes)
+    assert got == [signal.SIGINT], f"the host's handler did not run: {got}"
+    print(f"host handler: {msg} after {took} s; the host's handler ran and is in place")
+
+
+def ignored(module_dir):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    kill_later(0.2)
+    out = lua_run(module_dir, FILL % 512)
+    msg, took, handles = out.rsplit("|", 2)
+    assert msg.startswith("heaplab.object"), f"the fill did not complete: {out}"
+    assert disposition() == 1, f"SIGINT is no longer ignored: {disposition():#x}"  # SIG_IGN
+    print(f"SIGINT ignored: the fill completed ({took} s) and SIGINT is still ignored")
+
+
+SCENARIOS = {"host_handler": host_handler, "ignored": ignored}
+
+
+def main(argv):
+    module_dir = argv[1]
+    if len(argv) == 3:
+        SCENARIOS[argv[2]](module_dir)
+        return 0
+    for name in SCENARIOS:
+        p = subprocess.run([sys.executable, __file__, module_dir, name], capture_output=True,
+                           text=True, timeout=120)
+        print(p.stdout, end="")
+        if p.returncode:
+            print(f"{name}: exit status {p.returncode}\n{p.stderr}")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
