@@ -432,43 +432,98 @@ static int h_stats(lua_State *L) {
   return 1;
 }
 
+/* One event as a table: {kind=, cycle=, time_ns=, <the kind's fields>}. */
+static void push_event(lua_State *L, const hl_event *e) {
+  lua_createtable(L, 0, 3 + e->nfields);
+  luaL_setmetatable(L, EVENT_MT);
+  lua_pushstring(L, hl_event_name(e->kind));
+  lua_setfield(L, -2, "kind");
+  lua_pushinteger(L, (lua_Integer)e->cycle);
+  lua_setfield(L, -2, "cycle");
+  lua_pushinteger(L, (lua_Integer)e->time_ns);
+  lua_setfield(L, -2, "time_ns");
+  for (int k = 0; k < e->nfields && hl_event_field(e->kind, k); k++) {
+    lua_pushinteger(L, (lua_Integer)e->fields[k]);
+    lua_setfield(L, -2, hl_event_field(e->kind, k));
+  }
+}
+
+static int same_event(const hl_event *a, const hl_event *b) {
+  if (a->kind != b->kind || a->cycle != b->cycle || a->time_ns != b->time_ns ||
+      a->nfields != b->nfields)
+    return 0;
+  for (int k = 0; k < a->nfields && k < HL_EVENT_MAX_FIELDS; k++)
+    if (a->fields[k] != b->fields[k]) return 0;
+  return 1;
+}
+
 /***
 The events recorded since the last read.
 @function heap:events
-@tparam[opt=true] boolean clear consume them
+@tparam[opt=true] boolean clear consume them (exactly those returned: a call that raises,
+"not enough memory" included, consumes none)
 @treturn table `{ {kind=, cycle=, time_ns=, <the kind's fields>}, ... }`; `tostring` of the
 list and of each event shows its fields
 @return nil, message, code
 */
-/* h:events(clear=true) -> { {kind=, cycle=, time_ns=, <fields>...}, ... } */
+/* h:events(clear=true) -> { {kind=, cycle=, time_ns=, <fields>...}, ... }
+ *
+ * The events are read without consuming them, the result is built (every
+ * Lua allocation it needs: any may raise "not enough memory" or run a
+ * finalizer), and only then are those events consumed: a call that raised
+ * consumed nothing (the consuming read came first, and every event was lost
+ * when building the tables failed -- a failing lua_Alloc host).  Meanwhile
+ * the ring may have moved: a background collector appends (the ring's oldest
+ * are still ours), overflows (its oldest dropped), or a finalizer read the
+ * events.  So the ring is looked at again, the run of our events at its
+ * head found, and exactly that run consumed; the result is cut to it, in
+ * place (no allocation).  Only when the ring overflowed again between that
+ * look and the consuming read -- microseconds, no Lua code -- is an event
+ * consumed that has no table yet: it is built then. */
 static int h_events(lua_State *L) {
   static const char fn[] = "h:events";
   lheap *lh = heap_ud(L, 1, fn);
   int clear = lhl_arg_bool(L, 2, fn, "clear", 1);
   size_t cap = (size_t)lh->events_capacity;
-  /* a userdata buffer: freed by Lua even if building the result raises */
-  hl_event *buf = lua_newuserdatauv(L, cap * sizeof *buf, 0); /* (may run a finalizer) */
+  /* userdata buffers (what was read, and the second look): freed by Lua
+   * even if building the result raises */
+  hl_event *buf = lua_newuserdatauv(L, 2 * (cap ? cap : 1) * sizeof *buf, 0); /* (may run a finalizer) */
+  hl_event *now = buf + cap;
   hl_heap *h = heap_open(L, 1, fn);
   size_t n = 0;
-  int rc = hl_events_read(h, buf, cap, &n, clear);
+  int rc = hl_events_read(h, buf, cap, &n, 0);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, (int)n, 0);
   luaL_setmetatable(L, EVENTS_MT);
+  int res = lua_gettop(L);
   for (size_t i = 0; i < n; i++) {
-    const hl_event *e = &buf[i];
-    lua_createtable(L, 0, 3 + e->nfields);
-    luaL_setmetatable(L, EVENT_MT);
-    lua_pushstring(L, hl_event_name(e->kind));
-    lua_setfield(L, -2, "kind");
-    lua_pushinteger(L, (lua_Integer)e->cycle);
-    lua_setfield(L, -2, "cycle");
-    lua_pushinteger(L, (lua_Integer)e->time_ns);
-    lua_setfield(L, -2, "time_ns");
-    for (int k = 0; k < e->nfields && hl_event_field(e->kind, k); k++) {
-      lua_pushinteger(L, (lua_Integer)e->fields[k]);
-      lua_setfield(L, -2, hl_event_field(e->kind, k));
+    push_event(L, &buf[i]);
+    lua_rawseti(L, res, (lua_Integer)i + 1);
+  }
+  if (!clear || n == 0) return 1;
+  /* (a finalizer run by the allocations above may have closed the heap) */
+  h = heap_open(L, 1, fn);
+  size_t m = 0, d = 0, k = 0, got = 0;
+  rc = hl_events_read(h, now, n, &m, 0);
+  if (rc) return lhl_result(L, fn, h, rc);
+  if (m)
+    while (d < n && !same_event(&buf[d], &now[0])) d++;
+  while (d + k < n && k < m && same_event(&buf[d + k], &now[k])) k++;
+  if (k) rc = hl_events_read(h, now, k, &got, 1);
+  if (rc) return lhl_result(L, fn, h, rc);
+  /* the result: the consumed events, at 1..got */
+  for (size_t i = 0; i < got; i++) {
+    if (same_event(&buf[d + i], &now[i])) {
+      if (d) lua_rawgeti(L, res, (lua_Integer)(d + i) + 1);
+      else continue;
+    } else {
+      push_event(L, &now[i]); /* (the ring overflowed in between: see above) */
     }
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
+    lua_rawseti(L, res, (lua_Integer)i + 1);
+  }
+  for (size_t i = got; i < n; i++) {
+    lua_pushnil(L);
+    lua_rawseti(L, res, (lua_Integer)i + 1);
   }
   return 1;
 }
