@@ -308,13 +308,61 @@ static int methods_only(lua_State *L) {
                   lhl_shown(L, 2, b, sizeof b), lua_tostring(L, lua_upvalueindex(3)));
 }
 
+/* ---- the module's registry entries ----------------------------------------------- */
+
+/* Its metatables live in the registry under their names (REGISTRY["heaplab.heap"]),
+ * where debug.getregistry() reaches them: set to 42, a metatable read from there
+ * was used as a table and the next heaplab.heap{} crashed.  Each is checked as
+ * it is read -- a table whose __name is its name, read raw -- and made again
+ * when it is not (the values made before keep the metatable they have). */
+
+/* Push registry[name] and return 1 when it is the module's metatable `name`;
+ * else push nothing and return 0. */
+static int own_metatable(lua_State *L, const char *name) {
+  lua_pushstring(L, name);
+  if (lua_rawget(L, LUA_REGISTRYINDEX) == LUA_TTABLE) {
+    lua_pushliteral(L, "__name");
+    int ok = lua_rawget(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -1), name) == 0;
+    lua_pop(L, 1);
+    if (ok) return 1;
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* luaL_newmetatable, raw, over whatever registry[name] held that is not the
+ * module's metatable.  Leaves the metatable on the stack. */
+void lhl_newmetatable(lua_State *L, const char *name) {
+  if (own_metatable(L, name)) return;
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__name");
+  lua_pushstring(L, name);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+/* luaL_setmetatable(L, name) for the value on top, the metatable made again
+ * first if the registry's entry was replaced. */
+void lhl_setmetatable(lua_State *L, const char *name) {
+  if (!own_metatable(L, name)) {
+    if (strcmp(name, HEAP_MT) == 0) lhl_open_heap(L);
+    else if (strcmp(name, OBJ_MT) == 0) lhl_open_object(L);
+    else if (strcmp(name, SAMPLER_MT) == 0) lhl_open_sampler(L);
+    else if (strcmp(name, REGION_MT) == 0) lhl_open_region(L);
+    else lhl_open_show(L);
+    if (!own_metatable(L, name)) luaL_error(L, "heaplab: no metatable %s", name); /* (cannot happen) */
+  }
+  lua_setmetatable(L, -2);
+}
+
 /* Make metatable `name`: its metamethods, and __index a closure (index, or
  * methods_only when NULL) over the method table, the list of its names
  * (for lhl_method's error, made from `methods` so that it cannot drift from
  * it) and `name`.  Leaves the metatable on the stack. */
 void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
                   lua_CFunction index) {
-  luaL_newmetatable(L, name);
+  lhl_newmetatable(L, name);
   luaL_setfuncs(L, meta, 0);
   lua_newtable(L);
   luaL_setfuncs(L, methods, 0);

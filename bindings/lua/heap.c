@@ -149,7 +149,7 @@ int lhl_heap_new(lua_State *L) {
   lh->h = NULL; /* closed until hl_heap_new succeeds */
   lh->manual = o.mode == HL_MODE_MANUAL;
   lh->events_capacity = o.events_capacity;
-  luaL_setmetatable(L, HEAP_MT);
+  lhl_setmetatable(L, HEAP_MT);
   char err[256];
   hl_heap *h = NULL;
   int rc = hl_heap_new(&o, &h, err, sizeof err);
@@ -410,7 +410,7 @@ static void push_stats(lua_State *L, const hl_stats *st) {
   const uint64_t *v = (const uint64_t *)st;
   int n = hl_stat_count();
   lua_createtable(L, 0, n);
-  luaL_setmetatable(L, STATS_MT);
+  lhl_setmetatable(L, STATS_MT);
   for (int i = 0; i < n; i++) {
     lua_pushinteger(L, (lua_Integer)v[i]);
     lua_setfield(L, -2, hl_stat_name(i));
@@ -435,7 +435,7 @@ static int h_stats(lua_State *L) {
 /* One event as a table: {kind=, cycle=, time_ns=, <the kind's fields>}. */
 static void push_event(lua_State *L, const hl_event *e) {
   lua_createtable(L, 0, 3 + e->nfields);
-  luaL_setmetatable(L, EVENT_MT);
+  lhl_setmetatable(L, EVENT_MT);
   lua_pushstring(L, hl_event_name(e->kind));
   lua_setfield(L, -2, "kind");
   lua_pushinteger(L, (lua_Integer)e->cycle);
@@ -494,7 +494,7 @@ static int h_events(lua_State *L) {
   int rc = hl_events_read(h, buf, cap, &n, 0);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, (int)n, 0);
-  luaL_setmetatable(L, EVENTS_MT);
+  lhl_setmetatable(L, EVENTS_MT);
   int res = lua_gettop(L);
   for (size_t i = 0; i < n; i++) {
     push_event(L, &buf[i]);

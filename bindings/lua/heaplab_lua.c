@@ -180,7 +180,7 @@ static int l_footprint(lua_State *L) {
     return lhl_push_failure(L, msg, rc);
   }
   lua_createtable(L, 0, 6);
-  luaL_setmetatable(L, FOOTPRINT_MT);
+  lhl_setmetatable(L, FOOTPRINT_MT);
   lua_pushinteger(L, (lua_Integer)f.rss);
   lua_setfield(L, -2, "rss");
   lua_pushinteger(L, (lua_Integer)f.anonymous);

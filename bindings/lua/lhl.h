@@ -108,6 +108,10 @@ uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, u
 double lhl_arg_number(lua_State *L, int idx, const char *fn, const char *name);
 int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int def);
 void lhl_mib(char *buf, size_t len, uint64_t bytes);
+/* The module's metatables, checked as they are read from the registry
+ * (debug.getregistry() can replace them) and made again when not ours. */
+void lhl_newmetatable(lua_State *L, const char *name);
+void lhl_setmetatable(lua_State *L, const char *name);
 void lhl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
                   lua_CFunction index);
 int lhl_method(lua_State *L, const char *hint);

@@ -21,7 +21,7 @@ lobj *lhl_obj_new(lua_State *L, int heap_idx) {
   lobj *o = lua_newuserdatauv(L, sizeof *o, 1);
   o->tag = LHL_TAG_OBJ;
   o->ref = 0;
-  luaL_setmetatable(L, OBJ_MT);
+  lhl_setmetatable(L, OBJ_MT);
   lua_pushvalue(L, heap_idx);
   lua_setiuservalue(L, -2, 1);
   return o;

@@ -24,6 +24,23 @@
 /* The registry's weak-keyed table region -> heap userdata. */
 static const char owners_key = 0;
 
+/* Push the owners table, made again when the registry's entry is not a
+ * table (debug.getregistry() reaches it: set to nil or 42, it was indexed as
+ * a table and the next region crashed).  A replaced table loses the entries
+ * of the regions made before: theirs keep their heap through their user
+ * value, and their finalizer frees the words only if that is still it. */
+static void owners_table(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &owners_key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &owners_key);
+}
+
 /* The heap userdata the owners table holds for the region at idx, or NULL. */
 static lheap *registered_owner(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
@@ -90,10 +107,10 @@ int lhl_region_new(lua_State *L) {
   r->words = NULL;
   r->n = 0;
   r->owner = NULL;
-  luaL_setmetatable(L, REGION_MT);
+  lhl_setmetatable(L, REGION_MT);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &owners_key); /* owners[region] = heap */
+  owners_table(L); /* owners[region] = heap */
   lua_pushvalue(L, -2);
   lua_pushvalue(L, 1);
   lua_rawset(L, -3); /* (may run a finalizer) */
@@ -367,13 +384,6 @@ static const luaL_Reg region_meta[] = {
 void lhl_open_region(lua_State *L) {
   lhl_new_type(L, REGION_MT, region_meta, region_methods, region_index);
   lua_pop(L, 1);
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &owners_key) != LUA_TTABLE) { /* (once per state) */
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &owners_key);
-  }
+  owners_table(L); /* (once per state) */
   lua_pop(L, 1);
 }

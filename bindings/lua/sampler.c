@@ -37,7 +37,7 @@ int lhl_sampler_new(lua_State *L) {
   lsampler *ls = lua_newuserdatauv(L, sizeof *ls, 0);
   ls->tag = LHL_TAG_SAMPLER;
   ls->s = NULL;
-  luaL_setmetatable(L, SAMPLER_MT);
+  lhl_setmetatable(L, SAMPLER_MT);
   int rc = hl_sampler_open(&ls->s, interval, cap);
   if (rc) {
     char msg[300];

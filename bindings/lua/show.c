@@ -169,7 +169,7 @@ static int events_tostring(lua_State *L) {
 }
 
 static void new_table_type(lua_State *L, const char *name, lua_CFunction tostring) {
-  luaL_newmetatable(L, name); /* sets __name */
+  lhl_newmetatable(L, name); /* sets __name; replaces what is not ours */
   lua_pushcfunction(L, tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
