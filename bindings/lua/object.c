@@ -95,7 +95,8 @@ static int o_release(lua_State *L) {
 }
 
 /***
-Was the handle released?
+Does the handle root nothing any more: was it released (`o:release()`, `__close`, `__gc`),
+or its heap closed (which dropped every root)?  As `h:closed()`, never an error.
 @function object:released
 @treturn boolean
 */
@@ -105,7 +106,11 @@ static int o_released(lua_State *L) {
   if (!o)
     return lhl_fail(L, "o:released", "expected a heaplab object as self, got %s",
                     lhl_shown(L, 1, b, sizeof b));
-  lua_pushboolean(L, o->ref == 0);
+  /* (its heap closed: the root went with it -- o:released() said false while
+   * every other use said "the object's heap is closed"; a user value that
+   * is not a heap says nothing of the root: false, as before) */
+  lheap *lh = lhl_uv_heap(L, 1);
+  lua_pushboolean(L, o->ref == 0 || (lh && !lh->h));
   return 1;
 }
 

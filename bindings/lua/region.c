@@ -289,7 +289,8 @@ static int g_remove(lua_State *L) {
 }
 
 /***
-Was the region removed?
+Does the region keep nothing alive any more: was it removed (`reg:remove()`, `__close`,
+`__gc`), or its heap closed?  As `h:closed()`, never an error.
 @function region:removed
 @treturn boolean
 */
@@ -299,7 +300,8 @@ static int g_removed(lua_State *L) {
   if (!r)
     return lhl_fail(L, "reg:removed", "expected a heaplab region as self, got %s",
                     lhl_shown(L, 1, b, sizeof b));
-  lua_pushboolean(L, r->words == NULL);
+  lheap *lh = lhl_uv_heap(L, 1);
+  lua_pushboolean(L, r->words == NULL || (lh && lh == r->owner && !lh->h));
   return 1;
 }
 
@@ -345,12 +347,10 @@ static int region_newindex(lua_State *L) {
   return 0;
 }
 
+/* #reg: as reg[i] and #o, an error once the region was removed or its heap
+ * closed (it gave the word count then, while reg[i] raised). */
 static int region_len(lua_State *L) {
-  lregion *r = lhl_region_at(L, 1);
-  if (!r) {
-    char b[80];
-    return lhl_fail(L, "#reg", "expected a heaplab region, got %s", lhl_shown(L, 1, b, sizeof b));
-  }
+  lregion *r = region_check(L, 1, "#reg", NULL);
   lua_pushinteger(L, (lua_Integer)r->n);
   return 1;
 }

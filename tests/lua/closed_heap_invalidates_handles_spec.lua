@@ -66,6 +66,30 @@ o, child = nil, nil
 C.lua_gc() -- finalizers of a closed heap's handles: nothing to do
 end)
 
+-- released()/removed() and #: what every other use says (the Lua hunt of
+-- session 28: #reg gave its word count after h:close() and reg:remove()
+-- while reg[i] raised; o:released() was false for a closed heap's handle)
+it("says its handles released and its regions removed, and # raises", function()
+local h4 = hl.heap{}
+local o4, reg = h4:alloc(8, 2), h4:conservative_region(4)
+local gone = h4:conservative_region(2)
+C.eq(o4:released(), false, "o:released() while open")
+C.eq(reg:removed(), false, "reg:removed() while open")
+C.eq(#reg, 4, "#reg while open")
+gone:remove()
+C.eq(gone:removed(), true, "reg:removed() after reg:remove()")
+C.raises({ "#reg", "the region was removed" }, function() return #gone end)
+h4:close()
+C.eq(o4:released(), true, "o:released() after h:close()")
+C.eq(reg:removed(), true, "reg:removed() after h:close()")
+C.raises({ "#reg", "the region's heap is closed" }, function() return #reg end)
+C.raises({ "reg[i]", "the region's heap is closed" }, function() return reg[1] end)
+C.raises({ "o:refs", "the object's heap is closed" }, o4.refs, o4)
+C.raises({ "#o", "closed" }, function() return #o4 end)
+reg:remove() -- (frees the words; idempotent)
+C.eq(reg:removed(), true, "reg:removed() after both")
+end)
+
 -- finalisation order must not matter
 it("lets Lua collect it with many handles, all at once", function()
 do
