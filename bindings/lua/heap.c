@@ -448,15 +448,6 @@ static void push_event(lua_State *L, const hl_event *e) {
   }
 }
 
-static int same_event(const hl_event *a, const hl_event *b) {
-  if (a->kind != b->kind || a->cycle != b->cycle || a->time_ns != b->time_ns ||
-      a->nfields != b->nfields)
-    return 0;
-  for (int k = 0; k < a->nfields && k < HL_EVENT_MAX_FIELDS; k++)
-    if (a->fields[k] != b->fields[k]) return 0;
-  return 1;
-}
-
 /***
 The events recorded since the last read.
 @function heap:events
@@ -468,62 +459,44 @@ list and of each event shows its fields
 */
 /* h:events(clear=true) -> { {kind=, cycle=, time_ns=, <fields>...}, ... }
  *
- * The events are read without consuming them, the result is built (every
- * Lua allocation it needs: any may raise "not enough memory" or run a
- * finalizer), and only then are those events consumed: a call that raised
- * consumed nothing (the consuming read came first, and every event was lost
- * when building the tables failed -- a failing lua_Alloc host).  Meanwhile
- * the ring may have moved: a background collector appends (the ring's oldest
- * are still ours), overflows (its oldest dropped), or a finalizer read the
- * events.  So the ring is looked at again, the run of our events at its
- * head found, and exactly that run consumed; the result is cut to it, in
- * place (no allocation).  Only when the ring overflowed again between that
- * look and the consuming read -- microseconds, no Lua code -- is an event
- * consumed that has no table yet: it is built then. */
+ * The events are peeked at, the result built (every Lua allocation it needs:
+ * any may raise "not enough memory" or run a finalizer), and only then are
+ * the events returned consumed (hl_events_consume up to the last one's
+ * number): a call that raised consumed nothing.  (Consuming first lost every
+ * event when building the tables failed -- a failing lua_Alloc host.)  An
+ * event the background collector records meanwhile stays for the next read;
+ * those another read consumed meanwhile are left out. */
 static int h_events(lua_State *L) {
   static const char fn[] = "h:events";
   lheap *lh = heap_ud(L, 1, fn);
   int clear = lhl_arg_bool(L, 2, fn, "clear", 1);
   size_t cap = (size_t)lh->events_capacity;
-  /* userdata buffers (what was read, and the second look): freed by Lua
-   * even if building the result raises */
-  hl_event *buf = lua_newuserdatauv(L, 2 * (cap ? cap : 1) * sizeof *buf, 0); /* (may run a finalizer) */
-  hl_event *now = buf + cap;
+  /* a userdata buffer: freed by Lua even if building the result raises */
+  hl_event *buf = lua_newuserdatauv(L, (cap ? cap : 1) * sizeof *buf, 0); /* (may run a finalizer) */
   hl_heap *h = heap_open(L, 1, fn);
   size_t n = 0;
-  int rc = hl_events_read(h, buf, cap, &n, 0);
+  uint64_t first = 0;
+  int rc = hl_events_peek(h, buf, cap, &n, &first);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, (int)n, 0);
   lhl_setmetatable(L, EVENTS_MT);
-  int res = lua_gettop(L);
   for (size_t i = 0; i < n; i++) {
     push_event(L, &buf[i]);
-    lua_rawseti(L, res, (lua_Integer)i + 1);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   if (!clear || n == 0) return 1;
   /* (a finalizer run by the allocations above may have closed the heap) */
   h = heap_open(L, 1, fn);
-  size_t m = 0, d = 0, k = 0, got = 0;
-  rc = hl_events_read(h, now, n, &m, 0);
+  uint64_t kept_from = 0;
+  rc = hl_events_consume(h, first + n, &kept_from);
   if (rc) return lhl_result(L, fn, h, rc);
-  if (m)
-    while (d < n && !same_event(&buf[d], &now[0])) d++;
-  while (d + k < n && k < m && same_event(&buf[d + k], &now[k])) k++;
-  if (k) rc = hl_events_read(h, now, k, &got, 1);
-  if (rc) return lhl_result(L, fn, h, rc);
-  /* the result: the consumed events, at 1..got */
-  for (size_t i = 0; i < got; i++) {
-    if (same_event(&buf[d + i], &now[i])) {
-      if (d) lua_rawgeti(L, res, (lua_Integer)(d + i) + 1);
-      else continue;
-    } else {
-      push_event(L, &now[i]); /* (the ring overflowed in between: see above) */
-    }
-    lua_rawseti(L, res, (lua_Integer)i + 1);
-  }
-  for (size_t i = got; i < n; i++) {
-    lua_pushnil(L);
-    lua_rawseti(L, res, (lua_Integer)i + 1);
+  /* another read consumed the first k meanwhile (a finalizer run by the
+   * allocations above): they are its, not ours -- shifted out, in place */
+  size_t k = kept_from > first ? (size_t)(kept_from - first < n ? kept_from - first : n) : 0;
+  for (size_t i = 1; k && i <= n; i++) {
+    if (i + k <= n) lua_rawgeti(L, -1, (lua_Integer)(i + k));
+    else lua_pushnil(L);
+    lua_rawseti(L, -2, (lua_Integer)i);
   }
   return 1;
 }

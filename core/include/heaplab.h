@@ -678,6 +678,20 @@ int hl_stats_get(hl_heap *heap, hl_stats *out);
 /* Copy up to cap events, oldest first; clear = consume them. */
 int hl_events_read(hl_heap *heap, hl_event *buf, size_t cap, size_t *count,
                    int clear);
+/* Events are numbered from 0 in the order recorded.  hl_events_peek copies
+ * as hl_events_read does without consuming, and sets *first to the number of
+ * buf[0]; hl_events_consume(heap, upto, &kept_from) consumes every event
+ * numbered below upto still in the ring (one the full ring dropped meanwhile
+ * is gone already; one recorded since is kept) and sets *kept_from (may be
+ * NULL): every event numbered below it had been consumed by an earlier read
+ * (hl_events_read with clear, or hl_events_consume).  A reader that may fail
+ * after reading -- a binding building its result -- peeks, builds, consumes
+ * first + count, and returns the events numbered from kept_from on: a
+ * failure consumes nothing, and each event is returned by one read, even
+ * when another read ran meanwhile (a finalizer, another thread). */
+int hl_events_peek(hl_heap *heap, hl_event *buf, size_t cap, size_t *count,
+                   uint64_t *first);
+int hl_events_consume(hl_heap *heap, uint64_t upto, uint64_t *kept_from);
 /* Bytes of the heap's reservation resident now (mincore): its carved pages;
  * with thp, to the end of the last carved 2 MiB chunk (the kernel backs a
  * chunk whole) and over the chunks a running prefault helper faults in. */

@@ -679,18 +679,49 @@ int hl_stats_get(hl_heap *h, hl_stats *out) {
   return HL_OK;
 }
 
-int hl_events_read(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear) {
+/* Copy up to cap events from the ring's oldest; *first (if asked) is the
+ * number of buf[0]. */
+static int events_copy(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear,
+                       uint64_t *first, const char *fn) {
   CHECK_HEAP(h);
-  if (!count) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL count");
-  if (!buf && cap) return hl__fail(h, HL_EINVAL, "hl_events_read: NULL buffer of %zu events", cap);
+  if (!count) return hl__fail(h, HL_EINVAL, "%s: NULL count", fn);
+  if (!buf && cap) return hl__fail(h, HL_EINVAL, "%s: NULL buffer of %zu events", fn, cap);
   bool locked = hl__lock(h);
   size_t n = h->ev_count < cap ? h->ev_count : cap;
   for (size_t i = 0; i < n; i++) buf[i] = h->events[(h->ev_head + i) % h->ev_cap];
+  if (first) *first = h->ev_first;
   if (clear) {
     h->ev_head = (h->ev_head + n) % h->ev_cap;
     h->ev_count -= n;
+    h->ev_first += n;
+    h->ev_taken = h->ev_first;
   }
   *count = n;
+  hl__unlock(h, locked);
+  return HL_OK;
+}
+
+int hl_events_read(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear) {
+  return events_copy(h, buf, cap, count, clear, NULL, "hl_events_read");
+}
+
+int hl_events_peek(hl_heap *h, hl_event *buf, size_t cap, size_t *count, uint64_t *first) {
+  if (!first) return hl__fail(h, HL_EINVAL, "hl_events_peek: NULL first");
+  return events_copy(h, buf, cap, count, 0, first, "hl_events_peek");
+}
+
+int hl_events_consume(hl_heap *h, uint64_t upto, uint64_t *kept_from) {
+  CHECK_HEAP(h);
+  bool locked = hl__lock(h);
+  if (kept_from) *kept_from = h->ev_taken;
+  if (upto > h->ev_first) {
+    uint64_t n = upto - h->ev_first;
+    if (n > h->ev_count) n = h->ev_count;
+    h->ev_head = (h->ev_head + n) % h->ev_cap;
+    h->ev_count -= n;
+    h->ev_first += n;
+  }
+  if (upto > h->ev_taken) h->ev_taken = upto;
   hl__unlock(h, locked);
   return HL_OK;
 }

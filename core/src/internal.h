@@ -561,6 +561,11 @@ struct hl_heap {
   hl_stats tally;
   hl_event *events;
   uint64_t ev_cap, ev_head, ev_count;
+  uint64_t ev_first; /* the number of the ring's oldest event (events are
+                        numbered from 0 as recorded; those consumed or
+                        dropped have left) */
+  uint64_t ev_taken; /* every event numbered below it was consumed by a
+                        read (not dropped by a full ring) */
 
   /* last error of this heap (any thread), and its number in the process's
    * sequence of failures (telemetry.c; 0: none yet) */

@@ -493,11 +493,6 @@ def _event(e: Any) -> "Event":
                  {f: e.fields[k] for k, f in enumerate(fields) if k < e.nfields})
 
 
-def _event_key(e: Any) -> Tuple[int, ...]:
-    """What tells one hl_event from another: every field of it."""
-    return (e.kind, e.cycle, e.time_ns, e.nfields) + tuple(e.fields[k] for k in range(e.nfields))
-
-
 # ---- what a Python value is ---------------------------------------------------------
 # Integers are int or any type with __index__ (numpy's np.int64, np.uint32...),
 # as range() and list indexing take them; booleans are bool or numpy's bool
@@ -1030,34 +1025,23 @@ class Heap(_Owned):
         MemoryError building the list included -- consumes none)."""
         if not _is_bool(clear):
             raise TypeError(f"events: clear must be True or False, not {clear!r}")
-        # Read without consuming, build the list, and only then consume those
-        # events: consuming first lost every event when building raised.  The
-        # ring may have moved meanwhile (another thread appended, overflowed
-        # or read it): look again, find the run of ours at its head and
-        # consume exactly that run; an event consumed that was not in it (the
-        # ring overflowed again between that look and the consuming read) is
-        # built then.
+        # Peek, build the list, and only then consume the events returned
+        # (up to the last one's number): consuming first lost every event
+        # when building raised.  One recorded meanwhile (another thread, the
+        # background collector) stays for the next read; those another read
+        # consumed meanwhile are its, not returned here.
         cap = self._options["events_capacity"]
         buf = ffi.new("hl_event[]", cap)
         n = ffi.new("size_t *")
-        self._call(lib.hl_events_read, buf, cap, n, 0)
+        first = ffi.new("uint64_t *")
+        self._call(lib.hl_events_peek, buf, cap, n, first)
         out = [_event(buf[i]) for i in range(n[0])]
-        if not clear or not out:
-            return out
-        keys = [_event_key(buf[i]) for i in range(len(out))]
-        now = ffi.new("hl_event[]", len(out))
-        self._call(lib.hl_events_read, now, len(out), n, 0)
-        seen = [_event_key(now[i]) for i in range(n[0])]
-        d = keys.index(seen[0]) if seen and seen[0] in keys else len(keys)
-        k = 0
-        while d + k < len(keys) and k < len(seen) and keys[d + k] == seen[k]:
-            k += 1
-        result = out[d:d + k]
-        if k:
-            self._call(lib.hl_events_read, now, k, n, 1)
-            if n[0] != k or any(_event_key(now[i]) != keys[d + i] for i in range(k)):
-                result = [_event(now[i]) for i in range(n[0])]
-        return result
+        if clear and out:
+            kept_from = ffi.new("uint64_t *")
+            self._call(lib.hl_events_consume, first[0] + len(out), kept_from)
+            # another read (a finalizer, another thread) consumed these first
+            out = out[max(0, min(len(out), kept_from[0] - first[0])):]
+        return out
 
     def resident_bytes(self) -> int:
         """Bytes of the heap's own reservation resident now (mincore)."""

@@ -205,6 +205,7 @@ void hl__event(hl_heap *h, int kind, int nfields, ...) {
   uint64_t slot = (h->ev_head + h->ev_count) % h->ev_cap;
   if (h->ev_count == h->ev_cap) {
     h->ev_head = (h->ev_head + 1) % h->ev_cap;
+    h->ev_first++;
     h->tally.events_dropped++;
   } else {
     h->ev_count++;
