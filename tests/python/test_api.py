@@ -322,3 +322,16 @@ def test_huge_pages_option_stats_footprint_and_events():
     with heaplab.Heap(thp="never") as h:
         st = h.stats()
         assert st.thp_disabled == 1 and st.thp_enabled == 0
+
+
+def test_a_ref_of_a_closed_heap_is_released():
+    """Ref.released says whether the Ref roots anything any more: after its
+    heap's close() it does not (it said False; the Lua binding's o:released()
+    says true, session 28's cross-binding fix)."""
+    h = heaplab.Heap()
+    r = h.alloc(8)
+    assert not r.released
+    h.close()
+    assert r.released
+    with pytest.raises(heaplab.HeapClosed):
+        r.read()

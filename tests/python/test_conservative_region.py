@@ -195,8 +195,14 @@ def test_removed_and_closed_regions_refuse():
         with region:
             pass
     assert "removed" in repr(region)
+    with pytest.raises(heaplab.StaleRef, match="removed"):
+        len(region)                      # it said 4 (the Lua binding's #reg raises)
     kept = h.conservative_region(4)
+    assert not kept.removed and len(kept) == 4
     h.close()
+    assert kept.removed                  # it keeps nothing alive: as the Lua reg:removed()
+    with pytest.raises(heaplab.HeapClosed):
+        len(kept)
     for op in (lambda: kept[0], lambda: kept.__setitem__(0, 1), kept.scrub, kept.words,
                lambda: h.conservative_region(4)):
         with pytest.raises(heaplab.HeapClosed):

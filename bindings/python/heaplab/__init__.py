@@ -1188,8 +1188,10 @@ class Ref(_Slotted):
 
     @property
     def released(self) -> bool:
-        """True once this root was dropped (release(), del, the end of a with block)."""
-        return self._ref == 0
+        """True once this Ref roots nothing any more: dropped (release(), del,
+        the end of a with block) or its heap closed.  Never raises (as
+        Heap.closed; the Lua binding's o:released() says the same)."""
+        return self._ref == 0 or self._heap._gone()
 
     def __len__(self) -> int:
         return self._info().refs
@@ -1376,7 +1378,7 @@ class ConservativeRegion(_Slotted):
         return HeapClosed("the region's heap is closed")
 
     def _do(self, fn: Any, *args: Any) -> None:
-        if self.removed:
+        if self._region.words == ffi.NULL:
             raise self._stale()
         if self._heap._gone():
             raise self._heap_gone()
@@ -1395,10 +1397,18 @@ class ConservativeRegion(_Slotted):
 
     @property
     def removed(self) -> bool:
-        """True once remove() ran (or the region was never registered)."""
-        return self._region.words == ffi.NULL
+        """True once the region keeps nothing alive any more: remove() ran (or
+        it was never registered) or its heap closed.  Never raises (as the Lua
+        binding's reg:removed())."""
+        return self._region.words == ffi.NULL or self._heap._gone()
 
     def __len__(self) -> int:
+        """The number of words; StaleRef once removed, HeapClosed once its
+        heap is closed (as region[i])."""
+        if self._region.words == ffi.NULL:
+            raise self._stale()
+        if self._heap._gone():
+            raise self._heap_gone()
         return int(self._region.n)
 
     def _index(self, i: Any) -> int:
@@ -1504,7 +1514,7 @@ class ConservativeRegion(_Slotted):
                         "a heap in this process")
 
     def _repr(self) -> str:
-        if self.removed:
+        if self._region.words == ffi.NULL:
             return (f"<heaplab.ConservativeRegion "
                     f"{'finalized' if self._finalized() else 'removed'}>")
         if self._heap._gone():
