@@ -19,7 +19,18 @@
  *     calling thread's last failure outside any heap (hl_heap_new, the
  *     option calls -- also with err NULL --, the samplers, hl_footprint_get,
  *     a call given a NULL heap).  The string is the thread's, valid until its next call.
- *     Nothing here aborts on bad input.
+ *   - Nothing here aborts on bad input.  Every call that takes a pointer
+ *     refuses a NULL one it needs: a call returning an int with HL_EINVAL,
+ *     one returning a pointer with NULL (hl_heap_error says why, both).  The
+ *     calls that return nothing -- hl_heap_free, hl_leave, hl_free,
+ *     hl_free_sized, hl_thread_flush, hl_sampler_stop, hl_obj_set -- do
+ *     nothing with a NULL, as free(NULL) does; the raw-object readers
+ *     (hl_obj_payload, hl_obj_size, hl_obj_refs, hl_obj_get) return NULL or
+ *     0 for a NULL object; the lookups by name (hl_option_index,
+ *     hl_fault_site_index, ...) return -1 or NULL.  An optional pointer
+ *     says so where it is declared (err of the option calls, objects of
+ *     hl_ref_checksum, the two of hl_heap_range).  hl_obj_slots and
+ *     hl_obj_data, compiled into the caller, check nothing.
  *   - No function here is a cancellation point (as no call of glibc's malloc
  *     is): a thread cancelled with pthread_cancel (deferred) while in one
  *     goes on to the call's end and is cancelled at its own next
@@ -290,8 +301,9 @@ const char *hl_option_choice(int index, int64_t value);
 /* The option whose name is closest to `name` (a likely typo), or NULL. */
 const char *hl_option_nearest(const char *name);
 
-/* Fill with the declared defaults (no environment). */
-void hl_options_defaults(hl_options *opts);
+/* Fill with the declared defaults (no environment).  HL_EINVAL for a NULL
+ * opts. */
+int hl_options_defaults(hl_options *opts);
 /* Apply HEAPLAB_<NAME> environment overrides.  A bad value is an error naming
  * the variable and the allowed range; err may be NULL. */
 int hl_options_from_env(hl_options *opts, char *err, size_t errlen);
@@ -701,7 +713,7 @@ int hl_resident_bytes(hl_heap *heap, uint64_t *out);
  * keeps its unused part out of core dumps (2: the part dumps hold and the
  * rest), or the program mlocks or mprotects part of its blocks. */
 int hl_vma_count(hl_heap *heap, uint64_t *out);
-/* The reservation's address range. */
+/* The reservation's address range (either pointer may be NULL: not asked). */
 int hl_heap_range(hl_heap *heap, uint64_t *base, uint64_t *bytes);
 /* Check every invariant (pool accounting, states, free slots, the large
  * blocks against the counters, poison when verify is on).  HL_ECHECK with a
@@ -782,7 +794,8 @@ int hl_fill_stride(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t 
  * is counted once.  Nothing is dropped here: releasing ref afterwards drops
  * the other leaves and the graph's inner objects (E10, sparse survivors). */
 int hl_thin(hl_heap *heap, hl_ref ref, uint64_t every, hl_ref *out);
-/* A checksum of the payloads of every object reachable from ref. */
+/* A checksum of the payloads of every object reachable from ref, and how
+ * many objects it read (objects may be NULL: not asked). */
 int hl_ref_checksum(hl_heap *heap, hl_ref ref, uint64_t *sum, uint64_t *objects);
 /* Copy bytes in or out of the payload. */
 int hl_ref_write(hl_heap *heap, hl_ref ref, uint64_t offset, const void *src,

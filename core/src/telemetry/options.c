@@ -50,9 +50,12 @@ int hl_option_index(const char *name) {
   return -1;
 }
 
-void hl_options_defaults(hl_options *opts) {
+/* (it returned nothing and a NULL opts crashed: the embedding hunt, session 28) */
+int hl_options_defaults(hl_options *opts) {
+  if (!opts) return hl__fail(NULL, HL_EINVAL, "hl_options_defaults: NULL options struct");
   for (int i = 0; i < NOPT; i++)
     *(int64_t *)((char *)opts + offsets[i]) = table[i].def;
+  return HL_OK;
 }
 
 static int64_t *field(hl_options *o, int i) { return (int64_t *)((char *)o + offsets[i]); }
