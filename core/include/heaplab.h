@@ -12,13 +12,22 @@
  *
  * Conventions
  *   - Functions that can fail return an int error code: HL_OK (0) or one of
- *     hl_error.  hl_heap_error(heap) is the message of the calling thread's
- *     last failed call on heap, the first time it is asked for; after that
- *     (or with no failed call of its own there) the heap's last failure's,
- *     in whatever thread (a background cycle's).  hl_heap_error(NULL): the
- *     calling thread's last failure outside any heap (hl_heap_new, the
- *     option calls -- also with err NULL --, the samplers, hl_footprint_get,
- *     a call given a NULL heap).  The string is the thread's, valid until its next call.
+ *     hl_error, and leave a message, in one of two places of the calling
+ *     thread's (a successful call clears neither):
+ *     hl_heap_error(heap): the message of the calling thread's last failed
+ *     call on heap, the first time it is asked for; after that (or with no
+ *     failed call of its own there) the heap's last failure's, in whatever
+ *     thread (a background cycle's).  The string stays as it is until the
+ *     thread's next failed call on a heap (or hl_heap_new: a bad
+ *     HEAPLAB_FAULT_* fails on the heap it makes) or its next
+ *     hl_heap_error(heap), of any heap: copy it before those.
+ *     hl_heap_error(NULL): the calling thread's last failure of a call that
+ *     had no heap -- hl_heap_new, the option calls (also with err NULL),
+ *     the samplers, hl_footprint_get, hl_interrupt_attach, a call given a
+ *     NULL heap.  Calls on heaps, failed or not, and hl_heap_error(heap)
+ *     leave it alone: it stays as it is until the thread's next failed
+ *     call that had no heap (the pointer itself is the thread's, valid
+ *     until the thread ends).
  *   - Nothing here aborts on bad input.  Every call that takes a pointer
  *     refuses a NULL one it needs: a call returning an int with HL_EINVAL,
  *     one returning a pointer with NULL (hl_heap_error says why, both).  The
@@ -337,7 +346,7 @@ int hl_options_set(hl_options *opts, const char *name, const char *value,
 int hl_options_set_int(hl_options *opts, const char *name, int64_t value,
                        char *err, size_t errlen);
 /* Read an option by name: HL_EOPTION for an unknown name, HL_EINVAL for a
- * NULL struct or out pointer. */
+ * NULL struct or out pointer (hl_heap_error(NULL) says which). */
 int hl_options_get(const hl_options *opts, const char *name, int64_t *out);
 /* Check every field and the relations between them. */
 int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
@@ -681,8 +690,9 @@ void hl_heap_free(hl_heap *heap);
 /* Message of the calling thread's last failure when it was on this heap;
  * otherwise the heap's last failure from any thread ("" if none).  With
  * heap NULL: the calling thread's last failure of a call that takes no heap
- * (hl_heap_new, the option calls, hl_sampler_open, hl_footprint_get) or was
- * given a NULL one. */
+ * (hl_heap_new, the option calls, the samplers, hl_footprint_get) or was
+ * given a NULL one ("" if none).  How long each string stays: the
+ * conventions at the top of this file. */
 const char *hl_heap_error(const hl_heap *heap);
 int hl_heap_options(const hl_heap *heap, hl_options *out);
 

@@ -368,10 +368,15 @@ int hl_options_set(hl_options *opts, const char *name, const char *value, char *
                               err, errlen);
 }
 
+/* (its failures set no message: hl_heap_error(NULL) said an older call's --
+ * the embedding hunt, session 28) */
 int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
-  if (!opts || !out) return HL_EINVAL;
+  if (!opts || !out) {
+    hl__fmt_err(NULL, 0, "hl_options_get: NULL %s", opts ? "output pointer" : "options struct");
+    return HL_EINVAL;
+  }
   int i = hl_option_index(name);
-  if (i < 0) return HL_EOPTION;
+  if (i < 0) return unknown_option(name, NULL, 0);
   *out = *(const int64_t *)((const char *)opts + offsets[i]);
   return HL_OK;
 }

@@ -12,24 +12,31 @@
 
 /* ---- errors ---- */
 
-/* This thread's last message: of its own last failure (err_own until it is
- * read), or the copy of a heap's that it last read -- err_seq says which of
- * the heap's failures it is.  The numbers come from one sequence for the
- * whole process, so a heap made later at the same address (its errseq 0
- * until it fails) never matches a stale copy. */
+/* This thread's last message of a call on a heap: of its own last failure
+ * (err_own until it is read), or the copy of a heap's that it last read --
+ * err_seq says which of the heap's failures it is.  The numbers come from
+ * one sequence for the whole process, so a heap made later at the same
+ * address (its errseq 0 until it fails) never matches a stale copy.
+ *
+ * And apart, err_none: the thread's last failure of a call that had no heap
+ * (hl_heap_error(NULL)).  It shared err_buf, so any failure on a heap, or
+ * merely reading hl_heap_error(h), replaced it -- a binding raising a
+ * failed hl_heap_new's error after a heap call in between raised the heap's
+ * message, or "" (the embedding hunt, session 28). */
 static _Thread_local const hl_heap *err_heap;
 static _Thread_local uint64_t err_seq;
 static _Thread_local bool err_own;
 static _Thread_local uint64_t err_serial; /* (err_own's heap: not one made later at its address) */
 static _Thread_local char err_buf[256];
+static _Thread_local char err_none[256];
 static _Atomic uint64_t failures;
 
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...) {
   /* also the thread's last failure outside any heap (hl_heap_error(NULL)):
    * with err NULL, which the option calls allow, the message was lost (the
    * C API hunt, session 26).  Formatted aside first: an argument may be
-   * err_buf itself (hl_heap_error's result). */
-  char msg[sizeof err_buf];
+   * err_none itself (hl_heap_error(NULL)'s result). */
+  char msg[sizeof err_none];
   va_list ap, again;
   va_start(ap, fmt);
   va_copy(again, ap);
@@ -41,19 +48,25 @@ void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap) {
-  vsnprintf(err_buf, sizeof err_buf, fmt, ap);
-  err_heap = h;
-  err_seq = 0;
-  err_own = true;
-  if (h) {
-    /* Also kept on the heap, for a caller asking from another thread. */
-    hl_heap *m = (hl_heap *)h;
-    pthread_mutex_lock(&m->errlock);
-    memcpy(m->errmsg, err_buf, sizeof err_buf);
-    m->errseq = err_seq = atomic_fetch_add_explicit(&failures, 1, memory_order_relaxed) + 1;
-    err_serial = m->serial;
-    pthread_mutex_unlock(&m->errlock);
+  if (!h) {
+    /* (formatted aside: an argument may be err_none itself) */
+    char msg[sizeof err_none];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(err_none, msg, sizeof msg);
+    return code;
   }
+  char msg[sizeof err_buf];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  memcpy(err_buf, msg, sizeof msg);
+  err_heap = h;
+  err_own = true;
+  /* Also kept on the heap, for a caller asking from another thread. */
+  hl_heap *m = (hl_heap *)h;
+  pthread_mutex_lock(&m->errlock);
+  memcpy(m->errmsg, err_buf, sizeof err_buf);
+  m->errseq = err_seq = atomic_fetch_add_explicit(&failures, 1, memory_order_relaxed) + 1;
+  err_serial = m->serial;
+  pthread_mutex_unlock(&m->errlock);
   return code;
 }
 
@@ -71,9 +84,10 @@ int hl__fail(const hl_heap *h, int code, const char *fmt, ...) {
  * last failure was elsewhere, the heap's last failure's, whichever thread
  * it was in.  A thread kept the first message it read, or made, for good:
  * it read it again after other threads' failures -- a background cycle's
- * "verify:" among them, which has no caller to return to. */
+ * "verify:" among them, which has no caller to return to.  With h NULL:
+ * err_none, which nothing on a heap touches. */
 const char *hl_heap_error(const hl_heap *h) {
-  if (!h) return err_heap == NULL ? err_buf : "";
+  if (!h) return err_none;
   if (err_heap == h && err_own && err_serial == h->serial) {
     err_own = false;
     return err_buf;
