@@ -40,6 +40,18 @@
  *     says so where it is declared (err of the option calls, objects of
  *     hl_ref_checksum, the two of hl_heap_range).  hl_obj_slots and
  *     hl_obj_data, compiled into the caller, check nothing.
+ *   - What a failed call leaves, one rule for every call: each
+ *     out-parameter it was given (not NULL) -- a pointer it writes a result
+ *     to: hl_ref *out, uint64_t *out, size_t *count, a struct, an
+ *     hl_heap ** or hl_sampler ** -- is zeroed, whatever the error (a NULL
+ *     heap, a stale handle, an interrupted churn): a handle 0, a pointer
+ *     NULL, a count 0, a struct all zeros.  The one exception is
+ *     hl_roots_store's *bad, which names the ref that failed (UINT64_MAX
+ *     when none did).  Buffers a call copies into (the event, fault state
+ *     and sample buffers, hl_ref_read's dst) are not written; their count
+ *     says how many entries hold data (0).  What a call updates in place --
+ *     the options struct of hl_options_set*, hl_options_from_env*,
+ *     hl_roots_store's values -- is left as it was.
  *   - No function here is a cancellation point (as no call of glibc's malloc
  *     is): a thread cancelled with pthread_cancel (deferred) while in one
  *     goes on to the call's end and is cancelled at its own next

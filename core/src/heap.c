@@ -395,6 +395,7 @@ void hl_heap_free(hl_heap *h) {
 }
 
 int hl_heap_options(const hl_heap *h, hl_options *out) {
+  if (out) memset(out, 0, sizeof *out);
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "hl_heap_options: NULL output");
   *out = h->opt;
@@ -410,15 +411,16 @@ static inline void *obj_new(hl_heap *h, uint64_t size, uint64_t refs, const char
 }
 
 int hl_alloc(hl_heap *h, uint64_t size, uint64_t refs, hl_ref *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "alloc: NULL output");
-  *out = 0;
   int rc = hl__check_alloc_args(h, "alloc", size, refs);
   if (rc) return rc;
   bool locked = hl__lock(h);
   void *obj = obj_new(h, size, refs, "alloc");
   rc = obj ? hl__handle_new(h, obj, out) : HL_ENOMEM;
   hl__unlock(h, locked);
+  if (rc) *out = 0;
   return rc;
 }
 
@@ -431,6 +433,7 @@ int hl_ref_release(hl_heap *h, hl_ref ref) {
 }
 
 int hl_ref_dup(hl_heap *h, hl_ref ref, hl_ref *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "dup: NULL output");
   bool locked = hl__lock(h);
@@ -438,6 +441,7 @@ int hl_ref_dup(hl_heap *h, hl_ref ref, hl_ref *out) {
   int rc = hl__handle_get(h, ref, &obj);
   if (!rc) rc = hl__handle_new(h, obj, out);
   hl__unlock(h, locked);
+  if (rc) *out = 0;
   return rc;
 }
 
@@ -452,6 +456,7 @@ static void info_of(void *obj, hl_object_info *out) {
 }
 
 int hl_ref_info(hl_heap *h, hl_ref ref, hl_object_info *out) {
+  if (out) memset(out, 0, sizeof *out);
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "info: NULL output");
   bool locked = hl__lock(h);
@@ -463,6 +468,7 @@ int hl_ref_info(hl_heap *h, hl_ref ref, hl_object_info *out) {
 }
 
 int hl_ref_identity(hl_heap *h, hl_ref ref, uint64_t *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "identity: NULL output");
   bool locked = hl__lock(h);
@@ -470,6 +476,7 @@ int hl_ref_identity(hl_heap *h, hl_ref ref, uint64_t *out) {
   int rc = hl__handle_get(h, ref, &obj);
   if (!rc) rc = hl__identity(h, obj, out);
   hl__unlock(h, locked);
+  if (rc) *out = 0;
   return rc;
 }
 
@@ -482,9 +489,9 @@ static int slot_check(hl_heap *h, void *obj, uint64_t slot, const char *what) {
 }
 
 int hl_ref_get(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "get: NULL output");
-  *out = 0;
   bool locked = hl__lock(h);
   void *obj;
   int rc = hl__handle_get(h, ref, &obj);
@@ -494,6 +501,7 @@ int hl_ref_get(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref *out) {
     if (v) rc = hl__handle_new(h, v, out);
   }
   hl__unlock(h, locked);
+  if (rc) *out = 0;
   return rc;
 }
 
@@ -542,9 +550,9 @@ int hl_ref_read(hl_heap *h, hl_ref ref, uint64_t off, void *dst, uint64_t len) {
 }
 
 int hl_thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "thin: NULL output");
-  *out = 0;
   if (h->opt.mode != HL_MODE_COLLECTED)
     return hl__fail(h, HL_EMODE, "thin: needs a collected heap (this one is manual)");
   if (every < 1 || every > 1000000000)
@@ -552,10 +560,13 @@ int hl_thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
   bool locked = hl__lock(h);
   int rc = hl__thin(h, ref, every, out);
   hl__unlock(h, locked);
+  if (rc) *out = 0;
   return rc;
 }
 
 int hl_ref_checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
+  if (sum) *sum = 0;
+  if (objects) *objects = 0;
   CHECK_HEAP(h);
   if (!sum) return hl__fail(h, HL_EINVAL, "checksum: NULL output");
   bool locked = hl__lock(h);
@@ -602,11 +613,11 @@ int hl_fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, hl_ref *ou
 
 int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t stride,
                    hl_ref *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "fill: NULL output");
   if (stride < 1 || stride > 1000000)
     return hl__fail(h, HL_EINVAL, "fill: stride %" PRIu64 " out of range [1, 1000000]", stride);
-  *out = 0;
   int rc = hl__check_alloc_args(h, "fill", size, refs);
   if (rc) return rc;
   if (total > HL_MAX_SIZE)
@@ -620,14 +631,15 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   rc = fill_fits(h, count, size, refs, stride);
   if (!rc) rc = hl__fill(h, total, size, refs, stride, out);
   hl__unlock(h, locked);
+  if (rc) *out = 0;
   return rc;
 }
 
 int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, double rate,
              hl_churn_result *out) {
+  if (out) memset(out, 0, sizeof *out);
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "churn: NULL output");
-  memset(out, 0, sizeof *out);
   if (!(duration_s > 0 && duration_s <= 3600))
     return hl__fail(h, HL_EINVAL, "churn: duration_s %g out of range (0, 3600]", duration_s);
   if (!(rate >= 0 && rate < 1e15))
@@ -642,7 +654,9 @@ int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, 
   if (ring_n > HL_MAX_REFS)
     return hl__fail(h, HL_EINVAL, "churn: a ring of %" PRIu64 " objects exceeds %" PRIu64,
                     ring_n, (uint64_t)HL_MAX_REFS);
-  return hl__churn(h, duration_s, size, live_bytes, rate, out);
+  rc = hl__churn(h, duration_s, size, live_bytes, rate, out);
+  if (rc) memset(out, 0, sizeof *out); /* (an interrupted churn's figures too: the one rule) */
+  return rc;
 }
 
 /* ---- collections, probes ---- */
@@ -671,6 +685,7 @@ int hl_collect(hl_heap *h, int64_t cycles, int major) {
 }
 
 int hl_stats_get(hl_heap *h, hl_stats *out) {
+  if (out) memset(out, 0, sizeof *out);
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "stats: NULL output");
   bool locked = hl__lock(h);
@@ -683,6 +698,8 @@ int hl_stats_get(hl_heap *h, hl_stats *out) {
  * number of buf[0]. */
 static int events_copy(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int clear,
                        uint64_t *first, const char *fn) {
+  if (count) *count = 0;
+  if (first) *first = 0;
   CHECK_HEAP(h);
   if (!count) return hl__fail(h, HL_EINVAL, "%s: NULL count", fn);
   if (!buf && cap) return hl__fail(h, HL_EINVAL, "%s: NULL buffer of %zu events", fn, cap);
@@ -706,11 +723,13 @@ int hl_events_read(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int cle
 }
 
 int hl_events_peek(hl_heap *h, hl_event *buf, size_t cap, size_t *count, uint64_t *first) {
+  if (count) *count = 0;
   if (!first) return hl__fail(h, HL_EINVAL, "hl_events_peek: NULL first");
   return events_copy(h, buf, cap, count, 0, first, "hl_events_peek");
 }
 
 int hl_events_consume(hl_heap *h, uint64_t upto, uint64_t *kept_from) {
+  if (kept_from) *kept_from = 0;
   CHECK_HEAP(h);
   bool locked = hl__lock(h);
   if (kept_from) *kept_from = h->ev_taken;
@@ -727,6 +746,8 @@ int hl_events_consume(hl_heap *h, uint64_t upto, uint64_t *kept_from) {
 }
 
 int hl_heap_range(hl_heap *h, uint64_t *base, uint64_t *bytes) {
+  if (base) *base = 0;
+  if (bytes) *bytes = 0;
   CHECK_HEAP(h);
   if (base) *base = (uint64_t)(uintptr_t)h->base;
   if (bytes) *bytes = h->reserved;
@@ -734,6 +755,7 @@ int hl_heap_range(hl_heap *h, uint64_t *base, uint64_t *bytes) {
 }
 
 int hl_resident_bytes(hl_heap *h, uint64_t *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "resident_bytes: NULL output");
   bool locked = hl__lock(h);
@@ -750,15 +772,17 @@ int hl_resident_bytes(hl_heap *h, uint64_t *out) {
   }
   hl__unlock(h, locked);
   int e = len ? prim_os_resident(h->base, len, out) : 0;
-  if (!len) *out = 0;
+  if (!len || e) *out = 0;
   if (e) return hl__fail(h, HL_ESYS, "resident_bytes: mincore failed (%s)", hl__strerror(e));
   return HL_OK;
 }
 
 int hl_vma_count(hl_heap *h, uint64_t *out) {
+  if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "vma_count: NULL output");
   int e = prim_os_vma_count((uintptr_t)h->base, (uintptr_t)h->base + h->reserved, out);
+  if (e) *out = 0;
   if (e) return hl__fail(h, HL_ESYS, "vma_count: cannot read the memory map (%s)", hl__strerror(e));
   return HL_OK;
 }
@@ -849,6 +873,7 @@ int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
 }
 
 int hl_faults_get(hl_heap *h, hl_fault_state *buf, size_t cap, size_t *count) {
+  if (count) *count = 0;
   CHECK_HEAP(h);
   if (!count || (!buf && cap)) return hl__fail(h, HL_EINVAL, "faults: NULL output");
   size_t n = cap < HL_SITE_COUNT ? cap : HL_SITE_COUNT;
@@ -1022,20 +1047,23 @@ int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
 
 int hl_roots_store(hl_heap *h, void **words, uint64_t *values, const hl_ref *refs,
                    uint64_t count, uint64_t *bad) {
-  CHECK_HEAP(h);
   if (bad) *bad = UINT64_MAX;
+  CHECK_HEAP(h);
   if (count && (!words || !values))
     return hl__fail(h, HL_EINVAL, "hl_roots_store: NULL %s", words ? "values" : "words");
+  /* (every ref is checked before values is written: on an error it is as
+   * it was -- heaplab.h's one rule for what a failed call leaves) */
   /* (its failure ignored, the words were stored without the heap held: the
    * C API hunt, session 26) */
   int rc = hl_enter(h);
   if (rc) return rc;
   for (uint64_t i = 0; refs && i < count && rc == HL_OK; i++) {
-    if (!refs[i]) continue;
     hl_object_info info;
-    rc = hl_ref_info(h, refs[i], &info);
-    if (rc == HL_OK) values[i] = info.object;
-    else if (bad) *bad = i;
+    if (refs[i] && (rc = hl_ref_info(h, refs[i], &info)) != HL_OK && bad) *bad = i;
+  }
+  for (uint64_t i = 0; refs && i < count && rc == HL_OK; i++) {
+    hl_object_info info;
+    if (refs[i] && hl_ref_info(h, refs[i], &info) == HL_OK) values[i] = info.object;
   }
   if (rc == HL_OK)
     for (uint64_t i = 0; i < count; i++)

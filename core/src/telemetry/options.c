@@ -35,6 +35,7 @@ static const size_t offsets[] = {
 int hl_option_count(void) { return NOPT; }
 
 int hl_option_info_get(int index, hl_option_info *out) {
+  if (out) memset(out, 0, sizeof *out);
   if (!out) return hl__fail(NULL, HL_EINVAL, "hl_option_info_get: NULL output pointer");
   if (index < 0 || index >= NOPT)
     return hl__fail(NULL, HL_ERANGE, "hl_option_info_get: index %d out of range 0..%d", index,
@@ -371,6 +372,7 @@ int hl_options_set(hl_options *opts, const char *name, const char *value, char *
 /* (its failures set no message: hl_heap_error(NULL) said an older call's --
  * the embedding hunt, session 28) */
 int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
+  if (out) *out = 0;
   if (!opts || !out) {
     hl__fmt_err(NULL, 0, "hl_options_get: NULL %s", opts ? "output pointer" : "options struct");
     return HL_EINVAL;
@@ -481,6 +483,9 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
     return HL_EINVAL;
   }
   if (!any) return HL_OK;
+  /* on a copy, opts changed only when every variable was good (a bad one
+   * left the ones before it applied) */
+  hl_options o = *opts;
   for (int i = 0; i < NOPT; i++) {
     bool skipped = false;
     for (size_t k = 0; k < nskip && !skipped; k++)
@@ -491,12 +496,13 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
     const char *v = getenv(var);
     if (!v) continue;
     char inner[256];
-    int rc = hl_options_set(opts, table[i].name, v, inner, sizeof inner);
+    int rc = hl_options_set(&o, table[i].name, v, inner, sizeof inner);
     if (rc) {
       hl__fmt_err(err, errlen, "environment %s=%s: %s", var, v, inner);
       return rc;
     }
   }
+  *opts = o;
   return HL_OK;
 }
 

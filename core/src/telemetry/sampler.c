@@ -237,6 +237,7 @@ int hl_sampler_reset(hl_sampler *s) {
 }
 
 int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
+  if (o) memset(o, 0, sizeof *o);
   if (!s || !o)
     return hl__fail(NULL, HL_EINVAL, "hl_sampler_summary_get: the %s is NULL", s ? "output" : "sampler");
   ensure_thread(s);
@@ -249,6 +250,7 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
   /* no sample at all because every read failed (no descriptor left, no
    * /proc): its zeros were a summary of nothing, said as figures (the
    * environment hunt, session 27) */
+  if (e) memset(o, 0, sizeof *o); /* (all zeros already: no sample) */
   if (e)
     return hl__fail(NULL, HL_ESYS,
                     "sampler: no sample taken since the start (or reset): %s could not be "
@@ -257,6 +259,7 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
 }
 
 int hl_sampler_read(hl_sampler *s, size_t from, hl_sample *buf, size_t cap, size_t *count) {
+  if (count) *count = 0;
   if (!s || !count || (!buf && cap))
     return hl__fail(NULL, HL_EINVAL, "hl_sampler_read: the %s is NULL",
                     !s ? "sampler" : !count ? "count" : "buffer");

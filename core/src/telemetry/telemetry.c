@@ -294,6 +294,7 @@ int hl_footprint_get(hl_footprint *out) {
   if (!out) return hl__fail(NULL, HL_EINVAL, "hl_footprint_get: NULL output pointer");
   int e = prim_os_footprint(out); /* (its own errno: a close() after may change errno) */
   if (e == 0) return HL_OK;
+  memset(out, 0, sizeof *out); /* (no figures: a part read is none) */
   return hl__fail(NULL, HL_ESYS, "footprint: %s could not be read: %s", prim_os_footprint_source,
                   hl__strerror(e));
 }
