@@ -52,6 +52,31 @@
  *     says how many entries hold data (0).  What a call updates in place --
  *     the options struct of hl_options_set*, hl_options_from_env*,
  *     hl_roots_store's values -- is left as it was.
+ *   - The environment.  The library reads these variables, and no others,
+ *     and only in these calls:
+ *       HEAPLAB_<OPTION> (HEAPLAB_PAGE_SIZE, ..., one per option below, upper
+ *         case): by hl_options_from_env and hl_options_from_env_except, and
+ *         by hl_heap_new given opts NULL (which calls hl_options_from_env);
+ *         never by hl_heap_new given opts.  A bad value is an error naming
+ *         the variable.  The same calls write one warning line to stderr
+ *         for each HEAPLAB_* variable that is neither an option nor one of
+ *         heaplab's tools' (a typo: "did you mean ...?"), once per variable.
+ *       HEAPLAB_FAULT_<SITE> (HEAPLAB_FAULT_RESERVE=always,
+ *         HEAPLAB_FAULT_RELEASE=first:2000:EAGAIN: mode[:N][:ERRNO], the
+ *         sites and modes of hl_inject_named): by every hl_heap_new,
+ *         WHATEVER opts is -- they arm the new heap's fault schedules
+ *         (docs/clients.md).  A bad value fails hl_heap_new (HL_EVALUE,
+ *         naming the variable); a failure an armed fault causes says so
+ *         and names the variable.  Unset them in a program that must not
+ *         inherit them (unsetenv before its first hl_heap_new).
+ *       HEAPLAB_COUNTERS_FILE=path: by the process's first hl_heap_new,
+ *         whatever opts is, once: an observer's file (a regular file of
+ *         4096 bytes, or an empty one, made 4096) is mapped shared and
+ *         every heap counts its system calls, EAGAIN retries and give-ups
+ *         into it (experiment E6, docs/experiments/e6.md).  Any other file
+ *         is left as it is, with one warning line on stderr.
+ *     The tools built on the library (the launchers, libheaplab-malloc.so,
+ *     the Python harness) read more of their own: docs/clients.md.
  *   - No function here is a cancellation point (as no call of glibc's malloc
  *     is): a thread cancelled with pthread_cancel (deferred) while in one
  *     goes on to the call's end and is cancelled at its own next
@@ -326,7 +351,8 @@ const char *hl_option_nearest(const char *name);
  * opts. */
 int hl_options_defaults(hl_options *opts);
 /* Apply HEAPLAB_<NAME> environment overrides.  A bad value is an error naming
- * the variable and the allowed range; err may be NULL. */
+ * the variable and the allowed range (opts is then left as it was); err may
+ * be NULL.  Warns on stderr of HEAPLAB_* variables that are no option. */
 int hl_options_from_env(hl_options *opts, char *err, size_t errlen);
 /* The same, leaving alone the options named in skip[0..n) (the ones a caller
  * sets explicitly: an explicit value overrides the environment, so a bad
@@ -693,7 +719,8 @@ typedef struct hl_heap hl_heap;
 /* Create a heap.  opts NULL = defaults plus HEAPLAB_* environment.  The fault
  * schedules HEAPLAB_FAULT_<SITE> (docs/clients.md) are not options: they are
  * read from the environment whatever opts is (the bindings, which pass opts,
- * rely on it); hl_inject changes them afterwards.  On failure *out is NULL
+ * rely on it), and so is HEAPLAB_COUNTERS_FILE (the conventions at the top:
+ * the environment); hl_inject changes the schedules afterwards.  On failure *out is NULL
  * and the message is written to err (may be NULL) and is
  * hl_heap_error(NULL)'s. */
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen);

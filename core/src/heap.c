@@ -205,9 +205,40 @@ static int fault_from_env(hl_heap *h, const char *var, const char *site, const c
     }
   }
   int rc = hl_inject_named(h, site, fields[0], arg, errname);
-  if (!rc) return HL_OK;
+  if (!rc) {
+    int at = hl_fault_site_index(site);
+    if (at >= 0 && hl_fault_mode_index(fields[0]) != HL_FAULT_off) h->env_faults |= 1u << at;
+    return HL_OK;
+  }
   hl__fmt_err(err, errlen, "environment %s=%s: %s", var, v, hl_heap_error(h));
   return HL_EVALUE; /* a bad value of a variable, whatever inject said */
+}
+
+/* A failure an environment's fault caused blamed the system -- "the address
+ * space is exhausted -- RLIMIT_AS, or too many heaps open" for
+ * HEAPLAB_FAULT_RESERVE=always, which an embedder's user may have set for
+ * another program (the embedding hunt, session 28): the messages name the
+ * variable. */
+bool hl__injected_faults(const hl_heap *h, int site, char *buf, size_t len) {
+  size_t n = 0;
+  if (len) buf[0] = 0;
+  for (int i = 0; i < HL_SITE_COUNT; i++) {
+    if (!(h->env_faults & (1u << i))) continue;
+    if (site >= 0 && i != site && i != HL_SITE_any) continue;
+    uint64_t fired = atomic_load(&h->prim.faults[i].fired);
+    if (!fired) continue;
+    char var[64];
+    snprintf(var, sizeof var, "HEAPLAB_FAULT_%s", hl_fault_site_name(i));
+    for (char *p = var; *p; p++) *p = (char)toupper((unsigned char)*p);
+    const char *v = getenv(var);
+    if (n < len)
+      n += (size_t)snprintf(buf + n, len - n, "%s%s=%s fired %" PRIu64 " time%s", n ? ", " : "",
+                            var, v ? v : "?", fired, fired == 1 ? "" : "s");
+  }
+  if (!n) return false;
+  if (n < len)
+    snprintf(buf + n, len - n, " (a fault injected from the environment, not the system's)");
+  return true;
 }
 
 static int faults_from_env(hl_heap *h, char *err, size_t errlen) {
@@ -348,6 +379,13 @@ static int heap_new(const hl_options *opts, hl_heap **out, char *err, size_t err
   *out = h;
   return HL_OK;
 fail:
+  {
+    char inj[200];
+    size_t len = err ? strlen(err) : 0;
+    if (err && len + 3 < errlen && hl__injected_faults(h, -1, inj, sizeof inj) &&
+        !strstr(err, "HEAPLAB_FAULT_"))
+      snprintf(err + len, errlen - len, " -- %s", inj);
+  }
   heap_destroy(h);
   return rc;
 }

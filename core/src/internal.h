@@ -572,6 +572,10 @@ struct hl_heap {
   pthread_mutex_t errlock;
   char errmsg[256];
   uint64_t errseq;
+
+  /* the fault sites hl_heap_new armed from HEAPLAB_FAULT_<SITE> (bit per
+   * hl_fault_site), for the messages of the failures they cause */
+  uint32_t env_faults;
 };
 
 /* An errno's text, untranslated -- what every message of the core says.
@@ -598,6 +602,11 @@ int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap);
  * does, the thread's hl_heap_error(NULL). */
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* When a fault the environment armed (HEAPLAB_FAULT_<SITE>) has fired on h:
+ * "an injected fault: HEAPLAB_FAULT_RESERVE=always fired 10 times ..." into
+ * buf, and true; else false (heap.c).  site -1: any site; else that site or
+ * "any". */
+bool hl__injected_faults(const hl_heap *h, int site, char *buf, size_t len);
 
 /* ---- the heap lock ----
  * Both modes lock through these.  hl_enter marks a heap as held by this

@@ -453,7 +453,12 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
     if (align) want = want / align * align;
   }
   if (!base) {
-    if (limit_name) /* (kept under 256 bytes: the bindings' message buffers) */
+    char inj[200];
+    if (hl__injected_faults(h, HL_SITE_reserve, inj, sizeof inj))
+      hl__fmt_err(err, errlen,
+                  "reserve: every reservation from the %" PRIu64 " bytes asked down to %" PRIu64
+                  " failed (%s, %d attempts): %s", asked, want, hl__strerror(last), attempts, inj);
+    else if (limit_name) /* (kept under 256 bytes: the bindings' message buffers) */
       hl__fmt_err(err, errlen,
                   "reserve: the kernel refused every reservation from the %" PRIu64
                   " bytes asked down to %" PRIu64 " (%s, %d attempts): no address space left "
