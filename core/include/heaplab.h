@@ -109,6 +109,25 @@ extern "C" {
 #endif
 #endif
 
+/*
+ * HL_ABI_VERSION: the version of the binary interface -- the size and the
+ * field offsets of every struct declared here (hl_options, hl_stats,
+ * hl_event, ...), the values of every enum and X-macro list, the functions
+ * and their signatures.  Every change to any of them (a field added, even at
+ * the end: a caller's struct is the size its header says; an option
+ * inserted between two others) comes with HL_ABI_VERSION + 1, and the shared
+ * library's soname follows it: libheaplab.so.<HL_ABI_VERSION>.  A program
+ * built against another version does not load the new library at all
+ * (instead of being corrupted by it: hl_options grew 312 -> 384 -> 464
+ * bytes, and hl_stats 488 -> 888, under one soname libheaplab.so.0 --
+ * the embedding hunt, session 28).  A program that loads the library some
+ * other way (dlopen by path, a static copy) compares hl_abi_version() with
+ * the HL_ABI_VERSION it was built with.  tests/c/public_layout_is_pinned.c
+ * pins the layout of this version and fails until both change together
+ * (docs/clients.md, "Embedding libheaplab in a C program").
+ */
+#define HL_ABI_VERSION 1
+
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -1002,7 +1021,11 @@ int hl_set_refusal_hook(hl_heap *heap, hl_refusal_fn fn, void *arg);
 /* ------------------------------------------------------------------------ */
 
 const char *hl_error_name(int code);
+/* The project's version ("0.1.0"): HL_VERSION_STRING of the library's build. */
 const char *hl_version(void);
+/* The library's HL_ABI_VERSION: a program built with another one must not
+ * use it (its structs have another layout). */
+int hl_abi_version(void);
 
 #ifndef HL_CDEF
 #ifdef __cplusplus

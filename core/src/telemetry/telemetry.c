@@ -116,6 +116,7 @@ const char *hl_error_name(int code) {
 }
 
 const char *hl_version(void) { return HL_VERSION_STRING; }
+int hl_abi_version(void) { return HL_ABI_VERSION; }
 
 /* ---- stats ---- */
 
