@@ -23,13 +23,13 @@ uint64_t client_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The process's own peak: VmHWM (prim_os_peak_rss).  Not ru_maxrss, which
+/* The process's own peak: VmHWM (hl__prim_os_peak_rss).  Not ru_maxrss, which
  * Linux carries over exec -- a launcher started by a Python parent holding
  * 400 MiB reported 420,768 kB where its own peak was 14,192 (the benchmarks
  * read VmHWM for the same reason: experiments/bench/bench_main.c).
  * ru_maxrss only when /proc cannot be read. */
 uint64_t client_peak_rss(void) {
-  uint64_t hwm = prim_os_peak_rss();
+  uint64_t hwm = hl__prim_os_peak_rss();
   if (hwm) return hwm;
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;

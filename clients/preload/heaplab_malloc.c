@@ -378,7 +378,7 @@ static void write_reports(void) {
   }
   if (report_name(stats_path, name, sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
-    prim_os_self_exe(exe, sizeof exe);
+    hl__prim_os_self_exe(exe, sizeof exe);
     client.interpreter = exe;
     int err = client_save(name, write_report);
     if (err)
@@ -767,10 +767,10 @@ EXPORT int NAME(posix_memalign)(void **out, size_t align, size_t n) {
   return 0;
 }
 
-EXPORT void *NAME(valloc)(size_t n) { return aligned(prim_os_page_size(), n); }
+EXPORT void *NAME(valloc)(size_t n) { return aligned(hl__prim_os_page_size(), n); }
 
 EXPORT void *NAME(pvalloc)(size_t n) {
-  size_t ps = prim_os_page_size();
+  size_t ps = hl__prim_os_page_size();
   if (n > SIZE_MAX - 2 * ps) return fail_nomem();
   return aligned(ps, n ? (n + ps - 1) & ~(ps - 1) : ps);
 }
@@ -931,7 +931,7 @@ static int lock_mapping(void *arg, uintptr_t lo, uintptr_t hi) {
       }
     }
     if (skipped) continue;
-    int e = prim_os_lock((void *)lo, end - lo, w->onfault);
+    int e = hl__prim_os_lock((void *)lo, end - lo, w->onfault);
     if (e && e != ENOMEM && e != EAGAIN) {
       w->err = e;
       return 1;
@@ -982,8 +982,8 @@ EXPORT int NAME(mlockall)(int flags) {
     /* can it walk?  The maps and the status readable, and mlock2 allowed
      * (a call of length 0 locks nothing; a sandbox's filter refuses it) */
     char st[4096];
-    int fd = prim_os_proc_self_open("maps");
-    bool walk = fd >= 0 && prim_os_status(st, sizeof st) == 0 && prim_os_lock(&w, 0, false) == 0;
+    int fd = hl__prim_os_proc_self_open("maps");
+    bool walk = fd >= 0 && hl__prim_os_status(st, sizeof st) == 0 && hl__prim_os_lock(&w, 0, false) == 0;
     if (fd >= 0) close(fd);
     if (!walk) {
       int r = mlockall_on_fault(h, flags, &w);
@@ -998,11 +998,11 @@ EXPORT int NAME(mlockall)(int flags) {
       bool locked = hl__lock(h);
       w.n = hl__pages_unused_ranges(h, w.lo, w.hi, UNUSED_MAX);
       hl__unlock(h, locked);
-      uint64_t size = prim_os_status_value(st, "VmSize", 10) * 1024, unused = 0;
+      uint64_t size = hl__prim_os_status_value(st, "VmSize", 10) * 1024, unused = 0;
       for (size_t i = 0; i < w.n; i++) unused += w.hi[i] - w.lo[i];
       size = size > unused ? size - unused : 0;
-      size_t ps = prim_os_page_size();
-      bool cap = (prim_os_status_value(st, "CapEff", 16) >> 14) & 1; /* CAP_IPC_LOCK */
+      size_t ps = hl__prim_os_page_size();
+      bool cap = (hl__prim_os_status_value(st, "CapEff", 16) >> 14) & 1; /* CAP_IPC_LOCK */
       if (!cap && size / ps > rl.rlim_cur / ps) {
         errno = ENOMEM;
         return -1;
@@ -1017,7 +1017,7 @@ EXPORT int NAME(mlockall)(int flags) {
   if (r != 0) return -1;
   lock_carving(h, flags, &w);
   if (!(flags & MCL_CURRENT)) return 0;
-  int e = prim_os_maps_each(lock_mapping, &w);
+  int e = hl__prim_os_maps_each(lock_mapping, &w);
   /* (the maps gone, or a refusal the probe did not meet, half-way) */
   if ((e || w.err) && mlockall_on_fault(h, flags, &w) != 0) return -1;
   errno = saved;

@@ -275,7 +275,7 @@ static void heap_destroy(hl_heap *h) {
   hl__handles_destroy(h);
   hl__identities_free(h);
   hl__pages_destroy(h);
-  prim_ctx_destroy(&h->prim);
+  hl__prim_ctx_destroy(&h->prim);
   hl__sys_free(h->size_to_cls);
   hl__sys_free(h->aword_of);
   hl__sys_free(h->events);
@@ -319,7 +319,7 @@ static int heap_new(const hl_options *opts, hl_heap **out, char *err, size_t err
   pthread_cond_init(&h->cycle_done, NULL);
   pthread_cond_init(&h->collector_cv, NULL);
   h->handles_free = HL_NIL;
-  prim_ctx_init(&h->prim, o.syscall_retry_max, o.syscall_retry_backoff_us);
+  hl__prim_ctx_init(&h->prim, o.syscall_retry_max, o.syscall_retry_backoff_us);
   h->ev_cap = (uint64_t)o.events_capacity;
   h->events = hl__sys_calloc(h->ev_cap, sizeof(hl_event));
   if (!h->events) {
@@ -349,7 +349,7 @@ static int heap_new(const hl_options *opts, hl_heap **out, char *err, size_t err
    * otherwise fault in at its set-up -- nor registers the helpers' fork
    * handler, which hl__markers_run registers before any helper starts) */
   uint64_t mt = o.mark_threads ? (uint64_t)o.mark_threads
-                : o.mode == HL_MODE_COLLECTED ? prim_os_cpus() : 1;
+                : o.mode == HL_MODE_COLLECTED ? hl__prim_os_cpus() : 1;
   h->mark_threads = (uint32_t)(mt < 1 ? 1 : mt > HL_MARK_THREADS_MAX ? HL_MARK_THREADS_MAX : mt);
   if (o.mode == HL_MODE_COLLECTED) hl__markers_init();
   /* the helpers' stacks and packets, mapped now rather than in a mark (a
@@ -406,7 +406,7 @@ int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen)
      * the release hunt, session 25): the limit is named too */
     uint64_t maps, limit;
     size_t len = strlen(m), cap = mine ? sizeof msg : errlen;
-    if (rc == HL_ENOMEM && prim_os_at_map_limit(&maps, &limit) && len + 1 < cap)
+    if (rc == HL_ENOMEM && hl__prim_os_at_map_limit(&maps, &limit) && len + 1 < cap)
       snprintf(m + len, cap - len, " -- the process has %" PRIu64 " mappings, at "
                "vm.max_map_count (%" PRIu64 "): unmap some first", maps, limit);
 #endif
@@ -630,7 +630,7 @@ static int fill_fits(hl_heap *h, uint64_t count, uint64_t size, uint64_t refs, u
   double garbage = (double)(count - kept) * (double)block;
   double cap = 2.0 * (double)hl__trigger_in_force(h);
   double touched = (double)kept * (double)block + index + (garbage < cap ? garbage : cap);
-  uint64_t avail = prim_os_available_bytes();
+  uint64_t avail = hl__prim_os_available_bytes();
   if (touched > (double)avail)
     return hl__fail(h, HL_EINVAL,
                     "fill: %" PRIu64 " objects of %" PRIu64 " bytes would touch about %.0f bytes "
@@ -809,7 +809,7 @@ int hl_resident_bytes(hl_heap *h, uint64_t *out) {
     if (len > h->reserved) len = h->reserved;
   }
   hl__unlock(h, locked);
-  int e = len ? prim_os_resident(h->base, len, out) : 0;
+  int e = len ? hl__prim_os_resident(h->base, len, out) : 0;
   if (!len || e) *out = 0;
   if (e) return hl__fail(h, HL_ESYS, "resident_bytes: mincore failed (%s)", hl__strerror(e));
   return HL_OK;
@@ -819,7 +819,7 @@ int hl_vma_count(hl_heap *h, uint64_t *out) {
   if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "vma_count: NULL output");
-  int e = prim_os_vma_count((uintptr_t)h->base, (uintptr_t)h->base + h->reserved, out);
+  int e = hl__prim_os_vma_count((uintptr_t)h->base, (uintptr_t)h->base + h->reserved, out);
   if (e) *out = 0;
   if (e) return hl__fail(h, HL_ESYS, "vma_count: cannot read the memory map (%s)", hl__strerror(e));
   return HL_OK;
@@ -867,7 +867,7 @@ int hl_inject(hl_heap *h, int site, int mode, int64_t arg, int err) {
     return hl__fail(h, HL_EINVAL, "inject: every needs N >= 1, got %" PRId64, arg);
   if (mode != HL_FAULT_off && (err <= 0 || err > 4095))
     return hl__fail(h, HL_EINVAL, "inject: errno %d is not a positive errno value", err);
-  prim_arm(&h->prim, site, mode, arg, err);
+  hl__prim_arm(&h->prim, site, mode, arg, err);
   return HL_OK;
 }
 

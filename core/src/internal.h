@@ -816,7 +816,7 @@ static inline uint64_t *hl__allocs(const hl_heap *h, uint32_t p) {
  * bits (all of them with 64 KiB pages: 32 x 1 KiB, 8 OS pages); len 0 when
  * no OS page does.  Faulted in with the chunk (reuse.c, prefault.c). */
 static inline void hl__chunk_bits(const hl_heap *h, uint32_t c, uint8_t **addr, size_t *len) {
-  size_t os = prim_os_page_size();
+  size_t os = hl__prim_os_page_size();
   /* (a collected heap's marks and allocation bits are one run; a manual
    * heap's marks are never touched) */
   uint32_t p = c << h->chunk_shift;
@@ -1267,7 +1267,7 @@ bool hl__prefault_retry(hl_heap *h);
 void hl__backoff_step(hl_backoff *b, bool gave_up);
 /* Is a back-off's wait still on? */
 static inline bool hl__backoff_waiting(const hl_backoff *b) {
-  return b->ns && prim_now_ns() < b->next_ns;
+  return b->ns && hl__prim_now_ns() < b->next_ns;
 }
 /* MADV_POPULATE_WRITE refused for good: a kernel before 5.14 (EINVAL), or one
  * that forbids it (ENOSYS, EPERM); ENOMEM and the like are asked again. */

@@ -1,6 +1,6 @@
 /* Threads that make their first heaps at the same moment, before anything
  * else in the process asked for the page size, then use and free them.
- * prim_os_page_size cached the page size in a plain static that both wrote
+ * hl__prim_os_page_size cached the page size in a plain static that both wrote
  * (the same value): a data race ThreadSanitizer reported (the core
  * concurrency hunt, twenty-second session).  Suite threads: the TSan build
  * runs it, and a race report fails it there. */

@@ -68,7 +68,7 @@ static void *collector_main(void *arg) {
     if (h->collector_stop) break;
     /* min_cycle_interval_ms: the seed paced its cycles at 200 ms. */
     uint64_t gap = (uint64_t)h->opt.min_cycle_interval_ms * 1000000u;
-    uint64_t now = prim_now_ns();
+    uint64_t now = hl__prim_now_ns();
     uint64_t last = atomic_load(&h->last_cycle_end_ns);
     if (gap && last && now - last < gap) {
       struct timespec ts;
@@ -134,7 +134,7 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
     return;
   }
   uint64_t target = h->cycles_completed + (h->in_cycle ? 2 : 1);
-  uint64_t t0 = prim_now_ns();
+  uint64_t t0 = hl__prim_now_ns();
   struct timespec ts;
   abs_deadline(&ts, (uint64_t)h->opt.pacing_max_wait_ms * 1000000u);
   bool timed_out = false;
@@ -144,7 +144,7 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
       break;
     }
   }
-  uint64_t waited = prim_now_ns() - t0;
+  uint64_t waited = hl__prim_now_ns() - t0;
   h->tally.pacing_waits++;
   h->tally.pacing_wait_ns += waited;
   if (timed_out) h->tally.pacing_timeouts++;

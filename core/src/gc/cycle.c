@@ -216,7 +216,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
 #endif
   while (h->in_cycle) hl__wait(h, &h->cycle_done);
   h->in_cycle = true;
-  uint64_t t0 = prim_now_ns();
+  uint64_t t0 = hl__prim_now_ns();
   h->tally.cycles++;
   bool small_driven = small_due(h);
 
@@ -270,10 +270,10 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   }
   uint64_t tenured_before = h->tenured_bytes; /* full marks do not count them */
 
-  uint64_t tm = prim_now_ns(); /* mark_ns: clearing the marks, then marking */
+  uint64_t tm = hl__prim_now_ns(); /* mark_ns: clearing the marks, then marking */
   if (!minor) hl__marks_clear(h);
   hl__mark(h, minor);
-  h->tally.mark_ns += prim_now_ns() - tm;
+  h->tally.mark_ns += hl__prim_now_ns() - tm;
   int rc = HL_OK;
   if (h->opt.verify) {
     char msg[256];
@@ -402,7 +402,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   if (t.large_freed) h->pacing_dry_cycles = 0;
   else h->pacing_dry_cycles++;
 
-  uint64_t dt = prim_now_ns() - t0;
+  uint64_t dt = hl__prim_now_ns() - t0;
   h->tally.gc_ns += dt;
   if (minor) h->tally.minor_gc_ns += dt;
   if (dt > h->tally.max_pause_ns) h->tally.max_pause_ns = dt;
@@ -426,7 +426,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   /* (gc_ns counts neither these frees nor the trim: both run unlocked) */
   free_dead_large(h, dead_large);
   if (reason != REASON_MEMORY) hl__trim_locked(h, reason == REASON_EXPLICIT);
-  atomic_store(&h->last_cycle_end_ns, prim_now_ns());
+  atomic_store(&h->last_cycle_end_ns, hl__prim_now_ns());
   h->cycles_completed++;
   h->in_cycle = false;
   pthread_cond_broadcast(&h->cycle_done);

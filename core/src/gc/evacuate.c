@@ -422,7 +422,7 @@ static void *ident_map(hl_heap *h, const void *arg, void *obj) {
 
 int hl__evacuate(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
-  uint64_t t0 = prim_now_ns();
+  uint64_t t0 = hl__prim_now_ns();
   int rc = HL_OK;
   /* a thread holding the heap has raw pointers nobody knows of; so has a
    * fill, or hl_obj_new_in, that allocates while it keeps some */
@@ -552,7 +552,7 @@ int hl__evacuate(hl_heap *h) {
   }
   hl__sys_free(e.evac);
   hl__sys_free(pg);
-  uint64_t dt = prim_now_ns() - t0;
+  uint64_t dt = hl__prim_now_ns() - t0;
   h->tally.evacuated_pages += e.pages;
   h->tally.evacuated_objects += e.objects;
   h->tally.evacuated_bytes += e.bytes;

@@ -95,13 +95,13 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
                 block_bytes + sizeof(hl_large) >= map_min;
   void *raw = NULL;
   bool dropped = hl__drop_lock(h);
-  if (mapped && prim_os_map(sizeof(hl_large) + block_bytes, &raw) != 0) raw = NULL, mapped = false;
+  if (mapped && hl__prim_os_map(sizeof(hl_large) + block_bytes, &raw) != 0) raw = NULL, mapped = false;
   if (!raw) raw = hl__large_sys_alloc(block_bytes, 16, zero);
   hl__retake_lock(h, dropped);
   if (!raw) return NULL;
   void *block = hl__large_adopt(h, raw, block_bytes, 16);
   if (!block) {
-    if (mapped) prim_os_unreserve(raw, sizeof(hl_large) + block_bytes);
+    if (mapped) hl__prim_os_unreserve(raw, sizeof(hl_large) + block_bytes);
     else hl__large_sys_free(raw);
     return NULL;
   }
@@ -113,7 +113,7 @@ static void *system_block(hl_large *l) { return (uint8_t *)l - l->lead; }
 
 /* Free a record's memory: its mapping, or its system block. */
 static void release_block(hl_large *l) {
-  if (l->flags & HL_LARGE_MAPPED) prim_os_unreserve(l, sizeof(hl_large) + l->size);
+  if (l->flags & HL_LARGE_MAPPED) hl__prim_os_unreserve(l, sizeof(hl_large) + l->size);
   else hl__large_sys_free(system_block(l));
 }
 

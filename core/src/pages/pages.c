@@ -247,7 +247,7 @@ uint32_t hl__page_carve(hl_heap *h) {
   if (h->high_water >= h->npages_max) return HL_NIL;
 #ifdef HL_PRELOAD
   if (h->lock_carved) {
-    int e = prim_os_lock(h->base + ((uint64_t)h->high_water << h->page_shift), h->page_size,
+    int e = hl__prim_os_lock(h->base + ((uint64_t)h->high_water << h->page_shift), h->page_size,
                          h->lock_carved == HL_LOCK_ONFAULT);
     if (e == ENOMEM) { /* RLIMIT_MEMLOCK: not carved, as glibc's heap would not grow */
       h->lock_err = e;
@@ -354,9 +354,9 @@ size_t hl__pages_unused_ranges(hl_heap *h, uintptr_t *lo, uintptr_t *hi, size_t 
  * on (its dump that of the pages advised so far, until a later call takes:
  * dump_sync). */
 static int dump_advise(uint8_t *from, uint8_t *to, prim_op op) {
-  size_t os = prim_os_page_size();
+  size_t os = hl__prim_os_page_size();
   uintptr_t a = (uintptr_t)from / os * os, b = ((uintptr_t)to + os - 1) / os * os;
-  return b > a ? prim_os_advise((void *)a, b - a, op) : 0;
+  return b > a ? hl__prim_os_advise((void *)a, b - a, op) : 0;
 }
 
 static void dump_init(hl_heap *h) {
@@ -398,9 +398,9 @@ static void dump_grow(hl_heap *h) {
 }
 
 static int map_table(hl_heap *h, size_t bytes, void **out, size_t *kept) {
-  size_t ps = prim_os_page_size();
+  size_t ps = hl__prim_os_page_size();
   bytes = (bytes + ps - 1) / ps * ps;
-  prim_result r = prim_reserve(&h->prim, bytes, out);
+  prim_result r = hl__prim_reserve(&h->prim, bytes, out);
   if (r.err) return r.err;
   *kept = bytes;
   return 0;
@@ -434,7 +434,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
    * split the limit, docs/clients.md).  An ask that fits is kept. */
   const char *limit_name;
   uint64_t limit;
-  uint64_t room = prim_os_address_room(&limit_name, &limit);
+  uint64_t room = hl__prim_os_address_room(&limit_name, &limit);
   if (limit_name && want > room) {
     uint64_t unit = align ? align : h->page_size;
     want = room / 2 / unit * unit;
@@ -444,7 +444,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   int attempts = 0, last = 0;
   for (;;) {
     attempts++;
-    prim_result r = prim_reserve_aligned(&h->prim, want, align, &base);
+    prim_result r = hl__prim_reserve_aligned(&h->prim, want, align, &base);
     if (!r.err) break;
     last = r.err;
     base = NULL;
@@ -513,7 +513,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
   if (h->opt.subpage_release) {
     /* which OS pages of each page are released (release/subpage.c): two
      * bitmaps of OS pages per page, and a flag byte */
-    size_t os = prim_os_page_size();
+    size_t os = hl__prim_os_page_size();
     h->os_shift = (unsigned)__builtin_ctzll(os);
     h->os_per_page = (uint32_t)(h->page_size / os);
     h->sub_words = (h->os_per_page + 63) / 64;
@@ -536,7 +536,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
    * pages and inflate RSS.  Either advice is given once over the whole
    * range, which changes the flags of the whole VMA and so does not split
    * it. */
-  prim_result r = prim_call(&h->prim, HL_SITE_reserve, h->base, h->reserved,
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_reserve, h->base, h->reserved,
                             h->opt.thp == HL_THP_NEVER ? PRIM_NOHUGEPAGE : PRIM_HUGEPAGE);
   h->tally.thp_disabled = h->opt.thp == HL_THP_NEVER && r.err == 0;
   if (h->opt.thp != HL_THP_NEVER) {
@@ -544,7 +544,7 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
      * thp=never (4 KiB faults), says so in thp_enabled and thp_errno, and
      * populates no chunk (2 MiB of 4 KiB pages per chunk would only inflate
      * RSS).  The chunk table still keeps the release at 2 MiB first. */
-    h->tally.thp_errno = (uint64_t)(r.err ? r.err : prim_os_thp_available() ? 0 : EOPNOTSUPP);
+    h->tally.thp_errno = (uint64_t)(r.err ? r.err : hl__prim_os_thp_available() ? 0 : EOPNOTSUPP);
     h->tally.thp_enabled = h->tally.thp_errno == 0;
   }
   h->tally.reserved_bytes = h->reserved;
@@ -569,22 +569,22 @@ fail:
 }
 
 void hl__pages_destroy(hl_heap *h) {
-  if (h->sub_flags) prim_os_unreserve(h->sub_flags, h->meta_bytes[4]);
-  if (h->sub_bits) prim_os_unreserve(h->sub_bits, h->meta_bytes[3]);
+  if (h->sub_flags) hl__prim_os_unreserve(h->sub_flags, h->meta_bytes[4]);
+  if (h->sub_bits) hl__prim_os_unreserve(h->sub_bits, h->meta_bytes[3]);
   h->sub_flags = NULL;
   h->sub_bits = NULL;
-  if (h->chunk) prim_os_unreserve(h->chunk, h->chunk_bytes);
+  if (h->chunk) hl__prim_os_unreserve(h->chunk, h->chunk_bytes);
   h->chunk = NULL;
 #ifdef HL_PRELOAD
-  if (h->abits_at) prim_os_unreserve(h->abits_at, h->abits_at_bytes);
+  if (h->abits_at) hl__prim_os_unreserve(h->abits_at, h->abits_at_bytes);
   h->abits_at = NULL;
 #endif
-  if (h->avail_bm) prim_os_unreserve(h->avail_bm, h->avail_bytes);
+  if (h->avail_bm) hl__prim_os_unreserve(h->avail_bm, h->avail_bytes);
   h->avail_bm = NULL;
-  if (h->tenure) prim_os_unreserve(h->tenure, h->meta_bytes[2]);
-  if (h->bits) prim_os_unreserve(h->bits, h->meta_bytes[1]);
-  if (h->pages) prim_os_unreserve(h->pages, h->meta_bytes[0]);
-  if (h->base) prim_os_unreserve(h->base, h->reserved);
+  if (h->tenure) hl__prim_os_unreserve(h->tenure, h->meta_bytes[2]);
+  if (h->bits) hl__prim_os_unreserve(h->bits, h->meta_bytes[1]);
+  if (h->pages) hl__prim_os_unreserve(h->pages, h->meta_bytes[0]);
+  if (h->base) hl__prim_os_unreserve(h->base, h->reserved);
   h->tenure = NULL;
   h->bits = h->abits = NULL;
   h->pages = NULL;

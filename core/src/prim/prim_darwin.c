@@ -15,8 +15,8 @@
 
 #include "prim.h"
 
-int prim_os_reserve(size_t bytes, size_t align, void **out) {
-  size_t extra = align > prim_os_page_size() ? align : 0;
+int hl__prim_os_reserve(size_t bytes, size_t align, void **out) {
+  size_t extra = align > hl__prim_os_page_size() ? align : 0;
   uint8_t *p = mmap(NULL, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
   if (p == MAP_FAILED) return errno ? errno : ENOMEM;
   if (extra) {
@@ -30,25 +30,25 @@ int prim_os_reserve(size_t bytes, size_t align, void **out) {
 }
 
 /* Darwin has no transparent huge pages for anonymous memory. */
-int prim_os_thp_available(void) { return 0; }
+int hl__prim_os_thp_available(void) { return 0; }
 
-int prim_os_map(size_t bytes, void **out) {
+int hl__prim_os_map(size_t bytes, void **out) {
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
   if (p == MAP_FAILED) return errno ? errno : ENOMEM;
   *out = p;
   return 0;
 }
 
-int prim_os_unreserve(void *base, size_t bytes) {
+int hl__prim_os_unreserve(void *base, size_t bytes) {
   return munmap(base, bytes) == 0 ? 0 : errno;
 }
 
-int prim_os_op_is_syscall(prim_op op) {
+int hl__prim_os_op_is_syscall(prim_op op) {
   return op != PRIM_DONTDUMP && op != PRIM_DODUMP && op != PRIM_NOHUGEPAGE &&
          op != PRIM_HUGEPAGE && op != PRIM_POPULATE;
 }
 
-int prim_os_advise(void *addr, size_t len, prim_op op) {
+int hl__prim_os_advise(void *addr, size_t len, prim_op op) {
   int adv;
   switch (op) {
   /* Only MADV_FREE_REUSABLE decrements phys_footprint, the figure jetsam
@@ -63,7 +63,7 @@ int prim_os_advise(void *addr, size_t len, prim_op op) {
   return madvise(addr, len, adv) == 0 ? 0 : errno;
 }
 
-int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
+int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
   size_t ps = (size_t)getpagesize();
   char vec[4096];
   uint64_t total = 0;
@@ -79,7 +79,7 @@ int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
   return 0;
 }
 
-int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+int hl__prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   uint64_t n = 0;
   mach_vm_address_t addr = lo;
   while (addr < hi) {
@@ -98,26 +98,26 @@ int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   return 0;
 }
 
-int prim_os_proc_self_open(const char *name) {
+int hl__prim_os_proc_self_open(const char *name) {
   (void)name;
   errno = ENOSYS; /* no /proc */
   return -1;
 }
 
-uint64_t prim_os_peak_rss(void) {
+uint64_t hl__prim_os_peak_rss(void) {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return (uint64_t)ru.ru_maxrss; /* bytes on Darwin */
 }
 
-void prim_os_self_exe(char *buf, size_t len) {
+void hl__prim_os_self_exe(char *buf, size_t len) {
   uint32_t n = (uint32_t)len;
   if (_NSGetExecutablePath(buf, &n) != 0) buf[0] = 0;
 }
 
-const char prim_os_footprint_source[] = "task_info(TASK_VM_INFO)";
+const char hl__prim_os_footprint_source[] = "task_info(TASK_VM_INFO)";
 
-int prim_os_footprint(hl_footprint *out) {
+int hl__prim_os_footprint(hl_footprint *out) {
   memset(out, 0, sizeof *out);
   task_vm_info_data_t info;
   mach_msg_type_number_t cnt = TASK_VM_INFO_COUNT;
@@ -130,35 +130,35 @@ int prim_os_footprint(hl_footprint *out) {
   return 0;
 }
 
-size_t prim_os_page_size(void) { return (size_t)getpagesize(); }
+size_t hl__prim_os_page_size(void) { return (size_t)getpagesize(); }
 
-uint64_t prim_os_memory_bytes(void) {
+uint64_t hl__prim_os_memory_bytes(void) {
   uint64_t mem = 0;
   size_t len = sizeof mem;
   if (sysctlbyname("hw.memsize", &mem, &len, NULL, 0) != 0) return UINT64_MAX;
   return mem;
 }
 
-uint64_t prim_os_available_bytes(void) { return prim_os_memory_bytes(); }
+uint64_t hl__prim_os_available_bytes(void) { return hl__prim_os_memory_bytes(); }
 
-uint64_t prim_os_address_room(const char **which, uint64_t *limit) {
+uint64_t hl__prim_os_address_room(const char **which, uint64_t *limit) {
   *which = NULL; /* (macOS does not enforce RLIMIT_AS or RLIMIT_DATA on mmap) */
   *limit = 0;
   return UINT64_MAX;
 }
 
-uint64_t prim_os_cpus(void) {
+uint64_t hl__prim_os_cpus(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (uint64_t)n : 1;
 }
 
-uint64_t prim_now_ns(void) {
+uint64_t hl__prim_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void prim_sleep_us(int64_t us) {
+void hl__prim_sleep_us(int64_t us) {
   if (us <= 0) return;
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

@@ -25,13 +25,13 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-int prim_os_reserve(size_t bytes, size_t align, void **out) {
+int hl__prim_os_reserve(size_t bytes, size_t align, void **out) {
   /* Readable and writable from the start, MAP_NORESERVE so the kernel does
    * not charge commit for it: touching a page is what commits it.  This keeps
    * the reservation ONE VMA for its whole life -- no mprotect per page, which
    * would split it (seed 001).  Aligned: `align` more is mapped and the ends
    * beyond the aligned range unmapped again. */
-  size_t extra = align > prim_os_page_size() ? align : 0;
+  size_t extra = align > hl__prim_os_page_size() ? align : 0;
   uint8_t *p = mmap(NULL, bytes + extra, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return errno ? errno : ENOMEM;
@@ -68,13 +68,13 @@ static int thp_available(void) {
   return strstr(line, "[always]") || strstr(line, "[madvise]");
 }
 
-int prim_os_thp_available(void) {
+int hl__prim_os_thp_available(void) {
   int r;
   NO_CANCEL(r = thp_available());
   return r;
 }
 
-int prim_os_map(size_t bytes, void **out) {
+int hl__prim_os_map(size_t bytes, void **out) {
   /* Not MAP_NORESERVE: the kernel's overcommit check refuses what could
    * never be backed (a 1 TiB object), as it refuses glibc's own mmap of a
    * large block -- with it the mapping was made and the object "allocated". */
@@ -84,7 +84,7 @@ int prim_os_map(size_t bytes, void **out) {
   return 0;
 }
 
-int prim_os_unreserve(void *base, size_t bytes) {
+int hl__prim_os_unreserve(void *base, size_t bytes) {
   return munmap(base, bytes) == 0 ? 0 : errno;
 }
 
@@ -109,9 +109,9 @@ static int advice_of(prim_op op) {
   }
 }
 
-int prim_os_op_is_syscall(prim_op op) { return op != PRIM_RESTORE; }
+int hl__prim_os_op_is_syscall(prim_op op) { return op != PRIM_RESTORE; }
 
-int prim_os_advise(void *addr, size_t len, prim_op op) {
+int hl__prim_os_advise(void *addr, size_t len, prim_op op) {
   /* Linux needs no call to take back a page released with MADV_DONTNEED or
    * MADV_FREE: the next write faults in (or keeps) the page.  The restore
    * site still exists so that the same code path runs as on Darwin, where
@@ -122,8 +122,8 @@ int prim_os_advise(void *addr, size_t len, prim_op op) {
   return madvise(addr, len, adv) == 0 ? 0 : errno;
 }
 
-int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
-  size_t ps = prim_os_page_size();
+int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
+  size_t ps = hl__prim_os_page_size();
   unsigned char vec[4096];
   uint64_t total = 0;
   const uint8_t *p = addr;
@@ -146,7 +146,7 @@ int prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
  * pthread_exit, /proc/self's smaps_rollup could not be opened and its maps
  * read as empty -- the preloaded library's exit report said a footprint of
  * 0 and no VMA.  /proc/self when thread-self is not there. */
-int prim_os_proc_self_open(const char *name) {
+int hl__prim_os_proc_self_open(const char *name) {
   char path[96];
   snprintf(path, sizeof path, "/proc/thread-self/%s", name);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -156,9 +156,9 @@ int prim_os_proc_self_open(const char *name) {
 }
 
 /* This process's /proc status into buf (NUL-terminated); 0 or an errno. */
-int prim_os_status(char *buf, size_t len) {
+int hl__prim_os_status(char *buf, size_t len) {
   buf[0] = 0;
-  int fd = prim_os_proc_self_open("status");
+  int fd = hl__prim_os_proc_self_open("status");
   if (fd < 0) return errno;
   size_t got = 0;
   for (;;) {
@@ -175,7 +175,7 @@ int prim_os_status(char *buf, size_t len) {
 
 /* The number after "key:" in a status text (base 10, or 16 for the
  * capability masks); 0 when the key is not there. */
-uint64_t prim_os_status_value(const char *status, const char *key, int base) {
+uint64_t hl__prim_os_status_value(const char *status, const char *key, int base) {
   size_t n = strlen(key);
   for (const char *l = status; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
     if (!strncmp(l, key, n) && l[n] == ':') return (uint64_t)strtoull(l + n + 1, NULL, base);
@@ -184,13 +184,13 @@ uint64_t prim_os_status_value(const char *status, const char *key, int base) {
 
 /* The process's own peak resident set (VmHWM), bytes; 0 when unreadable.
  * Not getrusage's ru_maxrss, which Linux carries over exec. */
-uint64_t prim_os_peak_rss(void) {
+uint64_t hl__prim_os_peak_rss(void) {
   char buf[8192];
-  if (prim_os_status(buf, sizeof buf)) return 0;
-  return prim_os_status_value(buf, "VmHWM", 10) * 1024u;
+  if (hl__prim_os_status(buf, sizeof buf)) return 0;
+  return hl__prim_os_status_value(buf, "VmHWM", 10) * 1024u;
 }
 
-uint64_t prim_os_address_room(const char **which, uint64_t *limit) {
+uint64_t hl__prim_os_address_room(const char **which, uint64_t *limit) {
   static const struct { int res; const char *name, *key; } limits[] = {
       {RLIMIT_AS, "RLIMIT_AS", "VmSize"}, {RLIMIT_DATA, "RLIMIT_DATA", "VmData"}};
   uint64_t room = UINT64_MAX;
@@ -201,8 +201,8 @@ uint64_t prim_os_address_room(const char **which, uint64_t *limit) {
   for (int i = 0; i < 2; i++) {
     struct rlimit rl;
     if (getrlimit(limits[i].res, &rl) || rl.rlim_cur == RLIM_INFINITY) continue;
-    if (!status) status = (prim_os_status(buf, sizeof buf), true); /* ("" unread: 0 used) */
-    uint64_t used = prim_os_status_value(buf, limits[i].key, 10) * 1024u;
+    if (!status) status = (hl__prim_os_status(buf, sizeof buf), true); /* ("" unread: 0 used) */
+    uint64_t used = hl__prim_os_status_value(buf, limits[i].key, 10) * 1024u;
     uint64_t left = used < rl.rlim_cur ? rl.rlim_cur - used : 0;
     if (left < room) room = left, *which = limits[i].name, *limit = rl.rlim_cur;
   }
@@ -210,8 +210,8 @@ uint64_t prim_os_address_room(const char **which, uint64_t *limit) {
 }
 
 /* The path of the running executable into buf (NUL-terminated; "" when it
- * cannot be read), through the calling thread as prim_os_proc_self_open. */
-void prim_os_self_exe(char *buf, size_t len) {
+ * cannot be read), through the calling thread as hl__prim_os_proc_self_open. */
+void hl__prim_os_self_exe(char *buf, size_t len) {
   ssize_t n = readlink("/proc/thread-self/exe", buf, len - 1);
   if (n <= 0) n = readlink("/proc/self/exe", buf, len - 1);
   buf[n > 0 ? n : 0] = 0;
@@ -223,8 +223,8 @@ void prim_os_self_exe(char *buf, size_t len) {
  * it -- and a line longer than the buffer (a long path) costs only its tail.
  * fn may change the mappings it was given (lock them): the kernel goes on
  * from the end of the last mapping it listed. */
-int prim_os_maps_each(int (*fn)(void *arg, uintptr_t lo, uintptr_t hi), void *arg) {
-  int fd = prim_os_proc_self_open("maps");
+int hl__prim_os_maps_each(int (*fn)(void *arg, uintptr_t lo, uintptr_t hi), void *arg) {
+  int fd = hl__prim_os_proc_self_open("maps");
   if (fd < 0) return errno;
   char buf[4096];
   size_t have = 0;
@@ -278,7 +278,7 @@ static int count_one(void *arg, uintptr_t a, uintptr_t b) {
 
 static int vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   struct vma_range v = {lo, hi, 0};
-  int e = prim_os_maps_each(count_one, &v);
+  int e = hl__prim_os_maps_each(count_one, &v);
   if (!e) *count = v.n;
   return e;
 }
@@ -286,7 +286,7 @@ static int vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
 /* The process's mappings and vm.max_map_count when it has reached that
  * limit, for an error message (a refused mmap says only ENOMEM); false
  * otherwise or when either cannot be read.  Nothing allocated. */
-bool prim_os_at_map_limit(uint64_t *maps, uint64_t *limit) {
+bool hl__prim_os_at_map_limit(uint64_t *maps, uint64_t *limit) {
   int fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[32];
@@ -301,11 +301,11 @@ bool prim_os_at_map_limit(uint64_t *maps, uint64_t *limit) {
 
 /* Lock [addr, addr + len) in memory as mlockall would (onfault: as each page
  * is first touched, MLOCK_ONFAULT); 0 or an errno. */
-int prim_os_lock(void *addr, size_t len, bool onfault) {
+int hl__prim_os_lock(void *addr, size_t len, bool onfault) {
   return mlock2(addr, len, onfault ? MLOCK_ONFAULT : 0) == 0 ? 0 : errno;
 }
 
-int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
+int hl__prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   int e;
   NO_CANCEL(e = vma_count(lo, hi, count));
   return e;
@@ -313,7 +313,7 @@ int prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
 
 static int footprint(hl_footprint *out) {
   memset(out, 0, sizeof *out);
-  int fd = prim_os_proc_self_open("smaps_rollup");
+  int fd = hl__prim_os_proc_self_open("smaps_rollup");
   if (fd < 0) return errno;
   char buf[4096];
   size_t got = 0;
@@ -353,15 +353,15 @@ static int footprint(hl_footprint *out) {
   return 0;
 }
 
-const char prim_os_footprint_source[] = "/proc/self/smaps_rollup";
+const char hl__prim_os_footprint_source[] = "/proc/self/smaps_rollup";
 
-int prim_os_footprint(hl_footprint *out) {
+int hl__prim_os_footprint(hl_footprint *out) {
   int e;
   NO_CANCEL(e = footprint(out));
   return e;
 }
 
-size_t prim_os_page_size(void) {
+size_t hl__prim_os_page_size(void) {
   /* (atomic: two threads making heaps at once both write it -- the same
    * value, but a data race all the same, which TSan reported) */
   static _Atomic size_t ps;
@@ -373,7 +373,7 @@ size_t prim_os_page_size(void) {
   return v;
 }
 
-uint64_t prim_os_memory_bytes(void) {
+uint64_t hl__prim_os_memory_bytes(void) {
   struct sysinfo si;
   if (sysinfo(&si) != 0) return UINT64_MAX;
   return ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
@@ -381,7 +381,7 @@ uint64_t prim_os_memory_bytes(void) {
 
 static uint64_t available_bytes(void) {
   FILE *f = fopen("/proc/meminfo", "re");
-  if (!f) return prim_os_memory_bytes();
+  if (!f) return hl__prim_os_memory_bytes();
   char line[256];
   unsigned long long avail = 0, swap = 0, v;
   int found = 0;
@@ -390,16 +390,16 @@ static uint64_t available_bytes(void) {
     else if (sscanf(line, "SwapFree: %llu kB", &v) == 1) swap = v;
   }
   fclose(f);
-  return found ? (avail + swap) * 1024 : prim_os_memory_bytes();
+  return found ? (avail + swap) * 1024 : hl__prim_os_memory_bytes();
 }
 
-uint64_t prim_os_available_bytes(void) {
+uint64_t hl__prim_os_available_bytes(void) {
   uint64_t n;
   NO_CANCEL(n = available_bytes());
   return n;
 }
 
-uint64_t prim_os_cpus(void) {
+uint64_t hl__prim_os_cpus(void) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   cpu_set_t set;
   uint64_t n = online > 0 ? (uint64_t)online : 1;
@@ -410,13 +410,13 @@ uint64_t prim_os_cpus(void) {
   return n;
 }
 
-uint64_t prim_now_ns(void) {
+uint64_t hl__prim_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void prim_sleep_us(int64_t us) {
+void hl__prim_sleep_us(int64_t us) {
   if (us <= 0) return;
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
   int cs = prim_cancel_off(); /* (the EAGAIN backoff sleeps under the heap lock) */

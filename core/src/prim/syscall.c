@@ -1,9 +1,9 @@
 /*
  * syscall.c -- the one bounded-retry helper and the one fault-injection point.
  *
- * Every system call the heap makes goes through prim_call()/prim_reserve()
+ * Every system call the heap makes goes through hl__prim_call()/hl__prim_reserve()
  * -- but, in libheaplab-malloc.so, the locks its mlockall makes for the
- * program (prim_os_lock) and the core-dump advice over the reservation and
+ * program (hl__prim_os_lock) and the core-dump advice over the reservation and
  * side tables (pages.c), which are not the heap's mechanisms: no site, no
  * count, no retry.
  * An injected failure is decided per attempt, before the real call, and then
@@ -64,7 +64,7 @@ static void shared_open(void) {
   close(fd);
 }
 
-void prim_ctx_init(prim_ctx *ctx, int64_t retry_max, int64_t backoff_us) {
+void hl__prim_ctx_init(prim_ctx *ctx, int64_t retry_max, int64_t backoff_us) {
   memset(ctx, 0, sizeof *ctx);
   ctx->retry_max = retry_max;
   ctx->backoff_us = backoff_us;
@@ -72,13 +72,13 @@ void prim_ctx_init(prim_ctx *ctx, int64_t retry_max, int64_t backoff_us) {
   ctx->shared = shared_counters;
 }
 
-void prim_ctx_destroy(prim_ctx *ctx) { (void)ctx; }
+void hl__prim_ctx_destroy(prim_ctx *ctx) { (void)ctx; }
 
 static void bump_shared(prim_ctx *ctx, int idx) {
   if (ctx->shared) atomic_fetch_add_explicit(&ctx->shared[idx], 1, memory_order_relaxed);
 }
 
-int prim_arm(prim_ctx *ctx, int site, int mode, int64_t arg, int err) {
+int hl__prim_arm(prim_ctx *ctx, int site, int mode, int64_t arg, int err) {
   if (site < 0 || site >= HL_SITE_COUNT) return EINVAL;
   if (mode < 0 || mode >= HL_FAULT_MODE_COUNT) return EINVAL;
   prim_fault *f = &ctx->faults[site];
@@ -139,12 +139,12 @@ typedef int (*raw_fn)(void *arg);
 struct advise_args { void *addr; size_t len; prim_op op; };
 static int do_advise(void *a) {
   struct advise_args *x = a;
-  return prim_os_advise(x->addr, x->len, x->op);
+  return hl__prim_os_advise(x->addr, x->len, x->op);
 }
 struct reserve_args { size_t bytes, align; void **out; };
 static int do_reserve(void *a) {
   struct reserve_args *x = a;
-  return prim_os_reserve(x->bytes, x->align, x->out);
+  return hl__prim_os_reserve(x->bytes, x->align, x->out);
 }
 
 static prim_result run(prim_ctx *ctx, int site, uintptr_t addr, size_t len,
@@ -173,23 +173,23 @@ static prim_result run(prim_ctx *ctx, int site, uintptr_t addr, size_t len,
     bump_shared(ctx, 1);
     /* retry_max = -1 is the seed's loop: no backoff at all, a pure spin. */
     if (ctx->retry_max >= 0 && ctx->backoff_us > 0) {
-      uint64_t t0 = prim_now_ns();
-      prim_sleep_us(ctx->backoff_us); /* (no cancellation point: prim_sleep_us) */
-      atomic_fetch_add_explicit(&ctx->stall_ns, prim_now_ns() - t0, memory_order_relaxed);
+      uint64_t t0 = hl__prim_now_ns();
+      hl__prim_sleep_us(ctx->backoff_us); /* (no cancellation point: hl__prim_sleep_us) */
+      atomic_fetch_add_explicit(&ctx->stall_ns, hl__prim_now_ns() - t0, memory_order_relaxed);
     }
   }
 }
 
-prim_result prim_call(prim_ctx *ctx, int site, void *addr, size_t len, prim_op op) {
+prim_result hl__prim_call(prim_ctx *ctx, int site, void *addr, size_t len, prim_op op) {
   struct advise_args a = {addr, len, op};
-  return run(ctx, site, (uintptr_t)addr, len, prim_os_op_is_syscall(op), do_advise, &a);
+  return run(ctx, site, (uintptr_t)addr, len, hl__prim_os_op_is_syscall(op), do_advise, &a);
 }
 
-prim_result prim_reserve(prim_ctx *ctx, size_t bytes, void **out) {
-  return prim_reserve_aligned(ctx, bytes, 0, out);
+prim_result hl__prim_reserve(prim_ctx *ctx, size_t bytes, void **out) {
+  return hl__prim_reserve_aligned(ctx, bytes, 0, out);
 }
 
-prim_result prim_reserve_aligned(prim_ctx *ctx, size_t bytes, size_t align, void **out) {
+prim_result hl__prim_reserve_aligned(prim_ctx *ctx, size_t bytes, size_t align, void **out) {
   struct reserve_args a = {bytes, align, out};
   return run(ctx, HL_SITE_reserve, 0, 0, 1, do_reserve, &a);
 }

@@ -103,17 +103,17 @@ static void *helper_main(void *arg) {
     pf->state[c - pf->first] = BUSY;
     pf->unclaimed--;
     pthread_mutex_unlock(&pf->mu);
-    prim_result r = prim_call(pf->prim, HL_SITE_populate, pf->base + (size_t)c * PRIM_HUGE_BYTES,
+    prim_result r = hl__prim_call(pf->prim, HL_SITE_populate, pf->base + (size_t)c * PRIM_HUGE_BYTES,
                               PRIM_HUGE_BYTES, PRIM_POPULATE);
     if (!r.err) {
       /* and the OS pages of the bits only this chunk's pages use (format
        * writes them): one call instead of a fault each */
-      size_t os = prim_os_page_size();
+      size_t os = hl__prim_os_page_size();
       uintptr_t lo = (uintptr_t)(pf->bits + (size_t)c * pf->chunk_bits);
       uintptr_t hi = lo + pf->chunk_bits;
       lo = (lo + os - 1) / os * os;
       hi = hi / os * os;
-      if (hi > lo) prim_call(pf->prim, HL_SITE_populate, (void *)lo, hi - lo, PRIM_POPULATE);
+      if (hi > lo) hl__prim_call(pf->prim, HL_SITE_populate, (void *)lo, hi - lo, PRIM_POPULATE);
     }
     pthread_mutex_lock(&pf->mu);
     if (r.err) {
@@ -148,7 +148,7 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
   HL_ASSERT_LOCKED(h);
   /* (another thread's phase may have its helper running: one at a time) */
   if (h->prefault || !h->chunk || !h->tally.thp_enabled || h->opt.thp_prefault == 0 ||
-      h->populate_off || prim_os_cpus() < 2)
+      h->populate_off || hl__prim_os_cpus() < 2)
     return NULL;
   uint32_t per = 1u << h->chunk_shift;
   uint64_t fresh = fresh_pages(h, count, bytes);
@@ -214,11 +214,11 @@ bool hl__prefault_take(hl_heap *h, uint32_t c) {
      * (another thread that carves meanwhile comes here too) */
     pthread_mutex_unlock(&pf->mu);
     dropped = hl__drop_lock(h);
-    uint64_t t0 = prim_now_ns();
+    uint64_t t0 = hl__prim_now_ns();
     pthread_mutex_lock(&pf->mu);
     while (*st == BUSY) prim_cond_wait(&pf->cv, &pf->mu);
     pf->waits++;
-    pf->wait_ns += prim_now_ns() - t0;
+    pf->wait_ns += hl__prim_now_ns() - t0;
   }
   if (st) {
     done = *st == DONE;
@@ -269,7 +269,7 @@ void hl__prefault_stop(hl_heap *h, hl_prefault *pf) {
     }
     uint64_t run = c;
     while (c < pf->end && pf->state[c - pf->first] == DONE) c++;
-    prim_result r = prim_call(&h->prim, HL_SITE_release, pf->base + run * PRIM_HUGE_BYTES,
+    prim_result r = hl__prim_call(&h->prim, HL_SITE_release, pf->base + run * PRIM_HUGE_BYTES,
                               (c - run) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
     if (!r.err) {
       h->tally.thp_prefault_unused += c - run;
@@ -303,7 +303,7 @@ bool hl__prefault_retry(hl_heap *h) {
     h->thp_unused_lo = h->thp_unused_hi = 0;
     return false;
   }
-  prim_result r = prim_call(&h->prim, HL_SITE_release, h->base + lo * PRIM_HUGE_BYTES,
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_release, h->base + lo * PRIM_HUGE_BYTES,
                             (hi - lo) * PRIM_HUGE_BYTES, PRIM_DONTNEED);
   h->tally.release_calls++;
   if (r.err) return true;

@@ -57,12 +57,12 @@ void hl__gave_up_event(hl_heap *h, const hl_gave_up *g) {
  * released pages go back too (1.6% of a 64 KiB page otherwise stays).  A
  * failure here is harmless: the bits just stay resident. */
 static void release_bitmap(hl_heap *h, const uint64_t *from, uint32_t n) {
-  size_t os = prim_os_page_size();
+  size_t os = hl__prim_os_page_size();
   uintptr_t lo = (uintptr_t)from;
   uintptr_t hi = lo + (size_t)n * h->bits_stride * sizeof(uint64_t);
   lo = (lo + os - 1) / os * os;
   hi = hi / os * os;
-  if (hi > lo) prim_call(&h->prim, HL_SITE_meta, (void *)lo, hi - lo, PRIM_DONTNEED);
+  if (hi > lo) hl__prim_call(&h->prim, HL_SITE_meta, (void *)lo, hi - lo, PRIM_DONTNEED);
 }
 static void release_bits(hl_heap *h, uint32_t first, uint32_t n) {
 #ifdef HL_PRELOAD
@@ -84,14 +84,14 @@ static int release_run(hl_heap *h, uint32_t first, uint32_t n, trim_tally *t) {
   uint8_t *addr = hl__page_addr(h, first);
   size_t len = (size_t)n << h->page_shift;
   int out = OUT_REJECTED;
-  prim_result r = prim_call(&h->prim, HL_SITE_release, addr, len, advice_op(h->opt.release_advice));
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_release, addr, len, advice_op(h->opt.release_advice));
   t->calls++;
   if (!r.err) {
     out = OUT_PRIMARY;
   } else if (r.gave_up) {
     hl__gave_up_note(&t->gu, HL_SITE_release, r, first);
   } else if (h->opt.fallback_advice != HL_FALLBACK_NONE) {
-    r = prim_call(&h->prim, HL_SITE_fallback, addr, len, fallback_op(h->opt.fallback_advice));
+    r = hl__prim_call(&h->prim, HL_SITE_fallback, addr, len, fallback_op(h->opt.fallback_advice));
     t->calls++;
     if (!r.err) out = OUT_FALLBACK;
     else hl__gave_up_note(&t->gu, HL_SITE_fallback, r, first);
@@ -100,7 +100,7 @@ static int release_run(hl_heap *h, uint32_t first, uint32_t n, trim_tally *t) {
     /* bmalloc's pairing: exclude the released range from core dumps.  On a
      * sub-range this splits the VMA; at vm.max_map_count it fails with
      * EAGAIN every time (seed 001).  Not recorded as released unless it took. */
-    r = prim_call(&h->prim, HL_SITE_dump, addr, len, PRIM_DONTDUMP);
+    r = hl__prim_call(&h->prim, HL_SITE_dump, addr, len, PRIM_DONTDUMP);
     if (r.err) {
       out = OUT_REJECTED;
       hl__gave_up_note(&t->gu, HL_SITE_dump, r, first);
@@ -337,7 +337,7 @@ static bool release_tail(hl_heap *h, uint32_t c) {
     if (h->thp_tail_chunk == c) h->thp_tail_chunk = UINT32_MAX; /* nothing to retry */
     return false;
   }
-  prim_result r = prim_call(&h->prim, HL_SITE_release, hl__page_addr(h, h->high_water),
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_release, hl__page_addr(h, h->high_water),
                             (size_t)(end - h->high_water) << h->page_shift,
                             advice_op(h->opt.release_advice));
   h->tally.release_calls++;
@@ -386,7 +386,7 @@ void hl__backoff_step(hl_backoff *b, bool gave_up) {
   }
   uint64_t ns = b->ns ? b->ns * 2 : BACKOFF_FIRST_NS;
   b->ns = ns < BACKOFF_MAX_NS ? ns : BACKOFF_MAX_NS;
-  b->next_ns = prim_now_ns() + b->ns;
+  b->next_ns = hl__prim_now_ns() + b->ns;
 }
 
 static void backoff_update(hl_heap *h, bool gave_up) { hl__backoff_step(&h->trim_backoff, gave_up); }
@@ -464,7 +464,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
   }
 
   bool dropped = hl__drop_lock(h);
-  uint64_t t0 = prim_now_ns();
+  uint64_t t0 = hl__prim_now_ns();
   trim_tally t = {0};
 
   qsort(rel, nw, sizeof *rel, cmp_u32);
@@ -497,7 +497,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
     uint32_t n = (uint32_t)(j - i);
     t.upgrade_attempts += n;
     t.upgrade_calls++;
-    prim_result r = prim_call(&h->prim, HL_SITE_upgrade, hl__page_addr(h, upg_sorted[i]),
+    prim_result r = hl__prim_call(&h->prim, HL_SITE_upgrade, hl__page_addr(h, upg_sorted[i]),
                               (size_t)n << h->page_shift, advice_op(h->opt.release_advice));
     if (!r.err) {
       for (uint64_t k = i; k < j; k++) h->pages[upg_sorted[k]].release = RK_PRIMARY;
@@ -506,7 +506,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
       hl__gave_up_note(&t.gu, HL_SITE_upgrade, r, upg_sorted[i]);
     }
   }
-  uint64_t dt = prim_now_ns() - t0;
+  uint64_t dt = hl__prim_now_ns() - t0;
   hl__retake_lock(h, dropped);
 
   for (uint64_t i = 0; i < nr; i++) {

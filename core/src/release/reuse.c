@@ -41,7 +41,7 @@ static int populate(hl_heap *h, uint32_t p) {
   if (!h->bulk || h->populate_off) return 0;
   if (backing_off(h, &h->populate_backoff)) return 0;
   bool dropped = hl__drop_lock(h);
-  prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), h->page_size,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
   if (!r.err) h->tally.populated_pages++;
@@ -61,7 +61,7 @@ static int populate_chunk(hl_heap *h, uint32_t p) {
   if (h->opt.thp != HL_THP_POPULATE || !h->tally.thp_enabled || h->populate_off) return 0;
   if (backing_off(h, &h->populate_backoff)) return 0;
   bool dropped = hl__drop_lock(h);
-  prim_result r = prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), PRIM_HUGE_BYTES,
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_populate, hl__page_addr(h, p), PRIM_HUGE_BYTES,
                             PRIM_POPULATE);
   hl__retake_lock(h, dropped);
   hl__backoff_step(&h->populate_backoff, r.gave_up);
@@ -75,7 +75,7 @@ static int populate_chunk(hl_heap *h, uint32_t p) {
     hl__chunk_bits(h, p >> h->chunk_shift, &bits, &len);
     if (len) {
       dropped = hl__drop_lock(h);
-      prim_call(&h->prim, HL_SITE_populate, bits, len, PRIM_POPULATE);
+      hl__prim_call(&h->prim, HL_SITE_populate, bits, len, PRIM_POPULATE);
       hl__retake_lock(h, dropped);
     }
     return 1;
@@ -111,11 +111,11 @@ static int restore_page(hl_heap *h, uint32_t p, bool *gave_up) {
   hl_page *d = &h->pages[p];
   uint8_t *addr = hl__page_addr(h, p);
   bool dump = (d->flags & PF_DUMP_OFF) != 0;
-  bool dropped = (dump || prim_os_op_is_syscall(PRIM_RESTORE)) && hl__drop_lock(h);
-  prim_result r = prim_call(&h->prim, HL_SITE_restore, addr, h->page_size, PRIM_RESTORE);
+  bool dropped = (dump || hl__prim_os_op_is_syscall(PRIM_RESTORE)) && hl__drop_lock(h);
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_restore, addr, h->page_size, PRIM_RESTORE);
   int site = HL_SITE_restore;
   if (!r.err && dump) {
-    r = prim_call(&h->prim, HL_SITE_dump, addr, h->page_size, PRIM_DODUMP);
+    r = hl__prim_call(&h->prim, HL_SITE_dump, addr, h->page_size, PRIM_DODUMP);
     site = HL_SITE_dump;
   }
   hl__retake_lock(h, dropped);

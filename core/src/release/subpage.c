@@ -144,7 +144,7 @@ static void poison_straddlers(hl_heap *h, uint32_t p, const uint64_t *rel) {
 /* Release one run (no lock held): the primary advice, else the fallback. */
 static int release_run(hl_heap *h, uint32_t p, uint8_t *addr, size_t len, sub_tally *t) {
   prim_op primary = h->opt.release_advice == HL_ADVICE_FREE ? PRIM_FREE : PRIM_DONTNEED;
-  prim_result r = prim_call(&h->prim, HL_SITE_release, addr, len, primary);
+  prim_result r = hl__prim_call(&h->prim, HL_SITE_release, addr, len, primary);
   t->calls++;
   if (!r.err) return OUT_PRIMARY;
   if (r.gave_up) {
@@ -153,7 +153,7 @@ static int release_run(hl_heap *h, uint32_t p, uint8_t *addr, size_t len, sub_ta
   }
   if (h->opt.fallback_advice == HL_FALLBACK_NONE) return OUT_REJECTED;
   prim_op fb = h->opt.fallback_advice == HL_FALLBACK_FREE ? PRIM_FREE : PRIM_DONTNEED;
-  r = prim_call(&h->prim, HL_SITE_fallback, addr, len, fb);
+  r = hl__prim_call(&h->prim, HL_SITE_fallback, addr, len, fb);
   t->calls++;
   if (!r.err) return OUT_FALLBACK;
   hl__gave_up_note(&t->gu, HL_SITE_fallback, r, p);
@@ -174,7 +174,7 @@ static void advise(hl_heap *h, sub_cand *c, size_t n, sub_tally *t) {
       else if (out == OUT_FALLBACK) set_range(c[i].fb, a, b);
     }
     for (uint32_t j = 0; !t->gu.any && next_run(c[i].upg, h->os_per_page, j, &a, &b); j = b) {
-      prim_result r = prim_call(&h->prim, HL_SITE_upgrade, base + ((uint64_t)a << h->os_shift),
+      prim_result r = hl__prim_call(&h->prim, HL_SITE_upgrade, base + ((uint64_t)a << h->os_shift),
                                 (size_t)(b - a) << h->os_shift, primary);
       t->calls++;
       if (!r.err) {
@@ -323,10 +323,10 @@ int hl__subpage_trim(hl_heap *h, uint64_t release_budget, uint64_t upgrade_budge
   }
 
   bool dropped = hl__drop_lock(h);
-  uint64_t t0 = prim_now_ns();
+  uint64_t t0 = hl__prim_now_ns();
   sub_tally t = {0};
   advise(h, c, n, &t);
-  uint64_t dt = prim_now_ns() - t0;
+  uint64_t dt = hl__prim_now_ns() - t0;
   hl__retake_lock(h, dropped);
 
   for (size_t i = 0; i < n; i++) publish(h, &c[i], &t);
@@ -356,7 +356,7 @@ bool hl__sub_restore(hl_heap *h, uint32_t p, uint64_t lo, uint64_t hi) {
   for (uint32_t j = j0; next_run(out, j1, j, &a, &b); j = b) {
     uint8_t *addr = hl__page_addr(h, p) + ((uint64_t)a << h->os_shift);
     size_t len = (size_t)(b - a) << h->os_shift;
-    prim_result r = prim_call(&h->prim, HL_SITE_restore, addr, len, PRIM_RESTORE);
+    prim_result r = hl__prim_call(&h->prim, HL_SITE_restore, addr, len, PRIM_RESTORE);
     if (r.err) {
       h->tally.subpage_restore_failed++;
       hl__event(h, HL_EV_restore_failed, 3, (int64_t)p, (int64_t)r.err,

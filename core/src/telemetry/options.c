@@ -524,9 +524,9 @@ int hl_options_validate(const hl_options *o, char *err, size_t errlen) {
     hl__fmt_err(err, errlen, "option page_size: %" PRId64 " is not a power of two", ps);
     return HL_EVALUE;
   }
-  if ((size_t)ps < prim_os_page_size()) {
+  if ((size_t)ps < hl__prim_os_page_size()) {
     hl__fmt_err(err, errlen, "option page_size: %" PRId64 " is below the OS page size %zu", ps,
-                prim_os_page_size());
+                hl__prim_os_page_size());
     return HL_EVALUE;
   }
   if (o->small_max > ps / 4) {

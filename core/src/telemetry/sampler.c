@@ -43,8 +43,8 @@ static void take(hl_sampler *s) {
    * (One read of smaps_rollup takes 1-2 ms with 100 MiB mapped: the
    * thread's sample read mid-fill, stored after the caller's mark, was the
    * "lowest after the mark" -- 8 MiB below anything after it.) */
-  uint64_t begun = prim_now_ns();
-  int e = prim_os_footprint(&f);
+  uint64_t begun = hl__prim_now_ns();
+  int e = hl__prim_os_footprint(&f);
   if (e) { /* said by hl_sampler_summary_get when no sample was taken */
     pthread_mutex_lock(&s->lock);
     s->read_err = e;
@@ -215,7 +215,7 @@ int hl_sampler_mark(hl_sampler *s) {
   if (!s) return hl__fail(NULL, HL_EINVAL, "hl_sampler_mark: the sampler is NULL");
   ensure_thread(s);
   pthread_mutex_lock(&s->lock);
-  s->mark_ns = prim_now_ns();
+  s->mark_ns = hl__prim_now_ns();
   s->min_after = s->max_after = 0;
   pthread_mutex_unlock(&s->lock);
   take(s);
@@ -228,7 +228,7 @@ int hl_sampler_reset(hl_sampler *s) {
   pthread_mutex_lock(&s->lock);
   s->taken = 0;
   s->max_phys = s->max_rss = 0;
-  s->phase_ns = prim_now_ns();
+  s->phase_ns = hl__prim_now_ns();
   s->mark_ns = 0;
   s->min_after = s->max_after = 0;
   pthread_mutex_unlock(&s->lock);
@@ -254,7 +254,7 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
   if (e)
     return hl__fail(NULL, HL_ESYS,
                     "sampler: no sample taken since the start (or reset): %s could not be "
-                    "read: %s", prim_os_footprint_source, hl__strerror(e));
+                    "read: %s", hl__prim_os_footprint_source, hl__strerror(e));
   return HL_OK;
 }
 

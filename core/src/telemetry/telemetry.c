@@ -229,7 +229,7 @@ void hl__event(hl_heap *h, int kind, int nfields, ...) {
   memset(e, 0, sizeof *e);
   e->kind = kind;
   e->cycle = h->tally.cycles;
-  e->time_ns = prim_now_ns();
+  e->time_ns = hl__prim_now_ns();
   if (nfields > HL_EVENT_MAX_FIELDS) nfields = HL_EVENT_MAX_FIELDS;
   e->nfields = nfields;
   va_list ap;
@@ -293,9 +293,9 @@ const char *hl_errno_name(int e) {
 
 int hl_footprint_get(hl_footprint *out) {
   if (!out) return hl__fail(NULL, HL_EINVAL, "hl_footprint_get: NULL output pointer");
-  int e = prim_os_footprint(out); /* (its own errno: a close() after may change errno) */
+  int e = hl__prim_os_footprint(out); /* (its own errno: a close() after may change errno) */
   if (e == 0) return HL_OK;
   memset(out, 0, sizeof *out); /* (no figures: a part read is none) */
-  return hl__fail(NULL, HL_ESYS, "footprint: %s could not be read: %s", prim_os_footprint_source,
+  return hl__fail(NULL, HL_ESYS, "footprint: %s could not be read: %s", hl__prim_os_footprint_source,
                   hl__strerror(e));
 }

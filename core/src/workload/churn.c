@@ -28,7 +28,7 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
   }
   uint64_t cycles0 = h->cycles_completed, waits0 = h->tally.pacing_waits;
   uint64_t wait_ns0 = h->tally.pacing_wait_ns;
-  uint64_t t0 = prim_now_ns(), end = t0 + (uint64_t)(duration_s * 1e9);
+  uint64_t t0 = hl__prim_now_ns(), end = t0 + (uint64_t)(duration_s * 1e9);
   uint64_t i = 0, now = t0;
   hl__unlock(h, locked);
 
@@ -44,8 +44,8 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
       if ((double)out->allocated_bytes >= allowed) {
         double ahead_s = ((double)out->allocated_bytes - allowed) / rate;
         int64_t us = (int64_t)(ahead_s * 1e6);
-        prim_sleep_us(us < 50 ? 50 : us > 2000 ? 2000 : us);
-        now = prim_now_ns();
+        hl__prim_sleep_us(us < 50 ? 50 : us > 2000 ? 2000 : us);
+        now = hl__prim_now_ns();
         continue;
       }
     }
@@ -70,7 +70,7 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
     out->allocated_bytes += size;
     out->allocations++;
     i++;
-    if ((i & 15) == 0 || large) now = prim_now_ns();
+    if ((i & 15) == 0 || large) now = hl__prim_now_ns();
   }
 
   locked = hl__lock(h);
@@ -79,6 +79,6 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
   out->pacing_waits = h->tally.pacing_waits - waits0;
   out->pacing_wait_ns = h->tally.pacing_wait_ns - wait_ns0;
   hl__unlock(h, locked);
-  out->elapsed_ns = prim_now_ns() - t0;
+  out->elapsed_ns = hl__prim_now_ns() - t0;
   return rc;
 }
