@@ -71,6 +71,9 @@ int main(void) {
   ZEROED(st, hl_stats_get(NULL, &st));
   ZEROED(n, hl_events_read(NULL, ev, 2, &n, 0));
   ZEROED(n, hl_events_read(h, NULL, 2, &n, 0));
+  ZEROED(n, hl_events_peek(NULL, ev, 2, &n, &u));
+  ZEROED(u, hl_events_peek(h, NULL, 2, &n, &u));
+  ZEROED(u, hl_events_consume(NULL, 1, &u));
   ZEROED(u, hl_resident_bytes(NULL, &u));
   ZEROED(u, hl_vma_count(NULL, &u));
   PLANT(u2);

@@ -86,6 +86,11 @@ int main(void) {
   REFUSED(h, "NULL output", hl_stats_get(h, NULL));
   REFUSED(h, "NULL count", hl_events_read(h, NULL, 0, NULL, 0));
   REFUSED(h, "NULL buffer", hl_events_read(h, NULL, 4, &n, 0));
+  uint64_t first;
+  hl_event one[1];
+  REFUSED(h, "NULL first", hl_events_peek(h, one, 1, &n, NULL));
+  REFUSED(h, "NULL count", hl_events_peek(h, one, 1, NULL, &first));
+  OK(h, hl_events_consume(h, 0, NULL));
   REFUSED(h, "NULL output", hl_resident_bytes(h, NULL));
   REFUSED(h, "NULL output", hl_vma_count(h, NULL));
   OK(h, hl_heap_range(h, NULL, NULL));
@@ -129,6 +134,8 @@ int main(void) {
   REFUSED(NULL, "hl_heap_options: the heap is NULL", hl_heap_options(NULL, &o));
   REFUSED(NULL, "the heap is NULL", hl_stats_get(NULL, &st));
   REFUSED(NULL, "the heap is NULL", hl_events_read(NULL, ev, 2, &n, 0));
+  REFUSED(NULL, "the heap is NULL", hl_events_peek(NULL, ev, 2, &n, &u));
+  REFUSED(NULL, "the heap is NULL", hl_events_consume(NULL, 1, &u));
   REFUSED(NULL, "the heap is NULL", hl_resident_bytes(NULL, &u));
   REFUSED(NULL, "the heap is NULL", hl_vma_count(NULL, &u));
   REFUSED(NULL, "the heap is NULL", hl_heap_range(NULL, &u, &u2));
