@@ -81,6 +81,12 @@
  *     is): a thread cancelled with pthread_cancel (deferred) while in one
  *     goes on to the call's end and is cancelled at its own next
  *     cancellation point, the heap's locks released.
+ *   - A program may dlopen and dlclose libheaplab.so.  Once a thread of the
+ *     library's own has run (a parallel mark's helpers, a background
+ *     collector, a sampler, a fill's prefault helper), or a thread has used
+ *     a manual heap's thread cache (freed by a key destructor at that
+ *     thread's exit), the library stays loaded after dlclose, for the
+ *     process's life: that code may still run.
  *   - Slot indices are 0-based.
  *   - Sizes and byte counters are 64-bit.
  */

@@ -218,7 +218,12 @@ void hl__registry_unlock(void) { pthread_rwlock_unlock(&registry_lock); }
  * its thread would go on in unmapped code (SIGSEGV at exit, or at once in a
  * program that embeds Lua and goes on).  The first such thread pins the
  * object this file is linked into (dlopen RTLD_NODELETE); an executable or
- * the preloaded library is never unloaded anyway. */
+ * the preloaded library is never unloaded anyway.  So does whatever else
+ * leaves this code in process-wide hands: the thread caches' key destructor
+ * (manual.c).  (Not in the preloaded library, linked -z nodelete: a thread's
+ * first cache pins from inside malloc, and dlopen there could call malloc
+ * again.) */
+#ifndef HL_PRELOAD
 static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
 
 static void pin(void) {
@@ -228,3 +233,6 @@ static void pin(void) {
 }
 
 void hl__pin_code(void) { pthread_once(&pin_once, pin); }
+#else
+void hl__pin_code(void) {}
+#endif

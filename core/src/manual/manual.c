@@ -132,7 +132,20 @@ static void tc_destructor(void *arg) {
   forget_cache();
 }
 
-static void tc_init_key(void) { pthread_key_create(&tc_key, tc_destructor); }
+/* The key's destructor is this library's code, run by every thread that
+ * made a cache, at its exit -- which may come after the program dlclosed
+ * the library (a plugin, a language module): that thread ran it in unmapped
+ * code (SIGSEGV in glibc's thread exit), and each dlopen/dlclose cycle left
+ * a key behind.  So the code is pinned first, as by the helper threads
+ * (hl__pin_code, registry.c).  And a key that cannot be made (the program
+ * took all 1,024) means no cache: the heap allocates under its lock.  The
+ * result was not read, and the caches were stored under key 0 -- another
+ * owner's, its value overwritten. */
+static bool tc_key_made;
+static void tc_init_key(void) {
+  hl__pin_code();
+  tc_key_made = pthread_key_create(&tc_key, tc_destructor) == 0;
+}
 
 /* A class's cache starts small and grows with use: want starts at an OS
  * page's worth of blocks (2..BIN_FIRST), and each refill -- or a free into a
@@ -229,6 +242,7 @@ static hl_tcache *tcache_for(hl_heap *h) {
   for (hl_tcache *tc = tls_list; tc && !free_one; tc = tc->next_thread)
     if (!atomic_load_explicit(&tc->heap, memory_order_relaxed) && tc->room >= room) free_one = tc;
   pthread_once(&tc_once, tc_init_key);
+  if (!tc_key_made) return NULL;
   hl_tcache *tc = free_one;
   if (!tc) {
     /* the slots are written before they are read (count says how many):
