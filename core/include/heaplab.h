@@ -83,10 +83,11 @@
  *     cancellation point, the heap's locks released.
  *   - A program may dlopen and dlclose libheaplab.so.  Once a thread of the
  *     library's own has run (a parallel mark's helpers, a background
- *     collector, a sampler, a fill's prefault helper), or a thread has used
+ *     collector, a sampler, a fill's prefault helper), a thread has used
  *     a manual heap's thread cache (freed by a key destructor at that
- *     thread's exit), the library stays loaded after dlclose, for the
- *     process's life: that code may still run.
+ *     thread's exit), or hl_interrupt_attach installed its signal handler,
+ *     the library stays loaded after dlclose, for the process's life: that
+ *     code may still run.
  *   - Slot indices are 0-based.
  *   - Sizes and byte counters are 64-bit.
  */
@@ -731,7 +732,9 @@ void hl_sampler_stop(hl_sampler *s);
  * stops a long fill instead of waiting for it.  Called again: nothing while
  * its handler is in place; put in front again when another replaced it
  * (chaining that one: never one that chains to heaplab's itself).  HL_ESYS
- * if the handler cannot be installed. */
+ * if the handler cannot be installed.  The handler is process-wide and
+ * never removed: once attached, the library stays loaded after a dlclose
+ * (the signal would run unmapped code). */
 void hl_interrupt(void);
 int hl_interrupt_attach(int signo);
 

@@ -116,6 +116,10 @@ int hl_interrupt_attach(int signo) {
   if (atomic_load(&attached[signo]) && sigaction(signo, NULL, &now) == 0 &&
       (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_signal)
     return HL_OK;
+  /* The handler is process-wide and this library's code: a program that
+   * dlcloses the library afterwards took the signal in unmapped code
+   * (SIGSEGV).  So it stays loaded (registry.c, hl__pin_code). */
+  hl__pin_code();
   atomic_store(&attached[signo], 1);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -220,7 +220,7 @@ void hl__registry_unlock(void) { pthread_rwlock_unlock(&registry_lock); }
  * object this file is linked into (dlopen RTLD_NODELETE); an executable or
  * the preloaded library is never unloaded anyway.  So does whatever else
  * leaves this code in process-wide hands: the thread caches' key destructor
- * (manual.c).  (Not in the preloaded library, linked -z nodelete: a thread's
+ * (manual.c), an interrupt's signal handler (hl_interrupt_attach).  (Not in the preloaded library, linked -z nodelete: a thread's
  * first cache pins from inside malloc, and dlopen there could call malloc
  * again.) */
 #ifndef HL_PRELOAD
