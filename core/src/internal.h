@@ -1139,6 +1139,8 @@ unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg);
 void hl__markers_wait(void);
 /* Once per process, when a heap is made: the fork() handler. */
 void hl__markers_init(void);
+/* Has this process ever started a helper (which pinned the code)? */
+bool hl__markers_ever_started(void);
 
 /* ---- gc/mark.c ---- */
 /* Resolve any address to a live object (small or large), or NULL. */
@@ -1151,6 +1153,9 @@ uint64_t hl__mark(hl_heap *h, bool minor);
  * reserved once (mark.c).  False when it could not be, or when making_a_heap
  * found too little address space under a limit (then marks do not try). */
 bool hl__mark_arena_reserve(bool making_a_heap);
+/* The last heap is gone (registry.c, its write lock held): unmap the arena
+ * unless a helper was ever started. */
+void hl__mark_arena_release(void);
 /* The marking thread's stack: reserved when a collected heap is made
  * (HL_ENOMEM when no reservation could be had), released with the heap. */
 int hl__mark_stack_reserve(hl_heap *h);

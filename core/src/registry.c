@@ -188,6 +188,7 @@ void hl__registry_remove(hl_heap *h) {
     hl__sys_free(registry);
     registry = NULL;
     registry_cap = 0;
+    hl__mark_arena_release(); /* (under the lock: no heap is made meanwhile) */
   }
   pthread_rwlock_unlock(&registry_lock);
 }

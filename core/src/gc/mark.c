@@ -101,9 +101,10 @@ typedef struct markjob {
  * per-thread cost in the very footprint the experiments measure).  Nor does
  * a mark map anything: both live in one mapping per process, the mark
  * arena, reserved (untouched, MAP_NORESERVE) when the first heap with
- * mark_threads > 1 is made, and only touched by marks.  A mapping made
- * during a mark at vm.max_map_count is the one the kernel still lets
- * through (mmap refuses only once the count is past the limit), and then
+ * mark_threads > 1 is made, and only touched by marks (unmapped with the
+ * last heap while no helper was ever started: hl__mark_arena_release).  A
+ * mapping made during a mark at vm.max_map_count is the one the kernel still
+ * lets through (mmap refuses only once the count is past the limit), and then
  * the count is past it: brk refuses to grow the heap too, and the main
  * thread's next malloc that needs more memory fails -- E6's checksum after
  * a parallel mark at the limit, ENOMEM in 2 runs of 8, when a helper's stack
@@ -160,6 +161,27 @@ bool hl__mark_arena_reserve(bool making_a_heap) {
   bool ok = arena != NULL;
   pthread_mutex_unlock(&arena_mu);
   return ok;
+}
+
+/* Nothing of a library outlives its last heap (registry.c): a program that
+ * dlopened libheaplab, made and freed a heap with mark_threads > 1 and
+ * dlclosed it kept the 228 MiB reservation, unreachable -- each such cycle
+ * another (20 cycles, 4.5 GiB of address space).  Called with the registry's
+ * write lock held and no heap in it: no mark runs (every heap that marks is
+ * registered first, freed only once its cycles ended), and none can start
+ * until a heap is registered again.  Kept once a helper was ever started:
+ * the helpers pinned the code, and the pages they touched are the next
+ * mark's too.  Never touched without helpers, it costs nothing to map again. */
+void hl__mark_arena_release(void) {
+  if (hl__markers_ever_started()) return;
+  pthread_mutex_lock(&arena_mu);
+  if (arena) {
+    munmap(arena, ARENA_BYTES);
+    __atomic_store_n(&arena, (uint8_t *)NULL, __ATOMIC_RELEASE);
+    spare_packets = NULL;
+    packets_carved = 0;
+  }
+  pthread_mutex_unlock(&arena_mu);
 }
 
 /* Helper index's stack (1 .. HL_MARK_THREADS_MAX - 1). */

@@ -37,8 +37,10 @@ static struct {
   void (*fn)(void *, unsigned);
   void *arg;
   uint64_t born[MAX_HELPERS + 1]; /* the epoch a helper was started in */
+  bool ever;                 /* a helper was started (and pinned the code),
+                                in this process or its parent */
 } M = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-       0, 0, 0, 0, false, NULL, NULL, {0}};
+       0, 0, 0, 0, false, NULL, NULL, {0}, false};
 
 static void *helper_main(void *p) {
   unsigned index = (unsigned)(uintptr_t)p; /* 1.. (0 is the marking thread) */
@@ -100,6 +102,7 @@ unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg) {
     pthread_attr_destroy(&attr);
     if (rc) break; /* fewer helpers: the mark still completes */
     M.started++;
+    M.ever = true;
   }
   if (n > M.started) n = M.started;
   if (n == 0) {
@@ -115,6 +118,13 @@ unsigned hl__markers_run(unsigned n, void (*fn)(void *, unsigned), void *arg) {
   pthread_cond_broadcast(&M.wake);
   pthread_mutex_unlock(&M.mu);
   return n;
+}
+
+bool hl__markers_ever_started(void) {
+  pthread_mutex_lock(&M.mu);
+  bool ever = M.ever;
+  pthread_mutex_unlock(&M.mu);
+  return ever;
 }
 
 void hl__markers_wait(void) {
