@@ -924,6 +924,17 @@ int hl_churn(hl_heap *heap, double duration_s, uint64_t size,
  * holds nothing more (calls on that heap lock per call, as without it; its
  * hl_leave does nothing).  hl_leave of a heap this thread does not hold
  * does nothing.
+ *
+ * Holding a heap, a call on another heap waits while a third thread holds
+ * that one: the order in which threads hold and call heaps is the
+ * program's.  Two threads each holding one heap and calling the other's
+ * (ABBA) wait for each other for ever; heaplab does not detect it.  fork()
+ * waits until no other thread holds a heap (it takes every heap's lock, so
+ * that the child inherits none held by a thread it does not have); a thread
+ * that holds a heap and waits for another's lock, or makes or frees a heap,
+ * goes on meanwhile.  So a thread that forks while it holds a heap must not
+ * have another thread wait for that heap while holding one of its own: the
+ * fork would wait for that one for ever.
  */
 int hl_enter(hl_heap *heap);
 void hl_leave(hl_heap *heap);

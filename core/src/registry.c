@@ -41,32 +41,69 @@ static _Atomic uint32_t barrier_heaps;      /* hl__barrier_on: generational or t
 static _Atomic uint32_t generational_heaps; /* of them, generational */
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void fork_prepare(void) {
-  hl__manual_fork_prepare();
-  pthread_rwlock_rdlock(&registry_lock);
-  for (uint32_t i = 0; i < registry_n; i++) {
-    hl_heap *h = registry[i].heap;
-    if (hl__held != h) { /* (this thread may hold it: hl_enter) */
-      hl__lock_raw(h);
-      /* a trim advising outside the lock must finish first: in the child it
-       * would never publish its pages; and so must a manual realloc of a
-       * large block: the child would keep it detached, out of the heap's
-       * list and set -- its free there handed to the system allocator as a
-       * foreign pointer, its bytes counted for good */
-      while (h->in_cycle || h->large_moving) hl__wait(h, &h->cycle_done);
-    }
-    pthread_mutex_lock(&h->req_lock);
-    pthread_mutex_lock(&h->errlock);
+/* How long fork_prepare waits for one heap's lock before it lets go of all
+ * it took and starts again, and how long it backs off then (doubling up to
+ * FORK_BACKOFF_MAX_US). */
+#define FORK_LOCK_WAIT_NS ((uint64_t)5 * 1000 * 1000)
+#define FORK_BACKOFF_US 200
+#define FORK_BACKOFF_MAX_US 10000
+
+/* Heap h's locks for fork: false, holding none of them, when another
+ * thread kept its heap lock past FORK_LOCK_WAIT_NS. */
+static bool fork_take(hl_heap *h) {
+  if (hl__held != h) { /* (this thread may hold it: hl_enter) */
+    if (prim_mutex_lock_within(&h->lock, FORK_LOCK_WAIT_NS)) return false;
+    hl__owner_set(h);
+    /* a trim advising outside the lock must finish first: in the child it
+     * would never publish its pages; and so must a manual realloc of a
+     * large block: the child would keep it detached, out of the heap's
+     * list and set -- its free there handed to the system allocator as a
+     * foreign pointer, its bytes counted for good.  (Those need nothing
+     * fork holds but this heap's lock, which the wait lets go of.) */
+    while (h->in_cycle || h->large_moving) hl__wait(h, &h->cycle_done);
   }
+  pthread_mutex_lock(&h->req_lock);
+  pthread_mutex_lock(&h->errlock);
+  return true;
 }
 
-static void fork_parent(void) {
-  for (uint32_t i = registry_n; i-- > 0;) {
+/* Release what fork_take took of the first n heaps, the last first. */
+static void fork_release(uint32_t n) {
+  for (uint32_t i = n; i-- > 0;) {
     hl_heap *h = registry[i].heap;
     pthread_mutex_unlock(&h->errlock);
     pthread_mutex_unlock(&h->req_lock);
     if (hl__held != h) hl__unlock_raw(h);
   }
+}
+
+/* Every heap's locks, in the registry's order.  A thread may hold one heap
+ * (hl_enter) and lock another per call, or make or free a heap (the
+ * registry's write lock), or make its first thread cache (tc_global) --
+ * heaplab.h allows it.  Taking them all with plain waits, fork waited for
+ * the heap that thread holds while holding the lock that thread waited for:
+ * both hung for ever (the embedding hunt, session 28).  So a heap lock is
+ * waited for FORK_LOCK_WAIT_NS at most: then everything taken goes back --
+ * that thread goes on and lets go of its heap in time -- and after a short
+ * backoff the fork starts over.  Ordinary contention (a call of a few
+ * microseconds, a cycle) still resolves by waiting. */
+static void fork_prepare(void) {
+  for (uint64_t backoff = FORK_BACKOFF_US;; ) {
+    hl__manual_fork_prepare();
+    pthread_rwlock_rdlock(&registry_lock);
+    uint32_t i = 0;
+    while (i < registry_n && fork_take(registry[i].heap)) i++;
+    if (i == registry_n) return;
+    fork_release(i);
+    pthread_rwlock_unlock(&registry_lock);
+    hl__manual_fork_done();
+    prim_sleep_us((int64_t)backoff);
+    backoff = backoff * 2 < FORK_BACKOFF_MAX_US ? backoff * 2 : FORK_BACKOFF_MAX_US;
+  }
+}
+
+static void fork_parent(void) {
+  fork_release(registry_n);
   pthread_rwlock_unlock(&registry_lock);
   hl__manual_fork_done();
 }

@@ -10,11 +10,13 @@
 #ifndef HL_PRIM_H
 #define HL_PRIM_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "heaplab.h"
 
@@ -44,6 +46,28 @@ static inline int prim_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
   int rc = pthread_cond_timedwait(cv, mu, ts);
   prim_cancel_restore(cs);
   return rc;
+}
+/* Take mu, waiting at most ns nanoseconds: 0, or ETIMEDOUT (not a
+ * cancellation point). */
+static inline int prim_mutex_lock_within(pthread_mutex_t *mu, uint64_t ns) {
+  if (pthread_mutex_trylock(mu) == 0) return 0;
+#if defined(__APPLE__) /* (no pthread_mutex_timedlock) */
+  int cs = prim_cancel_off(), rc = ETIMEDOUT;
+  for (uint64_t waited = 0; waited < ns && rc; waited += 50000) {
+    struct timespec d = {0, 50000};
+    nanosleep(&d, NULL);
+    if (pthread_mutex_trylock(mu) == 0) rc = 0;
+  }
+  prim_cancel_restore(cs);
+  return rc;
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t nsec = (uint64_t)ts.tv_nsec + ns;
+  ts.tv_sec += (time_t)(nsec / 1000000000u);
+  ts.tv_nsec = (long)(nsec % 1000000000u);
+  return pthread_mutex_timedlock(mu, &ts) == 0 ? 0 : ETIMEDOUT;
+#endif
 }
 static inline int prim_join(pthread_t t) {
   int cs = prim_cancel_off();
