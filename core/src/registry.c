@@ -19,7 +19,10 @@
  *                      again at its next request (gc/collector.c).
  *
  * Lock order, everywhere: the thread caches' global lock (manual.c), then
- * the registry, then a heap's lock.
+ * the registry, then a heap's lock.  A thread holding a heap (hl_enter) may
+ * still wait for the others: so the thread caches' lock is held only while
+ * heap locks are tried (manual.c, tc_global_and), and fork_prepare waits
+ * for a heap lock a few ms at most before it lets go of all (below).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -20,8 +20,9 @@
  *
  * Locking is the heap's one helper (hl__lock): a thread that holds the heap
  * with hl_enter allocates and frees under the lock it holds, and takes no
- * thread cache (creating one takes the caches' global lock, which must come
- * before a heap's).  fork() is the registry's (registry.c): the caches'
+ * thread cache of that heap (creating one takes the caches' global lock,
+ * which comes before a heap's, and with it held a heap's lock is only tried:
+ * tc_global_and).  fork() is the registry's (registry.c): the caches'
  * global lock is taken first.
  */
 #include <errno.h>
@@ -59,6 +60,26 @@ static inline hl_tcache *use_cache(hl_tcache *tc, const hl_heap *h) {
 
 static inline void forget_cache(void) { hl__tls = (hl_tls_cache){0}; }
 
+/* tc_global comes before a heap's lock, but a thread that holds a heap
+ * (hl_enter) takes it too: making its first cache of another heap, freeing
+ * a manual heap, exiting.  So a thread holding tc_global never waits for a
+ * heap's lock: it tries it, and when another thread has it, lets go of
+ * tc_global while it waits (a thread B making its first cache of h2 held
+ * tc_global waiting for h2, whose holder A waited for tc_global to make its
+ * first cache of h1: both hung for ever -- the embedding hunt, session 28).
+ * fork_prepare, the one exception, waits for a heap lock a few ms at most
+ * and then lets go of everything (registry.c).  True when h is locked now,
+ * tc_global held; false with neither held. */
+static bool tc_global_and(hl_heap *h) {
+  pthread_mutex_lock(&tc_global);
+  if (pthread_mutex_trylock(&h->lock) == 0) {
+    hl__owner_set(h);
+    return true;
+  }
+  pthread_mutex_unlock(&tc_global);
+  return false;
+}
+
 void hl__manual_fork_prepare(void) { pthread_mutex_lock(&tc_global); }
 void hl__manual_fork_done(void) { pthread_mutex_unlock(&tc_global); }
 
@@ -72,8 +93,9 @@ static void give_back(hl_heap *h, void **blocks, uint32_t n, uint32_t cls) {
   hl__discharge(h, HL_SMALL, freed * h->cls_size[cls], freed);
 }
 
-static void flush_all(hl_tcache *tc, hl_heap *h) {
-  bool locked = hl__lock(h);
+/* Lock held. */
+static void flush_all_locked(hl_tcache *tc, hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
   for (uint32_t c = 0; c < tc->nclasses; c++) {
     give_back(h, hl__bin_of(tc, c), hl__cnt(tc, c), c);
     tc->given += hl__cnt(tc, c);
@@ -82,6 +104,11 @@ static void flush_all(hl_tcache *tc, hl_heap *h) {
   }
   h->tally.tcache_flushes++;
   hl__trim_maybe(h);
+}
+
+static void flush_all(hl_tcache *tc, hl_heap *h) {
+  bool locked = hl__lock(h);
+  flush_all_locked(tc, h);
   hl__unlock(h, locked);
 }
 
@@ -114,12 +141,24 @@ static void detach(hl_tcache *tc, hl_heap *h) {
 static void tc_destructor(void *arg) {
   hl_tcache *tc = arg;
   pthread_mutex_lock(&tc_global);
-  while (tc) {
+  for (int64_t backoff = 50; tc;) {
     hl_tcache *next = tc->next_thread;
     hl_heap *h = atomic_load(&tc->heap);
     if (h) {
-      flush_all(tc, h);
-      bool locked = hl__lock(h);
+      /* (this thread may hold it: hl_enter) */
+      bool locked = hl__held != h;
+      if (locked && pthread_mutex_trylock(&h->lock) != 0) {
+        /* another thread has it: wait without tc_global (tc_global_and),
+         * then look again -- the heap may have been freed meanwhile
+         * (hl__manual_destroy detaches this cache) */
+        pthread_mutex_unlock(&tc_global);
+        prim_sleep_us(backoff);
+        backoff = backoff < 2000 ? backoff * 2 : backoff;
+        pthread_mutex_lock(&tc_global);
+        continue;
+      }
+      if (locked) hl__owner_set(h);
+      flush_all_locked(tc, h);
       detach(tc, h);
       hl__unlock(h, locked);
     }
@@ -278,8 +317,10 @@ static hl_tcache *tcache_for(hl_heap *h) {
   atomic_store(&tc->tick, tc->gc_period);
   tc->fend = tc->gc_period;
   tc->taken = tc->given = 0;
-  pthread_mutex_lock(&tc_global);
-  hl__lock_raw(h);
+  while (!tc_global_and(h)) { /* wait for h without tc_global */
+    hl__lock_raw(h);
+    hl__unlock_raw(h);
+  }
   tc->prev_heap = NULL;
   tc->next_heap = h->tcaches;
   if (h->tcaches) h->tcaches->prev_heap = tc;
@@ -804,8 +845,10 @@ void hl__manual_thread_flush(hl_heap *h) {
 
 /* Called by hl_heap_free without the lock. */
 void hl__manual_destroy(hl_heap *h) {
-  pthread_mutex_lock(&tc_global);
-  hl__lock_raw(h);
+  while (!tc_global_and(h)) { /* wait for h without tc_global */
+    hl__lock_raw(h);
+    hl__unlock_raw(h);
+  }
   while (h->tcaches) detach(h->tcaches, h);
   hl__unlock_raw(h);
   pthread_mutex_unlock(&tc_global);
