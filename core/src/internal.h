@@ -1112,6 +1112,11 @@ int hl__registry_add(hl_heap *h);
  * before its first malloc, may allocate (as they may on glibc, which locks
  * its malloc after every prepare handler). */
 void hl__registry_fork_handlers(void);
+/* The samplers' locks for fork (telemetry/sampler.c), taken and released by
+ * the registry's handlers after every heap's (a sampler registers them). */
+void hl__sampler_fork_prepare(void);
+void hl__sampler_fork_parent(void);
+void hl__sampler_fork_child(void);
 void hl__registry_remove(hl_heap *h);
 /* The heap whose reservation holds addr, with the registry read-locked
  * until hl__registry_unlock; NULL (still locked) when none. */

@@ -7,7 +7,8 @@
  *                      (gc/barrier.c)
  *   fork()             atfork handlers take every heap's locks (after the
  *                      manual mode's thread-cache lock): the heap lock, the
- *                      collector's request lock and the error lock, so that a
+ *                      collector's request lock and the error lock, then the
+ *                      samplers' locks (sampler.c), so that a
  *                      child never inherits a lock held by a thread that
  *                      does not exist in it, and wait for a trim advising
  *                      outside the lock to publish its pages first, and for
@@ -19,7 +20,7 @@
  *                      again at its next request (gc/collector.c).
  *
  * Lock order, everywhere: the thread caches' global lock (manual.c), then
- * the registry, then a heap's lock.  A thread holding a heap (hl_enter) may
+ * the registry, then a heap's lock, then the samplers' (sampler.c).  A thread holding a heap (hl_enter) may
  * still wait for the others: so the thread caches' lock is held only while
  * heap locks are tried (manual.c, tc_global_and), and fork_prepare waits
  * for a heap lock a few ms at most before it lets go of all (below).
@@ -96,7 +97,10 @@ static void fork_prepare(void) {
     pthread_rwlock_rdlock(&registry_lock);
     uint32_t i = 0;
     while (i < registry_n && fork_take(registry[i].heap)) i++;
-    if (i == registry_n) return;
+    if (i == registry_n) {
+      hl__sampler_fork_prepare(); /* (after the heaps: sampler.c) */
+      return;
+    }
     fork_release(i);
     pthread_rwlock_unlock(&registry_lock);
     hl__manual_fork_done();
@@ -106,12 +110,14 @@ static void fork_prepare(void) {
 }
 
 static void fork_parent(void) {
+  hl__sampler_fork_parent();
   fork_release(registry_n);
   pthread_rwlock_unlock(&registry_lock);
   hl__manual_fork_done();
 }
 
 static void fork_child(void) {
+  hl__sampler_fork_child();
   for (uint32_t i = registry_n; i-- > 0;) {
     hl_heap *h = registry[i].heap;
     pthread_mutex_unlock(&h->errlock);

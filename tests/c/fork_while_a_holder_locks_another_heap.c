@@ -5,7 +5,11 @@
  *   heap_new     the thread holds h2 and makes and frees a heap (the
  *                registry's write lock);
  *   first_cache  the thread holds manual h2 and makes its first thread
- *                cache of manual h1 (the caches' global lock, tc_global).
+ *                cache of manual h1 (the caches' global lock, tc_global);
+ *   sampler      the thread holds h2 and marks a sampler made after the
+ *                heaps: the sampler's fork handler, registered later, ran
+ *                first and held the samplers' locks while the registry's
+ *                waited for h2 -- it let go of the heaps, not of those.
  * fork_prepare took tc_global, the registry's read lock and h1, then waited
  * for h2, which the thread holds while it waits for one of those: both hung
  * for ever (3 runs of 3, the embedding hunt, session 28).  Now fork_prepare
@@ -23,6 +27,7 @@
 #include "check.h"
 
 static hl_heap *h1, *h2;
+static hl_sampler *sampler;
 static pthread_barrier_t entered;
 static sem_t forked; /* the holder ends after the fork (ThreadSanitizer's
                         child reports a thread that finished at the fork
@@ -55,6 +60,8 @@ static void *holder(void *arg) {
     char err[256];
     CHECK(hl_heap_new(&o, &h3, err, sizeof err) == HL_OK, "hl_heap_new: %s", err);
     hl_heap_free(h3);
+  } else if (!strcmp(scenario, "sampler")) {
+    CHECK(hl_sampler_mark(sampler) == HL_OK, "hl_sampler_mark: %s", hl_heap_error(NULL));
   } else {
     use(h1);
   }
@@ -114,5 +121,12 @@ int main(int argc, char **argv) {
   run("per_call", HL_MODE_COLLECTED);
   run("heap_new", HL_MODE_COLLECTED);
   run("first_cache", HL_MODE_MANUAL);
+  /* (made after a heap: its fork handler was registered after the heaps',
+   * and glibc runs the last registered first) */
+  hl_heap_free(make(HL_MODE_COLLECTED));
+  CHECK(hl_sampler_open(&sampler, 0.01, 1024) == HL_OK, "hl_sampler_open: %s",
+        hl_heap_error(NULL));
+  run("sampler", HL_MODE_COLLECTED);
+  hl_sampler_stop(sampler);
   return 0;
 }

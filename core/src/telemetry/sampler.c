@@ -91,19 +91,24 @@ static void take(hl_sampler *s) {
 
 /* ---- the live samplers, for fork() ---- */
 
+/* Called by the registry's fork handlers (registry.c), once every heap's
+ * locks are taken: these locks are held for a few instructions, never while
+ * waiting for a heap's.  (Their own pthread_atfork handlers, registered
+ * after the heaps', ran before the registry's prepare handler and held
+ * these locks while it waited for a heap another thread held -- that thread
+ * then waited in hl_sampler_mark for ever: the embedding hunt, session 28.) */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static hl_sampler *live;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void fork_prepare(void) {
+void hl__sampler_fork_prepare(void) {
   pthread_mutex_lock(&live_lock);
   for (hl_sampler *s = live; s; s = s->next_live) pthread_mutex_lock(&s->lock);
 }
-static void fork_parent(void) {
+void hl__sampler_fork_parent(void) {
   for (hl_sampler *s = live; s; s = s->next_live) pthread_mutex_unlock(&s->lock);
   pthread_mutex_unlock(&live_lock);
 }
-static void fork_child(void) {
+void hl__sampler_fork_child(void) {
   for (hl_sampler *s = live; s; s = s->next_live) {
     s->running = false; /* the thread stayed in the parent */
     pthread_cond_init(&s->cv, NULL);
@@ -111,10 +116,9 @@ static void fork_child(void) {
   }
   pthread_mutex_unlock(&live_lock);
 }
-static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 static void live_add(hl_sampler *s) {
-  pthread_once(&fork_once, fork_init);
+  hl__registry_fork_handlers();
   pthread_mutex_lock(&live_lock);
   s->next_live = live;
   live = s;
