@@ -104,7 +104,7 @@ static void fork_prepare(void) {
     fork_release(i);
     pthread_rwlock_unlock(&registry_lock);
     hl__manual_fork_done();
-    prim_sleep_us((int64_t)backoff);
+    hl__prim_sleep_us((int64_t)backoff);
     backoff = backoff * 2 < FORK_BACKOFF_MAX_US ? backoff * 2 : FORK_BACKOFF_MAX_US;
   }
 }

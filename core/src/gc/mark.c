@@ -138,7 +138,7 @@ bool hl__mark_arena_reserve(bool making_a_heap) {
   if (!arena && making_a_heap) {
     const char *limited;
     uint64_t limit;
-    arena_declined = prim_os_address_room(&limited, &limit) / 4 < ARENA_BYTES;
+    arena_declined = hl__prim_os_address_room(&limited, &limit) / 4 < ARENA_BYTES;
   }
   if (!arena && arena_declined) {
     pthread_mutex_unlock(&arena_mu);
@@ -154,7 +154,7 @@ bool hl__mark_arena_reserve(bool making_a_heap) {
 #endif
       /* scratch, its contents dead after each mark: not in core dumps
        * (written to once, the whole 228 MiB would be: zeros in a gcore) */
-      prim_os_advise(p, ARENA_BYTES, PRIM_DONTDUMP);
+      hl__prim_os_advise(p, ARENA_BYTES, PRIM_DONTDUMP);
       __atomic_store_n(&arena, (uint8_t *)p, __ATOMIC_RELEASE);
     }
   }
@@ -221,15 +221,15 @@ int hl__mark_stack_reserve(hl_heap *h) {
    * step-down took the first size that fit -- all of it -- and the
    * program's own next allocation failed (an overflow costs a rescan) */
   const char *limited;
-  uint64_t limit, room = prim_os_address_room(&limited, &limit), words = MAIN_STACK_WORDS;
+  uint64_t limit, room = hl__prim_os_address_room(&limited, &limit), words = MAIN_STACK_WORDS;
   while (limited && words > MAIN_STACK_MIN_WORDS && words * sizeof(void *) > room / 8) words /= 2;
   for (; words >= MAIN_STACK_MIN_WORDS; words /= 2) {
     void *p;
-    if (prim_os_reserve(words * sizeof(void *), 0, &p) != 0) continue;
+    if (hl__prim_os_reserve(words * sizeof(void *), 0, &p) != 0) continue;
     /* (a stack's first touch must not fault a 2 MiB page in; scratch, as
      * the arena's stacks: not in core dumps) */
-    prim_os_advise(p, words * sizeof(void *), PRIM_NOHUGEPAGE);
-    prim_os_advise(p, words * sizeof(void *), PRIM_DONTDUMP);
+    hl__prim_os_advise(p, words * sizeof(void *), PRIM_NOHUGEPAGE);
+    hl__prim_os_advise(p, words * sizeof(void *), PRIM_DONTDUMP);
     h->mark_stack = p;
     h->mark_cap = words;
     return HL_OK;
@@ -238,7 +238,7 @@ int hl__mark_stack_reserve(hl_heap *h) {
 }
 
 void hl__mark_stack_release(hl_heap *h) {
-  if (h->mark_stack) prim_os_unreserve(h->mark_stack, h->mark_cap * sizeof(void *));
+  if (h->mark_stack) hl__prim_os_unreserve(h->mark_stack, h->mark_cap * sizeof(void *));
   h->mark_stack = NULL;
   h->mark_cap = 0;
 }

@@ -152,7 +152,7 @@ static void tc_destructor(void *arg) {
          * then look again -- the heap may have been freed meanwhile
          * (hl__manual_destroy detaches this cache) */
         pthread_mutex_unlock(&tc_global);
-        prim_sleep_us(backoff);
+        hl__prim_sleep_us(backoff);
         backoff = backoff < 2000 ? backoff * 2 : backoff;
         pthread_mutex_lock(&tc_global);
         continue;
@@ -582,7 +582,7 @@ static inline void *alloc_block(hl_heap *h, size_t size) {
 void *hl__manual_memalign(hl_heap *h, size_t align, size_t size) {
   if (align <= HL_GRANULE) return alloc_block(h, size);
   size_t want = size > align ? size : align;
-  if (align <= prim_os_page_size() && want <= h->small_max) {
+  if (align <= hl__prim_os_page_size() && want <= h->small_max) {
     for (uint32_t c = hl__class_of(h, want); c < h->nclasses; c++)
       if (h->cls_size[c] % align == 0) {
         void *p = hl__malloc(h, h->cls_size[c]);

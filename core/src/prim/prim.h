@@ -204,15 +204,4 @@ prim_result hl__prim_reserve(prim_ctx *ctx, size_t bytes, void **out);
 prim_result hl__prim_reserve_aligned(prim_ctx *ctx, size_t bytes, size_t align, void **out);
 int hl__prim_arm(prim_ctx *ctx, int site, int mode, int64_t arg, int err);
 
-/* Transitional (session 28): gc/mark.c and manual/manual.c, changed in
- * parallel by another commit series, still say the old names; these map them
- * to the prefixed symbols.  Once that series has landed, rename the calls
- * there (perl -pi -e 's/\bprim_os_/hl__prim_os_/g' on the two files, and the
- * two mark.c mutations of tools/mutants.toml) and remove these lines. */
-#define prim_os_address_room hl__prim_os_address_room
-#define prim_os_advise hl__prim_os_advise
-#define prim_os_reserve hl__prim_os_reserve
-#define prim_os_unreserve hl__prim_os_unreserve
-#define prim_os_page_size hl__prim_os_page_size
-
 #endif
