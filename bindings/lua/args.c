@@ -6,6 +6,7 @@
  * is checked here before it reaches C, so bad input never does.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,15 +88,36 @@ static void *handler_of(const struct sigaction *sa) {
  * front for the length of each long call instead, chaining the handler there
  * now.  A count hook cannot cut a C call short: without this, Ctrl-C waited
  * for a 1.5 GiB fill's end (2.7 s) or a churn's (its duration). */
+/* The disposition is the process's, and states may run long calls in
+ * several threads at once: the first call to start puts heaplab's handler in
+ * front, the last to end puts back what was there (each thread doing both
+ * for itself left heaplab's handler in place for good when the calls
+ * interleaved -- one's "before" was the other's heaplab handler -- and made
+ * hl_interrupt_attach race itself: the review of session 28). */
+static pthread_mutex_t sigint_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sigint_calls;                     /* long calls with it in front */
+static struct sigaction sigint_before, sigint_ours;
+
 void lhl_sigint_begin(lhl_sigint *s) {
   s->attached = 0;
-  if (sigaction(SIGINT, NULL, &s->before) != 0) return;
-  if (!(s->before.sa_flags & SA_SIGINFO) &&
-      (s->before.sa_handler == SIG_DFL || s->before.sa_handler == SIG_IGN))
-    return; /* Ctrl-C ends the process, or is ignored: as it was */
-  if (hl_interrupt_attach(SIGINT) != HL_OK) return; /* (then Ctrl-C waits for the call) */
-  if (sigaction(SIGINT, NULL, &s->ours) != 0) return;
+  pthread_mutex_lock(&sigint_lock);
+  if (sigint_calls == 0) {
+    struct sigaction before, ours;
+    if (sigaction(SIGINT, NULL, &before) != 0 ||
+        (!(before.sa_flags & SA_SIGINFO) &&
+         (before.sa_handler == SIG_DFL || before.sa_handler == SIG_IGN)) ||
+        /* Ctrl-C ends the process, or is ignored: as it was */
+        hl_interrupt_attach(SIGINT) != HL_OK || /* (then Ctrl-C waits for the call) */
+        sigaction(SIGINT, NULL, &ours) != 0) {
+      pthread_mutex_unlock(&sigint_lock);
+      return;
+    }
+    sigint_before = before;
+    sigint_ours = ours;
+  }
+  sigint_calls++;
   s->attached = 1;
+  pthread_mutex_unlock(&sigint_lock);
 }
 
 /* Put back what was there -- unless the disposition changed during the call:
@@ -104,11 +126,13 @@ void lhl_sigint_begin(lhl_sigint *s) {
 void lhl_sigint_end(lhl_sigint *s) {
   if (!s->attached) return;
   s->attached = 0;
+  pthread_mutex_lock(&sigint_lock);
   struct sigaction now;
-  if (sigaction(SIGINT, NULL, &now) != 0) return;
-  if ((now.sa_flags & SA_SIGINFO) == (s->ours.sa_flags & SA_SIGINFO) &&
-      handler_of(&now) == handler_of(&s->ours))
-    sigaction(SIGINT, &s->before, NULL);
+  if (--sigint_calls == 0 && sigaction(SIGINT, NULL, &now) == 0 &&
+      (now.sa_flags & SA_SIGINFO) == (sigint_ours.sa_flags & SA_SIGINFO) &&
+      handler_of(&now) == handler_of(&sigint_ours))
+    sigaction(SIGINT, &sigint_before, NULL);
+  pthread_mutex_unlock(&sigint_lock);
 }
 
 /* "a string 'abc'", "the number 1.5", "a table": what the caller passed. */

@@ -124,7 +124,6 @@ int lhl_method(lua_State *L, const char *hint);
  * are left alone.  lhl_sigint_end before anything that may raise. */
 typedef struct lhl_sigint {
   int attached;
-  struct sigaction before, ours;
 } lhl_sigint;
 void lhl_sigint_begin(lhl_sigint *s);
 void lhl_sigint_end(lhl_sigint *s);

@@ -61,7 +61,10 @@ _Atomic uint64_t hl__interrupts;
 void hl_interrupt(void) { atomic_fetch_add_explicit(&hl__interrupts, 1, memory_order_relaxed); }
 
 static struct sigaction chained[65];
-static _Atomic int attached[65];
+/* bumped (release) after chained[sig] is written, read (acquire) by the
+ * handler before it reads it: what orders the two for ThreadSanitizer, which
+ * does not see sigaction as a synchronisation */
+static _Atomic unsigned chained_gen[65];
 
 /* The signals whose default action is to do nothing (SIGCONT's continuing
  * is the kernel's, handler or not), and those whose default stops the
@@ -74,6 +77,7 @@ static bool default_stops(int sig) { return sig == SIGTSTP || sig == SIGTTIN || 
 static void on_signal(int sig, siginfo_t *info, void *ctx) {
   int saved = errno;
   hl_interrupt();
+  (void)atomic_load_explicit(&chained_gen[sig], memory_order_acquire);
   const struct sigaction *old = &chained[sig];
   if (old->sa_flags & SA_SIGINFO) {
     if (old->sa_sigaction) old->sa_sigaction(sig, info, ctx);
@@ -103,6 +107,15 @@ static void on_signal(int sig, siginfo_t *info, void *ctx) {
   errno = saved;
 }
 
+/* Attaching is a check, then a change, of the process's handler: two
+ * threads attaching at once both found heaplab's handler missing, and the
+ * second saved the first's handler -- heaplab's own -- as the one to chain:
+ * each signal then called it again until the stack ran out (SIGSEGV; the
+ * Lua binding attaches around each long call, from any thread running a
+ * state: 8 of 60 runs of two threads' checksums, the review of session 28).
+ * So one attach at a time, and heaplab's handler is never the chained one. */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int hl_interrupt_attach(int signo) {
   if (signo <= 0 || signo > 64)
     return hl__fail(NULL, HL_EINVAL, "hl_interrupt_attach: %d is no signal number [1, 64]", signo);
@@ -110,28 +123,45 @@ int hl_interrupt_attach(int signo) {
    * Python signal.signal(SIGINT, ...) and back, which the harness's and the
    * sweeps' Ctrl-C deferrals do: Ctrl-C no longer stopped a long fill after
    * any harness run -- the review, session 26): in front again, chaining the
-   * handler there now.  (Called from one thread at a time: the bindings'
-   * main thread.) */
+   * handler there now. */
+  pthread_mutex_lock(&attach_lock);
   struct sigaction now;
-  if (atomic_load(&attached[signo]) && sigaction(signo, NULL, &now) == 0 &&
-      (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_signal)
+  if (sigaction(signo, NULL, &now) != 0) {
+    int e = errno;
+    pthread_mutex_unlock(&attach_lock);
+    return hl__fail(NULL, HL_ESYS, "hl_interrupt_attach: signal %d: sigaction: %s", signo,
+                    hl__strerror(e));
+  }
+  if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_signal) {
+    pthread_mutex_unlock(&attach_lock);
     return HL_OK;
+  }
   /* The handler is process-wide and this library's code: a program that
    * dlcloses the library afterwards took the signal in unmapped code
    * (SIGSEGV).  So it stays loaded (registry.c, hl__pin_code). */
   hl__pin_code();
-  atomic_store(&attached[signo], 1);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  if (sigaction(signo, &sa, &chained[signo]) != 0) {
+  /* the chained handler is in place before heaplab's can run; written only
+   * when it changes: a handler still running from before may be reading it
+   * (the Lua binding re-attaches around every long call, the host's handler
+   * the same each time) */
+  struct sigaction *c = &chained[signo];
+  if (c->sa_flags != now.sa_flags || memcmp(&c->sa_mask, &now.sa_mask, sizeof now.sa_mask) ||
+      ((now.sa_flags & SA_SIGINFO) ? (void *)c->sa_sigaction != (void *)now.sa_sigaction
+                                   : (void *)c->sa_handler != (void *)now.sa_handler))
+    *c = now;
+  atomic_fetch_add_explicit(&chained_gen[signo], 1, memory_order_release);
+  if (sigaction(signo, &sa, NULL) != 0) {
     int e = errno;
-    atomic_store(&attached[signo], 0);
+    pthread_mutex_unlock(&attach_lock);
     return hl__fail(NULL, HL_ESYS, "hl_interrupt_attach: signal %d: sigaction: %s", signo,
                     hl__strerror(e));
   }
+  pthread_mutex_unlock(&attach_lock);
   return HL_OK;
 }
 

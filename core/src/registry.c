@@ -90,7 +90,9 @@ static void fork_release(uint32_t n) {
  * waited for FORK_LOCK_WAIT_NS at most: then everything taken goes back --
  * that thread goes on and lets go of its heap in time -- and after a short
  * backoff the fork starts over.  Ordinary contention (a call of a few
- * microseconds, a cycle) still resolves by waiting. */
+ * microseconds, a cycle shorter than the wait) still resolves by waiting; a
+ * heap held longer (hl_enter, a long cycle) is retried for, every 10 ms at
+ * most, until it is let go. */
 static void fork_prepare(void) {
   for (uint64_t backoff = FORK_BACKOFF_US;; ) {
     hl__manual_fork_prepare();

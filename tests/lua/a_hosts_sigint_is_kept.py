@@ -5,7 +5,8 @@ host's for the length of the call only: a host with a handler of its own
 gets the call stopped with the error "h:fill: interrupted ... (EINTR)" and
 its handler run, and finds that handler in place afterwards; a host that
 ignores SIGINT keeps ignoring it (the fill runs to its end, the process
-lives).  The host is this Python process embedding the real Lua 5.4 library
+lives); two threads' states running long calls at once leave the host's
+handler in place.  The host is this Python process embedding the real Lua 5.4 library
 with ctypes (as module_outlives_lua_close.py does), one scenario per
 process; a thread sends SIGINT 0.2 s into the call (ctypes drops the GIL
 during it).  The disposition is read with sigaction(2) itself."""
@@ -93,7 +94,39 @@ def ignored(module_dir):
     print(f"SIGINT ignored: the fill completed ({took} s) and SIGINT is still ignored")
 
 
-SCENARIOS = {"host_handler": host_handler, "ignored": ignored}
+LOOP = """
+local h = heaplab.heap{reserve_bytes = 64 << 20}
+local o = h:alloc(16)
+for i = 1, %d do o:checksum() end
+h:close()
+return "done"
+"""
+
+
+def two_states(module_dir):
+    """Two threads, a Lua state each, running long calls at once: the first
+    call to start puts heaplab's handler in front, the last to end puts the
+    host's back.  Each call did both for itself, and interleaved calls left
+    heaplab's handler in place for good (one call's "before" was the other's
+    heaplab handler) -- and raced hl_interrupt_attach into chaining heaplab's
+    handler to itself (a SIGINT then recursed to SIGSEGV): the review of
+    session 28."""
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    before = disposition()
+    for round_ in range(20):
+        threads = [threading.Thread(target=lua_run, args=(module_dir, LOOP % 20000))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        after = disposition()
+        assert after == before, (f"round {round_}: SIGINT's handler {after:#x} after the calls "
+                                 f"ended, the host's {before:#x}")
+    print("two states: the host's handler is back after every round of interleaved calls")
+
+
+SCENARIOS = {"host_handler": host_handler, "ignored": ignored, "two_states": two_states}
 
 
 def main(argv):
