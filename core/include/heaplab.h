@@ -773,7 +773,8 @@ int hl_events_read(hl_heap *heap, hl_event *buf, size_t cap, size_t *count,
  * as hl_events_read does without consuming, and sets *first to the number of
  * buf[0]; hl_events_consume(heap, upto, &kept_from) consumes every event
  * numbered below upto still in the ring (one the full ring dropped meanwhile
- * is gone already; one recorded since is kept) and sets *kept_from (may be
+ * is gone already; one recorded since is kept; an upto past the events
+ * recorded so far is HL_EINVAL) and sets *kept_from (may be
  * NULL): every event numbered below it had been consumed by an earlier read
  * (hl_events_read with clear, or hl_events_consume).  A reader that may fail
  * after reading -- a binding building its result -- peeks, builds, consumes

@@ -804,6 +804,14 @@ int hl_events_consume(hl_heap *h, uint64_t upto, uint64_t *kept_from) {
   if (kept_from) *kept_from = 0;
   CHECK_HEAP(h);
   bool locked = hl__lock(h);
+  uint64_t next = h->ev_first + h->ev_count; /* the number the next event gets */
+  if (upto > next) {
+    hl__unlock(h, locked);
+    return hl__fail(h, HL_EINVAL,
+                    "hl_events_consume: upto %" PRIu64 " is past the events recorded (numbered "
+                    "below %" PRIu64 "): pass first + count of a peek",
+                    upto, next);
+  }
   if (kept_from) *kept_from = h->ev_taken;
   if (upto > h->ev_first) {
     uint64_t n = upto - h->ev_first;

@@ -74,6 +74,17 @@ int main(void) {
         "taken for consumed ones", kept, first);
   CHECK(waiting(h) == 64, "the full ring lost events to a consume of dropped ones: %zu",
         waiting(h));
+  /* an upto past every event recorded would mark events not yet recorded as
+   * consumed by a read (kept_from): the bindings would drop them (the review) */
+  OK(h, hl_events_peek(h, ev, 64, &m, &first));
+  FAILS(h, HL_EINVAL, "past the events recorded", hl_events_consume(h, first + m + 1, &kept));
+  FAILS(h, HL_EINVAL, "past the events recorded", hl_events_consume(h, UINT64_MAX, &kept));
+  CHECK(waiting(h) == m, "a refused consume took events");
+  OK(h, hl_collect(h, 1, 0));
+  OK(h, hl_events_peek(h, ev, 64, &m, &first));
+  OK(h, hl_events_consume(h, first + m, &kept));
+  CHECK(kept <= first, "kept_from %" PRIu64 " after a refused consume: the events after it "
+        "would be dropped by the bindings", kept);
   OK(h, hl_heap_check(h));
   hl_heap_free(h);
   puts("peek consumes nothing; consume takes the numbers asked for; kept_from names another "
