@@ -43,17 +43,21 @@ import sys
 import pytest
 
 import heaplab
-from heaplab.harness import (ArmResult, Experiment, collect_until_settled, env_number,
+from heaplab.harness import (ArmResult, Experiment, collect_until_settled, record_protocol,
                              run_command_arm, save_arm)
 
-# An arm's process may load this file by path; programs.py sits beside it.
+# An arm's process may load this file by path; programs.py and protocol.py
+# sit beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
 from programs import PROGRAMS, ROOT, launcher  # noqa: E402
 
 MiB = 1 << 20
-FILL = int(env_number("HEAPLAB_E10_FILL_MIB", 192) * MiB)
 SIZES = (56, 120, 184, 248)          # payload bytes: + 8-byte header = 64, 128, 192, 256
-NS = tuple(int(x) for x in os.environ.get("HEAPLAB_E10_N", "10,100,1000").split(","))
+# HEAPLAB_E10_N declares the arms, here; a bad value declares the protocol's
+# and fails the test, naming it (E10.run checks its protocol first), not the
+# suite's collection.  HEAPLAB_E10_FILL_MIB is read when an arm runs.
+NS = protocol.E10_N.value_or_default()
 ARMS = {
     "off": {"page_release": False},
     "page": {},
@@ -64,11 +68,12 @@ ARMS = {
 
 E10 = Experiment("E10", "sparse survivors", seed={
     "page": "issue 18: heaplab-python 64 KiB pages returned 6.1% (1 in 100), 27.2% (1 in 1000)",
-})
+}, protocol=(protocol.E10_FILL_MIB, protocol.E10_N))
 
 
 def fills(h):
-    return [h.fill(FILL // len(SIZES), size) for size in SIZES]
+    fill = int(protocol.E10_FILL_MIB.value() * MiB)
+    return [h.fill(fill // len(SIZES), size) for size in SIZES]
 
 
 def sparse_survivors(rec, every, **options):
@@ -216,7 +221,6 @@ def test_e10_sparse_survivors(lab):
 # heaplab-python 64 KiB pages / stock python3), N = 10 and 1000.
 #
 # HEAPLAB_E10_OBJECTS overrides the 1.5 M objects (the notebook runs smaller arms).
-INTERPRETER_OBJECTS = int(os.environ.get("HEAPLAB_E10_OBJECTS", "1500000"))
 INTERPRETER_RUNS = [(100, "subpage"), (100, "page"), (100, "stock"), (10, "subpage"),
                     (10, "stock"), (1000, "subpage"), (1000, "stock")]
 INTERPRETER_ENV = {"subpage": {"HEAPLAB_SUBPAGE_RELEASE": "true"}, "page": {}, "stock": {}}
@@ -239,10 +243,12 @@ def command(language, arm):
 
 def run_interpreter_arm(language, every, arm, timeout=300):
     name = f"{language}/n{every}/{arm}"
-    data = run_command_arm(command(language, arm) + [name, str(every), str(INTERPRETER_OBJECTS)],
+    objects = protocol.E10_OBJECTS.value()
+    data = run_command_arm(command(language, arm) + [name, str(every), str(objects)],
                            INTERPRETER_ENV[arm], cwd=ROOT, timeout=timeout, label=f"E10 {name}",
                            drop=("HEAPLAB_", "PYTHONMALLOC"))
     data["params"]["environment"] = INTERPRETER_ENV[arm]
+    record_protocol(data, (protocol.E10_OBJECTS,))
     save_arm(data)
     assert data["returncode"] == 0, f"E10 {name} exited {data['returncode']}:\n{data['stderr_tail']}"
     return ArmResult(data)

@@ -29,28 +29,37 @@ Seed figures (16 KiB system pages, in-page headers): off held 269,504 KB,
 textures cost 196,992 KB on top, peak 466,224 KB; on returned 66-68%
 (287,824 KB peak), ~94% claimed for 4 KiB pages.
 """
-import heaplab
-from heaplab.harness import (Experiment, arm_option, collect_until_settled, env_number,
+import os
+import sys
+
+# An arm's process loads this file by path: protocol.py sits beside it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
+
+import heaplab  # noqa: E402
+from heaplab.harness import (Experiment, arm_option, collect_until_settled,  # noqa: E402
                              SEED_POLICIES)
 
-
-FILL = int(env_number("HEAPLAB_E1_FILL_MIB", 192) * 2**20)
-TEXTURES = int(env_number("HEAPLAB_E1_TEXTURES_MIB", 192) * 2**20)
+# HEAPLAB_E1_FILL_MIB, HEAPLAB_E1_TEXTURES_MIB (protocol.py): read when an arm
+# runs; each arm records the sizes it ran with (params["protocol"])
+PROTOCOL = (protocol.E1_FILL_MIB, protocol.E1_TEXTURES_MIB)
 TEXTURE_SIZE = 1 << 20
 
 E1 = Experiment("E1", "page floor", seed={
     "off": "held 269,504 KB; textures +196,992 KB; peak 466,224 KB",
     "on": "66-68% returned (16 KiB pages); peak 287,824 KB",
-}, options=SEED_POLICIES)
+}, options=SEED_POLICIES, protocol=PROTOCOL)
 
 
 @E1.arm("huge", thp="madvise")
 @E1.arm("on", thp="never")  # page_release=True, the default
 @E1.arm("off", page_release=False, thp="never")
 def page_floor(rec, **options):
+    fill = int(protocol.E1_FILL_MIB.value() * 2**20)
+    textures = int(protocol.E1_TEXTURES_MIB.value() * 2**20)
     h = heaplab.Heap(**options)
     with rec.phase("fill", heap=h):
-        small = h.fill(FILL, 256)
+        small = h.fill(fill, 256)
     with rec.phase("hold", heap=h) as ph:
         h.collect()
         ph.note("checksum", list(small.checksum()))
@@ -59,13 +68,13 @@ def page_floor(rec, **options):
         small.release()
         ph.note("cycles", collect_until_settled(h))
     with rec.phase("textures", heap=h):
-        tex = h.fill(TEXTURES, TEXTURE_SIZE)
+        tex = h.fill(textures, TEXTURE_SIZE)
     with rec.phase("texture_drop", heap=h) as ph:
         ph.mark("drop")
         tex.release()
         h.collect(cycles=2)
     with rec.phase("textures_again", heap=h):
-        tex = h.fill(TEXTURES, TEXTURE_SIZE)
+        tex = h.fill(textures, TEXTURE_SIZE)
     rec.note("warm_bytes", h.options["warm_pages"] * h.options["page_size"])
     st = h.stats()
     rec.note("thp_enabled", st.thp_enabled)
@@ -108,6 +117,10 @@ def test_e1_page_floor(lab):
     res = E1.run()
     lab.record(res)
     off, on = res["off"], res["on"]
+    # the sizes the arms ran with (the protocol's, or the environment's)
+    sizes = off.data["params"]["protocol"]
+    FILL = int(sizes["HEAPLAB_E1_FILL_MIB"] * 2**20)
+    TEXTURES = int(sizes["HEAPLAB_E1_TEXTURES_MIB"] * 2**20)
 
     def figures(arm):
         fill, drop, tex = arm.phase("fill"), arm.phase("drop"), arm.phase("textures")

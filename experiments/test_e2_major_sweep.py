@@ -24,25 +24,34 @@ Asserted effect:
 
 Seed figures: 36 major sweeps in 38 cycles with the defect, 2 in 39 fixed.
 """
-import heaplab
-from heaplab.harness import Experiment, env_number, SEED_POLICIES
+import os
+import sys
 
+# An arm's process loads this file by path: protocol.py sits beside it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
 
-FILL = int(env_number("HEAPLAB_E2_FILL_MIB", 240) * 2**20)
-CHURN_S = env_number("HEAPLAB_E2_CHURN_S", 4.0)
+import heaplab  # noqa: E402
+from heaplab.harness import Experiment, SEED_POLICIES  # noqa: E402
+
+# HEAPLAB_E2_FILL_MIB, HEAPLAB_E2_CHURN_S (protocol.py): read when an arm runs
+PROTOCOL = (protocol.E2_FILL_MIB, protocol.E2_CHURN_S)
 
 # every arm: the background collector, and the seeds' policies
 E2 = Experiment("E2", "major-sweep classification", seed={
     "small_only": "36 of 38 cycles", "both_paths": "2 of 39 cycles"},
-    options=dict(collector="background", min_cycle_interval_ms=100, **SEED_POLICIES))
+    options=dict(collector="background", min_cycle_interval_ms=100, **SEED_POLICIES),
+    protocol=PROTOCOL)
 
 
 @E2.arm("small_only", quiet_counts_large=False)
 @E2.arm("both_paths")  # the defaults: quiet_counts_large=True
 def major_sweep(rec, **options):
+    fill = int(protocol.E2_FILL_MIB.value() * 2**20)
+    churn_s = protocol.E2_CHURN_S.value()
     h = heaplab.Heap(**options)
     with rec.phase("survivors", heap=h) as ph:
-        survivors = h.fill(FILL, 256, stride=2)
+        survivors = h.fill(fill, 256, stride=2)
         h.collect(major=True)        # every page swept once: partially live now
         s = h.stats()
         ph.note("partial_pages", s.partial_pool_pages)
@@ -51,7 +60,7 @@ def major_sweep(rec, **options):
         ph.note("checksum", list(survivors.checksum()))
     with rec.phase("churn", heap=h) as ph:
         s0 = h.stats()
-        res = h.churn(CHURN_S, 64 << 10, 4 << 20)
+        res = h.churn(churn_s, 64 << 10, 4 << 20)
         s1 = h.stats()
         ph.note("cycles", s1.cycles - s0.cycles)
         ph.note("major_sweeps", s1.major_sweeps - s0.major_sweeps)
@@ -84,6 +93,8 @@ def major_sweep(rec, **options):
 def test_e2_major_sweep(lab):
     res = E2.run()
     lab.record(res)
+    # the fill the arms ran with (the protocol's, or the environment's)
+    FILL = int(res["small_only"].data["params"]["protocol"]["HEAPLAB_E2_FILL_MIB"] * 2**20)
     for arm in ("small_only", "both_paths"):
         churn = res[arm].phase("churn")
         assert churn.note("checksum") == res[arm].phase("survivors").note("checksum"), \

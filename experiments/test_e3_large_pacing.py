@@ -18,25 +18,34 @@ Asserted effect:
 Seed figures: 1.49-2.36 GB of growth against a 4 MB live set (1.8 GB at
 2048 MB/s).
 """
-import heaplab
-from heaplab.harness import Experiment, env_number, SEED_POLICIES
+import os
+import sys
+
+# An arm's process loads this file by path: protocol.py sits beside it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
+
+import heaplab  # noqa: E402
+from heaplab.harness import Experiment, SEED_POLICIES  # noqa: E402
 
 
 LIVE = 4 << 20
 SIZE = 16 << 10
-SECONDS = env_number("HEAPLAB_E3_SECONDS", 2.5)
+# HEAPLAB_E3_SECONDS (protocol.py): read when an arm runs
+PROTOCOL = (protocol.E3_SECONDS,)
 RATES = {"full": None, "2048": 2048 << 20, "512": 512 << 20}
 
 # every arm: the background collector paced as the seed's, and the seeds' policies
 E3 = Experiment("E3", "large-path pacing", seed={
     "off_full": "1.49-2.36 GB growth", "off_2048": "1.8 GB growth"},
-    options=dict(collector="background", min_cycle_interval_ms=200, **SEED_POLICIES))
+    options=dict(collector="background", min_cycle_interval_ms=200, **SEED_POLICIES),
+    protocol=PROTOCOL)
 
 
 def churn_arm(rec, rate, **options):
     h = heaplab.Heap(**options)
     with rec.phase("churn", heap=h) as ph:
-        r = h.churn(SECONDS, SIZE, LIVE, rate_bytes_per_s=rate)
+        r = h.churn(protocol.E3_SECONDS.value(), SIZE, LIVE, rate_bytes_per_s=rate)
         s = h.stats()
         ph.note("allocated_mib", r.allocated_bytes / 2**20)
         ph.note("rate_mib_s", r.allocated_bytes / 2**20 / (r.elapsed_ns / 1e9))

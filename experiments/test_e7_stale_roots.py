@@ -38,12 +38,19 @@ Asserted effect:
                 a word hits and, when it hits an index node, the page that node indexes);
                 the objects, bytes and pages kept are reported.
 """
+import os
 import random
+import sys
 
-import heaplab
-from heaplab.harness import Experiment, arm_option, collect_until_settled, env_number
+# An arm's process loads this file by path: protocol.py sits beside it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
 
-STRUCT = int(env_number("HEAPLAB_E7_STRUCT_MIB", 64) * 2**20)
+import heaplab  # noqa: E402
+from heaplab.harness import Experiment, arm_option, collect_until_settled  # noqa: E402
+
+# HEAPLAB_E7_STRUCT_MIB (protocol.py): read when an arm runs
+PROTOCOL = (protocol.E7_STRUCT_MIB,)
 SIZE = 256
 FRAME_WORDS = 512          # the region the structure's address passes through
 SLOT = 137                 # where in it the word is left
@@ -53,7 +60,11 @@ HEAP_WORDS = 64
 E7 = Experiment("E7", "stale conservative roots", seed={
     "stale": "192 MB stayed resident until the next phase overwrote the stack words",
     "precise": "released once the words were gone: 262,720 KB -> 114,800 KB",
-})
+}, protocol=PROTOCOL)
+
+
+def struct_bytes():
+    return int(protocol.E7_STRUCT_MIB.value() * 2**20)
 
 
 def kept(h):
@@ -70,7 +81,7 @@ def stale_roots(rec, word=None, **options):
     h = heaplab.Heap(**options)
     frame = h.conservative_region(FRAME_WORDS)
     with rec.phase("build", heap=h):
-        s = h.fill(STRUCT, SIZE)
+        s = h.fill(struct_bytes(), SIZE)
         h.collect()
     with rec.phase("use", heap=h) as ph:
         ph.note("objects", s.checksum()[1])
@@ -131,7 +142,7 @@ def misidentification(rec, **options):
         collect_until_settled(h, trim=True)
 
     with rec.phase("random", heap=h) as ph:
-        s = h.fill(STRUCT, SIZE)
+        s = h.fill(struct_bytes(), SIZE)
         region = h.conservative_region(RANDOM_WORDS)
         words = [rnd.getrandbits(64) for _ in range(RANDOM_WORDS)]
         region.write(words)
@@ -142,7 +153,7 @@ def misidentification(rec, **options):
         s.release()
         settle(ph, region)
     with rec.phase("exact", heap=h) as ph:
-        s = h.fill(STRUCT, SIZE)
+        s = h.fill(struct_bytes(), SIZE)
         region = h.conservative_region(8192)         # a 64 KiB stack
         leaves = leaves_on_distinct_pages(s, HEAP_WORDS, rnd)
         for k, leaf in enumerate(leaves):
@@ -155,7 +166,7 @@ def misidentification(rec, **options):
         s.release()
         settle(ph, region)
     with rec.phase("range", heap=h) as ph:
-        s = h.fill(STRUCT, SIZE)
+        s = h.fill(struct_bytes(), SIZE)
         carved = h.stats().total_pages * page
         region = h.conservative_region(8192)
         words = [base + rnd.randrange(carved) // 8 * 8 for _ in range(HEAP_WORDS)]
@@ -218,6 +229,8 @@ def arm_effects(data):
 def test_e7_stale_roots(lab):
     res = E7.run()
     lab.record(res)
+    # the size the arms ran with (the protocol's, or the environment's)
+    STRUCT = int(res["precise"].data["params"]["protocol"]["HEAPLAB_E7_STRUCT_MIB"] * 2**20)
     warm = res["precise"].notes["warm_bytes"]
     figs = {a: fractions(res[a], warm) for a in ("precise", "stale", "interior", "interior_off")}
     cost, p_drop, _ = figs["precise"]

@@ -36,24 +36,19 @@ import sys
 
 import pytest
 
-from heaplab.harness import ArmResult, run_command_arm, save_arm
+from heaplab.harness import ArmResult, record_protocol, run_command_arm, save_arm
 
 # An arm's process may load this file by path; programs.py sits beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
 from programs import PROGRAMS, ROOT, launcher  # noqa: E402
 
 MiB = 1 << 20
 
 
 def _size_mib():
-    v = os.environ.get("HEAPLAB_E8_MIB", "192")
-    try:
-        mib = int(v)
-    except ValueError:
-        raise ValueError(f"HEAPLAB_E8_MIB={v!r}: expected a whole number of MiB") from None
-    if not 16 <= mib <= 4096:
-        raise ValueError(f"HEAPLAB_E8_MIB={mib}: expected 16..4096")
-    return mib
+    """HEAPLAB_E8_MIB, checked (protocol.py)."""
+    return protocol.E8_MIB.value()
 
 
 ARMS = {
@@ -88,6 +83,7 @@ def run_arm(language, arm, env, timeout=300):
                            label=f"E8 {name}", drop=("HEAPLAB_", "PYTHONMALLOC"))
     data["seed"] = SEED
     data["params"]["environment"] = env
+    record_protocol(data, (protocol.E8_MIB,))
     save_arm(data)
     assert data["returncode"] == 0, f"E8 {name} exited {data['returncode']}:\n{data['stderr_tail']}"
     return ArmResult(data)

@@ -42,12 +42,17 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
-from heaplab.harness import ArmResult, run_command_arm, save_arm, env_number
+from heaplab.harness import ArmResult, record_protocol, run_command_arm, save_arm
+
+# protocol.py sits beside this file
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
 
 MiB = 1 << 20
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -66,10 +71,8 @@ ENV = {"heaplab-refused": {"HEAPLAB_FAULT_RELEASE": "always:ENOMEM"}}
 
 
 def _keys():
-    n = int(env_number("HEAPLAB_E9_KEYS", 2_000_000))
-    if not 10_000 <= n <= 20_000_000:
-        raise ValueError(f"HEAPLAB_E9_KEYS={n}: expected 10000..20000000")
-    return n
+    """HEAPLAB_E9_KEYS, checked (protocol.py)."""
+    return protocol.E9_KEYS.value()
 
 
 def _free_port():
@@ -165,6 +168,7 @@ def run_arm(arm, n, payload, timeout=600, save=True):
                                experiment="E9", arm=f"redis/{arm}",
                                label=f"E9 redis/{arm}", interval_s=0.02)
     data["params"].update({"keys": n, "value_bytes": 64, "environment": ENV.get(arm, {})})
+    record_protocol(data, (protocol.E9_KEYS,))
     if save:
         save_arm(data)
     assert data["error"] is None, f"E9 redis/{arm} failed:\n{data['error']}\n" \

@@ -24,10 +24,15 @@ where it is looked for.
 import os
 import shutil
 import statistics
+import sys
 
 import pytest
 
-from heaplab.harness import SEED_POLICIES, run_command_arm, save_arm
+from heaplab.harness import SEED_POLICIES, record_protocol, run_command_arm, save_arm
+
+# protocol.py sits beside this file: the variables a script reads (protocol.LUA)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import protocol  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LUA_DIR = os.path.join(ROOT, "experiments", "lua")
@@ -47,8 +52,14 @@ def run_arm(script, arm, env=None, save=True, timeout=120):
         pytest.fail(f"the Lua module {module} is not built: run `make` (ninja -C build) first")
     extra = {"LUA_CPATH": LUA_CPATH, "LUA_PATH": os.path.join(LUA_DIR, "?.lua") + ";;"}
     extra.update(env or {})
+    # the protocol variables the script reads, checked as its Python twin's
+    # are (a ValueError naming a bad one, before the script runs) and recorded
+    variables = protocol.LUA.get(script, ())
+    record_protocol({}, variables, dict(os.environ, **extra))
     data = run_command_arm([LUA, os.path.join(LUA_DIR, script), arm], extra, cwd=ROOT,
                            timeout=timeout, label=f"{script} {arm}")
+    if variables:
+        record_protocol(data, variables, dict(os.environ, **extra))
     if save:
         save_arm(data)
     return data

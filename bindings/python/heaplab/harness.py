@@ -54,6 +54,7 @@ __all__ = [
     "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
     "check_arm_names", "sweep_runs_under", "records_lock", "environment_options",
+    "ProtocolVariable", "protocol_values", "protocol_overridden", "record_protocol",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -100,7 +101,9 @@ def _make_folder(path: str, label: str, error: type = ValueError, role: str = ""
 def env_number(var: str, default: float) -> float:
     """A protocol figure an experiment lets the environment override (the
     notebooks run smaller arms through it, docs/analysis.md); unset means the
-    protocol's own figure, a non-number is an error naming the variable."""
+    protocol's own figure, a non-number is an error naming the variable.
+    No range: the suite's experiments read theirs through ProtocolVariable,
+    which checks one and is read when the arm runs."""
     v = os.environ.get(var)
     if not v:
         return default
@@ -108,6 +111,132 @@ def env_number(var: str, default: float) -> float:
         return float(v)
     except ValueError:
         raise ValueError(f"{var}={v!r}: expected a number") from None
+
+
+class ProtocolVariable:
+    """A protocol figure of an experiment that the environment may override
+    (HEAPLAB_E1_FILL_MIB: the notebooks and sweeps run smaller arms), with
+    the range that keeps the experiment's effect measurable.  The one
+    checker of every experiment's protocol variables: each experiment used
+    to parse its own at import, and a bad value (HEAPLAB_E10_N=abc,
+    HEAPLAB_E10_OBJECTS=1e6, HEAPLAB_E1_FILL_MIB=nan) aborted the collection
+    of the whole suite with an error that named no variable, while one out
+    of range ran (HEAPLAB_E1_FILL_MIB=1, under the 4 MiB warm cache: "returned
+    -0.0%", a defect that was none; HEAPLAB_E10_N=0 failed inside the arm).
+
+    value() reads it when it is called (when the test or the arm runs, not
+    at import): unset or empty means `default`; else a number (integer=True:
+    a whole one; many=True: a comma list of them, each distinct) in
+    low..high, or a ValueError naming the variable, its value and the range.
+    Experiment(..., protocol=[...]) checks its variables before its first arm
+    starts and records the values used in each arm's params["protocol"]."""
+
+    def __init__(self, var: str, default: Any, low: float, high: float, unit: str = "",
+                 integer: bool = False, many: bool = False, why: str = "") -> None:
+        if not isinstance(var, str) or not var:
+            raise TypeError(f"ProtocolVariable: var must be a variable's name, not {var!r}")
+        self.var = var
+        self.default = tuple(default) if many else default
+        self.low, self.high = low, high
+        self.unit = unit
+        self.integer = integer
+        self.many = many
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"ProtocolVariable({self.var}, default {self.default!r}, {self.range()})"
+
+    def range(self) -> str:
+        """'16..4096 MiB' (what the error and the docs say)."""
+        def num(x: float) -> str:
+            return f"{x:g}" if not self.integer else f"{int(x)}"
+        return f"{num(self.low)}..{num(self.high)}" + (f" {self.unit}" if self.unit else "")
+
+    def _one(self, text: str, raw: str) -> Any:
+        kind = "whole numbers" if self.integer and self.many else             "a whole number" if self.integer else "numbers" if self.many else "a number"
+        expected = (f"expected {'a comma list of ' if self.many else ''}{kind}"
+                    f"{', each' if self.many else ''} in {self.range()}" +
+                    (", no two alike" if self.many else "") +
+                    (f" ({self.why})" if self.why else ""))
+        try:
+            v = float(text.strip().replace("_", ""))
+        except ValueError:
+            raise ValueError(f"{self.var}={raw!r}: {expected}") from None
+        if self.integer and math.isfinite(v) and v != int(v):
+            raise ValueError(f"{self.var}={raw!r}: {expected}")
+        if not (self.low <= v <= self.high):        # (NaN and the infinities too)
+            raise ValueError(f"{self.var}={raw!r}: {expected}")
+        return int(v) if self.integer else v
+
+    def is_set(self, environ: Optional[Mapping[str, str]] = None) -> bool:
+        """Does the environment give it (a value that is not empty)?"""
+        environ = os.environ if environ is None else environ
+        return bool(environ.get(self.var, "").strip())
+
+    def value(self, environ: Optional[Mapping[str, str]] = None) -> Any:
+        """Its value in `environ` (this process's environment by default),
+        checked: the default when unset or empty; ValueError naming the
+        variable, the value and the range when it is not one."""
+        environ = os.environ if environ is None else environ
+        raw = environ.get(self.var, "")
+        if not raw.strip():
+            return self.default
+        if not self.many:
+            return self._one(raw, raw)
+        out = tuple(self._one(x, raw) for x in raw.split(","))
+        if len(set(out)) != len(out):
+            return self._one("nan", raw)        # (the same error: no two alike)
+        return out
+
+    def value_or_default(self, environ: Optional[Mapping[str, str]] = None) -> Any:
+        """value(), or the default when the value is bad: for what a module
+        must decide at import (E10 declares its arms from HEAPLAB_E10_N) --
+        the bad value's error is raised when the test runs (value(), or
+        Experiment.run checking its protocol), not at collection."""
+        try:
+            return self.value(environ)
+        except ValueError:
+            return self.default
+
+    def __call__(self, environ: Optional[Mapping[str, str]] = None) -> Any:
+        return self.value(environ)
+
+
+def protocol_values(variables: Iterable[ProtocolVariable],
+                    environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """{variable name: value} of `variables` in `environ` (each checked:
+    ValueError naming the first bad one): what an arm's params["protocol"]
+    records -- the sizes it ran with, overridden or not."""
+    out: Dict[str, Any] = {}
+    for p in variables:
+        v = p.value(environ)
+        out[p.var] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def protocol_overridden(variables: Iterable[ProtocolVariable],
+                        environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """The subset of protocol_values whose value is not the protocol's
+    default (what an arm JSON's "protocol_overridden" holds, and what the
+    pytest plugin's table says beside the seed's figures)."""
+    variables = list(variables)
+    values = protocol_values(variables, environ)
+    return {p.var: values[p.var] for p in variables
+            if values[p.var] != (list(p.default) if p.many else p.default)}
+
+
+def record_protocol(data: Dict[str, Any], variables: Iterable[ProtocolVariable],
+                    environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Record the protocol values an arm ran with in its JSON (a command
+    arm's, a Lua arm's: Experiment.run does it for its own): params
+    ["protocol"] and "protocol_overridden".  Returns data."""
+    variables = list(variables)
+    data.setdefault("params", {})
+    if not isinstance(data["params"], dict):
+        data["params"] = {"given": data["params"]}
+    data["params"]["protocol"] = protocol_values(variables, environ)
+    data["protocol_overridden"] = protocol_overridden(variables, environ)
+    return data
 
 
 def _env_repeat() -> int:
@@ -368,8 +497,10 @@ def _child_main(argv: Sequence[str]) -> int:
     out = {"experiment": exp.name, "title": exp.title, "arm": arm_name, "options": arm["options"],
            # (the options the arm sets itself win: those are not the environment's)
            "environment_options": shared.environment_options(set_by=arm["options"]),
-           "params": arm["params"], "pid": os.getpid(), "error": None}
+           "params": dict(arm["params"]), "pid": os.getpid(), "error": None}
     try:
+        if exp.protocol:        # (the sizes it runs with: checked, recorded)
+            record_protocol(out, exp.protocol)
         arm["fn"](rec, **arm["params"], **arm["options"])
     except BaseException:  # report, do not lose the records so far
         out["error"] = traceback.format_exc()
@@ -1738,13 +1869,19 @@ class Experiment:
     experiment's own module; run() spawns one process per arm.
 
     options: heaplab.Heap options every arm gets unless it gives its own
-    value (Experiment("E1", "page floor", options=SEED_POLICIES)).  An
+    value (Experiment("E1", "page floor", options=SEED_POLICIES)).
+    protocol: the ProtocolVariables its arms read (HEAPLAB_E1_FILL_MIB):
+    run() checks them first (a ValueError naming a bad one, before any arm
+    runs) and each arm's JSON records the values it ran with
+    (params["protocol"], and "protocol_overridden" for those that are not
+    the protocol's default).  An
     arm's options are its own followed by the experiment's it did not set:
     that is what the arm's function is called with, what its JSON and the
     sweeps see (arms[name]["options"])."""
 
     def __init__(self, name: str, title: str, seed: Optional[Dict[str, str]] = None,
-                 options: Optional[Mapping[str, Any]] = None) -> None:
+                 options: Optional[Mapping[str, Any]] = None,
+                 protocol: Sequence[ProtocolVariable] = ()) -> None:
         _name("experiment name", name)
         if not isinstance(title, str):
             raise TypeError(f"experiment {name}: title must be a string, not "
@@ -1758,9 +1895,16 @@ class Experiment:
         if options is not None and not all(isinstance(k, str) for k in options):
             raise TypeError(f"experiment {name}: option names must be strings: "
                             f"{[k for k in options if not isinstance(k, str)]}")
+        if isinstance(protocol, ProtocolVariable) or not all(
+                isinstance(p, ProtocolVariable) for p in protocol):
+            raise TypeError(f"experiment {name}: protocol must be a list of ProtocolVariable "
+                            f"(the environment variables its arms read), not {protocol!r}")
         self.name = name
         self.title = title
         self.seed = seed or {}
+        #: the protocol variables its arms read (ProtocolVariable): checked
+        #: before the first arm runs, recorded in each arm's params["protocol"]
+        self.protocol: List[ProtocolVariable] = list(protocol)
         self.options: Dict[str, Any] = dict(options or {})
         self.arms = {}
         self.path = None
@@ -1862,6 +2006,10 @@ class Experiment:
         # then adds nothing of this process's); the caller's HEAPLAB_<OPTION>
         # variables said once on stderr, and in each arm's record
         arm_env = _arm_env(env, f"experiment {self.name}")
+        # the protocol's sizes, checked before the first arm (each arm reads
+        # them again in its own process, from the same environment)
+        protocol = protocol_values(self.protocol, arm_env)
+        overridden = protocol_overridden(self.protocol, arm_env)
         # the experiment folder's lock (records_lock), held from this run's first
         # save to its last: another session running the same experiment at once
         # saved between them, and its single run was left beside this one's
@@ -1886,8 +2034,11 @@ class Experiment:
                             "options": self.arms[arm_name]["options"],
                             "environment_options": environment_options(
                                 arm_env, set_by=self.arms[arm_name]["options"]),
-                            "params": self.arms[arm_name]["params"], "pid": None,
-                            "error": str(e), "records": [], "notes": {}, "series": []}
+                            "params": dict(self.arms[arm_name]["params"],
+                                           **({"protocol": protocol} if self.protocol else {})),
+                            **({"protocol_overridden": overridden} if self.protocol else {}),
+                            "pid": None, "error": str(e), "records": [], "notes": {},
+                            "series": []}
                         if isinstance(e, ArmInterrupted):
                             data["interrupted"] = True
                         data["seed"] = self.seed

@@ -62,6 +62,10 @@ class Lab:
         self._effect_test: List[str] = []             # the test of each effect
         self._seen: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}   # key -> its records
         self._keys: set = set()                       # (test,) + key recorded
+        #: experiment -> {protocol variable: value} its arms ran with where it
+        #: is not the protocol's (the arm JSONs' protocol_overridden): the
+        #: table says so beside the seed's figures, which are the protocol's
+        self.overridden: Dict[str, Dict[str, Any]] = {}
 
     def record(self, results: Any) -> None:
         """Add arm results (a dict arm -> ArmResult, an ArmResult, or raw arm
@@ -77,8 +81,22 @@ class Lab:
             items = [results]
         for arm in items:
             data = getattr(arm, "data", arm)
+            over = data.get("protocol_overridden") if isinstance(data, dict) else None
+            if over:
+                self.overridden.setdefault(str(data.get("experiment")), {}).update(over)
             for r in data["records"]:
                 self._add_row(r, self.test)
+
+    def _seed(self, experiment: str, seed: str) -> str:
+        """A seed cell: the seed's figure, and when the experiment ran at
+        other sizes than the protocol's, which (the seed's figures are for
+        the protocol's sizes: a 192 MB figure beside a 32 MiB run read as a
+        comparison)."""
+        over = self.overridden.get(experiment)
+        if not seed or not over:
+            return seed
+        sizes = ", ".join(f"{k}={v}" for k, v in sorted(over.items()))
+        return f"{seed} [at the protocol's sizes; this run: {sizes}]"
 
     def _add_row(self, r: Dict[str, Any], test: str) -> None:
         key = (r["experiment"], r["arm"], r["phase"], r.get("index"))
@@ -95,7 +113,8 @@ class Lab:
         """The records and effects with their tests, as plain data (what an
         xdist worker sends to the controller in its workeroutput)."""
         return {"rows": list(self.rows), "row_tests": list(self._row_test),
-                "effects": list(self.effects), "effect_tests": list(self._effect_test)}
+                "effects": list(self.effects), "effect_tests": list(self._effect_test),
+                "overridden": dict(self.overridden)}
 
     def merge(self, state: Dict[str, Any]) -> None:
         """Add another Lab's state() (an xdist worker's) to this one."""
@@ -104,6 +123,8 @@ class Lab:
         for e, t in zip(state.get("effects", []), state.get("effect_tests", [])):
             self.effects.append(e)
             self._effect_test.append(t)
+        for exp, over in (state.get("overridden") or {}).items():
+            self.overridden.setdefault(exp, {}).update(over)
 
     def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
                phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
@@ -161,7 +182,7 @@ class Lab:
                 if e is not None:
                     mark = {True: "ok", False: "FAIL", None: ""}[e["ok"]]
                     eff = f"{e['what']}: {e['ours']} | {e['asserted']} {mark}".strip()
-                    seed = e["seed"]
+                    seed = self._seed(e["experiment"], e["seed"])
                 out.append((r["experiment"], r["arm"], r["phase"],
                             m(r.get("phys_before")) if first else "",
                             m(r.get("phys_after")) if first else "",
@@ -174,7 +195,8 @@ class Lab:
             for e in effects:
                 mark = {True: "ok", False: "FAIL", None: ""}[e["ok"]]
                 out.append((e["experiment"], e["arm"], e["phase"], "", "", "", "", "",
-                            f"{e['what']}: {e['ours']} | {e['asserted']} {mark}".strip(), e["seed"]))
+                            f"{e['what']}: {e['ours']} | {e['asserted']} {mark}".strip(),
+                            self._seed(e["experiment"], e["seed"])))
         return out
 
     def render(self) -> str:
