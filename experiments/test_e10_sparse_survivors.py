@@ -43,7 +43,7 @@ import sys
 import pytest
 
 import heaplab
-from heaplab.harness import (ArmResult, Experiment, collect_until_settled, record_protocol,
+from heaplab.harness import (ArmResult, Experiment, collect_until_settled, percent, record_protocol,
                              run_command_arm, save_arm)
 
 # An arm's process may load this file by path; programs.py and protocol.py
@@ -151,7 +151,7 @@ def arm_effects(data):
 
 
 def pct(x):
-    return f"{100 * x:.1f}%"
+    return percent(x)
 
 
 def test_e10_sparse_survivors(lab):

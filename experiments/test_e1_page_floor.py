@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol  # noqa: E402
 
 import heaplab  # noqa: E402
-from heaplab.harness import (Experiment, arm_option, collect_until_settled,  # noqa: E402
+from heaplab.harness import (Experiment, arm_option, collect_until_settled, percent,  # noqa: E402,E501
                              SEED_POLICIES)
 
 # HEAPLAB_E1_FILL_MIB, HEAPLAB_E1_TEXTURES_MIB (protocol.py): read when an arm
@@ -84,7 +84,7 @@ def page_floor(rec, **options):
 
 
 def pct(x):
-    return f"{100 * x:.1f}%"
+    return percent(x)
 
 
 def arm_effects(data):

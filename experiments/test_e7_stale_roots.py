@@ -47,7 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol  # noqa: E402
 
 import heaplab  # noqa: E402
-from heaplab.harness import Experiment, arm_option, collect_until_settled  # noqa: E402
+from heaplab.harness import (Experiment, arm_option, collect_until_settled,  # noqa: E402
+                             percent)
 
 # HEAPLAB_E7_STRUCT_MIB (protocol.py): read when an arm runs
 PROTOCOL = (protocol.E7_STRUCT_MIB,)
@@ -181,7 +182,7 @@ def misidentification(rec, **options):
 
 
 def pct(x):
-    return f"{100 * x:.1f}%"
+    return percent(x)
 
 
 MiB = 1 << 20

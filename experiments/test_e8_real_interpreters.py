@@ -36,7 +36,7 @@ import sys
 
 import pytest
 
-from heaplab.harness import ArmResult, record_protocol, run_command_arm, save_arm
+from heaplab.harness import ArmResult, percent, record_protocol, run_command_arm, save_arm
 
 # An arm's process may load this file by path; programs.py sits beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -100,7 +100,7 @@ def figures(arm):
 
 
 def pct(x):
-    return f"{100 * x:.1f}%"
+    return percent(x)
 
 
 @pytest.mark.parametrize("language", ["lua", "python"])

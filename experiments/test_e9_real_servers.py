@@ -48,7 +48,7 @@ import time
 
 import pytest
 
-from heaplab.harness import ArmResult, record_protocol, run_command_arm, save_arm
+from heaplab.harness import ArmResult, percent, record_protocol, run_command_arm, save_arm
 
 # protocol.py sits beside this file
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -188,7 +188,7 @@ def figures(arm):
 
 
 def pct(x):
-    return f"{100 * x:.1f}%"
+    return percent(x)
 
 
 def test_e9_page_floor_on_redis(lab):

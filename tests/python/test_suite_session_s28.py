@@ -137,3 +137,88 @@ def test_overridden_sizes_are_recorded_and_the_table_says_so(tmp_path):
     seeded = [ln for ln in table.splitlines() if "466,224 -> 287,824 KB" in ln]
     assert seeded and all("this run: HEAPLAB_E1_FILL_MIB=16.0, HEAPLAB_E1_TEXTURES_MIB=8.0"
                           in ln for ln in seeded), table
+
+
+# ---- 10: the environment's settings, the docs' selectors, -0.0% --------------------------
+
+INNER = "def test_one(lab):\n    lab.effect('E', 'w', '1', '1', ok=True)\n"
+
+
+@pytest.mark.shares_the_machine
+def test_an_empty_results_variable_means_results(tmp_path):
+    """HEAPLAB_RESULTS= (empty) wrote the records to ./E4b, then the tables
+    failed "cannot write the tables under :"."""
+    (tmp_path / "test_one.py").write_text(INNER)
+    p = _pytest(tmp_path, "-q", "-p", "no:cacheprovider", "test_one.py",
+                env={"HEAPLAB_RESULTS": ""})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "cannot write the tables" not in p.stdout, p.stdout
+    assert (tmp_path / "results" / "effects.txt").exists()
+
+
+@pytest.mark.shares_the_machine
+@pytest.mark.parametrize("where", ["file", "/proc/x"])
+def test_an_unwritable_results_folder_is_refused_at_the_start(tmp_path, where):
+    """An unwritable HEAPLAB_RESULTS (a file, /proc/x) failed each test
+    after its first arm with a bare FileNotFoundError; now the session stops
+    at its start, naming the variable."""
+    (tmp_path / "test_one.py").write_text(INNER)
+    bad = str(tmp_path / "a-file") if where == "file" else where
+    if where == "file":
+        (tmp_path / "a-file").write_text("")
+    p = _pytest(tmp_path, "-q", "-p", "no:cacheprovider", "test_one.py",
+                env={"HEAPLAB_RESULTS": bad})
+    assert p.returncode == 4, p.stdout + p.stderr          # pytest's usage error
+    assert f"HEAPLAB_RESULTS={bad!r}" in p.stderr, p.stdout + p.stderr
+    assert "passed" not in p.stdout
+
+
+@pytest.mark.shares_the_machine
+@pytest.mark.parametrize("value", ["0", "2.5", "abc"])
+def test_a_bad_repeat_variable_is_refused_at_the_start(tmp_path, value):
+    """A bad HEAPLAB_REPEAT failed every Python test separately; now the
+    session stops at its start, as --repeat 0 does."""
+    (tmp_path / "test_one.py").write_text(INNER)
+    p = _pytest(tmp_path, "-q", "-p", "no:cacheprovider", "test_one.py",
+                env={"HEAPLAB_REPEAT": value, "HEAPLAB_RESULTS": str(tmp_path / "r")})
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert f"HEAPLAB_REPEAT={value!r}: expected a whole number of repeats >= 1" in p.stderr, \
+        p.stdout + p.stderr
+
+
+@pytest.mark.shares_the_machine
+def test_the_experiment_docs_selectors_select_their_experiment():
+    """docs/experiments/e1.md's `-k "e1_page or lua_e1"` also ran
+    test_lua_e10_sparse_survivors.  Each `-k` of a doc of experiment N (but a
+    `not ...` recipe) selects tests of experiment N only."""
+    import glob
+    checked = 0
+    for doc in sorted(glob.glob(os.path.join(ROOT, "docs", "experiments", "e*.md"))):
+        n = re.fullmatch(r"e(\d+)\.md", os.path.basename(doc)).group(1)
+        text = open(doc).read()
+        for m in re.finditer(r"pytest experiments[^`]*?-k (\"[^\"]+\"|[^\s`]+)", text):
+            expr = m.group(1).strip('"')
+            if expr.startswith("not "):
+                continue
+            p = _pytest(ROOT, "-q", "-p", "no:cacheprovider", "--collect-only", "experiments",
+                        "-k", expr)
+            ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
+            assert ids, (doc, expr, p.stdout + p.stderr)
+            wrong = [i for i in ids if not re.search(rf"e{n}(?!\d)", i.split("::")[-1].lower())]
+            assert not wrong, f"{os.path.basename(doc)}: -k {expr!r} also selects {wrong}"
+            checked += 1
+    assert checked >= 5
+
+
+def test_a_share_that_rounds_to_nothing_is_0_0_percent():
+    """E1's effect text printed "-0.0%"."""
+    from heaplab.harness import percent
+    assert percent(-0.0001) == "0.0%" and percent(0.0) == "0.0%"
+    assert percent(0.973) == "97.3%" and percent(-0.5) == "-50.0%"
+    sys.path.insert(0, EXPERIMENTS)
+    try:
+        for name in ("test_e1_page_floor", "test_e7_stale_roots", "test_e10_sparse_survivors"):
+            src = open(os.path.join(EXPERIMENTS, name + ".py")).read()
+            assert "return percent(x)" in src, name
+    finally:
+        sys.path.remove(EXPERIMENTS)

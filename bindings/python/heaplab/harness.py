@@ -55,6 +55,7 @@ __all__ = [
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
     "check_arm_names", "sweep_runs_under", "records_lock", "environment_options",
     "ProtocolVariable", "protocol_values", "protocol_overridden", "record_protocol",
+    "percent", "check_results_dir",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -256,8 +257,33 @@ def _env_repeat() -> int:
 
 
 def results_dir() -> str:
-    """Where arm records are written: $HEAPLAB_RESULTS, else ./results."""
-    return os.environ.get("HEAPLAB_RESULTS", os.path.join(os.getcwd(), "results"))
+    """Where arm records are written: $HEAPLAB_RESULTS, else ./results --
+    also when it is set but empty (HEAPLAB_RESULTS= wrote an experiment's
+    records to ./E4b, then the tables failed "cannot write the tables
+    under :")."""
+    return os.environ.get("HEAPLAB_RESULTS") or os.path.join(os.getcwd(), "results")
+
+
+def check_results_dir(var: str = "HEAPLAB_RESULTS") -> Optional[str]:
+    """Why the results folder results_dir() names cannot be written, naming
+    `var`, or None when it can (it is made if missing, and a file is made
+    and removed in it).  Only when $HEAPLAB_RESULTS is set: an unwritable
+    one (a file, /proc/x) failed each test after its first arm with a bare
+    FileNotFoundError."""
+    if not os.environ.get(var):
+        return None
+    path = os.path.abspath(results_dir())
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"{var}={os.environ[var]!r}: the results folder {path} is not a folder"
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = __import__("tempfile").mkstemp(prefix=".heaplab-probe.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return (f"{var}={os.environ[var]!r}: the results folder {path} cannot be made or "
+                f"written: {e.strerror or e}")
+    return None
 
 
 # ---- inside an arm's process ---------------------------------------------------------
@@ -2549,6 +2575,16 @@ def _write_csv(folder: str) -> None:
     w.writeheader()
     w.writerows(rows)
     write_atomic(os.path.join(folder, "records.csv"), f.getvalue())
+
+
+def percent(fraction: float, digits: int = 1) -> str:
+    """A fraction as the effects tables print it: '97.3%'; a share that
+    rounds to zero is '0.0%' (E1's off arm printed "-0.0%" for a drop that
+    gave back a few pages less than nothing), a NaN 'nan%'."""
+    v = round(100 * fraction, digits)
+    if v == 0:
+        v = 0.0         # (-0.0 too)
+    return f"{v:.{digits}f}%"
 
 
 def mib(x: Optional[float]) -> Optional[float]:

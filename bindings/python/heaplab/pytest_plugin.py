@@ -347,7 +347,19 @@ def pytest_report_header(config: Any) -> Optional[str]:
 @pytest.hookimpl(trylast=True)       # after the terminal reporter exists
 def pytest_configure(config: Any) -> None:
     config._heaplab_lab = Lab()                 # type: ignore[attr-defined]
+    # the environment's heaplab settings, checked once, here: a bad
+    # HEAPLAB_REPEAT failed every Python test on its own, an unwritable
+    # HEAPLAB_RESULTS each test after its first arm (FileNotFoundError)
+    why = harness.check_results_dir()
+    if why:
+        raise pytest.UsageError(f"heaplab: {why} (it is where the arms' records and the tables "
+                                f"go; unset or empty: ./results)")
     n = config.getoption("--repeat", default=None)
+    if n is None:
+        try:
+            harness._env_repeat()
+        except ValueError as e:
+            raise pytest.UsageError(f"heaplab: {e} (or --repeat N)") from None
     if n is not None:
         if n < 1:
             raise pytest.UsageError(f"--repeat {n}: expected a whole number >= 1")
