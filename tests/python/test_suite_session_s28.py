@@ -222,3 +222,65 @@ def test_a_share_that_rounds_to_nothing_is_0_0_percent():
             assert "return percent(x)" in src, name
     finally:
         sys.path.remove(EXPERIMENTS)
+
+
+# ---- 3 and 4: which arms get the caller's HEAPLAB_<OPTION> variables ----------------------
+
+ARM_PRINTER = ("import json, os; print(json.dumps({'experiment': 'L', 'arm': 'a', "
+               "'options': {'page_size': 65536}, 'records': [], 'error': None}))")
+
+
+def test_a_command_arm_that_gets_the_variables_records_them(monkeypatch):
+    """Lua arms (run_command_arm without an allocator) get HEAPLAB_<OPTION>
+    variables, and their records did not say so (E1/lua-on.json had no
+    environment_options, E1/on.json had).  An arm that drops HEAPLAB_*
+    records none; the arm's own env= and own options are not the caller's."""
+    from heaplab.harness import run_command_arm
+    monkeypatch.setenv("HEAPLAB_PAGE_RELEASE", "false")
+    monkeypatch.setenv("HEAPLAB_PAGE_SIZE", "16k")       # the arm sets its own page_size
+    monkeypatch.setenv("HEAPLAB_VERIFY", "true")
+    data = run_command_arm([sys.executable, "-c", ARM_PRINTER],
+                           env={"HEAPLAB_VERIFY": "false"})
+    assert data["environment_options"] == {"page_release": "false"}, data
+    data = run_command_arm([sys.executable, "-c", ARM_PRINTER], drop=("HEAPLAB_",))
+    assert data["environment_options"] == {}, data
+
+
+@pytest.mark.shares_the_machine
+def test_the_footer_names_the_arms_the_variables_reach(tmp_path):
+    """The footer said "command arms on an allocator do not get it" -- the
+    real-interpreter arms that drop HEAPLAB_* are no allocator arms, and the
+    Lua arms that get it recorded nothing.  It now names the session's arms
+    that got the variables and those that did not, from their records."""
+    (tmp_path / "test_two.py").write_text(textwrap.dedent('''
+        def arm(exp, name, env):
+            return {"experiment": exp, "arm": name, "environment_options": env, "records": [
+                {"experiment": exp, "arm": name, "phase": "p", "index": 0, "phys_before": 0,
+                 "phys_after": 1, "phys_peak": 1, "phys_low_after_mark": None,
+                 "resident_after": None}]}
+        def test_one(lab):
+            lab.record([arm("E1", "lua-on", {"generational": "1"}),
+                        arm("E8", "lua/on", {})])
+    '''))
+    p = _pytest(tmp_path, "-q", "-p", "no:cacheprovider", "test_two.py",
+                env={"HEAPLAB_GENERATIONAL": "1", "HEAPLAB_RESULTS": str(tmp_path / "r")})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "command arms on an allocator do not get it" not in p.stdout, p.stdout
+    assert "arms that got it: E1; that did not: E8" in p.stdout, p.stdout
+
+
+@pytest.mark.shares_the_machine
+def test_e2_docs_generational_recipe_says_what_it_runs():
+    """docs/experiments/e2.md's `HEAPLAB_GENERATIONAL=1 ... -k "not lua and
+    not e2"` said "8 passed" (it selects 12), and did not say that E8, E9 and
+    E10's interpreter arms drop HEAPLAB_* and never run generational."""
+    text = open(os.path.join(ROOT, "docs", "experiments", "e2.md")).read()
+    flat = " ".join(text.split())
+    m = re.search(r'-k "not lua and not e2"`: (\d+) passed', flat)
+    assert m, "the recipe and its count"
+    p = _pytest(ROOT, "-q", "-p", "no:cacheprovider", "--collect-only", "experiments", "-k",
+                "not lua and not e2")
+    selected = [ln for ln in p.stdout.splitlines() if "::" in ln]
+    assert int(m.group(1)) == len(selected), (m.group(0), selected)
+    for needle in ("E8", "E9", "drop the caller's `HEAPLAB_*`"):
+        assert needle in flat, needle

@@ -729,8 +729,19 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     t0 = time.monotonic()
     _announce("start", label)
     ok = False
+    full_env = child_env(env, drop)
+    # the caller's HEAPLAB_<OPTION> variables this arm gets (not those of
+    # `env`, the arm's own; none when `drop` takes HEAPLAB_): its record says
+    # so, as an Experiment arm's does -- a Lua arm's said nothing
+    inherited = {k: v for k, v in environment_options(child_env(None, drop)).items()
+                 if "HEAPLAB_" + k.upper() not in (env or {})}
     try:
-        p = _run_arm_process(cmd, child_env(env, drop), cwd, timeout, label)
+        try:
+            p = _run_arm_process(cmd, full_env, cwd, timeout, label)
+        except ArmInterrupted as e:
+            if e.data is not None and "environment_options" not in e.data:
+                e.data["environment_options"] = dict(inherited)
+            raise
         try:
             data = json.loads(p.stdout)
             if not isinstance(data, dict) or not isinstance(data.get("records"), list):
@@ -741,6 +752,9 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
         data["returncode"] = p.returncode
         data["stderr_tail"] = p.stderr[-2000:]
+        if "environment_options" not in data:   # (an Experiment arm's child says it itself)
+            own = data.get("options") if isinstance(data.get("options"), dict) else {}
+            data["environment_options"] = {k: v for k, v in inherited.items() if k not in own}
         ok = p.returncode == 0 and not data.get("error")
         return data
     finally:
@@ -1671,6 +1685,8 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             ctl = CommandControl(proc, sampler, experiment, arm, deadline, timeout)
             data = {"experiment": experiment, "title": label, "arm": arm,
                     "allocator": allocator, "options": options,
+                    # (the caller's HEAPLAB_* are dropped: options= are the arm's)
+                    "environment_options": {},
                     "params": {"command": list(map(str, cmd))}, "pid": proc.pid, "error": None}
             _announce("start", label)
             try:

@@ -66,6 +66,9 @@ class Lab:
         #: is not the protocol's (the arm JSONs' protocol_overridden): the
         #: table says so beside the seed's figures, which are the protocol's
         self.overridden: Dict[str, Dict[str, Any]] = {}
+        #: experiment -> {arm: did the caller's HEAPLAB_<OPTION> variables
+        #: reach it (its record's environment_options is not empty)}
+        self.env_reached: Dict[str, Dict[str, bool]] = {}
 
     def record(self, results: Any) -> None:
         """Add arm results (a dict arm -> ArmResult, an ArmResult, or raw arm
@@ -84,6 +87,9 @@ class Lab:
             over = data.get("protocol_overridden") if isinstance(data, dict) else None
             if over:
                 self.overridden.setdefault(str(data.get("experiment")), {}).update(over)
+            if isinstance(data, dict) and "arm" in data:
+                self.env_reached.setdefault(str(data.get("experiment")), {})[
+                    str(data["arm"])] = bool(data.get("environment_options"))
             for r in data["records"]:
                 self._add_row(r, self.test)
 
@@ -114,7 +120,7 @@ class Lab:
         xdist worker sends to the controller in its workeroutput)."""
         return {"rows": list(self.rows), "row_tests": list(self._row_test),
                 "effects": list(self.effects), "effect_tests": list(self._effect_test),
-                "overridden": dict(self.overridden)}
+                "overridden": dict(self.overridden), "env_reached": dict(self.env_reached)}
 
     def merge(self, state: Dict[str, Any]) -> None:
         """Add another Lab's state() (an xdist worker's) to this one."""
@@ -125,6 +131,8 @@ class Lab:
             self._effect_test.append(t)
         for exp, over in (state.get("overridden") or {}).items():
             self.overridden.setdefault(exp, {}).update(over)
+        for exp, arms in (state.get("env_reached") or {}).items():
+            self.env_reached.setdefault(exp, {}).update(arms)
 
     def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
                phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
@@ -326,18 +334,40 @@ class _Progress:
             self.open = False
 
 
-def _environment_line() -> Optional[str]:
-    """The HEAPLAB_<OPTION> variables every heap of the session -- every
-    experiment's arm -- runs with (docs/harness.md), or None: said at the top
-    and under the results table, as a passing test does not show its stderr
-    (and -q drops the top)."""
+def _environment_line(lab: Optional[Lab] = None) -> Optional[str]:
+    """The HEAPLAB_<OPTION> variables of the environment, and which arms
+    they reach (docs/harness.md), or None: said at the top and under the
+    results table, as a passing test does not show its stderr (and -q drops
+    the top).  Under the table, with the session's `lab`: which of its arms
+    got them and which did not, from their records (environment_options).
+    It said "command arms on an allocator do not get it", and the Lua arms
+    -- which do -- recorded nothing, while E8's and E10's real-interpreter
+    arms -- no allocator arms -- drop them."""
     env = harness.environment_options()
     if not env:
         return None
-    return ("heaplab: " + ", ".join(f"HEAPLAB_{k.upper()}={v}" for k, v in env.items()) +
-            " in the environment: the default of every heap of this session that does not set "
-            "it (Experiment arms record which: environment_options; command arms on an "
-            "allocator do not get it)")
+    head = ("heaplab: " + ", ".join(f"HEAPLAB_{k.upper()}={v}" for k, v in env.items()) +
+            " in the environment: the default of every heap that does not set it, in the arms "
+            "that get the caller's HEAPLAB_* -- Experiment arms and command arms that do not "
+            "drop them (the Lua arms); not arms on an allocator, nor arms that drop HEAPLAB_* "
+            "(E8, E9, E10's real interpreters); each arm's record says what it got "
+            "(environment_options)")
+    if lab is None or not lab.env_reached:
+        return head
+
+    def arms(exp: str, names: List[str], total: int) -> str:
+        return exp if len(names) == total else f"{exp} ({', '.join(sorted(names))})"
+    got, not_got = [], []
+    for exp in sorted(lab.env_reached):
+        by_arm = lab.env_reached[exp]
+        yes = [a for a, r in by_arm.items() if r]
+        no = [a for a, r in by_arm.items() if not r]
+        if yes:
+            got.append(arms(exp, yes, len(by_arm)))
+        if no:
+            not_got.append(arms(exp, no, len(by_arm)))
+    return (head + ". This session's arms that got it: " + (", ".join(got) or "none") +
+            "; that did not: " + (", ".join(not_got) or "none"))
 
 
 def pytest_report_header(config: Any) -> Optional[str]:
@@ -456,7 +486,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
                           "table.txt, effects.txt and effects.json are the last complete "
                           "session's")
         tr.write_line(f"records: {folder}")
-        env_line = _environment_line()
+        env_line = _environment_line(lab)
         if env_line:
             tr.write_line(env_line)
     except OSError as e:
