@@ -284,3 +284,41 @@ def test_e2_docs_generational_recipe_says_what_it_runs():
     assert int(m.group(1)) == len(selected), (m.group(0), selected)
     for needle in ("E8", "E9", "drop the caller's `HEAPLAB_*`"):
         assert needle in flat, needle
+
+
+# ---- 7: what a results folder may hold ---------------------------------------------------
+
+def _arm(experiment, arm, **extra):
+    return dict({"experiment": experiment, "title": "t", "arm": arm, "options": {}, "params": {},
+                 "error": None, "notes": {}, "series": [],
+                 "records": [{"experiment": experiment, "arm": arm, "phase": "p", "index": 0,
+                              "phys_before": 1, "phys_after": 2}]}, **extra)
+
+
+def test_another_experiments_arm_in_a_folder_is_left_out_and_duplicates_named(tmp_path):
+    """A copied E5/on.json inside results/E4b/ gave E4b/records.csv (and
+    load_arms, the reports) E5's rows; two files of one arm gave rows told
+    apart by nothing.  The stray is left out with a warning; the duplicate
+    is named."""
+    import csv
+    import json
+    from heaplab.harness import load_arms, write_csv
+    e4b = tmp_path / "E4b"
+    e4b.mkdir()
+    (e4b / "lifo.json").write_text(json.dumps(_arm("E4b", "lifo")))
+    (e4b / "on.json").write_text(json.dumps(_arm("E5", "on")))           # copied in
+    with pytest.warns(UserWarning, match=r"on\.json: an arm of experiment 'E5' in the folder "
+                                         r"of E4b: not this folder's: left out"):
+        write_csv(str(e4b))
+    rows = list(csv.DictReader(open(e4b / "records.csv")))
+    assert {(r["experiment"], r["arm"]) for r in rows} == {("E4b", "lifo")}, rows
+    skipped = []
+    with pytest.warns(UserWarning, match="not this folder's"):
+        got = load_arms(str(tmp_path), skipped=skipped)
+    assert [(a["experiment"], a["arm"]) for a in got] == [("E4b", "lifo")]
+    assert [os.path.basename(p) for p, _ in skipped] == ["on.json"]
+    # the same arm twice in one folder: named
+    (e4b / "on.json").unlink()
+    (e4b / "lifo (copy).json").write_text(json.dumps(_arm("E4b", "lifo")))
+    with pytest.warns(UserWarning, match=r"are both experiment E4b arm 'lifo'"):
+        write_csv(str(e4b))

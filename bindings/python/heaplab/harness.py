@@ -2540,15 +2540,56 @@ def _arm_files_walk(folder: str, runs: Optional[List[str]] = None
 
 def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: str
                ) -> Iterable[Tuple[str, Dict[str, Any]]]:
-    """(path, arm JSON) of each arm file under folder, as load_arms finds them."""
+    """(path, arm JSON) of each arm file under folder, as load_arms finds
+    them.  What a folder may hold (docs/harness.md, *What a results folder
+    holds*): the arms of the experiment it is named after.  An arm file of
+    another experiment in it -- a copied E5/on.json in results/E4b/, whose
+    rows records.csv, load_arms and the reports mixed into E4b's -- is left
+    out with a warning naming it (and appended to `skipped` when that is a
+    list): one whose experiment names none of the folders from `folder` down
+    to it while one of those names the experiment of another arm file beside
+    it.  (A folder named after no experiment -- bench.py's --results DIR --
+    is taken as it is.)  Two files of one folder with the same experiment,
+    arm and repeat are both kept, and a warning names them: the rows would
+    be told apart by nothing but the arm's session (the CSV's session
+    column)."""
+    import warnings
+    top = os.path.abspath(folder)
     for root, files in _arm_files_walk(folder):
+        rel = os.path.relpath(os.path.abspath(root), top)
+        names = {os.path.basename(top)} | ({p for p in rel.split(os.sep) if p not in (".", "")})
+        found: List[Tuple[str, Dict[str, Any]]] = []
         for name in sorted(files):
             if not name.endswith(".json"):
                 continue
             path = os.path.join(root, name)
             data = load_json_record(path, skipped, caller)
             if isinstance(data, dict) and "records" in data and "arm" in data:
-                yield path, data
+                found.append((path, data))
+        experiments = {str(d.get("experiment")) for _, d in found}
+        # the folder's experiment: a folder name on the way that is the
+        # experiment of an arm file here
+        own = names & experiments
+        seen: Dict[Tuple[str, str, Any], str] = {}
+        for path, data in found:
+            exp = str(data.get("experiment"))
+            if own and exp not in names:
+                reason = (f"an arm of experiment {exp!r} in the folder of "
+                          f"{' / '.join(sorted(own))}: not this folder's")
+                warnings.warn(f"heaplab: {path}: {reason}: left out", stacklevel=3)
+                if skipped is not None:
+                    skipped.append((path, reason))
+                continue
+            key = (exp, str(data.get("arm")), data.get("repeat"))
+            if key in seen:
+                warnings.warn(f"heaplab: {path} and {seen[key]} are both experiment {key[0]} arm "
+                              f"{key[1]!r}" + (f" repeat {key[2]}" if key[2] is not None else "")
+                              + ": two runs of one arm side by side (their records' session "
+                              "tells them apart); remove the one that is not wanted",
+                              stacklevel=3)
+            else:
+                seen[key] = path
+            yield path, data
 
 
 #: the columns of records.csv: status is the phase's (phase_status), arm_error
