@@ -44,7 +44,7 @@ import pytest
 
 import heaplab
 from heaplab.harness import (ArmResult, Experiment, collect_until_settled, percent, record_protocol,
-                             run_command_arm, save_arm)
+                             run_command_arm, save_arm, saving_interrupted)
 
 # An arm's process may load this file by path; programs.py and protocol.py
 # sit beside it.
@@ -244,11 +244,14 @@ def command(language, arm):
 def run_interpreter_arm(language, every, arm, timeout=300):
     name = f"{language}/n{every}/{arm}"
     objects = protocol.E10_OBJECTS.value()
-    data = run_command_arm(command(language, arm) + [name, str(every), str(objects)],
-                           INTERPRETER_ENV[arm], cwd=ROOT, timeout=timeout, label=f"E10 {name}",
-                           drop=("HEAPLAB_", "PYTHONMALLOC"))
-    data["params"]["environment"] = INTERPRETER_ENV[arm]
-    record_protocol(data, (protocol.E10_OBJECTS,))
+    def finish(data):
+        data.setdefault("params", {})["environment"] = INTERPRETER_ENV[arm]
+        record_protocol(data, (protocol.E10_OBJECTS,))
+    with saving_interrupted(finish):
+        data = run_command_arm(command(language, arm) + [name, str(every), str(objects)],
+                               INTERPRETER_ENV[arm], cwd=ROOT, timeout=timeout,
+                               label=f"E10 {name}", drop=("HEAPLAB_", "PYTHONMALLOC"))
+    finish(data)
     save_arm(data)
     assert data["returncode"] == 0, f"E10 {name} exited {data['returncode']}:\n{data['stderr_tail']}"
     return ArmResult(data)

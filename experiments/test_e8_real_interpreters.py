@@ -36,7 +36,8 @@ import sys
 
 import pytest
 
-from heaplab.harness import ArmResult, percent, record_protocol, run_command_arm, save_arm
+from heaplab.harness import (ArmResult, percent, record_protocol, run_command_arm, save_arm,
+                             saving_interrupted)
 
 # An arm's process may load this file by path; programs.py sits beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -79,11 +80,14 @@ def run_arm(language, arm, env, timeout=300):
     name = f"{language}/{arm}"
     # the arm's environment decides: no HEAPLAB_* option or PYTHONMALLOC of
     # the caller's leaks into an arm
-    data = run_command_arm(cmd + [name, str(_size_mib())], env, cwd=ROOT, timeout=timeout,
-                           label=f"E8 {name}", drop=("HEAPLAB_", "PYTHONMALLOC"))
-    data["seed"] = SEED
-    data["params"]["environment"] = env
-    record_protocol(data, (protocol.E8_MIB,))
+    def finish(data):
+        data["seed"] = SEED
+        data.setdefault("params", {})["environment"] = env
+        record_protocol(data, (protocol.E8_MIB,))
+    with saving_interrupted(finish):
+        data = run_command_arm(cmd + [name, str(_size_mib())], env, cwd=ROOT, timeout=timeout,
+                               label=f"E8 {name}", drop=("HEAPLAB_", "PYTHONMALLOC"))
+    finish(data)
     save_arm(data)
     assert data["returncode"] == 0, f"E8 {name} exited {data['returncode']}:\n{data['stderr_tail']}"
     return ArmResult(data)

@@ -48,7 +48,8 @@ import time
 
 import pytest
 
-from heaplab.harness import ArmResult, percent, record_protocol, run_command_arm, save_arm
+from heaplab.harness import (ArmResult, percent, record_protocol, run_command_arm, save_arm,
+                             saving_interrupted)
 
 # protocol.py sits beside this file
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -159,7 +160,13 @@ def run_arm(arm, n, payload, timeout=600, save=True):
         pytest.fail(f"E9: {why}")
     allocator, options = ARMS[arm]
     port = _free_port()
-    with tempfile.TemporaryDirectory() as d:
+
+    def finish(data):
+        data.setdefault("params", {}).update({"keys": n, "value_bytes": 64,
+                                              "environment": ENV.get(arm, {})})
+        record_protocol(data, (protocol.E9_KEYS,))
+    # (interrupted: the records so far saved, marked, as an Experiment arm's)
+    with tempfile.TemporaryDirectory() as d, saving_interrupted(finish, save):
         cmd = [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "no", "--dir", d, "--protected-mode", "yes",
                "--loglevel", "warning"]
@@ -167,8 +174,7 @@ def run_arm(arm, n, payload, timeout=600, save=True):
                                options=options, script=_script(port, n, payload),
                                experiment="E9", arm=f"redis/{arm}",
                                label=f"E9 redis/{arm}", interval_s=0.02)
-    data["params"].update({"keys": n, "value_bytes": 64, "environment": ENV.get(arm, {})})
-    record_protocol(data, (protocol.E9_KEYS,))
+    finish(data)
     if save:
         save_arm(data)
     assert data["error"] is None, f"E9 redis/{arm} failed:\n{data['error']}\n" \

@@ -28,7 +28,8 @@ import sys
 
 import pytest
 
-from heaplab.harness import SEED_POLICIES, record_protocol, run_command_arm, save_arm
+from heaplab.harness import (SEED_POLICIES, record_protocol, run_command_arm, save_arm,
+                             saving_interrupted)
 
 # protocol.py sits beside this file: the variables a script reads (protocol.LUA)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -56,10 +57,14 @@ def run_arm(script, arm, env=None, save=True, timeout=120):
     # are (a ValueError naming a bad one, before the script runs) and recorded
     variables = protocol.LUA.get(script, ())
     record_protocol({}, variables, dict(os.environ, **extra))
-    data = run_command_arm([LUA, os.path.join(LUA_DIR, script), arm], extra, cwd=ROOT,
-                           timeout=timeout, label=f"{script} {arm}")
-    if variables:
-        record_protocol(data, variables, dict(os.environ, **extra))
+
+    def finish(data):
+        if variables:
+            record_protocol(data, variables, dict(os.environ, **extra))
+    with saving_interrupted(finish, save):
+        data = run_command_arm([LUA, os.path.join(LUA_DIR, script), arm], extra, cwd=ROOT,
+                               timeout=timeout, label=f"{script} {arm}")
+    finish(data)
     if save:
         save_arm(data)
     return data

@@ -247,7 +247,9 @@ import pytest  # noqa: E402
     ("Popen", 1, "KeyboardInterrupt"),      # the group keeper's
     ("Popen", 2, "KeyboardInterrupt"),      # the command's
     ("Thread", 1, "KeyboardInterrupt"),     # the outside sampler's thread
-    ("Thread", 2, "KeyboardInterrupt"),     # the script's thread
+    # the script's thread: the command is running, its phases so far go with
+    # the interrupt (ArmInterrupted, a KeyboardInterrupt: session 28)
+    ("Thread", 2, "ArmInterrupted"),
     ("experiment", 1, "ArmInterrupted"),    # Experiment.run's arm process
 ])
 def test_ctrl_c_inside_a_spawn_leaves_nothing_running(tmp_path, where, nth, expect):

@@ -322,3 +322,81 @@ def test_another_experiments_arm_in_a_folder_is_left_out_and_duplicates_named(tm
     (e4b / "lifo (copy).json").write_text(json.dumps(_arm("E4b", "lifo")))
     with pytest.warns(UserWarning, match=r"are both experiment E4b arm 'lifo'"):
         write_csv(str(e4b))
+
+
+# ---- 8: which session wrote an arm's record; an interrupted command arm's record ----------
+
+TWO_ARMS = '''
+from heaplab.harness import Experiment
+T = Experiment("T", "two sessions")
+
+@T.arm("a")
+def a(rec, **options):
+    with rec.phase("p"):
+        pass
+'''
+
+
+def test_every_arm_json_names_its_session_and_start(experiment_source, tmp_path):
+    """Arm JSONs carried no session id or time: an interrupted session's
+    records and a later one's side by side were told apart by nothing."""
+    import csv
+    import json
+    from heaplab import harness
+    mod = experiment_source("two_sessions_mod", TWO_ARMS)
+    before = harness.set_session(harness.new_session())
+    try:
+        first = mod.T.run()["a"].data["session"]
+        harness.set_session(harness.new_session())
+        second = mod.T.run()["a"].data
+    finally:
+        harness.set_session(before)
+    assert set(first) == {"id", "started"} and first["id"] != second["session"]["id"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", second["started"]), second
+    saved = json.loads((tmp_path / "results" / "T" / "a.json").read_text())
+    assert saved["session"] == second["session"]
+    rows = list(csv.DictReader(open(tmp_path / "results" / "T" / "records.csv")))
+    assert rows[0]["session"] == second["session"]["id"] and rows[0]["started"], rows
+
+
+INTERRUPTED_E9_LIKE = '''
+import os, signal, sys, threading, time
+from heaplab.harness import run_command_arm, saving_interrupted, ArmInterrupted
+
+def script(ctl):
+    with ctl.phase("load"):
+        pass
+    with ctl.phase("delete"):
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        for _ in range(600):
+            time.sleep(0.05)
+
+def finish(data):
+    data.setdefault("params", {})["keys"] = 10
+
+try:
+    with saving_interrupted(finish):
+        run_command_arm(["sleep", "30"], allocator="glibc", script=script, experiment="T9",
+                        arm="redis/x", timeout=60)
+except ArmInterrupted:
+    print("interrupted")
+'''
+
+
+@pytest.mark.shares_the_machine
+def test_an_interrupted_command_arm_saves_its_record(tmp_path):
+    """An interrupted command arm on an allocator (E9's) raised a bare
+    KeyboardInterrupt: no record was saved, where an Experiment arm saves
+    its records so far marked "interrupted".  Now it raises ArmInterrupted
+    with them, and the runner saves them (saving_interrupted)."""
+    import json
+    (tmp_path / "e9like.py").write_text(INTERRUPTED_E9_LIKE)
+    e = dict(os.environ, HEAPLAB_RESULTS=str(tmp_path / "results"))
+    p = subprocess.run([sys.executable, str(tmp_path / "e9like.py")], env=e, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert "interrupted" in p.stdout, p.stdout + p.stderr
+    data = json.loads((tmp_path / "results" / "T9" / "redis_x.json").read_text())
+    assert data["interrupted"] is True and "interrupted" in data["error"], data["error"]
+    assert [r["phase"] for r in data["records"]] == ["load", "delete"], data["records"]
+    assert data["records"][1]["status"] == "raised: KeyboardInterrupt", data["records"][1]
+    assert data["params"]["keys"] == 10 and data["session"]["id"], data

@@ -55,7 +55,8 @@ __all__ = [
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
     "check_arm_names", "sweep_runs_under", "records_lock", "environment_options",
     "ProtocolVariable", "protocol_values", "protocol_overridden", "record_protocol",
-    "percent", "check_results_dir",
+    "percent", "check_results_dir", "session_info", "new_session", "set_session",
+    "saving_interrupted",
 ]
 
 #: an arm function: fn(rec, **params, **options)
@@ -254,6 +255,42 @@ def _env_repeat() -> int:
     if n < 1:
         raise ValueError(f"HEAPLAB_REPEAT={v!r}: expected a whole number of repeats >= 1")
     return n
+
+
+def _utc_now() -> str:
+    """Now, UTC, ISO 8601 to the second ('2026-12-05T17:00:00Z')."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# the session arms run in (session_info): one per process unless set (the
+# pytest plugin gives each pytest session its own, and its xdist workers the
+# controller's)
+_SESSION: Optional[Dict[str, str]] = None
+
+
+def new_session() -> Dict[str, str]:
+    """A fresh session: {"id": "<UTC time>-<pid>-<random>", "started": ISO time}."""
+    return {"id": f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-"
+                  f"{os.urandom(3).hex()}", "started": _utc_now()}
+
+
+def session_info() -> Dict[str, str]:
+    """The session this process's arms run in -- {"id", "started"}, what
+    every arm JSON records as "session" (Experiment.run, run_command_arm,
+    save_arm): the records of two sessions side by side in a folder (an
+    interrupted session's and a later one's) are told apart by it."""
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = new_session()
+    return dict(_SESSION)
+
+
+def set_session(info: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
+    """Make `info` (new_session(); None: a fresh one on next use) the
+    session of the arms from now on; returns the one before."""
+    global _SESSION
+    before, _SESSION = _SESSION, (dict(info) if info is not None else None)
+    return before
 
 
 def results_dir() -> str:
@@ -730,6 +767,7 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     _announce("start", label)
     ok = False
     full_env = child_env(env, drop)
+    started = _utc_now()
     # the caller's HEAPLAB_<OPTION> variables this arm gets (not those of
     # `env`, the arm's own; none when `drop` takes HEAPLAB_): its record says
     # so, as an Experiment arm's does -- a Lua arm's said nothing
@@ -741,6 +779,9 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
         except ArmInterrupted as e:
             if e.data is not None and "environment_options" not in e.data:
                 e.data["environment_options"] = dict(inherited)
+            if e.data is not None:
+                e.data.setdefault("session", session_info())
+                e.data.setdefault("started", started)
             raise
         try:
             data = json.loads(p.stdout)
@@ -752,6 +793,11 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
         data["returncode"] = p.returncode
         data["stderr_tail"] = p.stderr[-2000:]
+        # the session that ran it and when the arm started (two sessions'
+        # records side by side -- an interrupted one's and a later one's --
+        # were told apart by nothing)
+        data.setdefault("session", session_info())
+        data.setdefault("started", started)
         if "environment_options" not in data:   # (an Experiment arm's child says it itself)
             own = data.get("options") if isinstance(data.get("options"), dict) else {}
             data["environment_options"] = {k: v for k, v in inherited.items() if k not in own}
@@ -1684,6 +1730,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         try:
             ctl = CommandControl(proc, sampler, experiment, arm, deadline, timeout)
             data = {"experiment": experiment, "title": label, "arm": arm,
+                    "session": session_info(), "started": _utc_now(),
                     "allocator": allocator, "options": options,
                     # (the caller's HEAPLAB_* are dropped: options= are the arm's)
                     "environment_options": {},
@@ -1756,8 +1803,6 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             data["error"] = f"{label}: the command failed ({_exit_text(rc)})"
         _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
                   ok=data["error"] is None)
-        if interrupted is not None:
-            raise interrupted
         with ctl._lock:
             ctl._closed = True      # (a script's thread left running adds nothing now)
             data["records"] = list(ctl.records)
@@ -1785,6 +1830,11 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
         if allocator == "heaplab":
             _check_ran_on_heaplab(data, stderr, label, static)
+    if interrupted is not None:
+        # the records so far, marked, as an Experiment arm's (an interrupted
+        # E9 arm left no record: the caller had nothing to save)
+        data["interrupted"] = True
+        raise ArmInterrupted(data["error"], data) from interrupted
     return data
 
 
@@ -2080,7 +2130,7 @@ class Experiment:
                                            **({"protocol": protocol} if self.protocol else {})),
                             **({"protocol_overridden": overridden} if self.protocol else {}),
                             "pid": None, "error": str(e), "records": [], "notes": {},
-                            "series": []}
+                            "series": [], "session": session_info()}
                         if isinstance(e, ArmInterrupted):
                             data["interrupted"] = True
                         data["seed"] = self.seed
@@ -2308,6 +2358,8 @@ def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
     results = folder or results_dir()
     folder = os.path.join(results, data["experiment"])
     os.makedirs(folder, exist_ok=True)
+    # (an arm JSON made by hand -- E6's observed arm -- is this session's too)
+    data.setdefault("session", session_info())
     safe = _arm_file_stem(data)
     if data.get("repeat") is not None:
         safe += f".r{data['repeat']}"
@@ -2316,6 +2368,24 @@ def _save_arm(data: Dict[str, Any], folder: Optional[str] = None,
         if earlier_runs:
             _remove_earlier_runs(data, results, keep=f"{safe}.json")
         _write_csv(folder)
+
+
+@contextlib.contextmanager
+def saving_interrupted(finish: Optional[Callable[[Dict[str, Any]], None]] = None,
+                       save: bool = True) -> Iterator[None]:
+    """Around a command-arm runner's run_command_arm: when the arm is
+    interrupted (ArmInterrupted with its partial JSON), finish(data) -- the
+    runner's own fields, its params -- and save_arm it (when `save`), then
+    the interrupt goes on: an interrupted command arm (E9's redis arms) left
+    no record, where an Experiment arm's says "interrupted": true."""
+    try:
+        yield
+    except ArmInterrupted as e:
+        if save and e.data is not None:
+            if finish is not None:
+                finish(e.data)
+            save_arm(e.data)
+        raise
 
 
 def _waiting_for_records(who: str, folder: str) -> None:
@@ -2594,7 +2664,8 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
 
 #: the columns of records.csv: status is the phase's (phase_status), arm_error
 #: its arm's error on one line (error_summary; '' when the arm did not fail)
-CSV_COLUMNS = ("experiment", "arm", "repeat", "phase", "status", "arm_error", *FIGURES)
+CSV_COLUMNS = ("experiment", "arm", "repeat", "phase", "status", "arm_error", *FIGURES,
+               "session", "started")
 
 
 def write_csv(folder: str) -> None:
@@ -2622,9 +2693,11 @@ def _write_csv(folder: str) -> None:
             continue
         arm_error = error_summary(data.get("error"))
         for r in data["records"]:
+            sess = data.get("session") if isinstance(data.get("session"), dict) else {}
             row = {"experiment": r.get("experiment", data["experiment"]),
                    "arm": r.get("arm", data["arm"]), "repeat": data.get("repeat"),
-                   "phase": r["phase"], "status": phase_status(r), "arm_error": arm_error}
+                   "phase": r["phase"], "status": phase_status(r), "arm_error": arm_error,
+                   "session": sess.get("id"), "started": data.get("started")}
             row.update({k: r.get(k) for k in FIGURES})
             rows.append(row)
     f = io.StringIO(newline="")

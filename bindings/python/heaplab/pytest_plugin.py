@@ -384,6 +384,12 @@ def pytest_configure(config: Any) -> None:
     if why:
         raise pytest.UsageError(f"heaplab: {why} (it is where the arms' records and the tables "
                                 f"go; unset or empty: ./results)")
+    # the session every arm JSON of this pytest session records (an xdist
+    # worker's: the controller's, pytest_configure_node); put back at the end
+    winput = getattr(config, "workerinput", None)
+    given = winput.get("heaplab_session") if isinstance(winput, dict) else None
+    config._heaplab_session_was = harness.set_session(  # type: ignore[attr-defined]
+        given or harness.new_session())
     n = config.getoption("--repeat", default=None)
     if n is None:
         try:
@@ -404,7 +410,14 @@ def pytest_configure(config: Any) -> None:
         harness.add_progress_listener(prog)
 
 
+@pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["heaplab_session"] = harness.session_info()
+
+
 def pytest_unconfigure(config: Any) -> None:
+    if hasattr(config, "_heaplab_session_was"):
+        harness.set_session(config._heaplab_session_was)
     prog = getattr(config, "_heaplab_progress", None)
     if prog is not None:
         harness.remove_progress_listener(prog)
