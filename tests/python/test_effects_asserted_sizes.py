@@ -18,7 +18,7 @@ def test_asserted_sizes_are_the_sizes_run(tmp_path):
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     with open(tmp_path / "effects.json") as f:
-        effects = json.load(f)
+        effects = json.load(f)["effects"]
     asserted = {(e["experiment"], e["arm"], e["what"]): e["asserted"] for e in effects}
     assert asserted[("E1", "off", "textures cost")] == ">= 95% of 12 MiB", asserted
     assert asserted[("E7", "stale", "returned at drop")] == "<= 5%, every object kept (>= 8 MiB)", asserted

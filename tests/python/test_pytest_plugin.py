@@ -55,8 +55,11 @@ def table(results):
 
 
 def table_of(path):
-    """A table file's rows as lists of cells (cut where the rule line has its '+')."""
+    """A table file's rows as lists of cells (cut where the rule line has its '+');
+    its first line -- what the table covers -- left out."""
     lines = path.read_text().splitlines()
+    while lines and lines[0].startswith("heaplab:"):
+        lines = lines[1:]
     cuts = [i for i, c in enumerate(lines[1]) if c == "+"]
     starts, ends = [0] + [c + 2 for c in cuts], [c - 1 for c in cuts] + [None]
     return [[line[a:b].strip() for a, b in zip(starts, ends)] for line in lines[2:]
@@ -148,7 +151,7 @@ def test_a_bad_effect_fails_its_test_and_the_tables_are_written(tmp_path):
     assert "INTERNALERROR" not in p.stdout + p.stderr, p.stdout + p.stderr
     assert "2 failed, 1 passed" in p.stdout, p.stdout
     assert "ok must be True, False or None" in p.stdout and "ours must be a string" in p.stdout
-    effects = json.loads((results / "effects.json").read_text())
+    effects = json.loads((results / "effects.json").read_text())["effects"]
     assert [e["what"] for e in effects] == ["good"], effects
 
 
@@ -157,7 +160,7 @@ import os, sys, pytest
 for k in (1, 2):
     code = pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1]])
     with open(os.path.join(os.environ["HEAPLAB_RESULTS"], "effects.json")) as f:
-        print("session", k, "effects", [e["what"] for e in __import__("json").load(f)])
+        print("session", k, "effects", [e["what"] for e in __import__("json").load(f)["effects"]])
 """
 
 
@@ -269,7 +272,7 @@ def test_xdist_workers_send_their_lab_to_the_controller(tmp_path, monkeypatch):
     pytest_plugin.pytest_terminal_summary(_Reporter(controller), 0)
     got = [(r[0], r[4], r[8]) for r in table(tmp_path / "merged")]
     assert got == [("P", f"{n}.0", f"size {n}: {n} MiB | >= 0 ok") for n in (10, 20, 30)], got
-    effects = json.loads((tmp_path / "merged" / "effects.json").read_text())
+    effects = json.loads((tmp_path / "merged" / "effects.json").read_text())["effects"]
     assert [e["what"] for e in effects] == ["size 10", "size 20", "size 30"]
 
 
@@ -297,7 +300,7 @@ def test_an_interrupted_session_leaves_the_complete_tables(tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr
     for n, text in complete.items():
         assert (results / n).read_text() == text, n
-    partial = json.loads((results / "effects.interrupted.json").read_text())
+    partial = json.loads((results / "effects.interrupted.json").read_text())["effects"]
     assert [e["what"] for e in partial] == ["a"]
     assert [r[1] for r in table_of(results / "table.interrupted.txt")] == ["a"]
     assert "the session was interrupted" in p.stdout, p.stdout

@@ -112,7 +112,9 @@ def test_protocol_variables_are_one_checker():
     for path in os.listdir(EXPERIMENTS):
         if path.startswith("test_e") and path.endswith(".py"):
             src = open(os.path.join(EXPERIMENTS, path)).read()
-            assert "env_number(" not in src and 'environ.get("HEAPLAB_E' not in src, path
+            assert "env_number(" not in src, path
+            # (each experiment read its own: an os.environ.get of its own variables)
+            assert not re.search(r'environ\.get\("HEAPLAB' + r'_E\d', src), path
 
 
 SMALL_E1 = {"HEAPLAB_E1_FILL_MIB": "16", "HEAPLAB_E1_TEXTURES_MIB": "8"}
@@ -400,3 +402,90 @@ def test_an_interrupted_command_arm_saves_its_record(tmp_path):
     assert [r["phase"] for r in data["records"]] == ["load", "delete"], data["records"]
     assert data["records"][1]["status"] == "raised: KeyboardInterrupt", data["records"][1]
     assert data["params"]["keys"] == 10 and data["session"]["id"], data
+
+
+# ---- 6: what the tables cover -------------------------------------------------------------
+
+COVERED = '''
+import os, sys
+from heaplab.harness import run_command_arm
+
+def rec(exp, arm):
+    return {"experiment": exp, "arm": arm, "records": [
+        {"experiment": exp, "arm": arm, "phase": "p", "index": 0, "phys_before": 0,
+         "phys_after": 1, "phys_peak": 1, "phys_low_after_mark": None, "resident_after": None}]}
+
+def test_e1(lab):
+    lab.record(rec("E1", "on"))
+    lab.effect("E1", "w", "1", "1", arm="on", phase="p", ok=True)
+    if os.environ.get("INTERRUPT"):
+        raise KeyboardInterrupt
+
+def test_e4b(lab):
+    lab.record(rec("E4b", "lifo"))
+    lab.effect("E4b", "w", "1", "1", arm="lifo", phase="p", ok=True)
+
+import pytest
+
+@pytest.mark.bench
+def test_bench():
+    pass
+
+def test_e5():
+    if os.environ.get("KILL_E5"):    # an arm that dies without its JSON (SIGKILL)
+        run_command_arm([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"],
+                        experiment="E5", label="E5/on")
+'''
+
+
+@pytest.mark.shares_the_machine
+def test_the_tables_say_what_they_cover(tmp_path):
+    """A -k / -x / failing session replaced results/table.txt, effects.txt
+    and effects.json with its part, unmarked (after a full run, -k e4b left
+    E4b's rows only; an arm killed by SIGKILL left effects.txt without E5,
+    nothing saying E5 failed), and stale table.interrupted.* files stayed.
+    Now each table's first line (and effects.json's "session") says the
+    selection, the tests run, the failed tests, the experiments with rows
+    and those whose arms started and left none, and the exit status; a
+    complete session removes an interrupted one's tables."""
+    import json
+    (tmp_path / "test_cover.py").write_text(COVERED)
+    # (as the project's: a -m of the configuration's is the suite's own
+    # definition, its deselection no selection)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n  bench: b\n"
+                                         "addopts = -m 'not bench'\n")
+    results = tmp_path / "results"
+    env = {"HEAPLAB_RESULTS": str(results)}
+
+    def session(*args, **extra):
+        # (no file named: the folder's tests, a complete session)
+        p = _pytest(tmp_path, "-q", "-p", "no:cacheprovider", *args, env=dict(env, **extra))
+        first = (results / "table.txt").read_text().splitlines()[0]
+        assert (results / "effects.txt").read_text().splitlines()[0] == first
+        return p, first, json.loads((results / "effects.json").read_text())
+
+    p, first, doc = session()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert first.startswith("heaplab: complete session "), first
+    assert "3 of 4 collected tests ran (1 deselected by the configuration's own" in first, first
+    assert doc["session"]["complete"] is True and [e["experiment"] for e in doc["effects"]] == \
+        ["E1", "E4b"], doc
+    p, first, doc = session("-k", "e4b")
+    assert first.startswith("heaplab: PARTIAL session ") and "-k 'e4b'" in first, first
+    assert "1 of 4 collected tests ran (3 deselected)" in first, first
+    assert "experiments with rows: 1 (E4b)" in first and "exit status 0" in first, first
+    assert doc["session"]["selection"]["keyword"] == "e4b" and not doc["session"]["complete"]
+    p, first, doc = session(KILL_E5="1")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "failed tests: test_cover.py::test_e5" in first, first
+    assert "experiments whose arms started and left no rows: E5" in first, first
+    assert "exit status 1" in first and doc["session"]["experiments_without_rows"] == ["E5"]
+    # an interrupted session's tables, then a complete one removes them
+    p = _pytest(tmp_path, "-q", "-p", "no:cacheprovider", env=dict(env, INTERRUPT="1"))
+    assert p.returncode == 2 and (results / "table.interrupted.txt").exists(), p.stdout
+    p, first, doc = session()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not any((results / n).exists() for n in ("table.interrupted.txt",
+                                                    "effects.interrupted.txt",
+                                                    "effects.interrupted.json"))
+    assert "removed the tables of an earlier interrupted session" in p.stdout, p.stdout

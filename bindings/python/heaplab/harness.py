@@ -689,7 +689,10 @@ def child_env(extra: Optional[Mapping[str, str]] = None, drop: Sequence[str] = (
 # Who is told when an arm's process starts and ends (the pytest plugin prints
 # "E1/off ... 3.2 s" lines as the suite runs; `heaplab run` has its own
 # display).  Each is called as fn(event, label, info): event "start" (info:
-# {}) or "end" (info: {"seconds": s, "ok": bool}).
+# {}, or {"experiment": name} when run_command_arm is given one), "end"
+# (info: {"seconds": s, "ok": bool}, and the experiment when known), "spawn"
+# (spawn_arm) or "experiment" (Experiment.run begins: label and info's
+# "experiment" are its name).  A listener passes over events it does not know.
 _progress_listeners: List[ProgressListener] = []
 
 
@@ -728,7 +731,9 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     script, a launcher) and return the arm JSON it printed on stdout, with
     its `returncode` and `stderr_tail` added.  stderr is never parsed.
     Raises ArmFailed when it times out or prints no JSON.  env and drop:
-    child_env.
+    child_env.  `experiment` (optional here) names the experiment to the
+    progress listeners (the pytest plugin's tables name an experiment whose
+    arms started and left no rows).
 
     With `allocator` (heaplab | glibc | mimalloc | jemalloc): run ANY
     command -- a server, a compiler, the stock python3 -- on that allocator
@@ -764,8 +769,11 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
                                     experiment, arm, options or {}, interval_s, stop_signal)
     label = label or " ".join(map(str, cmd[-2:]))
     t0 = time.monotonic()
-    _announce("start", label)
+    # (experiment: who is told -- the pytest plugin's tables name an
+    # experiment whose arms started and left no rows)
+    _announce("start", label, **({"experiment": experiment} if experiment else {}))
     ok = False
+    seen: Dict[str, Any] = {"experiment": experiment} if experiment else {}
     full_env = child_env(env, drop)
     started = _utc_now()
     # the caller's HEAPLAB_<OPTION> variables this arm gets (not those of
@@ -802,9 +810,11 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
             own = data.get("options") if isinstance(data.get("options"), dict) else {}
             data["environment_options"] = {k: v for k, v in inherited.items() if k not in own}
         ok = p.returncode == 0 and not data.get("error")
+        if isinstance(data.get("experiment"), str):
+            seen["experiment"] = data["experiment"]
         return data
     finally:
-        _announce("end", label, seconds=time.monotonic() - t0, ok=ok)
+        _announce("end", label, seconds=time.monotonic() - t0, ok=ok, **seen)
 
 
 # how long an arm's process is given to print its records after Ctrl-C
@@ -1735,7 +1745,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                     # (the caller's HEAPLAB_* are dropped: options= are the arm's)
                     "environment_options": {},
                     "params": {"command": list(map(str, cmd))}, "pid": proc.pid, "error": None}
-            _announce("start", label)
+            _announce("start", label, experiment=experiment)
             try:
                 if script is None:
                     past_timeout = False
@@ -1802,7 +1812,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             # stop it itself, with stop_signal or so that it exits 0)
             data["error"] = f"{label}: the command failed ({_exit_text(rc)})"
         _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
-                  ok=data["error"] is None)
+                  ok=data["error"] is None, experiment=experiment)
         with ctl._lock:
             ctl._closed = True      # (a script's thread left running adds nothing now)
             data["records"] = list(ctl.records)
@@ -1942,7 +1952,7 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
     The caller's HEAPLAB_<OPTION> variables reach it and its record names
     them (_arm_env, environment_options)."""
     cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
-    _announce("spawn", f"{exp_name}/{arm_name}")
+    _announce("spawn", f"{exp_name}/{arm_name}", experiment=exp_name)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_arm_env(env, f"{exp_name}/{arm_name}"), **_CHILD_TEXT)
 
@@ -2108,6 +2118,9 @@ class Experiment:
         # --repeat files, taken for repeats of one run; now the second to save
         # waits (saying so) and its first save removes the first's files
         held = _RunLock(self.name)
+        # (the pytest plugin's tables name an experiment whose arms started
+        # and left no rows)
+        _announce("experiment", self.name, experiment=self.name)
         try:
             for k in range(n):
                 for arm_name in names:

@@ -69,6 +69,9 @@ class Lab:
         #: experiment -> {arm: did the caller's HEAPLAB_<OPTION> variables
         #: reach it (its record's environment_options is not empty)}
         self.env_reached: Dict[str, Dict[str, bool]] = {}
+        #: the experiments whose arms were started (the harness's progress
+        #: announcements): one with no rows is named in the tables' header
+        self.started: set = set()
 
     def record(self, results: Any) -> None:
         """Add arm results (a dict arm -> ArmResult, an ArmResult, or raw arm
@@ -120,7 +123,8 @@ class Lab:
         xdist worker sends to the controller in its workeroutput)."""
         return {"rows": list(self.rows), "row_tests": list(self._row_test),
                 "effects": list(self.effects), "effect_tests": list(self._effect_test),
-                "overridden": dict(self.overridden), "env_reached": dict(self.env_reached)}
+                "overridden": dict(self.overridden), "env_reached": dict(self.env_reached),
+                "started": sorted(self.started)}
 
     def merge(self, state: Dict[str, Any]) -> None:
         """Add another Lab's state() (an xdist worker's) to this one."""
@@ -133,6 +137,7 @@ class Lab:
             self.overridden.setdefault(exp, {}).update(over)
         for exp, arms in (state.get("env_reached") or {}).items():
             self.env_reached.setdefault(exp, {}).update(arms)
+        self.started.update(state.get("started") or ())
 
     def effect(self, experiment: str, what: str, ours: str, asserted: str, arm: str = "",
                phase: str = "", seed: str = "", ok: Optional[bool] = None) -> None:
@@ -403,6 +408,14 @@ def pytest_configure(config: Any) -> None:
         # process ran every arm n times)
         config._heaplab_repeat_was = os.environ.get("HEAPLAB_REPEAT")  # type: ignore[attr-defined]
         os.environ["HEAPLAB_REPEAT"] = str(n)
+    lab = _lab_of(config)
+
+    def started(event: str, label: str, info: Dict[str, Any]) -> None:
+        if info.get("experiment"):
+            lab.started.add(str(info["experiment"]))
+    config._heaplab_started = harness.add_progress_listener(started)  # type: ignore[attr-defined]
+    watch = config._heaplab_watch = _SessionWatch()    # type: ignore[attr-defined]
+    config.pluginmanager.register(watch, "heaplab-session-watch")
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None and not config.getoption("--collect-only", default=False):
         prog = _Progress(tr, config.pluginmanager.get_plugin("capturemanager"))
@@ -418,6 +431,11 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_unconfigure(config: Any) -> None:
     if hasattr(config, "_heaplab_session_was"):
         harness.set_session(config._heaplab_session_was)
+    if hasattr(config, "_heaplab_started"):
+        harness.remove_progress_listener(config._heaplab_started)
+    watch = getattr(config, "_heaplab_watch", None)
+    if watch is not None and config.pluginmanager.is_registered(watch):
+        config.pluginmanager.unregister(watch)
     prog = getattr(config, "_heaplab_progress", None)
     if prog is not None:
         harness.remove_progress_listener(prog)
@@ -431,6 +449,29 @@ def pytest_unconfigure(config: Any) -> None:
 
 def pytest_collection_finish(session: Any) -> None:
     session.config._heaplab_total = len(session.items)   # type: ignore[attr-defined]
+
+
+class _SessionWatch:
+    """What the session ran (registered per pytest config, at configure):
+    the tests deselected, the tests that reported, the tests that failed --
+    what the tables' header says they cover."""
+
+    def __init__(self) -> None:
+        self.deselected = 0
+        self.collected: Optional[int] = None
+        self.ran: set = set()
+        self.failed: List[str] = []
+
+    def pytest_deselected(self, items: Any) -> None:
+        self.deselected += len(items)
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.collected = len(session.items)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        self.ran.add(report.nodeid)
+        if report.failed and report.nodeid not in self.failed:
+            self.failed.append(report.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -467,6 +508,87 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         _lab_of(node.config).merge(state)
 
 
+def _coverage(config: Any, lab: Lab, exitstatus: Any) -> Dict[str, Any]:
+    """What the session's tables cover: its selection (the -k and -m
+    expressions, the paths and test ids given), how many of the collected
+    tests ran, the failed tests, the experiments with rows and those whose
+    arms started and left none, the exit status, and whether it is
+    complete (every test collected from the folders given ran, nothing
+    deselected, not interrupted).  The header line of table.txt and
+    effects.txt and effects.json's "session": a -k session's tables replaced
+    the whole suite's without a word, and one whose arm was killed left
+    effects.txt without its rows, nothing saying so."""
+    watch = getattr(config, "_heaplab_watch", None) or _SessionWatch()
+    args = [str(a) for a in getattr(config, "args", None) or []]
+    params = getattr(config, "invocation_params", None)
+    base = str(getattr(params, "dir", "") or "")
+
+    def option(name: str) -> str:
+        get = getattr(config, "getoption", None)
+        return str((get(name, default="") if get is not None else "") or "")
+
+    def is_dir(a: str) -> bool:
+        return "::" not in a and os.path.isdir(os.path.join(base, a) if base else a)
+    selected = watch.collected if watch.collected is not None else len(watch.ran)
+    with_rows = sorted({str(r["experiment"]) for r in lab.rows}, key=_natural)
+    try:
+        status: Optional[int] = int(exitstatus)
+    except (TypeError, ValueError):
+        status = None
+    interrupted = status == int(pytest.ExitCode.INTERRUPTED)
+    # a selection of the command line's: -k, -m, --lf, --deselect (a -m of
+    # the configuration's addopts -- this project's 'not bench' -- is the
+    # suite's own definition, not a selection)
+    cli = [str(a) for a in getattr(params, "args", ()) or ()]
+    chosen = any(a in ("-k", "-m", "--lf", "--last-failed", "--deselect", "--sw", "--stepwise")
+                 or a.startswith(("-k", "-m", "--deselect=", "--keyword", "--markexpr"))
+                 for a in cli)
+    complete = (not interrupted and (watch.deselected == 0 or not chosen)
+                and len(watch.ran) >= selected and all(is_dir(a) for a in args))
+    sess = harness.session_info()
+    return {
+        "session": sess["id"], "started": sess["started"],
+        "selection": {"keyword": option("keyword"), "markexpr": option("markexpr"),
+                      "args": args},
+        "tests": {"collected": selected + watch.deselected, "deselected": watch.deselected,
+                  "selected": selected, "ran": len(watch.ran)},
+        "failed_tests": list(watch.failed),
+        "experiments_with_rows": with_rows,
+        "experiments_without_rows": sorted(lab.started - set(with_rows), key=_natural),
+        "exit_status": status, "interrupted": interrupted, "complete": complete,
+        "selected_by_the_command_line": chosen,
+    }
+
+
+def _natural(name: str) -> Tuple[Any, ...]:
+    """E2 before E10."""
+    import re
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _coverage_line(c: Dict[str, Any]) -> str:
+    """The tables' first line: what they cover (_coverage)."""
+    sel = c["selection"]
+    said = [f"-k {sel['keyword']!r}"] if sel["keyword"] else []
+    said += [f"-m {sel['markexpr']!r}"] if sel["markexpr"] else []
+    said += [" ".join(sel["args"])] if sel["args"] else []
+    t = c["tests"]
+    tests = f"{t['ran']} of {t['collected']} collected tests ran"
+    if t["deselected"]:
+        tests += (f" ({t['deselected']} deselected)" if c.get("selected_by_the_command_line")
+                  else f" ({t['deselected']} deselected by the configuration's own selection)")
+    if t["ran"] < t["selected"]:
+        tests += f" ({t['selected'] - t['ran']} selected did not run: -x, a stop, an interrupt)"
+    kind = "complete session" if c["complete"] else \
+        "INTERRUPTED session" if c["interrupted"] else "PARTIAL session"
+    exps = c["experiments_with_rows"]
+    return (f"heaplab: {kind} {c['session']}: selection {', '.join(said) or '(none)'}; "
+            f"{tests}; experiments with rows: {len(exps)} ({', '.join(exps) or 'none'}); "
+            f"failed tests: {', '.join(c['failed_tests']) or 'none'}; experiments whose arms "
+            f"started and left no rows: {', '.join(c['experiments_without_rows']) or 'none'}; "
+            f"exit status {c['exit_status'] if c['exit_status'] is not None else 'unknown'}")
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
     if _is_xdist_worker(terminalreporter.config):
         return
@@ -482,15 +604,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
     folder = results_dir()
     # an interrupted session (Ctrl-C: exit status 2) has part of the tables:
     # they go beside the last complete ones (table.interrupted.txt ...),
-    # which they used to replace without a word
-    interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED)
+    # which they used to replace without a word.  Every table says what it
+    # covers on its first line (and effects.json in its "session"): a -k
+    # session's replace the whole suite's, saying so
+    cover = _coverage(tr.config, lab, exitstatus)
+    head = _coverage_line(cover)
+    interrupted = cover["interrupted"]
     tag = ".interrupted" if interrupted else ""
     try:
         os.makedirs(folder, exist_ok=True)
-        harness.write_atomic(os.path.join(folder, f"table{tag}.txt"), full + "\n")
-        harness.write_atomic(os.path.join(folder, f"effects{tag}.txt"), effects + "\n")
+        harness.write_atomic(os.path.join(folder, f"table{tag}.txt"), head + "\n" + full + "\n")
+        harness.write_atomic(os.path.join(folder, f"effects{tag}.txt"),
+                             head + "\n" + effects + "\n")
         harness.write_atomic(os.path.join(folder, f"effects{tag}.json"),
-                             json.dumps(lab.effects, indent=1))
+                             json.dumps({"session": cover, "effects": lab.effects}, indent=1))
         tr.write_line(f"full per-phase table (MiB; phys = phys_footprint): "
                       f"{os.path.join(folder, f'table{tag}.txt')}")
         if interrupted:
@@ -498,6 +625,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
                           f"written as table{tag}.txt, effects{tag}.txt and effects{tag}.json; "
                           "table.txt, effects.txt and effects.json are the last complete "
                           "session's")
+        elif not cover["complete"]:
+            tr.write_line("heaplab: a partial session (" + head.split(": ", 2)[2].split(";")[0] +
+                          "): table.txt, effects.txt and effects.json hold its part only, "
+                          "and their first line says so")
+        else:
+            stale = [n for n in ("table.interrupted.txt", "effects.interrupted.txt",
+                                 "effects.interrupted.json")
+                     if os.path.exists(os.path.join(folder, n))]
+            for n in stale:
+                os.remove(os.path.join(folder, n))
+            if stale:
+                tr.write_line(f"heaplab: removed the tables of an earlier interrupted session "
+                              f"({', '.join(stale)}): this complete session's replace them")
         tr.write_line(f"records: {folder}")
         env_line = _environment_line(lab)
         if env_line:
