@@ -6,9 +6,11 @@ or the harness against the installed package."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -489,3 +491,85 @@ def test_the_tables_say_what_they_cover(tmp_path):
                                                     "effects.interrupted.txt",
                                                     "effects.interrupted.json"))
     assert "removed the tables of an earlier interrupted session" in p.stdout, p.stdout
+
+
+# ---- 1: SIGTERM, SIGHUP and SIGKILL to pytest leave nothing running ----------------------
+
+SLOW_ARMS = '''
+import os, time
+from heaplab.harness import Experiment, run_command_arm
+
+T = Experiment("T", "slow")
+
+
+@T.arm("slow")
+def slow(rec, **options):
+    with open(os.environ["PIDFILE"], "w") as f:
+        f.write(str(os.getpid()))
+    with rec.phase("p"):
+        time.sleep(60)
+
+
+def test_experiment():
+    T.run(timeout=120)
+
+
+def test_command():
+    def script(ctl):
+        with open(os.environ["PIDFILE"], "w") as f:
+            f.write(f"{ctl.pid} {os.getpgid(ctl.pid)}")
+        with ctl.phase("p"):
+            for _ in range(1200):
+                time.sleep(0.05)
+    run_command_arm(["sleep", "60"], allocator="glibc", script=script, experiment="T9",
+                    arm="x", timeout=120)
+'''
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGKILL"])
+@pytest.mark.parametrize("kind", ["experiment", "command"])
+def test_a_signal_to_pytest_leaves_no_arm_running(tmp_path, kind, signame):
+    """SIGTERM (or SIGHUP) to pytest left the arm processes running -- E6's
+    unbounded arm reparented to init, spinning at the map limit; E5's arm
+    (in a session of its own); E9's redis-server and its `sleep infinity`
+    keeper -- while Ctrl-C stopped them.  Now SIGTERM and SIGHUP end the
+    session as Ctrl-C does (exit 2, the arm's record saved "interrupted"),
+    and every process the harness starts dies with it even when pytest is
+    killed by SIGKILL (PR_SET_PDEATHSIG)."""
+    import json
+    from procs import gone
+    (tmp_path / "test_slow.py").write_text(SLOW_ARMS)
+    pidfile = tmp_path / "pid"
+    e = dict(os.environ, PIDFILE=str(pidfile), HEAPLAB_RESULTS=str(tmp_path / "results"))
+    e.pop("PYTEST_XDIST_WORKER", None)
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          f"test_slow.py::test_{kind}"], cwd=tmp_path, env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    pids = []
+    try:
+        from procs import wait_for_file
+        pids = [int(x) for x in wait_for_file(str(pidfile), p).split()]
+        time.sleep(0.5)
+        p.send_signal(getattr(signal, signame))
+        out, _ = p.communicate(timeout=60)
+        end = time.monotonic() + 10
+        while not all(gone(pid) for pid in pids) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert all(gone(pid) for pid in pids), (
+            f"left running after {signame}: {[x for x in pids if not gone(x)]}\n{out}")
+        if signame == "SIGKILL":
+            assert p.returncode == -signal.SIGKILL
+            return
+        assert p.returncode == 2, out
+        folder = tmp_path / "results" / ("T" if kind == "experiment" else "T9")
+        if kind == "experiment":
+            data = json.loads((folder / "slow.json").read_text())
+            assert data["interrupted"] is True, data
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        for pid in pids:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -1005,7 +1005,8 @@ class _GroupKeeper:
         # (a group of this session: a process may join a group of its own
         # session only -- and a new group is not the terminal's foreground,
         # which a terminal's Ctrl-C reaches)
-        self.p = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL,
+        self.p = subprocess.Popen(_dies_with_this_thread(["sleep", "infinity"]),
+                                  stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   **_in_group(0))
         _LIVE_GROUPS.add(self.p.pid)
@@ -1059,6 +1060,20 @@ except OSError as e:
 """
 
 
+def _dies_with_this_thread(cmd: Sequence[str]) -> List[str]:
+    """cmd as started through _PDEATHSIG_EXEC: the process gets SIGKILL when
+    the thread that starts it (and so this process) ends -- even by SIGKILL,
+    which no handler sees.  Every process the harness starts goes through
+    it: an arm's process (Experiment.run, run_command_arm), a command arm's
+    command and its group keeper, spawn_arm's arm, a sweep's task.  (A
+    SIGTERM to pytest left E6's unbounded arm spinning at the map limit,
+    reparented to init, E5's arm -- in a session of its own -- running, E9's
+    redis-server and its `sleep infinity` keeper.)  A program that cannot
+    be started exits 127, its stderr saying why ("heaplab: cannot start
+    PROG: ...")."""
+    return [sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, str(os.getpid()), *cmd]
+
+
 def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float
                  ) -> Tuple[Optional[int], str, str]:
     """Run cmd in a process group of its own (_GroupRun) until it ends or
@@ -1070,8 +1085,7 @@ def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeou
     run = None
     try:
         with _ctrl_c_deferred():      # (a Ctrl-C in the spawn: the process is stopped)
-            run = _GroupRun([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC,
-                             str(os.getpid()), *cmd], env, cwd)
+            run = _GroupRun(_dies_with_this_thread(cmd), env, cwd)
         ended = run.wait(time.monotonic() + timeout)
     finally:
         if run is not None:
@@ -1100,7 +1114,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
         # (then it is stopped as below): inside Popen it lost the process,
         # which ran on unsignalled, its earlier record kept
         with _ctrl_c_deferred():
-            run = _GroupRun(cmd, env, cwd)
+            run = _GroupRun(_dies_with_this_thread(cmd), env, cwd)
         ended = run.wait(time.monotonic() + timeout)
         with _ctrl_c_deferred():      # (a Ctrl-C here: the arm's record says interrupted)
             run.finish(_signal.SIGKILL)
@@ -1717,8 +1731,9 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             with _ctrl_c_deferred():
                 keeper = _GroupKeeper()
                 with open(out_path, "w") as out, open(err_path, "w") as err:
-                    proc = subprocess.Popen(cmd, env=full_env, cwd=cwd, stdout=out, stderr=err,
-                                            stdin=subprocess.DEVNULL, **keeper.join())
+                    proc = subprocess.Popen(_dies_with_this_thread(cmd), env=full_env, cwd=cwd,
+                                            stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                            **keeper.join())
                 sampler = _OutsideSampler(proc.pid, interval_s)
         except BaseException:
             with _ctrl_c_deferred():
@@ -1951,7 +1966,8 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
     """Start an arm in a fresh interpreter; returns the Popen (stdout = JSON).
     The caller's HEAPLAB_<OPTION> variables reach it and its record names
     them (_arm_env, environment_options)."""
-    cmd = [sys.executable, "-m", "heaplab.harness", "child", path, exp_name, arm_name]
+    cmd = _dies_with_this_thread([sys.executable, "-m", "heaplab.harness", "child", path,
+                                  exp_name, arm_name])
     _announce("spawn", f"{exp_name}/{arm_name}", experiment=exp_name)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_arm_env(env, f"{exp_name}/{arm_name}"), **_CHILD_TEXT)

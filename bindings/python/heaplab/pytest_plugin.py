@@ -408,6 +408,7 @@ def pytest_configure(config: Any) -> None:
         # process ran every arm n times)
         config._heaplab_repeat_was = os.environ.get("HEAPLAB_REPEAT")  # type: ignore[attr-defined]
         os.environ["HEAPLAB_REPEAT"] = str(n)
+    config._heaplab_signals = _stop_signals_interrupt()   # type: ignore[attr-defined]
     lab = _lab_of(config)
 
     def started(event: str, label: str, info: Dict[str, Any]) -> None:
@@ -428,7 +429,45 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["heaplab_session"] = harness.session_info()
 
 
+def _stop_signals_interrupt() -> Dict[int, Any]:
+    """SIGTERM and SIGHUP end the session as Ctrl-C does: a KeyboardInterrupt
+    -- through SIGINT's handler of the moment, so that a block the harness
+    holds Ctrl-C off in (_ctrl_c_deferred: a spawn, a clean-up) holds them
+    off too -- which stops the arm running (its group signalled, its record
+    saved, "interrupted"), writes the interrupted tables and exits 2.  They
+    killed pytest outright (exit 143): every arm process, in a session of
+    its own, ran on (E6's unbounded arm spinning at the map limit, E9's
+    redis-server).  Only in the main thread (only it sets handlers), and
+    only over the default action (a handler of the caller's, or SIG_IGN --
+    nohup's SIGHUP -- is left alone); returns {signal: handler before},
+    which pytest_unconfigure puts back."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def interrupt(signum: int, frame: Any) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler) and handler is not interrupt:
+            handler(signal.SIGINT, frame)       # (KeyboardInterrupt, or noted and deferred)
+        else:
+            raise KeyboardInterrupt(f"heaplab: {signal.Signals(signum).name}")
+    before: Dict[int, Any] = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
+            before[signum] = signal.signal(signum, interrupt)
+    return before
+
+
 def pytest_unconfigure(config: Any) -> None:
+    if getattr(config, "_heaplab_signals", None):
+        import signal
+        import threading
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in config._heaplab_signals.items():
+                signal.signal(signum, handler)
+        config._heaplab_signals = {}
     if hasattr(config, "_heaplab_session_was"):
         harness.set_session(config._heaplab_session_was)
     if hasattr(config, "_heaplab_started"):
