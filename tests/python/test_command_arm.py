@@ -408,3 +408,19 @@ def test_a_temporary_folder_with_a_percent_p_keeps_the_report(tmp_path, monkeypa
         assert "cannot write the report" not in data["stderr_tail"], data["stderr_tail"]
     assert sorted(os.listdir(tmp_path)) == ["a%pb%%c"], os.listdir(tmp_path)
     assert os.listdir(odd) == [], os.listdir(odd)
+
+
+def test_the_exec_wrapper_is_neither_preloaded_nor_sampled():
+    """Every command goes through the PR_SET_PDEATHSIG exec wrapper (a short
+    Python step, same pid).  That step ran under the command's LD_PRELOAD,
+    and the outside sampler started before the exec: a `sleep` on jemalloc
+    showed a footprint peak of 4.4 MiB (CPython's start-up on jemalloc)
+    where sleep's own is ~0.4 MiB.  The wrapper runs without the preload
+    and puts it back for the exec; the sampler starts after the exec."""
+    data = run_command_arm(["sh", "-c", 'echo "$LD_PRELOAD"; sleep 0.3'], allocator="jemalloc",
+                           timeout=60, stop_signal=None)
+    assert data["error"] is None and data["returncode"] == 0, data
+    out = data.get("stdout_tail") or data.get("stdout") or ""
+    assert "libjemalloc" in out, f"the command lost its LD_PRELOAD: {out!r}"
+    peak = data["records"][0]["phys_peak"]
+    assert peak < 2 * MiB, f"footprint peak {peak / MiB:.1f} MiB: the wrapper's Python was sampled"

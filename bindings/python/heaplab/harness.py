@@ -1006,6 +1006,7 @@ class _GroupKeeper:
         # session only -- and a new group is not the terminal's foreground,
         # which a terminal's Ctrl-C reaches)
         self.p = subprocess.Popen(_dies_with_this_thread(["sleep", "infinity"]),
+                                  env=_wrapper_env(None),
                                   stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   **_in_group(0))
@@ -1052,6 +1053,9 @@ except Exception:
     pass
 if os.getppid() != int(sys.argv[1]):
     os._exit(137)       # the parent is gone already
+_lp = os.environ.pop("HEAPLAB_EXEC_LD_PRELOAD", None)
+if _lp is not None:     # (this step ran without it: _wrapper_env)
+    os.environ["LD_PRELOAD"] = _lp
 try:
     os.execvp(sys.argv[2], sys.argv[2:])
 except OSError as e:
@@ -1074,6 +1078,40 @@ def _dies_with_this_thread(cmd: Sequence[str]) -> List[str]:
     return [sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC, str(os.getpid()), *cmd]
 
 
+def _wrapper_env(env: Optional[Mapping[str, str]]) -> Optional[Mapping[str, str]]:
+    """The environment to start _PDEATHSIG_EXEC with for a command that gets
+    env: its LD_PRELOAD held back (HEAPLAB_EXEC_LD_PRELOAD) and put back
+    just before the exec.  The Python step ran under the command's
+    allocator otherwise (a command arm on jemalloc or heaplab: CPython's
+    start-up on it, in the pid the harness samples)."""
+    base = os.environ if env is None else env
+    if "LD_PRELOAD" not in base:
+        return env
+    out = dict(base)
+    out["HEAPLAB_EXEC_LD_PRELOAD"] = out.pop("LD_PRELOAD")
+    return out
+
+
+def _wait_for_exec(proc: subprocess.Popen, limit_s: float = 10.0) -> None:
+    """Wait until proc has left _PDEATHSIG_EXEC for its command (or ended):
+    its /proc/PID/cmdline no longer the wrapper's.  A sampler started before
+    saw the wrapper's Python (~9 MB) as the command's footprint, and its
+    first phase's figures were the wrapper's."""
+    wrapper = "\0".join([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC]).encode()
+    deadline = time.monotonic() + limit_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+                line = f.read()
+        except OSError:
+            return
+        # (empty while an exec is under way: Popen returns as the wrapper's
+        # own exec closes its pipe, before the new image's arguments exist)
+        if line and not line.startswith(wrapper):
+            return
+        time.sleep(0.0005)
+
+
 def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float
                  ) -> Tuple[Optional[int], str, str]:
     """Run cmd in a process group of its own (_GroupRun) until it ends or
@@ -1085,7 +1123,7 @@ def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeou
     run = None
     try:
         with _ctrl_c_deferred():      # (a Ctrl-C in the spawn: the process is stopped)
-            run = _GroupRun(_dies_with_this_thread(cmd), env, cwd)
+            run = _GroupRun(_dies_with_this_thread(cmd), _wrapper_env(env), cwd)
         ended = run.wait(time.monotonic() + timeout)
     finally:
         if run is not None:
@@ -1114,7 +1152,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
         # (then it is stopped as below): inside Popen it lost the process,
         # which ran on unsignalled, its earlier record kept
         with _ctrl_c_deferred():
-            run = _GroupRun(_dies_with_this_thread(cmd), env, cwd)
+            run = _GroupRun(_dies_with_this_thread(cmd), _wrapper_env(env), cwd)
         ended = run.wait(time.monotonic() + timeout)
         with _ctrl_c_deferred():      # (a Ctrl-C here: the arm's record says interrupted)
             run.finish(_signal.SIGKILL)
@@ -1731,9 +1769,11 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             with _ctrl_c_deferred():
                 keeper = _GroupKeeper()
                 with open(out_path, "w") as out, open(err_path, "w") as err:
-                    proc = subprocess.Popen(_dies_with_this_thread(cmd), env=full_env, cwd=cwd,
+                    proc = subprocess.Popen(_dies_with_this_thread(cmd),
+                                            env=_wrapper_env(full_env), cwd=cwd,
                                             stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                             **keeper.join())
+                _wait_for_exec(proc)
                 sampler = _OutsideSampler(proc.pid, interval_s)
         except BaseException:
             with _ctrl_c_deferred():
@@ -1970,7 +2010,8 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
                                   exp_name, arm_name])
     _announce("spawn", f"{exp_name}/{arm_name}", experiment=exp_name)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=_arm_env(env, f"{exp_name}/{arm_name}"), **_CHILD_TEXT)
+                            env=_wrapper_env(_arm_env(env, f"{exp_name}/{arm_name}")),
+                            **_CHILD_TEXT)
 
 
 # The seeds' collector policies that E1-E6 study and that have since changed
