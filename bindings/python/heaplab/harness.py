@@ -1053,7 +1053,7 @@ except Exception:
     pass
 if os.getppid() != int(sys.argv[1]):
     os._exit(137)       # the parent is gone already
-_lp = os.environ.pop("HEAPLAB_EXEC_LD_PRELOAD", None)
+_lp = os.environ.pop("HEAPLAB_X_EXEC_LD_PRELOAD", None)
 if _lp is not None:     # (this step ran without it: _wrapper_env)
     os.environ["LD_PRELOAD"] = _lp
 try:
@@ -1080,7 +1080,7 @@ def _dies_with_this_thread(cmd: Sequence[str]) -> List[str]:
 
 def _wrapper_env(env: Optional[Mapping[str, str]]) -> Optional[Mapping[str, str]]:
     """The environment to start _PDEATHSIG_EXEC with for a command that gets
-    env: its LD_PRELOAD held back (HEAPLAB_EXEC_LD_PRELOAD) and put back
+    env: its LD_PRELOAD held back (HEAPLAB_X_EXEC_LD_PRELOAD) and put back
     just before the exec.  The Python step ran under the command's
     allocator otherwise (a command arm on jemalloc or heaplab: CPython's
     start-up on it, in the pid the harness samples)."""
@@ -1088,7 +1088,7 @@ def _wrapper_env(env: Optional[Mapping[str, str]]) -> Optional[Mapping[str, str]
     if "LD_PRELOAD" not in base:
         return env
     out = dict(base)
-    out["HEAPLAB_EXEC_LD_PRELOAD"] = out.pop("LD_PRELOAD")
+    out["HEAPLAB_X_EXEC_LD_PRELOAD"] = out.pop("LD_PRELOAD")
     return out
 
 
