@@ -505,6 +505,9 @@ struct hl_heap {
   uint64_t mark_cap;         /* its entries */
   uint64_t marked_bytes;     /* bytes the mark in progress has marked */
   uint64_t marked_objects;   /* objects the mark in progress has marked */
+  uint64_t mark_moved;       /* the last mark: stack entries its markers moved
+                                within their stacks (gc/mark.c: linear in the
+                                objects marked; a test reads it) */
   uint32_t mark_threads;     /* threads a mark may use (mark_threads, resolved) */
   uint64_t trigger;          /* adaptive small-path trigger */
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an

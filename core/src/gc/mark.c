@@ -69,7 +69,14 @@ typedef struct marker {
   hl_heap *h;
   struct markjob *job; /* NULL while marking alone */
   void **stack;
-  uint64_t top, cap;
+  /* the entries are stack[bottom, top): pops take from the top, share from
+   * the bottom (the oldest), so that sharing a packet costs the packet --
+   * it moved the whole rest of the stack down, a mark of one object with
+   * 2^24 slots took 15-24 s with two markers against 0.7 s with one (the
+   * scale hunt, session 28).  Both go back to 0 when the stack empties, and
+   * a push that finds the end with room at the bottom compacts. */
+  uint64_t bottom, top, cap;
+  uint64_t moved;      /* entries memmoved within the stack (compactions) */
   uint64_t bytes, objects;
   uint64_t budget;     /* marking alone: stop after this many objects */
   uint64_t steals;
@@ -92,6 +99,7 @@ typedef struct markjob {
   /* each helper's results, written before it returns */
   uint64_t bytes[HL_MARK_THREADS_MAX], objects[HL_MARK_THREADS_MAX];
   uint64_t steals[HL_MARK_THREADS_MAX];
+  uint64_t moved[HL_MARK_THREADS_MAX];
   bool overflow[HL_MARK_THREADS_MAX];
 } markjob;
 
@@ -248,12 +256,26 @@ void hl__mark_stack_release(hl_heap *h) {
  * object, half the mark time when the header was read here).  A full stack
  * -- every marker's is a fixed reservation -- is an overflow: the object
  * stays marked, untraced, and rescan_marked finds it. */
+static NOINLINE bool compact(marker *m);
 static inline void push(marker *m, void *obj) {
-  if (hl_unlikely(m->top == m->cap)) {
+  if (hl_unlikely(m->top == m->cap) && !compact(m)) {
     m->overflow = true;
     return;
   }
   m->stack[m->top++] = obj;
+}
+
+/* A full stack with room at its bottom (packets shared from there): its
+ * entries moved down, once per stackful at most -- every entry moved was
+ * pushed since the last compaction.  False when there is no room. */
+static NOINLINE bool compact(marker *m) {
+  if (!m->bottom) return false;
+  uint64_t n = m->top - m->bottom;
+  memmove(m->stack, m->stack + m->bottom, n * sizeof(void *));
+  m->moved += n;
+  m->bottom = 0;
+  m->top = n;
+  return true;
 }
 
 /* Set bit i of a mark bitmap; false when it was set already.  par: other
@@ -421,8 +443,9 @@ static inline __attribute__((always_inline)) void drain_t(marker *m, const bool 
   void *fifo[PREFETCH_DEPTH];
   unsigned head = 0, n = 0;
   for (;;) {
-    while (n < PREFETCH_DEPTH && m->top) {
+    while (n < PREFETCH_DEPTH && m->top > m->bottom) {
       void *o = m->stack[--m->top];
+      if (m->top == m->bottom) m->top = m->bottom = 0;
       __builtin_prefetch(o);
       fifo[(head + n++) % PREFETCH_DEPTH] = o;
     }
@@ -437,7 +460,7 @@ static inline __attribute__((always_inline)) void drain_t(marker *m, const bool 
        * every object until then moved one object a call (binary-trees at
        * depth 20: 1.88 M calls of two lock round trips and a signal, for
        * 1.91 M objects and 4,374 steals). */
-      if (m->top >= 2 && atomic_load_explicit(&m->job->hungry, memory_order_relaxed) >
+      if (m->top - m->bottom >= 2 && atomic_load_explicit(&m->job->hungry, memory_order_relaxed) >
                              atomic_load_explicit(&m->job->pooled, memory_order_relaxed))
         share(m);
     } else if (hl_unlikely(m->objects >= m->budget)) {
@@ -455,18 +478,18 @@ static NOINLINE void drain_serial(marker *m) { drain_t(m, false); }
 static NOINLINE void drain_par(marker *m) { drain_t(m, true); }
 static void mark_value(marker *m, void *v, bool interior) { mark_value_t(m, v, interior, false); }
 
-/* Move the older half of m's stack (at most a packet) to the pool. */
+/* Move the older half of m's stack (at most a packet) to the pool: from its
+ * bottom, nothing else moves. */
 static NOINLINE void share(marker *m) {
   markjob *j = m->job;
-  uint64_t k = m->top / 2;
+  uint64_t k = (m->top - m->bottom) / 2;
   if (k > PACKET_MAX) k = PACKET_MAX;
   pthread_mutex_lock(&j->mu);
   packet *pk = packet_take();
   pthread_mutex_unlock(&j->mu);
   if (!pk) return;
-  memcpy(pk->items, m->stack, k * sizeof(void *));
-  memmove(m->stack, m->stack + k, (m->top - k) * sizeof(void *));
-  m->top -= k;
+  memcpy(pk->items, m->stack + m->bottom, k * sizeof(void *));
+  m->bottom += k;
   pk->n = (uint32_t)k;
   pk->from = m->index;
   pthread_mutex_lock(&j->mu);
@@ -492,6 +515,7 @@ static bool get_work(marker *m) {
         m->overflow = true; /* marked, not traced: the rescan finds them */
       } else {
         memcpy(m->stack, pk->items, pk->n * sizeof(void *));
+        m->bottom = 0;
         m->top = pk->n;
       }
       if (pk->from != m->index) m->steals++;
@@ -537,6 +561,7 @@ static void helper_mark(void *arg, unsigned index) {
   j->bytes[index] = m.bytes;
   j->objects[index] = m.objects;
   j->steals[index] = m.steals;
+  j->moved[index] = m.moved;
   j->overflow[index] = m.overflow;
 }
 
@@ -565,6 +590,7 @@ static bool mark_parallel(marker *m0, unsigned threads) {
     m0->bytes += j.bytes[i];
     m0->objects += j.objects[i];
     steals += j.steals[i];
+    m0->moved += j.moved[i];
     m0->overflow |= j.overflow[i];
     h->tally.mark_helper_bytes += j.bytes[i];
     ev[i] = (int64_t)j.bytes[i];
@@ -843,7 +869,7 @@ static bool large_index_build(marker *m, large_index *ix) {
   *ix = (large_index){0};
   if (!n) return true;
   uint64_t words = n * (sizeof(large_block) / sizeof(void *));
-  if (words > (m->cap - m->top) / 2) return false;
+  if (words > (m->cap - m->top) / 2) return false; /* (bottom 0: before any drain) */
   m->cap -= words;
   ix->b = (large_block *)(m->stack + m->cap);
   ix->n = n;
@@ -921,12 +947,13 @@ uint64_t hl__mark(hl_heap *h, bool minor) {
     m.budget = PARALLEL_AFTER_OBJECTS;
     drain_serial(&m);
     m.budget = UINT64_MAX;
-    if (m.top) mark_parallel(&m, h->mark_threads);
+    if (m.top > m.bottom) mark_parallel(&m, h->mark_threads);
   }
   drain_serial(&m);
   rescan_marked(&m);
   h->marked_bytes = m.bytes;
   h->marked_objects = m.objects;
+  h->mark_moved = m.moved;
   return m.bytes;
 }
 
