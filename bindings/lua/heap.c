@@ -372,7 +372,7 @@ static int heap_done(lua_State *L, const char *fn, hl_heap *h, int rc) {
 }
 
 /***
-Run a trim pass now (return free pages beyond the warm cache to the OS).
+Trim now: return every free page beyond the warm cache to the OS (passes of release_per_sweep pages, the heap lock dropped between them; a cycle's own trim is one pass).
 @function heap:trim
 @treturn boolean true
 @return nil, message, code

@@ -241,7 +241,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(warm_demand_trims, INT, 8, 0, 16, "",                                      \
     "while allocating, also keep as many empty pages as were taken in the last N trim intervals (0 = warm_pages only, the seed's policy)") \
   X(release_per_sweep, INT, 1024, 1, 1048576, "",                              \
-    "pages released per trim at most")                                        \
+    "pages released per trim pass at most: a cycle's trim (and a manual heap's after frees) is one pass, so a drop of more goes back over the next cycles; hl_trim runs passes until only the warm cache is left")                                        \
   X(release_advice, ENUM, HL_ADVICE_DONTNEED, HL_ADVICE_DONTNEED, HL_ADVICE_FREE,  \
     HL_CHOICES(release_advice),                            \
     "primary advice: dontneed drops RSS now; free is lazy and stays charged")  \
@@ -799,7 +799,12 @@ int hl_heap_range(hl_heap *heap, uint64_t *base, uint64_t *bytes);
  * blocks against the counters, poison when verify is on).  HL_ECHECK with a
  * message naming the first violation. */
 int hl_heap_check(hl_heap *heap);
-/* Run a trim pass now (release beyond the warm cache, upgrades). */
+/* Trim now: release every free page beyond the warm cache (and upgrade
+ * fallback pages), in passes of release_per_sweep pages with the heap lock
+ * dropped between them.  A cycle's own trim is one pass: a drop of more than
+ * release_per_sweep pages goes back over the next cycles, or at once by
+ * this call.  Stops early when a pass releases nothing (the kernel refused
+ * every run) or gives up (EAGAIN that does not clear). */
 int hl_trim(hl_heap *heap);
 /* Tell the heap the OS is under memory pressure: the next cycle sweeps major. */
 int hl_memory_pressure(hl_heap *heap);

@@ -990,7 +990,11 @@ class Heap(_Owned):
         self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(bool(major)))
 
     def trim(self) -> None:
-        """Run a trim pass now (release beyond the warm cache, upgrades)."""
+        """Trim now: release every free page beyond the warm cache (and
+        upgrade fallback pages), in passes of release_per_sweep pages with the
+        heap lock dropped between them.  A cycle's own trim is one pass: a
+        drop of more than release_per_sweep pages goes back over the next
+        cycles, or at once by trim()."""
         self._call(lib.hl_trim)
 
     def memory_pressure(self) -> None:

@@ -562,19 +562,13 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
   return t.gu.any != 0;
 }
 
-/* Trim: lock held and h->in_cycle set by the caller.  Drops the lock around
- * the syscalls unless the calling thread holds the heap (hl_enter).  Whole
- * pages first; then, with subpage_release, the OS pages of partly live
- * pages (subpage.c) with what is left of the same budgets. */
-void hl__trim_locked(hl_heap *h, bool forced) {
-  HL_ASSERT_LOCKED(h);
-  HL_ASSERT(h->in_cycle);
-  if (!h->opt.page_release) return;
-  if (!forced && hl__backoff_waiting(&h->trim_backoff)) {
-    h->tally.trim_backoffs++;
-    return;
-  }
-  uint64_t warm = warm_target(h);
+/* One trim pass down to `warm` free pages: at most release_per_sweep pages
+ * released, whole and sub-page together.  Lock held and h->in_cycle set by
+ * the caller.  Drops the lock around the syscalls unless the calling thread
+ * holds the heap (hl_enter).  Whole pages first; then, with subpage_release,
+ * the OS pages of partly live pages (subpage.c) with what is left of the
+ * same budgets.  True when a call gave up (EAGAIN that did not clear). */
+static bool trim_pass(hl_heap *h, bool forced, uint64_t warm) {
   uint64_t take = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
   if (take > (uint64_t)h->opt.release_per_sweep) take = (uint64_t)h->opt.release_per_sweep;
   uint64_t budget = h->fallback_count ? (uint64_t)h->opt.upgrade_per_sweep : 0;
@@ -594,19 +588,58 @@ void hl__trim_locked(hl_heap *h, bool forced) {
     if (!refused && h->thp_unused_lo != h->thp_unused_hi) refused = hl__prefault_retry(h);
     hl__backoff_step(&h->leftover_backoff, refused);
   }
-  if (!h->opt.subpage_release || gave_up) return;
+  if (!h->opt.subpage_release || gave_up) return gave_up;
   int sub = hl__subpage_trim(h, (uint64_t)h->opt.release_per_sweep - taken,
                              (uint64_t)h->opt.upgrade_per_sweep - upgrade_used);
   if (sub >= 0) backoff_update(h, sub == 1);
+  return sub == 1;
 }
 
-/* A trim outside a cycle: waits for one running (it may be in its trim with
- * the lock dropped).  Lock held. */
+/* A cycle's trim, or one frees called for (manual mode): one pass, at most
+ * release_per_sweep pages -- a drop of more goes back over the next
+ * cycles.  Lock held and h->in_cycle set by the caller. */
+void hl__trim_locked(hl_heap *h, bool forced) {
+  HL_ASSERT_LOCKED(h);
+  HL_ASSERT(h->in_cycle);
+  if (!h->opt.page_release) return;
+  if (!forced && hl__backoff_waiting(&h->trim_backoff)) {
+    h->tally.trim_backoffs++;
+    return;
+  }
+  trim_pass(h, forced, warm_target(h));
+}
+
+/* A trim outside a cycle (hl_trim: Heap.trim, Lua's h:trim, the preload's
+ * malloc_trim): waits for one running (it may be in its trim with the lock
+ * dropped), then releases everything beyond the warm cache -- in passes of
+ * release_per_sweep pages, the lock dropped between them as within them, so
+ * that the heap's other threads are not stalled for the whole of it.  It
+ * was one pass: after a 1 GiB drop at page_size=4k a collect and a trim left
+ * 1.19 GB resident, and an idle program kept it (the scale hunt, session
+ * 28).  It stops when a pass released nothing (every run refused), gave up,
+ * or after the passes the excess it found called for (frees meanwhile wait
+ * for the next trim).  Lock held. */
 void hl__trim_now(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
   while (h->in_cycle) hl__wait(h, &h->cycle_done);
   h->in_cycle = true;
-  hl__trim_locked(h, true);
+  if (h->opt.page_release) {
+    uint64_t warm = warm_target(h), per = (uint64_t)h->opt.release_per_sweep;
+    uint64_t excess = h->free_pool.count > warm ? h->free_pool.count - warm : 0;
+    for (uint64_t passes = excess / per + 1;; passes--) {
+      uint64_t before = h->free_pool.count;
+      bool gave_up = trim_pass(h, true, warm);
+      if (gave_up || passes <= 1 || h->free_pool.count <= warm || h->free_pool.count >= before)
+        break;
+      /* between passes, as around their syscalls: the heap is the other
+       * threads' (and a cycle's, which may trim too) */
+      h->in_cycle = false;
+      pthread_cond_broadcast(&h->cycle_done);
+      hl__retake_lock(h, hl__drop_lock(h));
+      while (h->in_cycle) hl__wait(h, &h->cycle_done);
+      h->in_cycle = true;
+    }
+  }
   h->in_cycle = false;
   pthread_cond_broadcast(&h->cycle_done);
 }
