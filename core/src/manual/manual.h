@@ -14,7 +14,10 @@
 
 struct hl_tcache {
   _Atomic(hl_heap *) heap;     /* NULL once the heap is closed */
-  hl_tcache *next_thread;      /* this thread's caches */
+  hl_tcache *next_thread, *prev_thread; /* this thread's caches */
+  uint64_t serial;             /* its heap's serial: the key of the thread's index */
+  _Atomic uint32_t *detached;  /* its thread's count of caches closing a heap
+                                  detached (manual.c: the thread frees them) */
   hl_tcache *next_heap, *prev_heap; /* the heap's caches (heap lock) */
   uint32_t nclasses;
   uint32_t room;               /* slots allocated after this struct */
