@@ -542,10 +542,17 @@ def test_a_signal_to_pytest_leaves_no_arm_running(tmp_path, kind, signame):
     pidfile = tmp_path / "pid"
     e = dict(os.environ, PIDFILE=str(pidfile), HEAPLAB_RESULTS=str(tmp_path / "results"))
     e.pop("PYTEST_XDIST_WORKER", None)
-    p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          f"test_slow.py::test_{kind}"], cwd=tmp_path, env=e,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+    # the child starts with SIGHUP's default: under `nohup make test` it inherited
+    # nohup's SIG_IGN, which the plugin leaves alone by design, and the SIGHUP case
+    # waited out its 60 s (the fresh-clone CI of session 28, run under nohup)
+    hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              f"test_slow.py::test_{kind}"], cwd=tmp_path, env=e,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    finally:
+        signal.signal(signal.SIGHUP, hup)
     pids = []
     try:
         from procs import wait_for_file
