@@ -100,6 +100,14 @@ static bool tc_global_and(hl_heap *h) {
   return false;
 }
 
+/* tc_global and h's lock, both held on return: h waited for alone. */
+static void tc_global_then(hl_heap *h) {
+  while (!tc_global_and(h)) {
+    hl__lock_raw(h);
+    hl__unlock_raw(h);
+  }
+}
+
 void hl__manual_fork_prepare(void) { pthread_mutex_lock(&tc_global); }
 void hl__manual_fork_done(void) { pthread_mutex_unlock(&tc_global); }
 
@@ -454,10 +462,7 @@ static hl_tcache *tcache_for(hl_heap *h) {
   tc->serial = h->serial;
   index_put(tc);
   tls_index_n++;
-  while (!tc_global_and(h)) { /* wait for h without tc_global */
-    hl__lock_raw(h);
-    hl__unlock_raw(h);
-  }
+  tc_global_then(h); /* (h waited for without tc_global) */
   tc->prev_heap = NULL;
   tc->next_heap = h->tcaches;
   if (h->tcaches) h->tcaches->prev_heap = tc;
@@ -979,10 +984,7 @@ void hl__manual_thread_flush(hl_heap *h) {
 
 /* Called by hl_heap_free without the lock. */
 void hl__manual_destroy(hl_heap *h) {
-  while (!tc_global_and(h)) { /* wait for h without tc_global */
-    hl__lock_raw(h);
-    hl__unlock_raw(h);
-  }
+  tc_global_then(h); /* (h waited for without tc_global) */
   while (h->tcaches) detach_closing(h->tcaches, h);
   hl__unlock_raw(h);
   pthread_mutex_unlock(&tc_global);
