@@ -125,7 +125,12 @@ int hl_interrupt_attach(int signo) {
    * any harness run -- the review, session 26): in front again, chaining the
    * handler there now. */
   pthread_mutex_lock(&attach_lock);
+  /* zeroed: glibc's sigaction fills only the kernel's 8 bytes of sa_mask,
+   * the rest of the 128-byte sigset_t kept the stack's garbage, and the
+   * comparison below saw a change -- and rewrote chained[] under a running
+   * handler -- when there was none (TSan, the CI of session 28) */
   struct sigaction now;
+  memset(&now, 0, sizeof now);
   if (sigaction(signo, NULL, &now) != 0) {
     int e = errno;
     pthread_mutex_unlock(&attach_lock);
