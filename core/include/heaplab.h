@@ -732,8 +732,11 @@ void hl_sampler_stop(hl_sampler *s);
  * stops a long fill instead of waiting for it.  Called again: nothing while
  * its handler is in place; put in front again when another replaced it
  * (chaining that one: never one that chains to heaplab's itself).  HL_ESYS
- * if the handler cannot be installed.  One attach at a time (threads may
- * attach at once).  The handler is process-wide; the library never removes
+ * if the handler cannot be installed, HL_ENOMEM if the one to chain cannot
+ * be recorded (a few dozen bytes, once for each handler the host installs:
+ * what heaplab's handler reads is never rewritten, so a signal on another
+ * thread during an attach chains the old handler or the new, whole).  One
+ * attach at a time (threads may attach at once).  The handler is process-wide; the library never removes
  * it (the Lua binding puts the host's handler back after each long call),
  * and once attached, the library stays loaded after a dlclose (the signal
  * could run unmapped code). */

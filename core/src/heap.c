@@ -60,11 +60,25 @@ _Atomic uint64_t hl__interrupts;
 
 void hl_interrupt(void) { atomic_fetch_add_explicit(&hl__interrupts, 1, memory_order_relaxed); }
 
-static struct sigaction chained[65];
-/* bumped (release) after chained[sig] is written, read (acquire) by the
- * handler before it reads it: what orders the two for ThreadSanitizer, which
- * does not see sigaction as a synchronisation */
-static _Atomic unsigned chained_gen[65];
+/* The handler each signal chains to, read by heaplab's handler in one atomic
+ * load: a record is never written once published (an attach that finds the
+ * host's handler changed publishes another, interned: the hosts' few
+ * handlers each get one record, kept for the process's life).  It was a
+ * struct rewritten in place, which a handler running on another thread could
+ * read half-written -- the host's new function with its old flags.  (What
+ * made ThreadSanitizer see such rewrites in a test whose host never changes
+ * its handler: its sigaction interceptor keeps its own table, written field
+ * by field and copied out byte by byte, unlocked, so an attach reading it
+ * while another thread put the host's handler back got heaplab's function
+ * with the host's flags, or the host's with heaplab's -- a change, and
+ * chained[] rewritten, 2 to 5 runs of 20.  The kernel's sigaction is atomic;
+ * the interceptor's is not, and any rewrite must be safe anyway.) */
+struct chained_rec {
+  struct sigaction sa;
+  struct chained_rec *next; /* every record made, for the interning */
+};
+static _Atomic(const struct chained_rec *) chained[65];
+static struct chained_rec *chained_recs; /* under attach_lock */
 
 /* The signals whose default action is to do nothing (SIGCONT's continuing
  * is the kernel's, handler or not), and those whose default stops the
@@ -77,8 +91,12 @@ static bool default_stops(int sig) { return sig == SIGTSTP || sig == SIGTTIN || 
 static void on_signal(int sig, siginfo_t *info, void *ctx) {
   int saved = errno;
   hl_interrupt();
-  (void)atomic_load_explicit(&chained_gen[sig], memory_order_acquire);
-  const struct sigaction *old = &chained[sig];
+  const struct chained_rec *rec = atomic_load_explicit(&chained[sig], memory_order_acquire);
+  if (!rec) { /* (published before the handler is installed: never) */
+    errno = saved;
+    return;
+  }
+  const struct sigaction *old = &rec->sa;
   if (old->sa_flags & SA_SIGINFO) {
     if (old->sa_sigaction) old->sa_sigaction(sig, info, ctx);
   } else if (old->sa_handler == SIG_DFL && default_stops(sig)) {
@@ -116,6 +134,22 @@ static void on_signal(int sig, siginfo_t *info, void *ctx) {
  * So one attach at a time, and heaplab's handler is never the chained one. */
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The record of the handler a (flags, mask, function), made if there is none
+ * yet; NULL when out of memory.  Under attach_lock. */
+static const struct chained_rec *chained_find(const struct sigaction *a) {
+  for (const struct chained_rec *r = chained_recs; r; r = r->next)
+    if (r->sa.sa_flags == a->sa_flags && !memcmp(&r->sa.sa_mask, &a->sa_mask, sizeof a->sa_mask) &&
+        ((a->sa_flags & SA_SIGINFO) ? (void *)r->sa.sa_sigaction == (void *)a->sa_sigaction
+                                    : (void *)r->sa.sa_handler == (void *)a->sa_handler))
+      return r;
+  struct chained_rec *r = malloc(sizeof *r);
+  if (!r) return NULL;
+  r->sa = *a;
+  r->next = chained_recs;
+  chained_recs = r;
+  return r;
+}
+
 int hl_interrupt_attach(int signo) {
   if (signo <= 0 || signo > 64)
     return hl__fail(NULL, HL_EINVAL, "hl_interrupt_attach: %d is no signal number [1, 64]", signo);
@@ -127,8 +161,8 @@ int hl_interrupt_attach(int signo) {
   pthread_mutex_lock(&attach_lock);
   /* zeroed: glibc's sigaction fills only the kernel's 8 bytes of sa_mask,
    * the rest of the 128-byte sigset_t kept the stack's garbage, and the
-   * comparison below saw a change -- and rewrote chained[] under a running
-   * handler -- when there was none (TSan, the CI of session 28) */
+   * handler found matched no record -- a new one at each attach (it was a
+   * rewrite of chained[] under a running handler: the CI of session 28) */
   struct sigaction now;
   memset(&now, 0, sizeof now);
   if (sigaction(signo, NULL, &now) != 0) {
@@ -137,7 +171,10 @@ int hl_interrupt_attach(int signo) {
     return hl__fail(NULL, HL_ESYS, "hl_interrupt_attach: signal %d: sigaction: %s", signo,
                     hl__strerror(e));
   }
-  if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_signal) {
+  /* heaplab's function, whatever the flags read with it: never chained (a
+   * torn read, above, gave on_signal with the host's flags -- chained, it
+   * called itself for each signal until the stack ran out) */
+  if ((void *)now.sa_sigaction == (void *)on_signal || (void *)now.sa_handler == (void *)on_signal) {
     pthread_mutex_unlock(&attach_lock);
     return HL_OK;
   }
@@ -150,16 +187,17 @@ int hl_interrupt_attach(int signo) {
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  /* the chained handler is in place before heaplab's can run; written only
-   * when it changes: a handler still running from before may be reading it
-   * (the Lua binding re-attaches around every long call, the host's handler
-   * the same each time) */
-  struct sigaction *c = &chained[signo];
-  if (c->sa_flags != now.sa_flags || memcmp(&c->sa_mask, &now.sa_mask, sizeof now.sa_mask) ||
-      ((now.sa_flags & SA_SIGINFO) ? (void *)c->sa_sigaction != (void *)now.sa_sigaction
-                                   : (void *)c->sa_handler != (void *)now.sa_handler))
-    *c = now;
-  atomic_fetch_add_explicit(&chained_gen[signo], 1, memory_order_release);
+  /* the chained handler is in place before heaplab's can run; a record
+   * equal to the handler found, made once and never written again (a
+   * handler running still, on another thread, may be reading the one
+   * published before) */
+  const struct chained_rec *rec = chained_find(&now);
+  if (!rec) {
+    pthread_mutex_unlock(&attach_lock);
+    return hl__fail(NULL, HL_ENOMEM,
+                    "hl_interrupt_attach: signal %d: no memory for the handler to chain", signo);
+  }
+  atomic_store_explicit(&chained[signo], rec, memory_order_release);
   if (sigaction(signo, &sa, NULL) != 0) {
     int e = errno;
     pthread_mutex_unlock(&attach_lock);
