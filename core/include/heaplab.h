@@ -133,7 +133,7 @@ extern "C" {
  * pins the layout of this version and fails until both change together
  * (docs/clients.md, "Embedding libheaplab in a C program").
  */
-#define HL_ABI_VERSION 1
+#define HL_ABI_VERSION 2
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -549,7 +549,19 @@ const char *hl_stat_description(int index);
 
 #define HL_EVENT_MAX_FIELDS 10
 
-/* X(name, "comma,separated,field,names") -- at most HL_EVENT_MAX_FIELDS. */
+/* X(name, "comma,separated,field,names") -- at most HL_EVENT_MAX_FIELDS.
+ * large_unmap_pending: a collected heap's dead large objects of
+ * large_map_bytes or more are unmapped; at vm.max_map_count the kernel
+ * refuses to unmap one inside a VMA merged with its neighbours (ENOMEM: the
+ * VMA would split).  Such a range's pages but its first (the record that
+ * keeps it on the heap's pending list) go back with MADV_DONTNEED at once,
+ * and the range stays mapped, pending, retried at each cycle's end (the
+ * first pending range; the rest when it goes), by hl_trim (every one) and
+ * by hl_heap_free.  Recorded once per batch of unmaps that changed the
+ * list: refused (ranges newly refused, refused_bytes their mappings' bytes,
+ * errno the first refusal's), unmapped (pending ranges a retry unmapped,
+ * unmapped_bytes), and the list after it (pending, pending_bytes).  Their
+ * bytes are not in large_live_bytes. */
 #define HL_EVENTS(X)                                                           \
   X(heap_created, "reserved_bytes,page_size,thp_disabled,reserve_attempts")    \
   X(cycle, "major,duration_ns,small_bytes,large_bytes,swept_pages,freed_objects,live_bytes,trigger_bytes,reason,minor") \
@@ -563,7 +575,8 @@ const char *hl_stat_description(int index);
   X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked") \
   X(thp_split, "chunk_page,released_pages,pages_in_use,released_bytes")        \
   X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes") \
-  X(nursery_adapted, "old_bytes,new_bytes,kept_pct")
+  X(nursery_adapted, "old_bytes,new_bytes,kept_pct")                         \
+  X(large_unmap_pending, "refused,refused_bytes,errno,unmapped,unmapped_bytes,pending,pending_bytes")
 
 typedef enum hl_event_kind {
 #define HL__EV_ENUM(name, fields) HL_EV_##name,
@@ -757,7 +770,12 @@ typedef struct hl_heap hl_heap;
  * and the message is written to err (may be NULL) and is
  * hl_heap_error(NULL)'s. */
 int hl_heap_new(const hl_options *opts, hl_heap **out, char *err, size_t errlen);
-/* Close a heap: every object, handle and page is gone.  NULL is ignored. */
+/* Close a heap: every object, handle and page is gone.  NULL is ignored.
+ * Large objects' mappings the kernel will not unmap at vm.max_map_count
+ * (event large_unmap_pending) are unmapped from the ends of their merged
+ * VMAs inwards, which splits none; any left (a range between mappings not
+ * the heap's in one VMA) are given back with MADV_DONTNEED, stay mapped,
+ * and are said in one line on stderr. */
 void hl_heap_free(hl_heap *heap);
 /* Message of the calling thread's last failure when it was on this heap;
  * otherwise the heap's last failure from any thread ("" if none).  With
@@ -800,14 +818,19 @@ int hl_vma_count(hl_heap *heap, uint64_t *out);
 int hl_heap_range(hl_heap *heap, uint64_t *base, uint64_t *bytes);
 /* Check every invariant (pool accounting, states, free slots, the large
  * blocks against the counters, poison when verify is on).  HL_ECHECK with a
- * message naming the first violation. */
+ * message naming the first violation.  Dead large objects whose munmap was
+ * refused (event large_unmap_pending) are no violation: the check passes
+ * with them pending, and fails when a pending range is not mapped, is a
+ * live block, or the list disagrees with the heap's count of them. */
 int hl_heap_check(hl_heap *heap);
 /* Trim now: release every free page beyond the warm cache (and upgrade
  * fallback pages), in passes of release_per_sweep pages with the heap lock
  * dropped between them.  A cycle's own trim is one pass: a drop of more than
  * release_per_sweep pages goes back over the next cycles, or at once by
  * this call.  Stops early when a pass releases nothing (the kernel refused
- * every run) or gives up (EAGAIN that does not clear). */
+ * every run) or gives up (EAGAIN that does not clear).  Then tries to unmap
+ * every large object's mapping munmap refused before (event
+ * large_unmap_pending). */
 int hl_trim(hl_heap *heap);
 /* Tell the heap the OS is under memory pressure: the next cycle sweeps major. */
 int hl_memory_pressure(hl_heap *heap);

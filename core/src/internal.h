@@ -284,6 +284,9 @@ typedef struct hl_large {
 /* a mapping of its own (large_map_bytes), not a system malloc block: freed
  * with munmap, the record at its start (lead 0) */
 #define HL_LARGE_MAPPED 1u
+/* a mapped block that is dead but still mapped: munmap was refused (the map
+ * limit), its pages but the record's given back; on h->unmap_pending */
+#define HL_LARGE_PENDING 2u
 
 /* ---- util/ptrset.c: an open-addressing set of pointers ---- */
 typedef struct hl_ptrset {
@@ -486,6 +489,14 @@ struct hl_heap {
                                realloc), out of the list and the set, still counted; fork
                                waits for none to be (registry.c) */
   uint64_t large_moving_bytes; /* what they are charged meanwhile */
+  /* dead mapped blocks whose munmap the kernel refused (ENOMEM at
+   * vm.max_map_count: unmapping a range inside a merged VMA splits it),
+   * chained by next: their pages but the record's given back with
+   * MADV_DONTNEED, the ranges retried at each cycle's end (the first only),
+   * by hl_trim (all) and at hl_heap_free (large.c) */
+  hl_large *unmap_pending;
+  uint64_t unmap_pending_n, unmap_pending_bytes; /* every pending range, listed or taken */
+  bool unmap_retrying;      /* the list is taken for a retry (in_cycle set) */
   uint64_t sys_map_threshold; /* the system allocator maps a block this big or bigger (the
                                  preload library fixes glibc's; 0: not known) */
 
@@ -942,9 +953,32 @@ void *hl__large_adopt(hl_heap *h, void *raw, uint64_t block_bytes, size_t align)
  * quarantine under verify), or chain the record for
  * hl__large_release_chain.  Lock held. */
 void *hl__large_unlink(hl_heap *h, hl_large *l);
+/* What a release of mapped blocks did: the ranges munmap refused (chained
+ * in `kept`, to go on the pending list) and the pending ones a retry
+ * unmapped. */
+typedef struct hl_unmap_tally {
+  hl_large *kept;           /* refused now, or retried and refused again */
+  uint64_t refused, refused_bytes;   /* refused for the first time */
+  uint64_t unmapped, unmapped_bytes; /* pending ranges a retry unmapped */
+  uint64_t retried;         /* pending ranges taken for the retry */
+  int err;                  /* errno of the first refusal */
+} hl_unmap_tally;
 /* Free unlinked records chained by their next field (the collector's dead
- * blocks, after the lock).  No lock. */
-void hl__large_release_chain(hl_large *l);
+ * blocks, after the lock); the mapped blocks munmap refuses go to t->kept,
+ * their pages given back.  No lock. */
+void hl__large_release_chain(hl_large *l, hl_unmap_tally *t);
+/* The pending list, taken for hl__large_retry (NULL when empty or already
+ * taken).  Lock held, in_cycle set. */
+hl_large *hl__large_pending_take(hl_heap *h);
+/* munmap the taken ranges again: every one (all), or until one is refused
+ * (the rest kept untried).  No lock. */
+void hl__large_retry(hl_large *pending, bool all, hl_unmap_tally *t);
+/* The kept ranges (back) on the pending list, its counts, and the event
+ * large_unmap_pending when anything changed.  Lock held. */
+void hl__large_unmap_done(hl_heap *h, hl_unmap_tally *t);
+/* A retry of every pending range with the lock dropped (hl_trim).  Lock
+ * held, in_cycle set. */
+void hl__large_retry_pending(hl_heap *h);
 /* A block out of the list and the set, its bytes still charged, for a
  * resize outside the lock: hl__large_detach (lock held), then
  * hl__large_sys_realloc (no lock), then hl__large_attach with what it

@@ -11,6 +11,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../internal.h"
 
@@ -121,6 +122,8 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
     CHECK(hl__large_contains(h, l + 1), "large block %p is not in the set", (const void *)(l + 1));
     CHECK(++n <= h->ctr.large_objects, "large list: more blocks than the %" PRIu64 " counted",
           h->ctr.large_objects);
+    CHECK(!(l->flags & HL_LARGE_PENDING), "large block %p is live and pending an unmap",
+          (const void *)(l + 1));
     bytes += l->size;
     prev = l;
   }
@@ -128,6 +131,27 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
         h->ctr.live[HL_LARGE], "large list: %" PRIu64 " blocks of %" PRIu64 " bytes (and %" PRIu32
         " being moved, %" PRIu64 " bytes), counted %" PRIu64 " of %" PRIu64, n, bytes,
         h->large_moving, h->large_moving_bytes, h->ctr.large_objects, h->ctr.live[HL_LARGE]);
+  /* the dead blocks munmap refused (large.c): each still mapped (its record
+   * page: mincore says ENOMEM of an unmapped one), out of the set, and the
+   * list what its counts say -- unless a retry has it out (in_cycle) */
+  uint64_t pn = 0, pb = 0;
+  for (const hl_large *l = h->unmap_pending; l; l = l->next) {
+    CHECK(++pn <= h->unmap_pending_n, "unmap pending list: more ranges than the %" PRIu64
+          " counted", h->unmap_pending_n);
+    CHECK((l->flags & (HL_LARGE_MAPPED | HL_LARGE_PENDING)) ==
+              (HL_LARGE_MAPPED | HL_LARGE_PENDING),
+          "unmap pending range %p is not flagged mapped and pending", (const void *)l);
+    CHECK(!hl__large_contains(h, l + 1), "unmap pending range %p is a live block",
+          (const void *)l);
+    uint64_t res;
+    int err = hl__prim_os_resident(l, 1, &res);
+    CHECK(err == 0, "unmap pending range %p (%" PRIu64 " bytes) is not mapped (mincore: %s)",
+          (const void *)l, sizeof(hl_large) + l->size, strerror(err));
+    pb += sizeof(hl_large) + l->size;
+  }
+  CHECK(h->unmap_retrying || (pn == h->unmap_pending_n && pb == h->unmap_pending_bytes),
+        "unmap pending list: %" PRIu64 " ranges of %" PRIu64 " bytes, counted %" PRIu64
+        " of %" PRIu64, pn, pb, h->unmap_pending_n, h->unmap_pending_bytes);
   return HL_OK;
 }
 

@@ -74,10 +74,17 @@ static hl_large *sweep_large(hl_heap *h, sweep_tally *t) {
  * cycle's alone (unlinked, out of the set); in_cycle is still set, so a
  * fork() waits for it (registry.c) and the child inherits no chain. */
 static void free_dead_large(hl_heap *h, hl_large *dead) {
-  if (!dead) return;
+  /* and the ranges munmap refused before (the map limit, large.c): the
+   * first is tried again, the rest when it goes -- one refused call a
+   * cycle while the process stays at the limit */
+  hl_large *pending = hl__large_pending_take(h);
+  if (!dead && !pending) return;
+  hl_unmap_tally t = {0};
   bool dropped = hl__drop_lock(h);
-  hl__large_release_chain(dead);
+  hl__large_retry(pending, false, &t);
+  hl__large_release_chain(dead, &t);
   hl__retake_lock(h, dropped);
+  hl__large_unmap_done(h, &t);
 }
 
 /* gc_growth_ratio: the least the heap may grow by in a cycle, for a live set

@@ -7,9 +7,14 @@
  * one).  The path charges and discharges its own bytes (hl__charge), for both
  * modes; its trigger is large_trigger_bytes (gc/cycle.c).
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../internal.h"
+
+static void unmap_or_pend(hl_heap *h, void *raw, uint64_t block_bytes);
 
 bool hl__large_contains(const hl_heap *h, const void *block) {
   return hl__ptrset_contains(&h->large_set, block);
@@ -101,7 +106,7 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
   if (!raw) return NULL;
   void *block = hl__large_adopt(h, raw, block_bytes, 16);
   if (!block) {
-    if (mapped) hl__prim_os_unreserve(raw, sizeof(hl_large) + block_bytes);
+    if (mapped) unmap_or_pend(h, raw, block_bytes);
     else hl__large_sys_free(raw);
     return NULL;
   }
@@ -111,10 +116,125 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
 
 static void *system_block(hl_large *l) { return (uint8_t *)l - l->lead; }
 
+/* ---- mappings the kernel would not unmap ----
+ *
+ * A mapped block's munmap fails with ENOMEM at vm.max_map_count when the
+ * block lies inside a VMA merged with its neighbours (the blocks mapped
+ * before and after it, or the program's own mappings): unmapping it would
+ * split the VMA in two.  The result was ignored: the bytes stayed mapped and
+ * resident while large_live_bytes said them freed, and hl_heap_free lost
+ * them for good (375 MB resident where 198 MB was right; the scale hunt,
+ * session 28).  Now a refused block's pages but the first go back with
+ * MADV_DONTNEED -- which never splits a VMA -- and the range goes on the
+ * heap's pending list, its record (in the first page) chaining it: no
+ * allocation, which could fail at the limit too.  The list is retried at
+ * each cycle's end (its first range; the rest when that one goes), by
+ * hl_trim (every range) and at hl_heap_free, which reports on stderr what
+ * it could not unmap.  The event large_unmap_pending says each change. */
+
+static size_t map_bytes(const hl_large *l) { return sizeof(hl_large) + (size_t)l->size; }
+
+/* munmap a mapped block; false when the kernel refuses.  The first refusal
+ * gives the pages after the record's back (the record chains the range). */
+static bool unmap_block(hl_large *l, bool first, hl_unmap_tally *t) {
+  size_t bytes = map_bytes(l);
+  int err = hl__prim_os_unreserve(l, bytes);
+  if (err == 0) return true;
+  if (!t->err) t->err = err;
+  if (first) {
+    size_t ps = hl__prim_os_page_size();
+    /* (refused too -- an mlock'ed range -- the pages stay resident: the
+     * range is pending all the same, and retried) */
+    if (bytes > ps) (void)hl__prim_os_advise((uint8_t *)l + ps, bytes - ps, PRIM_DONTNEED);
+  }
+  return false;
+}
+
+static void keep(hl_large *l, hl_unmap_tally *t) {
+  l->prev = NULL;
+  l->next = t->kept;
+  t->kept = l;
+}
+
 /* Free a record's memory: its mapping, or its system block. */
-static void release_block(hl_large *l) {
-  if (l->flags & HL_LARGE_MAPPED) hl__prim_os_unreserve(l, sizeof(hl_large) + l->size);
-  else hl__large_sys_free(system_block(l));
+static void release_block(hl_large *l, hl_unmap_tally *t) {
+  if (!(l->flags & HL_LARGE_MAPPED)) {
+    hl__large_sys_free(system_block(l));
+    return;
+  }
+  if (unmap_block(l, true, t)) return;
+  l->flags |= HL_LARGE_PENDING;
+  t->refused++;
+  t->refused_bytes += map_bytes(l);
+  keep(l, t);
+}
+
+/* A fresh mapping hl__large_alloc could not adopt.  Lock held. */
+static void unmap_or_pend(hl_heap *h, void *raw, uint64_t block_bytes) {
+  hl_large *l = raw;
+  memset(l, 0, sizeof *l);
+  l->size = block_bytes;
+  l->flags = HL_LARGE_MAPPED;
+  hl_unmap_tally t = {0};
+  release_block(l, &t);
+  hl__large_unmap_done(h, &t);
+}
+
+hl_large *hl__large_pending_take(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
+  if (h->unmap_retrying || !h->unmap_pending) return NULL;
+  hl_large *l = h->unmap_pending;
+  h->unmap_pending = NULL;
+  h->unmap_retrying = true;
+  return l;
+}
+
+void hl__large_retry(hl_large *l, bool all, hl_unmap_tally *t) {
+  bool refused = false;
+  while (l) {
+    hl_large *n = l->next;
+    t->retried++;
+    size_t bytes = map_bytes(l); /* (read before the unmap) */
+    if (!refused && unmap_block(l, false, t)) {
+      t->unmapped++;
+      t->unmapped_bytes += bytes;
+    } else {
+      refused = !all;
+      keep(l, t);
+    }
+    l = n;
+  }
+}
+
+void hl__large_unmap_done(hl_heap *h, hl_unmap_tally *t) {
+  HL_ASSERT_LOCKED(h);
+  if (t->retried) h->unmap_retrying = false;
+  for (hl_large *l = t->kept, *n; l; l = n) {
+    n = l->next;
+    l->next = h->unmap_pending;
+    h->unmap_pending = l;
+  }
+  t->kept = NULL;
+  h->unmap_pending_n += t->refused;
+  h->unmap_pending_n -= t->unmapped;
+  h->unmap_pending_bytes += t->refused_bytes;
+  h->unmap_pending_bytes -= t->unmapped_bytes;
+  if (t->refused || t->unmapped)
+    hl__event(h, HL_EV_large_unmap_pending, 7, (int64_t)t->refused, (int64_t)t->refused_bytes,
+              (int64_t)t->err, (int64_t)t->unmapped, (int64_t)t->unmapped_bytes,
+              (int64_t)h->unmap_pending_n, (int64_t)h->unmap_pending_bytes);
+}
+
+void hl__large_retry_pending(hl_heap *h) {
+  HL_ASSERT_LOCKED(h);
+  HL_ASSERT(h->in_cycle);
+  hl_large *pending = hl__large_pending_take(h);
+  if (!pending) return;
+  hl_unmap_tally t = {0};
+  bool dropped = hl__drop_lock(h);
+  hl__large_retry(pending, true, &t);
+  hl__retake_lock(h, dropped);
+  hl__large_unmap_done(h, &t);
 }
 
 void hl__large_detach(hl_heap *h, hl_large *l) {
@@ -171,16 +291,76 @@ void *hl__large_unlink(hl_heap *h, hl_large *l) {
 
 /* Free the memory of records hl__large_unlink took out, chained by their
  * next field.  No lock: the records are the caller's alone. */
-void hl__large_release_chain(hl_large *l) {
+void hl__large_release_chain(hl_large *l, hl_unmap_tally *t) {
   while (l) {
     hl_large *n = l->next;
-    release_block(l);
+    release_block(l, t);
     l = n;
   }
 }
 
+/* A chain sorted by address (a merge sort of the linked records). */
+static hl_large *sort_by_address(hl_large *l) {
+  if (!l || !l->next) return l;
+  hl_large *slow = l, *fast = l->next;
+  while (fast && fast->next) slow = slow->next, fast = fast->next->next;
+  hl_large *b = slow->next;
+  slow->next = NULL;
+  hl_large *a = sort_by_address(l);
+  b = sort_by_address(b);
+  hl_large head, *tail = &head;
+  while (a && b) {
+    if ((uintptr_t)a < (uintptr_t)b) tail->next = a, a = a->next;
+    else tail->next = b, b = b->next;
+    tail = tail->next;
+  }
+  tail->next = a ? a : b;
+  return head.next;
+}
+
+/* Every block's memory at the heap's close, and every pending range's.  A
+ * range in the middle of a merged VMA cannot go at the map limit, but one
+ * at the VMA's end can (the VMA shrinks: no split), and then its neighbour
+ * is at the end: the ranges are unmapped in address order, up and down,
+ * while a pass unmaps any.  What is left (a range between mappings not the
+ * heap's, in one VMA) is given back whole with MADV_DONTNEED and said on
+ * stderr: the program's address space keeps it. */
 void hl__large_destroy_all(hl_heap *h) {
-  hl__large_release_chain(h->large_head);
+  hl_unmap_tally t = {0};
+  hl__large_release_chain(h->large_head, &t);
   h->large_head = NULL;
+  hl_large *left = t.kept;
+  for (hl_large *l = h->unmap_pending, *n; l; l = n) {
+    n = l->next;
+    l->next = left;
+    left = l;
+  }
+  h->unmap_pending = NULL;
+  left = sort_by_address(left);
+  /* (keep() chains what a pass leaves in reverse: the next pass goes the
+   * other way; two passes in a row that unmap nothing end it) */
+  for (int pass = 0, idle = 0; left && idle < 2 && pass < 64; pass++) {
+    hl_unmap_tally r = {0};
+    hl__large_retry(left, true, &r);
+    if (!t.err) t.err = r.err;
+    left = r.kept;
+    idle = r.unmapped ? 0 : idle + 1;
+  }
+  uint64_t n = 0, bytes = 0;
+  for (hl_large *l = left, *next; l; l = next) {
+    next = l->next;
+    size_t b = map_bytes(l);
+    n++;
+    bytes += b;
+    (void)hl__prim_os_advise(l, b, PRIM_DONTNEED);
+  }
+  if (n)
+    fprintf(stderr,
+            "heaplab: hl_heap_free: %" PRIu64 " large object mapping(s) (%" PRIu64
+            " bytes) could not be unmapped (munmap: %s -- vm.max_map_count reached, each "
+            "inside a VMA merged with mappings not the heap's): they stay mapped, their "
+            "pages given back\n",
+            n, bytes, strerror(t.err));
+  h->unmap_pending_n = h->unmap_pending_bytes = 0;
   hl__ptrset_free(&h->large_set);
 }

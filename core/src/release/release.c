@@ -640,6 +640,8 @@ void hl__trim_now(hl_heap *h) {
       h->in_cycle = true;
     }
   }
+  /* large objects' mappings munmap refused (the map limit): every one again */
+  hl__large_retry_pending(h);
   h->in_cycle = false;
   pthread_cond_broadcast(&h->cycle_done);
 }
