@@ -142,7 +142,7 @@ static const struct chained_rec *chained_find(const struct sigaction *a) {
         ((a->sa_flags & SA_SIGINFO) ? (void *)r->sa.sa_sigaction == (void *)a->sa_sigaction
                                     : (void *)r->sa.sa_handler == (void *)a->sa_handler))
       return r;
-  struct chained_rec *r = malloc(sizeof *r);
+  struct chained_rec *r = hl__sys_malloc(sizeof *r);
   if (!r) return NULL;
   r->sa = *a;
   r->next = chained_recs;
