@@ -499,8 +499,8 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(minor_gc_ns, "of gc_ns: minor cycles (generational), nanoseconds")        \
   X(max_pause_ns, "longest cycle, nanoseconds")                                \
   X(events_dropped, "events overwritten before they were read")              \
-  X(manual_mallocs, "manual mode allocations")                                 \
-  X(manual_frees, "manual mode frees")                                         \
+  X(manual_mallocs, "manual mode allocations (read while other threads allocate and free: never less than an earlier read nor than manual_frees, never more than the calls made by the end of the read -- it may lag the calls in progress -- and exact once they are done)") \
+  X(manual_frees, "manual mode frees (read while other threads free: never less than an earlier read, and each thread's count as it was during the read)") \
   X(tcache_refills, "manual mode thread-cache refills")                        \
   X(tcache_flushes, "manual mode thread-cache flushes")                        \
   X(tcache_gc_visits, "manual mode thread-cache GC: size classes visited (tcache_gc_events)") \

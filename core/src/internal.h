@@ -569,6 +569,9 @@ struct hl_heap {
   uint64_t manual_trim_threshold;
   uint32_t manual_run;       /* slots a refill still wants: the most a run
                                 reserved for it may hold (0 = RUN_MAX) */
+  uint64_t manual_mallocs_shown; /* the last manual_mallocs the stats gave (under
+                                the lock): the next is never less
+                                (hl__manual_stats) */
 
   /* telemetry: counters only ever added to (hl_stats' event counts; the
    * byte and page gauges come from where they live, when asked for) */

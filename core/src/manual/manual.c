@@ -140,11 +140,15 @@ static void flush_all(hl_tcache *tc, hl_heap *h) {
   hl__unlock(h, locked);
 }
 
-/* The cache's counts of mallocs and frees (manual.h).  Lock held. */
+/* The cache's counts of mallocs and frees (manual.h).  Lock held.  While
+ * its thread runs: frees as of the tick read, and mallocs no more than were
+ * made -- the tick first, with acquire, then the bins' counts, which hold
+ * the pushes of all the frees it counts (hl__tick's release). */
 static void counts(hl_tcache *tc, uint64_t *mallocs, uint64_t *frees) {
+  uint64_t tick = atomic_load_explicit(&tc->tick, memory_order_acquire);
   uint64_t cached = 0;
   for (uint32_t c = 0; c < tc->nclasses; c++) cached += hl__cnt(tc, c);
-  *frees = tc->fend - atomic_load_explicit(&tc->tick, memory_order_relaxed);
+  *frees = tc->fend - tick;
   *mallocs = tc->taken + *frees - tc->given - cached;
 }
 
@@ -997,7 +1001,16 @@ void hl__manual_destroy(hl_heap *h) {
   }
 }
 
-/* The counts still in the live threads' caches.  Lock held. */
+/* The counts still in the live threads' caches.  Lock held.  The frees
+ * are exact as of each cache's read; the mallocs read beside running
+ * threads may fall short of what was made (by a push whose tick the read
+ * missed, or a pop: counts()) -- short of what an earlier read gave, and
+ * even of the frees when they are near.  Reported: the most of this read,
+ * the last one reported and the frees, each no more than the mallocs made
+ * by the end of this read (every free follows its malloc), so the count
+ * never goes down, nor below the frees, and is exact once the threads'
+ * calls are done.  (The differences as signed: a cache's share alone may
+ * be "negative", the frees of blocks other threads allocated.) */
 void hl__manual_stats(hl_heap *h, hl_stats *st) {
   HL_ASSERT_LOCKED(h);
   for (hl_tcache *tc = h->tcaches; tc; tc = tc->next_heap) {
@@ -1006,4 +1019,8 @@ void hl__manual_stats(hl_heap *h, hl_stats *st) {
     st->manual_mallocs += mallocs;
     st->manual_frees += frees;
   }
+  if ((int64_t)(h->manual_mallocs_shown - st->manual_mallocs) > 0)
+    st->manual_mallocs = h->manual_mallocs_shown;
+  if ((int64_t)(st->manual_frees - st->manual_mallocs) > 0) st->manual_mallocs = st->manual_frees;
+  h->manual_mallocs_shown = st->manual_mallocs;
 }

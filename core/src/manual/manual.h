@@ -29,8 +29,16 @@ struct hl_tcache {
    * refills took + frees - the blocks flushed - the blocks cached now (every
    * block that came in went out by a malloc or a flush, or is still there).
    * fend, taken and given change, and tick is set back, only under the heap
-   * lock, where the stats read them (hl__manual_stats; a thread's counts
-   * read while it runs may be one off for the moment of a push). */
+   * lock, where the stats read them (hl__manual_stats).  The thread's
+   * pushes, pops and ticks go on meanwhile: a push stores the bin's count,
+   * then the tick with release order; the stats load the tick with acquire,
+   * then the counts -- each free the tick counts is in the counts read, so
+   * a read never counts more mallocs than were made (it may count fewer,
+   * by the pushes whose tick it missed and the pops it missed; the stats
+   * report the most they reported before, which is the exact count again
+   * once the thread's calls are done).  Read the other way, a read could
+   * count both a block's free and a malloc it was not yet -- one more than
+   * the next read (manual_mallocs went 10452 -> 10450). */
   _Atomic uint64_t tick;
   uint64_t fend, taken, given;
   uint64_t gc_period;          /* tcache_gc_events, or HL_TC_NO_GC */
@@ -84,12 +92,16 @@ typedef struct hl_tls_cache {
 } hl_tls_cache;
 extern HL_TLS hl_tls_cache hl__tls;
 
-/* One free on a cache's clock (owner only): true when it runs out and the
- * GC's visit is due.  Where the count of frees went up by one before, the
- * same load, subtract and store, and a branch on the subtraction's flags. */
+/* One free on a cache's clock (owner only), after its block's push (the
+ * bin's count stored): true when it runs out and the GC's visit is due.
+ * Where the count of frees went up by one before, the same load, subtract
+ * and store, and a branch on the subtraction's flags.  The store releases
+ * the push's (the stats read the tick, then the counts: struct hl_tcache);
+ * on x86 a plain store still, which only the compiler may not move the
+ * count's store past. */
 static inline bool hl__tick(hl_tcache *tc) {
   uint64_t v = atomic_load_explicit(&tc->tick, memory_order_relaxed) - 1;
-  atomic_store_explicit(&tc->tick, v, memory_order_relaxed);
+  atomic_store_explicit(&tc->tick, v, memory_order_release);
   return hl_unlikely(v == 0);
 }
 
