@@ -679,7 +679,10 @@ static int h_churn(lua_State *L) {
   return 1;
 }
 
-/* One line for the REPL: mode, pages by state, handles, cycles, live bytes. */
+/* One line for the REPL: mode, pages by state, handles, cycles, live bytes.
+ * The pages' parts are the pool counts, which add up to total_pages:
+ * reuse-failed and in-flight pages only when there are some (a line that
+ * left out the retired pages said 144 pages, 5 owned and nothing else). */
 static int heap_tostring(lua_State *L) {
   lheap *lh = lhl_heap_at(L, 1);
   if (!lh) return lhl_tostring_other(L, HEAP_MT);
@@ -695,14 +698,20 @@ static int heap_tostring(lua_State *L) {
   char small[32], large[32];
   lhl_mib(small, sizeof small, st.small_live_bytes);
   lhl_mib(large, sizeof large, st.large_live_bytes);
-  char line[400];
+  char rare[80] = "";
+  int n = 0;
+  if (st.reuse_failed_pool_pages)
+    n = snprintf(rare, sizeof rare, ", %" PRIu64 " reuse_failed", st.reuse_failed_pool_pages);
+  if (st.in_flight_pages)
+    snprintf(rare + n, sizeof rare - (size_t)n, ", %" PRIu64 " in_flight", st.in_flight_pages);
+  char line[480];
   snprintf(line, sizeof line,
-           "heaplab.heap(%s): %" PRIu64 " pages (%" PRIu64 " owned, %" PRIu64 " partial, %" PRIu64
-           " free, %" PRIu64 " released), %" PRIu64 " handles, %" PRIu64 " cycles, live %s small"
-           " + %s large",
+           "heaplab.heap(%s): %" PRIu64 " pages (%" PRIu64 " owned, %" PRIu64 " retired, %" PRIu64
+           " partial, %" PRIu64 " free, %" PRIu64 " released%s), %" PRIu64 " handles, %" PRIu64
+           " cycles, live %s small + %s large",
            lh->manual ? "manual" : "collected", st.total_pages, st.owned_pages,
-           st.partial_pool_pages, st.free_pool_pages, st.released_pool_pages, st.handles,
-           st.cycles, small, large);
+           st.retired_pool_pages, st.partial_pool_pages, st.free_pool_pages,
+           st.released_pool_pages, rare, st.handles, st.cycles, small, large);
   lua_pushstring(L, line);
   return 1;
 }

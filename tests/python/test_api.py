@@ -1,4 +1,5 @@
 """The whole Python API surface of DESIGN.md section 2, against the real library."""
+import re
 import threading
 import time
 
@@ -32,6 +33,44 @@ def test_options_and_repr():
         assert o["page_size"] == 65536
         assert "collected" in repr(h)
     assert "closed" in repr(h)
+
+
+def _repr_pages(h):
+    """repr(h)'s pages and its parts by state: {name: count}."""
+    m = re.search(r"pages=(\d+) \(([^)]*)\)", repr(h))
+    assert m, repr(h)
+    return int(m.group(1)), {k: int(v) for k, v in (p.split("=") for p in m.group(2).split())}
+
+
+def test_repr_counts_every_page():
+    # the pages by state add up to the total: the repr said pages=144 free=0
+    # released=0 while 139 were retired (and 5 owned)
+    pools = dict(owned="owned_pages", retired="retired_pool_pages", partial="partial_pool_pages",
+                 free="free_pool_pages", released="released_pool_pages",
+                 reuse_failed="reuse_failed_pool_pages", in_flight="in_flight_pages")
+
+    def check(h):
+        total, parts = _repr_pages(h)
+        s = h.stats()
+        assert total == s.total_pages and sum(parts.values()) == total, repr(h)
+        for name, stat in pools.items():
+            if name in ("reuse_failed", "in_flight") and not getattr(s, stat):
+                assert name not in parts, repr(h)
+            else:
+                assert parts[name] == getattr(s, stat), (name, repr(h))
+        return s
+
+    with heaplab.Heap(warm_pages=0) as h:
+        r = h.fill(4 << 20, 256)
+        assert check(h).retired_pool_pages > 0
+        r.release()
+        h.collect(cycles=2)
+        h.trim()
+        assert check(h).released_pool_pages > 0
+        h.inject("restore", "always", errno="EIO")
+        r = h.fill(4 << 20, 256)
+        assert check(h).reuse_failed_pool_pages > 0
+        r.release()
 
 
 def test_environment_overrides_defaults_not_arguments(monkeypatch):

@@ -926,8 +926,17 @@ class Heap(_Owned):
         if self._gone():
             return f"<heaplab.Heap {'finalized' if self._finalized else 'closed'}>"
         s = self.stats()
-        return (f"<heaplab.Heap {self._options['mode']} pages={s.total_pages} "
-                f"free={s.free_pool_pages} released={s.released_pool_pages} cycles={s.cycles}>")
+        # the pages by state: the pool counts, which add up to total_pages
+        # (the rare ones when there are some; free and released alone left
+        # out the owned, retired and partial pages)
+        parts = [("owned", s.owned_pages), ("retired", s.retired_pool_pages),
+                 ("partial", s.partial_pool_pages), ("free", s.free_pool_pages),
+                 ("released", s.released_pool_pages)]
+        parts += [(k, v) for k, v in (("reuse_failed", s.reuse_failed_pool_pages),
+                                      ("in_flight", s.in_flight_pages)) if v]
+        shown = " ".join(f"{k}={v}" for k, v in parts)
+        return (f"<heaplab.Heap {self._options['mode']} pages={s.total_pages} ({shown}) "
+                f"cycles={s.cycles}>")
 
     @property
     def options(self) -> Dict[str, Any]:
