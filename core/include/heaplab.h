@@ -443,11 +443,11 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(marked_bytes, "bytes the last mark marked") \
   X(gc_trigger_bytes, "small-path trigger in force")                           \
   X(small_bytes_since_cycle, "small-path bytes allocated since the last cycle") \
-  X(large_bytes_since_cycle, "large-path bytes allocated since the last cycle") \
+  X(large_bytes_since_cycle, "large-path bytes allocated since the last cycle (counted as large_allocated_bytes)") \
   X(small_allocated_bytes, "small-path bytes allocated in all (manual mode: slots handed to the thread caches, which hold some not yet malloc'd)") \
-  X(large_allocated_bytes, "large-path bytes allocated in all")                \
+  X(large_allocated_bytes, "large-path bytes allocated in all: each block's bytes when made (collected mode: header, slots and payload; manual mode: the size asked); a manual realloc of a large block to a large size adds only its growth, the new usable size less the old (slack included), and nothing when the block shrinks or stays where it is; a realloc between the small and the large path makes a new block, counted whole") \
   X(small_live_bytes, "small slot bytes in use (after the last sweep plus new; manual mode: blocks cached by threads count as in use until flushed)") \
-  X(large_live_bytes, "large-path bytes in use")                               \
+  X(large_live_bytes, "large-path bytes in use: the blocks' sizes (collected mode: header, slots and payload; manual mode: the usable size, hl_usable_size's -- the size asked, or after a realloc that moved or resized the block what it gave, a growth's slack included: up to a quarter more than asked; a realloc that leaves the block where it is, shrinking it by less than half, keeps its size)") \
   X(large_objects, "large objects in use")                                     \
   X(objects_allocated, "objects allocated in all (manual mode: blocks handed to the thread caches and large blocks; manual_mallocs counts the calls)") \
   X(objects_freed, "objects freed (swept or explicitly freed; manual mode: blocks back from the thread caches and large blocks; manual_frees counts the calls)") \
