@@ -435,7 +435,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(whole_marks, "full marks that untenured every page first and marked everything (every tenure_full_marks-th, a caller's, for memory, under pressure; both modes)") \
   X(tenured_pages, "pages tenured now (full marks keep their marks and skip them; both modes, tenure_full_marks)")  \
   X(remembered_pages_scanned, "tenured pages a full mark traced for references to objects not tenured (both modes)") \
-  X(verify_failures, "cycles whose verification failed (verify=true; hl_heap_error says why)") \
+  X(verify_failures, "cycles whose verification failed, and (manual mode) damaged free blocks found as they were handed out (verify=true; hl_heap_error says why)") \
   X(mark_threads_used, "threads that took part in the last mark (1 when it ran on one)") \
   X(mark_steals, "parallel marks: packets of work a marker took that another had shared") \
   X(mark_helper_bytes, "parallel marks: bytes marked by helper threads (the rest by the cycle's thread)") \

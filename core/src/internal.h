@@ -937,6 +937,11 @@ bool hl__poison_intact(const void *p, size_t n);
  * poison is. */
 void hl__seal_freed(void *slot, size_t n);
 bool hl__free_slot_intact(const void *slot, size_t n);
+/* verify: where a free slot that is not intact was written: n when it is
+ * intact; else the first byte that is not poison (*exact), or -- a sealed
+ * slot whose tag holds but whose hash does not -- 8, the first byte the hash
+ * covers (*exact false: somewhere at or past it). */
+size_t hl__free_slot_damage(const void *slot, size_t n, bool *exact);
 /* Resolve an address to the start of a live small object, or NULL. */
 void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 

@@ -327,6 +327,33 @@ def verify_refuses():
     print("HEAPLAB_VERIFY=1:", lines[0])
 
 
+def verify_aborts_on_damage():
+    """HEAPLAB_VERIFY=1 catches a write into a freed block and an overflow into
+    the free block after a live one -- when a malloc is about to hand the
+    damaged block out, when it leaves the quarantine, at malloc_trim and at
+    exit (hl_heap_check) -- says where on stderr and aborts, as glibc aborts
+    on the corruption it detects.  Nothing ran a check: the program went on
+    with the damage unseen, exit 0 (the verify hunt, session 29)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(CONFORMANCE, "the conformance C test")
+    for how in ("write-after-free", "overflow"):
+        for end in ("malloc", "trim", "exit"):
+            status, out, err = run([CONFORMANCE, "--damage", how, end], "heaplab",
+                                   {"HEAPLAB_VERIFY": "1"})
+            lines = err.splitlines()
+            assert status == -6, (how, end, status, out, err)
+            assert len(lines) == 1 and lines[0].startswith("libheaplab-malloc: HEAPLAB_VERIFY: "), \
+                (how, end, err)
+            assert "was written after it was freed" in lines[0], (how, end, err)
+            # (at exit: after the program's last words)
+            assert out == ("" if end != "exit" else f"{how}, then exit: not caught\n"), \
+                (how, end, out)
+            # without verify: trusted, as glibc's fast paths trust it
+            status, out, err = run([CONFORMANCE, "--damage", how, end], "heaplab")
+            assert status == 0 and err == "", (how, end, status, err)
+    print("HEAPLAB_VERIFY=1: damage caught:", lines[0])
+
+
 def clearenv_first():
     """A program that calls clearenv() before its first malloc runs on
     heaplab (its malloc_stats has the heaplab section).  The heap waited
@@ -548,6 +575,7 @@ def report_without_proc():
 
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, verify_refuses,
+                                     verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
                                      report_edges, report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc)}

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdio.h>
 
 #include "manual.h"
 
@@ -612,6 +613,31 @@ static NOINLINE void *malloc_large(hl_heap *h, size_t size, bool zero) {
   return large_new(h, size, 16, zero, zero ? "calloc" : "malloc");
 }
 
+/* verify: a free block about to be handed out (or leaving the quarantine:
+ * `what` says which call) must hold its seal or its poison -- a write after
+ * free, or an overflow of the block before it, broke them.  hl_heap_check
+ * finds it too, but nothing ran the check in a program (the preloaded
+ * library, the launchers): the next malloc handed the damaged block out and
+ * the damage went unseen.  The heap's error says where, and verify_failures
+ * counts it; the block is handed out all the same (its new owner writes
+ * it), and the preloaded library aborts (hl__preload_verify_failed).  Lock
+ * held; false when damaged. */
+static NOINLINE __attribute__((cold)) bool block_damaged(hl_heap *h, void *slot, size_t sz,
+                                                         const char *what) {
+  bool exact;
+  size_t at = hl__free_slot_damage(slot, sz, &exact);
+  if (at == sz) return false;
+  uint32_t p = hl__page_of(h, slot);
+  uint64_t off = (uint64_t)((uint8_t *)slot - hl__page_addr(h, p));
+  char before[64] = "the memory before it";
+  if (off >= sz) snprintf(before, sizeof before, "the block before it, %p", (void *)((uint8_t *)slot - sz));
+  hl__fail(h, HL_ECHECK, "%s: free block %p (class %zu bytes) was written after it was freed, "
+           "at offset %zu%s (or an overflow of %s)", what, slot, sz, at,
+           exact ? "" : " or past it", before);
+  h->tally.verify_failures++;
+  return true;
+}
+
 /* Refill: half a cache of blocks in one visit under the lock (or the one
  * block asked for, without a cache). */
 static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
@@ -645,6 +671,7 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
     if ((uint64_t)want * h->cls_size[cls] > room) want = (uint32_t)(room / h->cls_size[cls]);
   }
   void **bin = tc ? hl__bin_of(tc, cls) : NULL;
+  bool damaged = false;
   while (got < want) {
     /* the run reserved holds what is still wanted, no more -- without a
      * cache, one slot: the class's lowest free one, so a block freed is the
@@ -652,6 +679,8 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
     h->manual_run = want - got;
     void *b = hl__small_take(h, cls); /* (charged when its word was reserved) */
     if (!b) break;
+    /* (verify has no cache: one block, checked) */
+    if (hl_unlikely(h->opt.verify) && block_damaged(h, b, h->cls_size[cls], what)) damaged = true;
     if (!first) first = b;
     else {
       uint32_t n = hl__cnt(tc, cls);
@@ -679,6 +708,11 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
     hl__fail_no_page(h, what);
   hl__unlock(h, locked);
   if (due) hl__tcache_event(h, tc);
+#ifdef HL_PRELOAD
+  if (hl_unlikely(damaged)) hl__preload_verify_failed(h);
+#else
+  (void)damaged;
+#endif
   return first;
 }
 

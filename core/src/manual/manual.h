@@ -195,4 +195,10 @@ static inline __attribute__((always_inline)) bool hl__tcache_put(hl_heap *h, hl_
   return false;
 }
 
+#ifdef HL_PRELOAD
+/* verify found damage (the heap's error says what): the preloaded library
+ * says so on stderr and aborts, as a debugging malloc does. */
+__attribute__((noreturn, cold)) void hl__preload_verify_failed(hl_heap *h);
+#endif
+
 #endif

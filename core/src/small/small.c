@@ -119,6 +119,21 @@ bool hl__free_slot_intact(const void *slot, size_t n) {
   return hl__poison_intact(slot, n);
 }
 
+size_t hl__free_slot_damage(const void *slot, size_t n, bool *exact) {
+  *exact = true;
+  if (hl__free_slot_intact(slot, n)) return n;
+  uint64_t tag;
+  memcpy(&tag, slot, sizeof tag);
+  if (tag == (SEAL_TAG ^ (uint64_t)(uintptr_t)slot)) {
+    *exact = false; /* the seal's hash: somewhere past its tag */
+    return 8;
+  }
+  const uint8_t *b = slot;
+  size_t i = 0;
+  while (i < n && b[i] == POISON_BYTE) i++;
+  return i < n ? i : 0;
+}
+
 /* Charge k slots of class cls (k < 0: give them back): reserved slots count
  * as allocated until a flush gives back the ones not taken -- and, in the
  * collected mode, as allocated since the last cycle: the trigger's bytes are

@@ -463,6 +463,33 @@ static void probe_freed_large(const char *how, char *p, size_t n) {
   m_free(again);
 }
 
+/* HEAPLAB_VERIFY=1 (damage): the program damages a free block -- `how`:
+ * writes into one it freed, or overflows a live block into the free one
+ * after it -- then allocates and frees blocks of that class (the damaged
+ * one handed out, or through the quarantine), then ends with malloc_trim
+ * (trim) or by returning (exit).  The library reports the damage on stderr
+ * and aborts; on glibc the program may go on (or glibc aborts on its own
+ * corruption check). */
+static int damage(const char *how, const char *end) {
+  char *keep = m_malloc(48), *p = m_malloc(48);
+  if (strcmp(how, "write-after-free") == 0) {
+    m_free(p);
+    memset(p + 20, 'X', 8);
+  } else {
+    char *q = m_malloc(48);
+    m_free(q); /* (free: the slot after p) */
+    memset(p, 'A', 80);
+  }
+  if (strcmp(end, "malloc") == 0)
+    for (int i = 0; i < 1000; i++) m_free(m_malloc(48));
+  else if (strcmp(end, "trim") == 0)
+    malloc_trim(0);
+  printf("%s, then %s: not caught\n", how, end);
+  fflush(stdout);
+  (void)keep;
+  return 0;
+}
+
 static int misuse(void) {
   char *p = m_malloc(40);
   m_free(p);
@@ -583,6 +610,7 @@ static int exhausted_reservation(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--misuse") == 0) return misuse();
+  if (argc > 3 && strcmp(argv[1], "--damage") == 0) return damage(argv[2], argv[3]);
   if (argc > 1 && strcmp(argv[1], "--clearenv-first") == 0) return clearenv_first();
   if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
     /* the heap is set up by this malloc (nothing allocated before main);
