@@ -466,50 +466,12 @@ static NOINLINE void *fail_nomem(void) {
   return NULL;
 }
 
-/* HEAPLAB_VERIFY=1: a freed large block stays in a quarantine -- its memory
- * still the heap's, its address known -- until QUARANTINE later ones or
- * QUARANTINE_BYTES have followed it, so that a second free or a realloc of
- * it is caught, refused and reported like a small block's.  Handed to glibc
- * as a foreign pointer, it was glibc's to judge: a pointer 32 bytes into one
- * of glibc's chunks, an abort at best ("free(): invalid pointer"), and once
- * glibc had reused the memory, a block of someone else's freed.  (A ring
- * under the heap lock; verify is a debugging mode, the scan is short.) */
-#define QUARANTINE 256
-#define QUARANTINE_BYTES ((uint64_t)64 << 20)
-static struct {
-  void *block[QUARANTINE]; /* the pointer the program had */
-  void *sys[QUARANTINE];   /* its system block, freed when it leaves */
-  uint64_t size[QUARANTINE];
-  uint32_t head, n;
-  uint64_t bytes;
-} quarantine;
-
-/* Lock held. */
-static bool quarantined(const void *ptr) {
-  for (uint32_t i = 0; i < quarantine.n; i++)
-    if (quarantine.block[(quarantine.head + i) % QUARANTINE] == ptr) return true;
-  return false;
-}
-
-/* Lock held. */
-static void quarantine_add(void *ptr, void *sys, uint64_t size) {
-  while (quarantine.n && (quarantine.n == QUARANTINE || quarantine.bytes + size > QUARANTINE_BYTES)) {
-    uint32_t i = quarantine.head;
-    hl__sys_free(quarantine.sys[i]);
-    quarantine.bytes -= quarantine.size[i];
-    quarantine.head = (i + 1) % QUARANTINE;
-    quarantine.n--;
-  }
-  uint32_t i = (quarantine.head + quarantine.n) % QUARANTINE;
-  quarantine.block[i] = ptr;
-  quarantine.sys[i] = sys;
-  quarantine.size[i] = size;
-  quarantine.bytes += size;
-  quarantine.n++;
-}
-
 /* A pointer outside the reservation that is not a live large block: a freed
- * large block still in the quarantine (verify) -- true; the call `what` is
+ * large block still in the core's quarantine (verify, manual.c: its memory
+ * still the heap's, its address known, until 256 later blocks or 64 MiB
+ * have followed it; handed to glibc as a foreign pointer, it was glibc's to
+ * judge -- an abort at best, "free(): invalid pointer" -- and once glibc had
+ * reused the memory, a block of someone else's freed) -- true; the call `what` is
  * refused, the heap's error says so (what NULL: no error) -- or foreign,
  * false. */
 /* ... or a pointer inside a live large block (its system block: the
@@ -530,7 +492,7 @@ static const hl_large *inside_large(const hl_heap *h, const void *ptr) {
 static bool freed_large(hl_heap *h, const void *ptr, const char *what) {
   if (!h->opt.verify) return false;
   bool locked = hl__lock(h);
-  bool q = quarantined(ptr);
+  bool q = hl__manual_quarantined(h, ptr);
   const hl_large *in = q ? NULL : inside_large(h, ptr);
   if (q && what)
     hl__fail(h, HL_EINVAL, "%s: %p is a freed large block%s", what, ptr,
@@ -542,23 +504,19 @@ static bool freed_large(hl_heap *h, const void *ptr, const char *what) {
   return q || in;
 }
 
-/* Is ptr a large block of h?  Then free it (lock taken here). */
+/* Is ptr a large block of h?  Then free it (lock taken here; under verify
+ * into the core's quarantine). */
 static bool free_large(hl_heap *h, void *ptr) {
   bool locked = hl__lock(h);
-  bool mine = hl__large_contains(h, ptr);
+  bool mine = hl__large_contains(h, ptr), damaged = false;
   void *raw = NULL;
   if (mine) {
     h->tally.manual_frees++;
-    hl_large *l = hl__large_of(ptr);
-    if (h->opt.verify) {
-      uint64_t size = l->size;
-      quarantine_add(ptr, hl__large_unlink(h, l), size);
-    } else {
-      raw = hl__large_unlink(h, l);
-    }
+    raw = hl__manual_large_freed(h, hl__large_of(ptr), &damaged);
   }
   hl__unlock(h, locked);
   hl__large_sys_free(raw); /* (outside the heap lock: manual.c's large_new says why) */
+  if (damaged) hl__preload_verify_failed(h);
   return mine;
 }
 
@@ -569,35 +527,6 @@ static bool large_block(hl_heap *h, const void *ptr, size_t *size) {
   if (mine) *size = hl__large_of(ptr)->size;
   hl__unlock(h, locked);
   return mine;
-}
-
-EXPORT void *NAME(malloc)(size_t n);
-
-/* HEAPLAB_VERIFY=1: realloc of a large block of h.  One that does not stay
- * where it is moves here -- a new block of the size the system realloc would
- * have been asked for (hl__manual_large_want: a buffer grown in small steps
- * still moves O(log n) times), the copy, and the old block freed by
- * free_large, into the quarantine as free() puts it.  The system realloc
- * freed or unmapped the old block itself, past the quarantine: a write
- * through the old pointer landed in glibc's free memory or faulted, and its
- * free or realloc went to glibc as a foreign pointer (an abort: "free():
- * invalid pointer") where after a free() it is refused.  *foreign: not a
- * large block of h (NULL, nothing done). */
-static void *realloc_large_verify(hl_heap *h, void *ptr, size_t n, bool *foreign) {
-  bool locked = hl__lock(h);
-  bool mine = hl__large_contains(h, ptr);
-  uint64_t old = mine ? hl__large_of(ptr)->size : 0;
-  bool stays = mine && n > h->small_max && hl__large_stays(old, n);
-  size_t want = mine && n > h->small_max && !stays ? hl__manual_large_want(h, old, n) : n;
-  hl__unlock(h, locked);
-  *foreign = !mine;
-  if (!mine || stays) return mine ? ptr : NULL;
-  void *q = NAME(malloc)(want);
-  if (!q && want != n) q = NAME(malloc)(n);
-  if (!q) return NULL;
-  memcpy(q, ptr, old < n ? old : n);
-  free_large(h, ptr);
-  return q;
 }
 
 /* The slow paths may run a trim, whose refused advice (a fault injection
@@ -732,8 +661,9 @@ EXPORT void *NAME(realloc)(void *ptr, size_t n) {
     }
   } else {
     bool foreign;
-    q = h->opt.verify ? realloc_large_verify(h, ptr, n, &foreign)
-                      : hl__manual_realloc_outside(h, ptr, n, &foreign);
+    /* (under verify a large block that moves is freed into the quarantine,
+     * not by the system realloc: manual.c, realloc_large_verify) */
+    q = hl__manual_realloc_outside(h, ptr, n, &foreign);
     if (foreign && freed_large(h, ptr, "realloc")) {
       report_refused(h);
       errno = EINVAL;

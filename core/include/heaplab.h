@@ -330,7 +330,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(compact_live_pct, INT, 25, 1, 100, "",                                     \
     "compact=sparse: a page is evacuated when less than this percent of its slots is live") \
   X(verify, BOOL, 0, 0, 1, "",                                                 \
-    "poison freed slots and check heap invariants every cycle")               \
+    "poison freed slots and check heap invariants every cycle; manual mode: no thread cache, every free checked, freed blocks quarantined, a free block checked when handed out (docs/clients.md, Checks)") \
   X(events_capacity, INT, 4096, 16, 1048576, "",                               \
     "events kept in the ring buffer (older ones are dropped and counted)")    \
   X(tcache_blocks, INT, 1024, 0, 1024, "",                                     \

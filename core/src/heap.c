@@ -915,6 +915,7 @@ int hl_heap_check(hl_heap *h) {
   bool locked = hl__lock(h);
   char msg[256];
   int rc = hl__check_locked(h, msg, sizeof msg);
+  if (rc == HL_OK && h->quarantine) rc = hl__manual_quarantine_check(h, msg, sizeof msg);
   hl__unlock(h, locked);
   if (rc) return hl__fail(h, rc, "check: %s", msg);
   return HL_OK;

@@ -572,6 +572,7 @@ struct hl_heap {
   uint64_t manual_mallocs_shown; /* the last manual_mallocs the stats gave (under
                                 the lock): the next is never less
                                 (hl__manual_stats) */
+  struct hl_quarantine *quarantine; /* verify: freed blocks held back (manual.c) */
 
   /* telemetry: counters only ever added to (hl_stats' event counts; the
    * byte and page gauges come from where they live, when asked for) */
@@ -1440,6 +1441,16 @@ static inline bool hl__large_stays(uint64_t old, size_t new_size) {
 }
 size_t hl__manual_large_want(hl_heap *h, uint64_t old, size_t new_size);
 size_t hl__manual_usable_size(hl_heap *h, const void *ptr);
+/* verify: ptr is a block freed and still in the quarantine.  Lock held. */
+bool hl__manual_quarantined(const hl_heap *h, const void *ptr);
+/* verify: a large block of h freed (lock held): unlinked and into the
+ * quarantine; without verify unlinked, and its system block returned for
+ * hl__large_sys_free after the lock (NULL under verify).  *damaged: a block
+ * that left the quarantine was found damaged (the heap's error says so). */
+void *hl__manual_large_freed(hl_heap *h, hl_large *l, bool *damaged);
+/* verify: every block in the quarantine still holds its seal; HL_ECHECK and
+ * the first damaged one in msg.  Lock held. */
+int hl__manual_quarantine_check(hl_heap *h, char *msg, size_t len);
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size);
 void hl__manual_thread_flush(hl_heap *h);
 void hl__manual_destroy(hl_heap *h);

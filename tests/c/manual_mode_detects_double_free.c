@@ -41,7 +41,7 @@ int main(void) {
   CHECK(big, "large malloc");
   hl_free(h, big);
   hl_free(h, big);
-  expect_error(h, "not a block", "large double free");
+  expect_error(h, "is a freed large block (double free?)", "large double free");
 
   /* interior pointer of a live block */
   char *d = hl_malloc(h, 64);

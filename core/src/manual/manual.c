@@ -638,6 +638,126 @@ static NOINLINE __attribute__((cold)) bool block_damaged(hl_heap *h, void *slot,
   return true;
 }
 
+/* The preloaded library: verify found damage (the heap's error says it). */
+static inline void damage_found(hl_heap *h, bool damaged) {
+#ifdef HL_PRELOAD
+  if (hl_unlikely(damaged)) hl__preload_verify_failed(h);
+#else
+  (void)h;
+  (void)damaged;
+#endif
+}
+
+/* ---- verify's quarantine ----
+ * Under verify a freed block is not reused at once.  A freed small slot went
+ * below its page's cursor and was the next one handed out (address-ordered
+ * first fit), so a stale second free -- free(p), q = malloc() at p, free(p)
+ * again -- freed the live q with no report, and a large block's second free
+ * freed the live block the system allocator had put at its address (the
+ * verify hunt, session 29).  A FIFO holds the last HL_QUARANTINE_BLOCKS
+ * blocks freed, or HL_QUARANTINE_BYTES of them, small and large: a small one
+ * keeps its allocation bit (its bytes discharged: it no longer counts as
+ * live) and carries its seal; a large one is unlinked and discharged, its
+ * system block kept (its bytes are not sealed: a write into it is not
+ * seen).  A free or realloc of a block in it is refused as a double free,
+ * its usable size reads 0, hl_heap_check checks its seal, and a small block
+ * leaving it is checked as a block handed out is (block_damaged) before its
+ * slot goes back to its page.  A free's scan of at most 256 entries: verify's
+ * cost.  (The bounds are fixed, not options: verify is a debugging mode.) */
+#define HL_QUARANTINE_BLOCKS 256
+#define HL_QUARANTINE_BYTES ((uint64_t)64 << 20)
+typedef struct hl_quarantine {
+  void *block[HL_QUARANTINE_BLOCKS];
+  void *raw[HL_QUARANTINE_BLOCKS]; /* a large block's system block; NULL: a small block */
+  uint64_t size[HL_QUARANTINE_BLOCKS];
+  uint32_t head, n;
+  uint64_t bytes;
+} hl_quarantine;
+
+bool hl__manual_quarantined(const hl_heap *h, const void *ptr) {
+  HL_ASSERT_LOCKED((hl_heap *)h); /* (the assertion takes no const) */
+  const hl_quarantine *q = h->quarantine;
+  if (!q) return false;
+  for (uint32_t i = 0; i < q->n; i++)
+    if (q->block[(q->head + i) % HL_QUARANTINE_BLOCKS] == ptr) return true;
+  return false;
+}
+
+/* A block out of the quarantine (or never in it): a small block's slot back
+ * to its page, after its check; a large block's memory to the system.  Lock
+ * held; true when damaged. */
+static bool quarantine_leave(hl_heap *h, void *b, void *raw, uint64_t size) {
+  if (raw) {
+    hl__large_sys_free(raw);
+    return false;
+  }
+  bool damaged = block_damaged(h, b, size, "quarantine");
+  hl__small_give_checked(h, b);
+  return damaged;
+}
+
+/* b (raw: a large block's system block) into the quarantine; the oldest
+ * blocks leave as the bounds say.  Lock held; true when a block that left
+ * was damaged. */
+static bool quarantine_add(hl_heap *h, void *b, void *raw, uint64_t size) {
+  HL_ASSERT_LOCKED(h);
+  hl_quarantine *q = h->quarantine;
+  if (!q) q = h->quarantine = hl__sys_calloc(1, sizeof *q);
+  if (!q) return quarantine_leave(h, b, raw, size); /* (no memory: not held back) */
+  bool damaged = false;
+  while (q->n && (q->n == HL_QUARANTINE_BLOCKS || q->bytes + size > HL_QUARANTINE_BYTES)) {
+    uint32_t i = q->head;
+    q->head = (i + 1) % HL_QUARANTINE_BLOCKS;
+    q->n--;
+    q->bytes -= q->size[i];
+    damaged |= quarantine_leave(h, q->block[i], q->raw[i], q->size[i]);
+  }
+  uint32_t i = (q->head + q->n) % HL_QUARANTINE_BLOCKS;
+  q->block[i] = b;
+  q->raw[i] = raw;
+  q->size[i] = size;
+  q->bytes += size;
+  q->n++;
+  return damaged;
+}
+
+int hl__manual_quarantine_check(hl_heap *h, char *msg, size_t len) {
+  HL_ASSERT_LOCKED(h);
+  const hl_quarantine *q = h->quarantine;
+  for (uint32_t k = 0; q && k < q->n; k++) {
+    uint32_t i = (q->head + k) % HL_QUARANTINE_BLOCKS;
+    if (q->raw[i]) continue;
+    bool exact;
+    size_t at = hl__free_slot_damage(q->block[i], q->size[i], &exact);
+    if (at != q->size[i]) {
+      snprintf(msg, len, "free block %p (class %" PRIu64 " bytes, in verify's quarantine) was "
+               "written after it was freed, at offset %zu%s", q->block[i], q->size[i], at,
+               exact ? "" : " or past it");
+      return HL_ECHECK;
+    }
+  }
+  return HL_OK;
+}
+
+/* The heap closes: the large blocks held go back to the system. */
+static void quarantine_destroy(hl_heap *h) {
+  hl_quarantine *q = h->quarantine;
+  if (!q) return;
+  for (uint32_t k = 0; k < q->n; k++) hl__large_sys_free(q->raw[(q->head + k) % HL_QUARANTINE_BLOCKS]);
+  hl__sys_free(q);
+  h->quarantine = NULL;
+}
+
+void *hl__manual_large_freed(hl_heap *h, hl_large *l, bool *damaged) {
+  HL_ASSERT_LOCKED(h);
+  void *b = l + 1;
+  uint64_t size = l->size;
+  void *raw = hl__large_unlink(h, l); /* (discharged there) */
+  if (!h->opt.verify) return raw;
+  *damaged = quarantine_add(h, b, raw, size);
+  return NULL;
+}
+
 /* Refill: half a cache of blocks in one visit under the lock (or the one
  * block asked for, without a cache). */
 static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
@@ -708,11 +828,7 @@ static NOINLINE void *malloc_small(hl_heap *h, uint32_t cls, const char *what) {
     hl__fail_no_page(h, what);
   hl__unlock(h, locked);
   if (due) hl__tcache_event(h, tc);
-#ifdef HL_PRELOAD
-  if (hl_unlikely(damaged)) hl__preload_verify_failed(h);
-#else
-  (void)damaged;
-#endif
+  damage_found(h, damaged);
   return first;
 }
 
@@ -778,14 +894,38 @@ void *hl__manual_memalign(hl_heap *h, size_t align, size_t size) {
 void hl__manual_free_large(hl_heap *h, void *ptr) {
   bool locked = hl__lock(h);
   void *raw = NULL;
+  bool damaged = false;
   if (hl__large_contains(h, ptr)) {
     h->tally.manual_frees++;
-    raw = hl__large_unlink(h, hl__large_of(ptr)); /* (discharged there) */
+    raw = hl__manual_large_freed(h, hl__large_of(ptr), &damaged);
+  } else if (h->opt.verify && hl__manual_quarantined(h, ptr)) {
+    hl__fail(h, HL_EINVAL, "free: %p is a freed large block (double free?)", ptr);
   } else {
     hl__fail(h, HL_EINVAL, "free: %p is not a block of this heap", ptr);
   }
   hl__unlock(h, locked);
   hl__large_sys_free(raw); /* (outside the lock: large_new says why) */
+  damage_found(h, damaged);
+}
+
+/* verify: a small block freed goes to the quarantine (above); a block in it
+ * is a double free.  Lock held; false when refused, *damaged when a block
+ * that left the quarantine was damaged. */
+static bool free_small_verify(hl_heap *h, void *ptr, uint32_t cls, bool *damaged) {
+  if (hl__manual_quarantined(h, ptr)) {
+    hl__fail(h, HL_EINVAL, "free: %p is a freed block (double free?)", ptr);
+    return false;
+  }
+  if (hl__small_resolve(h, ptr, false) != ptr) {
+    hl__fail(h, HL_EINVAL, "free: %p is not a live block (double free?)", ptr);
+    return false;
+  }
+  uint32_t sz = h->cls_size[cls];
+  hl__seal_freed(ptr, sz);
+  hl__discharge(h, HL_SMALL, sz, 1);
+  h->tally.manual_frees++;
+  *damaged = quarantine_add(h, ptr, NULL, sz);
+  return true;
 }
 
 /* A small block that did not fit the cache (or there is none).  The class
@@ -799,8 +939,10 @@ bool hl__manual_free_small(hl_heap *h, void *ptr) {
   hl_tcache *tc = tcache_for(h);
   if (!tc) {
     bool locked = hl__lock(h);
-    bool ok = hl__small_give_checked(h, ptr);
-    if (ok) {
+    bool ok, damaged = false;
+    if (h->opt.verify) {
+      ok = free_small_verify(h, ptr, cls, &damaged);
+    } else if ((ok = hl__small_give_checked(h, ptr))) {
       hl__discharge(h, HL_SMALL, h->cls_size[cls], 1);
       h->tally.manual_frees++;
     } else {
@@ -808,6 +950,7 @@ bool hl__manual_free_small(hl_heap *h, void *ptr) {
     }
     hl__trim_maybe(h);
     hl__unlock(h, locked);
+    damage_found(h, damaged);
     return ok;
   }
   /* cache full: send its older half home (bin_flush), keep the newer
@@ -839,7 +982,8 @@ size_t hl__manual_usable_size(hl_heap *h, const void *ptr) {
   size_t n = 0;
   bool locked = hl__lock(h);
   if (hl__in_reservation(h, ptr)) {
-    if (hl__small_resolve(h, ptr, false) == ptr) n = h->cls_size[h->pages[hl__page_of(h, ptr)].cls];
+    if (hl__small_resolve(h, ptr, false) == ptr && !(h->opt.verify && hl__manual_quarantined(h, ptr)))
+      n = h->cls_size[h->pages[hl__page_of(h, ptr)].cls];
   } else if (hl__large_contains(h, ptr)) {
     n = hl__large_of(ptr)->size;
   }
@@ -935,11 +1079,41 @@ static inline void *realloc_large_locked(hl_heap *h, void *ptr, uint64_t old, si
   return realloc_large_move(h, ptr, old, new_size, locked);
 }
 
+/* verify: a large block that does not stay where it is moves by a new block
+ * (of the size the system realloc would have been asked for), the copy and
+ * hl_free -- into the quarantine, as any free: the system realloc freed or
+ * unmapped the old block itself, past the quarantine, and a second free or
+ * a realloc of the old pointer was a foreign pointer's (the preloaded
+ * library gave it to glibc: an abort) or freed what the system had put
+ * there since.  Lock held on entry, not on return (locked: hl__lock's
+ * result). */
+static NOINLINE void *realloc_large_verify(hl_heap *h, void *ptr, uint64_t old, size_t new_size,
+                                           bool locked) {
+  size_t want = hl__manual_large_want(h, old, new_size);
+  hl__unlock(h, locked);
+  void *q = alloc_block(h, want);
+  if (!q && want != new_size) q = alloc_block(h, new_size);
+  if (!q) return NULL;
+  memcpy(q, ptr, old < new_size ? old : new_size);
+  hl_free(h, ptr);
+  return q;
+}
+
+/* The message for a realloc of ptr, no large block of h.  Lock held. */
+static void realloc_not_large(hl_heap *h, const void *ptr) {
+  if (h->opt.verify && hl__manual_quarantined(h, ptr))
+    hl__fail(h, HL_EINVAL, "realloc: %p is a freed large block", ptr);
+  else
+    hl__fail(h, HL_EINVAL, "realloc: %p is not a block of this heap", ptr);
+}
+
 static NOINLINE void *realloc_large(hl_heap *h, void *ptr, size_t new_size) {
   bool locked = hl__lock(h);
   void *q = NULL;
   uint64_t old = hl__large_contains(h, ptr) ? hl__large_of(ptr)->size : 0;
-  if (!old) hl__fail(h, HL_EINVAL, "realloc: %p is not a block of this heap", ptr);
+  if (!old) realloc_not_large(h, ptr);
+  else if (h->opt.verify && !hl__large_stays(old, new_size))
+    return realloc_large_verify(h, ptr, old, new_size, locked);
   else q = realloc_large_locked(h, ptr, old, new_size, locked);
   hl__unlock(h, locked);
   return q;
@@ -966,6 +1140,8 @@ void *hl__manual_realloc_outside(hl_heap *h, void *ptr, size_t new_size, bool *f
   uint64_t old = mine ? hl__large_of(ptr)->size : 0;
   *foreign = !mine;
   void *q = NULL;
+  if (mine && new_size > h->small_max && h->opt.verify && !hl__large_stays(old, new_size))
+    return realloc_large_verify(h, ptr, old, new_size, locked);
   if (mine && new_size > h->small_max) q = realloc_large_locked(h, ptr, old, new_size, locked);
   hl__unlock(h, locked);
   if (mine && new_size <= h->small_max) q = large_to_small(h, ptr, old, new_size);
@@ -997,11 +1173,9 @@ void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size
     bool locked = hl__lock(h);
     bool known = hl__large_contains(h, ptr);
     usable = known ? hl__large_of(ptr)->size : 0;
+    if (!known) realloc_not_large(h, ptr);
     hl__unlock(h, locked);
-    if (!known) {
-      hl__fail(h, HL_EINVAL, "realloc: %p is not a block of this heap", ptr);
-      return NULL;
-    }
+    if (!known) return NULL;
   }
   size_t copy = old_size && old_size < usable ? old_size : usable;
   if (copy > new_size) copy = new_size;
@@ -1022,6 +1196,7 @@ void hl__manual_thread_flush(hl_heap *h) {
 
 /* Called by hl_heap_free without the lock. */
 void hl__manual_destroy(hl_heap *h) {
+  quarantine_destroy(h);
   tc_global_then(h); /* (h waited for without tc_global) */
   while (h->tcaches) detach_closing(h->tcaches, h);
   hl__unlock_raw(h);
