@@ -739,8 +739,19 @@ EXPORT size_t NAME(malloc_usable_size)(void *ptr) {
 }
 
 /* C23 */
+/* A wrong size must not corrupt the heap: without verify the size is
+ * ignored (treated as free).  HEAPLAB_VERIFY=1: a size that does not match
+ * the block is refused and reported, as the core's hl_free_sized refuses it
+ * (hl__manual_free_sized_ok: another class's size for a small block, a large
+ * block's outside its bounds) -- it was freed in silence. */
 EXPORT void NAME(free_sized)(void *ptr, size_t size) {
-  (void)size; /* a wrong size must not corrupt the heap: treated as free */
+  hl_heap *h = HEAP;
+  if (ptr && h && h->opt.verify && !hl__manual_free_sized_ok(h, ptr, size)) {
+    int saved = errno;
+    report_refused(h);
+    errno = saved;
+    return;
+  }
   NAME(free)(ptr);
 }
 

@@ -66,8 +66,26 @@ int main(void) {
   hl_free_sized(h, l, 200000);
   expect_error(h, "freed with size 200000", "large block, size past it");
   CHECK(hl_usable_size(h, l) >= 100000, "a large block freed with size 200000 was freed");
+  /* ... or with less than half of it (a large block holds what was asked,
+   * up to a quarter more after a realloc, or a shrink to half that stayed):
+   * 600 freed it */
+  hl_free_sized(h, l, 600);
+  expect_error(h, "freed with size 600", "large block, size of the large path's bounds");
+  expect_error(h, "from 50000 to 100000", "large block, the bounds said");
+  CHECK(hl_usable_size(h, l) >= 100000, "a large block freed with size 600 was freed");
+  hl_free_sized(h, l, 49999);
+  CHECK(hl_usable_size(h, l) >= 100000, "a large block freed with size 49999 was freed");
   hl_free_sized(h, l, 100000);
   CHECK(hl_usable_size(h, l) == 0, "the right free did not free the large block");
+  /* a realloc's slack and an in-place shrink: the sizes asked are accepted */
+  char *g = hl_malloc(h, 100000);
+  char *g2 = hl_realloc(h, g, 100000, 110000); /* a quarter more: 125,000 */
+  CHECK(g2 && hl_usable_size(h, g2) == 125000, "grown: %zu", hl_usable_size(h, g2));
+  char *g3 = hl_realloc(h, g2, 110000, 70000); /* stays */
+  CHECK(g3 == g2, "a shrink to more than half moved");
+  hl_free_sized(h, g3, 70000);
+  CHECK(hl_usable_size(h, g3) == 0, "a block shrunk in place not freed with its size (%s)",
+        hl_heap_error(h));
 
   /* realloc of a freed block is refused */
   char *e = hl_malloc(h, 32);

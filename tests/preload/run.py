@@ -325,6 +325,16 @@ def verify_refuses():
     status, out, err = run([STOCK_PYTHON, "-c", prog], "heaplab",
                            {"HEAPLAB_VERIFY": "1", "PYTHONMALLOC": "malloc"})
     assert status == 0 and int(out) < 128 << 10, (status, out, err)
+    # free_sized with a size that is not the block's: refused (the core's
+    # sized-free check); it was freed in silence, the size ignored
+    status, out, err = run([CONFORMANCE, "--free-sized-wrong"], "heaplab", {"HEAPLAB_VERIFY": "1"})
+    assert status == 0 and out.splitlines() == [
+        "free_sized(40-byte block, 4000): usable 48",
+        "free_sized(100000-byte block, 600): live",
+        "then with their sizes: usable 0, 0"], (status, out, err)
+    fs = err.splitlines()
+    assert len(fs) == 2 and "freed with size 4000 but its block holds 48: refused" in fs[0] and \
+        "freed with size 600 but its block holds 100000" in fs[1], err
     print("HEAPLAB_VERIFY=1:", lines[0])
 
 

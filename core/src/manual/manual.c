@@ -992,16 +992,32 @@ size_t hl__manual_usable_size(hl_heap *h, const void *ptr) {
 }
 
 /* verify: a sized free whose size does not match its block is refused: more
- * than the block holds, another class's size for a small block, a size of
- * the small path for a large one (hl_malloc's large blocks are larger than
+ * than the block holds, another class's size for a small block; for a large
+ * one a size of the small path (hl_malloc's large blocks are larger than
  * small_max; only realloc moves a block between the paths, and it moves it)
- * -- a large block freed with size 16 was freed. */
+ * or less than half what the block holds.  A large block holds what was asked
+ * for, or -- a realloc's -- up to a quarter more than the size asked
+ * (hl__manual_large_want), or a shrink that stayed in place
+ * (hl__large_stays: down to half): so the size its owner knows is from half
+ * its size to its size.  A large block of 100,000 bytes freed with size 600
+ * was freed (only sizes up to small_max and past the block were refused).
+ * (The preloaded library's large blocks of small sizes -- memalign's, or the
+ * reservation exhausted -- hold what was asked: the same bounds.) */
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size) {
   size_t usable = hl__manual_usable_size(h, ptr);
   bool small = hl__in_reservation(h, ptr);
-  if (usable && (size > usable ||
-                 (small && hl__class_of(h, size) != h->pages[hl__page_of(h, ptr)].cls) ||
-                 (!small && size <= h->small_max))) {
+  bool bad;
+  if (!usable) bad = false; /* (not a live block: the free says so) */
+  else if (small) bad = size > usable || hl__class_of(h, size) != h->pages[hl__page_of(h, ptr)].cls;
+  else bad = size > usable || size < usable / 2 || (size <= h->small_max && usable > h->small_max);
+  if (bad && !small && size <= usable) {
+    hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu (a large "
+             "block's size is from %zu to %zu)", ptr, size, usable,
+             usable / 2 > h->small_max || usable <= h->small_max ? usable / 2 : h->small_max + 1,
+             usable);
+    return false;
+  }
+  if (bad) {
     hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu", ptr,
              size, usable);
     return false;

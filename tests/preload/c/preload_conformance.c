@@ -490,6 +490,25 @@ static int damage(const char *how, const char *end) {
   return 0;
 }
 
+/* HEAPLAB_VERIFY=1: free_sized (C23) with a size that is not the block's:
+ * refused and reported (the block stays live); without verify, freed. */
+static int free_sized_wrong(void) {
+  void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+  if (!fs) {
+    puts("no free_sized");
+    return 0;
+  }
+  char *p = m_malloc(40), *big = m_malloc(100000);
+  fs(p, 4000);
+  fs(big, 600);
+  printf("free_sized(40-byte block, 4000): usable %zu\n", malloc_usable_size(p));
+  printf("free_sized(100000-byte block, 600): %s\n", malloc_usable_size(big) ? "live" : "freed");
+  fs(p, 40);
+  fs(big, 100000);
+  printf("then with their sizes: usable %zu, %zu\n", malloc_usable_size(p), malloc_usable_size(big));
+  return 0;
+}
+
 static int misuse(void) {
   char *p = m_malloc(40);
   m_free(p);
@@ -610,6 +629,7 @@ static int exhausted_reservation(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--misuse") == 0) return misuse();
+  if (argc > 1 && strcmp(argv[1], "--free-sized-wrong") == 0) return free_sized_wrong();
   if (argc > 3 && strcmp(argv[1], "--damage") == 0) return damage(argv[2], argv[3]);
   if (argc > 1 && strcmp(argv[1], "--clearenv-first") == 0) return clearenv_first();
   if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
