@@ -478,22 +478,14 @@ static NOINLINE void *fail_nomem(void) {
  * record, the lead, the bytes): handed to glibc as foreign, it aborted the
  * program ("free(): invalid pointer"), or -- bytes there that looked like a
  * chunk header -- glibc took it and handed the live block's memory out again
- * (the preload hunt, session 25).  A walk of the list: verify's cost, and
- * only for pointers that are no block of the heap.  Lock held. */
-static const hl_large *inside_large(const hl_heap *h, const void *ptr) {
-  const uint8_t *p = ptr;
-  for (const hl_large *l = h->large_head; l; l = l->next) {
-    const uint8_t *lo = (const uint8_t *)l - l->lead, *hi = (const uint8_t *)(l + 1) + l->size;
-    if (lo <= p && p < hi) return l;
-  }
-  return NULL;
-}
-
+ * (the preload hunt, session 25).  A walk of the list
+ * (hl__manual_inside_large): verify's cost, and only for pointers that are
+ * no block of the heap.  Takes the lock. */
 static bool freed_large(hl_heap *h, const void *ptr, const char *what) {
   if (!h->opt.verify) return false;
   bool locked = hl__lock(h);
   bool q = hl__manual_quarantined(h, ptr);
-  const hl_large *in = q ? NULL : inside_large(h, ptr);
+  const hl_large *in = q ? NULL : hl__manual_inside_large(h, ptr);
   if (q && what)
     hl__fail(h, HL_EINVAL, "%s: %p is a freed large block%s", what, ptr,
              strcmp(what, "free") ? "" : " (double free?)");

@@ -1441,6 +1441,9 @@ static inline bool hl__large_stays(uint64_t old, size_t new_size) {
 }
 size_t hl__manual_large_want(hl_heap *h, uint64_t old, size_t new_size);
 size_t hl__manual_usable_size(hl_heap *h, const void *ptr);
+/* The live large block ptr lies in (its system block: the record, the
+ * lead, the bytes), or NULL: a walk of the list.  Lock held. */
+const hl_large *hl__manual_inside_large(const hl_heap *h, const void *ptr);
 /* verify: ptr is a block freed and still in the quarantine.  Lock held. */
 bool hl__manual_quarantined(const hl_heap *h, const void *ptr);
 /* verify: a large block of h freed (lock held): unlinked and into the

@@ -901,23 +901,54 @@ void hl__manual_free_large(hl_heap *h, void *ptr) {
   } else if (h->opt.verify && hl__manual_quarantined(h, ptr)) {
     hl__fail(h, HL_EINVAL, "free: %p is a freed large block (double free?)", ptr);
   } else {
-    hl__fail(h, HL_EINVAL, "free: %p is not a block of this heap", ptr);
+    const hl_large *in = hl__manual_inside_large(h, ptr);
+    if (in)
+      hl__fail(h, HL_EINVAL, "free: %p is inside the live large block %p (%" PRIu64 " bytes), not "
+               "a block", ptr, (const void *)(in + 1), in->size);
+    else
+      hl__fail(h, HL_EINVAL, "free: %p is not a block of this heap", ptr);
   }
   hl__unlock(h, locked);
   hl__large_sys_free(raw); /* (outside the lock: large_new says why) */
   damage_found(h, damaged);
 }
 
+/* Why ptr, a pointer into the reservation, is no block `what` can take --
+ * the messages said "not a live block (double free?)" for an interior
+ * pointer and for a page never carved as well.  Lock held. */
+static NOINLINE __attribute__((cold)) void not_a_block(hl_heap *h, const void *ptr,
+                                                      const char *what) {
+  if (!hl__in_heap(h, ptr) || !hl__formatted(h->pages[hl__page_of(h, ptr)].state)) {
+    hl__fail(h, HL_EINVAL, "%s: %p is in no formatted page of this heap (not a block)", what, ptr);
+    return;
+  }
+  const void *in = hl__small_resolve(h, ptr, true);
+  bool freed = h->opt.verify && hl__manual_quarantined(h, in ? in : ptr);
+  if (in && in != ptr)
+    hl__fail(h, HL_EINVAL, "%s: %p is inside the %s block %p (interior pointer)", what, ptr,
+             freed ? "freed" : "live", in);
+  else if (freed)
+    hl__fail(h, HL_EINVAL, "%s: %p is a freed block (double free?)", what, ptr);
+  else
+    hl__fail(h, HL_EINVAL, "%s: %p is not a live block (double free?)", what, ptr);
+}
+
+const hl_large *hl__manual_inside_large(const hl_heap *h, const void *ptr) {
+  HL_ASSERT_LOCKED((hl_heap *)h); /* (the assertion takes no const) */
+  const uint8_t *p = ptr;
+  for (const hl_large *l = h->large_head; l; l = l->next) {
+    const uint8_t *lo = (const uint8_t *)l - l->lead, *hi = (const uint8_t *)(l + 1) + l->size;
+    if (lo <= p && p < hi) return l;
+  }
+  return NULL;
+}
+
 /* verify: a small block freed goes to the quarantine (above); a block in it
  * is a double free.  Lock held; false when refused, *damaged when a block
  * that left the quarantine was damaged. */
 static bool free_small_verify(hl_heap *h, void *ptr, uint32_t cls, bool *damaged) {
-  if (hl__manual_quarantined(h, ptr)) {
-    hl__fail(h, HL_EINVAL, "free: %p is a freed block (double free?)", ptr);
-    return false;
-  }
-  if (hl__small_resolve(h, ptr, false) != ptr) {
-    hl__fail(h, HL_EINVAL, "free: %p is not a live block (double free?)", ptr);
+  if (hl__manual_quarantined(h, ptr) || hl__small_resolve(h, ptr, false) != ptr) {
+    not_a_block(h, ptr, "free");
     return false;
   }
   uint32_t sz = h->cls_size[cls];
@@ -933,7 +964,9 @@ static bool free_small_verify(hl_heap *h, void *ptr, uint32_t cls, bool *damaged
 bool hl__manual_free_small(hl_heap *h, void *ptr) {
   uint32_t cls = h->pages[hl__page_of(h, ptr)].cls;
   if (cls >= h->nclasses) {
-    hl__fail(h, HL_EINVAL, "free: %p is not a live block", ptr);
+    bool locked = hl__lock(h);
+    not_a_block(h, ptr, "free");
+    hl__unlock(h, locked);
     return false;
   }
   hl_tcache *tc = tcache_for(h);
@@ -946,7 +979,7 @@ bool hl__manual_free_small(hl_heap *h, void *ptr) {
       hl__discharge(h, HL_SMALL, h->cls_size[cls], 1);
       h->tally.manual_frees++;
     } else {
-      hl__fail(h, HL_EINVAL, "free: %p is not a live block (double free?)", ptr);
+      not_a_block(h, ptr, "free");
     }
     hl__trim_maybe(h);
     hl__unlock(h, locked);
