@@ -1039,7 +1039,24 @@ int hl_roots_store(hl_heap *heap, void **words, uint64_t *values, const hl_ref *
 /* ------------------------------------------------------------------------ */
 
 /* malloc-like allocation on the same pages, pools and release machinery.
- * Thread-safe.  Blocks are 16-byte aligned; 0 bytes gives a unique block. */
+ * Thread-safe.  Blocks are 16-byte aligned; 0 bytes gives a unique block.
+ *
+ * verify=true (a debugging mode: no thread cache, every call under the heap
+ * lock; docs/clients.md, "Checks") catches, and refuses with a message in
+ * hl_heap_error: a double free (also a stale one after the block's address
+ * was handed out again: a freed block stays in a quarantine of the last 256
+ * blocks or 64 MiB, small and large, before it is reused), a free or realloc
+ * of a freed, interior, foreign or uncarved pointer, a sized free whose size
+ * is not the block's (a large block: half its size to its size).  It finds
+ * a write into a free small block -- after free, or an overflow of the block
+ * before it -- when the block is handed out again or leaves the quarantine
+ * (verify_failures counts it; the error names the block, its class, the
+ * offset; the block is handed out all the same) and in hl_heap_check.  It
+ * does not find: a write into a freed large block, a write into a live
+ * block's unused tail (a 40-byte block's last 8 bytes of its 48-byte slot),
+ * an overflow into a live block, a read after free, a double free of a block
+ * that left the quarantine and was handed out again.  Without verify every
+ * free is trusted, as malloc's is. */
 void *hl_malloc(hl_heap *heap, size_t size);
 void *hl_calloc(hl_heap *heap, size_t count, size_t size);
 /* Free with the size the block was allocated with (Lua passes it). */
