@@ -817,11 +817,12 @@ int hl_vma_count(hl_heap *heap, uint64_t *out);
 /* The reservation's address range (either pointer may be NULL: not asked). */
 int hl_heap_range(hl_heap *heap, uint64_t *base, uint64_t *bytes);
 /* Check every invariant (pool accounting, states, free slots, the large
- * blocks against the counters, poison when verify is on).  HL_ECHECK with a
- * message naming the first violation.  Dead large objects whose munmap was
- * refused (event large_unmap_pending) are no violation: the check passes
- * with them pending, and fails when a pending range is not mapped, is a
- * live block, or the list disagrees with the heap's count of them. */
+ * blocks against the counters, poison when verify is on, every object's
+ * header against its slot or block).  HL_ECHECK with a message naming the
+ * first violation.  Dead large objects whose munmap was refused (event
+ * large_unmap_pending) are no violation: the check passes with them
+ * pending, and fails when a pending range is not mapped, is a live block,
+ * or the list disagrees with the heap's count of them. */
 int hl_heap_check(hl_heap *heap);
 /* Trim now: release every free page beyond the warm cache (and upgrade
  * fallback pages), in passes of release_per_sweep pages with the heap lock
@@ -1000,7 +1001,17 @@ void hl_obj_set(void *obj, uint64_t slot, void *value);
 #ifndef HL_CDEF
 /* Read access compiled into the caller, for hot loops.  The object layout
  * is part of the ABI: an 8-byte header {uint32_t refs; uint32_t size}, then
- * `refs` slots of void *, then the payload.  No checks: slot < refs is the
+ * `refs` slots of void *, then the payload.  A header the program
+ * overwrites (an overflow of the object before it, a write after free) is
+ * undefined behaviour, as a corrupted chunk header is in any allocator: a
+ * cycle reads its refs and traces that many slots.  Two safeguards: the
+ * handle calls (hl_ref_info, hl_ref_read, hl_ref_write, hl_ref_get,
+ * hl_ref_set) check that the header fits its slot (or large block) and
+ * refuse with HL_ECHECK instead of reading past it; with verify=true
+ * every cycle checks every header before its mark (HL_ECHECK naming the
+ * object, its header, its slot size and the block before it, counted in
+ * verify_failures) and its mark reads no further than the slot, and
+ * hl_heap_check checks them too.  Without verify a cycle trusts them.  No checks: slot < refs is the
  * caller's business (hl_obj_get/hl_obj_set check).  The slots are read-only
  * here on purpose: a store must go through hl_obj_set (the write barrier). */
 #define HL_OBJ_HEADER_BYTES 8

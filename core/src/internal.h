@@ -882,6 +882,16 @@ static inline bool hl__pages_scarce(const hl_heap *h) {
 /* Every invariant of pages, pools and counts; HL_ECHECK and the first
  * violation in msg.  Lock held. */
 int hl__check_locked(hl_heap *h, char *msg, size_t len);
+/* Collected mode: every object's header fits where it lives (hl__hdr_fits),
+ * and no object on a page without PF_REFS has slots; HL_ECHECK and the first
+ * bad header in msg (hl__hdr_describe).  Lock held.  verify runs it before
+ * every mark (gc/cycle.c): a header overwritten by an overflow would have
+ * the marker read past the object. */
+int hl__check_headers(hl_heap *h, char *msg, size_t len);
+/* What is wrong with obj's header, for a message: "object 0x...: header
+ * refs R size S does not fit its 48-byte slot (overwritten? an overflow of
+ * the object at 0x...?)". */
+void hl__hdr_describe(const hl_heap *h, const void *obj, char *msg, size_t len);
 
 /* ---- small/small.c ---- */
 void hl__classes_init(hl_heap *h);
@@ -1020,6 +1030,36 @@ static inline uint64_t hl__obj_size(const void *obj) {
 }
 static inline uint8_t *hl__obj_payload(void *obj) {
   return (uint8_t *)obj + hl__obj_bytes(0, ((hl_objhdr *)obj)->refs);
+}
+/* The bytes obj's header may claim: its slot (a small object: its class's
+ * size) or its block (a large one: its record's size). */
+static inline uint64_t hl__obj_room(const hl_heap *h, const void *obj) {
+  if (hl__in_reservation(h, obj)) return h->cls_size[h->pages[hl__page_of(h, obj)].cls];
+  return hl__large_of(obj)->size;
+}
+/* Whether obj's header fits where it lives: a small object's header, its
+ * slots and its payload within its slot (and not the large marker), a large
+ * object's header (the large marker) and its slots within its block.  A
+ * header that does not was overwritten (an overflow of the block before it,
+ * a write after free): every reader of refs or size would read past the
+ * object.  Two loads and a compare: the handle calls check it (heap.c). */
+static inline bool hl__hdr_fits(const hl_heap *h, const void *obj) {
+  const hl_objhdr *hd = (const hl_objhdr *)obj;
+  if (hl__in_reservation(h, obj)) {
+    if (hd->size == HL_SIZE_LARGE) return false;
+    return hl__obj_bytes(hd->size & ~HL_HDR_OLD, hd->refs) <=
+           h->cls_size[h->pages[hl__page_of(h, obj)].cls];
+  }
+  return hd->size == HL_SIZE_LARGE && hl__obj_bytes(0, hd->refs) <= hl__large_of(obj)->size;
+}
+/* The slots of obj a reader may follow: its refs when its header fits, else
+ * every word after the header within its slot or block (each validated as
+ * any slot value is, a superset: nothing it refers to is lost).  verify's
+ * mark and checks use it (gc/mark.c). */
+static inline uint64_t hl__refs_bounded(const hl_heap *h, const void *obj) {
+  if (hl_likely(hl__hdr_fits(h, obj))) return ((const hl_objhdr *)obj)->refs;
+  uint64_t room = hl__obj_room(h, obj);
+  return room > sizeof(hl_objhdr) ? (room - sizeof(hl_objhdr)) / sizeof(void *) : 0;
 }
 /* The slot index of page offset off in class cls: a multiply by a
  * reciprocal instead of a divide (a fifth of the mark loop was the divide).

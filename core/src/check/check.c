@@ -6,8 +6,9 @@
  * lists, the large blocks' list against the set and the counters, the
  * sub-page state (no released OS page under an allocated slot, the counts),
  * every handle on a live object (so none was left behind by an evacuation),
- * and with verify on, that every free slot still holds its poison.  Lock
- * held.
+ * every object's header within its slot or block (hl__check_headers: an
+ * overflow of the block before it), and with verify on, that every free
+ * slot still holds its poison.  Lock held.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -155,6 +156,64 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
   return HL_OK;
 }
 
+void hl__hdr_describe(const hl_heap *h, const void *obj, char *msg, size_t len) {
+  const hl_objhdr *hd = obj;
+  if (!hl__in_reservation(h, obj)) {
+    snprintf(msg, len, "large object %p: header refs %" PRIu32 " size %#" PRIx32 " does not fit "
+             "its %" PRIu64 "-byte block (overwritten? an overflow of the block before it?)", obj,
+             hd->refs, hd->size, hl__large_of(obj)->size);
+    return;
+  }
+  uint32_t p = hl__page_of(h, obj);
+  const hl_page *d = &h->pages[p];
+  uint32_t sz = h->cls_size[d->cls];
+  uint8_t *base = hl__page_addr(h, p);
+  uint32_t i = (uint32_t)((uint64_t)((const uint8_t *)obj - base) / sz);
+  char before[64];
+  if (i == 0)
+    snprintf(before, sizeof before, "the end of the page before it");
+  else
+    snprintf(before, sizeof before, "the %s at %p",
+             hl__bit(hl__allocs(h, p), i - 1) ? "object" : "free slot",
+             (void *)(base + (uint64_t)(i - 1) * sz));
+  if (hl__hdr_fits(h, obj))
+    snprintf(msg, len, "object %p (page %" PRIu32 " slot %" PRIu32 "): header refs %" PRIu32
+             " on a page of objects without slots (overwritten? an overflow of %s?)", obj, p, i,
+             hd->refs, before);
+  else
+    snprintf(msg, len, "object %p (page %" PRIu32 " slot %" PRIu32 "): header refs %" PRIu32
+             " size %" PRIu32 " does not fit its %" PRIu32 "-byte slot (overwritten? an overflow "
+             "of %s?)", obj, p, i, hd->refs, hd->size & ~HL_HDR_OLD, sz, before);
+}
+
+int hl__check_headers(hl_heap *h, char *msg, size_t len) {
+  HL_ASSERT_LOCKED(h);
+  if (h->opt.mode != HL_MODE_COLLECTED) return HL_OK; /* (a manual block has no header) */
+  hl__aword_flush(h); /* (a reserved slot holds no object yet) */
+  for (uint32_t p = 0; p < h->high_water; p++) {
+    const hl_page *d = &h->pages[p];
+    if (!hl__formatted(d->state)) continue;
+    uint32_t sz = h->cls_size[d->cls];
+    bool refs = (d->flags & PF_REFS) != 0;
+    const uint64_t *ab = hl__allocs(h, p);
+    uint8_t *base = hl__page_addr(h, p);
+    for (uint32_t w = 0; w < (d->bump + 63) / 64; w++)
+      for (uint64_t bits = ab[w]; bits; bits &= bits - 1) {
+        uint8_t *obj = base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(bits)) * sz;
+        if (!hl__hdr_fits(h, obj) || (!refs && ((hl_objhdr *)obj)->refs)) {
+          hl__hdr_describe(h, obj, msg, len);
+          return HL_ECHECK;
+        }
+      }
+  }
+  for (const hl_large *l = h->large_head; l; l = l->next)
+    if (!hl__hdr_fits(h, l + 1)) {
+      hl__hdr_describe(h, l + 1, msg, len);
+      return HL_ECHECK;
+    }
+  return HL_OK;
+}
+
 int hl__check_locked(hl_heap *h, char *msg, size_t len) {
   HL_ASSERT_LOCKED(h);
   hl__aword_flush(h); /* reserved slots count as used until then */
@@ -246,6 +305,7 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
   }
   if (h->opt.mode == HL_MODE_COLLECTED && (rc = check_handles(h, msg, len))) return rc;
   if ((rc = check_large(h, msg, len))) return rc;
+  if ((rc = hl__check_headers(h, msg, len))) return rc;
   if ((rc = check_list(h, &h->retired, "retired", msg, len))) return rc;
   if ((rc = check_list(h, &h->partial_full, "partial", msg, len))) return rc;
   for (uint32_t c = 0; c < h->nclasses; c++)

@@ -277,16 +277,30 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   }
   uint64_t tenured_before = h->tenured_bytes; /* full marks do not count them */
 
+  int rc = HL_OK;
+  /* verify: every header before the mark reads them -- one an overflow
+   * overwrote said 1,094,795,585 slots, and the mark read past its object
+   * until it faulted.  The cycle goes on: verify's mark traces such an
+   * object as every word of its slot (gc/mark.c, bounded), so nothing it
+   * refers to is lost, and the failure is reported. */
+  if (h->opt.verify) {
+    char msg[256];
+    if (hl__check_headers(h, msg, sizeof msg)) {
+      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
+      h->tally.verify_failures++;
+    }
+  }
   uint64_t tm = hl__prim_now_ns(); /* mark_ns: clearing the marks, then marking */
   if (!minor) hl__marks_clear(h);
   hl__mark(h, minor);
   h->tally.mark_ns += hl__prim_now_ns() - tm;
-  int rc = HL_OK;
   if (h->opt.verify) {
     char msg[256];
     if (hl__check_marks_closed(h, msg, sizeof msg)) {
-      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
-      h->tally.verify_failures++;
+      if (!rc) {
+        rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
+        h->tally.verify_failures++;
+      }
       /* and nothing is lost: trace from every marked object before sweeping */
       hl__mark_repair(h);
     }
@@ -343,7 +357,9 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   h->tally.swept_pages += t.pages;
   /* compact: the live objects of sparse pages move, after a full mark only
    * (a minor cycle's marks are not the whole live set) */
-  if (!minor && h->opt.compact != HL_COMPACT_NEVER) {
+  if (!minor && h->opt.compact != HL_COMPACT_NEVER && !rc) { /* (nothing moves after a failed
+                                                                 verify: a bad header's words
+                                                                 are no slots to update) */
     int erc = hl__evacuate(h);
     if (!rc) rc = erc;
   }

@@ -11,6 +11,7 @@
  * helper threads of gc/markers.c trace beside the thread running it (the
  * parallel part is drain_par and what it calls, below).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,9 @@ typedef struct marker {
   unsigned index;      /* 0: the thread running the cycle */
   bool overflow;       /* a push failed: rescan_marked finds what it lost */
   bool old_bit;        /* generational: set HL_HDR_OLD in headers traced */
+  bool bounded;        /* verify: a header that does not fit its slot (an
+                          overflow wrote it) is traced as every word of the
+                          slot (hl__refs_bounded), never past it */
 } marker;
 
 typedef struct markjob {
@@ -95,7 +99,7 @@ typedef struct markjob {
   _Atomic unsigned pooled; /* packets in the pool (written under mu, read
                               without it) */
   hl_heap *h;
-  bool old_bit;
+  bool old_bit, bounded;
   /* each helper's results, written before it returns */
   uint64_t bytes[HL_MARK_THREADS_MAX], objects[HL_MARK_THREADS_MAX];
   uint64_t steals[HL_MARK_THREADS_MAX];
@@ -418,28 +422,39 @@ static inline __attribute__((always_inline)) void mark_slot_batched(marker *m, m
 
 /* Trace one marked object: mark what its slots refer to.  Generational: its
  * header gets HL_HDR_OLD, so the write barrier looks at it from now on. */
-static inline __attribute__((always_inline)) void trace_t(marker *m, void *obj, const bool par) {
+static inline __attribute__((always_inline)) void trace_t(marker *m, void *obj, const bool par,
+                                                         const bool bounded) {
   hl_objhdr *hd = obj;
+  /* (verify, before the old bit is written into a header that may not be
+   * one: checked first) */
+  uint64_t refs = bounded ? hl__refs_bounded(m->h, obj) : hd->refs;
   if (m->old_bit && !(hd->size & HL_HDR_OLD)) hd->size |= HL_HDR_OLD;
   void **slots = hl__slots(obj);
-  uint32_t refs = hd->refs;
   if (!par) {
-    for (uint32_t i = 0; i < refs; i++) mark_value_t(m, slots[i], false, false);
+    for (uint64_t i = 0; i < refs; i++) mark_value_t(m, slots[i], false, false);
     return;
   }
   markbatch b = {0};
-  for (uint32_t i = 0; i < refs; i++) mark_slot_batched(m, &b, slots[i]);
+  for (uint64_t i = 0; i < refs; i++) mark_slot_batched(m, &b, slots[i]);
   batch_flush(m, &b);
 }
 
 static void share(marker *m);
+
+/* trace_t outside the drain (the rescan, the dirty and remembered pages),
+ * alone: bounded under verify. */
+static inline void trace_serial(marker *m, void *obj) {
+  if (hl_unlikely(m->bounded)) trace_t(m, obj, false, true);
+  else trace_t(m, obj, false, false);
+}
 
 /* Trace everything pushed.  Popped objects wait in a small FIFO after a
  * prefetch, so their headers arrive while earlier objects are scanned.
  * Marking alone, it stops early when the marker's budget is reached (the
  * FIFO goes back on the stack); in a job it shares work with hungry
  * markers. */
-static inline __attribute__((always_inline)) void drain_t(marker *m, const bool par) {
+static inline __attribute__((always_inline)) void drain_t(marker *m, const bool par,
+                                                         const bool bounded) {
   void *fifo[PREFETCH_DEPTH];
   unsigned head = 0, n = 0;
   for (;;) {
@@ -453,7 +468,7 @@ static inline __attribute__((always_inline)) void drain_t(marker *m, const bool 
     void *obj = fifo[head];
     head = (head + 1) % PREFETCH_DEPTH;
     n--;
-    trace_t(m, obj, par);
+    trace_t(m, obj, par, bounded);
     if (par) {
       /* Share only while the hungry outnumber the packets waiting for them:
        * a woken marker takes a while to take its packet, and sharing on
@@ -474,8 +489,20 @@ static inline __attribute__((always_inline)) void drain_t(marker *m, const bool 
   }
 }
 
-static NOINLINE void drain_serial(marker *m) { drain_t(m, false); }
-static NOINLINE void drain_par(marker *m) { drain_t(m, true); }
+/* (verify's bounded drains are copies of their own: the others test nothing
+ * more per object) */
+static NOINLINE void drain_serial_b(marker *m) { drain_t(m, false, true); }
+static NOINLINE void drain_par_b(marker *m) { drain_t(m, true, true); }
+static NOINLINE void drain_serial_u(marker *m) { drain_t(m, false, false); }
+static NOINLINE void drain_par_u(marker *m) { drain_t(m, true, false); }
+static void drain_serial(marker *m) {
+  if (hl_unlikely(m->bounded)) drain_serial_b(m);
+  else drain_serial_u(m);
+}
+static void drain_par(marker *m) {
+  if (hl_unlikely(m->bounded)) drain_par_b(m);
+  else drain_par_u(m);
+}
 static void mark_value(marker *m, void *v, bool interior) { mark_value_t(m, v, interior, false); }
 
 /* Move the older half of m's stack (at most a packet) to the pool: from its
@@ -556,7 +583,8 @@ static void helper_mark(void *arg, unsigned index) {
   pthread_mutex_unlock(&j->mu);
   if (late) return;
   marker m = {.h = j->h, .job = j, .stack = helper_stack(index), .cap = HELPER_STACK_WORDS,
-              .budget = UINT64_MAX, .index = index, .old_bit = j->old_bit};
+              .budget = UINT64_MAX, .index = index, .old_bit = j->old_bit,
+              .bounded = j->bounded};
   mark_loop(&m);
   j->bytes[index] = m.bytes;
   j->objects[index] = m.objects;
@@ -570,7 +598,7 @@ static void helper_mark(void *arg, unsigned index) {
  * alone. */
 static bool mark_parallel(marker *m0, unsigned threads) {
   hl_heap *h = m0->h;
-  markjob j = {.participants = 1, .h = h, .old_bit = m0->old_bit};
+  markjob j = {.participants = 1, .h = h, .old_bit = m0->old_bit, .bounded = m0->bounded};
   pthread_mutex_init(&j.mu, NULL);
   pthread_cond_init(&j.cv, NULL);
   m0->job = &j;
@@ -615,13 +643,13 @@ static void rescan_marked(marker *m) {
       uint32_t sz = h->cls_size[d->cls];
       for (uint32_t i = 0; i < d->bump; i++) {
         if (!hl__bit(hl__marks(h, p), i)) continue;
-        trace_t(m, hl__page_addr(h, p) + (uint64_t)i * sz, false);
+        trace_serial(m, hl__page_addr(h, p) + (uint64_t)i * sz);
         drain_serial(m);
       }
     }
     for (hl_large *l = h->large_head; l; l = l->next) {
       if (!l->mark) continue;
-      trace_t(m, l + 1, false);
+      trace_serial(m, l + 1);
       drain_serial(m);
     }
   }
@@ -660,7 +688,7 @@ static inline void *marked_next(marked_iter *it) {
  * they refer to; the caller drains). */
 static void trace_marked_on(marker *m, uint32_t p) {
   marked_iter it = marked_begin(m->h, p);
-  for (void *obj; (obj = marked_next(&it));) trace_t(m, obj, false);
+  for (void *obj; (obj = marked_next(&it));) trace_serial(m, obj);
 }
 
 /* Generational, minor cycle: the old (marked) objects on pages the write
@@ -679,7 +707,7 @@ static void mark_dirty(marker *m) {
   for (hl_large *l = h->large_head; l; l = l->next) {
     if (!l->dirty) continue;
     l->dirty = 0;
-    if (l->mark) trace_t(m, l + 1, false);
+    if (l->mark) trace_serial(m, l + 1);
   }
 }
 
@@ -701,7 +729,8 @@ static bool refers_untenured(hl_heap *h, uint32_t p) {
   marked_iter it = marked_begin(h, p);
   for (void *obj; (obj = marked_next(&it));) {
     void **slots = hl__slots(obj);
-    for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) {
+    uint64_t refs = h->opt.verify ? hl__refs_bounded(h, obj) : ((hl_objhdr *)obj)->refs;
+    for (uint64_t k = 0; k < refs; k++) {
       void *v = slots[k];
       /* a word on a tenured page refers to nothing untenured, whether or
        * not it resolves: most slots of a tenured page, decided without the
@@ -807,7 +836,7 @@ void hl__tenure_pages(hl_heap *h, bool tenure) {
 /* The marker of the thread running the cycle: the heap's stack. */
 static marker main_marker(hl_heap *h) {
   return (marker){.h = h, .stack = h->mark_stack, .cap = h->mark_cap, .budget = UINT64_MAX,
-                  .old_bit = h->opt.generational != 0};
+                  .old_bit = h->opt.generational != 0, .bounded = h->opt.verify != 0};
 }
 
 /* ---- root regions ----
@@ -983,7 +1012,8 @@ void hl__marks_clear(hl_heap *h) {
  * it.) */
 static int slots_marked(hl_heap *h, void *obj, char *msg, size_t len) {
   void **slots = hl__slots(obj);
-  for (uint32_t k = 0; k < ((hl_objhdr *)obj)->refs; k++) {
+  uint64_t refs = hl__refs_bounded(h, obj); /* (verify's: the header may be bad) */
+  for (uint64_t k = 0; k < refs; k++) {
     void *v = hl__resolve(h, slots[k], false);
     if (!v) continue;
     bool marked;
@@ -995,7 +1025,7 @@ static int slots_marked(hl_heap *h, void *obj, char *msg, size_t len) {
       marked = hl__large_of(v)->mark;
     }
     if (!marked) {
-      snprintf(msg, len, "marked object %p slot %u refers to unmarked object %p (a store "
+      snprintf(msg, len, "marked object %p slot %" PRIu64 " refers to unmarked object %p (a store "
                "without the write barrier?)", obj, k, v);
       return HL_ECHECK;
     }
