@@ -995,7 +995,17 @@ void *hl_obj_get(const void *obj, uint64_t slot);
  * every raw-object call it takes no lock: make raw stores with the heap held
  * (hl_enter) whenever a cycle could run beside them -- collector=background,
  * or another thread allocating from the same heap (its allocation may run a
- * cycle on the sync collector too). */
+ * cycle on the sync collector too).  value is NULL or an object of obj's
+ * heap (what hl_obj_new returned) -- not a payload address (hl_obj_payload,
+ * Python's Ref.address), not other memory.  A raw store, for speed: without
+ * verify it is not checked (the marker skips a word that is no object, so
+ * nothing is kept by it, and hl_ref_get refuses to make a handle to it,
+ * HL_ECHECK); with verify=true a value that is no object of the heap is
+ * refused -- not stored, hl_heap_error says why (the parent's heap is
+ * looked up for a small parent only) -- and a cycle reports a slot of a
+ * live object that holds no object (unless a root region is conservative:
+ * a stale conservative word may keep a dead object whose slots name freed
+ * ones). */
 void hl_obj_set(void *obj, uint64_t slot, void *value);
 
 #ifndef HL_CDEF

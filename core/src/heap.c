@@ -628,7 +628,15 @@ int hl_ref_get(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref *out) {
   if (!rc) rc = slot_check(h, obj, slot, "get");
   if (!rc) {
     void *v = hl__slots(obj)[slot];
-    if (v) rc = hl__handle_new(h, v, out);
+    /* a slot stored with hl_obj_set may hold any word: a handle is made to
+     * an object only (one made to a payload address read its bytes as a
+     * header, and hl_ref_read faulted) */
+    if (v && hl__resolve(h, v, false) != v)
+      rc = hl__fail(h, HL_ECHECK, "get: slot %" PRIu64 " of object %p holds %p, not an object "
+                    "(a payload address? hl_obj_payload and Ref.address are payloads)", slot,
+                    obj, v);
+    else if (v)
+      rc = hl__handle_new(h, v, out);
   }
   hl__unlock(h, locked);
   if (rc) *out = 0;
@@ -1161,8 +1169,35 @@ void *hl_obj_get(const void *obj, uint64_t slot) {
   if (!obj || slot >= ((const hl_objhdr *)obj)->refs) return NULL;
   return hl__slots((void *)obj)[slot];
 }
+/* verify=true: a value stored by hl_obj_set is NULL or an object of obj's
+ * heap -- not a payload address (hl_obj_payload, Python's Ref.address), not
+ * memory of malloc's or a stack's: the mark skipped such a word, and a
+ * handle made to it later read garbage as a header.  Refused with the
+ * heap's error, the slot left as it was.  Only while a heap with verify on
+ * exists (a relaxed load otherwise) and only for a small parent (the
+ * registry knows reservations: a large object's heap is not looked up). */
+static NOINLINE __attribute__((cold)) bool obj_set_verified(void *obj, uint64_t slot,
+                                                           void *value) {
+  hl_heap *h = hl__registry_find_locked(obj);
+  hl__registry_unlock();
+  if (!h || !h->opt.verify) return true;
+  bool locked = hl__lock(h);
+  bool ok = hl__resolve(h, value, false) == value;
+  hl__unlock(h, locked);
+  if (!ok)
+    hl__fail(h, HL_ECHECK, "hl_obj_set: slot %" PRIu64 " of object %p: %p is not an object of "
+             "this heap (a payload address? hl_obj_payload and Ref.address are payloads); "
+             "not stored", slot, obj, value);
+  return ok;
+}
+
 void hl_obj_set(void *obj, uint64_t slot, void *value) {
   if (!obj || slot >= ((hl_objhdr *)obj)->refs) return;
+  /* (one relaxed load and two tests without a verify heap: 1.2 -> 1.4 ns a
+   * store in a loop of hl_obj_set, the call included) */
+  if (hl_unlikely(hl__registry_verifying() != 0) && value &&
+      !obj_set_verified(obj, slot, value))
+    return;
   hl__store_any(obj, slot, value);
 }
 

@@ -1214,6 +1214,12 @@ uint32_t hl__registry_barriers(void);
 /* How many of them are generational (a store into a large object matters
  * only to those: a large object is never tenured). */
 uint32_t hl__registry_generational(void);
+/* How many heaps have verify on (hl_obj_set checks its value then): read
+ * inline, a call was a third of hl_obj_set's time. */
+extern _Atomic uint32_t hl__verify_heaps;
+static inline uint32_t hl__registry_verifying(void) {
+  return atomic_load_explicit(&hl__verify_heaps, memory_order_relaxed);
+}
 /* Keep the shared object holding heaplab's code (the Lua module, the Python
  * extension) mapped for the rest of the process: called before every thread
  * heaplab starts that may outlive what loaded the code (registry.c). */

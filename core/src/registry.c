@@ -43,6 +43,7 @@ static heap_range *registry;
 static uint32_t registry_n, registry_cap;
 static _Atomic uint32_t barrier_heaps;      /* hl__barrier_on: generational or tenuring */
 static _Atomic uint32_t generational_heaps; /* of them, generational */
+_Atomic uint32_t hl__verify_heaps;         /* verify=true: hl_obj_set checks its value */
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* How long fork_prepare waits for one heap's lock before it lets go of all
@@ -218,6 +219,7 @@ int hl__registry_add(hl_heap *h) {
     registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
     if (hl__barrier_on(h)) atomic_fetch_add(&barrier_heaps, 1);
     if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);
+    if (h->opt.verify) atomic_fetch_add(&hl__verify_heaps, 1);
   }
   pthread_rwlock_unlock(&registry_lock);
   return rc;
@@ -230,6 +232,7 @@ void hl__registry_remove(hl_heap *h) {
     registry[i] = registry[--registry_n];
     if (hl__barrier_on(h)) atomic_fetch_sub(&barrier_heaps, 1);
     if (h->opt.generational) atomic_fetch_sub(&generational_heaps, 1);
+    if (h->opt.verify) atomic_fetch_sub(&hl__verify_heaps, 1);
     break;
   }
   if (!registry_n) { /* nothing outlives the last heap (a module may be unloaded) */
@@ -248,6 +251,7 @@ uint32_t hl__registry_barriers(void) {
 uint32_t hl__registry_generational(void) {
   return atomic_load_explicit(&generational_heaps, memory_order_relaxed);
 }
+
 
 hl_heap *hl__registry_find_locked(const void *addr) {
   const uint8_t *a = addr;

@@ -1007,15 +1007,27 @@ void hl__marks_clear(hl_heap *h) {
 /* Verify, between mark and sweep: every reference held by a marked object
  * leads to a marked object.  In a minor cycle marked (old) objects are not
  * traced, so a reference from one to an unmarked object -- a store that
- * missed the write barrier -- is a live object this sweep would free.  (A
- * slot value that is not an object start is ignored, as the marker ignores
- * it.) */
-static int slots_marked(hl_heap *h, void *obj, char *msg, size_t len) {
+ * missed the write barrier -- is a live object this sweep would free.  A
+ * slot value that is not an object start (a payload address, malloc's
+ * memory: written past hl_obj_set's own check, which refuses them) is
+ * reported too -- the marker skips it, and a handle made to it read garbage
+ * as a header -- unless the heap has a conservative region: a dead object a
+ * stale conservative word brought back may hold a freed object's address,
+ * and the two cannot be told apart. */
+static int slots_marked(hl_heap *h, void *obj, bool stale_ok, char *msg, size_t len) {
   void **slots = hl__slots(obj);
   uint64_t refs = hl__refs_bounded(h, obj); /* (verify's: the header may be bad) */
   for (uint64_t k = 0; k < refs; k++) {
     void *v = hl__resolve(h, slots[k], false);
-    if (!v) continue;
+    if (!v) {
+      if (slots[k] && !stale_ok) {
+        snprintf(msg, len, "marked object %p slot %" PRIu64 " holds %p, not an object (a "
+                 "payload address? hl_obj_payload and Ref.address are payloads)", obj, k,
+                 slots[k]);
+        return HL_ECHECK;
+      }
+      continue;
+    }
     bool marked;
     if (hl__in_heap(h, v)) {
       uint32_t q = hl__page_of(h, v);
@@ -1035,15 +1047,17 @@ static int slots_marked(hl_heap *h, void *obj, char *msg, size_t len) {
 
 int hl__check_marks_closed(hl_heap *h, char *msg, size_t len) {
   HL_ASSERT_LOCKED(h);
+  bool stale_ok = false;
+  for (uint32_t r = 0; r < h->nregions; r++) stale_ok |= h->regions[r].conservative != 0;
   for (uint32_t p = 0; p < h->high_water; p++) {
     hl_page *d = &h->pages[p];
     if (!hl__formatted(d->state) || !(d->flags & PF_REFS)) continue;
     marked_iter it = marked_begin(h, p);
     for (void *obj; (obj = marked_next(&it));)
-      if (slots_marked(h, obj, msg, len)) return HL_ECHECK;
+      if (slots_marked(h, obj, stale_ok, msg, len)) return HL_ECHECK;
   }
   for (hl_large *l = h->large_head; l; l = l->next)
-    if (l->mark && slots_marked(h, l + 1, msg, len)) return HL_ECHECK;
+    if (l->mark && slots_marked(h, l + 1, stale_ok, msg, len)) return HL_ECHECK;
   return HL_OK;
 }
 
