@@ -953,6 +953,20 @@ bool hl__free_slot_intact(const void *slot, size_t n);
  * slot whose tag holds but whose hash does not -- 8, the first byte the hash
  * covers (*exact false: somewhere at or past it). */
 size_t hl__free_slot_damage(const void *slot, size_t n, bool *exact);
+/* verify, collected mode: an empty page (the free pool, or one about to be
+ * formatted again) holds poison only -- or zeros, one OS page at a time: a
+ * fresh page, a released one (MADV_FREE gives back either the old bytes or
+ * zeros).  The offset of the first byte written since, or UINT64_MAX.
+ * skip_out: the OS pages released by subpage_release are not read (reading
+ * one would fault it in). */
+uint64_t hl__free_page_written(const hl_heap *h, uint32_t p, bool skip_out);
+/* A failure verify found outside a cycle's checks or inside them: counted
+ * in verify_failures, the heap's error "verify: msg"; returns HL_ECHECK.
+ * addr: the address it names (0: none). */
+int hl__verify_failed(hl_heap *h, uint64_t addr, const char *msg);
+/* verify: the message for a written byte at offset off of empty page p. */
+void hl__free_page_describe(const hl_heap *h, uint32_t p, uint64_t off, const char *what,
+                            char *msg, size_t len);
 /* Resolve an address to the start of a live small object, or NULL. */
 void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);
 

@@ -156,6 +156,27 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
   return HL_OK;
 }
 
+int hl__verify_failed(hl_heap *h, uint64_t addr, const char *msg) {
+  (void)addr;
+  h->tally.verify_failures++;
+  return hl__fail(h, HL_ECHECK, "verify: %s", msg);
+}
+
+void hl__free_page_describe(const hl_heap *h, uint32_t p, uint64_t off, const char *what,
+                            char *msg, size_t len) {
+  const hl_page *d = &h->pages[p];
+  uint8_t *a = hl__page_addr(h, p) + off;
+  if (d->cls < h->nclasses) {
+    uint32_t sz = h->cls_size[d->cls];
+    snprintf(msg, len, "page %" PRIu32 " (%s; its last class %" PRIu32 " bytes): %p, in the "
+             "slot at %p, was written after its objects were freed", p, what, sz, (void *)a,
+             (void *)(hl__page_addr(h, p) + off / sz * sz));
+  } else {
+    snprintf(msg, len, "page %" PRIu32 " (%s): %p was written after the page was freed", p,
+             what, (void *)a);
+  }
+}
+
 void hl__hdr_describe(const hl_heap *h, const void *obj, char *msg, size_t len) {
   const hl_objhdr *hd = obj;
   if (!hl__in_reservation(h, obj)) {
@@ -232,9 +253,19 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
     if (hl__released_state(d->state) && d->release == RK_FALLBACK) fallback++;
     if (d->state == PS_RELEASED || d->state == PS_REUSE_FAILED)
       CHECK(d->release != RK_NONE, "page %" PRIu32 ": released without a release kind", p);
-    if (d->state == PS_FREE)
+    if (d->state == PS_FREE) {
       CHECK(d->used == 0 && d->release == RK_NONE, "page %" PRIu32 ": free page not empty/clean",
             p);
+      /* verify: a free page is poisoned whole (a write after free into a
+       * page its sweep emptied went unseen, and the page's next format
+       * wiped it) */
+      uint64_t off;
+      if (h->opt.verify && h->opt.mode == HL_MODE_COLLECTED &&
+          (off = hl__free_page_written(h, p, true)) != UINT64_MAX) {
+        hl__free_page_describe(h, p, off, "free", msg, len);
+        return HL_ECHECK;
+      }
+    }
     if (d->state == PS_OWNED) {
       CHECK(d->cls < h->nclasses && h->owned[d->cls] == p,
             "page %" PRIu32 ": owned but not its class's page", p);

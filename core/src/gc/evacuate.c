@@ -543,6 +543,14 @@ int hl__evacuate(hl_heap *h) {
       if (!e.evac[p]) continue;
       hl_page *d = &h->pages[p];
       uint32_t words = (d->nslots + 63) / 64;
+      if (h->opt.verify) { /* (empty pages are poisoned whole: hl__free_page_written) */
+        uint32_t sz = h->cls_size[d->cls];
+        const uint64_t *ab = hl__allocs(h, p);
+        for (uint32_t w = 0; w < words; w++)
+          for (uint64_t m = ab[w]; m; m &= m - 1)
+            hl__poison(hl__page_addr(h, p) + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(m)) * sz,
+                       sz);
+      }
       memset(hl__allocs(h, p), 0, words * sizeof(uint64_t));
       memset(hl__marks(h, p), 0, words * sizeof(uint64_t));
       hl__page_unformat(h, p);

@@ -111,6 +111,25 @@ void hl__seal_freed(void *slot, size_t n) {
   memcpy(slot, seal, sizeof seal);
 }
 
+uint64_t hl__free_page_written(const hl_heap *h, uint32_t p, bool skip_out) {
+  const uint64_t os = hl__prim_os_page_size(), pw = 0x0101010101010101ull * POISON_BYTE;
+  const uint64_t *out = skip_out && h->sub_flags ? hl__sub_out(h, p) : NULL;
+  const uint8_t *base = hl__page_addr(h, p);
+  for (uint64_t j = 0; j < h->page_size / os; j++) {
+    if (out && ((out[j >> 6] >> (j & 63)) & 1)) continue; /* (released: not read) */
+    const uint8_t *b = base + j * os;
+    uint64_t first;
+    memcpy(&first, b, 8);
+    if (first != pw && first != 0) return j * os;
+    for (uint64_t i = 8; i < os; i += 8) {
+      uint64_t w;
+      memcpy(&w, b + i, 8);
+      if (w != first) return j * os + i;
+    }
+  }
+  return UINT64_MAX;
+}
+
 bool hl__free_slot_intact(const void *slot, size_t n) {
   uint64_t seal[2];
   memcpy(seal, slot, sizeof seal);
@@ -405,6 +424,15 @@ uint64_t hl__sweep_page(hl_heap *h, uint32_t p, uint64_t *freed_objects) {
   *freed_objects += dead;
   if (dead) hl__sub_dirty(h, p);
   if (live == 0) {
+    /* verify: the page goes to the free pool poisoned whole (its other
+     * bytes are: format poisoned them, a sweep poisons what it frees), so
+     * that a write after free is found there too (hl__free_page_written) */
+    if (h->opt.verify) {
+      uint8_t *base = hl__page_addr(h, p);
+      for (uint32_t w = 0; w < words; w++)
+        for (uint64_t kill = ab[w]; kill; kill &= kill - 1)
+          hl__poison(base + (uint64_t)(w * 64 + (uint32_t)__builtin_ctzll(kill)) * sz, sz);
+    }
     memset(ab, 0, words * sizeof(uint64_t));
     d->used = 0;
     return 0;
