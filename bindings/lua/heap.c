@@ -205,6 +205,22 @@ Is the heap closed?
 @function heap:closed
 @treturn boolean
 */
+/***
+The heap's last failure message (hl_heap_error): this thread's last failed
+call on the heap the first time it is read, after that the heap's last
+failure in any thread -- a background or an allocation's cycle whose
+verification failed (verify = true: a verify_failed event and the
+verify_failures stat say when), which has no caller to raise in.
+@function heap:last_error
+@treturn string the message, "" when there was none
+@raise on a closed heap
+*/
+static int h_last_error(lua_State *L) {
+  hl_heap *h = heap_open(L, 1, "h:last_error");
+  lua_pushstring(L, hl_heap_error(h));
+  return 1;
+}
+
 static int h_closed(lua_State *L) {
   lua_pushboolean(L, heap_ud(L, 1, "h:closed")->h == NULL);
   return 1;
@@ -739,6 +755,7 @@ static const luaL_Reg heap_methods[] = {
     {"closed", h_closed},
     {"trim", h_trim},
     {"check", h_check},
+    {"last_error", h_last_error},
     {"churn", h_churn},
     {"memory_pressure", h_memory_pressure},
     {"options", h_options},

@@ -133,7 +133,7 @@ extern "C" {
  * pins the layout of this version and fails until both change together
  * (docs/clients.md, "Embedding libheaplab in a C program").
  */
-#define HL_ABI_VERSION 2
+#define HL_ABI_VERSION 3
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -435,7 +435,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(whole_marks, "full marks that untenured every page first and marked everything (every tenure_full_marks-th, a caller's, for memory, under pressure; both modes)") \
   X(tenured_pages, "pages tenured now (full marks keep their marks and skip them; both modes, tenure_full_marks)")  \
   X(remembered_pages_scanned, "tenured pages a full mark traced for references to objects not tenured (both modes)") \
-  X(verify_failures, "cycles whose verification failed, and (manual mode) damaged free blocks found as they were handed out (verify=true; hl_heap_error says why)") \
+  X(verify_failures, "verification failures: a cycle's, an empty page found written when taken again, and (manual mode) a damaged free block found as it is handed out (verify=true; each a verify_failed event, hl_heap_error says why)") \
   X(mark_threads_used, "threads that took part in the last mark (1 when it ran on one)") \
   X(mark_steals, "parallel marks: packets of work a marker took that another had shared") \
   X(mark_helper_bytes, "parallel marks: bytes marked by helper threads (the rest by the cycle's thread)") \
@@ -575,8 +575,9 @@ const char *hl_stat_description(int index);
   X(compact, "pages,objects,bytes,pinned_objects,pinned_pages,duration_ns,blocked") \
   X(thp_split, "chunk_page,released_pages,pages_in_use,released_bytes")        \
   X(mark, "threads,steals,thread0_bytes,thread1_bytes,thread2_bytes,thread3_bytes,thread4_bytes,thread5_bytes,thread6_bytes,thread7_bytes") \
-  X(nursery_adapted, "old_bytes,new_bytes,kept_pct")                         \
-  X(large_unmap_pending, "refused,refused_bytes,errno,unmapped,unmapped_bytes,pending,pending_bytes")
+  X(nursery_adapted, "old_bytes,new_bytes,kept_pct")                          \
+  X(large_unmap_pending, "refused,refused_bytes,errno,unmapped,unmapped_bytes,pending,pending_bytes") \
+  X(verify_failed, "address,failures,in_cycle")
 
 typedef enum hl_event_kind {
 #define HL__EV_ENUM(name, fields) HL_EV_##name,

@@ -539,6 +539,8 @@ struct hl_heap {
   uint64_t tenured_bytes;    /* bytes of the objects on tenured pages */
   uint64_t full_marks_since_whole;
   uint64_t cycles_completed;
+  uint64_t verify_addr;      /* verify: the address the last failed check named (0:
+                                none), for the verify_failed event (hl__verify_failed) */
   uint32_t pacing_dry_cycles; /* cycles in a row that freed nothing large */
 
   /* background collector */
@@ -891,7 +893,7 @@ int hl__check_headers(hl_heap *h, char *msg, size_t len);
 /* What is wrong with obj's header, for a message: "object 0x...: header
  * refs R size S does not fit its 48-byte slot (overwritten? an overflow of
  * the object at 0x...?)". */
-void hl__hdr_describe(const hl_heap *h, const void *obj, char *msg, size_t len);
+void hl__hdr_describe(hl_heap *h, const void *obj, char *msg, size_t len);
 
 /* ---- small/small.c ---- */
 void hl__classes_init(hl_heap *h);
@@ -961,11 +963,13 @@ size_t hl__free_slot_damage(const void *slot, size_t n, bool *exact);
  * one would fault it in). */
 uint64_t hl__free_page_written(const hl_heap *h, uint32_t p, bool skip_out);
 /* A failure verify found outside a cycle's checks or inside them: counted
- * in verify_failures, the heap's error "verify: msg"; returns HL_ECHECK.
- * addr: the address it names (0: none). */
+ * in verify_failures, the heap's error "verify: msg", a verify_failed event
+ * (its address: addr, else the one the failed check noted in verify_addr);
+ * returns HL_ECHECK.  A failure in a background or allocation's cycle has
+ * no caller: the event and hl_heap_error are how it is seen. */
 int hl__verify_failed(hl_heap *h, uint64_t addr, const char *msg);
 /* verify: the message for a written byte at offset off of empty page p. */
-void hl__free_page_describe(const hl_heap *h, uint32_t p, uint64_t off, const char *what,
+void hl__free_page_describe(hl_heap *h, uint32_t p, uint64_t off, const char *what,
                             char *msg, size_t len);
 /* Resolve an address to the start of a live small object, or NULL. */
 void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior);

@@ -17,13 +17,14 @@
 
 /* The version this table pins, and the fingerprint of every version's
  * table: append a line for a new version, never edit one. */
-#define PINNED_ABI 2
+#define PINNED_ABI 3
 static const struct {
   int abi;
   uint64_t fingerprint;
 } history[] = {
     {1, 0xb1830e5876cc1291u},
     {2, 0xee5644d72d1b1b45u}, /* + event large_unmap_pending (HL_EV_COUNT 14) */
+    {3, 0x1b4f6c7d58c2cb40u}, /* + event verify_failed (HL_EV_COUNT 15) */
 };
 
 static int failures;
@@ -362,9 +363,10 @@ int main(void) {
   /* the enums and lists a caller passes or reads as numbers */
   SAME("hl_error", "HL_ERROR_COUNT", HL_ERROR_COUNT, 14);
   SAME("hl_error", "HL_EINTR", HL_EINTR, 13);
-  SAME("hl_event_kind", "HL_EV_COUNT", HL_EV_COUNT, 14);
+  SAME("hl_event_kind", "HL_EV_COUNT", HL_EV_COUNT, 15);
   SAME("hl_event_kind", "HL_EV_nursery_adapted", HL_EV_nursery_adapted, 12);
   SAME("hl_event_kind", "HL_EV_large_unmap_pending", HL_EV_large_unmap_pending, 13);
+  SAME("hl_event_kind", "HL_EV_verify_failed", HL_EV_verify_failed, 14);
   SAME("hl_fault_site", "HL_SITE_COUNT", HL_SITE_COUNT, 9);
   SAME("hl_fault_site", "HL_SITE_any", HL_SITE_any, 8);
   SAME("hl_fault_mode", "HL_FAULT_MODE_COUNT", HL_FAULT_MODE_COUNT, 5);
@@ -378,7 +380,8 @@ int main(void) {
   for (int k = 0; k < HL_EV_COUNT; k++) {
     static const char *const kinds[] = {"heap_created", "cycle", "major_sweep", "trim",
         "restore_failed", "syscall_gave_up", "pacing_wait", "trigger_adapted", "subpage_trim",
-        "compact", "thp_split", "mark", "nursery_adapted", "large_unmap_pending"};
+        "compact", "thp_split", "mark", "nursery_adapted", "large_unmap_pending",
+        "verify_failed"};
     if (k < (int)(sizeof kinds / sizeof kinds[0]) && strcmp(hl_event_name(k), kinds[k]))
       differs("hl_event_kind", kinds[k], k, -1);
   }

@@ -113,6 +113,7 @@ describe("the API round trip", function()
     C.eq(h:trim(), true, "h:trim")
     C.eq(h:check(), true, "h:check")
     C.eq(h:memory_pressure(), true, "h:memory_pressure")
+    C.eq(type(h:last_error()), "string", "h:last_error: the heap's last failure message")
   end)
 
   it("keeps every stride-th object of a fill", function()

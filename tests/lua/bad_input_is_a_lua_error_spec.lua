@@ -112,8 +112,8 @@ case({ "h:churn", "live_bytes", "smaller than one object" }, h.churn, h, 0.01, 4
 case({ "heaplab.heap", "no method 'allco'" }, function() return h.allco end)
 -- the list is the method table's own (three hand-written lists could drift from it)
 case({ "heaplab.heap", "(methods: alloc, fill, thin, conservative_region, collect, stats, events, "
-       .. "resident_bytes, vma_count, inject, faults, close, closed, trim, check, churn, "
-       .. "memory_pressure, options, range)" }, function() return h.allco end)
+       .. "resident_bytes, vma_count, inject, faults, close, closed, trim, check, last_error, "
+       .. "churn, memory_pressure, options, range)" }, function() return h.allco end)
 case({ "heaplab.heap", "no field 1", "methods only" }, function() return h[1] end)
 case({ "heaplab.heap", "cannot set field 'x'" }, function() h.x = 1 end)
 

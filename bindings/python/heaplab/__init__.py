@@ -1015,6 +1015,16 @@ class Heap(_Owned):
         one that does not hold."""
         self._call(lib.hl_heap_check)
 
+    @property
+    def last_error(self) -> str:
+        """The heap's last failure message (hl_heap_error): this thread's last
+        failed call on the heap the first time it is read, after that the heap's
+        last failure in any thread -- a background or an allocation's cycle whose
+        verification failed (verify=True: a verify_failed event, and
+        stats().verify_failures, say when), which has no caller to raise in.
+        '' when there was none."""
+        return self._run(lambda ptr: _s(lib.hl_heap_error(ptr)) or "")
+
     def churn(self, duration_s: float, size: int, live_bytes: int,
               rate_bytes_per_s: Optional[float] = None) -> ChurnResult:
         """Keep a ring of live_bytes of objects of `size` alive while allocating

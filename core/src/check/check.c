@@ -103,6 +103,7 @@ static int check_handles(hl_heap *h, char *msg, size_t len) {
   for (uint32_t i = 0; i < h->handles_cap; i++) {
     void *obj = h->handles[i].obj;
     if (!obj) continue;
+    h->verify_addr = (uint64_t)(uintptr_t)obj; /* (named if a check below fails) */
     if (hl__in_reservation(h, obj))
       CHECK(hl__small_resolve(h, obj, false) == obj,
             "handle %" PRIu32 " holds %p, which is not a live object (page %" PRIu32 ")", i, obj,
@@ -157,15 +158,18 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
 }
 
 int hl__verify_failed(hl_heap *h, uint64_t addr, const char *msg) {
-  (void)addr;
   h->tally.verify_failures++;
+  hl__event(h, HL_EV_verify_failed, 3, (int64_t)(addr ? addr : h->verify_addr),
+            (int64_t)h->tally.verify_failures, (int64_t)h->in_cycle);
+  h->verify_addr = 0;
   return hl__fail(h, HL_ECHECK, "verify: %s", msg);
 }
 
-void hl__free_page_describe(const hl_heap *h, uint32_t p, uint64_t off, const char *what,
+void hl__free_page_describe(hl_heap *h, uint32_t p, uint64_t off, const char *what,
                             char *msg, size_t len) {
   const hl_page *d = &h->pages[p];
   uint8_t *a = hl__page_addr(h, p) + off;
+  h->verify_addr = (uint64_t)(uintptr_t)a;
   if (d->cls < h->nclasses) {
     uint32_t sz = h->cls_size[d->cls];
     snprintf(msg, len, "page %" PRIu32 " (%s; its last class %" PRIu32 " bytes): %p, in the "
@@ -177,8 +181,9 @@ void hl__free_page_describe(const hl_heap *h, uint32_t p, uint64_t off, const ch
   }
 }
 
-void hl__hdr_describe(const hl_heap *h, const void *obj, char *msg, size_t len) {
+void hl__hdr_describe(hl_heap *h, const void *obj, char *msg, size_t len) {
   const hl_objhdr *hd = obj;
+  h->verify_addr = (uint64_t)(uintptr_t)obj;
   if (!hl__in_reservation(h, obj)) {
     snprintf(msg, len, "large object %p: header refs %" PRIu32 " size %#" PRIx32 " does not fit "
              "its %" PRIu64 "-byte block (overwritten? an overflow of the block before it?)", obj,
@@ -299,6 +304,7 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
       nfree++;
       CHECK(i / 64 >= d->cursor, "page %" PRIu32 ": free slot %" PRIu32 " below the cursor", p, i);
       /* (a free slot over a released OS page reads back as zero) */
+      h->verify_addr = (uint64_t)(uintptr_t)(base + (uint64_t)i * sz);
       if (h->opt.verify && !overlaps_out(h, p, (uint64_t)i * sz, (uint64_t)i * sz + sz))
         CHECK(hl__free_slot_intact(base + (uint64_t)i * sz, sz),
               "page %" PRIu32 ": free slot %" PRIu32 " was written after it was freed", p, i);

@@ -285,10 +285,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
    * refers to is lost, and the failure is reported. */
   if (h->opt.verify) {
     char msg[256];
-    if (hl__check_headers(h, msg, sizeof msg)) {
-      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
-      h->tally.verify_failures++;
-    }
+    if (hl__check_headers(h, msg, sizeof msg)) rc = hl__verify_failed(h, 0, msg);
   }
   uint64_t tm = hl__prim_now_ns(); /* mark_ns: clearing the marks, then marking */
   if (!minor) hl__marks_clear(h);
@@ -297,10 +294,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   if (h->opt.verify) {
     char msg[256];
     if (hl__check_marks_closed(h, msg, sizeof msg)) {
-      if (!rc) {
-        rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
-        h->tally.verify_failures++;
-      }
+      if (!rc) rc = hl__verify_failed(h, 0, msg);
       /* and nothing is lost: trace from every marked object before sweeping */
       hl__mark_repair(h);
     }
@@ -436,10 +430,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
 
   if (h->opt.verify && !rc) {
     char msg[256];
-    if (hl__check_locked(h, msg, sizeof msg)) {
-      rc = hl__fail(h, HL_ECHECK, "verify: %s", msg);
-      h->tally.verify_failures++;
-    }
+    if (hl__check_locked(h, msg, sizeof msg)) rc = hl__verify_failed(h, 0, msg);
   }
   /* A cycle for memory keeps what it emptied for the allocation that asked
    * (it takes those pages next): releasing them first made it restore one,

@@ -533,10 +533,10 @@ int hl__evacuate(hl_heap *h) {
   if (e.pages) {
     update_references(h, &e);
     if (h->opt.verify) {
-      char msg[200];
+      char msg[200], what[220];
       if (check_no_stale(h, &e, msg, sizeof msg)) {
-        rc = hl__fail(h, HL_ECHECK, "verify: compaction: %s", msg);
-        h->tally.verify_failures++;
+        snprintf(what, sizeof what, "compaction: %s", msg);
+        rc = hl__verify_failed(h, 0, what);
       }
     }
     for (uint32_t p = 0; p < h->high_water; p++) {

@@ -1021,6 +1021,7 @@ static int slots_marked(hl_heap *h, void *obj, bool stale_ok, char *msg, size_t 
     void *v = hl__resolve(h, slots[k], false);
     if (!v) {
       if (slots[k] && !stale_ok) {
+        h->verify_addr = (uint64_t)(uintptr_t)obj;
         snprintf(msg, len, "marked object %p slot %" PRIu64 " holds %p, not an object (a "
                  "payload address? hl_obj_payload and Ref.address are payloads)", obj, k,
                  slots[k]);
@@ -1037,6 +1038,7 @@ static int slots_marked(hl_heap *h, void *obj, bool stale_ok, char *msg, size_t 
       marked = hl__large_of(v)->mark;
     }
     if (!marked) {
+      h->verify_addr = (uint64_t)(uintptr_t)obj;
       snprintf(msg, len, "marked object %p slot %" PRIu64 " refers to unmarked object %p (a store "
                "without the write barrier?)", obj, k, v);
       return HL_ECHECK;
