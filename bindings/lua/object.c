@@ -329,7 +329,12 @@ static int obj_newindex(lua_State *L) {
     lua_getiuservalue(L, 3, 1);
     int same = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
-    if (!same) return lhl_fail(L, fn, "v belongs to another heap");
+    if (!same) {
+      lheap *vh = lhl_uv_heap(L, 3);
+      /* (a closed heap's handle was named another heap's: say what it is) */
+      if (vh && !vh->h) return lhl_fail(L, fn, "v's heap is closed");
+      return lhl_fail(L, fn, "v belongs to another heap");
+    }
     if (v->ref == 0) return lhl_fail(L, fn, "v was released");
     value = v->ref;
   }

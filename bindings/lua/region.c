@@ -100,6 +100,9 @@ int lhl_region_finalize(lua_State *L) {
 /* h:conservative_region(words) (heap.c calls this with the heap at 1). */
 int lhl_region_new(lua_State *L) {
   static const char fn[] = "h:conservative_region";
+  /* (>= 1 for a negative count too: "must be >= 0" then refused 0) */
+  if (lua_isinteger(L, 2) && lua_tointeger(L, 2) < 1)
+    return lhl_fail(L, fn, "words must be >= 1, got %lld", (long long)lua_tointeger(L, 2));
   uint64_t n = lhl_arg_uint(L, 2, fn, "words", UINT64_MAX, -1);
   if (n == 0) return lhl_fail(L, fn, "words must be >= 1, got 0");
   lregion *r = lua_newuserdatauv(L, sizeof *r, 1); /* (may run a finalizer) */

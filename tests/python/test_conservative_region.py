@@ -160,7 +160,8 @@ def test_bad_input_is_a_clear_error():
             region[0] = gone
         with pytest.raises(heaplab.InvalidArgument, match=">= 1"):
             h.conservative_region(0)
-        with pytest.raises(ValueError, match=">= 0"):
+        # (one bound, negative or zero: -1 said ">= 0", and 0 was refused)
+        with pytest.raises(ValueError, match=r"words must be >= 1, got -1"):
             h.conservative_region(-1)
         with pytest.raises(TypeError, match="must be an int"):
             h.conservative_region(2.0)
@@ -419,3 +420,20 @@ def test_a_word_moved_within_the_region_beside_collections_is_kept():
         assert h.stats().small_live_bytes == 48, "the object the region holds was freed"
         assert region[at] and not region[words - 1 - at]
         h.check()
+
+
+def test_a_closed_heaps_ref_stored_in_a_slot_says_its_heap_is_closed():
+    # (it said "belongs to another heap": true, and not why it cannot be)
+    with heaplab.Heap(reserve_bytes=64 << 20) as h:
+        o = h.alloc(8, 1)
+        other = heaplab.Heap(reserve_bytes=64 << 20)
+        x = other.alloc(8)
+        other.close()
+        with pytest.raises(heaplab.HeapClosed, match="its heap is closed"):
+            o[0] = x
+        stranger = heaplab.Heap(reserve_bytes=64 << 20)
+        try:
+            with pytest.raises(heaplab.InvalidArgument, match="another heap"):
+                o[0] = stranger.alloc(8)
+        finally:
+            stranger.close()

@@ -954,6 +954,9 @@ class Heap(_Owned):
         option conservative_interior (the default) -- keeps it and what it
         refers to alive, as a stale word on a stack does.  The words start
         zero; see ConservativeRegion.  A manual heap raises ModeError."""
+        # (>= 1 for a negative count too: "must be >= 0" then refused 0)
+        if isinstance(words, int) and not isinstance(words, bool) and words < 1:
+            raise InvalidArgument(f"conservative_region: words must be >= 1, got {words}")
         n = _u64("words", words)
         if n == 0:
             raise InvalidArgument("conservative_region: words must be >= 1, got 0")
@@ -1239,6 +1242,8 @@ class Ref(_Slotted):
             v = 0
         elif isinstance(value, Ref):
             if value._heap is not self._heap:
+                if value._heap.closed:   # (was named another heap's: say what it is)
+                    raise HeapClosed("slot value: its heap is closed")
                 raise _foreign("slot value belongs to another heap")
             v = value._live()[1]
         else:

@@ -305,9 +305,16 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
       CHECK(i / 64 >= d->cursor, "page %" PRIu32 ": free slot %" PRIu32 " below the cursor", p, i);
       /* (a free slot over a released OS page reads back as zero) */
       h->verify_addr = (uint64_t)(uintptr_t)(base + (uint64_t)i * sz);
-      if (h->opt.verify && !overlaps_out(h, p, (uint64_t)i * sz, (uint64_t)i * sz + sz))
-        CHECK(hl__free_slot_intact(base + (uint64_t)i * sz, sz),
-              "page %" PRIu32 ": free slot %" PRIu32 " was written after it was freed", p, i);
+      if (h->opt.verify && !overlaps_out(h, p, (uint64_t)i * sz, (uint64_t)i * sz + sz) &&
+          !hl__free_slot_intact(base + (uint64_t)i * sz, sz)) {
+        /* (an object before it may have overflowed into it: named too) */
+        char before[80] = "";
+        if (i && hl__bit(ab, i - 1))
+          snprintf(before, sizeof before, ", or by an overflow of the object at %p",
+                   (void *)(base + (uint64_t)(i - 1) * sz));
+        CHECK(0, "page %" PRIu32 ": free slot %" PRIu32 " at %p (class %" PRIu32 " bytes) was "
+              "written after it was freed%s", p, i, (void *)(base + (uint64_t)i * sz), sz, before);
+      }
     }
     CHECK(nfree == d->nfree, "page %" PRIu32 ": nfree %" PRIu32 " but %" PRIu32 " free", p,
           d->nfree, nfree);
