@@ -2,8 +2,8 @@
  * (hl_malloc, hl_calloc, hl_realloc's new block): a write after free, or an
  * overflow of the block before it into it, broke its seal or its poison.
  * The heap's error names the block, its class, the offset and the block
- * before it, and verify_failures counts it; the block is handed out all the
- * same.  Nothing ran a check in a program (the launchers, the preloaded
+ * before it, verify_failures counts it and a verify_failed event names the
+ * block; the block is handed out all the same.  Nothing ran a check in a program (the launchers, the preloaded
  * library): the damaged block was handed out unseen (the verify hunt,
  * session 29).  Without verify nothing is checked. */
 #include "check.h"
@@ -21,9 +21,23 @@ int main(void) {
   char *b = hl_malloc(h, 48);
   CHECK(b == a + 48, "the next slot: %p after %p", (void *)b, (void *)a);
   CHECK(failures(h) == 1, "the overflow was not caught (%" PRIu64 ")", failures(h));
-  snprintf(want, sizeof want, "malloc: free block %p (class 48 bytes) was written after it was "
-           "freed, at offset 0 (or an overflow of the block before it, %p)", (void *)b, (void *)a);
+  snprintf(want, sizeof want, "verify: malloc: free block %p (class 48 bytes) was written after "
+           "it was freed, at offset 0 (or an overflow of the block before it, %p)", (void *)b,
+           (void *)a);
   CHECK(strcmp(hl_heap_error(h), want) == 0, "message '%s', not '%s'", hl_heap_error(h), want);
+  {
+    static hl_event ev[256];
+    size_t n = 0, k = 0;
+    OK(h, hl_events_read(h, ev, 256, &n, 1));
+    for (size_t i = 0; i < n; i++)
+      if (ev[i].kind == HL_EV_verify_failed) {
+        CHECK(ev[i].fields[0] == (int64_t)(uintptr_t)b && ev[i].fields[1] == 1 && ev[i].fields[2] == 0,
+              "verify_failed event: address %" PRId64 " failures %" PRId64 " in_cycle %" PRId64,
+              ev[i].fields[0], ev[i].fields[1], ev[i].fields[2]);
+        k++;
+      }
+    CHECK(k == 1, "%zu verify_failed events for one damaged block", k);
+  }
 
   /* calloc: the same check, named */
   char *c = hl_malloc(h, 32);

@@ -618,10 +618,10 @@ static NOINLINE void *malloc_large(hl_heap *h, size_t size, bool zero) {
  * free, or an overflow of the block before it, broke them.  hl_heap_check
  * finds it too, but nothing ran the check in a program (the preloaded
  * library, the launchers): the next malloc handed the damaged block out and
- * the damage went unseen.  The heap's error says where, and verify_failures
- * counts it; the block is handed out all the same (its new owner writes
- * it), and the preloaded library aborts (hl__preload_verify_failed).  Lock
- * held; false when damaged. */
+ * the damage went unseen.  The heap's error says where, verify_failures
+ * counts it and a verify_failed event names it; the block is handed out all
+ * the same (its new owner writes it), and the preloaded library aborts
+ * (hl__preload_verify_failed).  Lock held; false when damaged. */
 static NOINLINE __attribute__((cold)) bool block_damaged(hl_heap *h, void *slot, size_t sz,
                                                          const char *what) {
   bool exact;
@@ -631,10 +631,11 @@ static NOINLINE __attribute__((cold)) bool block_damaged(hl_heap *h, void *slot,
   uint64_t off = (uint64_t)((uint8_t *)slot - hl__page_addr(h, p));
   char before[64] = "the memory before it";
   if (off >= sz) snprintf(before, sizeof before, "the block before it, %p", (void *)((uint8_t *)slot - sz));
-  hl__fail(h, HL_ECHECK, "%s: free block %p (class %zu bytes) was written after it was freed, "
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s: free block %p (class %zu bytes) was written after it was freed, "
            "at offset %zu%s (or an overflow of %s)", what, slot, sz, at,
            exact ? "" : " or past it", before);
-  h->tally.verify_failures++;
+  (void)hl__verify_failed(h, (uint64_t)(uintptr_t)slot, msg); /* (counted, an event) */
   return true;
 }
 
