@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -222,18 +223,41 @@ int client_write_report(FILE *out) {
   return ferror(out) ? -1 : 0;
 }
 
+/* Write all of buf to fd: 0 or the errno. */
+static int write_all(int fd, const char *buf, size_t len) {
+  for (size_t off = 0; off < len;) {
+    ssize_t w = write(fd, buf + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 && errno ? errno : EIO;
+    off += (size_t)w;
+  }
+  return 0;
+}
+
 /* The report is made in memory and written with write(2) at once: written
  * through a stdio stream on the file, a child another thread forked in the
  * middle inherited the stream's unwritten bytes, and its exit() wrote them
  * into the parent's file at the offset they shared -- 13 of 60 reports not
  * JSON when four threads forked children that exited while the program
- * exited (tests/preload/c/preload_report_edges.c). */
+ * exited (tests/preload/c/preload_report_edges.c).
+ *
+ * And it goes into a temporary file of the same folder, .<name>.<pid>.tmp,
+ * renamed over path once whole, as the Python side's write_atomic does: the
+ * path was opened with O_TRUNC and written in place, and two processes
+ * writing the same path (`a | b`, parallel jobs, both with HEAPLAB_STATS=
+ * same.json) left one report's bytes spliced into the other's -- 6 of 60
+ * files not JSON (the harness hunt, session 29).  Now the path holds one
+ * whole report, the last renamed.  Not fsync'ed: the rename is atomic for
+ * the readers and the other writers, which is what is asked; a crash of the
+ * machine is not.  Written in place as before: a path that is there and is
+ * not a regular file (/dev/full, /dev/stderr, a FIFO; a symbolic link, which
+ * a rename would replace), and a folder where no file can be made (a file
+ * made writable in a read-only folder). */
 int client_save(const char *path, void (*write_fn)(FILE *)) {
+  static char tmp[4400]; /* (static: the exiting thread's stack may be 16 KiB) */
   char *buf = NULL;
   size_t len = 0;
   errno = 0;
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return errno ? errno : EIO;
   FILE *m = open_memstream(&buf, &len);
   int err = m ? 0 : (errno ? errno : ENOMEM);
   if (m) {
@@ -241,14 +265,44 @@ int client_save(const char *path, void (*write_fn)(FILE *)) {
     if (fflush(m) != 0 || ferror(m)) err = errno ? errno : EIO;
     if (fclose(m) != 0 && !err) err = errno ? errno : EIO;
   }
-  for (size_t off = 0; !err && off < len;) {
-    ssize_t w = write(fd, buf + off, len - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) err = w < 0 ? errno : EIO;
-    else off += (size_t)w;
+  if (err) {
+    free(buf);
+    return err;
   }
+  struct stat st;
+  bool in_place = lstat(path, &st) == 0 && !S_ISREG(st.st_mode);
+  int fd = -1;
+  if (!in_place) {
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    int n = snprintf(tmp, sizeof tmp, "%.*s.%s.%d.tmp", (int)dir, path, path + dir,
+                     (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+      in_place = true;
+    } else {
+      fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd < 0 && errno == EEXIST) { /* a process of this pid's, killed before its rename */
+        unlink(tmp);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      }
+      if (fd < 0) in_place = true; /* (the open of path below says why it cannot be written) */
+    }
+  }
+  if (in_place) {
+    errno = 0;
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+      free(buf);
+      return errno ? errno : EIO;
+    }
+  }
+  err = write_all(fd, buf, len);
   free(buf);
   if (close(fd) != 0 && !err && errno != EINTR) err = errno ? errno : EIO;
+  if (!in_place) {
+    if (!err && rename(tmp, path) != 0) err = errno ? errno : EIO;
+    if (err) unlink(tmp);
+  }
   return err;
 }
 

@@ -90,10 +90,15 @@ void client_cap_reservation(hl_options *o);
  * which the preloaded library's set-up keeps out of the process). */
 bool client_marked_by_another(const char *mark, const char *stats);
 
-/* Create (truncate) path and write it with write(f): 0, or the errno of
- * what failed -- the open, a write (a full disk: the report was silently
- * cut short, HEAPLAB_STATS=/dev/full said nothing), the close.  Prints
- * nothing: the caller names the file. */
+/* Write path with write(f), made in memory first: into .<name>.<pid>.tmp
+ * of path's folder, renamed over path once whole (two processes writing the
+ * same path leave one whole report, the last renamed, never a splice of
+ * both); in place (created or truncated) when path is there and is not a
+ * regular file (/dev/full, a FIFO, a symbolic link) or no file can be made
+ * in its folder.  0, or the errno of what failed -- the open, a write (a
+ * full disk: the report was silently cut short, HEAPLAB_STATS=/dev/full said
+ * nothing), the close, the rename; the temporary file is removed when
+ * anything failed.  Prints nothing: the caller names the file. */
 int client_save(const char *path, void (*write)(FILE *));
 
 /* CLOCK_MONOTONIC in nanoseconds. */

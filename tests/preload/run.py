@@ -424,7 +424,9 @@ def report_edges():
     malloc in a vfork child (the parent wrote path.<pid>, not path); a chdir
     before the first malloc (the relative path followed it), a program that
     never allocates (no report), exit() from a signal handler that
-    interrupted an allocation (a hang: the heap lock at exit)."""
+    interrupted an allocation (a hang: the heap lock at exit), a reader
+    during the write (the file was truncated and written in place: two
+    processes sharing the path spliced their reports)."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(EDGES, "test_preload_report_edges")
     with tempfile.TemporaryDirectory() as d:
@@ -473,6 +475,22 @@ def report_edges():
         assert status == 0 and st["manual_frees"] >= 100 and \
             st["manual_mallocs"] - st["manual_frees"] < 20, (status, err, st["manual_mallocs"],
                                                               st["manual_frees"])
+        # the report replaces the file at its path whole, never written in
+        # place: at every write of the exit's report the path still holds
+        # the old one (it was truncated and written in place, and two
+        # processes sharing a path left a splice of both: the harness hunt,
+        # session 29); then it holds the new one, and no temporary file is
+        # left
+        for f in os.listdir(d):
+            if f != "sub":
+                os.unlink(os.path.join(d, f))
+        with open(path, "w") as f:
+            f.write('{"old": true}\n')
+        status, out, err = run([EDGES, "whole_or_old"], "heaplab", {"HEAPLAB_STATS": path},
+                               timeout=60)
+        assert status == 0, f"whole_or_old: exit status {status}: {err}"
+        assert report(path)["interpreter"].endswith("test_preload_report_edges")
+        assert sorted(os.listdir(d)) == ["r.json", "sub"], sorted(os.listdir(d))
         # exit() from a signal handler that interrupted an allocation: the
         # library's exit took the heap lock the interrupted call held (3-6 of
         # 20 runs hung); with no report asked it takes nothing, with one it

@@ -35,6 +35,16 @@
  *   large_frees    100 blocks of 100,000 bytes malloc'd and freed: the
  *                  report's manual_frees counts them (it did not: the
  *                  mutation hunt, session 25).
+ *   whole_or_old   HEAPLAB_STATS names a file holding OLD_REPORT; at every
+ *                  write(2) of the exit's report (this program's write is
+ *                  the one the library calls) the file at that path is read
+ *                  and must still be OLD_REPORT: a reader -- or a second
+ *                  process writing the same path -- never meets a report
+ *                  half written.  It was truncated at the open and written
+ *                  in place: two processes sharing a path left one's tail
+ *                  spliced into the other's (6 of 60 not JSON: the harness
+ *                  hunt, session 29).  Exits 9 (_exit, on the first write
+ *                  that sees otherwise), after saying what it read.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -83,6 +93,41 @@ int open(const char *path, int flags, ...) {
 }
 
 static void note_exit(void) { exiting = 1; }
+
+/* whole_or_old: what the report's path holds until the new report replaces
+ * it, and the check at every write of the exit */
+#define OLD_REPORT "{\"old\": true}\n"
+static int writes_seen;
+static void report_path_still_old(const char *when) {
+  const char *path = getenv("HEAPLAB_STATS");
+  char got[256];
+  ssize_t n = -1;
+  int fd = path ? (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0) : -1;
+  if (fd >= 0) {
+    n = (ssize_t)syscall(SYS_read, fd, got, sizeof got - 1);
+    syscall(SYS_close, fd);
+  }
+  got[n > 0 ? n : 0] = 0;
+  if (n != (ssize_t)strlen(OLD_REPORT) || memcmp(got, OLD_REPORT, (size_t)n) != 0) {
+    char msg[400];
+    int m = snprintf(msg, sizeof msg, "%s write %d of the report: %s holds %zd bytes (%.60s), "
+                     "not the old report: written in place\n", when, writes_seen, path, n, got);
+    syscall(SYS_write, 2, msg, (size_t)(m > 0 ? m : 0));
+    syscall(SYS_exit_group, 9);
+  }
+}
+
+/* The library's write (exported: -rdynamic). */
+ssize_t write(int fd, const void *buf, size_t len) {
+  int check = exiting && strcmp(mode, "whole_or_old") == 0 && fd > 2;
+  if (check) report_path_still_old("before");
+  ssize_t r = (ssize_t)syscall(SYS_write, fd, buf, len);
+  if (check) {
+    writes_seen++;
+    report_path_still_old("after");
+  }
+  return r;
+}
 
 static void *min_stack(void *arg) {
   (void)arg;
@@ -178,7 +223,7 @@ int main(int argc, char **argv) {
     pthread_join(t, NULL);
     return 2; /* (exit(3) ends the process first) */
   }
-  if (strcmp(mode, "fork_in_report") == 0) {
+  if (strcmp(mode, "fork_in_report") == 0 || strcmp(mode, "whole_or_old") == 0) {
     atexit(note_exit);
     return 0;
   }
