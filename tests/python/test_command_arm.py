@@ -424,3 +424,61 @@ def test_the_exec_wrapper_is_neither_preloaded_nor_sampled():
     assert "libjemalloc" in out, f"the command lost its LD_PRELOAD: {out!r}"
     peak = data["records"][0]["phys_peak"]
     assert peak < 2 * MiB, f"footprint peak {peak / MiB:.1f} MiB: the wrapper's Python was sampled"
+
+
+# holds 24 MiB (written: charged) until it exits after 0.4 s (os._exit: no
+# teardown that frees it first)
+HOLDS_24_MIB = ["/usr/bin/python3", "-c",
+                "import os, time; b = b'x' * (24 << 20); time.sleep(0.4); os._exit(0)"]
+
+
+@pytest.mark.parametrize("allocator", ["heaplab", "glibc"])
+def test_after_figures_of_a_command_that_has_exited_are_its_last_sample(allocator):
+    """The one phase `run` of the form without a script ends after the
+    command has exited: its phys_after and rss_after read 0 -- "everything
+    given back" -- where the command held 24 MiB to its end (the harness
+    hunt, session 29: phys_after 0 < phys_low, analysis's phys_growth off by
+    the command's whole start-up).  "After" is the phase's last sample,
+    taken before the command exited; notes' after_s says when."""
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("Debian's python3 is not installed")
+    data = run_command_arm(HOLDS_24_MIB, allocator=allocator, timeout=60, stop_signal=None)
+    assert data["error"] is None and data["returncode"] == 0, data["error"]
+    (r,) = data["records"]
+    assert r["samples"] >= 10, r
+    assert r["phys_after"] is not None and r["phys_after"] >= 24 * MiB, r
+    assert r["phys_low"] <= r["phys_after"] <= r["phys_peak"], r
+    assert r["rss_after"] >= r["phys_after"] - r["lazyfree_after"], r
+    assert r["anonymous_after"] is not None and r["lazyfree_after"] is not None, r
+    assert r["t_start_s"] <= r["notes"]["after_s"] <= r["t_end_s"], (r["notes"], r)
+    # the series' last reading in the phase is the one "after" took
+    last = [x for x in data["series"] if x[0] <= r["notes"]["after_s"]][-1]
+    assert last[1] == r["phys_after"], (last, r["phys_after"])
+
+
+def test_a_phase_after_the_command_exited_has_no_figures():
+    """A scripted phase begun after the command exited had phys_before 0
+    and phys_after 0 (`sample() or (0, 0, 0, 0)`): null, never 0, as for a
+    footprint that could not be read.  The phase in which it exited ends
+    with its last sample."""
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("Debian's python3 is not installed")
+    import time
+
+    def script(ctl):
+        with ctl.phase("exits"):
+            while ctl.alive():
+                time.sleep(0.01)
+        with ctl.phase("gone"):
+            pass
+
+    data = run_command_arm(HOLDS_24_MIB, allocator="glibc", script=script, timeout=60,
+                           stop_signal=None)
+    assert data["error"] is None and data["returncode"] == 0, data["error"]
+    exits, gone = data["records"]
+    assert exits["phys_before"] is not None and exits["phys_after"] >= 24 * MiB, exits
+    assert "after_s" in exits["notes"], exits
+    for k in ("phys_before", "rss_before", "lazyfree_before", "anonymous_before",
+              "phys_after", "rss_after", "lazyfree_after", "anonymous_after"):
+        assert gone[k] is None, (k, gone)
+    assert gone["samples"] == 0 and "after_s" not in gone["notes"], gone

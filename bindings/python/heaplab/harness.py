@@ -1362,11 +1362,14 @@ class _OutsideSampler:
     """A thread sampling another process's footprint: peak, lowest, lowest
     after a mark, and the time series (every sample kept).  `error` is why
     the footprint could not be read (the first failure; None while every
-    read worked): then the phases have no figures."""
+    read worked): then the phases have no figures.  `proc` (the command's
+    Popen): once it has been waited for, a reading is dropped -- its pid
+    may be another process's by then."""
 
-    def __init__(self, pid, interval_s):
+    def __init__(self, pid, interval_s, proc=None):
         import threading
         self.pid = pid
+        self.proc = proc
         self.interval_s = interval_s
         self.lock = threading.Lock()
         self.error = _proc_mismatch()
@@ -1384,6 +1387,7 @@ class _OutsideSampler:
             self.marked_ns = None
             self.phase_ns = time.monotonic_ns()
             self.count = 0
+            self.last = None    # (stamp, fp) of the phase's last sample
 
     def mark(self):
         with self.lock:
@@ -1405,13 +1409,15 @@ class _OutsideSampler:
                 if self.error is None:
                     self.error = f"cannot read the command's footprint: {e}"
             return None
-        if fp is None:
-            return None
+        if fp is None or (self.proc is not None and self.proc.returncode is not None):
+            return None     # (gone; or reaped meanwhile: the pid may be reused)
         rss, anon, lazy, swap = fp
         phys = anon + swap
         with self.lock:
             self.samples.append((begun, phys, rss, lazy))  # (stamped when it began)
             if begun >= self.phase_ns:
+                if self.last is None or begun >= self.last[0]:
+                    self.last = (begun, fp)
                 self.count += 1
                 self.max_phys = max(self.max_phys, phys)
                 self.max_rss = max(self.max_rss, rss)
@@ -1430,7 +1436,7 @@ class _OutsideSampler:
         with self.lock:
             return {"max_phys": self.max_phys, "max_rss": self.max_rss,
                     "min_phys": self.min_phys, "min_after_mark": self.min_after_mark,
-                    "samples": self.count}
+                    "samples": self.count, "last": self.last}
 
     def stop(self):
         self.stopping.set()
@@ -1451,21 +1457,30 @@ class CommandPhase:
         self.ctl._check_deadline()
         return _enter_phase(self, self.ctl, self._begin)
 
+    def _reading(self):
+        """The command's footprint now, or None: gone (or waited for -- its
+        pid may be another process's), or not readable."""
+        if self.ctl.proc.poll() is not None:
+            return None
+        return self.ctl.sampler.sample()
+
     def _begin(self):
         ctl = self.ctl
         ctl.sampler.reset()
-        fp = ctl.sampler.sample() or (0, 0, 0, 0)
+        fp = self._reading()
         self.t0 = time.monotonic_ns()
-        rss, anon, lazy, swap = fp
         self.record = {
             "experiment": ctl.experiment, "arm": ctl.arm, "phase": self.name,
             "index": len(ctl.records), "t_start_s": (self.t0 - ctl.t0) / 1e9,
-            "phys_before": anon + swap, "rss_before": rss, "lazyfree_before": lazy,
-            "anonymous_before": anon, "resident_before": None,
+            "phys_before": None, "rss_before": None, "lazyfree_before": None,
+            "anonymous_before": None, "resident_before": None,
         }
-        if ctl.sampler.error is not None:   # no figure, not 0 (the arm's error says why)
-            for k in ("phys_before", "rss_before", "lazyfree_before", "anonymous_before"):
-                self.record[k] = None
+        # a command already gone has no "before": null, never 0 (the arm's
+        # error says why when the footprint could not be read)
+        if fp is not None and ctl.sampler.error is None:
+            rss, anon, lazy, swap = fp
+            self.record.update({"phys_before": anon + swap, "rss_before": rss,
+                                "lazyfree_before": lazy, "anonymous_before": anon})
         return self
 
     def mark(self, label="event"):
@@ -1481,15 +1496,24 @@ class CommandPhase:
     def __exit__(self, exc_type, exc, tb):
         ctl = self.ctl
         ctl._in_phase = None
-        fp = ctl.sampler.sample() or (0, 0, 0, 0)
+        fp = self._reading()
         summ = ctl.sampler.summary()
         t1 = time.monotonic_ns()
-        rss, anon, lazy, swap = fp
+        if fp is None and summ["last"] is not None:
+            # the command has exited (always so for the one phase `run` of
+            # the form without a script, which ends when the command does):
+            # "after" is its last sample in the phase, taken before it
+            # exited, and notes' after_s says when (it read 0: the record
+            # said the command gave everything back)
+            stamp, fp = summ["last"]
+            self.notes["after_s"] = (stamp - ctl.t0) / 1e9
+        rss, anon, lazy, swap = fp if fp is not None else (None,) * 4
         r = self.record
         r.update({
             "t_end_s": (t1 - ctl.t0) / 1e9, "duration_s": (t1 - self.t0) / 1e9,
-            "phys_after": anon + swap, "rss_after": rss, "lazyfree_after": lazy,
-            "anonymous_after": anon, "resident_after": None, "vmas_after": None,
+            "phys_after": None if fp is None else anon + swap, "rss_after": rss,
+            "lazyfree_after": lazy, "anonymous_after": anon, "resident_after": None,
+            "vmas_after": None,
             "phys_peak": summ["max_phys"], "phys_low": summ["min_phys"],
             "rss_peak": summ["max_rss"],
             "phys_low_after_mark": summ["min_after_mark"] if self.marked else None,
@@ -1774,7 +1798,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                                             stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                             **keeper.join())
                 _wait_for_exec(proc)
-                sampler = _OutsideSampler(proc.pid, interval_s)
+                sampler = _OutsideSampler(proc.pid, interval_s, proc)
         except BaseException:
             with _ctrl_c_deferred():
                 if proc is not None:
