@@ -6,6 +6,7 @@
 #include "../core/src/prim/prim.h" /* (the /proc reads: peak RSS) */
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -328,39 +329,65 @@ static void report_at_exit(void) {
 
 /* ---- whose report: an exec'd child's own name ---- */
 
-/* Does /proc/<pid>/environ hold name=value?  Read in a stack buffer; an
- * entry cut by the buffer's end is read again at the start of the next. */
-static int environ_has(int pid, const char *entry) {
-  char path[64], buf[8192];
-  size_t want = strlen(entry) + 1; /* with its NUL */
-  if (want > sizeof buf / 2) return 0;
-  snprintf(path, sizeof path, "/proc/%d/environ", pid);
+/* Does the environ file at path hold name=value?  1 or 0; -1 when it cannot
+ * be opened or reads empty.  Matched byte by byte as it is read, so an entry
+ * of any length is compared, in a buffer of 512 bytes: it runs in the
+ * preloaded library's set-up, on whatever stack the first malloc is on. */
+static int environ_file_has(const char *path, const char *name, const char *value) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  size_t keep = 0;
+  if (fd < 0) return -1;
+  size_t nlen = strlen(name), want = nlen + 1 + strlen(value), pos = 0, total = 0;
+  bool match = true;
   int found = 0;
-  for (;;) {
-    ssize_t r = read(fd, buf + keep, sizeof buf - keep);
-    if (r <= 0) break;
-    size_t n = keep + (size_t)r, at = 0;
-    /* whole entries only: [at, end of the last NUL) */
-    while (at < n) {
-      char *nul = memchr(buf + at, 0, n - at);
-      if (!nul) break;
-      size_t len = (size_t)(nul - (buf + at)) + 1;
-      if (len == want && memcmp(buf + at, entry, want) == 0) {
-        found = 1;
-        break;
+  char buf[512];
+  ssize_t r;
+  while (!found && (r = read(fd, buf, sizeof buf)) > 0) {
+    total += (size_t)r;
+    for (ssize_t i = 0; i < r; i++) {
+      char c = buf[i];
+      if (c == 0) { /* an entry ends */
+        if (match && pos == want) {
+          found = 1;
+          break;
+        }
+        pos = 0;
+        match = true;
+        continue;
       }
-      at += len;
+      if (match && (pos >= want || c != (pos < nlen ? name[pos] : pos == nlen ? '='
+                                                                    : value[pos - nlen - 1])))
+        match = false;
+      pos++;
     }
-    if (found) break;
-    keep = n - at;
-    if (keep >= sizeof buf / 2) keep = 0; /* an entry too long to be ours */
-    memmove(buf, buf + at, keep);
   }
   close(fd);
-  return found;
+  return found ? 1 : total ? 0 : -1;
+}
+
+int client_environ_has(int pid, const char *name, const char *value) {
+  char path[320]; /* (a d_name is up to 255 bytes) */
+  snprintf(path, sizeof path, "/proc/%d/environ", pid);
+  int r = environ_file_has(path, name, value);
+  if (r >= 0) return r;
+  /* A process whose main thread has called pthread_exit: its
+   * /proc/PID/environ reads as empty, as its maps do; any of its live
+   * threads' says the same as the process's. */
+  snprintf(path, sizeof path, "/proc/%d/task", pid);
+  int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return 0;
+  char ents[2048];
+  ssize_t n;
+  while (r < 0 && (n = getdents64(dir, ents, sizeof ents)) > 0) {
+    for (ssize_t at = 0; r < 0 && at < n;) {
+      struct dirent64 *e = (struct dirent64 *)(ents + at);
+      at += e->d_reclen;
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      snprintf(path, sizeof path, "/proc/%d/task/%s/environ", pid, e->d_name);
+      r = environ_file_has(path, name, value);
+    }
+  }
+  close(dir);
+  return r > 0;
 }
 
 /* The parent of pid (/proc/<pid>/stat's fourth field), or 0. */
@@ -399,9 +426,6 @@ static int is_launcher(int pid) {
  * helpers and subprocess.Popen([sys.executable, ...]) exited after the
  * launcher's own program and wrote their report over its. */
 static int started_by_a_launcher(const char *value) {
-  char entry[4200];
-  int n = snprintf(entry, sizeof entry, "HEAPLAB_STATS=%s", value);
-  if (n < 0 || (size_t)n >= sizeof entry) return 0;
   /* the mark a launcher leaves its descendants (client_start): read where
    * /proc cannot be -- a child run as another user (subprocess's user=)
    * cannot read its root parent's /proc/PID/exe, took itself for the first
@@ -410,7 +434,7 @@ static int started_by_a_launcher(const char *value) {
   if (client_marked_by_another(getenv("HEAPLAB_STATS_OWNER"), value)) return 1;
   int pid = getppid();
   for (int depth = 0; pid > 1 && depth < 64; depth++, pid = parent_of(pid))
-    if (is_launcher(pid) && environ_has(pid, entry)) return 1;
+    if (is_launcher(pid) && client_environ_has(pid, "HEAPLAB_STATS", value)) return 1;
   return 0;
 }
 

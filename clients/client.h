@@ -90,6 +90,15 @@ void client_cap_reservation(hl_options *o);
  * which the preloaded library's set-up keeps out of the process). */
 bool client_marked_by_another(const char *mark, const char *stats);
 
+/* Was process pid exec'd with name=value in its environment
+ * (/proc/<pid>/environ; through a live thread's when its main thread has
+ * exited)?  The one test of "the same report" that the launchers (for each
+ * launcher among their ancestors) and the preloaded library (for a
+ * preloaded parent) make: a process is a descendant -- it writes path.<pid>
+ * -- only when the process above it writes that same path.  Allocates
+ * nothing. */
+int client_environ_has(int pid, const char *name, const char *value);
+
 /* Write path with write(f), made in memory first: into .<name>.<pid>.tmp
  * of path's folder, renamed over path once whole (two processes writing the
  * same path leave one whole report, the last renamed, never a splice of

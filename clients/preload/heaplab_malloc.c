@@ -29,7 +29,8 @@
  *
  * Reports: HEAPLAB_STATS=path writes the launchers' JSON report at exit
  * (the process started with it writes `path`; a fork child, or a program
- * exec'd by a preloaded parent, `path.<pid>`; a `%p` in the path is
+ * exec'd by a preloaded parent whose environment has the same path,
+ * `path.<pid>`; a `%p` in the path is
  * replaced by the pid in every process).
  * HEAPLAB_TRACE_EVENTS=path writes the heap's event ring the same way, one
  * JSON object a line.
@@ -97,7 +98,8 @@ static bool env_is(const char *name, const char *value) {
 static void write_reports(void);
 
 /* Does the parent process run on this library too (a program a preloaded
- * shell or server started with exec)?  Then its reports get the pid in the
+ * shell or server started with exec)?  Then, when the parent's environment
+ * names the same path (client_environ_has), its reports get the pid in the
  * name, like a fork child's.  Read-only, no allocation: /proc/PPID/maps is
  * scanned in a stack buffer. */
 static int maps_mention(const char *path) {
@@ -149,7 +151,13 @@ static bool parent_is_preloaded(int ppid) {
   close(dir);
   return r > 0;
 }
-static bool descendant; /* a fork child or an exec'd program of a preloaded parent */
+/* an exec'd program whose preloaded parent writes the same report (its
+ * environment has the same HEAPLAB_STATS= value) or the same event trace: it
+ * writes path.<pid>.  A preloaded parent without the variable, or with
+ * another path, writes no report there: the child is the path's owner (it
+ * wrote path.<pid>, which nobody looked for: a preloaded Python harness's
+ * command arm got report None, the harness hunt, session 29) */
+static bool descendant_stats, descendant_events;
 
 /* path as out, made absolute against the working directory now: the report
  * is written at exit, after a program may have changed directory (a server
@@ -271,10 +279,17 @@ static NOINLINE hl_heap *setup(void) {
    * (v)fork child of it allocating first (before the constructor: this one) */
   bool child = start_pid && (int)getpid() != start_pid;
   setup_pid = child ? start_pid : (int)getpid();
-  if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))
-    descendant = parent_is_preloaded(child ? start_ppid : (int)getppid()) ||
-                 /* a launcher's mark (client.h): its report was written over */
-                 client_marked_by_another(env("HEAPLAB_STATS_OWNER"), env("HEAPLAB_STATS"));
+  const char *sv = env("HEAPLAB_STATS"), *ev = env("HEAPLAB_TRACE_EVENTS");
+  if ((sv && *sv) || (ev && *ev)) {
+    int parent = child ? start_ppid : (int)getppid();
+    bool preloaded = parent_is_preloaded(parent);
+    descendant_stats = sv && *sv &&
+                       ((preloaded && client_environ_has(parent, "HEAPLAB_STATS", sv)) ||
+                        /* a launcher's mark (client.h): its report was written over */
+                        client_marked_by_another(env("HEAPLAB_STATS_OWNER"), sv));
+    descendant_events = ev && *ev && preloaded &&
+                        client_environ_has(parent, "HEAPLAB_TRACE_EVENTS", ev);
+  }
   client.launcher = "libheaplab-malloc.so";
   client.allocator = next == ST_HEAPLAB ? "heaplab" : "libc";
   client.heap = next == ST_HEAPLAB ? HEAP : NULL;
@@ -300,7 +315,7 @@ static inline hl_heap *the_heap(void) {
 /* path with %p replaced by the pid and %% by one % (so that any path can be
  * named: the harness's temporary folder under a TMPDIR holding "%p" was
  * rewritten, and the report went elsewhere); a fork child's gets ".<pid>" */
-static bool report_name(const char *path, char *out, size_t len) {
+static bool report_name(const char *path, bool descendant, char *out, size_t len) {
   if (!*path) return false;
   int pid = (int)getpid();
   size_t n = 0;
@@ -376,7 +391,7 @@ static void write_reports(void) {
     }
     hl_thread_flush(HEAP);
   }
-  if (report_name(stats_path, name, sizeof name)) {
+  if (report_name(stats_path, descendant_stats, name, sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
     hl__prim_os_self_exe(exe, sizeof exe);
     client.interpreter = exe;
@@ -385,7 +400,7 @@ static void write_reports(void) {
       fprintf(stderr, "libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s: %s\n", stats_path,
               name, strerror(err));
   }
-  if (atomic_load(&state) == ST_HEAPLAB && report_name(events_path, name, sizeof name)) {
+  if (atomic_load(&state) == ST_HEAPLAB && report_name(events_path, descendant_events, name, sizeof name)) {
     int err = client_save(name, write_events);
     if (err)
       fprintf(stderr, "libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",

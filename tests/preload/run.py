@@ -509,6 +509,44 @@ def report_edges():
           "malloc at all, exit() from a signal handler")
 
 
+def child_report_paths():
+    """A program exec'd by a preloaded parent writes path.<pid> only when the
+    parent's environment names the same HEAPLAB_STATS (the parent writes
+    path); a parent without the variable, or with a path of its own, writes
+    nothing at path, and the child writes path itself.  It wrote path.<pid>
+    whenever the parent merely mapped the library: a preloaded Python
+    harness's command arm got report None (the harness hunt, session 29)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(EDGES, "test_preload_report_edges")
+    spawn = ("import os, subprocess, sys; env = dict(os.environ); env.pop('HEAPLAB_STATS', None); "
+             "env.update(HEAPLAB_STATS=sys.argv[2]) if sys.argv[2] else None; "
+             "p = subprocess.run([sys.argv[1], 'child'], env=env); print(p.returncode)")
+    with tempfile.TemporaryDirectory() as d:
+        child = os.path.join(d, "child.json")
+        parent = os.path.join(d, "parent.json")
+        for parent_path, want in ((None, [("child.json", "child")]),
+                                  (parent, [("child.json", "child"), ("parent.json", "parent")]),
+                                  (child, [("child.json", "parent"), ("child.json.*", "child")])):
+            for f in os.listdir(d):
+                os.unlink(os.path.join(d, f))
+            extra = {"PYTHONMALLOC": "malloc"}
+            if parent_path:
+                extra["HEAPLAB_STATS"] = parent_path
+            status, out, err = run([STOCK_PYTHON, "-c", spawn, EDGES, child], "heaplab", extra)
+            assert status == 0 and out.strip() == "0", (parent_path, status, out, err)
+            got = sorted(os.listdir(d))
+            assert len(got) == len(want), f"parent HEAPLAB_STATS={parent_path}: {got}, expected {want}"
+            for name, who in want:
+                found = glob.glob(os.path.join(d, name))
+                assert len(found) == 1, (f"parent HEAPLAB_STATS={parent_path}: {got}, expected "
+                                         f"{name} written by the {who}")
+                path = found[0]
+                r = report(path)
+                ran = "test_preload_report_edges" if who == "child" else "python3"
+                assert os.path.basename(r["interpreter"]).startswith(ran), (parent_path, path, r)
+    print("an exec'd child writes path.<pid> only under a parent that writes the same path")
+
+
 def report_in_a_comma_locale():
     """The report is JSON whatever locale the program selects: sort(1) calls
     setlocale(LC_ALL, "") and, under de_DE, "elapsed_s" was written 0,002136
@@ -606,7 +644,8 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      bad_option, small_page_option, verify_refuses,
                                      verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
-                                     report_edges, report_in_a_comma_locale,
+                                     report_edges, child_report_paths,
+                                     report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc)}
 
 

@@ -1366,10 +1366,12 @@ class _OutsideSampler:
     Popen): once it has been waited for, a reading is dropped -- its pid
     may be another process's by then."""
 
-    def __init__(self, pid, interval_s, proc=None):
+    def __init__(self, pid, interval_s, proc=None, lib=None):
         import threading
         self.pid = pid
         self.proc = proc
+        self.lib = lib.encode() if lib else None   # looked for in the maps until seen
+        self.lib_seen = False
         self.interval_s = interval_s
         self.lock = threading.Lock()
         self.error = _proc_mismatch()
@@ -1411,6 +1413,14 @@ class _OutsideSampler:
             return None
         if fp is None or (self.proc is not None and self.proc.returncode is not None):
             return None     # (gone; or reaped meanwhile: the pid may be reused)
+        if self.lib is not None and not self.lib_seen:
+            try:
+                with open(f"/proc/{self.pid}/maps", "rb") as f:
+                    seen = self.lib in f.read()
+                if seen and (self.proc is None or self.proc.returncode is None):
+                    self.lib_seen = True
+            except OSError:
+                pass
         rss, anon, lazy, swap = fp
         phys = anon + swap
         with self.lock:
@@ -1798,7 +1808,8 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                                             stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                             **keeper.join())
                 _wait_for_exec(proc)
-                sampler = _OutsideSampler(proc.pid, interval_s, proc)
+                sampler = _OutsideSampler(proc.pid, interval_s, proc, "libheaplab-malloc"
+                                          if allocator == "heaplab" else None)
         except BaseException:
             with _ctrl_c_deferred():
                 if proc is not None:
@@ -1823,7 +1834,8 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                     "allocator": allocator, "options": options,
                     # (the caller's HEAPLAB_* are dropped: options= are the arm's)
                     "environment_options": {},
-                    "params": {"command": list(map(str, cmd))}, "pid": proc.pid, "error": None}
+                    "params": {"command": list(map(str, cmd))}, "pid": proc.pid, "error": None,
+                    "warnings": []}
             _announce("start", label, experiment=experiment)
             try:
                 if script is None:
@@ -1904,6 +1916,17 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         with open(out_path, errors="replace") as f:
             data["stdout_tail"] = f.read()[-2000:]
         data["report"] = None
+        data.setdefault("warnings", [])
+        # the command's own report under its pid: written by a command that
+        # took itself for a descendant of a process writing the same path
+        # (a preloaded parent merely mapping the library did: report None,
+        # silently -- the harness hunt, session 29)
+        own = f"{stats}.{proc.pid}"
+        if not os.path.exists(stats) and os.path.exists(own):
+            data["warnings"].append(f"{label}: the command wrote its report as {own} (it took "
+                                    f"itself for a descendant of a process writing the same "
+                                    f"path): read from there")
+            stats = own
         if os.path.exists(stats):
             with open(stats, "rb") as f:
                 raw = f.read()
@@ -1919,6 +1942,18 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
         if allocator == "heaplab":
             _check_ran_on_heaplab(data, stderr, label, static)
+            if data["report"] is None and not os.path.exists(stats) and sampler.lib_seen:
+                # loaded, and no report: not an error -- a command that ends
+                # through _exit() writes none (dash, so `sh -c "a; b"`;
+                # os._exit) -- but said, with its children's reports if any
+                kids = sorted(f for f in os.listdir(tmp) if f.startswith("stats.json."))
+                data["warnings"].append(
+                    f"{label}: the preloaded library was loaded but wrote no HEAPLAB_STATS "
+                    f"report: the command ended through _exit() (dash's `sh -c`, os._exit) "
+                    f"or {'was killed (' + _exit_text(rc) + ')' if rc is not None and rc < 0 else 'by a signal'}" +
+                    (f"; its descendants wrote {len(kids)} report(s) of their own "
+                     f"({', '.join(kids[:3])}{', ...' if len(kids) > 3 else ''}): the command "
+                     f"is a wrapper, measured itself (docs/harness.md)" if kids else ""))
     if interrupted is not None:
         # the records so far, marked, as an Experiment arm's (an interrupted
         # E9 arm left no record: the caller had nothing to save)
