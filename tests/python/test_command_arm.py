@@ -535,3 +535,34 @@ def test_a_preloaded_harness_gets_its_commands_report(tmp_path):
     import json
     error, has_report, warnings = json.loads(p.stdout.splitlines()[-1])
     assert error is None and has_report and not warnings, (error, has_report, warnings)
+
+
+@pytest.mark.parametrize("allocator", ["heaplab", "glibc"])
+def test_a_command_too_short_to_sample_is_said(allocator):
+    """/bin/true: one sample at its exec or none, and a record of zeros or
+    of that one reading with no word (the harness hunt, session 29).  Fewer
+    than 2 samples is an arm warning; no sample, no peak (null, never 0);
+    the report's own peak (VmHWM) is kept beside the sampled one."""
+    import time
+
+    def script(ctl):
+        with ctl.phase("run"):
+            while ctl.alive():
+                time.sleep(0.001)
+        with ctl.phase("gone"):
+            pass
+
+    data = run_command_arm(["/bin/true"], allocator=allocator, script=script, timeout=60,
+                           stop_signal=None)
+    assert data["error"] is None, data["error"]
+    run, gone = data["records"]
+    assert run["samples"] < 2 and gone["samples"] == 0, data["records"]
+    for r in data["records"]:
+        if r["samples"] == 0:
+            assert r["phys_peak"] is None and r["rss_peak"] is None and r["phys_low"] is None, r
+        said = [w for w in data["warnings"] if f"phase {r['phase']!r}: {r['samples']} sample" in w]
+        assert said and "before 2 samples were taken" in said[0], data["warnings"]
+    if allocator == "heaplab":
+        assert data["report_peak_rss"] == data["report"]["peak_rss"] > 0, data["report"]
+    else:
+        assert data["report_peak_rss"] is None

@@ -752,7 +752,10 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     library's fallback -- is the arm's error).  Returns the arm's data in the harness's usual form (records
     with the FIGURES of each phase, series, notes; save_arm writes the JSON
     and CSV) plus `allocator`, `returncode`, `stderr_tail` and `report`
-    (heaplab's HEAPLAB_STATS report, None on the other allocators)."""
+    (heaplab's HEAPLAB_STATS report, None on the other allocators),
+    `report_peak_rss` (its peak_rss) and `warnings` (lines that are no
+    error: a phase of fewer than 2 samples, a report missing though the
+    library was loaded; docs/harness.md)."""
     cmd = _command(cmd)
     timeout = _positive("timeout", timeout)
     if allocator is not None:
@@ -1524,8 +1527,10 @@ class CommandPhase:
             "phys_after": None if fp is None else anon + swap, "rss_after": rss,
             "lazyfree_after": lazy, "anonymous_after": anon, "resident_after": None,
             "vmas_after": None,
-            "phys_peak": summ["max_phys"], "phys_low": summ["min_phys"],
-            "rss_peak": summ["max_rss"],
+            # no sample, no peak: null, never 0 (a /bin/true had phys_peak 0)
+            "phys_peak": summ["max_phys"] if summ["samples"] else None,
+            "phys_low": summ["min_phys"],
+            "rss_peak": summ["max_rss"] if summ["samples"] else None,
             "phys_low_after_mark": summ["min_after_mark"] if self.marked else None,
             "samples": summ["samples"], "notes": self.notes,
             "status": _raised(exc_type, exc),
@@ -1940,6 +1945,19 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 msg = (f"{label}: the HEAPLAB_STATS report ({stats}, {len(raw)} bytes) is not "
                        f"JSON: {e}: {raw[max(0, at - 40):at + 40]!r}")
                 data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
+        # a phase of fewer than 2 samples is no measurement of it: said (a
+        # /bin/true had an all-zero record, a short program one sample at
+        # its exec, with no word -- the harness hunt, session 29)
+        for r in data["records"]:
+            if r.get("samples", 0) < 2 and sampler.error is None:
+                data["warnings"].append(
+                    f"{label}: phase {r['phase']!r}: {r.get('samples', 0)} sample(s): the command "
+                    f"ended (or the phase did) before 2 samples were taken "
+                    f"(interval_s={interval_s:g}): its figures are no measurement of it")
+        # the command's own peak (VmHWM) beside the sampled one: a short
+        # command's peak falls between samples
+        rep = data["report"]
+        data["report_peak_rss"] = rep.get("peak_rss") if isinstance(rep, dict) else None
         if allocator == "heaplab":
             _check_ran_on_heaplab(data, stderr, label, static)
             if data["report"] is None and not os.path.exists(stats) and sampler.lib_seen:
