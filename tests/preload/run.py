@@ -475,6 +475,14 @@ def report_edges():
         assert status == 0 and st["manual_frees"] >= 100 and \
             st["manual_mallocs"] - st["manual_frees"] < 20, (status, err, st["manual_mallocs"],
                                                               st["manual_frees"])
+        # elapsed_s counts from the process's start, not from the heap's
+        # set-up (the first malloc; here at exit: it said 0.0001 s)
+        os.unlink(path)
+        status, out, err = run([EDGES, "sleep_first"], "heaplab", {"HEAPLAB_STATS": path},
+                               timeout=60)
+        assert status == 0, f"sleep_first: exit status {status}: {err}"
+        elapsed = report(path)["elapsed_s"]
+        assert 0.3 <= elapsed < 30, f"sleep_first: elapsed_s {elapsed} for a 0.3 s sleep"
         # the report replaces the file at its path whole, never written in
         # place: at every write of the exit's report the path still holds
         # the old one (it was truncated and written in place, and two

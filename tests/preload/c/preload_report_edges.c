@@ -35,6 +35,9 @@
  *   large_frees    100 blocks of 100,000 bytes malloc'd and freed: the
  *                  report's manual_frees counts them (it did not: the
  *                  mutation hunt, session 25).
+ *   sleep_first    sleeps 0.3 s and exits without a malloc: the report's
+ *                  elapsed_s counted from the heap's set-up (here at exit)
+ *                  and said 0.0001 s (the harness hunt, session 29).
  *   whole_or_old   HEAPLAB_STATS names a file holding OLD_REPORT; at every
  *                  write(2) of the exit's report (this program's write is
  *                  the one the library calls) the file at that path is read
@@ -62,6 +65,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -170,6 +174,11 @@ int main(int argc, char **argv) {
   if (argc < 2) return 2;
   mode = argv[1];
   if (strcmp(mode, "no_malloc") == 0) return 0;
+  if (strcmp(mode, "sleep_first") == 0) {
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    return 0;
+  }
   if (strcmp(mode, "large_frees") == 0) {
     for (int i = 0; i < 100; i++) {
       char *volatile b = malloc(100000);
