@@ -566,3 +566,23 @@ def test_a_command_too_short_to_sample_is_said(allocator):
         assert data["report_peak_rss"] == data["report"]["peak_rss"] > 0, data["report"]
     else:
         assert data["report_peak_rss"] is None
+
+
+def test_a_command_arms_series_starts_at_0_and_is_in_time_order():
+    """The series had negative times (the arm's t0 was taken after the
+    sampler's thread started) and was out of order (readings appended as
+    they complete, stamped when they began: a phase's own reading and the
+    thread's interleave) -- the harness hunt, session 29."""
+    import time
+
+    def script(ctl):
+        for i in range(20):
+            with ctl.phase(f"p{i}"):
+                time.sleep(0.002)
+
+    data = run_command_arm(["sleep", "2"], allocator="glibc", script=script, timeout=60,
+                           interval_s=0.001)
+    assert data["error"] is None, data["error"]
+    times = [x[0] for x in data["series"]]
+    assert len(times) > 20 and times[0] >= 0, times[:5]
+    assert times == sorted(times), [(a, b) for a, b in zip(times, times[1:]) if b < a][:5]

@@ -1550,7 +1550,7 @@ class CommandControl:
     """What a run_command_arm script receives: the running command's pid,
     phase(name), note(key, value), footprint() and wait_low(seconds)."""
 
-    def __init__(self, proc, sampler, experiment, arm, deadline=None, timeout=None):
+    def __init__(self, proc, sampler, experiment, arm, deadline=None, timeout=None, t0=None):
         import threading
         self.proc = proc
         self.pid = proc.pid
@@ -1559,7 +1559,9 @@ class CommandControl:
         self.arm = arm
         self.records = []
         self.notes = {}
-        self.t0 = time.monotonic_ns()
+        # the arm's time 0: taken before the sampler's thread started (set
+        # here, after it, the series began at negative times)
+        self.t0 = time.monotonic_ns() if t0 is None else t0
         self.deadline = deadline          # time.monotonic() when the arm's timeout expires
         self.timeout = timeout
         self._lock = threading.Lock()
@@ -1813,6 +1815,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                                             stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                             **keeper.join())
                 _wait_for_exec(proc)
+                t0_ns = time.monotonic_ns()     # (before the sampler's first reading)
                 sampler = _OutsideSampler(proc.pid, interval_s, proc, "libheaplab-malloc"
                                           if allocator == "heaplab" else None)
         except BaseException:
@@ -1833,7 +1836,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         stopped = False     # the harness sent stop_signal (or killed it)
         deadline = time.monotonic() + timeout
         try:
-            ctl = CommandControl(proc, sampler, experiment, arm, deadline, timeout)
+            ctl = CommandControl(proc, sampler, experiment, arm, deadline, timeout, t0_ns)
             data = {"experiment": experiment, "title": label, "arm": arm,
                     "session": session_info(), "started": _utc_now(),
                     "allocator": allocator, "options": options,
@@ -1913,7 +1916,11 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             ctl._closed = True      # (a script's thread left running adds nothing now)
             data["records"] = list(ctl.records)
             data["notes"] = dict(ctl.notes)
-        data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz] for t, p, r, lz in sampler.samples]
+        # in the order of their stamps (a reading is appended when it
+        # completes, stamped when it began: the phases' own readings and the
+        # sampler thread's interleaved out of order)
+        data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz]
+                          for t, p, r, lz in sorted(sampler.samples, key=lambda x: x[0])]
         data["returncode"] = proc.returncode
         with open(err_path, errors="replace") as f:
             stderr = f.read()
