@@ -242,7 +242,7 @@ static int write_all(int fd, const char *buf, size_t len) {
  * JSON when four threads forked children that exited while the program
  * exited (tests/preload/c/preload_report_edges.c).
  *
- * And it goes into a temporary file of the same folder, .<name>.<pid>.tmp,
+ * And it goes into a temporary file of the same folder, .<name>.<pid>.<salt>.tmp,
  * renamed over path once whole, as the Python side's write_atomic does: the
  * path was opened with O_TRUNC and written in place, and two processes
  * writing the same path (`a | b`, parallel jobs, both with HEAPLAB_STATS=
@@ -252,8 +252,10 @@ static int write_all(int fd, const char *buf, size_t len) {
  * the readers and the other writers, which is what is asked; a crash of the
  * machine is not.  Written in place as before: a path that is there and is
  * not a regular file (/dev/full, /dev/stderr, a FIFO; a symbolic link, which
- * a rename would replace), and a folder where no file can be made (a file
- * made writable in a read-only folder). */
+ * a rename would replace) or a file with hard links, and a folder where no
+ * file can be made (a file made writable in a read-only folder).  A file
+ * replaced keeps its mode (and owner, where allowed).  One caller at a time
+ * (tmp is static): the exit's report, or client_report_now. */
 int client_save(const char *path, void (*write_fn)(FILE *)) {
   static char tmp[4400]; /* (static: the exiting thread's stack may be 16 KiB) */
   char *buf = NULL;
@@ -271,22 +273,34 @@ int client_save(const char *path, void (*write_fn)(FILE *)) {
     return err;
   }
   struct stat st;
-  bool in_place = lstat(path, &st) == 0 && !S_ISREG(st.st_mode);
+  bool exists = lstat(path, &st) == 0;
+  /* (a file with other names -- hard links -- is rewritten in place: a rename
+   * would leave the other names on the old report) */
+  bool in_place = exists && (!S_ISREG(st.st_mode) || st.st_nlink > 1);
   int fd = -1;
   if (!in_place) {
     const char *slash = strrchr(path, '/');
     size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
-    int n = snprintf(tmp, sizeof tmp, "%.*s.%s.%d.tmp", (int)dir, path, path + dir,
-                     (int)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-      in_place = true;
-    } else {
+    /* the pid and a few bits of the clock: a pid is unique in its own
+     * namespace only (two containers writing one folder); a name taken is
+     * never removed -- it may be a live writer's -- but another tried */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned salt = (unsigned)ts.tv_nsec ^ (unsigned)ts.tv_sec * 2654435761u;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+      int n = snprintf(tmp, sizeof tmp, "%.*s.%s.%d.%08x.tmp", (int)dir, path, path + dir,
+                       (int)getpid(), salt + (unsigned)attempt * 0x9e3779b9u);
+      if (n < 0 || (size_t)n >= sizeof tmp) break;
       fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd < 0 && errno == EEXIST) { /* a process of this pid's, killed before its rename */
-        unlink(tmp);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) in_place = true; /* (the open of path below says why it cannot be written) */
+    else if (exists) {
+      /* the file replaced keeps its mode and, where allowed, its owner: a
+       * report made private stays private */
+      (void)fchmod(fd, st.st_mode & 07777);
+      if (fchown(fd, st.st_uid, st.st_gid) != 0) { /* (not ours to give: kept as made) */
       }
-      if (fd < 0) in_place = true; /* (the open of path below says why it cannot be written) */
     }
   }
   if (in_place) {

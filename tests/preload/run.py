@@ -499,6 +499,27 @@ def report_edges():
         assert status == 0, f"whole_or_old: exit status {status}: {err}"
         assert report(path)["interpreter"].endswith("test_preload_report_edges")
         assert sorted(os.listdir(d)) == ["r.json", "sub"], sorted(os.listdir(d))
+        # the file replaced keeps its mode, and a file with another name (a
+        # hard link) is rewritten in place, every name holding the new report
+        # (the review, session 29: a 0600 report became 0644, world-readable,
+        # and the link kept the old one)
+        os.chmod(path, 0o600)
+        with open(path, "w") as f:
+            f.write('{"old": true}\n')
+        status, out, err = run([EDGES, "no_malloc"], "heaplab", {"HEAPLAB_STATS": path},
+                               timeout=60)
+        assert status == 0, f"no_malloc: exit status {status}: {err}"
+        assert "interpreter" in report(path), report(path)
+        assert os.stat(path).st_mode & 0o777 == 0o600, oct(os.stat(path).st_mode)
+        link = os.path.join(d, "link.json")
+        os.link(path, link)
+        with open(path, "w") as f:
+            f.write('{"old": true}\n')
+        status, out, err = run([EDGES, "no_malloc"], "heaplab", {"HEAPLAB_STATS": path},
+                               timeout=60)
+        assert status == 0, f"no_malloc: exit status {status}: {err}"
+        assert "interpreter" in report(link) and os.path.samefile(path, link), report(link)
+        os.unlink(link)
         # exit() from a signal handler that interrupted an allocation: the
         # library's exit took the heap lock the interrupted call held (3-6 of
         # 20 runs hung); with no report asked it takes nothing, with one it
