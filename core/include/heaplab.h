@@ -1003,10 +1003,13 @@ void *hl_obj_get(const void *obj, uint64_t slot);
  * nothing is kept by it, and hl_ref_get refuses to make a handle to it,
  * HL_ECHECK); with verify=true a value that is no object of the heap is
  * refused -- not stored, hl_heap_error says why (the parent's heap is
- * looked up for a small parent only) -- and a cycle reports a slot of a
- * live object that holds no object (unless a root region is conservative:
- * a stale conservative word may keep a dead object whose slots name freed
- * ones). */
+ * looked up for a small parent only; the check takes the registry's lock,
+ * then the parent heap's: a running cycle is waited for, and a thread that
+ * holds another heap (hl_enter) stores across heaps in the program's one
+ * order, as for any call that locks a second heap) -- and a cycle reports
+ * a slot of a live object that holds no object (unless a root region is
+ * conservative: a stale conservative word may keep a dead object whose
+ * slots name freed ones). */
 void hl_obj_set(void *obj, uint64_t slot, void *value);
 
 #ifndef HL_CDEF
