@@ -80,6 +80,22 @@ int main(void) {
   CHECK(hl_usable_size(h, l) >= 100000, "a large block freed with size 49999 was freed");
   hl_free_sized(h, l, 100000);
   CHECK(hl_usable_size(h, l) == 0, "the right free did not free the large block");
+  /* ... and a size of the small path is refused even when it is half the
+   * block or more (a large block just past small_max: half of it is a small
+   * size) */
+  {
+    hl_heap *hs = HEAP("mode=manual", "verify=true", "small_max=4096");
+    char *m = hl_malloc(hs, 4096 + 512);
+    CHECK(m && hl_usable_size(hs, m) >= 4608 && hl_usable_size(hs, m) < 8192, "large malloc: %zu",
+          m ? hl_usable_size(hs, m) : 0);
+    hl_free_sized(hs, m, 4096);
+    expect_error(hs, "freed with size 4096", "large block, a small size past half of it");
+    CHECK(hl_usable_size(hs, m) >= 4608, "a large block freed with a small size was freed");
+    hl_free_sized(hs, m, 4608);
+    CHECK(hl_usable_size(hs, m) == 0, "the right free did not free the large block (%s)",
+          hl_heap_error(hs));
+    hl_heap_free(hs);
+  }
   /* a realloc's slack and an in-place shrink: the sizes asked are accepted */
   char *g = hl_malloc(h, 100000);
   char *g2 = hl_realloc(h, g, 100000, 110000); /* a quarter more: 125,000 */
