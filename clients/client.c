@@ -378,14 +378,15 @@ static int environ_file_has(const char *path, const char *name, const char *valu
   return found ? 1 : total ? 0 : -1;
 }
 
-int client_environ_has(int pid, const char *name, const char *value) {
+int client_proc_probe(int pid, const char *file, int (*probe)(const char *path, void *arg),
+                      void *arg) {
   char path[320]; /* (a d_name is up to 255 bytes) */
-  snprintf(path, sizeof path, "/proc/%d/environ", pid);
-  int r = environ_file_has(path, name, value);
+  snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+  int r = probe(path, arg);
   if (r >= 0) return r;
   /* A process whose main thread has called pthread_exit: its
-   * /proc/PID/environ reads as empty, as its maps do; any of its live
-   * threads' says the same as the process's. */
+   * /proc/PID/environ and maps read as empty; any of its live threads'
+   * say the same as the process's. */
   snprintf(path, sizeof path, "/proc/%d/task", pid);
   int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return 0;
@@ -396,12 +397,26 @@ int client_environ_has(int pid, const char *name, const char *value) {
       struct dirent64 *e = (struct dirent64 *)(ents + at);
       at += e->d_reclen;
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      snprintf(path, sizeof path, "/proc/%d/task/%s/environ", pid, e->d_name);
-      r = environ_file_has(path, name, value);
+      snprintf(path, sizeof path, "/proc/%d/task/%s/%s", pid, e->d_name, file);
+      r = probe(path, arg);
     }
   }
   close(dir);
   return r > 0;
+}
+
+struct environ_entry {
+  const char *name, *value;
+};
+
+static int environ_probe(const char *path, void *arg) {
+  const struct environ_entry *e = arg;
+  return environ_file_has(path, e->name, e->value);
+}
+
+int client_environ_has(int pid, const char *name, const char *value) {
+  struct environ_entry e = {name, value};
+  return client_proc_probe(pid, "environ", environ_probe, &e);
 }
 
 /* The parent of pid (/proc/<pid>/stat's fourth field), or 0. */

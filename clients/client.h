@@ -90,6 +90,14 @@ void client_cap_reservation(hl_options *o);
  * which the preloaded library's set-up keeps out of the process). */
 bool client_marked_by_another(const char *mark, const char *stats);
 
+/* probe(path, arg) on /proc/<pid>/<file>: its result when >= 0; when it is
+ * -1 (the file reads empty: a main thread that called pthread_exit), on each
+ * live thread's /proc/<pid>/task/<tid>/<file> until one answers.  1 or 0
+ * (0 when none answers).  No allocation: it runs in the preloaded library's
+ * set-up. */
+int client_proc_probe(int pid, const char *file, int (*probe)(const char *path, void *arg),
+                      void *arg);
+
 /* Was process pid exec'd with name=value in its environment
  * (/proc/<pid>/environ; through a live thread's when its main thread has
  * exited)?  The one test of "the same report" that the launchers (for each
@@ -99,7 +107,7 @@ bool client_marked_by_another(const char *mark, const char *stats);
  * nothing. */
 int client_environ_has(int pid, const char *name, const char *value);
 
-/* Write path with write(f), made in memory first: into .<name>.<pid>.tmp
+/* Write path with write(f), made in memory first: into .<name>.<pid>.<salt>.tmp
  * of path's folder, renamed over path once whole (two processes writing the
  * same path leave one whole report, the last renamed, never a splice of
  * both); in place (created or truncated) when path is there and is not a

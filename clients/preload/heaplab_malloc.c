@@ -36,7 +36,6 @@
  * JSON object a line.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -102,7 +101,8 @@ static void write_reports(void);
  * names the same path (client_environ_has), its reports get the pid in the
  * name, like a fork child's.  Read-only, no allocation: /proc/PPID/maps is
  * scanned in a stack buffer. */
-static int maps_mention(const char *path) {
+static int maps_mention(const char *path, void *arg) {
+  (void)arg;
   static const char needle[] = "libheaplab-malloc";
   char buf[4096 + sizeof needle];
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -127,29 +127,7 @@ static int maps_mention(const char *path) {
 }
 
 static bool parent_is_preloaded(int ppid) {
-  char path[320]; /* (a d_name is up to 255 bytes) */
-  snprintf(path, sizeof path, "/proc/%d/maps", ppid);
-  int r = maps_mention(path);
-  if (r >= 0) return r;
-  /* A parent whose main thread has called pthread_exit: its /proc/PID/maps
-   * reads as empty (the exec'd child wrote its report over the parent's).
-   * Any of its live threads' maps says the same as the process's. */
-  snprintf(path, sizeof path, "/proc/%d/task", ppid);
-  int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return false;
-  char ents[2048];
-  ssize_t n;
-  while (r < 0 && (n = getdents64(dir, ents, sizeof ents)) > 0) {
-    for (ssize_t at = 0; r < 0 && at < n;) {
-      struct dirent64 *e = (struct dirent64 *)(ents + at);
-      at += e->d_reclen;
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      snprintf(path, sizeof path, "/proc/%d/task/%s/maps", ppid, e->d_name);
-      r = maps_mention(path);
-    }
-  }
-  close(dir);
-  return r > 0;
+  return client_proc_probe(ppid, "maps", maps_mention, NULL) > 0;
 }
 /* an exec'd program whose preloaded parent writes the same report (its
  * environment has the same HEAPLAB_STATS= value) or the same event trace: it
