@@ -468,9 +468,9 @@ void *hl__small_resolve(const hl_heap *h, const void *addr, bool interior) {
   uint32_t sz = h->cls_size[d->cls];
   uint8_t *base = hl__page_addr(h, p);
   uint64_t off = (uint64_t)((const uint8_t *)addr - base);
-  uint32_t idx = (uint32_t)(off / sz);
+  uint32_t idx = hl__slot_index(h, off, d->cls); /* (no divide: hl_ref_get resolves each slot) */
   if (idx >= d->bump) return NULL;
-  if (!interior && off % sz) return NULL;
+  if (!interior && off != (uint64_t)idx * sz) return NULL;
   if (!hl__bit(hl__allocs(h, p), idx)) return NULL;
   return base + (uint64_t)idx * sz;
 }
