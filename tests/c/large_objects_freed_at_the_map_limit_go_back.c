@@ -42,39 +42,12 @@
 #include <stdbool.h>
 
 #include "check.h"
+#include "map_limit.h"
 #include "internal.h"
 
 enum { N = 400, SIZE = 200000 };
 
 static long page_size;
-
-/* Lines of /proc/self/maps, less the [vsyscall] gate line (the kernel prints
- * it but does not count it).  read(2) into a static buffer: no malloc,
- * which could itself map at the limit. */
-static long map_count(void) {
-  static char buf[1 << 16];
-  static const char gate[] = "[vsyscall]";
-  int fd = open("/proc/self/maps", O_RDONLY);
-  CHECK(fd >= 0, "open /proc/self/maps: %s", strerror(errno));
-  long lines = 0;
-  size_t match = 0;
-  bool gate_line = false;
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) {
-    for (ssize_t i = 0; i < n; i++) {
-      char c = buf[i];
-      if (c == '\n') {
-        lines += !gate_line;
-        gate_line = false;
-        match = 0;
-        continue;
-      }
-      match = c == gate[match] ? match + 1 : (c == gate[0] ? 1 : 0);
-      if (match == sizeof gate - 1) gate_line = true;
-    }
-  }
-  close(fd);
-  return lines;
-}
 
 static long read_long(const char *path, int field) {
   char buf[128] = {0};
@@ -101,35 +74,9 @@ static uint64_t rss(void) {
   return (uint64_t)lo * (uint64_t)page_size;
 }
 
-typedef struct filler {
-  uint8_t *base;
-  size_t bytes;
-} filler;
-
-static bool split(filler *f, size_t page, int prot) {
-  if (mprotect(f->base + page * (size_t)page_size, (size_t)page_size, prot) == 0) return true;
-  CHECK(errno == ENOMEM, "mprotect of filler page %zu: %s", page, strerror(errno));
-  return false;
-}
-
-/* Bring this process's map count to exactly the limit. */
-static filler fill_to_limit(long limit) {
-  long need = limit - map_count();
-  CHECK(need > 16, "already at %ld maps of %ld", limit - need, limit);
-  size_t pages = (size_t)need + 256;
-  filler f = {NULL, pages * (size_t)page_size};
-  void *p = mmap(NULL, f.bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  CHECK(p != MAP_FAILED, "filler mmap: %s", strerror(errno));
-  f.base = p;
-  size_t page = 1;
-  while (page < pages - 8 && split(&f, page, PROT_READ)) page += 2;
-  size_t end = pages - 1;
-  int prot = PROT_READ;
-  while (end > page + 1 && split(&f, end, prot)) {
-    end--;
-    prot = prot == PROT_READ ? PROT_NONE : PROT_READ;
-  }
+/* The process at exactly the limit: each refused munmap is this heap's. */
+static filler fill_exactly(long limit) {
+  filler f = fill_to_limit(limit);
   CHECK(map_count() == limit, "the filler reached %ld maps, limit %ld", map_count(), limit);
   return f;
 }
@@ -224,7 +171,7 @@ static void all_unmapped(hl_heap *h, const range *ranges, int from, int step, co
 
 int main(void) {
   page_size = sysconf(_SC_PAGESIZE);
-  long limit = read_long("/proc/sys/vm/max_map_count", 0);
+  long limit = max_map_count();
   if (limit > 1100000) {
     printf("vm.max_map_count is %ld: too many maps to fill quickly; skipped\n", limit);
     return 77;
@@ -235,7 +182,7 @@ int main(void) {
   hl_heap *h = make(refs, ranges);
   for (int i = 0; i < N; i += 2) dead_pages += pages_of(ranges[i]);
   uint64_t dead_bytes = dead_pages * (uint64_t)page_size;
-  filler f = fill_to_limit(limit);
+  filler f = fill_exactly(limit);
   uint64_t before = rss();
   drop(h, refs, 0, 2);
   uint64_t after = rss();
@@ -299,14 +246,14 @@ int main(void) {
   /* a second heap: hl_trim unmaps them too; then it is freed at the limit
    * with ranges pending, and unmaps them all */
   h = make(refs, ranges);
-  f = fill_to_limit(limit);
+  f = fill_exactly(limit);
   drop(h, refs, 0, 4);
   CHECK(h->unmap_pending_n > 0, "no range pending at the limit");
   CHECK(munmap(f.base, f.bytes) == 0, "filler munmap: %s", strerror(errno));
   OK(h, hl_trim(h));
   all_unmapped(h, ranges, 0, 4, "the trim after the limit");
   /* (objects 1, 2, 3 of each four are one VMA now: 2 is inside it) */
-  f = fill_to_limit(limit);
+  f = fill_exactly(limit);
   drop(h, refs, 2, 4);
   uint64_t pending = h->unmap_pending_n;
   CHECK(pending > 0, "no range pending at the limit");
