@@ -10,15 +10,9 @@
  */
 #include "check.h"
 
+/* (check.h's HEAP: the defaults, no environment) */
 static hl_heap *make(int verify) {
-  hl_options o;
-  hl_options_defaults(&o);
-  char err[256];
-  CHECK(hl_options_set(&o, "verify", verify ? "1" : "0", err, sizeof err) == HL_OK, "%s", err);
-  CHECK(hl_options_set(&o, "reserve_bytes", "64m", err, sizeof err) == HL_OK, "%s", err);
-  hl_heap *h;
-  CHECK(hl_heap_new(&o, &h, err, sizeof err) == HL_OK, "%s", err);
-  return h;
+  return HEAP(verify ? "verify=1" : "verify=0", "reserve_bytes=64m");
 }
 
 static void *object_of(hl_heap *h, hl_ref r) {
