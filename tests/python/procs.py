@@ -26,11 +26,15 @@ def wait_for_file(path, proc, seconds=60):
     return open(path).read().strip()
 
 
-def reap(proc, *pids):
-    """A test's clean-up: proc killed and waited for if it still runs, and
-    each of pids (None: not known yet) killed if it is not gone."""
+def reap(proc, *pids, group=False):
+    """A test's clean-up: proc killed and waited for if it still runs (with
+    group, its whole process group: a pytest started in a session of its
+    own), and each of pids (None: not known yet) killed if it is not gone."""
     if proc.poll() is None:
-        proc.kill()
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
         proc.wait()
     for pid in pids:
         if pid is not None and not gone(pid):

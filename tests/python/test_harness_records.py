@@ -917,12 +917,7 @@ def test_ctrl_c_during_experiment_run_leaves_no_arm_process_and_an_interrupted_r
             ("fill", "ok"), ("slow", "raised: KeyboardInterrupt")], rows
         assert all("interrupted (KeyboardInterrupt)" in r["arm_error"] for r in rows), rows
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        for x in pids:
-            if not gone(x):
-                os.kill(x, signal.SIGKILL)
+        reap(p, *pids, group=True)
 
 
 def test_an_arm_past_its_timeout_leaves_a_failed_record(tmp_path, monkeypatch):

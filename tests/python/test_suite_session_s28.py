@@ -537,7 +537,7 @@ def test_a_signal_to_pytest_leaves_no_arm_running(tmp_path, kind, signame):
     and every process the harness starts dies with it even when pytest is
     killed by SIGKILL (PR_SET_PDEATHSIG)."""
     import json
-    from procs import gone
+    from procs import gone, reap
     (tmp_path / "test_slow.py").write_text(SLOW_ARMS)
     pidfile = tmp_path / "pid"
     e = dict(os.environ, PIDFILE=str(pidfile), HEAPLAB_RESULTS=str(tmp_path / "results"))
@@ -574,9 +574,4 @@ def test_a_signal_to_pytest_leaves_no_arm_running(tmp_path, kind, signame):
             data = json.loads((folder / "slow.json").read_text())
             assert data["interrupted"] is True, data
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        for pid in pids:
-            if not gone(pid):
-                os.kill(pid, signal.SIGKILL)
+        reap(p, *pids, group=True)
