@@ -57,31 +57,16 @@
  * so there they call glibc's own allocator by its exported __libc_* names:
  * no dlsym, no recursion into heaplab, and the memory the dynamic loader and
  * heaplab's own set-up need never comes from the heap being set up. */
-#include <stdlib.h>
-#ifdef HL_PRELOAD
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-extern void __libc_free(void *p);
-#define hl__sys_malloc __libc_malloc
-#define hl__sys_calloc __libc_calloc
-#define hl__sys_realloc __libc_realloc
-#define hl__sys_free __libc_free
-#else
-#define hl__sys_malloc malloc
-#define hl__sys_calloc calloc
-#define hl__sys_realloc realloc
-#define hl__sys_free free
-#endif
-
-/* A manual heap calls the system allocator for its large blocks outside the
- * heap lock (large.c).  ThreadSanitizer sees the heap lock but not the
- * system allocator's own (libheaplab-malloc.so calls glibc's __libc_malloc,
- * which it does not intercept): a block one thread gave back and another
- * was handed looked like a race on the record written in it.  These say
- * what glibc's arena locks do -- every block handed out comes after the
- * blocks handed back -- around the calls made outside the lock; nothing
- * without ThreadSanitizer. */
+/* ThreadSanitizer does not intercept glibc's __libc_* allocator, which the
+ * preloaded library calls (below), so it sees neither its arena locks nor
+ * its reuse of memory: a block one thread gave back and another was handed
+ * looked like a race on whatever the second wrote into it -- a large
+ * block's record (large.c), and once in CI a thread's cache index
+ * (manual.c) written over a large block another thread had read and freed.
+ * These say what glibc's locks do -- every block handed out comes after the
+ * blocks handed back -- in each of the __libc_* wrappers, so every call is
+ * covered; nothing without ThreadSanitizer, nothing outside the preloaded
+ * library (TSan intercepts the plain malloc & co). */
 #if defined(__SANITIZE_THREAD__)
 #define HL_TSAN 1
 #elif defined(__has_feature)
@@ -99,6 +84,40 @@ static inline void hl__sys_handed_out(void) { __tsan_acquire(&hl__sys_order); }
 static inline void hl__sys_handed_back(void) {}
 static inline void hl__sys_handed_out(void) {}
 #endif
+
+#include <stdlib.h>
+#ifdef HL_PRELOAD
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+static inline void *hl__sys_malloc(size_t n) {
+  void *p = __libc_malloc(n);
+  hl__sys_handed_out();
+  return p;
+}
+static inline void *hl__sys_calloc(size_t n, size_t size) {
+  void *p = __libc_calloc(n, size);
+  hl__sys_handed_out();
+  return p;
+}
+static inline void *hl__sys_realloc(void *p, size_t n) {
+  hl__sys_handed_back(); /* (after the caller's last use of p) */
+  void *r = __libc_realloc(p, n);
+  hl__sys_handed_out();
+  return r;
+}
+static inline void hl__sys_free(void *p) {
+  hl__sys_handed_back();
+  __libc_free(p);
+}
+#else
+#define hl__sys_malloc malloc
+#define hl__sys_calloc calloc
+#define hl__sys_realloc realloc
+#define hl__sys_free free
+#endif
+
 
 #define HL_NIL UINT32_MAX
 #define HL_MAX_CLASSES 96

@@ -35,9 +35,7 @@ void *hl__large_sys_alloc(uint64_t block_bytes, size_t align, bool zero) {
   /* the lead is kept in 32 bits: alignments past 1 GiB are refused */
   if (align > ((size_t)1 << 30) || block_bytes > SIZE_MAX - sizeof(hl_large) - extra) return NULL;
   size_t total = sizeof(hl_large) + extra + block_bytes;
-  void *raw = zero ? hl__sys_calloc(1, total) : hl__sys_malloc(total);
-  hl__sys_handed_out();
-  return raw;
+  return zero ? hl__sys_calloc(1, total) : hl__sys_malloc(total);
 }
 
 #ifdef HL_TSAN
@@ -46,7 +44,6 @@ char hl__sys_order;
 
 void hl__large_sys_free(void *raw) {
   if (!raw) return;
-  hl__sys_handed_back();
   hl__sys_free(raw);
 }
 
@@ -252,14 +249,11 @@ hl_large *hl__large_sys_realloc(hl_large *l, uint64_t block_bytes) {
   if (block_bytes > SIZE_MAX - sizeof(hl_large)) return NULL;
   hl_large *n;
   if (l->lead == 0) {
-    hl__sys_handed_back(); /* (after the last read of the record) */
-    n = hl__sys_realloc(l, sizeof(hl_large) + block_bytes);
-    hl__sys_handed_out();
+    n = hl__sys_realloc(l, sizeof(hl_large) + block_bytes); /* (after the last read of the record) */
   } else {
     /* an aligned block: realloc keeps no alignment (C says so), so it
      * moves to a plain one */
     n = hl__sys_malloc(sizeof(hl_large) + block_bytes);
-    hl__sys_handed_out();
     if (n) {
       memcpy(n, l, sizeof(hl_large) + (l->size < block_bytes ? l->size : block_bytes));
       n->lead = 0;
