@@ -399,6 +399,21 @@ def test_a_lua_experiment_without_the_module_says_so(tmp_path):
     assert "Traceback" not in p.stderr, p.stderr
 
 
+def test_a_folder_that_does_not_exist_is_named_so(tmp_path):
+    """`run --resume` and `compare` of a mistyped path said "not a sweep run
+    folder (no meta.json)", as if the folder were there without its meta.json."""
+    gone_dir = tmp_path / "no_such_run"
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for args in (["run", "--resume", str(gone_dir), "--results", str(tmp_path)],
+                 ["compare", str(gone_dir), str(tmp_path)]):
+        p = heaplab(*args)
+        assert p.returncode == 2 and f"{gone_dir}: no such folder" in p.stderr, (args, p.stderr)
+        assert "meta.json" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = heaplab("run", "--resume", str(a_file), "--results", str(tmp_path))
+    assert p.returncode == 2 and f"{a_file}: not a folder" in p.stderr, p.stderr
+
+
 # ---- a task's processes ------------------------------------------------------------------------
 
 LINGER_ARM = """

@@ -272,8 +272,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         return 2
     for run in (args.run_a, args.run_b):
         if not analysis.is_run_folder(run):
-            print(f"heaplab compare: {run}: not a sweep run folder (no meta.json)",
-                  file=sys.stderr)
+            why = ("no such folder" if not os.path.exists(run) else
+                   "not a sweep run folder (no meta.json)")
+            print(f"heaplab compare: {run}: {why}", file=sys.stderr)
             return 2
     import warnings
     try:

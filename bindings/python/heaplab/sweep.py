@@ -384,6 +384,11 @@ def load_meta(run_dir: str) -> Dict[str, Any]:
         with open(path) as f:
             meta = json.load(f)
     except OSError:
+        # a mistyped path is not "a folder without meta.json"
+        if not os.path.exists(run_dir):
+            raise SweepError(f"{run_dir}: no such folder") from None
+        if not os.path.isdir(run_dir):
+            raise SweepError(f"{run_dir}: not a folder, so not a sweep run folder") from None
         raise SweepError(f"{run_dir}: not a sweep run folder (no {RUN_META})") from None
     except ValueError as e:
         raise SweepError(f"{path}: not JSON ({e})") from None
