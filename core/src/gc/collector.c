@@ -122,6 +122,12 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
   bool over_limit = limit && hl__live_bytes(h) + bytes > limit;
   if (!over && !over_limit) return;
   hl__request_cycle(h);
+  /* No collector thread: the cycle ran here (a fork child's thread could not
+   * be started again), or the heap is closing -- no cycle is coming to wait
+   * for.  (A child whose pthread_create failed waited pacing_max_wait_ms at
+   * every paced allocation: 64 of 64 KiB took 4 s -- the pacing hunt,
+   * session 30.) */
+  if (!h->collector_running) return;
   /* large_pacing=0: the seed's legacy path -- the request is only scheduled
    * and the mutator runs on. */
   if (!h->opt.large_pacing) return;
