@@ -313,7 +313,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(large_map_bytes, BYTES, 131072, 0, 1099511627776, "",                      \
     "collected heaps: a large object of at least this many bytes (its 32-byte record included) is a mapping of its own, unmapped when it dies, whatever the process freed before -- glibc's malloc raises its mmap threshold (up to 32 MiB) each time a mapped block is freed, after which such objects came from its heap and stayed resident when they died (E1's textures on the Lua twin); 0 = every large object from the system malloc. A manual heap's large blocks are the system malloc's (realloc grows them in place)") \
   X(heap_limit_bytes, BYTES, 0, 0, 1099511627776, "",                          \
-    "live bytes the heap may hold (0 = none): collected mode collects, then fails with ENOMEM; manual mode fails; pacing (background) waits for cycles below it") \
+    "live bytes the heap may hold (0 = none): collected mode collects, then fails with ENOMEM (an object larger than the whole limit at once, without collecting); manual mode fails; pacing (background) waits for cycles below it") \
   X(pacing_max_wait_ms, INT, 1000, 1, 600000, "",                              \
     "longest a paced allocation waits for one cycle (hl_interrupt, Ctrl-C, ends the wait sooner: the allocation goes on unpaced)") \
   X(pacing_give_up_cycles, INT, 4, 1, 1000, "",                                \

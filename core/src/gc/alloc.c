@@ -4,6 +4,8 @@
  * its index, churn).  The inline first try (a slot of the class's allocation
  * word, no cycle due) is hl__obj_alloc_fast in internal.h.
  *
+ *   0. limit       with heap_limit_bytes, ENOMEM at once for an object
+ *                  larger than the whole limit
  *   1. safepoint   a background collector waiting for the lock goes first
  *   2. pacing      a large allocation waits for the cycle the large path
  *                  asked for (large_pacing, background collector)
@@ -67,6 +69,17 @@ static bool over_limit(hl_heap *h, uint64_t bytes) {
   return hl__live_bytes(h) + bytes > cap;
 }
 
+/* heap_limit_bytes: an object that alone takes more than the limit (a small
+ * one counted as its class's whole slot, as below) -- ENOMEM, set. */
+static bool too_big(hl_heap *h, uint64_t bytes, bool large, const char *what) {
+  uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
+  uint64_t held = large ? bytes : h->cls_size[hl__class_of(h, bytes)];
+  if (held <= cap) return false;
+  hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " is less than the %" PRIu64
+           " bytes asked: no collection can make room", what, cap, held);
+  return true;
+}
+
 /* Step 4 and 5: a block (the small or the large path), initialised. */
 static void *take(hl_heap *h, uint64_t size, uint64_t refs, uint64_t bytes, bool large) {
   void *obj;
@@ -87,6 +100,11 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
   HL_ASSERT(h->opt.mode == HL_MODE_COLLECTED);
   uint64_t bytes = hl__obj_bytes(size, refs);
   bool large = (flags & HL_ALLOC_LARGE) || bytes > h->small_max;
+  /* heap_limit_bytes: an object larger than the whole limit fails at once --
+   * no collection can make room for it (it paid several major cycles and,
+   * in background, pacing waits first: 5 cycles, 0.5 s for a 600 MiB object
+   * under a 512 MiB limit -- the pacing hunt, session 30) */
+  if (hl_unlikely(h->opt.heap_limit_bytes != 0) && too_big(h, bytes, large, what)) return NULL;
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
   if (large) hl__pace(h, bytes);
   /* alloc_limit is the small trigger in force, 0 while the large one is due
