@@ -322,7 +322,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     HL_CHOICES(collector),                               \
     "sync: cycles run in the allocating thread; background: a collector thread") \
   X(min_cycle_interval_ms, INT, 0, 0, 600000, "",                              \
-    "background collector: least time between cycles")                        \
+    "background collector: least time between the collector thread's cycles; a cycle for memory (no slot or block left, or the live bytes at heap_limit_bytes: stat memory_cycles), collect() and the cycles of a thread holding the heap (hl_enter) run in the calling thread at once, whatever the interval (near heap_limit_bytes they come closer together than it)") \
   X(subpage_release, BOOL, 0, 0, 1, "",                                        \
     "also release the OS pages of partly live pages that hold no live slot (one advice per run, by the trim; restored before a slot in them is handed out); 0 = whole pages only") \
   X(compact, ENUM, HL_COMPACT_NEVER, HL_COMPACT_NEVER, HL_COMPACT_ALWAYS, HL_CHOICES(compact), \
