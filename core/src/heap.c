@@ -171,6 +171,17 @@ int hl_interrupt_attach(int signo) {
     return hl__fail(NULL, HL_ESYS, "hl_interrupt_attach: signal %d: sigaction: %s", signo,
                     hl__strerror(e));
   }
+  /* ... and zeroing is not enough: glibc 2.36 copies the whole 128 bytes from
+   * a kernel record of its own stack, past the kernel's 8 its stack's garbage,
+   * which differs from one call path to the next -- still a new record at
+   * most attaches: the Lua module's, once per long call, grew the list
+   * without bound (and each attach searched it all; the pacing fixes,
+   * session 30).  The mask is the signals in it, nothing more. */
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s = 1; s < NSIG; s++)
+    if (sigismember(&now.sa_mask, s) == 1) sigaddset(&mask, s);
+  now.sa_mask = mask;
   /* heaplab's function, whatever the flags read with it: never chained (a
    * torn read, above, gave on_signal with the host's flags -- chained, it
    * called itself for each signal until the stack ran out) */
