@@ -542,6 +542,11 @@ struct hl_heap {
   uint64_t trigger;          /* adaptive small-path trigger */
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
                                 allocation leaves the fast path (0: a cycle is due) */
+  uint64_t limit_pending;    /* heap_limit_bytes, collected mode: bytes of the
+                                allocations past the limit test and not charged
+                                yet (their block's mmap or page fault runs with
+                                the lock dropped: gc/alloc.c); in the limit's
+                                tests, never in the live bytes */
   uint64_t last_live_bytes;  /* small + large bytes the last cycle found live (marked, and kept on tenured pages) */
   uint64_t growth_free;      /* gc_growth_ratio: small-path bytes the heap held free
                                 (slots and empty resident pages) after the last full
@@ -781,6 +786,12 @@ static inline void hl__charge_resize(hl_heap *h, uint64_t old_bytes, uint64_t ne
 }
 static inline uint64_t hl__live_bytes(const hl_heap *h) {
   return h->ctr.live[HL_SMALL] + h->ctr.live[HL_LARGE];
+}
+/* What heap_limit_bytes is tested against: the live bytes and those of the
+ * allocations other threads have had through the test and not charged yet
+ * (hl_heap.limit_pending).  Lock held. */
+static inline uint64_t hl__limit_held(const hl_heap *h) {
+  return hl__live_bytes(h) + h->limit_pending;
 }
 
 /* ---- interrupts (heap.c) ----

@@ -146,6 +146,7 @@ static void fork_child(void) {
      * makes no heaplab call: it is in fork().) */
     h->nomove = 0;
     h->bulk = false;
+    h->limit_pending = 0; /* (their bytes held under heap_limit_bytes too) */
 #ifdef HL_PRELOAD
     /* a child inherits no memory lock, mlockall(MCL_FUTURE)'s neither */
     h->lock_carved = 0;

@@ -61,12 +61,26 @@ static bool collect_for_memory(hl_heap *h) {
   return true;
 }
 
-/* heap_limit_bytes: would `bytes` more take the live bytes past it? */
+/* heap_limit_bytes: would `bytes` more take the live bytes past it -- those
+ * of the allocations in flight (limit_pending) counted as live? */
 static bool over_limit(hl_heap *h, uint64_t bytes) {
   uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
   if (!cap) return false;
   hl__aword_flush(h); /* live bytes without the reserved slots */
-  return hl__live_bytes(h) + bytes > cap;
+  return hl__limit_held(h) + bytes > cap;
+}
+
+/* heap_limit_bytes: the bytes of an allocation past the limit test are
+ * held (limit_pending) until its block is charged or it fails.  take() may
+ * drop the lock -- a large block's mmap or malloc, a small page faulted in
+ * or restored -- and every other thread's test passed meanwhile on the same
+ * live bytes: 8 threads of 4 MiB objects held 88 MiB under a 64 MiB limit
+ * (the background-collector hunt, session 30; tests/c/
+ * heap_limit_holds_with_threads.c).  alloc_limit follows (the fast path and
+ * the small runs leave the room held). */
+static void limit_hold(hl_heap *h, int64_t bytes) {
+  h->limit_pending += (uint64_t)bytes;
+  hl__alloc_limit_update(h);
 }
 
 /* heap_limit_bytes: an object that alone takes more than the limit (a small
@@ -120,19 +134,29 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
        * MiB 8 bytes past its limit: the C API hunt, session 26) */
       uint64_t held = large ? bytes : h->cls_size[hl__class_of(h, bytes)];
       if (over_limit(h, held) && collect_for_memory(h) && over_limit(h, held)) {
-        hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
-                 " bytes live after a collection, %" PRIu64 " more asked", what,
-                 (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), held);
+        if (h->limit_pending)
+          hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
+                   " bytes live after a collection and %" PRIu64 " being allocated by other "
+                   "threads, %" PRIu64 " more asked", what, (uint64_t)h->opt.heap_limit_bytes,
+                   hl__live_bytes(h), h->limit_pending, held);
+        else
+          hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
+                   " bytes live after a collection, %" PRIu64 " more asked", what,
+                   (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), held);
         hl__alloc_limit_update(h);
         return NULL;
       }
       hl__alloc_limit_update(h); /* the headroom left */
     }
   }
+  /* (a small object: its class's whole slot, as the test counts it) */
+  uint64_t held = !h->opt.heap_limit_bytes ? 0 : large ? bytes : h->cls_size[hl__class_of(h, bytes)];
+  if (held) limit_hold(h, (int64_t)held);
   void *obj = take(h, size, refs, bytes, large);
   /* No memory: a major cycle may free some (a trigger larger than what is
    * left, a failed fill's garbage), then one more try. */
   if (hl_unlikely(!obj) && collect_for_memory(h)) obj = take(h, size, refs, bytes, large);
+  if (held) limit_hold(h, -(int64_t)held); /* charged now, or failed */
   if (hl_likely(obj != NULL)) return obj;
   if (large)
     hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %" PRIu64 " bytes", what, bytes);

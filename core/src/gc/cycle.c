@@ -484,7 +484,7 @@ static uint64_t alloc_limit(const hl_heap *h) {
   uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
   if (cap && lim) {
     /* one object's margin: the fast path checks before it adds */
-    uint64_t live = hl__live_bytes(h) + h->small_max;
+    uint64_t live = hl__limit_held(h) + h->small_max; /* (allocations in flight too) */
     uint64_t at = h->ctr.since_cycle[HL_SMALL] + (cap > live ? cap - live : 0);
     if (at < lim) lim = at;
   }
