@@ -550,6 +550,14 @@ const char *hl_stat_description(int index);
 #define HL_EVENT_MAX_FIELDS 10
 
 /* X(name, "comma,separated,field,names") -- at most HL_EVENT_MAX_FIELDS.
+ * cycle: reason says what asked for it -- 0 a caller (hl_collect); 1 the
+ * small path's trigger; 2 the large path's (large_trigger_bytes); 3 pacing
+ * (a large allocation near heap_limit_bytes with the background collector,
+ * or a paced one in a thread that holds the heap, which runs the cycle
+ * itself); 4 memory (an allocation found no slot or block, or the heap at
+ * heap_limit_bytes: a major cycle before ENOMEM).  The background
+ * collector's cycle reports its requests' reason (the small trigger's when
+ * both triggers asked, as a sync cycle would).
  * large_unmap_pending: a collected heap's dead large objects of
  * large_map_bytes or more are unmapped; at vm.max_map_count the kernel
  * refuses to unmap one inside a VMA merged with its neighbours (ENOMEM: the

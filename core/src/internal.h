@@ -573,6 +573,8 @@ struct hl_heap {
   bool collector_stop;           /* under req_lock */
   pthread_mutex_t req_lock;      /* the collector sleeps on this, not the heap lock */
   _Atomic bool cycle_requested;
+  _Atomic unsigned cycle_reasons; /* 1 << REASON_* of the requests the next
+                                     cycle answers (cleared with cycle_requested) */
   _Atomic bool collector_waiting;
   _Atomic uint64_t last_cycle_end_ns;
 
@@ -1319,7 +1321,8 @@ void hl__untenure_all(hl_heap *h);
 void hl__tenure_pages(hl_heap *h, bool tenure);
 
 /* ---- gc/cycle.c ---- */
-/* Why a cycle ran (the cycle event's reason field). */
+/* Why a cycle ran (the cycle event's reason field; heaplab.h documents the
+ * codes).  A background cycle reports its requesters' (cycle_reasons). */
 enum { REASON_EXPLICIT = 0, REASON_SMALL = 1, REASON_LARGE = 2, REASON_PACING = 3,
        REASON_MEMORY = 4 /* an allocation found no memory, or the heap at its limit */ };
 enum { MAJOR_NONE = 0, MAJOR_QUIET = 1, MAJOR_PRESSURE = 2, MAJOR_BACKSTOP = 3,
@@ -1338,7 +1341,9 @@ uint64_t hl__trigger_in_force(const hl_heap *h);
 /* ---- gc/collector.c ---- */
 int hl__collector_start(hl_heap *h);
 void hl__collector_stop(hl_heap *h);
-void hl__request_cycle(hl_heap *h);
+/* Ask the collector thread for a cycle, for `reason` (REASON_*; the cycle
+ * event reports it).  Lock held. */
+void hl__request_cycle(hl_heap *h, int reason);
 /* Step aside while the collector waits for the lock.  Lock held. */
 void hl__safepoint(hl_heap *h);
 /* Before a large allocation of `bytes`: wait for the cycle the large path

@@ -133,6 +133,7 @@ static void fork_child(void) {
     h->collector_stop = false;
     atomic_store(&h->collector_waiting, false);
     atomic_store(&h->cycle_requested, false);
+    atomic_store(&h->cycle_reasons, 0u);
     /* a fill's prefault helper (thp_prefault) stayed in the parent too, and
      * its mutex may have been held there: the child's allocations fault
      * their chunks in themselves */

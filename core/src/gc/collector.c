@@ -28,14 +28,18 @@ static void abs_deadline(struct timespec *ts, uint64_t ns_from_now) {
   ts->tv_nsec = (long)(ns % 1000000000u);
 }
 
-/* Lock held (by the caller, through hl__lock). */
-void hl__request_cycle(hl_heap *h) {
+/* Lock held (by the caller, through hl__lock).  The reason goes with the
+ * request: the collector's cycle reports it (it said 1, small, whatever
+ * asked -- 133 of 133 cycles of a storm of large objects, where the sync
+ * collector's said 2: the background-collector hunt, session 30). */
+void hl__request_cycle(hl_heap *h, int reason) {
   HL_ASSERT_LOCKED(h);
   /* a child of fork() has no collector thread until it asks for a cycle */
   if (!h->collector_running && !h->closing && hl__collector_start(h) != 0) {
-    hl__cycle(h, -1, REASON_SMALL); /* no thread: the cycle runs here */
+    hl__cycle(h, -1, reason); /* no thread: the cycle runs here */
     return;
   }
+  atomic_fetch_or(&h->cycle_reasons, 1u << reason);
   if (atomic_load_explicit(&h->cycle_requested, memory_order_relaxed)) return;
   h->tally.cycle_requests++;
   pthread_mutex_lock(&h->req_lock);
@@ -57,6 +61,18 @@ void hl__safepoint(hl_heap *h) {
     hl__timedwait(h, &h->cycle_done, &ts);
     if (h->closing) break;
   }
+}
+
+/* The reason a requested cycle reports: of those its requests gave, the one
+ * a sync cycle would (the small trigger before the large one, as
+ * hl__maybe_collect), pacing's last; small when none is left (a cycle ran
+ * since, inline, and answered them). */
+static int requested_reason(hl_heap *h) {
+  unsigned r = atomic_load(&h->cycle_reasons);
+  static const int order[] = {REASON_SMALL, REASON_LARGE, REASON_PACING};
+  for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+    if (r & (1u << order[i])) return order[i];
+  return REASON_SMALL;
 }
 
 static void *collector_main(void *arg) {
@@ -82,7 +98,7 @@ static void *collector_main(void *arg) {
     hl__lock_raw(h);
     atomic_store(&h->collector_waiting, false);
     h->tally.collector_wakeups++;
-    if (!h->closing) hl__cycle(h, -1, REASON_SMALL);
+    if (!h->closing) hl__cycle(h, -1, requested_reason(h));
     pthread_cond_broadcast(&h->cycle_done);
     hl__unlock_raw(h);
 
@@ -121,7 +137,9 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
   if (limit) hl__aword_flush(h); /* live bytes without the reserved slots */
   bool over_limit = limit && hl__live_bytes(h) + bytes > limit;
   if (!over && !over_limit) return;
-  hl__request_cycle(h);
+  /* (the large trigger's, as the sync collector's cycle would be; near the
+   * limit alone, pacing's) */
+  hl__request_cycle(h, over ? REASON_LARGE : REASON_PACING);
   /* No collector thread: the cycle ran here (a fork child's thread could not
    * be started again), or the heap is closing -- no cycle is coming to wait
    * for.  (A child whose pthread_create failed waited pacing_max_wait_ms at

@@ -415,6 +415,7 @@ int hl__cycle(hl_heap *h, int major_req, int reason) {
   if (!h->opt.generational) h->growth_free = free_small_bytes(h);
   hl__alloc_limit_update(h);
   atomic_store(&h->cycle_requested, false);
+  atomic_store(&h->cycle_reasons, 0u);
   /* pacing gives up after cycles in a row that free nothing large */
   if (t.large_freed) h->pacing_dry_cycles = 0;
   else h->pacing_dry_cycles++;
@@ -463,7 +464,7 @@ void hl__maybe_collect(hl_heap *h) {
   bool small = small_due(h), large = large_due(h);
   if (!small && !large) return;
   if (h->opt.collector == HL_COLLECTOR_BACKGROUND && hl__may_drop_lock(h)) {
-    hl__request_cycle(h);
+    hl__request_cycle(h, small ? REASON_SMALL : REASON_LARGE);
     return;
   }
   if (h->in_cycle) return; /* one is running (in its trim): it will reset the counters */
