@@ -449,13 +449,16 @@ int hl__evacuate(hl_heap *h) {
      * not all live, and moving only the live ones would free the rest
      * unaccounted; the sweep that frees them comes first */
     if (!sparse || live_on(h, p) != d->used) continue;
-    if (pins && pins[p]) {
-      pinned_objects += pins[p];
+    /* blocked first: every live object of the page stays, the ones a
+     * conservative word pins among them (counting only those undercounted a
+     * held heap's page that also had a conservative pin) */
+    if (blocked) { /* nothing moves: what would have is pinned (no plan needed) */
+      pinned_objects += d->used;
       pinned_pages++;
       continue;
     }
-    if (blocked) { /* nothing moves: what would have is pinned (no plan needed) */
-      pinned_objects += d->used;
+    if (pins && pins[p]) {
+      pinned_objects += pins[p];
       pinned_pages++;
       continue;
     }
