@@ -128,18 +128,33 @@ static void free_os_pages(const hl_heap *h, uint32_t p, uint64_t *m) {
 /* verify: the free slots that straddle into an OS page about to be released
  * are poisoned whole first (a manual heap's sealed slot would otherwise come
  * back half poison, half its old bytes); the checker skips a free slot that
- * overlaps an out OS page, and a restore poisons what it brings back. */
+ * overlaps an out OS page, and a restore poisons what it brings back.  Only
+ * the slot's bytes in OS pages not already out: a write into one released
+ * before faulted it back in (resident while counted out) and left it part
+ * poison, part zeros -- or, released with MADV_FREE and taken again, part
+ * poison and part old bytes, which verify then reported as written after
+ * free (the moving collector hunt, session 30).  Its restore poisons it. */
+static void poison_slot(hl_heap *h, uint8_t *base, const uint64_t *out, uint64_t lo,
+                        uint64_t hi) {
+  for (uint64_t a = lo; a < hi;) {
+    uint64_t b = ((a >> h->os_shift) + 1) << h->os_shift;
+    if (b > hi) b = hi;
+    if (!bit(out, (uint32_t)(a >> h->os_shift))) hl__poison(base + a, b - a);
+    a = b;
+  }
+}
+
 static void poison_straddlers(hl_heap *h, uint32_t p, const uint64_t *rel) {
   const hl_page *d = &h->pages[p];
   uint32_t sz = h->cls_size[d->cls];
   uint8_t *base = hl__page_addr(h, p);
+  const uint64_t *out = hl__sub_out(h, p);
   for (uint32_t j = 0, s0, s1; j < h->os_per_page; j++) {
     if (!bit(rel, j) || !os_slots(h, d->nslots, sz, j, &s0, &s1)) continue;
-    hl__poison(base + (uint64_t)s0 * sz, sz);
-    hl__poison(base + (uint64_t)s1 * sz, sz);
+    poison_slot(h, base, out, (uint64_t)s0 * sz, (uint64_t)s0 * sz + sz);
+    poison_slot(h, base, out, (uint64_t)s1 * sz, (uint64_t)s1 * sz + sz);
   }
 }
-
 
 /* Release one run (no lock held): the primary advice, else the fallback. */
 static int release_run(hl_heap *h, uint32_t p, uint8_t *addr, size_t len, sub_tally *t) {
