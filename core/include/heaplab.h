@@ -518,7 +518,7 @@ int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
   X(evacuated_pages, "pages emptied by evacuation")                           \
   X(evacuated_objects, "objects moved by evacuation")                         \
   X(evacuated_bytes, "slot bytes moved by evacuation")                        \
-  X(pinned_objects, "live objects that stayed put on pages compaction would have evacuated: targets of conservative roots; while the heap was held (hl_enter) or a fill ran, every live object of a page below the threshold") \
+  X(pinned_objects, "live objects that stayed put on pages compaction would have evacuated: targets of conservative roots and objects holding a root region's words (a region registered in an object's payload); while the heap was held (hl_enter) or a fill ran, every live object of a page below the threshold") \
   X(compact_ns, "of gc_ns: choosing, evacuating and updating references, nanoseconds") \
   X(thp_disabled, "1 when the reservation was advised MADV_NOHUGEPAGE")         \
   X(thp_enabled, "1 when the reservation was advised MADV_HUGEPAGE (thp=madvise or populate) and the kernel's THP mode lets it have huge pages") \
