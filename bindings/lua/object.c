@@ -363,9 +363,12 @@ static int obj_eq(lua_State *L) {
   int same_heap = lua_rawequal(L, -1, -2);
   lua_pop(L, 2);
   lheap *lh = lhl_uv_heap(L, 1);
-  hl_object_info ia, ib;
-  lua_pushboolean(L, same_heap && lh && lh->h && !hl_ref_info(lh->h, a->ref, &ia) &&
-                  !hl_ref_info(lh->h, b->ref, &ib) && ia.object == ib.object);
+  /* one call, both objects read under one hold of the heap lock: between
+   * two hl_ref_info calls the background collector could move the object,
+   * and two handles to it compared unequal */
+  int same = 0;
+  lua_pushboolean(L, same_heap && lh && lh->h && !hl_ref_same(lh->h, a->ref, b->ref, &same) &&
+                  same);
   return 1;
 }
 

@@ -122,8 +122,10 @@ extern "C" {
  * hl_event, ...), the values of every enum and X-macro list, the functions
  * and their signatures.  Every change to any of them (a field added, even at
  * the end: a caller's struct is the size its header says; an option
- * inserted between two others) comes with HL_ABI_VERSION + 1, and the shared
- * library's soname follows it: libheaplab.so.<HL_ABI_VERSION>.  A program
+ * inserted between two others; a function added, as hl_ref_same in 4: a
+ * program that calls it must not load a library without it) comes with
+ * HL_ABI_VERSION + 1, and the shared library's soname follows it:
+ * libheaplab.so.<HL_ABI_VERSION>.  A program
  * built against another version does not load the new library at all
  * (instead of being corrupted by it: hl_options grew 312 -> 384 -> 464
  * bytes, and hl_stats 488 -> 888, under one soname libheaplab.so.0 --
@@ -133,7 +135,7 @@ extern "C" {
  * pins the layout of this version and fails until both change together
  * (docs/clients.md, "Embedding libheaplab in a C program").
  */
-#define HL_ABI_VERSION 3
+#define HL_ABI_VERSION 4
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -879,7 +881,9 @@ typedef struct hl_object_info {
   uint64_t size;     /* payload bytes */
   uint64_t refs;     /* reference slots */
   uint64_t address;  /* payload address */
-  uint64_t object;   /* object (header) address: identity */
+  uint64_t object;   /* object (header) address: where it is now, not an
+                        identity -- compaction moves it (hl_ref_same,
+                        hl_ref_identity) */
   int32_t large;     /* 1 when on the large path */
   int32_t pad;
 } hl_object_info;
@@ -895,6 +899,13 @@ int hl_ref_info(hl_heap *heap, hl_ref ref, hl_object_info *out);
  * remembered through moves.  Two live objects may share one (a collision,
  * as hashes may), one object never has two. */
 int hl_ref_identity(hl_heap *heap, hl_ref ref, uint64_t *out);
+/* *out = 1 when handles a and b root the same object, else 0; both read
+ * under one hold of the heap lock.  Two hl_ref_info calls compare two
+ * moments: a cycle between them (another thread's, the background
+ * collector's) may move the object (compaction), and their addresses then
+ * differ.  A released handle, or another heap's, is an error (HL_ESTALE,
+ * HL_EFOREIGN) and *out is 0. */
+int hl_ref_same(hl_heap *heap, hl_ref a, hl_ref b, int *out);
 /* Slot i of ref's object: a new handle in *out, or 0 when the slot is empty. */
 int hl_ref_get(hl_heap *heap, hl_ref ref, uint64_t slot, hl_ref *out);
 /* Store value's object (0 = empty) in slot i of ref's object. */

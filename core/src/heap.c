@@ -621,6 +621,23 @@ int hl_ref_identity(hl_heap *h, hl_ref ref, uint64_t *out) {
   return rc;
 }
 
+int hl_ref_same(hl_heap *h, hl_ref a, hl_ref b, int *out) {
+  if (out) *out = 0;
+  CHECK_HEAP(h);
+  if (!out) return hl__fail(h, HL_EINVAL, "same: NULL output");
+  /* both handles' objects under one hold of the lock: a cycle between two
+   * reads (another thread's, the background collector's) could move the
+   * object, and two handles to it compared unequal (the moving collector
+   * hunt, session 30) */
+  bool locked = hl__lock(h);
+  void *x, *y = NULL;
+  int rc = hl__handle_get(h, a, &x);
+  if (!rc) rc = hl__handle_get(h, b, &y);
+  if (!rc) *out = x == y;
+  hl__unlock(h, locked);
+  return rc;
+}
+
 static int slot_check(hl_heap *h, void *obj, uint64_t slot, const char *what) {
   uint32_t refs = ((hl_objhdr *)obj)->refs;
   if (slot >= refs)

@@ -92,6 +92,10 @@ int main(void) {
   ZEROED(info, hl_ref_info(NULL, live, &info));
   ZEROED(u, hl_ref_identity(h, stale, &u));
   ZEROED(u, hl_ref_identity(NULL, live, &u));
+  int same;
+  ZEROED(same, hl_ref_same(h, live, stale, &same));
+  ZEROED(same, hl_ref_same(h, stale, live, &same));
+  ZEROED(same, hl_ref_same(NULL, live, live, &same));
   ZEROED(r, hl_ref_get(h, live, 99, &r));
   ZEROED(r, hl_ref_get(h, stale, 0, &r));
   ZEROED(r, hl_ref_get(NULL, live, 0, &r));

@@ -102,6 +102,7 @@ int main(void) {
   REFUSED(h, "NULL output", hl_ref_dup(h, r, NULL));
   REFUSED(h, "NULL output", hl_ref_info(h, r, NULL));
   REFUSED(h, "NULL output", hl_ref_identity(h, r, NULL));
+  REFUSED(h, "NULL output", hl_ref_same(h, r, r, NULL));
   REFUSED(h, "NULL output", hl_ref_get(h, r, 0, NULL));
   REFUSED(h, "NULL output", hl_fill(h, 1024, 16, 0, NULL));
   REFUSED(h, "NULL output", hl_fill_stride(h, 1024, 16, 0, 2, NULL));
@@ -150,6 +151,7 @@ int main(void) {
   REFUSED(NULL, "the heap is NULL", hl_ref_dup(NULL, r, &r));
   REFUSED(NULL, "the heap is NULL", hl_ref_info(NULL, r, &info));
   REFUSED(NULL, "the heap is NULL", hl_ref_identity(NULL, r, &u));
+  REFUSED(NULL, "the heap is NULL", hl_ref_same(NULL, r, r, &(int){0}));
   REFUSED(NULL, "the heap is NULL", hl_ref_get(NULL, r, 0, &r));
   REFUSED(NULL, "the heap is NULL", hl_ref_set(NULL, r, 0, 0));
   REFUSED(NULL, "the heap is NULL", hl_fill(NULL, 1024, 16, 0, &r));

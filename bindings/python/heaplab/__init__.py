@@ -1330,7 +1330,15 @@ class Ref(_Slotted):
             return True
         if other._heap is not self._heap or not self._ref or not other._ref or self._heap.closed:
             return False
-        return other._object() == self._object()
+        # one call, both objects read under one hold of the heap lock: two
+        # reads of their addresses (hl_ref_info) could see a collection in
+        # another thread, or the background collector, move the object
+        # between them, and two Refs to it compared unequal
+        h, ref = self._live()
+        _, oref = other._live()
+        out = ffi.new("int *")
+        h._call(lib.hl_ref_same, ref, oref, out)
+        return bool(out[0])
 
     def __hash__(self) -> int:
         # computed once: a Ref's hash does not change when it is released;
