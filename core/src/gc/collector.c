@@ -65,8 +65,8 @@ void hl__safepoint(hl_heap *h) {
 
 /* The reason a requested cycle reports: of those its requests gave, the one
  * a sync cycle would (the small trigger before the large one, as
- * hl__maybe_collect), pacing's last; small when none is left (a cycle ran
- * since, inline, and answered them). */
+ * hl__maybe_collect), pacing's last (small if none was recorded: a request
+ * always records one). */
 static int requested_reason(hl_heap *h) {
   unsigned r = atomic_load(&h->cycle_reasons);
   static const int order[] = {REASON_SMALL, REASON_LARGE, REASON_PACING};
@@ -98,7 +98,12 @@ static void *collector_main(void *arg) {
     hl__lock_raw(h);
     atomic_store(&h->collector_waiting, false);
     h->tally.collector_wakeups++;
-    if (!h->closing) hl__cycle(h, -1, requested_reason(h));
+    /* a cycle another thread ran while this one waited for the lock (a
+     * caller's, one for memory, a holding thread's) answered the request
+     * and cleared it: none more (one ran, and said reason 1, though nothing
+     * had asked for it -- the review of session 30's fixes;
+     * background_collector_skips_answered_requests) */
+    if (!h->closing && atomic_load(&h->cycle_requested)) hl__cycle(h, -1, requested_reason(h));
     pthread_cond_broadcast(&h->cycle_done);
     hl__unlock_raw(h);
 
