@@ -904,7 +904,8 @@ int hl_ref_identity(hl_heap *heap, hl_ref ref, uint64_t *out);
  * moments: a cycle between them (another thread's, the background
  * collector's) may move the object (compaction), and their addresses then
  * differ.  A released handle, or another heap's, is an error (HL_ESTALE,
- * HL_EFOREIGN) and *out is 0. */
+ * HL_EFOREIGN), a null or untagged one HL_EINVAL, one whose object's header
+ * was overwritten HL_ECHECK (as hl_ref_info); *out is then 0. */
 int hl_ref_same(hl_heap *heap, hl_ref a, hl_ref b, int *out);
 /* Slot i of ref's object: a new handle in *out, or 0 when the slot is empty. */
 int hl_ref_get(hl_heap *heap, hl_ref ref, uint64_t slot, hl_ref *out);

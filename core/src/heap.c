@@ -630,9 +630,12 @@ int hl_ref_same(hl_heap *h, hl_ref a, hl_ref b, int *out) {
    * object, and two handles to it compared unequal (the moving collector
    * hunt, session 30) */
   bool locked = hl__lock(h);
-  void *x, *y = NULL;
-  int rc = hl__handle_get(h, a, &x);
-  if (!rc) rc = hl__handle_get(h, b, &y);
+  /* handle_obj (lock held, as here): a handle whose object's header was
+   * overwritten is HL_ECHECK, as hl_ref_info says (equality went through it
+   * before hl_ref_same, and said so) */
+  void *x = NULL, *y = NULL;
+  int rc = handle_obj(h, a, &x);
+  if (!rc) rc = handle_obj(h, b, &y);
   if (!rc) *out = x == y;
   hl__unlock(h, locked);
   return rc;

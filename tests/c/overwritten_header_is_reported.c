@@ -6,7 +6,7 @@
  * mark, which read 1,094,795,585 slots of a 40-byte object and crashed), the
  * cycle keeps what the object refers to, and the handle calls -- with verify
  * or without -- refuse it with HL_ECHECK instead of reading past it (a read
- * of it crashed).  A large object's header too.
+ * of it crashed), hl_ref_same (equality) included.  A large object's header too.
  */
 #include "check.h"
 
@@ -33,6 +33,17 @@ static void handle_calls_refuse(hl_heap *h, hl_ref b, hl_ref other) {
   FAILS(h, HL_ECHECK, "does not fit", hl_ref_get(h, b, 0, &g));
   CHECK(g == 0, "get's output zeroed");
   FAILS(h, HL_ECHECK, "does not fit", hl_ref_set(h, b, 0, other));
+  /* equality too, whichever side b is (it went through hl_ref_info, which
+   * refused it; hl_ref_same read the handles without the header check) */
+  int same = -1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, b, other, &same));
+  CHECK(same == 0, "same's output zeroed");
+  same = -1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, other, b, &same));
+  CHECK(same == 0, "same's output zeroed");
+  same = -1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, b, b, &same));
+  CHECK(same == 0, "same's output zeroed");
 }
 
 static void small_overflow(int verify) {
@@ -85,6 +96,9 @@ static void large_header(void) {
   memset((void *)(uintptr_t)in.object, 'B', 8);
   FAILS(h, HL_ECHECK, "large object", hl_heap_check(h));
   FAILS(h, HL_ECHECK, "does not fit", hl_ref_info(h, big, &in));
+  int same = -1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, big, big, &same));
+  CHECK(same == 0, "same's output zeroed");
   FAILS(h, HL_ECHECK, "large object", hl_collect(h, 1, 1));
   hl_heap_free(h);
 }
