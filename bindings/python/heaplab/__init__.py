@@ -1328,16 +1328,24 @@ class Ref(_Slotted):
             return NotImplemented
         if other is self:
             return True
-        if other._heap is not self._heap or not self._ref or not other._ref or self._heap.closed:
+        if other._heap is not self._heap:
+            return False
+        # each handle read once: a release() in another thread between a
+        # check and a second read (_live) raised StaleRef from ==
+        ref, oref = self._ref, other._ref
+        if not ref or not oref or self._heap.closed:
             return False
         # one call, both objects read under one hold of the heap lock: two
         # reads of their addresses (hl_ref_info) could see a collection in
         # another thread, or the background collector, move the object
         # between them, and two Refs to it compared unequal
-        h, ref = self._live()
-        _, oref = other._live()
         out = ffi.new("int *")
-        h._call(lib.hl_ref_same, ref, oref, out)
+        try:
+            self._heap._call(lib.hl_ref_same, ref, oref, out)
+        except StaleRef:
+            # released since the read above (HL_ESTALE): released, it is
+            # equal only to itself (as Lua's __eq); other errors raise
+            return False
         return bool(out[0])
 
     def __hash__(self) -> int:
