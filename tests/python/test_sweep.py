@@ -401,7 +401,8 @@ def test_a_lua_experiment_without_the_module_says_so(tmp_path):
 
 def test_a_folder_that_does_not_exist_is_named_so(tmp_path):
     """`run --resume` and `compare` of a mistyped path said "not a sweep run
-    folder (no meta.json)", as if the folder were there without its meta.json."""
+    folder (no meta.json)", as if the folder were there without its meta.json;
+    so did `compare` of a file (`run --resume` said "not a folder")."""
     gone_dir = tmp_path / "no_such_run"
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
@@ -410,8 +411,12 @@ def test_a_folder_that_does_not_exist_is_named_so(tmp_path):
         p = heaplab(*args)
         assert p.returncode == 2 and f"{gone_dir}: no such folder" in p.stderr, (args, p.stderr)
         assert "meta.json" not in p.stderr and "Traceback" not in p.stderr, p.stderr
-    p = heaplab("run", "--resume", str(a_file), "--results", str(tmp_path))
-    assert p.returncode == 2 and f"{a_file}: not a folder" in p.stderr, p.stderr
+    # a file: "not a folder" from both (compare said "no meta.json" of it)
+    for args in (["run", "--resume", str(a_file), "--results", str(tmp_path)],
+                 ["compare", str(a_file), str(tmp_path)]):
+        p = heaplab(*args)
+        assert p.returncode == 2 and f"{a_file}: not a folder" in p.stderr, (args, p.stderr)
+        assert "meta.json" not in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
 # ---- a task's processes ------------------------------------------------------------------------
