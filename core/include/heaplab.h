@@ -317,7 +317,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(heap_limit_bytes, BYTES, 0, 0, 1099511627776, "",                          \
     "live bytes the heap may hold (0 = none): collected mode collects, then fails with ENOMEM (an object larger than the whole limit at once, without collecting); manual mode fails; pacing (background) waits for cycles below it") \
   X(pacing_max_wait_ms, INT, 1000, 1, 600000, "",                              \
-    "longest a paced allocation waits for one cycle (hl_interrupt, Ctrl-C, ends the wait sooner: the allocation goes on unpaced)") \
+    "longest a paced allocation waits for one cycle (hl_interrupt, Ctrl-C, ends the wait sooner -- in a long call, one that came before the wait too: the allocation goes on unpaced)") \
   X(pacing_give_up_cycles, INT, 4, 1, 1000, "",                                \
     "paced waits stop after this many cycles in a row that free nothing")     \
   X(collector, ENUM, HL_COLLECTOR_SYNC, HL_COLLECTOR_SYNC, HL_COLLECTOR_BACKGROUND,  \
@@ -750,12 +750,20 @@ void hl_sampler_stop(hl_sampler *s);
 /* The long calls -- hl_fill, hl_churn, hl_collect of several cycles,
  * hl_ref_checksum, hl_thin -- stop at their next safe point with HL_EINTR after
  * hl_interrupt() is called, leaving nothing half-done (a fill's objects
- * become garbage; no handle is made).  A large allocation waiting on pacing
- * (the background collector, large_pacing) is no long call: hl_interrupt ends
- * its wait within about 20 ms and the allocation goes on unpaced, as after
- * pacing_max_wait_ms -- it succeeds or fails as it would have, never with
- * HL_EINTR (a long call around it stops at its next safe point; Python raises
- * KeyboardInterrupt as the allocation returns).  hl_interrupt is async-signal-safe.
+ * become garbage; no handle is made).  The safe points: each allocation of a
+ * churn, each object of a fill of large objects, every 4096th of a fill of
+ * small ones or of a checksum's or thin's walk, each cycle of a collect.  A
+ * large allocation waiting on pacing (the background collector,
+ * large_pacing) is no long call: hl_interrupt ends its wait within about
+ * 20 ms and the allocation goes on unpaced, as after pacing_max_wait_ms -- it
+ * succeeds or fails as it would have, never with HL_EINTR (a long call around
+ * it stops at its next safe point; Python raises KeyboardInterrupt as the
+ * allocation returns).  Inside a long call, a paced wait that begins after an
+ * interrupt the call has not stopped at yet does not wait at all: an
+ * interrupt ends every paced wait of the call it came in, those before it
+ * began too.  Outside a long call (hl_alloc and the like) only a wait under
+ * way when hl_interrupt is called ends: one that begins later waits as
+ * usual.  hl_interrupt is async-signal-safe.
  * hl_interrupt_attach(signo) installs a handler for signo that calls it and
  * then the handler that was there before (CPython's, for SIGINT), so Ctrl-C
  * stops a long fill instead of waiting for it.  Called again: nothing while

@@ -57,6 +57,7 @@ void hl__lock_contended(pthread_mutex_t *m) {
 /* ---- interrupts ---- */
 
 _Atomic uint64_t hl__interrupts;
+_Thread_local hl_long_call hl__long_call;
 
 void hl_interrupt(void) { atomic_fetch_add_explicit(&hl__interrupts, 1, memory_order_relaxed); }
 
@@ -727,7 +728,9 @@ int hl_thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
   if (every < 1 || every > 1000000000)
     return hl__fail(h, HL_EINVAL, "thin: every %" PRIu64 " out of range [1, 1000000000]", every);
   bool locked = hl__lock(h);
+  hl_long_call was = hl__long_call_begin();
   int rc = hl__thin(h, ref, every, out);
+  hl__long_call_end(was);
   hl__unlock(h, locked);
   if (rc) *out = 0;
   return rc;
@@ -739,7 +742,9 @@ int hl_ref_checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
   CHECK_HEAP(h);
   if (!sum) return hl__fail(h, HL_EINVAL, "checksum: NULL output");
   bool locked = hl__lock(h);
+  hl_long_call was = hl__long_call_begin();
   int rc = hl__checksum(h, ref, sum, objects);
+  hl__long_call_end(was);
   hl__unlock(h, locked);
   return rc;
 }
@@ -797,8 +802,10 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   if (count > ((uint64_t)1 << 31))
     return hl__fail(h, HL_EINVAL, "fill: %" PRIu64 " objects is more than 2^31", count);
   bool locked = hl__lock(h);
+  hl_long_call was = hl__long_call_begin();
   rc = fill_fits(h, count, size, refs, stride);
   if (!rc) rc = hl__fill(h, total, size, refs, stride, out);
+  hl__long_call_end(was);
   hl__unlock(h, locked);
   if (rc) *out = 0;
   return rc;
@@ -823,7 +830,9 @@ int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, 
   if (ring_n > HL_MAX_REFS)
     return hl__fail(h, HL_EINVAL, "churn: a ring of %" PRIu64 " objects exceeds %" PRIu64,
                     ring_n, (uint64_t)HL_MAX_REFS);
+  hl_long_call was = hl__long_call_begin();
   rc = hl__churn(h, duration_s, size, live_bytes, rate, out);
+  hl__long_call_end(was);
   if (rc) memset(out, 0, sizeof *out); /* (an interrupted churn's figures too: the one rule) */
   return rc;
 }
@@ -840,7 +849,8 @@ int hl_collect(hl_heap *h, int64_t cycles, int major) {
     return hl__fail(h, HL_EINVAL, "collect: major %d is not -1 (policy), 0 or 1", major);
   bool locked = hl__lock(h);
   int rc = HL_OK;
-  uint64_t mark = hl__interrupt_mark();
+  hl_long_call was = hl__long_call_begin();
+  uint64_t mark = hl__call_mark();
   for (int64_t i = 0; i < cycles && !rc; i++) {
     if (i && hl__interrupted(mark)) {
       rc = hl__fail(h, HL_EINTR, "collect: interrupted after %" PRId64 " of %" PRId64 " cycles",
@@ -849,6 +859,7 @@ int hl_collect(hl_heap *h, int64_t cycles, int major) {
     }
     rc = hl__cycle(h, major, REASON_EXPLICIT);
   }
+  hl__long_call_end(was);
   hl__unlock(h, locked);
   return rc;
 }

@@ -806,6 +806,31 @@ static inline uint64_t hl__interrupt_mark(void) {
 static inline bool hl__interrupted(uint64_t mark) {
   return atomic_load_explicit(&hl__interrupts, memory_order_relaxed) != mark;
 }
+/* The mark of the long call this thread is in (hl_fill, hl_churn,
+ * hl_ref_checksum, hl_thin, hl_collect), for the paced waits inside it: an
+ * interrupt that came before a wait began -- between two, or while the fill
+ * allocated -- ends it too.  (Each wait took a mark of its own: Ctrl-C between
+ * two waits was missed, and each later one ran its whole pacing_max_wait_ms
+ * -- the review of session 30's pacing changes.)  A long call inside another
+ * (a finalizer's, say) keeps the outer one's mark. */
+typedef struct {
+  uint64_t mark;
+  bool set;
+} hl_long_call;
+extern _Thread_local hl_long_call hl__long_call;
+/* A long call begins (its mark taken now, unless it is inside another);
+ * returns what hl__long_call_end puts back. */
+static inline hl_long_call hl__long_call_begin(void) {
+  hl_long_call was = hl__long_call;
+  if (!was.set) hl__long_call = (hl_long_call){hl__interrupt_mark(), true};
+  return was;
+}
+static inline void hl__long_call_end(hl_long_call was) { hl__long_call = was; }
+/* The mark a safe point or a paced wait tests: the long call's, or (an
+ * allocation outside one) one taken now. */
+static inline uint64_t hl__call_mark(void) {
+  return hl__long_call.set ? hl__long_call.mark : hl__interrupt_mark();
+}
 
 /* ---- telemetry ---- */
 void hl__event(hl_heap *h, int kind, int nfields, ...);

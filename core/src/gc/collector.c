@@ -171,8 +171,12 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
    * after a timeout, and a long call around it stops at its next safe point.
    * The interrupt is async-signal-safe, so it cannot signal cycle_done: the
    * wait looks every PACE_POLL_NS.  (It ignored interrupts: Ctrl-C waited up
-   * to pacing_max_wait_ms, 28 s of 30 -- the pacing hunt, session 30.) */
-  uint64_t mark = hl__interrupt_mark();
+   * to pacing_max_wait_ms, 28 s of 30 -- the pacing hunt, session 30.)  In a
+   * long call the mark is the call's: an interrupt that came before this wait
+   * began, between two of the call's waits, ends it at once.  (A mark taken
+   * here missed it, and every later wait ran its whole time -- the review of
+   * session 30's pacing changes.) */
+  uint64_t mark = hl__call_mark();
   bool timed_out = false;
   while (h->cycles_completed < target && !h->closing && !hl__interrupted(mark)) {
     uint64_t spent = hl__prim_now_ns() - t0;

@@ -48,7 +48,7 @@ int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
   stack = hl__sys_malloc(cap * sizeof(void *));
   if (!stack) goto oom;
   stack[top++] = root;
-  uint64_t mark = hl__interrupt_mark();
+  uint64_t mark = hl__call_mark();
   while (top) {
     if ((n & 4095) == 4095 && hl__interrupted(mark)) {
       rc = hl__fail(h, HL_EINTR, "checksum: interrupted after %llu objects",

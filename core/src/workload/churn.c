@@ -32,7 +32,7 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
   uint64_t i = 0, now = t0;
   hl__unlock(h, locked);
 
-  uint64_t mark = hl__interrupt_mark();
+  uint64_t mark = hl__call_mark();
   while (now < end) {
     if (hl__interrupted(mark)) {
       rc = hl__fail(h, HL_EINTR, "churn: interrupted after %llu allocations",

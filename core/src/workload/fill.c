@@ -121,11 +121,15 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
    * pointers across allocations: no cycle moves anything meanwhile */
   h->nomove++;
   pinned = true;
-  uint64_t mark = hl__interrupt_mark();
+  uint64_t mark = hl__call_mark();
   uint64_t phase = stride - 1; /* k % stride, counted: the divide took a tenth of
                                 * hl__fill's samples (perf, 192 MiB fill) */
   for (uint64_t k = 0; k < count; k++) {
-    if ((k & 4095) == 4095 && hl__interrupted(mark)) {
+    /* every large object (its allocation may wait on pacing: one atomic
+     * load beside it is nothing), every 4096th small one.  (A fill of large
+     * objects looked every 4096 too: after Ctrl-C each paced wait ran its
+     * whole pacing_max_wait_ms -- the review of session 30's pacing changes.) */
+    if ((large || (k & 4095) == 4095) && hl__interrupted(mark)) {
       /* what was made is garbage: its handles go below */
       rc = hl__fail(h, HL_EINTR, "fill: interrupted after %llu of %llu objects",
                     (unsigned long long)k, (unsigned long long)count);

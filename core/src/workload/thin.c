@@ -80,7 +80,7 @@ static int walk(hl_heap *h, void *root, uint64_t every, void *keep, uint64_t *le
   frame *stack = NULL;
   uint64_t top = 0, cap = 0, n = 0, visited = 0, kept = 0;
   int rc = HL_OK;
-  uint64_t mark = hl__interrupt_mark();
+  uint64_t mark = hl__call_mark();
   void *next = root;
   for (;;) {
     if (next) {
