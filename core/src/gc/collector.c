@@ -140,7 +140,10 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
   bool over = h->ctr.since_cycle[HL_LARGE] + bytes > (uint64_t)h->opt.large_trigger_bytes;
   uint64_t limit = (uint64_t)h->opt.heap_limit_bytes;
   if (limit) hl__aword_flush(h); /* live bytes without the reserved slots */
-  bool over_limit = limit && hl__live_bytes(h) + bytes > limit;
+  /* (with the bytes other threads' allocations hold in flight, as the limit
+   * test counts them: the live bytes alone let an allocation past the limit
+   * with them go unpaced -- the review of session 30's pacing changes) */
+  bool over_limit = limit && hl__limit_held(h) + bytes > limit;
   if (!over && !over_limit) return;
   /* (the large trigger's, as the sync collector's cycle would be; near the
    * limit alone, pacing's) */

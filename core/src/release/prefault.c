@@ -155,9 +155,10 @@ hl_prefault *hl__prefault_start(hl_heap *h, uint64_t count, uint64_t bytes) {
   /* heap_limit_bytes: the phase fails once its objects fill the room under
    * the limit, so it carves no more than that room's pages (with a 3 MiB
    * limit and thp_prefault=64 the helper faulted 12-14 chunks, all given
-   * back unused) */
+   * back unused); the room is what other threads' allocations in flight
+   * (limit_pending, collected mode) leave of it, as the limit test counts */
   if (h->opt.heap_limit_bytes) {
-    uint64_t limit = (uint64_t)h->opt.heap_limit_bytes, live = hl__live_bytes(h);
+    uint64_t limit = (uint64_t)h->opt.heap_limit_bytes, live = hl__limit_held(h);
     uint64_t room = live < limit ? (limit - live + h->page_size - 1) / h->page_size : 0;
     if (fresh > room) fresh = room;
   }
