@@ -83,11 +83,11 @@ static void limit_hold(hl_heap *h, int64_t bytes) {
   hl__alloc_limit_update(h);
 }
 
-/* heap_limit_bytes: an object that alone takes more than the limit (a small
- * one counted as its class's whole slot, as below) -- ENOMEM, set. */
-static bool too_big(hl_heap *h, uint64_t bytes, bool large, const char *what) {
+/* heap_limit_bytes: an object that alone takes more than the limit (held:
+ * what it takes, a small one its class's whole slot, as below) -- ENOMEM,
+ * set. */
+static bool too_big(hl_heap *h, uint64_t held, const char *what) {
   uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
-  uint64_t held = large ? bytes : h->cls_size[hl__class_of(h, bytes)];
   if (held <= cap) return false;
   hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " is less than the %" PRIu64
            " bytes asked: no collection can make room", what, cap, held);
@@ -114,11 +114,19 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
   HL_ASSERT(h->opt.mode == HL_MODE_COLLECTED);
   uint64_t bytes = hl__obj_bytes(size, refs);
   bool large = (flags & HL_ALLOC_LARGE) || bytes > h->small_max;
-  /* heap_limit_bytes: an object larger than the whole limit fails at once --
-   * no collection can make room for it (it paid several major cycles and,
-   * in background, pacing waits first: 5 cycles, 0.5 s for a 600 MiB object
-   * under a 512 MiB limit -- the pacing hunt, session 30) */
-  if (hl_unlikely(h->opt.heap_limit_bytes != 0) && too_big(h, bytes, large, what)) return NULL;
+  /* heap_limit_bytes: what the heap will hold, a small object its class's
+   * whole slot (the object's own bytes let a 504-byte object in a 512-byte
+   * slot take 16 MiB 8 bytes past its limit: the C API hunt, session 26);
+   * 0 without a limit.  An object larger than the whole limit fails at
+   * once -- no collection can make room for it (five refusals of a 600 MiB
+   * object under a 512 MiB limit paid 5 major cycles in sync mode, and 10
+   * cycles and 1.5 s of pacing waits in background -- the pacing hunt,
+   * session 30) */
+  uint64_t held = 0;
+  if (hl_unlikely(h->opt.heap_limit_bytes != 0)) {
+    held = large ? bytes : h->cls_size[hl__class_of(h, bytes)];
+    if (too_big(h, held, what)) return NULL;
+  }
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
   if (large) hl__pace(h, bytes);
   /* alloc_limit is the small trigger in force, 0 while the large one is due
@@ -129,10 +137,6 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
     if (h->ctr.since_cycle[HL_SMALL] >= h->alloc_limit) hl__aword_flush(h);
     hl__maybe_collect(h);
     if (h->opt.heap_limit_bytes) {
-      /* what the heap will hold: a small object its class's whole slot (the
-       * object's own bytes let a 504-byte object in a 512-byte slot take 16
-       * MiB 8 bytes past its limit: the C API hunt, session 26) */
-      uint64_t held = large ? bytes : h->cls_size[hl__class_of(h, bytes)];
       if (over_limit(h, held) && collect_for_memory(h) && over_limit(h, held)) {
         if (h->limit_pending)
           hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
@@ -149,8 +153,6 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
       hl__alloc_limit_update(h); /* the headroom left */
     }
   }
-  /* (a small object: its class's whole slot, as the test counts it) */
-  uint64_t held = !h->opt.heap_limit_bytes ? 0 : large ? bytes : h->cls_size[hl__class_of(h, bytes)];
   if (held) limit_hold(h, (int64_t)held);
   void *obj = take(h, size, refs, bytes, large);
   /* No memory: a major cycle may free some (a trigger larger than what is
