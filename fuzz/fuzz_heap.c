@@ -207,6 +207,11 @@ static bool limit_oom(void) {
   const char *m = strstr(msg(), "heap_limit_bytes ");
   unsigned long long lim, live, ask;
   if (!O.heap_limit_bytes || !m) return false;
+  /* a request larger than the whole limit is refused before any collection
+   * or system call (session 30): "heap_limit_bytes N is less than the M bytes
+   * asked: ..." */
+  if (sscanf(m, "heap_limit_bytes %llu is less than the %llu bytes asked", &lim, &ask) == 2)
+    return lim == (unsigned long long)O.heap_limit_bytes && ask > lim;
   if (sscanf(m, "heap_limit_bytes %llu reached: %llu bytes live after a collection, %llu more "
                 "asked", &lim, &live, &ask) != 3 &&
       sscanf(m, "heap_limit_bytes %llu reached: %llu bytes live, %llu more asked", &lim, &live,
