@@ -12,24 +12,18 @@
 
 #include "check.h"
 
-#define REASON_FIELD 8 /* "major,...,trigger_bytes,reason,minor" */
-
 static void sleep_ms(long ms) {
   nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000}, NULL);
 }
 
 /* the cycle events read so far: how many, and how many not a caller's */
 static void cycles_read(hl_heap *h, uint64_t *all, uint64_t *asked) {
-  hl_event ev[64];
-  size_t n;
-  do {
-    OK(h, hl_events_read(h, ev, 64, &n, 1));
-    for (size_t i = 0; i < n; i++) {
-      if (ev[i].kind != HL_EV_cycle) continue;
-      (*all)++;
-      if (ev[i].fields[REASON_FIELD] != 0) (*asked)++;
-    }
-  } while (n == 64);
+  uint64_t counts[8] = {0};
+  cycle_reasons_read(h, counts);
+  for (int r = 0; r < 8; r++) {
+    *all += counts[r];
+    if (r) *asked += counts[r];
+  }
 }
 
 int main(void) {

@@ -31,12 +31,6 @@ static bool collector_has_run_enough(void) {
   return s.collector_wakeups >= 3 && (!generational || s.minor_cycles >= 3);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void pattern(unsigned char *buf, uint64_t n, uint64_t seed) {
   for (uint64_t i = 0; i < n; i++) buf[i] = (unsigned char)(seed * 31 + i * 7);
 }

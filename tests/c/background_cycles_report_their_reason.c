@@ -8,23 +8,6 @@
 
 #include "check.h"
 
-#define REASON_FIELD 8 /* "major,...,trigger_bytes,reason,minor" */
-
-/* add the cycle events read so far to counts[reason] */
-static void tally(hl_heap *h, uint64_t counts[8]) {
-  hl_event ev[64];
-  size_t n;
-  do {
-    OK(h, hl_events_read(h, ev, 64, &n, 1));
-    for (size_t i = 0; i < n; i++) {
-      if (ev[i].kind != HL_EV_cycle) continue;
-      int64_t r = ev[i].fields[REASON_FIELD];
-      CHECK(r >= 0 && r < 8, "a cycle of reason %" PRId64, r);
-      counts[r]++;
-    }
-  } while (n == 64);
-}
-
 /* the cycles asked for have run: the stats' cycle count holds still */
 static void settle(hl_heap *h) {
   uint64_t last = UINT64_MAX;
@@ -43,10 +26,10 @@ static void storm(const char *collector, const char *what, uint64_t size, int n,
   for (int i = 0; i < n; i++) {
     if (ring[i % keep]) OK(h, hl_ref_release(h, ring[i % keep]));
     OK(h, hl_alloc(h, size, 0, &ring[i % keep]));
-    if (i % 32 == 0) tally(h, counts);
+    if (i % 32 == 0) cycle_reasons_read(h, counts);
   }
   settle(h);
-  tally(h, counts);
+  cycle_reasons_read(h, counts);
   printf("%s, %s:", collector, what);
   for (int r = 0; r < 8; r++)
     if (counts[r]) printf(" reason %d: %" PRIu64, r, counts[r]);

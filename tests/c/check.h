@@ -119,6 +119,31 @@ static inline hl_heap *heap_with(const char *first, ...) {
 }
 #define HEAP(...) heap_with(__VA_ARGS__, (const char *)NULL)
 
+/* CLOCK_MONOTONIC in seconds (the tests that time a wait) */
+static inline double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Add the cycle events read (and consumed) so far to counts[reason]: the
+ * reason field of "major,duration_ns,...,trigger_bytes,reason,minor"
+ * (heaplab.h: 0 a caller, 1 the small trigger, 2 the large one, 3 pacing,
+ * 4 memory). */
+static inline void cycle_reasons_read(hl_heap *h, uint64_t counts[8]) {
+  hl_event ev[64];
+  size_t n;
+  do {
+    OK(h, hl_events_read(h, ev, 64, &n, 1));
+    for (size_t i = 0; i < n; i++) {
+      if (ev[i].kind != HL_EV_cycle) continue;
+      int64_t r = ev[i].fields[8];
+      CHECK(r >= 0 && r < 8, "a cycle of reason %" PRId64, r);
+      counts[r]++;
+    }
+  } while (n == 64);
+}
+
 static inline hl_stats stats_of(hl_heap *h) {
   hl_stats s;
   OK(h, hl_stats_get(h, &s));

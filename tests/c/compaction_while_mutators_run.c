@@ -26,12 +26,6 @@ static hl_heap *h;
 static double seconds = 2.0;
 static void *raw_roots[RAW]; /* the raw mutator's precise root region */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The mutators run `seconds`, and on until the background collector has
  * woken three times (at most ten times as long): under ThreadSanitizer on a
  * loaded machine the raw mutator's own cycles could do all the work of two

@@ -5,12 +5,6 @@
 #include "check.h"
 #include <time.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(void) {
   hl_heap *h = HEAP("syscall_retry_max=10", "syscall_retry_backoff_us=100", "warm_pages=0",
                     "release_per_sweep=1048576");

@@ -15,12 +15,6 @@
 
 #include "check.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static _Atomic double fired_at;
 static useconds_t delay_us;
 

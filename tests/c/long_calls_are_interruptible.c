@@ -11,12 +11,6 @@
 
 #include "check.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static pthread_t main_thread;
 static _Atomic int previous_handler_ran;
 

@@ -13,12 +13,6 @@
 
 #include "check.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The interrupter says when it fired: a thread slow to start (TSan, a loaded
  * machine) fires late, and what is timed is the time from the interrupt on.
  * (The allocation loop stopped at the first allocation that took 0.3 s: one

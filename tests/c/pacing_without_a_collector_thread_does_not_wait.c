@@ -24,12 +24,6 @@ int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*f)(void *), vo
   return real(t, a, f, arg);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void churn(hl_heap *h, int n) {
   for (int i = 0; i < n; i++) {
     hl_ref r;

@@ -10,12 +10,6 @@
 
 #include "check.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Restores and populates back off the same way: each page a fill took
  * paid up to reuse_attempts restores of the whole retry budget (100 ms) when
  * restores said EAGAIN for good -- a 1 MiB fill took 14 s, a Lua script 252
