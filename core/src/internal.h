@@ -795,6 +795,12 @@ static inline uint64_t hl__live_bytes(const hl_heap *h) {
 static inline uint64_t hl__limit_held(const hl_heap *h) {
   return hl__live_bytes(h) + h->limit_pending;
 }
+/* heap_limit_bytes, both modes: an allocation of `held` bytes (a small
+ * object its class's whole slot) larger than the whole limit fails at once,
+ * before any cycle, pacing wait or system call: ENOMEM set, true.  One
+ * message for both modes (fuzz_heap's oracle and the clients' scenarios read
+ * it).  gc/alloc.c. */
+bool hl__past_whole_limit(hl_heap *h, uint64_t held, const char *what);
 
 /* ---- interrupts (heap.c) ----
  * hl_interrupt counts; a long call remembers the count when it starts and

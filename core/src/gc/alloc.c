@@ -22,6 +22,7 @@
  * the caller's to root before its next allocation.
  */
 #include <inttypes.h>
+#include <stdio.h>
 
 #include "../internal.h"
 
@@ -83,14 +84,12 @@ static void limit_hold(hl_heap *h, int64_t bytes) {
   hl__alloc_limit_update(h);
 }
 
-/* heap_limit_bytes: an object that alone takes more than the limit (held:
- * what it takes, a small one its class's whole slot, as below) -- ENOMEM,
- * set. */
-static bool too_big(hl_heap *h, uint64_t held, const char *what) {
+bool hl__past_whole_limit(hl_heap *h, uint64_t held, const char *what) {
   uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
-  if (held <= cap) return false;
+  if (!cap || held <= cap) return false;
   hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " is less than the %" PRIu64
-           " bytes asked: no collection can make room", what, cap, held);
+           " bytes asked: %s can make room", what, cap, held,
+           h->opt.mode == HL_MODE_MANUAL ? "nothing freed" : "no collection");
   return true;
 }
 
@@ -125,7 +124,7 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
   uint64_t held = 0;
   if (hl_unlikely(h->opt.heap_limit_bytes != 0)) {
     held = large ? bytes : h->cls_size[hl__class_of(h, bytes)];
-    if (too_big(h, held, what)) return NULL;
+    if (hl__past_whole_limit(h, held, what)) return NULL;
   }
   if (atomic_load_explicit(&h->collector_waiting, memory_order_relaxed)) hl__safepoint(h);
   if (large) hl__pace(h, bytes);
@@ -138,15 +137,14 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
     hl__maybe_collect(h);
     if (h->opt.heap_limit_bytes) {
       if (over_limit(h, held) && collect_for_memory(h) && over_limit(h, held)) {
+        /* (the bytes other threads are allocating, when there are any) */
+        char pending[64] = "";
         if (h->limit_pending)
-          hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
-                   " bytes live after a collection and %" PRIu64 " being allocated by other "
-                   "threads, %" PRIu64 " more asked", what, (uint64_t)h->opt.heap_limit_bytes,
-                   hl__live_bytes(h), h->limit_pending, held);
-        else
-          hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
-                   " bytes live after a collection, %" PRIu64 " more asked", what,
-                   (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), held);
+          snprintf(pending, sizeof pending, " and %" PRIu64 " being allocated by other threads",
+                   h->limit_pending);
+        hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
+                 " bytes live after a collection%s, %" PRIu64 " more asked", what,
+                 (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), pending, held);
         hl__alloc_limit_update(h);
         return NULL;
       }

@@ -597,15 +597,13 @@ static bool over_limit(hl_heap *h, uint64_t bytes, const char *what) {
  * nothing and goes back.  NULL on refusal (errors set). */
 static void *large_new(hl_heap *h, size_t size, size_t align, bool zero, const char *what) {
   /* heap_limit_bytes: a block larger than the whole limit is refused before
-   * the system allocator makes it, as in the collected mode (alloc.c's
-   * too_big).  (It was made and then refused: 600 MiB mapped under a 512
+   * the system allocator makes it, as in the collected mode (hl__past_whole_limit,
+   * one message).  (It was made and then refused: 600 MiB mapped under a 512
    * MiB limit -- the review of session 30's pacing changes.)  The options
    * are fixed once the heap is made: read without the lock. */
-  uint64_t cap = (uint64_t)h->opt.heap_limit_bytes;
-  if (hl_unlikely(cap != 0 && size > cap)) {
+  if (hl_unlikely(h->opt.heap_limit_bytes != 0 && size > (uint64_t)h->opt.heap_limit_bytes)) {
     bool locked = hl__lock(h);
-    hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " is less than the %zu bytes asked: "
-             "nothing freed can make room", what, cap, size);
+    hl__past_whole_limit(h, size, what);
     hl__unlock(h, locked);
     return NULL;
   }
