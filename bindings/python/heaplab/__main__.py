@@ -272,11 +272,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         return 2
     for run in (args.run_a, args.run_b):
         if not analysis.is_run_folder(run):
-            # (the words of `run --resume`, sweep.py's read of meta.json)
-            why = ("no such folder" if not os.path.exists(run) else
-                   "not a folder, so not a sweep run folder" if not os.path.isdir(run) else
-                   "not a sweep run folder (no meta.json)")
-            print(f"heaplab compare: {run}: {why}", file=sys.stderr)
+            from .sweep import not_a_run_folder  # (the words of `run --resume`)
+            print(f"heaplab compare: {run}: {not_a_run_folder(run)}", file=sys.stderr)
             return 2
     import warnings
     try:

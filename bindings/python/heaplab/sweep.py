@@ -377,6 +377,16 @@ def _experiment_git(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return _git_commit(os.path.dirname(os.path.abspath(f))) if isinstance(f, str) else None
 
 
+def not_a_run_folder(run_dir: str) -> str:
+    """Why `run_dir` is not a sweep run folder, for a message (`run --resume`,
+    `compare`): a mistyped path is not "a folder without meta.json"."""
+    if not os.path.exists(run_dir):
+        return "no such folder"
+    if not os.path.isdir(run_dir):
+        return "not a folder, so not a sweep run folder"
+    return f"not a sweep run folder (no {RUN_META})"
+
+
 def load_meta(run_dir: str) -> Dict[str, Any]:
     """A run folder's meta.json (SweepError if it is not a run folder)."""
     path = os.path.join(run_dir, RUN_META)
@@ -384,12 +394,7 @@ def load_meta(run_dir: str) -> Dict[str, Any]:
         with open(path) as f:
             meta = json.load(f)
     except OSError:
-        # a mistyped path is not "a folder without meta.json"
-        if not os.path.exists(run_dir):
-            raise SweepError(f"{run_dir}: no such folder") from None
-        if not os.path.isdir(run_dir):
-            raise SweepError(f"{run_dir}: not a folder, so not a sweep run folder") from None
-        raise SweepError(f"{run_dir}: not a sweep run folder (no {RUN_META})") from None
+        raise SweepError(f"{run_dir}: {not_a_run_folder(run_dir)}") from None
     except ValueError as e:
         raise SweepError(f"{path}: not JSON ({e})") from None
     if not isinstance(meta, dict):
