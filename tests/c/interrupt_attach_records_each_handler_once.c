@@ -32,6 +32,11 @@ static void attach_at(int depth, int salt) {
 }
 
 int main(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  /* ASan's allocator leaves mallinfo2 at zero: the test could not fail */
+  puts("SKIP: mallinfo2 counts nothing under AddressSanitizer");
+  return 77;
+#endif
   memset(&host_sa, 0, sizeof host_sa);
   host_sa.sa_handler = host;
   sigemptyset(&host_sa.sa_mask);
