@@ -158,6 +158,25 @@ Is the object on the large path?
 static int o_large(lua_State *L) { return info_field(L, "o:large", INFO_LARGE); }
 
 /***
+A number that names the object for as long as it lives (hl_ref_identity): the same for
+every handle to it and across moves by compaction, unlike `o:address()`.  Each handle is a
+distinct Lua value, so a table keyed by handles never finds another handle to the same
+object: key it by `o:id()` (`seen[o:id()] = true` in a graph walk).  Two live objects may
+share an id (as hashes may collide); one object never has two.
+@function object:id
+@treturn integer
+*/
+static int o_id(lua_State *L) {
+  static const char fn[] = "o:id";
+  hl_heap *h;
+  lobj *o = obj_check(L, 1, fn, &h);
+  uint64_t id = 0;
+  lhl_check_rc(L, fn, h, hl_ref_identity(h, o->ref, &id));
+  lua_pushinteger(L, (lua_Integer)id);
+  return 1;
+}
+
+/***
 The heap the object belongs to.
 @function object:heap
 @treturn heap
@@ -293,7 +312,8 @@ static uint64_t slot_index(lua_State *L, int idx, const char *fn, hl_heap *h, lo
 static const luaL_Reg obj_methods[] = {
     {"release", o_release}, {"released", o_released}, {"size", o_size},   {"refs", o_refs},
     {"address", o_address}, {"large", o_large},       {"heap", o_heap},   {"checksum", o_checksum},
-    {"dup", o_dup},         {"read", o_read},         {"write", o_write}, {NULL, NULL}};
+    {"dup", o_dup},         {"read", o_read},         {"write", o_write}, {"id", o_id},
+    {NULL, NULL}};
 
 /* o[i] -> object or nil (a NEW root to the slot's object); o.method -> method */
 static int obj_index(lua_State *L) {
