@@ -85,13 +85,16 @@ or nil (indexing raises on failure: an expression cannot return nil, message, co
 /***
 Drop this root now.  Idempotent.
 @function object:release
+@treturn boolean true
 */
 static int o_release(lua_State *L) {
   char b[80];
   if (!lhl_obj_at(L, 1))
     return lhl_fail(L, "o:release", "expected a heaplab object as self (call it with ':'), got %s",
                     lhl_shown(L, 1, b, sizeof b));
-  return obj_release_ud(L, 1);
+  obj_release_ud(L, 1);
+  lua_pushboolean(L, 1); /* (methods with nothing to return return true) */
+  return 1;
 }
 
 /***

@@ -282,13 +282,16 @@ static int g_words(lua_State *L) {
 /***
 Unregister the region and free its words now.  Idempotent.
 @function region:remove
+@treturn boolean true
 */
 static int g_remove(lua_State *L) {
   char b[80];
   if (!lhl_region_at(L, 1))
     return lhl_fail(L, "reg:remove", "expected a heaplab region as self (call it with ':'), got %s",
                     lhl_shown(L, 1, b, sizeof b));
-  return lhl_region_finalize(L);
+  lhl_region_finalize(L);
+  lua_pushboolean(L, 1); /* (methods with nothing to return return true) */
+  return 1;
 }
 
 /***

@@ -73,32 +73,39 @@ The footprint sampler (`sampler`).  Also stopped by `__gc` and `__close`.
 /***
 Stop the thread.  Idempotent.
 @function sampler:stop
+@treturn boolean true
 */
 static int s_stop(lua_State *L) {
   char b[80];
   if (!lhl_sampler_at(L, 1))
     return lhl_fail(L, "s:stop",
                     "expected a sampler as self, got %s", lhl_shown(L, 1, b, sizeof b));
-  return lhl_sampler_finalize(L);
+  lhl_sampler_finalize(L);
+  lua_pushboolean(L, 1); /* (methods with nothing to return return true) */
+  return 1;
 }
 
 /***
 Start the "lowest after the mark" window.
 @function sampler:mark
+@treturn boolean true
 */
 static int s_mark(lua_State *L) {
   hl_sampler_mark(sampler_check(L, "s:mark"));
-  return 0;
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /***
 Start a new phase: the overall minimum and maximum and the sample count
 restart, the after-mark window ends until the next mark; the series is kept.
 @function sampler:reset
+@treturn boolean true
 */
 static int s_reset(lua_State *L) {
   hl_sampler_reset(sampler_check(L, "s:reset"));
-  return 0;
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /***

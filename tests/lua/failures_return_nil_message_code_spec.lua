@@ -90,6 +90,33 @@ describe("a failed operation", function()
     r:release()
     h:close()
   end)
+
+  it("returns true from every method with nothing to return", function()
+    -- o:release(), reg:remove(), s:stop(), s:mark(), s:reset() returned
+    -- nothing, so assert(reg:remove()) raised (the Lua hunt, session 31)
+    local h = assert(hl.heap{})
+    local o, reg = assert(h:alloc(16)), assert(h:conservative_region(4))
+    local s = assert(hl.sampler(0.01, 16))
+    local calls = {
+      { "o:release()", function() return o:release() end },
+      { "o:release() again", function() return o:release() end },
+      { "reg:remove()", function() return reg:remove() end },
+      { "reg:remove() again", function() return reg:remove() end },
+      { "s:mark()", function() return s:mark() end },
+      { "s:reset()", function() return s:reset() end },
+      { "s:stop()", function() return s:stop() end },
+      { "s:stop() again", function() return s:stop() end },
+      { "h:close()", function() return h:close() end },
+    }
+    for _, c in ipairs(calls) do
+      local res = table.pack(c[2]())
+      C.eq(res.n, 1, c[1] .. ": values returned")
+      C.eq(res[1], true, c[1])
+    end
+    local o2 = assert(hl.heap{}:alloc(8))
+    C.eq(o2:release(), true, "o:release()")
+    C.eq(assert(o2:release()), true, "assert(o:release())")
+  end)
 end)
 
 describe("what the REPL shows", function()
