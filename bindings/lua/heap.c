@@ -565,7 +565,7 @@ static int h_range(lua_State *L) {
 /***
 The heap's effective options.
 @function heap:options
-@treturn table `{name = value}`
+@treturn table `{name = value}` (`tostring` shows them)
 */
 /* h:options() -> the effective options {name = value} */
 static int h_options(lua_State *L) {
@@ -575,6 +575,7 @@ static int h_options(lua_State *L) {
   if (rc) return lhl_result(L, "h:options", h, rc);
   int n = hl_option_count();
   lua_createtable(L, 0, n);
+  lhl_setmetatable(L, EFFECTIVE_MT);
   for (int i = 0; i < n; i++) {
     hl_option_info info;
     int64_t v = 0;
@@ -631,7 +632,8 @@ static int h_inject(lua_State *L) {
 /***
 The state of every fault site.
 @function heap:faults
-@treturn table `{site = {mode=, n=, errno=, calls=, fired=}}`
+@treturn table `{site = {mode=, n=, errno=, calls=, fired=}}`: errno the name of the
+site's errno, 0 while none was ever set (Python's None); `tostring` shows a line a site
 */
 /* h:faults() -> {site = {mode=, n=, errno=, calls=, fired=}} */
 static int h_faults(lua_State *L) {
@@ -641,16 +643,21 @@ static int h_faults(lua_State *L) {
   int rc = hl_faults_get(h, buf, HL_SITE_COUNT, &n);
   if (rc) return lhl_result(L, "h:faults", h, rc);
   lua_createtable(L, 0, (int)n);
+  lhl_setmetatable(L, FAULTS_MT);
   for (size_t i = 0; i < n; i++) {
     lua_createtable(L, 0, 5);
+    lhl_setmetatable(L, FAULT_MT);
     lua_pushstring(L, hl_fault_mode_name(buf[i].mode));
     lua_setfield(L, -2, "mode");
     lua_pushinteger(L, (lua_Integer)buf[i].arg);
     lua_setfield(L, -2, "n");
-    if (buf[i].err) {
+    /* every site has its five fields: errno 0 while none was ever set
+     * (Python's None), its name else -- it was left out, f.errno nil */
+    if (buf[i].err)
       lua_pushstring(L, hl_errno_name(buf[i].err));
-      lua_setfield(L, -2, "errno");
-    }
+    else
+      lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "errno");
     lua_pushinteger(L, (lua_Integer)buf[i].calls);
     lua_setfield(L, -2, "calls");
     lua_pushinteger(L, (lua_Integer)buf[i].fired);
@@ -668,6 +675,7 @@ Keep a ring of `live_bytes` alive while allocating objects of `size` at the rate
 @tparam integer live_bytes
 @tparam[opt=0] number rate_bytes_per_s 0 = as fast as possible
 @treturn table the counts: allocations, allocated_bytes, cycles, pacing_waits, ...
+(`tostring` shows them)
 @return nil, message, code when the heap runs out of memory
 @raise "interrupted" when Ctrl-C stops it
 */
@@ -686,6 +694,7 @@ static int h_churn(lua_State *L) {
   lhl_sigint_end(&si);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_createtable(L, 0, 7);
+  lhl_setmetatable(L, CHURN_MT);
 #define F(name)                                                                \
   lua_pushinteger(L, (lua_Integer)r.name);                                     \
   lua_setfield(L, -2, #name);

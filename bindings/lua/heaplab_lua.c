@@ -84,17 +84,20 @@ void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, 
 Every heap option, as the C library declares it.
 @function options
 @treturn table `{name = {kind=, default=, min=, max=, choices=, description=}}`; `kind` is
-"bool", "int", "bytes" or "enum"; `choices` (enum options) lists the names
+"bool", "int", "bytes" or "enum"; `choices` (enum options) lists the names; `tostring`
+shows a line an option
 @usage for name, o in pairs(heaplab.options()) do print(name, o.default, o.description) end
 */
 /* heaplab.options() -> {name = {kind, default, min, max, choices, description}} */
 static int l_options(lua_State *L) {
   int n = hl_option_count();
   lua_createtable(L, 0, n);
+  lhl_setmetatable(L, OPTIONS_MT);
   for (int i = 0; i < n; i++) {
     hl_option_info info;
     if (hl_option_info_get(i, &info)) continue;
     lua_createtable(L, 0, 6);
+    lhl_setmetatable(L, OPTION_MT);
     lua_pushstring(L, kind_name(info.kind));
     lua_setfield(L, -2, "kind");
     lhl_push_option_value(L, i, &info, info.def);

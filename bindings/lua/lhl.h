@@ -30,6 +30,15 @@
 #define FOOTPRINT_MT "heaplab.footprint"
 #define EVENTS_MT "heaplab.events"
 #define EVENT_MT "heaplab.event"
+/* the other returned tables, shown by one __tostring (show.c, show_table) */
+#define SUMMARY_MT "heaplab.summary"       /* s:summary() */
+#define SERIES_MT "heaplab.series"         /* s:series() */
+#define CHURN_MT "heaplab.churn"           /* h:churn() */
+#define EFFECTIVE_MT "heaplab.effective_options" /* h:options() */
+#define OPTIONS_MT "heaplab.options"       /* heaplab.options() */
+#define OPTION_MT "heaplab.option"         /* each of its declarations */
+#define FAULTS_MT "heaplab.faults"         /* h:faults() */
+#define FAULT_MT "heaplab.fault"           /* each of its sites */
 
 /* The first word of each of the module's userdata: which kind it is.  A
  * value is one of ours by this word and its size (lhl_ud), never by its

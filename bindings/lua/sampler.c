@@ -112,7 +112,7 @@ static int s_reset(lua_State *L) {
 What was sampled.
 @function sampler:summary
 @treturn table `{samples, min_phys, max_phys, min_phys_after_mark, max_phys_after_mark,
-min_rss, max_rss, mark_ns, interval_us, stored}`
+min_rss, max_rss, mark_ns, interval_us, stored}` (`tostring` shows them)
 @return nil, message, code when no sample was taken because every read failed (no file
 descriptor left, no /proc): the message names the file and the reason
 */
@@ -125,6 +125,7 @@ static int s_summary(lua_State *L) {
     return lhl_push_failure(L, msg, rc);
   }
   lua_createtable(L, 0, 10);
+  lhl_setmetatable(L, SUMMARY_MT);
 #define F(name)                                                                \
   lua_pushinteger(L, (lua_Integer)o.name);                                     \
   lua_setfield(L, -2, #name);
@@ -139,7 +140,7 @@ static int s_summary(lua_State *L) {
 The samples kept.
 @function sampler:series
 @tparam[opt=1] integer start the first sample
-@treturn table `{ {t_ns, phys, rss, lazyfree}, ... }`
+@treturn table `{ {t_ns, phys, rss, lazyfree}, ... }` (`tostring` shows a line a sample)
 */
 static int s_series(lua_State *L) {
   static const char fn[] = "s:series";
@@ -149,6 +150,7 @@ static int s_series(lua_State *L) {
   enum { CHUNK = 1024 };
   hl_sample *buf = lua_newuserdatauv(L, CHUNK * sizeof *buf, 0);
   lua_newtable(L);
+  lhl_setmetatable(L, SERIES_MT);
   lua_Integer out = 0;
   size_t from = (size_t)(start - 1), n = 0;
   do {

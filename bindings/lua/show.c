@@ -7,6 +7,13 @@
  *   heaplab.events     h:events()         one line per event
  *   heaplab.event      each of its items  kind, cycle, time and the kind's fields
  *
+ * and every other table the module returns -- s:summary(), s:series(),
+ * h:churn(), h:options(), heaplab.options() and its entries, h:faults() and
+ * its sites -- by one __tostring, show_table: its fields in the order
+ * record_fields gives for its __name (the rest sorted), at the top level a
+ * field holding a table of the module's on a line of its own, a list one
+ * line per item.
+ *
  * They stay ordinary tables (fields read and written as before, pairs and #
  * as before): the metatable carries __tostring and __name only.  Each
  * __tostring reads the table as it is now, so a field the program changed
@@ -168,6 +175,242 @@ static int events_tostring(lua_State *L) {
   return done(&x);
 }
 
+/* ---- show_table: the other tables ------------------------------------------ */
+
+/* The fields of a table of each name, in the order shown (those not listed
+ * come after, sorted); a list's (s:series()) name its items' 1, 2, ... */
+static const struct {
+  const char *name, *fields;
+} record_fields[] = {
+    {SUMMARY_MT, "samples,min_phys,max_phys,min_phys_after_mark,max_phys_after_mark,min_rss,"
+                 "max_rss,mark_ns,interval_us,stored"},
+    {SERIES_MT, "t_ns,phys,rss,lazyfree"},
+    {CHURN_MT, "allocations,allocated_bytes,cycles,pacing_waits,pacing_wait_ns,elapsed_ns,"
+               "peak_large_live_bytes"},
+    {OPTION_MT, "kind,default,min,max,choices,description"},
+    {FAULT_MT, "mode,n,errno,calls,fired"},
+    {EFFECTIVE_MT, ""},
+    {OPTIONS_MT, ""},
+    {FAULTS_MT, ""},
+};
+
+/* The field order of the table at t by its metatable's __name (raw), "" if none. */
+static const char *fields_of(lua_State *L, int t) {
+  const char *fields = "";
+  if (!lua_getmetatable(L, t)) return fields;
+  lua_pushliteral(L, "__name");
+  if (lua_rawget(L, -2) == LUA_TSTRING)
+    for (size_t i = 0; i < sizeof record_fields / sizeof record_fields[0]; i++)
+      if (strcmp(lua_tostring(L, -1), record_fields[i].name) == 0) fields = record_fields[i].fields;
+  lua_pop(L, 2);
+  return fields;
+}
+
+/* The text of show_table: pieces appended to a table (at `parts`, an
+ * absolute index) and joined at the end, so the values read meanwhile can
+ * sit on the stack. */
+typedef struct rtext {
+  lua_State *L;
+  int parts;
+  lua_Integer n;
+  size_t col;
+  const char *wrap;
+} rtext;
+
+static void rput(rtext *x, const char *s) {
+  lua_pushstring(x->L, s);
+  lua_rawseti(x->L, x->parts, ++x->n);
+  const char *nl = strrchr(s, '\n');
+  x->col = nl ? strlen(nl + 1) : x->col + strlen(s);
+}
+
+static int listed(const char *fields, const char *key) {
+  size_t k = strlen(key);
+  for (const char *p = fields; p && *p;) {
+    if (strncmp(p, key, k) == 0 && (p[k] == ',' || p[k] == 0)) return 1;
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  return 0;
+}
+
+/* " name=value" of the value on top (popped), wrapping at WRAP: a string
+ * with a space (or empty) quoted, a plain list "{a, b}", anything else as
+ * tostring shows it. */
+static void rput_value(rtext *x, const char *name) {
+  lua_State *L = x->L;
+  luaL_checkstack(L, 8, "heaplab: tostring");
+  int v = lua_absindex(L, -1);
+  int list = lua_type(L, v) == LUA_TTABLE && !lua_getmetatable(L, v);
+  if (lua_gettop(L) > v) lua_pop(L, 1); /* (the metatable: not a plain list) */
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, name);
+  luaL_addchar(&b, '=');
+  if (list) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, v);
+    luaL_addchar(&b, '{');
+    for (lua_Integer i = 1; i <= n && i <= 64; i++) {
+      if (i > 1) luaL_addstring(&b, ", ");
+      lua_rawgeti(L, v, i);
+      luaL_tolstring(L, -1, NULL);
+      lua_remove(L, -2);
+      luaL_addvalue(&b);
+    }
+    luaL_addstring(&b, n > 64 ? ", ...}" : "}");
+  } else if (lua_type(L, v) == LUA_TSTRING &&
+             (lua_rawlen(L, v) == 0 || strchr(lua_tostring(L, v), ' '))) {
+    luaL_addchar(&b, '"');
+    lua_pushvalue(L, v);
+    luaL_addvalue(&b);
+    luaL_addchar(&b, '"');
+  } else {
+    luaL_tolstring(L, v, NULL);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  const char *item = lua_tostring(L, -1);
+  rput(x, x->col + 1 + strlen(item) > WRAP ? x->wrap : " ");
+  rput(x, item);
+  lua_pop(L, 2); /* the item, the value */
+}
+
+static void rput_record(rtext *x, int t, int nested);
+
+/* t[key] for the key on top (popped): " key=value"; at the top level a
+ * table with a metatable of its own (a fault site, an option) is a line of
+ * its own, "key:" and its fields. */
+static void rput_key(rtext *x, int t, int nested) {
+  lua_State *L = x->L;
+  luaL_checkstack(L, 4, "heaplab: tostring");
+  int key = lua_gettop(L);
+  lua_pushvalue(L, key);
+  lua_rawget(L, t);
+  const char *name = lua_tostring(L, key);
+  if (!nested && lua_type(L, -1) == LUA_TTABLE && lua_getmetatable(L, -1)) {
+    lua_pop(L, 1);
+    const char *wrap = x->wrap;
+    rput(x, "\n  ");
+    rput(x, name);
+    rput(x, ":");
+    x->wrap = "\n      ";
+    rput_record(x, lua_absindex(L, -1), 1);
+    x->wrap = wrap;
+    lua_pop(L, 1);
+  } else if (!lua_isnil(L, -1)) {
+    rput_value(x, name);
+  } else {
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1); /* the key */
+}
+
+/* The fields of the table at t: in fields_of order, then its other string
+ * keys sorted. */
+static void rput_record(rtext *x, int t, int nested) {
+  lua_State *L = x->L;
+  luaL_checkstack(L, 8, "heaplab: tostring");
+  const char *fields = fields_of(L, t);
+  for (const char *p = fields; p && *p;) {
+    size_t k = strcspn(p, ",");
+    lua_pushlstring(L, p, k);
+    rput_key(x, t, nested);
+    p = p[k] ? p + k + 1 : NULL;
+  }
+  lua_newtable(L);
+  int keys = lua_gettop(L);
+  lua_Integer n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING && !listed(fields, lua_tostring(L, -1))) {
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, keys, ++n);
+    }
+  }
+  for (lua_Integer i = 2; i <= n; i++) /* insertion sort: a few dozen keys */
+    for (lua_Integer j = i; j > 1; j--) {
+      lua_rawgeti(L, keys, j - 1);
+      lua_rawgeti(L, keys, j);
+      if (strcmp(lua_tostring(L, -2), lua_tostring(L, -1)) <= 0) {
+        lua_pop(L, 2);
+        break;
+      }
+      lua_rawseti(L, keys, j - 1);
+      lua_rawseti(L, keys, j);
+    }
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, keys, i);
+    rput_key(x, t, nested);
+  }
+  lua_pop(L, 1);
+}
+
+/* __tostring of every table record_fields names: "heaplab.summary:
+ * samples=3 ...", "heaplab.faults:" and a line a site; a list (s:series())
+ * "heaplab.series: N", then a line an item, its 1, 2, ... named by the
+ * fields (past EVENTS_SHOWN, the first and last halves, as h:events()). */
+static int show_table(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_newtable(L);
+  rtext x = {L, 2, 0, 0, "\n  "};
+  if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING) {
+    rput(&x, lua_tostring(L, -1));
+    lua_pop(L, 1);
+  } else {
+    rput(&x, "table");
+  }
+  rput(&x, ":");
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+  if (n > 0) {
+    const char *fields = fields_of(L, 1);
+    char line[64];
+    snprintf(line, sizeof line, " %lld", (long long)n);
+    rput(&x, line);
+    for (lua_Integer i = 1; i <= n; i++) {
+      if (n > EVENTS_SHOWN && i == EVENTS_SHOWN / 2 + 1) {
+        snprintf(line, sizeof line, "\n  ... %lld more ...", (long long)(n - EVENTS_SHOWN));
+        rput(&x, line);
+        i = n - EVENTS_SHOWN / 2;
+        continue;
+      }
+      snprintf(line, sizeof line, "\n  [%lld]", (long long)i);
+      rput(&x, line);
+      x.wrap = "\n      ";
+      lua_rawgeti(L, 1, i);
+      int item = lua_gettop(L);
+      if (lua_type(L, item) == LUA_TTABLE) {
+        lua_Integer m = (lua_Integer)lua_rawlen(L, item);
+        const char *p = fields;
+        for (lua_Integer k = 1; k <= m; k++) {
+          char fname[64];
+          size_t len = p ? strcspn(p, ",") : 0;
+          if (len) snprintf(fname, sizeof fname, "%.*s", (int)len, p);
+          else snprintf(fname, sizeof fname, "%lld", (long long)k);
+          if (p) p = p[len] ? p + len + 1 : NULL;
+          lua_rawgeti(L, item, k);
+          rput_value(&x, fname);
+        }
+      } else {
+        rput(&x, " ");
+        rput(&x, luaL_tolstring(L, item, NULL));
+      }
+      lua_settop(L, 2);
+      x.wrap = "\n  ";
+    }
+  }
+  rput_record(&x, 1, 0);
+  luaL_Buffer b; /* table.concat of the parts */
+  luaL_buffinit(L, &b);
+  for (lua_Integer i = 1; i <= x.n; i++) {
+    lua_rawgeti(L, 2, i);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
 static void new_table_type(lua_State *L, const char *name, lua_CFunction tostring) {
   lhl_newmetatable(L, name); /* sets __name; replaces what is not ours */
   lua_pushcfunction(L, tostring);
@@ -180,4 +423,6 @@ void lhl_open_show(lua_State *L) {
   new_table_type(L, FOOTPRINT_MT, footprint_tostring);
   new_table_type(L, EVENTS_MT, events_tostring);
   new_table_type(L, EVENT_MT, event_tostring);
+  for (size_t i = 0; i < sizeof record_fields / sizeof record_fields[0]; i++)
+    new_table_type(L, record_fields[i].name, show_table);
 }

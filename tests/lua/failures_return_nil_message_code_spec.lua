@@ -177,12 +177,49 @@ describe("what the REPL shows", function()
     C.ok(text:find("[100] heap_created", 1, true) and not text:find("[21] ", 1, true), text)
   end)
 
+  it("of every other table the module returns: its fields, not table: 0x...", function()
+    -- s:summary(), s:series(), h:options(), heaplab.options(), h:faults() and
+    -- h:churn() printed "table: 0x..." (the Lua hunt, session 31)
+    local s = assert(hl.sampler(0.001, 64))
+    repeat local sm = assert(s:summary()) until sm.samples >= 2
+    local shown = {
+      { assert(s:summary()), "^heaplab%.summary: samples=%d+ min_phys=%d+ " },
+      { s:series(), "^heaplab%.series: %d+\n  %[1%] t_ns=%d+ phys=%d+ rss=%d+ lazyfree=%d+\n" },
+      { assert(h:options()), "^heaplab%.effective_options: .* warm_pages=2" },
+      { hl.options(), "\n  warm_pages: kind=int default=64 min=0 max=%d+\n      description=\"" },
+      { hl.options().sweep, "^heaplab%.option: kind=enum default=%w+ min=0 max=%d+ choices={" },
+      { assert(h:faults()), "^heaplab%.faults:\n  any: mode=off n=0 errno=0 calls=0 fired=0\n" },
+      { assert(h:faults()).restore, "^heaplab%.fault: mode=off n=0 errno=0 calls=%d+ fired=0$" },
+      { assert(h:churn(0.001, 64, 4096)), "^heaplab%.churn: allocations=%d+ allocated_bytes=%d+ " },
+    }
+    s:stop()
+    for i, c in ipairs(shown) do
+      local text = tostring(c[1])
+      C.ok(text:find(c[2]), ("table %d: %s"):format(i, text))
+      for line in text:gmatch("[^\n]+") do
+        C.ok(#line <= 100 or line:find("description="), "a line of " .. #line .. ": " .. line)
+      end
+    end
+    -- h:faults(): every site has its five fields, errno 0 until one is set
+    -- (Python's None); errno was left out, and f.errno was nil
+    for site, f in pairs(assert(h:faults())) do
+      for _, k in ipairs{ "mode", "n", "errno", "calls", "fired" } do
+        C.ok(f[k] ~= nil, site .. " has " .. k)
+      end
+    end
+    C.eq(assert(h:faults()).restore.errno, 0, "errno of a site never armed")
+    assert(h:inject("restore", "every", 3, "EIO"))
+    C.eq(assert(h:faults()).restore.errno, "EIO", "errno of an armed site")
+    C.ok(tostring(assert(h:faults()).restore):find("mode=every n=3 errno=EIO", 1, true), "armed")
+    assert(h:inject("restore", "off"))
+  end)
+
   it("at any depth of the Lua stack (the text's pieces fit the stack)", function()
     -- __tostring of stats and events pushed up to 35 values where a C function
     -- is given 20: in a fresh coroutine some call depth ended its stack there
     -- and the pushes wrote past it (SIGSEGV at depths around 20)
     local xs = { assert(h:stats()), assert(h:events(false)), assert(hl.footprint()),
-                 assert(h:events(false))[1] }
+                 assert(h:events(false))[1], hl.options(), assert(h:faults()) }
     local function deep(n, x)
       if n == 0 then return tostring(x) end
       return (deep(n - 1, x))
