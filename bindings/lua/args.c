@@ -37,7 +37,32 @@ void lhl_rc_text(char *buf, size_t len, const char *fn, const char *msg, int rc)
     if (*p == ':' || *p == '.') verb = p + 1;
   size_t n = strlen(verb);
   if (strncmp(msg, verb, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
-  snprintf(buf, len, "%s: %s (%s)", fn, msg, hl_error_name(rc));
+  /* a C function's name is no Lua name: "hl_roots_add: ..." said so to
+   * h:conservative_region's caller; the one C call a message points to is
+   * said as Lua calls it ("(use hl_trim)" to a Lua h:collect) */
+  if (strncmp(msg, "hl_", 3) == 0) {
+    size_t k = 3 + strspn(msg + 3, "abcdefghijklmnopqrstuvwxyz_0123456789");
+    if (msg[k] == ':' && msg[k + 1] == ' ') msg += k + 2;
+  }
+  static const char *const lua_names[][2] = {{"hl_trim", "h:trim()"}};
+  char said[512];
+  snprintf(said, sizeof said, "%s", msg);
+  for (size_t i = 0; i < sizeof lua_names / sizeof lua_names[0]; i++) {
+    char *at = strstr(said, lua_names[i][0]);
+    size_t cn = strlen(lua_names[i][0]);
+    if (at && !(at[cn] == '_' || (at[cn] >= 'a' && at[cn] <= 'z'))) {
+      char rest[512];
+      snprintf(rest, sizeof rest, "%s", at + cn);
+      snprintf(at, sizeof said - (size_t)(at - said), "%s%s", lua_names[i][1], rest);
+    }
+  }
+  snprintf(buf, len, "%s: %s (%s)", fn, said, hl_error_name(rc));
+}
+
+/* "1 word", "2 words": a count and its noun. */
+const char *lhl_count(char *buf, size_t len, uint64_t n, const char *noun) {
+  snprintf(buf, len, "%" PRIu64 " %s%s", n, noun, n == 1 ? "" : "s");
+  return buf;
 }
 
 /* "fn: <the heap's message> (<code name>)" for a C error code. */
@@ -165,6 +190,10 @@ static const char *kind_of(lua_State *L, int idx) {
 int lhl_tostring_other(lua_State *L, const char *mt) {
   const char *kind = kind_of(L, 1);
   char b[120];
+  /* called on a value that is no userdata (getmetatable(h).__tostring(5)
+   * said "5: (nil)"): a mistake */
+  if (lua_type(L, 1) != LUA_TUSERDATA)
+    return lhl_fail(L, mt, "__tostring: expected a %s, got %s", mt, lhl_shown(L, 1, b, sizeof b));
   if (kind)
     lua_pushfstring(L, "a %s (with the metatable of %s): %p", kind, mt, lua_topointer(L, 1));
   else
@@ -222,9 +251,18 @@ int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name) {
 /* An integer in [0, max]; `def` when absent or nil and def >= 0 (else required). */
 uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, uint64_t max,
                       int64_t def) {
+  return lhl_arg_range(L, idx, fn, name, 0, max, def);
+}
+
+/* An integer in [min, max] (min 0 or 1); `def` as lhl_arg_uint's.  One
+ * message for every value below min ("every must be >= 1, got -1": it said
+ * ">= 0" for -1, then refused 0). */
+uint64_t lhl_arg_range(lua_State *L, int idx, const char *fn, const char *name, uint64_t min,
+                       uint64_t max, int64_t def) {
   if (def >= 0 && lua_isnoneornil(L, idx)) return (uint64_t)def;
   int64_t v = lhl_arg_int(L, idx, fn, name);
-  if (v < 0) return (uint64_t)lhl_fail(L, fn, "%s must be >= 0, got %" PRId64, name, v);
+  if (v < 0 || (uint64_t)v < min)
+    return (uint64_t)lhl_fail(L, fn, "%s must be >= %" PRIu64 ", got %" PRId64, name, min, v);
   if ((uint64_t)v > max)
     return (uint64_t)lhl_fail(L, fn, "%s %" PRId64 " exceeds the maximum of %" PRIu64, name, v,
                               max);

@@ -53,6 +53,31 @@ static hl_heap *heap_open(lua_State *L, int idx, const char *fn) {
   return lh->h;
 }
 
+/* " (a choice of collector: collector = \"background\")" when `name` is no
+ * option but a choice of an enum option (heaplab.heap{background = true}),
+ * else "". */
+static const char *choice_hint(lua_State *L, const char *name, char *buf, size_t len) {
+  (void)L;
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    if (hl_option_info_get(i, &info)) continue;
+    if (strcmp(info.name, name) == 0) return ""; /* an option: its value was wrong */
+  }
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    if (hl_option_info_get(i, &info) || info.kind != HL_OPT_ENUM) continue;
+    for (int64_t k = info.min; k <= info.max; k++) {
+      const char *c = hl_option_choice(i, k);
+      if (c && strcmp(c, name) == 0) {
+        snprintf(buf, len, " ('%s' is a choice of %s: %s = \"%s\")", name, info.name, info.name,
+                 name);
+        return buf;
+      }
+    }
+  }
+  return "";
+}
+
 /* Build hl_options from defaults, HEAPLAB_* environment, then the table at
  * idx.  The C library converts and checks every value (one message for
  * every language); this only says what Lua type each value has. */
@@ -80,7 +105,7 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
     lua_pushnil(L);
     while (lua_next(L, idx)) {
       if (lua_type(L, -2) != LUA_TSTRING)
-        lhl_fail(L, fn, "option names are strings, got the key %s", lhl_shown(L, -2, b, sizeof b));
+        lhl_fail(L, fn, "option names are strings, got %s as a key", lhl_shown(L, -2, b, sizeof b));
       /* C reads a name up to its first NUL: "warm_pages\0junk" set warm_pages */
       if (!nul_free(L, -2))
         lhl_fail(L, fn, "unknown option '%s...': an option name has no NUL byte",
@@ -121,7 +146,7 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
       }
       if (sval && type == HL_VALUE_OTHER) len = strlen(sval);
       if (hl_options_set_value(o, name, type, ival, sval, len, err, sizeof err))
-        lhl_fail(L, fn, "%s", err);
+        lhl_fail(L, fn, "%s%s", err, choice_hint(L, name, b, sizeof b));
       lua_pop(L, 1);
     }
   }
@@ -314,8 +339,7 @@ static int h_thin(lua_State *L) {
   heap_ud(L, 1, fn);
   lobj *src = lhl_obj_at(L, 2);
   if (!src) return lhl_fail(L, fn, "obj must be a heaplab object, got %s", lhl_shown(L, 2, b, sizeof b));
-  uint64_t every = lhl_arg_uint(L, 3, fn, "every", 1000000000, -1);
-  if (every < 1) return lhl_fail(L, fn, "every must be at least 1, got 0");
+  uint64_t every = lhl_arg_range(L, 3, fn, "every", 1, 1000000000, -1);
   lua_getiuservalue(L, 2, 1);
   int same = lua_rawequal(L, -1, 1);
   lua_pop(L, 1);
@@ -360,8 +384,9 @@ static int h_collect(lua_State *L) {
       } else if (k && strcmp(k, "major") == 0) {
         major = lhl_arg_bool(L, -1, fn, "major", -1);
       } else {
-        lhl_fail(L, fn, "unknown field %s in its table (fields: cycles, major)",
-                 lhl_shown(L, -2, b, sizeof b));
+        lhl_fail(L, fn, k ? "unknown field '%s' in its table (fields: cycles, major)"
+                          : "its table's keys are the names cycles and major, got %s as a key",
+                 k ? k : lhl_shown(L, -2, b, sizeof b));
       }
       lua_pop(L, 1);
     }

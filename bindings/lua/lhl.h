@@ -114,6 +114,9 @@ const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len);
 int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name);
 uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, uint64_t max,
                       int64_t def);
+uint64_t lhl_arg_range(lua_State *L, int idx, const char *fn, const char *name, uint64_t min,
+                       uint64_t max, int64_t def);
+const char *lhl_count(char *buf, size_t len, uint64_t n, const char *noun);
 double lhl_arg_number(lua_State *L, int idx, const char *fn, const char *name);
 int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int def);
 void lhl_mib(char *buf, size_t len, uint64_t bytes);

@@ -283,9 +283,11 @@ static int o_write(lua_State *L) {
   hl_object_info info;
   obj_info(L, fn, h, o, &info);
   uint64_t off = lhl_arg_uint(L, 3, fn, "offset", info.size, 0);
-  if (len > info.size - off)
-    return lhl_fail(L, fn, "%zu bytes at offset %" PRIu64 " do not fit a %" PRIu64 "-byte payload",
-                    len, off, info.size);
+  if (len > info.size - off) {
+    char c[48];
+    return lhl_fail(L, fn, "%s at offset %" PRIu64 " do%s not fit a %" PRIu64 "-byte payload",
+                    lhl_count(c, sizeof c, len, "byte"), off, len == 1 ? "es" : "", info.size);
+  }
   int rc = hl_ref_write(h, o->ref, off, src, len);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_pushvalue(L, 1); /* as file:write, the object: o:write(a):write(b, 16) */

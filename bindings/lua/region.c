@@ -100,11 +100,7 @@ int lhl_region_finalize(lua_State *L) {
 /* h:conservative_region(words) (heap.c calls this with the heap at 1). */
 int lhl_region_new(lua_State *L) {
   static const char fn[] = "h:conservative_region";
-  /* (>= 1 for a negative count too: "must be >= 0" then refused 0) */
-  if (lua_isinteger(L, 2) && lua_tointeger(L, 2) < 1)
-    return lhl_fail(L, fn, "words must be >= 1, got %lld", (long long)lua_tointeger(L, 2));
-  uint64_t n = lhl_arg_uint(L, 2, fn, "words", UINT64_MAX, -1);
-  if (n == 0) return lhl_fail(L, fn, "words must be >= 1, got 0");
+  uint64_t n = lhl_arg_range(L, 2, fn, "words", 1, UINT64_MAX, -1);
   lregion *r = lua_newuserdatauv(L, sizeof *r, 1); /* (may run a finalizer) */
   r->tag = LHL_TAG_REGION;
   r->words = NULL;
@@ -123,8 +119,9 @@ int lhl_region_new(lua_State *L) {
   if (!lh->h) return lhl_fail(L, fn, "the heap is closed");
   void **w = n <= SIZE_MAX / sizeof(void *) ? calloc((size_t)n, sizeof(void *)) : NULL;
   if (!w) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s: cannot allocate %" PRIu64 " words (ENOMEM)", fn, n);
+    char msg[160], c[48];
+    snprintf(msg, sizeof msg, "%s: cannot allocate %s (ENOMEM)", fn,
+             lhl_count(c, sizeof c, n, "word"));
     return lhl_push_failure(L, msg, HL_ENOMEM);
   }
   int rc = hl_roots_add(lh->h, w, n, 1);
@@ -239,11 +236,24 @@ static int g_write(lua_State *L) {
   if (!lua_istable(L, 2))
     return lhl_fail(L, fn, "values must be a table (an array), got %s",
                     lhl_shown(L, 2, b, sizeof b));
-  uint64_t start = lhl_arg_uint(L, 3, fn, "start", UINT64_MAX, 1);
-  lua_Integer n = luaL_len(L, 2);
-  if (start < 1 || start - 1 > r->n || (uint64_t)n > r->n - (start - 1))
-    return lhl_fail(L, fn, "%lld words from word %" PRIu64 " do not fit a region of %" PRIu64
-                    " words", (long long)n, start, r->n);
+  uint64_t start = lhl_arg_range(L, 3, fn, "start", 1, UINT64_MAX, 1);
+  /* #values, its __len honoured: an integer >= 0 (luaL_len said "object
+   * length is not an integer", naming no function; -1 was "-1 words") */
+  lua_len(L, 2);
+  int ok = 0;
+  lua_Integer n = lua_tointegerx(L, -1, &ok);
+  if (!ok || lua_type(L, -1) != LUA_TNUMBER)
+    return lhl_fail(L, fn, "#values must be an integer (its __len returned %s)",
+                    lhl_shown(L, -1, b, sizeof b));
+  if (n < 0) return lhl_fail(L, fn, "#values must be >= 0 (its __len returned %lld)", (long long)n);
+  lua_pop(L, 1);
+  r = region_check(L, 1, fn, &h); /* (__len may run any code) */
+  if (start - 1 > r->n || (uint64_t)n > r->n - (start - 1)) {
+    char cn[48], cr[48];
+    return lhl_fail(L, fn, "%s from word %" PRIu64 " do%s not fit a region of %s",
+                    lhl_count(cn, sizeof cn, (uint64_t)n, "word"), start, n == 1 ? "es" : "",
+                    lhl_count(cr, sizeof cr, r->n, "word"));
+  }
   /* the values, then the handles (freed by Lua) */
   uint64_t *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * 2 * sizeof *v, 0);
   hl_ref *refs = v + n;

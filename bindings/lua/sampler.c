@@ -145,8 +145,7 @@ The samples kept.
 static int s_series(lua_State *L) {
   static const char fn[] = "s:series";
   hl_sampler *s = sampler_check(L, fn);
-  uint64_t start = lhl_arg_uint(L, 2, fn, "start", UINT64_MAX >> 1, 1);
-  if (start < 1) return lhl_fail(L, fn, "start must be >= 1, got 0");
+  uint64_t start = lhl_arg_range(L, 2, fn, "start", 1, UINT64_MAX >> 1, 1);
   enum { CHUNK = 1024 };
   hl_sample *buf = lua_newuserdatauv(L, CHUNK * sizeof *buf, 0);
   lua_newtable(L);
@@ -197,8 +196,17 @@ static const luaL_Reg sampler_methods[] = {
     {"mark", s_mark},     {"reset", s_reset}, {"summary", s_summary},
     {"series", s_series}, {"stop", s_stop},   {NULL, NULL}};
 
+/* s.x = ... is always a mistake, said as a heap's and an object's is
+ * (it was Lua's "attempt to index a heaplab.sampler value"). */
+static int sampler_newindex(lua_State *L) {
+  char b[80];
+  return lhl_fail(L, "heaplab.sampler", "cannot set field %s (a sampler has methods only)",
+                  lhl_shown(L, 2, b, sizeof b));
+}
+
 static const luaL_Reg sampler_meta[] = {
-    {"__gc", lhl_finalize}, {"__close", lhl_finalize}, {"__tostring", sampler_tostring},
+    {"__gc", lhl_finalize},         {"__close", lhl_finalize},
+    {"__tostring", sampler_tostring}, {"__newindex", sampler_newindex},
     {NULL, NULL}};
 
 void lhl_open_sampler(lua_State *L) {

@@ -236,6 +236,59 @@ C.ok(after < before + 16 * 1024, ("VmSize %d kB before the heaps, %d after: a he
      :format(before, after))
 end)
 
+it("messages say it once, in Lua's names, in the right number", function()
+-- the Lua hunt of session 31: each of these said something else before
+local function exact(want, f, ...)
+  local err = C.raises({ want }, f, ...)
+  return err
+end
+-- h:thin: -1 said ">= 0", then 0 was refused as "at least 1": one message
+exact("h:thin: every must be >= 1, got -1", h.thin, h, o, -1)
+exact("h:thin: every must be >= 1, got 0", h.thin, h, o, 0)
+-- a manual heap's C messages: no C names (hl_trim, hl_roots_add)
+local m = assert(hl.heap{ mode = "manual" })
+local err = exact("h:collect: a manual heap has no collector (use h:trim())", m.collect, m)
+C.ok(not err:find("hl_"), err)
+err = exact("h:conservative_region: root regions need a collected heap (EMODE)",
+            m.conservative_region, m, 4)
+C.ok(not err:find("hl_"), err)
+m:close()
+-- a sampler's field, as a heap's and an object's
+local smp = assert(hl.sampler(0.05, 16))
+exact("heaplab.sampler: cannot set field 'x' (a sampler has methods only)",
+      function() smp.x = 1 end)
+smp:stop()
+-- a key that is no name, said by its type
+exact("h:collect: its table's keys are the names cycles and major, got a table as a key",
+      h.collect, h, { [{}] = 1 })
+exact("h:collect: unknown field 'cyclse' in its table", h.collect, h, { cyclse = 1 })
+exact("heaplab.heap: option names are strings, got 1 as a key", hl.heap, { true })
+-- counts of one in the singular
+local reg = assert(h:conservative_region(1))
+exact("reg:write: 1 word from word 2 does not fit a region of 1 word", reg.write, reg, { 0 }, 2)
+exact("reg:write: 2 words from word 1 do not fit a region of 1 word", reg.write, reg, { 0, 0 })
+local one = assert(h:alloc(1))
+exact("o:write: 1 byte at offset 1 does not fit a 1-byte payload", one.write, one, "x", 1)
+exact("o:write: 2 bytes at offset 0 do not fit a 1-byte payload", one.write, one, "xy")
+-- a __len that is no length: said by reg:write
+exact("reg:write: #values must be >= 0 (its __len returned -1)", reg.write, reg,
+      setmetatable({}, { __len = function() return -1 end }))
+exact("reg:write: #values must be an integer (its __len returned 1.5)", reg.write, reg,
+      setmetatable({}, { __len = function() return 1.5 end }))
+exact("reg:write: #values must be an integer (its __len returned 'x')", reg.write, reg,
+      setmetatable({}, { __len = function() return "x" end }))
+reg:remove()
+one:release()
+-- an enum option's choice given as an option
+exact([[heaplab.heap: unknown option 'background' ('background' is a choice of collector: ]]
+      .. [[collector = "background")]], hl.heap, { background = true })
+-- a metatable's __tostring called on a value that is no handle
+exact("heaplab.heap: __tostring: expected a heaplab.heap, got 5", getmetatable(h).__tostring, 5)
+exact("heaplab.object: __tostring: expected a heaplab.object, got a table",
+      getmetatable(o).__tostring, {})
+cases = cases + 1
+end)
+
 it("nothing above damaged the heap", function()
 o[1] = h:alloc(8)
 C.eq(h:check(), true, "h:check()")
