@@ -617,7 +617,7 @@ Arm a fault schedule (DESIGN.md section 4).
 @tparam string site one of `fault_sites`
 @tparam string mode one of `fault_modes`; "off" disarms
 @tparam[opt=0] integer n the schedule's count
-@tparam[opt="ENOMEM"] string|integer errno by name or number
+@tparam[opt="ENOMEM"] string|integer errno by name ("EIO") or number (5; not "5", a string)
 @treturn boolean true
 @raise on an unknown site, mode or errno, or a count the mode cannot take ("EINVAL")
 */
@@ -643,6 +643,13 @@ static int h_inject(lua_State *L) {
   if (lua_type(L, 5) == LUA_TSTRING) {
     if (!nul_free(L, 5))
       return lhl_fail(L, fn, "errno '%s...' contains a NUL byte", lua_tostring(L, 5));
+    /* a number as a string is no name: refused, as every integer argument
+     * refuses "16" (h:alloc("16")); C parsed "5" as errno 5 */
+    if (lua_stringtonumber(L, lua_tostring(L, 5))) {
+      lua_pop(L, 1);
+      return lhl_fail(L, fn, "errno must be a name or an integer, got %s (a number in a "
+                      "string: pass the integer)", lhl_shown(L, 5, b, sizeof b));
+    }
     err = lua_tostring(L, 5);
   } else if (lua_type(L, 5) == LUA_TNUMBER) {
     snprintf(num, sizeof num, "%" PRId64, lhl_arg_int(L, 5, fn, "errno"));

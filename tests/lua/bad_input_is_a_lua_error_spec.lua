@@ -289,6 +289,26 @@ exact("heaplab.object: __tostring: expected a heaplab.object, got a table",
 cases = cases + 1
 end)
 
+it("a number in a string is refused for every integer argument, errno too", function()
+-- options take strings (C parses them, docs/lua.md); a method's integer
+-- argument does not, as h:alloc("16") did not -- but h:inject's errno "5"
+-- was passed to C, which read errno 5 (the Lua hunt, session 31)
+case({ "h:alloc", "size must be an integer", "'16'" }, h.alloc, h, "16")
+case({ "h:inject", "n must be an integer", "'3'" }, h.inject, h, "restore", "every", "3")
+case({ "h:inject", "errno must be a name or an integer", "'5'" }, h.inject, h, "restore",
+     "every", 3, "5")
+case({ "h:inject", "errno", "' 0x5 '" }, h.inject, h, "restore", "every", 3, " 0x5 ")
+case({ "no method '1'", "o[i] for slots" }, function() return o["1"] end)
+case({ "heaplab.sampler", "capacity must be an integer" }, hl.sampler, 0.01, "16")
+C.eq(h:inject("restore", "every", 3, 5), true, "errno 5 as an integer")
+C.eq(h:faults().restore.errno, "EIO", "errno 5 is EIO")
+C.eq(h:inject("restore", "every", 3, "EIO"), true, "errno by name")
+C.eq(h:inject("restore", "off"), true, "disarmed")
+local ok = assert(hl.heap{ warm_pages = "16" }) -- options: C parses the string
+C.eq(ok:options().warm_pages, 16, "an option's string")
+ok:close()
+end)
+
 it("nothing above damaged the heap", function()
 o[1] = h:alloc(8)
 C.eq(h:check(), true, "h:check()")
