@@ -164,8 +164,8 @@ static int o_large(lua_State *L) { return info_field(L, "o:large", INFO_LARGE); 
 A number that names the object for as long as it lives (hl_ref_identity): the same for
 every handle to it and across moves by compaction, unlike `o:address()`.  Each handle is a
 distinct Lua value, so a table keyed by handles never finds another handle to the same
-object: key it by `o:id()` (`seen[o:id()] = true` in a graph walk).  Two live objects may
-share an id (as hashes may collide); one object never has two.
+object: key it by `o:id()` (`seen[o:id()] = true` in a graph walk).  Two live objects never
+share an id; one object never has two (a dead object's id may be given again).
 @function object:id
 @treturn integer
 */

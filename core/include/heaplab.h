@@ -902,10 +902,11 @@ int hl_ref_release(hl_heap *heap, hl_ref ref);
 int hl_ref_dup(hl_heap *heap, hl_ref ref, hl_ref *out);
 int hl_ref_info(hl_heap *heap, hl_ref ref, hl_object_info *out);
 /* A number that names ref's object for as long as it lives, whatever
- * compaction does to its address (a Python Ref's hash): the object's
- * address when compact=never; otherwise its address when first asked,
- * remembered through moves.  Two live objects may share one (a collision,
- * as hashes may), one object never has two. */
+ * compaction does to its address (a Python Ref's hash, a Lua o:id()): the
+ * object's address when compact=never (and for a large object, which never
+ * moves); otherwise a number of the process's above 2^60, given when first
+ * asked and remembered through moves.  Two live objects of the process never
+ * share one; one object never has two.  (A dead object's may be given again.) */
 int hl_ref_identity(hl_heap *heap, hl_ref ref, uint64_t *out);
 /* *out = 1 when handles a and b root the same object, else 0; both read
  * under one hold of the heap lock.  Two hl_ref_info calls compare two

@@ -1351,7 +1351,8 @@ class Ref(_Slotted):
     def __hash__(self) -> int:
         # computed once: a Ref's hash does not change when it is released;
         # nor when compaction moves the object (hl_ref_identity: the address
-        # when compact=never, else the first address, kept through moves)
+        # when compact=never, else a number given when first asked, kept
+        # through moves; two live objects never share one)
         if self._hash is None:
             ref = self._ref
             if ref and not self._heap.closed:

@@ -214,14 +214,22 @@ static int check_no_stale(hl_heap *h, const evac_state *e, char *msg, size_t len
 }
 
 /* ---- identities (hl_ref_identity) ----
- * An object's address names it until compaction moves it, so the
- * identities asked for are remembered in a table keyed by the object: a
- * move re-keys the entry, and an entry whose object died is dropped at the
- * next compaction.  Only small objects move; a large one is its address. */
+ * An object's address names it until compaction moves it, so in a heap
+ * that compacts the identities asked for are numbers (IDENT_BASE below)
+ * remembered in a table keyed by the object: a move re-keys the entry, and
+ * an entry whose object died is dropped at the next compaction.  Only small
+ * objects move; a large one is its address. */
 struct hl_ident {
   void *obj; /* NULL: empty */
   uint64_t id;
 };
+
+/* The identities handed out in a heap whose objects may move: a number of
+ * the process's (unique across heaps too), above every user-space address
+ * (x86-64 and AArch64 stop at 2^57) so that no identity of a large object
+ * or of a compact=never heap -- its address -- is ever one of them. */
+#define IDENT_BASE ((uint64_t)1 << 60)
+static _Atomic uint64_t ident_next = 1;
 
 static uint64_t ident_slot(const void *obj, uint64_t cap) {
   uint64_t x = (uint64_t)(uintptr_t)obj >> 4;
@@ -273,9 +281,13 @@ int hl__identity(hl_heap *h, void *obj, uint64_t *out) {
   if ((h->idents_count + 1) * 2 > h->idents_cap &&
       !ident_rebuild(h, h->idents_cap ? h->idents_cap * 2 : 64, NULL, NULL))
     return hl__fail(h, HL_ENOMEM, "identity: out of memory");
-  ident_put(h->idents, h->idents_cap, obj, (uint64_t)(uintptr_t)obj);
+  /* not the address: an object moved off it keeps it as its identity, and
+   * a new object in the slot it left would get the same (3,584 of 40,000
+   * new objects did in identities_are_unique_among_live_objects) */
+  uint64_t id = IDENT_BASE | atomic_fetch_add_explicit(&ident_next, 1, memory_order_relaxed);
+  ident_put(h->idents, h->idents_cap, obj, id);
   h->idents_count++;
-  *out = (uint64_t)(uintptr_t)obj;
+  *out = id;
   return HL_OK;
 }
 
