@@ -109,7 +109,9 @@ static int s_reset(lua_State *L) {
 }
 
 /***
-What was sampled.
+What was sampled.  `interval_us` is the interval the sampler was opened
+with, which its thread keeps; `stored` the samples in the series, which
+thins out once full (docs/lua.md, The sampler).
 @function sampler:summary
 @treturn table `{samples, min_phys, max_phys, min_phys_after_mark, max_phys_after_mark,
 min_rss, max_rss, mark_ns, interval_us, stored}` (`tostring` shows them)

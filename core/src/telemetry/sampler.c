@@ -3,6 +3,15 @@
  * smaps_rollup probe) for the experiment harnesses of Python and Lua: the
  * peak, the lowest value after a marked event, and a decimating time series.
  *
+ * The thread samples at the interval it was opened with for as long as it
+ * runs: the figures (peak, lowest, after the mark) see every sample.  Only
+ * what is STORED thins out: a full series keeps every other sample, and from
+ * then on one in twice as many of the thread's samples is stored (a stride
+ * of 1, 2, 4...).  (Until session 31 the thread itself sampled half as often
+ * at each halving: after 131 s at the defaults it sampled every 4 ms, then
+ * 8 ms..., a reset kept the slowed rate, and a short peak was missed by
+ * max_phys.)
+ *
  * fork(): every live sampler's lock is taken around a fork (so that the
  * child does not inherit it held by the sampling thread), and in the child,
  * where that thread does not exist, it is started again by the sampler's
@@ -15,8 +24,9 @@
 
 #include "../internal.h"
 
-/* the interval doubles up to this (an hour; it starts at 10 s at most) */
-#define SAMPLER_INTERVAL_MAX_US (3600ull * 1000000u)
+/* the stride doubles while the stored series keeps a sample of the thread's
+ * at least this often (an hour; the interval is 10 s at most) */
+#define SAMPLER_STORED_SPACING_MAX_US (3600ull * 1000000u)
 
 struct hl_sampler {
   hl_sampler *next_live;    /* the samplers fork() knows */
@@ -26,9 +36,11 @@ struct hl_sampler {
   pthread_mutex_t lock;
   pthread_cond_t cv;
   bool stop;
-  uint64_t interval_us;
+  uint64_t interval_us; /* the thread's, as opened: it never changes */
   hl_sample *series;
   size_t cap, n;
+  uint64_t stride;   /* one in `stride` of the thread's samples is stored */
+  uint64_t unstored; /* the thread's samples since the last it stored */
   uint64_t taken;
   uint64_t min_phys, max_phys, min_rss, max_rss;
   uint64_t min_after, max_after, mark_ns;
@@ -36,7 +48,9 @@ struct hl_sampler {
   int read_err;      /* errno of the last read that failed, 0 once one succeeds */
 };
 
-static void take(hl_sampler *s) {
+/* by_thread: the sampling thread's sample, stored one in s->stride; the
+ * caller's (open, mark, reset, summary) are always stored -- see below. */
+static void take(hl_sampler *s, bool by_thread) {
   hl_footprint f;
   /* A read begun before a mark (or a reset) says what was there before it:
    * it goes in the series, not in the windows the mark or reset opened.
@@ -67,18 +81,34 @@ static void take(hl_sampler *s) {
     if (!s->min_after || x.phys_footprint < s->min_after) s->min_after = x.phys_footprint;
     if (x.phys_footprint > s->max_after) s->max_after = x.phys_footprint;
   }
+  /* The caller's samples are always stored: they are the phase's events --
+   * the sampler's first sample, a reset (a phase's start), a mark (the
+   * event whose after-window is measured), a summary (the value at the
+   * phase's end) -- which a plot of the series shows; a harness takes three
+   * or so a phase.  A caller polling summary() in a loop fills the series
+   * with them, as it always did: the halvings keep it spread over the whole
+   * run. */
+  if (by_thread) {
+    if (++s->unstored < s->stride) {
+      pthread_mutex_unlock(&s->lock);
+      return;
+    }
+    s->unstored = 0;
+  }
   if (s->n == s->cap) {
     /* decimate: keep every other sample -- the first one among them, the
      * start of the phase (the odd ones were kept: a caller taking samples
      * faster than the thread pushed the start out of the series, which then
-     * spanned the last few hundred samples only) -- and sample half as often */
+     * spanned the last few hundred samples only) -- and store half as many
+     * of the thread's samples from now on (it samples as often as before) */
     for (size_t i = 0; i < s->n / 2; i++) s->series[i] = s->series[2 * i];
     s->n /= 2;
     /* (the caller's samples fill it too, as often as it calls: doubled
-     * without a bound, the interval wrapped to 0 after some 60 halvings and
-     * the thread sampled without a pause) */
-    s->interval_us = s->interval_us < SAMPLER_INTERVAL_MAX_US / 2 ? s->interval_us * 2
-                                                                  : SAMPLER_INTERVAL_MAX_US;
+     * without a bound, the stride would wrap to 0 after 64 halvings and every
+     * sample of the thread be stored again, the series its last few
+     * milliseconds -- as the interval, which doubled until session 31,
+     * wrapped to 0 and the thread sampled without a pause) */
+    if (s->interval_us * s->stride * 2 <= SAMPLER_STORED_SPACING_MAX_US) s->stride *= 2;
   }
   /* The caller's thread (mark, reset, summary) measures too: a sample
    * measured before one already stored goes in before it, so the series
@@ -156,7 +186,7 @@ static void *run(void *arg) {
   while (!s->stop) {
     uint64_t us = s->interval_us;
     pthread_mutex_unlock(&s->lock);
-    take(s);
+    take(s, true);
     pthread_mutex_lock(&s->lock);
     if (s->stop) break;
     struct timespec ts;
@@ -192,7 +222,8 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
   s->interval_us = interval_us;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cv, NULL);
-  take(s);
+  s->stride = 1;
+  take(s, false);
   int rc = ensure_thread(s);
   if (rc) {
     pthread_mutex_destroy(&s->lock);
@@ -222,7 +253,7 @@ int hl_sampler_mark(hl_sampler *s) {
   s->mark_ns = hl__prim_now_ns();
   s->min_after = s->max_after = 0;
   pthread_mutex_unlock(&s->lock);
-  take(s);
+  take(s, false);
   return HL_OK;
 }
 
@@ -236,7 +267,7 @@ int hl_sampler_reset(hl_sampler *s) {
   s->mark_ns = 0;
   s->min_after = s->max_after = 0;
   pthread_mutex_unlock(&s->lock);
-  take(s);
+  take(s, false);
   return HL_OK;
 }
 
@@ -245,7 +276,7 @@ int hl_sampler_summary_get(hl_sampler *s, hl_sampler_summary *o) {
   if (!s || !o)
     return hl__fail(NULL, HL_EINVAL, "hl_sampler_summary_get: the %s is NULL", s ? "output" : "sampler");
   ensure_thread(s);
-  take(s); /* the value now counts too */
+  take(s, false); /* the value now counts too */
   pthread_mutex_lock(&s->lock);
   *o = (hl_sampler_summary){s->taken, s->min_phys, s->max_phys, s->min_after, s->max_after,
                             s->min_rss, s->max_rss, s->mark_ns, s->interval_us, s->n};

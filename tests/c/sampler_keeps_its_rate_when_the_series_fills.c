@@ -1,0 +1,104 @@
+/* A sampler whose series fills thins out what it STORES, never how often its
+ * thread samples (heaplab.h): the figures -- max_phys, the lowest and
+ * highest after a mark -- keep the interval the sampler was opened with, at
+ * any time of a long run and after a reset.  Until session 31 each halving
+ * of a full series doubled the thread's interval: with the defaults (65536
+ * samples, 2 ms) it sampled every 4 ms after 131 s, then every 8 ms..., a
+ * reset kept the slowed rate, and a peak shorter than the interval of the
+ * moment was not in max_phys.  Here a series of 16 samples at 1 ms fills
+ * and halves some five times in the first few hundred samples; the thread's
+ * count over a later window must stay near its count over the first (a
+ * ratio with a 4x margin: a loaded machine slows both windows alike -- the
+ * doubling gave a ratio near 0), and a 64 MiB peak held for 100 ms (some
+ * 100 samples' worth) must be in max_phys and max_phys_after_mark. */
+#include <time.h>
+
+#include "check.h"
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* the samples the caller took: the opening one, then one per summary */
+static uint64_t calls = 1;
+
+/* the thread's samples so far (in the phase: those before a reset count
+ * while no reset is made) */
+static uint64_t by_thread(hl_sampler *s) {
+  hl_sampler_summary sum;
+  CHECK(hl_sampler_summary_get(s, &sum) == HL_OK, "summary: %s", hl_heap_error(NULL));
+  calls++;
+  CHECK(sum.samples >= calls, "%" PRIu64 " samples, %" PRIu64 " of them the caller's",
+        sum.samples, calls);
+  return sum.samples - calls;
+}
+
+/* the thread's samples over `ms` */
+static uint64_t samples_over(hl_sampler *s, int ms) {
+  uint64_t a = by_thread(s);
+  sleep_ms(ms);
+  return by_thread(s) - a;
+}
+
+int main(void) {
+  enum { CAP = 16, WINDOW_MS = 200 };
+  hl_footprint f;
+  if (hl_footprint_get(&f) != HL_OK) {
+    printf("SKIP: no footprint here: %s\n", hl_heap_error(NULL));
+    return 77;
+  }
+  hl_sampler *s;
+  CHECK(hl_sampler_open(&s, 0.001, CAP) == HL_OK, "open: %s", hl_heap_error(NULL));
+  hl_sampler_summary sum;
+  CHECK(hl_sampler_summary_get(s, &sum) == HL_OK && sum.interval_us == 1000,
+        "interval_us %" PRIu64 " as opened, not 1000", sum.interval_us);
+
+  /* the first window: the series fills (16) and halves once or twice in it */
+  uint64_t first = samples_over(s, WINDOW_MS);
+  CHECK(first >= 4, "%" PRIu64 " samples of the thread in %d ms at 1 ms", first, WINDOW_MS);
+
+  /* 400 of the thread's samples: 16 stored, then halvings at 8 more stored
+   * samples each, one in 1, 2, 4, 8... of the thread's: some five halvings
+   * (the doubled interval never got there: 8 samples at 1, 2, 4, 8, 16...
+   * ms reach an hour after some 100) */
+  double t0 = now_s();
+  uint64_t n;
+  while ((n = by_thread(s)) < 400 && now_s() - t0 < 10) sleep_ms(50);
+  CHECK(n >= 400, "%" PRIu64 " samples of the thread in %.1f s at 1 ms: it slowed down as "
+        "its series of %d filled", n, now_s() - t0, CAP);
+
+  /* a new phase keeps the interval too (its count starts from the reset's
+   * own sample) */
+  CHECK(hl_sampler_reset(s) == HL_OK, "reset");
+  calls = 1;
+  uint64_t later = samples_over(s, WINDOW_MS);
+  CHECK(later * 4 >= first, "%" PRIu64 " samples of the thread in %d ms after the series "
+        "filled and halved, %" PRIu64 " in the first %d ms: the thread slowed down", later,
+        WINDOW_MS, first, WINDOW_MS);
+  CHECK(hl_sampler_summary_get(s, &sum) == HL_OK && sum.interval_us == 1000 && sum.stored <= CAP,
+        "after the halvings: interval_us %" PRIu64 " (opened with 1000), %" PRIu64
+        " stored of %d", sum.interval_us, sum.stored, CAP);
+
+  /* a short peak: 64 MiB touched, held 100 ms, unmapped -- between the
+   * caller's samples (the mark's before it, the summary's after it), so only
+   * the thread's can see it */
+  uint64_t base = sum.max_phys;
+  CHECK(hl_sampler_mark(s) == HL_OK, "mark");
+  size_t len = (size_t)64 << 20;
+  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(p != MAP_FAILED, "mmap 64 MiB: %s", strerror(errno));
+  memset(p, 1, len);
+  sleep_ms(100);
+  CHECK(munmap(p, len) == 0, "munmap");
+  CHECK(hl_sampler_summary_get(s, &sum) == HL_OK, "summary");
+  CHECK(sum.max_phys >= base + (48 << 20) && sum.max_phys_after_mark >= base + (48 << 20),
+        "a 64 MiB peak held 100 ms at 1 ms sampling: max_phys %.1f MiB, after the mark "
+        "%.1f MiB, %.1f MiB before it -- missed", sum.max_phys / MiB,
+        sum.max_phys_after_mark / MiB, base / MiB);
+  hl_sampler_stop(s);
+  printf("ok: %" PRIu64 " then %" PRIu64 " samples of the thread in %d ms; peak %.1f MiB over "
+         "%.1f MiB\n", first, later, WINDOW_MS, sum.max_phys_after_mark / MiB, base / MiB);
+  return 0;
+}
