@@ -10,7 +10,11 @@ local C = require "check"
 
 local R = debug.getregistry()
 local NAMES = { "heaplab.heap", "heaplab.object", "heaplab.region", "heaplab.sampler",
-                "heaplab.stats", "heaplab.events", "heaplab.event", "heaplab.footprint" }
+                "heaplab.stats", "heaplab.events", "heaplab.event", "heaplab.footprint",
+                -- the returned tables given a tostring in session 31
+                "heaplab.summary", "heaplab.series", "heaplab.churn",
+                "heaplab.effective_options", "heaplab.options", "heaplab.option",
+                "heaplab.faults", "heaplab.fault" }
 
 -- everything that sets one of the metatables, and what each shows
 local function use_everything()
@@ -18,7 +22,17 @@ local function use_everything()
   local o = assert(h:alloc(8, 1))
   local r = assert(h:conservative_region(2))
   local s = assert(hl.sampler())
+  local shown = {
+    ["heaplab.summary"] = s:summary(), ["heaplab.series"] = s:series(),
+    ["heaplab.churn"] = h:churn(0.001, 16, 1024),
+    ["heaplab.effective_options"] = h:options(), ["heaplab.options"] = hl.options(),
+    ["heaplab.option"] = hl.options().major_sweep,
+    ["heaplab.faults"] = h:faults(), ["heaplab.fault"] = h:faults().restore,
+  }
   s:stop()
+  for name, t in pairs(shown) do
+    C.ok(tostring(t):find("^" .. name:gsub("%.", "%%.") .. "[: ]"), tostring(t))
+  end
   local st, ev, fp = assert(h:stats()), assert(h:events()), assert(hl.footprint())
   C.ok(tostring(h):find("^heaplab.heap%(collected%)"), tostring(h))
   C.ok(tostring(o):find("^heaplab.object"), tostring(o))
