@@ -542,11 +542,12 @@ struct hl_heap {
   uint64_t trigger;          /* adaptive small-path trigger */
   uint64_t alloc_limit;      /* small-path bytes since the last cycle at which an
                                 allocation leaves the fast path (0: a cycle is due) */
-  uint64_t limit_pending;    /* heap_limit_bytes, collected mode: bytes of the
-                                allocations past the limit test and not charged
-                                yet (their block's mmap or page fault runs with
-                                the lock dropped: gc/alloc.c); in the limit's
-                                tests, never in the live bytes */
+  uint64_t limit_pending;    /* heap_limit_bytes: bytes of the allocations past
+                                the limit test and not charged yet (their
+                                block's mmap or page fault runs with the lock
+                                dropped: gc/alloc.c; a manual refill's blocks
+                                not taken yet: manual.c); in the limit's tests,
+                                never in the live bytes */
   uint64_t last_live_bytes;  /* small + large bytes the last cycle found live (marked, and kept on tenured pages) */
   uint64_t growth_free;      /* gc_growth_ratio: small-path bytes the heap held free
                                 (slots and empty resident pages) after the last full
@@ -801,6 +802,16 @@ static inline uint64_t hl__limit_held(const hl_heap *h) {
  * message for both modes (fuzz_heap's oracle and the clients' scenarios read
  * it).  gc/alloc.c. */
 bool hl__past_whole_limit(hl_heap *h, uint64_t held, const char *what);
+/* heap_limit_bytes, both modes: hold `bytes` (< 0: give them back) in
+ * limit_pending, from an allocation's limit test until its bytes are charged
+ * or it failed -- across any drop of the lock between the two.  Lock held;
+ * gc/alloc.c. */
+void hl__limit_hold(hl_heap *h, int64_t bytes);
+/* heap_limit_bytes, both modes: ENOMEM "what: heap_limit_bytes N reached: L
+ * bytes live<live_when>[ and P being allocated by other threads], M more
+ * asked" (M: held).  One message: fuzz_heap's oracle and the clients'
+ * scenarios read it.  Lock held; returns HL_ENOMEM. */
+int hl__fail_limit_reached(hl_heap *h, const char *what, const char *live_when, uint64_t held);
 
 /* ---- interrupts (heap.c) ----
  * hl_interrupt counts; a long call remembers the count when it starts and

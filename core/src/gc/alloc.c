@@ -77,11 +77,24 @@ static bool over_limit(hl_heap *h, uint64_t bytes) {
  * or restored -- and every other thread's test passed meanwhile on the same
  * live bytes: 8 threads of 4 MiB objects held 88 MiB under a 64 MiB limit
  * (the background-collector hunt, session 30; tests/c/
- * heap_limit_holds_with_threads.c).  alloc_limit follows (the fast path and
- * the small runs leave the room held). */
-static void limit_hold(hl_heap *h, int64_t bytes) {
+ * heap_limit_holds_with_threads.c).  The manual mode's refill holds the
+ * blocks it will take the same way (manual.c malloc_small).  alloc_limit
+ * follows (the fast path and the small runs leave the room held; 0 on a
+ * manual heap whatever is held). */
+void hl__limit_hold(hl_heap *h, int64_t bytes) {
   h->limit_pending += (uint64_t)bytes;
   hl__alloc_limit_update(h);
+}
+
+int hl__fail_limit_reached(hl_heap *h, const char *what, const char *live_when, uint64_t held) {
+  /* (the bytes other threads are allocating, when there are any) */
+  char pending[64] = "";
+  if (h->limit_pending)
+    snprintf(pending, sizeof pending, " and %" PRIu64 " being allocated by other threads",
+             h->limit_pending);
+  return hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
+                  " bytes live%s%s, %" PRIu64 " more asked", what,
+                  (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), live_when, pending, held);
 }
 
 bool hl__past_whole_limit(hl_heap *h, uint64_t held, const char *what) {
@@ -137,26 +150,19 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
     hl__maybe_collect(h);
     if (h->opt.heap_limit_bytes) {
       if (over_limit(h, held) && collect_for_memory(h) && over_limit(h, held)) {
-        /* (the bytes other threads are allocating, when there are any) */
-        char pending[64] = "";
-        if (h->limit_pending)
-          snprintf(pending, sizeof pending, " and %" PRIu64 " being allocated by other threads",
-                   h->limit_pending);
-        hl__fail(h, HL_ENOMEM, "%s: heap_limit_bytes %" PRIu64 " reached: %" PRIu64
-                 " bytes live after a collection%s, %" PRIu64 " more asked", what,
-                 (uint64_t)h->opt.heap_limit_bytes, hl__live_bytes(h), pending, held);
+        hl__fail_limit_reached(h, what, " after a collection", held);
         hl__alloc_limit_update(h);
         return NULL;
       }
       hl__alloc_limit_update(h); /* the headroom left */
     }
   }
-  if (held) limit_hold(h, (int64_t)held);
+  if (held) hl__limit_hold(h, (int64_t)held);
   void *obj = take(h, size, refs, bytes, large);
   /* No memory: a major cycle may free some (a trigger larger than what is
    * left, a failed fill's garbage), then one more try. */
   if (hl_unlikely(!obj) && collect_for_memory(h)) obj = take(h, size, refs, bytes, large);
-  if (held) limit_hold(h, -(int64_t)held); /* charged now, or failed */
+  if (held) hl__limit_hold(h, -(int64_t)held); /* charged now, or failed */
   if (hl_likely(obj != NULL)) return obj;
   if (large)
     hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %" PRIu64 " bytes", what, bytes);

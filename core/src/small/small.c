@@ -304,6 +304,11 @@ uint32_t hl__page_free_slots(const hl_heap *h, uint32_t p) {
  * (The common case is hl__small_take in internal.h.) */
 void *hl__take_refill(hl_heap *h, uint32_t cls) {
   HL_ASSERT_LOCKED(h);
+  /* a manual refill's run (manual_run): another thread's refill may set it,
+   * and end it at 0 (RUN_MAX), while hl__acquire_page drops the lock -- a
+   * run of its size was then reserved and charged past this refill's want
+   * and the room heap_limit_bytes held for it (manual.c malloc_small) */
+  uint32_t run = h->manual_run;
   for (;;) {
     /* (another thread may have reserved a run while the lock was dropped) */
     if (aword_left(&h->aword[cls])) return hl__small_take(h, cls);
@@ -360,6 +365,7 @@ void *hl__take_refill(hl_heap *h, uint32_t cls) {
     if (h->opt.generational && h->free_pool.head != HL_NIL && !hl__pages_scarce(h)) p = HL_NIL;
     if (p == HL_NIL) {
       p = hl__acquire_page(h, cls);
+      h->manual_run = run;
       if (p == HL_NIL) return NULL;
       if (h->owned[cls] != HL_NIL) {
         /* Another thread took an owned page while the lock was dropped
