@@ -907,7 +907,8 @@ typedef struct hl_object_info {
 
 int hl_alloc(hl_heap *heap, uint64_t size, uint64_t refs, hl_ref *out);
 int hl_ref_release(hl_heap *heap, hl_ref ref);
-/* A second, independent root to the same object. */
+/* A second, independent root to the same object.  A handle whose object's
+ * header was overwritten is HL_ECHECK (as hl_ref_info), *out then 0. */
 int hl_ref_dup(hl_heap *heap, hl_ref ref, hl_ref *out);
 int hl_ref_info(hl_heap *heap, hl_ref ref, hl_object_info *out);
 /* A number that names ref's object for as long as it lives, whatever
@@ -915,7 +916,9 @@ int hl_ref_info(hl_heap *heap, hl_ref ref, hl_object_info *out);
  * object's address when compact=never (and for a large object, which never
  * moves); otherwise a number of the process's above 2^60, given when first
  * asked and remembered through moves.  Two live objects of the process never
- * share one; one object never has two.  (A dead object's may be given again.) */
+ * share one; one object never has two.  (A dead object's may be given again.)
+ * A handle whose object's header was overwritten is HL_ECHECK (as
+ * hl_ref_info), *out then 0. */
 int hl_ref_identity(hl_heap *heap, hl_ref ref, uint64_t *out);
 /* *out = 1 when handles a and b root the same object, else 0; both read
  * under one hold of the heap lock.  Two hl_ref_info calls compare two

@@ -564,7 +564,12 @@ int hl_ref_release(hl_heap *h, hl_ref ref) {
  * it), and every call below would read or write past the object by what it
  * says (a 40-byte object read as 1,094,795,585 slots).  Two loads and a
  * compare (hl__hdr_fits): measured in the handle calls' loop, within the
- * noise (docs/clients.md).  Lock held. */
+ * noise (docs/clients.md).  Every handle call that reads its object goes
+ * through it -- hl_ref_dup and hl_ref_identity too, which read it with
+ * hl__handle_get alone: a dup of a damaged object gave a second root to it
+ * and identity named it (a Python hash, a Lua o:id()), where info and ==
+ * said HL_ECHECK.
+ * Lock held. */
 static int handle_obj(hl_heap *h, hl_ref ref, void **obj) {
   int rc = hl__handle_get(h, ref, obj);
   if (rc || hl_likely(hl__hdr_fits(h, *obj))) return rc;
@@ -580,7 +585,7 @@ int hl_ref_dup(hl_heap *h, hl_ref ref, hl_ref *out) {
   if (!out) return hl__fail(h, HL_EINVAL, "dup: NULL output");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = hl__handle_get(h, ref, &obj);
+  int rc = handle_obj(h, ref, &obj);
   if (!rc) rc = hl__handle_new(h, obj, out);
   hl__unlock(h, locked);
   if (rc) *out = 0;
@@ -615,7 +620,7 @@ int hl_ref_identity(hl_heap *h, hl_ref ref, uint64_t *out) {
   if (!out) return hl__fail(h, HL_EINVAL, "identity: NULL output");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = hl__handle_get(h, ref, &obj);
+  int rc = handle_obj(h, ref, &obj);
   if (!rc) rc = hl__identity(h, obj, out);
   hl__unlock(h, locked);
   if (rc) *out = 0;

@@ -6,7 +6,8 @@
  * mark, which read 1,094,795,585 slots of a 40-byte object and crashed), the
  * cycle keeps what the object refers to, and the handle calls -- with verify
  * or without -- refuse it with HL_ECHECK instead of reading past it (a read
- * of it crashed), hl_ref_same (equality) included.  A large object's header too.
+ * of it crashed), hl_ref_same (equality), hl_ref_dup and hl_ref_identity
+ * (a Python Ref's copy and hash) included.  A large object's header too.
  */
 #include "check.h"
 
@@ -19,6 +20,18 @@ static hl_object_info info(hl_heap *h, hl_ref r) {
   hl_object_info in;
   OK(h, hl_ref_info(h, r, &in));
   return in;
+}
+
+/* dup and identity (a Python Ref's copy and hash) refuse b as info does:
+ * they read its object without the header check, and made a second root to
+ * it, or remembered its address as its identity. */
+static void refuses_dup_and_identity(hl_heap *h, hl_ref b) {
+  hl_ref d = 1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_dup(h, b, &d));
+  CHECK(d == 0, "dup's output zeroed");
+  uint64_t id = 1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_identity(h, b, &id));
+  CHECK(id == 0, "identity's output zeroed");
 }
 
 /* Every handle call that reads the header refuses b. */
@@ -44,6 +57,7 @@ static void handle_calls_refuse(hl_heap *h, hl_ref b, hl_ref other) {
   same = -1;
   FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, b, b, &same));
   CHECK(same == 0, "same's output zeroed");
+  refuses_dup_and_identity(h, b);
 }
 
 static void small_overflow(int verify) {
@@ -99,6 +113,7 @@ static void large_header(void) {
   int same = -1;
   FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, big, big, &same));
   CHECK(same == 0, "same's output zeroed");
+  refuses_dup_and_identity(h, big);
   FAILS(h, HL_ECHECK, "large object", hl_collect(h, 1, 1));
   hl_heap_free(h);
 }
