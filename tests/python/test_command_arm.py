@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -535,6 +536,32 @@ def test_a_preloaded_harness_gets_its_commands_report(tmp_path):
     import json
     error, has_report, warnings = json.loads(p.stdout.splitlines()[-1])
     assert error is None and has_report and not warnings, (error, has_report, warnings)
+
+
+def test_the_run_phase_counts_the_samples_taken_before_it_began(monkeypatch):
+    """Without a script the whole run is the one phase "run": the samples
+    the sampler's thread took between the arm's time 0 and the phase's start
+    are the command's.  The phase reset the sampler as it began and dropped
+    them: on a loaded machine, where that thread took 40 ms to start, a
+    0.1 s command ended with 0 or 1 samples in its phase and a warning
+    (session 31).  Here the gap is made certain: the harness's start
+    announcement (between the two) waits until the command has ended."""
+    import heaplab.harness as harness
+    real = harness._announce
+
+    def slow_start(what, *a, **k):
+        if what == "start":
+            time.sleep(1.0)
+        return real(what, *a, **k)
+
+    monkeypatch.setattr(harness, "_announce", slow_start)
+    data = run_command_arm(["/bin/sleep", "0.4"], allocator="glibc", timeout=60,
+                           stop_signal=None)
+    assert data["error"] is None, data["error"]
+    (run,) = data["records"]
+    assert run["samples"] >= 2 and run["phys_peak"] is not None, run
+    assert run["t_start_s"] == 0 and run["duration_s"] >= 0.4, run
+    assert not data["warnings"], data["warnings"]
 
 
 @pytest.mark.parametrize("allocator", ["heaplab", "glibc"])

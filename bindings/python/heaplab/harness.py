@@ -1459,12 +1459,15 @@ class _OutsideSampler:
 class CommandPhase:
     """One named phase of a sampled command; use through CommandControl.phase()."""
 
-    def __init__(self, ctl, name):
+    def __init__(self, ctl, name, whole_run=False):
         self.ctl = ctl
         self.name = name
         self.notes = {}
         self.marked = False
         self.entered = False
+        # the one phase "run" of the form without a script: from the arm's
+        # time 0, the sampler's readings since it started included
+        self.whole_run = whole_run
 
     def __enter__(self):
         self.ctl._check_deadline()
@@ -1479,9 +1482,14 @@ class CommandPhase:
 
     def _begin(self):
         ctl = self.ctl
-        ctl.sampler.reset()
+        # (the whole run: no reset -- the readings the sampler's thread took
+        # before this phase began are the command's too, and were dropped: a
+        # loaded machine took 40 ms to start that thread, a command of 0.1 s
+        # ended with 0 or 1 of its samples in the phase -- session 31)
+        if not self.whole_run:
+            ctl.sampler.reset()
         fp = self._reading()
-        self.t0 = time.monotonic_ns()
+        self.t0 = ctl.t0 if self.whole_run else time.monotonic_ns()
         self.record = {
             "experiment": ctl.experiment, "arm": ctl.arm, "phase": self.name,
             "index": len(ctl.records), "t_start_s": (self.t0 - ctl.t0) / 1e9,
@@ -1848,7 +1856,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             try:
                 if script is None:
                     past_timeout = False
-                    with ctl.phase("run"):
+                    with CommandPhase(ctl, "run", whole_run=True):
                         try:
                             proc.wait(timeout=timeout)
                         except subprocess.TimeoutExpired:
