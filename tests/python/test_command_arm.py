@@ -535,6 +535,15 @@ def test_a_preloaded_harness_gets_its_commands_report(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     import json
     error, has_report, warnings = json.loads(p.stdout.splitlines()[-1])
+    # every warning but the one a loaded machine may rightly give: this
+    # command runs 11 ms when it has a CPU to itself (its report's
+    # elapsed_s), and the sampler's thread took 15-30 ms to start beside 2
+    # busy loops -- "phase 'run': 0 sample(s)" failed this test in 6 of 209
+    # runs there (18 of 564 before the run phase counted the samples from
+    # time 0; session 31).  That warning is right, and is
+    # test_a_command_too_short_to_sample_is_said's.  The report's own
+    # ("wrote its report as ...", "wrote no HEAPLAB_STATS report") stay.
+    warnings = [w for w in warnings if "before 2 samples were taken" not in w]
     assert error is None and has_report and not warnings, (error, has_report, warnings)
 
 
