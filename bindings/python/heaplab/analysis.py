@@ -6,7 +6,9 @@ either, as a `source`:
 
     a results folder (str / Path; every arm JSON under it, recursively),
     one arm JSON file, an ArmResult, {arm: ArmResult} as Experiment.run()
-    returns it, a raw arm dict, or a list of any of these.
+    returns it, a raw arm dict, or a list of any of these.  An ArmResult of
+    Experiment.run(repeat=N) is its N runs (ArmResult.repeats), tagged
+    repeat=k as their saved <arm>.r<k>.json files are.
 
     import heaplab.analysis as hla
     df = hla.records_frame("results/E1")     # tidy: one row per arm x phase x figure
@@ -142,6 +144,14 @@ def arms(source: Any) -> List[Dict[str, Any]]:
         raise ValueError(f"{path}: no such file or folder")
     data = getattr(source, "data", None)           # an ArmResult
     if isinstance(data, dict):
+        reps = getattr(source, "repeats", None) or []
+        if len(reps) > 1:
+            # Experiment.run(repeat=N): the N runs, each tagged repeat=k --
+            # what its saved <arm>.r<k>.json files give -- not the median
+            # record (its figures are medians; it has no series or phase
+            # times of its own: median_arm)
+            return [{**a, "repeat": a.get("repeat", k)}
+                    for k, r in enumerate(reps) for a in arms(getattr(r, "data", r))]
         return arms(data)
     if isinstance(source, dict):
         if "records" in source and "arm" in source:

@@ -2218,7 +2218,8 @@ class Experiment:
         else 1) runs every arm N times, interleaved (off, on, off, on...),
         and returns for each arm the median of its N runs: every number of
         its records, stats and notes is the median across the repeats (lists
-        and strings, and the footprint series, are the first run's), so an
+        and strings are the first run's; it has no footprint series and no
+        phase start/end times, which belong to one run each), so an
         assertion on it is judged on the median of N.  The runs themselves
         are in ArmResult.repeats and saved as <arm>.r<k>.json."""
         if _IMPORTING_FOR_AN_ARM is not None:
@@ -2390,14 +2391,24 @@ def arm_option(data: Mapping[str, Any], name: str) -> Any:
 def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """One arm JSON from N runs of the same arm: every number of the phase
     records (matched by position), their stats and notes, and the arm's
-    notes is the median across the runs; anything else (strings, lists, the
-    series) is the first run's.  "repeats" says how many there were."""
+    notes is the median across the runs; anything else (strings, lists) is
+    the first run's.  "repeats" says how many there were.
+
+    The median record has no timeline: its "series" is [] and each phase's
+    t_start_s / t_end_s is None (duration_s is the median duration).  Those
+    belong to one run each -- the first run's series placed by median phase
+    times put samples in the wrong phase, and duration_s was not t_end_s -
+    t_start_s; heaplab.analysis reads an ArmResult of N runs as its
+    ArmResult.repeats, as it reads their saved <arm>.r<k>.json files."""
     first = dict(datas[0])
     if any(len(d["records"]) != len(first["records"]) for d in datas):
         raise ArmFailed(f"{first['experiment']}/{first['arm']}: the repeats recorded different "
                         "phases; they cannot be combined")
     first["records"] = [_median_dict([d["records"][i] for d in datas])
                         for i in range(len(first["records"]))]
+    for r in first["records"]:
+        r["t_start_s"] = r["t_end_s"] = None
+    first["series"] = []
     first["notes"] = _median_dict([d.get("notes", {}) for d in datas])
     first["repeats"] = len(datas)
     first.pop("repeat", None)

@@ -1,0 +1,70 @@
+"""heaplab.analysis, session 31: what Experiment.run(repeat=N) returns, sweep
+cells with mixed size spellings, note units, repeated phase names, the median
+of repeats.  Synthetic records (test_analysis.py's helpers): fast, and no
+assertion depends on the machine's load."""
+import json
+import os
+import re
+
+import pytest
+
+from heaplab import analysis as hla
+from heaplab.harness import ArmResult, PhaseRecord, median_arm
+from test_analysis import MiB, arm, phase
+
+pytestmark = pytest.mark.shares_the_machine
+
+
+def repeated_on(starts=(0.0, 0.5, 1.0), durations=(0.2, 0.4, 0.3)):
+    """Three runs of one arm whose phases ran at different times (as real
+    repeats do), as Experiment.run(repeat=3) returns them: the median record
+    with the runs in .repeats, each tagged repeat=k."""
+    datas = []
+    for k, (t0, d) in enumerate(zip(starts, durations)):
+        recs = [phase("E1", "on", "fill", 0, t0, t0 + d, (10, 20 + k)),
+                phase("E1", "on", "drop", 1, t0 + d, t0 + 2 * d, (20 + k, 11), marked=True)]
+        a = arm("E1", "on", recs, series=[[t0 + 2 * d * i / 20, (10 + i) * MiB, 0, 0]
+                                          for i in range(21)])
+        a["repeat"] = k
+        datas.append(a)
+    res = ArmResult(median_arm(datas))
+    res.repeats = [ArmResult(d) for d in datas]
+    return res, datas
+
+
+def test_an_arm_result_of_repeats_is_read_as_its_repeats(tmp_path):
+    """Experiment.run(repeat=N)'s ArmResult was read as its median record:
+    median phase times over the first run's series (samples in the wrong
+    phase), one footprint line, no repeat column.  Now it is its repeats,
+    as their saved <arm>.r<k>.json files are."""
+    res, datas = repeated_on()
+    live = hla.records_frame({"on": res})
+    folder = tmp_path / "E1"
+    folder.mkdir()
+    for d in datas:
+        (folder / f"on.r{d['repeat']}.json").write_text(json.dumps(d))
+    saved = hla.records_frame(str(tmp_path))
+    assert sorted(set(live["repeat"])) == [0, 1, 2]
+    assert live.reset_index(drop=True).equals(saved.reset_index(drop=True))
+    # every sample in its own run's phase
+    s = hla.series_frame(res)
+    assert len(s) == 3 * 21
+    for d in datas:
+        own = hla.series_frame(d)
+        assert own["phase"].tolist() in [s.iloc[i:i + 21]["phase"].tolist()
+                                         for i in range(0, len(s), 21)]
+    fig = hla.plot_footprint({"on": res})
+    assert any("median of 3" in t.get_text() for t in fig.legends[0].get_texts())
+    assert hla.wide({"on": res}).loc[("E1", "on", "fill"), "phys_after"] == 21
+
+
+def test_the_median_record_has_no_timeline_of_its_own():
+    """Its duration_s was the median while t_start_s/t_end_s were medians of
+    their own (duration != t_end - t_start) and its series the first run's."""
+    res, _ = repeated_on()
+    assert res.data["series"] == []
+    for r in res.data["records"]:
+        assert r["t_start_s"] is None and r["t_end_s"] is None
+    assert res.data["records"][0]["duration_s"] == pytest.approx(0.3)
+    # read as a raw dict it shows no samples rather than misplaced ones
+    assert hla.series_frame(res.data).empty
