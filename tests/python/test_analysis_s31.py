@@ -68,3 +68,27 @@ def test_the_median_record_has_no_timeline_of_its_own():
     assert res.data["records"][0]["duration_s"] == pytest.approx(0.3)
     # read as a raw dict it shows no samples rather than misplaced ones
     assert hla.series_frame(res.data).empty
+
+
+def test_sweep_cells_sort_and_label_by_the_options_value(tmp_path):
+    """--set page_size=128k,16k,65536: plot_effect's sort was a TypeError
+    (int 65536 vs str '16k'), and cells sorted as text (128k, 16k, 64k) in
+    the plots and the heat map's pivot.  Cells are sorted and labelled by
+    the value as heaplab reads it (analysis.option_value, compare_runs')."""
+    from test_compare_grids import make_run
+    sizes = {"128k": 3.0, "16k": 1.0, "65536": 2.0}
+    run = make_run(tmp_path / "run", {"page_size": list(sizes), "warm_pages": ["64", "0"]},
+                   lambda v: sizes[v["page_size"]] + (0.5 if v["warm_pages"] == "64" else 0.0))
+    fig = hla.plot_effect(run, "x")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["16384", "65536", "131072"]
+    for line in ax.get_lines():
+        ys = list(line.get_ydata())
+        assert ys == sorted(ys), ys          # 16k < 64k < 128k: the effect grows with it
+    heat = hla.plot_effect_heatmap(run, "x", "on")
+    hax = heat.axes[0]
+    assert [t.get_text() for t in hax.get_xticklabels()] == ["16384", "65536", "131072"]
+    assert [t.get_text() for t in hax.get_yticklabels()] == ["0", "64"]
+    img = hax.get_images()[0].get_array()
+    assert list(img[0]) == pytest.approx([1.0005, 2.0005, 3.0005])
+    assert hla.option_value("page_size", "16k") == hla.option_value("page_size", 16384) == 16384

@@ -30,7 +30,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 try:
     import numpy as np
@@ -1217,6 +1217,44 @@ def effect_summary(run: Any) -> pd.DataFrame:
     return out[names + keys + ["median", "min", "max", "spread", "n"]]
 
 
+def option_value(name: str, v: Any, known: Optional[Mapping[str, Any]] = None) -> Any:
+    """A swept option's value as heaplab reads it (16k == 16384 == "16384",
+    false == 0): what cells are matched (compare_runs), sorted and labelled
+    by (plot_effect, plot_effect_heatmap).  An option that is not heaplab's
+    (a variable in capitals) is a number when it reads as one, else as given.
+    `known`: heaplab.options(), when the caller has it."""
+    if known is None:
+        import heaplab
+        known = heaplab.options()
+    if name in known and v is not None and not (isinstance(v, float) and v != v):
+        from .harness import arm_option
+        try:
+            return arm_option({"sweep": {"env": {"HEAPLAB_" + name.upper(): str(v)}}}, name)
+        except (ValueError, KeyError):
+            return v
+    return _grid_value(v) if isinstance(v, str) else v
+
+
+def _cell_key(v: Any) -> Tuple[int, Any]:
+    """A sort key for option values of mixed kinds: numbers by value, then
+    anything else as text (64 vs '16k' was a TypeError)."""
+    if isinstance(v, (bool, int, float)) and not (isinstance(v, float) and v != v):
+        return (0, float(v))
+    return (1, str(v))
+
+
+def _canon_cells(s: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """s with its swept option columns as option_value() reads them."""
+    import heaplab
+    known = heaplab.options()
+    s = s.copy()
+    for n in names:
+        if n in s.columns:
+            s[n] = pd.Series([option_value(n, v, known) for v in s[n]], index=s.index,
+                             dtype=object)
+    return s
+
+
 def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFrame:
     """Per effect, the medians of two runs side by side: one row per
     experiment x arm x effect x option values present in both runs, with
@@ -1250,13 +1288,7 @@ def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFram
     envs = {k: m.get("env") for k, m in metas.items()}
 
     def canon(name: str, v: Any) -> Any:
-        # a heaplab option as the library reads it; anything else as given
-        if name in known and v is not None and not (isinstance(v, float) and v != v):
-            try:
-                return arm_option({"sweep": {"env": {"HEAPLAB_" + name.upper(): str(v)}}}, name)
-            except (ValueError, KeyError):
-                return v
-        return _grid_value(v) if isinstance(v, str) else v
+        return option_value(name, v, known)
 
     def value_in(which: str, name: str) -> Any:
         env = envs[which] or {}
@@ -1318,6 +1350,11 @@ def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Opti
                          f"{sorted(set(effect_summary(run)['effect']))})")
     names = list(run_meta(run).get("grid") or {})
     x = x or (names[0] if names else None)
+    # cells sorted and labelled by the option's value as heaplab reads it:
+    # 128k,16k,65536 sorted as text, or a TypeError (int vs str) in the sort
+    s = _canon_cells(s, names)
+    ticks = sorted(dict.fromkeys(s[x]), key=_cell_key) if x else ["(one cell)"]
+    pos = {v: i for i, v in enumerate(ticks)}
     fig = Figure(figsize=(width, 4.4), layout="constrained")
     ax = fig.add_subplot()
     arm_names = _paired_order(list(dict.fromkeys(s["arm"])))
@@ -1329,8 +1366,9 @@ def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Opti
         groups = d.groupby(others, sort=False) if others else [((), d)]
         for j, (key, g) in enumerate(groups):
             key = key if isinstance(key, tuple) else (key,)
-            g = g.sort_values(x) if x else g
-            xs = [str(v) for v in g[x]] if x else ["(one cell)"] * len(g)
+            if x:
+                g = g.iloc[sorted(range(len(g)), key=lambda i: _cell_key(g[x].iloc[i]))]
+            xs = [pos[v] for v in g[x]] if x else [0] * len(g)
             med = g["median"].to_numpy(dtype=float)
             err = np.vstack([med - g["min"].to_numpy(dtype=float),
                              g["max"].to_numpy(dtype=float) - med])
@@ -1339,6 +1377,7 @@ def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Opti
             ax.errorbar(xs, med, yerr=err, color=styles[arm_name]["color"],
                         ls=styles[arm_name]["ls"], marker=markers[j % len(markers)], capsize=3,
                         lw=1.3, label=label)
+    ax.set_xticks(range(len(ticks)), [str(v) for v in ticks])
     unit = s["unit"].iloc[0]
     ax.set_ylabel(figure_label(effect, unit))
     ax.set_xlabel(x or "")
@@ -1367,10 +1406,17 @@ def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None
     if s.empty:
         raise ValueError(f"no effect {effect!r} for arm {arm!r} in this run")
     rest = [n for n in names if n not in (x, y)]
+    # rows and columns sorted and labelled by the option's value as heaplab
+    # reads it (128k,16k,64k sorted as text)
+    s = _canon_cells(s, names)
     if rest:      # other options: the median over them
         s = s.groupby([x, y], sort=False)["median"].median().reset_index().assign(spread=np.nan)
-    t = s.pivot_table(index=y, columns=x, values="median", aggfunc="median")
-    sp = s.pivot_table(index=y, columns=x, values="spread", aggfunc="max") if not rest else None
+    rows = sorted(dict.fromkeys(s[y]), key=_cell_key)
+    cols = sorted(dict.fromkeys(s[x]), key=_cell_key)
+    t = s.pivot_table(index=y, columns=x, values="median", aggfunc="median",
+                      sort=False).reindex(index=rows, columns=cols)
+    sp = (s.pivot_table(index=y, columns=x, values="spread", aggfunc="max", sort=False)
+          .reindex(index=rows, columns=cols) if not rest else None)
     fig = Figure(figsize=(width, 0.9 + 0.55 * len(t.index) + 1.5), layout="constrained")
     ax = fig.add_subplot()
     im = ax.imshow(t.to_numpy(dtype=float), aspect="auto", cmap="viridis")
