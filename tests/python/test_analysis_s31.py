@@ -92,3 +92,40 @@ def test_sweep_cells_sort_and_label_by_the_options_value(tmp_path):
     img = hax.get_images()[0].get_array()
     assert list(img[0]) == pytest.approx([1.0005, 2.0005, 3.0005])
     assert hla.option_value("page_size", "16k") == hla.option_value("page_size", 16384) == 16384
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def notes_the_experiments_write():
+    """Every note key set in experiments/ (Python ph.note / rec.note /
+    ctl.note, Lua ph:note / rec:note, notes["k"] = ...)."""
+    keys = set()
+    pat = re.compile(r"""(?:[.:]note\(\s*|notes\[)["']([A-Za-z0-9_]+)["']""")
+    for root, _, files in os.walk(os.path.join(ROOT, "experiments")):
+        for name in files:
+            if name.endswith((".py", ".lua")):
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    keys.update(pat.findall(f.read()))
+    return keys
+
+
+def test_every_note_the_experiments_write_has_a_unit():
+    """notes.used_memory (E9, bytes) and E7's notes.page_size (bytes) were
+    'count', E7's notes.mark_ms_per_cycle '' (ms): an integer note without a
+    unit suffix fell to count unseen.  Each note key in experiments/ is named
+    by its suffix, in NOTE_UNITS, or in NOTE_NOT_FIGURES (no row)."""
+    keys = notes_the_experiments_write()
+    assert {"used_memory", "page_size", "mark_ms_per_cycle", "cycles"} <= keys, sorted(keys)
+    not_figures = getattr(hla, "NOTE_NOT_FIGURES", frozenset())
+    # a float: the unit from the suffix or NOTE_UNITS, never the integer fallback
+    unitless = sorted(k for k in keys if k not in not_figures
+                      and hla.unit_of(k, 0.5, "note") == "")
+    assert not unitless, f"notes without a unit (add them to NOTE_UNITS): {unitless}"
+    r = phase("E7", "noise", "noise", 0, 0.0, 1.0,
+              notes={"used_memory": 1000, "page_size": 16384, "mark_ms_per_cycle": 14.7,
+                     "pipe": "OK", "word": 4096})
+    df = hla.records_frame(arm("E7", "noise", [r]))
+    units = df[df["source"] == "note"].set_index("figure")["unit"].to_dict()
+    assert units["notes.used_memory"] == "bytes" and units["notes.page_size"] == "bytes"
+    assert units["notes.mark_ms_per_cycle"] == "ms", units

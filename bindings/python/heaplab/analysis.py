@@ -59,8 +59,27 @@ DERIVED = {
     "resident_growth": "resident_after - resident_before: the heap's own residency (mincore)",
 }
 
-# Notes whose names do not carry their unit (experiments' own figures).
-NOTE_UNITS = {"peak_large_live": "bytes", "mark_s": "s"}
+# Notes whose names do not carry their unit (experiments' own figures): every
+# numeric note an experiment writes is named here or by its suffix (a test
+# greps experiments/ for them): an integer note fell to "count" unseen --
+# E9's used_memory and E7's page_size are bytes, E7's mark_ms_per_cycle ms.
+NOTE_UNITS = {"peak_large_live": "bytes", "mark_s": "s", "used_memory": "bytes",
+              "page_size": "bytes", "mark_ms_per_cycle": "ms", "thp_enabled": "flag",
+              "word": "address"}
+NOTE_UNITS.update({k: "count" for k in (
+    "armed_after_round", "backlog", "cycles", "cycles_to_major", "data_pages", "failed_pages",
+    "fired", "fresh", "heap_pages", "inside_reservation", "kept_objects", "limit",
+    "major_backstop", "major_quiet", "major_sweeps", "major_swept_pages", "maps",
+    "maps_at_limit", "maps_before", "maps_end", "objects", "pacing_timeouts", "pacing_waits",
+    "pages_hit", "partial_pages", "refused", "release_syscalls", "released", "released_pages",
+    "released_pool", "restore_failed_pages", "restore_fired", "reuse_attempts", "reused",
+    "reused_pages", "survivors", "syscalls", "thp_chunks_released", "thp_splits", "trims",
+    "vmas_after_release", "vmas_after_reuse", "words")})
+# Notes that are no figure (strings, booleans, lists, dicts; a checksum): no row.
+NOTE_NOT_FIGURES = frozenset((
+    "answers_checked", "checksum", "checksums", "end", "events", "expected_checksum", "figures",
+    "fresh_pages_by_round", "info", "injected", "mark", "per_trim", "pipe", "rounds", "series",
+    "stats_when_armed", "walls"))
 
 COLUMNS = ["experiment", "arm", "repeat", "phase", "index", "figure", "value", "unit", "source",
            "status"]
@@ -308,7 +327,8 @@ def records_frame(source: Any, stats: bool = True, notes: bool = True,
                     add("stats." + k, v, unit_of(k, v, "stat"), "stat")
             if notes:
                 for k, v in (r.get("notes") or {}).items():
-                    add("notes." + k, v, unit_of(k, v, "note"), "note")
+                    if k not in NOTE_NOT_FIGURES:
+                        add("notes." + k, v, unit_of(k, v, "note"), "note")
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"index": "int64", "value": "float64"})
 
