@@ -129,3 +129,38 @@ def test_every_note_the_experiments_write_has_a_unit():
     units = df[df["source"] == "note"].set_index("figure")["unit"].to_dict()
     assert units["notes.used_memory"] == "bytes" and units["notes.page_size"] == "bytes"
     assert units["notes.mark_ms_per_cycle"] == "ms", units
+
+
+def test_two_phases_of_an_arm_sharing_a_name_are_two_bars():
+    """plot_phase_cost grouped by (arm, phase name): an arm's two 'textures'
+    phases were one bar, 'median of 2', a min-max line between them.  They
+    are two slots, textures#1 and textures#2 (by the phase's index)."""
+    a = arm("E1", "on", [phase("E1", "on", "fill", 0, 0.0, 0.1, (10, 20)),
+                         phase("E1", "on", "textures", 1, 0.1, 0.2, (20, 30)),
+                         phase("E1", "on", "textures", 2, 0.2, 0.3, (30, 70))])
+    fig = hla.plot_phase_cost(a, figures="phys_growth")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["fill", "textures#1", "textures#2"]
+    assert [round(b.get_height()) for b in ax.patches] == [10, 10, 40]
+    assert not any("median" in t for t in ax.get_legend_handles_labels()[1])
+    assert "median" not in fig.get_suptitle()
+    one = hla.plot_phase_cost(a, figures="phys_growth", phases=["textures#2"])
+    assert [round(b.get_height()) for b in one.axes[0].patches] == [40]
+    both = hla.plot_phase_cost(a, figures="phys_growth", phases="textures")
+    assert [round(b.get_height()) for b in both.axes[0].patches] == [10, 40]
+    # repeats of the arm (the same index) are still one bar, their median;
+    # two arm families naming slot 0 differently (E4c) keep a slot each
+    reps = []
+    for k, top in enumerate((70, 90, 80)):
+        r = json.loads(json.dumps(a))
+        r["repeat"] = k
+        r["records"][2]["phys_after"] = top * MiB
+        reps.append(r)
+    fig = hla.plot_phase_cost(reps, figures="phys_growth")
+    assert [round(b.get_height()) for b in fig.axes[0].patches] == [10, 10, 50]
+    assert any("median of 3" in t for t in fig.axes[0].get_legend_handles_labels()[1])
+    other = arm("E1", "off", [phase("E1", "off", "backlog", 0, 0.0, 0.1, (10, 20)),
+                              phase("E1", "off", "textures", 1, 0.1, 0.2, (20, 30))])
+    fig = hla.plot_phase_cost([a, other], figures="phys_growth")
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
+        "fill", "backlog", "textures#1", "textures#2"]

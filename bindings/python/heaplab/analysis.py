@@ -776,6 +776,28 @@ def _phase_order(df):
     return list(dict.fromkeys(df.sort_values("index", kind="stable")["phase"]))
 
 
+def _phase_slots(df):
+    """(slot label per row of df, slot labels in order): a phase's name, or
+    name#k for the k-th phase of that name in its arm when an arm has more
+    than one (phases may repeat a name: two are two bars, not repeats of
+    one).  Rows are told apart by their phase index, so repeats of an arm
+    (the same index) share a slot; slots are ordered by index."""
+    keys = ["experiment", "arm", "repeat"] if "repeat" in df.columns else ["experiment", "arm"]
+    ph = df[keys + ["index", "phase"]].astype({"repeat": object} if "repeat" in keys else {})
+    ph = ph.fillna({"repeat": -1} if "repeat" in keys else {}).drop_duplicates()
+    ph = ph.sort_values("index", kind="stable")
+    ph["k"] = ph.groupby(keys + ["phase"], sort=False).cumcount() + 1
+    repeated = set(ph.loc[ph["k"] > 1, "phase"])
+    ph["slot"] = [f"{p}#{k}" if p in repeated else p for p, k in zip(ph["phase"], ph["k"])]
+    slot_of = dict(zip(zip(*(ph[c] for c in keys + ["index"])), ph["slot"]))
+    rows = df[keys + ["index"]].astype({"repeat": object} if "repeat" in keys else {})
+    rows = rows.fillna({"repeat": -1} if "repeat" in keys else {})
+    labels = pd.Series([slot_of[t] for t in zip(*(rows[c] for c in keys + ["index"]))],
+                       index=df.index, dtype=object)
+    first = ph.groupby("slot", sort=False)["index"].min().sort_values(kind="stable")
+    return labels, list(first.index)
+
+
 def _label_bars(ax, fig, bars, values, bar_width_data, fontsize=7):
     """Write each bar's value on it only where it fits: horizontally if the
     text is narrower than the bar, else turned upright if one line of text
@@ -823,12 +845,18 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
     if unknown:
         raise ValueError(f"experiment {experiment}: no figure(s) {unknown} in its records "
                          f"(figures: {sorted(set(df['figure']))})")
-    order = _phase_order(df)
+    # slots by the phase's index (two phases of an arm sharing a name were
+    # taken for repeats: one bar, "median of 2")
+    labels, order = _phase_slots(df)
+    df = df.assign(slot=labels)
     if phases is not None:
-        missing = [p for p in phases if p not in order]
+        names_of = {sl: {sl, sl.split("#")[0]} for sl in order}
+        missing = [p for p in phases if not any(p in v for v in names_of.values())]
         if missing:
-            raise ValueError(f"experiment {experiment}: no phase(s) {missing} (phases: {order})")
-        order = list(phases)
+            raise ValueError(f"experiment {experiment}: no phase(s) {missing} "
+                             f"(phases: {order})")
+        order = list(dict.fromkeys(sl for p in phases for sl in order if p in names_of[sl]))
+    ticks = order
     single = len(order) == 1
     if single:
         # one phase: the arms are the categories, and the panels sit side by side
@@ -847,7 +875,7 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
         if unit in ("ns", "us"):            # counters in ns read better in ms
             d = d.assign(value=d["value"] / (1e6 if unit == "ns" else 1e3))
             unit = "ms"
-        stats = d.groupby(["arm", "phase"])["value"].agg(["median", "min", "max", "count"])
+        stats = d.groupby(["arm", "slot"])["value"].agg(["median", "min", "max", "count"])
         for i, name in enumerate(names):
             st = styles[name]
             hatch = "//" if roles[name][1] == "control" else None
@@ -871,9 +899,9 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
             to_label.append((ax, bars, med, w))
         if single:
             ax.set_xticks(np.arange(n), names, fontsize=8, rotation=30 if n > 3 else 0)
-            ax.set_xlabel(f"arm (phase {order[0]})", fontsize=9)
+            ax.set_xlabel(f"arm (phase {ticks[0]})", fontsize=9)
         else:
-            ax.set_xticks(np.arange(len(order)), order, fontsize=9)
+            ax.set_xticks(np.arange(len(order)), ticks, fontsize=9)
         ax.axhline(0, color="0.3", lw=0.8)
         ax.set_ylabel(figure_label(fig_name, unit), fontsize=9)
         ax.margins(y=0.18)
