@@ -164,3 +164,41 @@ def test_two_phases_of_an_arm_sharing_a_name_are_two_bars():
     fig = hla.plot_phase_cost([a, other], figures="phys_growth")
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
         "fill", "backlog", "textures#1", "textures#2"]
+
+
+def test_median_arm_marks_a_phase_that_raised_in_any_repeat_and_agrees_with_the_report():
+    """median_arm took the status string from the first run (a phase that
+    raised in repeat 2 only was 'ok'), and computed returned / growth from
+    medians of their parts (200 - 110 = 90 MiB) where heaplab report's
+    wide() takes the median of each repeat's own figure (10 MiB)."""
+    datas = []
+    for k, (before, low) in enumerate(((100, 90), (200, 110), (300, 290))):
+        fill = phase("E1", "on", "fill", 0, 0.0, 0.1, (10, before))
+        drop = phase("E1", "on", "drop", 1, 0.1, 0.2, (before, low), marked=True)
+        drop["phys_low_after_mark"] = low * MiB
+        a = arm("E1", "on", [fill, drop])
+        a["repeat"] = k
+        datas.append(a)
+    m = median_arm(datas)
+    drop = PhaseRecord(m["records"][1])
+    assert drop.returned == 10 * MiB, drop.returned / MiB
+    assert drop.growth == statistics_median([low - b for b, low in
+                                             ((100, 90), (200, 110), (300, 290))]) * MiB
+    report = hla.wide(datas, figures=["phys_returned", "phys_growth"], unit="bytes")
+    assert report.loc[("E1", "on", "drop"), "phys_returned"] == drop.returned
+    assert report.loc[("E1", "on", "drop"), "phys_growth"] == drop.growth
+    # the median record read on its own gives the same figures
+    own = hla.wide(m, figures=["phys_returned"], unit="bytes")
+    assert own.loc[("E1", "on", "drop"), "phys_returned"] == drop.returned
+    # a phase that raised in repeat 1 only
+    datas[1]["records"][0]["status"] = "raised: RuntimeError: boom"
+    m = median_arm(datas)
+    assert m["records"][0]["status"].startswith("raised: RuntimeError: boom"), m["records"][0]
+    with pytest.raises(ValueError, match="raised"):
+        PhaseRecord(m["records"][0]).growth
+    assert m["records"][1].get("status", "ok") == "ok"
+
+
+def statistics_median(values):
+    import statistics
+    return statistics.median(values)

@@ -310,7 +310,12 @@ def records_frame(source: Any, stats: bool = True, notes: bool = True,
 
             for f in (*FIGURES, "samples"):
                 add(f, r.get(f), RECORD_UNITS[f], "record")
-            if derived:
+            if derived and isinstance(r.get("derived"), dict):
+                # median_arm's record: the median of each repeat's own figure
+                for name, v in r["derived"].items():
+                    if name in DERIVED:
+                        add(name, v, "bytes", "derived")
+            elif derived:
                 g = r.get
                 if _number(g("phys_after")) and _number(g("phys_before")):
                     add("phys_growth", g("phys_after") - g("phys_before"), "bytes", "derived")

@@ -638,8 +638,24 @@ class ArmResult:
         return self.data.get("series", [])
 
 
+#: the derived figures of a phase record: name -> (minuend, subtrahend)
+DERIVED_PARTS = {
+    "phys_growth": ("phys_after", "phys_before"),
+    "phys_peak_growth": ("phys_peak", "phys_before"),
+    "phys_returned": ("phys_before", "phys_low_after_mark"),
+    "resident_growth": ("resident_after", "resident_before"),
+}
+
+
 class PhaseRecord(dict):
-    """A phase record (a dict) with the usual derived figures."""
+    """A phase record (a dict) with the usual derived figures.  A record of
+    median_arm (Experiment.run(repeat=N)) carries them as the median of each
+    repeat's own figure (its "derived"), which these return: the same
+    number heaplab report's tables give; a difference of medians is not."""
+
+    def _derived(self, name: str) -> Any:
+        d = self.get("derived")
+        return d.get(name) if isinstance(d, dict) else None
 
     def _measured(self) -> None:
         status = phase_status(self)
@@ -652,6 +668,11 @@ class PhaseRecord(dict):
     def returned(self) -> int:
         """Bytes the phase gave back: phys before minus the lowest after the mark."""
         self._measured()
+        if self["phys_low_after_mark"] is not None:
+            if self._derived("phys_returned") is not None:
+                return self._derived("phys_returned")
+        elif self._derived("phys_growth") is not None:
+            return -self._derived("phys_growth")
         low = self["phys_low_after_mark"] if self["phys_low_after_mark"] is not None else self["phys_after"]
         return self["phys_before"] - low
 
@@ -659,12 +680,16 @@ class PhaseRecord(dict):
     def growth(self) -> int:
         """phys_after - phys_before: what the phase left charged."""
         self._measured()
+        if self._derived("phys_growth") is not None:
+            return self._derived("phys_growth")
         return self["phys_after"] - self["phys_before"]
 
     @property
     def peak_growth(self) -> int:
         """phys_peak - phys_before: the most the phase cost at any instant."""
         self._measured()
+        if self._derived("phys_peak_growth") is not None:
+            return self._derived("phys_peak_growth")
         return self["phys_peak"] - self["phys_before"]
 
     def stat(self, name: str) -> int:
@@ -2392,7 +2417,14 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """One arm JSON from N runs of the same arm: every number of the phase
     records (matched by position), their stats and notes, and the arm's
     notes is the median across the runs; anything else (strings, lists) is
-    the first run's.  "repeats" says how many there were.
+    the first run's -- but a phase that raised in any run has that run's
+    status ('raised: ...  (repeat k of N)'), and an arm error of any run is
+    the median's.  "repeats" says how many there were.  Each record's
+    "derived" holds the median of each run's own phys_growth,
+    phys_peak_growth, phys_returned and resident_growth (DERIVED_PARTS),
+    what PhaseRecord's growth / peak_growth / returned and
+    heaplab.analysis return for it: the same numbers as heaplab report's
+    tables of the saved runs (a difference of medians was not).
 
     The median record has no timeline: its "series" is [] and each phase's
     t_start_s / t_end_s is None (duration_s is the median duration).  Those
@@ -2406,9 +2438,28 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
                         "phases; they cannot be combined")
     first["records"] = [_median_dict([d["records"][i] for d in datas])
                         for i in range(len(first["records"]))]
-    for r in first["records"]:
+    for i, r in enumerate(first["records"]):
         r["t_start_s"] = r["t_end_s"] = None
+        runs = [d["records"][i] for d in datas]
+        # a phase that raised in any repeat raised (the strings were the
+        # first run's: one that raised in repeat 2 only was 'ok')
+        raised = [(k, phase_status(x)) for k, x in enumerate(runs) if phase_status(x) != "ok"]
+        if raised:
+            k, status = raised[0]
+            r["status"] = status + (f" (repeat {k} of {len(runs)})" if len(runs) > 1 else "")
+        # derived figures: each repeat's own, then the median (as heaplab
+        # report's wide() takes them); a difference of medians is not the
+        # median difference
+        derived = {}
+        for name, (a, b) in DERIVED_PARTS.items():
+            if all(_real(x.get(a)) and _real(x.get(b)) for x in runs):
+                derived[name] = _median([x[a] - x[b] for x in runs])
+        if derived:
+            r["derived"] = derived
     first["series"] = []
+    errors = [d.get("error") for d in datas if d.get("error")]
+    if errors and not first.get("error"):
+        first["error"] = errors[0]
     first["notes"] = _median_dict([d.get("notes", {}) for d in datas])
     first["repeats"] = len(datas)
     first.pop("repeat", None)
