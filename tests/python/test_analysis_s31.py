@@ -202,3 +202,22 @@ def test_median_arm_marks_a_phase_that_raised_in_any_repeat_and_agrees_with_the_
 def statistics_median(values):
     import statistics
     return statistics.median(values)
+
+
+def test_heat_map_cells_print_median_and_min_max(tmp_path):
+    """A cell printed 'median ± half the spread' with a rounded median (20
+    ±0.58 for repeats 19.55, 20.43, 20.71): now 'median (min–max)' with the
+    decimals the spread needs."""
+    import glob
+    from test_compare_grids import make_run
+    run = make_run(tmp_path / "run", {"page_size": ["16k"], "warm_pages": ["0"]},
+                   lambda v: 0.0, repeats=3)
+    for path in glob.glob(os.path.join(run, "E1", "*", "on.r*.json")):
+        with open(path) as f:
+            rec = json.load(f)
+        rec["effects_numeric"][0]["value"] = (19.55, 20.43, 20.71)[rec["sweep"]["repeat"]]
+        with open(path, "w") as f:
+            json.dump(rec, f)
+    fig = hla.plot_effect_heatmap(run, "x", "on")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts == ["20.4\n(19.6–20.7)"], texts

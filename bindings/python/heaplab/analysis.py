@@ -1442,12 +1442,24 @@ def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Opti
     return fig
 
 
+def _median_range(med: float, lo: float, hi: float) -> str:
+    """'median\n(min–max)' with the decimals the spread needs to be seen
+    (20.4 (19.6–20.7) for repeats 19.55..20.71: it was '20 ±0.58', half the
+    spread around a rounded median); the median alone when there is no spread."""
+    spread = hi - lo
+    if not spread > 0:
+        return _short(med)
+    d = min(6, max(0, 1 - math.floor(math.log10(spread))))
+    return f"{med:,.{d}f}\n({lo:,.{d}f}–{hi:,.{d}f})"
+
+
 def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None,
                         y: Optional[str] = None, experiment: Optional[str] = None,
                         title: Optional[str] = None, width: float = 7.0) -> Figure:
     """A heat map of one effect's median over two swept options (the first
     two by default) for one arm; each cell is annotated with its median and
-    the spread of its repeats.  Returns a Figure."""
+    the min-max of its repeats, "median (min–max)", with the decimals the
+    spread needs.  Returns a Figure."""
     s = effect_summary(run)
     s = s[(s["effect"] == effect) & (s["arm"] == arm)]
     if experiment is not None:
@@ -1468,8 +1480,10 @@ def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None
     cols = sorted(dict.fromkeys(s[x]), key=_cell_key)
     t = s.pivot_table(index=y, columns=x, values="median", aggfunc="median",
                       sort=False).reindex(index=rows, columns=cols)
-    sp = (s.pivot_table(index=y, columns=x, values="spread", aggfunc="max", sort=False)
-          .reindex(index=rows, columns=cols) if not rest else None)
+    lo_t = (s.pivot_table(index=y, columns=x, values="min", aggfunc="min", sort=False)
+            .reindex(index=rows, columns=cols).to_numpy(dtype=float) if not rest else None)
+    hi_t = (s.pivot_table(index=y, columns=x, values="max", aggfunc="max", sort=False)
+            .reindex(index=rows, columns=cols).to_numpy(dtype=float) if not rest else None)
     fig = Figure(figsize=(width, 0.9 + 0.55 * len(t.index) + 1.5), layout="constrained")
     ax = fig.add_subplot()
     im = ax.imshow(t.to_numpy(dtype=float), aspect="auto", cmap="viridis")
@@ -1485,8 +1499,8 @@ def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None
             if not math.isfinite(v):
                 continue
             text = _short(v)
-            if sp is not None and math.isfinite(sp.to_numpy(dtype=float)[i, j]):
-                text += f"\n±{_short(sp.to_numpy(dtype=float)[i, j] / 2)}"
+            if lo_t is not None and math.isfinite(lo_t[i, j]) and math.isfinite(hi_t[i, j]):
+                text = _median_range(v, lo_t[i, j], hi_t[i, j])
             dark = hi > lo and (v - lo) / (hi - lo) < 0.5
             ax.text(j, i, text, ha="center", va="center", fontsize=8,
                     color="white" if dark else "black")
