@@ -295,7 +295,16 @@ end
 -- Figures shared by the experiments
 ---------------------------------------------------------------------------
 
-function H.pct(x) return ("%.1f%%"):format(100 * x) end
+-- A fraction as the effects tables print it, as Python's percent(): '97.3%';
+-- a share that rounds to zero is '0.0%' (it printed '-0.0%' for a drop that
+-- gave back a few pages less than nothing), a NaN 'nan%'.
+function H.pct(x)
+  local v = 100 * x
+  if v ~= v then return "nan%" end
+  local s = ("%.1f"):format(v)
+  if tonumber(s) == 0 then s = "0.0" end      -- (-0.0 too)
+  return s .. "%"
+end
 function H.mib(x) return ("%.1f MiB"):format(x / H.MiB) end
 
 -- Bytes a phase gave back: phys before minus the lowest after the mark.

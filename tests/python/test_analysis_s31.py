@@ -221,3 +221,24 @@ def test_heat_map_cells_print_median_and_min_max(tmp_path):
     fig = hla.plot_effect_heatmap(run, "x", "on")
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts == ["20.4\n(19.6–20.7)"], texts
+
+
+def test_lua_pct_prints_what_python_percent_prints():
+    """The Lua twin's H.pct printed '-0.0%' for a share that rounds to zero
+    from below (Python's percent() was fixed for it: E1's off arm)."""
+    import shutil
+    import subprocess
+    from heaplab.harness import percent
+    lua = shutil.which("lua5.4")
+    build = os.environ.get("HEAPLAB_BUILD") or os.path.join(ROOT, "build")
+    so = os.path.join(build, "bindings", "lua")
+    if lua is None or not os.path.exists(os.path.join(so, "heaplab.so")):
+        pytest.fail(f"needs lua5.4 and the Lua module at {so}/heaplab.so (make build)")
+    values = [-1e-5, -0.0004, 0.0, 0.973, -0.5, 1.0, 0.00049]
+    env = {**os.environ, "LUA_CPATH": os.path.join(so, "?.so") + ";;",
+           "LUA_PATH": os.path.join(ROOT, "experiments", "lua", "?.lua") + ";;"}
+    code = ('local H = require "harness"; for _, x in ipairs{%s, 0/0} do print(H.pct(x)) end'
+            % ", ".join(repr(v) for v in values))
+    p = subprocess.run([lua, "-e", code], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [percent(v) for v in values] + ["nan%"], p.stdout
