@@ -242,3 +242,23 @@ def test_lua_pct_prints_what_python_percent_prints():
     p = subprocess.run([lua, "-e", code], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [percent(v) for v in values] + ["nan%"], p.stdout
+
+
+def test_the_cli_on_a_damaged_task_record_gives_a_cli_hint(tmp_path):
+    """heaplab report / compare on a run with a damaged task record said
+    'pass skipped=[] to run_records to load the others': a Python hint on
+    the command line."""
+    import subprocess
+    import sys
+    from test_compare_grids import make_run
+    a = make_run(tmp_path / "a", {"warm_pages": ["0", "64"]}, lambda v: 1.0)
+    b = make_run(tmp_path / "b", {"warm_pages": ["0", "64"]}, lambda v: 1.0)
+    (tmp_path / "a" / "E1" / "c000" / "on.r0.json").write_text('{"half": ')
+    (tmp_path / "b" / "E1" / "c000" / "on.r0.json").write_text('{"no": "task record"}')
+    for args, run in ((["report", a], "a"), (["compare", a, b], "a"), (["compare", b, a], "b")):
+        p = subprocess.run([sys.executable, "-m", "heaplab", *args], capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert "skipped=[]" not in p.stderr and "run_records" not in p.stderr, p.stderr
+        assert os.path.join(run, "E1", "c000", "on.r0.json") in p.stderr, p.stderr
+        assert f"then run heaplab {args[0]} again" in p.stderr, p.stderr

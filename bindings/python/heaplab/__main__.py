@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -68,6 +69,17 @@ def _cmd_preload(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cli_hint(msg: str, command: str) -> str:
+    """A library error's Python hint in the CLI's words: 'pass failed=...'
+    is --failed; 'pass skipped=[] to run_records/load_arms' (a damaged
+    record) has no option here: move the file away and run it again."""
+    msg = msg.replace("pass failed='flag'", "pass --failed flag").replace(
+        "failed='drop'", "--failed drop")
+    return re.sub(r"; remove it, or pass skipped=\[\] to \w+ to load the others",
+                  f"; remove it or move it out of the folder, then run heaplab {command} "
+                  f"again to read the others", msg)
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.results):
         print(f"heaplab report: {args.results}: no such folder", file=sys.stderr)
@@ -90,9 +102,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             written = analysis.report(results, args.out, dpi=args.dpi, log=print,
                                       failed=args.failed)
     except ValueError as e:
-        msg = str(e).replace("pass failed='flag'", "pass --failed flag").replace(
-            "failed='drop'", "--failed drop")
-        print(f"heaplab report: {msg}", file=sys.stderr)
+        print(f"heaplab report: {_cli_hint(str(e), 'report')}", file=sys.stderr)
         return 2
     except OSError as e:
         # a file that went away or could not be written meanwhile (another
@@ -281,7 +291,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             warnings.simplefilter("always")
             t = analysis.compare_runs(args.run_a, args.run_b, tolerance=args.tolerance)
     except ValueError as e:
-        print(f"heaplab compare: {e}", file=sys.stderr)
+        print(f"heaplab compare: {_cli_hint(str(e), 'compare')}", file=sys.stderr)
         return 2
     for w in caught:
         print(f"heaplab compare: warning: {w.message}", file=sys.stderr)
