@@ -262,3 +262,23 @@ def test_the_cli_on_a_damaged_task_record_gives_a_cli_hint(tmp_path):
         assert "skipped=[]" not in p.stderr and "run_records" not in p.stderr, p.stderr
         assert os.path.join(run, "E1", "c000", "on.r0.json") in p.stderr, p.stderr
         assert f"then run heaplab {args[0]} again" in p.stderr, p.stderr
+
+
+def test_report_failed_flag_marks_the_phases_csv(tmp_path):
+    """report --failed flag wrote <exp>_phases.csv without a status column:
+    a failed arm's figures stood there unmarked beside the good arm's."""
+    import pandas as pd
+    from test_analysis import e1_like, write_arms
+    off, on = e1_like()
+    on["error"] = "Traceback (most recent call last):\nRuntimeError: boom"
+    off["records"][2]["status"] = "raised: MemoryError"
+    results = write_arms(tmp_path / "results", [off, on])
+    hla.report(str(results), out=str(tmp_path / "out"), failed="flag")
+    csv = pd.read_csv(tmp_path / "out" / "E1_phases.csv")
+    assert list(csv.columns)[-1] == "status", list(csv.columns)
+    st = csv.set_index(["arm", "phase"])["status"]
+    assert st[("off", "fill")] == "ok" and st[("off", "textures")] == "raised: MemoryError"
+    assert all(st[("on", p)].startswith("arm failed: ")
+               for p in ("fill", "drop", "textures")), st
+    # a frame without failures, or failed='raise', keeps its columns
+    assert "status" not in hla.wide(e1_like()).columns

@@ -364,7 +364,8 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
     arm are one row: each figure's median over them.  `df` is a
     records_frame (or a source, which is read first, with `failed` as
     records_frame takes it).  A frame that holds flagged records of failed
-    phases is refused unless failed='flag' (they are shown) or 'drop'."""
+    phases is refused unless failed='flag' (they are shown, and a last
+    column `status` says 'ok' or why a row is no measurement) or 'drop'."""
     if not isinstance(df, pd.DataFrame):
         df = records_frame(df, failed=failed)
     elif "status" in df.columns:
@@ -379,6 +380,14 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
                 + "; pass failed='flag' to show them or failed='drop' to leave them out")
         if failed == "drop":
             df = df[df["status"] == "ok"]
+    status = None
+    if failed == "flag" and "status" in df.columns:
+        # which rows are no measurement (report --failed flag's phases.csv
+        # showed failed arms' figures unmarked): 'ok', or each failure of
+        # the phase's records (repeats: every one that failed)
+        status = df.groupby(["experiment", "arm", "index", "phase"], sort=False)["status"].agg(
+            lambda v: "ok" if (v == "ok").all() else "; ".join(dict.fromkeys(x for x in v
+                                                                          if x != "ok")))
     if unit is not None:
         df = to_unit(df, unit)
     if isinstance(figures, str):
@@ -397,10 +406,15 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
     t = df.pivot_table(index=["experiment", "arm", "index", "phase"], columns="figure",
                        values="value", aggfunc="median", sort=False)
     t = t.reset_index()
+    if status is not None:
+        t = t.merge(status.rename("status").reset_index(), how="left",
+                    on=["experiment", "arm", "index", "phase"])
     t["_arm"] = t["arm"].map(order)
     t = t.sort_values(["experiment", "_arm", "index"]).drop(columns=["_arm", "index"])
     cols = [f for f in (figures or t.columns) if f in t.columns and f not in
-            ("experiment", "arm", "phase")]
+            ("experiment", "arm", "phase", "status")]
+    if status is not None:
+        cols.append("status")
     t = t.set_index(["experiment", "arm", "phase"])[cols]
     t.columns.name = None
     return t
