@@ -227,7 +227,7 @@ static PyMethodDef methods[] = {
   FN(allocator, "'heaplab' or 'libc'"),
   FN(stats, "the launcher heap's stats by name (None on libc)"),
   FN(options, "the launcher heap's options by name (None on libc)"),
-  FN(resident_bytes, "bytes of the heap's reservation resident now (mincore)"),
+  FN(resident_bytes, "bytes of the heap's reservation the kernel charges now (resident_bytes)"),
   FN(vma_count, "VMAs over the heap's reservation"),
   FN(footprint, "the process footprint (smaps_rollup), bytes"),
   FN(trim, "return this thread's cached blocks and run a trim pass"),

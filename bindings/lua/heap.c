@@ -553,10 +553,11 @@ static int heap_u64(lua_State *L, const char *fn, int (*get)(hl_heap *, uint64_t
 }
 
 /***
-Bytes of the heap's reservation resident now (mincore).
+Bytes of the heap's reservation the kernel charges now (its Rss: the
+shared zero page not counted; PAGEMAP_SCAN, mincore where the kernel has none).
 @function heap:resident_bytes
 @treturn integer
-@return nil, message, code ("ESYS" when mincore fails)
+@return nil, message, code ("ESYS" when the pages cannot be counted)
 */
 static int h_resident_bytes(lua_State *L) {
   return heap_u64(L, "h:resident_bytes", hl_resident_bytes);

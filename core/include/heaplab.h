@@ -838,9 +838,16 @@ int hl_events_read(hl_heap *heap, hl_event *buf, size_t cap, size_t *count,
 int hl_events_peek(hl_heap *heap, hl_event *buf, size_t cap, size_t *count,
                    uint64_t *first);
 int hl_events_consume(hl_heap *heap, uint64_t upto, uint64_t *kept_from);
-/* Bytes of the heap's reservation resident now (mincore): its carved pages;
- * with thp, to the end of the last carved 2 MiB chunk (the kernel backs a
- * chunk whole) and over the chunks a running prefault helper faults in. */
+/* Bytes of the heap's reservation the kernel charges now (its Rss): pages
+ * present and not the kernel's shared zero page (which a read of a page
+ * never written maps, and no Rss counts), a huge page's 2 MiB whole.
+ * Counted over its carved pages; with thp, to the end of the last carved
+ * 2 MiB chunk (a huge page may back its uncarved rest) and over the chunks a
+ * running prefault helper faults in.  Linux 6.7+: ioctl PAGEMAP_SCAN on
+ * /proc/self/pagemap.  Where that is not there (an older kernel, no /proc)
+ * and on Darwin: mincore, which counts zero pages too -- an untouched page
+ * only read, or the never-written subpages of a huge page split by a partial
+ * release, are "resident" there. */
 int hl_resident_bytes(hl_heap *heap, uint64_t *out);
 /* VMAs of /proc/self/maps that overlap the heap's reservation: 1 for the
  * heap's life, unless dump_toggle splits it on purpose, or dump_unused=0

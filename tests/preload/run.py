@@ -665,7 +665,7 @@ def report_without_proc():
         assert r["footprint"] == dict.fromkeys(("rss", "anonymous", "lazyfree", "swap",
                                                 "phys_footprint", "anon_huge")), r["footprint"]
         assert r["vma_count"] is None and r["interpreter"] is None, r
-        assert r["resident_bytes"] > 0, r     # (mincore: no /proc needed)
+        assert r["resident_bytes"] > 0, r     # (mincore without /proc)
     print("report without /proc: null footprint, vma_count and interpreter")
 
 

@@ -1070,7 +1070,11 @@ class Heap(_Owned):
         return out
 
     def resident_bytes(self) -> int:
-        """Bytes of the heap's own reservation resident now (mincore)."""
+        """Bytes of the heap's own reservation the kernel charges now (its Rss).
+
+        Pages present and not the kernel's shared zero page (ioctl
+        PAGEMAP_SCAN, Linux 6.7+); mincore, which counts zero pages too,
+        where the kernel has no PAGEMAP_SCAN or /proc is not mounted."""
         out = ffi.new("uint64_t *")
         self._call(lib.hl_resident_bytes, out)
         return out[0]

@@ -56,7 +56,7 @@ DERIVED = {
     "phys_growth": "phys_after - phys_before: what the phase left charged",
     "phys_peak_growth": "phys_peak - phys_before: the most the phase cost at any instant",
     "phys_returned": "phys_before - phys_low_after_mark: what came back after the mark",
-    "resident_growth": "resident_after - resident_before: the heap's own residency (mincore)",
+    "resident_growth": "resident_after - resident_before: the heap's own residency (resident_bytes)",
 }
 
 # Notes whose names do not carry their unit (experiments' own figures): every
@@ -477,8 +477,8 @@ FIGURE_LABELS = {
     "phys_growth": "footprint the phase left",
     "phys_peak_growth": "peak above the phase's start",
     "phys_returned": "footprint returned after the mark",
-    "resident_after": "heap resident at the end (mincore)",
-    "resident_growth": "heap residency the phase left (mincore)",
+    "resident_after": "heap resident at the end (resident_bytes)",
+    "resident_growth": "heap residency the phase left (resident_bytes)",
     "rss_after": "RSS when the phase ended",
     "vmas_after": "VMAs over the heap",
     "duration_s": "phase duration",

@@ -145,8 +145,7 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
           "unmap pending range %p is not flagged mapped and pending", (const void *)l);
     CHECK(!hl__large_contains(h, l + 1), "unmap pending range %p is a live block",
           (const void *)l);
-    uint64_t res;
-    int err = hl__prim_os_resident(l, 1, &res);
+    int err = hl__prim_os_mapped(l, 1);
     CHECK(err == 0, "unmap pending range %p (%" PRIu64 " bytes) is not mapped (mincore: %s)",
           (const void *)l, sizeof(hl_large) + l->size, strerror(err));
     pb += sizeof(hl_large) + l->size;

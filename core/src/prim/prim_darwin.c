@@ -79,6 +79,11 @@ int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
   return 0;
 }
 
+int hl__prim_os_mapped(const void *addr, size_t len) {
+  uint64_t unused;
+  return hl__prim_os_resident(addr, len, &unused);
+}
+
 int hl__prim_os_vma_count(uintptr_t lo, uintptr_t hi, uint64_t *count) {
   uint64_t n = 0;
   mach_vm_address_t addr = lo;

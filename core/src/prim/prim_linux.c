@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <stdatomic.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/sysinfo.h>
@@ -122,7 +125,10 @@ int hl__prim_os_advise(void *addr, size_t len, prim_op op) {
   return madvise(addr, len, adv) == 0 ? 0 : errno;
 }
 
-int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
+/* mincore's count: every page with a page table entry, the kernel's shared
+ * zero page included (a read of an untouched page maps it; it is in no
+ * Rss).  ENOMEM when part of the range is not mapped. */
+static int mincore_resident(const void *addr, size_t len, uint64_t *bytes) {
   size_t ps = hl__prim_os_page_size();
   unsigned char vec[4096];
   uint64_t total = 0;
@@ -139,6 +145,91 @@ int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
   }
   *bytes = total * ps;
   return 0;
+}
+
+int hl__prim_os_mapped(const void *addr, size_t len) {
+  uint64_t unused;
+  return mincore_resident(addr, len, &unused);
+}
+
+/* PAGEMAP_SCAN (Linux 6.7): the uapi of include/uapi/linux/fs.h, Linux 6.7
+ * to 6.18, for C libraries whose <linux/fs.h> predates it (Debian 12's). */
+#ifndef PAGEMAP_SCAN
+struct page_region {
+  uint64_t start;
+  uint64_t end;
+  uint64_t categories;
+};
+struct pm_scan_arg {
+  uint64_t size;
+  uint64_t flags;
+  uint64_t start;
+  uint64_t end;
+  uint64_t walk_end;
+  uint64_t vec;
+  uint64_t vec_len;
+  uint64_t max_pages;
+  uint64_t category_inverted;
+  uint64_t category_mask;
+  uint64_t category_anyof_mask;
+  uint64_t return_mask;
+};
+#define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_PFNZERO (1 << 5)
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#endif
+
+/* 1 once PAGEMAP_SCAN has said it is not there (ENOTTY before Linux 6.7,
+ * EINVAL for categories it does not know): every later call is mincore's. */
+static _Atomic int pagemap_scan_missing;
+
+static int pagemap_resident(int fd, const void *addr, size_t len, uint64_t *bytes) {
+  struct page_region regs[128];
+  uint64_t ps = hl__prim_os_page_size(), total = 0;
+  uint64_t start = (uintptr_t)addr / ps * ps, end = (uintptr_t)addr + len; /* (as mincore's) */
+  while (start < end) {
+    /* present and not the zero page; runs of such pages (a huge page is
+     * one run of 2 MiB) come back as one region each */
+    struct pm_scan_arg a = {
+        .size = sizeof a, .start = start, .end = end,
+        .vec = (uintptr_t)regs, .vec_len = sizeof regs / sizeof regs[0],
+        .category_mask = PAGE_IS_PRESENT | PAGE_IS_PFNZERO,
+        .category_inverted = PAGE_IS_PFNZERO,
+        .return_mask = PAGE_IS_PRESENT};
+    int n = ioctl(fd, PAGEMAP_SCAN, &a);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    for (int i = 0; i < n; i++) total += regs[i].end - regs[i].start;
+    if (a.walk_end <= start) return EIO; /* (no progress: never seen) */
+    start = a.walk_end;
+  }
+  *bytes = total;
+  return 0;
+}
+
+/* One open of /proc/self/pagemap per call (the fd of another process's mm
+ * after a fork, or one a program closed and reused, could not be cached
+ * safely), the scan, the close: no cancellation point (open and close are). */
+static int pagemap_call(const void *addr, size_t len, uint64_t *bytes) {
+  int fd = hl__prim_os_proc_self_open("pagemap");
+  if (fd < 0) return -1;
+  int e = pagemap_resident(fd, addr, len, bytes);
+  close(fd);
+  return e;
+}
+
+int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
+  *bytes = 0;
+  if (!atomic_load_explicit(&pagemap_scan_missing, memory_order_relaxed)) {
+    int e;
+    NO_CANCEL(e = pagemap_call(addr, len, bytes));
+    if (e >= 0 && e != ENOTTY && e != EINVAL) return e;
+    /* (a pagemap that cannot be opened -- /proc unmounted -- is not
+     * remembered: it may be there on the next call) */
+    if (e >= 0) atomic_store_explicit(&pagemap_scan_missing, 1, memory_order_relaxed);
+    *bytes = 0;
+  }
+  return mincore_resident(addr, len, bytes);
 }
 
 /* A file of this process's /proc directory, read through the calling
