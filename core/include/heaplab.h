@@ -231,7 +231,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(small_max, BYTES, 512, 16, 16384, "",                                      \
     "largest small object in bytes (<= page_size/4); larger go to the large path") \
   X(reserve_bytes, BYTES, 34359738368, 1048576, 1099511627776, "",             \
-    "virtual reservation for small pages (halved until the kernel accepts it)") \
+    "virtual reservation for small pages (halved until the kernel accepts it; the heap's effective options say what it got)") \
   X(thp, ENUM, HL_THP_NEVER, HL_THP_NEVER, HL_THP_POPULATE, HL_CHOICES(thp),   \
     "transparent huge pages: never (MADV_NOHUGEPAGE: 4 KiB faults); madvise (MADV_HUGEPAGE on a reservation of 2 MiB-aligned 2 MiB chunks: a chunk is backed by a huge page at its first touch; trims release whole chunks first, one call per run of them -- a whole chunk even when its free pages go past what the trim would take (up to release_per_sweep; less than a chunk out of the warm cache) -- and count the huge pages they split); populate (as madvise, and a fresh chunk is faulted in with one MADV_POPULATE_WRITE). Default never, measured (docs/performance.md, fourth round): the 192 MiB fill is 3x faster with populate, binary-trees is not faster (side by side 0.98-1.03x, 2-3x the system time), and the experiments study footprint in 4 KiB pages") \
   X(thp_prefault, INT, 4, 0, 64, "",                                           \
@@ -817,6 +817,16 @@ void hl_heap_free(hl_heap *heap);
  * given a NULL one ("" if none).  How long each string stays: the
  * conventions at the top of this file. */
 const char *hl_heap_error(const hl_heap *heap);
+/* The heap's effective options: those it was made with, as it runs with
+ * them -- reserve_bytes is the reservation it got (whole pages, 2 MiB chunks
+ * with thp; halved while the kernel refused it, half the room left under
+ * RLIMIT_AS: stat reserved_bytes), young_min_bytes at most young_bytes.
+ * Kept as given: mark_threads 0 (the CPUs: stat mark_threads_used says how
+ * many a mark used), thp when the kernel refused huge pages (stats
+ * thp_enabled, thp_errno), and the options of a feature the heap does not
+ * use, which it ignores (a description's "manual mode:", "generational:",
+ * "background collector:"...: tcache_* on a collected heap, young_* without
+ * generational, min_cycle_interval_ms with collector=sync). */
 int hl_heap_options(const hl_heap *heap, hl_options *out);
 
 int hl_stats_get(hl_heap *heap, hl_stats *out);

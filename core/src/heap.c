@@ -424,6 +424,15 @@ static int heap_new(const hl_options *opts, hl_heap **out, char *err, size_t err
     goto fail;
   }
   if ((rc = hl__pages_init(h, err, errlen))) goto fail;
+  /* The effective options (hl_heap_options, h.options, h:options()) say
+   * what the heap runs with, not only what was asked: the reservation it
+   * got (rounded down to whole pages -- 2 MiB chunks with thp -- and halved
+   * while the kernel refused it, or cut to half the room under RLIMIT_AS),
+   * and the nursery's lower bound, at most young_bytes (gc/cycle.c).
+   * (A heap made with reserve_bytes=64g under an 8 GiB RLIMIT_AS reported
+   * 64 GiB while it had reserved 4 GiB: the option hunt, session 31.) */
+  h->opt.reserve_bytes = (int64_t)h->reserved;
+  if (h->opt.young_min_bytes > h->opt.young_bytes) h->opt.young_min_bytes = h->opt.young_bytes;
   if ((rc = hl__registry_add(h))) {
     hl__fmt_err(err, errlen, "hl_heap_new: out of memory, or 65,535 heaps live already (each "
                 "needs a handle tag of its own)");

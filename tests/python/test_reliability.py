@@ -625,3 +625,30 @@ def test_a_ref_released_by_another_thread_mid_call_is_stale():
         sys.setswitchinterval(old)
         h.close()
     assert not bad, bad[:3]
+
+
+def test_effective_options_say_the_reservation_the_heap_got():
+    """The option hunt, session 31: under RLIMIT_AS 8 GiB, Heap(reserve_bytes=64g)
+    had h.options["reserve_bytes"] 68719476736 while stats().reserved_bytes and
+    range() said 4,286,185,472 -- h.options is "the effective options"."""
+    import resource
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("AddressSanitizer's shadow memory needs more address space than 8 GiB")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    p = run_python("""
+        import heaplab
+        h = heaplab.Heap(reserve_bytes=64 << 30)
+        got = h.stats().reserved_bytes
+        assert got < 8 << 30 and h.range()[1] == got, (got, h.range())
+        assert h.options["reserve_bytes"] == got, (h.options["reserve_bytes"], got)
+        print("ok", got)
+    """, preexec=limit)
+    assert p.returncode == 0 and p.stdout.startswith("ok"), p.stdout + p.stderr
+    with heaplab.Heap(reserve_bytes=(4 << 20) + 1, generational=True, young_bytes="64k") as h:
+        assert h.options["reserve_bytes"] == h.stats().reserved_bytes == 4 << 20, h.options
+        assert h.options["young_min_bytes"] == h.options["young_bytes"] == 65536, h.options
+        with heaplab.Heap(**h.options) as again:   # the effective options make the heap again
+            assert again.options == h.options

@@ -882,6 +882,9 @@ class Heap(_Owned):
         rc = lib.hl_heap_new(opts, slot, err, 256)
         if rc:
             _raise(rc, _s(err))
+        # the heap's effective options (hl_heap_options): the reservation it
+        # got, not the one asked for
+        lib.hl_heap_options(slot[0], opts)
         self._options = _options_dict(opts)
         self._manual = self._options["mode"] == "manual"
         self._own(slot[0])
@@ -940,7 +943,10 @@ class Heap(_Owned):
 
     @property
     def options(self) -> Dict[str, Any]:
-        """The effective options (defaults, environment, arguments)."""
+        """The effective options (defaults, environment, arguments), as the heap
+        runs with them: reserve_bytes is the reservation it got (rounded to
+        whole pages, halved while the kernel refused it: stats().reserved_bytes),
+        young_min_bytes at most young_bytes (hl_heap_options)."""
         return dict(self._options)
 
     # -- objects --
