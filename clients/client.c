@@ -534,6 +534,12 @@ int client_start(const char *launcher, const char *interpreter) {
     rc = HL_EVALUE;
   }
   if (!rc) rc = hl_options_set_int(&o, "mode", HL_MODE_MANUAL, err, sizeof err);
+  /* HEAPLAB_GENERATIONAL and HEAPLAB_COLLECTOR are for the collected heaps
+   * a script makes (heaplab.Heap()); the launcher's manual heap never
+   * collects and hl_options_validate refuses them on it: ignored here
+   * (HEAPLAB_COMPACT is refused, docs/clients.md) */
+  o.generational = 0;
+  o.collector = HL_COLLECTOR_SYNC;
   /* (the launchers hunt, session 25: under `ulimit -v 400000` a 150 MB
    * bytearray, under 60000 the interpreter itself, failed where the stock
    * one ran) */

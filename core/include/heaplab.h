@@ -293,7 +293,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(gc_growth_ratio, INT, 100, 0, 1000, "",                                    \
     "full-mark collector: the heap grows only by need -- the trigger is at most max(the bytes the heap holds free after the sweep, the trigger + this percent of the bytes marked), and a cycle that would leave less free sweeps the partial pages too (0 = off: gc_live_ratio alone, the seed's trigger)") \
   X(generational, BOOL, 0, 0, 1, "",                                           \
-    "collected mode, sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
+    "collected mode (needs mode=collected), sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
   X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
     "generational: the largest nursery, where a heap starts -- small-path bytes allocated between minor cycles (young_min_bytes: the smallest)")          \
   X(young_min_bytes, BYTES, 4194304, 65536, 1099511627776, "",                 \
@@ -322,7 +322,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
     "paced waits stop after this many cycles in a row that free nothing")     \
   X(collector, ENUM, HL_COLLECTOR_SYNC, HL_COLLECTOR_SYNC, HL_COLLECTOR_BACKGROUND,  \
     HL_CHOICES(collector),                               \
-    "sync: cycles run in the allocating thread; background: a collector thread") \
+    "collected mode: sync: cycles run in the allocating thread; background: a collector thread (needs mode=collected)") \
   X(min_cycle_interval_ms, INT, 0, 0, 600000, "",                              \
     "background collector: least time between the collector thread's cycles; a cycle for memory (no slot or block left, or the live bytes at heap_limit_bytes: stat memory_cycles), collect() and the cycles of a thread holding the heap (hl_enter) run in the calling thread at once, whatever the interval (near heap_limit_bytes they come closer together than it)") \
   X(subpage_release, BOOL, 0, 0, 1, "",                                        \

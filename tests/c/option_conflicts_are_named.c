@@ -48,6 +48,15 @@ int main(void) {
   refused("compaction of a manual heap",
           (const char *const[]){"mode", "manual", "compact", "sparse", NULL},
           "option compact: needs mode=collected");
+  /* the other collected-mode switches, as compact (the option hunt, session
+   * 31: accepted on a manual heap, which then counted as needing the write
+   * barrier and slowed every other heap's stores) */
+  refused("generational manual heap",
+          (const char *const[]){"mode", "manual", "generational", "true", NULL},
+          "option generational: needs mode=collected");
+  refused("background collector of a manual heap",
+          (const char *const[]){"mode", "manual", "collector", "background", NULL},
+          "option collector: background needs mode=collected");
   refused("page_size not a power of two", (const char *const[]){"page_size", "96k", NULL},
           "option page_size: 98304 is not a power of two");
   refused("small_max above a quarter page",
@@ -63,6 +72,11 @@ int main(void) {
       (const char *const[]){"subpage_release", "true", NULL},
       (const char *const[]){"mode", "manual", "compact", "never", NULL},
       (const char *const[]){"compact", "sparse", NULL},
+      (const char *const[]){"generational", "true", "collector", "background", NULL},
+      (const char *const[]){"mode", "manual", "generational", "false", "collector", "sync", NULL},
+      /* a parameter of a feature not in use is ignored, not refused */
+      (const char *const[]){"collector", "sync", "min_cycle_interval_ms", "50", NULL},
+      (const char *const[]){"generational", "true", "young_bytes", "64k", NULL},
   };
   for (size_t k = 0; k < sizeof fine / sizeof fine[0]; k++) {
     hl_options o = options_with(fine[k][0], fine[k]);

@@ -33,6 +33,10 @@ case({ "heaplab.heap", "small_max", "page_size/4" }, hl.heap, { page_size = "16k
 case({ "heaplab.heap", "subpage_release", "needs page_release" }, hl.heap,
      { subpage_release = true, page_release = false })
 case({ "heaplab.heap", "compact", "needs mode=collected" }, hl.heap, { mode = "manual", compact = "sparse" })
+case({ "heaplab.heap", "generational", "needs mode=collected" }, hl.heap,
+     { mode = "manual", generational = true })
+case({ "heaplab.heap", "collector", "background needs mode=collected" }, hl.heap,
+     { mode = "manual", collector = "background" })
 case({ "heaplab.heap", "warm_pages", "integer", "a table" }, hl.heap, { warm_pages = {} })
 case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
 -- C reads a name up to its first NUL: this one set warm_pages

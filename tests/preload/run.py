@@ -270,6 +270,31 @@ def small_page_option():
           f"({rep['stats']['manual_mallocs']} mallocs); a small_max set too large: one line")
 
 
+def collected_only_options():
+    """HEAPLAB_GENERATIONAL=1 and HEAPLAB_COLLECTOR=background, exported for a
+    program's collected heaps: the preloaded (manual) heap ignores them and
+    the program runs on heaplab, silently.  (hl_options_validate refuses both
+    on a manual heap since the option hunt of session 31; before, the manual
+    heap took generational=true and counted as needing the write barrier.)
+    HEAPLAB_COMPACT is still refused: one line, the system allocator."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stats.json")
+        status, out, err = run([STOCK_PYTHON, "-c", "print(sum(range(10)))"], "heaplab",
+                               {"HEAPLAB_GENERATIONAL": "1", "HEAPLAB_COLLECTOR": "background",
+                                "HEAPLAB_STATS": path})
+        assert status == 0 and out == "45\n" and not err, (status, out, err)
+        rep = report(path)
+        assert rep["allocator"] == "heaplab", rep["allocator"]
+        assert rep["options"]["generational"] is False and \
+            rep["options"]["collector"] == "sync", rep["options"]
+        status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
+                               {"HEAPLAB_COMPACT": "sparse"})
+        assert status == 0 and out == "1\n" and "compact" in err and \
+            "using the system allocator" in err, (status, out, err)
+    print("HEAPLAB_GENERATIONAL=1 HEAPLAB_COLLECTOR=background: on heaplab, ignored")
+
+
 def verify_refuses():
     """HEAPLAB_VERIFY=1 catches the program's double frees and its realloc of
     a freed block, small or large (a freed large block stays in a quarantine,
@@ -670,7 +695,8 @@ def report_without_proc():
 
 
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
-                                     bad_option, small_page_option, verify_refuses,
+                                     bad_option, small_page_option, collected_only_options,
+                                     verify_refuses,
                                      verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
                                      report_edges, child_report_paths,

@@ -66,6 +66,9 @@ OPTION_CASES = [
     (dict(subpage_release=True, dump_toggle=True), ValueError,
      "subpage_release: cannot be combined with dump_toggle"),
     (dict(mode="manual", compact="sparse"), ValueError, "compact: needs mode=collected"),
+    (dict(mode="manual", generational=True), ValueError, "generational: needs mode=collected"),
+    (dict(mode="manual", collector="background"), ValueError,
+     "collector: background needs mode=collected"),
 ]
 
 

@@ -560,6 +560,21 @@ int hl_options_validate(const hl_options *o, char *err, size_t errlen) {
                 "client's raw pointers and cannot move)");
     return HL_EVALUE;
   }
+  /* the collected-mode switches, as compact: a manual heap never collects
+   * (the session-31 option hunt: generational=true on a manual heap was
+   * accepted, and counted as a heap whose stores need the write barrier) */
+  if (o->generational && o->mode != HL_MODE_COLLECTED) {
+    hl__fmt_err(err, errlen,
+                "option generational: needs mode=collected (a manual heap's blocks are freed "
+                "by its client, and it never collects)");
+    return HL_EVALUE;
+  }
+  if (o->collector == HL_COLLECTOR_BACKGROUND && o->mode != HL_MODE_COLLECTED) {
+    hl__fmt_err(err, errlen,
+                "option collector: background needs mode=collected (a manual heap never "
+                "collects: it has no collector thread)");
+    return HL_EVALUE;
+  }
   if (o->gc_trigger_min_bytes > o->gc_trigger_max_bytes) {
     hl__fmt_err(err, errlen,
                 "option gc_trigger_min_bytes: %" PRId64 " exceeds gc_trigger_max_bytes %" PRId64,
