@@ -1770,8 +1770,13 @@ static bool configure(input *in) {
   int64_t ps = pages[b1 & 3];
   static const int64_t smax[] = {16, 64, 256, 1 << 20};
   set("mode", b0 & 1);
-  set("generational", b0 >> 1 & 1);
-  set("collector", b0 >> 2 & 1);
+  /* collected mode's: a manual heap refuses them (since session 31; a
+   * manual input's bits meant nothing before -- it never collected -- and
+   * made 3 of 4 manual inputs no heap at all once refused) */
+  if (O.mode == HL_MODE_COLLECTED) {
+    set("generational", b0 >> 1 & 1);
+    set("collector", b0 >> 2 & 1);
+  }
   set("page_release", (b0 >> 3 & 1) ^ 1);
   set("dump_toggle", b0 >> 4 & 1);
   set("release_advice", b0 >> 5 & 1);
