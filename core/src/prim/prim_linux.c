@@ -223,10 +223,15 @@ int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes) {
   if (!atomic_load_explicit(&pagemap_scan_missing, memory_order_relaxed)) {
     int e;
     NO_CANCEL(e = pagemap_call(addr, len, bytes));
-    if (e >= 0 && e != ENOTTY && e != EINVAL) return e;
-    /* (a pagemap that cannot be opened -- /proc unmounted -- is not
-     * remembered: it may be there on the next call) */
-    if (e >= 0) atomic_store_explicit(&pagemap_scan_missing, 1, memory_order_relaxed);
+    if (e == 0) return 0;
+    /* Any failure falls back to mincore (a seccomp filter's EPERM, an
+     * ENOMEM: mincore may work where the scan did not); only a kernel
+     * without the ioctl (ENOTTY) or without its categories (EINVAL: the
+     * range is page-aligned, so nothing else of ours is invalid) is
+     * remembered.  (A pagemap that cannot be opened -- /proc unmounted --
+     * is not: it may be there on the next call.) */
+    if (e == ENOTTY || e == EINVAL)
+      atomic_store_explicit(&pagemap_scan_missing, 1, memory_order_relaxed);
     *bytes = 0;
   }
   return mincore_resident(addr, len, bytes);
