@@ -325,6 +325,15 @@ def lua_report():
                                    ("HEAPLAB_FAULT_RESTORE", "sometimes", "HEAPLAB_FAULT_RESTORE")):
             status, out, err = run(["heaplab-lua", "-e", "print(1)"], LUA, {var: value})
             assert status == 2 and needle in err and not out, f"{var}={value}: {status} {err!r}"
+        # collected-mode options, exported for a program's own collected heaps,
+        # are not the launcher's (its heap is manual): ignored, not refused --
+        # since session 31 a manual heap refuses them when asked for one
+        status, out, err = run(["heaplab-lua", "-e", "print(1)"], LUA,
+                               {"HEAPLAB_STATS": path, "HEAPLAB_GENERATIONAL": "1",
+                                "HEAPLAB_COLLECTOR": "background"})
+        o = report(path)["options"]
+        assert status == 0 and out == "1\n" and not err, (status, out, err)
+        assert o["mode"] == "manual" and not o["generational"] and o["collector"] != "background", o
     print("HEAPLAB_STATS written at the end, on os.exit and on errors; bad settings refused")
 
 
