@@ -731,8 +731,7 @@ static int h_churn(lua_State *L) {
 #define F(name)                                                                \
   lua_pushinteger(L, (lua_Integer)r.name);                                     \
   lua_setfield(L, -2, #name);
-  F(allocated_bytes) F(allocations) F(cycles) F(pacing_waits) F(pacing_wait_ns) F(elapsed_ns)
-  F(peak_large_live_bytes)
+  LHL_CHURN_FIELDS(F)
 #undef F
   return 1;
 }

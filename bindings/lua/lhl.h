@@ -39,6 +39,16 @@
 #define OPTION_MT "heaplab.option"         /* each of its declarations */
 #define FAULTS_MT "heaplab.faults"         /* h:faults() */
 #define FAULT_MT "heaplab.fault"           /* each of its sites */
+/* The integer fields of s:summary() (hl_sampler_summary) and h:churn()
+ * (hl_churn_result), in the order tostring shows them: the builders
+ * (sampler.c, heap.c) set them from this list and show.c reads its order
+ * from it, one list each. */
+#define LHL_SUMMARY_FIELDS(F)                                                  \
+  F(samples) F(min_phys) F(max_phys) F(min_phys_after_mark) F(max_phys_after_mark) \
+  F(min_rss) F(max_rss) F(mark_ns) F(interval_us) F(stored)
+#define LHL_CHURN_FIELDS(F)                                                    \
+  F(allocations) F(allocated_bytes) F(cycles) F(pacing_waits) F(pacing_wait_ns) \
+  F(elapsed_ns) F(peak_large_live_bytes)
 
 /* The first word of each of the module's userdata: which kind it is.  A
  * value is one of ours by this word and its size (lhl_ud), never by its

@@ -131,8 +131,7 @@ static int s_summary(lua_State *L) {
 #define F(name)                                                                \
   lua_pushinteger(L, (lua_Integer)o.name);                                     \
   lua_setfield(L, -2, #name);
-  F(samples) F(min_phys) F(max_phys) F(min_phys_after_mark) F(max_phys_after_mark) F(min_rss)
-  F(max_rss) F(mark_ns) F(interval_us) F(stored)
+  LHL_SUMMARY_FIELDS(F)
 #undef F
   return 1;
 }

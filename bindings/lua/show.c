@@ -20,6 +20,7 @@
  * shows its new value.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -140,6 +141,17 @@ static int event_tostring(lua_State *L) {
   return done(&x);
 }
 
+/* Past EVENTS_SHOWN items a list shows its first and last halves: at item i
+ * of n, true when it is the first left out -- line says how many, and *i
+ * becomes the last one left out (the loop's next item is the second half's
+ * first).  h:events() and show_table's lists. */
+static bool elided(lua_Integer n, lua_Integer *i, char *line, size_t len) {
+  if (n <= EVENTS_SHOWN || *i != EVENTS_SHOWN / 2 + 1) return false;
+  snprintf(line, len, "\n  ... %lld more ...", (long long)(n - EVENTS_SHOWN));
+  *i = n - EVENTS_SHOWN / 2;
+  return true;
+}
+
 /* "heaplab.events: N", then one line per event; past EVENTS_SHOWN the first
  * and last halves, with how many were left out between them. */
 static int events_tostring(lua_State *L) {
@@ -151,10 +163,8 @@ static int events_tostring(lua_State *L) {
   snprintf(line, sizeof line, "heaplab.events: %lld", (long long)n);
   put(&x, line);
   for (lua_Integer i = 1; i <= n; i++) {
-    if (n > EVENTS_SHOWN && i == EVENTS_SHOWN / 2 + 1) {
-      snprintf(line, sizeof line, "\n  ... %lld more ...", (long long)(n - EVENTS_SHOWN));
+    if (elided(n, &i, line, sizeof line)) {
       put(&x, line);
-      i = n - EVENTS_SHOWN / 2;
       continue;
     }
     snprintf(line, sizeof line, "\n  [%lld] ", (long long)i);
@@ -182,11 +192,11 @@ static int events_tostring(lua_State *L) {
 static const struct {
   const char *name, *fields;
 } record_fields[] = {
-    {SUMMARY_MT, "samples,min_phys,max_phys,min_phys_after_mark,max_phys_after_mark,min_rss,"
-                 "max_rss,mark_ns,interval_us,stored"},
+#define NAME_(name) #name ","
+    {SUMMARY_MT, LHL_SUMMARY_FIELDS(NAME_)},
     {SERIES_MT, "t_ns,phys,rss,lazyfree"},
-    {CHURN_MT, "allocations,allocated_bytes,cycles,pacing_waits,pacing_wait_ns,elapsed_ns,"
-               "peak_large_live_bytes"},
+    {CHURN_MT, LHL_CHURN_FIELDS(NAME_)},
+#undef NAME_
     {OPTION_MT, "kind,default,min,max,choices,description"},
     {FAULT_MT, "mode,n,errno,calls,fired"},
     {EFFECTIVE_MT, ""},
@@ -369,10 +379,8 @@ static int show_table(lua_State *L) {
     snprintf(line, sizeof line, " %lld", (long long)n);
     rput(&x, line);
     for (lua_Integer i = 1; i <= n; i++) {
-      if (n > EVENTS_SHOWN && i == EVENTS_SHOWN / 2 + 1) {
-        snprintf(line, sizeof line, "\n  ... %lld more ...", (long long)(n - EVENTS_SHOWN));
+      if (elided(n, &i, line, sizeof line)) {
         rput(&x, line);
-        i = n - EVENTS_SHOWN / 2;
         continue;
       }
       snprintf(line, sizeof line, "\n  [%lld]", (long long)i);
