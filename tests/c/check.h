@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -118,6 +120,30 @@ static inline hl_heap *heap_with(const char *first, ...) {
   return h;
 }
 #define HEAP(...) heap_with(__VA_ARGS__, (const char *)NULL)
+
+/* fn(out) run in a child under RLIMIT_AS = limit; the n words it fills come
+ * back (zeros where it filled none).  A heap made there cannot touch the
+ * test's own address space. */
+static inline void under_as_limit(uint64_t limit, void (*fn)(uint64_t *out), uint64_t *out,
+                                  size_t n) {
+  int fds[2];
+  CHECK(pipe(fds) == 0, "pipe");
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    struct rlimit rl = {limit, limit};
+    setrlimit(RLIMIT_AS, &rl);
+    uint64_t got[8] = {0};
+    if (n > 8) _exit(4);
+    fn(got);
+    if (write(fds[1], got, n * sizeof *got) != (ssize_t)(n * sizeof *got)) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  CHECK(read(fds[0], out, n * sizeof *out) == (ssize_t)(n * sizeof *out), "the child said nothing");
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+}
 
 /* CLOCK_MONOTONIC in seconds (the tests that time a wait) */
 static inline double now_s(void) {
