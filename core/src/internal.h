@@ -1270,11 +1270,9 @@ static inline bool hl__tenures(const hl_heap *h) {
   return h->opt.mode == HL_MODE_COLLECTED && h->opt.tenure_full_marks > 0;
 }
 /* Whether stores into old objects must reach the barrier's slow path. */
-/* (a collected heap's: hl_options_validate refuses generational on a manual
- * one, and a manual heap's stores never go through the barrier) */
-static inline bool hl__barrier_on(const hl_heap *h) {
-  return h->opt.mode == HL_MODE_COLLECTED && (h->opt.generational || hl__tenures(h));
-}
+/* (a collected heap's only: hl_options_validate, which every heap passes,
+ * refuses generational on a manual one) */
+static inline bool hl__barrier_on(const hl_heap *h) { return h->opt.generational || hl__tenures(h); }
 
 static inline void hl__store(hl_heap *h, void *obj, uint64_t slot, void *value) {
   hl__slots(obj)[slot] = value;

@@ -220,8 +220,7 @@ int hl__registry_add(hl_heap *h) {
   if (!rc) {
     registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
     if (hl__barrier_on(h)) atomic_fetch_add(&barrier_heaps, 1);
-    if (h->opt.generational && h->opt.mode == HL_MODE_COLLECTED)
-      atomic_fetch_add(&generational_heaps, 1);
+    if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);
     if (h->opt.verify) atomic_fetch_add(&hl__verify_heaps, 1);
   }
   pthread_rwlock_unlock(&registry_lock);
@@ -234,8 +233,7 @@ void hl__registry_remove(hl_heap *h) {
     if (registry[i].heap != h) continue;
     registry[i] = registry[--registry_n];
     if (hl__barrier_on(h)) atomic_fetch_sub(&barrier_heaps, 1);
-    if (h->opt.generational && h->opt.mode == HL_MODE_COLLECTED)
-      atomic_fetch_sub(&generational_heaps, 1);
+    if (h->opt.generational) atomic_fetch_sub(&generational_heaps, 1);
     if (h->opt.verify) atomic_fetch_sub(&hl__verify_heaps, 1);
     break;
   }
