@@ -732,10 +732,10 @@ static inline void hl__wait(hl_heap *h, pthread_cond_t *cv) {
   prim_cond_wait(cv, &h->lock);
   hl__owner_set(h);
 }
-static inline int hl__timedwait(hl_heap *h, pthread_cond_t *cv, const struct timespec *ts) {
+static inline int hl__wait_ns(hl_heap *h, pthread_cond_t *cv, uint64_t ns) {
   HL_ASSERT_LOCKED(h);
   hl__owner_clear(h);
-  int rc = prim_cond_timedwait(cv, &h->lock, ts);
+  int rc = prim_cond_wait_ns(cv, &h->lock, ns);
   hl__owner_set(h);
   return rc;
 }

@@ -21,13 +21,6 @@
 
 #include "../internal.h"
 
-static void abs_deadline(struct timespec *ts, uint64_t ns_from_now) {
-  clock_gettime(CLOCK_REALTIME, ts);
-  uint64_t ns = (uint64_t)ts->tv_nsec + ns_from_now;
-  ts->tv_sec += (time_t)(ns / 1000000000u);
-  ts->tv_nsec = (long)(ns % 1000000000u);
-}
-
 /* Lock held (by the caller, through hl__lock).  The reason goes with the
  * request: the collector's cycle reports it (it said 1, small, whatever
  * asked -- 133 of 133 cycles of a storm of large objects, where the sync
@@ -56,9 +49,7 @@ void hl__safepoint(hl_heap *h) {
   if (!hl__may_drop_lock(h)) return;
   uint64_t done = h->cycles_completed;
   while (atomic_load(&h->collector_waiting) || (h->in_cycle && h->cycles_completed == done)) {
-    struct timespec ts;
-    abs_deadline(&ts, 100 * 1000000u); /* re-check; never stuck */
-    hl__timedwait(h, &h->cycle_done, &ts);
+    hl__wait_ns(h, &h->cycle_done, 100 * 1000000u); /* re-check; never stuck */
     if (h->closing) break;
   }
 }
@@ -87,9 +78,7 @@ static void *collector_main(void *arg) {
     uint64_t now = hl__prim_now_ns();
     uint64_t last = atomic_load(&h->last_cycle_end_ns);
     if (gap && last && now - last < gap) {
-      struct timespec ts;
-      abs_deadline(&ts, gap - (now - last));
-      prim_cond_timedwait(&h->collector_cv, &h->req_lock, &ts);
+      prim_cond_wait_ns(&h->collector_cv, &h->req_lock, gap - (now - last));
       continue;
     }
     pthread_mutex_unlock(&h->req_lock);
@@ -187,9 +176,7 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
       timed_out = true;
       break;
     }
-    struct timespec ts;
-    abs_deadline(&ts, max_ns - spent < PACE_POLL_NS ? max_ns - spent : PACE_POLL_NS);
-    hl__timedwait(h, &h->cycle_done, &ts);
+    hl__wait_ns(h, &h->cycle_done, max_ns - spent < PACE_POLL_NS ? max_ns - spent : PACE_POLL_NS);
   }
   uint64_t waited = hl__prim_now_ns() - t0;
   h->tally.pacing_waits++;

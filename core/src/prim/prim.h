@@ -41,10 +41,52 @@ static inline void prim_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mu) {
   pthread_cond_wait(cv, mu);
   prim_cancel_restore(cs);
 }
-static inline int prim_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
-                                      const struct timespec *ts) {
+/* The clock every timed wait measures: the monotonic one where the C library
+ * can wait on it (glibc 2.30: pthread_cond_clockwait, pthread_mutex_clocklock).
+ * Deadlines on CLOCK_REALTIME moved with the wall clock: set back by an hour
+ * (NTP, an administrator, a VM resumed) it made every wait then in progress --
+ * the sampler's interval, the collector's min_cycle_interval_ms, a paced
+ * allocation's poll, fork's bounded wait for a heap lock -- last an hour more
+ * (test waits_follow_the_monotonic_clock).  Waits take a duration; the
+ * deadline is made here, on the clock the wait uses. */
+#if defined(__GLIBC__) && defined(__USE_GNU) && \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30))
+#define PRIM_WAITS_MONOTONIC 1
+#define PRIM_WAIT_CLOCK CLOCK_MONOTONIC
+#else
+#define PRIM_WAITS_MONOTONIC 0
+#define PRIM_WAIT_CLOCK CLOCK_REALTIME
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define PRIM_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PRIM_UNDER_TSAN 1
+#endif
+#endif
+#ifndef PRIM_UNDER_TSAN
+#define PRIM_UNDER_TSAN 0
+#endif
+static inline struct timespec prim_deadline_on(clockid_t clock, uint64_t ns_from_now) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + ns_from_now;
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  return ts;
+}
+static inline struct timespec prim_deadline(uint64_t ns_from_now) {
+  return prim_deadline_on(PRIM_WAIT_CLOCK, ns_from_now);
+}
+/* Wait on cv at most ns nanoseconds: 0, or ETIMEDOUT (or a spurious 0). */
+static inline int prim_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns) {
+  struct timespec ts = prim_deadline(ns);
   int cs = prim_cancel_off();
-  int rc = pthread_cond_timedwait(cv, mu, ts);
+#if PRIM_WAITS_MONOTONIC
+  int rc = pthread_cond_clockwait(cv, mu, CLOCK_MONOTONIC, &ts);
+#else
+  int rc = pthread_cond_timedwait(cv, mu, &ts);
+#endif
   prim_cancel_restore(cs);
   return rc;
 }
@@ -61,12 +103,14 @@ static inline int prim_mutex_lock_within(pthread_mutex_t *mu, uint64_t ns) {
   }
   prim_cancel_restore(cs);
   return rc;
+#elif PRIM_WAITS_MONOTONIC && !PRIM_UNDER_TSAN
+  struct timespec ts = prim_deadline(ns);
+  return pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &ts) == 0 ? 0 : ETIMEDOUT;
 #else
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t nsec = (uint64_t)ts.tv_nsec + ns;
-  ts.tv_sec += (time_t)(nsec / 1000000000u);
-  ts.tv_nsec = (long)(nsec % 1000000000u);
+  /* (ThreadSanitizer -- gcc 12's -- has no interceptor for
+   * pthread_mutex_clocklock: a lock taken with it it reported unlocked by a
+   * wrong thread; its build keeps the wall clock here) */
+  struct timespec ts = prim_deadline_on(CLOCK_REALTIME, ns);
   return pthread_mutex_timedlock(mu, &ts) == 0 ? 0 : ETIMEDOUT;
 #endif
 }

@@ -189,12 +189,7 @@ static void *run(void *arg) {
     take(s, true);
     pthread_mutex_lock(&s->lock);
     if (s->stop) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + us * 1000u;
-    ts.tv_sec += (time_t)(ns / 1000000000u);
-    ts.tv_nsec = (long)(ns % 1000000000u);
-    prim_cond_timedwait(&s->cv, &s->lock, &ts);
+    prim_cond_wait_ns(&s->cv, &s->lock, us * 1000u);
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;
