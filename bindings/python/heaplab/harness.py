@@ -2424,7 +2424,12 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     phys_peak_growth, phys_returned and resident_growth (DERIVED_PARTS),
     what PhaseRecord's growth / peak_growth / returned and
     heaplab.analysis return for it: the same numbers as heaplab report's
-    tables of the saved runs (a difference of medians was not).
+    tables of the saved runs (a difference of medians was not).  A figure
+    only some runs have (phys_low_after_mark and phys_returned of a phase
+    marked in some of them, any figure null in some) is the median over
+    those, and the record's "of_repeats" maps it to their count; one no
+    run has stays null / out of "derived" (it was the first run's value or
+    null, beside the others' medians).
 
     The median record has no timeline: its "series" is [] and each phase's
     t_start_s / t_end_s is None (duration_s is the median duration).  Those
@@ -2447,15 +2452,29 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         if raised:
             k, status = raised[0]
             r["status"] = status + (f" (repeat {k} of {len(runs)})" if len(runs) > 1 else "")
-        # derived figures: each repeat's own, then the median (as heaplab
-        # report's wide() takes them); a difference of medians is not the
-        # median difference
+        # a figure some repeats lack (phys_low_after_mark of a phase not
+        # marked in them): the median of those that have it, never the
+        # first run's value (or null) beside the others' medians
+        of_repeats = {}
+        for f in FIGURES:
+            have = [x[f] for x in runs if _real(x.get(f))]
+            if have and len(have) < len(runs):
+                r[f] = _median(have)
+                of_repeats[f] = len(have)
+        # derived figures: each repeat's own, from its own parts, then the
+        # median (as heaplab report's wide() takes them) over the repeats
+        # that have it; a difference of medians is not the median difference
         derived = {}
         for name, (a, b) in DERIVED_PARTS.items():
-            if all(_real(x.get(a)) and _real(x.get(b)) for x in runs):
-                derived[name] = _median([x[a] - x[b] for x in runs])
+            own = [x[a] - x[b] for x in runs if _real(x.get(a)) and _real(x.get(b))]
+            if own:
+                derived[name] = _median(own)
+                if len(own) < len(runs):
+                    of_repeats[name] = len(own)
         if derived:
             r["derived"] = derived
+        if of_repeats:
+            r["of_repeats"] = of_repeats
     first["series"] = []
     errors = [d.get("error") for d in datas if d.get("error")]
     if errors and not first.get("error"):
