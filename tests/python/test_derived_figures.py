@@ -77,3 +77,81 @@ def test_a_figure_no_repeat_has_is_absent_not_zero():
     assert "of_repeats" not in drop
     frame = hla.records_frame(m, stats=False, notes=False)
     assert "phys_returned" not in set(frame["figure"])
+
+
+# ---- one definition (heaplab.harness.DERIVED_FIGURES / derived_figures) ------------------
+
+def _frame_derived(record):
+    """The derived rows records_frame gives for one phase record."""
+    a = arm(record["experiment"], record["arm"], [record])
+    df = hla.records_frame(a, stats=False, notes=False)
+    df = df[df["source"] == "derived"]
+    return dict(zip(df["figure"], df["value"]))
+
+
+def _property_figures(record):
+    """What PhaseRecord's properties give, by derived figure name (ValueError: absent)."""
+    out = {}
+    for name, prop in (("phys_growth", "growth"), ("phys_peak_growth", "peak_growth"),
+                       ("phys_returned", "returned")):
+        try:
+            out[name] = getattr(PhaseRecord(record), prop)
+        except ValueError:
+            pass
+    return out
+
+
+def _cases():
+    marked = phase("E1", "on", "drop", 1, 0.1, 0.2, (200, 120), marked=True)
+    unmarked = phase("E1", "on", "fill", 0, 0.0, 0.1, (10, 200))
+    no_sample_after_mark = dict(marked, phys_low_after_mark=None)
+    command = phase("E8", "cmd", "run", 0, 0.0, 0.1, (10, 50), marked=True, heap=False)
+    command["phys_after"] = None        # the command exited: no reading after it
+    median = median_arm(drop_repeats([(100, 90), (200, None), (300, 290)]))["records"][1]
+    return [marked, unmarked, no_sample_after_mark, command, median]
+
+
+def test_every_reader_takes_the_derived_figures_from_one_definition():
+    """phys_growth, phys_peak_growth, phys_returned and resident_growth were
+    written out in PhaseRecord, median_arm's DERIVED_PARTS, analysis's
+    DERIVED and records_frame (and sweep_frame, and the sweep's
+    returned_in_<phase> effect).  Every reader now gives derived_figures()'s
+    figures, and only those."""
+    from heaplab import harness
+    from heaplab.sweep import effects_of
+    assert set(hla.DERIVED) == set(harness.DERIVED_FIGURES) == set(harness.DERIVED_PARTS)
+    for r in _cases():
+        own = harness.derived_figures(r)
+        assert _frame_derived(r) == own, (r["phase"], own)
+        props = _property_figures(r)
+        assert props == {k: v for k, v in own.items() if k != "resident_growth"}, (r, own)
+        effects = {e["effect"]: e["value"] for e in effects_of({"records": [r]})}
+        assert effects.get(f"returned_in_{r['phase']}") == (
+            own["phys_returned"] / MiB if "phys_returned" in own else None)
+
+
+def test_returned_of_a_phase_that_has_no_low_after_the_mark_is_an_error():
+    """PhaseRecord.returned of a phase that was not marked (or had no sample
+    after its mark) was phys_before - phys_after -- minus its growth, under
+    the name of the lowest after the mark -- where records_frame and the
+    report had no phys_returned for it (docs/analysis.md: marked phases
+    only).  The analysis was right: no such figure, and now a ValueError
+    that says why.  Likewise growth of a phase without phys_after was a
+    TypeError (None - int)."""
+    unmarked = phase("E1", "on", "fill", 0, 0.0, 0.1, (200, 195))
+    assert "phys_returned" not in _frame_derived(unmarked)
+    with pytest.raises(ValueError, match=r"no phys_returned .*not marked"):
+        PhaseRecord(unmarked).returned
+    no_sample = dict(phase("E1", "on", "drop", 1, 0.1, 0.2, (200, 120), marked=True),
+                     phys_low_after_mark=None)
+    with pytest.raises(ValueError, match="no sample came after its mark"):
+        PhaseRecord(no_sample).returned
+    # a median record of repeats none of which was marked
+    m = median_arm(drop_repeats([(100, None), (200, None), (300, None)]))
+    with pytest.raises(ValueError, match="none of the repeats had both"):
+        PhaseRecord(m["records"][1]).returned
+    command = phase("E8", "cmd", "run", 0, 0.0, 0.1, (10, 50), heap=False)
+    command["phys_after"] = None
+    with pytest.raises(ValueError, match="no phys_growth .*phys_after is None"):
+        PhaseRecord(command).growth
+    assert PhaseRecord(command).peak_growth == 41 * MiB

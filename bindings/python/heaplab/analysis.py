@@ -40,9 +40,9 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import (FIGURES, SKIPPED, _arm_problem, _real, error_summary, load_arms,
-                      load_json_record, _make_folder, phase_status, sweep_runs_under,
-                      write_atomic)
+from .harness import (DERIVED_FIGURES, FIGURES, SKIPPED, _arm_problem, _real, derived_figures,
+                      error_summary, load_arms, load_json_record, _make_folder, phase_status,
+                      sweep_runs_under, write_atomic)
 
 MiB = 1 << 20
 
@@ -51,13 +51,10 @@ MiB = 1 << 20
 RECORD_UNITS = {f: "bytes" for f in FIGURES}
 RECORD_UNITS.update({"duration_s": "s", "vmas_after": "count", "samples": "count"})
 
-# Figures computed from a record's own figures (source "derived"), all bytes.
-DERIVED = {
-    "phys_growth": "phys_after - phys_before: what the phase left charged",
-    "phys_peak_growth": "phys_peak - phys_before: the most the phase cost at any instant",
-    "phys_returned": "phys_before - phys_low_after_mark: what came back after the mark",
-    "resident_growth": "resident_after - resident_before: the heap's own residency (resident_bytes)",
-}
+# Figures computed from a record's own figures (source "derived"), all bytes:
+# name -> what it is, from the one definition (heaplab.harness.DERIVED_FIGURES,
+# computed by derived_figures for every reader).
+DERIVED = {name: f"{a} - {b}: {what}" for name, (a, b, what) in DERIVED_FIGURES.items()}
 
 # Notes whose names do not carry their unit (experiments' own figures): every
 # numeric note an experiment writes is named here or by its suffix (a test
@@ -310,23 +307,10 @@ def records_frame(source: Any, stats: bool = True, notes: bool = True,
 
             for f in (*FIGURES, "samples"):
                 add(f, r.get(f), RECORD_UNITS[f], "record")
-            if derived and isinstance(r.get("derived"), dict):
-                # median_arm's record: the median of each repeat's own figure
-                for name, v in r["derived"].items():
-                    if name in DERIVED:
-                        add(name, v, "bytes", "derived")
-            elif derived:
-                g = r.get
-                if _number(g("phys_after")) and _number(g("phys_before")):
-                    add("phys_growth", g("phys_after") - g("phys_before"), "bytes", "derived")
-                if _number(g("phys_peak")) and _number(g("phys_before")):
-                    add("phys_peak_growth", g("phys_peak") - g("phys_before"), "bytes", "derived")
-                if _number(g("phys_low_after_mark")) and _number(g("phys_before")):
-                    add("phys_returned", g("phys_before") - g("phys_low_after_mark"), "bytes",
-                        "derived")
-                if _number(g("resident_after")) and _number(g("resident_before")):
-                    add("resident_growth", g("resident_after") - g("resident_before"), "bytes",
-                        "derived")
+            if derived:
+                # (median_arm's record: the median of each repeat's own figure)
+                for name, v in derived_figures(r).items():
+                    add(name, v, "bytes", "derived")
             if stats:
                 for k, v in (r.get("stats") or {}).items():
                     add("stats." + k, v, unit_of(k, v, "stat"), "stat")
@@ -1125,6 +1109,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
 
 SWEEP_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark", "rss_peak",
                  "resident_before", "resident_after", "vmas_after", "duration_s")
+SWEEP_DERIVED = ("phys_growth", "phys_peak_growth", "phys_returned")   # (derived_figures)
 
 
 def is_run_folder(path: Any) -> bool:
@@ -1214,19 +1199,12 @@ def sweep_frame(run: Any) -> pd.DataFrame:
                    "phase_status": phase_status(r)}
             for f in SWEEP_FIGURES:
                 row[f] = r.get(f)
-            g = r.get
-            row["phys_growth"] = (g("phys_after") - g("phys_before")
-                                  if _number(g("phys_after")) and _number(g("phys_before")) else None)
-            row["phys_peak_growth"] = (g("phys_peak") - g("phys_before")
-                                       if _number(g("phys_peak")) and _number(g("phys_before"))
-                                       else None)
-            row["phys_returned"] = (g("phys_before") - g("phys_low_after_mark")
-                                    if _number(g("phys_low_after_mark")) and _number(g("phys_before"))
-                                    else None)
+            own = derived_figures(r)
+            for name in SWEEP_DERIVED:
+                row[name] = own.get(name)
             rows.append(row)
     cols = names + ["experiment", "cell", "arm", "repeat", "status", "worker", "error", "phase",
-                    "index", "phase_status", *SWEEP_FIGURES, "phys_growth", "phys_peak_growth",
-                    "phys_returned"]
+                    "index", "phase_status", *SWEEP_FIGURES, *SWEEP_DERIVED]
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values(["cell", "arm", "repeat", "index"], kind="stable").reset_index(drop=True)
 

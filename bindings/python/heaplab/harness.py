@@ -51,7 +51,8 @@ __all__ = [
     "Experiment", "Recorder", "Phase", "ArmResult", "PhaseRecord", "ArmFailed", "FIGURES", "MiB",
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
-    "median_arm", "collect_until_settled", "phase_status", "error_summary", "CSV_COLUMNS",
+    "median_arm", "derived_figures", "DERIVED_FIGURES", "collect_until_settled", "phase_status",
+    "error_summary", "CSV_COLUMNS",
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
     "check_arm_names", "sweep_runs_under", "records_lock", "environment_options",
     "ProtocolVariable", "protocol_values", "protocol_overridden", "record_protocol",
@@ -638,24 +639,45 @@ class ArmResult:
         return self.data.get("series", [])
 
 
-#: the derived figures of a phase record: name -> (minuend, subtrahend)
-DERIVED_PARTS = {
-    "phys_growth": ("phys_after", "phys_before"),
-    "phys_peak_growth": ("phys_peak", "phys_before"),
-    "phys_returned": ("phys_before", "phys_low_after_mark"),
-    "resident_growth": ("resident_after", "resident_before"),
+#: The derived figures of a phase record (all bytes), defined here once:
+#: name -> (minuend, subtrahend, what it is).  derived_figures() computes them
+#: for PhaseRecord, median_arm, heaplab.analysis (records_frame's "derived"
+#: rows, sweep_frame's columns, DERIVED) and the sweep's returned_in_<phase>
+#: effects (each had its own copy, and PhaseRecord.returned's gave an
+#: unmarked phase phys_before - phys_after where the others had no figure).
+DERIVED_FIGURES = {
+    "phys_growth": ("phys_after", "phys_before", "what the phase left charged"),
+    "phys_peak_growth": ("phys_peak", "phys_before", "the most the phase cost at any instant"),
+    "phys_returned": ("phys_before", "phys_low_after_mark",
+                      "what came back after the mark (a marked phase only)"),
+    "resident_growth": ("resident_after", "resident_before",
+                        "the heap's own residency (resident_bytes)"),
 }
+#: name -> (minuend, subtrahend) of DERIVED_FIGURES
+DERIVED_PARTS = {name: (a, b) for name, (a, b, _) in DERIVED_FIGURES.items()}
+
+
+def derived_figures(record: Mapping[str, Any]) -> Dict[str, Any]:
+    """The derived figures (DERIVED_FIGURES) a phase record has, by name:
+    each minuend - subtrahend of the record's own figures where both are
+    numbers -- so phys_returned only for a phase that was marked (and had a
+    sample after its mark) -- or, for median_arm's record of repeats, its
+    "derived" (the median of each repeat's own figure; a difference of its
+    medians is not that)."""
+    d = record.get("derived")
+    if isinstance(d, dict):
+        return {name: d[name] for name in DERIVED_FIGURES if _real(d.get(name))}
+    return {name: record[a] - record[b] for name, (a, b) in DERIVED_PARTS.items()
+            if _real(record.get(a)) and _real(record.get(b))}
 
 
 class PhaseRecord(dict):
-    """A phase record (a dict) with the usual derived figures.  A record of
-    median_arm (Experiment.run(repeat=N)) carries them as the median of each
-    repeat's own figure (its "derived"), which these return: the same
-    number heaplab report's tables give; a difference of medians is not."""
-
-    def _derived(self, name: str) -> Any:
-        d = self.get("derived")
-        return d.get(name) if isinstance(d, dict) else None
+    """A phase record (a dict) with the usual derived figures
+    (derived_figures).  A record of median_arm (Experiment.run(repeat=N))
+    carries them as the median of each repeat's own figure (its "derived"),
+    which these return: the same number heaplab report's tables give; a
+    difference of medians is not.  A figure the record does not have is a
+    ValueError saying why (returned of a phase that was not marked)."""
 
     def _measured(self) -> None:
         status = phase_status(self)
@@ -664,33 +686,38 @@ class PhaseRecord(dict):
                              f"{self.get('phase')!r} {status}: its figures stop where it raised "
                              "and are no measurement of the phase")
 
+    def _figure(self, name: str) -> Any:
+        self._measured()
+        value = derived_figures(self).get(name)
+        if value is not None:
+            return value
+        a, b = DERIVED_PARTS[name]
+        if isinstance(self.get("derived"), dict):
+            why = f"none of the repeats had both {a} and {b}"
+        else:
+            why = f"{a} is {self.get(a)!r} and {b} {self.get(b)!r}: not two numbers"
+        if name == "phys_returned" and self.get(b) is None:
+            why += (" -- the phase was not marked (Phase.mark), or no sample came after its "
+                    "mark; growth is phys_after - phys_before")
+        raise ValueError(f"{self.get('experiment')}/{self.get('arm')} phase "
+                         f"{self.get('phase')!r} has no {name} ({a} - {b}): {why}")
+
     @property
     def returned(self) -> int:
-        """Bytes the phase gave back: phys before minus the lowest after the mark."""
-        self._measured()
-        if self["phys_low_after_mark"] is not None:
-            if self._derived("phys_returned") is not None:
-                return self._derived("phys_returned")
-        elif self._derived("phys_growth") is not None:
-            return -self._derived("phys_growth")
-        low = self["phys_low_after_mark"] if self["phys_low_after_mark"] is not None else self["phys_after"]
-        return self["phys_before"] - low
+        """phys_returned: phys before minus the lowest after the mark (a
+        ValueError for a phase that was not marked: it was phys before minus
+        phys after there, a figure heaplab.analysis did not give)."""
+        return self._figure("phys_returned")
 
     @property
     def growth(self) -> int:
-        """phys_after - phys_before: what the phase left charged."""
-        self._measured()
-        if self._derived("phys_growth") is not None:
-            return self._derived("phys_growth")
-        return self["phys_after"] - self["phys_before"]
+        """phys_growth: phys_after - phys_before, what the phase left charged."""
+        return self._figure("phys_growth")
 
     @property
     def peak_growth(self) -> int:
-        """phys_peak - phys_before: the most the phase cost at any instant."""
-        self._measured()
-        if self._derived("phys_peak_growth") is not None:
-            return self._derived("phys_peak_growth")
-        return self["phys_peak"] - self["phys_before"]
+        """phys_peak_growth: phys_peak - phys_before, the most the phase cost at any instant."""
+        return self._figure("phys_peak_growth")
 
     def stat(self, name: str) -> int:
         """A counter of the heap's stats at the end of the phase."""
@@ -2421,7 +2448,7 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     status ('raised: ...  (repeat k of N)'), and an arm error of any run is
     the median's.  "repeats" says how many there were.  Each record's
     "derived" holds the median of each run's own phys_growth,
-    phys_peak_growth, phys_returned and resident_growth (DERIVED_PARTS),
+    phys_peak_growth, phys_returned and resident_growth (derived_figures),
     what PhaseRecord's growth / peak_growth / returned and
     heaplab.analysis return for it: the same numbers as heaplab report's
     tables of the saved runs (a difference of medians was not).  A figure
@@ -2465,8 +2492,9 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         # median (as heaplab report's wide() takes them) over the repeats
         # that have it; a difference of medians is not the median difference
         derived = {}
-        for name, (a, b) in DERIVED_PARTS.items():
-            own = [x[a] - x[b] for x in runs if _real(x.get(a)) and _real(x.get(b))]
+        per_run = [derived_figures(x) for x in runs]
+        for name in DERIVED_FIGURES:
+            own = [f[name] for f in per_run if name in f]
             if own:
                 derived[name] = _median(own)
                 if len(own) < len(runs):

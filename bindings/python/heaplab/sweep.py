@@ -48,8 +48,8 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Opti
                     Tuple)
 
 from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, _signals_handled,
-                      arm_file_stem, check_arm_names, child_env, load_json_record, _make_folder,
-                      run_in_group, write_atomic)
+                      arm_file_stem, check_arm_names, child_env, derived_figures, load_json_record,
+                      _make_folder, run_in_group, write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -281,10 +281,10 @@ def effects_of(data: Mapping[str, Any], experiment_path: Optional[str] = None
             out.append({"effect": "peak_above_start", "value": (max(peaks) - base) / MiB,
                         "unit": "MiB", "threshold": None, "passed": None})
         for r in recs:
-            low = r.get("phys_low_after_mark")
-            if low is not None and r.get("phys_before") is not None:
+            returned = derived_figures(r).get("phys_returned")
+            if returned is not None:
                 out.append({"effect": f"returned_in_{r['phase']}",
-                            "value": (r["phys_before"] - low) / MiB, "unit": "MiB",
+                            "value": returned / MiB, "unit": "MiB",
                             "threshold": None, "passed": None})
     return out
 
