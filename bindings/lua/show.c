@@ -28,6 +28,79 @@
 
 enum { WRAP = 96, EVENTS_SHOWN = 40 };
 
+/* ---- cycles: a table that holds itself --------------------------------------
+ *
+ * Every __tostring here reads its fields with luaL_tolstring, which calls the
+ * __tostring of a field that is one of the module's tables (or a program's
+ * table with one of its own): a table holding itself (o.self = o, a list
+ * holding its table, a program's __tostring that prints the table back)
+ * recursed until "C stack overflow".  The tables being shown are kept in a
+ * registry table (SHOWING: table -> true, and "depth" how many); one shown
+ * again is "<cycle>", and past MAX_DEPTH nested ones "<too deep>". */
+enum { MAX_DEPTH = 8 };
+static const char SHOWING = 0;
+
+/* The registry's SHOWING table, pushed (made if absent or replaced). */
+static void showing_set(lua_State *L) {
+  luaL_checkstack(L, 4, "heaplab: tostring");
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &SHOWING) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &SHOWING);
+}
+
+/* True when the value at idx is a table being shown (up the C stack). */
+static bool showing(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return false;
+  idx = lua_absindex(L, idx);
+  showing_set(L);
+  lua_pushvalue(L, idx);
+  bool on = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 2);
+  return on;
+}
+
+/* SHOWING[t] = on (t at the absolute index t), its depth one more or less;
+ * returns the depth before. */
+static lua_Integer mark(lua_State *L, int t, bool on) {
+  showing_set(L);
+  lua_getfield(L, -1, "depth");
+  lua_Integer depth = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  lua_pushinteger(L, on ? depth + 1 : depth > 0 ? depth - 1 : 0);
+  lua_setfield(L, -2, "depth");
+  lua_pushvalue(L, t);
+  if (on) lua_pushboolean(L, 1);
+  else lua_pushnil(L);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  return depth;
+}
+
+/* The __tostring of each table type: its show function (upvalue 1) run in a
+ * protected call with the table marked, unmarked whatever it does (an error
+ * in a field's __tostring is raised again after). */
+static int guarded_tostring(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  if (showing(L, 1)) {
+    lua_pushliteral(L, "<cycle>");
+    return 1;
+  }
+  if (mark(L, 1, true) >= MAX_DEPTH) {
+    mark(L, 1, false);
+    lua_pushliteral(L, "<too deep>");
+    return 1;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, 1);
+  int status = lua_pcall(L, 1, 1, 0);
+  mark(L, 1, false);
+  if (status != LUA_OK) return lua_error(L);
+  return 1;
+}
+
 /* The text is built as pieces pushed on the stack and joined by lua_concat
  * (a table being read stays below them, at an absolute index). */
 typedef struct text {
@@ -297,7 +370,11 @@ static void rput_key(rtext *x, int t, int nested) {
   lua_pushvalue(L, key);
   lua_rawget(L, t);
   const char *name = lua_tostring(L, key);
-  if (!nested && lua_type(L, -1) == LUA_TTABLE && lua_getmetatable(L, -1)) {
+  if (showing(L, -1)) { /* (the table itself, or one up the stack) */
+    lua_pop(L, 1);
+    lua_pushliteral(L, "<cycle>");
+    rput_value(x, name);
+  } else if (!nested && lua_type(L, -1) == LUA_TTABLE && lua_getmetatable(L, -1)) {
     lua_pop(L, 1);
     const char *wrap = x->wrap;
     rput(x, "\n  ");
@@ -422,6 +499,7 @@ static int show_table(lua_State *L) {
 static void new_table_type(lua_State *L, const char *name, lua_CFunction tostring) {
   lhl_newmetatable(L, name); /* sets __name; replaces what is not ours */
   lua_pushcfunction(L, tostring);
+  lua_pushcclosure(L, guarded_tostring, 1);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
 }

@@ -232,6 +232,56 @@ describe("what the REPL shows", function()
     end
   end)
 
+  it("of a table that holds itself: <cycle>, not C stack overflow", function()
+    -- every __tostring of the module calls its fields' tostring: a table of
+    -- the module holding itself (or a program's table whose __tostring prints
+    -- it back) recursed until "C stack overflow" (session 32)
+    local function shows(t, want, what)
+      local ok, text = pcall(tostring, t)
+      C.ok(ok, what .. ": " .. tostring(text))
+      C.ok(text:find(want, 1, true), what .. ": " .. text)
+      return text
+    end
+    local o = assert(h:options())
+    o.self = o
+    shows(o, " self=<cycle>", "h:options() holding itself")
+    local f = assert(h:faults())
+    f.restore.back = f
+    shows(f, "\n  restore: mode=off ", "h:faults() under a site")
+    shows(f, " back=<cycle>", "h:faults() under a site")
+    local s = assert(hl.sampler(0.001, 64))
+    local sm = assert(s:summary())
+    s:stop()
+    sm.list = { 1, sm }
+    shows(sm, " list={1, <cycle>}", "s:summary() in a list of its own")
+    local st = assert(h:stats())
+    st.cycles = st
+    shows(st, "heaplab.stats: cycles=<cycle> ", "h:stats() as a counter")
+    local ev = assert(h:events(false))
+    ev[1].kind = ev
+    shows(ev, "\n  [1] <cycle> (cycle ", "h:events() in its event")
+    -- through a program's table whose __tostring prints the module's table
+    local o2 = assert(h:options())
+    o2.x = { setmetatable({}, { __tostring = function() return tostring(o2) end }) }
+    shows(o2, " x={<cycle>}", "through a program's __tostring")
+    -- a chain of distinct tables: bounded, not one level per table
+    local chain = assert(h:options())
+    for _ = 1, 500 do
+      local n = assert(h:options())
+      n.x = { chain }
+      chain = n
+    end
+    local text = shows(chain, "<too deep>", "a chain of 500")
+    C.ok(#text < 64 * 1024, "a chain of 500 is cut short: " .. #text .. " bytes")
+    -- an error in a field's __tostring is raised, and the table shows after
+    local bad = assert(h:options())
+    bad.x = { setmetatable({}, { __tostring = function() error("boom") end }) }
+    C.raises({ "boom" }, tostring, bad)
+    bad.x = nil
+    C.ok(not tostring(bad):find("<cycle>", 1, true), "shown again after an error")
+    C.eq(select(2, pcall(tostring, o)):find(" self=<cycle>", 1, true) ~= nil, true, "o again")
+  end)
+
   it("of the module: its _VERSION", function()
     C.ok(hl._VERSION:find("^heaplab %d+%.%d+%.%d+$"), hl._VERSION)
     C.eq(hl._VERSION, "heaplab " .. hl.version, "_VERSION and version agree")
