@@ -968,10 +968,14 @@ int hl_fill_stride(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t 
  * non-empty slot, in depth-first slot order from ref (a fill's objects, in
  * the order the fill made them; its index nodes are not leaves); every leaf
  * is counted once.  Nothing is dropped here: releasing ref afterwards drops
- * the other leaves and the graph's inner objects (E10, sparse survivors). */
+ * the other leaves and the graph's inner objects (E10, sparse survivors).
+ * A ref whose object's header was overwritten is HL_ECHECK (as
+ * hl_ref_info), *out then 0. */
 int hl_thin(hl_heap *heap, hl_ref ref, uint64_t every, hl_ref *out);
 /* A checksum of the payloads of every object reachable from ref, and how
- * many objects it read (objects may be NULL: not asked). */
+ * many objects it read (objects may be NULL: not asked).  A ref whose
+ * object's header was overwritten is HL_ECHECK (as hl_ref_info), the
+ * outputs then 0. */
 int hl_ref_checksum(hl_heap *heap, hl_ref ref, uint64_t *sum, uint64_t *objects);
 /* Copy bytes in or out of the payload. */
 int hl_ref_write(hl_heap *heap, hl_ref ref, uint64_t offset, const void *src,

@@ -577,9 +577,10 @@ int hl_ref_release(hl_heap *h, hl_ref ref) {
  * through it -- hl_ref_dup and hl_ref_identity too, which read it with
  * hl__handle_get alone: a dup of a damaged object gave a second root to it
  * and identity named it (a Python hash, a Lua o:id()), where info and ==
- * said HL_ECHECK.
+ * said HL_ECHECK -- and hl_ref_checksum and hl_thin (workload/), which
+ * walked the refs a damaged root's header said (a crash).
  * Lock held. */
-static int handle_obj(hl_heap *h, hl_ref ref, void **obj) {
+int hl__handle_obj(hl_heap *h, hl_ref ref, void **obj) {
   int rc = hl__handle_get(h, ref, obj);
   if (rc || hl_likely(hl__hdr_fits(h, *obj))) return rc;
   char msg[200];
@@ -594,7 +595,7 @@ int hl_ref_dup(hl_heap *h, hl_ref ref, hl_ref *out) {
   if (!out) return hl__fail(h, HL_EINVAL, "dup: NULL output");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = handle_obj(h, ref, &obj);
+  int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = hl__handle_new(h, obj, out);
   hl__unlock(h, locked);
   if (rc) *out = 0;
@@ -617,7 +618,7 @@ int hl_ref_info(hl_heap *h, hl_ref ref, hl_object_info *out) {
   if (!out) return hl__fail(h, HL_EINVAL, "info: NULL output");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = handle_obj(h, ref, &obj);
+  int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) info_of(obj, out);
   hl__unlock(h, locked);
   return rc;
@@ -629,7 +630,7 @@ int hl_ref_identity(hl_heap *h, hl_ref ref, uint64_t *out) {
   if (!out) return hl__fail(h, HL_EINVAL, "identity: NULL output");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = handle_obj(h, ref, &obj);
+  int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = hl__identity(h, obj, out);
   hl__unlock(h, locked);
   if (rc) *out = 0;
@@ -645,12 +646,12 @@ int hl_ref_same(hl_heap *h, hl_ref a, hl_ref b, int *out) {
    * object, and two handles to it compared unequal (the moving collector
    * hunt, session 30) */
   bool locked = hl__lock(h);
-  /* handle_obj (lock held, as here): a handle whose object's header was
+  /* hl__handle_obj (lock held, as here): a handle whose object's header was
    * overwritten is HL_ECHECK, as hl_ref_info says (equality went through it
    * before hl_ref_same, and said so) */
   void *x = NULL, *y = NULL;
-  int rc = handle_obj(h, a, &x);
-  if (!rc) rc = handle_obj(h, b, &y);
+  int rc = hl__handle_obj(h, a, &x);
+  if (!rc) rc = hl__handle_obj(h, b, &y);
   if (!rc) *out = x == y;
   hl__unlock(h, locked);
   return rc;
@@ -670,7 +671,7 @@ int hl_ref_get(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref *out) {
   if (!out) return hl__fail(h, HL_EINVAL, "get: NULL output");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = handle_obj(h, ref, &obj);
+  int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = slot_check(h, obj, slot, "get");
   if (!rc) {
     void *v = hl__slots(obj)[slot];
@@ -693,9 +694,9 @@ int hl_ref_set(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref value) {
   CHECK_HEAP(h);
   bool locked = hl__lock(h);
   void *obj, *v = NULL;
-  int rc = handle_obj(h, ref, &obj);
+  int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = slot_check(h, obj, slot, "set");
-  if (!rc && value) rc = handle_obj(h, value, &v);
+  if (!rc && value) rc = hl__handle_obj(h, value, &v);
   if (!rc) hl__store(h, obj, slot, v);
   hl__unlock(h, locked);
   return rc;
@@ -714,7 +715,7 @@ int hl_ref_write(hl_heap *h, hl_ref ref, uint64_t off, const void *src, uint64_t
   if (!src && len) return hl__fail(h, HL_EINVAL, "write: NULL source");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = handle_obj(h, ref, &obj);
+  int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = payload_check(h, obj, off, len, "write");
   if (!rc && len) memcpy(hl__obj_payload(obj) + off, src, len);
   hl__unlock(h, locked);
@@ -726,7 +727,7 @@ int hl_ref_read(hl_heap *h, hl_ref ref, uint64_t off, void *dst, uint64_t len) {
   if (!dst && len) return hl__fail(h, HL_EINVAL, "read: NULL destination");
   bool locked = hl__lock(h);
   void *obj;
-  int rc = handle_obj(h, ref, &obj);
+  int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = payload_check(h, obj, off, len, "read");
   if (!rc && len) memcpy(dst, hl__obj_payload(obj) + off, len);
   hl__unlock(h, locked);

@@ -1397,6 +1397,10 @@ void hl__pace(hl_heap *h, uint64_t bytes);
 /* ---- gc/roots.c: handles ---- */
 int hl__handle_new(hl_heap *h, void *obj, hl_ref *out);
 int hl__handle_get(hl_heap *h, hl_ref ref, void **obj);
+/* hl__handle_get with the object's header checked (hl__hdr_fits): HL_ECHECK,
+ * *obj NULL, when it was overwritten.  What every handle call that reads its
+ * object goes through (heap.c). */
+int hl__handle_obj(hl_heap *h, hl_ref ref, void **obj);
 /* Point a live handle at another object (a root's object replaced). */
 void hl__handle_set(hl_heap *h, hl_ref ref, void *obj);
 int hl__handle_release(hl_heap *h, hl_ref ref);

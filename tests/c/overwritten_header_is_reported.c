@@ -7,7 +7,8 @@
  * cycle keeps what the object refers to, and the handle calls -- with verify
  * or without -- refuse it with HL_ECHECK instead of reading past it (a read
  * of it crashed), hl_ref_same (equality), hl_ref_dup and hl_ref_identity
- * (a Python Ref's copy and hash) included.  A large object's header too.
+ * (a Python Ref's copy and hash) included, and hl_ref_checksum and hl_thin,
+ * which walk from it.  A large object's header too.
  */
 #include "check.h"
 
@@ -34,6 +35,18 @@ static void refuses_dup_and_identity(hl_heap *h, hl_ref b) {
   CHECK(id == 0, "identity's output zeroed");
 }
 
+/* checksum and thin (the walks from a root) refuse b as info does: they
+ * read their root with hl__handle_get alone, and walked the refs its
+ * overwritten header said (0x41414141 slots of a 40-byte object: a crash). */
+static void refuses_checksum_and_thin(hl_heap *h, hl_ref b) {
+  uint64_t sum = 1, objects = 1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_checksum(h, b, &sum, &objects));
+  CHECK(sum == 0 && objects == 0, "checksum's outputs zeroed");
+  hl_ref t = 1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_thin(h, b, 1, &t));
+  CHECK(t == 0, "thin's output zeroed");
+}
+
 /* Every handle call that reads the header refuses b. */
 static void handle_calls_refuse(hl_heap *h, hl_ref b, hl_ref other) {
   hl_object_info in;
@@ -58,6 +71,7 @@ static void handle_calls_refuse(hl_heap *h, hl_ref b, hl_ref other) {
   FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, b, b, &same));
   CHECK(same == 0, "same's output zeroed");
   refuses_dup_and_identity(h, b);
+  refuses_checksum_and_thin(h, b);
 }
 
 static void small_overflow(int verify) {
@@ -114,6 +128,7 @@ static void large_header(void) {
   FAILS(h, HL_ECHECK, "does not fit", hl_ref_same(h, big, big, &same));
   CHECK(same == 0, "same's output zeroed");
   refuses_dup_and_identity(h, big);
+  refuses_checksum_and_thin(h, big);
   FAILS(h, HL_ECHECK, "large object", hl_collect(h, 1, 1));
   hl_heap_free(h);
 }

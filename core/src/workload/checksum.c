@@ -38,7 +38,7 @@ static uint64_t object_hash(void *obj) {
 int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
   HL_ASSERT_LOCKED(h);
   void *root;
-  int rc = hl__handle_get(h, ref, &root);
+  int rc = hl__handle_obj(h, ref, &root);
   hl_ptrset seen = {0};
   void **stack = NULL;
   uint64_t top = 0, cap = 0, n = 0, total = 0;

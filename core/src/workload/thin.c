@@ -128,7 +128,7 @@ out:
 int hl__thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
   HL_ASSERT_LOCKED(h);
   void *root;
-  int rc = hl__handle_get(h, ref, &root);
+  int rc = hl__handle_obj(h, ref, &root);
   if (rc) return rc;
   uint64_t leaves = 0;
   if ((rc = walk(h, root, every, NULL, &leaves))) return rc;
@@ -142,7 +142,7 @@ int hl__thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
     hl_ref k = 0;
     if ((rc = hl__handle_new(h, keep, &k))) return rc;
     /* (a cycle may have moved the root; another thread released its handle) */
-    if ((rc = hl__handle_get(h, ref, &root))) {
+    if ((rc = hl__handle_obj(h, ref, &root))) {
       hl__handle_release(h, k);
       return rc;
     }
