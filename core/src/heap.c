@@ -412,7 +412,8 @@ static int heap_new(const hl_options *opts, hl_heap **out, char *err, size_t err
   h->ev_cap = (uint64_t)o.events_capacity;
   h->events = hl__sys_calloc(h->ev_cap, sizeof(hl_event));
   if (!h->events) {
-    hl__fmt_err(err, errlen, "hl_heap_new: out of memory for %" PRIu64 " events", h->ev_cap);
+    hl__fmt_err(err, errlen, "hl_heap_new: out of memory for %" PRIu64 " event%s", h->ev_cap,
+                hl__s(h->ev_cap));
     rc = HL_ENOMEM;
     goto fail;
   }
@@ -661,7 +662,7 @@ static int slot_check(hl_heap *h, void *obj, uint64_t slot, const char *what) {
   uint32_t refs = ((hl_objhdr *)obj)->refs;
   if (slot >= refs)
     return hl__fail(h, HL_ERANGE, "%s: slot %" PRIu64 " out of range for an object with %" PRIu32
-                    " slots", what, slot, refs);
+                    " slot%s", what, slot, refs, hl__s(refs));
   return HL_OK;
 }
 
@@ -705,8 +706,8 @@ int hl_ref_set(hl_heap *h, hl_ref ref, uint64_t slot, hl_ref value) {
 static int payload_check(hl_heap *h, void *obj, uint64_t off, uint64_t len, const char *what) {
   uint64_t size = hl__obj_size(obj);
   if (off > size || len > size - off)   /* (off + len may pass 2^64: said as a count) */
-    return hl__fail(h, HL_ERANGE, "%s: %" PRIu64 " bytes at offset %" PRIu64 " outside a %" PRIu64
-                    "-byte payload", what, len, off, size);
+    return hl__fail(h, HL_ERANGE, "%s: %" PRIu64 " byte%s at offset %" PRIu64 " outside a %" PRIu64
+                    "-byte payload", what, len, hl__s(len), off, size);
   return HL_OK;
 }
 
@@ -784,15 +785,17 @@ static int fill_fits(hl_heap *h, uint64_t count, uint64_t size, uint64_t refs, u
   uint64_t avail = hl__prim_os_available_bytes();
   if (touched > (double)avail)
     return hl__fail(h, HL_EINVAL,
-                    "fill: %" PRIu64 " objects of %" PRIu64 " bytes would touch about %.0f bytes "
-                    "(%" PRIu64 "-byte blocks, the index), more than this machine's memory "
-                    "available now (%" PRIu64 " bytes)", count, size, touched, block, avail);
+                    "fill: %" PRIu64 " object%s of %" PRIu64 " byte%s would touch about %.0f "
+                    "bytes (%" PRIu64 "-byte blocks, the index), more than this machine's memory "
+                    "available now (%" PRIu64 " bytes)", count, hl__s(count), size, hl__s(size),
+                    touched, block, avail);
   double on_pages = large ? index : touched;
   if (on_pages > (double)h->reserved)
     return hl__fail(h, HL_ENOMEM,
-                    "fill: %" PRIu64 " objects of %" PRIu64 " bytes need about %.0f bytes of "
+                    "fill: %" PRIu64 " object%s of %" PRIu64 " byte%s need%s about %.0f bytes of "
                     "pages, more than the reservation of %" PRIu64 " bytes (reserve_bytes)",
-                    count, size, on_pages, h->reserved);
+                    count, hl__s(count), size, hl__s(size), count == 1 ? "s" : "", on_pages,
+                    h->reserved);
   return HL_OK;
 }
 
@@ -897,7 +900,8 @@ static int events_copy(hl_heap *h, hl_event *buf, size_t cap, size_t *count, int
   if (first) *first = 0;
   CHECK_HEAP(h);
   if (!count) return hl__fail(h, HL_EINVAL, "%s: NULL count", fn);
-  if (!buf && cap) return hl__fail(h, HL_EINVAL, "%s: NULL buffer of %zu events", fn, cap);
+  if (!buf && cap)
+    return hl__fail(h, HL_EINVAL, "%s: NULL buffer of %zu event%s", fn, cap, hl__s(cap));
   bool locked = hl__lock(h);
   size_t n = h->ev_count < cap ? h->ev_count : cap;
   for (size_t i = 0; i < n; i++) buf[i] = h->events[(h->ev_head + i) % h->ev_cap];

@@ -645,6 +645,9 @@ static inline const char *hl__strerror(int e) {
 int hl__fail(const hl_heap *h, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap);
+/* "s" unless n is 1: a count's noun in a message, "%" PRIu64 " slot%s", n,
+ * hl__s(n) -- "1 slot", "2 slots" (messages said "1 slots", "1 bytes"). */
+static inline const char *hl__s(uint64_t n) { return n == 1 ? "" : "s"; }
 /* A failure outside any heap: into err (may be NULL) and, as hl__fail(NULL)
  * does, the thread's hl_heap_error(NULL). */
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)

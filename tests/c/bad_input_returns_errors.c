@@ -160,6 +160,21 @@ int main(void) {
   FAILS(h, HL_ESTALE, "released", hl_ref_get(h, r, 0, &r));
   FAILS(h, HL_ERANGE, "outside", hl_ref_write(h, keep, 60, pattern, 8));
   FAILS(h, HL_ERANGE, "outside", hl_ref_read(h, keep, UINT64_MAX, pattern, 2));
+  /* a count of one in the singular: "1 bytes", "1 slots" before (session 32) */
+  {
+    hl_ref one;
+    OK(h, hl_alloc(h, 16, 1, &one));
+    FAILS(h, HL_ERANGE, "outside", hl_ref_read(h, one, 16, pattern, 1));
+    CHECK(!strcmp(hl_heap_error(h), "read: 1 byte at offset 16 outside a 16-byte payload"),
+          "message '%s'", hl_heap_error(h));
+    FAILS(h, HL_ERANGE, "outside", hl_ref_write(h, one, 0, pattern, 17));
+    CHECK(!strcmp(hl_heap_error(h), "write: 17 bytes at offset 0 outside a 16-byte payload"),
+          "message '%s'", hl_heap_error(h));
+    FAILS(h, HL_ERANGE, "slot 1", hl_ref_get(h, one, 1, &r));
+    CHECK(!strcmp(hl_heap_error(h), "get: slot 1 out of range for an object with 1 slot"),
+          "message '%s'", hl_heap_error(h));
+    OK(h, hl_ref_release(h, one));
+  }
   FAILS(h, HL_EINVAL, "cycles", hl_collect(h, 0, -1));
   FAILS(h, HL_EINVAL, "major", hl_collect(h, 1, 7));
   FAILS(h, HL_EINVAL, "total_bytes", hl_fill(h, HL_MAX_SIZE + 1, 8, 0, &r));

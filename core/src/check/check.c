@@ -37,7 +37,8 @@ static int check_list(hl_heap *h, hl_list *l, const char *name, char *msg, size_
     CHECK(++n <= h->high_water, "%s: cycle in list", name);
   }
   CHECK(l->tail == prev, "%s: tail is not the last page", name);
-  CHECK(n == l->count, "%s: count %" PRIu64 " but %" PRIu64 " pages linked", name, l->count, n);
+  CHECK(n == l->count, "%s: count %" PRIu64 " but %" PRIu64 " page%s linked", name, l->count, n,
+        hl__s(n));
   return HL_OK;
 }
 
@@ -66,7 +67,7 @@ static int check_sub(hl_heap *h, uint32_t p, uint64_t *out_n, uint64_t *fb_n, ui
     uint32_t lo = w * 64;
     if (lo + 64 > h->os_per_page)
       CHECK(!(out[w] >> (h->os_per_page - lo)), "page %" PRIu32 ": out bits beyond its %" PRIu32
-            " OS pages", p, h->os_per_page);
+            " OS page%s", p, h->os_per_page, hl__s(h->os_per_page));
     n += (uint64_t)hl__popcount64(out[w]);
     *fb_n += (uint64_t)hl__popcount64(fb[w]);
   }
@@ -81,7 +82,8 @@ static int check_sub(hl_heap *h, uint32_t p, uint64_t *out_n, uint64_t *fb_n, ui
     CHECK(!(f & SUB_BUSY) || h->in_cycle, "page %" PRIu32 ": sub-page busy outside a trim", p);
   }
   if (n && hl__released_state(d->state))
-    CHECK(0, "page %" PRIu32 ": released whole but still has %" PRIu64 " OS pages out", p, n);
+    CHECK(0, "page %" PRIu32 ": released whole but still has %" PRIu64 " OS page%s out", p, n,
+          hl__s(n));
   if (!n || !hl__formatted(d->state)) return HL_OK;
   uint32_t sz = h->cls_size[d->cls];
   const uint64_t *ab = hl__allocs(h, p);
@@ -130,8 +132,8 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
     prev = l;
   }
   CHECK(n + h->large_moving == h->ctr.large_objects && bytes + h->large_moving_bytes ==
-        h->ctr.live[HL_LARGE], "large list: %" PRIu64 " blocks of %" PRIu64 " bytes (and %" PRIu32
-        " being moved, %" PRIu64 " bytes), counted %" PRIu64 " of %" PRIu64, n, bytes,
+        h->ctr.live[HL_LARGE], "large list: %" PRIu64 " block%s of %" PRIu64 " bytes (and %" PRIu32
+        " being moved, %" PRIu64 " bytes), counted %" PRIu64 " of %" PRIu64, n, hl__s(n), bytes,
         h->large_moving, h->large_moving_bytes, h->ctr.large_objects, h->ctr.live[HL_LARGE]);
   /* the dead blocks munmap refused (large.c): each still mapped (its record
    * page: mincore says ENOMEM of an unmapped one), out of the set, and the
@@ -151,8 +153,8 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
     pb += sizeof(hl_large) + l->size;
   }
   CHECK(h->unmap_retrying || (pn == h->unmap_pending_n && pb == h->unmap_pending_bytes),
-        "unmap pending list: %" PRIu64 " ranges of %" PRIu64 " bytes, counted %" PRIu64
-        " of %" PRIu64, pn, pb, h->unmap_pending_n, h->unmap_pending_bytes);
+        "unmap pending list: %" PRIu64 " range%s of %" PRIu64 " bytes, counted %" PRIu64
+        " of %" PRIu64, pn, hl__s(pn), pb, h->unmap_pending_n, h->unmap_pending_bytes);
   return HL_OK;
 }
 
@@ -335,16 +337,16 @@ int hl__check_locked(hl_heap *h, char *msg, size_t len) {
         tenured, h->tenured_pages);
   uint64_t owned_expected = 0;
   for (uint32_t c = 0; c < h->nclasses; c++) owned_expected += h->owned[c] != HL_NIL;
-  CHECK(owned == owned_expected, "owned pages %" PRIu64 " but %" PRIu64 " classes own one",
-        owned, owned_expected);
+  CHECK(owned == owned_expected, "owned pages %" PRIu64 " but %" PRIu64 " class%s own%s one",
+        owned, owned_expected, owned_expected == 1 ? "" : "es", owned_expected == 1 ? "s" : "");
   if (h->sub_flags) {
     CHECK(sub_out == h->sub_out && sub_fb == h->sub_fallback,
-          "sub-page: %" PRIu64 " OS pages out (%" PRIu64 " fallback) but counted %" PRIu64
-          " (%" PRIu64 ")", sub_out, sub_fb, h->sub_out, h->sub_fallback);
-    CHECK(sub_pages == h->sub_pages, "sub-page: %" PRIu64 " pages with OS pages out but counted %"
-          PRIu64, sub_pages, h->sub_pages);
-    CHECK(sub_held == h->sub_held, "sub-page: %" PRIu64 " pages held but counted %" PRIu64,
-          sub_held, h->sub_held);
+          "sub-page: %" PRIu64 " OS page%s out (%" PRIu64 " fallback) but counted %" PRIu64
+          " (%" PRIu64 ")", sub_out, hl__s(sub_out), sub_fb, h->sub_out, h->sub_fallback);
+    CHECK(sub_pages == h->sub_pages, "sub-page: %" PRIu64 " page%s with OS pages out but "
+          "counted %" PRIu64, sub_pages, hl__s(sub_pages), h->sub_pages);
+    CHECK(sub_held == h->sub_held, "sub-page: %" PRIu64 " page%s held but counted %" PRIu64,
+          sub_held, hl__s(sub_held), h->sub_held);
   }
   if (h->opt.mode == HL_MODE_COLLECTED && (rc = check_handles(h, msg, len))) return rc;
   if ((rc = check_large(h, msg, len))) return rc;

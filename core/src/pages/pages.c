@@ -457,20 +457,22 @@ int hl__pages_init(hl_heap *h, char *err, size_t errlen) {
     if (hl__injected_faults(h, HL_SITE_reserve, inj, sizeof inj))
       hl__fmt_err(err, errlen,
                   "reserve: every reservation from the %" PRIu64 " bytes asked down to %" PRIu64
-                  " failed (%s, %d attempts): %s", asked, want, hl__strerror(last), attempts, inj);
+                  " failed (%s, %d attempt%s): %s", asked, want, hl__strerror(last), attempts,
+                  hl__s((uint64_t)attempts), inj);
     else if (limit_name) /* (kept under 256 bytes: the bindings' message buffers) */
       hl__fmt_err(err, errlen,
                   "reserve: the kernel refused every reservation from the %" PRIu64
-                  " bytes asked down to %" PRIu64 " (%s, %d attempts): no address space left "
+                  " bytes asked down to %" PRIu64 " (%s, %d attempt%s): no address space left "
                   "under %s, %" PRIu64 " bytes with %" PRIu64 " free",
-                  asked, want, hl__strerror(last), attempts, limit_name, limit, room);
+                  asked, want, hl__strerror(last), attempts, hl__s((uint64_t)attempts), limit_name,
+                  limit, room);
     else
       hl__fmt_err(err, errlen,
                   "reserve: the kernel refused every reservation from the %" PRIu64
-                  " bytes asked down to %" PRIu64 " (%s, %d attempts: the address space "
+                  " bytes asked down to %" PRIu64 " (%s, %d attempt%s: the address space "
                   "is exhausted -- RLIMIT_AS, or too many heaps open -- or a smaller "
                   "reserve_bytes is needed)",
-                  asked, want, hl__strerror(last), attempts);
+                  asked, want, hl__strerror(last), attempts, hl__s((uint64_t)attempts));
     return HL_ENOMEM;
   }
   h->base = base;

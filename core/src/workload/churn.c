@@ -35,8 +35,8 @@ int hl__churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes,
   uint64_t mark = hl__call_mark();
   while (now < end) {
     if (hl__interrupted(mark)) {
-      rc = hl__fail(h, HL_EINTR, "churn: interrupted after %llu allocations",
-                    (unsigned long long)out->allocations);
+      rc = hl__fail(h, HL_EINTR, "churn: interrupted after %llu allocation%s",
+                    (unsigned long long)out->allocations, hl__s(out->allocations));
       break;
     }
     if (rate > 0) {

@@ -131,8 +131,8 @@ int hl__fill(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uint64_t 
      * whole pacing_max_wait_ms -- the review of session 30's pacing changes.) */
     if ((large || (k & 4095) == 4095) && hl__interrupted(mark)) {
       /* what was made is garbage: its handles go below */
-      rc = hl__fail(h, HL_EINTR, "fill: interrupted after %llu of %llu objects",
-                    (unsigned long long)k, (unsigned long long)count);
+      rc = hl__fail(h, HL_EINTR, "fill: interrupted after %llu of %llu object%s",
+                    (unsigned long long)k, (unsigned long long)count, hl__s(count));
       goto out;
     }
     void *obj = hl__obj_alloc_fast(h, size, refs);
