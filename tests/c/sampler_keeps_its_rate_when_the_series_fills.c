@@ -9,8 +9,9 @@
  * and halves some five times in the first few hundred samples; the thread's
  * count over a later window must stay near its count over the first (a
  * ratio with a 4x margin: a loaded machine slows both windows alike -- the
- * doubling gave a ratio near 0), and a 64 MiB peak held for 100 ms (some
- * 100 samples' worth) must be in max_phys and max_phys_after_mark. */
+ * doubling gave a ratio near 0), and a 64 MiB peak held until the thread
+ * has sampled it must be in max_phys and max_phys_after_mark. */
+#include <dirent.h>
 #include <time.h>
 
 #include "check.h"
@@ -35,6 +36,51 @@ static uint64_t by_thread(hl_sampler *s) {
   return sum.samples - calls;
 }
 
+/* The thread's samples stamped at or after t_ns, as the stored series
+ * shows them without taking one (hl_sampler_read; a summary would sample
+ * from this thread): a lower bound -- one in `stride` of them is stored, and
+ * a halving drops every other. */
+static uint64_t stored_since(hl_sampler *s, uint64_t t_ns) {
+  hl_sample buf[64];
+  size_t n = 0;
+  CHECK(hl_sampler_read(s, 0, buf, 64, &n) == HL_OK, "read: %s", hl_heap_error(NULL));
+  uint64_t k = 0;
+  for (size_t i = 0; i < n; i++) k += buf[i].t_ns >= t_ns;
+  return k;
+}
+
+/* The bytes the sampler's thread has read (its rchar, /proc/self/task/TID/io:
+ * the threads but this one -- the sampler's is the only other here), or -1
+ * where there is no such file.  A sample reads /proc/self/smaps_rollup, at
+ * most SAMPLE_READ_MAX bytes of it (prim_linux.c footprint()): bytes / that
+ * is a lower bound on the samples the thread read, and it takes none. */
+enum { SAMPLE_READ_MAX = 4095 };
+static int64_t thread_read_bytes(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int64_t total = -1;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' || atol(e->d_name) == (long)getpid()) continue;
+    char path[300], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%s/io", e->d_name);
+    FILE *f = fopen(path, "re");
+    if (!f) continue;
+    long long v;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "rchar: %lld", &v) == 1) total = (total < 0 ? 0 : total) + v;
+    fclose(f);
+  }
+  closedir(d);
+  return total;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* (the samples' t_ns) */
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* the thread's samples over `ms` */
 static uint64_t samples_over(hl_sampler *s, int ms) {
   uint64_t a = by_thread(s);
@@ -43,7 +89,7 @@ static uint64_t samples_over(hl_sampler *s, int ms) {
 }
 
 int main(void) {
-  enum { CAP = 16, WINDOW_MS = 200 };
+  enum { CAP = 16, WINDOW_MS = 200, HOLD_SAMPLES = 4 };
   hl_footprint f;
   if (hl_footprint_get(&f) != HL_OK) {
     printf("SKIP: no footprint here: %s\n", hl_heap_error(NULL));
@@ -88,25 +134,47 @@ int main(void) {
         "after the halvings: interval_us %" PRIu64 " (opened with 1000), %" PRIu64
         " stored of %d", sum.interval_us, sum.stored, CAP);
 
-  /* a short peak: 64 MiB touched, held 100 ms, unmapped -- between the
-   * caller's samples (the mark's before it, the summary's after it), so only
-   * the thread's can see it */
+  /* a short peak: 64 MiB touched, held until the thread has taken
+   * HOLD_SAMPLES samples with it in place, unmapped -- between the caller's
+   * samples (the mark's before it, the summary's after it), so only the
+   * thread's can see it, and counted without taking one.  (It was held a
+   * fixed 100 ms, some 100 samples at 1 ms: a stall of a loaded machine
+   * longer than that, and the peak was gone before the thread's next
+   * sample.)  Counted by the bytes the thread read after the peak was in
+   * place: one read may have begun before, so HOLD_SAMPLES + 1 reads' worth
+   * at most SAMPLE_READ_MAX bytes each.  Without /proc/self/task/TID/io, by
+   * the stored series: one of the thread's samples stored after it (the
+   * series stores one in `stride` of them, a stride the halvings and the
+   * caller's polls above grew to some hundreds: a second or more). */
   uint64_t base = sum.max_phys;
   CHECK(hl_sampler_mark(s) == HL_OK, "mark");
   size_t len = (size_t)64 << 20;
   char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(p != MAP_FAILED, "mmap 64 MiB: %s", strerror(errno));
   memset(p, 1, len);
-  sleep_ms(100);
+  uint64_t in_place = now_ns();
+  int64_t read0 = thread_read_bytes();
+  double h0 = now_s();
+  int64_t held, want = read0 >= 0 ? HOLD_SAMPLES + 1 : 1;
+  for (;;) {
+    held = read0 >= 0 ? (thread_read_bytes() - read0) / SAMPLE_READ_MAX
+                      : (int64_t)stored_since(s, in_place);
+    if (held >= want || now_s() - h0 >= 10) break;
+    sleep_ms(1);
+  }
+  double hold_s = now_s() - h0;
+  CHECK(held >= want, "the peak held %.1f s: the thread took %" PRId64 " samples (%s) after "
+        "it was in place, not %" PRId64 " -- it stopped sampling", hold_s, held,
+        read0 >= 0 ? "its reads' bytes / 4095, a lower bound" : "stored ones", want);
   CHECK(munmap(p, len) == 0, "munmap");
   CHECK(hl_sampler_summary_get(s, &sum) == HL_OK, "summary");
   CHECK(sum.max_phys >= base + (48 << 20) && sum.max_phys_after_mark >= base + (48 << 20),
-        "a 64 MiB peak held 100 ms at 1 ms sampling: max_phys %.1f MiB, after the mark "
-        "%.1f MiB, %.1f MiB before it -- missed", sum.max_phys / MiB,
-        sum.max_phys_after_mark / MiB, base / MiB);
+        "a 64 MiB peak held for %d of the thread's samples (%.3f s) at 1 ms sampling: max_phys "
+        "%.1f MiB, after the mark %.1f MiB, %.1f MiB before it -- missed", HOLD_SAMPLES, hold_s,
+        sum.max_phys / MiB, sum.max_phys_after_mark / MiB, base / MiB);
   hl_sampler_stop(s);
   printf("ok: %" PRIu64 " samples of the thread in the first %d ms, %" PRIu64 " in %.2f s after "
-         "the halvings; peak %.1f MiB over %.1f MiB\n", first, WINDOW_MS, later, t2 - t1,
-         sum.max_phys_after_mark / MiB, base / MiB);
+         "the halvings; peak %.1f MiB over %.1f MiB, held %.3f s\n", first, WINDOW_MS, later,
+         t2 - t1, sum.max_phys_after_mark / MiB, base / MiB, hold_s);
   return 0;
 }
