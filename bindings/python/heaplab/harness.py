@@ -580,13 +580,41 @@ def _child_main(argv: Sequence[str]) -> int:
     sys.stdout.flush()
     result.write(text)
     result.flush()
-    return 0 if out["error"] is None else 1
+    result.close()
+    rc = 0 if out["error"] is None else 1
+    # the result is written: a thread the arm left running (not a daemon)
+    # must not hold the process -- the interpreter's exit waited for it, the
+    # harness said "no result within T s" and the complete JSON was lost.
+    # Then (only then: a normal exit runs the atexit handlers and the C
+    # library's, gcov's) the process ends here, its stdio flushed
+    import threading
+    left = [t for t in threading.enumerate()
+            if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if left:
+        names = ", ".join(repr(t.name) for t in left[:5]) + (", ..." if len(left) > 5 else "")
+        print(f"heaplab: {exp.name}/{arm_name}: {len(left)} non-daemon thread(s) still running "
+              f"when the arm had returned ({names}): the arm's process ends without waiting "
+              f"for them (its JSON is written)", file=sys.stderr)
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(rc)
+    return rc
 
 
 # ---- in the parent ------------------------------------------------------------------------
 
 class ArmFailed(RuntimeError):
-    """An arm's process failed: it raised, timed out or printed no JSON."""
+    """An arm's process failed: it raised, timed out or printed no JSON.
+    `data`: the arm's JSON when it had written one (a process still running
+    at its timeout after it wrote its records: they are kept, with the
+    error), else None."""
+
+    def __init__(self, message: str, data: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.data = data
 
 
 class ArmInterrupted(KeyboardInterrupt):
@@ -839,7 +867,7 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     try:
         try:
             p = _run_arm_process(cmd, full_env, cwd, timeout, label)
-        except ArmInterrupted as e:
+        except (ArmInterrupted, ArmFailed) as e:
             if e.data is not None and "environment_options" not in e.data:
                 e.data["environment_options"] = dict(inherited)
             if e.data is not None:
@@ -1188,6 +1216,17 @@ def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeou
     return (run.p.returncode if ended else None), out, err
 
 
+def _arm_document(out: Optional[str]) -> Optional[Dict[str, Any]]:
+    """An arm's JSON read from its stdout, or None when that is none."""
+    try:
+        data = json.loads(out or "")
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        return None
+    return data
+
+
 def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeout: float,
                      label: str) -> subprocess.CompletedProcess:
     """Run an arm's process to its end (stdout, stderr captured) in a process
@@ -1226,14 +1265,8 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
         if not isinstance(e, KeyboardInterrupt):
             raise
         out, err = run.output()
-        data = None
-        try:
-            data = json.loads(out or "")
-        except ValueError:
-            pass
-        if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-            data = None
-        else:
+        data = _arm_document(out)
+        if data is not None:
             data["returncode"] = p.returncode
             data["stderr_tail"] = (err or "")[-2000:]
         msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
@@ -1243,7 +1276,18 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
         raise ArmInterrupted(msg, data) from None
     p = run.p
     if not ended:
-        raise ArmFailed(f"{label}: no result within {timeout} s")
+        msg = f"{label}: no result within {timeout} s"
+        out, err = run.output()
+        data = _arm_document(out)
+        if data is not None:
+            # it wrote its JSON and did not end (a command arm's, or what
+            # holds an arm's process past its result): its records are kept
+            msg += (" (the process was still running after it had written its JSON: "
+                    "killed; its records are kept)")
+            data["returncode"] = p.returncode
+            data["stderr_tail"] = (err or "")[-2000:]
+            data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
+        raise ArmFailed(msg, data)
     out, err = run.output()
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 

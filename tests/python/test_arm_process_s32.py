@@ -1,0 +1,51 @@
+"""The arm's process (harness.py's _child_main and what runs it), as the
+session-32 harness hunt found it: a thread left running, a fork inside a
+phase, the experiment module's folder and multiprocessing, phase names,
+processes that leave the arm's group, unbounded output, errors found only
+after the arm ran."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from heaplab import harness
+from heaplab.harness import ArmFailed
+
+
+# ---- a non-daemon thread left running (finding 4) -----------------------------------------
+
+def test_a_thread_left_running_does_not_lose_the_arms_records(experiment_source):
+    """The child wrote its complete JSON, then its interpreter's exit waited
+    for the thread: "no result within T s", 0 records saved."""
+    t = time.monotonic()
+    mod = experiment_source("thr_left", textwrap.dedent("""
+        import threading, time
+        from heaplab.harness import Experiment
+        T = Experiment("XT", "threads")
+        def a(rec, **o):
+            with rec.phase("p"):
+                threading.Thread(target=time.sleep, args=(1000,), name="sleeper").start()
+        T.add_arm("nondaemon", a)
+    """))
+    res = mod.T.run(timeout=20)
+    assert time.monotonic() - t < 15
+    data = res["nondaemon"].data
+    assert [r["phase"] for r in data["records"]] == ["p"] and data["error"] is None
+    assert "non-daemon thread" in data["stderr_tail"] and "'sleeper'" in data["stderr_tail"]
+
+
+def test_a_command_still_running_after_its_json_keeps_its_records():
+    """run_command_arm at its timeout: a command that had printed its arm
+    JSON and went on keeps its records, with the error."""
+    doc = json.dumps({"arm": "x", "records": [{"phase": "p"}], "error": None})
+    with pytest.raises(ArmFailed) as ei:
+        harness.run_command_arm(["sh", "-c", f"echo '{doc}'; exec sleep 100"], timeout=2)
+    data = ei.value.data
+    assert data is not None and data["records"] == [{"phase": "p"}]
+    assert "no result within 2" in data["error"] and "records are kept" in data["error"]
+    assert "session" in data and "started" in data
+
