@@ -49,3 +49,45 @@ def test_a_command_still_running_after_its_json_keeps_its_records():
     assert "no result within 2" in data["error"] and "records are kept" in data["error"]
     assert "session" in data and "started" in data
 
+
+# ---- a process forked inside a phase (finding 5) ------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_that_leaves_the_arm_writes_no_result(experiment_source):
+    """A child forked in a phase that ended by sys.exit() or returned wrote a
+    second JSON into the arm's pipe: "exit 0, no arm JSON on stdout"."""
+    mod = experiment_source("fork_leaves", textwrap.dedent("""
+        import os, sys
+        from heaplab.harness import Experiment
+        T = Experiment("XF", "fork")
+        def sysexit(rec, **o):
+            with rec.phase("p1"):
+                pid = os.fork()
+                if pid == 0:
+                    sys.exit(3)
+                rec.note("status", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        def fallthrough(rec, **o):
+            with rec.phase("p1"):
+                pid = os.fork()
+                if pid:
+                    rec.note("status", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+            with rec.phase("p2"):
+                pass
+        def raises(rec, **o):
+            with rec.phase("p1"):
+                pid = os.fork()
+                if pid == 0:
+                    raise RuntimeError("in the child")
+                rec.note("status", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        T.add_arm("sysexit", sysexit)
+        T.add_arm("fallthrough", fallthrough)
+        T.add_arm("raises", raises)
+    """))
+    res = mod.T.run(timeout=60)
+    for arm, status, phases in (("sysexit", 3, ["p1"]), ("fallthrough", 0, ["p1", "p2"]),
+                                ("raises", 1, ["p1"])):
+        data = res[arm].data
+        assert data["error"] is None, (arm, data["error"])
+        assert [r["phase"] for r in data["records"]] == phases, arm
+        assert data["notes"] == {"status": status}, arm
+    assert "RuntimeError: in the child" in res["raises"].data["stderr_tail"]

@@ -42,8 +42,8 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
-                    Set, Tuple, TypeVar, Union)
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, NoReturn, Optional,
+                    Sequence, Set, Tuple, TypeVar, Union)
 
 from . import Heap, Sampler, footprint
 
@@ -536,6 +536,32 @@ class Recorder:
 _IMPORTING_FOR_AN_ARM: Optional[str] = None
 
 
+def _forked_child_exit(exc: Optional[BaseException]) -> NoReturn:
+    """End a process the arm forked (os.fork in a phase) that left the arm's
+    function -- by sys.exit(), an exception, or returning: only the arm's own
+    process writes the result (the child's JSON went into the arm's pipe
+    after its own, and the arm failed "no arm JSON on stdout", its records
+    lost).  Its exit status is sys.exit()'s, 1 for an exception (its
+    traceback on stderr), 0 for a return; os._exit, its stdio flushed."""
+    rc = 0
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is None or isinstance(code, int):
+            rc = code or 0
+        else:
+            print(code, file=sys.stderr)
+            rc = 1
+    elif exc is not None:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        rc = 1
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc & 0xFF)
+
+
 def _child_main(argv: Sequence[str]) -> int:
     path, exp_name, arm_name = argv
     # stdout is the arm's JSON and nothing else: what the arm prints (print(),
@@ -566,8 +592,12 @@ def _child_main(argv: Sequence[str]) -> int:
         if exp.protocol:        # (the sizes it runs with: checked, recorded)
             record_protocol(out, exp.protocol)
         arm["fn"](rec, **arm["params"], **arm["options"])
-    except BaseException:  # report, do not lose the records so far
+    except BaseException as e:  # report, do not lose the records so far
+        if os.getpid() != out["pid"]:
+            _forked_child_exit(e)
         out["error"] = traceback.format_exc()
+    if os.getpid() != out["pid"]:
+        _forked_child_exit(None)
     out["records"] = rec.records
     out["notes"] = rec.notes
     out["series"] = rec.series()
