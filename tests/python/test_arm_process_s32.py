@@ -91,3 +91,45 @@ def test_a_forked_child_that_leaves_the_arm_writes_no_result(experiment_source):
         assert [r["phase"] for r in data["records"]] == phases, arm
         assert data["notes"] == {"status": status}, arm
     assert "RuntimeError: in the child" in res["raises"].data["stderr_tail"]
+
+
+# ---- the experiment module's folder and name (finding 6) ----------------------------------
+
+def test_the_arms_module_sees_its_folder_and_multiprocessing_children_import_it(
+        experiment_source, tmp_path, monkeypatch):
+    """The arm's process loaded the module by path as `_heaplab_experiment`,
+    its folder not on sys.path: a sibling import failed (from another cwd),
+    and multiprocessing's spawn / forkserver children could not unpickle
+    the module's functions ("No module named '_heaplab_experiment'"; a Pool
+    hung until the arm's timeout)."""
+    (tmp_path / "sib_helper_s32.py").write_text("SIZE = 7\n")
+    mod = experiment_source("mp_module_s32", textwrap.dedent("""
+        import multiprocessing as mp
+        from heaplab.harness import Experiment
+        T = Experiment("XM", "module")
+        def child_work(q):
+            q.put(("child", __name__))
+        def a(rec, **o):
+            import sib_helper_s32
+            rec.note("size", sib_helper_s32.SIZE)
+            rec.note("name", __name__)
+            for method in ("spawn", "forkserver"):
+                ctx = mp.get_context(method)
+                q = ctx.Queue()
+                p = ctx.Process(target=child_work, args=(q,))
+                p.start()
+                p.join(30)
+                rec.note(method, [p.exitcode, list(q.get(timeout=5)) if p.exitcode == 0 else None])
+        T.add_arm("a", a)
+    """))
+    monkeypatch.chdir("/")
+    data = mod.T.run(timeout=90)["a"].data
+    assert data["notes"] == {"size": 7, "name": "mp_module_s32",
+                             "spawn": [0, ["child", "mp_module_s32"]],
+                             "forkserver": [0, ["child", "mp_module_s32"]]}, data["stderr_tail"]
+
+
+def test_the_module_name_falls_back_when_its_own_would_clash():
+    assert harness._experiment_module_name("/x/exp_a.py") == "exp_a"
+    for clash in ("/x/json.py", "/x/heaplab.py", "/x/my-exp.py", "/x/sys.py"):
+        assert harness._experiment_module_name(clash) == "_heaplab_experiment", clash

@@ -562,6 +562,20 @@ def _forked_child_exit(exc: Optional[BaseException]) -> NoReturn:
     os._exit(rc & 0xFF)
 
 
+def _experiment_module_name(path: str) -> str:
+    """The name an arm's process imports the experiment's module under: its
+    file's name (exp.py: "exp"), unless that is no identifier or the name
+    of a module imported already or of the standard library's -- then
+    "_heaplab_experiment" (which a multiprocessing spawn child cannot
+    import)."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    stdlib = getattr(sys, "stdlib_module_names", ())
+    if (not name.isidentifier() or name in sys.modules or name in stdlib
+            or name in sys.builtin_module_names or name in ("heaplab", "__main__", "__mp_main__")):
+        return "_heaplab_experiment"
+    return name
+
+
 def _child_main(argv: Sequence[str]) -> int:
     path, exp_name, arm_name = argv
     # stdout is the arm's JSON and nothing else: what the arm prints (print(),
@@ -570,7 +584,15 @@ def _child_main(argv: Sequence[str]) -> int:
     sys.stdout.flush()
     result = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    spec = importlib.util.spec_from_file_location("_heaplab_experiment", path)
+    # the module as a script's code sees it: its folder first on sys.path
+    # (a sibling import failed from another cwd), and under its own name, so
+    # that what multiprocessing's spawn and forkserver children unpickle
+    # (module.function) they can import -- as "_heaplab_experiment" a Pool
+    # of them failed "No module named '_heaplab_experiment'" and hung until
+    # the arm's timeout
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(_experiment_module_name(path), path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     # (on heaplab.harness: run as `python -m heaplab.harness`, this module
