@@ -133,3 +133,40 @@ def test_the_module_name_falls_back_when_its_own_would_clash():
     assert harness._experiment_module_name("/x/exp_a.py") == "exp_a"
     for clash in ("/x/json.py", "/x/heaplab.py", "/x/my-exp.py", "/x/sys.py"):
         assert harness._experiment_module_name(clash) == "_heaplab_experiment", clash
+
+
+# ---- a phase's name (finding 9) -----------------------------------------------------------
+
+def test_a_phase_name_that_is_no_string_is_refused_at_the_call(experiment_source):
+    """rec.phase(None) and ctl.phase(7) were taken, and the arm's JSON was
+    unreadable later: `heaplab report` exited 2, "record 0 is not a phase
+    record"."""
+    mod = experiment_source("phase_names_s32", textwrap.dedent("""
+        from heaplab.harness import Experiment
+        T = Experiment("XP", "phase names")
+        def a(rec, **o):
+            for n in (None, 3, b"p", ""):
+                try:
+                    with rec.phase(n):
+                        pass
+                except (TypeError, ValueError) as e:
+                    rec.note(repr(n), type(e).__name__)
+            with rec.phase("ok"):
+                pass
+        T.add_arm("a", a)
+    """))
+    data = mod.T.run(timeout=60)["a"].data
+    assert [r["phase"] for r in data["records"]] == ["ok"]
+    assert data["notes"] == {"None": "TypeError", "3": "TypeError", "b'p'": "TypeError",
+                             "''": "ValueError"}
+    assert harness.load_arms(os.path.join(os.environ["HEAPLAB_RESULTS"], "XP"))
+
+    def script(ctl):
+        for n in (7, None, ""):
+            with pytest.raises((TypeError, ValueError), match="phase's name"):
+                ctl.phase(n)
+        with ctl.phase("ok"):
+            pass
+    data = harness.run_command_arm(["sleep", "0.3"], allocator="glibc", script=script,
+                                   timeout=30)
+    assert data["error"] is None and [r["phase"] for r in data["records"]] == ["ok"]

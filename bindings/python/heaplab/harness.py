@@ -382,6 +382,17 @@ def error_summary(error: Any) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _phase_name(name: Any) -> str:
+    """A phase's name, checked at the call (rec.phase, ctl.phase): a
+    non-empty string.  rec.phase(None) and ctl.phase(7) were taken, and the
+    arm's JSON could not be read later ("record 0 is not a phase record")."""
+    if not isinstance(name, str):
+        raise TypeError(f"a phase's name must be a string, not {type(name).__name__} {name!r}")
+    if not name:
+        raise ValueError("a phase's name must not be empty")
+    return name
+
+
 def _enter_phase(phase: Any, owner: Any, begin: Callable[[], Any]) -> Any:
     """A phase object is one with block: entered a second time, its record
     shared the notes dict of the first (each record got the other's notes)
@@ -515,7 +526,7 @@ class Recorder:
     def phase(self, name: str, heap: Optional[Heap] = None) -> Phase:
         """A phase to run in a with block; heap= adds the heap's residency,
         VMAs and stats to its record."""
-        return Phase(self, name, heap)
+        return Phase(self, _phase_name(name), heap)
 
     def note(self, key: str, value: Any) -> None:
         """Attach a figure of the experiment's own to the arm (JSON-serialisable)."""
@@ -1741,7 +1752,7 @@ class CommandControl:
     def phase(self, name):
         """A phase (a context manager); ArmTimeout once the timeout expired."""
         self._check_deadline()
-        return CommandPhase(self, name)
+        return CommandPhase(self, _phase_name(name))
 
     def note(self, key, value):
         self.notes[_json_note(key, value)] = value
