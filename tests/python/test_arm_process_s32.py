@@ -170,3 +170,48 @@ def test_a_phase_name_that_is_no_string_is_refused_at_the_call(experiment_source
     data = harness.run_command_arm(["sleep", "0.3"], allocator="glibc", script=script,
                                    timeout=30)
     assert data["error"] is None and [r["phase"] for r in data["records"]] == ["ok"]
+
+
+# ---- processes that leave the arm's process group (finding 10) ----------------------------
+
+def test_a_process_that_left_the_arms_group_does_not_outlive_the_arm(experiment_source):
+    """setsid / start_new_session / a daemonizing server left the arm's
+    process group, and the group kill at the arm's end missed it: it ran on,
+    reparented to init (docs: the command "does not outlive the arm").  Now
+    it is killed, and the arm's record says so; a helper that stayed in the
+    group is killed with it, as before, and not reported."""
+    from procs import gone, pids_naming
+    mod = experiment_source("strays_s32", textwrap.dedent("""
+        import subprocess
+        from heaplab.harness import Experiment
+        T = Experiment("XD", "strays")
+        def a(rec, **o):
+            with rec.phase("p"):
+                subprocess.Popen(["sleep", "1234.5"], start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                subprocess.Popen(["sleep", "1234.25"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        T.add_arm("a", a)
+    """))
+    cmd = "setsid sleep 1234.75 & sleep 0.2; echo '{\"arm\": \"x\", \"records\": []}'"
+    try:
+        data = mod.T.run(timeout=60)["a"].data
+        command = harness.run_command_arm(["sh", "-c", cmd], timeout=30)
+        sampled = harness.run_command_arm(["sh", "-c", "setsid sleep 1235.5 & sleep 0.2"],
+                                          allocator="glibc", timeout=30)
+        time.sleep(0.2)
+        for what in ("sleep 1234.5", "sleep 1234.25", "sleep 1234.75", "sleep 1235.5"):
+            assert not [p for p in pids_naming(what.replace(" ", "\0")) if not gone(p)], what
+        assert len(data["warnings"]) == 1 and "(sleep 1234.5)" in data["warnings"][0]
+        assert "1234.25" not in data["warnings"][0]
+        assert "(sleep 1234.75)" in command["warnings"][0]
+        assert sampled["error"] is None and any("(sleep 1235.5)" in w
+                                                for w in sampled["warnings"])
+    finally:
+        import signal
+        for what in ("sleep 1234.5", "sleep 1234.25", "sleep 1234.75", "sleep 1235.5"):
+            for p in pids_naming(what.replace(" ", "\0")):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

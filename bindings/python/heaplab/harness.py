@@ -947,6 +947,7 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
         data["returncode"] = p.returncode
         data["stderr_tail"] = p.stderr[-2000:]
+        _add_strays(data, label, getattr(p, "strays", []))
         # the session that ran it and when the arm started (two sessions'
         # records side by side -- an interrupted one's and a later one's --
         # were told apart by nothing)
@@ -1040,6 +1041,92 @@ _CHILD_TEXT: Dict[str, Any] = {"text": True, "encoding": "utf-8", "errors": "rep
 _DRAIN_S = 1.0
 
 
+# Every process an arm starts carries the arm's tag in this variable (a
+# ':'-separated list: an arm inside an arm adds its own), inherited through
+# fork and exec, so that a process that left the arm's process group
+# (setsid, a daemonizing server, start_new_session=True) is found and killed
+# when the arm ends -- it outlived the arm, reparented to init, though the
+# group was killed.  (Not HEAPLAB_*: libheaplab reads its options whenever
+# one such variable is set.)  A process that clears its environment before
+# an exec (env -i) is not found.
+ARM_TAG_VAR = "_HEAPLAB_ARMS"
+
+
+def _tagged_env(env: Optional[Mapping[str, str]]) -> Tuple[Dict[str, str], str]:
+    """env (None: this process's) with a new arm tag added to ARM_TAG_VAR;
+    returns (the environment, the tag)."""
+    out = dict(os.environ if env is None else env)
+    tag = f"{os.getpid()}.{os.urandom(6).hex()}"
+    out[ARM_TAG_VAR] = ":".join(filter(None, [out.get(ARM_TAG_VAR, ""), tag]))
+    return out, tag
+
+
+def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
+    """SIGKILL every process (not this one) outside the process group `pgid`
+    (None: any) whose environment carries `tag` (ARM_TAG_VAR) -- the ones
+    that left the arm's group; a member of the group is the group kill's --
+    until none is left (a few rounds: one may fork meanwhile).  Returns
+    "pid N (command)" of each.  Linux (/proc); elsewhere nothing is found."""
+    import signal as _signal
+    want = tag.encode()
+    key = ARM_TAG_VAR.encode() + b"="
+    left: List[str] = []
+    me = os.getpid()
+    for _ in range(8):
+        found = 0
+        try:
+            pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+        except OSError:
+            return left
+        for pid in pids:
+            if pid == me:
+                continue
+            fd: Optional[int] = None
+            try:
+                fd = os.pidfd_open(pid)     # (the pid cannot be another's meanwhile)
+            except AttributeError:
+                pass                        # (no pidfd: os.kill)
+            except OSError:
+                continue                    # (gone)
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    environ = f.read()
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    stat = f.read().rsplit(b")", 1)[1].split()
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    what = f.read().replace(b"\0", b" ").strip().decode(errors="replace")
+            except OSError:
+                environ, stat = b"", []
+            tagged = any(e.startswith(key) and want in e[len(key):].split(b":")
+                         for e in environ.split(b"\0"))
+            # (a member of the group is the group kill's: left alone here)
+            if (tagged and stat and stat[0] not in (b"Z", b"X")
+                    and (pgid is None or int(stat[2]) != pgid)):
+                found += 1
+                try:
+                    if fd is not None:
+                        _signal.pidfd_send_signal(fd, _signal.SIGKILL)
+                    else:
+                        os.kill(pid, _signal.SIGKILL)
+                except OSError:
+                    pass
+                desc = f"pid {pid} ({what[:80]})"
+                if desc not in left:
+                    left.append(desc)
+            if fd is not None:
+                os.close(fd)
+        if not found:
+            break
+        time.sleep(0.01)
+    return left
+
+
+def _strays_warning(label: str, strays: List[str]) -> str:
+    return (f"{label}: killed {len(strays)} process(es) the arm started that had left its "
+            f"process group and outlived it (setsid, a daemon): {', '.join(strays[:5])}"
+            f"{', ...' if len(strays) > 5 else ''}")
+
+
 class _GroupRun:
     """A process started in a session (so a process group) of its own, its
     stdout and stderr read as it runs.  The process is waited for, not its
@@ -1050,9 +1137,14 @@ class _GroupRun:
     it, as docs/harness.md promises) and what is left in the pipes is read,
     never waiting on a process that holds them past _DRAIN_S."""
 
-    def __init__(self, cmd: List[str], env: Dict[str, str], cwd: Optional[str]) -> None:
+    def __init__(self, cmd: List[str], env: Optional[Mapping[str, str]], cwd: Optional[str]
+                 ) -> None:
         import selectors
         self.finished = False
+        #: "pid N (command)" of the processes that had left the group and
+        #: were killed when it ended (_kill_tagged)
+        self.strays: List[str] = []
+        env, self.tag = _tagged_env(env)
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                   cwd=cwd, start_new_session=True)
         _LIVE_GROUPS.add(self.p.pid)
@@ -1108,6 +1200,8 @@ class _GroupRun:
         if sig == _signal.SIGKILL and self.p.poll() is None:
             self.p.kill()
         self.p.wait()
+        # what left the group (setsid) goes too, before the pipes it may hold
+        self.strays = _kill_tagged(self.tag, self.p.pid)
         if self.exit_fd is not None:
             self.sel.unregister(self.exit_fd)
             os.close(self.exit_fd)
@@ -1276,6 +1370,8 @@ def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeou
             with _ctrl_c_deferred():
                 run.finish(_signal.SIGKILL)
     out, err = run.output()
+    if run.strays:
+        err += "heaplab: " + _strays_warning(" ".join(map(str, cmd[:3])), run.strays) + "\n"
     return (run.p.returncode if ended else None), out, err
 
 
@@ -1332,6 +1428,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
         if data is not None:
             data["returncode"] = p.returncode
             data["stderr_tail"] = (err or "")[-2000:]
+            _add_strays(data, label, run.strays)
         msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
         if data is not None:
             data["interrupted"] = True
@@ -1350,9 +1447,21 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
             data["returncode"] = p.returncode
             data["stderr_tail"] = (err or "")[-2000:]
             data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
+            _add_strays(data, label, run.strays)
         raise ArmFailed(msg, data)
     out, err = run.output()
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    done = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    done.strays = run.strays        # type: ignore[attr-defined]
+    return done
+
+
+def _add_strays(data: Dict[str, Any], label: str, strays: List[str]) -> None:
+    """The arm's record says which processes that had left its group were
+    killed (its `warnings`)."""
+    if strays:
+        if not isinstance(data.get("warnings"), list):
+            data["warnings"] = []
+        data["warnings"].append(_strays_warning(label, strays))
 
 
 def _command(cmd: Any) -> List[str]:
@@ -1973,6 +2082,8 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         # Thread.start lost what it had started (a keeper outliving this
         # process, a sampler's thread polling for ever, a zombie)
         keeper = proc = sampler = None
+        # (its tag: what left the group is found and killed at the end)
+        full_env, tag = _tagged_env(full_env)
         try:
             with _ctrl_c_deferred():
                 keeper = _GroupKeeper()
@@ -1993,6 +2104,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                     proc.wait()
                 if keeper is not None:
                     keeper.end()
+                _kill_tagged(tag, None)
                 if sampler is not None:
                     sampler.stop()
             raise
@@ -2068,6 +2180,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                 proc.wait()
                 keeper.end()
                 sampler.stop()
+                strays = _kill_tagged(tag, keeper.p.pid)
         if sampler.error is not None:
             msg = f"{label}: {sampler.error}: its phases have no figures"
             data["error"] = msg if not data.get("error") else f"{data['error']}\n{msg}"
@@ -2096,6 +2209,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             data["stdout_tail"] = f.read()[-2000:]
         data["report"] = None
         data.setdefault("warnings", [])
+        _add_strays(data, label, strays)
         # the command's own report under its pid: written by a command that
         # took itself for a descendant of a process writing the same path
         # (a preloaded parent merely mapping the library did: report None,
