@@ -215,3 +215,52 @@ def test_a_process_that_left_the_arms_group_does_not_outlive_the_arm(experiment_
                     os.kill(p, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+# ---- the output kept of a process (finding 11) --------------------------------------------
+
+_PEAK = """
+import sys
+from heaplab import harness
+big = "import sys\\nfor i in range(100): sys.stdout.write('y' * 1000000); sys.stderr.write('z' * 1000000)\\nsys.stderr.write('END')"
+try:
+    d = harness.run_command_arm(["python3", "-c", big], timeout=120, **eval(sys.argv[1]))
+    print("RET", repr(d["error"]), len(d.get("stdout_tail", "")), d["stderr_tail"][-3:])
+except harness.ArmFailed as e:
+    print("EXC", str(e)[:400].replace("\\n", " "))
+# (VmHWM, this image's own peak: ru_maxrss keeps the peak of the process
+# before its exec -- a fork of a large pytest)
+hwm = [ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:")][0]
+print("PEAK_MIB", int(hwm.split()[1]) // 1024)
+"""
+
+
+@pytest.mark.parametrize("kw", ["{}", "{'allocator': 'glibc'}"])
+def test_a_commands_output_is_kept_within_bounds(kw, tmp_path):
+    """stdout and stderr were kept whole (a pipe's, or read whole from the
+    sampled form's files) though only a tail is used: 200 MB of output made
+    the harness some 600 MB resident.  Now stdout is an arm's JSON up to
+    STDOUT_LIMIT (past it the arm fails saying so) and of stderr the ends
+    are kept."""
+    p = subprocess.run([sys.executable, "-c", _PEAK, kw], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    peak = int(p.stdout.split("PEAK_MIB")[1])
+    assert peak < 150, p.stdout
+    if kw == "{}":
+        assert "EXC" in p.stdout and "STDOUT_LIMIT" in p.stdout and "stdout began: yyy" in p.stdout
+    else:
+        assert "RET None 2000 END" in p.stdout, p.stdout
+
+
+def test_stderr_keeps_its_beginning_and_its_end():
+    code = ("import sys; sys.stderr.write('FIRST' + 'z' * 3000000 + 'LAST'); "
+            "print('{\"arm\": \"x\", \"records\": []}')")
+    data = harness.run_command_arm([sys.executable, "-c", code], timeout=60)
+    assert data["stderr_tail"].endswith("LAST")
+    run = harness._GroupRun([sys.executable, "-c", code], None, None)
+    run.wait(time.monotonic() + 60)
+    run.finish(9)
+    out, err = run.output()
+    assert err.startswith("FIRST") and err.endswith("LAST") and "bytes of stderr not kept" in err
+    assert len(err) < 2 * harness.STDERR_KEPT + 70000      # (+ one read of 64 KiB)

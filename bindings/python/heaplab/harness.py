@@ -937,6 +937,10 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
                 e.data.setdefault("session", session_info())
                 e.data.setdefault("started", started)
             raise
+        over = getattr(p, "stdout_over", None)
+        if over:
+            raise ArmFailed(f"{label}: {_exit_text(p.returncode)}, no arm JSON: {over};\n"
+                            f"stdout began: {p.stdout[:200]}\nstderr: {p.stderr[-4000:]}")
         try:
             data = json.loads(p.stdout)
             if not isinstance(data, dict) or not isinstance(data.get("records"), list):
@@ -1127,6 +1131,17 @@ def _strays_warning(label: str, strays: List[str]) -> str:
             f"{', ...' if len(strays) > 5 else ''}")
 
 
+# What the harness keeps of a process's output (it kept all of it, though it
+# uses a tail: a command that wrote 300 MB made the harness's RSS some
+# 600 MB).  stdout is an arm's JSON: more than STDOUT_LIMIT bytes of it is
+# no arm's (a series of 65536 samples is some 4 MB) -- the arm fails, saying
+# so; the rest is read and dropped.  Of stderr, the first and the last
+# STDERR_KEPT bytes are kept (the preloaded library's lines come first, a
+# traceback last).
+STDOUT_LIMIT = 32 * 1024 * 1024
+STDERR_KEPT = 1024 * 1024
+
+
 class _GroupRun:
     """A process started in a session (so a process group) of its own, its
     stdout and stderr read as it runs.  The process is waited for, not its
@@ -1150,6 +1165,10 @@ class _GroupRun:
         _LIVE_GROUPS.add(self.p.pid)
         self.sel = selectors.DefaultSelector()
         self.bufs: Dict[int, List[bytes]] = {}
+        #: bytes read from each pipe; those kept (STDOUT_LIMIT, STDERR_KEPT)
+        self.seen: Dict[int, int] = {}
+        self.kept: Dict[int, int] = {}
+        self.head: bytes = b""          # stderr's first STDERR_KEPT bytes
         assert self.p.stdout is not None and self.p.stderr is not None
         self.out_fd, self.err_fd = self.p.stdout.fileno(), self.p.stderr.fileno()
         for f in (self.p.stdout, self.p.stderr):
@@ -1157,6 +1176,7 @@ class _GroupRun:
             os.set_blocking(f.fileno(), False)
             self.sel.register(f.fileno(), selectors.EVENT_READ)
             self.bufs[f.fileno()] = []
+            self.seen[f.fileno()] = self.kept[f.fileno()] = 0
         self.exit_fd: Optional[int] = None
         try:                      # woken by the exit itself (Linux 5.3+), else polled
             self.exit_fd = os.pidfd_open(self.p.pid)
@@ -1169,10 +1189,33 @@ class _GroupRun:
             data = os.read(fd, 1 << 16)
         except BlockingIOError:
             return
-        if data:
-            self.bufs[fd].append(data)
-        else:                       # end of file
+        if not data:                # end of file
             self.sel.unregister(fd)
+            return
+        self.seen[fd] += len(data)
+        if fd == self.out_fd:
+            if self.seen[fd] <= STDOUT_LIMIT:
+                self.bufs[fd].append(data)
+                self.kept[fd] += len(data)
+            elif self.kept[fd] > 4096:          # past it: its beginning kept, the rest dropped
+                self.bufs[fd] = [b"".join(self.bufs[fd])[:4096]]
+                self.kept[fd] = 4096
+            return
+        if len(self.head) < STDERR_KEPT:
+            take = STDERR_KEPT - len(self.head)
+            self.head += data[:take]
+            data = data[take:]
+        if data:                    # the tail: at most STDERR_KEPT bytes
+            bufs = self.bufs[fd]
+            bufs.append(data)
+            self.kept[fd] += len(data)
+            while self.kept[fd] - len(bufs[0]) >= STDERR_KEPT:
+                self.kept[fd] -= len(bufs.pop(0))
+
+    @property
+    def stdout_over(self) -> bool:
+        """More than STDOUT_LIMIT bytes came on stdout (the rest dropped)."""
+        return self.seen[self.out_fd] > STDOUT_LIMIT
 
     def _pipes_open(self) -> bool:
         return any(k.fd != self.exit_fd for k in self.sel.get_map().values())
@@ -1221,10 +1264,16 @@ class _GroupRun:
         self.finished = True
 
     def output(self) -> Tuple[str, str]:
-        """(stdout, stderr) as read so far, as text (_CHILD_TEXT)."""
-        return tuple(b"".join(self.bufs[fd]).decode(_CHILD_TEXT["encoding"],  # type: ignore
-                                                    _CHILD_TEXT["errors"])
-                     for fd in (self.out_fd, self.err_fd))
+        """(stdout, stderr) as read so far, as text (_CHILD_TEXT): stdout's
+        first STDOUT_LIMIT bytes, stderr's first and last STDERR_KEPT (what
+        was dropped between them said by a line)."""
+        def text(b: bytes) -> str:
+            return b.decode(_CHILD_TEXT["encoding"], _CHILD_TEXT["errors"])
+        tail = b"".join(self.bufs[self.err_fd])
+        dropped = self.seen[self.err_fd] - len(self.head) - len(tail)
+        err = text(self.head) + (f"\n[heaplab: {dropped} bytes of stderr not kept]\n"
+                                 if dropped > 0 else "") + text(tail)
+        return text(b"".join(self.bufs[self.out_fd])), err
 
 
 def _in_group(pgid: int) -> Dict[str, Any]:
@@ -1370,6 +1419,8 @@ def run_in_group(cmd: List[str], env: Dict[str, str], cwd: Optional[str], timeou
             with _ctrl_c_deferred():
                 run.finish(_signal.SIGKILL)
     out, err = run.output()
+    if run.stdout_over:
+        err += f"heaplab: {_stdout_over(run)}\n"
     if run.strays:
         err += "heaplab: " + _strays_warning(" ".join(map(str, cmd[:3])), run.strays) + "\n"
     return (run.p.returncode if ended else None), out, err
@@ -1452,7 +1503,13 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
     out, err = run.output()
     done = subprocess.CompletedProcess(cmd, p.returncode, out, err)
     done.strays = run.strays        # type: ignore[attr-defined]
+    done.stdout_over = _stdout_over(run) if run.stdout_over else None  # type: ignore
     return done
+
+
+def _stdout_over(run: _GroupRun) -> str:
+    return (f"the process wrote {run.seen[run.out_fd]} bytes on stdout, more than an arm's JSON "
+            f"may hold (heaplab.harness.STDOUT_LIMIT, {STDOUT_LIMIT} bytes): the rest was dropped")
 
 
 def _add_strays(data: Dict[str, Any], label: str, strays: List[str]) -> None:
@@ -2202,11 +2259,10 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         data["series"] = [[(t - ctl.t0) / 1e9, p, r, lz]
                           for t, p, r, lz in sorted(sampler.samples, key=lambda x: x[0])]
         data["returncode"] = proc.returncode
-        with open(err_path, errors="replace") as f:
-            stderr = f.read()
+        # (their ends only: a command's 300 MB of output was read whole)
+        stderr = _file_ends(err_path, STDERR_KEPT)
         data["stderr_tail"] = stderr[-2000:]
-        with open(out_path, errors="replace") as f:
-            data["stdout_tail"] = f.read()[-2000:]
+        data["stdout_tail"] = _file_ends(out_path, 0, 8000)[-2000:]
         data["report"] = None
         data.setdefault("warnings", [])
         _add_strays(data, label, strays)
@@ -2266,6 +2322,23 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         data["interrupted"] = True
         raise ArmInterrupted(data["error"], data) from interrupted
     return data
+
+
+def _file_ends(path: str, head: int, tail: Optional[int] = None) -> str:
+    """A file's first `head` and last `tail` (default: `head`) bytes as
+    text, a line saying how much was left out between them."""
+    tail = head if tail is None else tail
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= head + tail:
+            raw = f.read()
+            return raw.decode("utf-8", "replace")
+        first = f.read(head)
+        f.seek(size - tail)
+        last = f.read(tail)
+    return (first.decode("utf-8", "replace") +
+            f"\n[heaplab: {size - head - tail} bytes not kept]\n" +
+            last.decode("utf-8", "replace"))
 
 
 def _statically_linked(cmd: List[str], env: Mapping[str, str], cwd: Optional[str]
