@@ -264,3 +264,73 @@ def test_stderr_keeps_its_beginning_and_its_end():
     out, err = run.output()
     assert err.startswith("FIRST") and err.endswith("LAST") and "bytes of stderr not kept" in err
     assert len(err) < 2 * harness.STDERR_KEPT + 70000      # (+ one read of 64 KiB)
+
+
+# ---- errors found only after the arm ran (finding 12) -------------------------------------
+
+def test_a_results_folder_that_cannot_be_written_is_refused_before_the_arm_runs(
+        experiment_source, tmp_path, monkeypatch):
+    """HEAPLAB_RESULTS under a file: the arm ran, then NotADirectoryError at
+    its save, its records lost."""
+    mod = experiment_source("unsaved_s32", textwrap.dedent(f"""
+        from heaplab.harness import Experiment
+        T = Experiment("XS", "unsaved")
+        def a(rec, **o):
+            open({str(tmp_path / "ran")!r}, "w").close()
+        T.add_arm("a", a)
+    """))
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "afile" / "sub"))
+    with pytest.raises(ValueError, match=r"XS: its records cannot be saved .*afile.*no arm was run"):
+        mod.T.run(timeout=60)
+    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "res"))
+    (tmp_path / "res").mkdir()
+    (tmp_path / "res" / "XS").write_text("")      # the experiment's folder is a file
+    with pytest.raises(ValueError, match="not a folder"):
+        mod.T.run(timeout=60)
+    assert not (tmp_path / "ran").exists()
+    mod.T.run(timeout=60, save=False)             # (nothing to save: runs)
+    assert (tmp_path / "ran").exists()
+
+
+def test_an_arm_name_too_long_for_its_file_is_refused_when_declared(experiment_source,
+                                                                   tmp_path):
+    """'x' * 300 ran, then its save failed "File name too long"."""
+    mod = experiment_source("long_names_s32", textwrap.dedent("""
+        from heaplab.harness import Experiment
+        T = Experiment("XL", "long names")
+        def a(rec, **o):
+            with rec.phase("p"):
+                pass
+        T.add_arm("x" * 200, a)         # (ARM_NAME_MAX)
+    """))
+    with pytest.raises(ValueError, match=r"at most 200 bytes .*ARM_NAME_MAX"):
+        mod.T.add_arm("x" * 300, mod.a)
+    with pytest.raises(ValueError, match="ARM_NAME_MAX"):
+        mod.T.add_arm("é" * 101, mod.a)           # (202 bytes)
+    mod.T.run(timeout=60, repeat=2)               # the longest allowed saves
+    saved = sorted(os.listdir(tmp_path / "results" / "XL"))
+    assert f"{'x' * 200}.r0.json" in saved and f"{'x' * 200}.r1.json" in saved
+
+
+def test_an_experiment_declared_in_python_c_says_what_it_needs(tmp_path):
+    """Experiment.add_arm in a REPL, python -c, a notebook: AttributeError
+    "module '__main__' has no attribute '__file__'".  Declaring works; run()
+    says what is needed."""
+    code = textwrap.dedent("""
+        from heaplab.harness import Experiment
+        E = Experiment("XR", "repl")
+        def a(rec, **o):
+            pass
+        E.add_arm("a", a)
+        print("declared", list(E.arms))
+        try:
+            E.run()
+        except RuntimeError as e:
+            print("RUN", e)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env=dict(os.environ, HEAPLAB_RESULTS=str(tmp_path)))
+    assert "declared ['a']" in p.stdout, p.stderr
+    assert "RUN experiment XR: its arms are functions of module '__main__', which has no file" \
+        in p.stdout, p.stdout + p.stderr

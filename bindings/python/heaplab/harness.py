@@ -2461,6 +2461,33 @@ def spawn_arm(path: str, exp_name: str, arm_name: str,
 SEED_POLICIES: Dict[str, Any] = {"gc_growth_ratio": 0, "tenure_full_marks": 0}
 
 
+def _check_save_folder(name: str) -> None:
+    """ValueError, before anything runs, when experiment `name`'s records
+    cannot be saved: the results folder (results_dir()) cannot be made or
+    written, or its folder for the experiment is no folder or cannot be
+    written.  (Found after the arm ran: HEAPLAB_RESULTS=/etc/passwd/sub ran
+    the arm, then NotADirectoryError, the records lost.)"""
+    import tempfile
+    root = os.path.abspath(results_dir())
+    where = (f"HEAPLAB_RESULTS={os.environ['HEAPLAB_RESULTS']!r}"
+             if os.environ.get("HEAPLAB_RESULTS") else "./results ($HEAPLAB_RESULTS unset)")
+    folder = os.path.join(root, name)
+    try:
+        for path in (root, folder):
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise NotADirectoryError(20, "not a folder", path)
+        os.makedirs(root, exist_ok=True)
+        probe_in = folder if os.path.isdir(folder) else root
+        fd, probe = tempfile.mkstemp(prefix=".heaplab-probe.", dir=probe_in)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"experiment {name}: its records cannot be saved under {root} "
+                         f"({where}): {getattr(e, 'filename', None) or root}: "
+                         f"{e.strerror or e} -- no arm was run (save=False runs without "
+                         f"saving)") from None
+
+
 class Experiment:
     """A named set of arms.  Declare arms with the @arm decorator in the
     experiment's own module; run() spawns one process per arm.
@@ -2528,9 +2555,15 @@ class Experiment:
         merged.update((k, v) for k, v in self.options.items() if k not in options)
         self.arms[arm_name] = {"fn": fn, "options": merged, "params": dict(params or {})}
         if self.path is None:
-            mod = sys.modules[fn.__module__]
-            self.path = os.path.abspath(mod.__file__)
-            for k, v in vars(mod).items():
+            mod = sys.modules.get(fn.__module__)
+            # (a module without a file -- an interactive session, python -c,
+            # a notebook -- has none: run() says what is needed; add_arm
+            # raised AttributeError "module '__main__' has no attribute
+            # '__file__'")
+            file = getattr(mod, "__file__", None)
+            if file is not None:
+                self.path = os.path.abspath(file)
+            for k, v in (vars(mod).items() if mod is not None else ()):
                 if v is self:
                     self.var = k
 
@@ -2546,6 +2579,14 @@ class Experiment:
         if not self.arms:
             raise ValueError(f"experiment {self.name} has no arms (declare them with "
                              f"@{self.var or 'experiment'}.arm(name, **options))")
+        if self.path is None:
+            first = self.arms[next(iter(self.arms))]["fn"]
+            raise RuntimeError(
+                f"experiment {self.name}: its arms are functions of module "
+                f"{getattr(first, '__module__', '?')!r}, which has no file (an interactive "
+                f"session, python -c, a notebook): each arm runs in a process of its own, which "
+                f"imports the module from its file -- define the experiment and its arm "
+                f"functions in a .py file, import it and call run()")
         if self.var is None:
             mod = sys.modules.get(self.arms[next(iter(self.arms))]["fn"].__module__)
             for k, v in vars(mod).items():
@@ -2575,6 +2616,8 @@ class Experiment:
                 f"and every arm's process would run it again; call run() under "
                 f"`if __name__ == \"__main__\":` (or from a test function)")
         self._locate()
+        if save:        # (the arms ran, then the save failed: NotADirectoryError)
+            _check_save_folder(self.name)
         n = repeat if repeat is not None else _env_repeat()
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"repeat must be an int, not {type(n).__name__}")
@@ -2856,14 +2899,28 @@ def _arm_file_stem(data: Mapping[str, Any]) -> str:
     return arm_file_stem(data["arm"])
 
 
+# The longest an arm's file name stem may be (bytes, arm_file_stem): its
+# files are <stem>.r<k>.json, written through .<name>.<pid>.<random>.tmp
+# (write_atomic), some 32 bytes more, and a file name has at most 255
+# (NAME_MAX) -- an arm named 'x' * 300 ran, then its save failed
+# "File name too long" and its records were lost.
+ARM_NAME_MAX = 200
+
+
 def check_arm_names(where: str, names: Sequence[str]) -> None:
     """ValueError when an arm is named twice, or two arms' files would be
     one (arm_file_stem: 'redis/on' and 'redis_on') -- one arm's records
-    were then saved over the other's, and the other counted as run."""
+    were then saved over the other's, and the other counted as run -- or
+    an arm's file name would be too long (ARM_NAME_MAX)."""
     import re
     seen: Dict[str, str] = {}
     for a in names:
         stem = arm_file_stem(a)
+        if len(stem.encode("utf-8", "surrogateescape")) > ARM_NAME_MAX:
+            raise ValueError(f"{where}: arm {a[:40]!r}... ({len(stem.encode('utf-8', 'surrogateescape'))} "
+                             f"bytes as a file name): an arm's name may be at most "
+                             f"{ARM_NAME_MAX} bytes (heaplab.harness.ARM_NAME_MAX): its records "
+                             f"are saved as <arm>.r<k>.json, and a file name has at most 255")
         if stem in seen:
             raise ValueError(f"{where}: arm {a!r} " + (
                 "named twice" if seen[stem] == a else
