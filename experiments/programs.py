@@ -20,20 +20,42 @@ PROGRAMS = (os.path.join(ROOT, "tests", "clients", "programs") if CHECKOUT
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"), "clients")
 
 
-def launcher(name, var):
-    """The launcher NAME (heaplab-lua, heaplab-python): the one $VAR names, the build's
-    (in a checkout), or one on PATH; the test fails, saying where it looked and how to
-    get one, when there is none."""
+def find_launcher(name, var):
+    """(path, None) for the launcher NAME (heaplab-lua, heaplab-python): the one $VAR
+    names, the build's (in a checkout), or one on PATH; (None, why) when there is none,
+    saying where it looked and how to get one (a notebook skips on it, a test fails)."""
     path = os.environ.get(var) or (os.path.join(BUILD, name) if CHECKOUT else None)
     if path and os.path.exists(path):
-        return path
+        return path, None
     found = shutil.which(name)
     if found:
-        return found
+        return found, None
     if CHECKOUT:
-        pytest.fail(f"{name} is not built ({path}): run `make` (ninja -C build) first, "
-                    f"or set {var}")
+        return None, (f"{name} is not built ({path}): run `make` (ninja -C build) first, "
+                      f"or set {var}")
     unset = f"{var}={os.environ[var]} does not exist; " if os.environ.get(var) else ""
-    pytest.fail(f"{unset}{name} is not on PATH ({os.environ.get('PATH', '')}): the launchers are "
-                f"installed by `meson install -C build` from a checkout (docs/clients.md); "
-                f"put their folder on PATH, or set {var} to one")
+    return None, (f"{unset}{name} is not on PATH ({os.environ.get('PATH', '')}): the "
+                  f"launchers are installed by `meson install -C build` from a checkout "
+                  f"(docs/clients.md); put their folder on PATH, or set {var} to one")
+
+
+def launcher(name, var):
+    """The launcher NAME (find_launcher); the test fails, saying where it looked and
+    how to get one, when there is none."""
+    path, why = find_launcher(name, var)
+    if why:
+        pytest.fail(why)
+    return path
+
+
+#: a language's launcher and the variable that overrides where it is looked for
+LAUNCHERS = {"lua": ("heaplab-lua", "HEAPLAB_LUA_LAUNCHER"),
+             "python": ("heaplab-python", "HEAPLAB_PYTHON_LAUNCHER")}
+
+
+def missing_launchers(languages):
+    """Why the launchers of `languages` cannot run here (find_launcher's reasons,
+    joined), or None when every one is found."""
+    why = [find_launcher(*LAUNCHERS[lang])[1] for lang in languages]
+    why = [w for w in why if w]
+    return "; ".join(why) if why else None

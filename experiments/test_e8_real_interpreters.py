@@ -42,7 +42,7 @@ from heaplab.harness import (ArmResult, percent, record_protocol, run_command_ar
 # An arm's process may load this file by path; programs.py sits beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol  # noqa: E402
-from programs import PROGRAMS, ROOT, launcher  # noqa: E402
+from programs import LAUNCHERS, PROGRAMS, ROOT, launcher, missing_launchers  # noqa: E402
 
 MiB = 1 << 20
 
@@ -68,14 +68,20 @@ ARMS = {
 SEED = {"on": "seed (JVM, 16 KiB pages): 66-68% returned", "off": "seed: ~0% returned"}
 
 
+def missing():
+    """Why E8 cannot run here (a launcher neither built nor on PATH), or None:
+    the notebook skips on it where the test fails."""
+    return missing_launchers(ARMS)
+
+
 def run_arm(language, arm, env, timeout=300):
     """One arm in a fresh launcher process; its stdout is the arm's JSON
     (stderr is never parsed).  Saved under results/E8 like every arm."""
     if language == "lua":
-        cmd = [launcher("heaplab-lua", "HEAPLAB_LUA_LAUNCHER"),
+        cmd = [launcher(*LAUNCHERS["lua"]),
                os.path.join(PROGRAMS, "page_floor.lua")]
     else:
-        cmd = [launcher("heaplab-python", "HEAPLAB_PYTHON_LAUNCHER"),
+        cmd = [launcher(*LAUNCHERS["python"]),
                os.path.join(PROGRAMS, "page_floor.py")]
     name = f"{language}/{arm}"
     # the arm's environment decides: no HEAPLAB_* option or PYTHONMALLOC of

@@ -1,0 +1,29 @@
+"""The commands the docs give, and the notebooks outside the machine they were
+written on: what a reader runs first must say what is missing instead of
+failing obscurely."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+# no assertion here depends on the machine's load (pyproject.toml's markers)
+pytestmark = pytest.mark.shares_the_machine
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+def test_e8_notebook_skips_without_the_launchers(tmp_path):
+    """The E8 notebook on a machine without heaplab-lua / heaplab-python is
+    skipped with the reason, as E9's is without redis-server (it FAILed with
+    `heaplab-lua is not on PATH`)."""
+    env = dict(os.environ, HEAPLAB_LUA_LAUNCHER=str(tmp_path / "no-heaplab-lua"),
+               HEAPLAB_PYTHON_LAUNCHER=str(tmp_path / "no-heaplab-python"),
+               PATH=os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                    if not os.path.exists(os.path.join(p, "heaplab-lua"))))
+    nb = os.path.join(ROOT, "docs", "notebooks", "e8_real_interpreters.ipynb")
+    p = subprocess.run([sys.executable, "-m", "heaplab.notebooks", nb, "--check",
+                        "--out", str(tmp_path / "out")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "skip " + nb in p.stdout and "skipped: E8 drives the launchers:" in p.stdout, p.stdout
+    assert "heaplab-lua" in p.stdout and "FAIL" not in p.stdout, p.stdout
