@@ -5,7 +5,22 @@
 # pytest loads through its entry point (pytest11: heaplab) once heaplab is
 # installed.  With plugin autoloading off (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)
 # and no `-p heaplab`, it is registered here instead.
-import heaplab.pytest_plugin
+import os
+import sys
+
+try:
+    import heaplab.pytest_plugin
+except ModuleNotFoundError as e:
+    if e.name != "heaplab":
+        raise
+    # plain `python3 -m pytest experiments` after `make experiments`: heaplab
+    # (and pytest) are in the project's virtual environment, not in python3
+    venv = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv")
+    hint = (f"run `{os.path.relpath(venv)}/bin/python -m pytest experiments ...`, or "
+            f"`. {os.path.relpath(venv)}/bin/activate` first" if os.path.isdir(venv) else
+            "`make experiments` makes .venv and installs it there; or `pip install .`")
+    raise ModuleNotFoundError(f"heaplab is not installed for {sys.executable}: {hint}",
+                              name=e.name) from None
 
 
 def pytest_configure(config):

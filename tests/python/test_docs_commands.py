@@ -12,6 +12,35 @@ pytestmark = pytest.mark.shares_the_machine
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
+# heaplab made unimportable, as in a python3 it was never installed into
+# (`python3 -m pytest experiments` after `make experiments`, which installs it in .venv)
+WITHOUT_HEAPLAB = """
+import sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name == "heaplab" or name.startswith("heaplab."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+import pytest
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+
+
+def test_experiments_without_heaplab_say_where_it_is():
+    """README: `python3 -m pytest experiments` failed on a fresh clone with a
+    bare `No module named 'heaplab'`; the conftest now names the venv's
+    interpreter (or how to install heaplab)."""
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    p = subprocess.run([sys.executable, "-c", WITHOUT_HEAPLAB, "experiments", "--collect-only",
+                        "-q", "-p", "no:cacheprovider"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "heaplab is not installed for " in out, out
+    assert ("bin/python -m pytest experiments" in out and "bin/activate" in out) \
+        or "make experiments" in out, out
+
+
 def test_e8_notebook_skips_without_the_launchers(tmp_path):
     """The E8 notebook on a machine without heaplab-lua / heaplab-python is
     skipped with the reason, as E9's is without redis-server (it FAILed with
