@@ -926,7 +926,9 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
               title: Optional[str] = None, width: float = 10.0) -> Figure:
     """VMA counts per round: one line per arm (and per figure: solid, dashed,
     dotted), phases that have the figure on x; the last value is in the
-    legend.  The default figure is the harness's vmas_after (VMAs over the
+    legend.  An off/on pair shares a colour; with one figure the control
+    (off) is dashed, with several (the line style is then the figure's) its
+    markers are hollow and its line thinner.  The default figure is the harness's vmas_after (VMAs over the
     heap's reservation when the phase ended); an experiment that counts VMAs
     mid-phase names its notes, e.g. figures=("notes.vmas_after_release",
     "notes.vmas_after_reuse") for E5.  log=None picks a log scale when the
@@ -948,7 +950,12 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
     fig = Figure(figsize=(width, 4.2), layout="constrained")
     ax = fig.add_subplot()
     markers = ("o", "s", "^", "D")
+    roles = arm_groups(names)
     for name in names:
+        # the control of a pair (off): dashed with one figure; with several
+        # the line style is the figure's, so hollow markers and a thinner line
+        # tell it from its treatment (they shared colour, marker and style)
+        control = roles[name][1] == "control"
         for j, fig_name in enumerate(figures):
             v = d[(d["arm"] == name) & (d["figure"] == fig_name)]
             if v.empty:
@@ -957,9 +964,12 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
             xs = [order.index(p) for p in v["phase"]]
             what = "" if len(figures) == 1 else ": " + figure_label(fig_name)
             label = f"{name}{what} (last {v['value'].iloc[-1]:,.0f})"
-            ax.plot(xs, v["value"], marker=markers[j % len(markers)], lw=1.5,
-                    ls=styles[name]["ls"] if len(figures) == 1 else ("-", "--", ":", "-.")[j % 4],
-                    label=label, color=styles[name]["color"])
+            several = len(figures) > 1
+            ax.plot(xs, v["value"], marker=markers[j % len(markers)],
+                    lw=1.0 if control and several else 1.5,
+                    ls=("-", "--", ":", "-.")[j % 4] if several else styles[name]["ls"],
+                    mfc="white" if control and several else styles[name]["color"],
+                    mew=1.2, label=label, color=styles[name]["color"])
     lo, hi = d["value"].min(), d["value"].max()
     if log is None:
         log = lo > 0 and hi / lo >= 20
@@ -973,7 +983,10 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
     ax.set_ylabel("VMAs over the heap's reservation" + (" (log scale)" if log else ""))
     ax.set_xlabel("phase (round)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if len(ax.get_lines()) > 4:      # beside the axes: inside, it hid the lines it names
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=8)
     fig.suptitle(title or f"{experiment}: VMA count per round")
     return fig
 
