@@ -1,9 +1,10 @@
 """heaplab.analysis plots read at a glance: an off/on pair told apart in the
 VMA plot with several figures, the phase-cost legend clear of the title."""
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from heaplab import analysis as hla
-from test_analysis import e5_like
+from test_analysis import e1_like, e5_like
 
 # no assertion here depends on the machine's load (pyproject.toml's markers)
 pytestmark = pytest.mark.shares_the_machine
@@ -32,3 +33,14 @@ def test_vma_plot_tells_the_control_from_its_treatment(figures):
         on_lines = [style(lines["on: " + hla.figure_label(f)]) for f in figures]
         assert len(set(on_lines)) == len(figures)
 
+
+def test_phase_cost_legend_is_clear_of_the_title():
+    """fig.legend(loc="outside upper center") was drawn on the suptitle."""
+    fig = hla.plot_phase_cost(e1_like())
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    title = fig._suptitle.get_window_extent(renderer)
+    assert not legend.overlaps(title), (legend, title)
+    for ax in fig.axes:                                   # nor on a panel
+        assert not legend.overlaps(ax.get_window_extent(renderer)), (legend, ax)

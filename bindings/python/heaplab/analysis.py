@@ -911,12 +911,14 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
         ax.grid(axis="y", alpha=0.3)
     for ax, bars, values, w in to_label:
         _label_bars(ax, fig, bars, values, w)
-    if not single:
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside upper center", ncols=min(n, 6), fontsize=8,
-                   frameon=False)
     spread = " (bars: median, lines: min-max of the repeats)" if any_repeats else ""
     fig.suptitle(title or f"{experiment}: cost per phase and arm{spread}")
+    if not single:
+        # below the panels: "outside upper center" put the legend on the
+        # suptitle (constrained layout gives both the same band at the top)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(n, 6), fontsize=8,
+                   frameon=False)
     return fig
 
 
