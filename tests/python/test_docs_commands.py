@@ -56,3 +56,29 @@ def test_e8_notebook_skips_without_the_launchers(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "skip " + nb in p.stdout and "skipped: E8 drives the launchers:" in p.stdout, p.stdout
     assert "heaplab-lua" in p.stdout and "FAIL" not in p.stdout, p.stdout
+
+
+WORDS = {1: "once", 2: "twice", 3: "three times", 4: "four times", 5: "five times"}
+
+
+def test_getting_started_first_heap_prints_what_the_page_says():
+    """docs/getting-started.md, A first heap: the example runs, and the trims it
+    prints are what the prose says (it said `1024 ...` four times; the run
+    printed it three times, then 242: 3 x 1024 + 242 = the 3,314 released)."""
+    with open(os.path.join(ROOT, "docs", "getting-started.md")) as f:
+        text = f.read()
+    section = text[text.index("## A first heap"):]
+    start = section.index("```python\n") + len("```python\n")
+    end = section.index("\n```", start)
+    code, prose = section[start:end], section[end + 4:section.index("\n## ", end)]
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    released = int(lines[2].split()[0])
+    trims = [int(line.split()[0]) for line in lines[3:]]
+    assert sum(trims) == released, lines
+    assert f"`{lines[2]}`" in prose, (lines, prose)      # released, warm, resident MiB, VMAs
+    full, last = trims[:-1], trims[-1]
+    assert set(full) == {1024}, trims
+    assert f"`1024 ...` {WORDS[len(full)]} and `{last} ...`" in prose, (trims, prose)
