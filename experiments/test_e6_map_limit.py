@@ -179,6 +179,10 @@ def observe_unbounded():
         out["maps"] = maplimit.map_count(p.pid)
         out["phys"] = maplimit.rollup_phys(p.pid)
         samples = []
+        # the schedstat interval is timed around its own two reads: the
+        # sampling window alone is shorter (the reads and the last sample's
+        # wait lie outside it), and runnable came out at 100.2%
+        ts0 = time.monotonic()
         sched0 = maplimit.thread_schedstat(p.pid)
         sw0 = maplimit.thread_switches(p.pid)
         t0 = time.monotonic()
@@ -189,8 +193,8 @@ def observe_unbounded():
                 break
             time.sleep(SUB_WINDOW_S)
         sched1 = maplimit.thread_schedstat(p.pid)
+        sched_ns = (time.monotonic() - ts0) * 1e9
         sw1 = maplimit.thread_switches(p.pid)
-        window_ns = (samples[-1][0] - samples[0][0]) * 1e9
         # The arm calls collect() on its main thread and the collector is
         # synchronous: the retrying thread is the main one (tid = pid).  (Not
         # "the thread that ran most": were the loop to sleep, that would be
@@ -198,8 +202,8 @@ def observe_unbounded():
         tid = p.pid
         run, wait = (sched1[tid][i] - sched0.get(tid, (0, 0))[i] for i in (0, 1))
         vol, invol = (sw1[tid][i] - sw0.get(tid, (0, 0))[i] for i in (0, 1))
-        out["spinner"] = {"tid": tid, "on_cpu": run / window_ns,
-                          "runnable": (run + wait) / window_ns,
+        out["spinner"] = {"tid": tid, "on_cpu": run / sched_ns,
+                          "runnable": (run + wait) / sched_ns,
                           "voluntary": vol, "involuntary": invol}
         out["samples"] = samples
         out["threads_cpu"] = maplimit.thread_cpu_seconds(p.pid)
