@@ -761,14 +761,14 @@ static int heap_tostring(lua_State *L) {
     n = snprintf(rare, sizeof rare, ", %" PRIu64 " reuse_failed", st.reuse_failed_pool_pages);
   if (st.in_flight_pages)
     snprintf(rare + n, sizeof rare - (size_t)n, ", %" PRIu64 " in_flight", st.in_flight_pages);
-  char line[480];
+  char line[480], handles[32], cycles[32];
   snprintf(line, sizeof line,
            "heaplab.heap(%s): %" PRIu64 " pages (%" PRIu64 " owned, %" PRIu64 " retired, %" PRIu64
-           " partial, %" PRIu64 " free, %" PRIu64 " released%s), %" PRIu64 " handles, %" PRIu64
-           " cycles, live %s small + %s large",
+           " partial, %" PRIu64 " free, %" PRIu64 " released%s), %s, %s, live %s small + %s large",
            lh->manual ? "manual" : "collected", st.total_pages, st.owned_pages,
            st.retired_pool_pages, st.partial_pool_pages, st.free_pool_pages,
-           st.released_pool_pages, rare, st.handles, st.cycles, small, large);
+           st.released_pool_pages, rare, lhl_count(handles, sizeof handles, st.handles, "handle"),
+           lhl_count(cycles, sizeof cycles, st.cycles, "cycle"), small, large);
   lua_pushstring(L, line);
   return 1;
 }

@@ -43,6 +43,10 @@ describe("the heap's summary line", function()
     local h = assert(hl.heap{ warm_pages = 0 })
     local r = h:fill(4 << 20, 256)
     local st = check_summary(h, "after a fill")
+    -- one of each in the singular (it said "1 handles, 1 cycles")
+    C.eq(tostring(h):match("%), ([^,]+, [^,]+), live"),
+         ("1 handle, %d cycle%s"):format(st.cycles, st.cycles == 1 and "" or "s"),
+         "the handles and cycles of " .. tostring(h))
     C.ok(st.retired_pool_pages > 0, "the fill left retired pages")
     r:release()
     h:collect{ cycles = 2 }

@@ -99,6 +99,9 @@ CALL_CASES = [
     ("alloc negative refs", lambda h, k, f, r: h.alloc(8, refs=-1), ValueError, "refs"),
     ("slot index too big", lambda h, k, f, r: k[2], IndexError, "slot 2"),
     ("slot index too negative", lambda h, k, f, r: k[-3], IndexError, "slot -3"),
+    # one slot in the singular (it said "an object with 1 slots")
+    ("slot index of a 1-slot object", lambda h, k, f, r: h.alloc(8, refs=1)[1], IndexError,
+     "for an object with 1 slot$"),
     ("slot index not int", lambda h, k, f, r: k["0"], TypeError, "slot index"),
     ("slot set out of range", lambda h, k, f, r: k.__setitem__(5, None), IndexError, "slot 5"),
     ("slot value not a Ref", lambda h, k, f, r: k.__setitem__(0, 42), TypeError, "Ref or None"),

@@ -1237,7 +1237,8 @@ class Ref(_Slotted):
         n = len(self)
         j = i + n if i < 0 else i
         if not 0 <= j < n:
-            raise SlotIndexError(f"slot {i} out of range for an object with {n} slots")
+            slots = "1 slot" if n == 1 else f"{n} slots"
+            raise SlotIndexError(f"slot {i} out of range for an object with {slots}")
         return j
 
     def __getitem__(self, i: int) -> Optional[Ref]:
