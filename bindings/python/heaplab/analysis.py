@@ -42,7 +42,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
 
 from .harness import (DERIVED_FIGURES, FIGURES, SKIPPED, _arm_problem, _real, derived_figures,
                       error_summary, load_arms, load_json_record, _make_folder, phase_status,
-                      sweep_runs_under, write_atomic)
+                      repeats_mismatch, sweep_runs_under, write_atomic)
 
 MiB = 1 << 20
 
@@ -270,6 +270,47 @@ def _check_failed(found, failed):
     return found
 
 
+# ---- repeats ----------------------------------------------------------------------------
+
+_PHASE_KEYS = ["experiment", "arm", "repeat", "index", "phase"]
+
+
+def _phase_rows(found):
+    """(experiment, arm, repeat, index, phase) of every record of some arm dicts."""
+    return pd.DataFrame([(a["experiment"], a["arm"], a.get("repeat"), r.get("index", pos),
+                          r["phase"]) for a in found for pos, r in enumerate(a["records"])],
+                        columns=_PHASE_KEYS)
+
+
+def check_repeats_pair(source: Any) -> None:
+    """ValueError when the repeats of an arm do not pair: phase k of each
+    repeat goes with phase k of the others (the phase index), and phase k
+    must have one name in every repeat -- the rule median_arm combines an
+    ArmResult's repeats by (heaplab.harness.repeats_mismatch), and the one
+    wide(), the phase-cost and VMA plots, the aligned footprint plot and
+    report() take the saved <arm>.r<k>.json files by.  Repeats whose phase
+    names differ at some position (one recorded 'small' before 'big') were
+    median_arm's 'big' averaged with 'small', while wide() listed four rows
+    (big, small, big, small).  `source` is a records_frame (or any frame
+    with experiment, arm, repeat, index and phase columns) or a source."""
+    rows = source if isinstance(source, pd.DataFrame) else _phase_rows(arms(source))
+    if rows.empty or any(c not in rows.columns for c in _PHASE_KEYS):
+        return
+    ph = rows[_PHASE_KEYS].astype({"repeat": object}).fillna({"repeat": -1}).drop_duplicates()
+    for (exp, arm), g in ph.groupby(["experiment", "arm"], sort=False):
+        if g["repeat"].nunique() < 2:
+            continue
+        runs = [(int(k) if isinstance(k, float) and k.is_integer() else k,
+                 dict(zip((int(i) for i in r["index"]), r["phase"])))
+                for k, r in g.sort_values("index", kind="stable").groupby("repeat", sort=True)]
+        why = repeats_mismatch(runs)
+        if why:
+            raise ValueError(f"{exp}/{arm}: its repeats recorded different phases ({why}); "
+                             "repeats pair by position (phase k with phase k, as median_arm "
+                             "combines them), so these cannot be combined -- read each "
+                             "repeat's <arm>.r<k>.json on its own")
+
+
 # ---- frames ---------------------------------------------------------------------------
 
 _number = _real
@@ -364,6 +405,8 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
                 + "; pass failed='flag' to show them or failed='drop' to leave them out")
         if failed == "drop":
             df = df[df["status"] == "ok"]
+    # repeats are one row per phase index: only when their phase names agree
+    check_repeats_pair(df)
     status = None
     if failed == "flag" and "status" in df.columns:
         # which rows are no measurement (report --failed flag's phases.csv
@@ -572,6 +615,7 @@ def _slots(sel):
     """The aligned phase slots of some arms: [(index, name, start, width,
     mark offset or None)], where phase k of every arm starts at the same x
     and is as wide as the longest arm took for it."""
+    check_repeats_pair(sel)
     width, names, mark = {}, {}, {}
     for a in sel:
         for pos, r in enumerate(a["records"]):
@@ -784,7 +828,9 @@ def _phase_slots(df):
     name#k for the k-th phase of that name in its arm when an arm has more
     than one (phases may repeat a name: two are two bars, not repeats of
     one).  Rows are told apart by their phase index, so repeats of an arm
-    (the same index) share a slot; slots are ordered by index."""
+    (the same index) share a slot -- when they agree on its name
+    (check_repeats_pair); slots are ordered by index."""
+    check_repeats_pair(df)
     keys = ["experiment", "arm", "repeat"] if "repeat" in df.columns else ["experiment", "arm"]
     ph = df[keys + ["index", "phase"]].astype({"repeat": object} if "repeat" in keys else {})
     ph = ph.fillna({"repeat": -1} if "repeat" in keys else {}).drop_duplicates()
@@ -942,6 +988,7 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
         raise ValueError("figures=[]: name at least one figure")
     experiment, sel = _select(source, experiment, arms)
     df = records_frame(sel, stats=False)
+    check_repeats_pair(df)
     d = df[df["figure"].isin(figures)]
     if d.empty:
         raise ValueError(f"experiment {experiment}: no phase recorded {list(figures)} "
@@ -1056,6 +1103,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     # results in this folder"; refused records left an empty --out
     found = arms(source)
     _check_failed(found, failed)       # refuse before writing anything
+    check_repeats_pair(_phase_rows(found))
     _make_out(out)
     written = []
     if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):

@@ -52,7 +52,7 @@ __all__ = [
     "env_number", "results_dir", "child_env", "run_command_arm", "spawn_arm", "save_arm",
     "load_arms", "write_csv", "mib", "add_progress_listener", "remove_progress_listener",
     "median_arm", "derived_figures", "DERIVED_FIGURES", "collect_until_settled", "phase_status",
-    "error_summary", "CSV_COLUMNS",
+    "error_summary", "CSV_COLUMNS", "repeats_mismatch",
     "write_atomic", "ArmTimeout", "ArmInterrupted", "arm_option", "arm_file_stem",
     "check_arm_names", "sweep_runs_under", "records_lock", "environment_options",
     "ProtocolVariable", "protocol_values", "protocol_overridden", "record_protocol",
@@ -2777,9 +2777,32 @@ def arm_option(data: Mapping[str, Any], name: str) -> Any:
     return _library_value(name, str(raw).strip())
 
 
+def repeats_mismatch(runs: Sequence[Tuple[Any, Mapping[int, str]]]) -> Optional[str]:
+    """How the repeats of one arm fail to pair, or None when they pair.
+    The rule every reader of repeats follows (median_arm; heaplab.analysis's
+    wide(), phase-cost bars and report): the phases of the repeats pair by
+    position -- phase k of each repeat with phase k of the others -- and
+    phase k must have one name in all of them.  `runs` is (repeat label,
+    {position: phase name}) per repeat; the answer names the first two
+    repeats whose names differ at a position both have, with their phase
+    sequences ("repeat 0 ['big', 'small'], repeat 1 ['small', 'big']").
+    (A position only some repeats have is no mismatch here: median_arm
+    refuses repeats of different lengths on its own, and the analysis
+    drops failed phases' records.)"""
+    runs = list(runs)
+    for i, (label_a, a) in enumerate(runs):
+        for label_b, b in runs[i + 1:]:
+            if any(a[k] != b[k] for k in a.keys() & b.keys()):
+                return (f"repeat {label_a} {[a[k] for k in sorted(a)]}, "
+                        f"repeat {label_b} {[b[k] for k in sorted(b)]}")
+    return None
+
+
 def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """One arm JSON from N runs of the same arm: every number of the phase
-    records (matched by position), their stats and notes, and the arm's
+    records (matched by position: the repeats must have recorded the same
+    sequence of phase names, else ArmFailed naming the two sequences --
+    repeats_mismatch, the rule heaplab report's tables follow too), their stats and notes, and the arm's
     notes is the median across the runs; anything else (strings, lists) is
     the first run's -- but a phase that raised in any run has that run's
     status ('raised: ...  (repeat k of N)'), and an arm error of any run is
@@ -2802,9 +2825,21 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     t_start_s; heaplab.analysis reads an ArmResult of N runs as its
     ArmResult.repeats, as it reads their saved <arm>.r<k>.json files."""
     first = dict(datas[0])
-    if any(len(d["records"]) != len(first["records"]) for d in datas):
+    # phases pair by position, and only when each position has one name in
+    # every repeat (a repeat that recorded 'small' before 'big' had its
+    # 'small' averaged into the others' 'big')
+    seqs = [(d.get("repeat", k), {i: r["phase"] for i, r in enumerate(d["records"])})
+            for k, d in enumerate(datas)]
+    mismatch = repeats_mismatch(seqs)
+    if mismatch is None and any(len(d["records"]) != len(first["records"]) for d in datas):
+        n = len(first["records"])
+        mismatch = next(f"repeat {seqs[0][0]} {list(seqs[0][1].values())}, "
+                        f"repeat {label} {list(names.values())}"
+                        for label, names in seqs if len(names) != n)
+    if mismatch is not None:
         raise ArmFailed(f"{first['experiment']}/{first['arm']}: the repeats recorded different "
-                        "phases; they cannot be combined")
+                        f"phases ({mismatch}); repeats pair by position (phase k with phase k), "
+                        "so they cannot be combined")
     first["records"] = [_median_dict([d["records"][i] for d in datas])
                         for i in range(len(first["records"]))]
     for i, r in enumerate(first["records"]):
