@@ -43,8 +43,8 @@ import sys
 import pytest
 
 import heaplab
-from heaplab.harness import (ArmResult, Experiment, collect_until_settled, percent, record_protocol,
-                             run_command_arm, save_arm, saving_interrupted)
+from heaplab.harness import (ArmResult, Experiment, PhaseRecord, collect_until_settled, percent,
+                             record_protocol, run_command_arm, save_arm, saving_interrupted)
 
 # An arm's process may load this file by path; programs.py and protocol.py
 # sit beside it.
@@ -110,15 +110,16 @@ for n in NS:
 
 def figures(data):
     """(fill cost, dropped, returned, fraction, refill cost) of one arm's
-    records, bytes; works on the Lua arms' records too."""
-    recs = {r["phase"]: r for r in data["records"]}
+    records, bytes; works on the Lua arms' records too.  growth and
+    returned are the harness's derived figures (derived_figures,
+    PhaseRecord): a drop that was not marked is a ValueError saying so (it
+    was phys_before - phys_after here, a figure heaplab report did not give)."""
+    recs = {r["phase"]: PhaseRecord(r) for r in data["records"]}
     fill, drop, refill = recs["fill"], recs["drop"], recs["refill"]
-    cost = fill["phys_after"] - fill["phys_before"]
+    cost = fill.growth
     dropped = cost - data["notes"]["survivor_bytes"]
-    low = drop["phys_low_after_mark"] if drop.get("phys_low_after_mark") is not None \
-        else drop["phys_after"]
-    returned = drop["phys_before"] - low
-    refill_cost = refill["phys_after"] - refill["phys_before"]
+    returned = drop.returned
+    refill_cost = refill.growth
     return cost, dropped, returned, returned / dropped, refill_cost
 
 

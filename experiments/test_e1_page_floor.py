@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol  # noqa: E402
 
 import heaplab  # noqa: E402
-from heaplab.harness import (Experiment, arm_option, collect_until_settled, percent,  # noqa: E402,E501
-                             SEED_POLICIES)
+from heaplab.harness import (Experiment, PhaseRecord, arm_option,  # noqa: E402
+                             collect_until_settled, derived_figures, percent, SEED_POLICIES)
 
 # HEAPLAB_E1_FILL_MIB, HEAPLAB_E1_TEXTURES_MIB (protocol.py): read when an arm
 # runs; each arm records the sizes it ran with (params["protocol"])
@@ -96,14 +96,16 @@ def arm_effects(data):
     whose pages are released, <= 5% for one whose are not -- page_release
     as the arm's heap had it (arm_option: the arm's options, else a sweep's
     --set/--env value, else the default)."""
-    recs = {r["phase"]: r for r in data["records"]}
+    # growth and returned are the harness's derived figures (derived_figures,
+    # PhaseRecord): a drop that was not marked is a ValueError saying so --
+    # it was phys_before - phys_after here, a figure heaplab report and the
+    # sweep's returned_in_drop did not give
+    recs = {r["phase"]: PhaseRecord(r) for r in data["records"]}
     fill, drop, tex = recs["fill"], recs["drop"], recs["textures"]
     releases = bool(arm_option(data, "page_release"))
     warm = (data.get("notes") or {}).get("warm_bytes", 0) if releases else 0
-    cost = fill["phys_after"] - fill["phys_before"]
-    low = drop["phys_low_after_mark"] if drop.get("phys_low_after_mark") is not None \
-        else drop["phys_after"]
-    frac = (drop["phys_before"] - low) / (cost - warm)
+    cost = fill.growth
+    frac = drop.returned / (cost - warm)
     return [
         {"effect": "returned_fraction", "value": frac, "unit": "fraction",
          "threshold": 0.97 if releases else 0.05, "direction": ">=" if releases else "<=",
@@ -128,8 +130,8 @@ def test_e1_page_floor(lab):
         cost = fill.growth                      # the small objects' footprint
         returned = drop.returned                # phys before drop - lowest after
         frac = returned / (cost - warm)
-        res_cost = fill["resident_after"] - fill["resident_before"]
-        res_returned = drop["resident_before"] - drop["resident_after"]
+        res_cost = derived_figures(fill)["resident_growth"]
+        res_returned = -derived_figures(drop)["resident_growth"]
         res_frac = res_returned / (res_cost - warm)
         peak = tex["phys_peak"] - fill["phys_before"]   # peak above the arm's baseline
         return cost, returned, frac, res_frac, peak, tex.growth

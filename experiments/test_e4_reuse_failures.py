@@ -233,7 +233,7 @@ def test_e4b_one_sticky_page(lab):
         base = res[arm].phase("release")["stats"]
         fresh = rounds[-1]["fresh"] - base["fresh_pages"]
         reused = rounds[-1]["reused"] - base["reused_pages"]
-        growth = ph["phys_after"] - ph["phys_before"]
+        growth = ph.growth
         return ph, rounds, fresh, reused, growth
 
     need = ROUNDS_B * REFILL_B          # pages the refills acquire in all

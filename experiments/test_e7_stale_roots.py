@@ -47,8 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol  # noqa: E402
 
 import heaplab  # noqa: E402
-from heaplab.harness import (Experiment, arm_option, collect_until_settled,  # noqa: E402
-                             percent)
+from heaplab.harness import (Experiment, PhaseRecord, arm_option,  # noqa: E402
+                             collect_until_settled, percent)
 
 # HEAPLAB_E7_STRUCT_MIB (protocol.py): read when an arm runs
 PROTOCOL = (protocol.E7_STRUCT_MIB,)
@@ -206,12 +206,13 @@ def arm_effects(data):
                  "unit": "MiB", "threshold": None, "passed": None}
                 for k in ("random", "exact", "range")]
     warm = (data.get("notes") or {}).get("warm_bytes", 0)
-    cost = recs["build"]["phys_after"] - recs["build"]["phys_before"]
+    # the harness's derived figures (derived_figures, PhaseRecord): a phase
+    # that was not marked is a ValueError saying so (it was phys_before -
+    # phys_after here, a figure heaplab report did not give)
+    cost = PhaseRecord(recs["build"]).growth
 
     def returned(r):
-        low = r["phys_low_after_mark"] if r.get("phys_low_after_mark") is not None \
-            else r["phys_after"]
-        return (r["phys_before"] - low) / (cost - warm)
+        return PhaseRecord(r).returned / (cost - warm)
     # an interior word keeps the structure only while conservative_interior
     # is on -- as the arm's heap had it (a sweep's --set/--env included)
     kept_word = data["arm"] == "stale" or (

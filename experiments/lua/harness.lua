@@ -307,10 +307,19 @@ function H.pct(x)
 end
 function H.mib(x) return ("%.1f MiB"):format(x / H.MiB) end
 
--- Bytes a phase gave back: phys before minus the lowest after the mark.
+-- The derived figures, as heaplab.harness.derived_figures defines them (the
+-- Python twins' arm_effects read these records with it, heaplab report too).
+-- Bytes a phase gave back: phys before minus the lowest after the mark -- an
+-- error for a phase that was not marked (or saw no sample after its mark),
+-- as PhaseRecord.returned is: it was phys before minus phys after there, a
+-- figure the analysis and the sweep's returned_in_<phase> did not give.
 function H.returned(r)
   local low = r.phys_low_after_mark
-  if low == H.null then low = r.phys_after end
+  if low == nil or low == H.null then
+    error(("phase %s has no phys_returned (phys_before - phys_low_after_mark): the phase "
+           .. "was not marked (ph:mark), or no sample came after its mark; growth is "
+           .. "phys_after - phys_before"):format(tostring(r.phase)), 2)
+  end
   return r.phys_before - low
 end
 
