@@ -3276,12 +3276,15 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
     list): one whose experiment names none of the folders from `folder` down
     to it while one of those names the experiment of another arm file beside
     it.  (A folder named after no experiment -- bench.py's --results DIR --
-    is taken as it is.)  Two files of one folder with the same experiment,
-    arm and repeat are both kept, and a warning names them: the rows would
-    be told apart by nothing but the arm's session (the CSV's session
-    column)."""
+    is taken as it is.)  Two files anywhere under `folder` with the same
+    experiment, arm and repeat are both kept, and a warning names them: the
+    rows would be told apart by nothing but the arm's session (the CSV's
+    session column).  The check spans the whole walk, not one folder (a copy
+    of results/XR as results/XR-before was read as three more repeats of
+    every arm, their medians mixed, without a word)."""
     import warnings
     top = os.path.abspath(folder)
+    seen: Dict[Tuple[str, str, Any], str] = {}
     for root, files in _arm_files_walk(folder):
         rel = os.path.relpath(os.path.abspath(root), top)
         names = {os.path.basename(top)} | ({p for p in rel.split(os.sep) if p not in (".", "")})
@@ -3297,7 +3300,6 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
         # the folder's experiment: a folder name on the way that is the
         # experiment of an arm file here
         own = names & experiments
-        seen: Dict[Tuple[str, str, Any], str] = {}
         for path, data in found:
             exp = str(data.get("experiment"))
             if own and exp not in names:
@@ -3309,11 +3311,14 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
                 continue
             key = (exp, str(data.get("arm")), data.get("repeat"))
             if key in seen:
+                apart = os.path.dirname(path) != os.path.dirname(seen[key])
                 warnings.warn(f"heaplab: {path} and {seen[key]} are both experiment {key[0]} arm "
                               f"{key[1]!r}" + (f" repeat {key[2]}" if key[2] is not None else "")
-                              + ": two runs of one arm side by side (their records' session "
-                              "tells them apart); remove the one that is not wanted",
-                              stacklevel=3)
+                              + (": a copy of the arm in another folder, read as more runs of "
+                                 "it (their records' session tells them apart)" if apart else
+                                 ": two runs of one arm side by side (their records' session "
+                                 "tells them apart)")
+                              + "; remove the one that is not wanted", stacklevel=3)
             else:
                 seen[key] = path
             yield path, data
