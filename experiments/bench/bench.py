@@ -976,6 +976,36 @@ def writable_folder(folder):
                          f"({e.strerror or e}{': ' + e.filename if e.filename else ''})") from None
 
 
+def experiment_output_in(folder):
+    """Why `folder` holds the experiment suite's output rather than bench
+    records, or None: save() writes DIR/table.txt and DIR/records.csv of
+    every arm JSON under DIR, so `--results results` overwrote the pytest
+    session's results/table.txt and wrote a records.csv of every experiment
+    (the bench hunt, session 32).  Signs: effects.json (the plugin's), a
+    subfolder (an experiment's, a sweep run's: bench writes none), a
+    table.txt bench did not write."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None         # (not there yet: writable_folder makes it)
+    if "effects.json" in names:
+        return "effects.json, the experiment suite's"
+    subs = sorted(n for n in names if not n.startswith(".")
+                  and os.path.isdir(os.path.join(folder, n)))
+    if subs:
+        return "folder(s) " + ", ".join(subs[:4]) + (" ..." if len(subs) > 4 else "") + \
+            " (an experiment's results or a sweep run)"
+    if "table.txt" in names:
+        try:
+            with open(os.path.join(folder, "table.txt")) as f:
+                text = f.read()
+        except OSError:
+            text = ""
+        if "the records in this folder (" not in text:
+            return "a table.txt bench.py did not write"
+    return None
+
+
 def write_atomic(path, text):
     """heaplab.harness.write_atomic's way (docs/harness.md), in the standard
     library (the meson test runs this file without the package): `text` into
@@ -1271,6 +1301,13 @@ def main(argv=None):
             ap.error(f"no workload {', '.join(sorted(unknown))}: the workloads are "
                      f"{', '.join(w.name for w in ws)}")
         if args.results:
+            why = experiment_output_in(args.results)
+            if why:
+                raise UsageError(
+                    f"--results {args.results}: it holds {why}; bench.py writes table.txt and "
+                    f"records.csv of every arm JSON under the folder, over the experiments' -- "
+                    f"give a folder of bench records only, e.g. "
+                    f"{os.path.join(args.results, 'bench')} (what make bench uses)")
             writable_folder(args.results)
         load0 = os.getloadavg()
         if args.workload:
