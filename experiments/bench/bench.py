@@ -716,6 +716,15 @@ def rows_of(w):
     return rows
 
 
+def per(x, y, fmt=".1f"):
+    """x / y formatted, or "" when y is 0: a HEAPLAB_* option that makes a
+    workload do nothing (HEAPLAB_PAGE_RELEASE=0: no page released;
+    HEAPLAB_COMPACT_LIVE_PCT=1: nothing evacuated) made the table a
+    ZeroDivisionError traceback, the records unsaved (the bench hunt,
+    session 32); checksum_problems says what was not done."""
+    return f"{x / y:{fmt}}" if y else ""
+
+
 def release_rows(w):
     rows = []
     for a in w.arms:
@@ -723,10 +732,11 @@ def release_rows(w):
         mib = n("released_pages") * n("page_size") / MiB
         calls, runs_ = n("release_calls"), n("released_runs")
         rows.append([a.name, f"{mib:.1f}", f"{calls:.0f}", f"{runs_:.0f}",
-                     f"{calls / runs_:.3f}" if runs_ else "", f"{n('trims'):.0f}",
-                     f"{n('trim_ns') / 1e3 / mib:.1f}", f"{calls / mib:.3f}",
-                     f"{n('floor_one_call_ns') / 1e3 / (a.records[0]['params']['bytes'] / MiB):.1f}",
-                     f"{n('floor_per_page_ns') / 1e3 / (n('floor_per_page_calls') * n('page_size') / MiB):.1f}"])
+                     per(calls, runs_, ".3f"), f"{n('trims'):.0f}",
+                     per(n("trim_ns") / 1e3, mib), per(calls, mib, ".3f"),
+                     per(n("floor_one_call_ns") / 1e3, a.records[0]["params"]["bytes"] / MiB),
+                     per(n("floor_per_page_ns") / 1e3,
+                         n("floor_per_page_calls") * n("page_size") / MiB)])
     return rows
 
 
@@ -820,9 +830,10 @@ def targets(workloads):
         c = by["release"].arm("contiguous, one trim")
         calls = c.median(lambda r: r["notes"]["release_calls"])
         runs_ = c.median(lambda r: r["notes"]["released_runs"])
+        # (nothing released -- HEAPLAB_PAGE_RELEASE=0 -- is no verdict: it said ok)
         out.append(("release: contiguous, calls per run of pages",
-                    f"{calls:.0f} calls / {runs_:.0f} runs", "<= 1 per run",
-                    calls <= max(runs_, 1)))
+                    f"{calls:.0f} calls / {runs_:.0f} runs" if runs_ else "nothing released",
+                    "<= 1 per run", calls <= runs_ if runs_ else None))
     if "pause" in by:
         p = by["pause"]
         r = time_ratio(p.arm("heaplab"), p.arm("boehm"))
@@ -863,9 +874,11 @@ def compact_figures(w):
     return [
         ("compact: evacuation per MiB evacuated",
          f"{med('compact_ns') / 1e6 / mib:.2f} ms/MiB ({mib:.1f} MiB, "
-         f"{med('evacuated_objects'):.0f} objects)"),
+         f"{med('evacuated_objects'):.0f} objects)" if mib else
+         "nothing evacuated (0 MiB)"),
         ("compact: evacuation / full mark of the same heap",
-         f"{med('compact_ns') / med('mark_ns'):.2f} (mark {med('mark_ns') / 1e6:.1f} ms)"),
+         f"{per(med('compact_ns'), med('mark_ns'), '.2f') or '-'} "
+         f"(mark {med('mark_ns') / 1e6:.1f} ms)"),
         ("compact: the cycle's pause, sparse / never",
          fmt_ratio(time_ratio(s, never))),
     ]
@@ -1315,8 +1328,9 @@ def main(argv=None):
         ws = run_suite(ws, exes, log=lambda s: print(s, file=sys.stderr))
         load1 = os.getloadavg()
         problems = checksum_problems(ws)
-        print(render(ws, (f"{load0[0]:.2f}", f"{load1[0]:.2f}"), env=heaplab_env()))
         if args.results:
+            # (saved before the table is made: a table that cannot be made
+            # lost the run's records)
             try:
                 save(ws, args.results, run_provenance(
                     "bench.py run", (f"{load0[0]:.2f}", f"{load1[0]:.2f}"),
@@ -1325,6 +1339,7 @@ def main(argv=None):
                 raise BenchError(f"--results {args.results}: the records could not be written "
                                  f"({e.strerror or e}{': ' + e.filename if e.filename else ''})"
                                  ) from None
+        print(render(ws, (f"{load0[0]:.2f}", f"{load1[0]:.2f}"), env=heaplab_env()))
         if problems:
             print("\n".join(problems), file=sys.stderr)
             return 1

@@ -65,3 +65,33 @@ def test_results_holding_the_experiments_output_is_refused(tmp_path):
     p = bench("run", "--workload", "release", "--results", str(own),
               "--build", str(tmp_path / "nobuild"))
     assert p.returncode == 1 and "is not there" in p.stderr, p.stderr
+
+
+# ---- 3: a HEAPLAB_* option that makes a workload do nothing --------------------------------
+
+@pytest.mark.parametrize("workload, env, line", [
+    ("release", {"HEAPLAB_PAGE_RELEASE": "0"}, "release/contiguous: nothing was released"),
+    ("compact", {"HEAPLAB_COMPACT_LIVE_PCT": "1"}, "compact/compact=sparse: 0 bytes evacuated"),
+])
+def test_a_workload_that_did_nothing_is_a_table_and_a_problem_not_a_traceback(
+        tmp_path, workload, env, line):
+    """HEAPLAB_PAGE_RELEASE=0 (no page released) and HEAPLAB_COMPACT_LIVE_PCT=1
+    (nothing evacuated) made the table a ZeroDivisionError traceback (per MiB
+    released / evacuated), and the records, saved after the table, were lost.
+    Now: the table with those cells empty, the records saved, the problem's
+    line, exit 1."""
+    if not os.access(os.path.join(BUILD, "experiments", "bench", "bench-heaplab"), os.X_OK):
+        pytest.skip("no bench-heaplab in the build")
+    out = tmp_path / "r"
+    p = bench("run", "--workload", workload, "--results", str(out), "--build", BUILD,
+              env=dict(env, HEAPLAB_BENCH_RUNS="1"))
+    assert "Traceback" not in p.stderr and p.returncode == 1, (p.returncode, p.stderr[-2000:])
+    assert line in p.stderr, p.stderr[-2000:]
+    assert any(n.startswith(workload + "_") for n in os.listdir(out)), os.listdir(out)
+    assert (out / "table.txt").exists()
+    if workload == "release":
+        # nothing released: no verdict on calls per run (it said ok)
+        row = [ln for ln in p.stdout.splitlines() if ln.startswith("release: contiguous, calls")]
+        assert row and "nothing released" in row[0] and not row[0].rstrip().endswith("ok"), row
+    else:
+        assert "nothing evacuated" in p.stdout, p.stdout
