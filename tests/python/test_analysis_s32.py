@@ -23,7 +23,8 @@ def _arm(experiment, arm, after_mib, repeat=None, **extra):
     a = {"experiment": experiment, "title": "t", "arm": arm, "options": {}, "params": {},
          "error": None, "notes": {}, "series": [],
          "records": [{"experiment": experiment, "arm": arm, "phase": "p", "index": 0,
-                      "phys_before": 8 * MiB, "phys_after": after_mib * MiB}]}
+                      "phys_before": 8 * MiB, "phys_after": after_mib * MiB,
+                      "duration_s": 0.1}]}
     if repeat is not None:
         a["repeat"] = repeat
     a.update(extra)
@@ -63,3 +64,40 @@ def test_a_copied_experiment_folder_is_named_not_mixed_in_silently(tmp_path):
         warnings.simplefilter("error")
         hla.records_frame(str(tmp_path / "XR"))
         write_csv(str(tmp_path / "XR"))
+
+
+# ---- 8: an arm that failed with no phase record --------------------------------------------
+
+def test_an_arm_that_failed_with_no_records_is_refused_or_listed_never_dropped(tmp_path):
+    """An arm whose command exited before any phase recorded (error set,
+    records []) vanished from records.csv, records_frame and `heaplab
+    report` (exit 0, the table short of the arm) -- docs/harness.md: a table
+    is never silently short of an arm.  failed='raise' refuses it, 'flag'
+    gives it a row (and the report names it), records.csv has its row."""
+    import csv
+    xf = tmp_path / "XF"
+    xf.mkdir()
+    (xf / "ok.json").write_text(json.dumps(_arm("XF", "ok", 10)))
+    gone = _arm("XF", "gone", 0, error="XF/gone: exit 0, no arm JSON on stdout")
+    gone["records"] = []
+    (xf / "gone.json").write_text(json.dumps(gone))
+    with pytest.raises(ValueError, match=r"XF/gone: arm failed: XF/gone: exit 0, no arm JSON "
+                                         r"on stdout \(no phase records\)"):
+        hla.records_frame(str(tmp_path))
+    df = hla.records_frame(str(tmp_path), failed="flag")
+    row = df[df["arm"] == "gone"]
+    assert len(row) == 1 and row["status"].iloc[0].startswith("arm failed: XF/gone") and \
+        row["phase"].iloc[0] == "", df
+    assert set(hla.records_frame(str(tmp_path), failed="drop")["arm"]) == {"ok"}
+    write_csv(str(xf))
+    rows = list(csv.DictReader(open(xf / "records.csv")))
+    assert [(r["arm"], r["phase"], r["status"]) for r in rows if r["arm"] == "gone"] == \
+        [("gone", "", "no phase records")], rows
+    assert [r["arm_error"] for r in rows if r["arm"] == "gone"] == \
+        ["XF/gone: exit 0, no arm JSON on stdout"]
+    p = _report(str(tmp_path), "--out", str(tmp_path / "rep"))
+    assert p.returncode == 2 and "XF/gone: arm failed" in p.stderr, (p.returncode, p.stderr)
+    p = _report(str(tmp_path), "--out", str(tmp_path / "rep"), "--failed", "flag")
+    assert p.returncode == 0 and "XF/gone: arm failed: XF/gone: exit 0" in p.stdout + p.stderr, \
+        (p.stdout, p.stderr)
+    assert "gone" in (tmp_path / "rep" / "XF_records.csv").read_text()

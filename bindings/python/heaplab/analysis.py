@@ -245,6 +245,17 @@ def failure(arm: Dict[str, Any], record: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def no_records_failure(arm: Dict[str, Any]) -> Optional[str]:
+    """Why an arm that failed with no phase record at all is no measurement
+    ('arm failed: <its error on one line> (no phase records)'), or None.
+    records_frame(failed='flag') gives it one row (phase and figure empty,
+    value NaN) whose status says this, so that a table is never silently
+    short of an arm."""
+    if arm.get("error") and not arm.get("records"):
+        return "arm failed: " + error_summary(arm["error"]) + " (no phase records)"
+    return None
+
+
 def _check_failed(found, failed):
     """The arms of `found` as failed= asks: 'raise' (ValueError naming the
     failed phases), 'flag' (all kept; records_frame's status column says
@@ -253,11 +264,17 @@ def _check_failed(found, failed):
         raise ValueError(f"failed={failed!r}: expected one of {', '.join(FAILED_MODES)}")
     bad = [(a, r, why) for a in found for r in a["records"]
            for why in [failure(a, r)] if why is not None]
+    # an arm that failed before any phase recorded (its command exited, no
+    # arm JSON; an import error): it has no record to be flagged by, and
+    # vanished from every table, exit 0 (the analysis hunt, session 32)
+    bad += [(a, None, no_records_failure(a)) for a in found if no_records_failure(a)]
     if failed == "raise" and bad:
-        listed = "; ".join(f"{a['experiment']}/{a['arm']} phase {r['phase']!r}: {why}"
+        listed = "; ".join(f"{a['experiment']}/{a['arm']}"
+                           + (f" phase {r['phase']!r}: " if r is not None else ": ") + why
                            for a, r, why in bad[:5])
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
-        raise ValueError(f"{len(bad)} phase record(s) of failed phases or arms, no measurement: "
+        raise ValueError(f"{len(bad)} phase record(s) of failed phases or arms (or failed arms "
+                         f"with none), no measurement: "
                          f"{listed}{more}; pass failed='flag' to keep them (the status column "
                          "says which) or failed='drop' to leave them out")
     if failed == "drop" and bad:
@@ -337,6 +354,10 @@ def records_frame(source: Any, stats: bool = True, notes: bool = True,
     which), 'drop' leaves them out."""
     rows = []
     for a in _check_failed(arms(source), failed):
+        gone = no_records_failure(a)
+        if gone and failed == "flag":
+            rows.append((a["experiment"], a["arm"], a.get("repeat"), "", -1, "", math.nan, "",
+                         "arm", gone))
         for pos, r in enumerate(a["records"]):
             key = (r.get("experiment", a["experiment"]), r.get("arm", a["arm"]), a.get("repeat"),
                    r["phase"], r.get("index", pos))
@@ -1083,10 +1104,12 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
 
     `out` defaults to <source>/report when source is a folder.  Returns the
     paths written; `log(message)` is told about each (and about skipped plots).
-    failed: as records_frame's -- records of failed phases or arms are
-    refused by default (ValueError naming them, before anything is written);
-    'flag' keeps them (the records CSV's status column and the phase-cost
-    plot include them), 'drop' leaves them out of the tables and plots
+    failed: as records_frame's -- records of failed phases or arms (and
+    an arm that failed with no phase record) are refused by default
+    (ValueError naming them, before anything is written); 'flag' keeps them
+    (the records CSV's status column and the phase-cost plot include them;
+    an arm with no phase record is named, and has a row in the records CSV),
+    'drop' leaves them out of the tables and plots
     (the footprint plot shows every arm's series either way)."""
     if isinstance(source, (str, os.PathLike)):
         # the folder resolved once: RESULTS/latest re-pointed by a sweep
@@ -1141,7 +1164,12 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         for (arm_name, phase), st in (df[df["status"] != "ok"]
                                       .drop_duplicates(["arm", "phase"])
                                       .set_index(["arm", "phase"])["status"].items()):
-            say(f"{exp}/{arm_name} phase {phase!r}: {st} (kept, failed='flag')")
+            say(f"{exp}/{arm_name}" + (f" phase {phase!r}" if phase else "")
+                + f": {st} (kept, failed='flag')")
+        if failed == "drop":
+            for a in sel:
+                if no_records_failure(a):
+                    say(f"{exp}/{a['arm']}: {no_records_failure(a)} (left out, failed='drop')")
         path = os.path.join(out, f"{base}_records.csv")
         _save_csv(df, path, index=False)
         written.append(path)

@@ -3325,7 +3325,9 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
 
 
 #: the columns of records.csv: status is the phase's (phase_status), arm_error
-#: its arm's error on one line (error_summary; '' when the arm did not fail)
+#: its arm's error on one line (error_summary; '' when the arm did not fail);
+#: an arm that failed with no phase record has one row, phase '', status
+#: 'no phase records'
 CSV_COLUMNS = ("experiment", "arm", "repeat", "phase", "status", "arm_error", *FIGURES,
                "session", "started")
 
@@ -3354,8 +3356,15 @@ def _write_csv(folder: str) -> None:
                           f"records.csv", stacklevel=2)
             continue
         arm_error = error_summary(data.get("error"))
+        sess = data.get("session") if isinstance(data.get("session"), dict) else {}
+        if arm_error and not data["records"]:
+            # an arm that failed before any phase recorded: one row saying
+            # so (it was no row at all -- the table short of the arm)
+            rows.append({"experiment": data["experiment"], "arm": data["arm"],
+                         "repeat": data.get("repeat"), "phase": "",
+                         "status": "no phase records", "arm_error": arm_error,
+                         "session": sess.get("id"), "started": data.get("started")})
         for r in data["records"]:
-            sess = data.get("session") if isinstance(data.get("session"), dict) else {}
             row = {"experiment": r.get("experiment", data["experiment"]),
                    "arm": r.get("arm", data["arm"]), "repeat": data.get("repeat"),
                    "phase": r["phase"], "status": phase_status(r), "arm_error": arm_error,
