@@ -143,7 +143,32 @@ def record_of(cmd, p):
             raise BenchError(f"{' '.join(cmd)}: exit 0, printed a JSON object with "
                              + (f"{key!r} {rec[key]!r:.40}" if key in rec else f"no {key!r}")
                              + f" ({p.stdout.strip()[:100]!r}): not a benchmark record")
+    if not rec["time_ns"] > 0:
+        # (pair and compare divided by it: a ZeroDivisionError traceback)
+        raise BenchError(f"{' '.join(cmd)}: exit 0, printed a record with time_ns "
+                         f"{rec['time_ns']!r}: a timed part takes more than 0 ns, not a "
+                         f"benchmark record to time")
     return rec
+
+
+def load_warning(load):
+    """The warning line for a load average (1 minute) of >= 1, or None: the
+    project's speed claims hold only at load < 1 (docs/performance.md's
+    quiet checks) -- run, compare and pair printed their ratios under any
+    load without a word."""
+    if load >= 1:
+        return (f"load average {load:.2f} >= 1: other work is running; ratios and times "
+                f"measured now are no speed claim (those need load < 1)")
+    return None
+
+
+def warn_load(when):
+    """Print load_warning's line (stderr) for the load now; returns the load."""
+    load = os.getloadavg()[0]
+    line = load_warning(load)
+    if line:
+        print(f"bench: warning ({when}): {line}", file=sys.stderr, flush=True)
+    return load
 
 
 def exit_status(rc):
@@ -1246,6 +1271,7 @@ def main(argv=None):
                 ap.error("pair needs two commands (each one quoted argument)")
             a, b = cmds
             runs = [[], []]
+            load0 = warn_load("before")
             for ra, rb in run_pair(a, b, args.rounds or 4):
                 same = _work(ra) != _work(rb) or ra["checksum"] == rb["checksum"]
                 print(f"A {ra['time_ns'] / 1e9:.3f} s  B {rb['time_ns'] / 1e9:.3f} s  "
@@ -1253,6 +1279,13 @@ def main(argv=None):
                       + ("" if same else "  CHECKSUMS DIFFER"), flush=True)
                 runs[0].append(ra)
                 runs[1].append(rb)
+            load1 = warn_load("after")
+            # (docs/performance.md quotes pairs by their median B/A and load:
+            # pair printed neither)
+            ratios = [rb["time_ns"] / ra["time_ns"] for ra, rb in zip(*runs)]
+            print(f"median B/A {statistics.median(ratios):.3f} over {len(ratios)} rounds "
+                  f"(range {min(ratios):.3f}-{max(ratios):.3f}); load average before / after: "
+                  f"{load0:.2f} / {load1:.2f}", flush=True)
             return report_checksums(runs)
         if args.mode == "compare":
             if len(args.commands) < 2:
@@ -1260,6 +1293,7 @@ def main(argv=None):
                          "argument), the last one the reference")
             for i, c in enumerate(args.commands):
                 print(f"#{i + 1}: {c}")
+            warn_load("before")
             load0 = os.getloadavg()
 
             def progress(r, recs):
@@ -1267,6 +1301,7 @@ def main(argv=None):
                     f"#{i + 1} {rec['time_ns'] / 1e9:.3f} s" for i, rec in enumerate(recs)) +
                     f"  (load {os.getloadavg()[0]:.2f})", flush=True)
             runs = run_rounds(cmds, args.rounds or 3, progress=progress)
+            warn_load("after")
             load1 = os.getloadavg()
             print(table(compare_rows(runs), COMPARE_COLUMNS))
             print(f"{args.rounds or 3} interleaved rounds (each runs every command once, in "
@@ -1276,8 +1311,10 @@ def main(argv=None):
             if not args.commands:
                 ap.error("phases needs one or more binary-trees commands (each one quoted "
                          "argument)")
+            warn_load("before")
             load0 = os.getloadavg()
             runs = run_phases(cmds, args.rounds or 3)
+            warn_load("after")
             load1 = os.getloadavg()
             header = ["phase"]
             for i in range(len(cmds)):
@@ -1322,10 +1359,12 @@ def main(argv=None):
                     f"give a folder of bench records only, e.g. "
                     f"{os.path.join(args.results, 'bench')} (what make bench uses)")
             writable_folder(args.results)
+        warn_load("before")
         load0 = os.getloadavg()
         if args.workload:
             ws = [w for w in ws if w.name in args.workload]
         ws = run_suite(ws, exes, log=lambda s: print(s, file=sys.stderr))
+        warn_load("after")
         load1 = os.getloadavg()
         problems = checksum_problems(ws)
         if args.results:

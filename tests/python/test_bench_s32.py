@@ -95,3 +95,42 @@ def test_a_workload_that_did_nothing_is_a_table_and_a_problem_not_a_traceback(
         assert row and "nothing released" in row[0] and not row[0].rstrip().endswith("ok"), row
     else:
         assert "nothing evacuated" in p.stdout, p.stdout
+
+
+# ---- 13: pair / compare on a time of 0; pair's median and load; the load warning -----------
+
+def _bench_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("heaplab_bench_s32", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_pair_and_compare_refuse_a_time_of_zero_and_pair_says_median_and_load(
+        tmp_path, monkeypatch, capsys):
+    """pair and compare on a record of time_ns 0: a ZeroDivisionError
+    traceback.  pair printed no median B/A and no load average, though
+    docs/performance.md quotes pairs by them; run, compare and pair said
+    nothing at load >= 1 (the project's speed claims need load < 1)."""
+    zero, three, five = fake(tmp_path, "zero", 0), fake(tmp_path, "three", 3), \
+        fake(tmp_path, "five", 5)
+    for mode, cmds in (("pair", (zero, five)), ("compare", (three, zero))):
+        p = bench(mode, *cmds, "--rounds", "1")
+        assert p.returncode == 1 and "Traceback" not in p.stderr, (mode, p.stderr)
+        assert "printed a record with time_ns 0: a timed part takes more than 0 ns" \
+            in p.stderr, (mode, p.stderr)
+    b = _bench_module()
+    for load, warned in ((2.5, True), (0.4, False)):
+        monkeypatch.setattr(b.os, "getloadavg", lambda load=load: (load, load, load))
+        assert b.main(["pair", three, five, "--rounds", "3"]) == 0
+        out, err = capsys.readouterr()
+        assert "median B/A 1.667 over 3 rounds" in out, out
+        assert f"load average before / after: {load:.2f} / {load:.2f}" in out, out
+        assert ("load average 2.50 >= 1" in err) == warned, err
+        assert b.main(["compare", three, five, "--rounds", "1"]) == 0
+        out, err = capsys.readouterr()
+        assert ("bench: warning (before): load average 2.50 >= 1" in err) == warned, err
+        assert b.main(["run", "--workload", "release", "--build", str(tmp_path / "nob")]) == 1
+        out, err = capsys.readouterr()
+        assert ("bench: warning (before): load average 2.50 >= 1" in err) == warned, err
