@@ -46,7 +46,9 @@ def find_exes(build_dir=None, exes=None):
     """{allocator: path}.  `exes` (name -> path) wins; otherwise the build dir
     ($HEAPLAB_BUILD or ./build under the repository)."""
     if exes:
-        return dict(exes)
+        out = _Exes(exes)
+        out.given = True
+        return out
     build_dir = build_dir or os.environ.get("HEAPLAB_BUILD") or os.path.join(ROOT, "build")
     folder = os.path.join(build_dir, "experiments", "bench")
     out = _Exes()
@@ -59,8 +61,10 @@ def find_exes(build_dir=None, exes=None):
 
 
 class _Exes(dict):
-    """find_exes' answer, which remembers the folder it looked in."""
+    """find_exes' answer, which remembers the folder it looked in (or that
+    --exe gave them: given)."""
     searched = None
+    given = False
 
 
 def require(exes, names):
@@ -68,6 +72,16 @@ def require(exes, names):
     if not missing:
         return
     folder = getattr(exes, "searched", None)
+    if getattr(exes, "given", False):
+        # (it blamed the peers' packages and ninja: with --exe no build
+        # folder is searched, the others were simply not given -- the bench
+        # hunt, session 32)
+        raise BenchError(f"--exe gave {', '.join(sorted(exes))} only; this run needs "
+                         f"{', '.join(missing)} too: give each as --exe NAME=PATH (with --exe "
+                         f"no build folder is searched), or leave --exe out to use the build "
+                         f"folder's, or run --workload release / churn / compact (heaplab "
+                         f"only); Meson builds a peer only when its package is found: "
+                         + ", ".join(f"{n} {PACKAGES[n]}" for n in missing if n in PACKAGES))
     if folder is not None and not os.path.isdir(folder):
         # (it blamed the peers' packages, installed, and named no folder: a
         # HEAPLAB_BUILD or --build of a folder that is not there -- the

@@ -101,3 +101,32 @@ def test_an_arm_that_failed_with_no_records_is_refused_or_listed_never_dropped(t
     assert p.returncode == 0 and "XF/gone: arm failed: XF/gone: exit 0" in p.stdout + p.stderr, \
         (p.stdout, p.stderr)
     assert "gone" in (tmp_path / "rep" / "XF_records.csv").read_text()
+
+
+# ---- 14: the VMA plot's legend, its layout warning; a file for the folder ------------------
+
+def test_a_vma_plot_of_many_arms_keeps_its_legend_off_the_plot_and_quiet(tmp_path):
+    """E10's 40 arms: the legend inside the axes covered the plot and ran off
+    the figure, and matplotlib's "constrained_layout not applied" warning was
+    printed among heaplab report's lines.  `heaplab report FILE` said "no such
+    folder"."""
+    e = tmp_path / "EV"
+    e.mkdir()
+    for i in range(40):
+        a = _arm("EV", f"arm{i:02d}", 10)
+        a["records"] = [dict(a["records"][0], phase=ph, index=k, vmas_after=1 + (i + k) % 3)
+                        for k, ph in enumerate(("fill", "thin", "drop"))]
+        (e / f"arm{i:02d}.json").write_text(json.dumps(a))
+    fig = hla.plot_vmas(str(tmp_path))
+    ax = fig.axes[0]
+    assert ax.get_legend() is None and len(fig.legends) == 1, "the legend is the figure's"
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    FigureCanvasAgg(fig).draw()         # (the layout applied)
+    box = fig.legends[0].get_window_extent()
+    assert box.x0 >= ax.get_window_extent().x1, "the legend is right of the axes"
+    assert box.x1 <= fig.bbox.x1 + 1 and box.y0 >= -1, "the legend is inside the figure"
+    p = _report(str(tmp_path), "--out", str(tmp_path / "rep"))
+    assert p.returncode == 0 and "constrained_layout" not in p.stderr, p.stderr
+    assert (tmp_path / "rep" / "EV_vmas.png").exists()
+    p = _report(str(e / "arm00.json"))
+    assert p.returncode == 2 and "arm00.json: not a folder" in p.stderr, p.stderr

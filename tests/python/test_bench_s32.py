@@ -134,3 +134,18 @@ def test_pair_and_compare_refuse_a_time_of_zero_and_pair_says_median_and_load(
         assert b.main(["run", "--workload", "release", "--build", str(tmp_path / "nob")]) == 1
         out, err = capsys.readouterr()
         assert ("bench: warning (before): load average 2.50 >= 1" in err) == warned, err
+
+
+# ---- 14: --exe naming some of the executables ---------------------------------------------
+
+def test_exe_naming_some_allocators_says_which_are_not_given(tmp_path):
+    """`run --exe heaplab=PATH` of a workload needing the peers blamed their
+    packages (libgc-dev ...) and ninja -- with --exe no build folder is
+    searched: the others were just not given."""
+    exe = tmp_path / "bench-heaplab"
+    exe.write_text("#!/bin/sh\nexit 1\n")
+    exe.chmod(0o755)
+    p = bench("run", "--workload", "fill", "--exe", f"heaplab={exe}")
+    assert p.returncode == 1 and "--exe gave heaplab only; this run needs boehm, glibc, " \
+        "jemalloc, mimalloc too" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) <= 2, p.stderr

@@ -82,7 +82,10 @@ def _cli_hint(msg: str, command: str) -> str:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.results):
-        print(f"heaplab report: {args.results}: no such folder", file=sys.stderr)
+        # (a file was "no such folder" too)
+        what = ("not a folder (a results folder: the <experiment>/<arm>.json files under it)"
+                if os.path.exists(args.results) else "no such folder")
+        print(f"heaplab report: {args.results}: {what}", file=sys.stderr)
         return 2
     if not 20 <= args.dpi <= 600:
         print(f"heaplab report: --dpi {args.dpi}: expected 20..600", file=sys.stderr)

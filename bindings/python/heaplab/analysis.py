@@ -989,6 +989,10 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
     return fig
 
 
+#: plot_vmas: lines of its legend per column (beyond, another column)
+LEGEND_ROWS = 20
+
+
 def plot_vmas(source: Any, experiment: Optional[str] = None,
               arms: Optional[Sequence[str]] = None,
               figures: Union[str, Sequence[str]] = ("vmas_after",), log: Optional[bool] = None,
@@ -1017,7 +1021,15 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
     names = _paired_order(list(dict.fromkeys(a["arm"] for a in sel)))
     styles = _styles(names)
     order = _phase_order(d)
-    fig = Figure(figsize=(width, 4.2), layout="constrained")
+    # the legend outside the axes, on the right, in columns of at most
+    # LEGEND_ROWS lines: E10's 40 arms inside the axes covered the plot
+    # and ran off the figure (constrained layout gave up, its warning
+    # printed among the report's lines)
+    lines = len(names) * len(figures)
+    ncols = -(-lines // LEGEND_ROWS)
+    rows = -(-lines // ncols)
+    fig = Figure(figsize=(width + (2.6 * ncols if lines > 4 else 0), max(4.2, 1.4 + 0.17 * rows)),
+                 layout="constrained")
     ax = fig.add_subplot()
     markers = ("o", "s", "^", "D")
     roles = arm_groups(names)
@@ -1053,8 +1065,10 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
     ax.set_ylabel("VMAs over the heap's reservation" + (" (log scale)" if log else ""))
     ax.set_xlabel("phase (round)")
     ax.grid(alpha=0.3)
-    if len(ax.get_lines()) > 4:      # beside the axes: inside, it hid the lines it names
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if lines > 4:
+        # beside the axes (inside, it hid the lines it names), in columns
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper", ncols=ncols,
+                   fontsize=7, frameon=False)
     else:
         ax.legend(fontsize=8)
     fig.suptitle(title or f"{experiment}: VMA count per round")
@@ -1067,8 +1081,14 @@ def _save_figure(fig, path, dpi):
     """fig as a PNG at path, written whole (write_atomic): an interrupt or a
     full disk leaves the old file, never half of one."""
     import io
+    import warnings
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=dpi, format="png")
+    with warnings.catch_warnings():
+        # (matplotlib's "constrained_layout not applied because axes sizes
+        # collapsed to zero" leaked among heaplab report's lines: the
+        # figure is saved as laid out without it)
+        warnings.filterwarnings("ignore", message="constrained_layout not applied")
+        fig.savefig(buf, dpi=dpi, format="png")
     write_atomic(path, buf.getvalue())
 
 
