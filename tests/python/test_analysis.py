@@ -332,15 +332,18 @@ def test_report_plots_vmas_only_when_their_count_changes(tmp_path):
     no VMA plot of a flat line (the plot was made past one VMA)."""
     results = tmp_path / "results" / "E8"
     results.mkdir(parents=True)
-    for name in ("stock", "heaplab"):
-        a = arm("E8", name, [phase("E8", name, "load", 0, 0.0, 0.1, (10, 20), vmas=2),
-                             phase("E8", name, "drop", 1, 0.1, 0.2, (20, 12), vmas=2)])
+    # (and arms flat at different counts -- E10's collected heaps at 1 VMA,
+    # its launchers' at 2 -- are no change: the report drew their flat lines)
+    for name, n in (("stock", 2), ("heaplab", 2), ("collected", 1)):
+        a = arm("E8", name, [phase("E8", name, "load", 0, 0.0, 0.1, (10, 20), vmas=n),
+                             phase("E8", name, "drop", 1, 0.1, 0.2, (20, 12), vmas=n)])
         (results / f"{name}.json").write_text(json.dumps(a))
     out = tmp_path / "plots"
     p = run_cli("report", str(tmp_path / "results"), "--out", str(out))
     assert p.returncode == 0, p.stderr
     assert "E8_vmas.png" not in os.listdir(out) and "E8_footprint.png" in os.listdir(out)
-    assert "E8: the heap's VMA count did not change (2 throughout)" in p.stdout, p.stdout
+    assert "E8: the heap's VMA count did not change within a run (1 or 2 throughout)" \
+        in p.stdout, p.stdout
 
 
 def test_report_takes_the_benchmarks_records_as_what_they_are(tmp_path):
@@ -383,7 +386,7 @@ def test_report_writes_the_expected_files(tmp_path):
             with open(out / name, "rb") as f:
                 assert f.read(8) == b"\x89PNG\r\n\x1a\n", name
             assert os.path.getsize(out / name) > 10_000, name
-    assert "E1: the heap's VMA count did not change (1 throughout)" in p.stdout
+    assert "E1: the heap's VMA count did not change within a run (1 throughout)" in p.stdout
     # the CSV is the tidy frame
     import pandas as pd
     csv = pd.read_csv(out / "E1_records.csv")

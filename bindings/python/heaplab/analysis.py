@@ -1203,14 +1203,21 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
             say(f"{exp}: no phase records left (failed={failed!r}); no phase-cost plot")
         else:
             save_fig(plot_phase_cost(sel, failed=failed), f"{base}_phase_cost.png")
-        # (a VMA plot shows a count that changes: a heap with dump_unused=0,
-        # the launchers', is two VMAs throughout -- E8's flat line)
-        vmas = df[df["figure"] == "vmas_after"]["value"]
-        if len(vmas) and vmas.max() > vmas.min():
+        # (a VMA plot shows a count that changes within a run: a heap with
+        # dump_unused=0, the launchers', is two VMAs throughout -- E8's flat
+        # line; arms flat at different counts -- E10's collected heaps at 1,
+        # its launchers' at 2 -- are no change either: the report drew 40 flat
+        # lines, the notebooks hunt, session 32)
+        rows = df[df["figure"] == "vmas_after"]
+        vmas = rows["value"]
+        changes = len(vmas) and bool(
+            (rows.groupby(["arm", "repeat"], dropna=False)["value"].nunique() > 1).any())
+        if changes:
             save_fig(plot_vmas(sel), f"{base}_vmas.png")
         elif len(vmas):
-            say(f"{exp}: the heap's VMA count did not change ({vmas.max():.0f} throughout); "
-                f"no VMA plot")
+            flat = sorted({f"{v:.0f}" for v in vmas.dropna()}, key=float)
+            say(f"{exp}: the heap's VMA count did not change within a run "
+                f"({' or '.join(flat)} throughout); no VMA plot")
         else:
             say(f"{exp}: no VMA count recorded; no VMA plot")
     return written
