@@ -4,7 +4,8 @@
  * by an hour (NTP, an administrator, a VM resumed) right after a deadline
  * was read made that wait last an hour more -- the sampler stopped sampling,
  * the background collector slept through its min_cycle_interval_ms, a paced
- * allocation's poll stalled.  A test may not set the system's clock: it
+ * allocation's poll stalled, fork() waited for a heap another thread holds
+ * (its bounded wait, registry.c) an hour instead of 5 ms.  A test may not set the system's clock: it
  * interposes clock_gettime, whose CLOCK_REALTIME reads an hour ahead once
  * `ahead` is set -- to a wait on that clock, the same as the wall clock set
  * back an hour after the read.  Each scenario runs in a child that SIGALRM
@@ -12,6 +13,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -74,6 +76,45 @@ static void collector_goes_on(void) {
   hl_heap_free(h);
 }
 
+/* fork() while a thread holds h2 (hl_enter) and then allocates in h1 per
+ * call: fork's prepare handler takes h1 and waits for h2 at most 5 ms
+ * (prim_mutex_lock_within), lets go and starts again -- on the wall clock
+ * an hour ahead, its first wait did not end, and the holder waited for h1
+ * (fork_while_a_holder_locks_another_heap's per_call scenario) */
+static hl_heap *h1, *h2;
+static pthread_barrier_t entered;
+
+static void *holder(void *arg) {
+  (void)arg;
+  OK(h2, hl_enter(h2));
+  pthread_barrier_wait(&entered);
+  struct timespec d = {0, 100000000}; /* (the fork waits for h2 by now) */
+  nanosleep(&d, NULL);
+  hl_ref r;
+  OK(h1, hl_alloc(h1, 64, 0, &r));
+  OK(h1, hl_ref_release(h1, r));
+  hl_leave(h2);
+  return NULL;
+}
+
+static void fork_goes_on(void) {
+  h1 = HEAP("reserve_bytes=64m"); /* (the registry's order: h1 first) */
+  h2 = HEAP("reserve_bytes=64m");
+  pthread_barrier_init(&entered, NULL, 2);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, holder, NULL) == 0, "pthread_create");
+  pthread_barrier_wait(&entered);
+  ahead = 1;
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) _exit(0);
+  pthread_join(t, NULL);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "the fork's child: status %d", st);
+  printf("fork: done after the clock moved\n");
+}
+
 static void in_a_child(const char *what, void (*fn)(void)) {
   fflush(stdout);
   pid_t pid = fork();
@@ -99,6 +140,7 @@ int main(void) {
   else
     printf("no footprint here (%s): the sampler's half not run\n", hl_heap_error(NULL));
   in_a_child("the background collector", collector_goes_on);
+  in_a_child("fork beside a held heap", fork_goes_on);
   printf("ok\n");
   return 0;
 }
