@@ -202,8 +202,12 @@ def observe_unbounded():
         tid = p.pid
         run, wait = (sched1[tid][i] - sched0.get(tid, (0, 0))[i] for i in (0, 1))
         vol, invol = (sw1[tid][i] - sw0.get(tid, (0, 0))[i] for i in (0, 1))
-        out["spinner"] = {"tid": tid, "on_cpu": run / sched_ns,
-                          "runnable": (run + wait) / sched_ns,
+        # (the kernel adds a runqueue wait to schedstat when the wait ends: one
+        # that began before the first read counts whole in the second, which
+        # can put the share a slice above the interval -- at most 100% is
+        # what the thread can have been; the review, session 32)
+        out["spinner"] = {"tid": tid, "on_cpu": min(1.0, run / sched_ns),
+                          "runnable": min(1.0, (run + wait) / sched_ns),
                           "voluntary": vol, "involuntary": invol}
         out["samples"] = samples
         out["threads_cpu"] = maplimit.thread_cpu_seconds(p.pid)
