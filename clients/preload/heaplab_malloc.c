@@ -207,7 +207,7 @@ static NOINLINE hl_heap *setup(void) {
   const char *alloc = env("HEAPLAB_ALLOCATOR");
   if (alloc && *alloc && strcmp(alloc, "heaplab") != 0) {
     if (strcmp(alloc, "libc") != 0)
-      fprintf(stderr, "libheaplab-malloc: HEAPLAB_ALLOCATOR=%s: expected heaplab or libc; "
+      hl__say("libheaplab-malloc: HEAPLAB_ALLOCATOR=%s: expected heaplab or libc; "
                       "using the system allocator\n", alloc);
   } else {
     hl_options o;
@@ -247,7 +247,7 @@ static NOINLINE hl_heap *setup(void) {
     hl_heap *h = NULL;
     if (!rc) rc = hl_heap_new(&o, &h, err, sizeof err);
     if (rc) {
-      fprintf(stderr, "libheaplab-malloc: %s; using the system allocator\n", err);
+      hl__say("libheaplab-malloc: %s; using the system allocator\n", err);
     } else {
       /* The large path's blocks are glibc's.  glibc raises its mmap
        * threshold each time a mapped block is freed (up to 32 MiB), and
@@ -377,7 +377,7 @@ static void write_reports(void) {
   static char name[4200]; /* (static: the exiting thread's stack may be 16 KiB) */
   if (atomic_load(&state) == ST_HEAPLAB) {
     if (!heap_free_at_exit(HEAP)) {
-      fprintf(stderr, "libheaplab-malloc: the heap is busy at exit (exit() from a signal "
+      hl__say("libheaplab-malloc: the heap is busy at exit (exit() from a signal "
                       "handler that interrupted an allocation?): no report written\n");
       return;
     }
@@ -389,13 +389,13 @@ static void write_reports(void) {
     client.interpreter = exe;
     int err = client_save(name, write_report);
     if (err)
-      fprintf(stderr, "libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s: %s\n", stats_path,
+      hl__say("libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s: %s\n", stats_path,
               name, strerror(err));
   }
   if (atomic_load(&state) == ST_HEAPLAB && report_name(events_path, descendant_events, name, sizeof name)) {
     int err = client_save(name, write_events);
     if (err)
-      fprintf(stderr, "libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",
+      hl__say("libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",
               events_path, name, strerror(err));
   }
 }
@@ -440,7 +440,7 @@ static void write_reports_on_own_stack(void) { write_reports(); }
  * program: a write after free or an overflow went unseen (the verify hunt,
  * session 29). */
 void hl__preload_verify_failed(hl_heap *h) {
-  fprintf(stderr, "libheaplab-malloc: HEAPLAB_VERIFY: %s\n", hl_heap_error(h));
+  hl__say("libheaplab-malloc: HEAPLAB_VERIFY: %s\n", hl_heap_error(h));
   abort();
 }
 
@@ -568,8 +568,8 @@ EXPORT void *NAME(malloc)(size_t n) {
 static NOINLINE void report_refused(hl_heap *h) {
   static _Atomic int shown;
   int n = atomic_fetch_add(&shown, 1);
-  if (n < 10) fprintf(stderr, "libheaplab-malloc: %s: refused\n", hl_heap_error(h));
-  else if (n == 10) fputs("libheaplab-malloc: further refused calls not shown\n", stderr);
+  if (n < 10) hl__say("libheaplab-malloc: %s: refused\n", hl_heap_error(h));
+  else if (n == 10) hl__say("libheaplab-malloc: further refused calls not shown\n");
 }
 
 static NOINLINE void free_slow(void *ptr) {
@@ -841,7 +841,7 @@ EXPORT void NAME(malloc_stats)(void) {
   if (f) f();
   uint64_t resident, used;
   if (small_heap_bytes(&resident, &used))
-    fprintf(stderr, "heaplab small blocks (libheaplab-malloc.so):\n"
+    hl__say("heaplab small blocks (libheaplab-malloc.so):\n"
                     "system bytes     = %10" PRIu64 "\nin use bytes     = %10" PRIu64 "\n",
             resident, used);
   errno = saved;

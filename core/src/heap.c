@@ -36,7 +36,7 @@ void hl__assert_fail(const char *cond, const char *file, int line, const char *f
   char buf[512];
   int n = snprintf(buf, sizeof buf, "heaplab: assertion failed: %s (%s:%d, %s)\n", cond, file,
                    line, func);
-  if (n > 0) fputs(buf, stderr);
+  if (n > 0) hl__say("%s", buf);
   abort();
 }
 #endif

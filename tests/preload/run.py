@@ -439,6 +439,30 @@ def stats_write_errors():
     print("reports that cannot be written: one line each, with the reason")
 
 
+def stderr_without_reader():
+    """The library's lines on a stderr that is a pipe nobody reads (`prog
+    2>&1 | head -1` after head has gone) leave the program alone: the
+    bad-option line at the first malloc killed it with SIGPIPE before it did
+    anything (status 141), the "cannot write" line at exit turned its status
+    into 141, the unknown-variable warning too."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        cases = [(["touch", os.path.join(d, "bad")], {"HEAPLAB_PAGE_SIZE": "3000"}, 0),
+                 (["touch", os.path.join(d, "unknown")], {"HEAPLAB_NO_SUCH_OPTION": "1"}, 0),
+                 (["sh", "-c", "exit 3"], {"HEAPLAB_STATS": os.path.join(d, "no", "r.json")}, 3)]
+        for argv, extra, want in cases:
+            r, w = os.pipe()
+            os.close(r)     # (no reader: a write raises SIGPIPE, then EPIPE)
+            try:
+                p = subprocess.run(argv, env=env_for("heaplab", extra), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=w, timeout=60)
+            finally:
+                os.close(w)
+            assert p.returncode == want, (argv, extra, p.returncode)
+        assert os.path.exists(os.path.join(d, "bad")) and os.path.exists(os.path.join(d, "unknown"))
+    print("stderr without a reader: the programs ran and kept their exit status")
+
+
 def report_edges():
     """The report where a program ends in ways real programs do
     (tests/preload/c/preload_report_edges.c): exit() from a thread with a
@@ -699,6 +723,7 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      verify_refuses,
                                      verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
+                                     stderr_without_reader,
                                      report_edges, child_report_paths,
                                      report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc)}

@@ -349,7 +349,7 @@ void hl__large_destroy_all(hl_heap *h) {
     (void)hl__prim_os_advise(l, b, PRIM_DONTNEED);
   }
   if (n)
-    fprintf(stderr,
+    hl__say(
             "heaplab: hl_heap_free: %" PRIu64 " large object mapping(s) (%" PRIu64
             " bytes) could not be unmapped (munmap: %s -- vm.max_map_count reached, each "
             "inside a VMA merged with mappings not the heap's): they stay mapped, their "

@@ -21,6 +21,17 @@
 
 #include "heaplab.h"
 
+/* One line of heaplab's on stderr (fmt ends with its newline), written with
+ * one write(2) and SIGPIPE blocked for it: a stderr that is a pipe with no
+ * reader (`prog 2>&1 | head -1` once head has gone) must not kill the
+ * program for a warning -- the preloaded library's bad-option line killed
+ * the program at its first malloc (status 141), its "cannot write" line at
+ * exit changed the exit status.  A SIGPIPE the write raised is consumed
+ * (one that was pending before is left); EPIPE is ignored; errno is kept.
+ * Allocates nothing.  Every stderr line of the core and of the preloaded
+ * library goes through it. */
+void hl__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- waits: no call of heaplab is a cancellation point ----
  * As no call of glibc's malloc is.  pthread_cond_wait, pthread_join, open,
  * read, fopen and nanosleep are cancellation points: a thread cancelled

@@ -21,14 +21,61 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "prim.h"
+
+/* (prim.h) */
+void hl__say(const char *fmt, ...) {
+  int saved = errno;
+  char buf[1024]; /* (a longer line is cut, its newline kept) */
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n <= 0) {
+    errno = saved;
+    return;
+  }
+  size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+  if ((size_t)n >= sizeof buf) buf[len - 1] = '\n';
+  sigset_t pipe_set, old, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  bool masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old) == 0;
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  bool broken = false;
+  for (size_t off = 0; off < len;) {
+    ssize_t w = write(STDERR_FILENO, buf + off, len - off);
+    if (w > 0) {
+      off += (size_t)w;
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else {
+      broken = w < 0 && errno == EPIPE;
+      break;
+    }
+  }
+  if (masked && broken && !was_pending) { /* the SIGPIPE this write raised */
+#ifdef __linux__
+    const struct timespec zero = {0, 0};
+    (void)sigtimedwait(&pipe_set, NULL, &zero);
+#else
+    int sig;
+    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) (void)sigwait(&pipe_set, &sig);
+#endif
+  }
+  if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = saved;
+}
 
 static _Atomic uint64_t *shared_counters;
 static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
@@ -45,13 +92,13 @@ static void shared_open(void) {
   if (!path || !*path) return;
   int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* (a FIFO: no wait) */
   if (fd < 0) {
-    fprintf(stderr, "heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: cannot open it: %s (no "
+    hl__say("heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: cannot open it: %s (no "
                     "counters)\n", path, strerror(errno));
     return;
   }
   struct stat st = {0};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_size != 0 && st.st_size != 4096)) {
-    fprintf(stderr, "heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: %s%lld bytes, not an observer's "
+    hl__say("heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: %s%lld bytes, not an observer's "
                     "counters file (4096 bytes, or empty): not used, left as it is\n", path,
             S_ISREG(st.st_mode) ? "" : "not a regular file, ", (long long)st.st_size);
     close(fd);

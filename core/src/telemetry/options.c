@@ -449,7 +449,7 @@ static void warn_unknown_env(void) {
     const char *near = i >= 0 ? table[i].name : hl_option_nearest(lower);
     char var[96] = "";
     if (near) env_name(hl_option_index(near), var, sizeof var);
-    fprintf(stderr, "heaplab: warning: HEAPLAB_%.*s is not an option%s%s%s (ignored)\n", (int)n,
+    hl__say("heaplab: warning: HEAPLAB_%.*s is not an option%s%s%s (ignored)\n", (int)n,
             name, near ? "; did you mean " : "", near ? var : "", near ? "?" : "");
   }
 }
