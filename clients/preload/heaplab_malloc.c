@@ -166,6 +166,7 @@ static _Atomic bool libc_ready;
  * writes are the parent's: the parent then wrote path.<pid> as if it were
  * a fork child, the preload hunt). */
 static int start_pid, start_ppid;
+static void exit_waits_for_the_reports(void);
 __attribute__((constructor)) static void at_start(void) {
   hl__registry_fork_handlers();
   start_pid = (int)getpid();
@@ -179,8 +180,14 @@ __attribute__((constructor)) static void at_start(void) {
   /* a relative HEAPLAB_STATS / HEAPLAB_TRACE_EVENTS is taken from here: a
    * program that called chdir() or daemon() before its first malloc wrote
    * its report where it had gone (/path.<pid> after daemon()) */
-  if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))
+  if (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS")) {
     if (!getcwd(start_dir, sizeof start_dir)) start_dir[0] = 0;
+    /* registered before __libc_start_main registers _dl_fini (this
+     * constructor runs in the dynamic loader's _dl_init, before the
+     * program's _start): the handler runs after _dl_fini, where the
+     * reports are written (at_exit) */
+    atexit(exit_waits_for_the_reports);
+  }
   atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
 }
 
@@ -449,6 +456,28 @@ static void verify_check(hl_heap *h) {
   if (h && h->opt.verify && hl_heap_check(h) != HL_OK) hl__preload_verify_failed(h);
 }
 
+/* Two threads that call exit() at once: glibc 2.36 runs the exit handlers
+ * one at a time off one list, each thread taking the next, and a thread
+ * that finds the list empty ends the process (_IO_cleanup, _exit).  The
+ * reports are written in _dl_fini, the last handler the program has: a
+ * second exit() arriving while the first thread wrote them found nothing
+ * left and ended the process under the writer -- 72 of 200 runs of two
+ * threads exiting at once lost the report, one left its .tmp file (the
+ * preload hunt, session 32).  So a handler of the library's, registered
+ * below _dl_fini, is still in the list then: the exit() that takes it waits
+ * until at_exit has finished (or 30 s: a destructor that never returns),
+ * registering itself again first, so that a third exit() waits too.  The
+ * thread that wrote the reports finds it done and goes on. */
+static _Atomic bool reports_done;
+static void exit_waits_for_the_reports(void) {
+  if (atomic_load(&reports_done)) return;
+  atexit(exit_waits_for_the_reports);
+  for (int i = 0; i < 30000 && !atomic_load(&reports_done); i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
 /* After the program's atexit handlers (they may still allocate), before
  * libc's own destructors. */
 __attribute__((destructor)) static void at_exit(void) {
@@ -463,6 +492,7 @@ __attribute__((destructor)) static void at_exit(void) {
   /* (nothing asked, nothing done: no lock taken at exit) */
   if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
     write_reports_on_own_stack();
+  atomic_store(&reports_done, true);
   errno = saved_errno;
 }
 

@@ -463,6 +463,29 @@ def stderr_without_reader():
     print("stderr without a reader: the programs ran and kept their exit status")
 
 
+def exit_from_many_threads():
+    """Threads that call exit() at once (tests/preload/c/preload_report_
+    edges.c, two_exits): the report is there, whole, and no .tmp file is
+    left, whichever thread ends the process.  In glibc 2.36 a second exit()
+    finds the exit handlers gone -- the first runs the last, _dl_fini, where
+    the report is written -- and _exit()s under the writer: 128 reports in
+    200 runs, a .tmp left (the preload hunt, session 32)."""
+    need(EDGES, "test_preload_report_edges")
+    with tempfile.TemporaryDirectory() as d:
+        runs = [("2", i) for i in range(40)] + [("4", i) for i in range(20)]
+        for threads, i in runs:
+            sub = os.path.join(d, f"{threads}.{i}")
+            os.mkdir(sub)
+            status, out, err = run([EDGES, "two_exits", threads], "heaplab",
+                                   {"HEAPLAB_STATS": os.path.join(sub, "r.%p.json")}, timeout=30)
+            assert status == 0, (threads, i, status, err)
+            files = os.listdir(sub)
+            assert len(files) == 1 and files[0].startswith("r.") and \
+                files[0].endswith(".json"), (threads, i, files, err)
+            assert report(os.path.join(sub, files[0]))["stats"]["manual_mallocs"] > 0
+    print("exit() from 2 and 4 threads at once: 60 runs, 60 whole reports, no .tmp")
+
+
 def report_edges():
     """The report where a program ends in ways real programs do
     (tests/preload/c/preload_report_edges.c): exit() from a thread with a
@@ -723,7 +746,7 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      verify_refuses,
                                      verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
-                                     stderr_without_reader,
+                                     stderr_without_reader, exit_from_many_threads,
                                      report_edges, child_report_paths,
                                      report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc)}

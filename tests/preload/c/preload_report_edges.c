@@ -48,6 +48,13 @@
  *                  spliced into the other's (6 of 60 not JSON: the harness
  *                  hunt, session 29).  Exits 9 (_exit, on the first write
  *                  that sees otherwise), after saying what it read.
+ *   two_exits      argv[2] threads (main among them) meet at a barrier and
+ *                  all call exit() at once: in glibc 2.36 a thread that
+ *                  calls exit() while another runs the last exit handler
+ *                  (_dl_fini, where the report is written) finds the list
+ *                  empty and ends the process -- no report in 72 runs of
+ *                  200 with two threads, and a .tmp file left (the preload
+ *                  hunt, session 32).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -165,6 +172,14 @@ static void *last_thread(void *arg) {
   exit(WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 2);
 }
 
+static pthread_barrier_t all_exit;
+static void *exit_too(void *arg) {
+  char *volatile p = malloc(100);
+  memset(p, 1, 100);
+  pthread_barrier_wait(&all_exit);
+  exit((int)(long)arg);
+}
+
 static void exit_now(int sig) {
   (void)sig;
   exit(0);
@@ -202,6 +217,16 @@ int main(int argc, char **argv) {
       free(v[i]);
       v[i] = malloc((r >> 12) % 40000 + 1);
     }
+  }
+  if (strcmp(mode, "two_exits") == 0) {
+    int n = argc == 3 ? atoi(argv[2]) : 2;
+    if (n < 2 || pthread_barrier_init(&all_exit, NULL, (unsigned)n) != 0) return 2;
+    for (int i = 1; i < n; i++) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, exit_too, NULL) != 0) return 2;
+    }
+    pthread_barrier_wait(&all_exit);
+    exit(0);
   }
   if (strcmp(mode, "vfork_first") == 0) { /* before any malloc of main's */
     pid_t pid = vfork();
