@@ -419,6 +419,36 @@ int client_environ_has(int pid, const char *name, const char *value) {
   return client_proc_probe(pid, "environ", environ_probe, &e);
 }
 
+/* Does process pid run on libheaplab-malloc.so (a shell or server
+ * preloaded, which started this program with exec)?  Read-only, no
+ * allocation: /proc/PID/maps is scanned in a stack buffer. */
+static int maps_mention(const char *path, void *arg) {
+  (void)arg;
+  static const char needle[] = "libheaplab-malloc";
+  char buf[4096 + sizeof needle];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t keep = 0, total = 0;
+  int found = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + keep, sizeof buf - 1 - keep);
+    if (r <= 0) break;
+    total += (size_t)r;
+    size_t n = keep + (size_t)r;
+    buf[n] = 0;
+    if (memmem(buf, n, needle, sizeof needle - 1)) {
+      found = 1;
+      break;
+    }
+    keep = n < sizeof needle ? n : sizeof needle - 1;
+    memmove(buf, buf + n - keep, keep);
+  }
+  close(fd);
+  return total ? found : -1; /* (a live process's maps are never empty) */
+}
+
+bool client_preloaded(int pid) { return client_proc_probe(pid, "maps", maps_mention, NULL) > 0; }
+
 /* The parent of pid (/proc/<pid>/stat's fourth field), or 0. */
 static int parent_of(int pid) {
   char path[64], buf[1024];
@@ -449,7 +479,7 @@ static int is_launcher(int pid) {
 }
 
 /* Was this process started, directly or through a shell or other program,
- * by a launcher that writes the same report (HEAPLAB_STATS=value in its
+ * by a launcher -- or a preloaded program -- that writes the same report (HEAPLAB_STATS=value in its
  * environment)?  Then this process writes value.<pid>, as the preloaded
  * library's exec'd children do: multiprocessing's spawn and forkserver
  * helpers and subprocess.Popen([sys.executable, ...]) exited after the
@@ -463,9 +493,21 @@ static int started_by_a_launcher(const char *value) {
   if (client_marked_by_another(getenv("HEAPLAB_STATS_OWNER"), value)) return 1;
   int pid = getppid();
   for (int depth = 0; pid > 1 && depth < 64; depth++, pid = parent_of(pid))
-    if (is_launcher(pid) && client_environ_has(pid, "HEAPLAB_STATS", value)) return 1;
+    /* (a preloaded program writes the report too -- the library's rule for
+     * its exec'd children, client_preloaded: under a preloaded `sh -c`
+     * heaplab-lua wrote path and the shell's report replaced it at exit) */
+    if (client_environ_has(pid, "HEAPLAB_STATS", value) && (is_launcher(pid) || client_preloaded(pid)))
+      return 1;
   return 0;
 }
+
+#ifndef HL_PRELOAD
+/* The launchers' mark (client.h, CLIENT_LAUNCHER_MARK): in the executable's
+ * dynamic symbols (clients/launcher.dynlist), where the preloaded library
+ * looks it up */
+__attribute__((visibility("default"), used)) const char heaplab_launcher_process[] =
+    "heaplab-lua or heaplab-python: the report is the launcher's";
+#endif
 
 static char child_stats_path[4200];
 

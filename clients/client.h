@@ -107,6 +107,18 @@ int client_proc_probe(int pid, const char *file, int (*probe)(const char *path, 
  * nothing. */
 int client_environ_has(int pid, const char *name, const char *value);
 
+/* Does process pid run on libheaplab-malloc.so (/proc/PID/maps)?  The
+ * preloaded library asks it of its parent, a launcher of each ancestor
+ * whose environment has the same HEAPLAB_STATS: that one writes the
+ * report, this one path.<pid>.  Allocates nothing. */
+bool client_preloaded(int pid);
+
+/* A symbol the launchers export (their dynamic symbol table:
+ * clients/launcher.dynlist): the preloaded library, finding it with
+ * dlsym(RTLD_DEFAULT, ...), writes no report in a launcher's process --
+ * the report there is the launcher's (docs/clients.md). */
+#define CLIENT_LAUNCHER_MARK "heaplab_launcher_process"
+
 /* Write path with write(f), made in memory first: into .<name>.<pid>.<salt>.tmp
  * of path's folder, renamed over path once whole (two processes writing the
  * same path leave one whole report, the last renamed, never a splice of

@@ -96,39 +96,6 @@ static bool env_is(const char *name, const char *value) {
 
 static void write_reports(void);
 
-/* Does the parent process run on this library too (a program a preloaded
- * shell or server started with exec)?  Then, when the parent's environment
- * names the same path (client_environ_has), its reports get the pid in the
- * name, like a fork child's.  Read-only, no allocation: /proc/PPID/maps is
- * scanned in a stack buffer. */
-static int maps_mention(const char *path, void *arg) {
-  (void)arg;
-  static const char needle[] = "libheaplab-malloc";
-  char buf[4096 + sizeof needle];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t keep = 0, total = 0;
-  int found = 0;
-  for (;;) {
-    ssize_t r = read(fd, buf + keep, sizeof buf - 1 - keep);
-    if (r <= 0) break;
-    total += (size_t)r;
-    size_t n = keep + (size_t)r;
-    buf[n] = 0;
-    if (memmem(buf, n, needle, sizeof needle - 1)) {
-      found = 1;
-      break;
-    }
-    keep = n < sizeof needle ? n : sizeof needle - 1;
-    memmove(buf, buf + n - keep, keep);
-  }
-  close(fd);
-  return total ? found : -1; /* (a live process's maps are never empty) */
-}
-
-static bool parent_is_preloaded(int ppid) {
-  return client_proc_probe(ppid, "maps", maps_mention, NULL) > 0;
-}
 /* an exec'd program whose preloaded parent writes the same report (its
  * environment has the same HEAPLAB_STATS= value) or the same event trace: it
  * writes path.<pid>.  A preloaded parent without the variable, or with
@@ -281,7 +248,7 @@ static NOINLINE hl_heap *setup(void) {
   const char *sv = env("HEAPLAB_STATS"), *ev = env("HEAPLAB_TRACE_EVENTS");
   if ((sv && *sv) || (ev && *ev)) {
     int parent = child ? start_ppid : (int)getppid();
-    bool preloaded = parent_is_preloaded(parent);
+    bool preloaded = client_preloaded(parent);
     descendant_stats = sv && *sv &&
                        ((preloaded && client_environ_has(parent, "HEAPLAB_STATS", sv)) ||
                         /* a launcher's mark (client.h): its report was written over */
@@ -489,8 +456,11 @@ __attribute__((destructor)) static void at_exit(void) {
     (void)the_heap();
     s = atomic_load(&state);
   }
-  /* (nothing asked, nothing done: no lock taken at exit) */
-  if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
+  /* (nothing asked, nothing done: no lock taken at exit; nor in a
+   * launcher's process, whose report is its own: the library's, written
+   * after it, replaced heaplab-lua's with one of its 35 mallocs) */
+  if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]) &&
+      !dlsym(RTLD_DEFAULT, CLIENT_LAUNCHER_MARK))
     write_reports_on_own_stack();
   atomic_store(&reports_done, true);
   errno = saved_errno;

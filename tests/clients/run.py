@@ -871,6 +871,43 @@ def launcher_children():
     print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
 
 
+def preloaded_launcher():
+    """A launcher run with libheaplab-malloc.so preloaded keeps its own
+    report: the library, whose report was written after the launcher's,
+    replaced heaplab-lua's (100,000 strings) with its own (35 mallocs); the
+    library stays silent in a launcher's process.  And a launcher exec'd by
+    a preloaded program that writes the same HEAPLAB_STATS writes
+    path.<pid>, the program path (it wrote path, which the program's report
+    replaced at its exit) -- the preload hunt, session 32."""
+    need(LUA, "heaplab-lua")
+    need(PYTHON, "heaplab-python")
+    preload = os.environ.get("HEAPLAB_PRELOAD", "")
+    need(preload, "libheaplab-malloc.so")
+    programs = [(LUA, ["-e", "local t={} for i=1,100000 do t[i]=tostring(i) end"], "heaplab-lua"),
+                (PYTHON, ["-c", "x = [str(i) for i in range(100000)]"], "heaplab-python")]
+    for exe, args, name in programs:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "lp.json")
+            status, out, err = run([exe] + args, env={"LD_PRELOAD": preload, "HEAPLAB_STATS": path})
+            assert status == 0 and not err, (name, status, err)
+            r = report(path)
+            assert os.listdir(d) == ["lp.json"], (name, os.listdir(d))
+            assert r["launcher"] == name and r["stats"]["manual_mallocs"] > 100000, \
+                (name, r["launcher"], r["stats"]["manual_mallocs"])
+            os.unlink(path)
+            # exec'd by a preloaded bash that writes the same path
+            status, out, err = run(["bash", "-c", '"$0" "$@"; true',
+                                    exe] + args,
+                                   env={"LD_PRELOAD": preload, "HEAPLAB_STATS": path})
+            assert status == 0 and not err, (name, status, err)
+            files = sorted(os.listdir(d))
+            assert len(files) == 2 and files[0] == "lp.json", (name, files)
+            assert report(path)["launcher"] == "libheaplab-malloc.so", (name, report(path))
+            kid = report(os.path.join(d, files[1]))
+            assert kid["launcher"] == name and files[1] == f"lp.json.{kid['pid']}", (name, files)
+    print("preloaded launchers: their own report; under a preloaded bash, path.<pid>")
+
+
 # what a core dump would hold (written mappings without "dd"), and how many of
 # the sampled objects (the first, middle and last made) lie in dumped mappings
 SMAPS_PY = (
@@ -936,7 +973,7 @@ SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck
                                      python_regrtest, python_faults, python_report,
                                      python_verify_debug_hooks, sparse_survivors,
                                      out_of_memory, report_write_errors,
-                                     launcher_children, core_dump)}
+                                     launcher_children, preloaded_launcher, core_dump)}
 
 
 def main(argv):
