@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -134,7 +135,48 @@ static _Atomic bool libc_ready;
  * a fork child, the preload hunt). */
 static int start_pid, start_ppid;
 static void exit_waits_for_the_reports(void);
+/* Two copies of the library in one process (LD_PRELOAD naming the build's
+ * and the Python package's): the program's calls go to the first, and the
+ * other -- whose malloc is not the process's malloc -- stays inert: no heap,
+ * no fork handlers, no report (it set up a heap of its own at exit and
+ * wrote its blank report over the real one: the preload hunt, session 32). */
+static bool inert;
+/* Is malloc defined by an object before this one in the global scope (the
+ * first copy preloaded, or another allocator preloaded first)?  Each object
+ * between the program and this library is asked for its own malloc (dlsym
+ * on its dlopen handle finds the object's own symbol before its
+ * dependencies').  Not dlsym(RTLD_DEFAULT): in a program that
+ * takes malloc's address (python3) it answers the program's PLT stub.
+ * Allocations in here (a failed lookup's dlerror) go to glibc (in_setup). */
+static bool another_copy_is_malloc(void) {
+#ifdef HL_PRELOAD_PREFIX
+  return false; /* (hlp_malloc is never the process's malloc) */
+#else
+  Dl_info info;
+  struct link_map *self = NULL;
+  if (!dladdr1((void *)another_copy_is_malloc, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+    return false;
+  bool other = false;
+  in_setup = 1;
+  for (struct link_map *m = self->l_prev; m && m->l_prev && !other; m = m->l_prev) {
+    if (!m->l_name || !strchr(m->l_name, '/')) continue; /* (the vDSO) */
+    void *handle = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) continue;
+    void *f = dlsym(handle, "malloc");
+    struct link_map *def = NULL;
+    other = f && dladdr1(f, &info, (void **)&def, RTLD_DL_LINKMAP) && def == m;
+    dlclose(handle);
+  }
+  (void)dlerror();
+  in_setup = 0;
+  return other;
+#endif
+}
 __attribute__((constructor)) static void at_start(void) {
+  if (another_copy_is_malloc()) {
+    inert = true;
+    return;
+  }
   hl__registry_fork_handlers();
   start_pid = (int)getpid();
   start_ppid = (int)getppid();
@@ -163,7 +205,7 @@ __attribute__((constructor)) static void at_start(void) {
 static NOINLINE hl_heap *setup(void) {
   int s = atomic_load_explicit(&state, memory_order_acquire);
   if (s == ST_HEAPLAB) return HEAP;
-  if (s != ST_NONE || in_setup) return NULL;
+  if (s != ST_NONE || in_setup || inert) return NULL;
   /* An allocation made before libc has set environ (the dynamic loader's,
    * libc's own early ones) goes to glibc: the heap starts with the first
    * allocation that can read its options -- or the first after this
@@ -448,6 +490,7 @@ static void exit_waits_for_the_reports(void) {
 /* After the program's atexit handlers (they may still allocate), before
  * libc's own destructors. */
 __attribute__((destructor)) static void at_exit(void) {
+  if (inert) return;
   int s = atomic_load(&state), saved_errno = errno;
   if (s == ST_HEAPLAB) verify_check(HEAP);
   /* a program that never allocated reports too (its heap set up now):

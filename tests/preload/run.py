@@ -486,6 +486,28 @@ def exit_from_many_threads():
     print("exit() from 2 and 4 threads at once: 60 runs, 60 whole reports, no .tmp")
 
 
+def two_copies():
+    """Two copies of the library preloaded (the build's and the Python
+    package's, LD_PRELOAD="$P <venv>/.../libheaplab-malloc.so"): the one
+    whose malloc is the process's writes the report, the other stays inert
+    -- it set up a heap of its own at exit and wrote its blank report over
+    the real one (the preload hunt, session 32)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        os.mkdir(os.path.join(d, "other"))
+        copy = os.path.join(d, "other", "libheaplab-malloc.so")
+        shutil.copy(PRELOAD, copy)
+        path = os.path.join(d, "q.json")
+        status, out, err = run([STOCK_PYTHON, "-c", "x = [str(i) for i in range(100000)]"],
+                               "heaplab", {"LD_PRELOAD": f"{PRELOAD} {copy}",
+                                           "HEAPLAB_STATS": path, "PYTHONMALLOC": "malloc"})
+        assert status == 0 and not err, (status, err)
+        assert sorted(os.listdir(d)) == ["other", "q.json"], os.listdir(d)
+        r = report(path)
+        assert r["stats"]["manual_mallocs"] > 100000, r["stats"]["manual_mallocs"]
+    print("two copies preloaded: the first's report, the second inert")
+
+
 def report_edges():
     """The report where a program ends in ways real programs do
     (tests/preload/c/preload_report_edges.c): exit() from a thread with a
@@ -746,7 +768,7 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      verify_refuses,
                                      verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
-                                     stderr_without_reader, exit_from_many_threads,
+                                     stderr_without_reader, exit_from_many_threads, two_copies,
                                      report_edges, child_report_paths,
                                      report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc)}
