@@ -419,35 +419,104 @@ int client_environ_has(int pid, const char *name, const char *value) {
   return client_proc_probe(pid, "environ", environ_probe, &e);
 }
 
-/* Does process pid run on libheaplab-malloc.so (a shell or server
- * preloaded, which started this program with exec)?  Read-only, no
- * allocation: /proc/PID/maps is scanned in a stack buffer. */
-static int maps_mention(const char *path, void *arg) {
-  (void)arg;
-  static const char needle[] = "libheaplab-malloc";
-  char buf[4096 + sizeof needle];
+/* Each line of a /proc maps file, NUL-terminated, to line(l, arg) until it
+ * returns nonzero (that result); a line longer than the buffer is seen by
+ * its head.  -1 when the file cannot be opened or reads empty.  A stack
+ * buffer, no allocation, no stdio. */
+static int maps_lines(const char *path, int (*line)(const char *l, void *arg), void *arg) {
+  char buf[4096];
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
-  size_t keep = 0, total = 0;
-  int found = 0;
+  size_t have = 0, total = 0;
+  int r = 0;
+  bool skipping = false;
   for (;;) {
-    ssize_t r = read(fd, buf + keep, sizeof buf - 1 - keep);
-    if (r <= 0) break;
-    total += (size_t)r;
-    size_t n = keep + (size_t)r;
-    buf[n] = 0;
-    if (memmem(buf, n, needle, sizeof needle - 1)) {
-      found = 1;
-      break;
+    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n <= 0) break;
+    total += (size_t)n;
+    have += (size_t)n;
+    buf[have] = 0;
+    char *start = buf, *nl;
+    while ((nl = memchr(start, '\n', (size_t)(buf + have - start)))) {
+      *nl = 0;
+      if (!skipping && (r = line(start, arg)) != 0) goto done;
+      skipping = false;
+      start = nl + 1;
     }
-    keep = n < sizeof needle ? n : sizeof needle - 1;
-    memmove(buf, buf + n - keep, keep);
+    size_t rest = (size_t)(buf + have - start);
+    if (rest == sizeof buf - 1) { /* (one line fills the buffer: its head) */
+      if (!skipping && (r = line(start, arg)) != 0) goto done;
+      skipping = true;
+      rest = 0;
+    }
+    memmove(buf, start, rest);
+    have = rest;
   }
+done:
   close(fd);
-  return total ? found : -1; /* (a live process's maps are never empty) */
+  return total ? r : -1; /* (a live process's maps are never empty) */
 }
 
-bool client_preloaded(int pid) { return client_proc_probe(pid, "maps", maps_mention, NULL) > 0; }
+/* a maps line's device and inode ("fd:01 1234567"): fields 4 and 5 */
+static bool maps_file_key(const char *l, char *key, size_t len) {
+  for (int f = 0; f < 3; f++) {
+    while (*l && *l != ' ') l++;
+    while (*l == ' ') l++;
+  }
+  const char *k = l;
+  while (*l && *l != ' ') l++; /* dev */
+  while (*l == ' ') l++;
+  const char *ino = l;
+  while (*l >= '0' && *l <= '9') l++; /* inode (0: no file) */
+  size_t n = (size_t)(l - k);
+  if (l == ino || (l - ino == 1 && *ino == '0') || n >= len) return false;
+  memcpy(key, k, n);
+  key[n] = 0;
+  return true;
+}
+
+/* This copy of the library's file, as the maps print it (client_identify) */
+static char own_file[64];
+
+static int maps_line_has_own_file(const char *l, void *arg) {
+  (void)arg;
+  char key[64];
+  return maps_file_key(l, key, sizeof key) && strcmp(key, own_file) == 0;
+}
+
+static int maps_line_holding(const char *l, void *arg) {
+  uintptr_t at = (uintptr_t)arg, lo = 0, hi = 0;
+  const char *p = l;
+  for (; *p && *p != '-'; p++) lo = lo * 16 + (uintptr_t)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
+  if (*p == '-') p++;
+  for (; *p && *p != ' '; p++) hi = hi * 16 + (uintptr_t)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
+  if (at < lo || at >= hi) return 0;
+  return maps_file_key(l, own_file, sizeof own_file) ? 1 : -2;
+}
+
+void client_identify(const void *addr) {
+  own_file[0] = 0;
+  if (maps_lines("/proc/self/maps", maps_line_holding, (void *)addr) != 1) own_file[0] = 0;
+}
+
+/* Does process pid run on libheaplab-malloc.so (a shell or server
+ * preloaded, which started this program with exec)?  Its maps hold this
+ * copy's file (client_identify: its device and inode -- a copy renamed, or
+ * installed elsewhere under the same name, is told by its file, not its
+ * name: a renamed copy's children wrote path over their parent's report),
+ * or, in a process that runs no copy (a launcher), a file named
+ * libheaplab-malloc. */
+static int maps_line_names_the_library(const char *l, void *arg) {
+  (void)arg;
+  return strstr(l, "libheaplab-malloc") != NULL;
+}
+
+static int maps_probe(const char *path, void *arg) {
+  (void)arg;
+  return maps_lines(path, own_file[0] ? maps_line_has_own_file : maps_line_names_the_library, NULL);
+}
+
+bool client_preloaded(int pid) { return client_proc_probe(pid, "maps", maps_probe, NULL) > 0; }
 
 /* The parent of pid (/proc/<pid>/stat's fourth field), or 0. */
 static int parent_of(int pid) {

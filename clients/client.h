@@ -107,11 +107,18 @@ int client_proc_probe(int pid, const char *file, int (*probe)(const char *path, 
  * nothing. */
 int client_environ_has(int pid, const char *name, const char *value);
 
-/* Does process pid run on libheaplab-malloc.so (/proc/PID/maps)?  The
+/* Does process pid run on libheaplab-malloc.so (/proc/PID/maps: this copy's
+ * file after client_identify, else a file of that name)?  The
  * preloaded library asks it of its parent, a launcher of each ancestor
  * whose environment has the same HEAPLAB_STATS: that one writes the
  * report, this one path.<pid>.  Allocates nothing. */
 bool client_preloaded(int pid);
+
+/* The preloaded library's set-up: addr is in this copy's file, whose
+ * device and inode (/proc/self/maps) client_preloaded looks for in the
+ * parent's maps from then on -- not the name, which a renamed copy does not
+ * have. */
+void client_identify(const void *addr);
 
 /* A symbol the launchers export (their dynamic symbol table:
  * clients/launcher.dynlist): the preloaded library, finding it with

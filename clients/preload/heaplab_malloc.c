@@ -290,6 +290,7 @@ static NOINLINE hl_heap *setup(void) {
   const char *sv = env("HEAPLAB_STATS"), *ev = env("HEAPLAB_TRACE_EVENTS");
   if ((sv && *sv) || (ev && *ev)) {
     int parent = child ? start_ppid : (int)getppid();
+    client_identify((const void *)setup); /* (this copy's file, not its name) */
     bool preloaded = client_preloaded(parent);
     descendant_stats = sv && *sv &&
                        ((preloaded && client_environ_has(parent, "HEAPLAB_STATS", sv)) ||

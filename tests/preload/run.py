@@ -508,6 +508,27 @@ def two_copies():
     print("two copies preloaded: the first's report, the second inert")
 
 
+def renamed_copy():
+    """A copy of the library under another name: a program exec'd by a
+    preloaded bash with the same HEAPLAB_STATS writes path.<pid> (the child
+    knew its parent preloaded by the name libheaplab-malloc in its maps: a
+    renamed copy's children wrote path, and the shell's report replaced
+    theirs -- the preload hunt, session 32)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    with tempfile.TemporaryDirectory() as d:
+        copy = os.path.join(d, "libmine.so")
+        shutil.copy(PRELOAD, copy)
+        path = os.path.join(d, "r.json")
+        status, out, err = run(["bash", "-c", 'ls / >/dev/null; echo $!'], "heaplab",
+                               {"LD_PRELOAD": copy, "HEAPLAB_STATS": path})
+        assert status == 0 and not err, (status, err)
+        files = sorted(f for f in os.listdir(d) if f.startswith("r.json"))
+        assert len(files) == 2 and files[0] == "r.json", files
+        assert report(path)["interpreter"].endswith("bash"), report(path)["interpreter"]
+        assert report(os.path.join(d, files[1]))["interpreter"].endswith("ls"), files
+    print("a renamed copy: bash writes path, the ls it ran path.<pid>")
+
+
 def report_edges():
     """The report where a program ends in ways real programs do
     (tests/preload/c/preload_report_edges.c): exit() from a thread with a
@@ -769,6 +790,7 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
                                      stderr_without_reader, exit_from_many_threads, two_copies,
+                                     renamed_copy,
                                      report_edges, child_report_paths,
                                      report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc)}
