@@ -798,9 +798,16 @@ EXPORT void NAME(free_sized)(void *ptr, size_t size) {
   NAME(free)(ptr);
 }
 
+/* ... and free_aligned_sized's alignment and size, the same way (it was
+ * never checked) */
 EXPORT void NAME(free_aligned_sized)(void *ptr, size_t align, size_t size) {
-  (void)align;
-  (void)size;
+  hl_heap *h = HEAP;
+  if (ptr && h && h->opt.verify && !hl__manual_free_aligned_sized_ok(h, ptr, align, size)) {
+    int saved = errno;
+    report_refused(h);
+    errno = saved;
+    return;
+  }
   NAME(free)(ptr);
 }
 

@@ -1605,6 +1605,7 @@ void *hl__manual_large_freed(hl_heap *h, hl_large *l, bool *damaged);
  * the first damaged one in msg.  Lock held. */
 int hl__manual_quarantine_check(hl_heap *h, char *msg, size_t len);
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size);
+bool hl__manual_free_aligned_sized_ok(hl_heap *h, void *ptr, size_t align, size_t size);
 void hl__manual_thread_flush(hl_heap *h);
 void hl__manual_destroy(hl_heap *h);
 void hl__manual_stats(hl_heap *h, hl_stats *st);

@@ -360,6 +360,21 @@ def verify_refuses():
     fs = err.splitlines()
     assert len(fs) == 2 and "freed with size 4000 but its block holds 48: refused" in fs[0] and \
         "freed with size 600 but its block holds 100000" in fs[1], err
+    # free_sized of an aligned block says so; free_aligned_sized is checked
+    # (the preload hunt, session 32: "its block holds 128", nothing about
+    # alignment; free_aligned_sized freed whatever it was given)
+    status, out, err = run([CONFORMANCE, "--free-aligned-sized"], "heaplab",
+                           {"HEAPLAB_VERIFY": "1"})
+    assert status == 0 and out.splitlines() == [
+        "free_sized(aligned 64, 100): live",
+        "free_aligned_sized(aligned 64, 64, 100): freed",
+        "free_aligned_sized(aligned 256 of 300, 256, 5000): live",
+        "free_aligned_sized(aligned 256 of 300, 3, 300): live",
+        "free_aligned_sized(aligned 256 of 300, 256, 300): freed"], (status, out, err)
+    fs = err.splitlines()
+    assert len(fs) == 3 and "is freed with free_aligned_sized): refused" in fs[0] and \
+        "freed with alignment 256 and size 5000" in fs[1] and \
+        "not a power of two" in fs[2], err
     print("HEAPLAB_VERIFY=1:", lines[0])
 
 

@@ -1079,8 +1079,37 @@ bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size) {
     return false;
   }
   if (bad) {
-    hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu", ptr,
-             size, usable);
+    /* a block that holds the size under another class: an aligned block
+     * (aligned_alloc(64, 100) holds 128), which C23 frees with
+     * free_aligned_sized -- the preloaded library's (the preload hunt,
+     * session 32: the message said only that the sizes differ) */
+#ifdef HL_PRELOAD
+    const bool preload = true;
+#else
+    const bool preload = false;
+#endif
+    hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu%s", ptr,
+             size, usable, preload && size <= usable
+                               ? " (an aligned block -- aligned_alloc, memalign, posix_memalign, "
+                                 "valloc, pvalloc -- is freed with free_aligned_sized)"
+                               : "");
+    return false;
+  }
+  return true;
+}
+
+/* free_aligned_sized(ptr, align, size) (C23): the block of an aligned
+ * allocation of size bytes at align -- ptr aligned so, size within the
+ * block.  It was never checked. */
+bool hl__manual_free_aligned_sized_ok(hl_heap *h, void *ptr, size_t align, size_t size) {
+  size_t usable = hl__manual_usable_size(h, ptr);
+  if (!usable) return true; /* (not a live block: the free says so) */
+  bool pow2 = align && !(align & (align - 1));
+  if (size > usable || !pow2 || (uintptr_t)ptr % align) {
+    hl__fail(h, HL_EINVAL, "free_aligned_sized: %p freed with alignment %zu and size %zu but its "
+             "block holds %zu%s", ptr, align, size, usable,
+             !pow2 ? " (the alignment is not a power of two)"
+             : (uintptr_t)ptr % align ? " (the block is not so aligned)" : "");
     return false;
   }
   return true;

@@ -509,6 +509,35 @@ static int free_sized_wrong(void) {
   return 0;
 }
 
+/* HEAPLAB_VERIFY=1: free_sized of an aligned block is refused saying it is
+ * one (free_aligned_sized frees it); free_aligned_sized is checked too -- a
+ * size past the block, an alignment the block does not have, refused; it
+ * was never checked. */
+static int free_aligned_sized_checked(void) {
+  void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+  void (*fas)(void *, size_t, size_t) =
+      (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
+  if (!fs || !fas) {
+    puts("no free_aligned_sized");
+    return 0;
+  }
+  char *a = aligned_alloc(64, 100), *b = aligned_alloc(256, 300);
+  fs(a, 100);
+  printf("free_sized(aligned 64, 100): %s\n", malloc_usable_size(a) ? "live" : "freed");
+  fas(a, 64, 100);
+  printf("free_aligned_sized(aligned 64, 64, 100): %s\n", malloc_usable_size(a) ? "live" : "freed");
+  fas(b, 256, 5000);
+  printf("free_aligned_sized(aligned 256 of 300, 256, 5000): %s\n",
+         malloc_usable_size(b) ? "live" : "freed");
+  fas(b, 3, 300);
+  printf("free_aligned_sized(aligned 256 of 300, 3, 300): %s\n",
+         malloc_usable_size(b) ? "live" : "freed");
+  fas(b, 256, 300);
+  printf("free_aligned_sized(aligned 256 of 300, 256, 300): %s\n",
+         malloc_usable_size(b) ? "live" : "freed");
+  return 0;
+}
+
 static int misuse(void) {
   char *p = m_malloc(40);
   m_free(p);
@@ -630,6 +659,7 @@ static int exhausted_reservation(void) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--misuse") == 0) return misuse();
   if (argc > 1 && strcmp(argv[1], "--free-sized-wrong") == 0) return free_sized_wrong();
+  if (argc > 1 && strcmp(argv[1], "--free-aligned-sized") == 0) return free_aligned_sized_checked();
   if (argc > 3 && strcmp(argv[1], "--damage") == 0) return damage(argv[2], argv[3]);
   if (argc > 1 && strcmp(argv[1], "--clearenv-first") == 0) return clearenv_first();
   if (argc > 1 && strcmp(argv[1], "--first-malloc-errno") == 0) {
