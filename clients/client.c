@@ -592,6 +592,16 @@ bool client_marked_by_another(const char *mark, const char *stats) {
   return *mark == ':' && pid != (long)getpid() && strcmp(mark + 1, stats) == 0;
 }
 
+void client_ignore_collected_options(hl_options *o) {
+  hl_options d;
+  hl_options_defaults(&d);
+  o->generational = 0;
+  o->collector = HL_COLLECTOR_SYNC;
+  o->gc_trigger_bytes = d.gc_trigger_bytes;
+  o->gc_trigger_min_bytes = d.gc_trigger_min_bytes;
+  o->gc_trigger_max_bytes = d.gc_trigger_max_bytes;
+}
+
 void client_cap_reservation(hl_options *o) {
   uint64_t half = UINT64_MAX;
   const int limits[] = {RLIMIT_AS, RLIMIT_DATA};
@@ -645,12 +655,8 @@ int client_start(const char *launcher, const char *interpreter) {
     rc = HL_EVALUE;
   }
   if (!rc) rc = hl_options_set_int(&o, "mode", HL_MODE_MANUAL, err, sizeof err);
-  /* HEAPLAB_GENERATIONAL and HEAPLAB_COLLECTOR are for the collected heaps
-   * a script makes (heaplab.Heap()); the launcher's manual heap never
-   * collects and hl_options_validate refuses them on it: ignored here
-   * (HEAPLAB_COMPACT is refused, docs/clients.md) */
-  o.generational = 0;
-  o.collector = HL_COLLECTOR_SYNC;
+  /* (HEAPLAB_GENERATIONAL & co. are a script's collected heaps': ignored) */
+  client_ignore_collected_options(&o);
   /* (the launchers hunt, session 25: under `ulimit -v 400000` a 150 MB
    * bytearray, under 60000 the interpreter itself, failed where the stock
    * one ran) */

@@ -234,14 +234,9 @@ static NOINLINE hl_heap *setup(void) {
     o.warm_pages = 16;
     o.dump_unused = 0; /* a core dump of the program's pages, not 32 GiB */
     int rc = hl_options_from_env(&o, err, sizeof err);
-    /* HEAPLAB_GENERATIONAL and HEAPLAB_COLLECTOR say how the process's
-     * collected heaps collect; the preloaded heap is manual and never
-     * collects, and hl_options_validate refuses them on a manual heap:
-     * ignored here, so that exporting them for a program's collected heaps
-     * does not send it to the system allocator (HEAPLAB_COMPACT, a request
-     * to move the program's blocks, is still refused) */
-    o.generational = 0;
-    o.collector = HL_COLLECTOR_SYNC;
+    /* (HEAPLAB_GENERATIONAL & co. are the program's collected heaps':
+     * ignored, client.h) */
+    client_ignore_collected_options(&o);
     /* the library's small_max is a default, not the user's: with a smaller
      * HEAPLAB_PAGE_SIZE it is lowered to what a page allows (page_size/4),
      * rather than refusing a valid page size */

@@ -288,6 +288,18 @@ def collected_only_options():
         assert rep["allocator"] == "heaplab", rep["allocator"]
         assert rep["options"]["generational"] is False and \
             rep["options"]["collector"] == "sync", rep["options"]
+        # the triggers' cross-check too (HEAPLAB_GC_TRIGGER_BYTES=65536, under
+        # its default minimum, sent the program to glibc), and an unknown
+        # variable's warning starts as the library's other lines (it said
+        # "heaplab: warning:") -- the preload hunt, session 32
+        os.unlink(path)
+        status, out, err = run([STOCK_PYTHON, "-c", "print(sum(range(10)))"], "heaplab",
+                               {"HEAPLAB_GC_TRIGGER_BYTES": "65536", "HEAPLAB_NO_SUCH": "1",
+                                "HEAPLAB_STATS": path})
+        assert status == 0 and out == "45\n", (status, out, err)
+        assert err.splitlines() == ["libheaplab-malloc: warning: HEAPLAB_NO_SUCH is not an "
+                                    "option (ignored)"], err
+        assert report(path)["allocator"] == "heaplab", report(path)["allocator"]
         status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
                                {"HEAPLAB_COMPACT": "sparse"})
         assert status == 0 and out == "1\n" and "compact" in err and \
