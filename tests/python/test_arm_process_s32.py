@@ -38,6 +38,30 @@ def test_a_thread_left_running_does_not_lose_the_arms_records(experiment_source)
     assert "non-daemon thread" in data["stderr_tail"] and "'sleeper'" in data["stderr_tail"]
 
 
+def test_an_idle_executor_left_running_does_not_skip_the_arms_exit(experiment_source, tmp_path):
+    """The fix above ended the process with os._exit whenever a non-daemon
+    thread was alive -- the idle workers of an executor never shut down,
+    which the interpreter's exit stops itself, too: the arm's atexit
+    handlers (coverage data, logging flushes, C destructors) were skipped."""
+    mark = tmp_path / "atexit_ran"
+    mod = experiment_source("idle_executor_s32", textwrap.dedent(f"""
+        import atexit, concurrent.futures
+        from heaplab.harness import Experiment
+        T = Experiment("XE", "executor")
+        def a(rec, **o):
+            atexit.register(lambda: open({str(mark)!r}, "w").write("yes"))
+            global ex
+            ex = concurrent.futures.ThreadPoolExecutor(2)
+            with rec.phase("p"):
+                ex.submit(sum, [1, 2]).result()
+        T.add_arm("a", a)
+    """))
+    data = mod.T.run(timeout=30)["a"].data
+    assert data["error"] is None and [r["phase"] for r in data["records"]] == ["p"]
+    assert "non-daemon thread" not in data["stderr_tail"]
+    assert mark.read_text() == "yes"
+
+
 def test_a_command_still_running_after_its_json_keeps_its_records():
     """run_command_arm at its timeout: a command that had printed its arm
     JSON and went on keeps its records, with the error."""

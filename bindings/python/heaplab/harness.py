@@ -645,26 +645,48 @@ def _child_main(argv: Sequence[str]) -> int:
     result.flush()
     result.close()
     rc = 0 if out["error"] is None else 1
-    # the result is written: a thread the arm left running (not a daemon)
-    # must not hold the process -- the interpreter's exit waited for it, the
-    # harness said "no result within T s" and the complete JSON was lost.
-    # Then (only then: a normal exit runs the atexit handlers and the C
-    # library's, gcov's) the process ends here, its stdio flushed
+    # the result is written: the process ends the usual way (the
+    # interpreter's exit stops an executor's idle workers, runs the atexit
+    # handlers, the C library's and gcov's, flushes logging) -- unless a
+    # thread the arm left running (not a daemon) holds that exit: its wait
+    # for the thread made the harness say "no result within T s", the
+    # complete JSON lost.  A daemon timer ends such a process
+    # _THREAD_EXIT_GRACE_S later (the line naming the threads on stderr);
+    # one that exits in time never sees it
+    import threading
+    timer = threading.Timer(_THREAD_EXIT_GRACE_S, _exit_held_by_threads,
+                            args=(f"{exp.name}/{arm_name}", rc))
+    timer.daemon = True
+    timer.name = "heaplab-exit-guard"
+    timer.start()
+    return rc
+
+
+# how long an arm's process may take to exit once it has written its JSON
+# before a non-daemon thread that holds its exit is left behind (os._exit)
+_THREAD_EXIT_GRACE_S = 3.0
+
+
+def _exit_held_by_threads(label: str, rc: int) -> None:
+    """End the arm's process (os._exit(rc), its stdio flushed) if threads it
+    left running that are not daemons still hold its exit, saying which on
+    stderr."""
     import threading
     left = [t for t in threading.enumerate()
             if t is not threading.main_thread() and t.is_alive() and not t.daemon]
-    if left:
-        names = ", ".join(repr(t.name) for t in left[:5]) + (", ..." if len(left) > 5 else "")
-        print(f"heaplab: {exp.name}/{arm_name}: {len(left)} non-daemon thread(s) still running "
-              f"when the arm had returned ({names}): the arm's process ends without waiting "
-              f"for them (its JSON is written)", file=sys.stderr)
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(rc)
-    return rc
+    if not left:
+        return
+    names = ", ".join(repr(t.name) for t in left[:5]) + (", ..." if len(left) > 5 else "")
+    print(f"heaplab: {label}: {len(left)} non-daemon thread(s) still running "
+          f"{_THREAD_EXIT_GRACE_S:g} s after the arm had returned ({names}): the arm's process "
+          f"ends without waiting for them (its JSON is written; its atexit handlers do not "
+          f"run)", file=sys.stderr)
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc)
 
 
 # ---- in the parent ------------------------------------------------------------------------
