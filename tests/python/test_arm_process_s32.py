@@ -241,6 +241,48 @@ def test_a_process_that_left_the_arms_group_does_not_outlive_the_arm(experiment_
                     pass
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_the_stray_scan_reads_the_environment_only_of_processes_started_since_the_arm(
+        monkeypatch):
+    """_kill_tagged read /proc/PID/environ (the process's mmap_lock: one
+    stuck in a fault held up the scan, which Ctrl-C cannot break) and
+    pidfd_open()ed every process on the machine.  Now one that started
+    before the arm, or is another user's, is passed over on its
+    /proc/PID/stat; a tagged process started since is still killed."""
+    import signal
+    older = subprocess.Popen(["sleep", "300"])
+    try:
+        time.sleep(0.05)        # (some clock ticks: it started before the tag)
+        env, tag = harness._tagged_env(None)
+        stray = subprocess.Popen(["sleep", "301"], env=env, start_new_session=True)
+        read, opened = [], []
+        real_open, real_pidfd = open, os.pidfd_open
+
+        def spy_open(path, *a, **k):
+            if str(path).endswith("/environ"):
+                read.append(int(str(path).split("/")[2]))
+            return real_open(path, *a, **k)
+
+        def spy_pidfd(pid, *a):
+            opened.append(pid)
+            return real_pidfd(pid, *a)
+        monkeypatch.setattr(harness, "open", spy_open, raising=False)
+        monkeypatch.setattr(os, "pidfd_open", spy_pidfd)
+        killed = harness._kill_tagged(tag, None)
+        monkeypatch.undo()
+        assert killed == [f"pid {stray.pid} (sleep 301)"]
+        assert stray.wait(10) == -signal.SIGKILL
+        assert older.pid not in read and older.pid not in opened
+        assert 1 not in read and 1 not in opened
+        assert stray.pid in read
+        others = set(read) - {stray.pid}
+        assert all(harness._proc_stat(p) is None or int(harness._proc_stat(p)[19]) >=
+                   int(tag.split(".")[1]) for p in others), others
+    finally:
+        older.kill()
+        older.wait()
+
+
 # ---- the output kept of a process (finding 11) --------------------------------------------
 
 _PEAK = """

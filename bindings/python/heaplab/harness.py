@@ -1078,13 +1078,36 @@ _DRAIN_S = 1.0
 ARM_TAG_VAR = "_HEAPLAB_ARMS"
 
 
+def _boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat's starttime
+    (field 22) counts (CLOCK_BOOTTIME; 0 where there is none)."""
+    try:
+        ns = time.clock_gettime_ns(time.CLOCK_BOOTTIME)      # type: ignore[attr-defined]
+        return ns * os.sysconf("SC_CLK_TCK") // 1_000_000_000
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
 def _tagged_env(env: Optional[Mapping[str, str]]) -> Tuple[Dict[str, str], str]:
     """env (None: this process's) with a new arm tag added to ARM_TAG_VAR;
-    returns (the environment, the tag)."""
+    returns (the environment, the tag).  The tag says when it was made
+    ("PID.TICKS.RANDOM", TICKS: _boot_ticks): _kill_tagged looks at the
+    processes started since only."""
     out = dict(os.environ if env is None else env)
-    tag = f"{os.getpid()}.{os.urandom(6).hex()}"
+    # (a tick early: the two clocks' rounding)
+    tag = f"{os.getpid()}.{max(0, _boot_ticks() - 1)}.{os.urandom(6).hex()}"
     out[ARM_TAG_VAR] = ":".join(filter(None, [out.get(ARM_TAG_VAR, ""), tag]))
     return out, tag
+
+
+def _proc_stat(pid: int) -> Optional[List[bytes]]:
+    """/proc/PID/stat's fields after the command's name (field 3, the
+    state, first), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
@@ -1092,10 +1115,22 @@ def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
     (None: any) whose environment carries `tag` (ARM_TAG_VAR) -- the ones
     that left the arm's group; a member of the group is the group kill's --
     until none is left (a few rounds: one may fork meanwhile).  Returns
-    "pid N (command)" of each.  Linux (/proc); elsewhere nothing is found."""
+    "pid N (command)" of each.  Linux (/proc); elsewhere nothing is found.
+
+    Cheap and safe on a busy machine: of each process /proc/PID/stat is
+    read first (it takes no mmap_lock); one that started before the tag
+    (its starttime, field 22) or is another user's is passed over, and only
+    the rest are pidfd_open()ed and their environ read (which takes the
+    process's mmap_lock: a process stuck in a page fault held up the scan
+    of every process on the machine, under _ctrl_c_deferred)."""
     import signal as _signal
     want = tag.encode()
     key = ARM_TAG_VAR.encode() + b"="
+    try:
+        since = int(tag.split(".")[1])     # (when the tag was made: _tagged_env)
+    except (IndexError, ValueError):
+        since = 0
+    uid = os.getuid()
     left: List[str] = []
     me = os.getpid()
     for _ in range(8):
@@ -1107,6 +1142,16 @@ def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
         for pid in pids:
             if pid == me:
                 continue
+            stat = _proc_stat(pid)
+            # (field 22 is stat[19]; a member of the group is the group kill's)
+            if (stat is None or len(stat) < 20 or stat[0] in (b"Z", b"X")
+                    or int(stat[19]) < since or (pgid is not None and int(stat[2]) == pgid)):
+                continue
+            try:
+                if os.stat(f"/proc/{pid}").st_uid != uid:
+                    continue
+            except OSError:
+                continue                    # (gone)
             fd: Optional[int] = None
             try:
                 fd = os.pidfd_open(pid)     # (the pid cannot be another's meanwhile)
@@ -1117,17 +1162,18 @@ def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     environ = f.read()
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    stat = f.read().rsplit(b")", 1)[1].split()
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    what = f.read().replace(b"\0", b" ").strip().decode(errors="replace")
+                # (still the process whose stat was read: the pid not reused)
+                again = _proc_stat(pid)
+                tagged = (again is not None and again[19:20] == stat[19:20]
+                          and any(e.startswith(key) and want in e[len(key):].split(b":")
+                                  for e in environ.split(b"\0")))
+                what = ""
+                if tagged:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        what = f.read().replace(b"\0", b" ").strip().decode(errors="replace")
             except OSError:
-                environ, stat = b"", []
-            tagged = any(e.startswith(key) and want in e[len(key):].split(b":")
-                         for e in environ.split(b"\0"))
-            # (a member of the group is the group kill's: left alone here)
-            if (tagged and stat and stat[0] not in (b"Z", b"X")
-                    and (pgid is None or int(stat[2]) != pgid)):
+                tagged = False
+            if tagged:
                 found += 1
                 try:
                     if fd is not None:
