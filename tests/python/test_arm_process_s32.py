@@ -198,43 +198,71 @@ def test_a_phase_name_that_is_no_string_is_refused_at_the_call(experiment_source
 
 # ---- processes that leave the arm's process group (finding 10) ----------------------------
 
+def _setsid_sleep(duration):
+    """A shell's `setsid sleep DURATION &`, then a wait until that child has
+    exec'd sleep (until then it is `setsid sleep ...`, and before its
+    setsid() still in the group) -- at most 10 s, else exit 3 saying so."""
+    return (f"setsid sleep {duration} & i=0; "
+            f"while [ \"$(cat /proc/$!/comm 2>/dev/null)\" != sleep ]; do "
+            f"i=$((i+1)); if [ $i -gt 1000 ]; then "
+            f"echo 'setsid sleep {duration} never showed up as sleep' >&2; exit 3; fi; "
+            f"sleep 0.01; done")
+
+
 def test_a_process_that_left_the_arms_group_does_not_outlive_the_arm(experiment_source):
     """setsid / start_new_session / a daemonizing server left the arm's
     process group, and the group kill at the arm's end missed it: it ran on,
     reparented to init (docs: the command "does not outlive the arm").  Now
     it is killed, and the arm's record says so; a helper that stayed in the
-    group is killed with it, as before, and not reported."""
+    group is killed with it, as before, and not reported.  The helpers'
+    durations are this run's own (from its pid): two runs of the suite on
+    the machine at once found and killed each other's."""
+    import signal
     from procs import gone, pids_naming
-    mod = experiment_source("strays_s32", textwrap.dedent("""
+    own = {k: f"{os.getpid()}.{i}1"
+           for i, k in enumerate(("detached", "grouped", "command", "sampled"), 1)}
+    mod = experiment_source("strays_s32", textwrap.dedent(f"""
         import subprocess
         from heaplab.harness import Experiment
         T = Experiment("XD", "strays")
         def a(rec, **o):
             with rec.phase("p"):
-                subprocess.Popen(["sleep", "1234.5"], start_new_session=True,
+                subprocess.Popen(["sleep", "{own['detached']}"], start_new_session=True,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                subprocess.Popen(["sleep", "1234.25"], stdout=subprocess.DEVNULL,
+                subprocess.Popen(["sleep", "{own['grouped']}"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         T.add_arm("a", a)
     """))
-    cmd = "setsid sleep 1234.75 & sleep 0.2; echo '{\"arm\": \"x\", \"records\": []}'"
+    cmd = _setsid_sleep(own["command"]) + "; echo '{\"arm\": \"x\", \"records\": []}'"
+
+    def cmdline(pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def running():      # (exactly these commands: not `setsid sleep ...`, not another run's)
+        return {k: [p for p in pids_naming(f"sleep\0{d}\0") if not gone(p)
+                    and cmdline(p) == f"sleep\0{d}\0".encode()]
+                for k, d in own.items()}
     try:
         data = mod.T.run(timeout=60)["a"].data
         command = harness.run_command_arm(["sh", "-c", cmd], timeout=30)
-        sampled = harness.run_command_arm(["sh", "-c", "setsid sleep 1235.5 & sleep 0.2"],
+        sampled = harness.run_command_arm(["sh", "-c", _setsid_sleep(own["sampled"])],
                                           allocator="glibc", timeout=30)
-        time.sleep(0.2)
-        for what in ("sleep 1234.5", "sleep 1234.25", "sleep 1234.75", "sleep 1235.5"):
-            assert not [p for p in pids_naming(what.replace(" ", "\0")) if not gone(p)], what
-        assert len(data["warnings"]) == 1 and "(sleep 1234.5)" in data["warnings"][0]
-        assert "1234.25" not in data["warnings"][0]
-        assert "(sleep 1234.75)" in command["warnings"][0]
-        assert sampled["error"] is None and any("(sleep 1235.5)" in w
-                                                for w in sampled["warnings"])
+        assert sampled["error"] is None, sampled["stderr_tail"]
+        end = time.monotonic() + 10      # (a SIGKILL is delivered, not waited for)
+        while any(running().values()) and time.monotonic() < end:
+            time.sleep(0.01)
+        assert not any(running().values()), running()
+        assert len(data["warnings"]) == 1 and f"(sleep {own['detached']})" in data["warnings"][0]
+        assert own["grouped"] not in data["warnings"][0]
+        assert f"(sleep {own['command']})" in command["warnings"][0]
+        assert any(f"(sleep {own['sampled']})" in w for w in sampled["warnings"])
     finally:
-        import signal
-        for what in ("sleep 1234.5", "sleep 1234.25", "sleep 1234.75", "sleep 1235.5"):
-            for p in pids_naming(what.replace(" ", "\0")):
+        for d in own.values():
+            for p in pids_naming(f"sleep\0{d}\0"):
                 try:
                     os.kill(p, signal.SIGKILL)
                 except ProcessLookupError:
