@@ -360,6 +360,31 @@ def test_stderr_keeps_its_beginning_and_its_end():
     assert len(err) < 2 * harness.STDERR_KEPT + 70000      # (+ one read of 64 KiB)
 
 
+def test_the_stdout_limit_is_set_by_a_variable_the_error_names(monkeypatch):
+    """STDOUT_LIMIT was fixed at 32 MiB: an arm whose JSON is legitimately
+    bigger (long note lists) lost every record, and nothing could be set.
+    HEAPLAB_STDOUT_LIMIT sets it (a tool's variable: libheaplab does not warn
+    about it), and the error names it."""
+    code = ("import json; print(json.dumps({'arm': 'x', 'records': [], 'error': None, "
+            "'notes': {'big': 'n' * 200000}}))")
+    monkeypatch.setenv("HEAPLAB_STDOUT_LIMIT", "100000")
+    with pytest.raises(ArmFailed, match=r"more than an arm's JSON may hold \(100000 bytes: "
+                                        r"HEAPLAB_STDOUT_LIMIT.*HEAPLAB_STDOUT_LIMIT=BYTES"):
+        harness.run_command_arm([sys.executable, "-c", code], timeout=60)
+    monkeypatch.setenv("HEAPLAB_STDOUT_LIMIT", "300000")
+    data = harness.run_command_arm(        # (a heap reads the environment: no warning)
+        [sys.executable, "-c", "import heaplab; heaplab.Heap().close(); " + code], timeout=60)
+    assert data["error"] is None and len(data["notes"]["big"]) == 200000
+    assert "not an option" not in data["stderr_tail"], data["stderr_tail"]
+    for bad in ("lots", "1e6", "100", "-5"):
+        monkeypatch.setenv("HEAPLAB_STDOUT_LIMIT", bad)
+        with pytest.raises(ValueError, match=f"HEAPLAB_STDOUT_LIMIT='{bad}': expected a whole "
+                                             f"number of bytes, at least 4096"):
+            harness.run_command_arm([sys.executable, "-c", code], timeout=60)
+    monkeypatch.setenv("HEAPLAB_STDOUT_LIMIT", "")
+    assert harness._stdout_limit() == harness.STDOUT_LIMIT == 32 * 1024 * 1024
+
+
 # ---- errors found only after the arm ran (finding 12) -------------------------------------
 
 def test_a_results_folder_that_cannot_be_written_is_refused_before_the_arm_runs(

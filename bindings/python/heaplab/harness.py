@@ -1201,12 +1201,40 @@ def _strays_warning(label: str, strays: List[str]) -> str:
 
 # What the harness keeps of a process's output (it kept all of it, though it
 # uses a tail: a command that wrote 300 MB made the harness's RSS some
-# 600 MB).  stdout is an arm's JSON: more than STDOUT_LIMIT bytes of it is
-# no arm's (a series of 65536 samples is some 4 MB) -- the arm fails, saying
-# so; the rest is read and dropped.  Of stderr, the first and the last
+# 600 MB).  stdout is an arm's JSON: more than STDOUT_LIMIT bytes of it
+# (HEAPLAB_STDOUT_LIMIT when set: _stdout_limit) is no arm's -- the arm
+# fails, saying so; the rest is read and dropped.  A series of 65536
+# samples is some 2.7 MB of it: 40.4 bytes a sample, measured with
+#   python3 -c "import heaplab,json,time; s=heaplab.Sampler(0.0001);
+#   b=bytearray(100<<20); time.sleep(20); v=list(s.series()); t0=v[0][0];
+#   x=[[(t-t0)/1e9,p,r,l] for t,p,r,l in v]; print(len(x), len(json.dumps(x)))"
+# (15030 samples, 606657 bytes).  Of stderr, the first and the last
 # STDERR_KEPT bytes are kept (the preloaded library's lines come first, a
 # traceback last).
 STDOUT_LIMIT = 32 * 1024 * 1024
+#: the variable that sets the limit instead (bytes; a tool's variable, not an
+#: option: options.c's tool_vars)
+STDOUT_LIMIT_VAR = "HEAPLAB_STDOUT_LIMIT"
+
+
+def _stdout_limit(environ: Optional[Mapping[str, str]] = None) -> int:
+    """The bytes of an arm's stdout kept: HEAPLAB_STDOUT_LIMIT (a whole
+    number of bytes, at least 4096) when set and not empty, else
+    STDOUT_LIMIT.  ValueError naming the variable for another value."""
+    v = (os.environ if environ is None else environ).get(STDOUT_LIMIT_VAR, "").strip()
+    if not v:
+        return STDOUT_LIMIT
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if n < 4096:
+        raise ValueError(f"{STDOUT_LIMIT_VAR}={v!r}: expected a whole number of bytes, at least "
+                         f"4096 (the bytes of an arm's stdout, its JSON, kept; unset: "
+                         f"{STDOUT_LIMIT})")
+    return n
+
+
 STDERR_KEPT = 1024 * 1024
 
 
@@ -1227,6 +1255,8 @@ class _GroupRun:
         #: "pid N (command)" of the processes that had left the group and
         #: were killed when it ended (_kill_tagged)
         self.strays: List[str] = []
+        #: the bytes of stdout kept (_stdout_limit)
+        self.limit = _stdout_limit()
         env, self.tag = _tagged_env(env)
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                   cwd=cwd, start_new_session=True)
@@ -1262,7 +1292,7 @@ class _GroupRun:
             return
         self.seen[fd] += len(data)
         if fd == self.out_fd:
-            if self.seen[fd] <= STDOUT_LIMIT:
+            if self.seen[fd] <= self.limit:
                 self.bufs[fd].append(data)
                 self.kept[fd] += len(data)
             elif self.kept[fd] > 4096:          # past it: its beginning kept, the rest dropped
@@ -1282,8 +1312,8 @@ class _GroupRun:
 
     @property
     def stdout_over(self) -> bool:
-        """More than STDOUT_LIMIT bytes came on stdout (the rest dropped)."""
-        return self.seen[self.out_fd] > STDOUT_LIMIT
+        """More than self.limit bytes came on stdout (the rest dropped)."""
+        return self.seen[self.out_fd] > self.limit
 
     def _pipes_open(self) -> bool:
         return any(k.fd != self.exit_fd for k in self.sel.get_map().values())
@@ -1333,7 +1363,7 @@ class _GroupRun:
 
     def output(self) -> Tuple[str, str]:
         """(stdout, stderr) as read so far, as text (_CHILD_TEXT): stdout's
-        first STDOUT_LIMIT bytes, stderr's first and last STDERR_KEPT (what
+        first self.limit bytes, stderr's first and last STDERR_KEPT (what
         was dropped between them said by a line)."""
         def text(b: bytes) -> str:
             return b.decode(_CHILD_TEXT["encoding"], _CHILD_TEXT["errors"])
@@ -1577,7 +1607,9 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
 
 def _stdout_over(run: _GroupRun) -> str:
     return (f"the process wrote {run.seen[run.out_fd]} bytes on stdout, more than an arm's JSON "
-            f"may hold (heaplab.harness.STDOUT_LIMIT, {STDOUT_LIMIT} bytes): the rest was dropped")
+            f"may hold ({run.limit} bytes: {STDOUT_LIMIT_VAR}, else "
+            f"heaplab.harness.STDOUT_LIMIT; {STDOUT_LIMIT_VAR}=BYTES keeps more): the rest was "
+            f"dropped")
 
 
 def _add_strays(data: Dict[str, Any], label: str, strays: List[str]) -> None:
