@@ -547,6 +547,16 @@ class Recorder:
 _IMPORTING_FOR_AN_ARM: Optional[str] = None
 
 
+def _flush_stdio() -> None:
+    """Flush sys.stdout and sys.stderr before an os._exit (which does not),
+    a closed or broken one passed over."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+
+
 def _forked_child_exit(exc: Optional[BaseException]) -> NoReturn:
     """End a process the arm forked (os.fork in a phase) that left the arm's
     function -- by sys.exit(), an exception, or returning: only the arm's own
@@ -565,11 +575,7 @@ def _forked_child_exit(exc: Optional[BaseException]) -> NoReturn:
     elif exc is not None:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
         rc = 1
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except (OSError, ValueError):
-            pass
+    _flush_stdio()
     os._exit(rc & 0xFF)
 
 
@@ -681,11 +687,7 @@ def _exit_held_by_threads(label: str, rc: int) -> None:
           f"{_THREAD_EXIT_GRACE_S:g} s after the arm had returned ({names}): the arm's process "
           f"ends without waiting for them (its JSON is written; its atexit handlers do not "
           f"run)", file=sys.stderr)
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except (OSError, ValueError):
-            pass
+    _flush_stdio()
     os._exit(rc)
 
 
@@ -971,9 +973,7 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
             raise ArmFailed(f"{label}: {_exit_text(p.returncode)}, no arm JSON on stdout (an "
                             f"object with its records);\n"
                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
-        data["returncode"] = p.returncode
-        data["stderr_tail"] = p.stderr[-2000:]
-        _add_strays(data, label, getattr(p, "strays", []))
+        _add_process_output(data, label, p.returncode, p.stderr, getattr(p, "strays", []))
         # the session that ran it and when the arm started (two sessions'
         # records side by side -- an interrupted one's and a later one's --
         # were told apart by nothing)
@@ -1575,9 +1575,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
         out, err = run.output()
         data = _arm_document(out)
         if data is not None:
-            data["returncode"] = p.returncode
-            data["stderr_tail"] = (err or "")[-2000:]
-            _add_strays(data, label, run.strays)
+            _add_process_output(data, label, p.returncode, err, run.strays)
         msg = f"{label}: interrupted (KeyboardInterrupt): the arm's process was stopped"
         if data is not None:
             data["interrupted"] = True
@@ -1593,10 +1591,8 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
             # holds an arm's process past its result): its records are kept
             msg += (" (the process was still running after it had written its JSON: "
                     "killed; its records are kept)")
-            data["returncode"] = p.returncode
-            data["stderr_tail"] = (err or "")[-2000:]
             data["error"] = msg + (f"\n{data['error']}" if data.get("error") else "")
-            _add_strays(data, label, run.strays)
+            _add_process_output(data, label, p.returncode, err, run.strays)
         raise ArmFailed(msg, data)
     out, err = run.output()
     done = subprocess.CompletedProcess(cmd, p.returncode, out, err)
@@ -1610,6 +1606,16 @@ def _stdout_over(run: _GroupRun) -> str:
             f"may hold ({run.limit} bytes: {STDOUT_LIMIT_VAR}, else "
             f"heaplab.harness.STDOUT_LIMIT; {STDOUT_LIMIT_VAR}=BYTES keeps more): the rest was "
             f"dropped")
+
+
+def _add_process_output(data: Dict[str, Any], label: str, returncode: Optional[int],
+                        stderr: Optional[str], strays: List[str]) -> None:
+    """The arm's record of its process: its `returncode`, `stderr_tail` (the
+    last 2000 characters of stderr) and the processes that had left its
+    group and were killed (_add_strays)."""
+    data["returncode"] = returncode
+    data["stderr_tail"] = (stderr or "")[-2000:]
+    _add_strays(data, label, strays)
 
 
 def _add_strays(data: Dict[str, Any], label: str, strays: List[str]) -> None:
