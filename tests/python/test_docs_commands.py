@@ -44,7 +44,10 @@ def test_experiments_without_heaplab_say_where_it_is():
 def test_e8_notebook_skips_without_the_launchers(tmp_path):
     """The E8 notebook on a machine without heaplab-lua / heaplab-python is
     skipped with the reason, as E9's is without redis-server (it FAILed with
-    `heaplab-lua is not on PATH`)."""
+    `heaplab-lua is not on PATH`).  The check itself needs nbclient and
+    nbformat (heaplab[notebooks]): without them it exits 2 saying so."""
+    pytest.importorskip("nbclient")
+    pytest.importorskip("nbformat")
     env = dict(os.environ, HEAPLAB_LUA_LAUNCHER=str(tmp_path / "no-heaplab-lua"),
                HEAPLAB_PYTHON_LAUNCHER=str(tmp_path / "no-heaplab-python"),
                PATH=os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
