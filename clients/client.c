@@ -501,19 +501,21 @@ void client_identify(const void *addr) {
 
 /* Does process pid run on libheaplab-malloc.so (a shell or server
  * preloaded, which started this program with exec)?  Its maps hold this
- * copy's file (client_identify: its device and inode -- a copy renamed, or
- * installed elsewhere under the same name, is told by its file, not its
- * name: a renamed copy's children wrote path over their parent's report),
- * or, in a process that runs no copy (a launcher), a file named
- * libheaplab-malloc. */
+ * copy's file (client_identify: its device and inode -- a copy renamed is
+ * told by its file, not its name: a renamed copy's children wrote path over
+ * their parent's report) or a file named libheaplab-malloc (another copy:
+ * the parent on the build's, the child on the Python package's; a library
+ * rebuilt, a new inode, under a shell preloaded with the old one -- the
+ * review, session 32). */
 static int maps_line_names_the_library(const char *l, void *arg) {
   (void)arg;
-  return strstr(l, "libheaplab-malloc") != NULL;
+  return strstr(l, "libheaplab-malloc") != NULL ||
+         (own_file[0] && maps_line_has_own_file(l, arg));
 }
 
 static int maps_probe(const char *path, void *arg) {
   (void)arg;
-  return maps_lines(path, own_file[0] ? maps_line_has_own_file : maps_line_names_the_library, NULL);
+  return maps_lines(path, maps_line_names_the_library, NULL);
 }
 
 bool client_preloaded(int pid) { return client_proc_probe(pid, "maps", maps_probe, NULL) > 0; }

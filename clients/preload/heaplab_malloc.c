@@ -135,19 +135,26 @@ static _Atomic bool libc_ready;
  * a fork child, the preload hunt). */
 static int start_pid, start_ppid;
 static void exit_waits_for_the_reports(void);
+static int exit_wait_pid; /* the process that registered it */
 /* Two copies of the library in one process (LD_PRELOAD naming the build's
  * and the Python package's): the program's calls go to the first, and the
  * other -- whose malloc is not the process's malloc -- stays inert: no heap,
  * no fork handlers, no report (it set up a heap of its own at exit and
  * wrote its blank report over the real one: the preload hunt, session 32). */
 static bool inert;
-/* Is malloc defined by an object before this one in the global scope (the
- * first copy preloaded, or another allocator preloaded first)?  Each object
- * between the program and this library is asked for its own malloc (dlsym
- * on its dlopen handle finds the object's own symbol before its
- * dependencies').  Not dlsym(RTLD_DEFAULT): in a program that
- * takes malloc's address (python3) it answers the program's PLT stub.
- * Allocations in here (a failed lookup's dlerror) go to glibc (in_setup). */
+/* The mark by which a copy knows another (heaplab-malloc.map exports it). */
+__attribute__((visibility("default"))) void heaplab_malloc_library(void) {}
+/* Is malloc defined by another copy of this library before this one in the
+ * global scope (the first copy preloaded)?  Each object between the program
+ * and this library is asked for its own malloc and mark (dlsym on its
+ * dlopen handle finds the object's own symbol before its dependencies').
+ * Not dlsym(RTLD_DEFAULT): in a program that takes malloc's address
+ * (python3) it answers the program's PLT stub.  Another allocator or a
+ * malloc wrapper preloaded first is no copy: a wrapper (glibc's
+ * libmemusage.so, heaptrack) forwards its calls here (RTLD_NEXT) -- made
+ * inert by it, this copy handed them to glibc and bash aborted in realloc
+ * (the review, session 32).  The lookups' own allocations go through the
+ * process's malloc: with this copy first, here (in_setup: to glibc). */
 static bool another_copy_is_malloc(void) {
 #ifdef HL_PRELOAD_PREFIX
   return false; /* (hlp_malloc is never the process's malloc) */
@@ -162,9 +169,10 @@ static bool another_copy_is_malloc(void) {
     if (!m->l_name || !strchr(m->l_name, '/')) continue; /* (the vDSO) */
     void *handle = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
     if (!handle) continue;
-    void *f = dlsym(handle, "malloc");
-    struct link_map *def = NULL;
-    other = f && dladdr1(f, &info, (void **)&def, RTLD_DL_LINKMAP) && def == m;
+    void *f = dlsym(handle, "malloc"), *mark = dlsym(handle, "heaplab_malloc_library");
+    struct link_map *def = NULL, *mark_def = NULL;
+    other = f && mark && dladdr1(f, &info, (void **)&def, RTLD_DL_LINKMAP) && def == m &&
+            dladdr1(mark, &info, (void **)&mark_def, RTLD_DL_LINKMAP) && mark_def == m;
     dlclose(handle);
   }
   (void)dlerror();
@@ -195,6 +203,7 @@ __attribute__((constructor)) static void at_start(void) {
      * constructor runs in the dynamic loader's _dl_init, before the
      * program's _start): the handler runs after _dl_fini, where the
      * reports are written (at_exit) */
+    exit_wait_pid = (int)getpid();
     atexit(exit_waits_for_the_reports);
   }
   atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
@@ -472,21 +481,43 @@ static void verify_check(hl_heap *h) {
  * below _dl_fini, is still in the list then: the exit() that takes it waits
  * until at_exit has finished (or 30 s: a destructor that never returns),
  * registering itself again first, so that a third exit() waits too.  The
- * thread that wrote the reports finds it done and goes on. */
-static _Atomic bool reports_done;
-static void exit_waits_for_the_reports(void) {
-  if (atomic_load(&reports_done)) return;
-  atexit(exit_waits_for_the_reports);
-  for (int i = 0; i < 30000 && !atomic_load(&reports_done); i++) {
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
+ * thread that wrote the reports finds it done and goes on.
+ * It waits only for a writer that can finish: not in another process (a
+ * child forked by a destructor during exit, whose copy of the list has lost
+ * _dl_fini: it waited for ever, and its parent in waitpid), not on the
+ * writer's own thread (a signal handler calling exit() inside at_exit), and
+ * for a writer to begin 1 s at most -- an exit() called by a destructor that
+ * _dl_fini runs before at_exit waited for the very thread it runs on, for
+ * ever (the review of this wait, session 32).  Once it gave up it never
+ * waits again (it had registered itself again each time). */
+static _Atomic bool reports_done, exit_wait_gave_up;
+static _Atomic long exit_writer_tid; /* the thread in at_exit */
+static bool exit_wait_for(_Atomic bool *flag, int ms) {
+  for (int i = 0; i < ms && !atomic_load(flag); i++) {
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
   }
+  return atomic_load(flag);
+}
+static _Atomic bool exit_writer_began;
+static void exit_waits_for_the_reports(void) {
+  if (atomic_load(&reports_done) || atomic_load(&exit_wait_gave_up) ||
+      (int)getpid() != exit_wait_pid || atomic_load(&exit_writer_tid) == syscall(SYS_gettid))
+    return;
+  if (!exit_wait_for(&exit_writer_began, 1000) && !atomic_load(&reports_done)) {
+    atomic_store(&exit_wait_gave_up, true);
+    return;
+  }
+  atexit(exit_waits_for_the_reports);
+  if (!exit_wait_for(&reports_done, 30000)) atomic_store(&exit_wait_gave_up, true);
 }
 
 /* After the program's atexit handlers (they may still allocate), before
  * libc's own destructors. */
 __attribute__((destructor)) static void at_exit(void) {
   if (inert) return;
+  atomic_store(&exit_writer_tid, syscall(SYS_gettid));
+  atomic_store(&exit_writer_began, true);
   int s = atomic_load(&state), saved_errno = errno;
   if (s == ST_HEAPLAB) verify_check(HEAP);
   /* a program that never allocated reports too (its heap set up now):
@@ -495,11 +526,13 @@ __attribute__((destructor)) static void at_exit(void) {
     (void)the_heap();
     s = atomic_load(&state);
   }
-  /* (nothing asked, nothing done: no lock taken at exit; nor in a
-   * launcher's process, whose report is its own: the library's, written
-   * after it, replaced heaplab-lua's with one of its 35 mallocs) */
-  if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]) &&
-      !dlsym(RTLD_DEFAULT, CLIENT_LAUNCHER_MARK))
+  /* In a launcher's process the stats report is the launcher's own: the
+   * library's, written after it, replaced heaplab-lua's with one of its 35
+   * mallocs.  The event trace is the library's (the launchers write none:
+   * skipped too, it was lost -- the review, session 32). */
+  if (stats_path[0] && dlsym(RTLD_DEFAULT, CLIENT_LAUNCHER_MARK)) stats_path[0] = 0;
+  /* (nothing asked, nothing done: no lock taken at exit) */
+  if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
     write_reports_on_own_stack();
   atomic_store(&reports_done, true);
   errno = saved_errno;

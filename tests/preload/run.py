@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 PRELOAD = os.environ.get("HEAPLAB_PRELOAD", "")
 THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
@@ -384,7 +385,7 @@ def verify_refuses():
         "free_aligned_sized(aligned 256 of 300, 3, 300): live",
         "free_aligned_sized(aligned 256 of 300, 256, 300): freed"], (status, out, err)
     fs = err.splitlines()
-    assert len(fs) == 3 and "is freed with free_aligned_sized): refused" in fs[0] and \
+    assert len(fs) == 3 and "free it with free_aligned_sized): refused" in fs[0] and \
         "freed with alignment 256 and size 5000" in fs[1] and \
         "not a power of two" in fs[2], err
     print("HEAPLAB_VERIFY=1:", lines[0])
@@ -532,7 +533,24 @@ def two_copies():
         assert sorted(os.listdir(d)) == ["other", "q.json"], os.listdir(d)
         r = report(path)
         assert r["stats"]["manual_mallocs"] > 100000, r["stats"]["manual_mallocs"]
-    print("two copies preloaded: the first's report, the second inert")
+        # a malloc wrapper preloaded first (glibc's libmemusage.so forwards
+        # with RTLD_NEXT) is no copy: taken for one, the library went inert,
+        # the wrapper's calls went to glibc and bash aborted in realloc
+        # ("mremap_chunk(): invalid pointer"; the review, session 32)
+        memusage = next((p for p in ("/usr/lib/x86_64-linux-gnu/libmemusage.so",
+                                     "/lib/x86_64-linux-gnu/libmemusage.so",
+                                     "/usr/lib/aarch64-linux-gnu/libmemusage.so")
+                         if os.path.exists(p)), None)
+        if memusage:
+            path = os.path.join(d, "w.json")
+            status, out, err = run(["bash", "-c", "x=$(seq 1 20000); echo ${#x}"], "heaplab",
+                                   {"LD_PRELOAD": f"{memusage} {PRELOAD}",
+                                    "MEMUSAGE_OUTPUT": "/dev/null", "HEAPLAB_STATS": path})
+            assert status == 0 and out.split()[0] == "108893", (status, out, err)
+            assert report(path)["stats"]["manual_mallocs"] > 100, report(path)["stats"]
+        else:
+            print("(no libmemusage.so here: the wrapper's half not run)")
+    print("two copies preloaded: the first's report, the second inert; a wrapper first is none")
 
 
 def renamed_copy():
@@ -553,7 +571,43 @@ def renamed_copy():
         assert len(files) == 2 and files[0] == "r.json", files
         assert report(path)["interpreter"].endswith("bash"), report(path)["interpreter"]
         assert report(os.path.join(d, files[1]))["interpreter"].endswith("ls"), files
-    print("a renamed copy: bash writes path, the ls it ran path.<pid>")
+        # a child on another copy of the same name (the parent on the build's,
+        # the child on the Python package's; a rebuilt library under a shell
+        # preloaded with the old file): told by the name -- matching only this
+        # copy's file, the shell's report replaced the child's (the review)
+        other = os.path.join(d, "elsewhere")
+        os.mkdir(other)
+        shutil.copy(PRELOAD, os.path.join(other, "libheaplab-malloc.so"))
+        path = os.path.join(d, "c.json")
+        status, out, err = run(["bash", "-c", f'LD_PRELOAD={other}/libheaplab-malloc.so '
+                                "ls / >/dev/null; true"], "heaplab",
+                               {"LD_PRELOAD": PRELOAD, "HEAPLAB_STATS": path})
+        assert status == 0 and not err, (status, err)
+        files = sorted(f for f in os.listdir(d) if f.startswith("c.json"))
+        assert len(files) == 2 and files[0] == "c.json", files
+        assert report(os.path.join(d, files[1]))["interpreter"].endswith("ls"), files
+    print("a renamed copy: bash writes path, the ls it ran path.<pid>; so with another copy")
+
+
+def exit_inside_exit():
+    """exit() inside exit (tests/preload/c/preload_report_edges.c): a
+    destructor of the program that calls exit(3), one that forks a child
+    calling exit(0) -- each ends, with its status, in a few seconds.  The
+    library's wait for the report's writer (exit_from_many_threads) waited
+    for ever in both: for the thread it ran on, and in a child for its
+    parent's writer (the review of that wait, session 32)."""
+    need(EDGES, "test_preload_report_edges")
+    with tempfile.TemporaryDirectory() as d:
+        for what, want in (("exit_in_destructor", 3), ("fork_in_destructor", 0)):
+            t0 = time.monotonic()
+            status, out, err = run([EDGES, what], "heaplab",
+                                   {"HEAPLAB_STATS": os.path.join(d, what + ".json")},
+                                   timeout=30)
+            took = time.monotonic() - t0
+            assert status == want and took < 10, (what, status, took, err)
+        # the parent of the fork writes its report
+        assert report(os.path.join(d, "fork_in_destructor.json"))["stats"]["manual_mallocs"] > 0
+    print("exit() inside exit: both ended with their status")
 
 
 def report_edges():
@@ -816,7 +870,7 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      verify_refuses,
                                      verify_aborts_on_damage,
                                      clearenv_first, stats_relative_path, stats_write_errors,
-                                     stderr_without_reader, exit_from_many_threads, two_copies,
+                                     stderr_without_reader, exit_from_many_threads, exit_inside_exit, two_copies,
                                      renamed_copy,
                                      report_edges, child_report_paths,
                                      report_in_a_comma_locale,

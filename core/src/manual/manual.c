@@ -1082,7 +1082,9 @@ bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size) {
     /* a block that holds the size under another class: an aligned block
      * (aligned_alloc(64, 100) holds 128), which C23 frees with
      * free_aligned_sized -- the preloaded library's (the preload hunt,
-     * session 32: the message said only that the sizes differ) */
+     * session 32: the message said only that the sizes differ; the block
+     * cannot tell how it was asked for, so the hint says "if": a malloc
+     * block freed with too small a size gets it too) */
 #ifdef HL_PRELOAD
     const bool preload = true;
 #else
@@ -1090,8 +1092,9 @@ bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size) {
 #endif
     hl__fail(h, HL_EINVAL, "free_sized: %p freed with size %zu but its block holds %zu%s", ptr,
              size, usable, preload && size <= usable
-                               ? " (an aligned block -- aligned_alloc, memalign, posix_memalign, "
-                                 "valloc, pvalloc -- is freed with free_aligned_sized)"
+                               ? " (if it is an aligned block -- aligned_alloc, memalign, "
+                                 "posix_memalign, valloc, pvalloc -- free it with "
+                                 "free_aligned_sized)"
                                : "");
     return false;
   }

@@ -55,6 +55,13 @@
  *                  empty and ends the process -- no report in 72 runs of
  *                  200 with two threads, and a .tmp file left (the preload
  *                  hunt, session 32).
+ *   exit_in_destructor  a destructor of the program (run by _dl_fini before
+ *                  the library's) calls exit(3): the library's wait for the
+ *                  report's writer waited for the thread it ran on, for
+ *                  ever (the review of that wait, session 32)
+ *   fork_in_destructor  a destructor forks, the child calls exit(0), the
+ *                  parent waits for it: the child waited for ever for a
+ *                  writer in its parent, the parent in waitpid
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -185,9 +192,24 @@ static void exit_now(int sig) {
   exit(0);
 }
 
+__attribute__((destructor)) static void program_destructor(void) {
+  if (strcmp(mode, "exit_in_destructor") == 0) exit(3);
+  if (strcmp(mode, "fork_in_destructor") == 0) {
+    pid_t p = fork();
+    if (p == 0) exit(0);
+    int st;
+    if (p > 0) waitpid(p, &st, 0);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   mode = argv[1];
+  if (strcmp(mode, "exit_in_destructor") == 0 || strcmp(mode, "fork_in_destructor") == 0) {
+    char *volatile b = malloc(10);
+    free(b);
+    return 0;
+  }
   if (strcmp(mode, "no_malloc") == 0) return 0;
   if (strcmp(mode, "sleep_first") == 0) {
     struct timespec ts = {0, 300000000};
