@@ -464,6 +464,13 @@ def stats_write_errors():
     for var in ("HEAPLAB_STATS", "HEAPLAB_TRACE_EVENTS"):
         line = f"libheaplab-malloc: {var}=/dev/full: cannot write /dev/full: No space left on device"
         assert line in err.splitlines(), (var, err)
+    # a path of some 3 KiB: the line is whole, its reason at the end (it was
+    # cut at 1 KiB, the reason lost -- the review, session 32)
+    long = "/nonexistent/" + "a" * 200 + ("/" + "b" * 200) * 14 + "/r.json"
+    status, out, err = run(["true"], "heaplab", {"HEAPLAB_STATS": long})
+    assert status == 0 and err.splitlines() == [
+        f"libheaplab-malloc: HEAPLAB_STATS={long}: cannot write {long}: "
+        "No such file or directory"], (status, len(err), err[-200:])
     print("reports that cannot be written: one line each, with the reason")
 
 

@@ -34,19 +34,31 @@
 #include "prim.h"
 
 /* (prim.h) */
+/* A line is made in one buffer and written whole: 8 KiB, room for a path of
+ * PATH_MAX and its reason -- a 1 KiB buffer on the stack cut a long
+ * HEAPLAB_STATS path's "cannot write" line before its reason (the review,
+ * session 32).  Static (a thread's stack may be 16 KiB), taken with a flag:
+ * a line made meanwhile (another thread, a signal handler) uses 1 KiB of
+ * stack, and a longer one of those is cut, its newline kept. */
+static char say_line[8192];
+static atomic_flag say_busy = ATOMIC_FLAG_INIT;
 void hl__say(const char *fmt, ...) {
   int saved = errno;
-  char buf[1024]; /* (a longer line is cut, its newline kept) */
+  char small[1024];
+  bool own = !atomic_flag_test_and_set_explicit(&say_busy, memory_order_acquire);
+  char *buf = own ? say_line : small;
+  size_t cap = own ? sizeof say_line : sizeof small;
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  int n = vsnprintf(buf, cap, fmt, ap);
   va_end(ap);
   if (n <= 0) {
+    if (own) atomic_flag_clear_explicit(&say_busy, memory_order_release);
     errno = saved;
     return;
   }
-  size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
-  if ((size_t)n >= sizeof buf) buf[len - 1] = '\n';
+  size_t len = (size_t)n < cap ? (size_t)n : cap - 1;
+  if ((size_t)n >= cap) buf[len - 1] = '\n';
   sigset_t pipe_set, old, pending;
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
@@ -74,6 +86,7 @@ void hl__say(const char *fmt, ...) {
 #endif
   }
   if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (own) atomic_flag_clear_explicit(&say_busy, memory_order_release);
   errno = saved;
 }
 
