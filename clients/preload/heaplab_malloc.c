@@ -504,11 +504,14 @@ static void exit_waits_for_the_reports(void) {
   if (atomic_load(&reports_done) || atomic_load(&exit_wait_gave_up) ||
       (int)getpid() != exit_wait_pid || atomic_load(&exit_writer_tid) == syscall(SYS_gettid))
     return;
+  /* (registered again first: a third exit() arriving while this one waits
+   * must find it -- registered after the wait for a writer to begin, 1 of
+   * 60 runs of four threads lost the report again: the list was empty) */
+  atexit(exit_waits_for_the_reports);
   if (!exit_wait_for(&exit_writer_began, 1000) && !atomic_load(&reports_done)) {
     atomic_store(&exit_wait_gave_up, true);
     return;
   }
-  atexit(exit_waits_for_the_reports);
   if (!exit_wait_for(&reports_done, 30000)) atomic_store(&exit_wait_gave_up, true);
 }
 
