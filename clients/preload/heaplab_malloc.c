@@ -491,15 +491,17 @@ static void verify_check(hl_heap *h) {
  * ever (the review of this wait, session 32).  Once it gave up it never
  * waits again (it had registered itself again each time). */
 static _Atomic bool reports_done, exit_wait_gave_up;
-static _Atomic long exit_writer_tid; /* the thread in at_exit */
-static bool exit_wait_for(_Atomic bool *flag, int ms) {
-  for (int i = 0; i < ms && !atomic_load(flag); i++) {
+static _Atomic long exit_writer_tid; /* the thread in at_exit, once it began */
+/* Whether the reports are done (or, for a writer, at_exit has begun)
+ * within ms milliseconds. */
+static bool exit_waited(int ms, bool for_a_writer) {
+  for (int i = 0;; i++) {
+    if (atomic_load(&reports_done) || (for_a_writer && atomic_load(&exit_writer_tid))) return true;
+    if (i == ms) return false;
     struct timespec d = {0, 1000000};
     nanosleep(&d, NULL);
   }
-  return atomic_load(flag);
 }
-static _Atomic bool exit_writer_began;
 static void exit_waits_for_the_reports(void) {
   if (atomic_load(&reports_done) || atomic_load(&exit_wait_gave_up) ||
       (int)getpid() != exit_wait_pid || atomic_load(&exit_writer_tid) == syscall(SYS_gettid))
@@ -508,11 +510,8 @@ static void exit_waits_for_the_reports(void) {
    * must find it -- registered after the wait for a writer to begin, 1 of
    * 60 runs of four threads lost the report again: the list was empty) */
   atexit(exit_waits_for_the_reports);
-  if (!exit_wait_for(&exit_writer_began, 1000) && !atomic_load(&reports_done)) {
+  if (!exit_waited(1000, true) || !exit_waited(30000, false))
     atomic_store(&exit_wait_gave_up, true);
-    return;
-  }
-  if (!exit_wait_for(&reports_done, 30000)) atomic_store(&exit_wait_gave_up, true);
 }
 
 /* After the program's atexit handlers (they may still allocate), before
@@ -520,7 +519,6 @@ static void exit_waits_for_the_reports(void) {
 __attribute__((destructor)) static void at_exit(void) {
   if (inert) return;
   atomic_store(&exit_writer_tid, syscall(SYS_gettid));
-  atomic_store(&exit_writer_began, true);
   int s = atomic_load(&state), saved_errno = errno;
   if (s == ST_HEAPLAB) verify_check(HEAP);
   /* a program that never allocated reports too (its heap set up now):
