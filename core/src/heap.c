@@ -33,10 +33,7 @@ _Thread_local char hl__thread_token;
 
 void hl__assert_fail(const char *cond, const char *file, int line, const char *func) {
   /* no allocation: the heap may be what is broken */
-  char buf[512];
-  int n = snprintf(buf, sizeof buf, "heaplab: assertion failed: %s (%s:%d, %s)\n", cond, file,
-                   line, func);
-  if (n > 0) hl__say("%s", buf);
+  hl__say(HL_SAY_NAME ": assertion failed: %s (%s:%d, %s)\n", cond, file, line, func);
   abort();
 }
 #endif

@@ -301,6 +301,14 @@ def collected_only_options():
         assert err.splitlines() == ["libheaplab-malloc: warning: HEAPLAB_NO_SUCH is not an "
                                     "option (ignored)"], err
         assert report(path)["allocator"] == "heaplab", report(path)["allocator"]
+        # ... and so does the counters file's (it still said "heaplab:" --
+        # the last read of that change)
+        bad = os.path.join(os.path.dirname(path), "no", "counters")
+        status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
+                               {"HEAPLAB_COUNTERS_FILE": bad})
+        assert status == 0 and out == "1\n" and err.splitlines() == [
+            f"libheaplab-malloc: warning: HEAPLAB_COUNTERS_FILE={bad}: cannot open it: No such "
+            "file or directory (no counters)"], (status, out, err)
         status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
                                {"HEAPLAB_COMPACT": "sparse"})
         assert status == 0 and out == "1\n" and "compact" in err and \

@@ -31,6 +31,15 @@
  * Allocates nothing.  Every stderr line of the core and of the preloaded
  * library goes through it. */
 void hl__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The name a warning line starts with: the preloaded library's lines all
+ * start "libheaplab-malloc:" (the core's said "heaplab:" there -- the
+ * unknown-variable warning, the preload hunt, session 32; the counters
+ * file's, the last read of that change). */
+#ifdef HL_PRELOAD
+#define HL_SAY_NAME "libheaplab-malloc"
+#else
+#define HL_SAY_NAME "heaplab"
+#endif
 
 /* ---- waits: no call of heaplab is a cancellation point ----
  * As no call of glibc's malloc is.  pthread_cond_wait, pthread_join, open,

@@ -105,13 +105,13 @@ static void shared_open(void) {
   if (!path || !*path) return;
   int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* (a FIFO: no wait) */
   if (fd < 0) {
-    hl__say("heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: cannot open it: %s (no "
+    hl__say(HL_SAY_NAME ": warning: HEAPLAB_COUNTERS_FILE=%s: cannot open it: %s (no "
                     "counters)\n", path, strerror(errno));
     return;
   }
   struct stat st = {0};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_size != 0 && st.st_size != 4096)) {
-    hl__say("heaplab: warning: HEAPLAB_COUNTERS_FILE=%s: %s%lld bytes, not an observer's "
+    hl__say(HL_SAY_NAME ": warning: HEAPLAB_COUNTERS_FILE=%s: %s%lld bytes, not an observer's "
                     "counters file (4096 bytes, or empty): not used, left as it is\n", path,
             S_ISREG(st.st_mode) ? "" : "not a regular file, ", (long long)st.st_size);
     close(fd);

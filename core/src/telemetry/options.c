@@ -424,14 +424,6 @@ static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
 static char warned[16][64];
 static int nwarned;
 
-/* the name the warning starts with: the preloaded library's lines all
- * start "libheaplab-malloc:" (it said "heaplab:", the preload hunt, session 32) */
-#ifdef HL_PRELOAD
-#define WARN_PREFIX "libheaplab-malloc"
-#else
-#define WARN_PREFIX "heaplab"
-#endif
-
 static void warn_unknown_env(void) {
   extern char **environ;
   for (char **e = environ; e && *e; e++) {
@@ -457,7 +449,7 @@ static void warn_unknown_env(void) {
     const char *near = i >= 0 ? table[i].name : hl_option_nearest(lower);
     char var[96] = "";
     if (near) env_name(hl_option_index(near), var, sizeof var);
-    hl__say("%s: warning: HEAPLAB_%.*s is not an option%s%s%s (ignored)\n", WARN_PREFIX, (int)n,
+    hl__say(HL_SAY_NAME ": warning: HEAPLAB_%.*s is not an option%s%s%s (ignored)\n", (int)n,
             name, near ? "; did you mean " : "", near ? var : "", near ? "?" : "");
   }
 }
