@@ -134,7 +134,18 @@ static _Atomic bool libc_ready;
  * writes are the parent's: the parent then wrote path.<pid> as if it were
  * a fork child, the preload hunt). */
 static int start_pid, start_ppid;
+/* The process this copy of the library's memory is: the start's, then each
+ * fork child's (a pthread_atfork child handler).  A vfork child -- or a
+ * clone() made without the fork handlers -- shares or copies it without
+ * being that process: its _exit writes nothing (a vfork child's writes are
+ * the parent's memory: dash's child whose exec failed). */
+static _Atomic int own_pid;
 static void exit_waits_for_the_reports(void);
+static void reports_at_quick_exit(void);
+static void forked_child(void);
+/* the _exit this library's _exit ends the process with (glibc's, or an
+ * interposer's after this library): looked up at the start */
+static void (*next_exit)(int);
 static int exit_wait_pid; /* the process that registered it */
 /* Two copies of the library in one process (LD_PRELOAD naming the build's
  * and the Python package's): the program's calls go to the first, and the
@@ -186,7 +197,13 @@ __attribute__((constructor)) static void at_start(void) {
     return;
   }
   hl__registry_fork_handlers();
+  pthread_atfork(NULL, NULL, forked_child);
+  in_setup = 1; /* (dlsym's allocations, if any: to glibc) */
+  next_exit = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+  (void)dlerror();
+  in_setup = 0;
   start_pid = (int)getpid();
+  atomic_store(&own_pid, start_pid);
   start_ppid = (int)getppid();
   /* the report's elapsed_s counts from here, the process's start (it
    * counted from the heap's set-up, the first malloc: a program that worked
@@ -205,6 +222,9 @@ __attribute__((constructor)) static void at_start(void) {
      * reports are written (at_exit) */
     exit_wait_pid = (int)getpid();
     atexit(exit_waits_for_the_reports);
+    /* quick_exit() ends the process with glibc's own _exit (not this
+     * library's): registered first, this handler runs after the program's */
+    at_quick_exit(reports_at_quick_exit);
   }
   atomic_store_explicit(&libc_ready, true, memory_order_relaxed);
 }
@@ -398,7 +418,7 @@ static void write_reports(void) {
   static char name[4200]; /* (static: the exiting thread's stack may be 16 KiB) */
   if (atomic_load(&state) == ST_HEAPLAB) {
     if (!heap_free_at_exit(HEAP)) {
-      hl__say("libheaplab-malloc: the heap is busy at exit (exit() from a signal "
+      hl__say("libheaplab-malloc: the heap is busy at exit (exit() or _exit() from a signal "
                       "handler that interrupted an allocation?): no report written\n");
       return;
     }
@@ -514,11 +534,26 @@ static void exit_waits_for_the_reports(void) {
     atomic_store(&exit_wait_gave_up, true);
 }
 
-/* After the program's atexit handlers (they may still allocate), before
- * libc's own destructors. */
-__attribute__((destructor)) static void at_exit(void) {
-  if (inert) return;
-  atomic_store(&exit_writer_tid, syscall(SYS_gettid));
+/* A fork child is a process of its own: its parent's writer (another
+ * thread, forked meanwhile) is not its writer, nor are its parent's reports
+ * its own. */
+static void forked_child(void) {
+  atomic_store(&own_pid, (int)getpid());
+  atomic_store(&exit_writer_tid, 0);
+  atomic_store(&reports_done, false);
+}
+
+/* Write the reports once per process: from the library's destructor (exit()),
+ * from _exit/_Exit and from quick_exit.  The first caller writes; another
+ * thread's later call waits for it (30 s at most: _exit would end the process
+ * under the writer, as a second exit() did); the writer's own thread -- a
+ * signal handler calling _exit inside at_exit -- goes on at once. */
+static void write_reports_once(void) {
+  long me = syscall(SYS_gettid), writer = 0;
+  if (!atomic_compare_exchange_strong(&exit_writer_tid, &writer, me)) {
+    if (writer != me) (void)exit_waited(30000, false);
+    return;
+  }
   int s = atomic_load(&state), saved_errno = errno;
   if (s == ST_HEAPLAB) verify_check(HEAP);
   /* a program that never allocated reports too (its heap set up now):
@@ -538,6 +573,41 @@ __attribute__((destructor)) static void at_exit(void) {
   atomic_store(&reports_done, true);
   errno = saved_errno;
 }
+
+/* After the program's atexit handlers (they may still allocate), before
+ * libc's own destructors. */
+__attribute__((destructor)) static void at_exit(void) {
+  if (inert) return;
+  write_reports_once();
+}
+
+/* Is this the process the library's memory belongs to (not a vfork child)? */
+static bool own_process(void) {
+  return !inert && atomic_load(&own_pid) == (int)getpid();
+}
+
+static void reports_at_quick_exit(void) {
+  if (own_process()) write_reports_once();
+}
+
+/* _exit and _Exit: a program that ends with them runs no exit handler and no
+ * destructor -- dash ends every shell that way, a fork child often does
+ * (Python's os._exit, multiprocessing's children) -- and wrote no report.
+ * Only calls through the dynamic symbol are seen: glibc's own (exit() after
+ * the handlers, posix_spawn's child, abort paths) and a raw exit_group
+ * system call are not.  A vfork child's _exit (its exec failed) writes
+ * nothing: the memory is its parent's. */
+#ifndef HL_PRELOAD_PREFIX /* (a test program linking the prefixed build keeps glibc's) */
+__attribute__((visibility("default"), noreturn)) void _exit(int status) {
+  if (own_process()) write_reports_once();
+  if (next_exit) next_exit(status);
+  for (;;) {
+    syscall(SYS_exit_group, status);
+    syscall(SYS_exit, status);
+  }
+}
+__attribute__((visibility("default"), noreturn, alias("_exit"))) void _Exit(int status);
+#endif
 
 /* ---- the malloc family ---- */
 

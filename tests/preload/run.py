@@ -211,16 +211,18 @@ def c_threads():
         # 64 KiB per class would leave megabytes live if they stayed
         assert st["manual_mallocs"] > 480_000, st
         assert st["small_live_bytes"] < 512 * 1024, st
-        spawned = glob.glob(path + ".*")
-        assert len(spawned) == 1, spawned     # fork children _exit: no report
-        child = report(spawned[0])
-        assert child["pid"] != report(path)["pid"] and child["stats"]["manual_mallocs"] > 2000
+        # the 5 fork children end with _exit (written since the library has
+        # its own _exit: none before) and the spawned program with exit()
+        children = [report(c) for c in glob.glob(path + ".*")]
+        pids = {c["pid"] for c in children} | {report(path)["pid"]}
+        assert len(children) == 6 and len(pids) == 7, [c["pid"] for c in children]
+        assert all(c["stats"]["manual_mallocs"] > 2000 for c in children), children
         # %p: every process's report under its own pid
         pct = os.path.join(d, "r.%p.json")
         status, _, err = run([THREADS], "heaplab", {"HEAPLAB_STATS": pct})
         assert status == 0, err
         named = sorted(glob.glob(os.path.join(d, "r.*.json")))
-        assert len(named) == 2 and all(
+        assert len(named) == 7 and all(
             os.path.basename(n) == f"r.{report(n)['pid']}.json" for n in named), named
     print(out.strip(), f"| live at exit {st['small_live_bytes']} bytes")
 
@@ -880,6 +882,42 @@ def report_without_proc():
     print("report without /proc: null footprint, vma_count and interpreter")
 
 
+def exit_without_handlers():
+    """A process that ends with _exit, _Exit or quick_exit writes its report
+    as exit() does: dash ends every shell with _exit (no exit handler, no
+    destructor ran: no report at all), Python's os._exit in a fork child.  A
+    vfork child whose exec failed (dash runs a missing command that way)
+    writes nothing: its memory is its parent's."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    dash = shutil.which("dash") or "/bin/dash"
+    need(dash, "dash")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "d.json")
+        status, out, err = run([dash, "-c", "echo hi; no_such_command_zz 2>/dev/null; echo $?"],
+                               "heaplab", {"HEAPLAB_STATS": path})
+        assert status == 0 and out == "hi\n127\n" and not err, (status, out, err)
+        assert os.listdir(d) == ["d.json"], os.listdir(d)
+        r = report(path)
+        assert r["interpreter"].endswith("dash") and r["stats"]["manual_mallocs"] > 0, r
+        code = ("import os, ctypes, sys\n"
+                "pid = os.fork()\n"
+                "if pid == 0: os._exit(0)\n"
+                "os.waitpid(pid, 0)\n"
+                "x = [str(i) for i in range(10000)]\n"
+                "f = getattr(ctypes.CDLL(None), sys.argv[1])\n"
+                "f(4)\n")
+        for how in ("_exit", "_Exit", "quick_exit"):
+            path = os.path.join(d, how + ".json")
+            status, out, err = run([STOCK_PYTHON, "-c", code, how], "heaplab",
+                                   {"HEAPLAB_STATS": path, "PYTHONMALLOC": "malloc"})
+            assert status == 4 and not err, (how, status, err)
+            files = sorted(f for f in os.listdir(d) if f.startswith(how + ".json"))
+            assert len(files) == 2 and files[0] == how + ".json", (how, files)
+            assert report(path)["stats"]["manual_mallocs"] > 10000, how
+            report(os.path.join(d, files[1]))  # the fork child's os._exit
+    print("_exit (dash, os._exit), _Exit, quick_exit: reports written; a vfork child's none")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, collected_only_options,
                                      verify_refuses,
@@ -889,7 +927,8 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      renamed_copy,
                                      report_edges, child_report_paths,
                                      report_in_a_comma_locale,
-                                     report_escapes_strings, report_without_proc)}
+                                     report_escapes_strings, report_without_proc,
+                                     exit_without_handlers)}
 
 
 def main(argv):

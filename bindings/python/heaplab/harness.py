@@ -2412,12 +2412,15 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             _check_ran_on_heaplab(data, stderr, label, static)
             if data["report"] is None and not os.path.exists(stats) and sampler.lib_seen:
                 # loaded, and no report: not an error -- a command that ends
-                # through _exit() writes none (dash, so `sh -c "a; b"`;
-                # os._exit) -- but said, with its children's reports if any
+                # by the exit_group system call itself, or through glibc's
+                # own _exit, writes none (exit(), _exit(), _Exit() and
+                # quick_exit() write it: dash's `sh -c`, os._exit) -- but
+                # said, with its children's reports if any
                 kids = sorted(f for f in os.listdir(tmp) if f.startswith("stats.json."))
                 data["warnings"].append(
                     f"{label}: the preloaded library was loaded but wrote no HEAPLAB_STATS "
-                    f"report: the command ended through _exit() (dash's `sh -c`, os._exit) "
+                    f"report: the command ended without exit() or _exit() (the exit_group system call "
+                    f"made directly, glibc's own _exit) "
                     f"or {'was killed (' + _exit_text(rc) + ')' if rc is not None and rc < 0 else 'by a signal'}" +
                     (f"; its descendants wrote {len(kids)} report(s) of their own "
                      f"({', '.join(kids[:3])}{', ...' if len(kids) > 3 else ''}): the command "
