@@ -534,6 +534,30 @@ static void exit_waits_for_the_reports(void) {
     atomic_store(&exit_wait_gave_up, true);
 }
 
+/* Is the process's malloc another object's -- the program's own (its
+ * executable defines malloc: it comes first in symbol lookup) or an
+ * allocator preloaded before this library?  Its file in *who.  The
+ * definition dlsym finds, checked with dladdr, which knows defined symbols
+ * only: a program that takes malloc's address (python3) has dlsym answer its
+ * PLT stub, which is no definition (the calls come here). */
+static bool malloc_defined_elsewhere(const char **who) {
+  void *f = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info info, self;
+  (void)dlerror();
+  if (!f || !dladdr(f, &info) || !dladdr((void *)malloc_defined_elsewhere, &self)) return false;
+  if (info.dli_fbase == self.dli_fbase || !info.dli_sname || strcmp(info.dli_sname, "malloc") ||
+      info.dli_saddr != f)
+    return false;
+  static char exe[1024];
+  if (info.dli_fname && info.dli_fname[0]) {
+    *who = info.dli_fname;
+  } else {
+    hl__prim_os_self_exe(exe, sizeof exe);
+    *who = exe[0] ? exe : "the program";
+  }
+  return true;
+}
+
 /* A fork child is a process of its own: its parent's writer (another
  * thread, forked meanwhile) is not its writer, nor are its parent's reports
  * its own. */
@@ -557,8 +581,18 @@ static void write_reports_once(void) {
   int s = atomic_load(&state), saved_errno = errno;
   if (s == ST_HEAPLAB) verify_check(HEAP);
   /* a program that never allocated reports too (its heap set up now):
-   * one report per process, as docs/clients.md says */
-  if (s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))) {
+   * one report per process, as docs/clients.md says -- unless it never
+   * called this library because the process's malloc is another object's
+   * (the program defines its own, or an allocator preloaded first): its
+   * report was blank, 0 mallocs, as if nothing had been allocated */
+  const char *other = NULL;
+  if (s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS")) &&
+      malloc_defined_elsewhere(&other)) {
+    hl__say("libheaplab-malloc: malloc is defined by %s, which comes before this library: "
+            "no allocation came here; no report written\n", other);
+    s = ST_NONE;
+    stats_path[0] = events_path[0] = 0;
+  } else if (s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))) {
     (void)the_heap();
     s = atomic_load(&state);
   }

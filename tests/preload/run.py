@@ -25,6 +25,7 @@ PRELOAD = os.environ.get("HEAPLAB_PRELOAD", "")
 THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
 CONFORMANCE = os.environ.get("HEAPLAB_PRELOAD_CONFORMANCE", "")
 EDGES = os.environ.get("HEAPLAB_PRELOAD_REPORT_EDGES", "")
+OWN_MALLOC = os.environ.get("HEAPLAB_PRELOAD_OWN_MALLOC", "")
 STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
 STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
 SQLITE3 = shutil.which("sqlite3") or "/usr/bin/sqlite3"
@@ -918,6 +919,43 @@ def exit_without_handlers():
     print("_exit (dash, os._exit), _Exit, quick_exit: reports written; a vfork child's none")
 
 
+def own_malloc():
+    """The process's malloc is another object's -- the program defines its
+    own (tests/preload/c/preload_own_malloc.c), or an allocator is preloaded
+    before the library: no call comes to the library, which wrote a blank
+    report (0 mallocs) at exit as if the program allocated nothing.  It now
+    writes none and says why on one line; a program that merely takes
+    malloc's address (python3: dlsym answers its PLT stub) still reports."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(OWN_MALLOC, "test_preload_own_malloc")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "o.json")
+        status, out, err = run([OWN_MALLOC], "heaplab", {"HEAPLAB_STATS": path,
+                                                         "HEAPLAB_TRACE_EVENTS": path + ".ev"})
+        assert status == 0 and out == "bump 112000\n", (status, out, err)
+        assert os.listdir(d) == [], os.listdir(d)
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("libheaplab-malloc: malloc is defined by ") \
+            and OWN_MALLOC in lines[0] and "no report written" in lines[0], err
+        # without HEAPLAB_STATS: nothing asked, nothing said
+        status, out, err = run([OWN_MALLOC], "heaplab")
+        assert status == 0 and not err, (status, err)
+        jemalloc = next((p for p in ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                                     "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")
+                         if os.path.exists(p)), None)
+        if jemalloc:
+            path = os.path.join(d, "j.json")
+            status, out, err = run(["bash", "-c", "echo hi"], "heaplab",
+                                   {"LD_PRELOAD": f"{jemalloc} {PRELOAD}", "HEAPLAB_STATS": path})
+            assert status == 0 and out == "hi\n" and not os.path.exists(path), (status, err)
+            assert "malloc is defined by " + jemalloc in err, err
+        path = os.path.join(d, "p.json")
+        status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
+                               {"HEAPLAB_STATS": path})
+        assert status == 0 and not err and report(path)["stats"]["manual_mallocs"] > 0, err
+    print("a program's own malloc, jemalloc first: no report, one line; python3 reports")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, collected_only_options,
                                      verify_refuses,
@@ -928,7 +966,7 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      report_edges, child_report_paths,
                                      report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc,
-                                     exit_without_handlers)}
+                                     exit_without_handlers, own_malloc)}
 
 
 def main(argv):
