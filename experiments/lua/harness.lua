@@ -198,6 +198,13 @@ end
 -- Returns the record.  Phases do not nest: the arm's one sampler is reset
 -- when a phase begins (an outer phase went on from the inner one's reset).
 function Recorder:phase(name, heap, fn)
+  -- its name is checked at the call, by the Python harness's rules (its
+  -- _phase_name): a non-empty string.  rec:phase(nil), rec:phase(3) were
+  -- taken, and the arm's JSON had a record with no phase name or a number.
+  if type(name) ~= "string" then
+    error(("a phase's name must be a string, not %s %s"):format(type(name), tostring(name)), 2)
+  end
+  if name == "" then error("a phase's name must not be empty", 2) end
   if self.in_phase ~= nil then
     error(("phase %q begun inside phase %q: phases do not nest (an arm has one sampler); "
       .. "end %q first"):format(name, self.in_phase, self.in_phase), 2)

@@ -540,7 +540,7 @@ local H = require "harness"
 local heaplab = require "heaplab"
 H.main{
   experiment = "T", title = "a Lua phase that raises",
-  arms = { good = {}, bad = {}, badnote = {}, badeffect = {}, nested = {} },
+  arms = { good = {}, bad = {}, badnote = {}, badeffect = {}, nested = {}, badname = {} },
   body = function(rec, options, params)
     local h = assert(heaplab.heap(options))
     rec:phase("fill", h, function(ph) ph:note("n", 1) end)
@@ -557,6 +557,12 @@ H.main{
       end)
       assert(not ok)
       rec:phase("after", h, function() end)     -- nothing was left open
+    elseif arg[1] == "badname" then
+      for i, n in ipairs({false, 3, ""}) do
+        local ok, err = pcall(rec.phase, rec, n, h, function() end)
+        rec:note("name" .. i, ok and "taken" or tostring(err))
+      end
+      rec:phase(nil, h, function() end)         -- fails the arm, clearly
     end
     h:close()
   end,
@@ -619,6 +625,21 @@ def test_lua_phases_do_not_nest(tmp_path):
     st = recs["outer"]["status"]
     assert 'phase "inner" begun inside phase "outer"' in st, st
     assert recs["outer"]["phys_low_after_mark"] > 0, recs["outer"]
+
+
+def test_a_lua_phase_name_that_is_no_string_is_a_lua_error_at_the_call(tmp_path):
+    """rec:phase(nil), rec:phase(3) and rec:phase("") were taken by the Lua
+    harness (the Python one refuses them since 36414b5): the arm's JSON had a
+    record without a phase name, or a number for one.  They are Lua errors
+    at the call, with the Python harness's messages; no record is made."""
+    rc, data, stderr = _lua_arm(tmp_path, "badname")
+    assert rc == 1, (rc, stderr[-500:])
+    assert [r["phase"] for r in data["records"]] == ["fill"], data["records"]
+    assert data["notes"] == {"name1": "a phase's name must be a string, not boolean false",
+                             "name2": "a phase's name must be a string, not number 3",
+                             "name3": "a phase's name must not be empty"}, data["notes"]
+    assert "a phase's name must be a string, not nil nil" in data["error"], data["error"]
+    assert re.search(r"t_lua_arm.lua:\d+: a phase.s name", data["error"]), data["error"]  # the caller
 
 
 def test_a_lua_note_that_is_not_json_ends_the_phase_not_the_arm_document(tmp_path):
