@@ -155,3 +155,33 @@ def test_returned_of_a_phase_that_has_no_low_after_the_mark_is_an_error():
     with pytest.raises(ValueError, match="no phys_growth .*phys_after is None"):
         PhaseRecord(command).growth
     assert PhaseRecord(command).peak_growth == 41 * MiB
+
+
+def test_sweep_frame_has_every_derived_figure_from_the_one_definition(tmp_path):
+    """sweep_frame listed three derived figures by hand (SWEEP_DERIVED) and
+    had no resident_growth column, which records_frame's derived rows and
+    median_arm give.  Its derived columns are now DERIVED_FIGURES' names, each
+    derived_figures()'s value for the phase (None where it has not both parts)."""
+    import json
+    from heaplab import harness
+    run = tmp_path / "run"
+    cell = run / "E1" / "c000"
+    cell.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"run_id": "r", "grid": {}, "experiment": "E1"}))
+    cases = [r for r in _cases() if "derived" not in r]       # what a task writes
+    for k, r in enumerate(cases):
+        sw = {"key": f"E1-c000-a{k}-r1", "status": "ok", "experiment": "E1", "cell": "c000",
+              "arm": f"a{k}", "repeat": 1, "values": {}}
+        data = {**arm("E1", f"a{k}", [dict(r, arm=f"a{k}")]), "sweep": sw}
+        (cell / f"a{k}.r1.json").write_text(json.dumps(data))
+    df = hla.sweep_frame(str(run))
+    for name in harness.DERIVED_FIGURES:
+        assert name in df.columns, (name, list(df.columns))
+    assert any(harness.derived_figures(r).get("resident_growth") is not None for r in cases)
+    for k, r in enumerate(cases):
+        row = df[df["arm"] == f"a{k}"].iloc[0]
+        own = harness.derived_figures(r)
+        for name in harness.DERIVED_FIGURES:
+            got = row[name]
+            got = None if got is None or got != got else got
+            assert got == own.get(name), (r["phase"], name, got, own.get(name))

@@ -1227,7 +1227,9 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
 
 SWEEP_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark", "rss_peak",
                  "resident_before", "resident_after", "vmas_after", "duration_s")
-SWEEP_DERIVED = ("phys_growth", "phys_peak_growth", "phys_returned")   # (derived_figures)
+# every derived figure, from the one definition (it listed three by hand and
+# had no resident_growth, which records_frame and median_arm give)
+SWEEP_DERIVED = tuple(DERIVED_FIGURES)   # (derived_figures)
 
 
 def is_run_folder(path: Any) -> bool:
@@ -1298,8 +1300,9 @@ def sweep_frame(run: Any) -> pd.DataFrame:
     phase, index, phase_status ('ok', or 'raised: ...' when the phase's
     with block raised: its figures are no measurement), and the phase's
     figures (bytes, except duration_s in s and vmas_after a count)
-    with the derived phys_growth, phys_peak_growth and phys_returned.  A
-    failed task has one row with phase None and its error."""
+    with the derived figures (DERIVED: phys_growth, phys_peak_growth,
+    phys_returned, resident_growth; None where the record has not both
+    parts).  A failed task has one row with phase None and its error."""
     meta = run_meta(run)
     names = list(meta.get("grid") or {})
     rows = []
