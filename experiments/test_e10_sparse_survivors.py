@@ -123,9 +123,16 @@ def figures(data):
     return cost, dropped, returned, returned / dropped, refill_cost
 
 
+def arm_kind(arm):
+    """The arm's kind (off, page, subpage, compact, both; an interpreter
+    arm's subpage, page, stock) from its name: n100/compact, the Lua arm's
+    lua-n100-compact, an interpreter arm's lua/n100/subpage."""
+    return arm.split("/")[-1].split("-")[-1]
+
+
 def threshold(arm, every):
     """The share of the dropped footprint an arm must return, or None."""
-    kind = arm.split("/")[-1]
+    kind = arm_kind(arm)
     if kind in ("compact", "both") and every == 100:
         return 0.90
     if kind in ("compact", "both") and every == 10:
@@ -135,11 +142,31 @@ def threshold(arm, every):
     return None
 
 
+def interpreter_arm_effects(data):
+    """An interpreter arm's effect (test_e10_sparse_survivors_on_real_interpreters,
+    phases build, hold, drop): the share of the dropped footprint returned,
+    >= 40% for subpage at 1 in 100.  It has no refill phase: no refill effect."""
+    dropped, returned, frac = interpreter_figures(data)
+    every = data["params"]["every"]
+    t = 0.40 if arm_kind(data["arm"]) == "subpage" and every == 100 else None
+    return [{"effect": "returned_fraction", "value": frac, "unit": "fraction", "threshold": t,
+             "direction": ">=", "passed": None if t is None else frac >= t}]
+
+
 def arm_effects(data):
-    """E10's effects for ONE arm as numbers (heaplab run / compare): the share
-    of the dropped footprint returned, judged against this file's threshold
-    for the arm and N when there is one, and the refill's cost over the first
-    fill's (<= 1.01)."""
+    """E10's effects for ONE arm as numbers (heaplab run / compare; the Lua
+    arms' and the interpreter arms' records too): the share of the dropped
+    footprint returned, judged against this file's threshold for the arm's
+    kind and N when there is one, and the refill's cost over the first
+    fill's (<= 1.01).  A record with neither fill, drop and refill nor an
+    interpreter arm's build and drop is a ValueError naming what it lacks."""
+    phases = {r["phase"] for r in data["records"]}
+    if "fill" not in phases and {"build", "drop"} <= phases:
+        return interpreter_arm_effects(data)
+    missing = [p for p in ("fill", "drop", "refill") if p not in phases]
+    if missing:
+        raise ValueError(f"E10 arm {data.get('arm')!r} has no phase {', '.join(missing)} "
+                         f"(phases: {sorted(phases)}): not an E10 arm")
     cost, dropped, returned, frac, refill = figures(data)
     every = data["params"]["every"]
     t = threshold(data["arm"], every)
@@ -259,7 +286,10 @@ def run_interpreter_arm(language, every, arm, timeout=300):
 
 
 def interpreter_figures(arm):
-    """(dropped, returned, fraction) in bytes, as E8's figures."""
+    """(dropped, returned, fraction) in bytes, as E8's figures, of an
+    ArmResult or an arm's JSON."""
+    if isinstance(arm, dict):
+        arm = ArmResult(arm)
     build, drop = arm.phase("build"), arm.phase("drop")
     dropped = drop["phys_before"] - build["phys_before"]
     return dropped, drop.returned, drop.returned / dropped

@@ -196,15 +196,35 @@ def fractions(arm, warm):
     return cost, dropped, scrubbed
 
 
+NOISE_KINDS = ("random", "exact", "range")
+
+
+def python_arm_name(data):
+    """The arm's name as this file declares it: a Lua arm's JSON names it
+    'lua-<arm>' (experiments/lua/harness.lua), the sweep's record too."""
+    arm = str(data.get("arm", ""))
+    if data.get("language") == "lua" or arm.startswith("lua-"):
+        return arm[len("lua-"):] if arm.startswith("lua-") else arm
+    return arm
+
+
 def arm_effects(data):
-    """E7's effect for ONE arm (heaplab run / compare): the share of the
-    structure's footprint the drop returned and the scrub returned (warm
-    cache aside); for the noise arm the bytes each kind of word pinned."""
+    """E7's effect for ONE arm (heaplab run / compare; the Lua arms' records
+    too): the share of the structure's footprint the drop returned and the
+    scrub returned (warm cache aside); for the noise arm the bytes each kind
+    of word pinned -- the kinds it ran (the Lua noise arm has no range
+    phase).  A record with neither the noise phases nor build, drop and
+    scrub is a ValueError naming what it lacks."""
     recs = {r["phase"]: r for r in data["records"]}
-    if "random" in recs:
+    noise = [k for k in NOISE_KINDS if k in recs]
+    if noise:
         return [{"effect": f"{k}_pinned", "value": recs[k]["notes"]["pinned_bytes"] / MiB,
                  "unit": "MiB", "threshold": None, "passed": None}
-                for k in ("random", "exact", "range")]
+                for k in noise if "pinned_bytes" in (recs[k].get("notes") or {})]
+    missing = [p for p in ("build", "drop", "scrub") if p not in recs]
+    if missing:
+        raise ValueError(f"E7 arm {data.get('arm')!r} has no phase {', '.join(missing)} "
+                         f"(phases: {list(recs)}): not a stale-root arm nor a noise arm")
     warm = (data.get("notes") or {}).get("warm_bytes", 0)
     # the harness's derived figures (derived_figures, PhaseRecord): a phase
     # that was not marked is a ValueError saying so (it was phys_before -
@@ -214,9 +234,11 @@ def arm_effects(data):
     def returned(r):
         return PhaseRecord(r).returned / (cost - warm)
     # an interior word keeps the structure only while conservative_interior
-    # is on -- as the arm's heap had it (a sweep's --set/--env included)
-    kept_word = data["arm"] == "stale" or (
-        data["arm"] in ("interior", "interior_off") and bool(arm_option(data, "conservative_interior")))
+    # is on -- as the arm's heap had it (a sweep's --set/--env included);
+    # the Lua arms are named lua-<arm> (lua-stale was judged as precise)
+    arm = python_arm_name(data)
+    kept_word = arm == "stale" or (
+        arm in ("interior", "interior_off") and bool(arm_option(data, "conservative_interior")))
     d, s = returned(recs["drop"]), returned(recs["scrub"])
     return [
         {"effect": "drop_returned_fraction", "value": d, "unit": "fraction",

@@ -134,3 +134,69 @@ def test_the_lua_twins_returned_is_the_same_rule():
     marked, unmarked = p.stdout.splitlines()
     assert marked == "31", p.stdout
     assert unmarked.startswith("false") and "not marked" in unmarked, p.stdout
+
+
+# ---- the Lua arms and the interpreter arms (session 33) -------------------------------------
+
+def _effects(path, data):
+    """effects_of(data) with the experiment's arm_effects, as the sweep's task does."""
+    return effects_of(data, os.path.join(ROOT, "experiments", path))
+
+
+def test_e7_arm_effects_read_the_lua_arms():
+    """The Lua E7 arms reach E7's arm_effects through `heaplab run
+    lua:e7_stale_roots` (the Python twin reads their records): the noise
+    arm, lua-noise, has no range phase and was KeyError: 'range' (the
+    sweep's arm_effects error, no pinned figure at all); lua-stale was
+    judged as the precise arm (>= 97% at the drop: passed False for an arm
+    whose own check passed).  Now the noise arm gives the kinds it ran,
+    and the Lua arm is judged as its Python namesake."""
+    def pinned(phase, mib):
+        r = rec(phase, 10, 10, low=10)
+        r["notes"] = {"pinned_bytes": mib * MiB, "kept_objects": 0, "kept_bytes": 0}
+        return r
+    noise = {"experiment": "E7", "arm": "lua-noise", "language": "lua", "options": {},
+             "params": {"noise": True}, "notes": {"page_size": 65536},
+             "records": [pinned("random", 0), pinned("exact", 4)]}
+    effects = _effects("test_e7_stale_roots.py", noise)
+    assert not [e for e in effects if e["effect"] == "arm_effects"], effects
+    assert effect(effects, "random_pinned")["value"] == 0
+    assert effect(effects, "exact_pinned")["value"] == 4
+    stale = dict(e7_arm(low=41), arm="lua-stale", language="lua", params={"word": True})
+    e = effect(_effects("test_e7_stale_roots.py", stale), "drop_returned_fraction")
+    assert (e["threshold"], e["direction"], e["passed"]) == (0.05, "<=", True), e
+    precise = dict(e7_arm(low=11), arm="lua-precise", language="lua")
+    e = effect(_effects("test_e7_stale_roots.py", precise), "drop_returned_fraction")
+    assert (e["threshold"], e["passed"]) == (0.97, True), e
+    # a record of neither shape is named, not a KeyError
+    other = dict(e7_arm(low=11), records=[rec("fill", 10, 42)])
+    err = effect(_effects("test_e7_stale_roots.py", other), "arm_effects")["error"]
+    assert err.startswith("ValueError: E7 arm 'exact' has no phase build, drop, scrub"), err
+
+
+def test_e10_arm_effects_read_the_lua_and_the_interpreter_arms():
+    """E10's arm_effects judged a Lua arm (lua-n100-compact: `heaplab run
+    lua:e10_sparse_survivors`) by no threshold -- its kind was read as
+    'lua-n100-compact' -- and an interpreter arm's record (lua/n100/subpage:
+    phases build, hold, drop; results/E10/) was KeyError: 'fill'.  The Lua
+    arm is judged as n100/compact (>= 90%), the interpreter arm by its own
+    rule (the share of what the drop left charged above the build's start,
+    >= 40% for subpage at 1 in 100)."""
+    lua = dict(e10_arm(low=11), arm="lua-n100-compact", language="lua")
+    e = effect(_effects("test_e10_sparse_survivors.py", lua), "returned_fraction")
+    assert e["threshold"] == 0.90 and e["passed"] is True, e
+    interp = {"experiment": "E10", "arm": "lua/n100/subpage", "options": {},
+              "params": {"every": 100, "objects": 1500000, "language": "lua"}, "notes": {},
+              "records": [rec("build", 10, 110), rec("hold", 110, 110),
+                          rec("drop", 110, 60, low=50)]}
+    effects = _effects("test_e10_sparse_survivors.py", interp)
+    assert not [x for x in effects if x["effect"] == "arm_effects"], effects
+    e = effect(effects, "returned_fraction")
+    assert e["value"] == pytest.approx(60 / 100) and e["threshold"] == 0.40 and e["passed"], e
+    assert not [x for x in effects if x["effect"] == "refill_over_fill"], effects
+    stock = dict(interp, arm="python/n100/stock")
+    e = effect(_effects("test_e10_sparse_survivors.py", stock), "returned_fraction")
+    assert e["threshold"] is None and e["passed"] is None, e
+    other = dict(interp, records=[rec("hold", 10, 10)])
+    err = effect(_effects("test_e10_sparse_survivors.py", other), "arm_effects")["error"]
+    assert "E10 arm 'lua/n100/subpage' has no phase fill, drop, refill" in err, err
