@@ -50,7 +50,9 @@ def test_median_of_repeats_that_disagree_on_the_mark_is_each_marked_repeats_own(
     assert PhaseRecord(drop).returned == 10 * MiB, PhaseRecord(drop).returned / MiB
     # a part is the median of the repeats that have it too, never one run's
     assert drop["phys_low_after_mark"] == statistics.median([90, 290]) * MiB
-    assert drop["of_repeats"] == {"phys_low_after_mark": 2, "phys_returned": 2}, drop
+    # (and the mark's notes, which only the marked repeats have: session 33)
+    assert drop["of_repeats"] == {"phys_low_after_mark": 2, "phys_returned": 2,
+                                  "notes.mark": 2, "notes.mark_s": 2}, drop
     assert m["repeats"] == 3
     # the figures every repeat has are the median of all three, no count
     assert drop["derived"]["phys_growth"] == -10 * MiB          # of -10, -5, -10
@@ -185,3 +187,45 @@ def test_sweep_frame_has_every_derived_figure_from_the_one_definition(tmp_path):
             got = row[name]
             got = None if got is None or got != got else got
             assert got == own.get(name), (r["phase"], name, got, own.get(name))
+
+
+def test_a_stat_or_note_some_repeats_lack_is_the_median_of_those_that_have_it():
+    """A stat or a note null (or absent) in some repeats took the first
+    repeat's value: null when that one had none, a note only later repeats
+    had was left out -- where the derived figures and FIGURES are the
+    median over the repeats that have them, counted in of_repeats.  Stats
+    and notes (the phases' and the arm's) now follow the same rule: numbers
+    the median, anything else the value of the repeats that have it, and
+    of_repeats counts them ("stats.gc_ns": 2)."""
+    datas = []
+    for k, (gc_ns, cycles, label) in enumerate([(None, None, None), (10, 5, "x"), (30, 7, "x")]):
+        notes = {"cycles": cycles}
+        if label is not None:
+            notes["label"] = label
+        p = phase("E", "a", "p", 0, 0.0, 0.1, (10, 20), notes=notes,
+                  stats={"gc_ns": gc_ns, "cycles": 1, "phases": {"mark_ns": gc_ns}})
+        d = arm("E", "a", [p])
+        d["notes"] = {"warm_bytes": cycles, "all": 4}
+        d["repeat"] = k
+        datas.append(d)
+    m = median_arm(datas)
+    r = m["records"][0]
+    assert r["stats"]["gc_ns"] == 20 and r["stats"]["cycles"] == 1, r["stats"]
+    assert r["stats"]["phases"] == {"mark_ns": 20}, r["stats"]
+    assert r["notes"] == {"cycles": 6, "label": "x"}, r["notes"]
+    assert r["of_repeats"] == {"stats.gc_ns": 2, "stats.phases.mark_ns": 2, "notes.cycles": 2,
+                               "notes.label": 2}, r["of_repeats"]
+    assert m["notes"] == {"warm_bytes": 6, "all": 4}, m["notes"]
+    assert m["of_repeats"] == {"notes.warm_bytes": 2}, m
+    # whichever repeat comes first
+    m2 = median_arm([datas[1], datas[0], datas[2]])
+    assert m2["records"][0]["stats"] == r["stats"] and m2["records"][0]["notes"] == r["notes"]
+    # the analysis reads the median record's figure as the repeats' median
+    frame = hla.records_frame(m, stats=True, notes=True)
+    got = dict(zip(frame["figure"], frame["value"]))
+    assert got["stats.gc_ns"] == 20 and got["notes.cycles"] == 6, got
+    # a stat every repeat has: no count; one no repeat has: null, no count
+    datas[1]["records"][0]["stats"]["gc_ns"] = None
+    datas[2]["records"][0]["stats"]["gc_ns"] = None
+    r = median_arm(datas)["records"][0]
+    assert r["stats"]["gc_ns"] is None and "stats.gc_ns" not in r["of_repeats"], r

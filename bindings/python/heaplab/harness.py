@@ -2828,14 +2828,33 @@ def _median(values: List[Any]) -> Any:
     return int(m) if all(isinstance(v, int) for v in nums) and m == int(m) else m
 
 
-def _median_dict(dicts: List[Dict[str, Any]]) -> Dict[str, Any]:
-    out = {}
-    for key, first in dicts[0].items():
-        vals = [d.get(key) for d in dicts]
-        if isinstance(first, dict) and all(isinstance(v, dict) for v in vals):
-            out[key] = _median_dict(vals)
+def _median_dict(dicts: List[Dict[str, Any]], counts: Optional[Dict[str, int]] = None,
+                 prefix: str = "", of: Optional[int] = None) -> Dict[str, Any]:
+    """The median of N dicts key by key (a record's figures, stats, notes):
+    each key over the dicts that have it, not null -- numbers their median,
+    dicts key by key again, anything else (strings, lists, booleans) the
+    value of the first that has it (the agreeing one when they agree).  A
+    key only k of the `of` repeats have (k >= 1) is put in `counts` as
+    prefix + key -> k ("stats.gc_ns", "notes.cycles"); one no repeat has is
+    null.  (A key null in the first repeat took its null, one only later
+    repeats had was left out.)"""
+    of = len(dicts) if of is None else of
+    out: Dict[str, Any] = {}
+    keys: List[str] = []
+    for d in dicts:
+        keys.extend(k for k in d if k not in out and k not in keys)
+    for key in keys:
+        have = [d[key] for d in dicts if d.get(key) is not None]
+        if not have:
+            out[key] = None
+            continue
+        if len(have) < of and counts is not None:
+            counts[prefix + str(key)] = len(have)
+        if all(isinstance(v, dict) for v in have):
+            # (a dict's keys count over the repeats that have the dict)
+            out[key] = _median_dict(have, counts, f"{prefix}{key}.", len(have))
         else:
-            out[key] = _median(vals)
+            out[key] = _median(have)
     return out
 
 
@@ -2925,7 +2944,11 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     marked in some of them, any figure null in some) is the median over
     those, and the record's "of_repeats" maps it to their count; one no
     run has stays null / out of "derived" (it was the first run's value or
-    null, beside the others' medians).
+    null, beside the others' medians).  Stats and notes too: one null or
+    absent in some runs is the median over those that have it (anything
+    but a number: the first of theirs), counted in "of_repeats" as
+    "stats.<name>" / "notes.<key>" -- the arm's notes in the arm record's
+    "of_repeats".
 
     The median record has no timeline: its "series" is [] and each phase's
     t_start_s / t_end_s is None (duration_s is the median duration).  Those
@@ -2949,8 +2972,12 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         raise ArmFailed(f"{first['experiment']}/{first['arm']}: the repeats recorded different "
                         f"phases ({mismatch}); repeats pair by position (phase k with phase k), "
                         "so they cannot be combined")
-    first["records"] = [_median_dict([d["records"][i] for d in datas])
-                        for i in range(len(first["records"]))]
+    counted = []
+    for i in range(len(first["records"])):
+        counts: Dict[str, int] = {}
+        first_records = _median_dict([d["records"][i] for d in datas], counts)
+        counted.append((first_records, counts))
+    first["records"] = [r for r, _ in counted]
     for i, r in enumerate(first["records"]):
         r["t_start_s"] = r["t_end_s"] = None
         runs = [d["records"][i] for d in datas]
@@ -2969,6 +2996,11 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             if have and len(have) < len(runs):
                 r[f] = _median(have)
                 of_repeats[f] = len(have)
+        # a stat or a note null (or absent) in some repeats: the median (or
+        # the agreeing value) over those that have it, and how many did --
+        # it was the first repeat's value, null when that one had none
+        of_repeats.update({k: n for k, n in counted[i][1].items()
+                           if k.startswith(("stats.", "notes."))})
         # derived figures: each repeat's own, from its own parts, then the
         # median (as heaplab report's wide() takes them) over the repeats
         # that have it; a difference of medians is not the median difference
@@ -2988,7 +3020,12 @@ def median_arm(datas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     errors = [d.get("error") for d in datas if d.get("error")]
     if errors and not first.get("error"):
         first["error"] = errors[0]
-    first["notes"] = _median_dict([d.get("notes", {}) for d in datas])
+    note_counts: Dict[str, int] = {}
+    first["notes"] = _median_dict([d.get("notes") or {} for d in datas], note_counts, "notes.")
+    if note_counts:
+        first["of_repeats"] = note_counts     # the arm's notes some repeats lack
+    else:
+        first.pop("of_repeats", None)
     first["repeats"] = len(datas)
     first.pop("repeat", None)
     return first
