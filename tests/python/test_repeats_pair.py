@@ -148,3 +148,43 @@ if __name__ == "__main__":
     assert "RAISED ArmFailed" in p.stdout and SEQS in p.stdout, p.stdout + p.stderr[-2000:]
     with pytest.raises(ValueError, match=r"repeat 1 \['small', 'big'\]"):
         hla.wide(str(results))
+
+
+def test_a_mismatched_arm_keeps_the_other_arms_results(experiment_source):
+    """Experiment.run(repeat=2) where arm 'a' records its phases in another
+    order in its second run: the ArmFailed of the mismatch discarded the
+    other arms' ArmResults (their files were saved, the results gone).  The
+    error now carries them (.results, as run() returns them) and the bad
+    arm's runs (.repeats), raised once every arm has run."""
+    mod = experiment_source("exp_ord_s33", f"""
+import os, heaplab
+from heaplab.harness import Experiment
+E = Experiment("XO", "order")
+def a(rec, **o):
+    path = os.path.join(os.path.dirname(__file__), "ctr")
+    k = int(open(path).read()) if os.path.exists(path) else 0
+    open(path, "w").write(str(k + 1))
+    names = ["small", "big"] if k == 1 else ["big", "small"]
+    for n in names:
+        with rec.phase(n):
+            pass
+def good(rec, **o):
+    with rec.phase("fill"):
+        pass
+E.add_arm("good", good)
+E.add_arm("a", a)
+E.add_arm("last", good)
+""")
+    with pytest.raises(ArmFailed) as e:
+        mod.E.run(repeat=2, timeout=120)
+    err = e.value
+    assert SEQS in str(err) and "XO/a" in str(err), str(err)
+    assert list(err.results) == ["good", "last"], err.results
+    for name in ("good", "last"):
+        res = err.results[name]
+        assert res.data["repeats"] == 2 and len(res.repeats) == 2, res.data
+        assert [r["phase"] for r in res.records] == ["fill"]
+    assert list(err.repeats) == ["a"] and len(err.repeats["a"]) == 2, err.repeats
+    assert [[r["phase"] for r in x.records] for x in err.repeats["a"]] == [
+        ["big", "small"], ["small", "big"]]
+    assert ".results" in str(err), str(err)

@@ -697,11 +697,21 @@ class ArmFailed(RuntimeError):
     """An arm's process failed: it raised, timed out or printed no JSON.
     `data`: the arm's JSON when it had written one (a process still running
     at its timeout after it wrote its records: they are kept, with the
-    error), else None."""
+    error), else None.
 
-    def __init__(self, message: str, data: Optional[Dict[str, Any]] = None) -> None:
+    Raised by Experiment.run(repeat=N) when an arm's repeats recorded
+    different phases (they cannot be combined): `results` holds the other
+    arms' ArmResults, {arm: ArmResult} as run() returns them, and `repeats`
+    each such arm's runs, {arm: [ArmResult of run 0, run 1, ...]} (both {}
+    otherwise)."""
+
+    def __init__(self, message: str, data: Optional[Dict[str, Any]] = None,
+                 results: Optional[Dict[str, "ArmResult"]] = None,
+                 repeats: Optional[Dict[str, List["ArmResult"]]] = None) -> None:
         super().__init__(message)
         self.data = data
+        self.results: Dict[str, ArmResult] = dict(results or {})
+        self.repeats: Dict[str, List[ArmResult]] = dict(repeats or {})
 
 
 class ArmInterrupted(KeyboardInterrupt):
@@ -2709,6 +2719,11 @@ class Experiment:
             repeat: Optional[int] = None) -> Dict[str, ArmResult]:
         """Run the arms (all by default), one fresh process each, in order.
         Returns {arm: ArmResult}; raises ArmFailed with the child's traceback.
+        An arm whose repeats recorded different phases (repeats_mismatch)
+        raises ArmFailed once every arm has run, naming the arm(s); the
+        error's .results are the other arms' ArmResults (what run() would
+        have returned without them) and its .repeats the runs of the arms
+        that did not combine.
 
         repeat=N (default: $HEAPLAB_REPEAT, which `pytest --repeat N` sets,
         else 1) runs every arm N times, interleaved (off, on, off, on...),
@@ -2812,10 +2827,26 @@ class Experiment:
         finally:
             held.release()
         out = {}
+        # an arm whose repeats recorded different phases cannot be combined;
+        # the other arms' results are still whole (their files saved): the
+        # error carries them (it raised from the first such arm, and every
+        # arm's result was lost)
+        mismatched: Dict[str, Tuple[str, List[ArmResult]]] = {}
         for arm_name, datas in runs.items():
-            res = ArmResult(datas[0] if n == 1 else median_arm(datas))
+            try:
+                res = ArmResult(datas[0] if n == 1 else median_arm(datas))
+            except ArmFailed as e:
+                mismatched[arm_name] = (str(e), [ArmResult(d) for d in datas])
+                continue
             res.repeats = [ArmResult(d) for d in datas]
             out[arm_name] = res
+        if mismatched:
+            why = "\n".join(m for m, _ in mismatched.values())
+            kept = (f"the other arms' results are in this error's .results ({list(out)})"
+                    if out else "no other arm's result")
+            raise ArmFailed(f"{why}\n{kept}; the runs of {list(mismatched)} in its .repeats, "
+                            f"and every run is saved as <arm>.r<k>.json",
+                            results=out, repeats={a: r for a, (_, r) in mismatched.items()})
         return out
 
 
