@@ -349,14 +349,11 @@ static void fuzz_fault_env(input *in) {
       if (colon) *colon = 0;
       if (st.mode != hl_fault_mode_index(first))
         FAIL("%s=%s armed mode %s", var, spec, hl_fault_mode_name(st.mode));
-      /* round trip: the state written back as a spec arms the same.  An
-       * errno without a name (hl_errno_name's "E?") has no spelling in the
-       * environment's grammar -- mode:N:7 is refused as two numbers, by
-       * design (tests/c/option_values_are_checked_once.c) -- so it is not
-       * written back. */
+      /* round trip: the state written back as a spec arms the same.  Every
+       * errno has a name that reads back (hl_errno_name's "E<n>" for a
+       * number without a symbolic one). */
       const char *en = hl_errno_name(st.err);
-      bool unnamed = strcmp(en, "E?") == 0 && st.mode != HL_FAULT_off;
-      if (!unnamed) {
+      {
         char again[96];
         snprintf(again, sizeof again, "%s:%" PRId64 ":%s", hl_fault_mode_name(st.mode), st.arg, en);
         if (st.mode == HL_FAULT_off) snprintf(again, sizeof again, "off");

@@ -616,9 +616,9 @@ static int h_options(lua_State *L) {
 Arm a fault schedule (DESIGN.md section 4).
 @function heap:inject
 @tparam string site one of `fault_sites`
-@tparam string mode one of `fault_modes`; "off" disarms
+@tparam string mode one of `fault_modes`; "off" disarms (and records no errno)
 @tparam[opt=0] integer n the schedule's count
-@tparam[opt="ENOMEM"] string|integer errno by name ("EIO") or number (5; not "5", a string)
+@tparam[opt="ENOMEM"] string|integer errno by name ("EIO", any errno name) or number (5; not "5", a string)
 @treturn boolean true
 @raise on an unknown site, mode or errno, or a count the mode cannot take ("EINVAL")
 */
@@ -666,7 +666,8 @@ static int h_inject(lua_State *L) {
 The state of every fault site.
 @function heap:faults
 @treturn table `{site = {mode=, n=, errno=, calls=, fired=}}`: errno the name of the
-site's errno, 0 while none was ever set (Python's None); `tostring` shows a line a site
+site's errno ("ENOSPC"; "E<n>" for a number without one), 0 while none is set -- never
+armed, or disarmed by "off" (Python's None); `tostring` shows a line a site
 */
 /* h:faults() -> {site = {mode=, n=, errno=, calls=, fired=}} */
 static int h_faults(lua_State *L) {

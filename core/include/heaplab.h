@@ -662,10 +662,14 @@ const char *hl_fault_site_name(int site);
 const char *hl_fault_mode_name(int mode);
 int hl_fault_site_index(const char *name);
 int hl_fault_mode_index(const char *name);
-/* errno by name ("EAGAIN", "ENOMEM", "EINVAL", "EIO", ...) or -1. */
+/* errno by name ("EAGAIN", "ENOMEM", "EINVAL", "EIO", "ENOSPC", ... every
+ * name of the platform's errno.h, aliases such as EWOULDBLOCK too), or by
+ * the "E<n>" hl_errno_name gives a number without a name; -1 else. */
 int hl_errno_index(const char *name);
-/* The name of an errno of that list, "E?" for any other number (a fault
- * spec may arm any errno in [1, 4095] by number). */
+/* The symbolic name of an errno ("ENOSPC" for 28), "E<n>" ("E200") for a
+ * number in [1, 4095] without one (a fault may arm any errno in that range
+ * by number), "E?" for one outside it.  Every name it gives reads back by
+ * hl_errno_index.  Thread-safe; the string is static. */
 const char *hl_errno_name(int err);
 
 /* ------------------------------------------------------------------------ */
@@ -886,12 +890,15 @@ int hl_trim(hl_heap *heap);
 /* Tell the heap the OS is under memory pressure: the next cycle sweeps major. */
 int hl_memory_pressure(hl_heap *heap);
 
-/* Arm a fault schedule at a site (HL_FAULT_off disarms).  err is an errno. */
+/* Arm a fault schedule at a site (HL_FAULT_off disarms).  err is an errno
+ * in [1, 4095]; HL_FAULT_off records none (err 0, whatever err says: a
+ * disarmed site reads as one never armed). */
 int hl_inject(hl_heap *heap, int site, int mode, int64_t arg, int err);
 /* The same by names, for bindings and the environment: site ("release"),
- * mode ("first"), N, and the errno by name ("EAGAIN") or as a decimal number
- * ("11"); err NULL = ENOMEM.  Errors name what was wrong and list the
- * choices (sites, modes, errno names). */
+ * mode ("first"), N, and the errno by name ("EAGAIN", any name
+ * hl_errno_index knows) or as a decimal number ("11"); err NULL = ENOMEM
+ * (none for "off").  Errors name what was wrong and list the choices
+ * (sites, modes, errno names). */
 int hl_inject_named(hl_heap *heap, const char *site, const char *mode, int64_t arg,
                     const char *err);
 /* State of every site: buf must hold HL_SITE_COUNT entries. */

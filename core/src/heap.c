@@ -1038,7 +1038,9 @@ int hl_inject(hl_heap *h, int site, int mode, int64_t arg, int err) {
     return hl__fail(h, HL_EINVAL, "inject: every needs N >= 1, got %" PRId64, arg);
   if (mode != HL_FAULT_off && (err <= 0 || err > 4095))
     return hl__fail(h, HL_EINVAL, "inject: errno %d is not a positive errno value", err);
-  hl__prim_arm(&h->prim, site, mode, arg, err);
+  /* a disarmed site records no errno, as one never armed: "off" with the
+   * default ENOMEM showed errno ENOMEM (the fault hunt, session 33) */
+  hl__prim_arm(&h->prim, site, mode, arg, mode == HL_FAULT_off ? 0 : err);
   return HL_OK;
 }
 
@@ -1063,7 +1065,7 @@ int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
   if (m < 0)
     return hl__fail(h, HL_EINVAL, "inject: unknown mode '%s' (%s)", mode ? mode : "(null)",
                     name_list(list, sizeof list, hl_fault_mode_name, HL_FAULT_MODE_COUNT));
-  int e = ENOMEM;
+  int e = m == HL_FAULT_off ? 0 : ENOMEM; /* (off records none: hl_inject) */
   if (err) {
     char *end = NULL;
     errno = 0;
@@ -1074,7 +1076,8 @@ int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
       e = (int)n;
     } else if ((e = hl_errno_index(err)) < 0) {
       hl__errno_list(list, sizeof list);
-      return hl__fail(h, HL_EINVAL, "inject: unknown errno '%s' (%s, or a number in [1, 4095])",
+      return hl__fail(h, HL_EINVAL,
+                      "inject: unknown errno '%s' (%s, ... any errno name, or a number in [1, 4095])",
                       err, list);
     }
   }

@@ -139,6 +139,22 @@ describe("the API round trip", function()
     r3:release()
   end)
 
+  it("reads every errno back by name, and none once disarmed", function()
+    -- hl_errno_name knew eight names: 28 read back "E?" (the fault hunt,
+    -- session 33); "off" recorded the default ENOMEM
+    local f = assert(hl.heap{ reserve_bytes = "64m" })
+    assert(f:inject("release", "first", 2, 28))
+    C.eq(f:faults().release.errno, "ENOSPC", "errno 28 by name")
+    assert(f:inject("dump", "always", 0, 4000))
+    C.eq(f:faults().dump.errno, "E4000", "a number without a name")
+    assert(f:inject("restore", "always", 0, "ENOENT"))
+    C.eq(f:faults().restore.errno, "ENOENT", "any errno name arms")
+    assert(f:inject("release", "off"))
+    C.eq(f:faults().release.errno, 0, "disarmed: no errno, as never armed")
+    C.eq(f:faults().release.errno, f:faults().meta.errno, "as a site never armed")
+    f:close()
+  end)
+
   it("churns", function()
     local c = assert(h:churn(0.05, 1024, 64 * 1024))
     C.ok(c.allocations > 0 and c.elapsed_ns > 0, "churn")

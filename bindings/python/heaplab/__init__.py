@@ -1101,7 +1101,8 @@ class Heap(_Owned):
     def inject(self, site: str, mode: str, n: int = 0, errno: Union[str, int] = "ENOMEM") -> None:
         """Arm a fault schedule: site in heaplab.fault_sites(), mode in
         heaplab.fault_modes() ('first' N calls, 'always', 'every' Nth call,
-        'sticky' on page N, 'off'), errno by name or number."""
+        'sticky' on page N, 'off': disarmed, no errno recorded), errno by
+        name (any errno name: 'ENOSPC') or number."""
         if not isinstance(site, str):
             raise TypeError(f"inject: site must be a string, not {type(site).__name__}")
         if not isinstance(mode, str):
@@ -1117,7 +1118,9 @@ class Heap(_Owned):
 
     @property
     def faults(self) -> Dict[str, Dict[str, Any]]:
-        """What is armed at each site and how often it fired."""
+        """What is armed at each site and how often it fired: errno by name
+        ('ENOSPC'; 'E<n>' for a number without one), None while none is set
+        (never armed, or disarmed by 'off')."""
         buf = ffi.new("hl_fault_state[]", len(_SITES))
         n = ffi.new("size_t *")
         self._call(lib.hl_faults_get, buf, len(_SITES), n)

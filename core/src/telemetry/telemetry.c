@@ -267,28 +267,50 @@ int hl_fault_mode_index(const char *name) {
 }
 
 static const struct { const char *name; int value; } errnos[] = {
-    {"EAGAIN", EAGAIN}, {"ENOMEM", ENOMEM}, {"EINVAL", EINVAL}, {"EIO", EIO},
-    {"EPERM", EPERM},   {"EFAULT", EFAULT}, {"EBUSY", EBUSY},   {"ENOSYS", ENOSYS},
+#define E(name) {#name, name},
+#include "errno_names.h"
+#undef E
 };
+#define ERRNO_LISTED 8 /* the messages list the eight first */
+
+/* "E<n>" for every number in [1, 4095] without a name: filled once, read
+ * only after (thread-safe, no allocation after the first call). */
+#define ERRNO_MAX 4095
+static char errno_numbered[ERRNO_MAX + 1][6];
+static pthread_once_t errno_numbered_once = PTHREAD_ONCE_INIT;
+static void errno_numbered_init(void) {
+  for (int i = 1; i <= ERRNO_MAX; i++) snprintf(errno_numbered[i], sizeof errno_numbered[i], "E%d", i);
+}
 
 int hl_errno_index(const char *name) {
-  for (size_t i = 0; name && i < sizeof errnos / sizeof errnos[0]; i++)
+  if (!name) return -1;
+  for (size_t i = 0; i < sizeof errnos / sizeof errnos[0]; i++)
     if (strcmp(errnos[i].name, name) == 0) return errnos[i].value;
-  return -1;
+  /* "E<n>", the name hl_errno_name gives a number without one: it reads
+   * back (the state of a site written as a fault spec arms the same) */
+  if (name[0] != 'E' || name[1] < '1' || name[1] > '9' || strlen(name) > 5) return -1;
+  int n = 0;
+  for (const char *p = name + 1; *p; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    n = n * 10 + (*p - '0');
+  }
+  return n <= ERRNO_MAX && strcmp(hl_errno_name(n), name) == 0 ? n : -1;
 }
 
 /* "EAGAIN, ENOMEM, ..." for messages. */
 void hl__errno_list(char *buf, size_t len) {
   size_t n = 0;
   buf[0] = 0;
-  for (size_t i = 0; i < sizeof errnos / sizeof errnos[0] && n < len; i++)
+  for (size_t i = 0; i < ERRNO_LISTED && n < len; i++)
     n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", errnos[i].name);
 }
 
 const char *hl_errno_name(int e) {
   for (size_t i = 0; i < sizeof errnos / sizeof errnos[0]; i++)
     if (errnos[i].value == e) return errnos[i].name;
-  return "E?";
+  if (e < 1 || e > ERRNO_MAX) return "E?";
+  pthread_once(&errno_numbered_once, errno_numbered_init);
+  return errno_numbered[e];
 }
 
 int hl_footprint_get(hl_footprint *out) {
