@@ -398,8 +398,9 @@ typedef enum hl_value_type {
 } hl_value_type;
 
 /* Set an option by name from a typed value: the one place an option value
- * is converted and checked, for every binding.  Errors: HL_EOPTION (unknown
- * name; the message suggests the nearest), HL_ETYPE (a value of the wrong
+ * is converted and checked, for every binding.  Errors: HL_EINVAL (opts or
+ * name NULL), HL_EOPTION (unknown name; the message suggests the nearest),
+ * HL_ETYPE (a value of the wrong
  * type: a number for an enum, a boolean for a count...), HL_EVALUE (out of
  * range, not a choice, not a number).  Messages name the option and what it
  * takes. */
@@ -412,7 +413,7 @@ int hl_options_set(hl_options *opts, const char *name, const char *value,
 int hl_options_set_int(hl_options *opts, const char *name, int64_t value,
                        char *err, size_t errlen);
 /* Read an option by name: HL_EOPTION for an unknown name, HL_EINVAL for a
- * NULL struct or out pointer (hl_heap_error(NULL) says which). */
+ * NULL struct, name or out pointer (hl_heap_error(NULL) says which). */
 int hl_options_get(const hl_options *opts, const char *name, int64_t *out);
 /* Check every field and the relations between them. */
 int hl_options_validate(const hl_options *opts, char *err, size_t errlen);
@@ -898,7 +899,7 @@ int hl_inject(hl_heap *heap, int site, int mode, int64_t arg, int err);
  * mode ("first"), N, and the errno by name ("EAGAIN", any name
  * hl_errno_index knows) or as a decimal number ("11"); err NULL = ENOMEM
  * (none for "off").  Errors name what was wrong and list the choices
- * (sites, modes, errno names). */
+ * (sites, modes, errno names); a NULL site or mode is HL_EINVAL naming it. */
 int hl_inject_named(hl_heap *heap, const char *site, const char *mode, int64_t arg,
                     const char *err);
 /* State of every site: buf must hold HL_SITE_COUNT entries. */

@@ -1057,13 +1057,15 @@ int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
                     const char *err) {
   CHECK_HEAP(h);
   char list[200];
-  int s = site ? hl_fault_site_index(site) : -1;
+  if (!site) return hl__fail(h, HL_EINVAL, "inject: NULL site");
+  if (!mode) return hl__fail(h, HL_EINVAL, "inject: NULL mode");
+  int s = hl_fault_site_index(site);
   if (s < 0)
-    return hl__fail(h, HL_EINVAL, "inject: unknown site '%s' (%s)", site ? site : "(null)",
+    return hl__fail(h, HL_EINVAL, "inject: unknown site '%s' (%s)", site,
                     name_list(list, sizeof list, hl_fault_site_name, HL_SITE_COUNT));
-  int m = mode ? hl_fault_mode_index(mode) : -1;
+  int m = hl_fault_mode_index(mode);
   if (m < 0)
-    return hl__fail(h, HL_EINVAL, "inject: unknown mode '%s' (%s)", mode ? mode : "(null)",
+    return hl__fail(h, HL_EINVAL, "inject: unknown mode '%s' (%s)", mode,
                     name_list(list, sizeof list, hl_fault_mode_name, HL_FAULT_MODE_COUNT));
   int e = m == HL_FAULT_off ? 0 : ENOMEM; /* (off records none: hl_inject) */
   if (err) {

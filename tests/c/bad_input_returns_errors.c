@@ -87,6 +87,27 @@ int main(void) {
   /* options */
   CHECK(hl_options_set(&o, "no_such_option", "1", err, sizeof err) == HL_EOPTION &&
             strstr(err, "no_such_option"), "unknown option: %s", err);
+  /* a NULL name is a NULL argument (HL_EINVAL), not the unknown option
+   * '(null)' (HL_EOPTION) -- the C API hunt, session 33 */
+  CHECK(hl_options_set(&o, NULL, "1", err, sizeof err) == HL_EINVAL &&
+            strstr(err, "NULL option name"), "NULL name: %s", err);
+  CHECK(hl_options_set_int(&o, NULL, 1, err, sizeof err) == HL_EINVAL &&
+            strstr(err, "NULL option name"), "NULL name (int): %s", err);
+  CHECK(hl_options_set_value(&o, NULL, HL_VALUE_INT, 1, NULL, 0, err, sizeof err) == HL_EINVAL &&
+            strstr(err, "NULL option name"), "NULL name (value): %s", err);
+  int64_t got = 7;
+  CHECK(hl_options_get(&o, NULL, &got) == HL_EINVAL && got == 0, "get NULL name");
+  SAYS("NULL option name");
+  {
+    hl_options ho;
+    hl_options_defaults(&ho);
+    ho.reserve_bytes = 64u << 20;
+    hl_heap *ih = NULL;
+    CHECK(hl_heap_new(&ho, &ih, err, sizeof err) == HL_OK, "%s", err);
+    FAILS(ih, HL_EINVAL, "NULL site", hl_inject_named(ih, NULL, "first", 1, NULL));
+    FAILS(ih, HL_EINVAL, "NULL mode", hl_inject_named(ih, "release", NULL, 1, NULL));
+    hl_heap_free(ih);
+  }
   CHECK(hl_options_set(&o, "warm_pages", "-5", err, sizeof err) == HL_EVALUE &&
             strstr(err, "warm_pages") && strstr(err, "[0, 1048576]"), "range: %s", err);
   CHECK(hl_options_set(&o, "page_release", "maybe", err, sizeof err) == HL_EVALUE &&

@@ -211,12 +211,18 @@ const char *hl_option_nearest(const char *name) {
 }
 
 static int unknown_option(const char *name, char *err, size_t errlen) {
+  /* a NULL name is no unknown option but a NULL argument, HL_EINVAL as the
+   * header says of every pointer a call needs (it was HL_EOPTION "unknown
+   * option '(null)'": the C API hunt, session 33) */
+  if (!name) {
+    hl__fmt_err(err, errlen, "options: NULL option name");
+    return HL_EINVAL;
+  }
   const char *near = hl_option_nearest(name);
   if (near)
-    hl__fmt_err(err, errlen, "unknown option '%s' (did you mean '%s'?)", name ? name : "(null)",
-                near);
+    hl__fmt_err(err, errlen, "unknown option '%s' (did you mean '%s'?)", name, near);
   else
-    hl__fmt_err(err, errlen, "unknown option '%s'", name ? name : "(null)");
+    hl__fmt_err(err, errlen, "unknown option '%s'", name);
   return HL_EOPTION;
 }
 
