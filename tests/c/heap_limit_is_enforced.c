@@ -116,6 +116,30 @@ static void bulk_calls_name_themselves(void) {
                                        "(reserve_bytes)") == 0,
         "a manual heap past its reservation: '%s'", hl_heap_error(h));
   hl_heap_free(h);
+  /* a realloc's refusal names realloc, not the malloc of its new block
+   * (the C API hunt, session 33): past the limit, past the reservation,
+   * small to small and small to large */
+  h = HEAP("mode=manual", "heap_limit_bytes=1m");
+  void *m = hl_malloc(h, 100);
+  CHECK(m, "malloc: %s", hl_heap_error(h));
+  CHECK(!hl_realloc(h, m, 100, SIZE_MAX) &&
+            strncmp(hl_heap_error(h), "realloc: heap_limit_bytes 1048576 is less than", 46) == 0,
+        "a realloc past the whole limit: '%s'", hl_heap_error(h));
+  CHECK(!hl_realloc(h, m, 100, 2u << 20) && strncmp(hl_heap_error(h), "realloc: ", 9) == 0,
+        "a large realloc past the limit: '%s'", hl_heap_error(h));
+  hl_free(h, m);
+  hl_heap_free(h);
+  h = HEAP("mode=manual", "reserve_bytes=1m", "warm_pages=0");
+  static void *held[1 << 15];
+  size_t nheld = 0;
+  while (nheld < 1 << 15 && (held[nheld] = hl_malloc(h, 64))) nheld++;
+  CHECK(nheld > 0 && nheld < 1 << 15, "filled the reservation with %zu blocks", nheld);
+  CHECK(!hl_realloc(h, held[0], 64, 128) &&
+            strcmp(hl_heap_error(h), "realloc: the reservation of 1048576 bytes is exhausted "
+                                     "(reserve_bytes)") == 0,
+        "a small realloc past the reservation: '%s'", hl_heap_error(h));
+  while (nheld) hl_free(h, held[--nheld]);
+  hl_heap_free(h);
 }
 
 /* Objects whose header and payload fall short of their class's slot (496

@@ -659,6 +659,12 @@ def out_of_memory():
         status, out, err = run(["heaplab-lua", "-e", grow], LUA, {var: value})
         assert status == 1 and err.strip() == err.strip().splitlines()[0], (var, status, err)
         assert err.startswith(want) and err.rstrip().endswith("raise " + var), (var, err)
+    # a table's array grows by realloc: its refusal names realloc, not the
+    # malloc of the new block (the C API hunt, session 33)
+    status, out, err = run(["heaplab-lua", "-e", "local t = {} for i = 1, 1e8 do t[i] = i end"],
+                           LUA, {"HEAPLAB_HEAP_LIMIT_BYTES": "4m"})
+    assert status == 1 and err.startswith("heaplab-lua: not enough memory: realloc: "
+                                          "heap_limit_bytes 4194304 reached"), (status, err)
     status, out, err = run(["heaplab-lua", "-e", f"print(pcall(function() {grow} end))"], LUA,
                            {"HEAPLAB_RESERVE_BYTES": "4m"})
     assert status == 0 and out == "false\tnot enough memory\n" and not err, (status, out, err)

@@ -886,12 +886,23 @@ void *hl__manual_malloc_any(hl_heap *h, size_t size) {
   return p;
 }
 
+/* hl__manual_malloc for a caller whose refusals name it: a realloc's new
+ * block said "malloc:" (the C API hunt, session 33). */
+static NOINLINE void *manual_malloc_as(hl_heap *h, size_t size, const char *what) {
+  if (size > h->small_max) return large_new(h, size, 16, false, what);
+  return malloc_small(h, hl__class_of(h, size), what);
+}
+
 /* A block a realloc moves to, or memalign's unaligned one: hl_malloc's,
- * and in the preloaded library a large one when no small page is left. */
-static inline void *alloc_block(hl_heap *h, size_t size) {
-  void *p = hl__malloc(h, size);
+ * and in the preloaded library a large one when no small page is left.
+ * The heap is a manual one (the callers are); what names the call in a
+ * refusal's message. */
+static inline void *alloc_block(hl_heap *h, size_t size, const char *what) {
+  void *p = hl__tcache_pop(h, size);
+  if (hl_likely(p != NULL)) return p;
+  p = manual_malloc_as(h, size, what);
 #ifdef HL_PRELOAD
-  if (hl_unlikely(!p) && size <= h->small_max) p = malloc_large(h, size, false);
+  if (hl_unlikely(!p) && size <= h->small_max) p = large_new(h, size, 16, false, what);
 #endif
   return p;
 }
@@ -904,7 +915,7 @@ static inline void *alloc_block(hl_heap *h, size_t size) {
  * over-allocates and keeps the lead (large.c).  The preload library's
  * memalign family; NULL when there is no memory. */
 void *hl__manual_memalign(hl_heap *h, size_t align, size_t size) {
-  if (align <= HL_GRANULE) return alloc_block(h, size);
+  if (align <= HL_GRANULE) return alloc_block(h, size, "malloc");
   size_t want = size > align ? size : align;
   if (align <= hl__prim_os_page_size() && want <= h->small_max) {
     for (uint32_t c = hl__class_of(h, want); c < h->nclasses; c++)
@@ -1200,8 +1211,8 @@ static NOINLINE void *realloc_large_verify(hl_heap *h, void *ptr, uint64_t old, 
                                            bool locked) {
   size_t want = hl__manual_large_want(h, old, new_size);
   hl__unlock(h, locked);
-  void *q = alloc_block(h, want);
-  if (!q && want != new_size) q = alloc_block(h, new_size);
+  void *q = alloc_block(h, want, "realloc");
+  if (!q && want != new_size) q = alloc_block(h, new_size, "realloc");
   if (!q) return NULL;
   memcpy(q, ptr, old < new_size ? old : new_size);
   hl_free(h, ptr);
@@ -1231,7 +1242,7 @@ static NOINLINE void *realloc_large(hl_heap *h, void *ptr, size_t new_size) {
 /* A large block shrunk to a small one: moved (the copy is never longer
  * than either). */
 static void *large_to_small(hl_heap *h, void *ptr, size_t usable, size_t new_size) {
-  void *q = alloc_block(h, new_size);
+  void *q = alloc_block(h, new_size, "realloc");
   if (!q) return NULL;
   memcpy(q, ptr, usable < new_size ? usable : new_size);
   hl_free(h, ptr);
@@ -1288,7 +1299,7 @@ void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size
   }
   size_t copy = old_size && old_size < usable ? old_size : usable;
   if (copy > new_size) copy = new_size;
-  void *q = alloc_block(h, new_size);
+  void *q = alloc_block(h, new_size, "realloc");
   if (!q) return NULL;
   memcpy(q, ptr, copy);
   if (old_size && !h->opt.verify) hl_free_sized(h, ptr, old_size);
