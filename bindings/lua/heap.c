@@ -439,6 +439,7 @@ Make the next cycle sweep major.
 @function heap:memory_pressure
 @treturn boolean true
 @return nil, message, code
+@raise on a manual heap, which has no cycle ("EMODE", as `heap:collect`)
 */
 static int h_memory_pressure(lua_State *L) {
   hl_heap *h = heap_open(L, 1, "h:memory_pressure");

@@ -888,7 +888,9 @@ int hl_heap_check(hl_heap *heap);
  * every large object's mapping munmap refused before (event
  * large_unmap_pending). */
 int hl_trim(hl_heap *heap);
-/* Tell the heap the OS is under memory pressure: the next cycle sweeps major. */
+/* Tell the heap the OS is under memory pressure: the next cycle sweeps
+ * major.  A manual heap has no cycle: HL_EMODE, as hl_collect (hl_trim
+ * gives its free pages back). */
 int hl_memory_pressure(hl_heap *heap);
 
 /* Arm a fault schedule at a site (HL_FAULT_off disarms).  err is an errno

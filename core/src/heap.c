@@ -1016,6 +1016,10 @@ int hl_trim(hl_heap *h) {
 
 int hl_memory_pressure(hl_heap *h) {
   CHECK_HEAP(h);
+  /* (it set a flag no cycle reads and returned success, where hl_collect
+   * says HL_EMODE: the C API hunt, session 33) */
+  if (h->opt.mode != HL_MODE_COLLECTED)
+    return hl__fail(h, HL_EMODE, "memory_pressure: a manual heap has no collector (use hl_trim)");
   bool locked = hl__lock(h);
   h->pressure = true;
   hl__unlock(h, locked);

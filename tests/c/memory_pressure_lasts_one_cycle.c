@@ -70,7 +70,25 @@ static void run(bool generational) {
   hl_heap_free(h);
 }
 
+/* A manual heap has no cycle the pressure could steer: HL_EMODE, as
+ * hl_collect -- it returned success and did nothing (the C API hunt,
+ * session 33). */
+static void manual_heap_has_no_pressure(void) {
+  hl_options o;
+  hl_options_defaults(&o);
+  o.mode = HL_MODE_MANUAL;
+  o.reserve_bytes = 64u << 20;
+  char err[256];
+  hl_heap *m = NULL;
+  CHECK(hl_heap_new(&o, &m, err, sizeof err) == HL_OK, "%s", err);
+  FAILS(m, HL_EMODE, "memory_pressure: a manual heap has no collector", hl_memory_pressure(m));
+  FAILS(m, HL_EMODE, "collect: a manual heap has no collector", hl_collect(m, 1, -1));
+  OK(m, hl_trim(m));
+  hl_heap_free(m);
+}
+
 int main(void) {
+  manual_heap_has_no_pressure();
   run(false);
   run(true);
   return 0;

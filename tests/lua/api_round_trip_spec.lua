@@ -186,6 +186,8 @@ describe("the API round trip", function()
     local m = assert(hl.heap{ mode = "manual" })
     C.raises({ "h:alloc", "EMODE" }, m.alloc, m, 16)
     C.raises({ "h:collect", "EMODE" }, m.collect, m)
+    -- it returned true and did nothing (the C API hunt, session 33)
+    C.raises({ "h:memory_pressure", "EMODE" }, m.memory_pressure, m)
     m:close()
   end)
 

@@ -21,3 +21,15 @@ def test_every_errno_reads_back_by_name():
     finally:
         h.close()
 
+
+def test_memory_pressure_on_a_manual_heap_is_a_mode_error():
+    # it returned None and did nothing, where collect() raises ModeError
+    h = heaplab.Heap(mode="manual", reserve_bytes=64 << 20)
+    try:
+        with pytest.raises(heaplab.ModeError, match="memory_pressure: a manual heap has no collector"):
+            h.memory_pressure()
+        with pytest.raises(heaplab.ModeError):
+            h.collect()
+        h.trim()
+    finally:
+        h.close()

@@ -1016,7 +1016,8 @@ class Heap(_Owned):
         self._call(lib.hl_trim)
 
     def memory_pressure(self) -> None:
-        """Tell the heap the OS is under pressure: the next cycle sweeps major."""
+        """Tell the heap the OS is under pressure: the next cycle sweeps major.
+        A manual heap has no cycle: ModeError, as collect()."""
         self._call(lib.hl_memory_pressure)
 
     def check(self) -> None:
