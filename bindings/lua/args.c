@@ -201,6 +201,14 @@ int lhl_tostring_other(lua_State *L, const char *mt) {
   return 1;
 }
 
+/* A float for a message: "nan" whatever its sign bit (printf's "-nan" for
+ * 0/0 read as a negative number: the C API hunt, session 33). */
+const char *lhl_float(double v, char *buf, size_t len) {
+  if (v != v) snprintf(buf, len, "nan");
+  else snprintf(buf, len, "%.17g", v);
+  return buf;
+}
+
 const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
   const char *kind = kind_of(L, idx);
   if (kind) {
@@ -212,7 +220,7 @@ const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
     if (lua_isinteger(L, idx))
       snprintf(buf, len, "%lld", (long long)lua_tointeger(L, idx));
     else
-      snprintf(buf, len, "%.17g", (double)lua_tonumber(L, idx));
+      lhl_float((double)lua_tonumber(L, idx), buf, len);
     return buf;
   case LUA_TSTRING: snprintf(buf, len, "'%.60s'", lua_tostring(L, idx)); return buf;
   case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";

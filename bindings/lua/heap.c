@@ -138,7 +138,8 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
         if (ok) {
           type = HL_VALUE_INT;
         } else {
-          snprintf(b, sizeof b, "the number %.17g", (double)lua_tonumber(L, -1));
+          char f[40];
+          snprintf(b, sizeof b, "the number %s", lhl_float((double)lua_tonumber(L, -1), f, sizeof f));
           sval = b;
         }
         break;

@@ -121,6 +121,8 @@ int lhl_result(lua_State *L, const char *fn, hl_heap *h, int rc);
 int lhl_is_failure(int rc);
 int lhl_push_failure(lua_State *L, const char *message, int rc);
 const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len);
+/* A float as a message shows it ("nan", never "-nan"). */
+const char *lhl_float(double v, char *buf, size_t len);
 int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name);
 uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, uint64_t max,
                       int64_t def);

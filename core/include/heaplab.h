@@ -406,7 +406,16 @@ typedef enum hl_value_type {
  * takes. */
 int hl_options_set_value(hl_options *opts, const char *name, int type, int64_t ival,
                          const char *sval, size_t slen, char *err, size_t errlen);
-/* Set an option by name from a string ("64k", "true", "lifo", "-1"). */
+/* Set an option by name from a string ("64k", "true", "lifo", "-1").  The
+ * one grammar of every string value -- C, Python and Lua strings and the
+ * HEAPLAB_<OPTION> variables: blanks around the value are ignored
+ * (" 5 " is 5); an int or bytes option takes an optional sign, then
+ * decimal digits (leading zeros are no octal: "010" is 10) or 0x and
+ * hexadecimal digits ("0x10" is 16, "+5" is 5); a bytes option then an
+ * optional k, m, g or t (binary: "64k" is 65536; "64KiB" and "64kb" too).
+ * Nothing else: no exponent or fraction ("1e3", "1.5"), no blank inside
+ * ("6 4"), no "_" separators.  A bool takes 1/0, true/false, on/off,
+ * yes/no, an enum its choice names, both in any case. */
 int hl_options_set(hl_options *opts, const char *name, const char *value,
                    char *err, size_t errlen);
 /* Set an option by name from a number (enum options take the choice index). */

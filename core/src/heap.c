@@ -281,8 +281,15 @@ static int fault_from_env(hl_heap *h, const char *var, const char *site, const c
       char *end = NULL;
       errno = 0;
       long long n = strtoll(x, &end, 10);
-      if (*end || errno) {
+      if (*end) {
         hl__fmt_err(err, errlen, "environment %s=%s: N '%s' is not a decimal number", var, v, x);
+        return HL_EVALUE;
+      }
+      /* a number too long for N is one: out of range, not "not a decimal
+       * number" (the C API hunt, session 33) */
+      if (errno) {
+        hl__fmt_err(err, errlen, "environment %s=%s: N '%s' is out of range [%" PRId64 ", %" PRId64
+                    "]", var, v, x, INT64_MIN, INT64_MAX);
         return HL_EVALUE;
       }
       arg = n;

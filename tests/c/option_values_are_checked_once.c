@@ -127,6 +127,20 @@ int main(void) {
   CHECK(o.warm_pages == 0, "'0000' is %lld", (long long)o.warm_pages);
   expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, "0x10", err), HL_OK, err, NULL, "'0x10'");
   CHECK(o.warm_pages == 16, "'0x10' is %lld", (long long)o.warm_pages);
+  /* the grammar heaplab.h documents at hl_options_set, pinned (the C API
+   * hunt, session 33, asked which forms are meant) */
+  static const struct { const char *v; int64_t want; } forms[] = {
+      {"+5", 5}, {" 5", 5}, {"5 ", 5}, {"\t5\n", 5}, {"010", 10}, {"0X1f", 31}, {"-0", 0}};
+  for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
+    expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, forms[k].v, err), HL_OK, err, NULL, forms[k].v);
+    CHECK(o.warm_pages == forms[k].want, "'%s' is %lld", forms[k].v, (long long)o.warm_pages);
+  }
+  static const char *not_forms[] = {"1e3", "1.5", "6 4", "1_000", "+ 5", "0x", "5k"};
+  for (size_t k = 0; k < sizeof not_forms / sizeof not_forms[0]; k++)
+    expect(set(&o, "warm_pages", HL_VALUE_STRING, 0, not_forms[k], err), HL_EVALUE, err,
+           "is not a whole number", not_forms[k]);
+  expect(set(&o, "reserve_bytes", HL_VALUE_STRING, 0, "64MiB", err), HL_OK, err, NULL, "64MiB");
+  CHECK(o.reserve_bytes == (int64_t)64 << 20, "64MiB");
   expect(set(&o, "reserve_bytes", HL_VALUE_STRING, 0, "2g", err), HL_OK, err, NULL, "2g");
   CHECK(o.reserve_bytes == (int64_t)2 << 30, "2g");
   expect(hl_options_set_value(&o, "reserve_bytes", HL_VALUE_STRING, 0, "16\0junk", 7, err, 256),
@@ -205,6 +219,18 @@ int main(void) {
     int rc = hl_heap_new(NULL, &h, err, sizeof err);
     CHECK(rc == HL_EVALUE && !h && strstr(err, "HEAPLAB_FAULT_RELEASE"),
           "fault spec '%s' accepted (%s)", bad_specs[k], err);
+  }
+  /* a number past int64 is out of range, not "not a decimal number" (the
+   * C API hunt, session 33); junk after digits is still no number */
+  const char *ranges[][2] = {{"sticky:99999999999999999999", "N '99999999999999999999' is out of range"},
+                             {"first:-99999999999999999999", "N '-99999999999999999999' is out of range"},
+                             {"first:12abc", "N '12abc' is not a decimal number"}};
+  for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+    setenv("HEAPLAB_FAULT_RELEASE", ranges[k][0], 1);
+    hl_heap *h = NULL;
+    int rc = hl_heap_new(NULL, &h, err, sizeof err);
+    CHECK(rc == HL_EVALUE && !h && strstr(err, ranges[k][1]), "fault spec '%s': %s", ranges[k][0],
+          err);
   }
   unsetenv("HEAPLAB_FAULT_RELEASE");
   setenv("HEAPLAB_FAULT_RELAESE", "always", 1);

@@ -78,6 +78,12 @@ case({ "h:alloc", "refs", ">= 0", "-2" }, h.alloc, h, 16, -2)
 case({ "h:alloc", "size", "exceeds the maximum", tostring(hl.MAX_SIZE) }, h.alloc, h, hl.MAX_SIZE + 1)
 case({ "h:alloc", "refs", "exceeds the maximum" }, h.alloc, h, 16, hl.MAX_REFS + 1)
 case({ "h:alloc", "size", "integer", "1.5" }, h.alloc, h, 1.5)
+-- NaN is "nan", not printf's "-nan" of 0/0 (the C API hunt, session 33)
+for _, call in ipairs{ { "h:alloc", h.alloc, h, 0/0 }, { "heaplab.heap", hl.heap, { warm_pages = 0/0 } },
+                       { "h:alloc", h.alloc, h, -(0/0) } } do
+  local err = C.raises({ call[1], "nan" }, table.unpack(call, 2))
+  C.ok(not tostring(err):find("-nan", 1, true), "NaN shown as -nan: " .. tostring(err))
+end
 case({ "h:alloc", "self", "call it with ':'" }, h.alloc, 16)
 case({ "h:fill", "total_bytes", ">= 0" }, h.fill, h, -5, 256)
 case({ "h:fill", "size", "integer", "nothing" }, h.fill, h, 1 << 20)
