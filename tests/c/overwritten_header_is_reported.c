@@ -133,7 +133,44 @@ static void large_header(void) {
   hl_heap_free(h);
 }
 
+/* A header overwritten deeper in the graph: checksum and thin checked their
+ * root's header only (hl__handle_obj) and walked the refs the child's said
+ * -- 0x41414141 slots of a 24-byte object read and followed (a crash, the
+ * session-33 list).  Each object a walk reaches is checked as the root is. */
+static void child_header(int verify) {
+  hl_heap *h = make(verify);
+  hl_ref root, mid, leaf;
+  OK(h, hl_alloc(h, 16, 2, &root));
+  OK(h, hl_alloc(h, 24, 1, &mid));
+  OK(h, hl_alloc(h, 24, 0, &leaf));
+  OK(h, hl_ref_set(h, root, 0, mid));
+  OK(h, hl_ref_set(h, mid, 0, leaf));
+  uint64_t sum, objects;
+  OK(h, hl_ref_checksum(h, root, &sum, &objects));
+  CHECK(objects == 3, "checksum before the damage: %" PRIu64 " objects", objects);
+  hl_object_info im = info(h, mid);
+  OK(h, hl_ref_release(h, mid));
+  OK(h, hl_ref_release(h, leaf));
+  memset((void *)(uintptr_t)im.object, 'A', 8); /* mid's header */
+  char obj[64];
+  snprintf(obj, sizeof obj, "object %p", (void *)(uintptr_t)im.object);
+  sum = objects = 1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_ref_checksum(h, root, &sum, &objects));
+  FAILS(h, HL_ECHECK, obj, hl_ref_checksum(h, root, &sum, &objects));
+  CHECK(sum == 0 && objects == 0, "checksum's outputs zeroed");
+  hl_ref t = 1;
+  FAILS(h, HL_ECHECK, "does not fit", hl_thin(h, root, 1, &t));
+  CHECK(t == 0, "thin's output zeroed");
+  FAILS(h, HL_ECHECK, obj, hl_thin(h, root, 1, &t));
+  /* the root itself is fine: its own calls work */
+  hl_object_info ir = info(h, root);
+  CHECK(ir.refs == 2, "root's refs %" PRIu64, (uint64_t)ir.refs);
+  hl_heap_free(h);
+}
+
 int main(void) {
+  child_header(1);
+  child_header(0);
   small_overflow(1);
   small_overflow(0);
   large_header();

@@ -56,6 +56,16 @@ int hl__checksum(hl_heap *h, hl_ref ref, uint64_t *sum, uint64_t *objects) {
       goto out;
     }
     void *obj = stack[--top];
+    /* every object's header, not only the root's (hl__handle_obj): an
+     * overwritten one deeper in the graph says slots past its object, and
+     * the walk read and followed them (a crash) */
+    if (hl_unlikely(!hl__hdr_fits(h, obj))) {
+      char msg[200];
+      hl__hdr_describe(h, obj, msg, sizeof msg);
+      rc = hl__fail(h, HL_ECHECK, "checksum: handle 0x%llx reaches %s", (unsigned long long)ref,
+                    msg);
+      goto out;
+    }
     total += object_hash(obj);
     n++;
     uint32_t refs = ((hl_objhdr *)obj)->refs;

@@ -91,6 +91,15 @@ static int walk(hl_heap *h, void *root, uint64_t every, void *keep, uint64_t *le
                       (unsigned long long)visited);
         goto out;
       }
+      /* every object's header, not only the root's (hl__handle_obj): an
+       * overwritten one deeper in the graph says slots past its object,
+       * and the walk read them (a crash) */
+      if (a && hl_unlikely(!hl__hdr_fits(h, next))) {
+        char msg[200];
+        hl__hdr_describe(h, next, msg, sizeof msg);
+        rc = hl__fail(h, HL_ECHECK, "thin: the graph reaches %s", msg);
+        goto out;
+      }
       if (a && is_leaf(h, next)) {
         if (n % every == 0 && kept < room) hl__store(h, keep, kept++, next);
         n++;
