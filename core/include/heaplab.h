@@ -297,7 +297,7 @@ enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
   X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
     "generational: the largest nursery, where a heap starts -- small-path bytes allocated between minor cycles (young_min_bytes: the smallest)")          \
   X(young_min_bytes, BYTES, 4194304, 65536, 1099511627776, "",                 \
-    "generational: the nursery adapts between this (at most young_bytes) and young_bytes to young_survival_factor times the bytes recent minor cycles kept (a nursery the survivors fill a small part of stays in the cache; equal to young_bytes: a fixed nursery)") \
+    "generational: the nursery adapts between this (at most young_bytes: a larger value is refused; the default follows a smaller young_bytes down) and young_bytes to young_survival_factor times the bytes recent minor cycles kept (a nursery the survivors fill a small part of stays in the cache; equal to young_bytes: a fixed nursery)") \
   X(young_survival_factor, INT, 16, 1, 1000000, "",                             \
     "generational: the nursery is this many times the bytes recent minor cycles kept, between young_min_bytes and young_bytes") \
   X(full_growth_ratio, INT, 25, 1, 1000, "",                                   \

@@ -65,6 +65,11 @@ int main(void) {
   refused("trigger outside its bounds",
           (const char *const[]){"gc_trigger_bytes", "64k", "gc_trigger_min_bytes", "128k", NULL},
           "option gc_trigger_bytes: 65536 is outside [gc_trigger_min_bytes 131072");
+  /* the nursery's bounds too: it was clamped to young_bytes without a word */
+  refused("nursery floor above its ceiling",
+          (const char *const[]){"young_min_bytes", "8m", "young_bytes", "1m", NULL},
+          "option young_min_bytes: 8388608 exceeds young_bytes 1048576; expected bytes in "
+          "[65536, young_bytes 1048576]");
 
   /* each of those relations holds when the other side is as it needs */
   const char *const *fine[] = {
@@ -77,6 +82,8 @@ int main(void) {
       /* a parameter of a feature not in use is ignored, not refused */
       (const char *const[]){"collector", "sync", "min_cycle_interval_ms", "50", NULL},
       (const char *const[]){"generational", "true", "young_bytes", "64k", NULL},
+      /* (young_min_bytes at its default follows a smaller young_bytes down) */
+      (const char *const[]){"young_min_bytes", "1m", "young_bytes", "1m", NULL},
   };
   for (size_t k = 0; k < sizeof fine / sizeof fine[0]; k++) {
     hl_options o = options_with(fine[k][0], fine[k]);

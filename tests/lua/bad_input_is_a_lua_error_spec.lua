@@ -37,6 +37,9 @@ case({ "heaplab.heap", "generational", "needs mode=collected" }, hl.heap,
      { mode = "manual", generational = true })
 case({ "heaplab.heap", "collector", "background needs mode=collected" }, hl.heap,
      { mode = "manual", collector = "background" })
+-- the nursery's floor above its ceiling (it was clamped without a word)
+case({ "heaplab.heap", "young_min_bytes", "8388608 exceeds young_bytes 1048576", "[65536," },
+     hl.heap, { young_min_bytes = "8m", young_bytes = "1m" })
 case({ "heaplab.heap", "warm_pages", "integer", "a table" }, hl.heap, { warm_pages = {} })
 case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
 -- C reads a name up to its first NUL: this one set warm_pages

@@ -58,6 +58,9 @@ OPTION_CASES = [
     (dict(gc_trigger_min_bytes=1 << 30, gc_trigger_max_bytes=1 << 20), ValueError,
      "gc_trigger_min_bytes"),
     (dict(reserve_bytes="12q"), ValueError, "reserve_bytes: '12q' is not a byte size"),
+    # the nursery's floor above its ceiling (it was clamped without a word)
+    (dict(young_min_bytes="8m", young_bytes="1m"), ValueError,
+     r"young_min_bytes: 8388608 exceeds young_bytes 1048576; expected bytes in \[65536, "),
     # options each in range that cannot go together (hl_options_validate)
     (dict(page_size="256k", reserve_bytes="3m"), ValueError,
      "reserve_bytes: 3145728 is below 16 pages of page_size 262144"),
