@@ -650,6 +650,9 @@ int client_start(const char *launcher, const char *interpreter) {
   char err[512];
   hl_options_defaults(&o);
   o.dump_unused = 0; /* a core dump of the interpreter's pages, not 32 GiB (HEAPLAB_DUMP_UNUSED=1) */
+  /* the mode first: the environment's collector switches (HEAPLAB_COMPACT
+   * too) are then ignored by hl_options_from_env, as on any manual heap */
+  o.mode = HL_MODE_MANUAL;
   int rc = hl_options_from_env(&o, err, sizeof err);
   if (!rc && getenv("HEAPLAB_MODE") && strcmp(getenv("HEAPLAB_MODE"), "manual") != 0) {
     snprintf(err, sizeof err, "environment HEAPLAB_MODE=%s: a launcher's heap is always manual",

@@ -114,7 +114,6 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
       lua_pop(L, 1);
     }
   }
-  if (hl_options_from_env_except(o, names, n, err, sizeof err)) lhl_fail(L, fn, "%s", err);
   if (!lua_isnoneornil(L, idx)) {
     lua_pushnil(L);
     while (lua_next(L, idx)) {
@@ -151,6 +150,10 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
       lua_pop(L, 1);
     }
   }
+  /* the environment after the explicit options, so that it sees the mode: a
+   * manual heap ignores the collector's switches the environment gives
+   * (hl_options_from_env_except) */
+  if (hl_options_from_env_except(o, names, n, err, sizeof err)) lhl_fail(L, fn, "%s", err);
   if (hl_options_validate(o, err, sizeof err)) lhl_fail(L, fn, "%s", err);
 }
 

@@ -380,7 +380,12 @@ const char *hl_option_nearest(const char *name);
 int hl_options_defaults(hl_options *opts);
 /* Apply HEAPLAB_<NAME> environment overrides.  A bad value is an error naming
  * the variable and the allowed range (opts is then left as it was); err may
- * be NULL.  Warns on stderr of HEAPLAB_* variables that are no option. */
+ * be NULL.  Warns on stderr of HEAPLAB_* variables that are no option.  On a
+ * manual heap -- opts->mode manual before the call, or HEAPLAB_MODE=manual --
+ * the collector's switches (HEAPLAB_GENERATIONAL, HEAPLAB_COLLECTOR,
+ * HEAPLAB_COMPACT) are ignored: they are for the process's collected heaps,
+ * and hl_options_validate refuses them on a manual one.  So set the mode
+ * before this call; a switch set explicitly is still refused. */
 int hl_options_from_env(hl_options *opts, char *err, size_t errlen);
 /* The same, leaving alone the options named in skip[0..n) (the ones a caller
  * sets explicitly: an explicit value overrides the environment, so a bad

@@ -96,5 +96,50 @@ int main(void) {
   OK(h, hl_heap_range(h, &base, &bytes));
   CHECK(bytes == ((uint64_t)32 << 30) >> 3, "after 3 refusals reserved %" PRIu64, bytes);
   hl_heap_free(h);
+  unsetenv("HEAPLAB_FAULT_RESERVE");
+
+  /* The collector's switches in the environment apply to the collected
+   * heaps: a manual heap ignores them (HEAPLAB_GENERATIONAL=1 exported made
+   * every manual heap fail "option generational: needs mode=collected");
+   * set explicitly, they are still refused. */
+  setenv("HEAPLAB_GENERATIONAL", "1", 1);
+  setenv("HEAPLAB_COLLECTOR", "background", 1);
+  setenv("HEAPLAB_COMPACT", "sparse", 1);
+  setenv("HEAPLAB_RESERVE_BYTES", "64m", 1);
+  hl_options_defaults(&o);
+  o.mode = HL_MODE_MANUAL;
+  CHECK(hl_options_from_env(&o, err, sizeof err) == HL_OK, "%s", err);
+  CHECK(!o.generational && o.collector == HL_COLLECTOR_SYNC && o.compact == HL_COMPACT_NEVER,
+        "manual: generational %" PRId64 " collector %" PRId64 " compact %" PRId64, o.generational,
+        o.collector, o.compact);
+  CHECK(o.reserve_bytes == 64 << 20, "manual: the other options still apply");
+  CHECK(hl_heap_new(&o, &h, err, sizeof err) == HL_OK, "manual heap: %s", err);
+  hl_heap_free(h);
+  hl_options_defaults(&o); /* a collected heap takes them */
+  CHECK(hl_options_from_env(&o, err, sizeof err) == HL_OK, "%s", err);
+  CHECK(o.generational && o.collector == HL_COLLECTOR_BACKGROUND && o.compact != HL_COMPACT_NEVER,
+        "collected: the environment's switches not applied");
+  CHECK(hl_options_validate(&o, err, sizeof err) == HL_OK, "%s", err);
+  /* explicit (skipped by the environment): refused */
+  hl_options_defaults(&o);
+  o.mode = HL_MODE_MANUAL;
+  o.generational = 1;
+  const char *const skip[] = {"generational"};
+  CHECK(hl_options_from_env_except(&o, skip, 1, err, sizeof err) == HL_OK, "%s", err);
+  CHECK(hl_options_validate(&o, err, sizeof err) == HL_EVALUE &&
+            strstr(err, "generational: needs mode=collected"),
+        "explicit generational on a manual heap: '%s'", err);
+  /* HEAPLAB_MODE=manual: hl_heap_new(NULL) makes a manual heap */
+  setenv("HEAPLAB_MODE", "manual", 1);
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_OK, "HEAPLAB_MODE=manual: %s", err);
+  hl_options e;
+  OK(h, hl_heap_options(h, &e));
+  CHECK(e.mode == HL_MODE_MANUAL && !e.generational, "HEAPLAB_MODE=manual: mode %" PRId64, e.mode);
+  hl_heap_free(h);
+  unsetenv("HEAPLAB_MODE");
+  unsetenv("HEAPLAB_GENERATIONAL");
+  unsetenv("HEAPLAB_COLLECTOR");
+  unsetenv("HEAPLAB_COMPACT");
+  unsetenv("HEAPLAB_RESERVE_BYTES");
   return 0;
 }

@@ -330,10 +330,11 @@ def lua_report():
         # since session 31 a manual heap refuses them when asked for one
         status, out, err = run(["heaplab-lua", "-e", "print(1)"], LUA,
                                {"HEAPLAB_STATS": path, "HEAPLAB_GENERATIONAL": "1",
-                                "HEAPLAB_COLLECTOR": "background"})
+                                "HEAPLAB_COLLECTOR": "background", "HEAPLAB_COMPACT": "sparse"})
         o = report(path)["options"]
         assert status == 0 and out == "1\n" and not err, (status, out, err)
         assert o["mode"] == "manual" and not o["generational"] and o["collector"] != "background", o
+        assert o["compact"] == "never", o  # (it was refused: session 33)
     print("HEAPLAB_STATS written at the end, on os.exit and on errors; bad settings refused")
 
 

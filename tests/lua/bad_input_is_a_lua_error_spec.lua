@@ -73,6 +73,28 @@ it("heaplab.heap{...}: a string that is no value says what it is, not 'out of ra
        "HEAPLAB_WARM_PAGES=abc: " .. out)
 end)
 
+it("heaplab.heap{mode = 'manual'}: the collector's switches the environment gives are ignored", function()
+  -- (HEAPLAB_GENERATIONAL=1 exported made every manual heap a Lua error:
+  -- "option generational: needs mode=collected"); set explicitly, refused
+  local lua = os.getenv("HEAPLAB_LUA") or "lua5.4"
+  local code = [[local hl = require("heaplab")
+local h = assert(hl.heap{ mode = "manual" })
+local o = h:options()
+print("manual", o.mode, o.generational, o.collector, o.compact)
+h:close()
+local g = assert(hl.heap{})
+print("default", g:options().generational, g:options().collector)
+g:close()
+print("explicit", pcall(hl.heap, { mode = "manual", generational = true }))]]
+  local p = assert(io.popen("HEAPLAB_GENERATIONAL=1 HEAPLAB_COLLECTOR=background HEAPLAB_COMPACT=sparse '"
+                            .. lua .. "' -e '" .. code:gsub("'", "'\\''") .. "' 2>&1"))
+  local out = p:read("a")
+  p:close()
+  C.ok(out:find("manual\tmanual\tfalse\tsync\tnever", 1, true), "the manual heap: " .. out)
+  C.ok(out:find("default\ttrue\tbackground", 1, true), "a collected heap takes them: " .. out)
+  C.ok(out:find("explicit\tfalse\t[^\n]*generational: needs mode=collected"), "explicit: " .. out)
+end)
+
 it("h:alloc / h:fill", function()
 case({ "h:alloc", "size", ">= 0", "-1" }, h.alloc, h, -1)
 case({ "h:alloc", "size", "integer", "'big'" }, h.alloc, h, "big")

@@ -92,6 +92,25 @@ def test_bad_environment_value_says_what_it_is(monkeypatch, value, says):
         heaplab.Heap()
 
 
+def test_manual_heap_ignores_the_collectors_switches_from_the_environment(monkeypatch):
+    # (HEAPLAB_GENERATIONAL=1 exported made every manual heap impossible:
+    # "option generational: needs mode=collected"); set explicitly, refused
+    monkeypatch.setenv("HEAPLAB_GENERATIONAL", "1")
+    monkeypatch.setenv("HEAPLAB_COLLECTOR", "background")
+    monkeypatch.setenv("HEAPLAB_COMPACT", "sparse")
+    with heaplab.Heap(mode="manual") as h:
+        o = h.options
+        assert (o["mode"], o["generational"], o["collector"], o["compact"]) == \
+            ("manual", False, "sync", "never"), o
+    with heaplab.Heap() as h:  # a collected heap takes them
+        assert h.options["generational"] and h.options["collector"] == "background"
+    with pytest.raises(ValueError, match="generational: needs mode=collected"):
+        heaplab.Heap(mode="manual", generational=True)
+    monkeypatch.setenv("HEAPLAB_MODE", "manual")  # the mode from the environment too
+    with heaplab.Heap() as h:
+        assert h.options["mode"] == "manual" and not h.options["generational"]
+
+
 CALL_CASES = [
     ("alloc negative size", lambda h, k, f, r: h.alloc(-1), ValueError, "size"),
     ("alloc huge size", lambda h, k, f, r: h.alloc(1 << 41), ValueError, "size"),

@@ -554,17 +554,19 @@ def _build_options(kwargs: Mapping[str, Any]) -> Any:
     for k in kwargs:
         if "\0" in k:
             raise UnknownOption(f"unknown option {k!r} (an option name has no NUL byte)")
-    # an explicit option overrides its HEAPLAB_<NAME> variable (even a bad one)
-    names = [ffi.new("char[]", k.encode("utf-8", "surrogateescape")) for k in kwargs]
-    rc = lib.hl_options_from_env_except(opts, ffi.new("char *[]", names), len(names), err, 256)
-    if rc:
-        _raise(rc, _s(err))
     for name, value in kwargs.items():
         kind, number, text = _typed(value, _OPTIONS.get(name, {}).get("kind"))
         rc = lib.hl_options_set_value(opts, name.encode("utf-8", "surrogateescape"), kind, number,
                                       text, len(text), err, 256)
         if rc:
             _raise(rc, _s(err))
+    # an explicit option overrides its HEAPLAB_<NAME> variable (even a bad one);
+    # the environment comes after the explicit options so that it sees the mode
+    # (a manual heap ignores the collector's switches the environment gives)
+    names = [ffi.new("char[]", k.encode("utf-8", "surrogateescape")) for k in kwargs]
+    rc = lib.hl_options_from_env_except(opts, ffi.new("char *[]", names), len(names), err, 256)
+    if rc:
+        _raise(rc, _s(err))
     rc = lib.hl_options_validate(opts, err, 256)
     if rc:
         _raise(rc, _s(err))

@@ -508,6 +508,21 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
       return rc;
     }
   }
+  /* A manual heap (its mode set before this call, or HEAPLAB_MODE=manual)
+   * ignores the collector's switches the environment gives: they apply to
+   * every heap of the process, and a script's collected heaps are what they
+   * are for.  hl_options_validate refuses them on a manual heap, so a
+   * HEAPLAB_GENERATIONAL=1 exported made every manual heap impossible --
+   * Heap(mode="manual") failed with "option generational: needs
+   * mode=collected" (the session-33 list).  Set explicitly (skipped here),
+   * they are still refused. */
+  if (o.mode == HL_MODE_MANUAL) {
+    static const char *const collected_only[] = {"generational", "collector", "compact"};
+    for (size_t k = 0; k < sizeof collected_only / sizeof collected_only[0]; k++) {
+      int i = hl_option_index(collected_only[k]);
+      if (i >= 0) *field(&o, i) = *field(opts, i);
+    }
+  }
   *opts = o;
   return HL_OK;
 }
