@@ -873,10 +873,12 @@ int hl_events_consume(hl_heap *heap, uint64_t upto, uint64_t *kept_from);
  * Counted over its carved pages; with thp, to the end of the last carved
  * 2 MiB chunk (a huge page may back its uncarved rest) and over the chunks a
  * running prefault helper faults in.  Linux 6.7+: ioctl PAGEMAP_SCAN on
- * /proc/self/pagemap.  Where that is not there (an older kernel, no /proc)
- * and on Darwin: mincore, which counts zero pages too -- an untouched page
- * only read, or the never-written subpages of a huge page split by a partial
- * release, are "resident" there. */
+ * /proc/self/pagemap.  Where that is not there (an older kernel, no /proc),
+ * when the call is refused (a seccomp filter's EPERM: that call only) and on
+ * Darwin: mincore, which counts zero pages too -- an untouched page only
+ * read, or the never-written subpages of a huge page split by a partial
+ * release, are "resident" there: a heap whose carved pages were read, not
+ * written, counts higher by their size. */
 int hl_resident_bytes(hl_heap *heap, uint64_t *out);
 /* VMAs of /proc/self/maps that overlap the heap's reservation: 1 for the
  * heap's life, unless dump_toggle splits it on purpose, or dump_unused=0

@@ -183,7 +183,8 @@ int hl__prim_os_op_is_syscall(prim_op op);
  * each call; 0.15-0.35 ms for 128 MiB of 4 KiB pages, 5-12x mincore's, but
  * empty page tables are skipped: us where mincore takes ms for a sparse
  * 32 GiB; docs/design.md, Measuring); mincore where that is not there
- * (ENOTTY/EINVAL, no /proc), which counts zero pages too, as Darwin's does.
+ * (ENOTTY/EINVAL, no /proc) or refuses this call (a seccomp filter's EPERM),
+ * which counts zero pages too, as Darwin's does.
  * Holes are not counted. */
 int hl__prim_os_resident(const void *addr, size_t len, uint64_t *bytes);
 /* 0 when every page of [addr, addr+len) is mapped, ENOMEM when one is not
