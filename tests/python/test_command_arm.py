@@ -125,6 +125,12 @@ def test_bad_arguments_are_named():
         run_command_arm(["true"], allocator="heaplab", options={"page_releas": True})
     with pytest.raises(ValueError, match="apply to allocator='heaplab' only"):
         run_command_arm(["true"], allocator="jemalloc", options={"page_release": True})
+    # the preloaded heap is manual: it ignores the collector's options given
+    # as variables -- an arm asking for one measured the heap without it
+    for name, value in [("compact", "always"), ("generational", True),
+                        ("collector", "background"), ("gc_trigger_bytes", 65536)]:
+        with pytest.raises(ValueError, match=f"option '{name}': the preloaded heap is a manual"):
+            run_command_arm(["true"], allocator="heaplab", options={name: value})
 
 
 @pytest.mark.parametrize("options, needle", [
@@ -145,18 +151,21 @@ def test_bad_option_values_are_named_before_anything_runs(tmp_path, options, nee
 
 
 def test_an_arm_that_ran_on_the_system_allocator_is_an_error():
-    """Options whose every value is good may still be refused together (the
-    preloaded heap is manual: compact needs collected), and env may carry a
-    bad HEAPLAB_*: the library falls back to glibc, and the arm said
-    nothing -- its report's allocator was 'libc'."""
+    """Options whose every value is good may still be refused together
+    (small_max above a quarter of page_size), and env may carry a bad
+    HEAPLAB_*: the library falls back to glibc, and the arm said nothing --
+    its report's allocator was 'libc'.  (compact=always was the example: a
+    manual heap ignores the collector's switches the environment gives now,
+    a818f6c.)"""
     if not os.path.exists("/usr/bin/python3"):
         pytest.skip("Debian's python3 is not installed")
     prog = ["/usr/bin/python3", "-c", "x = [bytes(100) for i in range(20000)]"]
-    data = run_command_arm(prog, allocator="heaplab", options={"compact": "always"},
+    data = run_command_arm(prog, allocator="heaplab", options={"page_size": "16k", "small_max": "8k"},
                            stop_signal=None, timeout=120)
     assert data["report"]["allocator"] == "libc", data["report"]
     assert "asked for allocator heaplab, the command ran on the system allocator" in \
-        data["error"] and "option compact: needs mode=collected" in data["error"], data["error"]
+        data["error"] and "option small_max: 8192 exceeds page_size/4" in data["error"], \
+        data["error"]
     data = run_command_arm(prog, {"HEAPLAB_WARM_PAGES": "zz"}, allocator="heaplab",
                            stop_signal=None, timeout=120)
     assert "the command ran on the system allocator" in data["error"] and \

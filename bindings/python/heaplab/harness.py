@@ -924,8 +924,9 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     ctl.wait_low(seconds)); without a script the whole run is one phase
     "run".  After the script the command gets stop_signal (None: it is
     waited for).  options: heaplab options as HEAPLAB_<NAME> (heaplab
-    only; each value checked by the library before the command starts, and
-    a command that ran on the system allocator anyway -- the preloaded
+    only; each value checked by the library before the command starts; the
+    collector's options, which the preloaded manual heap ignores, refused:
+    PRELOAD_IGNORED_OPTIONS; and a command that ran on the system allocator anyway -- the preloaded
     library's fallback -- is the arm's error).  Returns the arm's data in the harness's usual form (records
     with the FIGURES of each phase, series, notes; save_arm writes the JSON
     and CSV) plus `allocator`, `returncode`, `stderr_tail` and `report`
@@ -1694,6 +1695,13 @@ _PEER_LIBS = {
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
 
 
+# The options the preloaded library's manual heap ignores when its environment
+# gives them (hl_options_from_env and clients/client.c's
+# client_ignore_collected_options): the collector's.
+PRELOAD_IGNORED_OPTIONS = ("generational", "collector", "compact", "gc_trigger_bytes",
+                           "gc_trigger_min_bytes", "gc_trigger_max_bytes")
+
+
 def allocator_env(allocator, options=None):
     """The environment that puts a command on `allocator` (see
     run_command_arm).  A peer's library must be installed (Debian's
@@ -1721,6 +1729,14 @@ def allocator_env(allocator, options=None):
         for k, v in (options or {}).items():
             if k not in known:
                 raise ValueError(f"option {k!r}: not a heaplab option")
+            if k in PRELOAD_IGNORED_OPTIONS and allocator == "heaplab":
+                # the preloaded heap is manual: it ignores these as
+                # HEAPLAB_<NAME> variables (docs/clients.md), so an arm asking
+                # for one measured the heap without it -- compact=always sent
+                # the command to glibc before a818f6c, then did nothing
+                raise ValueError(f"option {k!r}: the preloaded heap is a manual heap (a malloc), "
+                                 f"which has no collector: it ignores "
+                                 f"{', '.join(PRELOAD_IGNORED_OPTIONS)} (docs/clients.md)")
             if isinstance(v, bool):
                 v = "true" if v else "false"
             env["HEAPLAB_" + k.upper()] = _checked_option(k, str(v))
