@@ -692,7 +692,7 @@ class _Owned(_Slotted):
     if the Python object dies open, from cffi's deallocation -- in C, where no
     KeyboardInterrupt can land (a __del__ would have swallowed one)."""
 
-    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_finalized", "_calls", "_here", "_cv",
+    __slots__ = ("_ptr", "_anchor", "_serial", "_closed", "_finalized", "_calls", "_here", "_freed",
                  "_mutex",
                  "_pending", "__weakref__")
     _what = "the object"
@@ -735,20 +735,31 @@ class _Owned(_Slotted):
             self._settle()
 
     def _new_lock(self) -> None:
-        # the lock is taken with `with self._mutex` (a C context manager), not
-        # `with self._cv`: Condition.__exit__ is Python code, and an interrupt
-        # landing as it starts left the lock held by this thread for ever
+        # the lock is taken with `with self._mutex` (a C context manager),
+        # never waited on with a Condition: Condition.wait releases the lock
+        # before its try/finally, and a KeyboardInterrupt landing just after
+        # left it released -- the `with` exit then raised "cannot release
+        # un-acquired lock" in place of the KeyboardInterrupt.  close() waits
+        # on _freed instead, holding nothing (_CLOSE).
         self._mutex = threading.RLock()   # (_LOCK says why reentrant)
-        self._cv = threading.Condition(self._mutex)
+        # released by the free, once (_ptr cleared, after the C free that an
+        # interrupt may follow: then the next close() frees, and releases);
+        # close() waits on it with no lock held
+        self._freed = threading.Lock()
+        self._freed.acquire()
 
-    def _free_locked(self) -> None:
-        """Free the C object (the condition's lock held).  The free comes
-        first, _ptr is cleared after it: a KeyboardInterrupt that lands
-        anywhere before the free leaves _ptr set, and the next close()
-        frees (freeing twice is nothing: hlpy_anchor_close)."""
-        lib.hlpy_anchor_close(self._anchor, self._serial)
-        self._ptr = ffi.NULL
-        self._pending = False
+    def _settle(self) -> None:
+        """The last call of a closed owner finished: free it (close() set
+        _pending before it let go of the lock)."""
+        with self._mutex:
+            if self._pending and not self._calls:
+                # the C free called here, not through a Python function whose
+                # entry is an interrupt point (_CLOSE)
+                if self._ptr != ffi.NULL:
+                    lib.hlpy_anchor_close(self._anchor, self._serial)
+                    self._ptr = ffi.NULL
+                    self._freed.release()   # (once: _ptr is cleared once)
+                self._pending = False
 
     def _closed_error(self) -> Error:
         if self._finalized:
@@ -797,44 +808,37 @@ class _Owned(_Slotted):
             if self._closed and not self._calls:
                 self._settle()
 
-    def _settle(self) -> None:
-        """The last call of a closed owner finished: free it if its close()
-        deferred that, else wake the close() that waits."""
-        with self._mutex:
-            if self._pending and not self._calls and self._ptr != ffi.NULL:
-                self._free_locked()
-            self._cv.notify_all()
-
     def close(self) -> None:
         """Free the C object; idempotent.  Calls in flight in other threads
         finish first; inside a call of this thread (a finalizer) the free
-        waits for the end of that call.  A close() interrupted
-        (KeyboardInterrupt) before its free leaves it to the next close()."""
-        if not self._has("_cv"):   # __init__ failed (or did not run): nothing to free
+        waits for the end of that call.  Interrupted (KeyboardInterrupt)
+        while it waits, the owner is closed and the last call in flight
+        frees it."""
+        if not self._has("_mutex"):   # __init__ failed (or did not run): nothing to free
             return
-        # the free is made under the lock, before the with block's exit (a
-        # Python call, where an interrupt lands): freed after it, an
-        # interrupt there or at the free's call lost the free -- closed
-        # True, the C heap and its thread alive, and every later close() a
-        # no-op
-        with self._mutex:
-            if self._closed:
-                # an earlier close() (or the last call's _settle) was
-                # interrupted before its free: free now, if no call is in flight
-                if self._ptr == ffi.NULL or self._calls or self._here.depth:
-                    return
-            else:
+        # _CLOSE: everything is decided under the lock, and the free is made
+        # there, called directly (a Python function's entry, and a with
+        # block's exit, are interrupt points: an interrupt there lost the
+        # free -- closed True, the C object and its thread alive).  The two
+        # stores come first, with no call between them: from then on the
+        # last call in flight frees (_settle), whatever interrupts this
+        # close().  The wait holds no lock (_new_lock says why).
+        while True:
+            with self._mutex:
                 self._closed = True
+                self._pending = True
                 if self._here.depth:
-                    self._pending = True   # this thread is inside one of our calls
+                    return   # this thread is inside one of our calls: its end frees
+                if not self._calls:
+                    if self._ptr != ffi.NULL:
+                        lib.hlpy_anchor_close(self._anchor, self._serial)
+                        self._ptr = ffi.NULL
+                        self._freed.release()   # (once: _ptr is cleared once)
+                    self._pending = False
                     return
-                try:
-                    while self._calls:
-                        self._cv.wait(0.05)
-                except BaseException:
-                    self._pending = True   # interrupted while waiting: the last call frees
-                    raise
-            self._free_locked()
+            # freed by the last call, or a timeout (then the loop looks again)
+            if self._freed.acquire(timeout=0.05):
+                self._freed.release()   # for any other close() that waits
 
     @property
     def closed(self) -> bool:
