@@ -1354,7 +1354,10 @@ class Ref(_Slotted):
         # each handle read once: a release() in another thread between a
         # check and a second read (_live) raised StaleRef from ==
         ref, oref = self._ref, other._ref
-        if not ref or not oref or self._heap.closed:
+        # _gone(), not the flag `closed`: a heap freed by its destructor in a
+        # garbage collection (a __del__ of the same garbage compares its
+        # Refs) is not marked closed until something looks
+        if not ref or not oref or self._heap._gone():
             return False
         # one call, both objects read under one hold of the heap lock: two
         # reads of their addresses (hl_ref_info) could see a collection in
@@ -1363,9 +1366,10 @@ class Ref(_Slotted):
         out = ffi.new("int *")
         try:
             self._heap._call(lib.hl_ref_same, ref, oref, out)
-        except StaleRef:
-            # released since the read above (HL_ESTALE): released, it is
-            # equal only to itself (as Lua's __eq); other errors raise
+        except (StaleRef, HeapClosed):
+            # released, or the heap closed, since the reads above (HL_ESTALE;
+            # a close() in another thread): equal only to itself (as Lua's
+            # __eq); other errors raise
             return False
         return bool(out[0])
 
@@ -1374,14 +1378,19 @@ class Ref(_Slotted):
         # nor when compaction moves the object (hl_ref_identity: the address
         # when compact=never, else a number given when first asked, kept
         # through moves; two live objects never share one)
+        # (released, or of a heap closed or freed by its destructor -- also
+        # between the checks and the call: equal only to itself, hash id(self))
         if self._hash is None:
             ref = self._ref
-            if ref and not self._heap.closed:
+            h = id(self)
+            if ref and not self._heap._gone():
                 out = ffi.new("uint64_t *")
-                self._heap._call(lib.hl_ref_identity, ref, out)
-                self._hash = hash((id(self._heap), out[0]))
-            else:
-                self._hash = id(self)
+                try:
+                    self._heap._call(lib.hl_ref_identity, ref, out)
+                    h = hash((id(self._heap), out[0]))
+                except (StaleRef, HeapClosed):
+                    pass
+            self._hash = h
         return self._hash
 
     def _repr(self) -> str:
