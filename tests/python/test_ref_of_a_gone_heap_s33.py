@@ -58,3 +58,27 @@ def test_a_close_between_the_check_and_the_call(monkeypatch):
     assert h.closed and a == a and a != b
     assert hash(c) == id(c)
     assert h2.closed and hash(c) == id(c)
+
+
+def test_with_a_ref_of_a_closed_heap_raises_heapclosed():
+    # `with ref:` entered a Ref of a closed heap, where `with heap:` and
+    # `with region:` raise HeapClosed
+    h = heaplab.Heap(reserve_bytes=64 << 20)
+    r, region = h.alloc(8), h.conservative_region(1)
+    with r as same:
+        assert same is r
+    r = h.alloc(8)
+    h.close()
+    with pytest.raises(heaplab.HeapClosed, match="the heap is closed"):
+        with h:
+            pass
+    with pytest.raises(heaplab.HeapClosed):
+        with region:
+            pass
+    with pytest.raises(heaplab.HeapClosed, match="the heap is closed"):
+        with r:
+            pass
+    r.release()
+    with pytest.raises(heaplab.StaleRef):
+        with r:
+            pass

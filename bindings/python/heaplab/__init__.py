@@ -1333,7 +1333,11 @@ class Ref(_Slotted):
             lib.hlpy_root_release(self._root)
 
     def __enter__(self) -> Ref:
-        self._h()
+        """StaleRef when released, HeapClosed when its heap is closed (or
+        freed by its destructor), as `with heap:` and `with region:`."""
+        h = self._h()
+        if h._gone():
+            raise h._closed_error()
         return self
 
     def __exit__(self, *exc: object) -> None:
