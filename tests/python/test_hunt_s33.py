@@ -33,3 +33,23 @@ def test_memory_pressure_on_a_manual_heap_is_a_mode_error():
         h.trim()
     finally:
         h.close()
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_sweep_stopped_copies_and_pickles(how):
+    # its default reduction made it again from args, the signal's name:
+    # Stopped('SIGTERM') -> ValueError: 'SIGTERM' is not a valid Signals
+    import copy
+    import pickle
+    import signal
+    from heaplab import sweep
+    e = sweep.Stopped(signal.SIGTERM)
+    e.arm = 3          # (in its __dict__, as __notes__ on 3.11+)
+    c = {"copy": copy.copy, "deepcopy": copy.deepcopy,
+         "pickle": lambda e: pickle.loads(pickle.dumps(e))}[how](e)
+    assert type(c) is sweep.Stopped and isinstance(c, KeyboardInterrupt)
+    assert c is not e
+    assert (c.signum, c.args, str(c)) == (signal.SIGTERM, ("SIGTERM",), "SIGTERM")
+    assert c.arm == 3
+    h = sweep.Stopped(signal.SIGHUP)
+    assert pickle.loads(pickle.dumps(h)).signum == signal.SIGHUP

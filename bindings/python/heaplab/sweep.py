@@ -796,6 +796,11 @@ class Stopped(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # made again from its signal number, not from args (the signal's
+        # name, which Stopped() refused: copy and pickle raised ValueError)
+        return type(self), (self.signum,), self.__dict__
+
 
 @contextlib.contextmanager
 def stop_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
