@@ -203,9 +203,7 @@ def python_arm_name(data):
     """The arm's name as this file declares it: a Lua arm's JSON names it
     'lua-<arm>' (experiments/lua/harness.lua), the sweep's record too."""
     arm = str(data.get("arm", ""))
-    if data.get("language") == "lua" or arm.startswith("lua-"):
-        return arm[len("lua-"):] if arm.startswith("lua-") else arm
-    return arm
+    return arm[len("lua-"):] if arm.startswith("lua-") else arm
 
 
 def arm_effects(data):

@@ -813,7 +813,9 @@ class _Owned(_Slotted):
         finish first; inside a call of this thread (a finalizer) the free
         waits for the end of that call.  Interrupted (KeyboardInterrupt)
         while it waits, the owner is closed and the last call in flight
-        frees it."""
+        frees it; interrupted just after the C free (a signal is checked when
+        a C call returns), a later close() -- or the close() of another thread
+        waiting -- finishes what the free left (freeing twice is nothing)."""
         if not self._has("_mutex"):   # __init__ failed (or did not run): nothing to free
             return
         # _CLOSE: everything is decided under the lock, and the free is made
