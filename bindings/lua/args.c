@@ -160,6 +160,23 @@ void lhl_sigint_end(lhl_sigint *s) {
   pthread_mutex_unlock(&sigint_lock);
 }
 
+/* A paced wait of a heap the module made (hl_heap_set_wait_hook, set by
+ * heaplab.heap): heaplab's handler in front for the wait alone, as for a long
+ * call, so Ctrl-C ends it (the allocation goes on unpaced and returns; the
+ * interpreter's "interrupted!" is raised as h:alloc returns).  Around every
+ * h:alloc it cost sigactions on each allocation; without it Ctrl-C waited
+ * for the wait's end, up to pacing_max_wait_ms.  A thread waits once at a
+ * time, and inside a long call the handler is in front already (the count
+ * of calls goes up and down, no sigaction). */
+static _Thread_local lhl_sigint wait_sigint;
+
+void lhl_wait_hook(hl_heap *h, int begins, void *arg) {
+  (void)h;
+  (void)arg;
+  if (begins) lhl_sigint_begin(&wait_sigint);
+  else lhl_sigint_end(&wait_sigint);
+}
+
 /* "a string 'abc'", "the number 1.5", "a table": what the caller passed. */
 void *lhl_ud(lua_State *L, int idx, uint64_t tag, size_t size) {
   if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != size) return NULL;

@@ -189,6 +189,7 @@ int lhl_heap_new(lua_State *L) {
     return luaL_error(L, "%s", msg);
   }
   lh->h = h;
+  hl_heap_set_wait_hook(h, lhl_wait_hook, NULL); /* Ctrl-C ends a paced wait */
   /* Lua's collector sees a few bytes of userdata, not what the heap holds
    * (its descriptors, events, first pages: ~100 KiB as soon as it is used),
    * so 3,000 dropped heaps held 925 MiB until collectgarbage().  Tell it:
@@ -272,6 +273,8 @@ static int h_alloc(lua_State *L) {
   uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", UINT64_MAX, 0);
   lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
   hl_heap *h = heap_open(L, 1, fn);
+  /* (no handler put in front here: a paced wait puts it there itself, the
+   * heap's wait hook -- lhl_wait_hook) */
   int rc = hl_alloc(h, size, refs, &o->ref);
   if (rc) return lhl_result(L, fn, h, rc);
   return 1;

@@ -145,12 +145,16 @@ int lhl_method(lua_State *L, const char *hint);
  * in front of it for the call (hl_interrupt_attach: it stops the call at a
  * safe point with HL_EINTR, then runs that handler), and the disposition
  * that was there is put back after.  SIG_DFL (the process ends) and SIG_IGN
- * are left alone.  lhl_sigint_end before anything that may raise. */
+ * are left alone.  lhl_sigint_end before anything that may raise.  A paced
+ * h:alloc is no long call: the heap's wait hook does the same for its wait
+ * alone (lhl_wait_hook). */
 typedef struct lhl_sigint {
   int attached;
 } lhl_sigint;
 void lhl_sigint_begin(lhl_sigint *s);
 void lhl_sigint_end(lhl_sigint *s);
+/* The hook of each heap the module makes: the same, around a paced wait. */
+void lhl_wait_hook(hl_heap *h, int begins, void *arg);
 
 /* show.c */
 void lhl_open_show(lua_State *L);

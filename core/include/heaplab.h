@@ -786,10 +786,11 @@ void hl_sampler_stop(hl_sampler *s);
  * 20 ms and the allocation goes on unpaced, as after pacing_max_wait_ms -- it
  * succeeds or fails as it would have, never with HL_EINTR (a long call around
  * it stops at its next safe point; Python raises KeyboardInterrupt as the
- * allocation returns).  Inside a long call, a paced wait that begins after an
- * interrupt the call has not stopped at yet does not wait at all: an
- * interrupt ends every paced wait of the call it came in, those before it
- * began too.  Outside a long call (hl_alloc and the like) only a wait under
+ * allocation returns, Lua "interrupted!": its module attaches the handler
+ * for the wait, hl_heap_set_wait_hook).  Inside a long call, a paced wait
+ * that begins after an interrupt the call has not stopped at yet does not
+ * wait at all: an interrupt ends every paced wait of the call it came in,
+ * those before it began too.  Outside a long call (hl_alloc and the like) only a wait under
  * way when hl_interrupt is called ends: one that begins later waits as
  * usual.  hl_interrupt is async-signal-safe.
  * hl_interrupt_attach(signo) installs a handler for signo that calls it and
@@ -847,6 +848,21 @@ const char *hl_heap_error(const hl_heap *heap);
  * "background collector:"...: tcache_* on a collected heap, young_* without
  * generational, min_cycle_interval_ms with collector=sync). */
 int hl_heap_options(const hl_heap *heap, hl_options *out);
+/* A hook around each paced wait of the heap (the background collector,
+ * large_pacing: hl_interrupt above), for a binding whose Ctrl-C handling is
+ * not in place all the time: fn(heap, 1, arg) in the thread about to wait,
+ * before it waits, and fn(heap, 0, arg) in the same thread when the wait
+ * ends, however it ends -- each with the heap lock dropped, never from a
+ * signal handler, and only where a wait really begins (an allocation that
+ * is not paced calls nothing).  The Lua module puts heaplab's SIGINT handler
+ * in front there (hl_interrupt_attach) and the host's back after: putting
+ * it there around every h:alloc cost sigactions on each allocation, and
+ * without it Ctrl-C waited for the wait's end, up to pacing_max_wait_ms.
+ * fn must not call the heap, nor raise or longjmp.  fn NULL removes the
+ * hook; a change takes the heap lock, and a wait under way ends with the
+ * hook it began with.  HL_EINVAL for a NULL heap. */
+typedef void (*hl_wait_hook)(hl_heap *heap, int begins, void *arg);
+int hl_heap_set_wait_hook(hl_heap *heap, hl_wait_hook fn, void *arg);
 
 int hl_stats_get(hl_heap *heap, hl_stats *out);
 /* Copy up to cap events, oldest first; clear = consume them. */

@@ -543,6 +543,15 @@ int hl_heap_options(const hl_heap *h, hl_options *out) {
   return HL_OK;
 }
 
+int hl_heap_set_wait_hook(hl_heap *h, hl_wait_hook fn, void *arg) {
+  CHECK_HEAP(h);
+  bool locked = hl__lock(h);
+  h->wait_hook = fn;
+  h->wait_hook_arg = fn ? arg : NULL;
+  hl__unlock(h, locked);
+  return HL_OK;
+}
+
 /* ---- handles ---- */
 
 /* The one allocation of the handle API: the fast path, else the sequence. */

@@ -567,6 +567,8 @@ struct hl_heap {
   uint64_t verify_addr;      /* verify: the address the last failed check named (0:
                                 none), for the verify_failed event (hl__verify_failed) */
   uint32_t pacing_dry_cycles; /* cycles in a row that freed nothing large */
+  hl_wait_hook wait_hook;     /* hl_heap_set_wait_hook: around each paced wait */
+  void *wait_hook_arg;
 
   /* background collector */
   pthread_t collector;

@@ -135,6 +135,7 @@ int main(void) {
   hl_churn_result cr;
   uint64_t u, u2;
   REFUSED(NULL, "hl_heap_options: the heap is NULL", hl_heap_options(NULL, &o));
+  REFUSED(NULL, "hl_heap_set_wait_hook: the heap is NULL", hl_heap_set_wait_hook(NULL, NULL, NULL));
   REFUSED(NULL, "the heap is NULL", hl_stats_get(NULL, &st));
   REFUSED(NULL, "the heap is NULL", hl_events_read(NULL, ev, 2, &n, 0));
   REFUSED(NULL, "the heap is NULL", hl_events_peek(NULL, ev, 2, &n, &u));

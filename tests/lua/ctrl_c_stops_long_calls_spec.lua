@@ -77,6 +77,44 @@ describe("Ctrl-C", function()
     C.ok(s < 2.5, ("the REPL took %.2f s"):format(s))
   end)
 
+  it("ends a paced h:alloc's wait, and the heap goes on", function()
+    -- h:alloc is no long call (no handler put in front around each one: that
+    -- cost sigactions per allocation); the heap's wait hook puts it in front
+    -- for a paced wait alone.  Without it Ctrl-C waited for the wait's end:
+    -- the next cycle, 4 s after the last one (min_cycle_interval_ms), here
+    -- ~3.7 s after the signal.  The loop's first allocation asks for a cycle
+    -- that runs at once; from the second on each waits ~4 s for the next, so
+    -- at 0.3 s the loop waits (and were it not waiting, lua.c's hook would
+    -- stop the Lua loop at once: the bound holds either way).
+    local code = ([[
+local hl = require "heaplab"
+local h = assert(hl.heap{ collector = "background", min_cycle_interval_ms = 4000,
+  pacing_max_wait_ms = 8000, large_trigger_bytes = "64k", pacing_give_up_cycles = 1000 })
+%s
+local t0 = hl.clock_ns()
+local ok, err = pcall(function()
+  local keep = {}
+  for i = 1, 1000 do keep[i %% 8] = h:alloc(100000) end
+end)
+local s = (hl.clock_ns() - t0) / 1e9
+local st = h:stats()
+local o = h:alloc(100)
+print(("err=%%s elapsed=%%.2f waits=%%d check=%%s alloc=%%s"):format(err, s, st.pacing_waits,
+  tostring(h:check()), tostring(o ~= nil)))
+]]):format(KILL_LATER)
+    local out, ok = child("-e", code)
+    C.ok(ok, "the script failed: " .. out)
+    local err, s, waits, check, alloc =
+      out:match("err=(.-) elapsed=([%d.]+) waits=(%d+) check=(%w+) alloc=(%w+)")
+    C.ok(err, "no result line: " .. out)
+    C.ok(err:find("interrupted", 1, true), "not interrupted: " .. out)
+    C.ok(tonumber(waits) >= 1, "no paced wait: " .. out)
+    C.ok(tonumber(s) < 1.3, ("the paced h:alloc loop ran %.2f s, Ctrl-C at 0.3 s (its wait: ~4 s)")
+      :format(tonumber(s)))
+    C.eq(check, "true", "h:check() after")
+    C.eq(alloc, "true", "an allocation after")
+  end)
+
   it("leaves the handler lua.c had: Ctrl-C in Lua code after a fill", function()
     -- a fill that ends before the signal, then a Lua loop: lua.c's handler
     -- (put back after the fill) stops the loop

@@ -170,6 +170,17 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
    * session 30's pacing changes.) */
   uint64_t mark = hl__call_mark();
   bool timed_out = false;
+  /* The binding's hook (hl_heap_set_wait_hook), the lock dropped: the Lua
+   * module attaches its SIGINT handler for the wait alone.  (Without it
+   * nothing called hl_interrupt during a Lua h:alloc's wait: Ctrl-C waited
+   * for the wait's end, 2.5 s of a min_cycle_interval_ms of 4 s.) */
+  hl_wait_hook hook = h->wait_hook;
+  void *hook_arg = h->wait_hook_arg;
+  if (hook) {
+    hl__unlock_raw(h);
+    hook(h, 1, hook_arg);
+    hl__lock_raw(h);
+  }
   while (h->cycles_completed < target && !h->closing && !hl__interrupted(mark)) {
     uint64_t spent = hl__prim_now_ns() - t0;
     if (spent >= max_ns) {
@@ -184,4 +195,9 @@ void hl__pace(hl_heap *h, uint64_t bytes) {
   if (timed_out) h->tally.pacing_timeouts++;
   hl__event(h, HL_EV_pacing_wait, 4, (int64_t)h->ctr.since_cycle[HL_LARGE], (int64_t)waited,
             (int64_t)timed_out, (int64_t)0);
+  if (hook) {
+    hl__unlock_raw(h);
+    hook(h, 0, hook_arg);
+    hl__lock_raw(h);
+  }
 }
