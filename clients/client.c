@@ -594,16 +594,6 @@ bool client_marked_by_another(const char *mark, const char *stats) {
   return *mark == ':' && pid != (long)getpid() && strcmp(mark + 1, stats) == 0;
 }
 
-void client_ignore_collected_options(hl_options *o) {
-  hl_options d;
-  hl_options_defaults(&d);
-  o->generational = 0;
-  o->collector = HL_COLLECTOR_SYNC;
-  o->gc_trigger_bytes = d.gc_trigger_bytes;
-  o->gc_trigger_min_bytes = d.gc_trigger_min_bytes;
-  o->gc_trigger_max_bytes = d.gc_trigger_max_bytes;
-}
-
 void client_cap_reservation(hl_options *o) {
   uint64_t half = UINT64_MAX;
   const int limits[] = {RLIMIT_AS, RLIMIT_DATA};
@@ -650,8 +640,11 @@ int client_start(const char *launcher, const char *interpreter) {
   char err[512];
   hl_options_defaults(&o);
   o.dump_unused = 0; /* a core dump of the interpreter's pages, not 32 GiB (HEAPLAB_DUMP_UNUSED=1) */
-  /* the mode first: the environment's collector switches (HEAPLAB_COMPACT
-   * too) are then ignored by hl_options_from_env, as on any manual heap */
+  /* the mode first: the environment's collected-only options
+   * (HEAPLAB_GENERATIONAL, HEAPLAB_GC_TRIGGER_BYTES, HEAPLAB_YOUNG_MIN_BYTES
+   * ...: hl_option_info.collected_only) are then ignored by
+   * hl_options_from_env, as on any manual heap -- they are for a script's
+   * collected heaps, and the launchers' heap never collects */
   o.mode = HL_MODE_MANUAL;
   int rc = hl_options_from_env(&o, err, sizeof err);
   if (!rc && getenv("HEAPLAB_MODE") && strcmp(getenv("HEAPLAB_MODE"), "manual") != 0) {
@@ -660,8 +653,6 @@ int client_start(const char *launcher, const char *interpreter) {
     rc = HL_EVALUE;
   }
   if (!rc) rc = hl_options_set_int(&o, "mode", HL_MODE_MANUAL, err, sizeof err);
-  /* (HEAPLAB_GENERATIONAL & co. are a script's collected heaps': ignored) */
-  client_ignore_collected_options(&o);
   /* (the launchers hunt, session 25: under `ulimit -v 400000` a 150 MB
    * bytearray, under 60000 the interpreter itself, failed where the stock
    * one ran) */

@@ -75,16 +75,6 @@ const char *client_refusal(void);
  * since), so a later memory error is not its (heaplab-lua). */
 void client_refusal_clear(void);
 
-/* The options that say how a collected heap collects -- generational,
- * collector, gc_trigger_bytes and its min and max -- set back to their
- * defaults on the launchers' and the preloaded library's manual heap, which
- * never collects: exported for a program's own collected heaps
- * (heaplab.Heap()), they must not refuse the manual one (hl_options_validate
- * refuses generational and a background collector on a manual heap, and
- * cross-checks the triggers: HEAPLAB_GC_TRIGGER_BYTES=65536 sent a preloaded
- * program to the system allocator -- the preload hunt, session 32).
- * HEAPLAB_COMPACT, a request to move the program's blocks, is still refused. */
-void client_ignore_collected_options(hl_options *o);
 
 /* Under a finite RLIMIT_AS or RLIMIT_DATA (the reservation is a private
  * writable mapping: it counts against both), a reservation of at most half

@@ -83,12 +83,15 @@ void lhl_push_option_value(lua_State *L, int index, const hl_option_info *info, 
 /***
 Every heap option, as the C library declares it.
 @function options
-@treturn table `{name = {kind=, default=, min=, max=, choices=, description=}}`; `kind` is
-"bool", "int", "bytes" or "enum"; `choices` (enum options) lists the names; `tostring`
+@treturn table `{name = {kind=, default=, min=, max=, choices=, collected_only=, description=}}`;
+`kind` is "bool", "int", "bytes" or "enum"; `choices` (enum options) lists the names;
+`collected_only` is true for an option only collected heaps read (a manual heap ignores its
+`HEAPLAB_` variable); `tostring`
 shows a line an option
 @usage for name, o in pairs(heaplab.options()) do print(name, o.default, o.description) end
 */
-/* heaplab.options() -> {name = {kind, default, min, max, choices, description}} */
+/* heaplab.options() -> {name = {kind, default, min, max, choices, collected_only,
+ * description}} */
 static int l_options(lua_State *L) {
   int n = hl_option_count();
   lua_createtable(L, 0, n);
@@ -96,7 +99,7 @@ static int l_options(lua_State *L) {
   for (int i = 0; i < n; i++) {
     hl_option_info info;
     if (hl_option_info_get(i, &info)) continue;
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lhl_setmetatable(L, OPTION_MT);
     lua_pushstring(L, kind_name(info.kind));
     lua_setfield(L, -2, "kind");
@@ -114,6 +117,8 @@ static int l_options(lua_State *L) {
       }
       lua_setfield(L, -2, "choices");
     }
+    lua_pushboolean(L, info.collected_only);
+    lua_setfield(L, -2, "collected_only");
     lua_pushstring(L, info.description);
     lua_setfield(L, -2, "description");
     lua_setfield(L, -2, info.name);

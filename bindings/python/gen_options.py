@@ -1,7 +1,7 @@
 """Generate heaplab/_options.py from the option table in the one public header.
 
 The options are declared once, as the HL_OPTIONS X-macro of
-core/include/heaplab.h: X(name, kind, default, min, max, choices, description).
+core/include/heaplab.h: X(name, kind, heaps, default, min, max, choices, description).
 Like gen_cffi.py, this runs the header through the C preprocessor (with
 HL_CDEF, so no system header is read) and expands that list with an X of its
 own that prints each entry as a Python tuple.  From it comes a module with
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-ENTRY = "X(name, kind, default, min, max, choices, description)"
+ENTRY = "X(name, kind, heaps, default, min, max, choices, description)"
 KINDS = {"BOOL": "bool", "INT": "int", "BYTES": "bytes", "ENUM": "enum"}
 # Python types of a value the binding accepts for each kind (a string is
 # parsed by the C library for every kind: "64k", "true"; the typed form names
@@ -75,8 +75,8 @@ def read_options(cc, header):
     """The entries of HL_OPTIONS, as (name, kind, default, min, max, choices,
     description) with numbers as ints and the default of an enum as its name."""
     src = (f'#include "{os.path.abspath(header)}"\n'
-           "#define HL__PY(name, kind, def, lo, hi, choices, desc) "
-           "(#name, #kind, #def, #lo, #hi, choices, desc),\n"
+           "#define HL__PY(name, kind, heaps, def, lo, hi, choices, desc) "
+           "(#name, #kind, #heaps, #def, #lo, #hi, choices, desc),\n"
            "HEAPLAB_OPTIONS_BEGIN HL_OPTIONS(HL__PY) HEAPLAB_OPTIONS_END\n")
     with tempfile.NamedTemporaryFile("w", suffix=".c", delete=False) as f:
         f.write(src)
@@ -94,10 +94,13 @@ def read_options(cc, header):
                          f"its entries must be {ENTRY}") from None
     table = []
     for e in entries:
-        if len(e) != 7:
+        if len(e) != 8:
             raise SystemExit(f"gen_options.py: HL_OPTIONS entry {e[:1]} has {len(e)} fields; "
                              f"expected {ENTRY}")
-        name, kind, default, lo, hi, choices, desc = e
+        name, kind, heaps, default, lo, hi, choices, desc = e
+        if heaps not in ("ALL", "COLLECTED"):
+            raise SystemExit(f"gen_options.py: option {name}: heaps is {heaps!r}; expected ALL "
+                             "or COLLECTED")
         if kind not in KINDS:
             raise SystemExit(f"gen_options.py: option {name}: unknown kind {kind!r} "
                              f"(known: {', '.join(KINDS)})")

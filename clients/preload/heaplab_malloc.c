@@ -262,10 +262,10 @@ static NOINLINE hl_heap *setup(void) {
     o.small_max = 16384;
     o.warm_pages = 16;
     o.dump_unused = 0; /* a core dump of the program's pages, not 32 GiB */
+    /* (the mode set first: HEAPLAB_GENERATIONAL, HEAPLAB_GC_TRIGGER_BYTES
+     * and every other collected-only option's variable are the program's
+     * collected heaps', ignored by hl_options_from_env on a manual heap) */
     int rc = hl_options_from_env(&o, err, sizeof err);
-    /* (HEAPLAB_GENERATIONAL & co. are the program's collected heaps':
-     * ignored, client.h) */
-    client_ignore_collected_options(&o);
     /* the library's small_max is a default, not the user's: with a smaller
      * HEAPLAB_PAGE_SIZE it is lowered to what a page allows (page_size/4),
      * rather than refusing a valid page size */

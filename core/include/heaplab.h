@@ -135,7 +135,7 @@ extern "C" {
  * pins the layout of this version and fails until both change together
  * (docs/clients.md, "Embedding libheaplab in a C program").
  */
-#define HL_ABI_VERSION 4
+#define HL_ABI_VERSION 5
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -217,139 +217,145 @@ enum hl_compact { HL_CHOICES_compact(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 enum hl_thp { HL_CHOICES_thp(HL__CHOICE_CONST, HL__CHOICE_CONST) };
 
 /*
- * X(name, kind, default, min, max, choices, description)
+ * X(name, kind, heaps, default, min, max, choices, description)
  * Every option is an int64_t field of hl_options.  The environment variable
  * HEAPLAB_<NAME> (upper case) overrides the default (hl_options_from_env).
+ * heaps: ALL, or COLLECTED for an option only a collected heap reads (the
+ * collector's: its triggers, sweeps, nursery, marking, pacing, compaction --
+ * nothing of a manual heap's code reads it).  hl_option_info.collected_only
+ * says it; a manual heap ignores such an option's HEAPLAB_ variable
+ * (hl_options_from_env), and so do the launchers, the preloaded library
+ * and the harness's allocator arms, from this one column.
  * An enum option's min and max are its first and last choice.
  * Control arms: the descriptions name the seed defect a value reproduces.
  */
 #define HL_OPTIONS(X)                                                          \
-  X(mode, ENUM, HL_MODE_COLLECTED, HL_MODE_COLLECTED, HL_MODE_MANUAL, HL_CHOICES(mode), \
+  X(mode, ENUM, ALL, HL_MODE_COLLECTED, HL_MODE_COLLECTED, HL_MODE_MANUAL, HL_CHOICES(mode), \
     "collected: roots + precise tracing; manual: explicit sized free")        \
-  X(page_size, BYTES, 65536, 4096, 1048576, "",                                \
+  X(page_size, BYTES, ALL, 65536, 4096, 1048576, "",                                \
     "BiBOP page size (power of two, >= OS page)")                             \
-  X(small_max, BYTES, 512, 16, 16384, "",                                      \
+  X(small_max, BYTES, ALL, 512, 16, 16384, "",                                      \
     "largest small object in bytes (<= page_size/4); larger go to the large path") \
-  X(reserve_bytes, BYTES, 34359738368, 1048576, 1099511627776, "",             \
+  X(reserve_bytes, BYTES, ALL, 34359738368, 1048576, 1099511627776, "",             \
     "virtual reservation for small pages (halved until the kernel accepts it; the heap's effective options say what it got)") \
-  X(thp, ENUM, HL_THP_NEVER, HL_THP_NEVER, HL_THP_POPULATE, HL_CHOICES(thp),   \
+  X(thp, ENUM, ALL, HL_THP_NEVER, HL_THP_NEVER, HL_THP_POPULATE, HL_CHOICES(thp),   \
     "transparent huge pages: never (MADV_NOHUGEPAGE: 4 KiB faults); madvise (MADV_HUGEPAGE on a reservation of 2 MiB-aligned 2 MiB chunks: a chunk is backed by a huge page at its first touch; trims release whole chunks first, one call per run of them -- a whole chunk even when its free pages go past what the trim would take (up to release_per_sweep; less than a chunk out of the warm cache) -- and count the huge pages they split); populate (as madvise, and a fresh chunk is faulted in with one MADV_POPULATE_WRITE). Default never, measured (docs/performance.md, fourth round): the 192 MiB fill is 3x faster with populate, binary-trees is not faster (side by side 0.98-1.03x, 2-3x the system time), and the experiments study footprint in 4 KiB pages") \
-  X(thp_prefault, INT, 4, 0, 64, "",                                           \
+  X(thp_prefault, INT, ALL, 4, 0, 64, "",                                           \
     "thp (madvise or populate): while a fill carves fresh 2 MiB chunks, a helper thread faults in up to this many chunks ahead of it with MADV_POPULATE_WRITE on another CPU, so the kernel's zeroing of huge pages can run beside the fill (at most the fresh pages the fill will carve; chunks it faulted in and the fill did not use are given back when it ends); 0 = off, the fill faults its chunks in itself. Default 4, measured (docs/performance.md, fourth round, item 27): a 192 MiB huge-page fill 0.87x (fastest) and 0.82x (median) the time without the helper at load < 1, 0.77x and 0.74x at load 1.5 (the helper taking the farthest chunks, the fill zeroing the near ones); no thread starts where the process may use one CPU") \
-  X(page_release, BOOL, 1, 0, 1, "",                                           \
+  X(page_release, BOOL, ALL, 1, 0, 1, "",                                           \
     "return empty pages to the OS; 0 = the seed's 'before' (kept forever)")   \
-  X(warm_pages, INT, 64, 0, 1048576, "",                                       \
+  X(warm_pages, INT, ALL, 64, 0, 1048576, "",                                       \
     "empty pages kept resident as a warm cache")                              \
-  X(warm_demand_trims, INT, 8, 0, 16, "",                                      \
+  X(warm_demand_trims, INT, ALL, 8, 0, 16, "",                                      \
     "while allocating, also keep as many empty pages as were taken in the last N trim intervals (0 = warm_pages only, the seed's policy)") \
-  X(release_per_sweep, INT, 1024, 1, 1048576, "",                              \
+  X(release_per_sweep, INT, ALL, 1024, 1, 1048576, "",                              \
     "pages released per trim pass at most: a cycle's trim (and a manual heap's after frees) is one pass, so a drop of more goes back over the next cycles; hl_trim runs passes until only the warm cache is left")                                        \
-  X(release_advice, ENUM, HL_ADVICE_DONTNEED, HL_ADVICE_DONTNEED, HL_ADVICE_FREE,  \
+  X(release_advice, ENUM, ALL, HL_ADVICE_DONTNEED, HL_ADVICE_DONTNEED, HL_ADVICE_FREE,  \
     HL_CHOICES(release_advice),                            \
     "primary advice: dontneed drops RSS now; free is lazy and stays charged")  \
-  X(fallback_advice, ENUM, HL_FALLBACK_FREE, HL_FALLBACK_NONE, HL_FALLBACK_FREE, \
+  X(fallback_advice, ENUM, ALL, HL_FALLBACK_FREE, HL_FALLBACK_NONE, HL_FALLBACK_FREE, \
     HL_CHOICES(fallback_advice),                      \
     "advice used when the primary is refused; such pages are upgraded later") \
-  X(upgrade_per_sweep, INT, 1024, 0, 1048576, "",                              \
+  X(upgrade_per_sweep, INT, ALL, 1024, 0, 1048576, "",                              \
     "primary-advice retries on fallback pages per trim (0 = never upgrade)")  \
-  X(upgrade_budget_counts, ENUM, HL_BUDGET_ATTEMPTS, HL_BUDGET_ATTEMPTS, HL_BUDGET_SCANNED, \
+  X(upgrade_budget_counts, ENUM, ALL, HL_BUDGET_ATTEMPTS, HL_BUDGET_ATTEMPTS, HL_BUDGET_SCANNED, \
     HL_CHOICES(upgrade_budget_counts),                  \
     "what the upgrade budget counts; scanned = the seed's stalling defect")   \
-  X(reuse_attempts, INT, 4, 1, 4096, "",                                       \
+  X(reuse_attempts, INT, ALL, 4, 1, 4096, "",                                       \
     "released pages tried per page acquisition before a fresh page")          \
-  X(reuse_failed_order, ENUM, HL_ORDER_FIFO, HL_ORDER_FIFO, HL_ORDER_LIFO,        \
+  X(reuse_failed_order, ENUM, ALL, HL_ORDER_FIFO, HL_ORDER_FIFO, HL_ORDER_LIFO,        \
     HL_CHOICES(reuse_failed_order),                            \
     "where a page that failed restore is parked; lifo = the seed's defect")   \
-  X(dump_toggle, BOOL, 0, 0, 1, "",                                            \
+  X(dump_toggle, BOOL, ALL, 0, 0, 1, "",                                            \
     "pair release with MADV_DONTDUMP and reuse with MADV_DODUMP (bmalloc; splits VMAs)") \
-  X(dump_unused, BOOL, 1, 0, 1, "",                                            \
+  X(dump_unused, BOOL, ALL, 1, 0, 1, "",                                            \
     "core dumps hold the whole reservation and side tables (1: one VMA for the reservation's life, what the experiments measure); 0: MADV_DONTDUMP on the part no carved page uses, MADV_DODUMP as the heap grows (each mapping two VMAs): a core dump or gdb's gcore holds the heap's pages, not 32 GiB of zeros -- the default of libheaplab-malloc.so and the launchers") \
-  X(syscall_retry_max, INT, 100, -1, 1000000000, "",                           \
+  X(syscall_retry_max, INT, ALL, 100, -1, 1000000000, "",                           \
     "EAGAIN retries per syscall; -1 = unbounded spin (the seed's livelock)")  \
-  X(syscall_retry_backoff_us, INT, 1000, 0, 10000000, "",                      \
+  X(syscall_retry_backoff_us, INT, ALL, 1000, 0, 10000000, "",                      \
     "sleep between EAGAIN retries, microseconds")                             \
-  X(sweep, ENUM, HL_SWEEP_RETIRED, HL_SWEEP_RETIRED, HL_SWEEP_FULL, HL_CHOICES(sweep), \
+  X(sweep, ENUM, COLLECTED, HL_SWEEP_RETIRED, HL_SWEEP_RETIRED, HL_SWEEP_FULL, HL_CHOICES(sweep), \
                                          \
     "retired: sweep pages retired since the last cycle; full: every page")    \
-  X(major_sweep, ENUM, HL_MAJOR_AUTO, HL_MAJOR_AUTO, HL_MAJOR_ALWAYS,               \
+  X(major_sweep, ENUM, COLLECTED, HL_MAJOR_AUTO, HL_MAJOR_AUTO, HL_MAJOR_ALWAYS,               \
     HL_CHOICES(major_sweep),                           \
     "when partial pages are swept too (auto: quiet, pressure or backstop)")   \
-  X(quiet_bytes, BYTES, 6291456, 0, 1099511627776, "",                         \
+  X(quiet_bytes, BYTES, COLLECTED, 6291456, 0, 1099511627776, "",                         \
     "a cycle is quiet below min(trigger/4, quiet_bytes) allocated since the last") \
-  X(quiet_counts_large, BOOL, 1, 0, 1, "",                                     \
+  X(quiet_counts_large, BOOL, COLLECTED, 1, 0, 1, "",                                     \
     "count large-path bytes in the quiet test; 0 = the seed's defect")        \
-  X(major_backstop_cycles, INT, 16, 0, 1048576, "",                            \
+  X(major_backstop_cycles, INT, COLLECTED, 16, 0, 1048576, "",                            \
     "a major sweep at least this often (0 = no backstop)")                    \
-  X(gc_trigger_bytes, BYTES, 25165824, 65536, 1099511627776, "",               \
+  X(gc_trigger_bytes, BYTES, COLLECTED, 25165824, 65536, 1099511627776, "",               \
     "small-path bytes allocated between cycles (starting value when adaptive)") \
-  X(gc_trigger_min_bytes, BYTES, 4194304, 65536, 1099511627776, "",            \
+  X(gc_trigger_min_bytes, BYTES, COLLECTED, 4194304, 65536, 1099511627776, "",            \
     "lower bound of the adaptive trigger")                                    \
-  X(gc_trigger_max_bytes, BYTES, 1073741824, 65536, 1099511627776, "",         \
+  X(gc_trigger_max_bytes, BYTES, COLLECTED, 1073741824, 65536, 1099511627776, "",         \
     "upper bound of the adaptive trigger")                                    \
-  X(adaptive_trigger, BOOL, 1, 0, 1, "",                                       \
+  X(adaptive_trigger, BOOL, COLLECTED, 1, 0, 1, "",                                       \
     "double the trigger on high survival twice in a row, halve on low")       \
-  X(gc_live_ratio, INT, 200, 0, 1000, "",                                      \
+  X(gc_live_ratio, INT, COLLECTED, 200, 0, 1000, "",                                      \
     "percent of the bytes the last cycle marked added to the trigger (0 = off)") \
-  X(gc_growth_ratio, INT, 100, 0, 1000, "",                                    \
+  X(gc_growth_ratio, INT, COLLECTED, 100, 0, 1000, "",                                    \
     "full-mark collector: the heap grows only by need -- the trigger is at most max(the bytes the heap holds free after the sweep, the trigger + this percent of the bytes marked), and a cycle that would leave less free sweeps the partial pages too (0 = off: gc_live_ratio alone, the seed's trigger)") \
-  X(generational, BOOL, 0, 0, 1, "",                                           \
+  X(generational, BOOL, COLLECTED, 0, 0, 1, "",                                           \
     "collected mode (needs mode=collected), sticky mark bits: most cycles mark only what was allocated since the last one (slot stores go through the API: hl_obj_set)") \
-  X(young_bytes, BYTES, 33554432, 65536, 1099511627776, "",                    \
+  X(young_bytes, BYTES, COLLECTED, 33554432, 65536, 1099511627776, "",                    \
     "generational: the largest nursery, where a heap starts -- small-path bytes allocated between minor cycles (young_min_bytes: the smallest)")          \
-  X(young_min_bytes, BYTES, 4194304, 65536, 1099511627776, "",                 \
+  X(young_min_bytes, BYTES, COLLECTED, 4194304, 65536, 1099511627776, "",                 \
     "generational: the nursery adapts between this (at most young_bytes: a larger value is refused; the default follows a smaller young_bytes down) and young_bytes to young_survival_factor times the bytes recent minor cycles kept (a nursery the survivors fill a small part of stays in the cache; equal to young_bytes: a fixed nursery)") \
-  X(young_survival_factor, INT, 16, 1, 1000000, "",                             \
+  X(young_survival_factor, INT, COLLECTED, 16, 1, 1000000, "",                             \
     "generational: the nursery is this many times the bytes recent minor cycles kept, between young_min_bytes and young_bytes") \
-  X(full_growth_ratio, INT, 25, 1, 1000, "",                                   \
+  X(full_growth_ratio, INT, COLLECTED, 25, 1, 1000, "",                                   \
     "generational: a full mark once promoted bytes reach this percent of the last full mark's live bytes (25: binary-trees at depth 20 peaks at 159 MiB where 50 held 208; docs/performance.md, fourth round, item 26); both modes: a full mark that found the live set grown by more than this percent tenures no page (tenure_full_marks)") \
-  X(mark_threads, INT, 0, 0, 8, "",                                            \
+  X(mark_threads, INT, COLLECTED, 0, 0, 8, "",                                            \
     "threads that mark (the cycle's own and helpers that trace beside it); 0 = the CPUs this process may run on, at most 8; 1 = marking on one thread") \
-  X(conservative_interior, BOOL, 1, 0, 1, "",                                  \
+  X(conservative_interior, BOOL, COLLECTED, 1, 0, 1, "",                                  \
     "a word of a conservative root region keeps the object it points into (1) or only the object it points at the start of (0)") \
-  X(tenure_full_marks, INT, 16, 0, 1000000, "",                                \
+  X(tenure_full_marks, INT, COLLECTED, 16, 0, 1000000, "",                                \
     "collected heaps, both modes: a page at least 7/8 live after two full marks in a row is tenured (not while the live set grows by more than full_growth_ratio from one full mark to the next) -- later full marks keep its marks and do not trace it, a store into its objects remembers it -- until every Nth full mark, a caller's collection, a cycle for memory or one under memory pressure, which marks everything; tenured garbage lives until then (0 = no tenuring: every full mark traces the whole live set, the seeds' collector; generational, 16 with full_growth_ratio 25: tenured garbage lives until 400% of the live set was promoted, as 8 did with 50)") \
-  X(large_trigger_bytes, BYTES, 25165824, 4096, 1099511627776, "",             \
+  X(large_trigger_bytes, BYTES, COLLECTED, 25165824, 4096, 1099511627776, "",             \
     "large-path bytes that request a cycle")                                  \
-  X(large_pacing, BOOL, 1, 0, 1, "",                                           \
+  X(large_pacing, BOOL, COLLECTED, 1, 0, 1, "",                                           \
     "make a large allocator wait for the cycle it requested; 0 = the seed's legacy path") \
-  X(large_map_bytes, BYTES, 131072, 0, 1099511627776, "",                      \
+  X(large_map_bytes, BYTES, COLLECTED, 131072, 0, 1099511627776, "",                      \
     "collected heaps: a large object of at least this many bytes (its 32-byte record included) is a mapping of its own, unmapped when it dies, whatever the process freed before -- glibc's malloc raises its mmap threshold (up to 32 MiB) each time a mapped block is freed, after which such objects came from its heap and stayed resident when they died (E1's textures on the Lua twin); 0 = every large object from the system malloc. A manual heap's large blocks are the system malloc's (realloc grows them in place)") \
-  X(heap_limit_bytes, BYTES, 0, 0, 1099511627776, "",                          \
+  X(heap_limit_bytes, BYTES, ALL, 0, 0, 1099511627776, "",                          \
     "live bytes the heap may hold (0 = none): collected mode collects, then fails with ENOMEM (an object larger than the whole limit at once, without collecting); manual mode fails; pacing (background) waits for cycles below it") \
-  X(pacing_max_wait_ms, INT, 1000, 1, 600000, "",                              \
+  X(pacing_max_wait_ms, INT, COLLECTED, 1000, 1, 600000, "",                              \
     "longest a paced allocation waits for one cycle (hl_interrupt, Ctrl-C, ends the wait sooner -- in a long call, one that came before the wait too: the allocation goes on unpaced)") \
-  X(pacing_give_up_cycles, INT, 4, 1, 1000, "",                                \
+  X(pacing_give_up_cycles, INT, COLLECTED, 4, 1, 1000, "",                                \
     "paced waits stop after this many cycles in a row that free nothing")     \
-  X(collector, ENUM, HL_COLLECTOR_SYNC, HL_COLLECTOR_SYNC, HL_COLLECTOR_BACKGROUND,  \
+  X(collector, ENUM, COLLECTED, HL_COLLECTOR_SYNC, HL_COLLECTOR_SYNC, HL_COLLECTOR_BACKGROUND,  \
     HL_CHOICES(collector),                               \
     "collected mode: sync: cycles run in the allocating thread; background: a collector thread (needs mode=collected)") \
-  X(min_cycle_interval_ms, INT, 0, 0, 600000, "",                              \
+  X(min_cycle_interval_ms, INT, COLLECTED, 0, 0, 600000, "",                              \
     "background collector: least time between the collector thread's cycles; a cycle for memory (no slot or block left, or the live bytes at heap_limit_bytes: stat memory_cycles), collect() and the cycles of a thread holding the heap (hl_enter) run in the calling thread at once, whatever the interval (near heap_limit_bytes they come closer together than it)") \
-  X(subpage_release, BOOL, 0, 0, 1, "",                                        \
+  X(subpage_release, BOOL, ALL, 0, 0, 1, "",                                        \
     "also release the OS pages of partly live pages that hold no live slot (one advice per run, by the trim; restored before a slot in them is handed out); 0 = whole pages only") \
-  X(compact, ENUM, HL_COMPACT_NEVER, HL_COMPACT_NEVER, HL_COMPACT_ALWAYS, HL_CHOICES(compact), \
+  X(compact, ENUM, COLLECTED, HL_COMPACT_NEVER, HL_COMPACT_NEVER, HL_COMPACT_ALWAYS, HL_CHOICES(compact), \
     "collected mode, full marks: evacuate the live objects of sparse pages into other pages of their class and release the emptied pages (sparse: pages below compact_live_pct; always: every page with room; never: objects never move)") \
-  X(compact_live_pct, INT, 25, 1, 100, "",                                     \
+  X(compact_live_pct, INT, COLLECTED, 25, 1, 100, "",                                     \
     "compact=sparse: a page is evacuated when less than this percent of its slots is live") \
-  X(verify, BOOL, 0, 0, 1, "",                                                 \
+  X(verify, BOOL, ALL, 0, 0, 1, "",                                                 \
     "poison freed slots and check heap invariants every cycle; manual mode: no thread cache, every free checked, freed blocks quarantined, a free block checked when handed out (docs/clients.md, Checks)") \
-  X(events_capacity, INT, 4096, 16, 1048576, "",                               \
+  X(events_capacity, INT, ALL, 4096, 16, 1048576, "",                               \
     "events kept in the ring buffer (older ones are dropped and counted)")    \
-  X(tcache_blocks, INT, 1024, 0, 1024, "",                                     \
+  X(tcache_blocks, INT, ALL, 1024, 0, 1024, "",                                     \
     "manual mode: blocks per size class cached per thread (0 = no cache)")    \
-  X(tcache_bytes, BYTES, 65536, 0, 1073741824, "",                             \
+  X(tcache_bytes, BYTES, ALL, 65536, 0, 1073741824, "",                             \
     "manual mode: bytes per size class cached per thread, at least 16 blocks (0 = no limit)") \
-  X(tcache_gc_events, INT, 4096, 0, 1073741824, "",                            \
+  X(tcache_gc_events, INT, ALL, 4096, 0, 1073741824, "",                            \
     "manual mode: thread-cache GC -- every this many blocks that come into a thread's cache (its frees, and the blocks its refills take) the thread visits one size class of its cache (round robin); a class it did not use since the last visit gives back 3/4 of the blocks that stayed below its low-water mark and halves what it may cache (0 = no GC)") \
-  X(record_refused_release, BOOL, 0, 0, 1, "",                                 \
+  X(record_refused_release, BOOL, ALL, 0, 0, 1, "",                                 \
     "control: 1 = the seed's defect, a refused release recorded as released") \
-  X(init_page_state, BOOL, 1, 0, 1, "",                                        \
+  X(init_page_state, BOOL, ALL, 1, 0, 1, "",                                        \
     "control: 0 = the seed's defect, release state not initialised on a fresh page") \
-  X(restore_before_format, BOOL, 1, 0, 1, "",                                  \
+  X(restore_before_format, BOOL, ALL, 1, 0, 1, "",                                  \
     "control: 0 = the seed's defect, a reused page is formatted before it is restored")
 
 typedef struct hl_options {
-#define HL__OPT_FIELD(name, kind, def, lo, hi, choices, desc) int64_t name;
+#define HL__OPT_FIELD(name, kind, heaps, def, lo, hi, choices, desc) int64_t name;
   HL_OPTIONS(HL__OPT_FIELD)
 #undef HL__OPT_FIELD
 } hl_options;
@@ -358,6 +364,9 @@ typedef struct hl_options {
 typedef struct hl_option_info {
   const char *name;
   int kind;            /* hl_option_kind */
+  int collected_only;  /* 1: read by collected heaps only (HL_OPTIONS' heaps
+                          column, COLLECTED); a manual heap ignores its
+                          HEAPLAB_ variable.  (HL_ABI_VERSION 5) */
   int64_t def;
   int64_t min;
   int64_t max;
@@ -382,10 +391,15 @@ int hl_options_defaults(hl_options *opts);
  * the variable and the allowed range (opts is then left as it was); err may
  * be NULL.  Warns on stderr of HEAPLAB_* variables that are no option.  On a
  * manual heap -- opts->mode manual before the call, or HEAPLAB_MODE=manual --
- * the collector's switches (HEAPLAB_GENERATIONAL, HEAPLAB_COLLECTOR,
- * HEAPLAB_COMPACT) are ignored: they are for the process's collected heaps,
- * and hl_options_validate refuses them on a manual one.  So set the mode
- * before this call; a switch set explicitly is still refused. */
+ * the variable of every collected-only option (hl_option_info.collected_only:
+ * HEAPLAB_GENERATIONAL, HEAPLAB_GC_TRIGGER_BYTES, HEAPLAB_YOUNG_MIN_BYTES ...)
+ * is ignored (its value still has to be one of the option's): they are for
+ * the process's collected heaps, and hl_options_validate refuses some of them
+ * on a manual one.  So set the mode, and the options set explicitly, before
+ * this call: a cross-check an environment value fails against them
+ * (young_min_bytes above young_bytes on a generational heap) is refused here,
+ * the message naming the variable ("environment HEAPLAB_YOUNG_MIN_BYTES=8m:
+ * ..."); a switch set explicitly is still refused by hl_options_validate. */
 int hl_options_from_env(hl_options *opts, char *err, size_t errlen);
 /* The same, leaving alone the options named in skip[0..n) (the ones a caller
  * sets explicitly: an explicit value overrides the environment, so a bad

@@ -67,7 +67,8 @@ int main(void) {
           "option gc_trigger_bytes: 65536 is outside [gc_trigger_min_bytes 131072");
   /* the nursery's bounds too: it was clamped to young_bytes without a word */
   refused("nursery floor above its ceiling",
-          (const char *const[]){"young_min_bytes", "8m", "young_bytes", "1m", NULL},
+          (const char *const[]){"generational", "true", "young_min_bytes", "8m", "young_bytes",
+                                "1m", NULL},
           "option young_min_bytes: 8388608 exceeds young_bytes 1048576; expected bytes in "
           "[65536, young_bytes 1048576]");
 
@@ -84,6 +85,10 @@ int main(void) {
       (const char *const[]){"generational", "true", "young_bytes", "64k", NULL},
       /* (young_min_bytes at its default follows a smaller young_bytes down) */
       (const char *const[]){"young_min_bytes", "1m", "young_bytes", "1m", NULL},
+      /* only a generational heap has a nursery: its bounds are not read
+       * elsewhere (a manual heap refused them: the review of session 33) */
+      (const char *const[]){"young_min_bytes", "8m", "young_bytes", "1m", NULL},
+      (const char *const[]){"mode", "manual", "young_min_bytes", "64m", NULL},
   };
   for (size_t k = 0; k < sizeof fine / sizeof fine[0]; k++) {
     hl_options o = options_with(fine[k][0], fine[k]);

@@ -1,6 +1,8 @@
 /* Options are one declaration: defaults, HEAPLAB_<NAME> environment
  * overrides, string and number setters, and errors naming the option and its
  * allowed range -- for the environment too. */
+#include <ctype.h>
+
 #include "check.h"
 
 int main(void) {
@@ -141,5 +143,119 @@ int main(void) {
   unsetenv("HEAPLAB_COLLECTOR");
   unsetenv("HEAPLAB_COMPACT");
   unsetenv("HEAPLAB_RESERVE_BYTES");
+
+  /* Every collected-only option (the table's heaps column, COLLECTED) is
+   * ignored from the environment on a manual heap -- not only the three
+   * switches above: HEAPLAB_YOUNG_MIN_BYTES=64m made every manual heap fail
+   * "option young_min_bytes: ... exceeds young_bytes" and the preloaded
+   * library fall back to the system allocator (the review of session 33) --
+   * and applied on a collected one.  What manual mode reads is not. */
+  const char *const collected[] = {"generational", "collector", "compact", "gc_trigger_bytes",
+      "gc_trigger_min_bytes", "gc_trigger_max_bytes", "young_bytes", "young_min_bytes",
+      "young_survival_factor", "full_growth_ratio", "gc_growth_ratio", "tenure_full_marks",
+      "min_cycle_interval_ms", "pacing_max_wait_ms", "pacing_give_up_cycles", "major_sweep",
+      "mark_threads", "large_trigger_bytes", "large_map_bytes"};
+  for (size_t k = 0; k < sizeof collected / sizeof collected[0]; k++) {
+    i = hl_option_index(collected[k]);
+    CHECK(i >= 0 && hl_option_info_get(i, &info) == HL_OK && info.collected_only == 1,
+          "%s is not collected_only", collected[k]);
+  }
+  const char *const both[] = {"mode", "heap_limit_bytes", "page_release", "subpage_release",
+      "verify", "page_size", "small_max", "reserve_bytes", "warm_pages", "tcache_blocks",
+      "thp", "events_capacity", "release_advice"};
+  for (size_t k = 0; k < sizeof both / sizeof both[0]; k++) {
+    i = hl_option_index(both[k]);
+    CHECK(i >= 0 && hl_option_info_get(i, &info) == HL_OK && info.collected_only == 0,
+          "%s (a manual heap reads it) is collected_only", both[k]);
+  }
+  /* each collected-only variable, set to a value other than its default:
+   * ignored on a manual heap, taken on a collected one; all of them at once
+   * leave a manual heap possible */
+  int ncollected = 0;
+  for (i = 0; i < hl_option_count(); i++) {
+    CHECK(hl_option_info_get(i, &info) == HL_OK, "info %d", i);
+    if (!info.collected_only) continue;
+    ncollected++;
+    int64_t v = info.def != info.max ? info.max : info.min;
+    char var[96], val[64];
+    snprintf(var, sizeof var, "HEAPLAB_");
+    for (const char *p = info.name; *p; p++) {
+      size_t n = strlen(var);
+      var[n] = (char)toupper((unsigned char)*p), var[n + 1] = 0;
+    }
+    if (info.kind == HL_OPT_ENUM) snprintf(val, sizeof val, "%s", hl_option_choice(i, v));
+    else snprintf(val, sizeof val, "%" PRId64, v);
+    setenv(var, val, 1);
+    int64_t got;
+    hl_options_defaults(&o);
+    CHECK(hl_options_from_env(&o, err, sizeof err) == HL_OK, "%s=%s: %s", var, val, err);
+    CHECK(hl_options_get(&o, info.name, &got) == HL_OK && got == v,
+          "collected heap: %s=%s not applied (%" PRId64 ")", var, val, got);
+    hl_options_defaults(&o);
+    o.mode = HL_MODE_MANUAL;
+    CHECK(hl_options_from_env(&o, err, sizeof err) == HL_OK, "manual %s=%s: %s", var, val, err);
+    CHECK(hl_options_get(&o, info.name, &got) == HL_OK && got == info.def,
+          "manual heap: %s=%s applied (%" PRId64 ")", var, val, got);
+  }
+  CHECK(ncollected >= 20, "%d collected-only options", ncollected);
+  hl_options_defaults(&o);
+  o.mode = HL_MODE_MANUAL;
+  CHECK(hl_options_from_env(&o, err, sizeof err) == HL_OK, "manual, all at once: %s", err);
+  CHECK(hl_heap_new(&o, &h, err, sizeof err) == HL_OK, "manual heap, all at once: %s", err);
+  hl_heap_free(h);
+  for (i = 0; i < hl_option_count(); i++) {
+    hl_option_info_get(i, &info);
+    char var[96];
+    snprintf(var, sizeof var, "HEAPLAB_");
+    for (const char *p = info.name; *p; p++) {
+      size_t n = strlen(var);
+      var[n] = (char)toupper((unsigned char)*p), var[n + 1] = 0;
+    }
+    if (info.collected_only) unsetenv(var);
+  }
+
+  /* the reviewer's repro: HEAPLAB_YOUNG_MIN_BYTES=64m and a manual heap */
+  setenv("HEAPLAB_YOUNG_MIN_BYTES", "64m", 1);
+  hl_options_defaults(&o);
+  o.mode = HL_MODE_MANUAL;
+  CHECK(hl_options_from_env(&o, err, sizeof err) == HL_OK, "%s", err);
+  CHECK(hl_heap_new(&o, &h, err, sizeof err) == HL_OK, "YOUNG_MIN_BYTES=64m, manual: %s", err);
+  hl_heap_free(h);
+  setenv("HEAPLAB_MODE", "manual", 1);
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_OK, "YOUNG_MIN_BYTES=64m, MODE=manual: %s",
+        err);
+  hl_heap_free(h);
+  unsetenv("HEAPLAB_MODE");
+  /* a collected heap that is not generational has no nursery: not refused */
+  CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_OK, "YOUNG_MIN_BYTES=64m, collected: %s",
+        err);
+  hl_heap_free(h);
+  /* a generational one refuses it, naming the variable: it said "option
+   * young_min_bytes: 8388608 exceeds young_bytes 1048576" of a value the
+   * caller never gave (Heap(young_bytes='1m') under an exported
+   * HEAPLAB_YOUNG_MIN_BYTES=8m) */
+  setenv("HEAPLAB_YOUNG_MIN_BYTES", "8m", 1);
+  hl_options_defaults(&o);
+  o.generational = 1;
+  o.young_bytes = 1 << 20;
+  const char *const set[] = {"generational", "young_bytes"};
+  CHECK(hl_options_from_env_except(&o, set, 2, err, sizeof err) == HL_EVALUE &&
+            strcmp(err, "environment HEAPLAB_YOUNG_MIN_BYTES=8m: option young_min_bytes: "
+                        "8388608 exceeds young_bytes 1048576; expected bytes in [65536, "
+                        "young_bytes 1048576]") == 0,
+        "generational, young_bytes=1m, HEAPLAB_YOUNG_MIN_BYTES=8m: '%s'", err);
+  CHECK(o.young_min_bytes == 4 << 20, "opts changed by a refused environment");
+  setenv("HEAPLAB_GENERATIONAL", "1", 1); /* the switch from the environment too */
+  hl_options_defaults(&o);
+  o.young_bytes = 1 << 20;
+  CHECK(hl_options_from_env_except(&o, set + 1, 1, err, sizeof err) == HL_EVALUE &&
+            strstr(err, "environment HEAPLAB_YOUNG_MIN_BYTES=8m: option young_min_bytes"),
+        "HEAPLAB_GENERATIONAL=1: '%s'", err);
+  unsetenv("HEAPLAB_GENERATIONAL");
+  hl_options_defaults(&o); /* not generational: nothing to refuse */
+  o.young_bytes = 1 << 20;
+  CHECK(hl_options_from_env_except(&o, set + 1, 1, err, sizeof err) == HL_OK, "%s", err);
+  CHECK(hl_options_validate(&o, err, sizeof err) == HL_OK, "not generational: %s", err);
+  unsetenv("HEAPLAB_YOUNG_MIN_BYTES");
   return 0;
 }

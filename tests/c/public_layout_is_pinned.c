@@ -17,7 +17,7 @@
 
 /* The version this table pins, and the fingerprint of every version's
  * table: append a line for a new version, never edit one. */
-#define PINNED_ABI 4
+#define PINNED_ABI 5
 static const struct {
   int abi;
   uint64_t fingerprint;
@@ -26,6 +26,8 @@ static const struct {
     {2, 0xee5644d72d1b1b45u}, /* + event large_unmap_pending (HL_EV_COUNT 14) */
     {3, 0x1b4f6c7d58c2cb40u}, /* + event verify_failed (HL_EV_COUNT 15) */
     {4, 0xdf513641cf8d5e9au}, /* + function hl_ref_same (layout as 3) */
+    {5, 0x152f3b62bfe8cb09u}, /* + hl_option_info.collected_only (in kind's padding); + function
+                                 * hl_heap_set_wait_hook (9be38c0, added under 4) */
 };
 
 static int failures;
@@ -255,12 +257,12 @@ static void list_pinned(const char *what, const pin *pinned, size_t npinned, con
 }
 
 static const char *const option_names[] = {
-#define ON(name, kind, def, lo, hi, choices, desc) #name,
+#define ON(name, kind, heaps, def, lo, hi, choices, desc) #name,
     HL_OPTIONS(ON)
 #undef ON
 };
 static const size_t option_offsets[] = {
-#define OO(name, kind, def, lo, hi, choices, desc) offsetof(hl_options, name),
+#define OO(name, kind, heaps, def, lo, hi, choices, desc) offsetof(hl_options, name),
     HL_OPTIONS(OO)
 #undef OO
 };
@@ -291,6 +293,7 @@ int main(void) {
 
   FIELD(hl_option_info, name, 0);
   FIELD(hl_option_info, kind, 8);
+  FIELD(hl_option_info, collected_only, 12);
   FIELD(hl_option_info, def, 16);
   FIELD(hl_option_info, min, 24);
   FIELD(hl_option_info, max, 32);

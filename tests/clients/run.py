@@ -335,6 +335,15 @@ def lua_report():
         assert status == 0 and out == "1\n" and not err, (status, out, err)
         assert o["mode"] == "manual" and not o["generational"] and o["collector"] != "background", o
         assert o["compact"] == "never", o  # (it was refused: session 33)
+        # every collected-only option (hl_option_info.collected_only), not a
+        # hand list: HEAPLAB_YOUNG_MIN_BYTES=64m made heaplab-lua refuse to
+        # start (the review of session 33)
+        status, out, err = run(["heaplab-lua", "-e", "print(1)"], LUA,
+                               {"HEAPLAB_STATS": path, "HEAPLAB_YOUNG_MIN_BYTES": "64m",
+                                "HEAPLAB_PACING_MAX_WAIT_MS": "7"})
+        o = report(path)["options"]
+        assert status == 0 and out == "1\n" and not err, (status, out, err)
+        assert o["young_min_bytes"] == 4 << 20 and o["pacing_max_wait_ms"] == 1000, o
     print("HEAPLAB_STATS written at the end, on os.exit and on errors; bad settings refused")
 
 

@@ -37,9 +37,10 @@ case({ "heaplab.heap", "generational", "needs mode=collected" }, hl.heap,
      { mode = "manual", generational = true })
 case({ "heaplab.heap", "collector", "background needs mode=collected" }, hl.heap,
      { mode = "manual", collector = "background" })
--- the nursery's floor above its ceiling (it was clamped without a word)
+-- the nursery's floor above its ceiling (it was clamped without a word), on a
+-- generational heap, the one that has a nursery
 case({ "heaplab.heap", "young_min_bytes", "8388608 exceeds young_bytes 1048576", "[65536," },
-     hl.heap, { young_min_bytes = "8m", young_bytes = "1m" })
+     hl.heap, { generational = true, young_min_bytes = "8m", young_bytes = "1m" })
 case({ "heaplab.heap", "warm_pages", "integer", "a table" }, hl.heap, { warm_pages = {} })
 case({ "heaplab.heap", "page_size", "bytes in" }, hl.heap, { page_size = "64q" })
 -- C reads a name up to its first NUL: this one set warm_pages
@@ -93,6 +94,30 @@ print("explicit", pcall(hl.heap, { mode = "manual", generational = true }))]]
   C.ok(out:find("manual\tmanual\tfalse\tsync\tnever", 1, true), "the manual heap: " .. out)
   C.ok(out:find("default\ttrue\tbackground", 1, true), "a collected heap takes them: " .. out)
   C.ok(out:find("explicit\tfalse\t[^\n]*generational: needs mode=collected"), "explicit: " .. out)
+end)
+
+it("every collected-only option's variable is ignored by a manual heap; heaplab.options() says which", function()
+  -- HEAPLAB_YOUNG_MIN_BYTES=64m made heaplab.heap{mode = "manual"} a Lua error (the
+  -- review of session 33): the core ignored three switches, not every option only
+  -- a collected heap reads
+  local opts = hl.options()
+  C.eq(opts.young_min_bytes.collected_only, true, "young_min_bytes")
+  C.eq(opts.gc_trigger_bytes.collected_only, true, "gc_trigger_bytes")
+  C.eq(opts.heap_limit_bytes.collected_only, false, "heap_limit_bytes")
+  C.eq(opts.page_release.collected_only, false, "page_release")
+  local lua = os.getenv("HEAPLAB_LUA") or "lua5.4"
+  local code = [[local hl = require("heaplab")
+local h = assert(hl.heap{ mode = "manual" })
+print("manual", h:options().young_min_bytes)
+h:close()
+print("generational", pcall(hl.heap, { generational = true, young_bytes = "1m" }))]]
+  local p = assert(io.popen("HEAPLAB_YOUNG_MIN_BYTES=8m '"
+                            .. lua .. "' -e '" .. code:gsub("'", "'\\''") .. "' 2>&1"))
+  local out = p:read("a")
+  p:close()
+  C.ok(out:find("manual\t4194304", 1, true), "the manual heap: " .. out)
+  C.ok(out:find("generational\tfalse\t[^\n]*environment HEAPLAB_YOUNG_MIN_BYTES=8m: option young_min_bytes: 8388608 exceeds young_bytes 1048576"),
+       "generational: " .. out)
 end)
 
 it("h:alloc / h:fill", function()

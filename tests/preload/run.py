@@ -320,7 +320,28 @@ def collected_only_options():
         assert status == 0 and out == "1\n" and not err, (status, out, err)
         rep = report(path)
         assert rep["allocator"] == "heaplab" and rep["options"]["compact"] == "never", rep
-    print("HEAPLAB_GENERATIONAL=1 HEAPLAB_COLLECTOR=background: on heaplab, ignored")
+        # every collected-only option, not a hand list: HEAPLAB_YOUNG_MIN_BYTES=64m
+        # (above young_bytes) sent the program to the system allocator -- "option
+        # young_min_bytes: 67108864 exceeds young_bytes ..." (the review of
+        # session 33); the nursery's other knobs, the pacing's, were taken silently
+        for env in ({"HEAPLAB_YOUNG_MIN_BYTES": "64m"},
+                    {"HEAPLAB_YOUNG_BYTES": "64k", "HEAPLAB_YOUNG_SURVIVAL_FACTOR": "3",
+                     "HEAPLAB_PACING_MAX_WAIT_MS": "7", "HEAPLAB_TENURE_FULL_MARKS": "0",
+                     "HEAPLAB_GC_GROWTH_RATIO": "0", "HEAPLAB_MIN_CYCLE_INTERVAL_MS": "5"}):
+            os.unlink(path)
+            status, out, err = run(["/bin/true"], "heaplab", dict(env, HEAPLAB_STATS=path))
+            assert status == 0 and not err, (env, status, out, err)
+            rep = report(path)
+            assert rep["allocator"] == "heaplab", (env, rep["allocator"])
+            defaults = {"young_min_bytes": 4 << 20, "young_bytes": 32 << 20,
+                        "young_survival_factor": 16, "pacing_max_wait_ms": 1000,
+                        "tenure_full_marks": 16, "gc_growth_ratio": 100,
+                        "min_cycle_interval_ms": 0}
+            for var in env:
+                name = var[len("HEAPLAB_"):].lower()
+                assert rep["options"][name] == defaults[name], (var, rep["options"][name])
+    print("HEAPLAB_GENERATIONAL=1 HEAPLAB_COLLECTOR=background, every collected-only option: "
+          "on heaplab, ignored")
 
 
 def verify_refuses():

@@ -58,8 +58,9 @@ OPTION_CASES = [
     (dict(gc_trigger_min_bytes=1 << 30, gc_trigger_max_bytes=1 << 20), ValueError,
      "gc_trigger_min_bytes"),
     (dict(reserve_bytes="12q"), ValueError, "reserve_bytes: '12q' is not a byte size"),
-    # the nursery's floor above its ceiling (it was clamped without a word)
-    (dict(young_min_bytes="8m", young_bytes="1m"), ValueError,
+    # the nursery's floor above its ceiling (it was clamped without a word), on
+    # a generational heap, the one that has a nursery
+    (dict(generational=True, young_min_bytes="8m", young_bytes="1m"), ValueError,
      r"young_min_bytes: 8388608 exceeds young_bytes 1048576; expected bytes in \[65536, "),
     # options each in range that cannot go together (hl_options_validate)
     (dict(page_size="256k", reserve_bytes="3m"), ValueError,
@@ -109,6 +110,53 @@ def test_manual_heap_ignores_the_collectors_switches_from_the_environment(monkey
     monkeypatch.setenv("HEAPLAB_MODE", "manual")  # the mode from the environment too
     with heaplab.Heap() as h:
         assert h.options["mode"] == "manual" and not h.options["generational"]
+
+
+def test_manual_heap_ignores_every_collected_only_option_from_the_environment(monkeypatch):
+    """The review of session 33: the core ignored three collector switches,
+    the launchers five, the harness six; HEAPLAB_YOUNG_MIN_BYTES=64m made
+    Heap(mode='manual') raise "option young_min_bytes: ... exceeds
+    young_bytes".  Now every option the table marks collected_only."""
+    table = heaplab.options()
+    collected = {k for k, v in table.items() if v["collected_only"]}
+    assert {"generational", "collector", "compact", "gc_trigger_bytes", "gc_trigger_min_bytes",
+            "gc_trigger_max_bytes", "young_bytes", "young_min_bytes", "young_survival_factor",
+            "full_growth_ratio", "gc_growth_ratio", "tenure_full_marks", "min_cycle_interval_ms",
+            "pacing_max_wait_ms", "pacing_give_up_cycles"} <= collected, collected
+    assert not collected & {"mode", "heap_limit_bytes", "page_release", "subpage_release",
+                            "verify", "tcache_blocks", "page_size", "reserve_bytes"}, collected
+    assert all(isinstance(v["collected_only"], bool) for v in table.values())
+    monkeypatch.setenv("HEAPLAB_YOUNG_MIN_BYTES", "64m")  # the reviewer's repro
+    with heaplab.Heap(mode="manual") as h:
+        assert h.options["young_min_bytes"] == table["young_min_bytes"]["default"]
+    for name in sorted(collected):  # each, to a value other than its default
+        spec = table[name]
+        if spec["kind"] == "enum":
+            value = spec["choices"][-1] if spec["default"] != spec["choices"][-1] \
+                else spec["choices"][0]
+        elif spec["kind"] == "bool":
+            value = not spec["default"]
+        else:
+            value = spec["max"] if spec["default"] != spec["max"] else spec["min"]
+        monkeypatch.setenv("HEAPLAB_" + name.upper(), str(value).lower())
+    with heaplab.Heap(mode="manual") as h:
+        got = {k: h.options[k] for k in collected}
+        assert got == {k: table[k]["default"] for k in got}, got
+
+
+def test_an_environment_value_a_cross_check_refuses_is_named(monkeypatch):
+    """With HEAPLAB_YOUNG_MIN_BYTES=8m exported, Heap(young_bytes='1m')
+    failed "option young_min_bytes: 8388608 exceeds young_bytes 1048576",
+    never naming the variable (the review of session 33) -- and on a heap
+    that has no nursery at all (not generational)."""
+    monkeypatch.setenv("HEAPLAB_YOUNG_MIN_BYTES", "8m")
+    with heaplab.Heap(young_bytes="1m") as h:  # not generational: no nursery
+        assert h.options["young_bytes"] == 1 << 20
+    with pytest.raises(ValueError, match=r"^environment HEAPLAB_YOUNG_MIN_BYTES=8m: option "
+                       r"young_min_bytes: 8388608 exceeds young_bytes 1048576"):
+        heaplab.Heap(generational=True, young_bytes="1m")
+    with pytest.raises(ValueError, match=r"^option young_min_bytes: 16777216 exceeds young_bytes"):
+        heaplab.Heap(generational=True, young_bytes="1m", young_min_bytes="16m")
 
 
 CALL_CASES = [

@@ -128,9 +128,17 @@ def test_bad_arguments_are_named():
     # the preloaded heap is manual: it ignores the collector's options given
     # as variables -- an arm asking for one measured the heap without it
     for name, value in [("compact", "always"), ("generational", True),
-                        ("collector", "background"), ("gc_trigger_bytes", 65536)]:
+                        ("collector", "background"), ("gc_trigger_bytes", 65536),
+                        # every collected-only option, from the core's table: these
+                        # were accepted and measured nothing (the review of session 33)
+                        ("young_bytes", "1m"), ("young_min_bytes", "64m"),
+                        ("pacing_max_wait_ms", 5), ("tenure_full_marks", 0)]:
         with pytest.raises(ValueError, match=f"option '{name}': the preloaded heap is a manual"):
             run_command_arm(["true"], allocator="heaplab", options={name: value})
+    from heaplab.harness import PRELOAD_IGNORED_OPTIONS
+    assert set(PRELOAD_IGNORED_OPTIONS) == \
+        {k for k, v in heaplab.options().items() if v["collected_only"]}
+    assert allocator_env("heaplab", {"heap_limit_bytes": "1g"})["HEAPLAB_HEAP_LIMIT_BYTES"] == "1g"
 
 
 @pytest.mark.parametrize("options, needle", [

@@ -277,6 +277,7 @@ def _option_table():
             "min": info.min,
             "max": info.max,
             "choices": choices,
+            "collected_only": bool(info.collected_only),
             "description": _s(info.description),
         }
     return table
@@ -366,7 +367,9 @@ def preload_path() -> str:
 
 
 def options() -> Dict[str, Dict[str, Any]]:
-    """The option table: name -> {kind, default, min, max, choices, description}."""
+    """The option table: name -> {kind, default, min, max, choices, collected_only,
+    description}.  collected_only: only collected heaps read the option (a manual
+    heap ignores its HEAPLAB_ variable)."""
     return {k: dict(v) for k, v in _OPTIONS.items()}
 
 

@@ -925,7 +925,7 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     "run".  After the script the command gets stop_signal (None: it is
     waited for).  options: heaplab options as HEAPLAB_<NAME> (heaplab
     only; each value checked by the library before the command starts; the
-    collector's options, which the preloaded manual heap ignores, refused:
+    collected-only options, which the preloaded manual heap ignores, refused:
     PRELOAD_IGNORED_OPTIONS; and a command that ran on the system allocator anyway -- the preloaded
     library's fallback -- is the arm's error).  Returns the arm's data in the harness's usual form (records
     with the FIGURES of each phase, series, notes; save_arm writes the JSON
@@ -1695,11 +1695,17 @@ _PEER_LIBS = {
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
 
 
+def _collected_only():
+    from . import options
+    return tuple(k for k, v in options().items() if v["collected_only"])
+
+
 # The options the preloaded library's manual heap ignores when its environment
-# gives them (hl_options_from_env and clients/client.c's
-# client_ignore_collected_options): the collector's.
-PRELOAD_IGNORED_OPTIONS = ("generational", "collector", "compact", "gc_trigger_bytes",
-                           "gc_trigger_min_bytes", "gc_trigger_max_bytes")
+# gives them (hl_options_from_env): the collected-only ones, from the core's
+# option table (heaplab.options()[name]["collected_only"], the heaps column of
+# heaplab.h's HL_OPTIONS) -- a hand list of six here disagreed with the core's
+# three and the launchers' five (the review of session 33).
+PRELOAD_IGNORED_OPTIONS = _collected_only()
 
 
 def allocator_env(allocator, options=None):
@@ -1735,8 +1741,9 @@ def allocator_env(allocator, options=None):
                 # for one measured the heap without it -- compact=always sent
                 # the command to glibc before a818f6c, then did nothing
                 raise ValueError(f"option {k!r}: the preloaded heap is a manual heap (a malloc), "
-                                 f"which has no collector: it ignores "
-                                 f"{', '.join(PRELOAD_IGNORED_OPTIONS)} (docs/clients.md)")
+                                 f"which has no collector: it ignores every collected-only "
+                                 f"option (heaplab.options()[{k!r}]['collected_only'], "
+                                 f"PRELOAD_IGNORED_OPTIONS; docs/clients.md)")
             if isinstance(v, bool):
                 v = "true" if v else "false"
             env["HEAPLAB_" + k.upper()] = _checked_option(k, str(v))
