@@ -143,6 +143,15 @@ static _Atomic int own_pid;
 static void exit_waits_for_the_reports(void);
 static void reports_at_quick_exit(void);
 static void forked_child(void);
+static bool malloc_defined_elsewhere(const char **who);
+/* Looked up once, by the constructor: at exit a
+ * dlsym may allocate (a missing symbol's error string) -- through this
+ * library's malloc, which waits for the heap lock that the very thread may
+ * hold when a signal handler calls _exit (1 of 300 runs hung, the review of
+ * f384a21).  Is this a launcher's process (CLIENT_LAUNCHER_MARK)?  Is the
+ * process's malloc another object's (malloc_defined_elsewhere), and whose? */
+static bool launcher_process, malloc_elsewhere;
+static const char *malloc_elsewhere_who;
 /* the _exit this library's _exit ends the process with (glibc's, or an
  * interposer's after this library): looked up at the start */
 static void (*next_exit)(int);
@@ -211,6 +220,18 @@ __attribute__((constructor)) static void at_start(void) {
    * 0.000171 s, the harness hunt, session 29); from the set-up when that
    * came first (the dynamic loader's allocations) */
   if (!client.start_ns) client.start_ns = client_now_ns();
+  /* the look-ups write_reports_once needs (launcher_process): made whether
+   * or not a report is asked now -- a launcher may set HEAPLAB_STATS later.
+   * (dlsym's allocations -- a missing symbol's error string -- to glibc; the
+   * mark not looked for when the process's malloc is another's: they would
+   * be the program's, which counts them -- preload scenario own_malloc) */
+  in_setup = 1;
+  malloc_elsewhere = malloc_defined_elsewhere(&malloc_elsewhere_who);
+  if (!malloc_elsewhere) {
+    launcher_process = dlsym(RTLD_DEFAULT, CLIENT_LAUNCHER_MARK) != NULL;
+    (void)dlerror();
+  }
+  in_setup = 0;
   /* a relative HEAPLAB_STATS / HEAPLAB_TRACE_EVENTS is taken from here: a
    * program that called chdir() or daemon() before its first malloc wrote
    * its report where it had gone (/path.<pid> after daemon()) */
@@ -414,16 +435,16 @@ static bool heap_free_at_exit(hl_heap *h) {
   return false;
 }
 
+/* Flush the exiting thread's cache before the report (exit(): the
+ * destructor)?  Not from _exit, _Exit or quick_exit -- the ways out a
+ * signal handler may take: the handler may have interrupted the lock-free
+ * fast path of this very thread's cache, half-updated (the stats read the
+ * caches' counts as they read another running thread's: struct hl_tcache). */
+static bool flush_at_report;
+/* (the heap's busy check is the caller's: write_reports_once) */
 static void write_reports(void) {
   static char name[4200]; /* (static: the exiting thread's stack may be 16 KiB) */
-  if (atomic_load(&state) == ST_HEAPLAB) {
-    if (!heap_free_at_exit(HEAP)) {
-      hl__say("libheaplab-malloc: the heap is busy at exit (exit() or _exit() from a signal "
-                      "handler that interrupted an allocation?): no report written\n");
-      return;
-    }
-    hl_thread_flush(HEAP);
-  }
+  if (atomic_load(&state) == ST_HEAPLAB && flush_at_report) hl_thread_flush(HEAP);
   if (report_name(stats_path, descendant_stats, name, sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
     hl__prim_os_self_exe(exe, sizeof exe);
@@ -572,38 +593,64 @@ static void forked_child(void) {
  * thread's later call waits for it (30 s at most: _exit would end the process
  * under the writer, as a second exit() did); the writer's own thread -- a
  * signal handler calling _exit inside at_exit -- goes on at once. */
-static void write_reports_once(void) {
+/* by_exit: from exit() (the destructor); else from _exit, _Exit or
+ * quick_exit, which a signal handler may call -- also one that interrupted
+ * an allocation of its own thread, which holds the heap lock (or is inside
+ * its cache's lock-free fast path).  So, in this order: nothing asked,
+ * nothing done (no check, no lock); then the heap's busy check, which never
+ * waits for ever (heap_free_at_exit); only then what may lock or allocate --
+ * verify's check, the heap's set-up, the report.  (verify_check and a dlsym
+ * ran first: a SIGALRM handler calling _exit hung 6 of 6 runs under
+ * HEAPLAB_VERIFY=1 with no report asked, and 1 of 300 with HEAPLAB_STATS --
+ * the review of f384a21.) */
+static void write_reports_once(bool by_exit) {
   long me = syscall(SYS_gettid), writer = 0;
   if (!atomic_compare_exchange_strong(&exit_writer_tid, &writer, me)) {
     if (writer != me) (void)exit_waited(30000, false);
     return;
   }
   int s = atomic_load(&state), saved_errno = errno;
-  if (s == ST_HEAPLAB) verify_check(HEAP);
-  /* a program that never allocated reports too (its heap set up now):
-   * one report per process, as docs/clients.md says -- unless it never
-   * called this library because the process's malloc is another object's
-   * (the program defines its own, or an allocator preloaded first): its
-   * report was blank, 0 mallocs, as if nothing had been allocated */
-  const char *other = NULL;
-  if (s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS")) &&
-      malloc_defined_elsewhere(&other)) {
-    hl__say("libheaplab-malloc: malloc is defined by %s, which comes before this library: "
-            "no allocation came here; no report written\n", other);
-    s = ST_NONE;
-    stats_path[0] = events_path[0] = 0;
-  } else if (s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))) {
-    (void)the_heap();
-    s = atomic_load(&state);
-  }
+  hl_heap *h = s == ST_HEAPLAB ? HEAP : NULL;
   /* In a launcher's process the stats report is the launcher's own: the
    * library's, written after it, replaced heaplab-lua's with one of its 35
    * mallocs.  The event trace is the library's (the launchers write none:
-   * skipped too, it was lost -- the review, session 32). */
-  if (stats_path[0] && dlsym(RTLD_DEFAULT, CLIENT_LAUNCHER_MARK)) stats_path[0] = 0;
-  /* (nothing asked, nothing done: no lock taken at exit) */
+   * skipped too, it was lost -- the review, session 32).  (The mark looked
+   * up at the start: launcher_process.) */
+  if (stats_path[0] && launcher_process) stats_path[0] = 0;
+  /* a program that never allocated reports too (its heap set up below) */
+  bool unset = s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"));
+  bool asked = unset || stats_path[0] || events_path[0];
+  /* HEAPLAB_VERIFY's whole-heap check: at exit() always; from _exit & co.
+   * only with a report asked (nothing asked, nothing done: docs/clients.md) */
+  bool check = h && h->opt.verify && (by_exit || asked);
+  if (!asked && !check) goto done;
+  if (h && !heap_free_at_exit(h)) {
+    if (asked)
+      hl__say("libheaplab-malloc: the heap is busy at exit (exit() or _exit() from a signal "
+              "handler that interrupted an allocation?): no report written\n");
+    else
+      hl__say("libheaplab-malloc: the heap is busy at exit (exit() from a signal handler that "
+              "interrupted an allocation?): HEAPLAB_VERIFY's check at exit skipped\n");
+    goto done;
+  }
+  if (check) verify_check(h);
+  if (!asked) goto done;
+  /* one report per process, as docs/clients.md says -- unless it never
+   * called this library because the process's malloc is another object's
+   * (the program defines its own, or an allocator preloaded first): its
+   * report was blank, 0 mallocs, as if nothing had been allocated */
+  if (unset && malloc_elsewhere) {
+    hl__say("libheaplab-malloc: malloc is defined by %s, which comes before this library: "
+            "no allocation came here; no report written\n", malloc_elsewhere_who);
+    stats_path[0] = events_path[0] = 0;
+  } else if (unset) {
+    (void)the_heap();
+    s = atomic_load(&state);
+  }
+  flush_at_report = by_exit;
   if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
     write_reports_on_own_stack();
+done:
   atomic_store(&reports_done, true);
   errno = saved_errno;
 }
@@ -612,7 +659,7 @@ static void write_reports_once(void) {
  * libc's own destructors. */
 __attribute__((destructor)) static void at_exit(void) {
   if (inert) return;
-  write_reports_once();
+  write_reports_once(true);
 }
 
 /* Is this the process the library's memory belongs to (not a vfork child)? */
@@ -621,7 +668,7 @@ static bool own_process(void) {
 }
 
 static void reports_at_quick_exit(void) {
-  if (own_process()) write_reports_once();
+  if (own_process()) write_reports_once(false);
 }
 
 /* _exit and _Exit: a program that ends with them runs no exit handler and no
@@ -633,7 +680,7 @@ static void reports_at_quick_exit(void) {
  * nothing: the memory is its parent's. */
 #ifndef HL_PRELOAD_PREFIX /* (a test program linking the prefixed build keeps glibc's) */
 __attribute__((visibility("default"), noreturn)) void _exit(int status) {
-  if (own_process()) write_reports_once();
+  if (own_process()) write_reports_once(false);
   if (next_exit) next_exit(status);
   for (;;) {
     syscall(SYS_exit_group, status);
