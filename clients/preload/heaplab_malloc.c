@@ -610,6 +610,21 @@ static void write_reports_once(bool by_exit) {
     return;
   }
   int s = atomic_load(&state), saved_errno = errno;
+  /* The heap being set up: by another thread, wait for it (half a second
+   * at most); by this one -- a signal handler calling _exit interrupted the
+   * first allocation -- nothing is there yet, not even the report's path.
+   * It ended without a word (the preload suite's exit_in_signal_handler
+   * under load: verify+stats, no report and no line). */
+  for (int i = 0; s == ST_STARTING && !in_setup && i < 500; i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+    s = atomic_load(&state);
+  }
+  if (s == ST_STARTING && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))) {
+    hl__say("libheaplab-malloc: the heap is busy at exit (being set up: exit() or _exit() from "
+            "a signal handler that interrupted the first allocation?): no report written\n");
+    goto done;
+  }
   hl_heap *h = s == ST_HEAPLAB ? HEAP : NULL;
   /* In a launcher's process the stats report is the launcher's own: the
    * library's, written after it, replaced heaplab-lua's with one of its 35

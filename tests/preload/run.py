@@ -1000,6 +1000,10 @@ def exit_in_signal_handler():
     with tempfile.TemporaryDirectory() as d:
         cases = [("verify", {"HEAPLAB_VERIFY": "1"}, "loop", 40),
                  ("verify+stats", {"HEAPLAB_VERIFY": "1"}, "loop", 40),
+                 # (the alarm 1-3000 us in: it may land in the heap's set-up,
+                 # the first malloc -- which ended without a report or a line,
+                 # 9 of 200 runs on a loaded machine)
+                 ("verify+stats+early", {"HEAPLAB_VERIFY": "1"}, "early", 60),
                  # (caches of one block: the heap lock taken often -- the
                  # dlsym hang, 8 of 40 runs before the fix)
                  ("stats+one-block-caches", {"HEAPLAB_TCACHE_BLOCKS": "1"}, "loop", 40),
@@ -1011,9 +1015,11 @@ def exit_in_signal_handler():
                 path = os.path.join(d, f"{name}.{i}.json")
                 if "stats" in name:
                     env["HEAPLAB_STATS"] = path
-                delay = str(1000 + (i * 977) % 20000 if mode == "loop" else 1000 + (i * 37) % 5000)
+                delay = str(1000 + (i * 977) % 20000 if mode == "loop" else
+                            1 + (i * 149) % 3000 if mode == "early" else 1000 + (i * 37) % 5000)
                 try:
-                    status, out, err = run([EXIT_IN_HANDLER, delay, mode], "heaplab", env,
+                    status, out, err = run([EXIT_IN_HANDLER, delay,
+                                            "loop" if mode == "early" else mode], "heaplab", env,
                                            timeout=10)
                 except subprocess.TimeoutExpired:
                     raise AssertionError(f"{name}: run {i} ({delay} us, {mode}) hung: "
