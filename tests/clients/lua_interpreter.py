@@ -246,40 +246,37 @@ def lua_interrupt_long_call():
     if not module_dir or not os.path.exists(os.path.join(module_dir, "heaplab.so")):
         print("SKIP: the Lua module is not built (LUA_MODULE_DIR)")
         return SKIP
-    # line 1 sends SIGINT 0.3 s later, in the middle of line 2's fill
-    stdin = ("hl = require 'heaplab'; h = hl.heap{}; "
-             "os.execute('(sleep 0.3; kill -INT ' .. hl.pid() .. ') &')\n"
-             "r = h:fill(2 << 30, 256)\n"
-             "print('after', r, h:stats().handles)\n")
     env = {"LUA_CPATH": os.path.join(module_dir, "?.so") + ";;"}
-    for name, exe, alloc in (("lua5.4", STOCK_LUA, None), ("heaplab", LUA, "heaplab"),
-                             ("libc", LUA, "libc")):
-        t0 = time.monotonic()
-        status, out, err = common.run(["lua5.4", "-i"], exe, env, alloc, stdin=stdin, timeout=60)
-        took = time.monotonic() - t0
-        assert status == 0 and "interrupted" in err and "after\tnil\t0\n" in out, \
-            (name, status, out, err)
-        assert took < 2.5, f"{name}: the REPL took {took:.2f} s (Ctrl-C at 0.3 s)"
-        print(f"{name}: the fill stopped, the REPL went on ({took:.2f} s)")
+
+    def stops(stdin, after, what):
+        """The REPL on lua5.4, heaplab-lua on heaplab and on libc: line 1
+        sends SIGINT 0.3 s later, into line 2; the REPL goes on with line 3."""
+        for name, exe, alloc in (("lua5.4", STOCK_LUA, None), ("heaplab", LUA, "heaplab"),
+                                 ("libc", LUA, "libc")):
+            t0 = time.monotonic()
+            status, out, err = common.run(["lua5.4", "-i"], exe, env, alloc, stdin=stdin,
+                                          timeout=60)
+            took = time.monotonic() - t0
+            assert status == 0 and "interrupted" in err and after in out, \
+                (name, status, out, err)
+            assert took < 2.5, f"{name}: the REPL took {took:.2f} s (Ctrl-C at 0.3 s, {what})"
+            print(f"{name}: {what} stopped, the REPL went on ({took:.2f} s)")
+
+    stops("hl = require 'heaplab'; h = hl.heap{}; "
+          "os.execute('(sleep 0.3; kill -INT ' .. hl.pid() .. ') &')\n"
+          "r = h:fill(2 << 30, 256)\n"
+          "print('after', r, h:stats().handles)\n", "after\tnil\t0\n", "the fill")
     # a paced h:alloc (no long call): the heap's wait hook puts heaplab's
     # handler in front for the wait alone, so Ctrl-C ends it; it waited for
     # the next cycle, 4 s after the last (min_cycle_interval_ms) -- at 0.3 s
     # the loop's second allocation waits for it
-    stdin = ("hl = require 'heaplab'; h = hl.heap{collector = 'background', "
-             "min_cycle_interval_ms = 4000, pacing_max_wait_ms = 8000, "
-             "large_trigger_bytes = '64k', pacing_give_up_cycles = 1000}; "
-             "os.execute('(sleep 0.3; kill -INT ' .. hl.pid() .. ') &')\n"
-             "for i = 1, 1000 do k = h:alloc(100000) end\n"
-             "print('after', h:stats().pacing_waits > 0, h:check(), h:alloc(16) ~= nil)\n")
-    for name, exe, alloc in (("lua5.4", STOCK_LUA, None), ("heaplab", LUA, "heaplab"),
-                             ("libc", LUA, "libc")):
-        t0 = time.monotonic()
-        status, out, err = common.run(["lua5.4", "-i"], exe, env, alloc, stdin=stdin, timeout=60)
-        took = time.monotonic() - t0
-        assert status == 0 and "interrupted" in err and "after\ttrue\ttrue\ttrue\n" in out, \
-            (name, status, out, err)
-        assert took < 2.5, f"{name}: the REPL took {took:.2f} s (Ctrl-C at 0.3 s, a 4 s wait)"
-        print(f"{name}: the paced allocation's wait ended, the REPL went on ({took:.2f} s)")
+    stops("hl = require 'heaplab'; h = hl.heap{collector = 'background', "
+          "min_cycle_interval_ms = 4000, pacing_max_wait_ms = 8000, "
+          "large_trigger_bytes = '64k', pacing_give_up_cycles = 1000}; "
+          "os.execute('(sleep 0.3; kill -INT ' .. hl.pid() .. ') &')\n"
+          "for i = 1, 1000 do k = h:alloc(100000) end\n"
+          "print('after', h:stats().pacing_waits > 0, h:check(), h:alloc(16) ~= nil)\n",
+          "after\ttrue\ttrue\ttrue\n", "the paced allocation's wait (4 s)")
 
 
 # ---------------------------------------------------------------------------
