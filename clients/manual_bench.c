@@ -202,8 +202,10 @@ int main(int argc, char **argv) {
   hl_options o;
   hl_options_defaults(&o);
   char err[256];
-  if (hl_options_from_env(&o, err, sizeof err) ||
-      hl_options_set(&o, "mode", "manual", err, sizeof err)) {
+  /* the mode first: a manual heap ignores the collector's variables (their
+   * HEAPLAB_GENERATIONAL=1 exported refused the bench: "needs mode=collected") */
+  if (hl_options_set(&o, "mode", "manual", err, sizeof err) ||
+      hl_options_from_env(&o, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", argv[0], err);
     return 2;
   }

@@ -53,3 +53,21 @@ def test_sweep_stopped_copies_and_pickles(how):
     assert c.arm == 3
     h = sweep.Stopped(signal.SIGHUP)
     assert pickle.loads(pickle.dumps(h)).signum == signal.SIGHUP
+
+
+def test_the_manual_bench_ignores_the_collectors_variables():
+    # heaplab-manual-bench read the environment before it set mode=manual:
+    # under HEAPLAB_GENERATIONAL=1 or HEAPLAB_COMPACT=sparse it refused to
+    # start ("needs mode=collected"), the one manual heap that still did
+    # (the review of session 33)
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    exe = os.path.join(os.environ.get("HEAPLAB_BUILD", os.path.join(root, "build")),
+                       "clients", "heaplab-manual-bench")
+    if not os.path.exists(exe):
+        pytest.skip("heaplab-manual-bench is not built")
+    env = dict(os.environ, HEAPLAB_GENERATIONAL="1", HEAPLAB_COMPACT="sparse",
+               HEAPLAB_COLLECTOR="background")
+    p = subprocess.run([exe, "1", "lifo"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and '"pattern": "lifo"' in p.stdout, (p.returncode, p.stderr)
