@@ -583,6 +583,11 @@ static bool malloc_defined_elsewhere(const char **who) {
  * thread, forked meanwhile) is not its writer, nor are its parent's reports
  * its own. */
 static void forked_child(void) {
+  /* forked while another thread set the heap up: that thread is not in the
+   * child, whose calls go to glibc (the_heap: not ST_NONE) -- say so, or its
+   * every exit waited half a second for a set-up that never ends */
+  int starting = ST_STARTING;
+  if (!in_setup) atomic_compare_exchange_strong(&state, &starting, ST_SYSTEM);
   atomic_store(&own_pid, (int)getpid());
   atomic_store(&exit_writer_tid, 0);
   atomic_store(&reports_done, false);
@@ -615,25 +620,20 @@ static void write_reports_once(bool by_exit) {
    * first allocation -- nothing is there yet, not even the report's path.
    * It ended without a word (the preload suite's exit_in_signal_handler
    * under load: verify+stats, no report and no line). */
-  for (int i = 0; s == ST_STARTING && !in_setup && i < 500; i++) {
+  bool env_asked = libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"));
+  for (int i = 0; s == ST_STARTING && env_asked && !in_setup && i < 500; i++) {
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
     s = atomic_load(&state);
   }
-  if (s == ST_STARTING && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"))) {
+  if (s == ST_STARTING && env_asked) {
     hl__say("libheaplab-malloc: the heap is busy at exit (being set up: exit() or _exit() from "
             "a signal handler that interrupted the first allocation?): no report written\n");
     goto done;
   }
   hl_heap *h = s == ST_HEAPLAB ? HEAP : NULL;
-  /* In a launcher's process the stats report is the launcher's own: the
-   * library's, written after it, replaced heaplab-lua's with one of its 35
-   * mallocs.  The event trace is the library's (the launchers write none:
-   * skipped too, it was lost -- the review, session 32).  (The mark looked
-   * up at the start: launcher_process.) */
-  if (stats_path[0] && launcher_process) stats_path[0] = 0;
   /* a program that never allocated reports too (its heap set up below) */
-  bool unset = s == ST_NONE && libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"));
+  bool unset = s == ST_NONE && env_asked;
   bool asked = unset || stats_path[0] || events_path[0];
   /* HEAPLAB_VERIFY's whole-heap check: at exit() always; from _exit & co.
    * only with a report asked (nothing asked, nothing done: docs/clients.md) */
@@ -662,6 +662,13 @@ static void write_reports_once(bool by_exit) {
     (void)the_heap();
     s = atomic_load(&state);
   }
+  /* In a launcher's process the stats report is the launcher's own: the
+   * library's, written after it, replaced heaplab-lua's with one of its 35
+   * mallocs.  The event trace is the library's (the launchers write none:
+   * skipped too, it was lost -- the review, session 32).  (The mark looked
+   * up at the start: launcher_process; checked after the set-up, which
+   * fills stats_path: the review, session 33.) */
+  if (stats_path[0] && launcher_process) stats_path[0] = 0;
   flush_at_report = by_exit;
   if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
     write_reports_on_own_stack();
