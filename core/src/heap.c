@@ -1077,12 +1077,14 @@ int hl_inject_named(hl_heap *h, const char *site, const char *mode, int64_t arg,
                     const char *err) {
   CHECK_HEAP(h);
   char list[200];
+  /* the site first, named when unknown, then the mode (a NULL mode beside an
+   * unknown site said "NULL mode": fuzz_options, the fresh-clone CI) */
   if (!site) return hl__fail(h, HL_EINVAL, "inject: NULL site");
-  if (!mode) return hl__fail(h, HL_EINVAL, "inject: NULL mode");
   int s = hl_fault_site_index(site);
   if (s < 0)
     return hl__fail(h, HL_EINVAL, "inject: unknown site '%s' (%s)", site,
                     name_list(list, sizeof list, hl_fault_site_name, HL_SITE_COUNT));
+  if (!mode) return hl__fail(h, HL_EINVAL, "inject: NULL mode");
   int m = hl_fault_mode_index(mode);
   if (m < 0)
     return hl__fail(h, HL_EINVAL, "inject: unknown mode '%s' (%s)", mode,
