@@ -8,8 +8,8 @@ ignores SIGINT keeps ignoring it (the fill runs to its end, the process
 lives); two threads' states running long calls at once leave the host's
 handler in place.  The host is this Python process embedding the real Lua 5.4 library
 with ctypes (as module_outlives_lua_close.py does), one scenario per
-process; a thread sends SIGINT 0.2 s into the call (ctypes drops the GIL
-during it).  The disposition is read with sigaction(2) itself."""
+process; a thread sends SIGINT once the fill has grown the process by
+64 MiB (ctypes drops the GIL during the call).  The disposition is read with sigaction(2) itself."""
 import ctypes
 import os
 import signal
@@ -51,9 +51,22 @@ def lua_run(module_dir, code):
     return out
 
 
-def kill_later(s):
+def resident():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def kill_once_filling(mib=64, limit=60.0):
+    """SIGINT once this process has grown by mib MiB: the fill is running.
+    (A fixed 0.2 s sent it before the fill began whenever the Lua state's
+    set-up took longer -- a loaded machine -- and the fill ran to its end:
+    with a 0.3 s wait put before the fill, host_handler failed every time.)"""
+    base = resident()
+
     def go():
-        time.sleep(s)
+        deadline = time.monotonic() + limit
+        while resident() < base + (mib << 20) and time.monotonic() < deadline:
+            time.sleep(0.001)
         os.kill(os.getpid(), signal.SIGINT)
     threading.Thread(target=go, daemon=True).start()
 
@@ -71,12 +84,12 @@ def host_handler(module_dir):
     got = []
     signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
     before = disposition()
-    kill_later(0.2)
+    kill_once_filling()
     out = lua_run(module_dir, FILL % 2048)
     after = disposition()
     msg, took, handles = out.rsplit("|", 2)
     assert "h:fill: " in msg and "interrupted" in msg and "(EINTR)" in msg, out
-    assert float(took) < 1.5, f"the fill ran {took} s after SIGINT at 0.2 s"
+    assert float(took) < 1.5, f"the fill ran {took} s, SIGINT sent 64 MiB into it"
     assert handles == "0", f"{handles} handles left by the interrupted fill"
     assert after == before, f"SIGINT's handler {after:#x} after the fill, {before:#x} before"
     time.sleep(0.01)  # (CPython runs the Python handler at its next bytecodes)
@@ -86,7 +99,7 @@ def host_handler(module_dir):
 
 def ignored(module_dir):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    kill_later(0.2)
+    kill_once_filling()
     out = lua_run(module_dir, FILL % 512)
     msg, took, handles = out.rsplit("|", 2)
     assert msg.startswith("heaplab.object"), f"the fill did not complete: {out}"
