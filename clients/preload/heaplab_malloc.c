@@ -372,6 +372,20 @@ static inline hl_heap *the_heap(void) {
 
 /* ---- reports at exit ---- */
 
+/* The exit path's waits -- for the heap lock (heap_free_at_exit), for the
+ * reports' writer (exit_waited), for another thread's set-up
+ * (write_reports_once): done(arg) asked at once and after each of up to ms
+ * sleeps of 1 ms; whether it said so.  (nanosleep, not a condition
+ * variable: a signal handler's _exit may be the one waiting.) */
+static bool poll_ms(int ms, bool (*done)(void *), void *arg) {
+  for (int i = 0;; i++) {
+    if (done(arg)) return true;
+    if (i == ms) return false;
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
+  }
+}
+
 /* path with %p replaced by the pid and %% by one % (so that any path can be
  * named: the harness's temporary folder under a TMPDIR holding "%p" was
  * rewritten, and the report went elsewhere); a fork child's gets ".<pid>" */
@@ -428,18 +442,14 @@ static void write_report(FILE *f) { client_write_report(f); }
  * SIGALRM handler calls exit(0) hung, with no report even asked for (the
  * preload hunt, session 25).  Another thread's hold is a moment: tried for
  * about half a second. */
-static bool heap_free_at_exit(hl_heap *h) {
-  for (int i = 0; i < 500; i++) {
-    if (pthread_mutex_trylock(&h->lock) == 0) {
-      bool busy = h->in_cycle || h->large_moving;
-      pthread_mutex_unlock(&h->lock);
-      if (!busy) return true;
-    }
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-  }
-  return false;
+static bool heap_not_busy(void *arg) {
+  hl_heap *h = arg;
+  if (pthread_mutex_trylock(&h->lock) != 0) return false;
+  bool busy = h->in_cycle || h->large_moving;
+  pthread_mutex_unlock(&h->lock);
+  return !busy;
 }
+static bool heap_free_at_exit(hl_heap *h) { return poll_ms(500, heap_not_busy, h); }
 
 /* Flush the exiting thread's cache before the report (exit(): the
  * destructor)?  Not from _exit, _Exit or quick_exit -- the ways out a
@@ -540,15 +550,13 @@ static void verify_check(hl_heap *h) {
 static _Atomic bool reports_done, exit_wait_gave_up;
 static _Atomic long exit_writer_tid; /* the thread in at_exit, once it began */
 static _Atomic long first_exit_tid;  /* the first thread in this library's exit() */
+static bool reports_written(void *for_a_writer) {
+  return atomic_load(&reports_done) || (*(bool *)for_a_writer && atomic_load(&exit_writer_tid));
+}
 /* Whether the reports are done (or, for a writer, at_exit has begun)
  * within ms milliseconds. */
 static bool exit_waited(int ms, bool for_a_writer) {
-  for (int i = 0;; i++) {
-    if (atomic_load(&reports_done) || (for_a_writer && atomic_load(&exit_writer_tid))) return true;
-    if (i == ms) return false;
-    struct timespec d = {0, 1000000};
-    nanosleep(&d, NULL);
-  }
+  return poll_ms(ms, reports_written, &for_a_writer);
 }
 static void exit_waits_for_the_reports(void) {
   if (atomic_load(&reports_done) || atomic_load(&exit_wait_gave_up) ||
@@ -637,6 +645,8 @@ static void forked_child(void) {
  * ran first: a SIGALRM handler calling _exit hung 6 of 6 runs under
  * HEAPLAB_VERIFY=1 with no report asked, and 1 of 300 with HEAPLAB_STATS --
  * the review of f384a21.) */
+/* (poll_ms: the state, in *s, is no longer ST_STARTING) */
+static bool set_up_ended(void *s) { return (*(int *)s = atomic_load(&state)) != ST_STARTING; }
 static void write_reports_once(bool by_exit) {
   long me = syscall(SYS_gettid), writer = 0;
   if (!atomic_compare_exchange_strong(&exit_writer_tid, &writer, me)) {
@@ -650,11 +660,7 @@ static void write_reports_once(bool by_exit) {
    * It ended without a word (the preload suite's exit_in_signal_handler
    * under load: verify+stats, no report and no line). */
   bool env_asked = libc_ready && (env("HEAPLAB_STATS") || env("HEAPLAB_TRACE_EVENTS"));
-  for (int i = 0; s == ST_STARTING && env_asked && !in_setup && i < 500; i++) {
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-    s = atomic_load(&state);
-  }
+  if (s == ST_STARTING && env_asked && !in_setup) (void)poll_ms(500, set_up_ended, &s);
   if (s == ST_STARTING && env_asked) {
     hl__say("libheaplab-malloc: the heap is busy at exit (being set up: exit() or _exit() from "
             "a signal handler that interrupted the first allocation?): no report written\n");
