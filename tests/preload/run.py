@@ -27,6 +27,7 @@ CONFORMANCE = os.environ.get("HEAPLAB_PRELOAD_CONFORMANCE", "")
 EDGES = os.environ.get("HEAPLAB_PRELOAD_REPORT_EDGES", "")
 OWN_MALLOC = os.environ.get("HEAPLAB_PRELOAD_OWN_MALLOC", "")
 EXIT_IN_HANDLER = os.environ.get("HEAPLAB_PRELOAD_EXIT_IN_HANDLER", "")
+LAUNCHER_MARK = os.environ.get("HEAPLAB_PRELOAD_LAUNCHER_MARK", "")
 STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
 STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
 SQLITE3 = shutil.which("sqlite3") or "/usr/bin/sqlite3"
@@ -1048,6 +1049,70 @@ def exit_in_signal_handler():
           + "; ".join(f"{k}: {r} runs, {w} reports, {b} busy" for k, (r, w, b) in counts.items()))
 
 
+def launcher_that_never_allocated():
+    """A launcher's process (its executable exports the launchers' mark:
+    tests/preload/c/preload_launcher_mark.c) that never allocates and
+    writes its own HEAPLAB_STATS report at exit: the report stays the
+    launcher's.  The library sets a heap up at exit for a program that never
+    allocated, which fills the report's path; the launcher check made before
+    that set-up passed, and the library's report replaced the launcher's
+    (the review of session 33, mended in 71e29fe from the code)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(LAUNCHER_MARK, "test_preload_launcher_mark")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "l.json")
+        for i in range(5):
+            status, out, err = run([LAUNCHER_MARK], "heaplab", {"HEAPLAB_STATS": path},
+                                   timeout=30)
+            assert status == 0 and not err, (i, status, err)
+            with open(path) as f:
+                got = json.load(f)
+            assert got == {"launcher": "test_preload_launcher_mark"}, \
+                f"run {i}: the launcher's report was replaced by the library's: {got}"
+            assert os.listdir(d) == ["l.json"], os.listdir(d)
+            os.unlink(path)
+    print("a launcher that never allocated: its own report stays, 5 runs")
+
+
+def exit_beside_a_set_up():
+    """_exit(0) from a thread while another sets the heap up, no report
+    asked (tests/preload/c/preload_report_edges.c exit_during_setup: the
+    set-up held in the program's getpid): the process ends at once, nothing
+    said.  The library's wait for another thread's set-up (half a second)
+    ran before "nothing asked, nothing done" (mended in 71e29fe from the
+    code): the program, still alive 300 ms after the _exit, says so and
+    exits 2."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(EDGES, "test_preload_report_edges")
+    for i in range(10):
+        status, out, err = run([EDGES, "exit_during_setup"], "heaplab", timeout=30)
+        assert status == 0 and not err, (i, status, err)
+    print("_exit beside another thread's set-up, nothing asked: 10 runs, none waited")
+
+
+def fork_beside_a_set_up():
+    """A child forked while another thread sets the heap up calls _exit(0),
+    HEAPLAB_STATS asked (tests/preload/c/preload_report_edges.c
+    fork_during_setup): it ends at once, nothing said, and the parent --
+    whose set-up then ends -- writes its report.  The child kept the
+    parent's "being set up" for good (its calls went to glibc): its _exit
+    waited half a second and said the heap was busy at exit (mended in
+    71e29fe from the code: the fork handler makes it the system
+    allocator's)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(EDGES, "test_preload_report_edges")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "f.json")
+        for i in range(10):
+            status, out, err = run([EDGES, "fork_during_setup"], "heaplab",
+                                   {"HEAPLAB_STATS": path}, timeout=30)
+            assert status == 0 and "busy" not in err, (i, status, err)
+            assert not err, (i, err)
+            assert report(path)["stats"]["manual_mallocs"] > 0
+            os.unlink(path)
+    print("_exit of a child forked beside a set-up, a report asked: 10 runs, none waited")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, collected_only_options,
                                      verify_refuses,
@@ -1059,7 +1124,8 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc,
                                      exit_without_handlers, own_malloc,
-                                     exit_in_signal_handler)}
+                                     exit_in_signal_handler, launcher_that_never_allocated,
+                                     exit_beside_a_set_up, fork_beside_a_set_up)}
 
 
 def main(argv):

@@ -66,6 +66,18 @@
  *   fork_in_destructor  a destructor forks, the child calls exit(0), the
  *                  parent waits for it: the child waited for ever for a
  *                  writer in its parent, the parent in waitpid
+ *   exit_during_setup  main's first malloc sets the heap up; held there
+ *                  (this program's getpid, which the set-up calls), it
+ *                  starts a thread that calls _exit(0), no report asked:
+ *                  that _exit waited half a second for the set-up (the
+ *                  wait ran before "nothing asked, nothing done": 71e29fe).
+ *                  Still alive 300 ms after the _exit: says so, exits 2.
+ *   fork_during_setup  the same hold; the thread started there forks, the
+ *                  child calls _exit(0) (HEAPLAB_STATS asked): the child
+ *                  kept the parent's "being set up" for good -- its _exit
+ *                  waited half a second and said the heap was busy (71e29fe:
+ *                  the fork handler makes it "on the system allocator").
+ *                  The child's run over 300 ms: says so, exits 2.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -159,12 +171,74 @@ ssize_t write(int fd, const void *buf, size_t len) {
  * report's writer (1 of 500 runs of eight threads at full speed; with the
  * pause, 68 of 100 of four -- the fresh-clone CI of session 33). */
 static volatile int threads_met;
+static void held_in_the_setup(void);
+static volatile long setup_tid; /* exit/fork_during_setup: main, at its first malloc */
+static volatile int setup_held;
 pid_t getpid(void) {
   if (threads_met && strcmp(mode, "two_exits") == 0) {
     struct timespec d = {0, 2000000};
     nanosleep(&d, NULL);
   }
+  if (setup_tid && !setup_held && syscall(SYS_gettid) == setup_tid) {
+    setup_held = 1;
+    held_in_the_setup();
+  }
   return (pid_t)syscall(SYS_getpid);
+}
+
+/* exit/fork_during_setup: what the thread started in the hold does, and
+ * what it found */
+static volatile int beside_done;
+static volatile long child_ms = -1;
+static long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+static void say(const char *msg) { (void)syscall(SYS_write, 2, msg, strlen(msg)); }
+static void *beside_the_setup(void *arg) {
+  (void)arg;
+  if (strcmp(mode, "exit_during_setup") == 0) {
+    beside_done = 1;
+    _exit(0);
+  }
+  long t0 = now_ms();
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int st;
+  if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+    child_ms = now_ms() - t0;
+  beside_done = 1;
+  return NULL;
+}
+/* (in main's first malloc, the heap being set up: allocations here go to
+ * glibc -- pthread_create's) */
+static void held_in_the_setup(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, beside_the_setup, NULL) != 0) {
+    say("pthread_create failed in the set-up\n");
+    syscall(SYS_exit_group, 2);
+  }
+  for (long t0 = now_ms(); !beside_done && now_ms() - t0 < 20000;) usleep(1000);
+  if (!beside_done) {
+    say("the thread beside the set-up did not finish in 20 s\n");
+    syscall(SYS_exit_group, 2);
+  }
+  if (strcmp(mode, "exit_during_setup") == 0) {
+    struct timespec d = {0, 300000000};
+    nanosleep(&d, NULL); /* (the process ends under this sleep) */
+    say("another thread's _exit (no report asked) did not end the process in 300 ms: "
+        "it waited for the heap's set-up\n");
+    syscall(SYS_exit_group, 2);
+  }
+  pthread_join(t, NULL);
+  if (child_ms < 0 || child_ms >= 300) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "a child forked during the heap's set-up: _exit(0) took %ld ms "
+             "(or failed: -1)\n", child_ms);
+    say(msg);
+    syscall(SYS_exit_group, 2);
+  }
 }
 
 static void *min_stack(void *arg) {
@@ -232,6 +306,17 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(mode, "no_malloc") == 0) return 0;
+  if (strcmp(mode, "exit_during_setup") == 0 || strcmp(mode, "fork_during_setup") == 0) {
+    setup_tid = syscall(SYS_gettid);
+    char *volatile b = malloc(100); /* (the process's first: held in its set-up) */
+    setup_tid = 0;
+    if (!setup_held) {
+      say("main's first malloc did not set the heap up (getpid not called in it)\n");
+      return 2;
+    }
+    free(b);
+    return 0;
+  }
   if (strcmp(mode, "sleep_first") == 0) {
     struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
