@@ -91,25 +91,41 @@ extern void *__libc_malloc(size_t n);
 extern void *__libc_calloc(size_t n, size_t size);
 extern void *__libc_realloc(void *p, size_t n);
 extern void __libc_free(void *p);
+/* How deep this thread is in glibc's allocator (every __libc_* call of the
+ * preloaded library and of this core built for it): above 0, it may hold an
+ * arena's lock, and a signal handler that interrupted it and ends the
+ * process with _exit writes no report -- the report's allocations reach
+ * glibc (all of them under HEAPLAB_ALLOCATOR=libc; past small_max
+ * otherwise) and waited for that lock for ever (clients/preload/
+ * heaplab_malloc.c, write_reports_once).  Defined there. */
+extern _Thread_local __attribute__((tls_model("initial-exec"))) int hl__in_libc_malloc;
 static inline void *hl__sys_malloc(size_t n) {
+  hl__in_libc_malloc++;
   void *p = __libc_malloc(n);
+  hl__in_libc_malloc--;
   hl__sys_handed_out();
   return p;
 }
 static inline void *hl__sys_calloc(size_t n, size_t size) {
+  hl__in_libc_malloc++;
   void *p = __libc_calloc(n, size);
+  hl__in_libc_malloc--;
   hl__sys_handed_out();
   return p;
 }
 static inline void *hl__sys_realloc(void *p, size_t n) {
   hl__sys_handed_back(); /* (after the caller's last use of p) */
+  hl__in_libc_malloc++;
   void *r = __libc_realloc(p, n);
+  hl__in_libc_malloc--;
   hl__sys_handed_out();
   return r;
 }
 static inline void hl__sys_free(void *p) {
   hl__sys_handed_back();
+  hl__in_libc_malloc++;
   __libc_free(p);
+  hl__in_libc_malloc--;
 }
 #else
 #define hl__sys_malloc malloc

@@ -998,9 +998,13 @@ def exit_in_signal_handler():
     malloc'ed) before its busy check: the process hung for ever when the
     signal had interrupted an allocation holding the lock (6 of 6 runs under
     verify with no report asked; 1 of 300 with HEAPLAB_STATS -- the review of
-    f384a21; 8 of 40 with one-block thread caches, which take the lock often).  Each run ends with status 3 within a few seconds: with nothing
-    asked, nothing said; with a report asked, the report or the one line
-    that the heap was busy."""
+    f384a21; 8 of 40 with one-block thread caches, which take the lock
+    often).  A handler that interrupted glibc's own malloc passed that check
+    and the report waited for glibc's arena lock (large blocks with an event
+    trace, and HEAPLAB_ALLOCATOR=libc, each with a second thread).  Each run
+    ends with status 3 within a few seconds: with nothing asked, nothing
+    said; with a report asked, the report or the one line that the heap was
+    busy."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(EXIT_IN_HANDLER, "test_preload_exit_in_handler")
     busy = "libheaplab-malloc: the heap is busy at exit"
@@ -1015,7 +1019,15 @@ def exit_in_signal_handler():
                  # (caches of one block: the heap lock taken often -- the
                  # dlsym hang, 8 of 40 runs before the fix)
                  ("stats+one-block-caches", {"HEAPLAB_TCACHE_BLOCKS": "1"}, "loop", 40),
-                 ("stats", {}, "small", 100)]
+                 ("stats", {}, "small", 100),
+                 # (a handler that interrupted glibc's own malloc -- large
+                 # blocks, past small_max; every call on the system allocator
+                 # -- in a threaded program: glibc's arena lock held, and the
+                 # report's allocations that reach glibc -- an event trace past
+                 # 16 KiB, every one under HEAPLAB_ALLOCATOR=libc -- waited for
+                 # it for ever: 9 and 26 of 30 runs hung, the h34exit helper)
+                 ("stats+events+large", {}, "large", 30),
+                 ("stats+libc", {"HEAPLAB_ALLOCATOR": "libc"}, "threaded", 30)]
         for name, extra, mode, runs in cases:
             reports = busies = 0
             for i in range(runs):
@@ -1023,7 +1035,9 @@ def exit_in_signal_handler():
                 path = os.path.join(d, f"{name}.{i}.json")
                 if "stats" in name:
                     env["HEAPLAB_STATS"] = path
-                delay = str(1000 + (i * 977) % 20000 if mode == "loop" else
+                if "events" in name:
+                    env["HEAPLAB_TRACE_EVENTS"] = path + ".events"
+                delay = str(1000 + (i * 977) % 20000 if mode in ("loop", "large", "threaded") else
                             1 + (i * 149) % 3000 if mode == "early" else 1000 + (i * 37) % 5000)
                 try:
                     status, out, err = run([EXIT_IN_HANDLER, delay,
@@ -1037,7 +1051,11 @@ def exit_in_signal_handler():
                     assert err == "", (name, i, err)   # nothing asked, nothing said
                     continue
                 if os.path.exists(path):
-                    report(path)
+                    if "libc" in name:
+                        with open(path) as f:
+                            assert json.load(f)["allocator"] == "libc", (name, i)
+                    else:
+                        report(path)
                     reports += 1
                     assert err == "", (name, i, err)
                 else:

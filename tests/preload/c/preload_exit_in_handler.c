@@ -8,9 +8,16 @@
  * the review of f384a21).  tests/preload/run.py exit_in_signal_handler runs
  * it many times with a timeout.
  *
- *   preload_exit_in_handler DELAY_US [loop|small]
+ *   preload_exit_in_handler DELAY_US [loop|small|large|threaded]
  * loop: sizes 16..5015 (the small and mid classes); small: 8..192 bytes in
- * a scattered order (the thread cache's fast paths). */
+ * a scattered order (the thread cache's fast paths); large: 20,000..219,999
+ * bytes (past small_max: glibc's own malloc, outside the heap's lock) and
+ * threaded: loop's sizes, each with a second thread (SIGALRM blocked, it
+ * sleeps), so that glibc takes its arena's lock -- a handler that
+ * interrupted glibc's malloc (large; threaded under HEAPLAB_ALLOCATOR=libc)
+ * holds it, and a report allocating through glibc waited for it for ever. */
+#include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +29,37 @@ static void on_alarm(int sig) {
   _exit(3);
 }
 
+static void *asleep(void *arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   long delay = argc > 1 ? atol(argv[1]) : 20000;
-  int small = argc > 2 && strcmp(argv[2], "small") == 0;
+  const char *mode = argc > 2 ? argv[2] : "loop";
+  int small = strcmp(mode, "small") == 0, large = strcmp(mode, "large") == 0;
+  if (large || strcmp(mode, "threaded") == 0) {
+    sigset_t alarm, old;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm, &old);
+    pthread_t t;
+    if (pthread_create(&t, NULL, asleep, NULL) != 0) return 2;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  }
+  /* (large: the heap's event ring filled first -- 4 MiB of small blocks
+   * freed and trimmed, a trim event each time -- so that an event trace,
+   * HEAPLAB_TRACE_EVENTS, is past 16 KiB) */
+  static char *volatile fill[4096];
+  for (int i = 0; large && i < 120; i++) {
+    for (int k = 0; k < 4096; k++) {
+      fill[k] = malloc(1000);
+      if (fill[k]) fill[k][0] = 1;
+    }
+    for (int k = 0; k < 4096; k++) free(fill[k]);
+    malloc_trim(0);
+  }
   signal(SIGALRM, on_alarm);
   struct itimerval it = {{0, 0}, {0, delay}};
   setitimer(ITIMER_REAL, &it, 0);
@@ -32,6 +67,7 @@ int main(int argc, char **argv) {
   for (unsigned long i = 0;; i++) {
     unsigned k = small ? (unsigned)((i * 2654435761u) % 256) : (unsigned)(i % 64);
     free(v[k]);
-    v[k] = malloc(small ? 8 + (i % 24) * 8 : 16 + (i * 7919) % 5000);
+    v[k] = malloc(small ? 8 + (i % 24) * 8
+                  : large ? 20000 + (i * 7919) % 200000 : 16 + (i * 7919) % 5000);
   }
 }
