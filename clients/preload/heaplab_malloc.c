@@ -637,12 +637,16 @@ static bool malloc_defined_elsewhere(const char **who) {
 /* A fork child is a process of its own: its parent's writer (another
  * thread, forked meanwhile) is not its writer, nor are its parent's reports
  * its own. */
+/* (the set-up's report paths, half made or not yet, were not the child's:
+ * its exit says it writes none -- it wrote nothing and said nothing) */
+static bool forked_in_setup;
 static void forked_child(void) {
   /* forked while another thread set the heap up: that thread is not in the
    * child, whose calls go to glibc (the_heap: not ST_NONE) -- say so, or its
    * every exit waited half a second for a set-up that never ends */
   int starting = ST_STARTING;
-  if (!in_setup) atomic_compare_exchange_strong(&state, &starting, ST_SYSTEM);
+  if (!in_setup && atomic_compare_exchange_strong(&state, &starting, ST_SYSTEM))
+    forked_in_setup = true;
   atomic_store(&own_pid, (int)getpid());
   atomic_store(&exit_writer_tid, 0);
   atomic_store(&first_exit_tid, 0);
@@ -683,6 +687,11 @@ static void write_reports_once(bool by_exit) {
   if (s == ST_STARTING && env_asked) {
     hl__say("libheaplab-malloc: the heap is busy at exit (being set up: exit() or _exit() from "
             "a signal handler that interrupted the first allocation?): no report written\n");
+    goto done;
+  }
+  if (forked_in_setup && env_asked) {
+    hl__say("libheaplab-malloc: process %d was forked while another thread set the heap up: "
+            "no report written\n", (int)getpid());
     goto done;
   }
   hl_heap *h = s == ST_HEAPLAB ? HEAP : NULL;
