@@ -434,11 +434,12 @@ static void env_name(int i, char *var, size_t len) {
 static const char *const tool_vars[] = {
     "ALLOCATOR", "STATS", "STATS_OWNER", "TRACE_EVENTS", "COUNTERS_FILE", "RESULTS", "BUILD", "LUA",
     "LUA_LAUNCHER", "PYTHON_LAUNCHER", "LUA_CPATH", "EXPERIMENTS", "PRELOAD", "SOAK_SECONDS",
-    "REPEAT", "FETCH_LUA_TESTES", "MODEL_EXAMPLES", "MODEL_SCALE", "PRELOAD_THREADS",
-    "PRELOAD_CONFORMANCE", "PRELOAD_REPORT_EDGES", "PRELOAD_OWN_MALLOC", "PRELOAD_EXIT_IN_HANDLER",
-    "STDOUT_LIMIT",
+    "REPEAT", "FETCH_LUA_TESTES", "MODEL_EXAMPLES", "MODEL_SCALE", "STDOUT_LIMIT",
 };
-static const char *const tool_prefixes[] = {"FAULT_", "BENCH_", "SWEEP_", "X_"};
+/* (PRELOAD_: the preload suite's programs, HEAPLAB_PRELOAD_<PROGRAM> each --
+ * listed one by one, a new program's variable was warned about twice: the
+ * conventions test failed after sessions 33 and 34 added one) */
+static const char *const tool_prefixes[] = {"FAULT_", "BENCH_", "SWEEP_", "X_", "PRELOAD_"};
 
 static bool tool_var(const char *name /* after HEAPLAB_ */, size_t n) {
   for (size_t i = 0; i < sizeof tool_vars / sizeof tool_vars[0]; i++)
