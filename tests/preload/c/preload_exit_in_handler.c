@@ -15,13 +15,18 @@
  * threaded: loop's sizes, each with a second thread (SIGALRM blocked, it
  * sleeps), so that glibc takes its arena's lock -- a handler that
  * interrupted glibc's malloc (large; threaded under HEAPLAB_ALLOCATOR=libc)
- * holds it, and a report allocating through glibc waited for it for ever. */
+ * holds it, and a report allocating through glibc waited for it for ever.
+ * fork: fork() in a loop beside a second thread, 128 MiB touched: glibc's
+ * fork holds every arena's lock around the clone (under
+ * HEAPLAB_ALLOCATOR=libc a handler there found no busy heap: the review of
+ * session 34). */
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void on_alarm(int sig) {
@@ -39,7 +44,8 @@ int main(int argc, char **argv) {
   long delay = argc > 1 ? atol(argv[1]) : 20000;
   const char *mode = argc > 2 ? argv[2] : "loop";
   int small = strcmp(mode, "small") == 0, large = strcmp(mode, "large") == 0;
-  if (large || strcmp(mode, "threaded") == 0) {
+  int forks = strcmp(mode, "fork") == 0;
+  if (large || forks || strcmp(mode, "threaded") == 0) {
     sigset_t alarm, old;
     sigemptyset(&alarm);
     sigaddset(&alarm, SIGALRM);
@@ -60,9 +66,18 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4096; k++) free(fill[k]);
     malloc_trim(0);
   }
+  /* (fork: 128 MiB touched first, so that each fork's copy of the page
+   * tables -- the time glibc holds its arenas' locks -- is long) */
+  char *big = forks ? malloc((size_t)128 << 20) : NULL;
+  if (big) memset(big, 1, (size_t)128 << 20);
   signal(SIGALRM, on_alarm);
   struct itimerval it = {{0, 0}, {0, delay}};
   setitimer(ITIMER_REAL, &it, 0);
+  while (forks) {
+    pid_t c = fork();
+    if (c == 0) _exit(0);
+    if (c > 0) waitpid(c, NULL, 0);
+  }
   void *v[256] = {0};
   for (unsigned long i = 0;; i++) {
     unsigned k = small ? (unsigned)((i * 2654435761u) % 256) : (unsigned)(i % 64);
