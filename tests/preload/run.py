@@ -552,19 +552,22 @@ def exit_from_many_threads():
     need(EDGES, "test_preload_report_edges")
     with tempfile.TemporaryDirectory() as d:
         runs = [(["2"], i) for i in range(20)] + [(["4"], i) for i in range(10)] + \
-            [(["8"], i) for i in range(10)] + [(["4", "return"], i) for i in range(10)]
+            [(["8"], i) for i in range(10)] + [(["4", "return"], i) for i in range(10)] + \
+            [(["4", "errx"], i) for i in range(10)] + [(["8", "errx"], i) for i in range(10)]
         for args, i in runs:
             sub = os.path.join(d, f"{'-'.join(args)}.{i}")
             os.mkdir(sub)
             status, out, err = run([EDGES, "two_exits", *args], "heaplab",
                                    {"HEAPLAB_STATS": os.path.join(sub, "r.%p.json")}, timeout=30)
             assert status == 0, (args, i, status, err)
+            if "errx" in args:   # (errx's lines, interleaved across the threads)
+                assert "exits" in err and "libheaplab" not in err, (args, i, err)
             files = os.listdir(sub)
             assert len(files) == 1 and files[0].startswith("r.") and \
                 files[0].endswith(".json"), (args, i, files, err)
             assert report(os.path.join(sub, files[0]))["stats"]["manual_mallocs"] > 0
-    print("exit() from 2, 4 and 8 threads at once (and main returning beside 3): 50 runs, "
-          "50 whole reports, no .tmp")
+    print("exit() from 2, 4 and 8 threads at once, main returning beside 3, errx() from 4 and "
+          "8: 70 runs, 70 whole reports, no .tmp")
 
 
 def two_copies():

@@ -57,7 +57,9 @@
  *                  hunt, session 32).
  *                  argv[3] "return": main returns (glibc's own exit(),
  *                  which does not come through the library's) as the
- *                  others call exit().  Once the threads have met, every
+ *                  others call exit(); "errx": every thread ends with
+ *                  errx(0), whose exit() is glibc's own (not the
+ *                  library's: only its handler waits).  Once the threads have met, every
  *                  getpid() takes 2 ms (below).
  *   exit_in_destructor  a destructor of the program (run by _dl_fini before
  *                  the library's) calls exit(3): the library's wait for the
@@ -82,6 +84,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <err.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -274,11 +277,13 @@ static void *last_thread(void *arg) {
 }
 
 static pthread_barrier_t all_exit;
+static int by_errx; /* two_exits errx: every thread ends with errx(0) */
 static void *exit_too(void *arg) {
   char *volatile p = malloc(100);
   memset(p, 1, 100);
   pthread_barrier_wait(&all_exit);
   threads_met = 1;
+  if (by_errx) errx((int)(long)arg, "exits");
   exit((int)(long)arg);
 }
 
@@ -349,6 +354,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "two_exits") == 0) {
     int n = argc >= 3 ? atoi(argv[2]) : 2;
     if (n < 2 || pthread_barrier_init(&all_exit, NULL, (unsigned)n) != 0) return 2;
+    by_errx = argc == 4 && strcmp(argv[3], "errx") == 0;
     for (int i = 1; i < n; i++) {
       pthread_t t;
       if (pthread_create(&t, NULL, exit_too, NULL) != 0) return 2;
@@ -356,6 +362,7 @@ int main(int argc, char **argv) {
     pthread_barrier_wait(&all_exit);
     threads_met = 1;
     if (argc == 4 && strcmp(argv[3], "return") == 0) return 0; /* (glibc's own exit) */
+    if (by_errx) errx(0, "exits");
     exit(0);
   }
   if (strcmp(mode, "vfork_first") == 0) { /* before any malloc of main's */
