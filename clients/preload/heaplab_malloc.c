@@ -632,16 +632,24 @@ __attribute__((unused)) static void exit_after_the_first(void) {
 /* Is the process's malloc another object's -- the program's own (its
  * executable defines malloc: it comes first in symbol lookup) or an
  * allocator preloaded before this library?  Its file in *who.  The
- * definition dlsym finds, checked with dladdr, which knows defined symbols
- * only: a program that takes malloc's address (python3) has dlsym answer its
- * PLT stub, which is no definition (the calls come here). */
+ * definition dlsym finds, checked with dladdr1: a symbol that starts there
+ * and is defined.  A program without PIE that takes malloc's address
+ * (Debian's python3) has dlsym answer its PLT stub, an undefined symbol
+ * with an address, which is no definition (the calls come here) -- dladdr
+ * names it "malloc" all the same: a program that took the address and never
+ * allocated was told its malloc was its own, and got no report.  The name
+ * is not checked: mimalloc's malloc is also its __libc_malloc, the name
+ * dladdr gave (a blank report was written; the preload hunt, session 34). */
 static bool malloc_defined_elsewhere(const char **who) {
   void *f = dlsym(RTLD_DEFAULT, "malloc");
   Dl_info info, self;
+  const ElfW(Sym) *sym = NULL;
   (void)dlerror();
-  if (!f || !dladdr(f, &info) || !dladdr((void *)malloc_defined_elsewhere, &self)) return false;
-  if (info.dli_fbase == self.dli_fbase || !info.dli_sname || strcmp(info.dli_sname, "malloc") ||
-      info.dli_saddr != f)
+  if (!f || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) ||
+      !dladdr((void *)malloc_defined_elsewhere, &self))
+    return false;
+  if (info.dli_fbase == self.dli_fbase || !info.dli_sname || info.dli_saddr != f || !sym ||
+      sym->st_shndx == SHN_UNDEF)
     return false;
   static char exe[1024];
   if (info.dli_fname && info.dli_fname[0]) {

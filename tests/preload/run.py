@@ -27,6 +27,7 @@ THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
 CONFORMANCE = os.environ.get("HEAPLAB_PRELOAD_CONFORMANCE", "")
 EDGES = os.environ.get("HEAPLAB_PRELOAD_REPORT_EDGES", "")
 OWN_MALLOC = os.environ.get("HEAPLAB_PRELOAD_OWN_MALLOC", "")
+MALLOC_ADDRESS = os.environ.get("HEAPLAB_PRELOAD_MALLOC_ADDRESS", "")
 EXIT_IN_HANDLER = os.environ.get("HEAPLAB_PRELOAD_EXIT_IN_HANDLER", "")
 LAUNCHER_MARK = os.environ.get("HEAPLAB_PRELOAD_LAUNCHER_MARK", "")
 STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
@@ -963,7 +964,8 @@ def own_malloc():
     before the library: no call comes to the library, which wrote a blank
     report (0 mallocs) at exit as if the program allocated nothing.  It now
     writes none and says why on one line; a program that merely takes
-    malloc's address (python3: dlsym answers its PLT stub) still reports."""
+    malloc's address (python3, test_preload_malloc_address: dlsym answers its
+    PLT stub) still reports."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(OWN_MALLOC, "test_preload_own_malloc")
     with tempfile.TemporaryDirectory() as d:
@@ -978,20 +980,36 @@ def own_malloc():
         # without HEAPLAB_STATS: nothing asked, nothing said
         status, out, err = run([OWN_MALLOC], "heaplab")
         assert status == 0 and not err, (status, err)
-        jemalloc = next((p for p in ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
-                                     "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")
-                         if os.path.exists(p)), None)
-        if jemalloc:
+        # jemalloc and mimalloc first (mimalloc's malloc is also its
+        # __libc_malloc, the name dladdr gives: it was not recognised, and a
+        # blank report was written -- the preload hunt, session 34)
+        for name in ("libjemalloc.so.2", "libmimalloc.so.2"):
+            other = next((p for p in (f"/usr/lib/x86_64-linux-gnu/{name}",
+                                      f"/usr/lib/aarch64-linux-gnu/{name}")
+                          if os.path.exists(p)), None)
+            if not other:
+                continue
             path = os.path.join(d, "j.json")
             status, out, err = run(["bash", "-c", "echo hi"], "heaplab",
-                                   {"LD_PRELOAD": f"{jemalloc} {PRELOAD}", "HEAPLAB_STATS": path})
-            assert status == 0 and out == "hi\n" and not os.path.exists(path), (status, err)
-            assert "malloc is defined by " + jemalloc in err, err
+                                   {"LD_PRELOAD": f"{other} {PRELOAD}", "HEAPLAB_STATS": path})
+            assert status == 0 and out == "hi\n" and not os.path.exists(path), (name, status, err)
+            assert "malloc is defined by " + other in err, (name, err)
+        # a program without PIE that takes malloc's address (a canonical PLT
+        # entry, which dlsym answers) and never allocates: no malloc of its
+        # own, so its report is written and nothing said (it said "malloc is
+        # defined by" the program and wrote none -- the same hunt)
+        need(MALLOC_ADDRESS, "test_preload_malloc_address")
+        path = os.path.join(d, "a.json")
+        status, out, err = run([MALLOC_ADDRESS], "heaplab", {"HEAPLAB_STATS": path})
+        assert status == 0 and out == "taken\n" and not err, (status, out, err)
+        assert report(path)["allocator"] == "heaplab", report(path)
+        os.unlink(path)
         path = os.path.join(d, "p.json")
         status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
                                {"HEAPLAB_STATS": path})
         assert status == 0 and not err and report(path)["stats"]["manual_mallocs"] > 0, err
-    print("a program's own malloc, jemalloc first: no report, one line; python3 reports")
+    print("a program's own malloc, jemalloc or mimalloc first: no report, one line; python3 "
+          "and a program taking malloc's address report")
 
 
 def exit_in_signal_handler():
