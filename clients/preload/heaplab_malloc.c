@@ -39,6 +39,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <inttypes.h>
 #include <link.h>
 #include <malloc.h>
@@ -629,6 +630,24 @@ __attribute__((unused)) static void exit_after_the_first(void) {
   if (exit_waited(1000, true)) (void)exit_waited(30000, false);
 }
 
+/* (a definition starts at f: defined, not a PLT stub) */
+static bool a_definition(void *f, Dl_info *info) {
+  const ElfW(Sym) *sym = NULL;
+  return f && dladdr1(f, info, (void **)&sym, RTLD_DL_SYMENT) && info->dli_sname &&
+         info->dli_saddr == f && sym && sym->st_shndx != SHN_UNDEF;
+}
+/* The version of glibc's first malloc, which programs linked against glibc
+ * ask for: an object that defines malloc at that version only (no default
+ * version -- glibc's libc_malloc_debug.so, which MALLOC_CHECK_ and mtrace
+ * need since glibc 2.34) takes their calls when it comes first, but dlsym
+ * without a version skips it and answers this library's (LD_PRELOAD=
+ * "libc_malloc_debug.so $P" wrote a blank report and said nothing; the
+ * preload hunt, session 34). */
+#if defined(__x86_64__) && !defined(__ILP32__)
+#define MALLOC_BASE_VERSION "GLIBC_2.2.5"
+#elif defined(__aarch64__)
+#define MALLOC_BASE_VERSION "GLIBC_2.17"
+#endif
 /* Is the process's malloc another object's -- the program's own (its
  * executable defines malloc: it comes first in symbol lookup) or an
  * allocator preloaded before this library?  Its file in *who.  The
@@ -641,16 +660,21 @@ __attribute__((unused)) static void exit_after_the_first(void) {
  * is not checked: mimalloc's malloc is also its __libc_malloc, the name
  * dladdr gave (a blank report was written; the preload hunt, session 34). */
 static bool malloc_defined_elsewhere(const char **who) {
-  void *f = dlsym(RTLD_DEFAULT, "malloc");
   Dl_info info, self;
-  const ElfW(Sym) *sym = NULL;
+  void *f = dlsym(RTLD_DEFAULT, "malloc");
   (void)dlerror();
-  if (!f || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) ||
-      !dladdr((void *)malloc_defined_elsewhere, &self))
-    return false;
-  if (info.dli_fbase == self.dli_fbase || !info.dli_sname || info.dli_saddr != f || !sym ||
-      sym->st_shndx == SHN_UNDEF)
-    return false;
+  if (!dladdr((void *)malloc_defined_elsewhere, &self) || !a_definition(f, &info)) return false;
+#ifdef MALLOC_BASE_VERSION
+  if (info.dli_fbase == self.dli_fbase) {
+    Dl_info libc;
+    f = dlvsym(RTLD_DEFAULT, "malloc", MALLOC_BASE_VERSION); /* (libc's, usually) */
+    (void)dlerror();
+    if (!a_definition(f, &info) || !dladdr((void *)gnu_get_libc_version, &libc) ||
+        info.dli_fbase == libc.dli_fbase)
+      return false;
+  }
+#endif
+  if (info.dli_fbase == self.dli_fbase) return false;
   static char exe[1024];
   if (info.dli_fname && info.dli_fname[0]) {
     *who = info.dli_fname;

@@ -994,6 +994,20 @@ def own_malloc():
                                    {"LD_PRELOAD": f"{other} {PRELOAD}", "HEAPLAB_STATS": path})
             assert status == 0 and out == "hi\n" and not os.path.exists(path), (name, status, err)
             assert "malloc is defined by " + other in err, (name, err)
+        # glibc's libc_malloc_debug.so first (MALLOC_CHECK_, mtrace): its
+        # malloc is malloc@GLIBC_2.2.5 only, which dlsym without a version
+        # skips -- the library took the process's malloc for its own and
+        # wrote a blank report, saying nothing (the same hunt)
+        debug = next((p for p in ("/lib/x86_64-linux-gnu/libc_malloc_debug.so.0",
+                                  "/lib/aarch64-linux-gnu/libc_malloc_debug.so.0")
+                      if os.path.exists(p)), None)
+        if debug:
+            path = os.path.join(d, "m.json")
+            status, out, err = run(["bash", "-c", "echo hi"], "heaplab",
+                                   {"LD_PRELOAD": f"{debug} {PRELOAD}", "HEAPLAB_STATS": path,
+                                    "MALLOC_CHECK_": "3"})
+            assert status == 0 and out == "hi\n" and not os.path.exists(path), (status, err)
+            assert "malloc is defined by " + debug in err, err
         # a program without PIE that takes malloc's address (a canonical PLT
         # entry, which dlsym answers) and never allocates: no malloc of its
         # own, so its report is written and nothing said (it said "malloc is
@@ -1008,7 +1022,8 @@ def own_malloc():
         status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
                                {"HEAPLAB_STATS": path})
         assert status == 0 and not err and report(path)["stats"]["manual_mallocs"] > 0, err
-    print("a program's own malloc, jemalloc or mimalloc first: no report, one line; python3 "
+    print("a program's own malloc, jemalloc, mimalloc or libc_malloc_debug first: no report, "
+          "one line; python3 "
           "and a program taking malloc's address report")
 
 
