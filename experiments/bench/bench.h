@@ -21,6 +21,8 @@
 #include <string.h>
 
 /* ---- parameters (command line; see bench_main.c usage) ---- */
+#define BENCH_MAX_OPTS 32
+
 typedef struct bench_params {
   int depth;               /* binary-trees: max depth (GCBench shape) */
   uint64_t fill_bytes;     /* fill, pause, churn, release: bytes of objects */
@@ -30,7 +32,7 @@ typedef struct bench_params {
   uint64_t keep;           /* compact: one object in `keep` survives the drop */
   int warm;                /* fill (heaplab): time a second fill into the pages of a first */
   int nopts;               /* heaplab options: name=value strings */
-  const char *opts[32];
+  const char *opts[BENCH_MAX_OPTS];
 } bench_params;
 
 /* ---- results: the record's figures and notes ---- */

@@ -254,7 +254,7 @@ int main(int argc, char **argv) {
     }
     i++;
     if (!strcmp(a, "-o")) {
-      if (p.nopts == 32 || !strchr(v, '=')) {
+      if (p.nopts == BENCH_MAX_OPTS || !strchr(v, '=')) {
         snprintf(msg, sizeof msg, "-o %s: expected name=value (at most 32)", v);
         return usage(msg);
       }
