@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -958,6 +959,44 @@ def exit_without_handlers():
     print("_exit (dash, os._exit), _Exit, quick_exit: reports written; a vfork child's none")
 
 
+def signal_to_itself():
+    """A program that ends by a default-fatal signal it sends itself writes
+    its report: python3 after an uncaught KeyboardInterrupt (CPython sets
+    SIGINT to SIG_DFL and kill()s itself: status 130 in a shell), os.kill of
+    itself with SIGTERM, signal.raise_signal, bash's `kill -TERM $$`.  They
+    ran no exit handler and wrote none (python3 stopped by Ctrl-C: the
+    preload hunt, session 34).  A signal that does not end the process --
+    caught, or blocked -- writes nothing then: the report comes at exit and
+    counts what came after (100,000 strings)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    after = "x = [str(i) for i in range(100000)]"
+    cases = [
+        ("KeyboardInterrupt", [STOCK_PYTHON, "-c", "raise KeyboardInterrupt"], -signal.SIGINT),
+        ("os.kill SIGTERM", [STOCK_PYTHON, "-c",
+                             "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"],
+         -signal.SIGTERM),
+        ("raise_signal", [STOCK_PYTHON, "-c", "import signal; signal.raise_signal(signal.SIGINT)"],
+         -signal.SIGINT),
+        ("bash kill", ["bash", "-c", "kill -TERM $$"], -signal.SIGTERM),
+        ("caught", [STOCK_PYTHON, "-c", "import os, signal; signal.signal(signal.SIGTERM, "
+                    "lambda *a: None); os.kill(os.getpid(), signal.SIGTERM); " + after], 0),
+        ("blocked", [STOCK_PYTHON, "-c", "import os, signal; signal.pthread_sigmask("
+                     "signal.SIG_BLOCK, [signal.SIGTERM]); os.kill(os.getpid(), signal.SIGTERM); "
+                     + after], 0),
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        for name, argv, want in cases:
+            path = os.path.join(d, name.replace(" ", "_") + ".json")
+            status, out, err = run(argv, "heaplab", {"HEAPLAB_STATS": path,
+                                                     "PYTHONMALLOC": "malloc"}, timeout=60)
+            assert status == want, (name, status, err)
+            assert os.path.exists(path), (name, "no report", err)
+            mallocs = report(path)["stats"]["manual_mallocs"]
+            if want == 0:
+                assert mallocs > 100000, (name, mallocs, "written before the strings")
+    print("a fatal signal sent to itself (KeyboardInterrupt, os.kill, raise_signal, bash kill): "
+          "a report each; caught or blocked: the report at exit")
+
 def own_malloc():
     """The process's malloc is another object's -- the program defines its
     own (tests/preload/c/preload_own_malloc.c), or an allocator is preloaded
@@ -1190,7 +1229,8 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      report_escapes_strings, report_without_proc,
                                      exit_without_handlers, own_malloc,
                                      exit_in_signal_handler, launcher_that_never_allocated,
-                                     exit_beside_a_set_up, fork_beside_a_set_up)}
+                                     exit_beside_a_set_up, fork_beside_a_set_up,
+                                     signal_to_itself)}
 
 
 def main(argv):
