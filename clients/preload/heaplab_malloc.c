@@ -179,8 +179,11 @@ static const char *malloc_elsewhere_who;
 /* the _exit this library's _exit ends the process with (glibc's, or an
  * interposer's after this library): looked up at the start */
 static void (*next_exit)(int);
-/* and the exit this library's exit goes on to (exit_after_the_first) */
+/* and the exit this library's exit goes on to (exit_after_the_first), the
+ * kill and raise its own go on to */
 static void (*next_exit_handlers)(int);
+static int (*next_kill)(pid_t, int);
+static int (*next_raise)(int);
 static int exit_wait_pid; /* the process that registered it */
 /* Two copies of the library in one process (LD_PRELOAD naming the build's
  * and the Python package's): the program's calls go to the first, and the
@@ -232,6 +235,8 @@ __attribute__((constructor)) static void at_start(void) {
   in_setup = 1; /* (dlsym's allocations, if any: to glibc) */
   next_exit = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
   next_exit_handlers = (void (*)(int))dlsym(RTLD_NEXT, "exit");
+  next_kill = (int (*)(pid_t, int))dlsym(RTLD_NEXT, "kill");
+  next_raise = (int (*)(int))dlsym(RTLD_NEXT, "raise");
   (void)dlerror();
   in_setup = 0;
   if (another_copy_is_malloc()) {
@@ -879,16 +884,16 @@ static bool ends_this_process(int sig) {
          sa.sa_handler == SIG_DFL && pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0 &&
          !sigismember(&blocked, sig);
 }
-static int (*next_kill)(pid_t, int);
-static int (*next_raise)(int);
+/* (next_kill, next_raise: looked up by the constructor -- kill is
+ * async-signal-safe and bash and make call it from their signal handlers,
+ * where a dlsym could wait for the loader's lock the interrupted code holds;
+ * before the constructor, the system calls) */
 __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
-  if (!next_kill) next_kill = (int (*)(pid_t, int))dlsym(RTLD_NEXT, "kill");
   if ((pid == 0 || pid == getpid()) && own_process() && ends_this_process(sig))
     write_reports_once(false);
   return next_kill ? next_kill(pid, sig) : (int)syscall(SYS_kill, pid, sig);
 }
 __attribute__((visibility("default"))) int raise(int sig) {
-  if (!next_raise) next_raise = (int (*)(int))dlsym(RTLD_NEXT, "raise");
   if (own_process() && ends_this_process(sig)) write_reports_once(false);
   return next_raise ? next_raise(sig)
                     : (int)syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
