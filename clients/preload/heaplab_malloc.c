@@ -67,24 +67,10 @@
 extern void *__libc_memalign(size_t align, size_t n);
 extern char **environ;
 
-/* This thread's depth in glibc's allocator (internal.h): the core's
- * hl__sys_* calls count themselves, the library's own __libc_* calls and
- * glibc's malloc_trim, mallinfo2 and malloc_stats (which take its arenas'
- * locks) through these.  Read by write_reports_once. */
+/* This thread's depth in glibc's allocator: the core's hl__sys_* calls and
+ * the library's own __libc_* calls count themselves through IN_LIBC
+ * (internal.h).  Read by write_reports_once. */
 HL_TLS int hl__in_libc_malloc;
-#define IN_LIBC(call)                                                    \
-  __extension__({                                                        \
-    hl__in_libc_malloc++;                                                \
-    __typeof__(call) r_ = (call);                                        \
-    hl__in_libc_malloc--;                                                \
-    r_;                                                                  \
-  })
-#define IN_LIBC_VOID(call) \
-  do {                     \
-    hl__in_libc_malloc++;  \
-    call;                  \
-    hl__in_libc_malloc--;  \
-  } while (0)
 
 enum { ST_NONE, ST_STARTING, ST_HEAPLAB, ST_SYSTEM };
 

@@ -99,33 +99,42 @@ extern void __libc_free(void *p);
  * otherwise) and waited for that lock for ever (clients/preload/
  * heaplab_malloc.c, write_reports_once).  Defined there. */
 extern _Thread_local __attribute__((tls_model("initial-exec"))) int hl__in_libc_malloc;
+/* A call into glibc's allocator, counted in hl__in_libc_malloc: IN_LIBC(e)
+ * is e's value, IN_LIBC_VOID(s) runs s.  The only way this core and the
+ * preloaded library reach __libc_* (and glibc's malloc_trim, mallinfo2,
+ * malloc_stats, which take its arenas' locks too). */
+#define IN_LIBC(call)                   \
+  __extension__({                       \
+    hl__in_libc_malloc++;               \
+    __typeof__(call) hl_in_libc_ = (call); \
+    hl__in_libc_malloc--;               \
+    hl_in_libc_;                        \
+  })
+#define IN_LIBC_VOID(call) \
+  do {                     \
+    hl__in_libc_malloc++;  \
+    call;                  \
+    hl__in_libc_malloc--;  \
+  } while (0)
 static inline void *hl__sys_malloc(size_t n) {
-  hl__in_libc_malloc++;
-  void *p = __libc_malloc(n);
-  hl__in_libc_malloc--;
+  void *p = IN_LIBC(__libc_malloc(n));
   hl__sys_handed_out();
   return p;
 }
 static inline void *hl__sys_calloc(size_t n, size_t size) {
-  hl__in_libc_malloc++;
-  void *p = __libc_calloc(n, size);
-  hl__in_libc_malloc--;
+  void *p = IN_LIBC(__libc_calloc(n, size));
   hl__sys_handed_out();
   return p;
 }
 static inline void *hl__sys_realloc(void *p, size_t n) {
   hl__sys_handed_back(); /* (after the caller's last use of p) */
-  hl__in_libc_malloc++;
-  void *r = __libc_realloc(p, n);
-  hl__in_libc_malloc--;
+  void *r = IN_LIBC(__libc_realloc(p, n));
   hl__sys_handed_out();
   return r;
 }
 static inline void hl__sys_free(void *p) {
   hl__sys_handed_back();
-  hl__in_libc_malloc++;
-  __libc_free(p);
-  hl__in_libc_malloc--;
+  IN_LIBC_VOID(__libc_free(p));
 }
 #else
 #define hl__sys_malloc malloc
