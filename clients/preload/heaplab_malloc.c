@@ -866,16 +866,18 @@ static bool ends_this_process(int sig) {
   if (sig == SIGKILL) return true;
   struct sigaction sa;
   sigset_t blocked;
-  return sigaction(sig, NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
-         sa.sa_handler == SIG_DFL && pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0 &&
-         !sigismember(&blocked, sig);
+  /* (a handler of SA_SIGINFO shares sa_handler's storage: not SIG_DFL
+   * unless it is a null pointer, which the kernel takes as SIG_DFL too) */
+  return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
+         pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0 && !sigismember(&blocked, sig);
 }
 /* (next_kill, next_raise: looked up by the constructor -- kill is
  * async-signal-safe and bash and make call it from their signal handlers,
  * where a dlsym could wait for the loader's lock the interrupted code holds;
  * before the constructor, the system calls) */
 __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
-  if ((pid == 0 || pid == getpid()) && own_process() && ends_this_process(sig))
+  if ((pid == 0 || pid == atomic_load(&own_pid)) && own_process() &&
+      ends_this_process(sig))
     write_reports_once(false);
   return next_kill ? next_kill(pid, sig) : (int)syscall(SYS_kill, pid, sig);
 }
