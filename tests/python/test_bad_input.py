@@ -159,6 +159,27 @@ def test_an_environment_value_a_cross_check_refuses_is_named(monkeypatch):
         heaplab.Heap(generational=True, young_bytes="1m", young_min_bytes="16m")
 
 
+def test_an_environment_small_max_a_page_cannot_hold_is_named(monkeypatch):
+    """HEAPLAB_SMALL_MAX above page_size/4 (a page holds at least four
+    objects) failed "option small_max: 4000 exceeds page_size/4 = 1024",
+    naming no variable (the thirty-fourth note): the variable now, and
+    HEAPLAB_PAGE_SIZE beside it when that came from the environment too.  A
+    small_max the caller passes is the caller's error, as before."""
+    monkeypatch.setenv("HEAPLAB_SMALL_MAX", "4000")
+    with pytest.raises(ValueError, match=r"^environment HEAPLAB_SMALL_MAX=4000: option small_max: "
+                       r"4000 exceeds page_size/4 = 1024 \(a page must hold at least 4 objects\)$"):
+        heaplab.Heap(page_size="4k")
+    monkeypatch.setenv("HEAPLAB_PAGE_SIZE", "8k")
+    with pytest.raises(ValueError, match=r"^environment HEAPLAB_SMALL_MAX=4000: option small_max: "
+                       r"4000 exceeds page_size/4 = 2048 \(a page must hold at least 4 objects; "
+                       r"HEAPLAB_PAGE_SIZE=8k\)$"):
+        heaplab.Heap()
+    with heaplab.Heap(page_size="64k") as h:  # the environment's 4000 fits 64 KiB pages
+        assert h.options["small_max"] == 4000
+    with pytest.raises(ValueError, match=r"^option small_max: 4000 exceeds page_size/4 = 1024"):
+        heaplab.Heap(page_size="4k", small_max=4000)
+
+
 CALL_CASES = [
     ("alloc negative size", lambda h, k, f, r: h.alloc(-1), ValueError, "size"),
     ("alloc huge size", lambda h, k, f, r: h.alloc(1 << 41), ValueError, "size"),

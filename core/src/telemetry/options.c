@@ -518,6 +518,7 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
   /* on a copy, opts changed only when every variable was good (a bad one
    * left the ones before it applied) */
   hl_options o = *opts;
+  bool read[NOPT] = {false};
   for (int i = 0; i < NOPT; i++) {
     bool skipped = false;
     for (size_t k = 0; k < nskip && !skipped; k++)
@@ -533,6 +534,7 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
       hl__fmt_err(err, errlen, "environment %s=%s: %s", var, v, inner);
       return rc;
     }
+    read[i] = true;
   }
   /* A manual heap (its mode set before this call, or HEAPLAB_MODE=manual)
    * ignores the variable of every collected-only option (the table's heaps
@@ -565,6 +567,24 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
       hl__fmt_err(err, errlen, "environment %s=%s: %s", var, getenv(var), inner);
       return rc;
     }
+  }
+  /* small_max from the environment above page_size/4 (a page holds at
+   * least 4 objects): hl_options_validate's "option small_max: 4000 exceeds
+   * page_size/4 = 1024" named no variable (the thirty-fourth note).  Only
+   * when small_max is the environment's: a caller's own small_max may be a
+   * default it lowers to fit a page_size read here (the preloaded library). */
+  int small_max = hl_option_index("small_max"), page_size = hl_option_index("page_size");
+  if (read[small_max] && o.small_max > o.page_size / 4) {
+    char var[96], pvar[96];
+    env_name(small_max, var, sizeof var);
+    env_name(page_size, pvar, sizeof pvar);
+    hl__fmt_err(err, errlen,
+                "environment %s=%s: option small_max: %" PRId64 " exceeds page_size/4 = %" PRId64
+                " (a page must hold at least 4 objects%s%s%s%s)",
+                var, getenv(var), o.small_max, o.page_size / 4,
+                read[page_size] ? "; " : "", read[page_size] ? pvar : "",
+                read[page_size] ? "=" : "", read[page_size] ? getenv(pvar) : "");
+    return HL_EVALUE;
   }
   *opts = o;
   return HL_OK;
