@@ -168,7 +168,7 @@ static void (*next_exit)(int);
 /* and the exit this library's exit goes on to (exit_after_the_first), the
  * kill and raise its own go on to */
 static void (*next_exit_handlers)(int);
-static int (*next_kill)(pid_t, int);
+static int (*next_kill)(pid_t, int), (*next_killpg)(pid_t, int);
 static int (*next_raise)(int);
 static int exit_wait_pid; /* the process that registered it */
 /* Two copies of the library in one process (LD_PRELOAD naming the build's
@@ -222,6 +222,7 @@ __attribute__((constructor)) static void at_start(void) {
   next_exit = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
   next_exit_handlers = (void (*)(int))dlsym(RTLD_NEXT, "exit");
   next_kill = (int (*)(pid_t, int))dlsym(RTLD_NEXT, "kill");
+  next_killpg = (int (*)(pid_t, int))dlsym(RTLD_NEXT, "killpg");
   next_raise = (int (*)(int))dlsym(RTLD_NEXT, "raise");
   (void)dlerror();
   in_setup = 0;
@@ -854,7 +855,8 @@ __attribute__((visibility("default"), noreturn)) void exit(int status) {
  * then kill(getpid(), SIGINT): status 130), bash and make after their SIGINT
  * clean-up.  No exit handler runs and it wrote no report (python3 stopped
  * by Ctrl-C: the preload hunt, session 34).  kill() of this process (its pid
- * or 0, its group) and raise() write the reports first, as _exit does --
+ * 0 or minus its group's id: its group) and raise() write the reports first,
+ * as _exit does --
  * when the signal will end it: not caught, not ignored, not a stop or a
  * default-ignored signal, not blocked in this thread (which then takes it
  * before kill returns).  Not seen: glibc's own raise (abort), a signal from
@@ -876,15 +878,27 @@ static bool ends_this_process(int sig) {
   return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
          pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0 && !sigismember(&blocked, sig);
 }
-/* (next_kill, next_raise: looked up by the constructor -- kill is
+/* (next_kill, next_killpg, next_raise: looked up by the constructor -- kill is
  * async-signal-safe and bash and make call it from their signal handlers,
  * where a dlsym could wait for the loader's lock the interrupted code holds;
  * before the constructor, the system calls) */
 __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
-  if ((pid == 0 || pid == atomic_load(&own_pid)) && own_process() &&
-      ends_this_process(sig))
+  if ((pid == 0 || pid == atomic_load(&own_pid) || (pid < -1 && -pid == getpgrp())) &&
+      own_process() && ends_this_process(sig))
     write_reports_once(false);
   return next_kill ? next_kill(pid, sig) : (int)syscall(SYS_kill, pid, sig);
+}
+/* (bash's `kill -- -$$` is killpg: glibc's killpg calls its own kill, not
+ * this one) */
+__attribute__((visibility("default"))) int killpg(pid_t pgrp, int sig) {
+  if (pgrp >= 0 && (pgrp == 0 || pgrp == getpgrp()) && own_process() && ends_this_process(sig))
+    write_reports_once(false);
+  if (next_killpg) return next_killpg(pgrp, sig);
+  if (pgrp < 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  return (int)syscall(SYS_kill, -pgrp, sig);
 }
 __attribute__((visibility("default"))) int raise(int sig) {
   if (own_process() && ends_this_process(sig)) write_reports_once(false);
