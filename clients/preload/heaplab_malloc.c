@@ -487,6 +487,13 @@ static bool flush_at_report;
 static void write_reports(void) {
   static char name[4200]; /* (static: the exiting thread's stack may be 16 KiB) */
   if (atomic_load(&state) == ST_HEAPLAB && flush_at_report) hl_thread_flush(HEAP);
+  /* The report's own allocations go to the heap under its lock (free: the
+   * busy check), not through this thread's cache: a handler that
+   * interrupted the making of this thread's first cache -- the caches'
+   * registry lock held, the heap's not -- made another for the report and
+   * waited for that lock for ever (1 of 2,000 runs of exit_in_signal_handler
+   * on a loaded machine; its slow_unlock mode widens the window). */
+  hl__manual_caches_bypassed(true);
   if (report_name(stats_path, descendant_stats, name, sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
     hl__prim_os_self_exe(exe, sizeof exe);
@@ -502,6 +509,7 @@ static void write_reports(void) {
       hl__say("libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",
               events_path, name, strerror(err));
   }
+  hl__manual_caches_bypassed(false);
 }
 
 /* The reports are written on a stack of their own: exit() runs the

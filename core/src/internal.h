@@ -1634,6 +1634,9 @@ int hl__manual_quarantine_check(hl_heap *h, char *msg, size_t len);
 bool hl__manual_free_sized_ok(hl_heap *h, void *ptr, size_t size);
 bool hl__manual_free_aligned_sized_ok(hl_heap *h, void *ptr, size_t align, size_t size);
 void hl__manual_thread_flush(hl_heap *h);
+/* This thread's calls to every manual heap bypass its caches (on) or use
+ * them again (off): the preloaded library's report at exit. */
+void hl__manual_caches_bypassed(bool on);
 void hl__manual_destroy(hl_heap *h);
 void hl__manual_stats(hl_heap *h, hl_stats *st);
 /* fork(): the thread caches' global lock, taken before every heap's. */

@@ -1132,7 +1132,13 @@ def exit_in_signal_handler():
                  # (glibc's fork holds every arena's lock around the clone:
                  # a handler there, under HEAPLAB_ALLOCATOR=libc, found no
                  # busy heap -- the review of session 34)
-                 ("stats+libc+fork", {"HEAPLAB_ALLOCATOR": "libc"}, "fork", 30)]
+                 ("stats+libc+fork", {"HEAPLAB_ALLOCATOR": "libc"}, "fork", 30),
+                 # (threads made one after another, each making its cache
+                 # with every mutex lock 300 us slower: a handler between
+                 # the caches' registry lock and the heap's -- the report made
+                 # a second cache and waited for that lock for ever, 1 of
+                 # 2,000 runs of "small" on a loaded machine, session 35)
+                 ("stats+new-threads", {}, "new_threads", 30)]
         def one(name, extra, mode, i):
             env = dict(extra)
             path = os.path.join(d, f"{name}.{i}.json")
@@ -1140,7 +1146,8 @@ def exit_in_signal_handler():
                 env["HEAPLAB_STATS"] = path
             if "events" in name:
                 env["HEAPLAB_TRACE_EVENTS"] = path + ".events"
-            delay = str(1000 + (i * 977) % 20000 if mode in ("loop", "large", "threaded")
+            delay = str(1000 + (i * 977) % 20000 if mode in ("loop", "large", "threaded",
+                                                             "new_threads")
                         else 60000 + (i * 977) % 20000 if mode == "fork" else
                         1 + (i * 149) % 3000 if mode == "early" else 1000 + (i * 37) % 5000)
             try:

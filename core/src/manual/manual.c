@@ -52,6 +52,13 @@ static HL_TLS bool tls_exited;
 static HL_TLS volatile bool tls_making; /* (volatile: glibc declares pthread_setspecific
                                            a leaf, which "calls nothing of this file",
                                            and GCC dropped the store before the call) */
+/* This thread's calls go to the heaps themselves, under their locks, not
+ * through its caches (hl__manual_caches_bypassed): the preloaded library's
+ * report at exit, which may run in a signal handler that interrupted this
+ * thread while it held tc_global alone -- making its cache, after the heap's
+ * unlock -- and whose first malloc, finding no cache, waited for tc_global
+ * for ever (exit_in_signal_handler, 1 of 2,000 runs on a loaded machine). */
+static HL_TLS volatile bool tls_bypass;
 HL_TLS hl_tls_cache hl__tls;
 /* The thread's caches by their heap's serial: an open-addressing table
  * (linear probing, at most half full) -- the list was searched on every
@@ -399,7 +406,8 @@ static void bin_reserve(hl_tcache *tc, uint32_t cls, uint32_t n) {
  * (none configured, verify, or the heap held by this thread).  Called
  * without the lock. */
 static hl_tcache *tcache_for(hl_heap *h) {
-  if (h->opt.tcache_blocks == 0 || h->opt.verify || hl__held == h || tls_exited || tls_making)
+  if (h->opt.tcache_blocks == 0 || h->opt.verify || hl__held == h || tls_exited || tls_making ||
+      tls_bypass)
     return NULL;
   if (hl_unlikely(atomic_load_explicit(&tls_detached, memory_order_relaxed))) reap_detached();
   hl_tcache *found = index_find(h->serial);
@@ -1308,6 +1316,14 @@ void *hl__manual_realloc(hl_heap *h, void *ptr, size_t old_size, size_t new_size
 }
 
 /* ---- threads and teardown ---- */
+
+void hl__manual_caches_bypassed(bool on) {
+  tls_bypass = on;
+  /* (and the inline fast path, manual.h, told: it finds no cache, and the
+   * slow path, tcache_for, takes none -- nor a cache it may have been
+   * half-way through updating when the handler came) */
+  if (on) forget_cache();
+}
 
 void hl__manual_thread_flush(hl_heap *h) {
   hl_tcache *tc = index_find(h->serial);

@@ -8,7 +8,7 @@
  * the review of f384a21).  tests/preload/run.py exit_in_signal_handler runs
  * it many times with a timeout.
  *
- *   preload_exit_in_handler DELAY_US [loop|small|large|threaded]
+ *   preload_exit_in_handler DELAY_US [loop|small|large|threaded|fork|new_threads]
  * loop: sizes 16..5015 (the small and mid classes); small: 8..192 bytes in
  * a scattered order (the thread cache's fast paths); large: 20,000..219,999
  * bytes (past small_max: glibc's own malloc, outside the heap's lock) and
@@ -19,7 +19,15 @@
  * fork: fork() in a loop beside a second thread, 128 MiB touched: glibc's
  * fork holds every arena's lock around the clone (under
  * HEAPLAB_ALLOCATOR=libc a handler there found no busy heap: the review of
- * session 34). */
+ * session 34).
+ * new_threads: threads made one after another, each allocating once (making
+ * its thread cache) and ending, SIGALRM taken only by them, and every
+ * pthread_mutex_lock of the process (this program's definition: the library
+ * binds to it, -rdynamic) followed by 300 us of spinning -- the window in
+ * which a thread making its cache holds the caches' registry lock and not
+ * yet the heap's, from a few instructions to 300 us: the report made a
+ * second cache there and waited for that lock for ever (1 of 2,000 runs of
+ * small on a loaded machine, session 35). */
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,11 +35,48 @@
 #include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void on_alarm(int sig) {
   (void)sig;
   _exit(3);
+}
+
+static volatile int slow_lock;
+/* (glibc's own, by its other name: linked through its version, as dlsym
+ * would call malloc before this program's main; elsewhere new_threads runs
+ * without the slow locks) */
+#if defined(__x86_64__)
+#define GLIBC_BASE "GLIBC_2.2.5"
+#elif defined(__aarch64__)
+#define GLIBC_BASE "GLIBC_2.17"
+#endif
+#ifdef GLIBC_BASE
+int real_mutex_lock(pthread_mutex_t *m);
+__asm__(".symver real_mutex_lock, __pthread_mutex_lock@" GLIBC_BASE);
+int pthread_mutex_lock(pthread_mutex_t *m) {
+  int r = real_mutex_lock(m);
+  if (slow_lock) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 300000);
+  }
+  return r;
+}
+#endif
+
+static void *allocates_once(void *arg) {
+  (void)arg;
+  sigset_t alarm;
+  sigemptyset(&alarm);
+  sigaddset(&alarm, SIGALRM);
+  pthread_sigmask(SIG_UNBLOCK, &alarm, NULL);
+  char *volatile p = malloc(64);
+  if (p) p[0] = 1;
+  free(p);
+  return NULL;
 }
 
 static void *asleep(void *arg) {
@@ -73,6 +118,18 @@ int main(int argc, char **argv) {
   signal(SIGALRM, on_alarm);
   struct itimerval it = {{0, 0}, {0, delay}};
   setitimer(ITIMER_REAL, &it, 0);
+  if (strcmp(mode, "new_threads") == 0) {
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm, NULL); /* (the threads take it) */
+    slow_lock = 1;
+    for (;;) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, allocates_once, NULL) != 0) return 2;
+      pthread_join(t, NULL);
+    }
+  }
   while (forks) {
     pid_t c = fork();
     if (c == 0) _exit(0);
