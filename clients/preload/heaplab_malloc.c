@@ -492,7 +492,7 @@ static void write_reports(void) {
    * interrupted the making of this thread's first cache -- the caches'
    * registry lock held, the heap's not -- made another for the report and
    * waited for that lock for ever (1 of 2,000 runs of exit_in_signal_handler
-   * on a loaded machine; its slow_unlock mode widens the window). */
+   * on a loaded machine; its new_threads mode widens the window). */
   hl__manual_caches_bypassed(true);
   if (report_name(stats_path, descendant_stats, name, sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
@@ -899,7 +899,7 @@ __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
 /* (bash's `kill -- -$$` is killpg: glibc's killpg calls its own kill, not
  * this one) */
 __attribute__((visibility("default"))) int killpg(pid_t pgrp, int sig) {
-  if (pgrp >= 0 && (pgrp == 0 || pgrp == getpgrp()) && own_process() && ends_this_process(sig))
+  if ((pgrp == 0 || pgrp == getpgrp()) && own_process() && ends_this_process(sig))
     write_reports_once(false);
   if (next_killpg) return next_killpg(pgrp, sig);
   if (pgrp < 0) {
