@@ -389,7 +389,10 @@ def test_a_proc_of_another_pid_namespace_is_the_arms_error():
     """In a pid namespace without its own /proc (unshare --pid --fork), the
     command's pid named another process of the host's /proc (pid 2: the
     host's kthreadd, an empty rollup read as "gone"): phases of 0 bytes,
-    error None.  The arm's error now says /proc is another namespace's."""
+    error None.  The arm's error now says /proc is another namespace's.
+    And the arm waited 10 s for the command's exec (the wait for
+    /proc/PID/cmdline to leave the wrapper's read kthreadd's empty one as an
+    exec under way): it does not wait where /proc is another's."""
     import shutil
     import json
     if os.geteuid() != 0 or not shutil.which("unshare"):
@@ -397,8 +400,10 @@ def test_a_proc_of_another_pid_namespace_is_the_arms_error():
     prog = ("import json; from heaplab.harness import run_command_arm\n"
             "def script(ctl):\n"
             "    with ctl.phase('hold'): pass\n"
+            "import time; t0 = time.monotonic()\n"
             "d = run_command_arm(['sleep', '30'], allocator='glibc', script=script, timeout=60)\n"
-            "print(json.dumps({'error': d['error'], 'rec': d['records'][0]}))\n")
+            "print(json.dumps({'error': d['error'], 'rec': d['records'][0],\n"
+            "                  'seconds': time.monotonic() - t0}))\n")
     p = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", prog],
                        capture_output=True, text=True, timeout=120)
     if p.returncode != 0 and "unshare failed" in p.stderr:
@@ -407,6 +412,8 @@ def test_a_proc_of_another_pid_namespace_is_the_arms_error():
     out = json.loads(p.stdout.splitlines()[-1])
     assert "another pid namespace's" in (out["error"] or ""), out
     assert out["rec"]["phys_peak"] is None and out["rec"]["phys_before"] is None, out
+    # (the old wait: 10 s; the arm's own work, the sleep stopped at once: ~0.1 s)
+    assert out["seconds"] < 5, f"the arm took {out['seconds']:.1f} s: it waited for an exec"
 
 
 def test_a_temporary_folder_with_a_percent_p_keeps_the_report(tmp_path, monkeypatch):

@@ -1494,7 +1494,13 @@ def _wait_for_exec(proc: subprocess.Popen, limit_s: float = 10.0) -> None:
     """Wait until proc has left _PDEATHSIG_EXEC for its command (or ended):
     its /proc/PID/cmdline no longer the wrapper's.  A sampler started before
     saw the wrapper's Python (~9 MB) as the command's footprint, and its
-    first phase's figures were the wrapper's."""
+    first phase's figures were the wrapper's.  Not at all where /proc cannot
+    show proc (_proc_mismatch: the sampler says so, the arm's error): in a
+    pid namespace without its own /proc, /proc/PID was another process --
+    pid 2, the host's kthreadd, whose empty cmdline reads as an exec under
+    way -- and every arm waited out limit_s."""
+    if _proc_mismatch() is not None:
+        return
     wrapper = "\0".join([sys.executable, "-I", "-S", "-c", _PDEATHSIG_EXEC]).encode()
     deadline = time.monotonic() + limit_s
     while proc.poll() is None and time.monotonic() < deadline:
