@@ -53,8 +53,9 @@ def test_last_failed_reruns_only_the_failures_under_the_projects_configuration(t
 EXPERIMENTS = os.path.join(ROOT, "experiments")
 
 
-@pytest.mark.shares_the_machine
-@pytest.mark.parametrize("var, value, needle", [
+# what each variable's bad value must say, and the experiment tests that read
+# it (as -k selects them, and as they are reported)
+BAD_PROTOCOL_VALUES = [
     ("HEAPLAB_E10_N", "abc", "HEAPLAB_E10_N='abc': expected a comma list of whole numbers, "
                              "each in 2..100000"),
     ("HEAPLAB_E10_N", "0", "HEAPLAB_E10_N='0'"),
@@ -63,25 +64,50 @@ EXPERIMENTS = os.path.join(ROOT, "experiments")
     ("HEAPLAB_E1_FILL_MIB", "nan", "HEAPLAB_E1_FILL_MIB='nan': expected a number in 16..4096 MiB"),
     ("HEAPLAB_E1_FILL_MIB", "inf", "HEAPLAB_E1_FILL_MIB='inf'"),
     ("HEAPLAB_E1_FILL_MIB", "1", "HEAPLAB_E1_FILL_MIB='1'"),     # under the 4 MiB warm cache
-])
-def test_a_bad_protocol_variable_fails_the_test_that_reads_it_naming_it(tmp_path, var, value,
-                                                                       needle):
+]
+PROTOCOL_VARIABLE_READERS = {
+    "HEAPLAB_E10_N": ("test_e10_sparse_survivors and not on_real_interpreters",
+                      ["experiments/test_e10_sparse_survivors.py::test_e10_sparse_survivors"]),
+    "HEAPLAB_E10_OBJECTS": ("test_e10_sparse_survivors_on_real_interpreters",
+                            ["experiments/test_e10_sparse_survivors.py::"
+                             f"test_e10_sparse_survivors_on_real_interpreters[{lang}]"
+                             for lang in ("lua", "python")]),
+    "HEAPLAB_E1_FILL_MIB": ("test_e1_page_floor",
+                            ["experiments/test_e1_page_floor.py::test_e1_page_floor"]),
+}
+
+
+@pytest.mark.shares_the_machine
+@pytest.mark.parametrize("values", [(0, 2, 3), (1, 4), (5,)],
+                         ids=lambda v: "+".join(BAD_PROTOCOL_VALUES[i][1] for i in v))
+def test_a_bad_protocol_variable_fails_the_test_that_reads_it_naming_it(tmp_path, values):
     """A bad protocol variable aborted every selection at collection
     ("Interrupted: 1 error during collection", `invalid literal for int()`,
     no variable named), or ran out of range (HEAPLAB_E1_FILL_MIB=1:
     "returned -0.0%", as if a defect; HEAPLAB_E10_N=0 failed inside the
     arm).  Now the suite collects, and the experiment's test fails before
-    any arm runs, naming the variable, its value and the range."""
-    env = {var: value, "HEAPLAB_RESULTS": str(tmp_path / "results")}
-    p = _pytest(EXPERIMENTS, "-q", "-p", "no:cacheprovider", "--collect-only", env=env)
-    assert p.returncode == 0 and "error" not in p.stdout.lower(), p.stdout + p.stderr
-    test = {"HEAPLAB_E10_N": "test_e10_sparse_survivors.py::test_e10_sparse_survivors",
-            "HEAPLAB_E10_OBJECTS": "test_e10_sparse_survivors.py::"
-                                   "test_e10_sparse_survivors_on_real_interpreters",
-            "HEAPLAB_E1_FILL_MIB": "test_e1_page_floor.py"}[var]
-    p = _pytest(EXPERIMENTS, "-q", "-p", "no:cacheprovider", test, env=env)
-    assert p.returncode == 1, p.stdout + p.stderr
-    assert needle in p.stdout, p.stdout
+    any arm runs, naming the variable, its value and the range.  (Each
+    session sets one bad value of several variables: the whole experiments
+    folder is collected, the tests reading them run, each failing on its own
+    variable.)"""
+    bad = [BAD_PROTOCOL_VALUES[i] for i in values]
+    env = {var: value for var, value, _ in bad}
+    env["HEAPLAB_RESULTS"] = str(tmp_path / "results")
+    env["COLUMNS"] = "250"          # (the short summary's lines whole)
+    expr = " or ".join(f"({PROTOCOL_VARIABLE_READERS[var][0]})" for var, _, _ in bad)
+    p = _pytest(ROOT, "-q", "-p", "no:cacheprovider", "-rf", "experiments", "-k", expr,
+                env=env)
+    out = p.stdout + p.stderr
+    # collected whole (a collection error: exit 2, "N error(s)"), the readers failed
+    assert p.returncode == 1, out
+    last = p.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ failed, \d+ deselected in .*", last), out
+    failed = {ln.split()[1]: ln for ln in p.stdout.splitlines() if ln.startswith("FAILED ")}
+    for var, value, needle in bad:
+        for test in PROTOCOL_VARIABLE_READERS[var][1]:
+            assert test in failed, (var, test, out)
+            assert needle in failed.pop(test), (var, needle, out)
+    assert not failed, f"other tests failed: {failed}"
     # no arm ran: the check comes first
     assert " ... " not in p.stdout, p.stdout
 
@@ -190,28 +216,62 @@ def test_a_bad_repeat_variable_is_refused_at_the_start(tmp_path, value):
         p.stdout + p.stderr
 
 
+# a plugin for one child session: the tests each -k expression (the JSON list
+# in $SELECTORS_IN) selects, by pytest's own -k matching (deselect_by_keyword's
+# Expression and KeywordMatcher), written to $SELECTORS_OUT as {expr: [node ids]}
+SELECTORS_PLUGIN = """
+import json, os
+from _pytest.mark import KeywordMatcher
+from _pytest.mark.expression import Expression
+
+def pytest_collection_finish(session):
+    out = {}
+    for expr in json.loads(os.environ["SELECTORS_IN"]):
+        e = Expression.compile(expr)
+        out[expr] = [i.nodeid for i in session.items if e.evaluate(KeywordMatcher.from_item(i))]
+    with open(os.environ["SELECTORS_OUT"], "w") as f:
+        json.dump(out, f)
+"""
+
+
 @pytest.mark.shares_the_machine
-def test_the_experiment_docs_selectors_select_their_experiment():
+def test_the_experiment_docs_selectors_select_their_experiment(tmp_path):
     """docs/experiments/e1.md's `-k "e1_page or lua_e1"` also ran
     test_lua_e10_sparse_survivors.  Each `-k` of a doc of experiment N (but a
-    `not ...` recipe) selects tests of experiment N only."""
+    `not ...` recipe) selects tests of experiment N only.  (One collection
+    for all of them, matched by pytest's own -k code in a plugin; the first
+    is also run as the docs say, and must select the same tests.)"""
     import glob
-    checked = 0
+    import json
+    wanted = []                     # (doc, n, expr)
     for doc in sorted(glob.glob(os.path.join(ROOT, "docs", "experiments", "e*.md"))):
         n = re.fullmatch(r"e(\d+)\.md", os.path.basename(doc)).group(1)
         text = open(doc).read()
         for m in re.finditer(r"pytest experiments[^`]*?-k (\"[^\"]+\"|[^\s`]+)", text):
             expr = m.group(1).strip('"')
-            if expr.startswith("not "):
-                continue
-            p = _pytest(ROOT, "-q", "-p", "no:cacheprovider", "--collect-only", "experiments",
-                        "-k", expr)
-            ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
-            assert ids, (doc, expr, p.stdout + p.stderr)
-            wrong = [i for i in ids if not re.search(rf"e{n}(?!\d)", i.split("::")[-1].lower())]
-            assert not wrong, f"{os.path.basename(doc)}: -k {expr!r} also selects {wrong}"
-            checked += 1
-    assert checked >= 5
+            if not expr.startswith("not "):
+                wanted.append((os.path.basename(doc), n, expr))
+    assert len(wanted) >= 5, wanted
+    (tmp_path / "selectors_plugin.py").write_text(SELECTORS_PLUGIN)
+    out = tmp_path / "selected.json"
+    env = {"SELECTORS_IN": json.dumps(sorted({e for _, _, e in wanted})),
+           "SELECTORS_OUT": str(out),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path),
+                                                        os.environ.get("PYTHONPATH")]))}
+    p = _pytest(ROOT, "-q", "-p", "no:cacheprovider", "-p", "selectors_plugin",
+                "--collect-only", "experiments", env=env)
+    assert p.returncode == 0 and out.exists(), p.stdout + p.stderr
+    selected = json.loads(out.read_text())
+    for doc, n, expr in wanted:
+        ids = selected[expr]
+        assert ids, (doc, expr, p.stdout + p.stderr)
+        wrong = [i for i in ids if not re.search(rf"e{n}(?!\d)", i.split("::")[-1].lower())]
+        assert not wrong, f"{doc}: -k {expr!r} also selects {wrong}"
+    # the plugin matches as -k does
+    doc, n, expr = wanted[0]
+    p = _pytest(ROOT, "-q", "-p", "no:cacheprovider", "--collect-only", "experiments", "-k", expr)
+    ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
+    assert ids == selected[expr], (expr, ids, selected[expr])
 
 
 def test_a_share_that_rounds_to_nothing_is_0_0_percent():
