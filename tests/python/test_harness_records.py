@@ -683,7 +683,7 @@ def script(ctl):
             threading.Event().wait()
     ctl.note("after", True)
 t0 = time.monotonic()
-data = run_command_arm(["sleep", "120"], allocator="glibc", script=script, timeout=2)
+data = run_command_arm(["sleep", "120"], allocator="glibc", script=script, timeout=1)
 alive = [t.name for t in threading.enumerate() if t.name.startswith("heaplab script")]
 print(json.dumps({"seconds": time.monotonic() - t0, "error": data["error"], "alive": alive,
                   "records": [(r["phase"], r["status"]) for r in data["records"]],
@@ -715,7 +715,7 @@ def script(ctl):
             time.sleep(0.01)
         state["late"] = True     # the phase ends on its own, just before the deadline
         raise RuntimeError("gave up")
-data = run_command_arm(["sleep", "120"], allocator="glibc", script=script, timeout=2)
+data = run_command_arm(["sleep", "120"], allocator="glibc", script=script, timeout=1)
 print(json.dumps({"records": [(r["phase"], r["status"]) for r in data["records"]],
                   "error": data["error"]}))
 """
@@ -733,7 +733,7 @@ def test_a_phase_ending_at_the_timeout_keeps_its_record(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout)
     # the deadline came while the phase was ending (else this tests nothing)
-    assert "the script was still running after the arm's timeout (2 s)" in out["error"], out
+    assert "the script was still running after the arm's timeout (1 s)" in out["error"], out
     assert out["records"] == [["first", "ok"], ["late", "raised: RuntimeError: gave up"]], out
 
 
@@ -751,11 +751,11 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
         try:
             out, err = p.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"{how}: still running 60 s after a 2 s timeout") from None
+            raise AssertionError(f"{how}: still running 60 s after a 1 s timeout") from None
         assert p.returncode == 0, err[-3000:]
         res = json.loads(out)
-        assert res["seconds"] < 2 + 5, res
-        assert "the script was still running after the arm's timeout (2 s): the command was " \
+        assert res["seconds"] < 1 + 5, res
+        assert "the script was still running after the arm's timeout (1 s): the command was " \
                "killed" in res["error"], res
         assert gone(pid), f"{how}: the command {pid} outlived the timeout"
         assert res["notes"] == {}, res
@@ -766,7 +766,7 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
         else:
             assert "the script stopped (ArmTimeout)" in res["error"] and not res["alive"], res
             assert res["records"] == [["first", "ok"], [
-                "stuck", "raised: ArmTimeout: the arm's timeout (2 s) expired"]], res
+                "stuck", "raised: ArmTimeout: the arm's timeout (1 s) expired"]], res
     finally:
         reap(p, pid)
 
@@ -777,10 +777,13 @@ def test_a_blocked_script_gets_the_grace_the_error_names(monkeypatch):
     (0.5 s to stop by itself before ArmTimeout is raised) came on top of it,
     2.5 s.  The waits are read off the caller's waits for the script's
     thread to end (harness._Finished: an interrupted Thread.join marks the
-    thread stopped), not timed."""
+    thread stopped), not timed.  (The grace set to 1 s, the head start's
+    0.5 s in it, and the arm's timeout 0.5 s: the test's time.)"""
     import threading
     import heaplab.harness as hh
     from heaplab.harness import run_command_arm
+    monkeypatch.setattr(hh, "_SCRIPT_GRACE_S", 1.0)
+    assert hh._SCRIPT_HEAD_START_S < hh._SCRIPT_GRACE_S
     waits = []
     real_wait = hh._Finished.wait
 
@@ -796,7 +799,7 @@ def test_a_blocked_script_gets_the_grace_the_error_names(monkeypatch):
         release.wait(30)                # blocked in C: ArmTimeout cannot land
 
     try:
-        data = run_command_arm(["sleep", "60"], allocator="glibc", script=script, timeout=1)
+        data = run_command_arm(["sleep", "60"], allocator="glibc", script=script, timeout=0.5)
     finally:
         release.set()
     assert f"did not stop within {hh._SCRIPT_GRACE_S:g} s" in data["error"], data["error"]
@@ -831,7 +834,7 @@ def test_a_command_deaf_to_its_stop_signal_is_named(monkeypatch, tmp_path):
     error said "still running after T s: killed", neither when it was
     signalled nor when it was killed."""
     import heaplab.harness as hh
-    monkeypatch.setattr(hh, "_STOP_GRACE_S", 2.5, raising=False)
+    monkeypatch.setattr(hh, "_STOP_GRACE_S", 1.5, raising=False)
     ready = tmp_path / "ready"
 
     def script(ctl):
@@ -839,9 +842,9 @@ def test_a_command_deaf_to_its_stop_signal_is_named(monkeypatch, tmp_path):
             while not ready.exists() and ctl.remaining():   # its trap is set
                 time.sleep(0.005)
     data = run_command_arm(["sh", "-c", f"trap '' TERM; touch {ready}; exec sleep 60"],
-                           allocator="glibc", script=script, timeout=2)
-    assert "still running 2.5 s after the stop signal (SIGTERM): killed at " in data["error"] \
-        and "(the arm's timeout: 2 s)" in data["error"], data["error"]
+                           allocator="glibc", script=script, timeout=1)
+    assert "still running 1.5 s after the stop signal (SIGTERM): killed at " in data["error"] \
+        and "(the arm's timeout: 1 s)" in data["error"], data["error"]
     assert data["returncode"] == -signal.SIGKILL and [r["phase"] for r in data["records"]] \
         == ["p"], data
 
