@@ -85,7 +85,8 @@ def test_a_timed_out_test_leaves_no_process_behind(tmp_path):
               " start_new_session=True)\n"
               f"open({str(pidfile)!r}, 'w').write(str(c.pid))\n"
               "time.sleep(600)\n")
-    rc, secs = m.run([sys.executable, "-c", script], str(tmp_path), timeout=3)
+    # (1.5 s: the two interpreters start, the pid is written, in a fraction of it)
+    rc, secs = m.run([sys.executable, "-c", script], str(tmp_path), timeout=1.5)
     assert rc == "timeout"
     pid = int(pidfile.read_text())
     for _ in range(100):  # SIGKILL is delivered at once; the zombie is reaped by init

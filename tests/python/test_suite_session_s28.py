@@ -564,9 +564,10 @@ T = Experiment("T", "slow")
 
 @T.arm("slow")
 def slow(rec, **options):
-    with open(os.environ["PIDFILE"], "w") as f:
-        f.write(str(os.getpid()))
     with rec.phase("p"):
+        with open(os.environ["PIDFILE"] + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(os.environ["PIDFILE"] + ".tmp", os.environ["PIDFILE"])     # in the phase
         time.sleep(60)
 
 
@@ -576,9 +577,10 @@ def test_experiment():
 
 def test_command():
     def script(ctl):
-        with open(os.environ["PIDFILE"], "w") as f:
-            f.write(f"{ctl.pid} {os.getpgid(ctl.pid)}")
         with ctl.phase("p"):
+            with open(os.environ["PIDFILE"] + ".tmp", "w") as f:
+                f.write(f"{ctl.pid} {os.getpgid(ctl.pid)}")
+            os.rename(os.environ["PIDFILE"] + ".tmp", os.environ["PIDFILE"])  # in the phase
             for _ in range(1200):
                 time.sleep(0.05)
     run_command_arm(["sleep", "60"], allocator="glibc", script=script, experiment="T9",
@@ -616,8 +618,8 @@ def test_a_signal_to_pytest_leaves_no_arm_running(tmp_path, kind, signame):
     pids = []
     try:
         from procs import wait_for_file
+        # (written in the arm's phase: the signal comes while it runs)
         pids = [int(x) for x in wait_for_file(str(pidfile), p).split()]
-        time.sleep(0.5)
         p.send_signal(getattr(signal, signame))
         out, _ = p.communicate(timeout=60)
         end = time.monotonic() + 10
