@@ -153,7 +153,10 @@ def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(signame, status
     """Ctrl-C; and SIGTERM (kill, a batch system's stop) and SIGHUP (the
     terminal closed) the same way -- they killed the run at once: exit
     -15, the invocation's meta.json entry with the whole plan as tasks_run
-    and no counts (the sweeps hunt, session 24)."""
+    and no counts (the sweeps hunt, session 24).  And the local cluster's
+    close waited 4 s for the worker's thread running the task (dask's
+    grace, 0.8 of 5 s) before it killed the worker, the task with it: the
+    running tasks' groups are killed first."""
     import signal
     from procs import reap, wait_for_file
     script = tmp_path / "slow_arm.py"
@@ -170,8 +173,10 @@ def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(signame, status
     pid = None
     try:
         pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        t0 = time.monotonic()
         p.send_signal(getattr(signal, signame))
         out, err = p.communicate(timeout=120)
+        took = time.monotonic() - t0
         run = os.path.realpath(tmp_path / "r" / "latest")
         assert p.returncode == status, (p.returncode, out, err[-3000:])
         assert f"{word}: heaplab run --resume {run}" in err, err[-3000:]
@@ -179,6 +184,8 @@ def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(signame, status
             last = json.load(f)["runs"][-1]
         assert last.get("interrupted") and last["tasks_run"] == 0, last
         assert last["signal"] == signame and last["counts"]["ok"] == 0, last
+        # (~0.3 s; dask's grace for the task's thread: 4 s at least)
+        assert took < 3.5, f"{took:.1f} s from the {signame} to the exit"
     finally:
         reap(p, pid)
 

@@ -49,7 +49,7 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Opti
 
 from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, _signals_handled,
                       arm_file_stem, check_arm_names, child_env, derived_figures, load_json_record,
-                      _make_folder, run_in_group, write_atomic)
+                      _kill_live_groups, _make_folder, run_in_group, write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -943,6 +943,8 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
         deferred.__exit__(None, None, None)
         raise
     counts = {"ok": 0, "failed": 0, "skipped": len(sweep.tasks) - len(todo)}
+    stopped = False
+    futures: Dict[Any, Any] = {}
     try:
         try:
             os.makedirs(run_dir, exist_ok=True)  # only once a cluster answered
@@ -1015,6 +1017,7 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
                              "tasks_run": counts["ok"] + counts["failed"]})
             _write_json(os.path.join(run_dir, RUN_META), meta)
             e.run_dir = run_dir         # type: ignore[attr-defined]
+            stopped = True
             raise
         finally:
             display.stop()
@@ -1030,6 +1033,15 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     finally:
+        if stopped and local is not None:
+            # the local workers' tasks go now -- those waiting cancelled (a
+            # worker would start the next), the running ones' process
+            # groups killed in each worker: a worker closing waited 4 s for
+            # its task's thread (dask's grace) before it was killed, and its
+            # task with it -- each stop of a running sweep took 4 s more
+            with contextlib.suppress(Exception):
+                client.cancel(list(futures))
+                client.run(_kill_live_groups)
         client.close()
         if local is not None:
             local.close()
