@@ -226,14 +226,17 @@ def test_same_grid_on_the_local_cluster_compares_equal(tcp_run, tmp_path):
     assert max(len(x) for x in text.stdout.splitlines()[2:]) <= 120
 
 
-def test_compare_reports_a_real_difference(tmp_path):
+def test_compare_reports_a_real_difference(cluster, tmp_path):
     """compare can say yes: MADV_FREE keeps released pages charged, so E1's
-    on arm returns almost nothing of its footprint."""
+    on arm returns almost nothing of its footprint.  (The runs on the
+    module's cluster: a local cluster started and stopped for each of the
+    four took most of the time; the local cluster's own run is
+    test_same_grid_on_the_local_cluster_compares_equal's.)"""
     runs = []
     for advice in ("dontneed", "free"):
         p = heaplab("run", "e1", "--arms", "on", "--set", f"release_advice={advice}",
                     "--repeat", "2", *SMALL, "--results", str(tmp_path / advice),
-                    "--workers", "1", "--progress", "plain")
+                    "--cluster", cluster.address, "--progress", "plain")
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
         runs.append(run_folder(p.stdout))
     c = heaplab("compare", *runs, "--effect", "returned_fraction", "--json")
@@ -244,8 +247,8 @@ def test_compare_reports_a_real_difference(tmp_path):
     for advice in ("dontneed", "free"):
         p = heaplab("run", "e1", "--arms", "on", "--repeat", "2", *SMALL,
                     "--env", f"HEAPLAB_RELEASE_ADVICE={advice}",
-                    "--results", str(tmp_path / ("env-" + advice)), "--workers", "1",
-                    "--progress", "plain")
+                    "--results", str(tmp_path / ("env-" + advice)), "--cluster",
+                    cluster.address, "--progress", "plain")
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
         runs.append(run_folder(p.stdout))
     c = heaplab("compare", *runs, "--effect", "returned_fraction", "--json")
@@ -276,10 +279,12 @@ print(json.dumps({"experiment": "FAKE", "title": "fake", "arm": arm, "options": 
 
 
 def test_failures_are_recorded_and_the_sweep_goes_on(cluster, tmp_path):
+    # (--timeout 1.5: the hang arm's, run twice, is the test's time; the
+    # good and crash arms end in a fraction of it)
     script = tmp_path / "fake_arm.py"
     script.write_text(FAKE_ARM)
     p = heaplab("run", "--command", f"{sys.executable} {script} {{arm}}",
-                "--arms", "good,crash,hang", "--timeout", "3", "--cluster", cluster.address,
+                "--arms", "good,crash,hang", "--timeout", "1.5", "--cluster", cluster.address,
                 "--results", str(tmp_path / "r"), "--progress", "plain")
     assert p.returncode == 1, p.stdout + p.stderr          # some task failed
     assert "1 ok, 2 failed" in p.stdout, p.stdout
@@ -289,9 +294,9 @@ def test_failures_are_recorded_and_the_sweep_goes_on(cluster, tmp_path):
     assert by_arm["crash"]["status"] == "failed" and by_arm["crash"]["returncode"] == 3
     assert "boom: the arm crashed" in by_arm["crash"]["stderr_tail"]
     assert "no arm JSON" in by_arm["crash"]["error"]
-    assert by_arm["hang"]["status"] == "failed" and "within 3" in by_arm["hang"]["error"]
+    assert by_arm["hang"]["status"] == "failed" and "within 1.5 s" in by_arm["hang"]["error"]
     # resume re-runs the failed tasks only
-    p = heaplab("run", "--resume", run, "--cluster", cluster.address, "--timeout", "3",
+    p = heaplab("run", "--resume", run, "--cluster", cluster.address, "--timeout", "1.5",
                 "--progress", "plain")
     assert "0 ok, 2 failed, 1 already complete" in p.stdout, p.stdout
 
