@@ -160,17 +160,21 @@ def test_a_finalizer_closing_the_heap_inside_the_bindings_plumbing_does_not_hang
     gen-0 threshold places the collection; every threshold 1..30 runs in a
     child of its own (6-8 hung the first, 5-8 the second; a helper's
     reproducers)."""
+    from concurrent.futures import ThreadPoolExecutor
     code = textwrap.dedent(_FINALIZER_IN_THE_BINDING)
-    hung = []
-    for threshold in range(1, 31):
+
+    def one(threshold):
         try:
             p = subprocess.run([sys.executable, "-c", code, str(threshold)], capture_output=True,
                                text=True, timeout=60)
         except subprocess.TimeoutExpired:
-            hung.append(f"threshold {threshold}: no exit in 60 s")
-            continue
+            return f"threshold {threshold}: no exit in 60 s"
         if p.returncode or "ok" not in p.stdout:
-            hung.append(p.stdout.strip() or p.stderr[-500:])
+            return p.stdout.strip() or p.stderr[-500:]
+        return None
+    # (two children at a time: each is its own process, the 30 take half as long)
+    with ThreadPoolExecutor(2) as pool:
+        hung = [h for h in pool.map(one, range(1, 31)) if h is not None]
     assert not hung, hung
 
 
@@ -361,9 +365,13 @@ def test_ctrl_c_in_a_loop_of_calls_never_hangs_nor_is_swallowed():
             h.close()
             print("interrupted and closed")
     """
+    from concurrent.futures import ThreadPoolExecutor
     rng = random.Random(16)
-    for i in range(25):
-        status, out = _interrupt_child(code, rng.uniform(0.05, 0.3), timeout=20)
+    delays = [rng.uniform(0.05, 0.3) for _ in range(25)]
+    # (two children at a time, each interrupted at its own moment)
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda d: _interrupt_child(code, d, timeout=20), delays))
+    for i, (status, out) in enumerate(runs):
         assert status == 0 and "interrupted and closed" in out, f"run {i}: {status} {out[-1500:]}"
 
 
