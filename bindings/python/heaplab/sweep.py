@@ -1033,18 +1033,21 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     finally:
-        if stopped and local is not None:
-            # the local workers' tasks go now -- those waiting cancelled (a
-            # worker would start the next), the running ones' process
-            # groups killed in each worker: a worker closing waited 4 s for
-            # its task's thread (dask's grace) before it was killed, and its
-            # task with it -- each stop of a running sweep took 4 s more
-            with contextlib.suppress(Exception):
-                client.cancel(list(futures))
-                client.run(_kill_live_groups)
-        client.close()
-        if local is not None:
-            local.close()
+        try:
+            if stopped and local is not None:
+                # the local workers' tasks go now -- those waiting cancelled
+                # (a worker would start the next), the running ones' process
+                # groups killed in each worker: a worker closing waited 4 s
+                # for its task's thread (dask's grace) before it was killed,
+                # and its task with it -- each stop of a running sweep took
+                # 4 s more
+                with contextlib.suppress(Exception):
+                    client.cancel(list(futures))
+                    client.run(_kill_live_groups)
+        finally:           # (a second Ctrl-C meanwhile: the cluster still closed)
+            client.close()
+            if local is not None:
+                local.close()
     return run_dir, counts
 
 
