@@ -219,16 +219,23 @@ def test_a_bad_repeat_variable_is_refused_at_the_start(tmp_path, value):
 # a plugin for one child session: the tests each -k expression (the JSON list
 # in $SELECTORS_IN) selects, by pytest's own -k matching (deselect_by_keyword's
 # Expression and KeywordMatcher), written to $SELECTORS_OUT as {expr: [node ids]}
+# (pytest's private modules: a pytest without them writes null, and the test
+# runs one child session per selector instead, as it did before)
 SELECTORS_PLUGIN = """
 import json, os
-from _pytest.mark import KeywordMatcher
-from _pytest.mark.expression import Expression
 
 def pytest_collection_finish(session):
-    out = {}
-    for expr in json.loads(os.environ["SELECTORS_IN"]):
-        e = Expression.compile(expr)
-        out[expr] = [i.nodeid for i in session.items if e.evaluate(KeywordMatcher.from_item(i))]
+    try:
+        from _pytest.mark import KeywordMatcher
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        out = None
+    else:
+        out = {}
+        for expr in json.loads(os.environ["SELECTORS_IN"]):
+            e = Expression.compile(expr)
+            out[expr] = [i.nodeid for i in session.items
+                         if e.evaluate(KeywordMatcher.from_item(i))]
     with open(os.environ["SELECTORS_OUT"], "w") as f:
         json.dump(out, f)
 """
@@ -262,6 +269,12 @@ def test_the_experiment_docs_selectors_select_their_experiment(tmp_path):
                 "--collect-only", "experiments", env=env)
     assert p.returncode == 0 and out.exists(), p.stdout + p.stderr
     selected = json.loads(out.read_text())
+    if selected is None:            # (no _pytest.mark internals: one session each)
+        selected = {}
+        for expr in {e for _, _, e in wanted}:
+            p = _pytest(ROOT, "-q", "-p", "no:cacheprovider", "--collect-only", "experiments",
+                        "-k", expr)
+            selected[expr] = [ln for ln in p.stdout.splitlines() if "::" in ln]
     for doc, n, expr in wanted:
         ids = selected[expr]
         assert ids, (doc, expr, p.stdout + p.stderr)
