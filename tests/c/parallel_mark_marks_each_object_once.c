@@ -149,9 +149,15 @@ static void run(const char *what, hl_heap *h, int minor_rounds) {
 
   /* Full marks, then (generational) minor ones with stores into old objects
    * between them: exact counts every time. */
+  /* Six full marks; under ThreadSanitizer three, each of 63,000 objects
+   * by four markers (all six were parallel there at load 5): the markers'
+   * races on the mark bits are in every one of them, which TSan reports in
+   * the first or not at all, and verify=1's check after each cycle was most
+   * of the time there. */
+  const int full_rounds = UNDER_TSAN ? 3 : 6;
   int parallel = 0;
   uint64_t steals = 0;
-  for (int round = 0; round < 6; round++) {
+  for (int round = 0; round < full_rounds; round++) {
     CHECK(hl_collect(h, 1, 1) == HL_OK, "%s: collect: %s", what, hl_heap_error(h));
     st = stats_of(h);
     CHECK(st.marked_objects == reach_objects, "%s round %d: %llu objects marked, %llu reachable",
@@ -173,18 +179,23 @@ static void run(const char *what, hl_heap *h, int minor_rounds) {
     }
     hl_leave(h);
     uint64_t minor_before = stats_of(h).minor_cycles;
-    /* a cycle the allocations ask for is minor (hl_collect's are full) */
+    /* a cycle the allocations ask for is minor (hl_collect's are full):
+     * 200,000 objects of 56 bytes past young_bytes=1m, about ten minor
+     * cycles; under ThreadSanitizer a third, about three, still past the
+     * one asserted (the minor marks' helpers run the same code each time,
+     * and verify=1's check after each cycle was a third of the time) */
     hl_enter(h);
-    for (int i = 0; i < 200000; i++) CHECK(hl_obj_new(h, 40, 0), "churn: %s", hl_heap_error(h));
+    for (int i = 0; i < TSAN_FEWER(200000); i++)
+      CHECK(hl_obj_new(h, 40, 0), "churn: %s", hl_heap_error(h));
     hl_leave(h);
     st = stats_of(h);
     CHECK(st.minor_cycles > minor_before, "%s: no minor cycle ran", what);
     CHECK(st.verify_failures == 0, "%s minor: verify failed: %s", what, hl_heap_error(h));
     CHECK(hl_heap_check(h) == HL_OK, "%s minor: check: %s", what, hl_heap_error(h));
   }
-  printf("%s: %llu objects, %llu bytes marked exactly, %d of 6 full marks parallel, %llu "
+  printf("%s: %llu objects, %llu bytes marked exactly, %d of %d full marks parallel, %llu "
          "steals\n", what, (unsigned long long)reach_objects, (unsigned long long)reach_bytes,
-         parallel, (unsigned long long)steals);
+         parallel, full_rounds, (unsigned long long)steals);
   CHECK(parallel > 0, "%s: no mark had a helper taking part", what);
   CHECK(hl_roots_remove(h, root_words) == HL_OK, "roots_remove");
   for (int f = 0; f < 3 * FANS; f++) hl_ref_release(h, fan_refs[f]);
