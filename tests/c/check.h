@@ -86,6 +86,22 @@
 #endif
 #define TSAN_FEWER(n) (UNDER_TSAN ? ((n) / 3 > 0 ? (n) / 3 : 1) : (n))
 
+/* ... and under AddressSanitizer too (make test-asan, 2-3 times slower):
+ * SAN_FEWER(n) is a third of n (at least 1) under either sanitizer, for a
+ * count that repeats the same code paths, which the sanitizer checks on
+ * each access -- the first rounds show what the rest would. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+#define SAN_FEWER(n) (UNDER_TSAN || UNDER_ASAN ? ((n) / 3 > 0 ? (n) / 3 : 1) : (n))
+
 /* sem_wait for at most `seconds`: false when it timed out (the tests that
  * hold a system call in one thread until another has done something). */
 static inline bool sem_wait_for(sem_t *s, int seconds) {

@@ -209,11 +209,12 @@ static void run_minor(const char *what, hl_heap *h, int interior) {
   hl_leave(h);
   uint64_t minor0 = stats_of(h).minor_cycles;
   /* 40 fills of 1 MiB past young_bytes=1m: about one minor cycle each.
-   * Under ThreadSanitizer a third (13, still well past the 5 asserted): the
+   * Under a sanitizer a third (13, still well past the 5 asserted): the
    * minor cycles run on this thread (and the markers, mark_threads=2), the
-   * same code each time, which TSan checks in the first cycles or never;
-   * with verify=1 each cycle's check of the whole heap is most of its time */
-  for (int i = 0; i < TSAN_FEWER(40); i++) {
+   * same code each time, which TSan and ASan check in the first cycles or
+   * never; with verify=1 each cycle's check of the whole heap is most of
+   * its time */
+  for (int i = 0; i < SAN_FEWER(40); i++) {
     hl_ref junk;
     OK(h, hl_fill(h, 1 << 20, SMALL_PAYLOAD, 1, &junk));
     OK(h, hl_ref_release(h, junk));
@@ -259,10 +260,11 @@ static void run_concurrent(const char *what, hl_heap *h) {
   atomic_store(&stop, 0);
   pthread_t t;
   CHECK(pthread_create(&t, NULL, writer, NULL) == 0, "pthread_create");
-  /* under ThreadSanitizer a third of the rounds (6 per heap, 5 heaps): the
-   * writer stores into the region all along, so each collection's read of
-   * it meets writes TSan would report as a race in the first round */
-  for (int round = 0; round < TSAN_FEWER(20); round++) {
+  /* under a sanitizer a third of the rounds (6 per heap): the writer
+   * stores into the region all along, so each collection's read of it
+   * meets writes TSan would report as a race in the first round, and ASan
+   * checks the same reads each round */
+  for (int round = 0; round < SAN_FEWER(20); round++) {
     hl_ref junk;
     OK(h, hl_fill(h, 1 << 20, 64, 0, &junk)); /* garbage at once: cycles */
     OK(h, hl_ref_release(h, junk));
