@@ -166,7 +166,7 @@ static const char *malloc_elsewhere_who;
  * interposer's after this library): looked up at the start */
 static void (*next_exit)(int);
 /* and the exit this library's exit goes on to (exit_after_the_first), the
- * kill and raise its own go on to */
+ * kill, killpg and raise its own go on to */
 static void (*next_exit_handlers)(int);
 static int (*next_kill)(pid_t, int), (*next_killpg)(pid_t, int);
 static int (*next_raise)(int);
@@ -862,10 +862,10 @@ __attribute__((visibility("default"), noreturn)) void exit(int status) {
  * fatal: CPython after an uncaught KeyboardInterrupt (SIGINT set to SIG_DFL,
  * then kill(getpid(), SIGINT): status 130), bash and make after their SIGINT
  * clean-up.  No exit handler runs and it wrote no report (python3 stopped
- * by Ctrl-C: the preload hunt, session 34).  kill() of this process (its pid
- * 0 or minus its group's id: its group) and raise() write the reports first,
- * as _exit does --
- * when the signal will end it: not caught, not ignored, not a stop or a
+ * by Ctrl-C: the preload hunt, session 34).  kill() of this process (its
+ * pid) or of its group (0, or minus the group's id), killpg() of its group
+ * and raise() write the reports first, as _exit does -- when the signal
+ * will end it: not caught, not ignored, not a stop or a
  * default-ignored signal, not blocked in this thread (which then takes it
  * before kill returns).  Not seen: glibc's own raise (abort), a signal from
  * another process. */
@@ -891,7 +891,7 @@ static bool ends_this_process(int sig) {
  * where a dlsym could wait for the loader's lock the interrupted code holds;
  * before the constructor, the system calls) */
 __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
-  if ((pid == 0 || pid == atomic_load(&own_pid) || (pid < -1 && -pid == getpgrp())) &&
+  if ((pid == 0 || pid == atomic_load(&own_pid) || (pid < -1 && pid == -getpgrp())) &&
       own_process() && ends_this_process(sig))
     write_reports_once(false);
   return next_kill ? next_kill(pid, sig) : (int)syscall(SYS_kill, pid, sig);

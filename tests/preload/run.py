@@ -982,7 +982,8 @@ def signal_to_itself():
     its report: python3 after an uncaught KeyboardInterrupt (CPython sets
     SIGINT to SIG_DFL and kill()s itself: status 130 in a shell), os.kill of
     itself with SIGTERM, signal.raise_signal, bash's `kill -TERM $$` and of
-    its process group (`kill 0`, `kill -- -$$`: killpg).  They
+    its process group (`kill 0`, `kill -- -$$`: killpg; os.kill of minus its
+    group's id).  They
     ran no exit handler and wrote none (python3 stopped by Ctrl-C: the
     preload hunt, session 34).  A signal that does not end the process --
     caught, or blocked -- writes nothing then: the report comes at exit and
@@ -1002,6 +1003,9 @@ def signal_to_itself():
         # recognised, no report; setsid: a group of its own, not pytest's)
         ("bash kill 0", ["setsid", "bash", "-c", "kill -TERM 0"], -signal.SIGTERM),
         ("bash kill -$$", ["setsid", "bash", "-c", "kill -TERM -- -$$"], -signal.SIGTERM),
+        ("os.kill -pgrp", ["setsid", STOCK_PYTHON, "-c",
+                           "import os, signal; os.kill(-os.getpgrp(), signal.SIGTERM)"],
+         -signal.SIGTERM),
         ("caught", [STOCK_PYTHON, "-c", "import os, signal; signal.signal(signal.SIGTERM, "
                     "lambda *a: None); os.kill(os.getpid(), signal.SIGTERM); " + after], 0),
         ("blocked", [STOCK_PYTHON, "-c", "import os, signal; signal.pthread_sigmask("
@@ -1102,8 +1106,11 @@ def exit_in_signal_handler():
     f384a21; 8 of 40 with one-block thread caches, which take the lock
     often).  A handler that interrupted glibc's own malloc passed that check
     and the report waited for glibc's arena lock (large blocks with an event
-    trace, and HEAPLAB_ALLOCATOR=libc, each with a second thread).  Each run
-    ends with status 3 within a few seconds: with nothing asked, nothing
+    trace, and HEAPLAB_ALLOCATOR=libc, each with a second thread).  A
+    handler in a thread making its first cache, between the caches' registry
+    lock and the heap's, passed both: the report made a second cache and
+    waited for the registry lock for ever (new_threads).  Each run ends with
+    status 3 within a few seconds: with nothing asked, nothing
     said; with a report asked, the report or the one line that the heap was
     busy."""
     need(PRELOAD, "libheaplab-malloc.so")

@@ -55,9 +55,11 @@ static HL_TLS volatile bool tls_making; /* (volatile: glibc declares pthread_set
 /* This thread's calls go to the heaps themselves, under their locks, not
  * through its caches (hl__manual_caches_bypassed): the preloaded library's
  * report at exit, which may run in a signal handler that interrupted this
- * thread while it held tc_global alone -- making its cache, after the heap's
- * unlock -- and whose first malloc, finding no cache, waited for tc_global
- * for ever (exit_in_signal_handler, 1 of 2,000 runs on a loaded machine). */
+ * thread while it held tc_global alone -- making its cache, between taking
+ * tc_global and trying the heap's lock (tc_global_and), the cache not yet
+ * findable -- and whose first malloc made another cache and waited for
+ * tc_global for ever (exit_in_signal_handler, 1 of 2,000 runs on a loaded
+ * machine). */
 static HL_TLS volatile bool tls_bypass;
 HL_TLS hl_tls_cache hl__tls;
 /* The thread's caches by their heap's serial: an open-addressing table
