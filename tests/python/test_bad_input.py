@@ -163,8 +163,9 @@ def test_an_environment_small_max_a_page_cannot_hold_is_named(monkeypatch):
     """HEAPLAB_SMALL_MAX above page_size/4 (a page holds at least four
     objects) failed "option small_max: 4000 exceeds page_size/4 = 1024",
     naming no variable (the thirty-fourth note): the variable now, and
-    HEAPLAB_PAGE_SIZE beside it when that came from the environment too.  A
-    small_max the caller passes is the caller's error, as before."""
+    HEAPLAB_PAGE_SIZE beside it when that came from the environment too; a
+    small_max the caller passes beside an environment's page size names
+    HEAPLAB_PAGE_SIZE.  Both the caller's: the caller's error, as before."""
     monkeypatch.setenv("HEAPLAB_SMALL_MAX", "4000")
     with pytest.raises(ValueError, match=r"^environment HEAPLAB_SMALL_MAX=4000: option small_max: "
                        r"4000 exceeds page_size/4 = 1024 \(a page must hold at least 4 objects\)$"):
@@ -178,6 +179,13 @@ def test_an_environment_small_max_a_page_cannot_hold_is_named(monkeypatch):
         assert h.options["small_max"] == 4000
     with pytest.raises(ValueError, match=r"^option small_max: 4000 exceeds page_size/4 = 1024"):
         heaplab.Heap(page_size="4k", small_max=4000)
+    # the caller's small_max, the environment's page size: the variable named
+    # is HEAPLAB_PAGE_SIZE (the review of session 35)
+    monkeypatch.delenv("HEAPLAB_SMALL_MAX")
+    monkeypatch.setenv("HEAPLAB_PAGE_SIZE", "4k")
+    with pytest.raises(ValueError, match=r"^environment HEAPLAB_PAGE_SIZE=4k: option small_max: "
+                       r"2048 exceeds page_size/4 = 1024 \(a page must hold at least 4 objects\)$"):
+        heaplab.Heap(small_max=2048)
 
 
 CALL_CASES = [

@@ -518,11 +518,12 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
   /* on a copy, opts changed only when every variable was good (a bad one
    * left the ones before it applied) */
   hl_options o = *opts;
-  bool read[NOPT] = {false};
+  bool read[NOPT] = {false}, skipped_opt[NOPT] = {false};
   for (int i = 0; i < NOPT; i++) {
     bool skipped = false;
     for (size_t k = 0; k < nskip && !skipped; k++)
       skipped = skip[k] && strcmp(skip[k], table[i].name) == 0;
+    skipped_opt[i] = skipped;
     if (skipped) continue;
     char var[96];
     env_name(i, var, sizeof var);
@@ -568,22 +569,27 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
       return rc;
     }
   }
-  /* small_max from the environment above page_size/4 (a page holds at
-   * least 4 objects): hl_options_validate's "option small_max: 4000 exceeds
-   * page_size/4 = 1024" named no variable (the thirty-fourth note).  Only
-   * when small_max is the environment's: a caller's own small_max may be a
-   * default it lowers to fit a page_size read here (the preloaded library). */
+  /* small_max above page_size/4 (a page holds at least 4 objects) because
+   * of the environment: hl_options_validate's "option small_max: 4000
+   * exceeds page_size/4 = 1024" named no variable (the thirty-fourth note).
+   * Said here when small_max is the environment's (HEAPLAB_PAGE_SIZE beside
+   * it if the page size is too), or the caller's own -- an option it named
+   * explicitly (skip) -- and the page size the environment's.  Not for a
+   * small_max the caller left to this call: it may be a default the caller
+   * lowers to fit a page size read here (the preloaded library). */
   int small_max = hl_option_index("small_max"), page_size = hl_option_index("page_size");
-  if (read[small_max] && o.small_max > o.page_size / 4) {
-    char var[96], pvar[96];
+  if (o.small_max > o.page_size / 4 &&
+      (read[small_max] || (skipped_opt[small_max] && read[page_size]))) {
+    char var[96], pvar[96], also[160] = "";
     env_name(small_max, var, sizeof var);
     env_name(page_size, pvar, sizeof pvar);
+    if (read[small_max] && read[page_size])
+      hl__fmt_err(also, sizeof also, "; %s=%s", pvar, getenv(pvar));
+    const char *who = read[small_max] ? var : pvar;
     hl__fmt_err(err, errlen,
                 "environment %s=%s: option small_max: %" PRId64 " exceeds page_size/4 = %" PRId64
-                " (a page must hold at least 4 objects%s%s%s%s)",
-                var, getenv(var), o.small_max, o.page_size / 4,
-                read[page_size] ? "; " : "", read[page_size] ? pvar : "",
-                read[page_size] ? "=" : "", read[page_size] ? getenv(pvar) : "");
+                " (a page must hold at least 4 objects%s)",
+                who, getenv(who), o.small_max, o.page_size / 4, also);
     return HL_EVALUE;
   }
   *opts = o;
