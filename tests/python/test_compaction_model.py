@@ -17,7 +17,6 @@ which
 
 `make test-python-asan` runs this file against an ASan-instrumented extension
 too (fewer examples there: HEAPLAB_MODEL_EXAMPLES)."""
-import functools
 import os
 import struct
 
@@ -26,6 +25,8 @@ from hypothesis import HealthCheck, given, settings
 import pytest
 
 import heaplab
+
+from models import ramp
 
 # no assertion here depends on the machine's load (no bounded wait, no sampled
 # footprint): make test runs these beside the notebooks, the fuzzers and the
@@ -42,18 +43,6 @@ ops = st.lists(st.tuples(st.sampled_from(["alloc", "child", "set", "clear", "dro
                          st.integers(0, 63), st.integers(0, 63)),
                min_size=1, max_size=80)
 
-@functools.lru_cache(maxsize=None)
-def _period(start, step):
-    return bytes((start + step * i) & 0xFF for i in range(256))
-
-
-def ramp(start, step, n):
-    """bytes((start + step * i) & 0xFF for i in range(n)), made from its
-    256-byte period (cached): the byte-by-byte generator was most of this
-    file's time (every block checked after every step)."""
-    if n <= 0:
-        return b""
-    return (_period(start & 0xFF, step & 0xFF) * (n // 256 + 1))[:n]
 
 
 def payload(oid, version, size):

@@ -773,7 +773,7 @@ def test_a_script_that_never_returns_is_bounded_by_timeout(tmp_path, how):
 
 def test_a_blocked_script_gets_the_grace_the_error_names(monkeypatch):
     """After the deadline a script's thread gets _SCRIPT_GRACE_S in all, the
-    figure the error names ("did not stop within 2 s"): 2c8cdd2's head start
+    figure the error names ("did not stop within 2 s" by default): 2c8cdd2's head start
     (0.5 s to stop by itself before ArmTimeout is raised) came on top of it,
     2.5 s.  The waits are read off the caller's waits for the script's
     thread to end (harness._Finished: an interrupted Thread.join marks the

@@ -23,9 +23,7 @@ model's live bytes (a generous factor, plus the warm cache, the trim
 threshold, and one page per live block for fragmentation).  One machine runs
 with verify on (no thread caches), one with the thread caches.
 """
-import functools
 import os
-import select
 import threading
 
 import hypothesis.strategies as st
@@ -34,6 +32,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import pytest
 
 from heaplab._heaplab import ffi, lib
+
+from models import ramp, wait_child
 
 # no assertion here depends on the machine's load (no bounded wait, no sampled
 # footprint): make test runs these beside the notebooks, the fuzzers and the
@@ -53,38 +53,11 @@ MODES = ["first", "always", "every", "sticky"]
 ERRNOS = ["EAGAIN", "ENOMEM", "EIO", "EINVAL"]
 
 
-@functools.lru_cache(maxsize=None)
-def _period(start, step):
-    return bytes((start + step * i) & 0xFF for i in range(256))
-
-
-def ramp(start, step, n):
-    """bytes((start + step * i) & 0xFF for i in range(n)), made from its
-    256-byte period (cached): the byte-by-byte generator was most of this
-    file's time (every block checked after every step)."""
-    if n <= 0:
-        return b""
-    return (_period(start & 0xFF, step & 0xFF) * (n // 256 + 1))[:n]
 
 
 def contents(seed, size):
     return ramp(seed * 31, 7, size)
 
-
-def wait_child(pid, timeout=60.0):
-    # (woken by the exit itself: a poll every 10 ms took most of the
-    # machine's time here, the child ending in a few ms)
-    fd = os.pidfd_open(pid)
-    try:
-        select.select([fd], [], [], timeout)
-    finally:
-        os.close(fd)
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        return os.waitstatus_to_exitcode(status)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    raise AssertionError(f"the forked child did not finish in {timeout} s (deadlock?)")
 
 
 def new_heap(**options):
