@@ -890,17 +890,18 @@ static bool ends_this_process(int sig) {
  * async-signal-safe and bash and make call it from their signal handlers,
  * where a dlsym could wait for the loader's lock the interrupted code holds;
  * before the constructor, the system calls) */
+static void reports_before_fatal(int sig) {
+  if (own_process() && ends_this_process(sig)) write_reports_once(false);
+}
 __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
-  if ((pid == 0 || pid == atomic_load(&own_pid) || (pid < -1 && pid == -getpgrp())) &&
-      own_process() && ends_this_process(sig))
-    write_reports_once(false);
+  if (pid == 0 || pid == atomic_load(&own_pid) || (pid < -1 && pid == -getpgrp()))
+    reports_before_fatal(sig);
   return next_kill ? next_kill(pid, sig) : (int)syscall(SYS_kill, pid, sig);
 }
 /* (bash's `kill -- -$$` is killpg: glibc's killpg calls its own kill, not
  * this one) */
 __attribute__((visibility("default"))) int killpg(pid_t pgrp, int sig) {
-  if ((pgrp == 0 || pgrp == getpgrp()) && own_process() && ends_this_process(sig))
-    write_reports_once(false);
+  if (pgrp == 0 || pgrp == getpgrp()) reports_before_fatal(sig);
   if (next_killpg) return next_killpg(pgrp, sig);
   if (pgrp < 0) {
     errno = EINVAL;
@@ -909,7 +910,7 @@ __attribute__((visibility("default"))) int killpg(pid_t pgrp, int sig) {
   return (int)syscall(SYS_kill, -pgrp, sig);
 }
 __attribute__((visibility("default"))) int raise(int sig) {
-  if (own_process() && ends_this_process(sig)) write_reports_once(false);
+  reports_before_fatal(sig);
   return next_raise ? next_raise(sig)
                     : (int)syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }

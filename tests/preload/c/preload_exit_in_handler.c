@@ -67,12 +67,18 @@ int pthread_mutex_lock(pthread_mutex_t *m) {
 }
 #endif
 
-static void *allocates_once(void *arg) {
-  (void)arg;
+/* SIGALRM blocked or unblocked in the calling thread (how: SIG_BLOCK, ...);
+ * the mask before in *old when old is not NULL */
+static void alarm_mask(int how, sigset_t *old) {
   sigset_t alarm;
   sigemptyset(&alarm);
   sigaddset(&alarm, SIGALRM);
-  pthread_sigmask(SIG_UNBLOCK, &alarm, NULL);
+  pthread_sigmask(how, &alarm, old);
+}
+
+static void *allocates_once(void *arg) {
+  (void)arg;
+  alarm_mask(SIG_UNBLOCK, NULL);
   char *volatile p = malloc(64);
   if (p) p[0] = 1;
   free(p);
@@ -91,10 +97,8 @@ int main(int argc, char **argv) {
   int small = strcmp(mode, "small") == 0, large = strcmp(mode, "large") == 0;
   int forks = strcmp(mode, "fork") == 0;
   if (large || forks || strcmp(mode, "threaded") == 0) {
-    sigset_t alarm, old;
-    sigemptyset(&alarm);
-    sigaddset(&alarm, SIGALRM);
-    pthread_sigmask(SIG_BLOCK, &alarm, &old);
+    sigset_t old;
+    alarm_mask(SIG_BLOCK, &old);
     pthread_t t;
     if (pthread_create(&t, NULL, asleep, NULL) != 0) return 2;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -119,10 +123,7 @@ int main(int argc, char **argv) {
   struct itimerval it = {{0, 0}, {0, delay}};
   setitimer(ITIMER_REAL, &it, 0);
   if (strcmp(mode, "new_threads") == 0) {
-    sigset_t alarm;
-    sigemptyset(&alarm);
-    sigaddset(&alarm, SIGALRM);
-    pthread_sigmask(SIG_BLOCK, &alarm, NULL); /* (the threads take it) */
+    alarm_mask(SIG_BLOCK, NULL); /* (the threads take it) */
     slow_lock = 1;
     for (;;) {
       pthread_t t;
