@@ -848,9 +848,11 @@ int hl_churn(hl_heap *h, double duration_s, uint64_t size, uint64_t live_bytes, 
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "churn: NULL output");
   if (!(duration_s > 0 && duration_s <= 3600))
-    return hl__fail(h, HL_EINVAL, "churn: duration_s %g out of range (0, 3600]", duration_s);
+    return hl__fail(h, HL_EINVAL, "churn: duration_s %g out of range (0, 3600]",
+                    hl__g(duration_s));
   if (!(rate >= 0 && rate < 1e15))
-    return hl__fail(h, HL_EINVAL, "churn: rate_bytes_per_s %g out of range [0, 1e15)", rate);
+    return hl__fail(h, HL_EINVAL, "churn: rate_bytes_per_s %g out of range [0, 1e15)",
+                    hl__g(rate));
   int rc = hl__check_alloc_args(h, "churn", size, 0);
   if (rc) return rc;
   if (size == 0) return hl__fail(h, HL_EINVAL, "churn: size must be at least 1 byte");

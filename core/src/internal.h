@@ -675,6 +675,10 @@ int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap);
 /* "s" unless n is 1: a count's noun in a message, "%" PRIu64 " slot%s", n,
  * hl__s(n) -- "1 slot", "2 slots" (messages said "1 slots", "1 bytes"). */
 static inline const char *hl__s(uint64_t n) { return n == 1 ? "" : "s"; }
+/* hl__g(v) -- a double for a message's %g: a NaN as "nan" whatever its sign
+ * bit (printf says "-nan" for Lua's 0/0: "churn: duration_s -nan out of
+ * range" read as a negative number; the Lua hunt of session 36). */
+static inline double hl__g(double v) { return v != v ? __builtin_fabs(v) : v; }
 /* A failure outside any heap: into err (may be NULL) and, as hl__fail(NULL)
  * does, the thread's hl_heap_error(NULL). */
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)

@@ -130,7 +130,12 @@ case({ "h:alloc", "refs", "exceeds the maximum" }, h.alloc, h, 16, hl.MAX_REFS +
 case({ "h:alloc", "size", "integer", "1.5" }, h.alloc, h, 1.5)
 -- NaN is "nan", not printf's "-nan" of 0/0 (the C API hunt, session 33)
 for _, call in ipairs{ { "h:alloc", h.alloc, h, 0/0 }, { "heaplab.heap", hl.heap, { warm_pages = 0/0 } },
-                       { "h:alloc", h.alloc, h, -(0/0) } } do
+                       { "h:alloc", h.alloc, h, -(0/0) },
+                       -- and in the C library's own messages, where a number is a double
+                       -- ("h:churn: duration_s -nan out of range": the Lua hunt, session 36)
+                       { "h:churn", h.churn, h, 0/0, 64, 1024 },
+                       { "h:churn", h.churn, h, 0.01, 64, 1024, 0/0 },
+                       { "heaplab.sampler", hl.sampler, 0/0 } } do
   local err = C.raises({ call[1], "nan" }, table.unpack(call, 2))
   C.ok(not tostring(err):find("-nan", 1, true), "NaN shown as -nan: " .. tostring(err))
 end

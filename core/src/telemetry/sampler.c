@@ -200,7 +200,7 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
   *out = NULL;
   if (!(interval_s >= 0.0001 && interval_s <= 10))
     return hl__fail(NULL, HL_EINVAL, "sampler: interval_s %.15g out of range [0.0001, 10] seconds",
-                    interval_s);
+                    hl__g(interval_s));
   if (capacity < 16 || capacity > (1 << 24))
     return hl__fail(NULL, HL_EINVAL, "sampler: capacity %lld out of range [16, 16777216]",
                     (long long)capacity);
