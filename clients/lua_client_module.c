@@ -127,14 +127,84 @@ static int c_report(lua_State *L) {
 
 /* ---- the footprint sampler: a C thread, so it samples while Lua runs ---- */
 
+/* A sampler is this module's by its first word and its size, never by its
+ * metatable alone: luaL_checkudata took any userdata debug.setmetatable gave
+ * the sampler's metatable (io.stdout:mark() ran hl_sampler_mark on a FILE *:
+ * SIGSEGV), as the heaplab module's values are told apart (lhl.h). */
+#define SAMPLER_TAG 0x732e6c632e6c68ULL /* "hl.cl.s" */
+
 typedef struct sampler_ud {
+  uint64_t tag;  /* SAMPLER_TAG */
   hl_sampler *s; /* NULL once stopped */
 } sampler_ud;
 
+static sampler_ud *sampler_at(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof(sampler_ud)) return NULL;
+  sampler_ud *u = lua_touserdata(L, idx);
+  return u->tag == SAMPLER_TAG ? u : NULL;
+}
+
+static sampler_ud *check_ud(lua_State *L) {
+  sampler_ud *u = sampler_at(L, 1);
+  if (u) return u;
+  /* (luaL_typeerror names a userdata by its metatable's __name: "sampler
+   * expected, got sampler" for one given ours) */
+  if (lua_type(L, 1) == LUA_TUSERDATA && luaL_getmetafield(L, 1, "__name") == LUA_TSTRING &&
+      strcmp(lua_tostring(L, -1), SAMPLER) == 0)
+    luaL_argerror(L, 1, SAMPLER " expected, got another userdata with its metatable");
+  luaL_typeerror(L, 1, SAMPLER);
+  return NULL;
+}
+
 static hl_sampler *check_sampler(lua_State *L) {
-  sampler_ud *u = luaL_checkudata(L, 1, SAMPLER);
+  sampler_ud *u = check_ud(L);
   if (!u->s) luaL_error(L, "sampler is stopped");
   return u->s;
+}
+
+static int s_mark(lua_State *L);
+static int s_reset(lua_State *L);
+static int s_summary(lua_State *L);
+static int s_series(lua_State *L);
+static int s_stop(lua_State *L);
+static int s_finalize(lua_State *L);
+
+static const luaL_Reg sampler_methods[] = {
+  {"mark", s_mark}, {"reset", s_reset}, {"summary", s_summary}, {"series", s_series},
+  {"stop", s_stop}, {NULL, NULL},
+};
+
+static const luaL_Reg sampler_metamethods[] = {
+  {"__gc", s_finalize}, {"__close", s_finalize}, {NULL, NULL},
+};
+
+/* Push the samplers' metatable: the registry's entry when it is still ours
+ * (read raw: a table whose __name is SAMPLER and whose __gc is s_finalize), else
+ * a new one, put there (raw).  debug.getregistry()[SAMPLER] = 42 made the
+ * next c.sampler() set 42 as a metatable (SIGSEGV); = {} gave samplers no
+ * methods and no __gc (their threads ran on).  Values made before keep
+ * theirs. */
+static void sampler_metatable(lua_State *L) {
+  lua_pushliteral(L, SAMPLER);
+  if (lua_rawget(L, LUA_REGISTRYINDEX) == LUA_TTABLE) {
+    lua_pushliteral(L, "__name");
+    int name = lua_rawget(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -1), SAMPLER) == 0;
+    lua_pushliteral(L, "__gc");
+    lua_rawget(L, -3);
+    int ours = name && lua_tocfunction(L, -1) == s_finalize;
+    lua_pop(L, 2);
+    if (ours) return;
+  }
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 4);
+  lua_pushliteral(L, SAMPLER);
+  lua_setfield(L, -2, "__name");
+  luaL_setfuncs(L, sampler_metamethods, 0);
+  luaL_newlib(L, sampler_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushliteral(L, SAMPLER);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
 }
 
 /* client.sampler(interval_s = 0.002, capacity = 65536) */
@@ -142,16 +212,20 @@ static int c_sampler(lua_State *L) {
   lua_Number interval = luaL_optnumber(L, 1, 0.002);
   lua_Integer cap = luaL_optinteger(L, 2, 1 << 16);
   sampler_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
+  u->tag = SAMPLER_TAG;
   u->s = NULL; /* closed until started, so __gc is always safe */
-  luaL_setmetatable(L, SAMPLER);
+  sampler_metatable(L);
+  lua_setmetatable(L, -2);
   if (hl_sampler_open(&u->s, (double)interval, (int64_t)cap))
     return luaL_error(L, "%s", hl_heap_error(NULL));
-  /* Lua's collector sees 8 bytes, not a thread and its series: dropped
+  /* Lua's collector sees 16 bytes, not a thread and its series: dropped
    * samplers were stopped only when other allocations happened to run a
    * collection (200 dropped ones: 200 threads).  Step it as if the series
    * and the thread (the module's heaplab.sampler counts the same) had been
-   * allocated. */
-  lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + HL_SAMPLER_THREAD_COST) >> 10));
+   * allocated -- not when the program stopped the collector (a step runs
+   * it, finalizers included, as the module's heaplab.sampler says). */
+  if (lua_gc(L, LUA_GCISRUNNING))
+    lua_gc(L, LUA_GCSTEP, (int)(((uint64_t)cap * sizeof(hl_sample) + HL_SAMPLER_THREAD_COST) >> 10));
   return 1;
 }
 
@@ -199,12 +273,19 @@ static int s_series(lua_State *L) {
   return 1;
 }
 
-/* One idempotent finalizer for stop, __gc and __close. */
-static int s_stop(lua_State *L) {
-  sampler_ud *u = luaL_checkudata(L, 1, SAMPLER);
-  if (u->s) hl_sampler_stop(u->s);
-  u->s = NULL;
+/* The one idempotent finalizer of a sampler: __gc and __close, which do
+ * nothing to a value that is no sampler of ours (given the metatable by
+ * debug.setmetatable), and s:stop(), for which that is an error. */
+static int s_finalize(lua_State *L) {
+  sampler_ud *u = sampler_at(L, 1);
+  if (u && u->s) hl_sampler_stop(u->s);
+  if (u) u->s = NULL;
   return 0;
+}
+
+static int s_stop(lua_State *L) {
+  check_ud(L);
+  return s_finalize(L);
 }
 
 static const luaL_Reg functions[] = {
@@ -214,20 +295,8 @@ static const luaL_Reg functions[] = {
   {"peak_rss", c_peak_rss}, {"report", c_report}, {"sampler", c_sampler}, {NULL, NULL},
 };
 
-static const luaL_Reg methods[] = {
-  {"mark", s_mark}, {"reset", s_reset}, {"summary", s_summary}, {"series", s_series},
-  {"stop", s_stop}, {NULL, NULL},
-};
-
-static const luaL_Reg metamethods[] = {
-  {"__gc", s_stop}, {"__close", s_stop}, {NULL, NULL},
-};
-
 int luaopen_heaplab_client(lua_State *L) {
-  luaL_newmetatable(L, SAMPLER);
-  luaL_setfuncs(L, metamethods, 0);
-  luaL_newlib(L, methods);
-  lua_setfield(L, -2, "__index");
+  sampler_metatable(L);
   lua_pop(L, 1);
   luaL_newlib(L, functions);
   return 1;

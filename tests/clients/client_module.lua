@@ -73,6 +73,50 @@ do
   collectgarbage()
   assert(most <= 8, "dropped samplers' threads still running: " .. most .. " of 200")
 end
+do
+  -- a sampler is one by what the module made, not by its metatable: another
+  -- userdata given it (debug.setmetatable) was read as one -- f:mark() and
+  -- its __gc ran hl_sampler_* on a FILE *: SIGSEGV (the Lua hunt, session 36)
+  local mt = getmetatable(c.sampler(10))
+  local f = io.tmpfile()
+  local file_mt = getmetatable(f)
+  debug.setmetatable(f, mt)
+  for _, m in ipairs{ "mark", "reset", "summary", "series", "stop" } do
+    local ok, err = pcall(f[m], f)
+    assert(not ok and err:find("bad argument #1", 1, true) and err:find("heaplab.client.sampler", 1, true),
+           m .. " of a file with the sampler's metatable: " .. tostring(err))
+  end
+  local ok, err = pcall(f.mark)
+  assert(not ok and err:find("heaplab.client.sampler expected, got no value", 1, true), tostring(err))
+  mt.__gc(f)
+  mt.__close(f)
+  mt.__gc(42)
+  debug.setmetatable(f, file_mt)
+  f:close()
+  -- the metatable in the registry replaced (42 made the next c.sampler() set a
+  -- number as a metatable: SIGSEGV; {} or a look-alike gave samplers no methods
+  -- and no __gc): made again, and a sampler works and is finalized
+  local reg = debug.getregistry()
+  for _, v in ipairs{ 42, {}, { __name = "heaplab.client.sampler" } } do
+    reg["heaplab.client.sampler"] = v
+    local s = c.sampler(10)
+    s:mark()
+    assert(s:summary().interval_us == 10000000, "a sampler after the registry's entry was replaced")
+    s:stop()
+    assert(not pcall(s.mark, s), "stopped")
+  end
+  -- a new sampler steps Lua's collector, but not one the program stopped:
+  -- that step ran the collector and its finalizers anyway
+  collectgarbage()
+  collectgarbage("stop")
+  local ran = false
+  setmetatable({}, { __gc = function() ran = true end })
+  for _ = 1, 4 do c.sampler(10, 1 << 24):stop() end
+  collectgarbage("restart")
+  assert(not ran, "a finalizer ran while the program had stopped the collector")
+  collectgarbage()
+  assert(ran, "the finalizer runs once the collector does")
+end
 assert(c.report():find('"allocator": "' .. c.allocator() .. '"', 1, true), "report")
 assert(c.peak_rss() > 0 and c.now() > 0)
 print("ok")
