@@ -520,13 +520,25 @@ static int h_events(lua_State *L) {
   lheap *lh = heap_ud(L, 1, fn);
   int clear = lhl_arg_bool(L, 2, fn, "clear", 1);
   size_t cap = (size_t)lh->events_capacity;
-  /* a userdata buffer: freed by Lua even if building the result raises */
-  hl_event *buf = lua_newuserdatauv(L, (cap ? cap : 1) * sizeof *buf, 0); /* (may run a finalizer) */
-  hl_heap *h = heap_open(L, 1, fn);
-  size_t n = 0;
+  /* A userdata buffer (freed by Lua even if building the result raises) of
+   * 64 events, four times larger while it comes back full, up to the ring's
+   * capacity: one of the whole capacity at every call -- 104 MiB at
+   * events_capacity=1048576 for the two events pending -- failed with "not
+   * enough memory" under heaplab-lua's HEAPLAB_HEAP_LIMIT_BYTES=64m, and was
+   * garbage Lua counted (the Lua hunt, session 36). */
+  size_t want = cap < 64 ? (cap ? cap : 1) : 64, n = 0;
   uint64_t first = 0;
-  int rc = hl_events_peek(h, buf, cap, &n, &first);
-  if (rc) return lhl_result(L, fn, h, rc);
+  hl_heap *h;
+  for (;;) {
+    hl_event *buf = lua_newuserdatauv(L, want * sizeof *buf, 0); /* (may run a finalizer) */
+    h = heap_open(L, 1, fn);
+    int rc = hl_events_peek(h, buf, want, &n, &first);
+    if (rc) return lhl_result(L, fn, h, rc);
+    if (n < want || want >= cap) break;
+    lua_pop(L, 1);
+    want = cap / 4 < want ? cap : want * 4;
+  }
+  hl_event *buf = lua_touserdata(L, -1);
   lua_createtable(L, (int)n, 0);
   lhl_setmetatable(L, EVENTS_MT);
   for (size_t i = 0; i < n; i++) {
@@ -537,7 +549,7 @@ static int h_events(lua_State *L) {
   /* (a finalizer run by the allocations above may have closed the heap) */
   h = heap_open(L, 1, fn);
   uint64_t kept_from = 0;
-  rc = hl_events_consume(h, first + n, &kept_from);
+  int rc = hl_events_consume(h, first + n, &kept_from);
   if (rc) return lhl_result(L, fn, h, rc);
   /* another read consumed the first k meanwhile (a finalizer run by the
    * allocations above): they are its, not ours -- shifted out, in place */

@@ -76,4 +76,37 @@ describe("h:events", function()
     C.ok(later[1].time_ns >= got[#got].time_ns, "and they come after")
     h:close()
   end)
+
+  -- (its buffer: 64 events, four times larger while it comes back full, up
+  -- to events_capacity -- one of the whole capacity at each call, 104 MiB at
+  -- the largest, failed with "not enough memory" under heaplab-lua's
+  -- HEAPLAB_HEAP_LIMIT_BYTES=64m: the Lua hunt of session 36)
+  it("takes a buffer as large as the events pending, not the ring's capacity", function()
+    local h = assert(hl.heap{ events_capacity = 1048576 })
+    h:collect()
+    collectgarbage("collect")
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    local got = h:events()
+    local grew = collectgarbage("count") - before
+    collectgarbage("restart")
+    C.ok(#got >= 1, "events returned: " .. #got)
+    C.ok(grew < 256, ("Lua's heap grew %.0f KiB for %d events"):format(grew, #got))
+    h:close()
+  end)
+
+  it("returns every pending event, in order, past its first buffer", function()
+    local h = assert(hl.heap{ events_capacity = 4096 })
+    for _ = 1, 400 do h:collect() end
+    local peeked = h:events(false)
+    C.ok(#peeked > 4 * 64, "events recorded: " .. #peeked)
+    local all = h:events()
+    C.eq(#all, #peeked, "the read returns them all")
+    for i = 2, #all do
+      if all[i].time_ns < all[i - 1].time_ns then C.ok(false, "out of order at " .. i) end
+    end
+    C.eq(all[#all].kind, "cycle", "the last")
+    C.eq(#h:events(false), 0, "and consumes them")
+    h:close()
+  end)
 end)
