@@ -396,10 +396,12 @@ int hl_options_defaults(hl_options *opts);
  * is ignored (its value still has to be one of the option's): they are for
  * the process's collected heaps, and hl_options_validate refuses some of them
  * on a manual one.  So set the mode, and the options set explicitly, before
- * this call: a cross-check an environment value fails against them
- * (young_min_bytes above young_bytes on a generational heap) is refused here,
+ * this call: a cross-check of hl_options_validate an environment value fails
+ * against them (young_min_bytes above young_bytes on a generational heap,
+ * HEAPLAB_SUBPAGE_RELEASE=1 beside page_release=false ...) is refused here,
  * the message naming the variable ("environment HEAPLAB_YOUNG_MIN_BYTES=8m:
- * ..."); a switch set explicitly is still refused by hl_options_validate. */
+ * ..."); one of the caller's own values alone is left to hl_options_validate,
+ * and a switch set explicitly is still refused there. */
 int hl_options_from_env(hl_options *opts, char *err, size_t errlen);
 /* The same, leaving alone the options named in skip[0..n) (the ones a caller
  * sets explicitly: an explicit value overrides the environment, so a bad

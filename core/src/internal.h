@@ -683,6 +683,13 @@ static inline double hl__g(double v) { return v != v ? __builtin_fabs(v) : v; }
  * does, the thread's hl_heap_error(NULL). */
 void hl__fmt_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The cross-check between options (telemetry/options.c's table, which
+ * hl_options_validate runs) that refuses o and whose message err carries
+ * -- as validate says it, or inside from_env's "environment HEAPLAB_<NAME>=<value>:
+ * ..." -- as its index in the table; -1 when no check that refuses o says
+ * err.  For the fuzzer (fuzz_options), which asks it rather than stating
+ * the conditions again. */
+int hl__options_refused_by(const hl_options *o, const char *err);
 /* When a fault the environment armed (HEAPLAB_FAULT_<SITE>) has fired on h:
  * "an injected fault: HEAPLAB_FAULT_RESERVE=always fired 10 times ..." into
  * buf, and true; else false (heap.c).  site -1: any site; else that site or

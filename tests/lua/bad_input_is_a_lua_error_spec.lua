@@ -96,6 +96,23 @@ print("explicit", pcall(hl.heap, { mode = "manual", generational = true }))]]
   C.ok(out:find("explicit\tfalse\t[^\n]*generational: needs mode=collected"), "explicit: " .. out)
 end)
 
+it("heaplab.heap: a cross-check an environment value fails names the variable", function()
+  -- (it said "option subpage_release: needs page_release ..." and "option
+  -- compact: needs mode=collected ...", no variable: h36opt)
+  local lua = os.getenv("HEAPLAB_LUA") or "lua5.4"
+  local code = [[local hl = require("heaplab")
+print("subpage", pcall(hl.heap, { page_release = false }))
+print("mode", pcall(hl.heap, { compact = "sparse" }))]]
+  local p = assert(io.popen("HEAPLAB_SUBPAGE_RELEASE=1 HEAPLAB_MODE=manual '"
+                            .. lua .. "' -e '" .. code:gsub("'", "'\\''") .. "' 2>&1"))
+  local out = p:read("a")
+  p:close()
+  C.ok(out:find("subpage\tfalse\t[^\n]*environment HEAPLAB_SUBPAGE_RELEASE=1: option subpage_release: needs page_release"),
+       "subpage_release: " .. out)
+  C.ok(out:find("mode\tfalse\t[^\n]*environment HEAPLAB_MODE=manual: option compact: needs mode=collected"),
+       "mode: " .. out)
+end)
+
 it("every collected-only option's variable is ignored by a manual heap; heaplab.options() says which", function()
   -- HEAPLAB_YOUNG_MIN_BYTES=64m made heaplab.heap{mode = "manual"} a Lua error (the
   -- review of session 33): the core ignored three switches, not every option only

@@ -265,6 +265,22 @@ def bad_option():
                                {"HEAPLAB_ALLOCATOR": "jemalloc"})
         assert status == 0 and out == "1\n" and err.count("\n") == 1 and \
             "HEAPLAB_ALLOCATOR=jemalloc" in err, (status, out, err)
+        # values each good that cannot go together: the line names the
+        # variables (it said "option subpage_release: needs page_release ...",
+        # no variable, and "option page_size: 5120 is not a power of two":
+        # h36opt) -- past the small_max the library lowers to fit the 4 KiB pages
+        status, out, err = run([STOCK_PYTHON, "-c", "print(3)"], "heaplab",
+                               {"HEAPLAB_PAGE_SIZE": "4096", "HEAPLAB_SUBPAGE_RELEASE": "1",
+                                "HEAPLAB_PAGE_RELEASE": "0"})
+        assert status == 0 and out == "3\n" and err.count("\n") == 1 and err.startswith(
+            "libheaplab-malloc: environment HEAPLAB_SUBPAGE_RELEASE=1: option subpage_release: "
+            "needs page_release") and "; HEAPLAB_PAGE_RELEASE=0)" in err and \
+            "using the system allocator" in err, (status, out, err)
+        status, out, err = run([STOCK_PYTHON, "-c", "print(4)"], "heaplab",
+                               {"HEAPLAB_PAGE_SIZE": "5k"})
+        assert status == 0 and out == "4\n" and err == (
+            "libheaplab-malloc: environment HEAPLAB_PAGE_SIZE=5k: option page_size: 5120 is not "
+            "a power of two; using the system allocator\n"), (status, out, err)
     print("bad option:", lines[0])
 
 

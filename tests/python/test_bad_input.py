@@ -188,6 +188,69 @@ def test_an_environment_small_max_a_page_cannot_hold_is_named(monkeypatch):
         heaplab.Heap(small_max=2048)
 
 
+ENV_CROSS_CASES = [
+    # (the environment, the call's options, the message): every cross-check of
+    # hl_options_validate an environment value fails names the variable -- it
+    # said the check's message alone, as if the caller had asked (h36opt)
+    (dict(HEAPLAB_PAGE_SIZE="5k"), {},
+     r"^environment HEAPLAB_PAGE_SIZE=5k: option page_size: 5120 is not a power of two$"),
+    (dict(HEAPLAB_PAGE_SIZE="1m"), dict(reserve_bytes="8m"),
+     r"^environment HEAPLAB_PAGE_SIZE=1m: option reserve_bytes: 8388608 is below 16 pages of "
+     r"page_size 1048576$"),
+    (dict(HEAPLAB_PAGE_SIZE="1m", HEAPLAB_RESERVE_BYTES="8m"), {},
+     r"^environment HEAPLAB_RESERVE_BYTES=8m: option reserve_bytes: 8388608 is below 16 pages of "
+     r"page_size 1048576 \(HEAPLAB_PAGE_SIZE=1m\)$"),
+    (dict(HEAPLAB_SUBPAGE_RELEASE="1", HEAPLAB_PAGE_RELEASE="0"), {},
+     r"^environment HEAPLAB_SUBPAGE_RELEASE=1: option subpage_release: needs page_release "
+     r"\(sub-page release runs in the trim that page_release=false turns off; "
+     r"HEAPLAB_PAGE_RELEASE=0\)$"),
+    (dict(HEAPLAB_PAGE_RELEASE="0"), dict(subpage_release=True),
+     r"^environment HEAPLAB_PAGE_RELEASE=0: option subpage_release: needs page_release \(sub-page "
+     r"release runs in the trim that page_release=false turns off\)$"),
+    (dict(HEAPLAB_DUMP_TOGGLE="1"), dict(subpage_release=True),
+     r"^environment HEAPLAB_DUMP_TOGGLE=1: option subpage_release: cannot be combined with "
+     r"dump_toggle \(.*per run\)$"),
+    # a manual heap from the environment beside a collector's switch the call asks for
+    (dict(HEAPLAB_MODE="manual"), dict(compact="sparse"),
+     r"^environment HEAPLAB_MODE=manual: option compact: needs mode=collected \("),
+    (dict(HEAPLAB_MODE="manual"), dict(generational=True),
+     r"^environment HEAPLAB_MODE=manual: option generational: needs mode=collected \("),
+    (dict(HEAPLAB_MODE="manual"), dict(collector="background"),
+     r"^environment HEAPLAB_MODE=manual: option collector: background needs mode=collected \("),
+    (dict(HEAPLAB_GC_TRIGGER_MAX_BYTES="64k"), {},
+     r"^environment HEAPLAB_GC_TRIGGER_MAX_BYTES=64k: option gc_trigger_min_bytes: 4194304 exceeds "
+     r"gc_trigger_max_bytes 65536$"),
+    (dict(HEAPLAB_GC_TRIGGER_MIN_BYTES="1g"), {},
+     r"^environment HEAPLAB_GC_TRIGGER_MIN_BYTES=1g: option gc_trigger_bytes: 25165824 is outside "
+     r"\[gc_trigger_min_bytes 1073741824, gc_trigger_max_bytes 1073741824\]$"),
+]
+
+
+@pytest.mark.parametrize("env,kwargs,msg", ENV_CROSS_CASES)
+def test_every_cross_check_an_environment_value_fails_names_it(monkeypatch, env, kwargs, msg):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match=msg):
+        heaplab.Heap(**kwargs)
+
+
+def test_a_cross_check_of_the_callers_own_values_names_no_variable(monkeypatch):
+    """The environment is named only when it changed what the check refuses:
+    a variable that gives the value the call had, or one a manual heap
+    ignores, is not why the call's own options are refused."""
+    monkeypatch.setenv("HEAPLAB_PAGE_RELEASE", "1")  # the default: changes nothing
+    monkeypatch.setenv("HEAPLAB_DUMP_TOGGLE", "0")
+    with pytest.raises(ValueError, match=r"^option subpage_release: needs page_release"):
+        heaplab.Heap(subpage_release=True, page_release=False)
+    monkeypatch.setenv("HEAPLAB_GC_TRIGGER_MIN_BYTES", "1g")  # ignored by a manual heap
+    with pytest.raises(ValueError, match=r"^option compact: needs mode=collected"):
+        heaplab.Heap(mode="manual", compact="sparse")
+    monkeypatch.setenv("HEAPLAB_MODE", "collected")  # the default mode, from the environment
+    with pytest.raises(ValueError, match=r"^option gc_trigger_min_bytes: 1073741824 exceeds "
+                       r"gc_trigger_max_bytes 1048576$"):
+        heaplab.Heap(gc_trigger_max_bytes="1m", gc_trigger_min_bytes="1g")
+
+
 CALL_CASES = [
     ("alloc negative size", lambda h, k, f, r: h.alloc(-1), ValueError, "size"),
     ("alloc huge size", lambda h, k, f, r: h.alloc(1 << 41), ValueError, "size"),

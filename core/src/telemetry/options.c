@@ -36,6 +36,14 @@ static const size_t offsets[] = {
 #undef OFF
 };
 
+/* Option i's index by name, at compile time: IX(page_size). */
+enum {
+#define IDX(name, kind, heaps, def, lo, hi, choices, desc) IX_##name,
+  HL_OPTIONS(IDX)
+#undef IDX
+};
+#define IX(name) IX_##name
+
 int hl_option_count(void) { return NOPT; }
 
 int hl_option_info_get(int index, hl_option_info *out) {
@@ -393,6 +401,126 @@ int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
   return HL_OK;
 }
 
+/* ---- the cross-checks ----
+ *
+ * Options each in range that cannot go together.  One row each: the options
+ * it reads (by index, the one its message is about first), its condition,
+ * its message, and which of the environment's variables is to blame when
+ * the environment gave what it refuses.  hl_options_validate runs them in
+ * this order after the ranges; hl_options_from_env_except runs them on the
+ * environment's values, so that the message names the variable
+ * ("environment HEAPLAB_<NAME>=<value>: <the check's message>"); the fuzzer asks
+ * hl__options_refused_by instead of stating the conditions again.  (Two of
+ * them were stated again in from_env only to name their variable, their
+ * conditions a third time in fuzz_options by message prefix: a third named
+ * in from_env and not in the fuzzer failed the fresh-clone CI of 18980e6.)
+ *
+ * A condition reads only its options, calls nothing it need not (from_env
+ * runs them in the preloaded library before the program has printed
+ * anything: no printf when nothing is refused); a message is written only
+ * for a check that refuses. */
+
+typedef struct cross_check cross_check;
+
+/* The environment's part, for a check's blame: the options as the caller
+ * had them and as the environment left them, and which variables were read
+ * and which options the caller named (skip). */
+typedef struct {
+  const hl_options *caller, *o;
+  const bool *read, *skipped;
+} env_view;
+
+struct cross_check {
+  int reads[4]; /* the options its condition reads; -1 after the last */
+  bool (*refuses)(const hl_options *o);
+  /* its message: say's, or text for one that quotes no value */
+  void (*say)(const hl_options *o, char *msg, size_t len);
+  const char *text;
+  /* the options whose variables are named, the first in front ("environment
+   * HEAPLAB_<NAME>=<value>: "), the others beside the message; returns how many */
+  int (*blame)(const cross_check *c, const env_view *e, int who[3]);
+};
+
+static int64_t get(const hl_options *o, int i) {
+  return *(const int64_t *)((const char *)o + offsets[i]);
+}
+
+/* page_size a power of two */
+static bool page_size_pow2_refuses(const hl_options *o) {
+  return o->page_size & (o->page_size - 1);
+}
+static void page_size_pow2_say(const hl_options *o, char *msg, size_t len) {
+  snprintf(msg, len, "option page_size: %" PRId64 " is not a power of two", o->page_size);
+}
+
+/* page_size at least the OS page */
+static bool page_size_os_refuses(const hl_options *o) {
+  return (size_t)o->page_size < hl__prim_os_page_size();
+}
+static void page_size_os_say(const hl_options *o, char *msg, size_t len) {
+  snprintf(msg, len, "option page_size: %" PRId64 " is below the OS page size %zu", o->page_size,
+           hl__prim_os_page_size());
+}
+
+/* small_max at most page_size/4: a page holds at least 4 objects */
+static bool small_max_refuses(const hl_options *o) { return o->small_max > o->page_size / 4; }
+static void small_max_say(const hl_options *o, char *msg, size_t len) {
+  snprintf(msg, len,
+           "option small_max: %" PRId64 " exceeds page_size/4 = %" PRId64
+           " (a page must hold at least 4 objects)",
+           o->small_max, o->page_size / 4);
+}
+
+/* reserve_bytes at least 16 pages */
+static bool reserve_refuses(const hl_options *o) {
+  return o->reserve_bytes < 16 * o->page_size;
+}
+static void reserve_say(const hl_options *o, char *msg, size_t len) {
+  snprintf(msg, len, "option reserve_bytes: %" PRId64 " is below 16 pages of page_size %" PRId64,
+           o->reserve_bytes, o->page_size);
+}
+
+/* subpage_release needs page_release; not with dump_toggle */
+static bool subpage_release_refuses(const hl_options *o) {
+  return o->subpage_release && !o->page_release;
+}
+static bool subpage_dump_refuses(const hl_options *o) {
+  return o->subpage_release && o->dump_toggle;
+}
+
+/* the collected-mode switches: a manual heap never collects (the session-31
+ * option hunt: generational=true on a manual heap was accepted, and counted
+ * as a heap whose stores need the write barrier) */
+static bool compact_refuses(const hl_options *o) {
+  return o->compact != HL_COMPACT_NEVER && o->mode != HL_MODE_COLLECTED;
+}
+static bool generational_refuses(const hl_options *o) {
+  return o->generational && o->mode != HL_MODE_COLLECTED;
+}
+static bool collector_refuses(const hl_options *o) {
+  return o->collector == HL_COLLECTOR_BACKGROUND && o->mode != HL_MODE_COLLECTED;
+}
+
+/* the trigger's bounds */
+static bool trigger_bounds_refuses(const hl_options *o) {
+  return o->gc_trigger_min_bytes > o->gc_trigger_max_bytes;
+}
+static void trigger_bounds_say(const hl_options *o, char *msg, size_t len) {
+  snprintf(msg, len,
+           "option gc_trigger_min_bytes: %" PRId64 " exceeds gc_trigger_max_bytes %" PRId64,
+           o->gc_trigger_min_bytes, o->gc_trigger_max_bytes);
+}
+static bool trigger_refuses(const hl_options *o) {
+  return o->gc_trigger_bytes < o->gc_trigger_min_bytes ||
+         o->gc_trigger_bytes > o->gc_trigger_max_bytes;
+}
+static void trigger_say(const hl_options *o, char *msg, size_t len) {
+  snprintf(msg, len,
+           "option gc_trigger_bytes: %" PRId64 " is outside [gc_trigger_min_bytes %" PRId64
+           ", gc_trigger_max_bytes %" PRId64 "]",
+           o->gc_trigger_bytes, o->gc_trigger_min_bytes, o->gc_trigger_max_bytes);
+}
+
 /* The nursery's bounds, as the trigger's: a young_min_bytes above
  * young_bytes is refused (it was clamped to young_bytes without a word, the
  * one bound that was: the session-33 list).  Its default (4 MiB) follows a
@@ -400,17 +528,136 @@ int hl_options_get(const hl_options *opts, const char *name, int64_t *out) {
  * KiB, as it always was (heap.c).  Only a generational heap has a nursery:
  * on any other the two are not read, and were refused for nothing (a manual
  * heap under HEAPLAB_YOUNG_MIN_BYTES=64m: the review of session 33). */
-static int young_bounds(const hl_options *o, char *err, size_t errlen) {
-  int young_min = hl_option_index("young_min_bytes");
-  if (o->generational && o->young_min_bytes > o->young_bytes &&
-      o->young_min_bytes != table[young_min].def) {
-    hl__fmt_err(err, errlen,
-                "option young_min_bytes: %" PRId64 " exceeds young_bytes %" PRId64
-                "; expected bytes in [%" PRId64 ", young_bytes %" PRId64 "]",
-                o->young_min_bytes, o->young_bytes, table[young_min].min, o->young_bytes);
-    return HL_EVALUE;
+static bool young_bounds_refuses(const hl_options *o) {
+  return o->generational && o->young_min_bytes > o->young_bytes &&
+         o->young_min_bytes != table[IX(young_min_bytes)].def;
+}
+static void young_bounds_say(const hl_options *o, char *msg, size_t len) {
+  snprintf(msg, len,
+           "option young_min_bytes: %" PRId64 " exceeds young_bytes %" PRId64
+           "; expected bytes in [%" PRId64 ", young_bytes %" PRId64 "]",
+           o->young_min_bytes, o->young_bytes, table[IX(young_min_bytes)].min, o->young_bytes);
+}
+
+/* Blame, the rule of most checks: every option it reads whose value the
+ * environment changed (from the caller's: a variable that changed nothing
+ * is not why it refuses -- nor one a manual heap ignored, put back), in the
+ * order of reads.  HEAPLAB_SUBPAGE_RELEASE=1 beside HEAPLAB_PAGE_RELEASE=0,
+ * HEAPLAB_GC_TRIGGER_MIN_BYTES above the trigger, HEAPLAB_MODE=manual beside
+ * an explicit compact said the check's message and no variable (h36opt). */
+static int blame_changed(const cross_check *c, const env_view *e, int who[3]) {
+  int n = 0;
+  for (int k = 0; c->reads[k] >= 0; k++)
+    if (get(e->o, c->reads[k]) != get(e->caller, c->reads[k])) who[n++] = c->reads[k];
+  return n;
+}
+
+/* small_max above page_size/4 (the thirty-fourth note, the review of
+ * febb308): said when small_max is the environment's (HEAPLAB_PAGE_SIZE
+ * beside it if the page size is too), or the caller's own -- an option it
+ * named explicitly (skip) -- and the page size the environment's.  Not for
+ * a small_max the caller left to the call: it may be a default the caller
+ * lowers to fit a page size read here (the preloaded library), and the
+ * checks after it are still run here. */
+static int blame_small_max(const cross_check *c, const env_view *e, int who[3]) {
+  (void)c;
+  int n = 0;
+  if (e->read[IX(small_max)]) {
+    who[n++] = IX(small_max);
+    if (e->read[IX(page_size)]) who[n++] = IX(page_size);
+  } else if (e->skipped[IX(small_max)] && e->read[IX(page_size)]) {
+    who[n++] = IX(page_size);
   }
-  return HL_OK;
+  return n;
+}
+
+/* young_min_bytes above young_bytes: the variable of whichever of the two
+ * the environment changed, young_min_bytes first -- never
+ * HEAPLAB_GENERATIONAL, only one named (the review of session 33: it said
+ * "option young_min_bytes: 8388608 exceeds young_bytes 1048576", never
+ * naming the HEAPLAB_YOUNG_MIN_BYTES exported). */
+static int blame_young(const cross_check *c, const env_view *e, int who[3]) {
+  (void)c;
+  for (int k = 0; k < 2; k++)
+    if (get(e->o, c->reads[k]) != get(e->caller, c->reads[k])) return who[0] = c->reads[k], 1;
+  return 0;
+}
+
+#define READS(...) {__VA_ARGS__, -1}
+#define CROSS(name, reads, blame) {READS reads, name##_refuses, name##_say, NULL, blame}
+#define CROSS_TEXT(name, reads, text, blame) {READS reads, name##_refuses, NULL, text, blame}
+static const cross_check cross_checks[] = {
+    CROSS(page_size_pow2, (IX(page_size)), blame_changed),
+    CROSS(page_size_os, (IX(page_size)), blame_changed),
+    CROSS(small_max, (IX(small_max), IX(page_size)), blame_small_max),
+    CROSS(reserve, (IX(reserve_bytes), IX(page_size)), blame_changed),
+    CROSS_TEXT(subpage_release, (IX(subpage_release), IX(page_release)),
+               "option subpage_release: needs page_release (sub-page release runs in the trim "
+               "that page_release=false turns off)",
+               blame_changed),
+    CROSS_TEXT(subpage_dump, (IX(subpage_release), IX(dump_toggle)),
+               "option subpage_release: cannot be combined with dump_toggle (MADV_DONTDUMP on "
+               "every released run of OS pages would split the reservation into a VMA per run)",
+               blame_changed),
+    CROSS_TEXT(compact, (IX(compact), IX(mode)),
+               "option compact: needs mode=collected (a manual heap's blocks are its "
+               "client's raw pointers and cannot move)",
+               blame_changed),
+    CROSS_TEXT(generational, (IX(generational), IX(mode)),
+               "option generational: needs mode=collected (a manual heap's blocks are freed "
+               "by its client, and it never collects)",
+               blame_changed),
+    CROSS_TEXT(collector, (IX(collector), IX(mode)),
+               "option collector: background needs mode=collected (a manual heap never "
+               "collects: it has no collector thread)",
+               blame_changed),
+    CROSS(trigger_bounds, (IX(gc_trigger_min_bytes), IX(gc_trigger_max_bytes)), blame_changed),
+    CROSS(trigger, (IX(gc_trigger_bytes), IX(gc_trigger_min_bytes), IX(gc_trigger_max_bytes)),
+          blame_changed),
+    CROSS(young_bounds, (IX(young_min_bytes), IX(young_bytes), IX(generational)), blame_young),
+};
+#undef CROSS
+#undef CROSS_TEXT
+#undef READS
+#define NCHECK ((int)(sizeof cross_checks / sizeof cross_checks[0]))
+
+/* Check c's options in their ranges (the caller's struct may hold anything:
+ * from_env runs the checks before hl_options_validate's ranges). */
+static bool reads_in_range(const cross_check *c, const hl_options *o) {
+  for (int k = 0; c->reads[k] >= 0; k++) {
+    int64_t v = get(o, c->reads[k]);
+    if (v < table[c->reads[k]].min || v > table[c->reads[k]].max) return false;
+  }
+  return true;
+}
+
+/* Check c's message, as hl_options_validate says it, with `also` (the
+ * further variables to blame, "HEAPLAB_<NAME>=<value>; ...", or "") inside its closing
+ * parenthesis, or in one of its own after it. */
+static void cross_message(const cross_check *c, const hl_options *o, const char *also, char *msg,
+                          size_t len) {
+  if (c->say) c->say(o, msg, len);
+  else snprintf(msg, len, "%s", c->text);
+  if (!*also) return;
+  size_t n = strlen(msg);
+  if (n && msg[n - 1] == ')')
+    snprintf(msg + n - 1, len - (n - 1), "; %s)", also);
+  else
+    snprintf(msg + n, len - n, " (%s)", also);
+}
+
+int hl__options_refused_by(const hl_options *o, const char *err) {
+  if (!o || !err) return -1;
+  for (int k = 0; k < NCHECK; k++) {
+    const cross_check *c = &cross_checks[k];
+    if (!reads_in_range(c, o) || !c->refuses(o)) continue;
+    char msg[256];
+    cross_message(c, o, "", msg, sizeof msg);
+    size_t n = strlen(msg);
+    if (n && msg[n - 1] == ')') msg[n - 1] = 0; /* (where from_env adds its variables) */
+    if (strstr(err, msg)) return k;
+  }
+  return -1;
 }
 
 /* ---- the environment ---- */
@@ -551,45 +798,26 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
   if (o.mode == HL_MODE_MANUAL)
     for (int i = 0; i < NOPT; i++)
       if (table[i].collected_only) *field(&o, i) = *field(opts, i);
-  /* A cross-check an environment value fails, said here where the variable
-   * is known: young_min_bytes above young_bytes on a generational heap was
-   * "option young_min_bytes: 8388608 exceeds young_bytes 1048576", never
-   * naming the HEAPLAB_YOUNG_MIN_BYTES exported (the review of session 33). */
-  int young = hl_option_index("young_bytes"), young_min = hl_option_index("young_min_bytes");
-  int from_env = *field(&o, young_min) != *field(opts, young_min) ? young_min
-                 : *field(&o, young) != *field(opts, young)       ? young
-                                                                  : -1;
-  if (from_env >= 0) {
-    char inner[256];
-    int rc = young_bounds(&o, inner, sizeof inner);
-    if (rc) {
-      char var[96];
-      env_name(from_env, var, sizeof var);
-      hl__fmt_err(err, errlen, "environment %s=%s: %s", var, getenv(var), inner);
-      return rc;
+  /* A cross-check the environment's values fail, said here where the
+   * variables are known: hl_options_validate's message named none.  In the
+   * table's order; a check the environment is not to blame for (the
+   * caller's own values, or a small_max the caller left to the call) is
+   * left to hl_options_validate, and the next one is asked. */
+  env_view view = {opts, &o, read, skipped_opt};
+  for (int k = 0; k < NCHECK; k++) {
+    const cross_check *c = &cross_checks[k];
+    if (!reads_in_range(c, &o) || !c->refuses(&o)) continue;
+    int who[3], n = c->blame(c, &view, who);
+    if (!n) continue;
+    char var[96], also[256] = "", inner[512];
+    for (int j = 1; j < n; j++) {
+      env_name(who[j], var, sizeof var);
+      size_t used = strlen(also);
+      snprintf(also + used, sizeof also - used, "%s%s=%s", j > 1 ? "; " : "", var, getenv(var));
     }
-  }
-  /* small_max above page_size/4 (a page holds at least 4 objects) because
-   * of the environment: hl_options_validate's "option small_max: 4000
-   * exceeds page_size/4 = 1024" named no variable (the thirty-fourth note).
-   * Said here when small_max is the environment's (HEAPLAB_PAGE_SIZE beside
-   * it if the page size is too), or the caller's own -- an option it named
-   * explicitly (skip) -- and the page size the environment's.  Not for a
-   * small_max the caller left to this call: it may be a default the caller
-   * lowers to fit a page size read here (the preloaded library). */
-  int small_max = hl_option_index("small_max"), page_size = hl_option_index("page_size");
-  if (o.small_max > o.page_size / 4 &&
-      (read[small_max] || (skipped_opt[small_max] && read[page_size]))) {
-    char var[96], pvar[96], also[160] = "";
-    env_name(small_max, var, sizeof var);
-    env_name(page_size, pvar, sizeof pvar);
-    if (read[small_max] && read[page_size])
-      hl__fmt_err(also, sizeof also, "; %s=%s", pvar, getenv(pvar));
-    const char *who = read[small_max] ? var : pvar;
-    hl__fmt_err(err, errlen,
-                "environment %s=%s: option small_max: %" PRId64 " exceeds page_size/4 = %" PRId64
-                " (a page must hold at least 4 objects%s)",
-                who, getenv(who), o.small_max, o.page_size / 4, also);
+    cross_message(c, &o, also, inner, sizeof inner);
+    env_name(who[0], var, sizeof var);
+    hl__fmt_err(err, errlen, "environment %s=%s: %s", var, getenv(var), inner);
     return HL_EVALUE;
   }
   *opts = o;
@@ -609,76 +837,12 @@ int hl_options_validate(const hl_options *o, char *err, size_t errlen) {
     int rc = check_value(i, *(const int64_t *)((const char *)o + offsets[i]), err, errlen);
     if (rc) return rc;
   }
-  int64_t ps = o->page_size;
-  if (ps & (ps - 1)) {
-    hl__fmt_err(err, errlen, "option page_size: %" PRId64 " is not a power of two", ps);
-    return HL_EVALUE;
-  }
-  if ((size_t)ps < hl__prim_os_page_size()) {
-    hl__fmt_err(err, errlen, "option page_size: %" PRId64 " is below the OS page size %zu", ps,
-                hl__prim_os_page_size());
-    return HL_EVALUE;
-  }
-  if (o->small_max > ps / 4) {
-    hl__fmt_err(err, errlen,
-                "option small_max: %" PRId64 " exceeds page_size/4 = %" PRId64
-                " (a page must hold at least 4 objects)",
-                o->small_max, ps / 4);
-    return HL_EVALUE;
-  }
-  if (o->reserve_bytes < 16 * ps) {
-    hl__fmt_err(err, errlen,
-                "option reserve_bytes: %" PRId64 " is below 16 pages of page_size %" PRId64,
-                o->reserve_bytes, ps);
-    return HL_EVALUE;
-  }
-  if (o->subpage_release && !o->page_release) {
-    hl__fmt_err(err, errlen,
-                "option subpage_release: needs page_release (sub-page release runs in the trim "
-                "that page_release=false turns off)");
-    return HL_EVALUE;
-  }
-  if (o->subpage_release && o->dump_toggle) {
-    hl__fmt_err(err, errlen,
-                "option subpage_release: cannot be combined with dump_toggle (MADV_DONTDUMP on "
-                "every released run of OS pages would split the reservation into a VMA per run)");
-    return HL_EVALUE;
-  }
-  if (o->compact != HL_COMPACT_NEVER && o->mode != HL_MODE_COLLECTED) {
-    hl__fmt_err(err, errlen,
-                "option compact: needs mode=collected (a manual heap's blocks are its "
-                "client's raw pointers and cannot move)");
-    return HL_EVALUE;
-  }
-  /* the collected-mode switches, as compact: a manual heap never collects
-   * (the session-31 option hunt: generational=true on a manual heap was
-   * accepted, and counted as a heap whose stores need the write barrier) */
-  if (o->generational && o->mode != HL_MODE_COLLECTED) {
-    hl__fmt_err(err, errlen,
-                "option generational: needs mode=collected (a manual heap's blocks are freed "
-                "by its client, and it never collects)");
-    return HL_EVALUE;
-  }
-  if (o->collector == HL_COLLECTOR_BACKGROUND && o->mode != HL_MODE_COLLECTED) {
-    hl__fmt_err(err, errlen,
-                "option collector: background needs mode=collected (a manual heap never "
-                "collects: it has no collector thread)");
-    return HL_EVALUE;
-  }
-  if (o->gc_trigger_min_bytes > o->gc_trigger_max_bytes) {
-    hl__fmt_err(err, errlen,
-                "option gc_trigger_min_bytes: %" PRId64 " exceeds gc_trigger_max_bytes %" PRId64,
-                o->gc_trigger_min_bytes, o->gc_trigger_max_bytes);
-    return HL_EVALUE;
-  }
-  if (o->gc_trigger_bytes < o->gc_trigger_min_bytes || o->gc_trigger_bytes > o->gc_trigger_max_bytes) {
-    hl__fmt_err(err, errlen,
-                "option gc_trigger_bytes: %" PRId64 " is outside [gc_trigger_min_bytes %" PRId64
-                ", gc_trigger_max_bytes %" PRId64 "]",
-                o->gc_trigger_bytes, o->gc_trigger_min_bytes, o->gc_trigger_max_bytes);
-    return HL_EVALUE;
-  }
-  int rc = young_bounds(o, err, errlen);
-  if (rc) return rc;
+  for (int k = 0; k < NCHECK; k++)
+    if (cross_checks[k].refuses(o)) {
+      char msg[256];
+      cross_message(&cross_checks[k], o, "", msg, sizeof msg);
+      hl__fmt_err(err, errlen, "%s", msg);
+      return HL_EVALUE;
+    }
   return HL_OK;
 }
