@@ -116,16 +116,27 @@ static bool descendant_stats, descendant_events;
  * is written at exit, after a program may have changed directory (a server
  * that moves to / or to its data directory wrote a relative HEAPLAB_STATS
  * there, or failed to).  getcwd into a caller's buffer allocates nothing.
- * Too long for out: the path as given. */
+ * Too long for out once made absolute: the path as given.  Too long for out
+ * as given: false, out empty, and one line said (var: the variable) -- it was
+ * cut to its first 4,095 bytes without a word, and the report written to
+ * that shorter name when its directories existed. */
 static char start_dir[4096]; /* the directory the process started in (at_start) */
-static void path_from_start(const char *path, char *out, size_t len) {
+static bool path_from_start(const char *var, const char *path, char *out, size_t len) {
+  size_t plen = strlen(path);
+  if (plen >= len) {
+    out[0] = 0;
+    hl__say("libheaplab-malloc: %s: a path of %zu bytes, longer than the %zu a report's name may "
+            "have: no report written\n", var, plen, len - 1);
+    return false;
+  }
   if (path[0] != '/' && start_dir[0]) snprintf(out, len, "%s", start_dir);
   if (path[0] != '/' && (start_dir[0] || getcwd(out, len))) { /* (into out: no 4 KiB on the stack) */
     size_t n = strcmp(out, "/") ? strlen(out) : 0;
     int m = snprintf(out + n, len - n, "/%s", path);
-    if (m > 0 && (size_t)m < len - n) return;
+    if (m > 0 && (size_t)m < len - n) return true;
   }
-  snprintf(out, len, "%s", path);
+  memcpy(out, path, plen + 1);
+  return true;
 }
 
 /* Set by the library's constructor: libc has initialised (it is a
@@ -377,8 +388,8 @@ static NOINLINE hl_heap *setup(void) {
   client.pid = setup_pid;
   if (!client.start_ns) client.start_ns = client_now_ns(); /* (before the constructor) */
   const char *sp = env("HEAPLAB_STATS"), *ep = env("HEAPLAB_TRACE_EVENTS");
-  if (sp && *sp) path_from_start(sp, stats_path, sizeof stats_path);
-  if (ep && *ep) path_from_start(ep, events_path, sizeof events_path);
+  if (sp && *sp) (void)path_from_start("HEAPLAB_STATS", sp, stats_path, sizeof stats_path);
+  if (ep && *ep) (void)path_from_start("HEAPLAB_TRACE_EVENTS", ep, events_path, sizeof events_path);
   in_setup = 0;
   errno = saved_errno;
   atomic_store_explicit(&state, next, memory_order_release);
@@ -409,13 +420,17 @@ static bool poll_ms(int ms, bool (*done)(void *), void *arg) {
 
 /* path with %p replaced by the pid and %% by one % (so that any path can be
  * named: the harness's temporary folder under a TMPDIR holding "%p" was
- * rewritten, and the report went elsewhere); a fork child's gets ".<pid>" */
-static bool report_name(const char *path, bool descendant, char *out, size_t len) {
+ * rewritten, and the report went elsewhere); a fork child's gets ".<pid>".
+ * False when there is none, or when it does not fit in out (a line said:
+ * it was cut without a word). */
+static bool report_name(const char *var, const char *path, bool descendant, char *out,
+                        size_t len) {
   if (!*path) return false;
   int pid = (int)getpid();
   size_t n = 0;
   bool pct = false;
-  for (const char *p = path; *p && n + 24 < len; p++) {
+  const char *p = path;
+  for (; *p && n + 24 < len; p++) {
     if (p[0] == '%' && p[1] == 'p') {
       n += (size_t)snprintf(out + n, len - n, "%d", pid);
       p++;
@@ -428,6 +443,11 @@ static bool report_name(const char *path, bool descendant, char *out, size_t len
     }
   }
   out[n] = 0;
+  if (*p) {
+    hl__say("libheaplab-malloc: %s: the path with each %%p made the pid is longer than %zu "
+            "bytes: no report written\n", var, len - 25);
+    return false;
+  }
   if (!pct && (pid != setup_pid || descendant)) snprintf(out + n, len - n, ".%d", pid);
   return true;
 }
@@ -494,7 +514,7 @@ static void write_reports(void) {
    * waited for that lock for ever (1 of 2,000 runs of exit_in_signal_handler
    * on a loaded machine; its new_threads mode widens the window). */
   hl__manual_caches_bypassed(true);
-  if (report_name(stats_path, descendant_stats, name, sizeof name)) {
+  if (report_name("HEAPLAB_STATS", stats_path, descendant_stats, name, sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
     hl__prim_os_self_exe(exe, sizeof exe);
     client.interpreter = exe;
@@ -503,7 +523,7 @@ static void write_reports(void) {
       hl__say("libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s: %s\n", stats_path,
               name, strerror(err));
   }
-  if (report_name(events_path, descendant_events, name, sizeof name)) {
+  if (report_name("HEAPLAB_TRACE_EVENTS", events_path, descendant_events, name, sizeof name)) {
     int err = client_save(name, write_events);
     if (err)
       hl__say("libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",

@@ -546,6 +546,21 @@ def stats_write_errors():
     assert status == 0 and err.splitlines() == [
         f"libheaplab-malloc: HEAPLAB_STATS={long}: cannot write {long}: "
         "No such file or directory"], (status, len(err), err[-200:])
+    # a path past the 4,095 bytes a report's name may have, its directories
+    # there: it was cut to 4,095 without a word and the report written under
+    # the shorter name; now one line each and nothing written
+    with tempfile.TemporaryDirectory() as d:
+        deep = os.path.join(d, *["a" * 250] * 16)
+        os.makedirs(deep)
+        env = {"HEAPLAB_STATS": os.path.join(deep, "s" * 200),
+               "HEAPLAB_TRACE_EVENTS": os.path.join(deep, "e" * 200)}
+        assert all(len(v) > 4095 for v in env.values()), [len(v) for v in env.values()]
+        status, out, err = run(["true"], "heaplab", env)
+        assert status == 0 and os.listdir(deep) == [], (status, os.listdir(deep), err)
+        assert err.splitlines() == [
+            f"libheaplab-malloc: {var}: a path of {len(env[var])} bytes, longer than the 4095 a "
+            "report's name may have: no report written"
+            for var in ("HEAPLAB_STATS", "HEAPLAB_TRACE_EVENTS")], err
     print("reports that cannot be written: one line each, with the reason")
 
 
