@@ -43,12 +43,20 @@ LUA51_PATH = "/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua;;"
 # test_weakref 8 s, test_pickle 6 s, the rest 0.1-3 s; test_subprocess, 28 s,
 # is left out: tests/preload/c/preload_threads.c forks and spawns).  Debian
 # ships them in libpython3.X-testsuite (tools/setup.sh preload).
+# (test_threading last: its test_frame_tstate_tracing leaves threading.settrace
+# set for the rest of the process, and every thread started after it calls
+# sys.settrace in its bootstrap -- test_functools' test_lru_cache_threaded, five
+# threads at a switch interval of 1 us, then failed 'misses 4 != 5' ("Cannot
+# install a trace function while another trace function is being installed",
+# CPython's own race): 2 of 200 runs of the two on heaplab and 2 of 200 on glibc,
+# once in make test, session 36)
 REGRTESTS = ["test_list", "test_dict", "test_set", "test_json", "test_gc", "test_unicode",
-             "test_bytes", "test_weakref", "test_thread", "test_threading", "test_re",
+             "test_bytes", "test_weakref", "test_thread", "test_re",
              "test_string", "test_tuple", "test_deque", "test_heapq", "test_bisect",
              "test_itertools", "test_functools", "test_collections", "test_sort", "test_struct",
              "test_array", "test_fstring", "test_enum", "test_pickle", "test_copy",
-             "test_operator", "test_csv", "test_base64", "test_zlib", "test_hashlib"]
+             "test_operator", "test_csv", "test_base64", "test_zlib", "test_hashlib",
+             "test_threading"]
 
 
 class Missing(Exception):
