@@ -30,6 +30,7 @@
 #endif
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -39,8 +40,31 @@ typedef struct heap_range {
 } heap_range;
 
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* In address order, the highest first (reservations do not overlap; the
+ * kernel maps each new one below the last, so a new heap's is appended). */
 static heap_range *registry;
 static uint32_t registry_n, registry_cap;
+/* Bit t: a live heap has handle tag t.  A new heap's tag was found by
+ * reading every live heap's (a cache miss each, under the write lock): with
+ * 20,000 heaps live hl_heap_new took 0.7 ms, 80% of it there (perf), 61,311
+ * heaps were made in 105 s, and with 65,535 live the next one read them
+ * 65,535 times over before it failed -- hours.  (The many-heaps hunt of
+ * the C API, session 36.) */
+static uint64_t tags_used[65536 / 64];
+
+static bool tag_used(uint16_t t) { return tags_used[t / 64] >> (t % 64) & 1; }
+
+/* The index of the first range that begins at or below a (registry_n if
+ * none).  Registry lock held. */
+static uint32_t first_at_or_below(const uint8_t *a) {
+  uint32_t lo = 0, hi = registry_n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (registry[mid].lo > a) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 static _Atomic uint32_t barrier_heaps;      /* hl__barrier_on: generational or tenuring */
 static _Atomic uint32_t generational_heaps; /* of them, generational */
 _Atomic uint32_t hl__verify_heaps;         /* verify=true: hl_obj_set checks its value */
@@ -206,9 +230,7 @@ int hl__registry_add(hl_heap *h) {
      * tag: its index and generation decide, as for a released handle.) */
     uint16_t tag = h->tag;
     for (uint32_t tries = 0;; tries++) {
-      bool used = false;
-      for (uint32_t i = 0; i < registry_n && !used; i++) used = registry[i].heap->tag == tag;
-      if (!used) break;
+      if (!tag_used(tag)) break;
       if (tries == 0xffff) {
         rc = HL_ENOMEM;
         break;
@@ -218,7 +240,13 @@ int hl__registry_add(hl_heap *h) {
     h->tag = tag;
   }
   if (!rc) {
-    registry[registry_n++] = (heap_range){h->base, h->base + h->reserved, h};
+    tags_used[h->tag / 64] |= (uint64_t)1 << (h->tag % 64);
+    /* in address order: the barrier's lookup (hl__registry_find_locked) is
+     * a binary search */
+    uint32_t at = first_at_or_below(h->base);
+    memmove(&registry[at + 1], &registry[at], (registry_n - at) * sizeof *registry);
+    registry[at] = (heap_range){h->base, h->base + h->reserved, h};
+    registry_n++;
     if (hl__barrier_on(h)) atomic_fetch_add(&barrier_heaps, 1);
     if (h->opt.generational) atomic_fetch_add(&generational_heaps, 1);
     if (h->opt.verify) atomic_fetch_add(&hl__verify_heaps, 1);
@@ -229,13 +257,14 @@ int hl__registry_add(hl_heap *h) {
 
 void hl__registry_remove(hl_heap *h) {
   pthread_rwlock_wrlock(&registry_lock);
-  for (uint32_t i = 0; i < registry_n; i++) {
-    if (registry[i].heap != h) continue;
-    registry[i] = registry[--registry_n];
+  uint32_t i = first_at_or_below(h->base);
+  if (i < registry_n && registry[i].heap == h) { /* (not there: its hl_heap_new failed) */
+    memmove(&registry[i], &registry[i + 1], (registry_n - i - 1) * sizeof *registry);
+    registry_n--;
+    tags_used[h->tag / 64] &= ~((uint64_t)1 << (h->tag % 64));
     if (hl__barrier_on(h)) atomic_fetch_sub(&barrier_heaps, 1);
     if (h->opt.generational) atomic_fetch_sub(&generational_heaps, 1);
     if (h->opt.verify) atomic_fetch_sub(&hl__verify_heaps, 1);
-    break;
   }
   if (!registry_n) { /* nothing outlives the last heap (a module may be unloaded) */
     hl__sys_free(registry);
@@ -258,9 +287,11 @@ uint32_t hl__registry_generational(void) {
 hl_heap *hl__registry_find_locked(const void *addr) {
   const uint8_t *a = addr;
   pthread_rwlock_rdlock(&registry_lock);
-  for (uint32_t i = 0; i < registry_n; i++)
-    if (a >= registry[i].lo && a < registry[i].hi) return registry[i].heap;
-  return NULL;
+  /* (a binary search: it was a walk of every heap's range, in the order
+   * they were made -- each store into an old object of a heap made after
+   * 10,000 others cost 3.0 us instead of 19 ns) */
+  uint32_t i = first_at_or_below(a);
+  return i < registry_n && a < registry[i].hi ? registry[i].heap : NULL;
 }
 
 void hl__registry_unlock(void) { pthread_rwlock_unlock(&registry_lock); }
