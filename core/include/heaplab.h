@@ -1035,7 +1035,9 @@ int hl_thin(hl_heap *heap, hl_ref ref, uint64_t every, hl_ref *out);
  * object's header was overwritten is HL_ECHECK (as hl_ref_info), the
  * outputs then 0. */
 int hl_ref_checksum(hl_heap *heap, hl_ref ref, uint64_t *sum, uint64_t *objects);
-/* Copy bytes in or out of the payload. */
+/* Copy bytes in or out of the payload, as memmove does: src (dst) may be
+ * the payload itself (hl_ref_info's address, hl_obj_payload), so bytes move
+ * within the object. */
 int hl_ref_write(hl_heap *heap, hl_ref ref, uint64_t offset, const void *src,
                  uint64_t len);
 int hl_ref_read(hl_heap *heap, hl_ref ref, uint64_t offset, void *dst,

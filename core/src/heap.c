@@ -731,7 +731,9 @@ int hl_ref_write(hl_heap *h, hl_ref ref, uint64_t off, const void *src, uint64_t
   void *obj;
   int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = payload_check(h, obj, off, len, "write");
-  if (!rc && len) memcpy(hl__obj_payload(obj) + off, src, len);
+  /* (memmove: src may be the payload itself -- bytes moved within the
+   * object; memcpy's overlap was undefined, an ASan report) */
+  if (!rc && len) memmove(hl__obj_payload(obj) + off, src, len);
   hl__unlock(h, locked);
   return rc;
 }
@@ -743,7 +745,7 @@ int hl_ref_read(hl_heap *h, hl_ref ref, uint64_t off, void *dst, uint64_t len) {
   void *obj;
   int rc = hl__handle_obj(h, ref, &obj);
   if (!rc) rc = payload_check(h, obj, off, len, "read");
-  if (!rc && len) memcpy(dst, hl__obj_payload(obj) + off, len);
+  if (!rc && len) memmove(dst, hl__obj_payload(obj) + off, len); /* (dst may be the payload) */
   hl__unlock(h, locked);
   return rc;
 }
