@@ -60,7 +60,9 @@
  *         never by hl_heap_new given opts.  A bad value is an error naming
  *         the variable.  The same calls write one warning line to stderr
  *         for each HEAPLAB_* variable that is neither an option nor one of
- *         heaplab's tools' (a typo: "did you mean ...?"), once per variable.
+ *         heaplab's tools' (a typo: "did you mean ...?"), once per variable,
+ *         whatever its name's length (past 256 such variables, one line
+ *         says the rest are not listed).
  *       HEAPLAB_FAULT_<SITE> (HEAPLAB_FAULT_RESERVE=always,
  *         HEAPLAB_FAULT_RELEASE=first:2000:EAGAIN: mode[:N][:ERRNO], the
  *         sites and modes of hl_inject_named): by every hl_heap_new,

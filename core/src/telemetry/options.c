@@ -698,10 +698,17 @@ static bool tool_var(const char *name /* after HEAPLAB_ */, size_t n) {
 }
 
 /* One warning line for a HEAPLAB_ variable that is no option (a typo, the
- * wrong case), naming the nearest option's variable; once per variable. */
+ * wrong case), naming the nearest option's variable; once per variable --
+ * remembered by a hash of its name, any length: a name of 63 characters or
+ * more after HEAPLAB_ was never warned about, and past 16 such variables
+ * each further one was warned about again at every call (a line per heap
+ * made from the environment; the C API hunt, session 36).  Past WARNED_MAX
+ * of them, one line says more were not listed. */
+enum { WARNED_MAX = 256 };
 static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
-static char warned[16][64];
+static uint64_t warned[WARNED_MAX];
 static int nwarned;
+static bool warned_full;
 
 static void warn_unknown_env(void) {
   extern char **environ;
@@ -709,27 +716,40 @@ static void warn_unknown_env(void) {
     if (strncmp(*e, "HEAPLAB_", 8)) continue;
     const char *name = *e + 8, *eq = strchr(name, '=');
     size_t n = eq ? (size_t)(eq - name) : strlen(name);
-    if (n == 0 || n >= 63 || tool_var(name, n)) continue;
-    char lower[64];
-    for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)name[i]);
-    lower[n] = 0;
-    int i = hl_option_index(lower);
+    if (n == 0 || tool_var(name, n)) continue;
+    char lower[64] = "";
+    int i = -1;
+    if (n < sizeof lower) { /* (no option's name is longer) */
+      for (size_t k = 0; k < n; k++) lower[k] = (char)tolower((unsigned char)name[k]);
+      lower[n] = 0;
+      i = hl_option_index(lower);
+    }
     if (i >= 0) {
       char var[96];
       env_name(i, var, sizeof var);
       if (strncmp(*e, var, strlen(var)) == 0 && (*e)[strlen(var)] == '=') continue; /* an option */
     }
+    uint64_t hash = 14695981039346656037u; /* FNV-1a of the name, lower case */
+    for (size_t k = 0; k < n; k++) hash = (hash ^ (uint8_t)tolower((unsigned char)name[k])) * 1099511628211u;
     pthread_mutex_lock(&warned_lock);
-    bool seen = false;
-    for (int k = 0; k < nwarned && !seen; k++) seen = strcmp(warned[k], lower) == 0;
-    if (!seen && nwarned < 16) snprintf(warned[nwarned++], sizeof warned[0], "%s", lower);
+    bool seen = false, more = false;
+    for (int k = 0; k < nwarned && !seen; k++) seen = warned[k] == hash;
+    if (!seen && nwarned < WARNED_MAX) warned[nwarned++] = hash;
+    else if (!seen) {
+      more = !warned_full;
+      warned_full = seen = true;
+    }
     pthread_mutex_unlock(&warned_lock);
+    if (more)
+      hl__say(HL_SAY_NAME ": warning: more than %d HEAPLAB_ variables are not options: the "
+                          "rest are not listed (ignored)\n", WARNED_MAX);
     if (seen) continue;
-    const char *near = i >= 0 ? table[i].name : hl_option_nearest(lower);
+    const char *near = i >= 0 ? table[i].name : lower[0] ? hl_option_nearest(lower) : NULL;
     char var[96] = "";
     if (near) env_name(hl_option_index(near), var, sizeof var);
-    hl__say(HL_SAY_NAME ": warning: HEAPLAB_%.*s is not an option%s%s%s (ignored)\n", (int)n,
-            name, near ? "; did you mean " : "", near ? var : "", near ? "?" : "");
+    hl__say(HL_SAY_NAME ": warning: HEAPLAB_%.*s%s is not an option%s%s%s (ignored)\n",
+            (int)(n < 80 ? n : 80), name, n < 80 ? "" : "...", near ? "; did you mean " : "",
+            near ? var : "", near ? "?" : "");
   }
 }
 
