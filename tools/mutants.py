@@ -282,10 +282,11 @@ class Scratch:
                 return False
         if any(t.startswith("preload:") for t in tests):
             # the library and every test program of suite preload (the
-            # scenarios run programs of their own beside them)
+            # scenarios run programs of their own beside them), and the
+            # plugins the programs dlopen (libpreload_deepbind_*.so)
             out = subprocess.run([self.ninja, "-C", "build", "-t", "targets", "all"], cwd=self.path,
                                  env=self.env, capture_output=True, text=True).stdout
-            targets = re.findall(r"^(tests/preload/test_[a-z0-9_]+): ", out, re.M)
+            targets = re.findall(r"^(tests/preload/(?:test_[a-z0-9_]+|lib[a-z0-9_]+\.so)): ", out, re.M)
             rc, _ = run([self.ninja, "-C", "build", "clients/preload/libheaplab-malloc.so"]
                         + targets, self.path, self.env, log=self.log)
             if rc != 0:

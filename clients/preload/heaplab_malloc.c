@@ -188,6 +188,10 @@ static int exit_wait_pid; /* the process that registered it */
  * no fork handlers, no report (it set up a heap of its own at exit and
  * wrote its blank report over the real one: the preload hunt, session 32). */
 static bool inert;
+#ifndef HL_PRELOAD_PREFIX
+/* the dlopen after this library's (the end of this file) */
+__attribute__((visibility("hidden"))) extern void *(*_Atomic hl__next_dlopen)(const char *, int);
+#endif
 /* The mark by which a copy knows another (heaplab-malloc.map exports it). */
 __attribute__((visibility("default"))) void heaplab_malloc_library(void) {}
 /* Is malloc defined by another copy of this library before this one in the
@@ -235,6 +239,9 @@ __attribute__((constructor)) static void at_start(void) {
   next_kill = (int (*)(pid_t, int))dlsym(RTLD_NEXT, "kill");
   next_killpg = (int (*)(pid_t, int))dlsym(RTLD_NEXT, "killpg");
   next_raise = (int (*)(int))dlsym(RTLD_NEXT, "raise");
+#ifndef HL_PRELOAD_PREFIX
+  hl__next_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+#endif
   (void)dlerror();
   in_setup = 0;
   if (another_copy_is_malloc()) {
@@ -1470,3 +1477,258 @@ EXPORT int NAME(munlockall)(void) {
   }
   return (int)r;
 }
+
+#ifndef HL_PRELOAD_PREFIX
+/* dlopen with RTLD_DEEPBIND (PHP loads every extension so: php -v aborted
+ * in pdo.so's MINIT, "double free or corruption (out)"; the real-programs
+ * hunt of session 36).  Such an object looks its symbols up in itself and
+ * its dependencies before the global scope, so its malloc family binds to
+ * libc.so.6's -- past this library -- while the program's stays here: a
+ * block the program made and the object freed went to glibc's free, which
+ * aborted (and the reverse went to glibc as a foreign block).  After such a
+ * dlopen every object it loaded that takes a name of the malloc family from
+ * glibc (an undefined symbol the handle's scope finds in libc.so.6) has that
+ * reference bound to this library's function -- its GOT slot written, under
+ * full RELRO made writable for the write -- as if it had been looked up in
+ * the global scope; everything else stays deep-bound.  An object that
+ * brings its own allocator (a dependency defining malloc) keeps it.
+ *
+ * dlopen is entered by a jump, not a call: glibc takes the caller's return
+ * address to choose the namespace and the RPATH/RUNPATH a bare name is
+ * searched in, and every dlopen without RTLD_DEEPBIND reaches glibc's with
+ * the program's return address untouched.  A DEEPBIND dlopen is called from
+ * here: a bare name is no longer searched in its caller's RPATH/RUNPATH
+ * (docs/clients.md). */
+#if (defined(__x86_64__) && !defined(__ILP32__)) || defined(__aarch64__)
+#define DEEPBIND_REBIND 1
+#if defined(__x86_64__)
+#define REL_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define REL_GLOB_DAT R_X86_64_GLOB_DAT
+#define REL_ABS64 R_X86_64_64
+#else
+#define REL_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define REL_GLOB_DAT R_AARCH64_GLOB_DAT
+#define REL_ABS64 R_AARCH64_ABS64
+#endif
+#endif
+
+/* the dlopen after this library's (glibc's): set by dlopen_first */
+__attribute__((visibility("hidden"))) void *(*_Atomic hl__next_dlopen)(const char *, int);
+
+static void *(*next_dlopen(void))(const char *, int) {
+  void *(*f)(const char *, int) = hl__next_dlopen;
+  if (!f) {
+    f = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+    hl__next_dlopen = f;
+  }
+  return f;
+}
+
+/* the first dlopen (the look-up above), called, not jumped to */
+__attribute__((visibility("hidden"), used)) void *hl__dlopen_first(const char *file, int flags);
+__attribute__((visibility("hidden"), used)) void *hl__dlopen_first(const char *file, int flags) {
+  void *(*f)(const char *, int) = next_dlopen();
+  if (!f) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  return f(file, flags);
+}
+
+#ifdef DEEPBIND_REBIND
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* (glibc marks mallinfo) */
+static const struct {
+  const char *name;
+  void *fn;
+} family[] = {
+    {"malloc", (void *)NAME(malloc)},
+    {"free", (void *)NAME(free)},
+    {"calloc", (void *)NAME(calloc)},
+    {"realloc", (void *)NAME(realloc)},
+    {"reallocarray", (void *)NAME(reallocarray)},
+    {"memalign", (void *)NAME(memalign)},
+    {"aligned_alloc", (void *)NAME(aligned_alloc)},
+    {"posix_memalign", (void *)NAME(posix_memalign)},
+    {"valloc", (void *)NAME(valloc)},
+    {"pvalloc", (void *)NAME(pvalloc)},
+    {"malloc_usable_size", (void *)NAME(malloc_usable_size)},
+    {"malloc_trim", (void *)NAME(malloc_trim)},
+    {"free_sized", (void *)NAME(free_sized)},
+    {"free_aligned_sized", (void *)NAME(free_aligned_sized)},
+    {"mallinfo", (void *)NAME(mallinfo)},
+    {"mallinfo2", (void *)NAME(mallinfo2)},
+    {"malloc_stats", (void *)NAME(malloc_stats)},
+};
+#pragma GCC diagnostic pop
+#define FAMILY_N (sizeof family / sizeof family[0])
+
+#define REBIND_MAX 1024
+struct rebind {
+  bool deep[FAMILY_N];     /* the handle's scope finds glibc's */
+  struct link_map *first;  /* the handle's object: it and those after it in */
+  ElfW(Addr) base[REBIND_MAX]; /* its namespace (read under the loader's lock) */
+  size_t n;
+  bool listed;
+};
+
+static int family_index(const char *name) {
+  for (size_t i = 0; i < FAMILY_N; i++)
+    if (!strcmp(family[i].name, name)) return (int)i;
+  return -1;
+}
+
+/* a d_ptr of the dynamic section: glibc relocated most in place */
+static ElfW(Addr) dyn_ptr(ElfW(Addr) base, ElfW(Addr) v) { return v < base ? v + base : v; }
+
+/* a slot in the pages of RELRO that glibc made read-only (whole pages:
+ * _dl_protect_relro rounds the end down) is written with the page writable */
+static void write_slot(ElfW(Addr) *slot, ElfW(Addr) v, ElfW(Addr) relro, ElfW(Addr) relro_end) {
+  if (*slot == v) return;
+  ElfW(Addr) a = (ElfW(Addr))slot, ps = (ElfW(Addr))hl__prim_os_page_size();
+  if (a >= (relro & ~(ps - 1)) && a < (relro_end & ~(ps - 1))) {
+    void *page = (void *)(a & ~(ps - 1));
+    if (mprotect(page, ps, PROT_READ | PROT_WRITE) != 0) return; /* (left deep-bound) */
+    *slot = v;
+    mprotect(page, ps, PROT_READ);
+  } else {
+    *slot = v;
+  }
+}
+
+static void rebind_relocs(ElfW(Addr) base, const ElfW(Rela) *r, size_t bytes, const ElfW(Sym) *symtab,
+                          const char *strtab, const struct rebind *rb, ElfW(Addr) relro,
+                          ElfW(Addr) relro_end) {
+  for (size_t i = 0; i < bytes / sizeof *r; i++) {
+    unsigned long type = ELF64_R_TYPE(r[i].r_info);
+    if (type != REL_JUMP_SLOT && type != REL_GLOB_DAT && type != REL_ABS64) continue;
+    const ElfW(Sym) *s = &symtab[ELF64_R_SYM(r[i].r_info)];
+    if (!ELF64_R_SYM(r[i].r_info) || s->st_shndx != SHN_UNDEF) continue;
+    int k = family_index(strtab + s->st_name);
+    if (k < 0 || !rb->deep[k]) continue;
+    ElfW(Addr) v = (ElfW(Addr))family[k].fn + (type == REL_ABS64 ? (ElfW(Addr))r[i].r_addend : 0);
+    write_slot((ElfW(Addr) *)(base + r[i].r_offset), v, relro, relro_end);
+  }
+}
+
+static int rebind_object(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  struct rebind *rb = arg;
+  if (!rb->listed) { /* (dl_iterate_phdr holds the loader's lock: the list stands) */
+    for (struct link_map *m = rb->first; m && rb->n < REBIND_MAX; m = m->l_next)
+      rb->base[rb->n++] = m->l_addr;
+    rb->listed = true;
+  }
+  size_t i = 0;
+  while (i < rb->n && rb->base[i] != info->dlpi_addr) i++;
+  if (i == rb->n || !info->dlpi_addr) return 0; /* (another object, another namespace's) */
+  const ElfW(Dyn) *dyn = NULL;
+  ElfW(Addr) relro = 0, relro_end = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+    if (ph->p_type == PT_GNU_RELRO) {
+      relro = info->dlpi_addr + ph->p_vaddr;
+      relro_end = relro + ph->p_memsz;
+    }
+  }
+  if (!dyn) return 0;
+  ElfW(Addr) base = info->dlpi_addr, symtab = 0, strtab = 0, jmprel = 0, rela = 0;
+  size_t pltsz = 0, relasz = 0;
+  long pltrel = 0;
+  for (; dyn->d_tag != DT_NULL; dyn++) {
+    switch (dyn->d_tag) {
+    case DT_SYMTAB: symtab = dyn_ptr(base, dyn->d_un.d_ptr); break;
+    case DT_STRTAB: strtab = dyn_ptr(base, dyn->d_un.d_ptr); break;
+    case DT_JMPREL: jmprel = dyn_ptr(base, dyn->d_un.d_ptr); break;
+    case DT_PLTRELSZ: pltsz = dyn->d_un.d_val; break;
+    case DT_PLTREL: pltrel = (long)dyn->d_un.d_val; break;
+    case DT_RELA: rela = dyn_ptr(base, dyn->d_un.d_ptr); break;
+    case DT_RELASZ: relasz = dyn->d_un.d_val; break;
+    case DT_TEXTREL: return 0; /* (relocations in read-only text: left alone) */
+    case DT_FLAGS:
+      if (dyn->d_un.d_val & DF_TEXTREL) return 0;
+      break;
+    default: break;
+    }
+  }
+  if (!symtab || !strtab) return 0;
+  const ElfW(Sym) *st = (const ElfW(Sym) *)symtab;
+  if (jmprel && pltrel == DT_RELA)
+    rebind_relocs(base, (const ElfW(Rela) *)jmprel, pltsz, st, (const char *)strtab, rb, relro, relro_end);
+  if (rela)
+    rebind_relocs(base, (const ElfW(Rela) *)rela, relasz, st, (const char *)strtab, rb, relro, relro_end);
+  return 0;
+}
+
+static pthread_mutex_t rebind_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void rebind_deep_objects(void *handle) {
+  struct link_map *lm = NULL;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return;
+  void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (!libc) return;
+  bool deep[FAMILY_N], any = false;
+  for (size_t i = 0; i < FAMILY_N; i++) {
+    void *mine = dlsym(handle, family[i].name), *theirs = dlsym(libc, family[i].name);
+    deep[i] = mine && mine == theirs;
+    any |= deep[i];
+  }
+  (void)dlerror();
+  dlclose(libc);
+  if (!any) return;
+  /* (the look-ups above take the loader's lock, which a constructor's
+   * RTLD_DEEPBIND dlopen holds when it comes here: not under this lock) */
+  static struct rebind rb; /* (8 KiB: off the caller's stack) */
+  pthread_mutex_lock(&rebind_lock);
+  memset(&rb, 0, sizeof rb);
+  memcpy(rb.deep, deep, sizeof deep);
+  rb.first = lm;
+  dl_iterate_phdr(rebind_object, &rb);
+  pthread_mutex_unlock(&rebind_lock);
+}
+#endif /* DEEPBIND_REBIND */
+
+/* a dlopen with RTLD_DEEPBIND (the jump below) */
+__attribute__((visibility("hidden"), used)) void *hl__dlopen_deepbind(const char *file, int flags);
+__attribute__((visibility("hidden"), used)) void *hl__dlopen_deepbind(const char *file, int flags) {
+  void *handle = hl__dlopen_first(file, flags);
+#ifdef DEEPBIND_REBIND
+  if (handle && file && !inert && !malloc_elsewhere) {
+    int saved = errno;
+    rebind_deep_objects(handle);
+    errno = saved;
+  }
+#endif
+  return handle;
+}
+
+#if defined(__x86_64__) && !defined(__ILP32__)
+__asm__(".text\n"
+        ".globl dlopen\n"
+        ".type dlopen, @function\n"
+        "dlopen:\n"
+        "  testl $8, %esi\n" /* RTLD_DEEPBIND */
+        "  jnz hl__dlopen_deepbind\n"
+        "  movq hl__next_dlopen(%rip), %rax\n"
+        "  testq %rax, %rax\n"
+        "  jz hl__dlopen_first\n"
+        "  jmp *%rax\n"
+        ".size dlopen, .-dlopen\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlopen\n"
+        ".type dlopen, %function\n"
+        "dlopen:\n"
+        "  tbnz w1, #3, hl__dlopen_deepbind\n" /* RTLD_DEEPBIND (8) */
+        "  adrp x16, hl__next_dlopen\n"
+        "  ldr x16, [x16, :lo12:hl__next_dlopen]\n"
+        "  cbz x16, hl__dlopen_first\n"
+        "  br x16\n"
+        ".size dlopen, .-dlopen\n");
+#else
+EXPORT void *dlopen(const char *file, int flags) {
+  return flags & RTLD_DEEPBIND ? hl__dlopen_deepbind(file, flags) : hl__dlopen_first(file, flags);
+}
+#endif
+#endif /* !HL_PRELOAD_PREFIX */
