@@ -1566,6 +1566,7 @@ static const struct {
 #define REBIND_MAX 1024
 struct rebind {
   bool deep[FAMILY_N];     /* the handle's scope finds glibc's */
+  ElfW(Addr) glibc[FAMILY_N]; /* that function of glibc's */
   struct link_map *first;  /* the handle's object: it and those after it in */
   ElfW(Addr) base[REBIND_MAX]; /* its namespace (read under the loader's lock) */
   size_t n;
@@ -1596,9 +1597,13 @@ static void write_slot(ElfW(Addr) *slot, ElfW(Addr) v, ElfW(Addr) relro, ElfW(Ad
   }
 }
 
+/* Only a reference bound to glibc's function (or a PLT slot not yet bound,
+ * still pointing into the object) is written: one an earlier dlopen bound
+ * elsewhere -- to an allocator a deep-bound plugin brought, whose blocks
+ * are live -- is left as it is. */
 static void rebind_relocs(ElfW(Addr) base, const ElfW(Rela) *r, size_t bytes, const ElfW(Sym) *symtab,
                           const char *strtab, const struct rebind *rb, ElfW(Addr) relro,
-                          ElfW(Addr) relro_end) {
+                          ElfW(Addr) relro_end, ElfW(Addr) lo, ElfW(Addr) hi) {
   for (size_t i = 0; i < bytes / sizeof *r; i++) {
     unsigned long type = ELF64_R_TYPE(r[i].r_info);
     if (type != REL_JUMP_SLOT && type != REL_GLOB_DAT && type != REL_ABS64) continue;
@@ -1606,8 +1611,11 @@ static void rebind_relocs(ElfW(Addr) base, const ElfW(Rela) *r, size_t bytes, co
     if (!ELF64_R_SYM(r[i].r_info) || s->st_shndx != SHN_UNDEF) continue;
     int k = family_index(strtab + s->st_name);
     if (k < 0 || !rb->deep[k]) continue;
-    ElfW(Addr) v = (ElfW(Addr))family[k].fn + (type == REL_ABS64 ? (ElfW(Addr))r[i].r_addend : 0);
-    write_slot((ElfW(Addr) *)(base + r[i].r_offset), v, relro, relro_end);
+    ElfW(Addr) add = type == REL_ABS64 ? (ElfW(Addr))r[i].r_addend : 0;
+    ElfW(Addr) *slot = (ElfW(Addr) *)(base + r[i].r_offset), cur = *slot;
+    bool unbound = type == REL_JUMP_SLOT && cur >= lo && cur < hi;
+    if (cur != rb->glibc[k] + add && !unbound) continue;
+    write_slot(slot, (ElfW(Addr))family[k].fn + add, relro, relro_end);
   }
 }
 
@@ -1623,9 +1631,13 @@ static int rebind_object(struct dl_phdr_info *info, size_t size, void *arg) {
   while (i < rb->n && rb->base[i] != info->dlpi_addr) i++;
   if (i == rb->n || !info->dlpi_addr) return 0; /* (another object, another namespace's) */
   const ElfW(Dyn) *dyn = NULL;
-  ElfW(Addr) relro = 0, relro_end = 0;
+  ElfW(Addr) relro = 0, relro_end = 0, lo = ~(ElfW(Addr))0, hi = 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_LOAD) {
+      if (info->dlpi_addr + ph->p_vaddr < lo) lo = info->dlpi_addr + ph->p_vaddr;
+      if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi) hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+    }
     if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
     if (ph->p_type == PT_GNU_RELRO) {
       relro = info->dlpi_addr + ph->p_vaddr;
@@ -1655,9 +1667,11 @@ static int rebind_object(struct dl_phdr_info *info, size_t size, void *arg) {
   if (!symtab || !strtab) return 0;
   const ElfW(Sym) *st = (const ElfW(Sym) *)symtab;
   if (jmprel && pltrel == DT_RELA)
-    rebind_relocs(base, (const ElfW(Rela) *)jmprel, pltsz, st, (const char *)strtab, rb, relro, relro_end);
+    rebind_relocs(base, (const ElfW(Rela) *)jmprel, pltsz, st, (const char *)strtab, rb, relro,
+                  relro_end, lo, hi);
   if (rela)
-    rebind_relocs(base, (const ElfW(Rela) *)rela, relasz, st, (const char *)strtab, rb, relro, relro_end);
+    rebind_relocs(base, (const ElfW(Rela) *)rela, relasz, st, (const char *)strtab, rb, relro,
+                  relro_end, lo, hi);
   return 0;
 }
 
@@ -1669,9 +1683,11 @@ static void rebind_deep_objects(void *handle) {
   void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
   if (!libc) return;
   bool deep[FAMILY_N], any = false;
+  ElfW(Addr) glibc[FAMILY_N];
   for (size_t i = 0; i < FAMILY_N; i++) {
     void *mine = dlsym(handle, family[i].name), *theirs = dlsym(libc, family[i].name);
     deep[i] = mine && mine == theirs;
+    glibc[i] = (ElfW(Addr))theirs;
     any |= deep[i];
   }
   (void)dlerror();
@@ -1683,6 +1699,7 @@ static void rebind_deep_objects(void *handle) {
   pthread_mutex_lock(&rebind_lock);
   memset(&rb, 0, sizeof rb);
   memcpy(rb.deep, deep, sizeof deep);
+  memcpy(rb.glibc, glibc, sizeof glibc);
   rb.first = lm;
   dl_iterate_phdr(rebind_object, &rb);
   pthread_mutex_unlock(&rebind_lock);

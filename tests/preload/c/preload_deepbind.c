@@ -7,7 +7,14 @@
  * references to its own functions after such a dlopen (heaplab_malloc.c,
  * "dlopen with RTLD_DEEPBIND").
  *
- *   test_preload_deepbind [--heaplab] LAZY_PLUGIN NOW_PLUGIN
+ *   test_preload_deepbind [--heaplab] LAZY_PLUGIN NOW_PLUGIN KEEPS_PLUGIN
+ *
+ * KEEPS_PLUGIN links an allocator of its own (preload_deepbind_own.c):
+ * opened with RTLD_DEEPBIND after NOW_PLUGIN, it makes a block with its
+ * malloc; NOW_PLUGIN opened again with RTLD_DEEPBIND (the objects from it
+ * on are looked at again) must leave KEEPS_PLUGIN's free its own -- bound
+ * to the library's, it sent that block to glibc ("free(): invalid
+ * pointer").
  *
  * Also: a dlopen without RTLD_DEEPBIND of a bare name is searched in the
  * calling program's RUNPATH ($ORIGIN, where the plugins are) -- the library's
@@ -123,8 +130,8 @@ static void with_plugin(const char *path, int mode, int heaplab) {
 
 int main(int argc, char **argv) {
   int heaplab = argc > 1 && !strcmp(argv[1], "--heaplab");
-  if (argc != 3 + heaplab) {
-    fprintf(stderr, "usage: %s [--heaplab] LAZY_PLUGIN NOW_PLUGIN\n", argv[0]);
+  if (argc != 4 + heaplab) {
+    fprintf(stderr, "usage: %s [--heaplab] LAZY_PLUGIN NOW_PLUGIN KEEPS_PLUGIN\n", argv[0]);
     return 2;
   }
   /* a bare name, not RTLD_DEEPBIND: found through this program's RUNPATH
@@ -140,9 +147,23 @@ int main(int argc, char **argv) {
   void *b = dlopen(bare, RTLD_NOW);
   CHECK(b, "dlopen(\"%s\") without a path, through the program's RUNPATH: %s", bare, dlerror());
   if (b) dlclose(b);
+  /* a plugin's own allocator, bound before a later RTLD_DEEPBIND dlopen */
+  void *now = dlopen(argv[2 + heaplab], RTLD_NOW);
+  void *keeps = dlopen(argv[3 + heaplab], RTLD_NOW | RTLD_DEEPBIND);
+  if (!now || !keeps) {
+    fprintf(stderr, "FAIL: dlopen: %s\n", dlerror());
+    return 1;
+  }
+  ((void (*)(void))sym(keeps, "keeps_make"))();
+  void *again = dlopen(argv[2 + heaplab], RTLD_NOW | RTLD_DEEPBIND);
+  CHECK(again, "dlopen again: %s", dlerror());
+  ((void (*)(void))sym(keeps, "keeps_drop"))(); /* (traps unless its own free) */
+  if (again) dlclose(again);
+  dlclose(keeps);
+  dlclose(now);
   with_plugin(argv[1 + heaplab], RTLD_LAZY, heaplab);
   with_plugin(argv[2 + heaplab], RTLD_NOW, heaplab);
   if (failures) return 1;
-  printf("ok: two plugins opened with RTLD_DEEPBIND, 3000 rounds each\n");
+  printf("ok: two plugins opened with RTLD_DEEPBIND, 3000 rounds each; a plugin kept its allocator\n");
   return 0;
 }
