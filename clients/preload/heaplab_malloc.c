@@ -1732,15 +1732,19 @@ __asm__(".text\n"
         "  jz hl__dlopen_first\n"
         "  jmp *%rax\n"
         ".size dlopen, .-dlopen\n");
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) /* (written, not built here: this project's machines are x86-64) */
 __asm__(".text\n"
         ".globl dlopen\n"
         ".type dlopen, %function\n"
-        "dlopen:\n"
-        "  tbnz w1, #3, hl__dlopen_deepbind\n" /* RTLD_DEEPBIND (8) */
+        "dlopen:\n" /* (conditional branches reach 32 KiB: b to the functions) */
+        "  tbz w1, #3, 1f\n" /* RTLD_DEEPBIND (8) */
+        "  b hl__dlopen_deepbind\n"
+        "1:\n"
         "  adrp x16, hl__next_dlopen\n"
         "  ldr x16, [x16, :lo12:hl__next_dlopen]\n"
-        "  cbz x16, hl__dlopen_first\n"
+        "  cbnz x16, 2f\n"
+        "  b hl__dlopen_first\n"
+        "2:\n"
         "  br x16\n"
         ".size dlopen, .-dlopen\n");
 #else
