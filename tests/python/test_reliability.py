@@ -601,6 +601,7 @@ def test_a_finalizer_using_finalized_refs_regions_and_owners_touches_nothing_els
     assert "done" in p.stdout
 
 
+@pytest.mark.shares_the_machine  # a race hunt (40,000 rounds, ~10 s): no wait bounded, nothing sampled
 def test_a_ref_released_by_another_thread_mid_call_is_stale():
     """A Ref's methods checked the handle, then read it again for the call:
     a release() by another thread in between passed 0 to the library, whose
