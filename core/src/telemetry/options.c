@@ -577,7 +577,6 @@ static int blame_small_max(const cross_check *c, const env_view *e, int who[3]) 
  * "option young_min_bytes: 8388608 exceeds young_bytes 1048576", never
  * naming the HEAPLAB_YOUNG_MIN_BYTES exported). */
 static int blame_young(const cross_check *c, const env_view *e, int who[3]) {
-  (void)c;
   for (int k = 0; k < 2; k++)
     if (get(e->o, c->reads[k]) != get(e->caller, c->reads[k])) return who[0] = c->reads[k], 1;
   return 0;
