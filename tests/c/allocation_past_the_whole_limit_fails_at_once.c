@@ -42,6 +42,19 @@ int main(void) {
   FAILS(h, HL_ENOMEM, "heap_limit_bytes 100 is less than", hl_alloc(h, 200, 0, &r));
   OK(h, hl_alloc(h, 16, 0, &r));
   hl_heap_free(h);
+  /* the bound is the limit itself: an object whose block is exactly
+   * heap_limit_bytes (a 1 MiB - 8 payload and its 8-byte header) is taken
+   * on an empty heap, 16 bytes more refused at once (mutants
+   * limit-refuses-an-object-of-the-whole-limit and limit-reached-a-byte-early,
+   * session 37: '<' for '<=' in the whole-limit test, '>=' for '>' in the
+   * live-bytes test, which refused it after a collection) */
+  h = HEAP("heap_limit_bytes=1m");
+  OK(h, hl_alloc(h, (1u << 20) - 8, 0, &r));
+  CHECK(stats_of(h).large_live_bytes == 1u << 20, "the block is not the limit's size");
+  OK(h, hl_ref_release(h, r));
+  FAILS(h, HL_ENOMEM, "heap_limit_bytes 1048576 is less than the 1048592 bytes asked",
+        hl_alloc(h, (1u << 20) + 8, 0, &r));
+  hl_heap_free(h);
   puts("ok");
   return 0;
 }

@@ -21,6 +21,32 @@
 #include <sys/wait.h>
 
 #include "check.h"
+#include "internal.h"
+
+/* large_map_bytes is "a mapping of its own for a block of large_map_bytes or
+ * more" (record included): the block exactly at the threshold is mapped, the
+ * one a granule below is not (mutant large-map-threshold-exclusive, session
+ * 37: '>' for '>=' passed every test). */
+static void threshold_is_inclusive(void) {
+  const uint64_t map = 65536;
+  hl_heap *h = HEAP("mode=collected", "large_map_bytes=65536");
+  uint64_t at = 0;
+  for (uint64_t size = map - sizeof(hl_large) - 64; size < map; size++)
+    if (hl__obj_bytes(size, 0) + sizeof(hl_large) == map) {
+      at = size;
+      break;
+    }
+  CHECK(at, "no object size whose block and record are exactly %" PRIu64 " bytes", map);
+  hl_enter(h);
+  void *on = hl_obj_new(h, at, 0), *below = hl_obj_new(h, at - HL_GRANULE, 0);
+  CHECK(on && below, "large objects: %s", hl_heap_error(h));
+  CHECK(hl__obj_bytes(at - HL_GRANULE, 0) + sizeof(hl_large) < map, "the smaller one is below");
+  CHECK(hl__large_of(on)->flags & HL_LARGE_MAPPED,
+        "a block of exactly large_map_bytes (%" PRIu64 ") came from malloc", map);
+  CHECK(!(hl__large_of(below)->flags & HL_LARGE_MAPPED), "a block below large_map_bytes was mapped");
+  hl_leave(h);
+  hl_heap_free(h);
+}
 
 static double phys_mib(void) {
   hl_footprint f;
@@ -76,6 +102,7 @@ int main(void) {
   __asm__ volatile("" : : "r"(big) : "memory"); /* (GCC drops a malloc-free pair) */
   free(big);
 
+  threshold_is_inclusive();
   double added, left;
   /* first the control, every block from malloc (as before the fix) */
   round_of("large_map_bytes=0", &added, &left);

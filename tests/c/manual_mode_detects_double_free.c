@@ -10,6 +10,43 @@ static void expect_error(hl_heap *h, const char *needle, const char *what) {
         hl_heap_error(h), needle);
 }
 
+/* Without verify and without a thread cache a free goes straight to its
+ * slot, whose own check (small.c hl__small_give_checked: the slot's start,
+ * its allocation bit) still refuses what is no live block: an interior
+ * pointer gave the slot it points into back (its block freed under its
+ * owner, then handed out twice), and a second free counted the block free
+ * again (the page's counts one off each time: mutants
+ * small-free-of-an-interior-pointer and small-double-free-gives-the-slot-again,
+ * session 37). */
+static void slot_checks_without_verify(void) {
+  hl_heap *h = HEAP("mode=manual", "verify=false", "tcache_blocks=0");
+  char *d = hl_malloc(h, 64);
+  CHECK(d, "malloc");
+  memset(d, 0x4d, 64);
+  hl_stats before = stats_of(h);
+  hl_free(h, d + 16);
+  expect_error(h, "(interior pointer)", "interior free without verify");
+  hl_stats after = stats_of(h);
+  CHECK(after.objects_freed == before.objects_freed && after.small_live_bytes ==
+        before.small_live_bytes, "the interior free freed the block");
+  char *e = hl_malloc(h, 64);
+  CHECK(e && e != d, "the block was handed out twice after an interior free");
+  for (int i = 0; i < 64; i++) CHECK(d[i] == 0x4d, "the live block changed at %d", i);
+  hl_free(h, d);
+  before = stats_of(h);
+  hl_free(h, d);
+  expect_error(h, "not a live block (double free?)", "double free without verify");
+  after = stats_of(h);
+  CHECK(after.objects_freed == before.objects_freed, "the second free was counted");
+  char *f = hl_malloc(h, 64), *g = hl_malloc(h, 64);
+  CHECK(f && g && f != g, "one block handed out twice after a double free");
+  hl_free(h, e);
+  hl_free(h, f);
+  hl_free(h, g);
+  check_invariants(h);
+  hl_heap_free(h);
+}
+
 int main(void) {
   hl_heap *h = HEAP("mode=manual", "verify=true");
   char keep_pattern[100];
@@ -139,6 +176,7 @@ int main(void) {
   CHECK(rc == HL_ECHECK, "a write after free was not detected (%s)", hl_error_name(rc));
   expect_error(h, "written after it was freed", "use after free");
   hl_heap_free(h);
+  slot_checks_without_verify();
   puts("manual mode with verify: double, foreign, interior and mis-sized frees are refused");
   return 0;
 }

@@ -11,8 +11,9 @@
  * objects, every live object is intact after the garbage's slots have been
  * handed out again (verify=true poisons freed slots, and checks after every
  * cycle that no marked object refers to an unmarked one), for a wide graph
- * (a large root with FAN slots) and a chain allocated in the order the
- * rescan reaches last (each link is older than the one that refers to it).
+ * (a large root with FAN slots, every 16th object they refer to large) and
+ * a chain allocated in the order the rescan reaches last (each link is
+ * older than the one that refers to it).
  * Checked by hand: with the rescan disabled (rescan_marked returning at
  * once) this test fails. */
 #include "check.h"
@@ -47,7 +48,10 @@ static graph build(hl_heap *h) {
   hl_enter(h);
   void *r = object_of(h, g.fan);
   for (uint64_t i = 0; i < FAN; i++) {
-    void *in = hl_obj_new_in(h, r, i, 8, 1);
+    /* every 16th inner object large: marked when the stack is full, only
+     * the rescan's walk of the large blocks traces it to its leaf (mutant
+     * rescan-skips-large-objects, session 37) */
+    void *in = hl_obj_new_in(h, r, i, i % 16 ? 8 : 600, 1);
     CHECK(in, "inner: %s", hl_heap_error(h));
     void *leaf = hl_obj_new_in(h, in, 0, 16, 0);
     CHECK(leaf, "leaf: %s", hl_heap_error(h));
