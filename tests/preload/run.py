@@ -926,10 +926,15 @@ def report_escapes_strings():
     (the program's path) was written raw, so a program under a folder whose
     name has a quote, a backslash, a tab or a byte that is not UTF-8 wrote a
     report that was not JSON (the environment hunt, session 27).  A byte
-    that is not UTF-8 is written as U+00XX of its value (clients/client.h)."""
+    that is not UTF-8 is written as U+00XX of its value (clients/client.h):
+    also the bytes of a UTF-16 surrogate (ED A0 80) and of a code point past
+    U+10FFFF (F4 90 80 80), which a strict decoder refuses as it refuses
+    0xFF (mutants client-json-passes-a-surrogate and
+    client-json-passes-past-u10ffff, session 37)."""
     need(PRELOAD, "libheaplab-malloc.so")
     with tempfile.TemporaryDirectory() as d:
-        odd = os.path.join(os.fsencode(d), b'we"ird\\dir\tx\xff\xc3(\x01\xc3\xa9')
+        odd = os.path.join(os.fsencode(d), b'we"ird\\dir\tx\xff\xc3(\x01\xc3\xa9'
+                           b'\xed\xa0\x80\xf4\x90\x80\x80')
         os.mkdir(odd)
         prog = os.path.join(odd, b"prog")
         shutil.copy("/usr/bin/true", prog)
@@ -942,7 +947,8 @@ def report_escapes_strings():
             r = json.loads(text)
         except ValueError as e:
             raise AssertionError(f"the report is not JSON ({e}): {text[:200]!r}")
-        want = os.fsencode(d).decode() + '/we"ird\\dir\tx\u00ff\u00c3(\u0001\u00e9/prog'
+        want = (os.fsencode(d).decode() + '/we"ird\\dir\tx\u00ff\u00c3(\u0001\u00e9'
+                '\u00ed\u00a0\u0080\u00f4\u0090\u0080\u0080/prog')
         assert r["interpreter"] == want, (r["interpreter"], want)
     print("report: a program path with a quote, a backslash, a tab, bytes not UTF-8: JSON")
 
