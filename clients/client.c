@@ -637,7 +637,7 @@ int client_start(const char *launcher, const char *interpreter) {
   if (strcmp(client.allocator, "libc") == 0) return 0;
 
   hl_options o;
-  char err[512];
+  char err[1024];
   hl_options_defaults(&o);
   o.dump_unused = 0; /* a core dump of the interpreter's pages, not 32 GiB (HEAPLAB_DUMP_UNUSED=1) */
   /* the mode first: the environment's collected-only options

@@ -201,7 +201,7 @@ int main(int argc, char **argv) {
   const char *only = argc > 2 ? argv[2] : NULL;
   hl_options o;
   hl_options_defaults(&o);
-  char err[256];
+  char err[1024];
   /* the mode first: a manual heap ignores the collector's variables (their
    * HEAPLAB_GENERATIONAL=1 exported refused the bench: "needs mode=collected") */
   if (hl_options_set(&o, "mode", "manual", err, sizeof err) ||

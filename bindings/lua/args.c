@@ -17,7 +17,7 @@
 
 /* Raise "fn: message".  luaL_error prefixes the caller's position. */
 int lhl_fail(lua_State *L, const char *fn, const char *fmt, ...) {
-  char msg[512];
+  char msg[1200];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);

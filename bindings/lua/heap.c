@@ -83,7 +83,7 @@ static const char *choice_hint(lua_State *L, const char *name, char *buf, size_t
  * every language); this only says what Lua type each value has. */
 static void build_options(lua_State *L, int idx, hl_options *o) {
   static const char fn[] = "heaplab.heap";
-  char err[256], b[80];
+  char err[1024], b[80];
   hl_options_defaults(o);
   if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
     lhl_fail(L, fn, "argument 1 must be a table of options, got %s", lhl_shown(L, idx, b, sizeof b));
@@ -179,11 +179,11 @@ int lhl_heap_new(lua_State *L) {
   lh->manual = o.mode == HL_MODE_MANUAL;
   lh->events_capacity = o.events_capacity;
   lhl_setmetatable(L, HEAP_MT);
-  char err[256];
+  char err[1024];
   hl_heap *h = NULL;
   int rc = hl_heap_new(&o, &h, err, sizeof err);
   if (rc) {
-    char msg[400];
+    char msg[1200];
     snprintf(msg, sizeof msg, "heaplab.heap: %s (%s)", err, hl_error_name(rc));
     if (lhl_is_failure(rc)) return lhl_push_failure(L, msg, rc);
     return luaL_error(L, "%s", msg);

@@ -322,7 +322,7 @@ static NOINLINE hl_heap *setup(void) {
                       "using the system allocator\n", alloc);
   } else {
     hl_options o;
-    char err[512];
+    char err[1024];
     hl_options_defaults(&o);
     o.mode = HL_MODE_MANUAL;
     o.small_max = 16384;

@@ -143,14 +143,21 @@ int main(void) {
   /* a caller's buffer longer than the thread's gets the whole message (it
    * was cut at 255 characters, before the part saying what was wrong) */
   {
-    char big[300], longerr[1024];
-    memset(big, 'x', sizeof big - 1);
-    big[sizeof big - 1] = 0;
-    setenv("HEAPLAB_WARM_PAGES", big, 1);
+    /* (a cross-check naming two variables whose values are long: each is
+     * shown as its first 60 bytes and its length -- blanks around a value
+     * are allowed) */
+    char on[152], off[152], longerr[1024];
+    memset(on, ' ', sizeof on - 2), on[sizeof on - 2] = '1', on[sizeof on - 1] = 0;
+    memset(off, ' ', sizeof off - 1), off[0] = '0', off[sizeof off - 1] = 0;
+    setenv("HEAPLAB_SUBPAGE_RELEASE", on, 1);
+    setenv("HEAPLAB_PAGE_RELEASE", off, 1);
     CHECK(hl_heap_new(NULL, &h, longerr, sizeof longerr) == HL_EVALUE && !h &&
-              strstr(longerr, "expected an integer") && strlen(longerr) > 300,
+              strstr(longerr, "turns off; HEAPLAB_PAGE_RELEASE=0") &&
+              strcmp(longerr + strlen(longerr) - 16, "... (151 bytes))") == 0 &&
+              strlen(longerr) > 300,
           "a long message: '%s'", longerr);
-    unsetenv("HEAPLAB_WARM_PAGES");
+    unsetenv("HEAPLAB_SUBPAGE_RELEASE");
+    unsetenv("HEAPLAB_PAGE_RELEASE");
   }
   CHECK(hl_heap_new(&o, NULL, NULL, 0) == HL_EINVAL &&
             strstr(hl_heap_error(NULL), "hl_heap_new: NULL output pointer"),

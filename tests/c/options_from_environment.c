@@ -283,5 +283,20 @@ int main(void) {
   CHECK(hl_options_from_env_except(&o, set + 1, 1, err, sizeof err) == HL_OK, "%s", err);
   CHECK(hl_options_validate(&o, err, sizeof err) == HL_OK, "not generational: %s", err);
   unsetenv("HEAPLAB_YOUNG_MIN_BYTES");
+  /* a long value is shown as its first 60 bytes and its length, and the
+   * reason follows whole (300 x's filled the message, session 37) */
+  char longv[301];
+  memset(longv, 'x', 300);
+  longv[300] = 0;
+  setenv("HEAPLAB_PAGE_SIZE", longv, 1);
+  hl_options_defaults(&o);
+  const char *want = "environment HEAPLAB_PAGE_SIZE=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                     "... (300 bytes): option page_size: ";
+  char big[1024];
+  CHECK(hl_options_from_env(&o, big, sizeof big) == HL_EVALUE &&
+            strncmp(big, want, strlen(want)) == 0 && strlen(big) < 400 &&
+            strstr(big, "is not a byte size; expected bytes in [4096, 1048576]"),
+        "HEAPLAB_PAGE_SIZE of 300 x's: '%s'", big);
+  unsetenv("HEAPLAB_PAGE_SIZE");
   return 0;
 }

@@ -234,6 +234,30 @@ def test_every_cross_check_an_environment_value_fails_names_it(monkeypatch, env,
         heaplab.Heap(**kwargs)
 
 
+def test_a_long_environment_value_is_shown_short_and_the_reason_is_whole(monkeypatch):
+    """A value of 300 x's in HEAPLAB_PAGE_SIZE gave "environment
+    HEAPLAB_PAGE_SIZE=xxx...x" and nothing else: the value was quoted whole
+    and the binding's 256-byte buffer cut the reason off (session 37).  A
+    value is shown as its first 60 bytes and its length, as the option's own
+    message shows it; a cross-check naming two padded variables (blanks
+    around a value are allowed) keeps its reason too."""
+    monkeypatch.setenv("HEAPLAB_PAGE_SIZE", "x" * 300)
+    with pytest.raises(ValueError) as e:
+        heaplab.Heap()
+    said = str(e.value)
+    assert said.startswith("environment HEAPLAB_PAGE_SIZE=" + "x" * 60 + "... (300 bytes): "
+                           "option page_size: "), said
+    assert said.count("x") < 130 and said.endswith(")"), said
+    monkeypatch.delenv("HEAPLAB_PAGE_SIZE")
+    monkeypatch.setenv("HEAPLAB_SUBPAGE_RELEASE", " " * 150 + "1")
+    monkeypatch.setenv("HEAPLAB_PAGE_RELEASE", "0" + " " * 150)
+    with pytest.raises(ValueError, match=r"^environment HEAPLAB_SUBPAGE_RELEASE= {60}\.\.\. "
+                       r"\(151 bytes\): option subpage_release: needs page_release \(sub-page "
+                       r"release runs in the trim that page_release=false turns off; "
+                       r"HEAPLAB_PAGE_RELEASE=0 {59}\.\.\. \(151 bytes\)\)$"):
+        heaplab.Heap()
+
+
 def test_a_cross_check_of_the_callers_own_values_names_no_variable(monkeypatch):
     """The environment is named only when it changed what the check refuses:
     a variable that gives the value the call had, or one a manual heap

@@ -552,7 +552,7 @@ def _typed(value, kind=None):
 
 def _build_options(kwargs: Mapping[str, Any]) -> Any:
     opts = ffi.new("hl_options *")
-    err = ffi.new("char[256]")
+    err = ffi.new("char[1024]")
     lib.hl_options_defaults(opts)
     for k in kwargs:
         if "\0" in k:
@@ -560,17 +560,17 @@ def _build_options(kwargs: Mapping[str, Any]) -> Any:
     for name, value in kwargs.items():
         kind, number, text = _typed(value, _OPTIONS.get(name, {}).get("kind"))
         rc = lib.hl_options_set_value(opts, name.encode("utf-8", "surrogateescape"), kind, number,
-                                      text, len(text), err, 256)
+                                      text, len(text), err, 1024)
         if rc:
             _raise(rc, _s(err))
     # an explicit option overrides its HEAPLAB_<NAME> variable (even a bad one);
     # the environment comes after the explicit options so that it sees the mode
     # (a manual heap ignores the collector's switches the environment gives)
     names = [ffi.new("char[]", k.encode("utf-8", "surrogateescape")) for k in kwargs]
-    rc = lib.hl_options_from_env_except(opts, ffi.new("char *[]", names), len(names), err, 256)
+    rc = lib.hl_options_from_env_except(opts, ffi.new("char *[]", names), len(names), err, 1024)
     if rc:
         _raise(rc, _s(err))
-    rc = lib.hl_options_validate(opts, err, 256)
+    rc = lib.hl_options_validate(opts, err, 1024)
     if rc:
         _raise(rc, _s(err))
     return opts
@@ -889,8 +889,8 @@ class Heap(_Owned):
         self._closed = True   # until the C heap exists
         opts = _build_options(options)
         slot = lib.hlpy_anchor_heap_slot(self._anchored(0))
-        err = ffi.new("char[256]")
-        rc = lib.hl_heap_new(opts, slot, err, 256)
+        err = ffi.new("char[1024]")
+        rc = lib.hl_heap_new(opts, slot, err, 1024)
         if rc:
             _raise(rc, _s(err))
         # the heap's effective options (hl_heap_options): the reservation it

@@ -1785,11 +1785,11 @@ def _library_value(name: str, text: str) -> Any:
     if "\0" in text:
         raise ValueError(f"option {name}: {text!r} contains a NUL byte")
     opts = ffi.new("hl_options *")
-    err = ffi.new("char[256]")
+    err = ffi.new("char[1024]")
     lib.hl_options_defaults(opts)
     raw = text.encode("utf-8", "surrogateescape")
     rc = lib.hl_options_set_value(opts, name.encode(), lib.HL_VALUE_STRING, 0, raw, len(raw),
-                                  err, 256)
+                                  err, 1024)
     if rc:
         _raise(rc, _s(err))
     return _options_dict(opts)[name]

@@ -662,6 +662,19 @@ int hl__options_refused_by(const hl_options *o, const char *err) {
 /* ---- the environment ---- */
 
 /* The variable of option i: HEAPLAB_<NAME>. */
+/* An environment value as an error message shows it: the first 60 bytes,
+ * then "... (N bytes)" -- as the option's own message shows a value.  Whole,
+ * a long one (a path pasted into the wrong variable) filled the message and
+ * its reason was cut off at the binding's buffer (Python's 256 bytes: 300
+ * x's in HEAPLAB_PAGE_SIZE said "environment HEAPLAB_PAGE_SIZE=xxx...x" and
+ * nothing else, the thirty-seventh session). */
+static const char *env_shown(const char *v, char *out, size_t len) {
+  size_t n = strlen(v);
+  if (n <= 60) return v;
+  snprintf(out, len, "%.60s... (%zu bytes)", v, n);
+  return out;
+}
+
 static void env_name(int i, char *var, size_t len) {
   /* (no snprintf: the preloaded library reads the environment before the
    * program has printed anything, and printf's code is 60 KiB of libc) */
@@ -798,7 +811,9 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
     char inner[256];
     int rc = hl_options_set(&o, table[i].name, v, inner, sizeof inner);
     if (rc) {
-      hl__fmt_err(err, errlen, "environment %s=%s: %s", var, v, inner);
+      char shown[96];
+      hl__fmt_err(err, errlen, "environment %s=%s: %s", var, env_shown(v, shown, sizeof shown),
+                  inner);
       return rc;
     }
     read[i] = true;
@@ -828,15 +843,17 @@ int hl_options_from_env_except(hl_options *opts, const char *const *skip, size_t
     if (!reads_in_range(c, &o) || !c->refuses(&o)) continue;
     int who[3], n = c->blame(c, &view, who);
     if (!n) continue;
-    char var[96], also[256] = "", inner[512];
+    char var[96], also[256] = "", inner[512], shown[96];
     for (int j = 1; j < n; j++) {
       env_name(who[j], var, sizeof var);
       size_t used = strlen(also);
-      snprintf(also + used, sizeof also - used, "%s%s=%s", j > 1 ? "; " : "", var, getenv(var));
+      snprintf(also + used, sizeof also - used, "%s%s=%s", j > 1 ? "; " : "", var,
+               env_shown(getenv(var), shown, sizeof shown));
     }
     cross_message(c, &o, also, inner, sizeof inner);
     env_name(who[0], var, sizeof var);
-    hl__fmt_err(err, errlen, "environment %s=%s: %s", var, getenv(var), inner);
+    hl__fmt_err(err, errlen, "environment %s=%s: %s", var,
+                env_shown(getenv(var), shown, sizeof shown), inner);
     return HL_EVALUE;
   }
   *opts = o;
