@@ -6,6 +6,7 @@ An option swept in one run only now has, in the other, that run's value
 (its --env, else heaplab's default); runs whose cells never meet have no
 effect in common (exit 2).  The run folders are written by hand: no arm
 runs here."""
+import glob
 import itertools
 import json
 import os
@@ -22,9 +23,10 @@ from heaplab import analysis  # noqa: E402
 pytestmark = pytest.mark.shares_the_machine
 
 
-def make_run(folder, grid, effect_of, env=None, repeats=2):
+def make_run(folder, grid, effect_of, env=None, repeats=2, unit="MiB", offsets=None):
     """A run folder: meta.json and, per cell x repeat, one arm 'on' record
-    of E1 with effect 'x' = effect_of(values)."""
+    of E1 with effect 'x' = effect_of(values) (+ offsets[k] for repeat k;
+    0.001 k by default), in `unit`."""
     names = list(grid)
     cells = {f"c{i:03d}": dict(zip(names, combo))
              for i, combo in enumerate(itertools.product(*(grid[n] for n in names)))}
@@ -38,8 +40,8 @@ def make_run(folder, grid, effect_of, env=None, repeats=2):
         os.makedirs(os.path.join(folder, "E1", cell))
         for k in range(repeats):
             rec = {"experiment": "E1", "arm": "on", "records": [{"phase": "p"}],
-                   "effects_numeric": [{"effect": "x", "value": effect_of(values) + 0.001 * k,
-                                        "unit": "MiB"}],
+                   "effects_numeric": [{"effect": "x", "value": effect_of(values) + (
+                       0.001 * k if offsets is None else offsets[k]), "unit": unit}],
                    "sweep": {"key": f"E1-{cell}-on-r{k}", "cell": cell, "values": values,
                              "repeat": k, "arm": "on", "experiment": "E1", "status": "ok"}}
             with open(os.path.join(folder, "E1", cell, f"on.r{k}.json"), "w") as f:
@@ -98,3 +100,87 @@ def test_a_variable_swept_in_one_run_only_with_no_value_in_the_other_is_refused(
         warnings.simplefilter("ignore")
         t = analysis.compare_runs(a, b2)
     assert list(t["HEAPLAB_E1_FILL_MIB"]) == [32], t
+
+
+def _row(a, b, **kw):
+    t = analysis.compare_runs(a, b, **kw)
+    assert len(t) == 1, t
+    return t.iloc[0]
+
+
+def test_the_ratio_is_b_over_a_and_a_difference_beyond_the_spread_is_significant(tmp_path):
+    # B's median twice A's: B/A is 2 (the CLI's column), not 0.5
+    a = make_run(tmp_path / "a", {}, lambda v: 10.0, offsets=[0.0, 0.2])
+    b = make_run(tmp_path / "b", {}, lambda v: 20.0, offsets=[0.0, 0.2])
+    row = _row(a, b)
+    assert (row["median_a"], row["median_b"]) == (pytest.approx(10.1), pytest.approx(20.1))
+    assert row["ratio"] == pytest.approx(20.1 / 10.1) and row["significant"], row
+
+
+def test_the_spread_is_the_larger_runs(tmp_path):
+    # A's repeats agree, B's are 12 MiB apart: a difference of 10 MiB between
+    # the medians is within B's run-to-run spread, not significant
+    a = make_run(tmp_path / "a", {}, lambda v: 10.0, offsets=[0.0, 0.0])
+    b = make_run(tmp_path / "b", {}, lambda v: 20.0, offsets=[-6.0, 6.0])
+    row = _row(a, b)
+    assert row["spread"] == pytest.approx(12.0) and not row["significant"], row
+
+
+def test_a_difference_under_the_floor_is_not_significant(tmp_path):
+    # both over the spread (repeats equal) and under the floor: 0.5 MiB
+    # (the MiB floor is 1 MiB) and 0.5 points of a fraction (the floor is
+    # the tolerance, 2 points -- relative to 0.015 it would be 0.0003)
+    for unit, va, vb in (("MiB", 10.0, 10.5), ("fraction", 0.010, 0.015)):
+        a = make_run(tmp_path / f"a-{unit}", {}, lambda v: va, unit=unit, offsets=[0.0, 0.0])
+        b = make_run(tmp_path / f"b-{unit}", {}, lambda v: vb, unit=unit, offsets=[0.0, 0.0])
+        row = _row(a, b)
+        assert row["spread"] == 0 and not row["significant"], (unit, row)
+        # well over the floor is significant
+        c = make_run(tmp_path / f"c-{unit}", {}, lambda v: va + 6 * (vb - va), unit=unit,
+                     offsets=[0.0, 0.0])
+        assert _row(a, c)["significant"], unit
+
+
+def test_a_failed_tasks_effects_are_no_part_of_the_medians(tmp_path):
+    # a task that failed after its phases (the arm raised later, or exited
+    # non-zero) has effects in its record: no measurement, left out of the
+    # medians, the counts and the spread
+    a = make_run(tmp_path / "a", {}, lambda v: 10.0, offsets=[0.0, 0.0])
+    b = make_run(tmp_path / "b", {}, lambda v: 10.0, offsets=[0.0, 0.0])
+    path = os.path.join(b, "E1", "c000", "on.r1.json")
+    with open(path) as f:
+        rec = json.load(f)
+    rec["effects_numeric"][0]["value"] = 1000.0
+    rec["error"] = "RuntimeError: late"
+    rec["sweep"].update(status="failed", error="the arm raised: RuntimeError: late")
+    with open(path, "w") as f:
+        json.dump(rec, f)
+    s = analysis.effect_summary(b)
+    assert list(s["n"]) == [1] and list(s["max"]) == [10.0], s
+    row = _row(a, b)
+    assert (row["n_a"], row["n_b"], row["median_b"]) == (2, 1, 10.0) and not row["significant"]
+
+
+def test_the_cli_compares_the_effects_asked_for_and_refuses_a_bad_tolerance(tmp_path):
+    a = make_run(tmp_path / "a", {}, lambda v: 10.0)
+    b = make_run(tmp_path / "b", {}, lambda v: 20.0)
+    for run in (a, b):     # a second effect, which --effect x leaves out
+        for path in glob.glob(os.path.join(run, "E1", "c000", "*.json")):
+            with open(path) as f:
+                rec = json.load(f)
+            rec["effects_numeric"].append({"effect": "y", "value": 1.0, "unit": "MiB"})
+            with open(path, "w") as f:
+                json.dump(rec, f)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "heaplab", "compare", a, b, *args],
+                              capture_output=True, text=True, timeout=120)
+    p = cli("--effect", "x", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert [(r["effect"], r["ratio"]) for r in rows] == [("x", pytest.approx(20.0005 / 10.0005))]
+    # nan made nothing significant without a word, a negative share everything
+    for bad in ("nan", "-0.5", "inf"):
+        p = cli("--tolerance", bad)
+        assert p.returncode == 2 and "--tolerance" in p.stderr and "expected" in p.stderr, \
+            (bad, p.returncode, p.stderr)

@@ -155,6 +155,25 @@ def test_a_bad_effect_fails_its_test_and_the_tables_are_written(tmp_path):
     assert [e["what"] for e in effects] == ["good"], effects
 
 
+def test_the_effects_tables_say_fail_for_an_effect_that_did_not_hold(tmp_path):
+    """ok=False is FAIL in the effects table (the terminal's and
+    effects.txt) and in table.txt, ok=True ok, ok=None '-' (reported)."""
+    p, results = run_session(tmp_path, '''
+        def test_a(lab):
+            lab.record(fake("E", "on", 10))
+            lab.effect("E", "held", "1", "1", arm="on", phase="fill", ok=True)
+            lab.effect("E", "missed", "0", ">= 1", arm="on", phase="fill", ok=False)
+            lab.effect("E", "told", "5", "-", arm="on", phase="fill")
+    ''')
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = table_of(results / "effects.txt")
+    assert [(r[2], r[5]) for r in rows] == [("held", "ok"), ("missed", "FAIL"), ("told", "-")], rows
+    assert [ln.split(" | ")[-1].strip() for ln in p.stdout.splitlines()
+            if ln.startswith("E ") and " | " in ln] == ["ok", "FAIL", "-"], p.stdout
+    cells = [r[8] for r in table(results)]
+    assert cells == ["held: 1 | 1 ok", "missed: 0 | >= 1 FAIL", "told: 5 | -"], cells
+
+
 TWICE = """
 import os, sys, pytest
 for k in (1, 2):

@@ -493,6 +493,7 @@ def rec(exp, arm):
 def test_e1(lab):
     lab.record(rec("E1", "on"))
     lab.effect("E1", "w", "1", "1", arm="on", phase="p", ok=True)
+    assert not os.environ.get("FAIL_E1"), "E1 failed"
     if os.environ.get("INTERRUPT"):
         raise KeyboardInterrupt
 
@@ -555,6 +556,12 @@ def test_the_tables_say_what_they_cover(tmp_path):
     assert "failed tests: test_cover.py::test_e5" in first, first
     assert "experiments whose arms started and left no rows: E5" in first, first
     assert "exit status 1" in first and doc["session"]["experiments_without_rows"] == ["E5"]
+    # -x after a failure: the tests after it never ran (no -k, nothing the
+    # command line deselected: it was called complete)
+    p, first, doc = session("-x", FAIL_E1="1")
+    assert p.returncode == 1 and first.startswith("heaplab: PARTIAL session "), first
+    assert "1 of 4 collected tests ran" in first and "(2 selected did not run" in first, first
+    assert doc["session"]["complete"] is False, doc["session"]
     # an interrupted session's tables, then a complete one removes them
     p = _pytest(tmp_path, "-q", "-p", "no:cacheprovider", env=dict(env, INTERRUPT="1"))
     assert p.returncode == 2 and (results / "table.interrupted.txt").exists(), p.stdout

@@ -384,6 +384,11 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         # --arm-env of no arm was refused for --command only
         (["run", "e1", "--arms", "on", "--arm-env", "onn:HEAPLAB_WARM_PAGES=64"],
          "--arm-env onn: not one of the arms ['on']"),
+        # a variable without its value (HEAPLAB_WARM_PAGES as ''), a value
+        # twice (two cells of one value: every task of it run twice)
+        (["run", "e1", "--env", "HEAPLAB_WARM_PAGES"],
+         "--env 'HEAPLAB_WARM_PAGES': expected NAME=VALUE"),
+        (["run", "e1", "--set", "warm_pages=0,64,0"], "a value given twice"),
     ]
     for args, needle in cases:
         p = heaplab(*args, "--results", str(tmp_path)) if args[0] == "run" else heaplab(*args)
@@ -486,6 +491,30 @@ def test_a_task_whose_arm_json_is_malformed_is_a_failed_record(tmp_path, shape, 
     assert sw["started"].startswith("20") and "T" in sw["started"], sw["started"]
     good = run_task(_task([sys.executable, str(prog), "good"]))["sweep"]
     assert good["status"] == "ok" and good["error"] is None, good
+
+
+def test_an_arm_that_exits_non_zero_after_its_json_is_a_failed_task(tmp_path):
+    """An arm that printed a whole arm document, then exited 3 (a crash at
+    its exit, a check after the phases), is a failed task -- not ok, not
+    left out of --resume."""
+    from heaplab.sweep import run_task
+    prog = tmp_path / "arm.py"
+    prog.write_text(SHAPED_ARM + "sys.exit(3)\n")
+    sw = run_task(_task([sys.executable, str(prog), "good"]))["sweep"]
+    assert (sw["status"], sw["returncode"], sw["error"]) == ("failed", 3, "exit 3"), sw
+
+
+def test_peak_above_start_is_the_highest_peak_over_the_first_phases_start():
+    """The generic effect peak_above_start: the highest phys_peak of the
+    arm's phases above the first phase's phys_before (the lowest peak said
+    10 MiB of an arm that reached 30 above its start)."""
+    from heaplab.sweep import effects_of
+    mib = 1 << 20
+    effects = effects_of({"records": [
+        {"phase": "a", "phys_before": 10 * mib, "phys_peak": 40 * mib},
+        {"phase": "b", "phys_before": 30 * mib, "phys_peak": 20 * mib}]})
+    assert effects == [{"effect": "peak_above_start", "value": 30.0, "unit": "MiB",
+                        "threshold": None, "passed": None}], effects
 
 
 def test_a_task_that_leaves_a_helper_running_is_recorded_and_the_helper_stopped(tmp_path):

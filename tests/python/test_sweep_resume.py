@@ -139,6 +139,45 @@ def test_complete_records_checks_a_records_cell_values_and_env(tmp_path):
     assert "cell values {'T_X': '3'}" in text and "T_SIZE" in text, text
 
 
+def test_a_failed_record_is_not_complete_even_with_its_phases(tmp_path):
+    """A task that failed after recording its phases (the arm raised later,
+    exited non-zero after printing its JSON, ran past its timeout) is run
+    again by --resume: only status ok with a phase record is complete."""
+    from heaplab.sweep import complete_records
+    for arm, status, recs in (("ok", "ok", [{"phase": "p"}]),
+                              ("late", "failed", [{"phase": "p"}]),
+                              ("none", "ok", [])):
+        d = tmp_path / "X" / "c000"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{arm}.r0.json").write_text(json.dumps({
+            "arm": arm, "records": recs, "error": None if status == "ok" else "RuntimeError",
+            "sweep": {"key": f"X-c000-{arm}-r0", "status": status, "values": {}, "env": {}}}))
+    assert set(complete_records(str(tmp_path))) == {"X-c000-ok-r0"}
+
+
+def test_a_resumed_task_gets_the_runs_timeout(tmp_path, monkeypatch):
+    """--resume without --timeout runs the tasks with the run's (meta.json's),
+    not the default 600 s (a run made with --timeout 1.5 would wait 600 s
+    for a hanging arm once resumed).  No cluster: run_sweep is where the
+    tasks would go."""
+    from heaplab import __main__ as cli
+    from heaplab import sweep
+    run = tmp_path / "r" / "20261206-000000-abcdef"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({
+        "run_id": run.name, "experiment": "X", "kind": "command",
+        "spec": {"argv": ["true", "{arm}"]}, "arms": ["a"], "grid": {"T_X": ["1", "2"]},
+        "repeat": 1, "env": {}, "arm_env": {}, "timeout": 1.5, "cwd": str(tmp_path)}))
+    seen = []
+
+    def run_sweep(sw, **kw):
+        seen.extend(t["timeout"] for t in sw.tasks)
+        return str(run), {"ok": len(sw.tasks), "failed": 0, "skipped": 0}
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    assert cli.main(["run", "--resume", str(run)]) == 0
+    assert seen == [1.5, 1.5], seen
+
+
 SLOW_ARM = """
 import os, sys, time
 open(os.path.join(sys.argv[2], sys.argv[1] + ".pid"), "w").write(str(os.getpid()))
