@@ -8,6 +8,7 @@ the source tree), as a user outside a checkout would."""
 import importlib
 import inspect
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -306,3 +307,69 @@ def test_e8_e10_programs_are_shipped_with_the_package(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "heaplab-lua is not on PATH (/usr/bin:/bin)" in p.stdout, p.stdout
     assert "meson install" in p.stdout and "ninja -C build" not in p.stdout, p.stdout
+
+
+# ---- the Lua guide's signatures ---------------------------------------------------------
+
+LUA_PREFIX = {"h": "heap:", "o": "object:", "reg": "region:", "s": "sampler:", "heaplab": ""}
+
+
+def _ldoc_params(root):
+    """{LDoc name: [(param, default or None), ...]} from the @function blocks
+    of bindings/lua/*.c (what `make docs` renders)."""
+    out = {}
+    lua = os.path.join(root, "bindings", "lua")
+    for name in sorted(os.listdir(lua)):
+        if not name.endswith(".c"):
+            continue
+        with open(os.path.join(lua, name)) as f:
+            text = f.read()
+        for block in re.findall(r"/\*\*\*(.*?)\*/", text, re.S):
+            fn = re.search(r"@function ([\w:]+)", block)
+            if fn:
+                out[fn.group(1)] = [(p, d) for d, p in re.findall(
+                    r"@tparam(?:\[opt(?:=([^\]]*))?\])? [\w|]+ (\w+)", block)]
+    return out
+
+
+def test_lua_guide_signatures_match_the_ldoc_reference():
+    """Every call in the first column of docs/lua.md's API tables, and every
+    `s:...(...)` with parameters its sampler paragraph names, gives the parameters the
+    module's LDoc comments give, in order, with the same defaults: the
+    table said h:fill(total_bytes, size, refs = 0) while h:fill takes a
+    stride too, and s:series() while it takes start."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    ldoc = _ldoc_params(root)
+    assert len(ldoc) > 40 and ldoc["heap:fill"][:2] == [("total_bytes", ""), ("size", "")], ldoc
+    with open(os.path.join(root, "docs", "lua.md")) as f:
+        guide = f.read()
+    calls = []
+    for line in guide.splitlines():
+        if line.startswith("| `"):
+            calls += re.findall(r"`(\w+)[:.](\w+)\(([^`)]*)\)`", line.split(" | ")[0])
+    # (in prose a call may leave its optional parameters out: only one
+    # that gives them is checked)
+    calls += re.findall(r"`(s):(\w+)\(([^`)]+)\)`", guide)
+    checked, wrong = 0, []
+    for who, method, args in calls:
+        key = LUA_PREFIX.get(who, "?") + method
+        if key not in ldoc or (args and "=" not in args and not re.fullmatch(r"[\w, ]+", args)):
+            continue            # (a field such as heaplab.version; a call with values)
+        given = [(a.split("=")[0].strip(), a.split("=")[1].strip().strip('"') if "=" in a
+                  else "") for a in args.split(",") if a.strip()]
+        want = [(p, (d or "").strip('"')) for p, d in ldoc[key]]
+        names_ok = [p for p, _ in given] == [p for p, _ in want]
+        defaults_ok = all(g == w or not w or g == "rest"
+                          for (_, g), (_, w) in zip(given, want))
+        checked += 1
+        if not (names_ok and defaults_ok):
+            wrong.append(f"{who}:{method}({args}) -- the reference: {key}"
+                         f"({', '.join(p + ('=' + d if d else '') for p, d in want)})")
+    assert checked >= 30, f"only {checked} calls found in docs/lua.md"
+    short = {v: k for k, v in LUA_PREFIX.items()}
+    for key in ldoc:            # and every function of the reference is in the guide
+        kind, _, method = key.rpartition(":")
+        who = short[kind + ":" if kind else ""]
+        if not re.search(re.escape(f"`{who}{':' if kind else '.'}{method}") + r"[({]", guide):
+            wrong.append(f"{key}: not in docs/lua.md")
+    assert not wrong, "docs/lua.md disagrees with bindings/lua's LDoc:\n" + "\n".join(wrong)
