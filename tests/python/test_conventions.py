@@ -373,3 +373,52 @@ def test_lua_guide_signatures_match_the_ldoc_reference():
         if not re.search(re.escape(f"`{who}{':' if kind else '.'}{method}") + r"[({]", guide):
             wrong.append(f"{key}: not in docs/lua.md")
     assert not wrong, "docs/lua.md disagrees with bindings/lua's LDoc:\n" + "\n".join(wrong)
+
+
+# ---- the Python API at a glance ---------------------------------------------------------
+
+def _glance():
+    root = os.path.dirname(os.path.dirname(HERE))
+    with open(os.path.join(root, "docs", "getting-started.md")) as f:
+        text = f.read()
+    start = text.index("## The Python API at a glance")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_python_api_at_a_glance_names_every_public_name():
+    """docs/getting-started.md's *The Python API at a glance* names every
+    name of heaplab.__all__ and every public method and property of Heap,
+    Ref, ConservativeRegion and Sampler (h.churn, h.range, r.read, r.checksum,
+    heaplab.stat_names... were in no document), and each call it shows with
+    parameters has the signature's parameters, in order, with its defaults."""
+    text = _glance()
+    owners = {"h": heaplab.Heap, "r": heaplab.Ref, "reg": heaplab.ConservativeRegion,
+              "s": heaplab.Sampler}
+    missing = [n for n in heaplab.__all__ if not re.search(r"\b" + re.escape(n) + r"\b", text)]
+    for who, cls in owners.items():
+        for c in cls.__mro__:
+            if c.__module__ != "heaplab" or c.__name__.startswith("_S"):
+                continue
+            for m, f in vars(c).items():
+                if not m.startswith("_") and (callable(f) or isinstance(f, property)) \
+                        and not re.search(rf"`{who}\.{m}\b", text):
+                    missing.append(f"{cls.__name__}.{m} (as `{who}.{m}`)")
+    assert not missing, f"not in getting-started.md's API at a glance: {missing}"
+    wrong, checked = [], 0
+    for who, name, args in re.findall(r"`(heaplab|h|r|reg|s)\.(\w+)\(([^`)]*)\)`", text):
+        obj = getattr(owners.get(who, heaplab), name, None)
+        if obj is None:
+            wrong.append(f"{who}.{name}: no such function")
+            continue
+        if who == "heaplab" and name == "Heap":
+            continue            # (**options: the option table, test_help_lists_every_option)
+        params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
+        want = [(p.name, "" if p.default is inspect.Parameter.empty else repr(p.default))
+                for p in params]
+        given = [(a.split("=")[0].strip(), a.split("=")[1].strip().replace('"', "'")
+                  if "=" in a else "") for a in args.split(",") if a.strip()]
+        checked += 1
+        if given != want:
+            wrong.append(f"{who}.{name}({args}): the code's is ({', '.join(p + ('=' + d if d else '') for p, d in want)})")
+    assert checked >= 25, checked
+    assert not wrong, "\n".join(wrong)
