@@ -422,3 +422,17 @@ def test_python_api_at_a_glance_names_every_public_name():
             wrong.append(f"{who}.{name}({args}): the code's is ({', '.join(p + ('=' + d if d else '') for p, d in want)})")
     assert checked >= 25, checked
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_option_is_named_in_the_docs():
+    """Each option is named somewhere in README.md or docs/ (as `name`, name=
+    or HEAPLAB_NAME), beside `heaplab options`' one line: adaptive_trigger
+    and major_backstop_cycles were in none."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    text = open(os.path.join(root, "README.md")).read()
+    for top, _, files in os.walk(os.path.join(root, "docs")):
+        text += "".join(open(os.path.join(top, n)).read() for n in files
+                        if n.endswith(".md") and n not in ("performance.md", "mutants.md"))
+    missing = [n for n in heaplab.options()
+               if not re.search(rf"`[^`\n]*\b{n}\b[^`\n]*`|\b{n}\s*=|HEAPLAB_{n.upper()}\b", text)]
+    assert not missing, f"options named in no document: {missing}"
