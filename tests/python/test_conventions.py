@@ -436,3 +436,17 @@ def test_every_option_is_named_in_the_docs():
     missing = [n for n in heaplab.options()
                if not re.search(rf"`[^`\n]*\b{n}\b[^`\n]*`|\b{n}\s*=|HEAPLAB_{n.upper()}\b", text)]
     assert not missing, f"options named in no document: {missing}"
+
+
+def test_harness_md_names_every_records_csv_column():
+    """docs/harness.md's paragraph on records.csv names each column of
+    heaplab.harness.CSV_COLUMNS that is no FIGURE (those it names as
+    `FIGURES`): session and started were left out."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    with open(os.path.join(root, "docs", "harness.md")) as f:
+        text = f.read()
+    start = text.index("`results/<experiment>/records.csv` with one row per phase")
+    para = text[start:text.index("\n\n", start)]
+    missing = [c for c in heaplab.harness.CSV_COLUMNS
+               if c not in heaplab.harness.FIGURES and not re.search(rf"\b{c}\b", para)]
+    assert "`FIGURES`" in para and not missing, f"records.csv columns not in harness.md: {missing}"
