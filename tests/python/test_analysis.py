@@ -459,6 +459,13 @@ def test_unclear_calls_are_clear_errors(tmp_path):
     e1 = e1_like()
     with pytest.raises(ValueError, match=r"no figure\(s\) \['phys_aftr'\]"):
         hla.wide(e1, figures=["phys_aftr"])
+    # figures=[] is refused as plot_phase_cost's and plot_vmas' are (docs/analysis.md,
+    # Sources): it was an empty table, shape (0, 0), without a word
+    for empty in ([], ()):
+        with pytest.raises(ValueError, match=r"figures=\[\]: name at least one figure"):
+            hla.wide(e1, figures=empty)
+        with pytest.raises(ValueError, match=r"figures=\[\]"):
+            hla.wide(hla.records_frame(e1), figures=empty)
     t = hla.wide(e1, figures="phys_after")                     # a name, as plot_phase_cost
     assert list(t.columns) == ["phys_after"] and len(t) == 6
     with pytest.raises(ValueError, match=r"arms=\[\]"):

@@ -412,6 +412,11 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
     records_frame takes it).  A frame that holds flagged records of failed
     phases is refused unless failed='flag' (they are shown, and a last
     column `status` says 'ok' or why a row is no measurement) or 'drop'."""
+    if isinstance(figures, str):
+        figures = (figures,)
+    if figures is not None and not len(figures):
+        # (it gave an empty table, where plot_phase_cost and plot_vmas refuse it)
+        raise ValueError("figures=[]: name at least one figure (or figures=None for all)")
     if not isinstance(df, pd.DataFrame):
         df = records_frame(df, failed=failed)
     elif "status" in df.columns:
@@ -438,8 +443,6 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
                                                                           if x != "ok")))
     if unit is not None:
         df = to_unit(df, unit)
-    if isinstance(figures, str):
-        figures = (figures,)
     if figures is not None:
         unknown = [f for f in figures if f not in set(df["figure"])]
         if unknown and tuple(figures) != WIDE_FIGURES:
