@@ -450,3 +450,30 @@ def test_harness_md_names_every_records_csv_column():
     missing = [c for c in heaplab.harness.CSV_COLUMNS
                if c not in heaplab.harness.FIGURES and not re.search(rf"\b{c}\b", para)]
     assert "`FIGURES`" in para and not missing, f"records.csv columns not in harness.md: {missing}"
+
+
+def test_every_command_line_option_is_named_in_the_docs():
+    """Each command of `heaplab` (python3 -m heaplab) and each of its options,
+    and each option of python -m heaplab.notebooks, is named somewhere in
+    README.md or docs/: `heaplab options --json`, `heaplab compare --effect`
+    and `--json` were in none."""
+    import argparse
+    from heaplab.__main__ import build_parser
+    root = os.path.dirname(os.path.dirname(HERE))
+    text = open(os.path.join(root, "README.md")).read()
+    for top, _, files in os.walk(os.path.join(root, "docs")):
+        text += "".join(open(os.path.join(top, n)).read() for n in files
+                        if n.endswith(".md") and n not in ("performance.md", "mutants.md"))
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, p in sub.choices.items():
+        if not re.search(rf"heaplab {name}\b", text):
+            missing.append(f"heaplab {name}")
+        for a in p._actions:
+            missing += [f"heaplab {name} {o}" for o in a.option_strings
+                        if o not in ("-h", "--help") and not re.search(re.escape(o) + r"\b", text)]
+    src = inspect.getsource(heaplab.notebooks)
+    for o in re.findall(r'add_argument\((?:"-\w", )?"(--[\w-]+)"', src):
+        if not re.search(re.escape(o) + r"\b", text):
+            missing.append(f"heaplab.notebooks {o}")
+    assert not missing, f"named in no document: {missing}"
