@@ -477,3 +477,23 @@ def test_every_command_line_option_is_named_in_the_docs():
         if not re.search(re.escape(o) + r"\b", text):
             missing.append(f"heaplab.notebooks {o}")
     assert not missing, f"named in no document: {missing}"
+
+
+def test_design_md_lists_every_event_kind_and_field():
+    """docs/design.md's table of events (*Measuring*) has a row for each event
+    kind with each of its fields: restore_failed and pacing_wait were in no
+    document, and most kinds' fields were named nowhere."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    with open(os.path.join(root, "docs", "design.md")) as f:
+        text = f.read()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", text, re.M)}
+    wrong = []
+    for kind, fields in heaplab._EVENTS:
+        row = rows.get(kind)
+        if row is None:
+            wrong.append(f"{kind}: no row")
+            continue
+        named = set(re.findall(r"`(\w+)`", row.split(" | ")[-1]))
+        named |= {f"thread{i}_bytes" for i in range(8)} if "thread0_bytes` ..." in row else set()
+        wrong += [f"{kind}.{f}" for f in fields if f not in named]
+    assert not wrong, f"not in docs/design.md's events table: {wrong}"
