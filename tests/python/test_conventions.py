@@ -497,3 +497,45 @@ def test_design_md_lists_every_event_kind_and_field():
         named |= {f"thread{i}_bytes" for i in range(8)} if "thread0_bytes` ..." in row else set()
         wrong += [f"{kind}.{f}" for f in fields if f not in named]
     assert not wrong, f"not in docs/design.md's events table: {wrong}"
+
+
+def test_every_lua_spec_and_preload_test_is_in_its_table():
+    """Each busted spec of tests/lua has its row in docs/lua.md's table of
+    specs, and each test of the preload suite (tests/preload/meson.build,
+    its run.py scenarios) its row in docs/clients.md's -- a row may name a
+    family, `preload_mlockall_*`, or add `_d`, `_glibc` to a name:
+    handles_stay_equal_while_the_collector_moves_them and five preload tests
+    had none."""
+    root = os.path.dirname(os.path.dirname(HERE))
+
+    def rows(doc):
+        with open(os.path.join(root, "docs", doc)) as f:
+            return [line.split(" | ")[0] for line in f if line.startswith("| `")]
+
+    def covered(name, cells):
+        for cell in cells:
+            for stem in re.findall(r"`(\w+)\*?`", cell):
+                if name == stem or ("`" + stem + "*`" in cell and name.startswith(stem)):
+                    return True
+                for suffix in re.findall(r"`(_\w+)`", cell):
+                    if name in (stem + suffix, stem + "_glibc", stem + suffix + "_glibc"):
+                        return True
+        return False
+
+    specs = [n[:-len("_spec.lua")] for n in os.listdir(os.path.join(root, "tests", "lua"))
+             if n.endswith("_spec.lua")]
+    lua_rows = rows("lua.md")
+    missing = [s for s in specs if not covered(s, lua_rows)]
+    with open(os.path.join(root, "tests", "preload", "meson.build")) as f:
+        build = f.read()
+    # (the suite's own tests: a name built by concatenation is a family of
+    # rows, preload_threads_prefixed is suite threads' -- make test-tsan's)
+    preload = {n for n, suite in re.findall(
+        r"test\('(preload_\w+)',(?:[^()]|\([^()]*\))*?suite : ([^,)]+)", build)
+        if "preload" in suite}
+    preload |= {"preload_" + n for n in re.findall(r"^\s*'(\w+)' : \d+,", build, re.M)}
+    clients_rows = rows("clients.md")
+    missing += [t for t in sorted(preload) if not covered(t, clients_rows)
+                and not covered(t[:-len("_glibc")] if t.endswith("_glibc") else "", clients_rows)]
+    assert len(specs) > 15 and len(preload) > 40, (specs, preload)
+    assert not missing, f"no row in docs/lua.md or docs/clients.md: {missing}"
