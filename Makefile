@@ -27,7 +27,7 @@ export MALLOC_PERTURB_ = 0
 .PHONY: all setup build build-asan install test test-c test-asan test-python test-python-asan test-lua \
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
         notebooks lua clean distclean docs test-lua-testes build-fuzz fuzz test-fuzz soak \
-        test-soak test-side-by-side test-model coverage mutants test-preload \
+        test-soak test-side-by-side coverage mutants test-preload \
         test-python-alone test-python-shared test-python-shared-1 test-python-shared-2
 
 all: build
