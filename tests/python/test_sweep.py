@@ -362,6 +362,15 @@ def test_bad_input_names_what_is_wrong(tmp_path):
         (["run", str(not_py)], f"{not_py}: not a Python module"),
         (["run", str(needs)], "imports 'heaplab_no_such_module', which is not installed"),
         (["run", "e1", "--set", "no_such_option=1"], "not an option of heaplab"),
+        # a value the library refuses: every task failed after the cluster
+        # started (a run folder of failed records), where a name was refused
+        (["run", "e1", "--set", "warm_pages=0,abc"],
+         "--set warm_pages=abc: option warm_pages: 'abc' is not a whole number"),
+        (["run", "e1", "--set", "HEAPLAB_WARM_PAGES=-1"],
+         "--set HEAPLAB_WARM_PAGES=-1: option warm_pages: '-1' is out of range"),
+        # the same value twice, as the library reads it (two cells alike)
+        (["run", "e1", "--set", "page_size=16k,16384"],
+         "--set page_size: 16k and 16384 are the same value (16384)"),
         (["run", "e1", "--set", "page_release=true,false"], "the arms set that option"),
         (["run", "e1", "--arms", "middle"], "no arm(s) ['middle']"),
         (["run", "e99"], "e99"),

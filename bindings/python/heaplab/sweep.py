@@ -49,7 +49,8 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Opti
 
 from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, _signals_handled,
                       arm_file_stem, check_arm_names, child_env, derived_figures, load_json_record,
-                      _kill_live_groups, _make_folder, run_in_group, write_atomic)
+                      _kill_live_groups, _library_value, _make_folder, run_in_group,
+                      write_atomic)
 
 __all__ = [
     "Sweep", "Task", "SweepError", "parse_set", "expand_grid", "build_sweep", "run_sweep",
@@ -93,6 +94,22 @@ def parse_set(items: Sequence[str]) -> Dict[str, List[str]]:
             raise SweepError(f"--set {item!r}: an empty value")
         if len(set(vals)) != len(vals):
             raise SweepError(f"--set {item!r}: a value given twice")
+        option = _option_of(name)
+        if option in known:
+            # each value as the library will read HEAPLAB_<NAME> in the arms:
+            # a value it refuses failed every task after the cluster started
+            # (the name alone was checked); two spellings of one value
+            # (16k, 16384) made two cells alike
+            seen: Dict[Any, str] = {}
+            for v in vals:
+                try:
+                    read = _library_value(option, v)
+                except (heaplab.Error, ValueError) as e:
+                    raise SweepError(f"--set {name}={v}: {e}") from None
+                if read in seen:
+                    raise SweepError(f"--set {name}: {seen[read]} and {v} are the same value "
+                                     f"({read})")
+                seen[read] = v
         grid[name] = vals
     return grid
 
