@@ -368,6 +368,10 @@ def test_bad_input_names_what_is_wrong(tmp_path):
          "--set warm_pages=abc: option warm_pages: 'abc' is not a whole number"),
         (["run", "e1", "--set", "HEAPLAB_WARM_PAGES=-1"],
          "--set HEAPLAB_WARM_PAGES=-1: option warm_pages: '-1' is out of range"),
+        (["run", "e1", "--env", "HEAPLAB_WARM_PAGES=abc"],
+         "--env HEAPLAB_WARM_PAGES=abc: option warm_pages: 'abc' is not a whole number"),
+        (["run", "--command", "true {arm}", "--arms", "a", "--arm-env",
+          "a:HEAPLAB_PAGE_SIZE=3000"], "--arm-env a: HEAPLAB_PAGE_SIZE=3000: option page_size"),
         # the same value twice, as the library reads it (two cells alike)
         (["run", "e1", "--set", "page_size=16k,16384"],
          "--set page_size: 16k and 16384 are the same value (16384)"),

@@ -114,6 +114,19 @@ def parse_set(items: Sequence[str]) -> Dict[str, List[str]]:
     return grid
 
 
+def _check_option_variable(where: str, name: str, value: str) -> None:
+    """A HEAPLAB_<OPTION>=value of --env or --arm-env (`where`), read by the
+    library's own parser as the arms' heaps will read it: SweepError naming
+    it when refused (every task failed on it in its arm)."""
+    import heaplab
+    if not name.startswith("HEAPLAB_") or _option_of(name) not in heaplab.options():
+        return
+    try:
+        _library_value(_option_of(name), value)
+    except (heaplab.Error, ValueError) as e:
+        raise SweepError(f"{where} {name}={value}: {e}") from None
+
+
 def _option_of(name: str) -> str:
     """The option a grid name sets: itself, or NAME of HEAPLAB_NAME."""
     return name[len("HEAPLAB_"):].lower() if name.startswith("HEAPLAB_") else name
