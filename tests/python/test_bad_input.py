@@ -366,3 +366,12 @@ def test_manual_heap_rejects_collected_calls():
             h.alloc(8)
         with pytest.raises(heaplab.ModeError, match="manual heap"):
             h.collect()
+        # in Python's names, as the Lua module says them in Lua's: the C
+        # messages named hl_trim and hl_roots_add to a Python caller
+        for call, said in ((h.collect, r"^collect: a manual heap has no collector \(use trim\(\)\)$"),
+                           (h.memory_pressure, r"^memory_pressure: .* \(use trim\(\)\)$"),
+                           (lambda: h.conservative_region(4),
+                            r"^conservative_region: root regions need a collected heap$")):
+            with pytest.raises(heaplab.ModeError, match=said) as e:
+                call()
+            assert "hl_" not in str(e.value), e.value

@@ -225,9 +225,34 @@ def _sigint_put_back(handler: Any) -> None:
         lib.hl_interrupt_attach(signal.SIGINT)
 
 
+# the C calls a library message may point a caller to, as Python calls them
+# (the Lua module says them in Lua's names: bindings/lua/args.c)
+_PYTHON_NAMES = (("hl_trim", "trim()"),)
+
+
+def _said_in_python(message: Optional[str]) -> Optional[str]:
+    """A library message in Python's names: a C function's name it starts
+    with dropped ("hl_roots_add: root regions need a collected heap" to
+    Heap.conservative_region's caller), and the C call it points to said as
+    Python calls it ("use hl_trim" to Heap.collect's: "use trim()")."""
+    if not message:
+        return message
+    k = 3 + len(message[3:]) - len(message[3:].lstrip("abcdefghijklmnopqrstuvwxyz0123456789_"))
+    if message.startswith("hl_") and message[k:k + 2] == ": ":
+        message = message[k + 2:]
+    for c, py in _PYTHON_NAMES:
+        at = message.find(c)
+        while at >= 0:
+            end = at + len(c)
+            if end == len(message) or not (message[end].isalnum() or message[end] == "_"):
+                message = message[:at] + py + message[end:]
+            at = message.find(c, at + 1)
+    return message
+
+
 def _raise(rc: int, message: Optional[str]) -> NoReturn:
     cls = _ERRORS.get(rc, Error)
-    exc = cls(message)
+    exc = cls(_said_in_python(message))
     # the C error's own name: one class can stand for several (InvalidArgument
     # for EINVAL, EVALUE and EFOREIGN), and its default code named only the first
     exc.code = ffi.string(lib.hl_error_name(rc)).decode()
@@ -983,6 +1008,8 @@ class Heap(_Owned):
             self._call(lib.hlpy_region_open, reg, self._anchor, n)
         except OutOfMemory:
             raise OutOfMemory(f"conservative_region: cannot allocate {n} words") from None
+        except ModeError as e:
+            raise ModeError(f"conservative_region: {e}") from None
         region = ConservativeRegion.__new__(ConservativeRegion)
         region._heap = self
         region._region = reg
