@@ -26,6 +26,10 @@ Tests are named by kind:
     preload:NAME   a test of suite preload (tests/preload/meson.build): the
                    preloaded malloc, libheaplab-malloc.so, built with the test
                    programs and run with meson test
+    clients:NAME   a test of suite clients (tests/clients/meson.build): the
+                   launchers heaplab-lua and heaplab-python built with what
+                   the suite hands them (the Lua module, libheaplab-malloc.so)
+                   and run with meson test
     py:PATH[::T]   a pytest file or test of tests/python
     exp:PATH[::T]  an experiment (pytest), results under the scratch copy
 The Python package under test is the scratch copy's: its CFFI extension built
@@ -48,8 +52,8 @@ except ModuleNotFoundError:  # Python < 3.11
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIST = os.path.join(ROOT, "tools", "mutants.toml")
-KINDS = ("c", "lua", "preload", "py", "exp")
-BUILD_KINDS = ("c", "lua", "preload")  # run by meson test in build/, not by pytest
+KINDS = ("c", "lua", "preload", "clients", "py", "exp")
+BUILD_KINDS = ("c", "lua", "preload", "clients")  # run by meson test in build/, not by pytest
 DEFAULT_TIMEOUT = 600
 
 
@@ -79,7 +83,7 @@ def load(path=LIST):
         for t in m["tests"]:
             kind = t.split(":", 1)[0]
             if ":" not in t or kind not in KINDS:
-                raise ListError(f"mutation {m['name']}: test {t!r} is not c:, lua:, preload:, py: or exp:")
+                raise ListError(f"mutation {m['name']}: test {t!r} is not c:, lua:, preload:, clients:, py: or exp:")
     return muts
 
 
@@ -125,14 +129,21 @@ def preload_test_names(tree):
     return names, prefixes
 
 
+def clients_test_names(tree):
+    """The names of suite clients' tests: the keys of the scenario dicts of
+    tests/clients/meson.build ('name' : timeout)."""
+    with open(os.path.join(tree, "tests", "clients", "meson.build"), encoding="utf-8") as f:
+        return set(re.findall(r"^\s*'([a-z0-9_]+)'\s*:\s*\d+\s*,?\s*$", f.read(), re.M))
+
+
 def needs_lua_module(t):
     """A busted spec, or an experiment of the Lua twins (experiments/lua/,
     run by test_lua_experiments.py with lua5.4 and build/'s Lua module)."""
-    return t.startswith("lua:") or (t.startswith("exp:") and "lua" in t)
+    return t.startswith(("lua:", "clients:")) or (t.startswith("exp:") and "lua" in t)
 
 
 def on_meson(t):
-    """True for a test meson test runs in build/ (c:, lua:)."""
+    """True for a test meson test runs in build/ (c:, lua:, preload:, clients:)."""
     return t.split(":", 1)[0] in BUILD_KINDS
 
 
@@ -154,6 +165,10 @@ def check_tests_exist(m, tree):
             names, prefixes = preload_test_names(tree)
             if name not in names and not any(name.startswith(p) for p in prefixes):
                 errors.append(f"preload test {name} is not in tests/preload/meson.build")
+            continue
+        if kind == "clients":
+            if name not in clients_test_names(tree):
+                errors.append(f"clients test {name} is not in tests/clients/meson.build")
             continue
         path, _, func = name.partition("::")
         full = os.path.join(tree, path)
@@ -291,6 +306,14 @@ class Scratch:
                         + targets, self.path, self.env, log=self.log)
             if rc != 0:
                 return False
+        if any(t.startswith("clients:") for t in tests):
+            # the launchers, and what the suite hands them (the Lua module
+            # comes below): the preloaded library (launcher_children,
+            # preloaded_launcher)
+            rc, _ = run([self.ninja, "-C", "build", "clients/heaplab-lua", "clients/heaplab-python",
+                         "clients/preload/libheaplab-malloc.so"], self.path, self.env, log=self.log)
+            if rc != 0:
+                return False
         if any(needs_lua_module(t) for t in tests):
             rc, _ = run([self.ninja, "-C", "build", "bindings/lua/heaplab.so"], self.path,
                         self.env, log=self.log)
@@ -364,7 +387,7 @@ def short(t):
     kind, name = t.split(":", 1)
     if kind == "c":
         return name
-    if kind in ("lua", "preload"):
+    if kind in ("lua", "preload", "clients"):
         return f"{name} ({kind})"
     path, _, func = name.partition("::")
     return os.path.basename(path)[:-3] + (f"::{func}" if func else "")

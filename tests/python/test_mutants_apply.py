@@ -62,6 +62,17 @@ def test_a_lua_spec_is_a_test_kind():
     assert not m.on_meson("py:tests/python/test_api.py")
 
 
+def test_a_clients_scenario_is_a_test_kind():
+    # clients:NAME, a test of suite clients that meson test runs in build/
+    # (the launchers' defects: lua-launcher-exit-status-lost), from either
+    # scenario dict of tests/clients/meson.build
+    m = _mutants()
+    assert m.check_tests_exist({"tests": ["clients:lua_report", "clients:lua_options"]}, ROOT) == []
+    errors = m.check_tests_exist({"tests": ["clients:no_such_scenario"]}, ROOT)
+    assert errors and "not in tests/clients/meson.build" in errors[0]
+    assert m.on_meson("clients:lua_report") and m.needs_lua_module("clients:lua_report")
+
+
 def test_a_mutation_that_no_longer_applies_is_an_error(tmp_path):
     m = _mutants()
     mut = {"name": "x", "edit": [{"file": "core/src/gc/cycle.c", "old": "no such text anywhere",
