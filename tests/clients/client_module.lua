@@ -27,6 +27,15 @@ do
   assert(#s:series() >= 1 and #s:series()[1] == 4, "sampler series")
   assert(#big == 8 << 20)
 end
+do
+  -- the capacity asked for bounds the stored series: 64 samples in 16 places
+  local s <close> = c.sampler(0.0001, 16)
+  local t0 = c.now()
+  while s:summary().samples < 64 and c.now() - t0 < 5 do end
+  local m = s:summary()
+  assert(m.samples >= 64 and m.stored <= 16 and #s:series() == m.stored,
+         "a sampler of capacity 16 stored " .. m.stored .. " of " .. m.samples)
+end
 local ok, err = pcall(c.sampler, 50)
 assert(not ok and err:find("interval_s 50", 1, true) and err:find("[0.0001, 10]", 1, true),
        "a bad interval is refused, in the library's words: " .. tostring(err))

@@ -201,6 +201,16 @@ def lua_options():
     print("option errors and option forms as lua5.4")
 
 
+def cpu_ticks(pid):
+    """The user and system CPU time of process pid so far, in clock ticks."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:  # (gone)
+        return 1 << 30
+    return int(fields[11]) + int(fields[12])
+
+
 def lua_interrupt():
     """Ctrl-C (SIGINT) while a chunk runs is the error "interrupted!" at the
     next instruction, which a pcall catches; the program goes on (lua.c's
@@ -231,7 +241,44 @@ def lua_interrupt():
         assert status == 0 and not err and \
             re.fullmatch(r"false\t(\(command line\):1: )?interrupted!\n42\n", out), \
             (name, status, out, err)
-    print("SIGINT inside a pcall: caught as 'interrupted!', the program goes on, as lua5.4")
+    # a second Ctrl-C kills the program (lua.c's handler puts the default
+    # action back at once): the first lands in a long C call (a backtracking
+    # string.find, which runs no Lua instruction, so its hook never fires) --
+    # sent once the program has used 50 ms of CPU, in the call, as all it did
+    # before took about 1 ms; then SIGINT until the program ends.  (Should the
+    # first land before the call, it is the error "interrupted!": tried again.)
+    code = "print(12) io.stdout:flush() local s = ('a'):rep(100000) s:find('.-.-b')"
+    for name, exe, alloc in (("lua5.4", STOCK_LUA, None), ("heaplab", LUA, "heaplab"),
+                             ("libc", LUA, "libc")):
+        for attempt in range(5):
+            p = subprocess.Popen(["lua5.4", "-e", code], executable=exe, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True,
+                                 env=common.clean_env(None, alloc))
+            try:
+                assert p.stdout.readline() == "12\n", f"{name}: no first line"
+                deadline = time.monotonic() + 10
+                while cpu_ticks(p.pid) < 5 and time.monotonic() < deadline:
+                    try:
+                        p.wait(timeout=0.01)
+                    except subprocess.TimeoutExpired:
+                        pass
+                deadline = time.monotonic() + 10
+                while p.poll() is None and time.monotonic() < deadline:
+                    p.send_signal(signal.SIGINT)
+                    try:
+                        p.wait(timeout=0.05)
+                    except subprocess.TimeoutExpired:
+                        pass
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                err = p.communicate()[1]
+            if not (p.returncode == 1 and "interrupted!" in err):
+                break
+        assert p.returncode == -signal.SIGINT, \
+            f"{name}: exit {p.returncode} after repeated SIGINTs (a second one kills lua5.4)"
+    print("SIGINT inside a pcall: caught as 'interrupted!', the program goes on; a second "
+          "SIGINT into a long C call kills it; as lua5.4")
 
 
 def lua_interrupt_long_call():

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
@@ -304,7 +305,9 @@ def lua_report():
                                 ("error", work + "error('x')", 1)):
             if os.path.exists(path):
                 os.unlink(path)
+            t0 = time.monotonic()
             status, _, err = run(["heaplab-lua", "-e", code], LUA, {"HEAPLAB_STATS": path})
+            wall = time.monotonic() - t0
             assert status == want, f"{how}: exit {status}, {err}"
             r = report(path)
             assert r["allocator"] == "heaplab" and r["launcher"] == "heaplab-lua", r
@@ -312,6 +315,19 @@ def lua_report():
             assert st["manual_mallocs"] > 200000 and st["manual_frees"] > 200000, (how, st)
             assert st["total_pages"] > 0 and r["options"]["mode"] == "manual", r["options"]
             assert r["footprint"]["phys_footprint"] > 0 and r["resident_bytes"] > 0, r
+            assert (r["vma_count"] or 0) >= 1, f"{how}: vma_count {r['vma_count']}"
+            # seconds, within the run as this process timed it
+            assert 0 < r["elapsed_s"] <= wall, f"{how}: elapsed_s {r['elapsed_s']}, run {wall:.3f} s"
+        # every stat and option the heap has, by the names heaplab.client gives
+        names = ("local c = require 'heaplab.client' for _, t in ipairs{c.stats(), c.options()} do "
+                 "local k = {} for n in pairs(t) do k[#k + 1] = n end table.sort(k) "
+                 "print(table.concat(k, ' ')) end")
+        status, out, err = run(["heaplab-lua", "-e", names], LUA, {"HEAPLAB_STATS": path})
+        assert status == 0 and not err, (status, err)
+        r = report(path)
+        stats, options = out.splitlines()
+        assert sorted(r["stats"]) == stats.split(), (sorted(r["stats"]), stats)
+        assert sorted(r["options"]) == options.split(), (sorted(r["options"]), options)
         status, _, _ = run(["heaplab-lua", "-e", work], LUA,
                            {"HEAPLAB_STATS": path, "HEAPLAB_WARM_PAGES": "3"})
         assert report(path)["options"]["warm_pages"] == 3, "HEAPLAB_WARM_PAGES not applied"
@@ -440,6 +456,23 @@ def python_cli():
             for a in ALLOCATORS:
                 res[a] = run([STOCK_PYTHON] + args, PYTHON, extra, a, stdin=stdin, cwd=d)
             same(res, f"heaplab-python {name} {args}")
+        # stdout that cannot be flushed at the end: python3's own status, 120
+        # (buffered, as without PYTHONUNBUFFERED; a pipe with no reader)
+        res = {}
+        for name, exe, a in (("python3", STOCK_PYTHON, None), ("heaplab", PYTHON, "heaplab"),
+                             ("libc", PYTHON, "libc")):
+            env = {k: v for k, v in clean_env(None, a).items() if k != "PYTHONUNBUFFERED"}
+            r, w = os.pipe()
+            os.close(r)
+            try:
+                p = subprocess.run([STOCK_PYTHON, "-c", "import sys; sys.stdout.write('x')"],
+                                   executable=exe, env=env, stdout=w, stderr=subprocess.PIPE,
+                                   text=True, timeout=60)
+            finally:
+                os.close(w)
+            res[name] = (p.returncode, "", p.stderr)
+        same(res, "heaplab-python with stdout unwritable at exit")
+        assert res["python3"][0] == 120 and "BrokenPipeError" in res["python3"][2], res
         # -X dev keeps CPython's debug hooks, now over heaplab: they still
         # catch a buffer overrun at free
         code = ("import _testcapi; _testcapi.pymem_buffer_overflow()")
@@ -515,6 +548,14 @@ def python_report():
         r = report(path)
         assert r["pid"] == int(out.strip()), f"report of pid {r['pid']}, parent {out.strip()}"
         assert r["launcher"] == "heaplab-python" and r["stats"]["manual_mallocs"] > 100000, r
+        # ... nor does one that exits after the launcher: it waits for the end of
+        # a pipe the launcher's exit closes (run() returns when both are gone)
+        code = ("import os, sys\nr, w = os.pipe()\nif os.fork() == 0:\n    os.close(w)\n"
+                "    os.read(r, 1)\n    y = [0] * 10\n    sys.exit(0)\n"
+                "os.close(r)\nprint(os.getpid())\n")
+        status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": path})
+        assert status == 0 and not err, (status, err)
+        assert report(path)["pid"] == int(out), f"report of pid {report(path)['pid']}, parent {out}"
         status, _, _ = run([PYTHON, "-c", "pass"], PYTHON, {"HEAPLAB_STATS": path}, "libc")
         assert status == 0 and report(path)["stats"] is None
         # an uncaught KeyboardInterrupt: CPython ends by killing itself with
@@ -536,9 +577,17 @@ def python_report():
         assert status == 2 and "release_advice" in err, (status, err)
         heap_checks = ("s = c.stats(); assert s['manual_mallocs'] > 0, s\n"
                        "assert c.options()['mode'] == 'manual' and c.resident_bytes() > 0\n"
-                       "assert c.vma_count() >= 1 and c.trim() is True\n")
+                       "assert c.vma_count() >= 1 and c.trim() is True\n"
+                       # the heap's VMAs, as the report counts them (not another figure)
+                       "v, r = c.vma_count(), json.loads(c.report())['vma_count']\n"
+                       "assert 1 <= v <= r + 8 and r <= v + 8, (v, r)\n")
         common = ("c.sampler_start(0.0005); c.sampler_mark(); x = bytearray(8 << 20)\n"
                   "m = c.sampler_summary(); assert m['samples'] >= 1 and m['max_phys'] > 0, m\n"
+                  "assert m['interval_us'] == 500, m\n"
+                  # one sampler at a time: a second start is an error, not a lost thread
+                  "try:\n    c.sampler_start()\nexcept RuntimeError as e:\n"
+                  "    assert 'already running' in str(e), e\n"
+                  "else:\n    raise AssertionError('a second sampler_start was accepted')\n"
                   "assert len(c.sampler_series()) >= 1; c.sampler_stop()\n"
                   "assert json.loads(c.report())['allocator'] == c.allocator()\n"
                   "assert c.footprint()['rss'] > 0 and c.peak_rss() > 0\n"
@@ -770,6 +819,9 @@ def report_write_errors():
                 status, out, err = run(argv, exe, {"HEAPLAB_STATS": path})
                 want = f"{name}: HEAPLAB_STATS={path}: cannot write the report: {why}\n"
                 assert (status, out, err) == (code, "1\n", want), (argv, path, status, out, err)
+            # set but empty: no report, as unset (a shell's `HEAPLAB_STATS= cmd`)
+            status, out, err = run(argv, exe, {"HEAPLAB_STATS": ""}, cwd=d)
+            assert (status, out, err, os.listdir(d)) == (code, "1\n", "", []), (argv, status, err)
     print("HEAPLAB_STATS not writable: one line with the reason, the program's exit status")
 
 
