@@ -28,7 +28,7 @@ export MALLOC_PERTURB_ = 0
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
         notebooks lua clean distclean docs test-lua-testes build-fuzz fuzz test-fuzz soak \
         test-soak test-side-by-side coverage mutants test-preload \
-        test-python-alone test-python-shared test-python-shared-1 test-python-shared-2
+        test-python-alone test-python-shared
 
 all: build
 
@@ -102,12 +102,6 @@ test-python-alone: install build
 test-python-shared: install build
 	$(PYTEST_RUN) -m shares_the_machine .
 
-# the same tests in two interleaved halves (conftest.py's --shard), two
-# processes side by side in test-side-by-side: alone, the run used one core
-# for the last ~100 s of that phase
-test-python-shared-1 test-python-shared-2: install build
-	$(PYTEST_RUN) -m shares_the_machine --shard $(subst test-python-shared-,,$@)/2 .
-
 test-lua: build
 	meson test -C $(BUILD) --suite lua --print-errorlogs
 
@@ -168,14 +162,14 @@ test: test-c test-asan test-tsan test-python-alone test-python-asan test-lua tes
       test-side-by-side
 
 # The phases before it run one at a time: their tests measure footprints and
-# bound waits.  These assert no time and no footprint (a notebook runs and
-# draws; the fuzzers and the soak run a fixed time and check results; the
-# Python tests marked shares_the_machine, in two halves, compare heaps with
-# models), so they share the machine.  Each one's output is printed whole when it ends.  (The
+# bound waits.  These four assert no time and no footprint (a notebook runs
+# and draws; the fuzzers and the soak run a fixed time and check results; the
+# Python tests marked shares_the_machine compare heaps with models), so they
+# share the machine.  Each one's output is printed whole when it ends.  (The
 # package is not installed again here: make test did it before.)
 test-side-by-side:
-	$(MAKE) --no-print-directory -j5 --output-sync=target INSTALLED=1 test-notebooks test-fuzz \
-	  test-soak test-python-shared-1 test-python-shared-2
+	$(MAKE) --no-print-directory -j4 --output-sync=target INSTALLED=1 test-notebooks test-fuzz \
+	  test-soak test-python-shared
 
 experiments: install build
 	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload

@@ -19,40 +19,6 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 import heaplab  # noqa: E402
 
 
-def pytest_addoption(parser):
-    parser.addoption(
-        "--shard", metavar="K/N", default=None,
-        help="run only the K-th of N interleaved parts of the selected tests (1 <= K <= N): "
-             "test i of the selection, in collection order, is in part i mod N + 1 -- make test "
-             "runs the shares_the_machine tests as two parts side by side")
-
-
-def shard_of(spec):
-    """(K, N) of a --shard value, or UsageError naming what is wrong."""
-    k, slash, n = spec.partition("/")
-    if not slash or not k.strip().isdigit() or not n.strip().isdigit():
-        raise pytest.UsageError(f"--shard {spec!r}: expected K/N, two whole numbers, e.g. 1/2")
-    k, n = int(k), int(n)
-    if n < 1:
-        raise pytest.UsageError(f"--shard {spec!r}: N must be 1 or more")
-    if not 1 <= k <= n:
-        raise pytest.UsageError(f"--shard {spec!r}: K must be from 1 to N ({n})")
-    return k, n
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items):
-    # trylast: after -m and -k have deselected, so the parts split what runs
-    spec = config.getoption("--shard")
-    if spec is None:
-        return
-    k, n = shard_of(spec)
-    keep = items[k - 1::n]
-    kept = {id(i) for i in keep}
-    config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept])
-    items[:] = keep
-
-
 @pytest.fixture
 def heap():
     h = heaplab.Heap()
