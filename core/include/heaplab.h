@@ -137,7 +137,7 @@ extern "C" {
  * pins the layout of this version and fails until both change together
  * (docs/clients.md, "Embedding libheaplab in a C program").
  */
-#define HL_ABI_VERSION 5
+#define HL_ABI_VERSION 6
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -385,6 +385,17 @@ int hl_option_index(const char *name);
 const char *hl_option_choice(int index, int64_t value);
 /* The option whose name is closest to `name` (a likely typo), or NULL. */
 const char *hl_option_nearest(const char *name);
+/* Whether heaplab reads the environment variable named `var` (the whole
+ * name, "HEAPLAB_WARM_PAGES"): HL_ENV_OPTION for an option's
+ * (HEAPLAB_<OPTION>, upper case), HL_ENV_TOOL for one its tools read (the
+ * launchers', the preload's, the harness's: HEAPLAB_STATS, HEAPLAB_FAULT_<SITE>,
+ * HEAPLAB_E1_FILL_MIB, an experiment's own HEAPLAB_X_<NAME> ...), HL_ENV_NONE
+ * for any other name, NULL included -- a HEAPLAB_ one of those is what a heap
+ * made from the environment warns about as a typo.  A front-end that passes
+ * variables on (a sweep's --set and --env) refuses a typo with it before any
+ * run instead of every run ignoring the value.  (HL_ABI_VERSION 6) */
+typedef enum hl_env_kind { HL_ENV_NONE = 0, HL_ENV_OPTION = 1, HL_ENV_TOOL = 2 } hl_env_kind;
+int hl_env_var_kind(const char *var);
 
 /* Fill with the declared defaults (no environment).  HL_EINVAL for a NULL
  * opts. */

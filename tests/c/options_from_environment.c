@@ -298,5 +298,28 @@ int main(void) {
             strstr(big, "is not a byte size; expected bytes in [4096, 1048576]"),
         "HEAPLAB_PAGE_SIZE of 300 x's: '%s'", big);
   unsetenv("HEAPLAB_PAGE_SIZE");
+  /* hl_env_var_kind: what heaplab reads, so a front-end refuses a typo (a
+   * sweep's --set HEAPLAB_WARM_PAGE ran every cell at the default) */
+  for (int i = 0; i < hl_option_count(); i++) {
+    hl_option_info info;
+    hl_option_info_get(i, &info);
+    char var[96] = "HEAPLAB_";
+    for (size_t k = 0; info.name[k]; k++) var[8 + k] = (char)toupper((unsigned char)info.name[k]);
+    CHECK(hl_env_var_kind(var) == HL_ENV_OPTION, "%s is an option's variable", var);
+  }
+  static const struct {
+    const char *var;
+    int kind;
+  } kinds[] = {{"HEAPLAB_STATS", HL_ENV_TOOL},          {"HEAPLAB_FAULT_RESTORE", HL_ENV_TOOL},
+               {"HEAPLAB_E1_FILL_MIB", HL_ENV_TOOL},    {"HEAPLAB_X_MINE", HL_ENV_TOOL},
+               {"HEAPLAB_ALLOCATOR", HL_ENV_TOOL},      {"HEAPLAB_WARM_PAGE", HL_ENV_NONE},
+               {"HEAPLAB_Warm_Pages", HL_ENV_NONE},     {"HEAPLAB_warm_pages", HL_ENV_NONE},
+               {"HEAPLAB_WARM_PAGESS", HL_ENV_NONE},    {"WARM_PAGES", HL_ENV_NONE},
+               {"HEAPLAB_", HL_ENV_NONE},               {"", HL_ENV_NONE},
+               {"HEAPLAB_STATSX", HL_ENV_NONE}};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+    CHECK(hl_env_var_kind(kinds[k].var) == kinds[k].kind, "hl_env_var_kind(\"%s\") is %d, not %d",
+          kinds[k].var, hl_env_var_kind(kinds[k].var), kinds[k].kind);
+  CHECK(hl_env_var_kind(NULL) == HL_ENV_NONE, "NULL");
   return 0;
 }

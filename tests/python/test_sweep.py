@@ -372,6 +372,17 @@ def test_bad_input_names_what_is_wrong(tmp_path):
          "--env HEAPLAB_WARM_PAGES=abc: option warm_pages: 'abc' is not a whole number"),
         (["run", "--command", "true {arm}", "--arms", "a", "--arm-env",
           "a:HEAPLAB_PAGE_SIZE=3000"], "--arm-env a: HEAPLAB_PAGE_SIZE=3000: option page_size"),
+        # a HEAPLAB_ name heaplab reads no variable of: every arm ignored it
+        # (a warning in each task's stderr) and every cell ran at the default
+        (["run", "e1", "--set", "HEAPLAB_WARM_PAGE=0,64"],
+         "--set HEAPLAB_WARM_PAGE: heaplab reads no such variable; did you mean "
+         "HEAPLAB_WARM_PAGES?"),
+        (["run", "e1", "--env", "HEAPLAB_Warm_Pages=64"],
+         "--env HEAPLAB_Warm_Pages: heaplab reads no such variable; did you mean "
+         "HEAPLAB_WARM_PAGES?"),
+        (["run", "--command", "true {arm}", "--arms", "a", "--arm-env", "a:HEAPLAB_PAGESIZE=4k"],
+         "--arm-env a: HEAPLAB_PAGESIZE: heaplab reads no such variable; did you mean "
+         "HEAPLAB_PAGE_SIZE?"),
         # the same value twice, as the library reads it (two cells alike)
         (["run", "e1", "--set", "page_size=16k,16384"],
          "--set page_size: 16k and 16384 are the same value (16384)"),

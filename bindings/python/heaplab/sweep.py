@@ -86,6 +86,7 @@ def parse_set(items: Sequence[str]) -> Dict[str, List[str]]:
             if not name.replace("_", "").isalnum() or not name.isupper():
                 raise SweepError(f"--set {name}: an option (lower case: {', '.join(list(known)[:4])}"
                                  "...) or an environment variable (upper case)")
+            _check_variable_name("--set", name)
         elif name not in known:
             raise SweepError(f"--set {name}: not an option of heaplab (python3 -m heaplab "
                              f"options lists them)")
@@ -114,11 +115,29 @@ def parse_set(items: Sequence[str]) -> Dict[str, List[str]]:
     return grid
 
 
+def _check_variable_name(where: str, name: str) -> None:
+    """A HEAPLAB_ name no part of heaplab reads (hl_env_var_kind: a typo,
+    HEAPLAB_WARM_PAGE, or an option's name in another case): SweepError
+    before anything runs.  Taken, every arm's heap ignored it -- a warning in
+    each task's stderr -- and every cell of the grid ran at the default."""
+    from ._heaplab import ffi, lib
+    raw = name.encode("utf-8", "surrogateescape")
+    if not name.startswith("HEAPLAB_") or lib.hl_env_var_kind(raw) != lib.HL_ENV_NONE:
+        return
+    near = lib.hl_option_nearest(raw[len("HEAPLAB_"):].lower())
+    hint = (f"; did you mean HEAPLAB_{ffi.string(near).decode().upper()}?" if near != ffi.NULL
+            else "")
+    raise SweepError(f"{where} {name}: heaplab reads no such variable{hint} (python3 -m heaplab "
+                     "options lists the options; an experiment's own variable: HEAPLAB_X_<NAME>)")
+
+
 def _check_option_variable(where: str, name: str, value: str) -> None:
     """A HEAPLAB_<OPTION>=value of --env or --arm-env (`where`), read by the
     library's own parser as the arms' heaps will read it: SweepError naming
-    it when refused (every task failed on it in its arm)."""
+    it when refused (every task failed on it in its arm); a HEAPLAB_ name
+    heaplab does not read, too (_check_variable_name)."""
     import heaplab
+    _check_variable_name(where, name)
     if not name.startswith("HEAPLAB_") or _option_of(name) not in heaplab.options():
         return
     try:

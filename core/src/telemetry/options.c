@@ -709,6 +709,42 @@ static bool tool_var(const char *name /* after HEAPLAB_ */, size_t n) {
   return name[0] == 'E' && isdigit((unsigned char)name[1]);
 }
 
+/* The kind of the variable HEAPLAB_<name> (name's first n bytes), and in
+ * *option the option whose name it is in any case, or -1 (HEAPLAB_Warm_Pages
+ * is warm_pages' name but no variable: the environment is case-sensitive). */
+static int env_kind(const char *name, size_t n, int *option) {
+  *option = -1;
+  if (n == 0) return HL_ENV_NONE;
+  if (tool_var(name, n)) return HL_ENV_TOOL;
+  char lower[64];
+  if (n >= sizeof lower) return HL_ENV_NONE; /* (no option's name is longer) */
+  for (size_t k = 0; k < n; k++) lower[k] = (char)tolower((unsigned char)name[k]);
+  lower[n] = 0;
+  *option = hl_option_index(lower);
+  if (*option < 0) return HL_ENV_NONE;
+  char var[96];
+  env_name(*option, var, sizeof var);
+  return strlen(var) == n + 8 && strncmp(var + 8, name, n) == 0 ? HL_ENV_OPTION : HL_ENV_NONE;
+}
+
+/* The option a HEAPLAB_<name> that is no variable of heaplab's most likely
+ * meant: `option` (env_kind's: the same name in another case), or the
+ * nearest name, or NULL. */
+static const char *near_option(const char *name, size_t n, int option) {
+  if (option >= 0) return table[option].name;
+  char lower[64];
+  if (n >= sizeof lower) return NULL;
+  for (size_t k = 0; k < n; k++) lower[k] = (char)tolower((unsigned char)name[k]);
+  lower[n] = 0;
+  return hl_option_nearest(lower);
+}
+
+int hl_env_var_kind(const char *var) {
+  if (!var || strncmp(var, "HEAPLAB_", 8)) return HL_ENV_NONE;
+  int option;
+  return env_kind(var + 8, strlen(var + 8), &option);
+}
+
 /* One warning line for a HEAPLAB_ variable that is no option (a typo, the
  * wrong case), naming the nearest option's variable; once per variable --
  * remembered by a hash of its name, any length: a name of 63 characters or
@@ -728,19 +764,8 @@ static void warn_unknown_env(void) {
     if (strncmp(*e, "HEAPLAB_", 8)) continue;
     const char *name = *e + 8, *eq = strchr(name, '=');
     size_t n = eq ? (size_t)(eq - name) : strlen(name);
-    if (n == 0 || tool_var(name, n)) continue;
-    char lower[64] = "";
-    int i = -1;
-    if (n < sizeof lower) { /* (no option's name is longer) */
-      for (size_t k = 0; k < n; k++) lower[k] = (char)tolower((unsigned char)name[k]);
-      lower[n] = 0;
-      i = hl_option_index(lower);
-    }
-    if (i >= 0) {
-      char var[96];
-      env_name(i, var, sizeof var);
-      if (strncmp(*e, var, strlen(var)) == 0 && (*e)[strlen(var)] == '=') continue; /* an option */
-    }
+    int i;
+    if (n == 0 || env_kind(name, n, &i) != HL_ENV_NONE) continue;
     uint64_t hash = 14695981039346656037u; /* FNV-1a of the name, lower case */
     for (size_t k = 0; k < n; k++) hash = (hash ^ (uint8_t)tolower((unsigned char)name[k])) * 1099511628211u;
     pthread_mutex_lock(&warned_lock);
@@ -756,7 +781,7 @@ static void warn_unknown_env(void) {
       hl__say(HL_SAY_NAME ": warning: more than %d HEAPLAB_ variables are not options: the "
                           "rest are not listed (ignored)\n", WARNED_MAX);
     if (seen) continue;
-    const char *near = i >= 0 ? table[i].name : lower[0] ? hl_option_nearest(lower) : NULL;
+    const char *near = near_option(name, n, i);
     char var[96] = "";
     if (near) env_name(hl_option_index(near), var, sizeof var);
     hl__say(HL_SAY_NAME ": warning: HEAPLAB_%.*s%s is not an option%s%s%s (ignored)\n",
