@@ -18,6 +18,9 @@
 #include "client.h"
 
 static hl_sampler *sampler;
+/* +1 at every start and stop: sampler_series sees a finalizer that stopped
+ * (or stopped and started again) the sampler while it built its list */
+static unsigned long sampler_generation;
 
 static PyObject *m_allocator(PyObject *self, PyObject *args) {
   (void)self, (void)args;
@@ -151,6 +154,7 @@ static PyObject *m_sampler_start(PyObject *self, PyObject *args) {
     PyErr_SetString(rc == HL_EINVAL ? PyExc_ValueError : PyExc_OSError, hl_heap_error(NULL));
     return NULL;
   }
+  sampler_generation++;
   Py_RETURN_NONE;
 }
 
@@ -192,7 +196,12 @@ static PyObject *m_sampler_series(PyObject *self, PyObject *args) {
   PyObject *out = PyList_New(0);
   hl_sample buf[256];
   size_t from = 0, n;
-  while (out && hl_sampler_read(sampler, from, buf, 256, &n) == 0 && n > 0) {
+  unsigned long generation = sampler_generation;
+  /* (a tuple made here may run the cyclic collector, and a finalizer may
+   * stop the sampler: the list came back cut short without a word, or went
+   * on with another sampler's samples -- the Lua module raises, h37mutcl) */
+  while (out && sampler_generation == generation &&
+         hl_sampler_read(sampler, from, buf, 256, &n) == 0 && n > 0) {
     for (size_t i = 0; i < n; i++) {
       PyObject *t = Py_BuildValue("(KKKK)", (unsigned long long)buf[i].t_ns,
                                   (unsigned long long)buf[i].phys_footprint,
@@ -207,6 +216,12 @@ static PyObject *m_sampler_series(PyObject *self, PyObject *args) {
     }
     from += n;
   }
+  if (out && sampler_generation != generation) {
+    Py_CLEAR(out);
+    PyErr_SetString(PyExc_RuntimeError,
+                    "sampler_series: the sampler was stopped while its series was read "
+                    "(by a finalizer)");
+  }
   return out;
 }
 
@@ -215,6 +230,7 @@ static PyObject *m_sampler_stop(PyObject *self, PyObject *args) {
   if (sampler) {
     hl_sampler *s = sampler;
     sampler = NULL;
+    sampler_generation++;
     Py_BEGIN_ALLOW_THREADS
     hl_sampler_stop(s);
     Py_END_ALLOW_THREADS

@@ -589,6 +589,18 @@ def python_report():
                   "    assert 'already running' in str(e), e\n"
                   "else:\n    raise AssertionError('a second sampler_start was accepted')\n"
                   "assert len(c.sampler_series()) >= 1; c.sampler_stop()\n"
+                  # a finalizer that stops the sampler while sampler_series
+                  # builds its list (the cyclic collector runs at its tuples'
+                  # allocations): the list came back cut short, no error
+                  "import gc, time\nc.sampler_start(0.0002, 4096)\n"
+                  "t = time.monotonic()\n"
+                  "while c.sampler_summary()['samples'] < 600 and time.monotonic() < t + 30: pass\n"
+                  "class Stop:\n    def __del__(self): c.sampler_stop()\n"
+                  "a = Stop(); a.me = a; del a\nold = gc.get_threshold(); gc.set_threshold(1)\n"
+                  "try:\n    s = c.sampler_series()\nexcept RuntimeError as e:\n"
+                  "    assert 'stopped while its series was read' in str(e), e\n"
+                  "else:\n    raise AssertionError(f'a series of {len(s)} samples, the sampler stopped')\n"
+                  "gc.set_threshold(*old)\n"
                   "assert json.loads(c.report())['allocator'] == c.allocator()\n"
                   "assert c.footprint()['rss'] > 0 and c.peak_rss() > 0\n"
                   "print('ok')")
