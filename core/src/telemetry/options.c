@@ -692,7 +692,7 @@ static void env_name(int i, char *var, size_t len) {
  * reads a new HEAPLAB_ variable adds it here. */
 static const char *const tool_vars[] = {
     "ALLOCATOR", "STATS", "STATS_OWNER", "TRACE_EVENTS", "COUNTERS_FILE", "RESULTS", "BUILD", "LUA",
-    "LUA_LAUNCHER", "PYTHON_LAUNCHER", "LUA_CPATH", "EXPERIMENTS", "PRELOAD", "SOAK_SECONDS",
+    "LUA_LAUNCHER", "PYTHON_LAUNCHER", "LUA_CPATH", "EXPERIMENTS", "PRELOAD",
     "REPEAT", "FETCH_LUA_TESTES", "MODEL_EXAMPLES", "MODEL_SCALE", "STDOUT_LIMIT",
 };
 /* (PRELOAD_: the preload suite's programs, HEAPLAB_PRELOAD_<PROGRAM> each --
