@@ -11,12 +11,18 @@
  *   - while the heap is held (hl_enter) nothing moves: a C client's raw
  *     pointers stay valid through the cycles it runs;
  *   - compact=never moves nothing, compact=always packs pages at 50% too;
+ *   - a word pointing into a moved object (not at its start) is left as it
+ *     is; pinned_objects counts the pinned object once, however many
+ *     conservative words point into it, not its page's other objects;
+ *   - objects with references moved onto pages of leaves (no references
+ *     before) keep theirs: the destination's slots are updated too;
  *   - checksums are the same after any number of compactions. */
 #include "check.h"
 
 #define N 20000
 static void *region[64];     /* precise */
 static uintptr_t cons[4];    /* conservative */
+static uintptr_t inner[2];   /* precise, words into objects */
 
 static uint64_t payload_of(hl_heap *h, hl_ref r) {
   uint64_t v;
@@ -86,7 +92,61 @@ static void check_all(hl_heap *h, hl_ref head, hl_ref big, hl_ref handles[N / 10
   CHECK(!o, "the list is longer than %d", N);
 }
 
+/* Leaves (no references) on dense pages, then a list of objects of the
+ * same slot size (48 bytes and one reference: 56 and none) on sparse
+ * pages: compaction moves the list onto the leaves' pages, and the moved
+ * objects' slots -- now on pages that held no references -- are updated. */
+static void references_moved_onto_pages_of_leaves(void) {
+  hl_heap *h = HEAP("compact=sparse", "verify=true", "warm_pages=0", "page_size=16k");
+  hl_ref leaves, head = 0, prev = 0;
+  OK(h, hl_alloc(h, 0, 4000, &leaves));
+  for (uint64_t i = 0; i < 4000; i++) {
+    hl_ref o;
+    OK(h, hl_alloc(h, 56, 0, &o));
+    if (i % 10) OK(h, hl_ref_set(h, leaves, i, o)); /* 90% live */
+    OK(h, hl_ref_release(h, o));
+  }
+  for (uint64_t i = 0; i < 300; i++) {
+    hl_ref o, junk;
+    OK(h, hl_alloc(h, 48, 1, &o));
+    OK(h, hl_ref_write(h, o, 0, &i, 8));
+    for (int g = 0; g < 9; g++) {
+      OK(h, hl_alloc(h, 48, 1, &junk));
+      OK(h, hl_ref_release(h, junk));
+    }
+    if (prev) {
+      OK(h, hl_ref_set(h, prev, 0, o));
+      OK(h, hl_ref_release(h, prev));
+    } else {
+      OK(h, hl_ref_dup(h, o, &head));
+    }
+    prev = o;
+  }
+  OK(h, hl_ref_release(h, prev));
+  OK(h, hl_collect(h, 1, 1));
+  hl_stats s = stats_of(h);
+  CHECK(s.evacuated_objects >= 150, "leaves: %" PRIu64 " objects moved", s.evacuated_objects);
+  for (int pass = 0; pass < 2; pass++) { /* after the move, and after a mark of it */
+    hl_ref o;
+    OK(h, hl_ref_dup(h, head, &o));
+    for (uint64_t i = 0; i < 300; i++) {
+      CHECK(o, "leaves: the list ends at %" PRIu64, i);
+      CHECK(payload_of(h, o) == i, "leaves: list object %" PRIu64 " holds %" PRIu64, i,
+            payload_of(h, o));
+      hl_ref next;
+      OK(h, hl_ref_get(h, o, 0, &next));
+      OK(h, hl_ref_release(h, o));
+      o = next;
+    }
+    CHECK(!o, "leaves: the list is longer than 300");
+    OK(h, hl_collect(h, 1, 1));
+  }
+  check_invariants(h);
+  hl_heap_free(h);
+}
+
 int main(void) {
+  references_moved_onto_pages_of_leaves();
   hl_heap *h = HEAP("compact=sparse", "verify=true", "warm_pages=0", "warm_demand_trims=0",
                     "page_size=16k");
   OK(h, hl_roots_add(h, region, 64, 0));
@@ -107,8 +167,12 @@ int main(void) {
   }
   uint64_t pin_at = address_of(h, pinned);
   cons[1] = (uintptr_t)pin_at + 20;
+  cons[2] = (uintptr_t)pin_at + 8; /* the same object again: one pin */
   OK(h, hl_ref_release(h, pinned));
   OK(h, hl_roots_add(h, cons, 4, 1));
+  /* a precise word into handle 3's object (its payload, not its start) */
+  inner[0] = (uintptr_t)address_of(h, handles[3]) + 16;
+  OK(h, hl_roots_add(h, inner, 2, 0));
 
   /* held: the cycles it runs move nothing */
   hl_enter(h);
@@ -122,9 +186,14 @@ int main(void) {
   CHECK(region[7] == raw && address_of(h, handles[3]) == before, "an object moved while held");
   hl_leave(h);
 
-  uint64_t r0 = resident_of(h);
+  uint64_t r0 = resident_of(h), pinned0 = s.pinned_objects;
+  uintptr_t inner0 = inner[0];
   OK(h, hl_collect(h, 1, 1));
   s = stats_of(h);
+  CHECK(s.pinned_objects - pinned0 == 1, "one object pinned (two words into it), %" PRIu64
+        " counted", s.pinned_objects - pinned0);
+  CHECK(inner[0] == inner0, "a precise word into an object was changed from %#lx to %#lx",
+        (unsigned long)inner0, (unsigned long)inner[0]);
   uint64_t r1 = resident_of(h);
   printf("moved %" PRIu64 " objects (%" PRIu64 " bytes) off %" PRIu64 " pages, %" PRIu64
          " pinned; resident %.1f -> %.1f MiB\n", s.evacuated_objects, s.evacuated_bytes,

@@ -182,6 +182,19 @@ describe("the API round trip", function()
     s:stop()
   end)
 
+  it("returns every sample of a series longer than one read (1024)", function()
+    local s = assert(hl.sampler(0.0001, 4096))
+    local deadline = hl.clock_ns() + 30e9
+    while s:summary().samples < 1100 and hl.clock_ns() < deadline do end
+    local n = s:summary().samples
+    C.ok(n >= 1100, "1100 samples within 30 s: " .. n)
+    local series = s:series()
+    C.ok(#series >= n, #series .. " samples in the series, the summary counted " .. n)
+    C.ok(series[1025][1] >= series[1024][1], "the 1025th sample after the 1024th")
+    C.ok(s:series(1025)[1][1] >= series[1025][1], "s:series(1025)'s first is sample 1025 or later")
+    s:stop()
+  end)
+
   it("refuses handles on a manual-mode heap with a clear error", function()
     local m = assert(hl.heap{ mode = "manual" })
     C.raises({ "h:alloc", "EMODE" }, m.alloc, m, 16)

@@ -258,6 +258,7 @@ it("a value given another kind's metatable is an error, and is still finalized a
 -- a heap's -- and a heap whose metatable was a copy of its own was refused
 -- by its __gc and never freed
 local s = hl.sampler(0.01, 16)
+case({ "s:series", "start must be >= 1, got 0" }, s.series, s, 0)
 local hh = hl.heap{ reserve_bytes = "64m" }
 local g = hh:conservative_region(2)
 local ob = hh:alloc(8)
