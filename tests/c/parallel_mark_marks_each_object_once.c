@@ -9,7 +9,8 @@
  * would leave its referents unmarked (the check after every cycle with
  * verify=1 would fail).  The collections must have had helpers taking part
  * (mark_threads_used, mark_steals), in the default and the generational
- * collector, full and minor marks.  Suite threads: run under
+ * collector, full and minor marks, and in a heap of fewer mark_threads
+ * than helpers started before.  Suite threads: run under
  * ThreadSanitizer too. */
 #include <stdlib.h>
 
@@ -211,6 +212,12 @@ int main(void) {
   h = HEAP("mark_threads=4", "verify=1", "reserve_bytes=1g", "generational=1",
            "young_bytes=1m", "gc_trigger_min_bytes=64k");
   run("generational", h, 3);
+  hl_heap_free(h);
+  /* fewer helpers than are started (3, by the heaps above): only the one
+   * asked for takes part, and its count is the mark's (the helper past it
+   * ran too, its count lost: the mutation audit, session 37) */
+  h = HEAP("mark_threads=2", "verify=1", "reserve_bytes=1g");
+  run("two threads after four", h, 0);
   hl_heap_free(h);
   puts("ok");
   return 0;

@@ -189,14 +189,31 @@ static bool giveback_refused_is_tried_again_once(void) {
   OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_always, 0, ENOMEM));
   OK(h, hl_inject(h, HL_SITE_fallback, HL_FAULT_always, 0, ENOMEM));
   uint64_t sum, objs;
-  fill_sum(h, 64u << 20, &sum, &objs, NULL);
+  hl_ref kept;
+  fill_sum(h, 64u << 20, &sum, &objs, &kept);
   hl_stats a = stats_of(h);
   uint64_t left = beyond_carved(h);
   OK(h, hl_inject(h, HL_SITE_release, HL_FAULT_off, 0, 0));
   OK(h, hl_inject(h, HL_SITE_fallback, HL_FAULT_off, 0, 0));
+  /* a fill carves pages in the chunks left behind before a trim retries
+   * them (nothing to reuse: the fill above is kept): the retry gives back
+   * only what is above the carved pages, and this fill's objects read back
+   * as written (the retry gave back from where the refusal left, carved
+   * pages too: the mutation audit, session 37) */
+  uint64_t sum2, objs2, again, again_objs;
+  hl_ref kept2;
+  fill_sum(h, left + (4u << 20), &sum2, &objs2, &kept2);
   OK(h, hl_collect(h, 2, 1));
   OK(h, hl_trim(h));
   OK(h, hl_heap_check(h));
+  OK(h, hl_ref_checksum(h, kept2, &again, &again_objs));
+  CHECK(again == sum2 && again_objs == objs2, "the fill carved into the chunks left behind "
+        "changed after the retry (%" PRIu64 " objects, checksum %s)", again_objs,
+        again == sum2 ? "the same" : "changed");
+  OK(h, hl_ref_checksum(h, kept, &again, &again_objs));
+  CHECK(again == sum && again_objs == objs, "the kept fill changed after the retry");
+  OK(h, hl_ref_release(h, kept));
+  OK(h, hl_ref_release(h, kept2));
   hl_stats b = stats_of(h);
   uint64_t beyond = beyond_carved(h);
   CHECK(beyond == 0, "%.1f MiB resident beyond the carved pages after the refusal ended "
