@@ -34,7 +34,7 @@ VENV=${VENV:-.venv}
 apt_base="gcc make pkg-config lua5.4 liblua5.4-dev libreadline-dev valgrind libgc-dev libmimalloc-dev libjemalloc-dev lua-penlight lua-ldoc lua-dkjson lua-check lua-busted lua-filesystem luarocks clang-14 libclang-rt-14-dev llvm-14"
 apt_bench=""
 apt_clients=""
-pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
+pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest pytest-xdist hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
 # (locales: the de_DE source the preload test report_in_a_comma_locale builds a
 # decimal-comma locale from, into its own folder; without it the test skips)
 apt_preload="redis-server redis-tools sqlite3 python3 locales"

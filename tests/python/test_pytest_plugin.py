@@ -36,16 +36,18 @@ def fake(exp, arm, phys_after, index=0, phase="fill"):
          "phys_low_after_mark": None, "resident_after": None}]}
 
 
-def run_session(tmp_path, source, *args, env=None, name="test_inner.py"):
-    """pytest on one test file (`source`, after fake()) in a child process;
-    returns (process, results folder)."""
+def run_session(tmp_path, source, *args, env=None, name="test_inner.py", target=None):
+    """pytest on one test file (`source`, after fake()) in a child process --
+    or on `target` (a folder holding it: a whole suite's session, which may be
+    complete); returns (process, results folder)."""
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text(FAKE + textwrap.dedent(source))
     results = tmp_path / "results"
     e = dict(os.environ, HEAPLAB_RESULTS=str(results))
     e.pop("PYTEST_XDIST_WORKER", None)
     e.update(env or {})
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
-                        name], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
+                        target or name], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
     return p, results
 
 
@@ -227,72 +229,57 @@ def test_repeat_is_the_sessions_own(tmp_path):
     assert "after session 2: 2" in p.stdout, p.stdout
 
 
-FAKE_WORKER_CONFTEST = '''
-import json, os, pytest
-
-# what pytest-xdist gives a worker's config (xdist itself is not a dependency)
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config):
-    config.workerinput = {"workerid": os.environ["FAKE_WORKER"]}
-    config.workeroutput = {}
-
-def pytest_unconfigure(config):
-    with open(os.environ["FAKE_OUT"], "w") as f:
-        json.dump(config.workeroutput, f)
-'''
+# each xdist worker's HEAPLAB_RESULTS a folder of its own: a table a worker
+# wrote would be there
+WORKER_RESULTS_CONFTEST = """
+import os
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["HEAPLAB_RESULTS"] += "-" + os.environ["PYTEST_XDIST_WORKER"]
+"""
 
 
-class _Reporter:
-    def __init__(self, config):
-        self.config = config
-        self.lines = []
-
-    def write_sep(self, sep, text):
-        self.lines.append(text)
-
-    def write_line(self, text):
-        self.lines.append(text)
+def header(results, name="table.txt"):
+    """A table file's first line (what it covers) and effects.json's "session"."""
+    first = (results / name).read_text().splitlines()[0]
+    return first, json.loads((results / name.replace("table", "effects").replace(
+        ".txt", ".json")).read_text())["session"]
 
 
-def test_xdist_workers_send_their_lab_to_the_controller(tmp_path, monkeypatch):
+def test_xdist_workers_send_their_lab_to_the_controller(tmp_path):
     """Under pytest-xdist every worker wrote table.txt, effects.txt and
     effects.json to the same folder: the last to end won, the tables held one
     worker's share.  A worker now writes nothing and hands its records and
     effects to the controller (workeroutput), which merges them
-    (pytest_testnodedown) and writes the one set of tables.  Without xdist
-    installed, the workers are simulated: pytest sessions whose config has
-    workerinput/workeroutput, as xdist makes them; the controller's hooks are
-    called as xdist calls them."""
-    import types
-    from heaplab import pytest_plugin
-    (tmp_path / "conftest.py").write_text(FAKE_WORKER_CONFTEST)
-    source = """
-        import pytest
-        @pytest.mark.parametrize("size", [10, 20, 30])
+    (pytest_testnodedown) and writes the one set of tables.  A real `pytest
+    -n 2` session; each worker's HEAPLAB_RESULTS is a folder of its own, where
+    a table it wrote would be."""
+    pytest.importorskip("xdist", reason="tools/setup.sh installs pytest-xdist")
+    (tmp_path / "conftest.py").write_text(WORKER_RESULTS_CONFTEST)
+    p, results = run_session(tmp_path, """
+        import os, pytest
+        @pytest.mark.parametrize("size", [10, 20, 30, 40, 50, 60])
         def test_param(lab, size):
             lab.record(fake("P", "on", size))
-            lab.effect("P", f"size {size}", f"{size} MiB", ">= 0", arm="on", phase="fill", ok=True)
-    """
-    outs = []
-    for worker, select in (("gw0", "10"), ("gw1", "20 or 30")):
-        out = tmp_path / f"{worker}.json"
-        p, results = run_session(tmp_path, source, "-k", select,
-                                 env={"FAKE_WORKER": worker, "FAKE_OUT": str(out)})
-        assert p.returncode == 0, p.stdout + p.stderr
-        assert not (results / "table.txt").exists() and not (results / "effects.json").exists()
-        assert "heaplab effects" not in p.stdout, p.stdout
-        outs.append(json.loads(out.read_text()))
-    controller = types.SimpleNamespace()
-    for o in outs:
-        pytest_plugin.pytest_testnodedown(types.SimpleNamespace(config=controller,
-                                                                workeroutput=o), None)
-    pytest_plugin.pytest_testnodedown(types.SimpleNamespace(config=controller), "crashed")
-    monkeypatch.setenv("HEAPLAB_RESULTS", str(tmp_path / "merged"))
-    pytest_plugin.pytest_terminal_summary(_Reporter(controller), 0)
-    got = [(r[0], r[4], r[8]) for r in table(tmp_path / "merged")]
-    assert got == [("P", f"{n}.0", f"size {n}: {n} MiB | >= 0 ok") for n in (10, 20, 30)], got
-    effects = json.loads((tmp_path / "merged" / "effects.json").read_text())["effects"]
-    assert [e["what"] for e in effects] == ["size 10", "size 20", "size 30"]
+            lab.effect("P", f"size {size}", os.environ["PYTEST_XDIST_WORKER"], ">= 0",
+                       arm="on", phase="fill", ok=True)
+    """, "-n", "2", name="exp/test_inner.py", target="exp")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "6 passed" in p.stdout, p.stdout
+    for worker in ("gw0", "gw1"):        # (made: the plugin checks it is writable)
+        assert (tmp_path / f"results-{worker}").is_dir(), worker
+        assert not list((tmp_path / f"results-{worker}").iterdir()), worker
+    effects = json.loads((results / "effects.json").read_text())["effects"]
+    # every test's effect, each test ran once, on one worker or the other: both ran some
+    assert sorted(e["what"] for e in effects) == [f"size {n}" for n in (10, 20, 30, 40, 50, 60)]
+    assert {e["ours"] for e in effects} == {"gw0", "gw1"}, effects
+    by_size = {e["what"]: e["ours"] for e in effects}
+    got = sorted((r[0], r[4], r[8]) for r in table(results))
+    assert got == [("P", f"{n}.0", f"size {n}: {by_size[f'size {n}']} | >= 0 ok")
+                   for n in (10, 20, 30, 40, 50, 60)], got
+    assert p.stdout.count("heaplab effects") == 1, p.stdout
+    first, session = header(results)
+    assert first.startswith("heaplab: complete session ") and "6 of 6 collected tests ran" in first
+    assert session["complete"] and session["tests"]["ran"] == 6, session
 
 
 def test_an_interrupted_session_leaves_the_complete_tables(tmp_path):
