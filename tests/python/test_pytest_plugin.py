@@ -282,6 +282,56 @@ def test_xdist_workers_send_their_lab_to_the_controller(tmp_path):
     assert session["complete"] and session["tests"]["ran"] == 6, session
 
 
+STOPPING = """
+    import pytest
+    def test_fail(lab):
+        lab.effect("F", "fails", "0", ">= 1", ok=False)
+        assert False
+    @pytest.mark.parametrize("size", [10, 20, 30, 40, 50, 60])
+    def test_param(lab, size):
+        lab.record(fake("P", "on", size))
+        lab.effect("P", f"size {size}", f"{size} MiB", ">= 0", arm="on", phase="fill", ok=True)
+"""
+
+
+def test_an_xdist_session_stopped_by_x_is_partial(tmp_path):
+    """Under pytest-xdist the controller collects nothing: the tables counted
+    only the tests that ran ('1 of 1 collected tests ran'), and xdist ends a
+    -x / --maxfail session with its Interrupted, a KeyboardInterrupt (exit
+    status 2), so its tables went to table.interrupted.txt as a Ctrl-C's,
+    headed 'INTERRUPTED session'.  Now the workers' counts reach the
+    controller and the stop is a partial session's, as without xdist.  (All
+    tests in one file, --dist loadfile: one worker runs them, test_fail
+    first, and -x stops it there.)"""
+    pytest.importorskip("xdist", reason="tools/setup.sh installs pytest-xdist")
+    p, results = run_session(tmp_path, STOPPING, "-n", "2", "--dist", "loadfile", "-x",
+                             name="exp/test_inner.py", target="exp")
+    assert p.returncode in (1, 2), p.stdout + p.stderr
+    assert not list(results.glob("*.interrupted.*")), sorted(results.iterdir())
+    first, session = header(results)
+    assert first.startswith("heaplab: PARTIAL session "), first
+    assert "1 of 7 collected tests ran (6 selected did not run" in first, first
+    assert session["tests"] == {"collected": 7, "deselected": 0, "selected": 7, "ran": 1}
+    assert not session["complete"] and not session["interrupted"], session
+    assert session["failed_tests"] == ["exp/test_inner.py::test_fail"], session
+
+
+def test_an_xdist_session_of_a_k_selection_is_partial(tmp_path):
+    """-n 2 -k: the controller never saw the deselection (the workers
+    deselect), so the tables of two tests of seven said 'complete session',
+    '2 of 2 collected tests ran'."""
+    pytest.importorskip("xdist", reason="tools/setup.sh installs pytest-xdist")
+    p, results = run_session(tmp_path, STOPPING, "-n", "2", "-k", "10 or 20",
+                             name="exp/test_inner.py", target="exp")
+    assert p.returncode == 0, p.stdout + p.stderr
+    first, session = header(results)
+    assert first.startswith("heaplab: PARTIAL session "), first
+    assert "2 of 7 collected tests ran (5 deselected)" in first, first
+    assert session["tests"] == {"collected": 7, "deselected": 5, "selected": 2, "ran": 2}
+    assert sorted(e["what"] for e in json.loads(
+        (results / "effects.json").read_text())["effects"]) == ["size 10", "size 20"]
+
+
 def test_an_interrupted_session_leaves_the_complete_tables(tmp_path):
     """An interrupted session (Ctrl-C, exit status 2) wrote its partial
     tables over the last complete ones without a word.  They now go to

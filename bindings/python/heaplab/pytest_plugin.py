@@ -500,6 +500,10 @@ class _SessionWatch:
         self.collected: Optional[int] = None
         self.ran: set = set()
         self.failed: List[str] = []
+        #: pytest-xdist's reason for ending the session early, when it did
+        #: (its Interrupted, a KeyboardInterrupt: "stopping after 1 failures"
+        #: for -x / --maxfail, "gw0 received keyboard-interrupt" for Ctrl-C)
+        self.xdist_stop: Optional[str] = None
 
     def pytest_deselected(self, items: Any) -> None:
         self.deselected += len(items)
@@ -511,6 +515,24 @@ class _SessionWatch:
         self.ran.add(report.nodeid)
         if report.failed and report.nodeid not in self.failed:
             self.failed.append(report.nodeid)
+
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        exc = excinfo.value
+        if type(exc).__module__.startswith("xdist."):
+            self.xdist_stop = str(exc)
+
+    # -- pytest-xdist: the controller collects nothing itself --
+    def state(self) -> Dict[str, Any]:
+        """What a worker collected and deselected (sent to the controller)."""
+        return {"collected": self.collected, "deselected": self.deselected}
+
+    def merge(self, state: Dict[str, Any]) -> None:
+        """A worker's state(): every worker collects the whole selection, so
+        the counts are any worker's, not their sum (the largest, should one
+        worker's collection differ)."""
+        if state.get("collected") is not None:
+            self.collected = max(self.collected or 0, int(state["collected"]))
+        self.deselected = max(self.deselected, int(state.get("deselected") or 0))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -538,13 +560,23 @@ def pytest_sessionfinish(session: Any) -> None:
     config = session.config
     if _is_xdist_worker(config) and hasattr(config, "workeroutput"):
         config.workeroutput["heaplab_lab"] = _lab_of(config).state()
+        watch = getattr(config, "_heaplab_watch", None)
+        if watch is not None:
+            config.workeroutput["heaplab_collection"] = watch.state()
 
 
 @pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    state = getattr(node, "workeroutput", {}).get("heaplab_lab")
+    # (and what it collected: the controller collects nothing, so without
+    # the workers' counts a -k session's tables said 'complete session', 1 of
+    # 1 collected tests ran, and a -x one's every test collected had run)
+    out = getattr(node, "workeroutput", {})
+    state = out.get("heaplab_lab")
     if state:
         _lab_of(node.config).merge(state)
+    watch = getattr(node.config, "_heaplab_watch", None)
+    if out.get("heaplab_collection") and watch is not None:
+        watch.merge(out["heaplab_collection"])
 
 
 def _coverage(config: Any, lab: Lab, exitstatus: Any) -> Dict[str, Any]:
@@ -574,7 +606,12 @@ def _coverage(config: Any, lab: Lab, exitstatus: Any) -> Dict[str, Any]:
         status: Optional[int] = int(exitstatus)
     except (TypeError, ValueError):
         status = None
-    interrupted = status == int(pytest.ExitCode.INTERRUPTED)
+    # pytest-xdist ends a -x / --maxfail session with its Interrupted, a
+    # KeyboardInterrupt: exit status 2, as Ctrl-C.  It is the stop -x asked
+    # for -- a partial session, as without xdist -- not an interrupt (its
+    # tables went to table.interrupted.txt ...)
+    stopped = (watch.xdist_stop or "").startswith("stopping after ")
+    interrupted = status == int(pytest.ExitCode.INTERRUPTED) and not stopped
     # a selection of the command line's: -k, -m, --lf, --deselect (a -m of
     # the configuration's addopts -- this project's 'not bench' -- is the
     # suite's own definition, not a selection)
