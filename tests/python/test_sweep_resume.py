@@ -155,27 +155,29 @@ def test_a_failed_record_is_not_complete_even_with_its_phases(tmp_path):
     assert set(complete_records(str(tmp_path))) == {"X-c000-ok-r0"}
 
 
-def test_a_resumed_task_gets_the_runs_timeout(tmp_path, monkeypatch):
+HANG_ARM = """
+import time
+time.sleep(30)           # (killed at the task's timeout)
+"""
+
+
+def test_a_resumed_task_gets_the_runs_timeout(tmp_path):
     """--resume without --timeout runs the tasks with the run's (meta.json's),
     not the default 600 s (a run made with --timeout 1.5 would wait 600 s
-    for a hanging arm once resumed).  No cluster: run_sweep is where the
-    tasks would go."""
-    from heaplab import __main__ as cli
-    from heaplab import sweep
-    run = tmp_path / "r" / "20261206-000000-abcdef"
-    run.mkdir(parents=True)
-    (run / "meta.json").write_text(json.dumps({
-        "run_id": run.name, "experiment": "X", "kind": "command",
-        "spec": {"argv": ["true", "{arm}"]}, "arms": ["a"], "grid": {"T_X": ["1", "2"]},
-        "repeat": 1, "env": {}, "arm_env": {}, "timeout": 1.5, "cwd": str(tmp_path)}))
-    seen = []
-
-    def run_sweep(sw, **kw):
-        seen.extend(t["timeout"] for t in sw.tasks)
-        return str(run), {"ok": len(sw.tasks), "failed": 0, "skipped": 0}
-    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
-    assert cli.main(["run", "--resume", str(run)]) == 0
-    assert seen == [1.5, 1.5], seen
+    for a hanging arm once resumed).  A real run and resume on a local
+    cluster: the hanging arm is killed after 1.5 s both times (before, the
+    resume waited 600 s: the child's 20 s bound here)."""
+    script = tmp_path / "hang_arm.py"
+    script.write_text(HANG_ARM)
+    p = heaplab("run", "--command", f"{sys.executable} {script} {{arm}}", "--arms", "hang",
+                "--timeout", "1.5", "--results", str(tmp_path / "r"), *LOCAL)
+    assert p.returncode == 1 and "0 ok, 1 failed" in p.stdout, p.stdout + p.stderr
+    run = run_folder(p.stdout)
+    p = subprocess.run([sys.executable, "-m", "heaplab", "run", "--resume", run, *LOCAL],
+                       cwd=ROOT, capture_output=True, text=True, timeout=20)
+    assert p.returncode == 1 and "0 ok, 1 failed" in p.stdout, p.stdout + p.stderr
+    (rec,) = records(run).values()
+    assert "no result within 1.5 s" in rec["sweep"]["error"], rec["sweep"]
 
 
 SLOW_ARM = """
