@@ -35,16 +35,15 @@ static uint64_t address_of(hl_heap *h, hl_ref r) {
   return info.object;
 }
 
-/* A list of N objects (slot 0: next, payload: i) spread over many pages by
- * garbage allocated between them, every 16th object also in a large
- * object's slots, every 1000th in a handle, and the first 64 of every
- * 300th in the precise root region. */
-static void build(hl_heap *h, hl_ref *head, hl_ref *big, hl_ref handles[N / 1000]) {
-  OK(h, hl_alloc(h, 0, N / 16, big));
+/* A list of n objects (slot 0: next, payload: i) spread over many pages by
+ * garbage allocated between them; with big, every 16th object also in
+ * big's slots, every 1000th in a handle, and the first 64 of every 300th in
+ * the precise root region. */
+static void sparse_list(hl_heap *h, uint64_t n, hl_ref *head, hl_ref *big, hl_ref *handles) {
   hl_ref prev = 0;
   *head = 0;
   int nr = 0;
-  for (uint64_t i = 0; i < N; i++) {
+  for (uint64_t i = 0; i < n; i++) {
     hl_ref o, junk;
     OK(h, hl_alloc(h, 48, 1, &o));
     OK(h, hl_ref_write(h, o, 0, &i, 8));
@@ -58,12 +57,20 @@ static void build(hl_heap *h, hl_ref *head, hl_ref *big, hl_ref handles[N / 1000
     } else {
       OK(h, hl_ref_dup(h, o, head));
     }
-    if (i % 16 == 0) OK(h, hl_ref_set(h, *big, i / 16, o));
-    if (i % 1000 == 0) OK(h, hl_ref_dup(h, o, &handles[i / 1000]));
-    if (i % 300 == 0 && nr < 64) region[nr++] = (void *)(uintptr_t)address_of(h, o);
+    if (big) {
+      if (i % 16 == 0) OK(h, hl_ref_set(h, *big, i / 16, o));
+      if (i % 1000 == 0) OK(h, hl_ref_dup(h, o, &handles[i / 1000]));
+      if (i % 300 == 0 && nr < 64) region[nr++] = (void *)(uintptr_t)address_of(h, o);
+    }
     prev = o;
   }
   OK(h, hl_ref_release(h, prev));
+}
+
+/* The list of N objects, big, the handles and the root region's words. */
+static void build(hl_heap *h, hl_ref *head, hl_ref *big, hl_ref handles[N / 1000]) {
+  OK(h, hl_alloc(h, 0, N / 16, big));
+  sparse_list(h, N, head, big, handles);
 }
 
 static void check_all(hl_heap *h, hl_ref head, hl_ref big, hl_ref handles[N / 1000]) {
@@ -98,7 +105,7 @@ static void check_all(hl_heap *h, hl_ref head, hl_ref big, hl_ref handles[N / 10
  * objects' slots -- now on pages that held no references -- are updated. */
 static void references_moved_onto_pages_of_leaves(void) {
   hl_heap *h = HEAP("compact=sparse", "verify=true", "warm_pages=0", "page_size=16k");
-  hl_ref leaves, head = 0, prev = 0;
+  hl_ref leaves, head;
   OK(h, hl_alloc(h, 0, 4000, &leaves));
   for (uint64_t i = 0; i < 4000; i++) {
     hl_ref o;
@@ -106,23 +113,7 @@ static void references_moved_onto_pages_of_leaves(void) {
     if (i % 10) OK(h, hl_ref_set(h, leaves, i, o)); /* 90% live */
     OK(h, hl_ref_release(h, o));
   }
-  for (uint64_t i = 0; i < 300; i++) {
-    hl_ref o, junk;
-    OK(h, hl_alloc(h, 48, 1, &o));
-    OK(h, hl_ref_write(h, o, 0, &i, 8));
-    for (int g = 0; g < 9; g++) {
-      OK(h, hl_alloc(h, 48, 1, &junk));
-      OK(h, hl_ref_release(h, junk));
-    }
-    if (prev) {
-      OK(h, hl_ref_set(h, prev, 0, o));
-      OK(h, hl_ref_release(h, prev));
-    } else {
-      OK(h, hl_ref_dup(h, o, &head));
-    }
-    prev = o;
-  }
-  OK(h, hl_ref_release(h, prev));
+  sparse_list(h, 300, &head, NULL, NULL);
   OK(h, hl_collect(h, 1, 1));
   hl_stats s = stats_of(h);
   CHECK(s.evacuated_objects >= 150, "leaves: %" PRIu64 " objects moved", s.evacuated_objects);
