@@ -148,7 +148,8 @@ def test_every_public_definition_has_a_docstring(modname):
 # the typos hl_env_var_kind's and the sweep's tests are refused
 NOT_VARIABLES = {"HEAPLAB_OPTIONS_BEGIN", "HEAPLAB_OPTIONS_END", "HEAPLAB_LUA_READLINE",
                  "HEAPLAB_NAME", "HEAPLAB_NO_SUCH", "HEAPLAB_NO_SUCH_OPTION",
-                 "HEAPLAB_WARM_PAGE", "HEAPLAB_WARM_PAGESS", "HEAPLAB_STATSX", "HEAPLAB_PAGESIZE"}
+                 "HEAPLAB_WARM_PAGE", "HEAPLAB_WARM_PAGESS", "HEAPLAB_STATSX", "HEAPLAB_PAGESIZE",
+                 "HEAPLAB_PAGE_SIZ"}
 
 
 def test_every_heaplab_variable_in_the_tree_is_an_option_or_read_quietly(tmp_path):

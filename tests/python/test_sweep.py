@@ -328,6 +328,25 @@ def test_lua_experiment_and_launcher_command_arms(cluster, tmp_path):
     assert ret["lua/on"] > 4 * max(ret["lua/off"], 1 << 20), ret
 
 
+def test_a_heaplab_name_no_part_of_heaplab_reads_is_refused_by_build_sweep():
+    """The Python API's sweep, as the command line's: a typo in a HEAPLAB_
+    name of the grid, --env or --arm-env ran every cell at the default."""
+    from heaplab.sweep import SweepError, build_sweep
+    for kwargs, said in [
+            (dict(grid={"HEAPLAB_WARM_PAGE": ["0", "64"]}), "--set HEAPLAB_WARM_PAGE"),
+            (dict(env={"HEAPLAB_WARM_PAGES": "64", "HEAPLAB_PAGE_SIZ": "16k"}),
+             "--env HEAPLAB_PAGE_SIZ"),
+            (dict(arm_env={"on": {"HEAPLAB_Warm_Pages": "1"}}), "--arm-env on: HEAPLAB_Warm_Pages")]:
+        with pytest.raises(SweepError, match=f"^{said}: heaplab reads no such variable; did you "
+                                             "mean HEAPLAB_"):
+            build_sweep("e1", **kwargs)
+    # what heaplab reads passes that check (the grid of an option's variable,
+    # a protocol figure, a variable of the experiment's own)
+    sweep = build_sweep("e1", arms=["on"], grid={"HEAPLAB_WARM_PAGES": ["0"]},
+                        env={"HEAPLAB_E1_FILL_MIB": "16", "HEAPLAB_X_MINE": "1", "OTHER": "1"})
+    assert len(sweep.tasks) == 1
+
+
 def test_bad_input_names_what_is_wrong(tmp_path):
     # a path that is not a Python module gave an AttributeError traceback, exit 1
     not_py = tmp_path / "notes.txt"

@@ -86,7 +86,6 @@ def parse_set(items: Sequence[str]) -> Dict[str, List[str]]:
             if not name.replace("_", "").isalnum() or not name.isupper():
                 raise SweepError(f"--set {name}: an option (lower case: {', '.join(list(known)[:4])}"
                                  "...) or an environment variable (upper case)")
-            _check_variable_name("--set", name)
         elif name not in known:
             raise SweepError(f"--set {name}: not an option of heaplab (python3 -m heaplab "
                              f"options lists them)")
@@ -134,10 +133,8 @@ def _check_variable_name(where: str, name: str) -> None:
 def _check_option_variable(where: str, name: str, value: str) -> None:
     """A HEAPLAB_<OPTION>=value of --env or --arm-env (`where`), read by the
     library's own parser as the arms' heaps will read it: SweepError naming
-    it when refused (every task failed on it in its arm); a HEAPLAB_ name
-    heaplab does not read, too (_check_variable_name)."""
+    it when refused (every task failed on it in its arm)."""
     import heaplab
-    _check_variable_name(where, name)
     if not name.startswith("HEAPLAB_") or _option_of(name) not in heaplab.options():
         return
     try:
@@ -630,6 +627,10 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
     grid = dict(grid or {})
     arm_env = dict(arm_env or {})
     env = dict(env or {})
+    for where, names in [("--set", grid), ("--env", env)] + [(f"--arm-env {a}:", e)
+                                                             for a, e in arm_env.items()]:
+        for n in names:
+            _check_variable_name(where, n)
     if repeat < 1:
         raise SweepError(f"--repeat {repeat}: expected >= 1")
     if not timeout > 0 or timeout == float("inf"):
