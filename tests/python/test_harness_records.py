@@ -70,6 +70,44 @@ def test_a_phase_that_raised_says_so_in_its_record_and_the_csv(run_experiment_so
     assert (folder / "records.csv").read_text().count("\n") == 4
 
 
+CRASHES_AT_EXIT = """
+import atexit, os
+from heaplab.harness import Experiment
+T = Experiment("T", "an arm whose process fails after its JSON")
+
+@T.arm("a")
+def a(rec, **options):
+    # (a C library's destructor that crashes, an atexit handler's failure)
+    atexit.register(os._exit, 3)
+    with rec.phase("fill"):
+        x = bytearray(1 << 20)
+"""
+
+
+def test_an_arm_that_exits_non_zero_after_its_json_failed(run_experiment_source, tmp_path):
+    """An arm's process that wrote its whole JSON and then exited 3 was a
+    good arm to Experiment.run: its record saved without an error, the
+    result returned -- where the progress line said '(failed)' and a sweep's
+    task of it is failed with its exit status (the mutation audit of
+    session 37).  Now the arm's error says so and run() raises ArmFailed;
+    its records are kept."""
+    from heaplab.harness import add_progress_listener, remove_progress_listener
+    seen = []
+    fn = add_progress_listener(lambda event, label, info: seen.append((event, info.get("ok"))))
+    try:
+        with pytest.raises(ArmFailed, match="exit 3 after it wrote its arm JSON"):
+            run_experiment_source("records_exit3", CRASHES_AT_EXIT)
+    finally:
+        remove_progress_listener(fn)
+    assert ("end", False) in seen, seen
+    data = json.loads((tmp_path / "results" / "T" / "a.json").read_text())
+    assert data["returncode"] == 3 and "exit 3 after it wrote its arm JSON" in data["error"]
+    assert [r["phase"] for r in data["records"]] == ["fill"], data["records"]
+    rows = _read_csv(tmp_path / "results" / "T" / "records.csv")
+    assert [r["arm_error"] for r in rows] == ["T/a: the arm's process exit 3 after it wrote its "
+                                              "arm JSON"], rows
+
+
 def test_a_command_arm_phase_that_raised_says_so(tmp_path):
     def script(ctl):
         with ctl.phase("ok"):

@@ -2844,6 +2844,14 @@ class Experiment:
                         if save:
                             held.save(data, earlier_runs=k == 0)
                         raise
+                    # a process that exits non-zero after its whole JSON (a crash
+                    # at exit, an atexit handler's failure) is a failed arm: it was
+                    # a good one here -- saved without an error, returned -- where
+                    # a sweep's task of it is failed (the mutation audit, session 37)
+                    if not data.get("error") and data.get("returncode") != 0:
+                        data["error"] = (f"{label}: the arm's process "
+                                         f"{_exit_text(data.get('returncode'))} after it "
+                                         f"wrote its arm JSON")
                     data["seed"] = self.seed
                     if n > 1:
                         data["repeat"] = k
