@@ -680,6 +680,19 @@ def test_notebook_check_fails_on_printed_warnings(tmp_path):
     assert p.returncode == 1 and "printed warnings" in p.stdout and "stale API" in p.stdout, p.stdout
 
 
+def test_notebook_check_fails_on_a_cell_past_its_timeout(tmp_path):
+    """A cell that runs past --timeout is stopped and the notebook FAILs,
+    its figure shown before it notwithstanding.  No cell ever timed out:
+    nbclient 0.11, given a blocking KernelManager, waited for the cell's
+    reply past its timeout, and this notebook was "ok" after 21 s (the
+    mutation audit of session 37)."""
+    path = tmp_path / "t.ipynb"
+    notebook(path, FIGURE_CELL, "import time\ntime.sleep(20)", "print('never')")
+    p = run_runner(str(path), "--out", str(tmp_path / "out"), "--check", "--timeout", "2")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"FAIL {path}" in p.stdout and "a cell ran longer than 2.0 s" in p.stdout, p.stdout
+
+
 def test_the_tidy_frame_tells_repeats_apart():
     """records_frame (and report's <exp>_records.csv) had one row per repeat
     and no column to tell them apart: a repeat column, k of <arm>.r<k>.json."""

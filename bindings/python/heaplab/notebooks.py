@@ -265,7 +265,8 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
     import tempfile
 
     import nbformat
-    from jupyter_client.manager import KernelManager
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, DeadKernelError
 
@@ -293,7 +294,12 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend renders the PNGs
     inject_parameters(nb, params)
     sockets = tempfile.mkdtemp(prefix="heaplab-kernel-")
-    km = KernelManager(kernel_name=kernel, transport="ipc", ip=os.path.join(sockets, "kernel"))
+    # an asynchronous manager: with a (blocking) KernelManager given to it,
+    # nbclient 0.11 never timed a cell out -- its wait for the reply ran on
+    # past --timeout, and a cell of time.sleep(20) under --timeout 2 was
+    # "ok" after 21 s (the mutation audit of session 37)
+    km = AsyncKernelManager(kernel_name=kernel, transport="ipc",
+                            ip=os.path.join(sockets, "kernel"))
     client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
                             resources={"metadata": {"path": folder}})
     t0 = time.monotonic()
@@ -321,7 +327,7 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
         # kernel down here (else it lingers and warns when this process exits)
         try:
             if km.has_kernel:
-                km.shutdown_kernel(now=False)
+                run_sync(km.shutdown_kernel)(now=False)
         except Exception:
             pass
         shutil.rmtree(sockets, ignore_errors=True)
