@@ -84,6 +84,10 @@ def test_phases_are_sampled_from_outside(tmp_path, allocator):
     grow, drop = arm.phase("grow"), arm.phase("drop")
     assert grow["samples"] > 0 and drop["samples"] > 0
     assert grow.growth > 48 * MiB, grow
+    # the peak is the highest of the phase's samples (its before and after among
+    # them), never the lowest
+    assert grow["phys_peak"] >= grow["phys_after"] and drop["phys_peak"] >= drop["phys_before"]
+    assert drop["phys_peak"] - drop["phys_low"] > 0.8 * grow.growth or allocator == "glibc"
     assert grow["notes"]["what"] == "300,000 blocks"
     assert drop["phys_low_after_mark"] is not None and drop["notes"]["mark"] == "drop"
     assert data["series"] and all(len(s) == 4 for s in data["series"])
@@ -340,6 +344,23 @@ def test_outside_sampler_windows_skip_readings_begun_before(monkeypatch, event):
     finally:
         go.set()
         s.stop()
+
+
+def test_the_outside_sampler_counts_swap_as_charged(monkeypatch):
+    """A command's footprint is its anonymous memory and its swap, as the
+    core's phys_footprint: pages the kernel swapped out are charged still,
+    not given back (the mutation audit of session 37).  The rollup read
+    here says 4 MiB anonymous and 6 MiB swapped."""
+    from heaplab import harness
+    monkeypatch.setattr(harness, "_read_rollup", lambda pid: (5 * MiB, 4 * MiB, 0, 6 * MiB))
+    s = harness._OutsideSampler(os.getpid(), 3600)
+    try:
+        s.mark()
+        assert s.sample() is not None
+        summ = s.summary()
+    finally:
+        s.stop()
+    assert summ["max_phys"] == summ["min_phys"] == summ["min_after_mark"] == 10 * MiB, summ
 
 
 def test_a_report_that_is_not_json_is_the_arms_error():

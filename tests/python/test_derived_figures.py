@@ -229,3 +229,20 @@ def test_a_stat_or_note_some_repeats_lack_is_the_median_of_those_that_have_it():
     datas[2]["records"][0]["stats"]["gc_ns"] = None
     r = median_arm(datas)["records"][0]
     assert r["stats"]["gc_ns"] is None and "stats.gc_ns" not in r["of_repeats"], r
+
+
+def test_a_phase_or_an_arm_that_failed_in_a_later_repeat_fails_in_the_median():
+    """median_arm's record of a phase that raised in repeat 1 of 3 only (an
+    arm that caught the phase's exception) says so -- its figures are no
+    measurement -- and an arm error of any repeat is the median's (the
+    strings are the first run's otherwise: 'ok', no error).  The mutation
+    audit of session 37."""
+    datas = drop_repeats([(100, 90), (200, 190), (300, 290)])
+    datas[1]["records"][1]["status"] = "raised: RuntimeError: boom"
+    datas[2]["error"] = "Traceback ...\nRuntimeError: late"
+    m = median_arm(datas)
+    assert m["records"][1]["status"] == "raised: RuntimeError: boom (repeat 1 of 3)", m["records"]
+    assert m["records"][0].get("status", "ok") == "ok"
+    with pytest.raises(ValueError, match="raised"):
+        PhaseRecord(m["records"][1]).returned
+    assert m["error"] == "Traceback ...\nRuntimeError: late", m["error"]

@@ -273,6 +273,41 @@ def test_phases_do_not_nest():
     assert outer["phys_low_after_mark"] > 0, outer
 
 
+def test_a_phases_figures_come_from_the_right_samples():
+    """Each figure of an arm's phase from its own reading (the mutation
+    audit of session 37): phys_peak the highest sample of the phase (a
+    48 MiB buffer made and freed inside it: the peak is above the before
+    and the after by most of it), phys_after the footprint at its end (a
+    buffer kept: the growth is most of it), phys_low_after_mark the lowest
+    after the mark (a buffer freed after it) and null in a phase that never
+    marked -- whose `returned` is then an error, not a number."""
+    from heaplab.harness import PhaseRecord, Recorder
+    size = 48 * MiB
+    rec = Recorder("T", "a")
+    try:
+        with rec.phase("spike"):
+            x = b"\x01" * size
+            rec.sampler.summary()           # (a sample taken now, the buffer charged)
+            del x
+        with rec.phase("hold"):
+            kept = b"\x01" * size
+        with rec.phase("drop") as ph:
+            ph.mark("free")
+            del kept
+    finally:
+        rec.sampler.stop()
+    spike, hold, drop = (PhaseRecord(r) for r in rec.records)
+    assert spike.peak_growth > size * 3 // 4, spike
+    assert spike["phys_peak"] - spike["phys_after"] > size * 3 // 4, spike
+    assert spike["phys_low_after_mark"] is None and hold["phys_low_after_mark"] is None
+    with pytest.raises(ValueError, match="not marked"):
+        hold.returned
+    assert hold.growth > size * 3 // 4, hold
+    assert hold["phys_low"] <= hold["phys_before"] + 4 * MiB, hold
+    assert drop.returned > size * 3 // 4, drop
+    assert drop["phys_low_after_mark"] <= drop["phys_after"], drop
+
+
 def test_a_phase_whose_start_fails_leaves_no_phase_open():
     """A phase's start that raises (here: the sampler stopped under it) must
     not leave the arm refusing every later phase as nested."""
