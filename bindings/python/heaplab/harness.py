@@ -2848,7 +2848,10 @@ class Experiment:
                     # at exit, an atexit handler's failure) is a failed arm: it was
                     # a good one here -- saved without an error, returned -- where
                     # a sweep's task of it is failed (the mutation audit, session 37)
-                    if not data.get("error") and data.get("returncode") != 0:
+                    # (an exit status it does not say -- a replaced run_command_arm's
+                    # record, test_concurrent_results -- is no failure)
+                    code = data.get("returncode")
+                    if not data.get("error") and code is not None and code != 0:
                         data["error"] = (f"{label}: the arm's process "
                                          f"{_exit_text(data.get('returncode'))} after it "
                                          f"wrote its arm JSON")
