@@ -141,11 +141,6 @@ def _run(args: argparse.Namespace, sweep: Any) -> int:
             if not eq or not name:
                 raise sweep.SweepError(f"--env {item!r}: expected NAME=VALUE")
             env[name] = value
-        # an option's variable is read as the library will read it in the
-        # arms (as --set's values are): a bad one failed every task
-        for where, e in [("--env", env)] + [(f"--arm-env {a}:", v) for a, v in arm_env.items()]:
-            for name, value in e.items():
-                sweep._check_option_variable(where, name, value)
         if args.resume == "latest":
             args.resume = os.path.realpath(os.path.join(args.results, "latest"))
         source: Optional[str] = None

@@ -2853,7 +2853,7 @@ class Experiment:
                     code = data.get("returncode")
                     if not data.get("error") and code is not None and code != 0:
                         data["error"] = (f"{label}: the arm's process "
-                                         f"{_exit_text(data.get('returncode'))} after it "
+                                         f"{_exit_text(code)} after it "
                                          f"wrote its arm JSON")
                     data["seed"] = self.seed
                     if n > 1:

@@ -627,10 +627,15 @@ def build_sweep(experiment: Optional[str], arms: Optional[Sequence[str]] = None,
     grid = dict(grid or {})
     arm_env = dict(arm_env or {})
     env = dict(env or {})
-    for where, names in [("--set", grid), ("--env", env)] + [(f"--arm-env {a}:", e)
-                                                             for a, e in arm_env.items()]:
-        for n in names:
+    # every HEAPLAB_ name is one heaplab reads, and an option's variable of
+    # --env/--arm-env has a value the library takes (parse_set reads the
+    # grid's values): a bad one failed, or did nothing in, every task
+    for n in grid:
+        _check_variable_name("--set", n)
+    for where, e in [("--env", env)] + [(f"--arm-env {a}:", v) for a, v in arm_env.items()]:
+        for n, value in e.items():
             _check_variable_name(where, n)
+            _check_option_variable(where, n, value)
     if repeat < 1:
         raise SweepError(f"--repeat {repeat}: expected >= 1")
     if not timeout > 0 or timeout == float("inf"):
