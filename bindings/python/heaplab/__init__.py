@@ -19,6 +19,7 @@ import itertools
 import numbers
 import operator
 import os
+import re
 import signal
 import sys
 import threading
@@ -237,16 +238,9 @@ def _said_in_python(message: Optional[str]) -> Optional[str]:
     Python calls it ("use hl_trim" to Heap.collect's: "use trim()")."""
     if not message:
         return message
-    k = 3 + len(message[3:]) - len(message[3:].lstrip("abcdefghijklmnopqrstuvwxyz0123456789_"))
-    if message.startswith("hl_") and message[k:k + 2] == ": ":
-        message = message[k + 2:]
+    message = re.sub(r"\Ahl_[a-z0-9_]*: ", "", message)
     for c, py in _PYTHON_NAMES:
-        at = message.find(c)
-        while at >= 0:
-            end = at + len(c)
-            if end == len(message) or not (message[end].isalnum() or message[end] == "_"):
-                message = message[:at] + py + message[end:]
-            at = message.find(c, at + 1)
+        message = re.sub(rf"\b{c}\b", py, message)
     return message
 
 
