@@ -360,3 +360,68 @@ def test_an_interrupted_session_leaves_the_complete_tables(tmp_path):
     assert [e["what"] for e in partial] == ["a"]
     assert [r[1] for r in table_of(results / "table.interrupted.txt")] == ["a"]
     assert "the session was interrupted" in p.stdout, p.stdout
+
+
+def test_a_session_whose_output_is_closed_writes_its_part_and_says_so(tmp_path):
+    """`pytest experiments | head`: the reader goes away, and pytest ends
+    at its next write (BrokenPipeError: an internal error, exit status 1).
+    The tables were written after pytest's own summary lines, so such a
+    session wrote none, and said nothing.  They are written at the session's
+    end now, before pytest writes, as an interrupted session's (beside the
+    last complete ones), and stderr -- which still reaches the user -- says
+    why the session stopped and where its part is.  The reader here closes
+    its end while the first test runs (the test waits for it: a file the
+    parent makes once the pipe is closed)."""
+    import time
+    source = """
+        import os, time
+        def test_a(lab):
+            lab.record(fake("E", "a", 1))
+            lab.effect("E", "a", "1", "1", arm="a", phase="fill", ok=True)
+            if os.environ.get("CLOSED_FLAG"):
+                open(os.environ["CLOSED_FLAG"] + ".running", "w").close()
+                deadline = time.monotonic() + 60
+                while not os.path.exists(os.environ["CLOSED_FLAG"]):
+                    assert time.monotonic() < deadline, "the parent never closed the pipe"
+                    time.sleep(0.01)
+        def test_b(lab):
+            lab.record(fake("E", "b", 2))
+            lab.effect("E", "b", "2", "2", arm="b", phase="fill", ok=True)
+    """
+    p, results = run_session(tmp_path, source)
+    assert p.returncode == 0, p.stdout + p.stderr
+    complete = {n: (results / n).read_text() for n in ("table.txt", "effects.txt",
+                                                        "effects.json")}
+    flag = tmp_path / "closed"
+    e = dict(os.environ, HEAPLAB_RESULTS=str(results), CLOSED_FLAG=str(flag))
+    e.pop("PYTEST_XDIST_WORKER", None)
+    child = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                              "test_inner.py"], cwd=tmp_path, env=e, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "closed.running").exists():
+            assert child.poll() is None, child.stderr.read()
+            assert time.monotonic() < deadline, "test_a never started"
+            time.sleep(0.01)
+        child.stdout.close()                     # the reader goes away (`| head` exits)
+        flag.touch()
+        err = child.stderr.read()
+        status = child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert status == 1, err
+    assert "standard output was closed" in err and "after 1 of 2 tests" in err, err
+    assert str(results / "table.interrupted.txt") in err, err
+    assert "Traceback" not in err, err
+    for n, text in complete.items():                 # the last complete session's, kept
+        assert (results / n).read_text() == text, n
+    partial = json.loads((results / "effects.interrupted.json").read_text())
+    assert [x["what"] for x in partial["effects"]] == ["a"]
+    assert partial["session"]["interrupted"] is True
+    assert partial["session"]["exit_status"] == 3
+    assert [r[1] for r in table_of(results / "table.interrupted.txt")] == ["a"]
+    first, _ = header(results, "table.interrupted.txt")
+    assert first.startswith("heaplab: INTERRUPTED session"), first

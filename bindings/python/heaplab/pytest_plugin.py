@@ -504,6 +504,9 @@ class _SessionWatch:
         #: (its Interrupted, a KeyboardInterrupt: "stopping after 1 failures"
         #: for -x / --maxfail, "gw0 received keyboard-interrupt" for Ctrl-C)
         self.xdist_stop: Optional[str] = None
+        #: the session ended because its standard output was closed (a
+        #: BrokenPipeError at one of pytest's writes: `| head`, a pager quit)
+        self.output_closed = False
 
     def pytest_deselected(self, items: Any) -> None:
         self.deselected += len(items)
@@ -520,6 +523,11 @@ class _SessionWatch:
         exc = excinfo.value
         if type(exc).__module__.startswith("xdist."):
             self.xdist_stop = str(exc)
+
+    @pytest.hookimpl(tryfirst=True)      # before the terminal reporter writes it
+    def pytest_internalerror(self, excinfo: Any) -> None:
+        if isinstance(getattr(excinfo, "value", None), BrokenPipeError):
+            self.output_closed = True
 
     # -- pytest-xdist: the controller collects nothing itself --
     def state(self) -> Dict[str, Any]:
@@ -552,17 +560,40 @@ def _is_xdist_worker(config: Any) -> bool:
     return hasattr(config, "workerinput")
 
 
-def pytest_sessionfinish(session: Any) -> None:
+def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     # an xdist worker writes no table (each wrote the same table.txt,
     # effects.txt and effects.json, the last to end won): its records and
     # effects go to the controller with the worker's output, merged there
     # (pytest_testnodedown) into the one set of tables
     config = session.config
-    if _is_xdist_worker(config) and hasattr(config, "workeroutput"):
-        config.workeroutput["heaplab_lab"] = _lab_of(config).state()
-        watch = getattr(config, "_heaplab_watch", None)
-        if watch is not None:
-            config.workeroutput["heaplab_collection"] = watch.state()
+    watch = getattr(config, "_heaplab_watch", None)
+    if _is_xdist_worker(config):
+        if hasattr(config, "workeroutput"):
+            config.workeroutput["heaplab_lab"] = _lab_of(config).state()
+            if watch is not None:
+                config.workeroutput["heaplab_collection"] = watch.state()
+        return
+    # the tables are written here, before pytest writes its summary (the
+    # terminal summary prints them): a session whose output was closed ends
+    # at pytest's next write, and it is said on stderr, which still reaches
+    # the user (`pytest experiments | head`: exit status 1, nothing said,
+    # no tables)
+    written = _write_tables(config, exitstatus)
+    if watch is not None and watch.output_closed:
+        import sys
+        ran = len(watch.ran)
+        where = (f"the tables of the part that ran: {written['tables']} (and beside it "
+                 f"effects.interrupted.txt and .json); " if written else "")
+        try:
+            sys.stderr.write(
+                f"heaplab: the session stopped after {ran} of "
+                f"{watch.collected if watch.collected is not None else '?'} tests: its "
+                f"standard output was closed (a `| head`, or a pager that quit), and pytest "
+                f"ends at its next write; {where}the arms' records are in {results_dir()}. "
+                f"For the whole session, keep the output open (`| tee FILE`, or a file)\n")
+            sys.stderr.flush()
+        except OSError:
+            pass
 
 
 @pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it
@@ -611,7 +642,11 @@ def _coverage(config: Any, lab: Lab, exitstatus: Any) -> Dict[str, Any]:
     # for -- a partial session, as without xdist -- not an interrupt (its
     # tables went to table.interrupted.txt ...)
     stopped = (watch.xdist_stop or "").startswith("stopping after ")
-    interrupted = status == int(pytest.ExitCode.INTERRUPTED) and not stopped
+    # a session that ended on an internal error (exit status 3: its output
+    # closed, a plugin's crash) is cut short as an interrupted one is: its
+    # part goes beside the last complete tables, not over them
+    interrupted = status in (int(pytest.ExitCode.INTERRUPTED),
+                             int(pytest.ExitCode.INTERNAL_ERROR)) and not stopped
     # a selection of the command line's: -k, -m, --lf, --deselect (a -m of
     # the configuration's addopts -- this project's 'not bench' -- is the
     # suite's own definition, not a selection)
@@ -665,28 +700,36 @@ def _coverage_line(c: Dict[str, Any]) -> str:
             f"exit status {c['exit_status'] if c['exit_status'] is not None else 'unknown'}")
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
-    if _is_xdist_worker(terminalreporter.config):
-        return
-    lab = _lab_of(terminalreporter.config)
+def _write_tables(config: Any, exitstatus: Any) -> Optional[Dict[str, Any]]:
+    """Write the session's tables (table.txt, effects.txt, effects.json, or
+    their .interrupted forms) and return what the terminal summary says of
+    them: {"effects": the terminal's table, "lines": [...]}; None when the
+    session has no rows and no effects (nothing written).  Called from
+    pytest_sessionfinish, which pytest calls even when the session ends on
+    an internal error -- the tables were written in the terminal summary,
+    after pytest's own summary lines, so a session whose standard output
+    was closed (`pytest experiments | head`) died at pytest's next write and
+    wrote none -- and once: pytest_terminal_summary prints what it wrote."""
+    if hasattr(config, "_heaplab_tables"):
+        return config._heaplab_tables            # type: ignore[no-any-return]
+    lab = _lab_of(config)
     full = lab.render()
     if not full and not lab.effects:
-        return
+        config._heaplab_tables = None            # type: ignore[attr-defined]
+        return None
     effects = lab.render_effects()
-    tr = terminalreporter
-    if effects:
-        tr.write_sep("=", "heaplab effects (ok = asserted and held; - = reported)")
-        tr.write_line(effects)
     folder = results_dir()
-    # an interrupted session (Ctrl-C: exit status 2) has part of the tables:
-    # they go beside the last complete ones (table.interrupted.txt ...),
-    # which they used to replace without a word.  Every table says what it
-    # covers on its first line (and effects.json in its "session"): a -k
-    # session's replace the whole suite's, saying so
-    cover = _coverage(tr.config, lab, exitstatus)
+    # an interrupted session (Ctrl-C: exit status 2; a closed output or
+    # another internal error: 3) has part of the tables: they go beside the
+    # last complete ones (table.interrupted.txt ...), which they used to
+    # replace without a word.  Every table says what it covers on its first
+    # line (and effects.json in its "session"): a -k session's replace the
+    # whole suite's, saying so
+    cover = _coverage(config, lab, exitstatus)
     head = _coverage_line(cover)
     interrupted = cover["interrupted"]
     tag = ".interrupted" if interrupted else ""
+    lines: List[str] = []
     try:
         os.makedirs(folder, exist_ok=True)
         harness.write_atomic(os.path.join(folder, f"table{tag}.txt"), head + "\n" + full + "\n")
@@ -694,17 +737,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
                              head + "\n" + effects + "\n")
         harness.write_atomic(os.path.join(folder, f"effects{tag}.json"),
                              json.dumps({"session": cover, "effects": lab.effects}, indent=1))
-        tr.write_line(f"full per-phase table (MiB; phys = phys_footprint): "
-                      f"{os.path.join(folder, f'table{tag}.txt')}")
+        lines.append(f"full per-phase table (MiB; phys = phys_footprint): "
+                     f"{os.path.join(folder, f'table{tag}.txt')}")
         if interrupted:
-            tr.write_line("heaplab: the session was interrupted: the tables above are partial, "
-                          f"written as table{tag}.txt, effects{tag}.txt and effects{tag}.json; "
-                          "table.txt, effects.txt and effects.json are the last complete "
-                          "session's")
+            lines.append("heaplab: the session was interrupted: the tables above are partial, "
+                         f"written as table{tag}.txt, effects{tag}.txt and effects{tag}.json; "
+                         "table.txt, effects.txt and effects.json are the last complete "
+                         "session's")
         elif not cover["complete"]:
-            tr.write_line("heaplab: a partial session (" + head.split(": ", 2)[2].split(";")[0] +
-                          "): table.txt, effects.txt and effects.json hold its part only, "
-                          "and their first line says so")
+            lines.append("heaplab: a partial session (" + head.split(": ", 2)[2].split(";")[0] +
+                         "): table.txt, effects.txt and effects.json hold its part only, "
+                         "and their first line says so")
         else:
             stale = [n for n in ("table.interrupted.txt", "effects.interrupted.txt",
                                  "effects.interrupted.json")
@@ -712,11 +755,29 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
             for n in stale:
                 os.remove(os.path.join(folder, n))
             if stale:
-                tr.write_line(f"heaplab: removed the tables of an earlier interrupted session "
-                              f"({', '.join(stale)}): this complete session's replace them")
-        tr.write_line(f"records: {folder}")
+                lines.append(f"heaplab: removed the tables of an earlier interrupted session "
+                             f"({', '.join(stale)}): this complete session's replace them")
+        lines.append(f"records: {folder}")
         env_line = _environment_line(lab)
         if env_line:
-            tr.write_line(env_line)
+            lines.append(env_line)
     except OSError as e:
-        tr.write_line(f"heaplab: cannot write the tables under {folder}: {e}")
+        lines.append(f"heaplab: cannot write the tables under {folder}: {e}")
+    written = {"effects": effects, "lines": lines, "coverage": cover,
+               "tables": os.path.join(folder, f"table{tag}.txt")}
+    config._heaplab_tables = written             # type: ignore[attr-defined]
+    return written
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any) -> None:
+    if _is_xdist_worker(terminalreporter.config):
+        return
+    written = _write_tables(terminalreporter.config, exitstatus)
+    if written is None:
+        return
+    tr = terminalreporter
+    if written["effects"]:
+        tr.write_sep("=", "heaplab effects (ok = asserted and held; - = reported)")
+        tr.write_line(written["effects"])
+    for line in written["lines"]:
+        tr.write_line(line)
