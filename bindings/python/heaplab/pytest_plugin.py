@@ -581,13 +581,15 @@ def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     written = _write_tables(config, exitstatus)
     if watch is not None and watch.output_closed:
         import sys
-        ran = len(watch.ran)
+        # (under xdist the controller has no count of its own until a worker
+        # goes down, nor the workers' records: no tables then)
+        ran = f"{len(watch.ran)} of {watch.collected}" if watch.collected is not None \
+            else f"{len(watch.ran)}"
         where = (f"the tables of the part that ran: {written['tables']} (and beside it "
                  f"effects.interrupted.txt and .json); " if written else "")
         try:
             sys.stderr.write(
-                f"heaplab: the session stopped after {ran} of "
-                f"{watch.collected if watch.collected is not None else '?'} tests: its "
+                f"heaplab: the session stopped after {ran} tests: its "
                 f"standard output was closed (a `| head`, or a pager that quit), and pytest "
                 f"ends at its next write; {where}the arms' records are in {results_dir()}. "
                 f"For the whole session, keep the output open (`| tee FILE`, or a file)\n")
