@@ -165,6 +165,9 @@ static void fork_in_libc(void);
 static void fork_out_of_libc(void);
 static bool own_process(void);
 static bool malloc_defined_elsewhere(const char **who);
+#ifndef HL_PRELOAD_PREFIX
+static bool calls_redirected(void);
+#endif
 /* Looked up once, by the constructor: at exit a
  * dlsym may allocate (a missing symbol's error string) -- through this
  * library's malloc, which waits for the heap lock that the very thread may
@@ -173,6 +176,14 @@ static bool malloc_defined_elsewhere(const char **who);
  * process's malloc another object's (malloc_defined_elsewhere), and whose? */
 static bool launcher_process, malloc_elsewhere;
 static const char *malloc_elsewhere_who;
+/* Do the program's calls of the malloc family reach this library's code at
+ * all (calls_redirected)?  valgrind's tools that replace malloc (memcheck,
+ * massif, helgrind, drd, dhat) redirect this library's malloc, free, ...
+ * to their own at the code's address, which dlsym does not see: the
+ * library wrote a blank report (0 mallocs; the real-programs hunt, session
+ * 38).  Set by malloc_usable_size(NULL), the probe. */
+static bool malloc_redirected;
+static _Atomic bool usable_size_probed;
 /* the _exit this library's _exit ends the process with (glibc's, or an
  * interposer's after this library): looked up at the start */
 static void (*next_exit)(int);
@@ -266,6 +277,9 @@ __attribute__((constructor)) static void at_start(void) {
    * be the program's, which counts them -- preload scenario own_malloc) */
   in_setup = 1;
   malloc_elsewhere = malloc_defined_elsewhere(&malloc_elsewhere_who);
+#ifndef HL_PRELOAD_PREFIX /* (a test linking the prefixed build keeps glibc's names) */
+  if (!malloc_elsewhere) malloc_redirected = calls_redirected();
+#endif
   if (!malloc_elsewhere) {
     launcher_process = dlsym(RTLD_DEFAULT, CLIENT_LAUNCHER_MARK) != NULL;
     (void)dlerror();
@@ -718,6 +732,27 @@ static bool malloc_defined_elsewhere(const char **who) {
   return true;
 }
 
+/* Is the process's malloc_usable_size this library's (dlsym answers its
+ * definition here, or a PLT stub that leads here) and does a call of it
+ * not run this library's code?  Then a tool redirects the family at the
+ * code's address -- valgrind's memcheck, massif, helgrind, drd and dhat
+ * replace every function of it, in this library as in libc -- and no
+ * allocation comes here.  malloc_usable_size(NULL) is the probe: it touches
+ * no heap, allocates nothing, and the replacements answer 0 too. */
+#ifndef HL_PRELOAD_PREFIX
+static bool calls_redirected(void) {
+  Dl_info info, self;
+  size_t (*f)(void *) = (size_t (*)(void *))dlsym(RTLD_DEFAULT, "malloc_usable_size");
+  (void)dlerror();
+  if (!f || !dladdr((void *)calls_redirected, &self) ||
+      (a_definition((void *)f, &info) && info.dli_fbase != self.dli_fbase))
+    return false; /* (none, or another object's: not this question) */
+  atomic_store(&usable_size_probed, false);
+  (void)f(NULL);
+  return !atomic_load(&usable_size_probed);
+}
+#endif
+
 /* A fork child is a process of its own: its parent's writer (another
  * thread, forked meanwhile) is not its writer, nor are its parent's reports
  * its own. */
@@ -821,6 +856,10 @@ static void write_reports_once(bool by_exit) {
   if (unset && malloc_elsewhere) {
     hl__say("libheaplab-malloc: malloc is defined by %s, which comes before this library: "
             "no allocation came here; no report written\n", malloc_elsewhere_who);
+    stats_path[0] = events_path[0] = 0;
+  } else if (unset && malloc_redirected) {
+    hl__say("libheaplab-malloc: the program's calls of malloc do not reach this library "
+            "(a tool redirects them: valgrind?): no allocation came here; no report written\n");
     stats_path[0] = events_path[0] = 0;
   } else if (unset) {
     (void)the_heap();
@@ -1200,7 +1239,10 @@ EXPORT void *NAME(pvalloc)(size_t n) {
 }
 
 EXPORT size_t NAME(malloc_usable_size)(void *ptr) {
-  if (!ptr) return 0;
+  if (!ptr) { /* (also calls_redirected's probe) */
+    atomic_store_explicit(&usable_size_probed, true, memory_order_relaxed);
+    return 0;
+  }
   hl_heap *h = HEAP;
   if (h && hl__in_reservation(h, ptr)) {
     /* verify: a freed (or interior) pointer has no usable size -- 0, where
@@ -1711,7 +1753,7 @@ __attribute__((visibility("hidden"), used)) void *hl__dlopen_deepbind(const char
 __attribute__((visibility("hidden"), used)) void *hl__dlopen_deepbind(const char *file, int flags) {
   void *handle = hl__dlopen_first(file, flags);
 #ifdef DEEPBIND_REBIND
-  if (handle && file && !inert && !malloc_elsewhere) {
+  if (handle && file && !inert && !malloc_elsewhere && !malloc_redirected) {
     int saved = errno;
     rebind_deep_objects(handle);
     errno = saved;

@@ -1074,8 +1074,10 @@ def signal_to_itself():
 def own_malloc():
     """The process's malloc is another object's -- the program defines its
     own (tests/preload/c/preload_own_malloc.c), or an allocator is preloaded
-    before the library: no call comes to the library, which wrote a blank
-    report (0 mallocs) at exit as if the program allocated nothing.  It now
+    before the library, or valgrind's memcheck or massif redirects the
+    library's functions to its own: no call comes to the library, which
+    wrote a blank report (0 mallocs) at exit as if the program allocated
+    nothing.  It now
     writes none and says why on one line; a program that merely takes
     malloc's address (python3, test_preload_malloc_address: dlsym answers its
     PLT stub) still reports."""
@@ -1121,6 +1123,29 @@ def own_malloc():
                                     "MALLOC_CHECK_": "3"})
             assert status == 0 and out == "hi\n" and not os.path.exists(path), (status, err)
             assert "malloc is defined by " + debug in err, err
+        # valgrind's tools that replace malloc (memcheck, massif, ...)
+        # redirect the library's functions at their address, which dlsym
+        # does not see: it took the process's malloc for its own and wrote a
+        # blank report, 0 mallocs (the real-programs hunt, session 38);
+        # --tool=none leaves them here, and the report is written
+        valgrind = shutil.which("valgrind") or "/usr/bin/valgrind"
+        need(valgrind, "valgrind")
+        for tool, opts in (("memcheck", []), ("massif", ["--massif-out-file=/dev/null"]),
+                           ("none", [])):
+            path = os.path.join(d, f"v-{tool}.json")
+            status, out, err = run([valgrind, "-q", f"--tool={tool}", *opts, "bash", "-c",
+                                    "echo hi"], "heaplab",
+                                   {"HEAPLAB_STATS": path, "HEAPLAB_TRACE_EVENTS": path + ".ev"},
+                                   timeout=120)
+            assert status == 0 and out == "hi\n", (tool, status, out, err)
+            if tool == "none":
+                assert not err and report(path)["stats"]["manual_mallocs"] > 100, (tool, err)
+                continue
+            assert not os.path.exists(path) and not os.path.exists(path + ".ev"), \
+                (tool, err, report(path)["stats"]["manual_mallocs"])
+            lines = err.splitlines()
+            assert len(lines) == 1 and "calls of malloc do not reach this library" in lines[0] \
+                and "valgrind" in lines[0] and "no report written" in lines[0], (tool, err)
         # a program without PIE that takes malloc's address (a canonical PLT
         # entry, which dlsym answers) and never allocates: no malloc of its
         # own, so its report is written and nothing said (it said "malloc is
@@ -1135,8 +1160,8 @@ def own_malloc():
         status, out, err = run([STOCK_PYTHON, "-c", "print(1)"], "heaplab",
                                {"HEAPLAB_STATS": path})
         assert status == 0 and not err and report(path)["stats"]["manual_mallocs"] > 0, err
-    print("a program's own malloc, jemalloc, mimalloc or libc_malloc_debug first: no report, "
-          "one line; python3 "
+    print("a program's own malloc, jemalloc, mimalloc or libc_malloc_debug first, valgrind's "
+          "memcheck or massif: no report, one line; valgrind --tool=none, python3 "
           "and a program taking malloc's address report")
 
 
