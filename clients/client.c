@@ -256,6 +256,11 @@ static int write_all(int fd, const char *buf, size_t len) {
  * file can be made (a file made writable in a read-only folder).  A file
  * replaced keeps its mode (and owner, where allowed).  One caller at a time
  * (tmp is static): the exit's report, or client_report_now. */
+bool client_stream_path(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+}
+
 int client_save(const char *path, void (*write_fn)(FILE *)) {
   static char tmp[4400]; /* (static: the exiting thread's stack may be 16 KiB) */
   char *buf = NULL;
@@ -623,7 +628,8 @@ int client_start(const char *launcher, const char *interpreter) {
   }
   const char *stats = getenv("HEAPLAB_STATS");
   client.stats_path = stats && *stats ? stats : NULL;
-  if (client.stats_path && started_by_a_launcher(client.stats_path)) {
+  if (client.stats_path && !client_stream_path(client.stats_path) &&
+      started_by_a_launcher(client.stats_path)) {
     int n = snprintf(child_stats_path, sizeof child_stats_path, "%s.%d", client.stats_path,
                      client.pid);
     if (n > 0 && (size_t)n < sizeof child_stats_path) client.stats_path = child_stats_path;

@@ -138,6 +138,15 @@ void client_identify(const void *addr);
  * anything failed.  Prints nothing: the caller names the file. */
 int client_save(const char *path, void (*write)(FILE *));
 
+/* Is path a stream -- a character device or a FIFO, itself or where its
+ * symbolic links lead (/dev/stderr, /dev/null, a named pipe)?  A process
+ * that would write path.<pid> (a descendant's report) writes path then, in
+ * place as its parent does: path.<pid> beside /dev/stderr was a regular
+ * file made in /dev (as root; a "cannot write" line otherwise) --
+ * HEAPLAB_STATS=/dev/null left a /dev/null.<pid> for every command of a
+ * preloaded shell script (the real-programs hunt, session 38). */
+bool client_stream_path(const char *path);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t client_now_ns(void);
 

@@ -111,6 +111,11 @@ static void write_reports(void);
  * wrote path.<pid>, which nobody looked for: a preloaded Python harness's
  * command arm got report None, the harness hunt, session 29) */
 static bool descendant_stats, descendant_events;
+/* the report's path a stream (client_stream_path) when the heap was set up:
+ * /dev/stderr leads to the process's descriptor 2, which coreutils' ls,
+ * echo, ... close before exit -- read then, it was no stream, and ls wrote
+ * /dev/stderr.<pid> */
+static bool stats_stream, events_stream;
 
 /* path as out, made absolute against the working directory now: the report
  * is written at exit, after a program may have changed directory (a server
@@ -411,6 +416,8 @@ static NOINLINE hl_heap *setup(void) {
   const char *sp = env("HEAPLAB_STATS"), *ep = env("HEAPLAB_TRACE_EVENTS");
   if (sp && *sp) (void)path_from_start("HEAPLAB_STATS", sp, stats_path, sizeof stats_path);
   if (ep && *ep) (void)path_from_start("HEAPLAB_TRACE_EVENTS", ep, events_path, sizeof events_path);
+  stats_stream = stats_path[0] && client_stream_path(stats_path);
+  events_stream = events_path[0] && client_stream_path(events_path);
   in_setup = 0;
   errno = saved_errno;
   atomic_store_explicit(&state, next, memory_order_release);
@@ -441,11 +448,12 @@ static bool poll_ms(int ms, bool (*done)(void *), void *arg) {
 
 /* path with %p replaced by the pid and %% by one % (so that any path can be
  * named: the harness's temporary folder under a TMPDIR holding "%p" was
- * rewritten, and the report went elsewhere); a fork child's gets ".<pid>".
+ * rewritten, and the report went elsewhere); a fork child's gets ".<pid>"
+ * (not on a stream, which every process writes in place).
  * False when there is none, or when it does not fit in out (a line said:
  * it was cut without a word). */
-static bool report_name(const char *var, const char *path, bool descendant, char *out,
-                        size_t len) {
+static bool report_name(const char *var, const char *path, bool descendant, bool stream,
+                        char *out, size_t len) {
   if (!*path) return false;
   int pid = (int)getpid();
   size_t n = 0;
@@ -469,7 +477,10 @@ static bool report_name(const char *var, const char *path, bool descendant, char
             "bytes: no report written\n", var, len - 25);
     return false;
   }
-  if (!pct && (pid != setup_pid || descendant)) snprintf(out + n, len - n, ".%d", pid);
+  /* (a stream -- /dev/stderr, /dev/null, a FIFO -- is written in place by
+   * every process: client_stream_path) */
+  if (!pct && (pid != setup_pid || descendant) && !stream && !client_stream_path(out))
+    snprintf(out + n, len - n, ".%d", pid);
   return true;
 }
 
@@ -535,7 +546,8 @@ static void write_reports(void) {
    * waited for that lock for ever (1 of 2,000 runs of exit_in_signal_handler
    * on a loaded machine; its new_threads mode widens the window). */
   hl__manual_caches_bypassed(true);
-  if (report_name("HEAPLAB_STATS", stats_path, descendant_stats, name, sizeof name)) {
+  if (report_name("HEAPLAB_STATS", stats_path, descendant_stats, stats_stream, name,
+                  sizeof name)) {
     static char exe[1024]; /* (static: the exiting thread's stack may be 16 KiB) */
     hl__prim_os_self_exe(exe, sizeof exe);
     client.interpreter = exe;
@@ -544,7 +556,8 @@ static void write_reports(void) {
       hl__say("libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s: %s\n", stats_path,
               name, strerror(err));
   }
-  if (report_name("HEAPLAB_TRACE_EVENTS", events_path, descendant_events, name, sizeof name)) {
+  if (report_name("HEAPLAB_TRACE_EVENTS", events_path, descendant_events, events_stream, name,
+                  sizeof name)) {
     int err = client_save(name, write_events);
     if (err)
       hl__say("libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",

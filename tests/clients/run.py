@@ -948,7 +948,25 @@ def launcher_children():
             assert report(path)["pid"] == parent, (report(path)["pid"], parent, kid)
             assert children(d) == [f"stats.json.{kid}"], (children(d), kid)
             assert report(f"{path}.{kid}")["launcher"] == "libheaplab-malloc.so"
-    print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path")
+    # a stream (a character device or a FIFO, or a link to one: /dev/stderr)
+    # is written in place by the children too: they wrote path.<pid> beside
+    # it, a regular file (/dev/stderr.<pid>, as root; the real-programs hunt,
+    # session 38).  A link in the test's folder: the old code's file lands there.
+    with tempfile.TemporaryDirectory() as d:
+        err_link = os.path.join(d, "err")
+        os.symlink("/proc/self/fd/2", err_link)   # what /dev/stderr is
+        code = ("import subprocess, sys\n"
+                "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n")
+        status, out, err = run([PYTHON, "-c", code], PYTHON, {"HEAPLAB_STATS": err_link})
+        assert status == 0 and os.listdir(d) == ["err"], (status, os.listdir(d), err)
+        decoder, at, pids = json.JSONDecoder(), 0, []
+        while err[at:].strip():
+            at += len(err[at:]) - len(err[at:].lstrip())
+            r, at = decoder.raw_decode(err, at)
+            pids.append(r["pid"])
+        assert len(set(pids)) == 2, (pids, err)
+    print("HEAPLAB_STATS: a launcher's exec'd children write path.<pid>, the launcher path; "
+          "on a stream each writes in place")
 
 
 def preloaded_launcher():

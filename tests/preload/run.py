@@ -884,7 +884,31 @@ def child_report_paths():
                 r = report(path)
                 ran = "test_preload_report_edges" if who == "child" else "python3"
                 assert os.path.basename(r["interpreter"]).startswith(ran), (parent_path, path, r)
-    print("an exec'd child writes path.<pid> only under a parent that writes the same path")
+    # A stream -- a character device or a FIFO, or a symbolic link to one
+    # (/dev/stderr, /dev/null) -- is written in place by every process: the
+    # children wrote path.<pid> beside it, a regular file (/dev/null.<pid>
+    # for every command of a script, as root; the real-programs hunt,
+    # session 38).  Links in the test's folder: the old code's files land there.
+    shell = "/usr/bin/python3 -c pass; dash -c :; (exit 0); echo done"
+    with tempfile.TemporaryDirectory() as d:
+        null, err_link = os.path.join(d, "null"), os.path.join(d, "err")
+        os.symlink("/dev/null", null)
+        os.symlink("/proc/self/fd/2", err_link)   # what /dev/stderr is
+        status, out, err = run(["sh", "-c", shell], "heaplab", {"HEAPLAB_STATS": null})
+        assert status == 0 and out == "done\n" and not err, (status, out, err)
+        assert sorted(os.listdir(d)) == ["err", "null"], os.listdir(d)
+        status, out, err = run(["sh", "-c", shell], "heaplab", {"HEAPLAB_STATS": err_link})
+        assert status == 0 and out == "done\n", (status, out, err)
+        assert sorted(os.listdir(d)) == ["err", "null"], os.listdir(d)
+        decoder, at, reports = json.JSONDecoder(), 0, []
+        while err[at:].strip():
+            at += len(err[at:]) - len(err[at:].lstrip())
+            r, at = decoder.raw_decode(err, at)
+            reports.append(os.path.basename(r["interpreter"]))
+        # sh, python3, dash -c, the subshell (a fork child of sh)
+        assert len(reports) == 4 and reports.count("dash") == 3, reports
+    print("an exec'd child writes path.<pid> only under a parent that writes the same path; "
+          "on a stream (/dev/stderr, /dev/null) every process writes in place")
 
 
 def report_in_a_comma_locale():
