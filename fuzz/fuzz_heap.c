@@ -1897,9 +1897,10 @@ static bool configure(input *in) {
 
 /* op_mbad asks a manual heap for 2^62 bytes, which goes to the system
  * allocator: ASan's must return NULL, as glibc's does, not abort the run.
- * tools/fuzz.sh sets allocator_may_return_null=1, but make test-fuzz's seed
- * pass (fuzz_heap -runs=0) runs with the caller's ASAN_OPTIONS, and three
- * seeds reach that operation.  (ASAN_OPTIONS given still overrides this.) */
+ * tools/fuzz.sh sets allocator_may_return_null=1, but the target run by
+ * hand (fuzz_heap -runs=0 fuzz/corpus/fuzz_heap) runs with the caller's
+ * ASAN_OPTIONS, and three seeds reach that operation.  (ASAN_OPTIONS given
+ * still overrides this.) */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
