@@ -63,7 +63,9 @@ build-tsan: setup $(TSAN)/build.ninja
 test-c: build
 	meson test -C $(BUILD) --suite c --print-errorlogs
 
-test-asan: build-asan
+# (meson test builds what the suites run, no more: not build-asan's launchers,
+# benchmark drivers, preload library and soak, which no suite runs here)
+test-asan: setup $(ASAN)/build.ninja
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 meson test -C $(ASAN) --suite c --suite lua --print-errorlogs
 
 # the threaded scenarios under ThreadSanitizer
