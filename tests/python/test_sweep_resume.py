@@ -231,6 +231,57 @@ def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(signame, status
         reap(p, pid)
 
 
+@pytest.mark.parametrize("signame,status,word", [("SIGINT", 130, "interrupted"),
+                                                  ("SIGTERM", 143, "terminated")])
+def test_a_stop_with_a_worker_that_cannot_answer_is_bounded(signame, status, word, tmp_path):
+    """A stop's clean-up asked every local worker to kill its running
+    tasks' groups (client.run) and waited with no bound: a worker that
+    cannot answer -- SIGSTOPped here, or stuck in a call that holds its
+    interpreter -- held the stop until the scheduler dropped the worker
+    (worker-ttl: 5 minutes), and nothing said why (session 38).  Each
+    worker gets 2 s (sweep.STOP_WAIT_S); one that does not answer is
+    killed with its tasks' process groups, and stderr says so."""
+    import signal
+    from procs import gone, reap, wait_for_file
+    script = tmp_path / "slow_arm.py"
+    script.write_text(SLOW_ARM)
+    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
+                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
+                          "--results", str(tmp_path / "r"), "--workers", "2",
+                          "--progress", "plain"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    arms, worker = [], None
+    try:
+        arms = [int(wait_for_file(str(tmp_path / f"{a}.pid"), p, seconds=120)) for a in "ab"]
+        with open(f"/proc/{arms[0]}/stat") as f:    # (the task's process: the worker's child)
+            worker = int(f.read().rsplit(")", 1)[1].split()[1])
+        os.kill(worker, signal.SIGSTOP)
+        t0 = time.monotonic()
+        p.send_signal(getattr(signal, signame))
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no exit 30 s after the {signame} (a worker stopped)")
+        took = time.monotonic() - t0
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert p.returncode == status, (p.returncode, out, err[-3000:])
+        assert err.endswith(f"{word}: heaplab run --resume {run}\n"), err[-3000:]
+        assert (f"(pid {worker}) did not answer within 2 s (stopped, or stuck in a call?): "
+                f"killed (SIGKILL) with its tasks' process groups {arms[0]}") in err, err[-3000:]
+        assert "Traceback" not in err and "ERROR" not in err, err[-3000:]
+        for pid in [worker, *arms]:
+            assert gone(pid), f"{pid} outlived the run"
+        with open(os.path.join(run, "meta.json")) as f:
+            last = json.load(f)["runs"][-1]
+        assert last["signal"] == signame and last["tasks_run"] == 0, last
+        assert took < 8, f"{took:.1f} s from the {signame} to the exit"
+    finally:
+        if worker is not None and not gone(worker):
+            os.kill(worker, signal.SIGKILL)
+        reap(p, *arms)
+
+
 # ---- a resume runs where the run ran, on the file it found ----------------------------------
 # (the sweeps hunt, session 24: a --command's relative paths failed when the
 # run was resumed from another directory; and an experiment file of the

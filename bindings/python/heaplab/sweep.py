@@ -1098,12 +1098,135 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
                 # 4 s more
                 with contextlib.suppress(Exception):
                     client.cancel(list(futures))
-                    client.run(_kill_live_groups)
+                _stop_local_tasks(client, local)
         finally:           # (a second Ctrl-C meanwhile: the cluster still closed)
             client.close()
             if local is not None:
                 local.close()
     return run_dir, counts
+
+
+#: how long a stopped local sweep waits for each worker to kill its running
+#: tasks' process groups before it kills that worker itself
+STOP_WAIT_S = 2.0
+
+
+def _stop_local_tasks(client: Any, local: Any, limit: float = STOP_WAIT_S) -> None:
+    """A stopped local sweep's clean-up (its waiting tasks cancelled
+    before): in each worker, the running tasks' process groups killed
+    (_kill_live_groups) -- each worker given `limit` seconds to answer.  It
+    waited for every worker with no bound: one that could not answer
+    (SIGSTOPped, or stuck in a call that holds the interpreter) held the
+    stop for good: the broadcast's handshake with it is read with no time
+    limit (a run had not exited 500 s after its Ctrl-C).  A worker that did not answer is killed here
+    (SIGKILL) with the process groups of its children (its tasks' processes
+    and their helpers, which it cannot reap meanwhile), and stderr says so
+    -- and names what could not be killed, with how to."""
+    import asyncio
+    import logging
+    # (the scheduler's broadcast to a worker killed here logs an ERROR with
+    # the connection reset, and a nanny its worker's death: the stop's own)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("distributed"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    nannies = {}
+    with contextlib.suppress(Exception):
+        nannies = {n.worker_address: n for n in list(local.workers.values())
+                   if getattr(n, "worker_address", None)}
+
+    async def each(addrs: List[str]) -> List[Tuple[str, Optional[BaseException]]]:
+        async def one(addr: str) -> Tuple[str, Optional[BaseException]]:
+            try:
+                await asyncio.wait_for(client._run(_kill_live_groups, workers=[addr]), limit)
+            except Exception as e:          # (asyncio.TimeoutError, a closed comm...)
+                return addr, e
+            return addr, None
+        return list(await asyncio.gather(*(one(a) for a in addrs)))
+    try:
+        answers = client.sync(each, sorted(nannies), callback_timeout=2 * limit + 1)
+    except Exception as e:
+        answers = [(a, e) for a in sorted(nannies)]
+    for addr, err in answers:
+        if err is None:
+            continue
+        nanny = nannies[addr]
+        pid = None
+        with contextlib.suppress(Exception):
+            pid = nanny.pid
+        why = ("did not answer within %g s (stopped, or stuck in a call?)" % limit
+               if isinstance(err, (asyncio.TimeoutError, TimeoutError))
+               else f"could not be asked to ({type(err).__name__}: {err})")
+        if pid is None:
+            _say(sys.stderr, f"heaplab run: worker {addr} {why}: its tasks' processes may still run "
+                      "(ps -e -o pid,pgid,args | grep heaplab; kill -KILL -PGID)")
+            continue
+        groups, left = _kill_worker(pid)
+        _say(sys.stderr, f"heaplab run: worker {addr} (pid {pid}) {why}: killed (SIGKILL)"
+                  + (f" with its tasks' process groups {', '.join(map(str, groups))}"
+                     if groups else "")
+                  + (f"; still there: {', '.join(map(str, left))} (kill -KILL "
+                     f"{' '.join(map(str, left))})" if left else ""))
+
+
+def _kill_worker(pid: int) -> Tuple[List[int], List[int]]:
+    """SIGKILL the process groups its children lead or joined apart from its
+    own (a sweep task's process and its helpers: run_in_group), then the
+    process itself.  Its children cannot be reaped meanwhile (it is stopped
+    or stuck), so their pids -- the groups' ids -- are still theirs.
+    Returns (the groups killed, the pids still there after it)."""
+    own = _pgid(pid)
+    groups: List[int] = []
+    for child in _children(pid):
+        g = _pgid(child)
+        if g is not None and g != own and g != os.getpgid(0) and g not in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(g, signal.SIGKILL)
+                groups.append(g)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    # (a killed process is gone once its parent reaps it: the nanny, in
+    # this process; a zombie counts as gone)
+    deadline = time.monotonic() + 2.0
+    left = [pid] + groups
+    while left and time.monotonic() < deadline:
+        left = [p for p in left if _alive(p)]
+        if left:
+            time.sleep(0.02)
+    return groups, left
+
+
+def _children(pid: int) -> List[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _pgid(pid: int) -> Optional[int]:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """pid is a process that is no zombie (or a group with a member left)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _say(stream: Any, line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=stream, flush=True)
 
 
 def _heaplab_version() -> Optional[str]:
