@@ -282,6 +282,83 @@ def test_a_stop_with_a_worker_that_cannot_answer_is_bounded(signame, status, wor
         reap(p, *arms)
 
 
+def _slow_run(tmp_path, **popen):
+    """heaplab run of SLOW_ARM's arms a, b on one local worker, SIGINT's
+    default action in it (as in a terminal)."""
+    import signal
+    script = tmp_path / "slow_arm.py"
+    script.write_text(SLOW_ARM)
+    return subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
+                             f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
+                             "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **popen)
+
+
+def test_a_terminals_ctrl_c_is_the_runs_alone(tmp_path):
+    """A terminal's Ctrl-C goes to its whole foreground process group: the
+    local cluster's workers too (the tests above signal the run alone).
+    Each worker's loop raised KeyboardInterrupt and closed -- a traceback
+    on stderr (one run in two), the run's clean-up then waited 4 s for the
+    closing worker, or 30 s for one that was gone (distributed's connect
+    timeout, an ERROR line) (session 38).  The workers ignore it now; the
+    run stops them."""
+    import signal
+    from procs import gone, reap, wait_for_file
+    p = _slow_run(tmp_path, start_new_session=True)     # (its own group, as a terminal job)
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        t0 = time.monotonic()
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        took = time.monotonic() - t0
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert p.returncode == 130, (p.returncode, out, err[-3000:])
+        assert err == f"interrupted: heaplab run --resume {run}\n", err[-3000:]
+        assert gone(pid)
+        # (~0.8 s; 4.2 s before, in each of three runs)
+        assert took < 3.5, f"{took:.1f} s from the Ctrl-C to the exit"
+    finally:
+        reap(p, pid)
+
+
+def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):
+    """A second Ctrl-C soon after the first (in the stop's clean-up or the
+    cluster's close) cut the close short: distributed's atexit closed the
+    cluster, waiting for the running tasks' threads (10 s), and the message
+    lost the run folder -- `interrupted` alone (session 38)."""
+    import signal
+    from procs import gone, reap, wait_for_file
+    p = _slow_run(tmp_path)
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        # the second one once the first is recorded (meta.json), while the
+        # run stops its tasks and closes its cluster
+        end = time.monotonic() + 30
+        while True:
+            metas = glob.glob(str(tmp_path / "r" / "*" / "meta.json"))
+            if metas and '"interrupted"' in open(metas[0]).read():
+                break
+            assert p.poll() is None and time.monotonic() < end, p.communicate()
+            time.sleep(0.005)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        took = time.monotonic() - t0
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert p.returncode == 130, (p.returncode, out, err[-3000:])
+        assert err.endswith(f"interrupted: heaplab run --resume {run}\n"), err[-3000:]
+        assert "Traceback" not in err, err[-3000:]
+        assert gone(pid)
+        assert took < 3.5, f"{took:.1f} s from the first Ctrl-C to the exit"
+    finally:
+        reap(p, pid)
+
+
 # ---- a resume runs where the run ran, on the file it found ----------------------------------
 # (the sweeps hunt, session 24: a --command's relative paths failed when the
 # run was resumed from another directory; and an experiment file of the

@@ -257,7 +257,11 @@ def _run(args: argparse.Namespace, sweep: Any) -> int:
         print(f"heaplab run: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        where = getattr(e, "run_dir", None)
+        # (a second Ctrl-C in the first one's clean-up: the first one, its
+        # context, knows the run folder)
+        where, first = None, e
+        while where is None and first is not None:
+            where, first = getattr(first, "run_dir", None), first.__context__
         signum = sweep.stop_signal(e)
         word = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}.get(signum, "interrupted")
         try:

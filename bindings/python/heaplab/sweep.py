@@ -47,7 +47,8 @@ import time
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
                     Tuple)
 
-from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _name, _signals_handled,
+from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _ctrl_c_deferred, _name,
+                      _signals_handled,
                       arm_file_stem, check_arm_names, child_env, derived_figures, load_json_record,
                       _kill_live_groups, _library_value, _make_folder, run_in_group,
                       write_atomic)
@@ -822,9 +823,10 @@ def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str
     except ImportError:
         raise SweepError("sweeps need Dask's distributed: pip install 'heaplab[sweep]'") from None
     if cluster in ("local", "", None):
+        # (the workers ignore the terminal's Ctrl-C: dask_setup below)
         lc = LocalCluster(n_workers=workers, threads_per_worker=per_worker, processes=True,
                           resources={"arm": per_worker}, dashboard_address=":0",
-                          host="127.0.0.1", silence_logs=40)
+                          host="127.0.0.1", silence_logs=40, preload=["heaplab.sweep"])
         return Client(lc), lc, lc.scheduler_address
     if not cluster.startswith(("tcp://", "tls://")):
         raise SweepError(f"--cluster {cluster!r}: expected local or tcp://HOST:PORT")
@@ -839,6 +841,21 @@ def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str
         raise SweepError(f"--cluster {cluster}: no worker joined the scheduler within 60 s "
                          "(start some: dask worker ADDRESS --nthreads 1 --resources arm=1)") from None
     return client, None, cluster
+
+
+def dask_setup(worker: Any) -> None:
+    """A local cluster's worker at its start (its preload): SIGINT and
+    SIGHUP ignored.  A terminal's Ctrl-C (or its hang-up) reaches the
+    whole foreground process group -- the workers too, which the run
+    stops itself once it has killed their tasks: each worker's loop raised
+    KeyboardInterrupt, printed a traceback and closed, and the run's
+    clean-up waited for the closing workers (4 s, or 30 s trying to reach
+    one that was gone: distributed's connect timeout).  A worker still
+    dies with the run (SIGKILL included): distributed's own watch of its
+    parent."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):   # (not the main thread)
+            signal.signal(signum, signal.SIG_IGN)
 
 
 class Stopped(KeyboardInterrupt):
@@ -1096,13 +1113,30 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
                 # for its task's thread (dask's grace) before it was killed,
                 # and its task with it -- each stop of a running sweep took
                 # 4 s more
-                with contextlib.suppress(Exception):
-                    client.cancel(list(futures))
-                _stop_local_tasks(client, local)
+                try:
+                    with contextlib.suppress(Exception):
+                        client.cancel(list(futures))
+                    _stop_local_tasks(client, local)
+                except KeyboardInterrupt:
+                    # a second stop meanwhile (Ctrl-C twice): no more asking --
+                    # every worker killed with its tasks' groups.  Cut short,
+                    # the clean-up left the workers to the cluster's close,
+                    # which waited for their running tasks (10 s)
+                    for addr, nanny in _nannies(local).items():
+                        pid, groups, left = _kill_local_worker(nanny)
+                        if left:
+                            _say(sys.stderr, f"heaplab run: worker {addr} (pid {pid}): still "
+                                             f"there after SIGKILL: {_left(left)}")
+                    raise
         finally:           # (a second Ctrl-C meanwhile: the cluster still closed)
-            client.close()
-            if local is not None:
-                local.close()
+            # and not cut short by a Ctrl-C (held until it is closed: a
+            # second one, quickly after the first, interrupted local.close()
+            # and left the cluster to distributed's atexit, which waited for
+            # the running tasks' threads -- 10 s)
+            with _ctrl_c_deferred():
+                client.close()
+                if local is not None:
+                    local.close()
     return run_dir, counts
 
 
@@ -1129,10 +1163,7 @@ def _stop_local_tasks(client: Any, local: Any, limit: float = STOP_WAIT_S) -> No
     for name in list(logging.root.manager.loggerDict):
         if name.startswith("distributed"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    nannies = {}
-    with contextlib.suppress(Exception):
-        nannies = {n.worker_address: n for n in list(local.workers.values())
-                   if getattr(n, "worker_address", None)}
+    nannies = _nannies(local)
 
     async def each(addrs: List[str]) -> List[Tuple[str, Optional[BaseException]]]:
         async def one(addr: str) -> Tuple[str, Optional[BaseException]]:
@@ -1149,23 +1180,45 @@ def _stop_local_tasks(client: Any, local: Any, limit: float = STOP_WAIT_S) -> No
     for addr, err in answers:
         if err is None:
             continue
-        nanny = nannies[addr]
-        pid = None
-        with contextlib.suppress(Exception):
-            pid = nanny.pid
         why = ("did not answer within %g s (stopped, or stuck in a call?)" % limit
                if isinstance(err, (asyncio.TimeoutError, TimeoutError))
                else f"could not be asked to ({type(err).__name__}: {err})")
+        pid, groups, left = _kill_local_worker(nannies[addr])
         if pid is None:
-            _say(sys.stderr, f"heaplab run: worker {addr} {why}: its tasks' processes may still run "
-                      "(ps -e -o pid,pgid,args | grep heaplab; kill -KILL -PGID)")
+            # (its process had ended: its tasks' processes died with it,
+            # PR_SET_PDEATHSIG)
             continue
-        groups, left = _kill_worker(pid)
         _say(sys.stderr, f"heaplab run: worker {addr} (pid {pid}) {why}: killed (SIGKILL)"
                   + (f" with its tasks' process groups {', '.join(map(str, groups))}"
                      if groups else "")
-                  + (f"; still there: {', '.join(map(str, left))} (kill -KILL "
-                     f"{' '.join(map(str, left))})" if left else ""))
+                  + (f"; still there: {_left(left)}" if left else ""))
+
+
+def _left(pids: List[int]) -> str:
+    """What is left after a kill, and how to end it."""
+    return f"{', '.join(map(str, pids))} (kill -KILL {' '.join(map(str, pids))})"
+
+
+def _nannies(local: Any) -> Dict[str, Any]:
+    """{worker address: its nanny} of a local cluster."""
+    with contextlib.suppress(Exception):
+        return {n.worker_address: n for n in list(local.workers.values())
+                if getattr(n, "worker_address", None)}
+    return {}
+
+
+def _kill_local_worker(nanny: Any) -> Tuple[Optional[int], List[int], List[int]]:
+    """_kill_worker of a local worker's process, its nanny told first not
+    to start another; (None, [], []) when that process had ended."""
+    pid = None
+    with contextlib.suppress(Exception):
+        pid = nanny.pid
+    if pid is None or not _alive(pid):
+        return None, [], []
+    with contextlib.suppress(Exception):
+        nanny.close_gracefully()        # (it restarted a worker that died)
+    groups, left = _kill_worker(pid)
+    return pid, groups, left
 
 
 def _kill_worker(pid: int) -> Tuple[List[int], List[int]]:
