@@ -310,6 +310,11 @@ def test_a_terminals_ctrl_c_is_the_runs_alone(tmp_path):
     pid = None
     try:
         pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        # the task's process gets SIGINT and SIGHUP as the worker got them
+        # (their default actions), neither ignored nor blocked
+        with open(f"/proc/{pid}/status") as f:
+            status = dict(line.split(":", 1) for line in f.read().splitlines())
+        assert int(status["SigIgn"], 16) & 3 == 0 and int(status["SigBlk"], 16) & 3 == 0, status
         t0 = time.monotonic()
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=60)
@@ -322,6 +327,47 @@ def test_a_terminals_ctrl_c_is_the_runs_alone(tmp_path):
         assert took < 3.5, f"{took:.1f} s from the Ctrl-C to the exit"
     finally:
         reap(p, pid)
+
+
+def test_a_terminals_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
+    """A terminal's Ctrl-C while a local worker started (importing
+    distributed) killed the worker: "Nanny failed to start", two
+    tracebacks and exit 1 (session 38).  The workers start with SIGINT
+    blocked until they ignore it; the run stops as at any other time."""
+    import signal
+    from procs import reap
+    p = _slow_run(tmp_path, start_new_session=True)
+    try:
+        end = time.monotonic() + 60
+        while not _children(p.pid, b"spawn_main"):
+            assert p.poll() is None and time.monotonic() < end, p.communicate()
+            time.sleep(0.005)
+        os.killpg(p.pid, signal.SIGINT)       # (a worker just spawned: in its imports)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 130, (p.returncode, out, err[-3000:])
+        if os.path.exists(tmp_path / "r" / "latest"):
+            run = os.path.realpath(tmp_path / "r" / "latest")
+            assert err == f"interrupted: heaplab run --resume {run}\n", err[-3000:]
+        else:
+            assert err == "interrupted\n", err[-3000:]
+    finally:
+        reap(p, group=True)
+
+
+def _children(pid, naming):
+    """The children of pid whose command line holds `naming` (bytes)."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if not d.isdigit() or int(f.read().rsplit(")", 1)[1].split()[1]) != pid:
+                    continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if naming in f.read():
+                    out.append(int(d))
+        except (OSError, ValueError):
+            pass
+    return out
 
 
 def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):

@@ -216,6 +216,10 @@ def run_task(task: Mapping[str, Any]) -> Dict[str, Any]:
     crashed, printed no JSON or ran past the timeout, a record with status
     'failed', the error and the stderr tail.  Runs on a Dask worker (or
     anywhere); never raises for a failing arm."""
+    # (the task's process gets this thread's signal mask: a local worker's
+    # threads may have SIGINT and SIGHUP blocked from its start, _cluster)
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _WORKER_SIGNALS)
     env = dict(task.get("env") or {})
     t0 = time.monotonic()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -823,10 +827,25 @@ def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str
     except ImportError:
         raise SweepError("sweeps need Dask's distributed: pip install 'heaplab[sweep]'") from None
     if cluster in ("local", "", None):
-        # (the workers ignore the terminal's Ctrl-C: dask_setup below)
-        lc = LocalCluster(n_workers=workers, threads_per_worker=per_worker, processes=True,
-                          resources={"arm": per_worker}, dashboard_address=":0",
-                          host="127.0.0.1", silence_logs=40, preload=["heaplab.sweep"])
+        # the workers ignore the terminal's Ctrl-C (dask_setup below, their
+        # preload), and until then it is held: they start with SIGINT and
+        # SIGHUP blocked -- the threads that spawn them inherit this
+        # thread's mask, and they theirs through the exec.  One that came
+        # while a worker imported distributed killed it: "Nanny failed to
+        # start", two tracebacks, exit 1.  Here the stop is held until the
+        # mask is restored (then _stops_deferred keeps it).  (multiprocessing's
+        # resource tracker, started by the first worker's spawn, unblocked
+        # SIGINT in the spawning thread: it is started first, here.)
+        from multiprocessing import resource_tracker
+        with contextlib.suppress(Exception):
+            resource_tracker.ensure_running()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _WORKER_SIGNALS)
+        try:
+            lc = LocalCluster(n_workers=workers, threads_per_worker=per_worker, processes=True,
+                              resources={"arm": per_worker}, dashboard_address=":0",
+                              host="127.0.0.1", silence_logs=40, preload=["heaplab.sweep"])
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
         return Client(lc), lc, lc.scheduler_address
     if not cluster.startswith(("tcp://", "tls://")):
         raise SweepError(f"--cluster {cluster!r}: expected local or tcp://HOST:PORT")
@@ -843,9 +862,20 @@ def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str
     return client, None, cluster
 
 
+#: the signals a local cluster's workers leave to the run (dask_setup)
+_WORKER_SIGNALS = {signal.SIGINT, signal.SIGHUP}
+
+
+def _no_op(signum: int, frame: Any) -> None:
+    pass
+
+
 def dask_setup(worker: Any) -> None:
     """A local cluster's worker at its start (its preload): SIGINT and
-    SIGHUP ignored.  A terminal's Ctrl-C (or its hang-up) reaches the
+    SIGHUP ignored -- by a handler that does nothing (an ignored signal is
+    ignored by every process the worker starts: its tasks' processes
+    too), not where they were ignored already (`nohup`, `&`) -- then
+    unblocked (_cluster blocked them until now).  A terminal's Ctrl-C (or its hang-up) reaches the
     whole foreground process group -- the workers too, which the run
     stops itself once it has killed their tasks: each worker's loop raised
     KeyboardInterrupt, printed a traceback and closed, and the run's
@@ -853,9 +883,11 @@ def dask_setup(worker: Any) -> None:
     one that was gone: distributed's connect timeout).  A worker still
     dies with the run (SIGKILL included): distributed's own watch of its
     parent."""
-    for signum in (signal.SIGINT, signal.SIGHUP):
-        with contextlib.suppress(ValueError, OSError):   # (not the main thread)
-            signal.signal(signum, signal.SIG_IGN)
+    with contextlib.suppress(ValueError, OSError):   # (not the main thread)
+        for signum in _WORKER_SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, _no_op)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _WORKER_SIGNALS)
 
 
 class Stopped(KeyboardInterrupt):
