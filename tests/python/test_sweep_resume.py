@@ -296,14 +296,21 @@ def _slow_run(tmp_path, **popen):
                             **popen)
 
 
-def test_a_terminals_ctrl_c_is_the_runs_alone(tmp_path):
+@pytest.mark.parametrize("signame,status,word", [("SIGINT", 130, "interrupted"),
+                                                  ("SIGTERM", 143, "terminated"),
+                                                  ("SIGHUP", 129, "hung up")])
+def test_a_terminals_ctrl_c_is_the_runs_alone(signame, status, word, tmp_path):
     """A terminal's Ctrl-C goes to its whole foreground process group: the
     local cluster's workers too (the tests above signal the run alone).
     Each worker's loop raised KeyboardInterrupt and closed -- a traceback
     on stderr (one run in two), the run's clean-up then waited 4 s for the
     closing worker, or 30 s for one that was gone (distributed's connect
     timeout, an ERROR line) (session 38).  The workers ignore it now; the
-    run stops them."""
+    run stops them.  SIGTERM to the group (a batch system's stop, `kill --
+    -PGID`) killed the workers: each was started again, waited for 2 s
+    and killed, a line each saying it had not answered.  SIGHUP to it (the
+    terminal closed) killed multiprocessing's resource tracker: a warning
+    and a KeyError traceback for each of its semaphores."""
     import signal
     from procs import gone, reap, wait_for_file
     p = _slow_run(tmp_path, start_new_session=True)     # (its own group, as a terminal job)
@@ -313,18 +320,18 @@ def test_a_terminals_ctrl_c_is_the_runs_alone(tmp_path):
         # the task's process gets SIGINT and SIGHUP as the worker got them
         # (their default actions), neither ignored nor blocked
         with open(f"/proc/{pid}/status") as f:
-            status = dict(line.split(":", 1) for line in f.read().splitlines())
-        assert int(status["SigIgn"], 16) & 3 == 0 and int(status["SigBlk"], 16) & 3 == 0, status
+            sigs = dict(line.split(":", 1) for line in f.read().splitlines())
+        assert int(sigs["SigIgn"], 16) & 3 == 0 and int(sigs["SigBlk"], 16) & 3 == 0, sigs
         t0 = time.monotonic()
-        os.killpg(p.pid, signal.SIGINT)
+        os.killpg(p.pid, getattr(signal, signame))
         out, err = p.communicate(timeout=60)
         took = time.monotonic() - t0
         run = os.path.realpath(tmp_path / "r" / "latest")
-        assert p.returncode == 130, (p.returncode, out, err[-3000:])
-        assert err == f"interrupted: heaplab run --resume {run}\n", err[-3000:]
+        assert p.returncode == status, (p.returncode, out, err[-3000:])
+        assert err == f"{word}: heaplab run --resume {run}\n", err[-3000:]
         assert gone(pid)
-        # (~0.8 s; 4.2 s before, in each of three runs)
-        assert took < 3.5, f"{took:.1f} s from the Ctrl-C to the exit"
+        # (~0.3-0.8 s; a Ctrl-C 4.2 s before, in each of three runs)
+        assert took < 3.5, f"{took:.1f} s from the {signame} to the exit"
     finally:
         reap(p, pid)
 

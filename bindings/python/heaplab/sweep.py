@@ -836,11 +836,16 @@ def _cluster(cluster: str, workers: int, per_worker: int) -> Tuple[Any, Any, str
         # mask is restored (then _stops_deferred keeps it).  (multiprocessing's
         # resource tracker, started by the first worker's spawn, unblocked
         # SIGINT in the spawning thread: it is started first, here.)
+        # Started with SIGHUP blocked as well (it blocks SIGINT and SIGTERM
+        # itself): a terminal's hang-up killed it, and the run's close
+        # printed "resource_tracker: process died unexpectedly" and a
+        # KeyError traceback for each of its semaphores.
         from multiprocessing import resource_tracker
-        with contextlib.suppress(Exception):
-            resource_tracker.ensure_running()
         old = signal.pthread_sigmask(signal.SIG_BLOCK, _WORKER_SIGNALS)
         try:
+            with contextlib.suppress(Exception):
+                resource_tracker.ensure_running()
+            signal.pthread_sigmask(signal.SIG_BLOCK, _WORKER_SIGNALS)   # (see above)
             lc = LocalCluster(n_workers=workers, threads_per_worker=per_worker, processes=True,
                               resources={"arm": per_worker}, dashboard_address=":0",
                               host="127.0.0.1", silence_logs=40, preload=["heaplab.sweep"])
@@ -1190,12 +1195,20 @@ def _stop_local_tasks(client: Any, local: Any, limit: float = STOP_WAIT_S) -> No
     -- and names what could not be killed, with how to."""
     import asyncio
     import logging
+    nannies = _nannies(local)
+    # none of them starts a worker again: one that died (a SIGTERM to the
+    # whole group, from a batch system or `kill -- -PGID`) was started
+    # again, and the new one, not yet there to answer, was waited for 2 s
+    # and killed, with a line saying it had not answered
+    for nanny in nannies.values():
+        with contextlib.suppress(Exception):
+            nanny.close_gracefully()
+    alive = {a: n for a, n in nannies.items() if _alive(_pid_of(n) or 0)}
     # (the scheduler's broadcast to a worker killed here logs an ERROR with
     # the connection reset, and a nanny its worker's death: the stop's own)
     for name in list(logging.root.manager.loggerDict):
         if name.startswith("distributed"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    nannies = _nannies(local)
 
     async def each(addrs: List[str]) -> List[Tuple[str, Optional[BaseException]]]:
         async def one(addr: str) -> Tuple[str, Optional[BaseException]]:
@@ -1206,9 +1219,9 @@ def _stop_local_tasks(client: Any, local: Any, limit: float = STOP_WAIT_S) -> No
             return addr, None
         return list(await asyncio.gather(*(one(a) for a in addrs)))
     try:
-        answers = client.sync(each, sorted(nannies), callback_timeout=2 * limit + 1)
+        answers = client.sync(each, sorted(alive), callback_timeout=2 * limit + 1)
     except Exception as e:
-        answers = [(a, e) for a in sorted(nannies)]
+        answers = [(a, e) for a in sorted(alive)]
     for addr, err in answers:
         if err is None:
             continue
@@ -1242,15 +1255,21 @@ def _nannies(local: Any) -> Dict[str, Any]:
 def _kill_local_worker(nanny: Any) -> Tuple[Optional[int], List[int], List[int]]:
     """_kill_worker of a local worker's process, its nanny told first not
     to start another; (None, [], []) when that process had ended."""
-    pid = None
-    with contextlib.suppress(Exception):
-        pid = nanny.pid
+    pid = _pid_of(nanny)
     if pid is None or not _alive(pid):
         return None, [], []
     with contextlib.suppress(Exception):
         nanny.close_gracefully()        # (it restarted a worker that died)
     groups, left = _kill_worker(pid)
     return pid, groups, left
+
+
+def _pid_of(nanny: Any) -> Optional[int]:
+    """The pid of a nanny's worker process (None: none)."""
+    with contextlib.suppress(Exception):
+        pid = nanny.pid
+        return pid if isinstance(pid, int) else None
+    return None
 
 
 def _kill_worker(pid: int) -> Tuple[List[int], List[int]]:
