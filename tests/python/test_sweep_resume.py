@@ -412,6 +412,66 @@ def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):
         reap(p, pid)
 
 
+GO_ARM = """
+import json, os, sys, time
+arm, folder = sys.argv[1], sys.argv[2]
+open(os.path.join(folder, arm + ".pid"), "w").write(str(os.getpid()))
+while not os.path.exists(os.path.join(folder, "go")):
+    time.sleep(0.01)
+print(json.dumps({"experiment": "ECHO", "title": "echo", "arm": arm, "options": {},
+                  "params": {}, "error": None, "notes": {}, "series": [],
+                  "records": [{"experiment": "ECHO", "arm": arm, "phase": "p", "index": 0,
+                               "phys_before": 1, "phys_after": 2, "phys_peak": 3}]}))
+"""
+
+
+def test_a_sweep_ends_with_an_idle_worker_that_cannot_answer(tmp_path):
+    """At its end a sweep asks every worker what its host is (meta.json's
+    workers_after) -- with no bound: an idle worker SIGSTOPped held a run
+    whose tasks had all ended for good, its meta.json never saying it had
+    finished (session 38).  Each worker gets 5 s (sweep.HOST_INFO_WAIT_S);
+    one that does not answer is named on stderr and in meta.json."""
+    import signal
+    from procs import gone, reap, wait_for_file
+    script = tmp_path / "go_arm.py"
+    script.write_text(GO_ARM)
+    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
+                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a",
+                          "--results", str(tmp_path / "r"), "--workers", "2",
+                          "--progress", "plain"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    idle = None
+    try:
+        arm = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        with open(f"/proc/{arm}/stat") as f:
+            busy = int(f.read().rsplit(")", 1)[1].split()[1])
+        (idle,) = [w for w in _children(p.pid, b"spawn_main") if w != busy]
+        os.kill(idle, signal.SIGSTOP)
+        t0 = time.monotonic()
+        (tmp_path / "go").write_text("")
+        try:
+            out, err = p.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            pytest.fail("no exit 40 s after the task could end (an idle worker stopped)")
+        took = time.monotonic() - t0
+        assert p.returncode == 0 and "1 ok, 0 failed" in out, (p.returncode, out, err[-3000:])
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        with open(os.path.join(run, "meta.json")) as f:
+            last = json.load(f)["runs"][-1]
+        (addr,) = last["workers_unanswered_after"]
+        assert last["finished"] and last["counts"]["ok"] == 1 and addr not in \
+            last["workers_after"], last
+        assert err == (f"heaplab run: warning: worker {addr} did not answer within 5 s "
+                       "(stopped, or stuck in a call?): meta.json has no host information of "
+                       "it (the run's `workers_unanswered_*`)\n"), err[-3000:]
+        assert gone(idle), "the stopped worker outlived the run"
+        assert took < 15, f"{took:.1f} s from the task's end to the exit"
+    finally:
+        if idle is not None and not gone(idle):
+            os.kill(idle, signal.SIGKILL)
+        reap(p)
+
+
 # ---- a resume runs where the run ran, on the file it found ----------------------------------
 # (the sweeps hunt, session 24: a --command's relative paths failed when the
 # run was resumed from another directory; and an experiment file of the

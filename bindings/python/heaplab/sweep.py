@@ -1062,11 +1062,13 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
             has_arm = [w for w, i in client.scheduler_info()["workers"].items()
                        if "arm" in (i.get("resources") or {})]
             resources = {"arm": 1} if has_arm else None
-            before = client.run(host_info)
+            before, unanswered = _workers_info(client)
             run_meta = {"cluster": address, "started": datetime.datetime.now().astimezone()
                         .isoformat(timespec="seconds"), "workers_before": before,
                         "one_arm_per_worker": bool(has_arm), "tasks_run": len(todo),
                         "tasks_skipped": counts["skipped"]}
+            if unanswered:
+                run_meta["workers_unanswered_before"] = unanswered
             meta.setdefault("runs", []).append(run_meta)
             _write_json(os.path.join(run_dir, RUN_META), meta)
             _point_latest(os.path.dirname(run_dir), os.path.basename(run_dir))
@@ -1118,22 +1120,33 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
                     display.update_running(running)
         except KeyboardInterrupt as e:
             # what ran is on disk; meta.json says the run stopped here, and
-            # the caller says how to go on (heaplab run: --resume RUN)
+            # the caller says how to go on (heaplab run: --resume RUN) --
+            # known first: a second Ctrl-C in the write below lost the run
+            # folder ('interrupted' alone) and the clean-up
+            e.run_dir = run_dir         # type: ignore[attr-defined]
+            stopped = True
             run_meta.update({"interrupted": datetime.datetime.now().astimezone()
                              .isoformat(timespec="seconds"),
                              "signal": signal.Signals(stop_signal(e)).name,
                              "counts": dict(counts),
                              "tasks_run": counts["ok"] + counts["failed"]})
             _write_json(os.path.join(run_dir, RUN_META), meta)
-            e.run_dir = run_dir         # type: ignore[attr-defined]
-            stopped = True
             raise
         finally:
             display.stop()
-        after = client.run(host_info)
+        after, unanswered = _workers_info(client)
         run_meta.update({"finished": datetime.datetime.now().astimezone()
                          .isoformat(timespec="seconds"), "workers_after": after,
                          "counts": dict(counts)})
+        if unanswered:
+            run_meta["workers_unanswered_after"] = unanswered
+            if local is not None:
+                # (closing it, the cluster waited 4 s for it, then killed it)
+                _quiet_distributed()
+                nannies = _nannies(local)
+                for addr in unanswered:
+                    if addr in nannies:
+                        _kill_local_worker(nannies[addr])
         _write_json(os.path.join(run_dir, RUN_META), meta)
     except BaseException:
         # stopped before a fresh run's meta.json was written: no run folder
@@ -1171,9 +1184,7 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
             # and left the cluster to distributed's atexit, which waited for
             # the running tasks' threads -- 10 s)
             with _ctrl_c_deferred():
-                client.close()
-                if local is not None:
-                    local.close()
+                _close(client, local)
     return run_dir, counts
 
 
@@ -1193,8 +1204,6 @@ def _stop_local_tasks(client: Any, local: Any, limit: float = STOP_WAIT_S) -> No
     (SIGKILL) with the process groups of its children (its tasks' processes
     and their helpers, which it cannot reap meanwhile), and stderr says so
     -- and names what could not be killed, with how to."""
-    import asyncio
-    import logging
     nannies = _nannies(local)
     # none of them starts a worker again: one that died (a SIGTERM to the
     # whole group, from a batch system or `kill -- -PGID`) was started
@@ -1204,39 +1213,113 @@ def _stop_local_tasks(client: Any, local: Any, limit: float = STOP_WAIT_S) -> No
         with contextlib.suppress(Exception):
             nanny.close_gracefully()
     alive = {a: n for a, n in nannies.items() if _alive(_pid_of(n) or 0)}
-    # (the scheduler's broadcast to a worker killed here logs an ERROR with
-    # the connection reset, and a nanny its worker's death: the stop's own)
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("distributed"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-
-    async def each(addrs: List[str]) -> List[Tuple[str, Optional[BaseException]]]:
-        async def one(addr: str) -> Tuple[str, Optional[BaseException]]:
-            try:
-                await asyncio.wait_for(client._run(_kill_live_groups, workers=[addr]), limit)
-            except Exception as e:          # (asyncio.TimeoutError, a closed comm...)
-                return addr, e
-            return addr, None
-        return list(await asyncio.gather(*(one(a) for a in addrs)))
-    try:
-        answers = client.sync(each, sorted(alive), callback_timeout=2 * limit + 1)
-    except Exception as e:
-        answers = [(a, e) for a in sorted(alive)]
-    for addr, err in answers:
-        if err is None:
-            continue
-        why = ("did not answer within %g s (stopped, or stuck in a call?)" % limit
-               if isinstance(err, (asyncio.TimeoutError, TimeoutError))
-               else f"could not be asked to ({type(err).__name__}: {err})")
+    _quiet_distributed()
+    _, failed = _ask_workers(client, _kill_live_groups, sorted(alive), limit)
+    for addr, why in failed.items():
         pid, groups, left = _kill_local_worker(nannies[addr])
-        if pid is None:
-            # (its process had ended: its tasks' processes died with it,
+        if pid is None or (not why.startswith("did not answer") and not left):
+            # (its process had ended, or was ending -- its comm closed: a
+            # SIGTERM to the whole group; its tasks' processes die with it,
             # PR_SET_PDEATHSIG)
             continue
         _say(sys.stderr, f"heaplab run: worker {addr} (pid {pid}) {why}: killed (SIGKILL)"
                   + (f" with its tasks' process groups {', '.join(map(str, groups))}"
                      if groups else "")
                   + (f"; still there: {_left(left)}" if left else ""))
+
+
+def _ask_workers(client: Any, fn: Callable[[], Any], addrs: List[str], limit: float
+                 ) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """fn run on each worker of addrs (client.run), each given `limit`
+    seconds: ({address: what it returned}, {address: why not}).  client.run
+    alone waits for every worker with no bound: one that cannot answer
+    (SIGSTOPped, or stuck in a call that holds its interpreter) held it for
+    good (the handshake with it is read with no time limit)."""
+    import asyncio
+
+    async def one(addr: str) -> Tuple[str, Any, Optional[BaseException]]:
+        try:
+            got = await asyncio.wait_for(client._run(fn, workers=[addr]), limit)
+        except Exception as e:          # (asyncio.TimeoutError, a closed comm...)
+            return addr, None, e
+        return addr, (got or {}).get(addr), None
+
+    async def each() -> List[Tuple[str, Any, Optional[BaseException]]]:
+        return list(await asyncio.gather(*(one(a) for a in addrs)))
+    try:
+        answers = client.sync(each, callback_timeout=limit + 1)
+    except Exception as e:
+        answers = [(a, None, e) for a in addrs]
+    done = {a: r for a, r, e in answers if e is None}
+    failed = {a: ("did not answer within %g s (stopped, or stuck in a call?)" % limit
+                  if isinstance(e, (asyncio.TimeoutError, TimeoutError))
+                  else f"could not be asked ({type(e).__name__}: {e})")
+              for a, r, e in answers if e is not None}
+    return done, failed
+
+
+#: how long each worker is given to say what its host is (meta.json)
+HOST_INFO_WAIT_S = 5.0
+
+
+def _workers_info(client: Any) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """host_info of every worker the scheduler knows (_ask_workers), and
+    a stderr line for each one that did not answer: with no bound, an idle
+    worker SIGSTOPped held a sweep whose tasks had all ended for good (its
+    meta.json never said it had finished), or its start."""
+    try:
+        addrs = sorted(client.scheduler_info()["workers"])
+    except Exception:
+        addrs = []
+    info, failed = _ask_workers(client, host_info, addrs, HOST_INFO_WAIT_S)
+    for addr, why in failed.items():
+        _say(sys.stderr, f"heaplab run: warning: worker {addr} {why}: meta.json has no host "
+                         "information of it (the run's `workers_unanswered_*`)")
+    return info, failed
+
+
+#: how long the client's close, then the local cluster's, may take
+CLOSE_WAIT_S = 15.0
+
+
+def _close(client: Any, local: Any) -> None:
+    """The client closed, then the local cluster, each given CLOSE_WAIT_S
+    (distributed's own bound: the client's comm timeout twice, 60 s, and
+    none for the cluster); a local cluster that did not close in time has
+    its workers killed with their tasks' groups, and stderr says so."""
+    try:
+        client.close(timeout=CLOSE_WAIT_S)
+    except TimeoutError:
+        _say(sys.stderr, f"heaplab run: warning: the Dask client did not close within "
+                         f"{CLOSE_WAIT_S:g} s")
+    if local is None:
+        return
+    try:
+        local.close(timeout=CLOSE_WAIT_S)
+    except TimeoutError:
+        _quiet_distributed()
+        killed = []
+        for addr, nanny in _nannies(local).items():
+            pid, groups, left = _kill_local_worker(nanny)
+            if pid is not None:
+                killed.append(f"{addr} (pid {pid})" + (f", still there: {_left(left)}"
+                                                       if left else ""))
+        _say(sys.stderr, f"heaplab run: warning: the local cluster did not close within "
+                         f"{CLOSE_WAIT_S:g} s" + (f": its workers killed (SIGKILL) with their "
+                                                   f"tasks' groups: {'; '.join(killed)}"
+                                                   if killed else ""))
+
+
+def _quiet_distributed() -> None:
+    """distributed's loggers quiet from here on: the scheduler's broadcast
+    to a worker killed by the run logs an ERROR with the connection reset,
+    and a nanny its worker's death -- the run's own doing, said by it.  And
+    tornado's: a second Ctrl-C in distributed's sync() before its call had
+    started logged a NameError traceback (its cancel callback)."""
+    import logging
+    for name in ["tornado.application", *logging.root.manager.loggerDict]:
+        if name.startswith(("distributed", "tornado.application")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _left(pids: List[int]) -> str:
