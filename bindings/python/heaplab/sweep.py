@@ -50,7 +50,8 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Opti
 from .harness import (_CHILD_TEXT, Experiment, _arm_problem, _ctrl_c_deferred, _name,
                       _signals_handled,
                       arm_file_stem, check_arm_names, child_env, derived_figures, load_json_record,
-                      _kill_live_groups, _library_value, _make_folder, run_in_group,
+                      _kill_live_groups, _library_value, _make_folder, _proc_stat,
+                      run_in_group,
                       write_atomic)
 
 __all__ = [
@@ -1385,13 +1386,9 @@ def _kill_worker(pid: int) -> Tuple[List[int], List[int]]:
 def _children(pid: int) -> List[int]:
     out = []
     for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat", "rb") as f:
-                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
-                        out.append(int(d))
-            except (OSError, IndexError, ValueError):
-                pass
+        stat = _proc_stat(int(d)) if d.isdigit() else None
+        if stat is not None and len(stat) > 1 and stat[1] == str(pid).encode():
+            out.append(int(d))
     return out
 
 
@@ -1403,12 +1400,9 @@ def _pgid(pid: int) -> Optional[int]:
 
 
 def _alive(pid: int) -> bool:
-    """pid is a process that is no zombie (or a group with a member left)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
+    """pid is a process that is no zombie."""
+    stat = _proc_stat(pid)
+    return stat is not None and len(stat) > 0 and stat[0] not in (b"Z", b"X")
 
 
 def _say(stream: Any, line: str) -> None:
