@@ -250,7 +250,7 @@ def test_a_stop_with_a_worker_that_cannot_answer_is_bounded(signame, status, wor
                           "--results", str(tmp_path / "r"), "--workers", "2",
                           "--progress", "plain"], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         preexec_fn=_as_in_a_terminal)
     arms, worker = [], None
     try:
         arms = [int(wait_for_file(str(tmp_path / f"{a}.pid"), p, seconds=120)) for a in "ab"]
@@ -282,18 +282,27 @@ def test_a_stop_with_a_worker_that_cannot_answer_is_bounded(signame, status, wor
         reap(p, *arms)
 
 
+def _as_in_a_terminal():
+    """(preexec_fn) SIGINT's and SIGHUP's default actions, as in a job of a
+    terminal -- whatever this pytest was started with: under `nohup` (a CI
+    started so) SIGHUP is ignored, every child inherits that, and a run
+    leaves an ignored signal ignored (the arm's SigIgn had SIGHUP: the
+    fresh-clone .ci/run of d7fa846 failed on it)."""
+    import signal
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _slow_run(tmp_path, **popen):
     """heaplab run of SLOW_ARM's arms a, b on one local worker, SIGINT's
-    default action in it (as in a terminal)."""
-    import signal
+    and SIGHUP's default actions in it (as in a terminal)."""
     script = tmp_path / "slow_arm.py"
     script.write_text(SLOW_ARM)
     return subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
                              f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
                              "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-                            **popen)
+                            preexec_fn=_as_in_a_terminal, **popen)
 
 
 @pytest.mark.parametrize("signame,status,word", [("SIGINT", 130, "interrupted"),
@@ -602,7 +611,7 @@ def test_a_stop_while_the_cluster_starts_is_one_line(signame, status, word, tmp_
                           "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         preexec_fn=_as_in_a_terminal)
     try:
         first = p.stdout.readline()          # printed just before the cluster starts
         assert first.startswith("heaplab run: "), first
