@@ -15,6 +15,15 @@ def gone(pid):
         return True
 
 
+def parent_of(pid):
+    """pid's parent (/proc/PID/stat's field 4), or None when pid is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def wait_for_file(path, proc, seconds=60):
     """The stripped contents of path once it is written and not empty;
     fails if proc exits first or it takes longer than `seconds`."""

@@ -43,12 +43,35 @@ def run_session(tmp_path, source, *args, env=None, name="test_inner.py", target=
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text(FAKE + textwrap.dedent(source))
     results = tmp_path / "results"
-    e = dict(os.environ, HEAPLAB_RESULTS=str(results))
-    e.pop("PYTEST_XDIST_WORKER", None)
-    e.update(env or {})
+    e = session_env(results, env)
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
                         target or name], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
     return p, results
+
+
+def session_env(results, env=None):
+    """The environment of a child pytest session: its tables under results."""
+    e = dict(os.environ, HEAPLAB_RESULTS=str(results))
+    e.pop("PYTEST_XDIST_WORKER", None)
+    e.update(env or {})
+    return e
+
+
+TABLES = ("table.txt", "effects.txt", "effects.json")
+
+
+def complete_tables(tmp_path, source):
+    """A complete session of source (run_session): (its results folder, the
+    text of its three tables)."""
+    p, results = run_session(tmp_path, source)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return results, {n: (results / n).read_text() for n in TABLES}
+
+
+def assert_kept(results, complete):
+    """The three tables are still complete_tables' ones."""
+    for n, text in complete.items():
+        assert (results / n).read_text() == text, n
 
 
 def table(results):
@@ -348,14 +371,10 @@ def test_an_interrupted_session_leaves_the_complete_tables(tmp_path):
             lab.record(fake("E", "b", 2))
             lab.effect("E", "b", "2", "2", arm="b", phase="fill", ok=True)
     """
-    p, results = run_session(tmp_path, source)
-    assert p.returncode == 0, p.stdout + p.stderr
-    complete = {n: (results / n).read_text() for n in ("table.txt", "effects.txt",
-                                                        "effects.json")}
+    results, complete = complete_tables(tmp_path, source)
     p, results = run_session(tmp_path, source, env={"INTERRUPT": "1"})
     assert p.returncode == 2, p.stdout + p.stderr
-    for n, text in complete.items():
-        assert (results / n).read_text() == text, n
+    assert_kept(results, complete)
     partial = json.loads((results / "effects.interrupted.json").read_text())["effects"]
     assert [e["what"] for e in partial] == ["a"]
     assert [r[1] for r in table_of(results / "table.interrupted.txt")] == ["a"]
@@ -388,13 +407,9 @@ def test_a_session_whose_output_is_closed_writes_its_part_and_says_so(tmp_path):
             lab.record(fake("E", "b", 2))
             lab.effect("E", "b", "2", "2", arm="b", phase="fill", ok=True)
     """
-    p, results = run_session(tmp_path, source)
-    assert p.returncode == 0, p.stdout + p.stderr
-    complete = {n: (results / n).read_text() for n in ("table.txt", "effects.txt",
-                                                        "effects.json")}
+    results, complete = complete_tables(tmp_path, source)
     flag = tmp_path / "closed"
-    e = dict(os.environ, HEAPLAB_RESULTS=str(results), CLOSED_FLAG=str(flag))
-    e.pop("PYTEST_XDIST_WORKER", None)
+    e = session_env(results, {"CLOSED_FLAG": str(flag)})
     child = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                               "test_inner.py"], cwd=tmp_path, env=e, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -416,8 +431,7 @@ def test_a_session_whose_output_is_closed_writes_its_part_and_says_so(tmp_path):
     assert "standard output was closed" in err and "after 1 of 2 tests" in err, err
     assert str(results / "table.interrupted.txt") in err, err
     assert "Traceback" not in err, err
-    for n, text in complete.items():                 # the last complete session's, kept
-        assert (results / n).read_text() == text, n
+    assert_kept(results, complete)                   # the last complete session's
     partial = json.loads((results / "effects.interrupted.json").read_text())
     assert [x["what"] for x in partial["effects"]] == ["a"]
     assert partial["session"]["interrupted"] is True

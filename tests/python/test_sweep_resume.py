@@ -200,17 +200,7 @@ def test_ctrl_c_says_how_to_resume_and_meta_json_counts_what_ran(signame, status
     running tasks' groups are killed first."""
     import signal
     from procs import reap, wait_for_file
-    script = tmp_path / "slow_arm.py"
-    script.write_text(SLOW_ARM)
-
-    def sigint_default():
-        signal.signal(signal.SIGINT, signal.SIG_DFL)      # as in a terminal
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
-                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
-                          "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=sigint_default)
+    p = _run_of(tmp_path)
     pid = None
     try:
         pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
@@ -242,20 +232,12 @@ def test_a_stop_with_a_worker_that_cannot_answer_is_bounded(signame, status, wor
     worker gets 2 s (sweep.STOP_WAIT_S); one that does not answer is
     killed with its tasks' process groups, and stderr says so."""
     import signal
-    from procs import gone, reap, wait_for_file
-    script = tmp_path / "slow_arm.py"
-    script.write_text(SLOW_ARM)
-    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
-                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
-                          "--results", str(tmp_path / "r"), "--workers", "2",
-                          "--progress", "plain"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=_as_in_a_terminal)
+    from procs import gone, parent_of, reap, wait_for_file
+    p = _run_of(tmp_path, workers=2)
     arms, worker = [], None
     try:
         arms = [int(wait_for_file(str(tmp_path / f"{a}.pid"), p, seconds=120)) for a in "ab"]
-        with open(f"/proc/{arms[0]}/stat") as f:    # (the task's process: the worker's child)
-            worker = int(f.read().rsplit(")", 1)[1].split()[1])
+        worker = parent_of(arms[0])        # (the task's process: the worker's child)
         os.kill(worker, signal.SIGSTOP)
         t0 = time.monotonic()
         p.send_signal(getattr(signal, signame))
@@ -293,14 +275,16 @@ def _as_in_a_terminal():
         signal.signal(signum, signal.SIG_DFL)
 
 
-def _slow_run(tmp_path, **popen):
-    """heaplab run of SLOW_ARM's arms a, b on one local worker, SIGINT's
-    and SIGHUP's default actions in it (as in a terminal)."""
-    script = tmp_path / "slow_arm.py"
-    script.write_text(SLOW_ARM)
+def _run_of(tmp_path, arm_text=None, arms="a,b", workers=1, **popen):
+    """heaplab run of an arm script (arm_text; SLOW_ARM by default) with
+    arms `arms` on `workers` local workers, its records under tmp_path/r,
+    SIGINT's and SIGHUP's default actions in it (as in a terminal)."""
+    script = tmp_path / "arm.py"
+    script.write_text(SLOW_ARM if arm_text is None else arm_text)
     return subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
-                             f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
-                             "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
+                             f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", arms,
+                             "--results", str(tmp_path / "r"), "--workers", str(workers),
+                             "--progress", "plain"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_as_in_a_terminal, **popen)
 
@@ -322,7 +306,7 @@ def test_a_terminals_ctrl_c_is_the_runs_alone(signame, status, word, tmp_path):
     and a KeyError traceback for each of its semaphores."""
     import signal
     from procs import gone, reap, wait_for_file
-    p = _slow_run(tmp_path, start_new_session=True)     # (its own group, as a terminal job)
+    p = _run_of(tmp_path, start_new_session=True)     # (its own group, as a terminal job)
     pid = None
     try:
         pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
@@ -352,7 +336,7 @@ def test_a_terminals_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
     blocked until they ignore it; the run stops as at any other time."""
     import signal
     from procs import reap
-    p = _slow_run(tmp_path, start_new_session=True)
+    p = _run_of(tmp_path, start_new_session=True)
     try:
         end = time.monotonic() + 60
         while not _children(p.pid, b"spawn_main"):
@@ -372,12 +356,12 @@ def test_a_terminals_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
 
 def _children(pid, naming):
     """The children of pid whose command line holds `naming` (bytes)."""
+    from procs import parent_of
     out = []
     for d in os.listdir("/proc"):
         try:
-            with open(f"/proc/{d}/stat") as f:
-                if not d.isdigit() or int(f.read().rsplit(")", 1)[1].split()[1]) != pid:
-                    continue
+            if not d.isdigit() or parent_of(d) != pid:
+                continue
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 if naming in f.read():
                     out.append(int(d))
@@ -393,7 +377,7 @@ def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):
     lost the run folder -- `interrupted` alone (session 38)."""
     import signal
     from procs import gone, reap, wait_for_file
-    p = _slow_run(tmp_path)
+    p = _run_of(tmp_path)
     pid = None
     try:
         pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
@@ -441,19 +425,12 @@ def test_a_sweep_ends_with_an_idle_worker_that_cannot_answer(tmp_path):
     finished (session 38).  Each worker gets 5 s (sweep.HOST_INFO_WAIT_S);
     one that does not answer is named on stderr and in meta.json."""
     import signal
-    from procs import gone, reap, wait_for_file
-    script = tmp_path / "go_arm.py"
-    script.write_text(GO_ARM)
-    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
-                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a",
-                          "--results", str(tmp_path / "r"), "--workers", "2",
-                          "--progress", "plain"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    from procs import gone, parent_of, reap, wait_for_file
+    p = _run_of(tmp_path, GO_ARM, arms="a", workers=2)
     idle = None
     try:
         arm = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
-        with open(f"/proc/{arm}/stat") as f:
-            busy = int(f.read().rsplit(")", 1)[1].split()[1])
+        busy = parent_of(arm)
         (idle,) = [w for w in _children(p.pid, b"spawn_main") if w != busy]
         os.kill(idle, signal.SIGSTOP)
         t0 = time.monotonic()
@@ -604,14 +581,7 @@ def test_a_stop_while_the_cluster_starts_is_one_line(signame, status, word, tmp_
     empty run folder (the review, session 25).  It now waits until the run
     is on disk: one line, exit 128+N, meta.json saying where it stopped."""
     import signal
-    script = tmp_path / "slow_arm.py"
-    script.write_text(SLOW_ARM)
-    p = subprocess.Popen([sys.executable, "-m", "heaplab", "run", "--command",
-                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
-                          "--results", str(tmp_path / "r"), *LOCAL], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True,
-                         preexec_fn=_as_in_a_terminal)
+    p = _run_of(tmp_path, start_new_session=True)
     try:
         first = p.stdout.readline()          # printed just before the cluster starts
         assert first.startswith("heaplab run: "), first
