@@ -405,6 +405,124 @@ def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):
         reap(p, pid)
 
 
+# (sitecustomize of the runs below: the run's main thread sends itself
+# SIGINT at one chosen point, SWEEP_TEST_FIRE_AT, once the test has
+# written the run's pid to the file SWEEP_TEST_FIRE -- "logging": just
+# after it takes logging's module lock to clear the loggers' level caches
+# the second time (once the first has cleared them, another thread's next
+# log call needs the lock); "shutdown": as the interpreter's shutdown
+# begins, in threading._shutdown)
+_FIRE = """
+import logging, os, signal, sys, threading
+_fire, _at = os.environ.get("SWEEP_TEST_FIRE"), os.environ.get("SWEEP_TEST_FIRE_AT")
+def _ours():
+    return (threading.current_thread() is threading.main_thread() and _fire
+            and os.path.exists(_fire) and open(_fire).read() == str(os.getpid()))
+class _Firing:
+    clears = 0
+    def __init__(self, lock):
+        self._l = lock
+    def acquire(self, *a, **k):
+        got = self._l.acquire(*a, **k)
+        if (got and _Firing.clears < 2 and _ours()
+                and any(sys._getframe(d).f_code.co_name == "_clear_cache" for d in (1, 2, 3))):
+            _Firing.clears += 1
+            if _Firing.clears == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+        return got
+    def release(self):
+        self._l.release()
+    def __enter__(self):
+        return self.acquire()
+    def __exit__(self, *e):
+        self.release()
+    def __getattr__(self, name):
+        return getattr(self._l, name)
+if _at == "logging":
+    logging._lock = _Firing(logging._lock)
+elif _at == "shutdown":
+    _shutdown = threading._shutdown
+    def _firing_shutdown():
+        if _ours():
+            os.kill(os.getpid(), signal.SIGINT)
+        _shutdown()
+    threading._shutdown = _firing_shutdown
+"""
+
+
+def _fired_run(tmp_path, at):
+    """_run_of with a SIGINT the run sends itself at `at` (_FIRE), armed
+    once the first task runs: (the run, its task's pid, the file that arms
+    it -- the caller writes the run's pid to it)."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_FIRE)
+    fire = tmp_path / "fire"
+    env = dict(os.environ, SWEEP_TEST_FIRE=str(fire), SWEEP_TEST_FIRE_AT=at,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path / "site"),
+                                                        os.environ.get("PYTHONPATH")])))
+    return _run_of(tmp_path, env=env), fire
+
+
+def test_ctrl_c_inside_a_logging_call_of_the_stop_does_not_hold_the_close(tmp_path):
+    """The stop's clean-up (its meta.json write, the tasks' stop, quieting
+    distributed's loggers) is the main thread's: a second Ctrl-C raised
+    KeyboardInterrupt wherever it landed -- once inside logging's
+    _acquireLock, after the lock was taken and before the try that releases
+    it, and logging's lock stayed the main thread's: the scheduler's thread
+    and the nanny's watcher waited for it for good, the client's and the
+    cluster's close each waited out their 15 s (test_ctrl_c_twice... once
+    43 s from the first Ctrl-C to the exit; a stack dump under
+    PYTHONFAULTHANDLER showed the two threads in logging._acquireLock,
+    session 39).  A stop in the clean-up is noted now, not raised.  Here the
+    second Ctrl-C is made to land there every time: the run's main thread
+    sends it to itself just after it takes logging's lock to clear the
+    loggers' caches (setLevel), the second time after the first Ctrl-C."""
+    import signal
+    from procs import gone, reap, wait_for_file
+    p, fire = _fired_run(tmp_path, "logging")
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        fire.write_text(str(p.pid))
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        took = time.monotonic() - t0
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert p.returncode == 130, (p.returncode, out, err[-3000:])
+        assert err.endswith(f"interrupted: heaplab run --resume {run}\n"), err[-3000:]
+        assert "Traceback" not in err and "did not close" not in err, err[-3000:]
+        assert gone(pid)
+        assert took < 3.5, f"{took:.1f} s from the first Ctrl-C to the exit"
+    finally:
+        reap(p, pid)
+
+
+def test_ctrl_c_once_the_stop_is_said_ends_the_process_quietly(tmp_path):
+    """A Ctrl-C after the run has said how to resume (in the interpreter's
+    shutdown: a user pressing it again and again) printed 'Exception
+    ignored in: <module 'threading'>' and a KeyboardInterrupt traceback
+    (one run in six of a burst of Ctrl-Cs, session 39).  It ends the
+    process at once now, by SIGINT's default action, with nothing more
+    said.  Here it lands as the shutdown begins, every time."""
+    import signal
+    from procs import gone, reap, wait_for_file
+    p, fire = _fired_run(tmp_path, "shutdown")
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        fire.write_text(str(p.pid))
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        run = os.path.realpath(tmp_path / "r" / "latest")
+        assert p.returncode == -signal.SIGINT, (p.returncode, out, err[-3000:])
+        assert err.endswith(f"interrupted: heaplab run --resume {run}\n"), err[-3000:]
+        assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+        assert gone(pid)
+    finally:
+        reap(p, pid)
+
+
 GO_ARM = """
 import json, os, sys, time
 arm, folder = sys.argv[1], sys.argv[2]

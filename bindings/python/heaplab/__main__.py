@@ -269,6 +269,11 @@ def _run(args: argparse.Namespace, sweep: Any) -> int:
                   file=sys.stderr, flush=True)
         except OSError:         # (SIGHUP: the terminal may be gone)
             pass
+        # the stop is said and the cluster closed: a further Ctrl-C ends the
+        # process at once (SIGINT's default action) -- in the interpreter's
+        # shutdown it printed an 'Exception ignored in threading' traceback
+        if callable(signal.getsignal(signal.SIGINT)):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
         return 128 + signum
     print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} already complete: "
           f"{run_dir}")

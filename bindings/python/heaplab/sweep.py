@@ -1055,6 +1055,7 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
     counts = {"ok": 0, "failed": 0, "skipped": len(sweep.tasks) - len(todo)}
     stopped = False
     futures: Dict[Any, Any] = {}
+    after_stop = contextlib.ExitStack()     # (a stop's clean-up: see below)
     try:
         try:
             os.makedirs(run_dir, exist_ok=True)  # only once a cluster answered
@@ -1120,6 +1121,17 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
                         running = {}
                     display.update_running(running)
         except KeyboardInterrupt as e:
+            # From here to the cluster's close a further stop (Ctrl-C twice,
+            # SIGTERM, SIGHUP) is noted, not raised: raised, it landed
+            # wherever the main thread was -- once inside logging's
+            # _acquireLock, after the lock was taken and before the try that
+            # releases it (the loggers quieted below), and the lock stayed
+            # this thread's: the scheduler's thread and the nannies' waited
+            # for it for good, and the client's and the cluster's close each
+            # waited out CLOSE_WAIT_S (43 s from the first Ctrl-C to the
+            # exit, session 39).  The clean-up is bounded (STOP_WAIT_S,
+            # CLOSE_WAIT_S): the first stop is the one that ends the run.
+            after_stop.enter_context(_stops_deferred())
             # what ran is on disk; meta.json says the run stopped here, and
             # the caller says how to go on (heaplab run: --resume RUN) --
             # known first: a second Ctrl-C in the write below lost the run
@@ -1164,28 +1176,22 @@ def _run_sweep(sweep: Sweep, results: str, cluster: str, workers: int, per_worke
                 # for its task's thread (dask's grace) before it was killed,
                 # and its task with it -- each stop of a running sweep took
                 # 4 s more
-                try:
-                    with contextlib.suppress(Exception):
-                        client.cancel(list(futures))
-                    _stop_local_tasks(client, local)
-                except KeyboardInterrupt:
-                    # a second stop meanwhile (Ctrl-C twice): no more asking --
-                    # every worker killed with its tasks' groups.  Cut short,
-                    # the clean-up left the workers to the cluster's close,
-                    # which waited for their running tasks (10 s)
-                    for addr, nanny in _nannies(local).items():
-                        pid, groups, left = _kill_local_worker(nanny)
-                        if left:
-                            _say(sys.stderr, f"heaplab run: worker {addr} (pid {pid}): still "
-                                             f"there after SIGKILL: {_left(left)}")
-                    raise
-        finally:           # (a second Ctrl-C meanwhile: the cluster still closed)
+                # (not cut short by a second stop, noted above: cut short,
+                # the clean-up left the workers to the cluster's close, which
+                # waited for their running tasks -- 10 s)
+                with contextlib.suppress(Exception):
+                    client.cancel(list(futures))
+                _stop_local_tasks(client, local)
+        finally:
             # and not cut short by a Ctrl-C (held until it is closed: a
             # second one, quickly after the first, interrupted local.close()
             # and left the cluster to distributed's atexit, which waited for
             # the running tasks' threads -- 10 s)
-            with _ctrl_c_deferred():
-                _close(client, local)
+            try:
+                with _ctrl_c_deferred():
+                    _close(client, local)
+            finally:
+                after_stop.close()
     return run_dir, counts
 
 
