@@ -860,6 +860,11 @@ static void write_reports_once(bool by_exit) {
               "interrupted an allocation?): HEAPLAB_VERIFY's check at exit skipped\n");
     goto done;
   }
+  /* From here failures wait for the heap's errlock a bounded time: the
+   * handler may have interrupted this thread holding it, the heap's lock
+   * free (a refused free_sized under verify), and the report's vma_count
+   * fails without /proc (hl__errors_at_exit: it waited for ever) */
+  hl__errors_at_exit(true);
   if (check) verify_check(h);
   if (!asked) goto done;
   /* one report per process, as docs/clients.md says -- unless it never
@@ -889,6 +894,7 @@ static void write_reports_once(bool by_exit) {
   if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
     write_reports_on_own_stack();
 done:
+  hl__errors_at_exit(false);
   atomic_store(&reports_done, true);
   errno = saved_errno;
 }

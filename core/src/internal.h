@@ -672,6 +672,13 @@ static inline const char *hl__strerror(int e) {
 int hl__fail(const hl_heap *h, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int hl__failv(const hl_heap *h, int code, const char *fmt, va_list ap);
+/* This thread's failures and hl_heap_error wait for a heap's errlock at most
+ * HL_ERRLOCK_EXIT_WAIT_NS (on), and after one such wait gave up not at all,
+ * keeping the message in the thread only; or wait as long as it takes
+ * (off): the preloaded library's report at exit, which may run in a signal
+ * handler that interrupted this very thread holding errlock (telemetry.c). */
+void hl__errors_at_exit(bool on);
+#define HL_ERRLOCK_EXIT_WAIT_NS 500000000ull
 /* "s" unless n is 1: a count's noun in a message, "%" PRIu64 " slot%s", n,
  * hl__s(n) -- "1 slot", "2 slots" (messages said "1 slots", "1 bytes"). */
 static inline const char *hl__s(uint64_t n) { return n == 1 ? "" : "s"; }

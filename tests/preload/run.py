@@ -1292,6 +1292,70 @@ def exit_in_signal_handler():
           + "; ".join(f"{k}: {r} runs, {w} reports, {b} busy" for k, (r, w, b) in counts.items()))
 
 
+def exit_in_handler_inside_errlock():
+    """A SIGALRM handler calls _exit(3) while the program's thread, under
+    HEAPLAB_VERIFY=1, frees each block with free_sized of a size the block
+    does not hold (refused: the core copies the refusal's message to the
+    heap under the heap's errlock, the heap's lock free), then with free --
+    every mutex lock 300 us slower (preload_exit_in_handler.c refused_sized),
+    without /proc.  The report's vma_count fails there, and its failure's
+    message went to the heap under errlock again: a handler that had
+    interrupted its thread inside errlock waited for it for ever (5 of 30
+    runs, h39exit, session 39).  Each run exits 3 within 10 s, with the
+    report (vma_count null) or the one line that the heap was busy.  Needs
+    root for the mount namespace (unshare -m): skipped otherwise."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(EXIT_IN_HANDLER, "test_preload_exit_in_handler")
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or not unshare:
+        print("SKIP: needs root and unshare(1) to unmount /proc in a mount namespace of its own")
+        sys.exit(77)
+    ns = [unshare, "-m", "--propagation", "private", "sh", "-c"]
+    probe = subprocess.run(ns + ["umount -l /proc && ! test -e /proc/self"], capture_output=True,
+                           text=True)
+    if probe.returncode != 0:
+        print(f"SKIP: cannot unmount /proc in a mount namespace here: {probe.stderr.strip()}")
+        sys.exit(77)
+    busy = "libheaplab-malloc: the heap is busy at exit"
+    runs = 40
+    with tempfile.TemporaryDirectory() as d:
+        def one(i):
+            path = os.path.join(d, f"r{i}.json")
+            delay = str(1000 + (i * 977) % 20000)
+            # (the library preloaded into the program only, not unshare and sh)
+            try:
+                status, out, err = run(ns + ['umount -l /proc && LD_PRELOAD="$1" exec "$0" "$2" '
+                                             'refused_sized', EXIT_IN_HANDLER, PRELOAD, delay],
+                                       "glibc", {"HEAPLAB_VERIFY": "1", "HEAPLAB_STATS": path},
+                                       timeout=10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"run {i} ({delay} us) hung: no exit within 10 s") from None
+            assert status == 3, (i, status, err)
+            lines = [x for x in err.splitlines() if not x.endswith(": refused")
+                     and x != "libheaplab-malloc: further refused calls not shown"]
+            if os.path.exists(path):
+                r = report(path)
+                assert r["vma_count"] is None and r["stats"]["manual_mallocs"] > 0, r
+                assert not lines, (i, err)
+                return "report"
+            assert len(lines) == 1 and lines[0].startswith(busy), (i, err)
+            return "busy"
+
+        # (three at a time, as exit_in_signal_handler)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            futures = [pool.submit(one, i) for i in range(runs)]
+            try:
+                got = [f.result() for f in futures]
+            except BaseException:
+                for f in futures:   # (the first failure is the answer)
+                    f.cancel()
+                raise
+    assert "report" in got, got   # (the report is written there, not only refused)
+    print(f"_exit from a SIGALRM handler beside a refused free_sized, without /proc: every run "
+          f"exit 3 in time; {runs} runs, {got.count('report')} reports, "
+          f"{got.count('busy')} busy")
+
+
 def launcher_that_never_allocated():
     """A launcher's process (its executable exports the launchers' mark:
     tests/preload/c/preload_launcher_mark.c) that never allocates and
@@ -1372,7 +1436,8 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      report_in_a_comma_locale,
                                      report_escapes_strings, report_without_proc,
                                      exit_without_handlers, own_malloc,
-                                     exit_in_signal_handler, launcher_that_never_allocated,
+                                     exit_in_signal_handler, exit_in_handler_inside_errlock,
+                                     launcher_that_never_allocated,
                                      exit_beside_a_set_up, fork_beside_a_set_up,
                                      signal_to_itself)}
 

@@ -8,7 +8,8 @@
  * the review of f384a21).  tests/preload/run.py exit_in_signal_handler runs
  * it many times with a timeout.
  *
- *   preload_exit_in_handler DELAY_US [loop|small|large|threaded|fork|new_threads]
+ *   preload_exit_in_handler DELAY_US [loop|small|large|threaded|fork|new_threads|
+ *                            refused_sized]
  * loop: sizes 16..5015 (the small and mid classes); small: 8..192 bytes in
  * a scattered order (the thread cache's fast paths); large: 20,000..219,999
  * bytes (past small_max: glibc's own malloc, outside the heap's lock) and
@@ -27,7 +28,15 @@
  * which a thread making its cache holds the caches' registry lock and not
  * yet the heap's, from a few instructions to 300 us: the report made a
  * second cache there and waited for that lock for ever (1 of 2,000 runs of
- * small on a loaded machine, session 35). */
+ * small on a loaded machine, session 35).
+ * refused_sized (HEAPLAB_VERIFY=1): free_sized of each block with a size it
+ * does not hold, refused -- the core copies the refusal's message to the
+ * heap under the heap's errlock, the heap's lock free -- then free; every
+ * mutex lock 300 us slower, as in new_threads, so the handler often lands
+ * with errlock held: the report, whose vma_count fails without /proc (a
+ * failure: the message to the heap again), waited for that lock for ever
+ * (5 of 30 runs, h39exit, session 39). */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -96,6 +105,7 @@ int main(int argc, char **argv) {
   const char *mode = argc > 2 ? argv[2] : "loop";
   int small = strcmp(mode, "small") == 0, large = strcmp(mode, "large") == 0;
   int forks = strcmp(mode, "fork") == 0;
+  int refused = strcmp(mode, "refused_sized") == 0;
   if (large || forks || strcmp(mode, "threaded") == 0) {
     sigset_t old;
     alarm_mask(SIG_BLOCK, &old);
@@ -119,6 +129,10 @@ int main(int argc, char **argv) {
    * tables -- the time glibc holds its arenas' locks -- is long) */
   char *big = forks ? malloc((size_t)128 << 20) : NULL;
   if (big) memset(big, 1, (size_t)128 << 20);
+  /* (refused_sized: the library's free_sized -- glibc 2.36 has none) */
+  void (*free_sized)(void *, size_t) =
+      refused ? (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized") : NULL;
+  if (refused && !free_sized) return 2;
   signal(SIGALRM, on_alarm);
   struct itimerval it = {{0, 0}, {0, delay}};
   setitimer(ITIMER_REAL, &it, 0);
@@ -135,6 +149,14 @@ int main(int argc, char **argv) {
     pid_t c = fork();
     if (c == 0) _exit(0);
     if (c > 0) waitpid(c, NULL, 0);
+  }
+  if (refused) {
+    slow_lock = 1;
+    for (;;) {
+      char *volatile p = malloc(100);
+      free_sized(p, 5000); /* (more than the block holds: refused under verify) */
+      free(p);
+    }
   }
   void *v[256] = {0};
   for (unsigned long i = 0;; i++) {
