@@ -9,7 +9,7 @@
  * it many times with a timeout.
  *
  *   preload_exit_in_handler DELAY_US [loop|small|large|threaded|fork|new_threads|
- *                            refused_sized]
+ *                            mallopt|malloc_info|refused_sized]
  * loop: sizes 16..5015 (the small and mid classes); small: 8..192 bytes in
  * a scattered order (the thread cache's fast paths); large: 20,000..219,999
  * bytes (past small_max: glibc's own malloc, outside the heap's lock) and
@@ -29,6 +29,12 @@
  * yet the heap's, from a few instructions to 300 us: the report made a
  * second cache there and waited for that lock for ever (1 of 2,000 runs of
  * small on a loaded machine, session 35).
+ * mallopt, malloc_info: mallopt (with a malloc and a free), or malloc_info
+ * over 20,000 free chunks in glibc's bins, in a loop beside a second
+ * thread -- glibc's, which take its arena locks, reached the program past
+ * the library's count of calls inside glibc: under HEAPLAB_ALLOCATOR=libc
+ * the report waited for the lock its own thread held (18 and 14 of 20 runs,
+ * h39exit, session 39).
  * refused_sized (HEAPLAB_VERIFY=1): free_sized of each block with a size it
  * does not hold, refused -- the core copies the refusal's message to the
  * heap under the heap's errlock, the heap's lock free -- then free; every
@@ -40,6 +46,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -106,7 +113,8 @@ int main(int argc, char **argv) {
   int small = strcmp(mode, "small") == 0, large = strcmp(mode, "large") == 0;
   int forks = strcmp(mode, "fork") == 0;
   int refused = strcmp(mode, "refused_sized") == 0;
-  if (large || forks || strcmp(mode, "threaded") == 0) {
+  int info = strcmp(mode, "malloc_info") == 0, opt = strcmp(mode, "mallopt") == 0;
+  if (large || forks || info || opt || strcmp(mode, "threaded") == 0) {
     sigset_t old;
     alarm_mask(SIG_BLOCK, &old);
     pthread_t t;
@@ -129,6 +137,11 @@ int main(int argc, char **argv) {
    * tables -- the time glibc holds its arenas' locks -- is long) */
   char *big = forks ? malloc((size_t)128 << 20) : NULL;
   if (big) memset(big, 1, (size_t)128 << 20);
+  /* (malloc_info: 20,000 free chunks between live ones in glibc's bins,
+   * which malloc_info walks with the arena's lock held) */
+  static char *volatile frag[40000];
+  for (int k = 0; info && k < 40000; k++) frag[k] = malloc(200 + (k % 50) * 16);
+  for (int k = 0; info && k < 40000; k += 2) free(frag[k]);
   /* (refused_sized: the library's free_sized -- glibc 2.36 has none) */
   void (*free_sized)(void *, size_t) =
       refused ? (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized") : NULL;
@@ -149,6 +162,18 @@ int main(int argc, char **argv) {
     pid_t c = fork();
     if (c == 0) _exit(0);
     if (c > 0) waitpid(c, NULL, 0);
+  }
+  if (opt) { /* (glibc's: the main arena's lock held, its fast bins consolidated) */
+    for (;;) {
+      void *volatile p = malloc(100);
+      mallopt(M_MMAP_THRESHOLD, 1 << 20);
+      free(p);
+    }
+  }
+  if (info) { /* (glibc's: each arena's lock held while it counts the chunks of its bins) */
+    FILE *null = fopen("/dev/null", "w");
+    if (!null) return 2;
+    for (;;) malloc_info(0, null);
   }
   if (refused) {
     slow_lock = 1;
