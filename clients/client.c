@@ -4,6 +4,7 @@
  */
 #include "client.h"
 #include "../core/src/prim/prim.h" /* (the /proc reads: peak RSS) */
+#include "../core/src/internal.h" /* (the heap's lock: is it free at exit) */
 
 #include <ctype.h>
 #include <dirent.h>
@@ -330,10 +331,37 @@ static void write_report(FILE *f) { client_write_report(f); }
 
 static int reported; /* client_report_now wrote it: exit() does not again */
 
+/* Is the launcher's heap free to be read at exit?  exit() called by a C
+ * signal handler -- libc's exit installed as the handler through ctypes, an
+ * extension's -- that interrupted the interpreter inside the heap (its lock
+ * held: a large block's adoption) ran this handler, whose flush and stats
+ * waited for that lock, its own thread's, for ever: 2 of 30 runs of
+ * heaplab-python, where python3 exited 14 every time (clients scenario
+ * exit_in_signal_handler; h39exit, session 39).  Another thread's hold is a
+ * moment: tried every millisecond for half a second, as the preloaded
+ * library does (heap_free_at_exit). */
+static bool heap_free_at_exit(hl_heap *h) {
+  for (int i = 0;; i++) {
+    if (pthread_mutex_trylock(&h->lock) == 0) {
+      bool busy = h->in_cycle || h->large_moving;
+      pthread_mutex_unlock(&h->lock);
+      if (!busy) return true;
+    }
+    if (i == 500) return false;
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
+  }
+}
+
 static void report_at_exit(void) {
   /* a forked child inherits the handler; only the launcher's own process
    * writes, so a child's exit cannot overwrite the parent's report */
   if (!client.stats_path || getpid() != client.pid || reported) return;
+  if (client.heap && !heap_free_at_exit(client.heap)) {
+    fprintf(stderr, "%s: the heap is busy at exit (exit() from a signal handler that "
+            "interrupted an allocation?): no HEAPLAB_STATS report written\n", client.launcher);
+    return;
+  }
   /* the exiting thread's cached blocks go home first, so the live bytes in
    * the report are the program's, not the cache's */
   if (client.heap) hl_thread_flush(client.heap);

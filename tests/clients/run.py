@@ -14,6 +14,7 @@ while the faults really fired (the launcher's HEAPLAB_STATS report says so).
 Paths come from the environment (Meson sets them): HEAPLAB_LUA_LAUNCHER,
 HEAPLAB_PYTHON_LAUNCHER, STOCK_LUA, STOCK_PYTHON.
 """
+import concurrent.futures
 import filecmp
 import json
 import os
@@ -1048,6 +1049,51 @@ SMAPS_LUA = (
     "print(total, kept)\n")
 
 
+def exit_in_signal_handler():
+    """exit() called by a C signal handler -- libc's exit installed as
+    SIGALRM's handler through ctypes (programs/exit_in_handler.py) -- while
+    heaplab-python allocates, one-block thread caches (the heap's lock taken
+    often): the launcher's report at exit flushed and read the heap under its
+    lock, which the interrupted allocation held: 5-8 of 30 runs hung, where
+    python3 exits 14 every time (h39exit, session 39).  Each run exits 14
+    within 10 s, with the report or one line that the heap was busy."""
+    need(PYTHON, "heaplab-python")
+    script = os.path.join(PROGRAMS, "exit_in_handler.py")
+    busy = "heaplab-python: the heap is busy at exit"
+    status, _, err = run([STOCK_PYTHON, script, "0.01"])
+    assert status == 14, ("python3", status, err)
+    runs = 30
+    with tempfile.TemporaryDirectory() as d:
+        def one(i):
+            path = os.path.join(d, f"r{i}.json")
+            delay = f"{0.005 + (i * 0.0077) % 0.06:.4f}"
+            try:
+                status, _, err = run([PYTHON, script, delay],
+                                     env={"HEAPLAB_STATS": path, "HEAPLAB_TCACHE_BLOCKS": "1"},
+                                     timeout=10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"run {i} ({delay} s) hung: no exit within 10 s") from None
+            assert status == 14, (i, status, err)
+            if os.path.exists(path):
+                assert report(path)["stats"]["manual_mallocs"] > 0 and not err, (i, err)
+                return "report"
+            lines = err.splitlines()
+            assert len(lines) == 1 and lines[0].startswith(busy), (i, err)
+            return "busy"
+
+        # (three at a time, as the preload suite's exit_in_signal_handler)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            futures = [pool.submit(one, i) for i in range(runs)]
+            try:
+                got = [f.result() for f in futures]
+            except BaseException:
+                for f in futures:   # (the first failure is the answer)
+                    f.cancel()
+                raise
+    print(f"exit() from a C SIGALRM handler in heaplab-python: every run exit 14 in time; "
+          f"{runs} runs, {got.count('report')} reports, {got.count('busy')} busy")
+
+
 def core_dump():
     """A core dump of a launcher holds the interpreter's pages, not its heap's
     32 GiB reservation (dump_unused=0 is the launchers' default): the kernel
@@ -1078,7 +1124,8 @@ SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck
                                      python_regrtest, python_faults, python_report,
                                      python_verify_debug_hooks, sparse_survivors,
                                      out_of_memory, report_write_errors,
-                                     launcher_children, preloaded_launcher, core_dump)}
+                                     launcher_children, preloaded_launcher, core_dump,
+                                     exit_in_signal_handler)}
 
 
 def main(argv):
