@@ -36,8 +36,8 @@ static _Atomic uint64_t failures;
  * thread inside errlock -- a refused free_sized under HEAPLAB_VERIFY copies
  * its message to the heap there, the heap's lock free -- wrote the report,
  * whose vma_count fails without /proc (hl__fail): it waited for errlock, its
- * own thread's, for ever (preload scenario exit_in_signal_handler's
- * verify+stats+refused-sized-without-proc: 5 of 30 runs hung, h39exit). */
+ * own thread's, for ever (preload scenario exit_in_handler_inside_errlock:
+ * 5 of 30 runs hung, h39exit, session 39). */
 static _Thread_local int err_at_exit;
 
 void hl__errors_at_exit(bool on) { err_at_exit = on ? 1 : 0; }
