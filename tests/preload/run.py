@@ -977,12 +977,10 @@ def report_escapes_strings():
     print("report: a program path with a quote, a backslash, a tab, bytes not UTF-8: JSON")
 
 
-def report_without_proc():
-    """Without /proc (a mount namespace that unmounted it, a chroot), what
-    the report cannot read is null: it said a footprint of 0, vma_count 0
-    and interpreter "" (the environment hunt, session 27).  Needs root for
-    the mount namespace (unshare -m): skipped otherwise."""
-    need(PRELOAD, "libheaplab-malloc.so")
+def without_proc():
+    """The command that runs `sh -c SCRIPT` in a mount namespace of its own
+    (unshare -m), where SCRIPT may unmount /proc; or the scenario is skipped
+    (exit 77): it needs root and unshare(1)."""
     unshare = shutil.which("unshare")
     if os.geteuid() != 0 or not unshare:
         print("SKIP: needs root and unshare(1) to unmount /proc in a mount namespace of its own")
@@ -993,6 +991,16 @@ def report_without_proc():
     if probe.returncode != 0:
         print(f"SKIP: cannot unmount /proc in a mount namespace here: {probe.stderr.strip()}")
         sys.exit(77)
+    return ns
+
+
+def report_without_proc():
+    """Without /proc (a mount namespace that unmounted it, a chroot), what
+    the report cannot read is null: it said a footprint of 0, vma_count 0
+    and interpreter "" (the environment hunt, session 27).  Needs root for
+    the mount namespace (unshare -m): skipped otherwise."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    ns = without_proc()
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "r.json")
         # (the library preloaded into the program only, not unshare and sh)
@@ -1189,6 +1197,19 @@ def own_malloc():
           "and a program taking malloc's address report")
 
 
+def three_at_a_time(calls):
+    """[fn(*args) for fn, args in calls], three running at a time; the
+    first failure is the answer (the calls not started are cancelled)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        futures = [pool.submit(fn, *args) for fn, args in calls]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
 def exit_in_signal_handler():
     """A SIGALRM handler calls _exit(3) -- async-signal-safe -- while the
     program's thread is in a malloc/free loop (tests/preload/c/
@@ -1286,18 +1307,13 @@ def exit_in_signal_handler():
 
         # three runs at a time (370 runs, one after the other, took 71 s of
         # make test; the alarm's moment is what varies, not the load)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            futures = [(name, runs, pool.submit(one, name, extra, mode, i))
-                       for name, extra, mode, runs in cases for i in range(runs)]
-            try:
-                for name, runs, f in futures:
-                    r = f.result()
-                    n, w, b = counts.get(name, (runs, 0, 0))
-                    counts[name] = (n, w + (r == "report"), b + (r == "busy"))
-            except BaseException:
-                for _, _, f in futures:   # (the first failure is the answer)
-                    f.cancel()
-                raise
+        calls = [(name, runs, extra, mode, i) for name, extra, mode, runs in cases
+                 for i in range(runs)]
+        got = three_at_a_time([(one, (name, extra, mode, i))
+                               for name, runs, extra, mode, i in calls])
+        for (name, runs, *_), r in zip(calls, got):
+            n, w, b = counts.get(name, (runs, 0, 0))
+            counts[name] = (n, w + (r == "report"), b + (r == "busy"))
     print("_exit from a SIGALRM handler in a malloc loop: every run exit 3 in time "
           + "; ".join(f"{k}: {r} runs, {w} reports, {b} busy" for k, (r, w, b) in counts.items()))
 
@@ -1316,16 +1332,7 @@ def exit_in_handler_inside_errlock():
     root for the mount namespace (unshare -m): skipped otherwise."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(EXIT_IN_HANDLER, "test_preload_exit_in_handler")
-    unshare = shutil.which("unshare")
-    if os.geteuid() != 0 or not unshare:
-        print("SKIP: needs root and unshare(1) to unmount /proc in a mount namespace of its own")
-        sys.exit(77)
-    ns = [unshare, "-m", "--propagation", "private", "sh", "-c"]
-    probe = subprocess.run(ns + ["umount -l /proc && ! test -e /proc/self"], capture_output=True,
-                           text=True)
-    if probe.returncode != 0:
-        print(f"SKIP: cannot unmount /proc in a mount namespace here: {probe.stderr.strip()}")
-        sys.exit(77)
+    ns = without_proc()
     busy = "libheaplab-malloc: the heap is busy at exit"
     runs = 40
     with tempfile.TemporaryDirectory() as d:
@@ -1352,14 +1359,7 @@ def exit_in_handler_inside_errlock():
             return "busy"
 
         # (three at a time, as exit_in_signal_handler)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            futures = [pool.submit(one, i) for i in range(runs)]
-            try:
-                got = [f.result() for f in futures]
-            except BaseException:
-                for f in futures:   # (the first failure is the answer)
-                    f.cancel()
-                raise
+        got = three_at_a_time([(one, (i,)) for i in range(runs)])
     assert "report" in got, got   # (the report is written there, not only refused)
     print(f"_exit from a SIGALRM handler beside a refused free_sized, without /proc: every run "
           f"exit 3 in time; {runs} runs, {got.count('report')} reports, "

@@ -370,13 +370,28 @@ def _children(pid, naming):
     return out
 
 
+def _stopped_in_time(tmp_path, p, pid, t0):
+    """The run p, Ctrl-C'd at t0 (time.monotonic), ended by it within 3.5 s:
+    exit 130, how to resume its run folder on stderr's last line, no
+    traceback and no close waited out, its task's process (pid) gone."""
+    from procs import gone
+    out, err = p.communicate(timeout=60)
+    took = time.monotonic() - t0
+    run = os.path.realpath(tmp_path / "r" / "latest")
+    assert p.returncode == 130, (p.returncode, out, err[-3000:])
+    assert err.endswith(f"interrupted: heaplab run --resume {run}\n"), err[-3000:]
+    assert "Traceback" not in err and "did not close" not in err, err[-3000:]
+    assert gone(pid)
+    assert took < 3.5, f"{took:.1f} s from the first Ctrl-C to the exit"
+
+
 def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):
     """A second Ctrl-C soon after the first (in the stop's clean-up or the
     cluster's close) cut the close short: distributed's atexit closed the
     cluster, waiting for the running tasks' threads (10 s), and the message
     lost the run folder -- `interrupted` alone (session 38)."""
     import signal
-    from procs import gone, reap, wait_for_file
+    from procs import reap, wait_for_file
     p = _run_of(tmp_path)
     pid = None
     try:
@@ -393,14 +408,7 @@ def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):
             assert p.poll() is None and time.monotonic() < end, p.communicate()
             time.sleep(0.005)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-        took = time.monotonic() - t0
-        run = os.path.realpath(tmp_path / "r" / "latest")
-        assert p.returncode == 130, (p.returncode, out, err[-3000:])
-        assert err.endswith(f"interrupted: heaplab run --resume {run}\n"), err[-3000:]
-        assert "Traceback" not in err, err[-3000:]
-        assert gone(pid)
-        assert took < 3.5, f"{took:.1f} s from the first Ctrl-C to the exit"
+        _stopped_in_time(tmp_path, p, pid, t0)
     finally:
         reap(p, pid)
 
@@ -478,7 +486,7 @@ def test_ctrl_c_inside_a_logging_call_of_the_stop_does_not_hold_the_close(tmp_pa
     sends it to itself just after it takes logging's lock to clear the
     loggers' caches (setLevel), the second time after the first Ctrl-C."""
     import signal
-    from procs import gone, reap, wait_for_file
+    from procs import reap, wait_for_file
     p, fire = _fired_run(tmp_path, "logging")
     pid = None
     try:
@@ -486,14 +494,7 @@ def test_ctrl_c_inside_a_logging_call_of_the_stop_does_not_hold_the_close(tmp_pa
         fire.write_text(str(p.pid))
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-        took = time.monotonic() - t0
-        run = os.path.realpath(tmp_path / "r" / "latest")
-        assert p.returncode == 130, (p.returncode, out, err[-3000:])
-        assert err.endswith(f"interrupted: heaplab run --resume {run}\n"), err[-3000:]
-        assert "Traceback" not in err and "did not close" not in err, err[-3000:]
-        assert gone(pid)
-        assert took < 3.5, f"{took:.1f} s from the first Ctrl-C to the exit"
+        _stopped_in_time(tmp_path, p, pid, t0)
     finally:
         reap(p, pid)
 
