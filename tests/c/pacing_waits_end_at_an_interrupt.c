@@ -23,7 +23,9 @@ static _Atomic double fired_at;
 
 static void *interrupt_later(void *arg) {
   (void)arg;
-  usleep(500000);
+  /* (0.2 s: the first wait begins some ms after the heap is made, under
+   * TSan too -- 0.5 s made the test 1 s long, in three builds) */
+  usleep(200000);
   /* said just before: an allocation that returns after it may have missed
    * the interrupt by a few instructions (the loop stops there, ahead of a
    * next wait that would run its whole time); said after, one that returned
