@@ -136,17 +136,20 @@ build-fuzz: setup $(FUZZ)/build.ninja
 fuzz: build-fuzz
 	tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
 
-# each target 30 seconds (make fuzz runs long); every property strict,
-# fuzz_heap's out-of-memory one too (an allocation refused that succeeds when
-# retried after an explicit major collection is a finding).  The seed corpora
-# (the regression inputs) are run first by fuzz.sh itself: libFuzzer runs
-# every input of its corpus folders before it mutates, and one that fails
-# fails the run (a `-runs=0` pass of its own ran each seed twice: 15 s of
-# fuzz_heap's).  Read up to fuzz.sh's -max_len, so a longer seed is refused.
+# fuzz_heap 20 seconds, fuzz_options 30 (make fuzz runs long); every
+# property strict, fuzz_heap's out-of-memory one too (an allocation refused
+# that succeeds when retried after an explicit major collection is a
+# finding).  The seed corpora (the regression inputs) are run first by
+# fuzz.sh itself: libFuzzer runs every input of its corpus folders before it
+# mutates, and one that fails fails the run (a `-runs=0` pass of its own ran
+# each seed twice).  Read up to fuzz.sh's -max_len, so a longer seed is
+# refused.  (fuzz_heap had 30 s when its oracle's poison scans were
+# coverage-instrumented: 139 inputs in them, its 52 seeds taking ~15 s; now
+# ~470 in 20 s, the seeds ~5 s.)  Both run when the first fails.
 test-fuzz: build-fuzz
 	@long=$$(find fuzz/corpus -type f -size +1024c); [ -z "$$long" ] || \
 	  { echo "test-fuzz: seeds longer than tools/fuzz.sh's -max_len=1024 (run cut short): $$long" >&2; exit 1; }
-	tools/fuzz.sh 30 $(FUZZ)
+	@st=0; tools/fuzz.sh 20 $(FUZZ) fuzz_heap || st=1; tools/fuzz.sh 30 $(FUZZ) fuzz_options || st=1; exit $$st
 
 # every experiment's workload shape across threads, random fault schedules,
 # verify on, for DURATION seconds (default 600); figures at the end
