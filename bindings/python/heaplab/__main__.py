@@ -287,16 +287,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"heaplab compare: --tolerance {args.tolerance}: expected a finite share of the "
               f"median >= 0 (0.02 is 2%)", file=sys.stderr)
         return 2
+    # the run folders are checked before pandas is imported (half a second:
+    # `report` checked its folder first, compare imported pandas first)
+    from .sweep import RUN_META, not_a_run_folder  # (the words of `run --resume`)
+    for run in (args.run_a, args.run_b):
+        if not os.path.isfile(os.path.join(run, RUN_META)):
+            print(f"heaplab compare: {run}: {not_a_run_folder(run)}", file=sys.stderr)
+            return 2
+    if os.path.realpath(args.run_a) == os.path.realpath(args.run_b):
+        # (a run against itself: every effect "no" difference, exit 0)
+        print(f"heaplab compare: {args.run_a} and {args.run_b} are the same run folder "
+              f"({os.path.realpath(args.run_a)}): name two runs", file=sys.stderr)
+        return 2
     try:
         from . import analysis
     except ImportError as e:
         print(f"heaplab compare: {e}", file=sys.stderr)
         return 2
-    for run in (args.run_a, args.run_b):
-        if not analysis.is_run_folder(run):
-            from .sweep import not_a_run_folder  # (the words of `run --resume`)
-            print(f"heaplab compare: {run}: {not_a_run_folder(run)}", file=sys.stderr)
-            return 2
     import warnings
     try:
         with warnings.catch_warnings(record=True) as caught:

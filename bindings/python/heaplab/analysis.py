@@ -1442,9 +1442,14 @@ def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFram
     run).  A variable in capitals swept in one run only must be in the
     other's --env, else ValueError (its value there is not recorded).
     Option values are compared as heaplab reads them (16k == 16384, false
-    == 0).  ValueError when no cell meets.  A UserWarning says when the two
+    == 0).  ValueError when no cell meets, or when both name one folder (a
+    run against itself differs nowhere).  A UserWarning says when the two
     runs' --env differ (the effects may differ for that reason)."""
     import warnings
+    if (isinstance(run_a, (str, os.PathLike)) and isinstance(run_b, (str, os.PathLike))
+            and os.path.realpath(run_a) == os.path.realpath(run_b)):
+        raise ValueError(f"{os.fspath(run_a)} and {os.fspath(run_b)} are the same run folder "
+                         f"({os.path.realpath(run_a)}): name two runs")
     from .harness import arm_option
     import heaplab
     known = heaplab.options()
