@@ -65,3 +65,69 @@ def test_compare_of_one_run_given_twice_is_refused(tmp_path, capsys):
     other = make_run(tmp_path / "b", {"warm_pages": ["0", "64"]}, lambda v: 1.0)
     assert main(["compare", run, other]) == 0, capsys.readouterr().err
 
+
+# ---- report: its warnings as its own lines; stopped part-way, it says so ------------------
+
+def test_report_warnings_are_the_commands_lines_not_pythons(tmp_path):
+    """A copy of an arm beside it (`on (1).json`) was named by a Python
+    UserWarning: heaplab's source path and line number, then that line of
+    code (`return [data for _, data in _arm_files(...)]`)."""
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E1", "off", 40))
+    (res / "E1" / "on (1).json").write_text((res / "E1" / "on.json").read_text())
+    p = subprocess.run([sys.executable, "-m", "heaplab", "report", str(res)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("heaplab report: warning: ") and "on (1).json" in lines[0] \
+        and "two runs of one arm" in lines[0], lines
+
+
+def test_write_atomic_names_the_file_it_could_not_write(tmp_path, monkeypatch):
+    """ENOSPC from the write or fsync names no file ("[Errno 28] No space
+    left on device": heaplab report printed just that), and a refused open
+    named the hidden temporary file."""
+    from heaplab import harness
+    with pytest.raises(FileNotFoundError) as e:
+        harness.write_atomic(str(tmp_path / "gone" / "t.csv"), "x\n")
+    assert e.value.filename == str(tmp_path / "gone" / "t.csv"), e.value
+
+    def full(fd):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(harness.os, "fsync", full)
+    with pytest.raises(OSError) as e:
+        harness.write_atomic(str(tmp_path / "t.csv"), "x\n")
+    assert e.value.errno == 28 and e.value.filename == str(tmp_path / "t.csv"), e.value
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)     # no .tmp left
+
+
+@pytest.mark.parametrize("stop", ["full", "ctrl-c"])
+def test_a_report_stopped_part_way_says_it_is_incomplete(tmp_path, monkeypatch, capsys, stop):
+    """A full disk (or Ctrl-C) at the third file left two files of the new
+    report -- beside the last report's others -- and said "[Errno 28] No
+    space left on device" (Ctrl-C: nothing), so the folder looked like a
+    report.  Now the error names the file and says the report is
+    incomplete, how many files were written; exit 1 (Ctrl-C: 130)."""
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E1", "off", 40))
+    from heaplab import harness
+    real = harness.os.fsync
+    calls = []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == 3:
+            if stop == "full":
+                raise OSError(28, "No space left on device")
+            raise KeyboardInterrupt
+        real(fd)
+    monkeypatch.setattr(harness.os, "fsync", fsync)
+    rc = main(["report", str(res)])
+    out, err = capsys.readouterr()
+    assert rc == (1 if stop == "full" else 130), (out, err)
+    assert out.count("wrote ") == 2, out
+    assert (f"the report in {res / 'report'} is incomplete: 2 file(s) written before it "
+            f"stopped") in err, err
+    if stop == "full":
+        assert "No space left on device: '" + str(res / "report" / "E1_footprint.png") in err, err
+    else:
+        assert err.startswith("heaplab report: interrupted; "), err

@@ -98,22 +98,57 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # RESULTS resolved once (RESULTS/latest may be re-pointed by a sweep
     # starting meanwhile): the kind of folder and its report are one run's
     results = os.path.realpath(args.results)
+    import warnings
+    done: List[str] = []
+
+    def log(msg: str) -> None:
+        if msg.startswith("wrote "):
+            done.append(msg[len("wrote "):])
+        print(msg, flush=True)
+
+    def incomplete() -> str:
+        # (a report stopped part-way looked complete: the files it had
+        # written, the last report's beside them, and nothing said so)
+        return (f"the report in {os.path.dirname(done[-1])} is incomplete: {len(done)} "
+                f"file(s) written before it stopped (above); run heaplab report again"
+                if done else "no file of the report written")
     try:
-        if analysis.is_run_folder(results):
-            written = analysis.report_run(results, args.out, dpi=args.dpi, log=print)
-        else:
-            written = analysis.report(results, args.out, dpi=args.dpi, log=print,
-                                      failed=args.failed)
+        with warnings.catch_warnings():
+            # the library's warnings (a copy of an arm, a file left out) as
+            # the command's lines, where they were Python's: the path and
+            # line of heaplab's source, then that line of code
+            warnings.showwarning = _say_warning("report")
+            written = _report(args, analysis, results, log)
     except ValueError as e:
         print(f"heaplab report: {_cli_hint(str(e), 'report')}", file=sys.stderr)
         return 2
     except OSError as e:
         # a file that went away or could not be written meanwhile (another
         # process writing the folder, a full disk): one line, not a traceback
-        print(f"heaplab report: {e}", file=sys.stderr)
+        print(f"heaplab report: {e}; {incomplete()}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"heaplab report: interrupted; {incomplete()}", file=sys.stderr)
+        return 130
     print(f"{len(written)} files in {os.path.dirname(written[0]) if written else args.out}")
     return 0
+
+
+def _say_warning(command: str) -> Callable[..., None]:
+    """A warnings.showwarning that prints 'heaplab COMMAND: warning: ...'."""
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Optional[str] = None) -> None:
+        print(f"heaplab {command}: warning: {str(message).removeprefix('heaplab: ')}",
+              file=sys.stderr, flush=True)
+    return show
+
+
+def _report(args: argparse.Namespace, analysis: Any, results: str,
+            log: Callable[[str], None]) -> List[str]:
+    """The report of RESULTS (a sweep's run folder or a results folder)."""
+    if analysis.is_run_folder(results):
+        return analysis.report_run(results, args.out, dpi=args.dpi, log=log)
+    return analysis.report(results, args.out, dpi=args.dpi, log=log, failed=args.failed)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -313,7 +348,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"heaplab compare: {_cli_hint(str(e), 'compare')}", file=sys.stderr)
         return 2
     for w in caught:
-        print(f"heaplab compare: warning: {w.message}", file=sys.stderr)
+        _say_warning("compare")(w.message, w.category, w.filename, w.lineno)
     if args.effect:
         t = t[t["effect"].isin(args.effect)]
         if t.empty:

@@ -3118,12 +3118,19 @@ def write_atomic(path: str, text: Union[str, bytes]) -> None:
     file and the replace use that: a folder reached through a symbolic link
     that moves meanwhile (RESULTS/latest, re-pointed by a sweep starting)
     made the temporary file in one folder and the rename look for it in
-    another (FileNotFoundError, the .tmp left behind)."""
+    another (FileNotFoundError, the .tmp left behind).
+
+    An OSError names `path` (a full disk's ENOSPC from write or fsync named
+    no file at all: `heaplab report` said "[Errno 28] No space left on
+    device", and a refused open named the hidden temporary file)."""
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     path = os.path.join(folder, os.path.basename(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
                                f"{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from e
     try:
         with (os.fdopen(fd, "wb") if isinstance(text, bytes) else
               os.fdopen(fd, "w", newline="")) as f:
@@ -3131,11 +3138,13 @@ def write_atomic(path: str, text: Union[str, bytes]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError) and e.errno is not None:
+            raise OSError(e.errno, e.strerror, path) from e
         raise
 
 
