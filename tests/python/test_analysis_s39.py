@@ -131,3 +131,43 @@ def test_a_report_stopped_part_way_says_it_is_incomplete(tmp_path, monkeypatch, 
         assert "No space left on device: '" + str(res / "report" / "E1_footprint.png") in err, err
     else:
         assert err.startswith("heaplab report: interrupted; "), err
+
+
+# ---- hand-edited records: a named error, never a traceback or another repeat -------------
+
+def _with_index(a, ix):
+    a["records"].append({**a["records"][0], "phase": "q", "index": ix})
+    return a
+
+
+@pytest.mark.parametrize("edit, said", [
+    # a repeat of another type was another repeat of the arm (repeats 0, 'x'
+    # and true side by side in E1_phases.csv's median) -- or, beside numbers,
+    # pandas' "'<' not supported between 'int' and 'str'" traceback
+    (lambda a: a.update(repeat="1"), r"'repeat' is '1', expected a whole number >= 0"),
+    (lambda a: a.update(repeat=True), r"'repeat' is True, expected a whole number"),
+    (lambda a: a.update(repeat=-1), r"'repeat' is -1, expected a whole number >= 0"),
+    # "invalid literal for int() with base 10: 'zero': Error while type
+    # casting for column 'index'" -- no file named
+    (lambda a: _with_index(a, "1"), r"record 1 \(phase 'q'\): 'index' is '1', expected the "
+                                    r"phase's position"),
+    # a record's experiment of another type: a row of experiment 5 in E1's tables
+    (lambda a: a["records"][0].update(experiment=5),
+     r"record 0 \(phase 'p'\): 'experiment' is 5, expected a string"),
+    # an integer past a float's range: an OverflowError traceback
+    (lambda a: a["records"][0].update(phys_after=10 ** 400),
+     r"'phys_after' is an integer of 401 digits, past a float's range"),
+    (lambda a: a["records"][0].update(stats={"cycles": -10 ** 400}),
+     r"'stats.cycles' is an integer of 401 digits"),
+], ids=["repeat-str", "repeat-bool", "repeat-negative", "index-str", "record-experiment-int",
+        "figure-past-float", "stat-past-float"])
+def test_a_hand_edited_record_is_an_error_naming_the_file(tmp_path, edit, said):
+    bad = _arm("E1", "on", 20, repeat=0)
+    edit(bad)
+    res = _results(tmp_path / "res", bad, _arm("E1", "off", 40))
+    (res / "E1" / "on.json").rename(res / "E1" / "on.r0.json")
+    (res / "E1" / "on.r1.json").write_text(json.dumps(_arm("E1", "on", 22, repeat=1)))
+    with pytest.raises(ValueError, match=r"on\.r0\.json: not an arm's results: .*" + said):
+        hla.records_frame(str(res))
+    assert main(["report", str(res)]) == 2
+    assert not os.path.exists(res / "report")

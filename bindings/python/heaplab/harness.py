@@ -3396,12 +3396,26 @@ def _arm_problem(a: Dict[str, Any]) -> Optional[str]:
             return f"no {key!r} (an arm's JSON has experiment, arm and records)"
         if not isinstance(a[key], str):
             return f"{key!r} is {type(a[key]).__name__} {a[key]!r}, expected a string"
+    # (a repeat or a phase index of another type -- hand-edited, "1" or
+    # true -- was read as another repeat of the arm, or a TypeError from
+    # pandas' sort when mixed with the others' numbers)
+    rep = a.get("repeat")
+    if rep is not None and not (isinstance(rep, int) and not isinstance(rep, bool) and rep >= 0):
+        return f"'repeat' is {rep!r:.60}, expected a whole number >= 0 (k of <arm>.r<k>.json)"
     recs = a.get("records")
     if not isinstance(recs, list):
         return f"'records' is {'null' if recs is None else type(recs).__name__}, expected a list"
     for i, r in enumerate(recs):
         if not isinstance(r, dict) or not isinstance(r.get("phase"), str):
             return f"record {i} is not a phase record (an object with a 'phase' name)"
+        ix = r.get("index")
+        if ix is not None and not (isinstance(ix, int) and not isinstance(ix, bool)):
+            return (f"record {i} (phase {r['phase']!r}): 'index' is {ix!r:.60}, expected the "
+                    f"phase's position, a whole number")
+        for k in ("experiment", "arm"):
+            if r.get(k) is not None and not isinstance(r[k], str):
+                return (f"record {i} (phase {r['phase']!r}): {k!r} is {r[k]!r:.60}, "
+                        f"expected a string")
         for k in (*FIGURES, "t_start_s", "t_end_s"):
             v = r.get(k)
             # (NaN and infinities are numbers here: a figure may be one)
@@ -3412,6 +3426,14 @@ def _arm_problem(a: Dict[str, Any]) -> Optional[str]:
             if r.get(k) is not None and not isinstance(r[k], dict):
                 return (f"record {i} (phase {r['phase']!r}): {k!r} is "
                         f"{type(r[k]).__name__}, expected an object")
+        # an integer past a float's range (JSON has no bound): an
+        # OverflowError traceback from every table
+        for k, v in (*((k, r.get(k)) for k in FIGURES),
+                     *((f"stats.{n}", v) for n, v in (r.get("stats") or {}).items()),
+                     *((f"notes.{n}", v) for n, v in (r.get("notes") or {}).items())):
+            if isinstance(v, int) and abs(v) > sys.float_info.max:
+                return (f"record {i} (phase {r['phase']!r}): {k!r} is an integer of "
+                        f"{len(str(abs(v)))} digits, past a float's range")
     series = a.get("series")
     if series is not None:
         if not isinstance(series, list):
