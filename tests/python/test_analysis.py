@@ -627,7 +627,12 @@ def test_notebook_runner_reports_a_skipped_notebook(tmp_path):
 
 def test_notebook_runner_bad_input(tmp_path):
     p = run_runner(str(tmp_path / "nothing.ipynb"))
-    assert p.returncode == 2 and "not a notebook" in p.stderr
+    # (a mistyped path was "not a notebook (.ipynb) or a folder of notebooks")
+    assert p.returncode == 2 and "nothing.ipynb: no such file or folder" in p.stderr, p.stderr
+    (tmp_path / "notes.txt").write_text("x")
+    p = run_runner(str(tmp_path / "notes.txt"))
+    assert p.returncode == 2 and "not a notebook" in p.stderr, p.stderr
+    (tmp_path / "notes.txt").unlink()
     p = run_runner(str(tmp_path))
     assert p.returncode == 2 and "no notebooks" in p.stderr
     p = run_runner(str(tmp_path), "--timeout", "0")

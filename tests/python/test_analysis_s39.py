@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -171,3 +172,42 @@ def test_a_hand_edited_record_is_an_error_naming_the_file(tmp_path, edit, said):
         hla.records_frame(str(res))
     assert main(["report", str(res)]) == 2
     assert not os.path.exists(res / "report")
+
+
+# ---- the notebook runner: Ctrl-C stops the run -------------------------------------------
+
+def test_ctrl_c_stops_the_notebook_run_not_just_the_notebook(tmp_path):
+    """nbclient's own SIGINT handler kills the kernel and goes on: a Ctrl-C
+    was "FAIL ... the kernel died: Kernel died" with the kernel's ZMQError
+    traceback, and the next notebook ran (a Ctrl-C needed per notebook).
+    Now the run stops: the notebook's line says it was interrupted and how
+    many were not run, exit 130, the kernel is shut down, no traceback.
+    SIGINT goes to the runner's process group, as a terminal's Ctrl-C does
+    (the kernel has a session of its own)."""
+    import signal as sig
+    from procs import gone, reap, wait_for_file
+    from test_analysis import notebook
+    mark = tmp_path / "kernel.pid"
+    notebook(tmp_path / "a_slow.ipynb",
+             f"import os, time\nopen({str(mark)!r}, 'w').write(str(os.getpid()))\n"
+             "time.sleep(120)")
+    notebook(tmp_path / "b_next.ipynb", "x = 1")
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "heaplab.notebooks", str(tmp_path), "--out",
+                          str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        kernel = int(wait_for_file(mark, p))
+        os.killpg(p.pid, sig.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        reap(p, group=True)
+    assert p.returncode == 130, (stdout, stderr)
+    assert f"stop {tmp_path / 'a_slow.ipynb'}  interrupted (Ctrl-C)" in stdout, stdout
+    assert "1 notebook(s) after it not run" in stdout and "b_next" not in stdout, stdout
+    assert "Traceback" not in stderr and "died" not in stdout + stderr, stderr
+    assert not (out / "b_next.ipynb").exists()
+    end = time.monotonic() + 30
+    while not gone(kernel):
+        assert time.monotonic() < end, f"the kernel {kernel} still runs"
+        time.sleep(0.05)

@@ -44,6 +44,7 @@ import glob
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 import time
 import types
@@ -141,6 +142,9 @@ def find_notebooks(paths: Sequence[str]) -> List[str]:
             out.extend(sorted(q for q in glob.glob(os.path.join(p, "*.ipynb"))))
         elif os.path.isfile(p) and p.endswith(".ipynb"):
             out.append(p)
+        elif not os.path.exists(p):
+            # (a mistyped path was "not a notebook (.ipynb) or a folder")
+            raise FileNotFoundError(f"{p}: no such file or folder")
         else:
             raise FileNotFoundError(f"{p}: not a notebook (.ipynb) or a folder of notebooks")
     return out
@@ -262,6 +266,7 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
     its cells printed as warnings on stderr).  params: {name: value} to
     inject after the cell tagged `parameters`.  The kernel talks to this
     process over IPC sockets in a private temporary folder (not TCP)."""
+    import asyncio
     import tempfile
 
     import nbformat
@@ -300,8 +305,28 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
     # "ok" after 21 s (the mutation audit of session 37)
     km = AsyncKernelManager(kernel_name=kernel, transport="ipc",
                             ip=os.path.join(sockets, "kernel"))
-    client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel,
-                            resources={"metadata": {"path": folder}})
+    interrupted: List[int] = []
+
+    class Client(NotebookClient):
+        """nbclient's own SIGINT handler (set while it runs the notebook)
+        kills the kernel and goes on: the Ctrl-C came back as 'the kernel
+        died', a FAIL like any other, and the runner went on to the next
+        notebook.  This one kills the kernel too and notes the Ctrl-C, which
+        run_notebook raises as KeyboardInterrupt once the kernel is down."""
+        async def async_start_new_kernel_client(self) -> Any:
+            kc = await super().async_start_new_kernel_client()
+            loop = asyncio.get_running_loop()
+
+            def on_sigint() -> None:
+                interrupted.append(signal.SIGINT)
+                asyncio.ensure_future(km.shutdown_kernel(now=True))
+            try:
+                loop.add_signal_handler(signal.SIGINT, on_sigint)
+            except (RuntimeError, NotImplementedError, ValueError):
+                pass        # (not the main thread: no handler of nbclient's either)
+            return kc
+    client = Client(nb, km=km, timeout=timeout, kernel_name=kernel,
+                    resources={"metadata": {"path": folder}})
     t0 = time.monotonic()
     error = skipped = None
     try:
@@ -334,6 +359,8 @@ def run_notebook(path: str, out: Optional[str] = None, timeout: float = 600,
     seconds = time.monotonic() - t0
     executed = os.path.join(out, f"{stem}.ipynb")
     nbformat.write(nb, executed)
+    if interrupted:
+        raise KeyboardInterrupt
     for old in glob.glob(os.path.join(out, stem, "*.png")):
         os.remove(old)
     figures = _figures(nb, stem, out)
@@ -398,13 +425,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     failures = []
     skips = []
     total = time.monotonic()
-    for p in notebooks:
+    for n, p in enumerate(notebooks):
         try:
             r = run_notebook(p, out=args.out, timeout=args.timeout, params=params)
         except ValueError as e:
             print(f"FAIL {p}  {e}", flush=True)
             failures.append(p)
             continue
+        except KeyboardInterrupt:
+            # Ctrl-C stops the run (it was this notebook's FAIL "the kernel
+            # died", and the next notebooks ran: a Ctrl-C per notebook)
+            left = len(notebooks) - n - 1
+            print(f"stop {p}  interrupted (Ctrl-C): its executed copy, if any, is incomplete"
+                  + (f"; {left} notebook(s) after it not run" if left else ""), flush=True)
+            return 130
         problems = []
         if r["error"]:
             problems.append(r["error"])
