@@ -1248,7 +1248,9 @@ def main(argv=None):
     ap.add_argument("--results", help="write JSON records here")
     ap.add_argument("--workload", action="append", default=[],
                     help="run: only this workload (repeatable: " + ", ".join(WORKLOADS) + ")")
-    args = ap.parse_args(argv)
+    # intermixed: `pair --rounds 8 "A" "B"` was "unrecognized arguments: A B"
+    # (argparse took the commands as done once an option followed the mode)
+    args = ap.parse_intermixed_args(argv)
     for e in args.exe:
         name, eq, path = e.partition("=")
         if not eq or not name or not path:

@@ -39,6 +39,12 @@ def test_usage_errors_are_one_line_exit_2(tmp_path):
         (["run", "--exe", "heaplab=/nonexistent"], "/nonexistent is not an executable"),
         (["pair", "true", "true", "--rounds", "0"], "--rounds 0: at least 1"),
         (["pair", "true", "true", "--rounds", "-1"], "--rounds -1: at least 1"),
+        # an option between the mode and the commands (docs/performance.md has
+        # `bench.py --rounds 8 pair` and `pair "A" "B" --rounds N`): it was
+        # "unrecognized arguments: true true"
+        (["pair", "--rounds", "0", "true", "true"], "--rounds 0: at least 1"),
+        (["compare", "--rounds", "1", "/nonexistent/bench-x fill", "true"],
+         "cannot start '/nonexistent/bench-x'"),
         (["compare", "", "true"], "an empty command"),
         # run took --rounds 1, then ran HEAPLAB_BENCH_RUNS's runs (the bench hunt, session 27)
         (["run", "--rounds", "1", "--workload", "release"], "--rounds: pair, phases and compare only"),
