@@ -211,3 +211,68 @@ def test_ctrl_c_stops_the_notebook_run_not_just_the_notebook(tmp_path):
     while not gone(kernel):
         assert time.monotonic() < end, f"the kernel {kernel} still runs"
         time.sleep(0.05)
+
+
+# ---- a sweep's run folder: records of another run, a copy, another tool's meta.json -------
+
+def test_a_run_folders_foreign_or_copied_task_records_are_named(tmp_path, capsys):
+    """compare and the run's report read a record of another run's cell
+    (values {'page_size': '16k'} filed under cell c000 of a warm_pages
+    grid) as cell c000's -- its 99 in that cell's median (54.5 of 10 and
+    99), and the cell shown as warm_pages=0.0; a copy beside a record
+    (`on.r0 (1).json`) was one more repeat in every median; and another
+    tool's meta.json (no grid) made both cells one: two rows
+    'warm_pages=64', each compared with B's one.  Now: a named error (a
+    record of another run), a warning naming both copies, a named error
+    (not the meta.json of a heaplab run)."""
+    a = make_run(tmp_path / "a", {"warm_pages": ["0", "64"]},
+                 lambda v: 10.0 if v["warm_pages"] == "0" else 20.0)
+    b = make_run(tmp_path / "b", {"warm_pages": ["0", "64"]}, lambda v: 11.0)
+    rec = tmp_path / "a" / "E1" / "c000" / "on.r1.json"
+    good = rec.read_text()
+    d = json.loads(good)
+    d["sweep"]["values"] = {"page_size": "16k"}
+    d["effects_numeric"][0]["value"] = 99.0
+    rec.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"on\.r1\.json: not a task record of the run: its "
+                                         r"values \{'page_size': '16k'\} are not cell c000's "
+                                         r"\{'warm_pages': '0'\} \(meta.json\)"):
+        hla.compare_runs(a, b)
+    assert main(["compare", a, b]) == 2
+    assert "a record of another run; remove it or move it out" in capsys.readouterr().err
+    d["sweep"]["values"], d["sweep"]["cell"] = {"warm_pages": "0"}, "c007"
+    rec.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"cell 'c007' is no cell of the run"):
+        hla.run_records(a)
+    # a copy beside a record: named (both files), kept as load_arms keeps one
+    rec.write_text(good)
+    (rec.parent / "on.r1 (1).json").write_text(good)
+    with pytest.warns(UserWarning, match=r"are both experiment E1 cell c000 arm 'on' "
+                                         r"repeat 1") as got:
+        hla.run_records(a)
+    said = str(got[0].message)
+    assert "on.r1 (1).json" in said and "c000/on.r1.json" in said, said
+    assert main(["compare", a, b]) == 0
+    assert "heaplab compare: warning: " in capsys.readouterr().err
+    (rec.parent / "on.r1 (1).json").unlink()
+    # another tool's meta.json
+    (tmp_path / "a" / "meta.json").write_text(json.dumps({"name": "other", "version": 2}))
+    for argv in (["compare", a, b], ["report", a]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "meta.json: not the meta.json of a heaplab run: 'run_id' is None" in err, err
+
+
+def test_a_run_report_refused_part_way_says_it_is_incomplete(tmp_path, capsys):
+    """A run whose records have effects but no phase figures: the report
+    wrote the effect plot and the first cell's footprint, then refused the
+    phase-cost plot ("no figure(s) ['phys_growth', 'duration_s']"), exit 2
+    -- the two files left looking like the report."""
+    run = make_run(tmp_path / "a", {"warm_pages": ["0", "64"]}, lambda v: 1.0)
+    assert main(["report", run]) == 2
+    out, err = capsys.readouterr()
+    n = out.count("wrote ")
+    assert n >= 1, out
+    assert (f"no figure(s) ['phys_growth', 'duration_s'] in its records (figures: []); the "
+            f"report in {tmp_path / 'a' / 'report'} is incomplete: {n} file(s) written") in err, err
+

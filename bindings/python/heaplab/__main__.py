@@ -120,7 +120,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
             warnings.showwarning = _say_warning("report")
             written = _report(args, analysis, results, log)
     except ValueError as e:
-        print(f"heaplab report: {_cli_hint(str(e), 'report')}", file=sys.stderr)
+        # (refused records are refused before anything is written; a plot
+        # refused part-way left its report's first files, nothing said)
+        print(f"heaplab report: {_cli_hint(str(e), 'report')}"
+              + (f"; {incomplete()}" if done else ""), file=sys.stderr)
         return 2
     except OSError as e:
         # a file that went away or could not be written meanwhile (another

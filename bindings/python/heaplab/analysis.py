@@ -1242,11 +1242,19 @@ def is_run_folder(path: Any) -> bool:
 
 def run_meta(run: Any) -> Dict[str, Any]:
     """A run folder's meta.json as a dict (ValueError if it is not one)."""
-    from .sweep import SweepError, load_meta
+    from .sweep import RUN_META, SweepError, load_meta
     try:
-        return load_meta(os.fspath(run))
+        meta = load_meta(os.fspath(run))
     except SweepError as e:
         raise ValueError(str(e)) from None
+    # (another tool's meta.json -- no grid -- made every cell one cell of
+    # no option: compare printed two rows of one cell, each called the other)
+    for key, kind in (("run_id", str), ("grid", dict)):
+        if not isinstance(meta.get(key), kind):
+            raise ValueError(f"{os.path.join(os.fspath(run), RUN_META)}: not the meta.json of a "
+                             f"heaplab run: {key!r} is {meta.get(key)!r:.60}, expected "
+                             f"{'a string' if kind is str else 'an object'}")
+    return meta
 
 
 def _task_record_problem(data: Any) -> Optional[str]:
@@ -1273,6 +1281,8 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
     appended to it as (path, reason) and left out, and a warning names it."""
     run = os.fspath(run)
     meta = run_meta(run)
+    cells = meta.get("cells") if isinstance(meta.get("cells"), dict) else None
+    seen: Dict[Tuple[Any, ...], str] = {}
     out = []
     for path in sorted(glob.glob(os.path.join(run, "*", "*", "*.r*.json"))):
         data = load_json_record(path, skipped, "run_records")
@@ -1281,6 +1291,17 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
         # (JSON that is no task record was passed over without a word, or
         # was a TypeError / KeyError from inside the report and compare)
         why = _task_record_problem(data)
+        if not why and cells is not None:
+            # a record of another run's cell (another grid, a copy from
+            # elsewhere) was read with this cell's values: its effects in
+            # this cell's medians, its missing option a NaN cell
+            sw = data["sweep"]
+            if sw["cell"] not in cells:
+                why = (f"cell {sw['cell']!r} is no cell of the run (meta.json's cells: "
+                       f"{', '.join(sorted(cells))})")
+            elif sw["values"] != cells[sw["cell"]]:
+                why = (f"its values {sw['values']} are not cell {sw['cell']}'s "
+                       f"{cells[sw['cell']]} (meta.json): a record of another run")
         if why:
             if skipped is None:
                 raise ValueError(f"{path}: not a task record of the run: {why}; remove it, or "
@@ -1290,6 +1311,17 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
                           stacklevel=2)
             skipped.append((path, why))
             continue
+        sw = data["sweep"]
+        key = (sw["experiment"], sw["cell"], sw["arm"], sw["repeat"])
+        if key in seen:
+            # (a copy beside it, `on.r0 (1).json`, was one more repeat in
+            # every median, without a word: load_arms names such copies)
+            import warnings
+            warnings.warn(f"heaplab: {path} and {seen[key]} are both experiment {key[0]} cell "
+                          f"{key[1]} arm {key[2]!r} repeat {key[3]}: read as two runs of the "
+                          f"task; remove the one that is not wanted", stacklevel=2)
+        else:
+            seen[key] = path
         out.append(data)
     if not out:
         raise ValueError(f"{run}: no task records yet (run {meta.get('run_id')})")
