@@ -276,3 +276,17 @@ def test_a_run_report_refused_part_way_says_it_is_incomplete(tmp_path, capsys):
     assert (f"no figure(s) ['phys_growth', 'duration_s'] in its records (figures: []); the "
             f"report in {tmp_path / 'a' / 'report'} is incomplete: {n} file(s) written") in err, err
 
+
+def test_compare_says_what_it_takes(tmp_path, capsys):
+    """`heaplab compare --help` listed RUN_A and RUN_B with no word of what
+    they are; two results folders of `pytest experiments` (what a newcomer
+    has) were "not a sweep run folder (no meta.json)" and nothing more."""
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "RUN_A a sweep's run folder: RESULTS/<run-id> of `heaplab run`" in help_text, help_text
+    res = _results(tmp_path / "res", _arm("E1", "on", 20))
+    assert main(["compare", str(res), str(res)]) == 2
+    err = capsys.readouterr().err
+    assert ("not a sweep run folder (no meta.json); compare takes two sweeps' run folders "
+            "(heaplab run's RESULTS/<run-id>); a results folder is heaplab report's") in err, err

@@ -330,7 +330,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .sweep import RUN_META, not_a_run_folder  # (the words of `run --resume`)
     for run in (args.run_a, args.run_b):
         if not os.path.isfile(os.path.join(run, RUN_META)):
-            print(f"heaplab compare: {run}: {not_a_run_folder(run)}", file=sys.stderr)
+            # (a newcomer's two `pytest experiments` results folders: say
+            # what compare takes, and what reads those)
+            hint = ("; compare takes two sweeps' run folders (heaplab run's "
+                    "RESULTS/<run-id>); a results folder is heaplab report's"
+                    if os.path.isdir(run) else "")
+            print(f"heaplab compare: {run}: {not_a_run_folder(run)}{hint}", file=sys.stderr)
             return 2
     if os.path.realpath(args.run_a) == os.path.realpath(args.run_b):
         # (a run against itself: every effect "no" difference, exit 0)
@@ -483,8 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="For every effect in both runs (same experiment, arm and "
                                    "option values): the two medians over repeats, their ratio, "
                                    "and whether the difference exceeds the run-to-run spread.")
-    p.add_argument("run_a", metavar="RUN_A")
-    p.add_argument("run_b", metavar="RUN_B")
+    run_help = ("a sweep's run folder: RESULTS/<run-id> of `heaplab run` (it holds "
+                "meta.json), or results/latest; not a results folder of `pytest "
+                "experiments` (heaplab report reads those)")
+    p.add_argument("run_a", metavar="RUN_A", help=run_help)
+    p.add_argument("run_b", metavar="RUN_B", help="another run folder, compared with RUN_A "
+                                                   "(B/A)")
     p.add_argument("--effect", action="append", help="only this effect (repeatable)")
     p.add_argument("--tolerance", type=float, default=0.02,
                    help="a difference below this share of the median is never significant (0.02)")
