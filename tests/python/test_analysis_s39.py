@@ -290,3 +290,26 @@ def test_compare_says_what_it_takes(tmp_path, capsys):
     err = capsys.readouterr().err
     assert ("not a sweep run folder (no meta.json); compare takes two sweeps' run folders "
             "(heaplab run's RESULTS/<run-id>); a results folder is heaplab report's") in err, err
+
+
+# ---- a results folder holding two sessions' arms of one experiment ------------------------
+
+def test_an_experiments_arms_from_two_sessions_are_said(tmp_path, capsys):
+    """A session interrupted (or run with -k) after E1's `off` arm saved its
+    JSON over the last complete session's: the report drew `off` of one
+    session beside `on` of the other as one run, and said nothing (each arm
+    records its session; the report read none of it).  One session, or arms
+    recording none: no word."""
+    s1 = {"id": "s1", "started": "2026-12-07T01:00:00Z"}
+    s2 = {"id": "s2", "started": "2026-12-07T02:00:00Z"}
+    res = _results(tmp_path / "res", _arm("E1", "on", 20, session=s1),
+                   _arm("E1", "off", 40, session=s2), _arm("E2", "on", 20, session=s1),
+                   _arm("E2", "off", 40, session=s1), _arm("E3", "on", 20),
+                   _arm("E3", "off", 40))
+    assert main(["report", str(res)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["heaplab report: warning: E1: its arms come from 2 sessions -- session s1 "
+                   "(started 2026-12-07T01:00:00Z): on; session s2 (started "
+                   "2026-12-07T02:00:00Z): off: compared as one run's (an interrupted or "
+                   "partial session's arms beside an older one's); run the experiment again "
+                   "whole for one session's records"], err

@@ -1111,6 +1111,34 @@ def _safe(name):
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in str(name))
 
 
+def _say_sessions(exp: str, sel: Sequence[Dict[str, Any]]) -> None:
+    """A warning when an experiment's arms come from more than one session
+    (an interrupted or -k session's arms saved over some of an older
+    session's): its plots and tables put them side by side as one run's,
+    and nothing said so (each arm JSON records its session; records.csv has
+    the column, the report read none of it).  Arms that record no session
+    (an older heaplab's) count as one more session beside others."""
+    import warnings
+    groups: Dict[Any, Tuple[Any, List[str]]] = {}
+    for a in sel:
+        sess = a.get("session") if isinstance(a.get("session"), dict) else {}
+        sid = sess.get("id")
+        label = a["arm"] + (f".r{a['repeat']}" if a.get("repeat") is not None else "")
+        groups.setdefault(sid, (sess.get("started"), []))[1].append(label)
+    if len(groups) < 2:
+        return
+    said = "; ".join(
+        (f"session {sid} (started {started})" if sid is not None
+         else "no session recorded (an older heaplab)")
+        + f": {', '.join(sorted(arms)[:6])}" + (f" and {len(arms) - 6} more" if len(arms) > 6
+                                                 else "")
+        for sid, (started, arms) in sorted(groups.items(), key=lambda g: str(g[1][0])))
+    warnings.warn(f"heaplab: {exp}: its arms come from {len(groups)} sessions -- {said}: "
+                  f"compared as one run's (an interrupted or partial session's arms beside an "
+                  f"older one's); run the experiment again whole for one session's records",
+                  stacklevel=3)
+
+
 def report(source: Any, out: Optional[str] = None, dpi: int = 110,
            log: Optional[Callable[[str], None]] = None, failed: str = "raise") -> List[str]:
     """Write the plots and tables for every experiment in `source`:
@@ -1168,6 +1196,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     for exp in experiments(found):
         _, sel = _select(found, exp)
         base = _safe(exp)
+        _say_sessions(exp, sel)
         df = records_frame(sel, failed=failed)
         if not any(a.get("series") for a in sel) and not df["figure"].isin(
                 ("phys_before", "phys_after", "phys_peak")).any():
