@@ -1264,6 +1264,20 @@ def main(argv=None):
         # (it was taken, then ignored: run ran HEAPLAB_BENCH_RUNS's runs)
         ap.error(f"--rounds: pair, phases and compare only (the runs of {args.mode} are "
                  f"HEAPLAB_BENCH_RUNS{'' if args.mode == 'run' else ': check runs once'})")
+    # (each was taken, then ignored: `check --results DIR` wrote nothing and
+    # exited 0, `pair --results DIR` saved no record, `compare --quick` ran
+    # the commands as given; the commands of pair, compare and phases name
+    # their executables, --exe and --build choose run's and check's)
+    for given, name, modes in ((args.results, "--results", ("run",)),
+                               (args.workload, "--workload", ("run",)),
+                               (args.quick, "--quick", ("run",)),
+                               (args.exe, "--exe", ("run", "check")),
+                               (args.build, "--build", ("run", "check"))):
+        if given and args.mode not in modes:
+            ap.error(f"{name}: {' and '.join(modes)} only ({args.mode} "
+                     + ("runs the commands given, as given" if args.mode in
+                        ("pair", "compare", "phases") else "runs the tiny suite and writes no "
+                        "record") + ")")
     if args.rounds is not None and args.rounds < 1:
         ap.error(f"--rounds {args.rounds}: at least 1")
     cmds = []

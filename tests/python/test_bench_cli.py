@@ -45,6 +45,16 @@ def test_usage_errors_are_one_line_exit_2(tmp_path):
         (["pair", "--rounds", "0", "true", "true"], "--rounds 0: at least 1"),
         (["compare", "--rounds", "1", "/nonexistent/bench-x fill", "true"],
          "cannot start '/nonexistent/bench-x'"),
+        # options of run (and check) taken by the other modes, then ignored:
+        # `check --results DIR` wrote nothing, exit 0
+        (["check", "--results", str(tmp_path / "r")], "--results: run only (check runs the "
+                                                      "tiny suite and writes no record)"),
+        (["pair", "true", "true", "--results", str(tmp_path / "r")],
+         "--results: run only (pair runs the commands given, as given)"),
+        (["compare", "true", "true", "--quick"], "--quick: run only"),
+        (["phases", "true", "--workload", "fill"], "--workload: run only"),
+        (["pair", "true", "true", "--exe", "heaplab=/bin/true"], "--exe: run and check only"),
+        (["check", "--workload", "fill"], "--workload: run only"),
         (["compare", "", "true"], "an empty command"),
         # run took --rounds 1, then ran HEAPLAB_BENCH_RUNS's runs (the bench hunt, session 27)
         (["run", "--rounds", "1", "--workload", "release"], "--rounds: pair, phases and compare only"),
