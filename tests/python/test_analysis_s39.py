@@ -313,3 +313,42 @@ def test_an_experiments_arms_from_two_sessions_are_said(tmp_path, capsys):
                    "2026-12-07T02:00:00Z): off: compared as one run's (an interrupted or "
                    "partial session's arms beside an older one's); run the experiment again "
                    "whole for one session's records"], err
+
+
+# ---- a FIFO among the records ---------------------------------------------------------------
+
+def test_a_fifo_named_like_a_record_is_named_not_waited_on(tmp_path, capsys):
+    """`mkfifo results/E1/x.json` (or one named meta.json below the folder):
+    `heaplab report` waited in open() for a writer, for good, with no word.
+    Now the file is named (not a regular file: a FIFO), exit 2.  The report
+    runs in-process: a regression hangs this test (pytest's timeout, if
+    any, or the session's) rather than fail -- SIGALRM bounds it here."""
+    import signal as sig
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E1", "off", 40))
+    os.mkfifo(res / "E1" / "x.json")
+    os.makedirs(res / "sub")
+    os.mkfifo(res / "sub" / "meta.json")
+
+    class Hung(Exception):
+        """(not TimeoutError: an OSError, which the readers catch)"""
+
+    def hung(signum, frame):
+        raise Hung("heaplab report waited on a FIFO")
+
+    def report():
+        sig.alarm(20)
+        try:
+            return main(["report", str(res)])
+        finally:
+            sig.alarm(0)
+    old = sig.signal(sig.SIGALRM, hung)
+    try:
+        assert report() == 2
+        err = capsys.readouterr().err
+        assert "E1/x.json: cannot be read (not a regular file: a FIFO)" in err, err
+        (res / "E1" / "x.json").unlink()
+        assert report() == 2
+        err = capsys.readouterr().err
+    finally:
+        sig.signal(sig.SIGALRM, old)
+    assert "sub/meta.json: cannot be read (not a regular file: a FIFO)" in err, err

@@ -38,6 +38,7 @@ import io
 import json
 import math
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -3366,7 +3367,15 @@ def load_json_record(path: str, skipped: Optional[List[Tuple[str, str]]], caller
     `skipped` is a list: then (path, reason) is appended to it, a warning
     names the file and SKIPPED is returned."""
     try:
-        with open(path) as f:
+        # not blocking, and a regular file only: a FIFO named x.json held
+        # `heaplab report` (and run --resume) in open() for good, no word
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd) as f:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise OSError("not a regular file: a "
+                              + ("FIFO" if stat.S_ISFIFO(mode) else "socket"
+                                 if stat.S_ISSOCK(mode) else "device or other special file"))
             return json.load(f)
     except (OSError, ValueError) as e:
         reason = (f"cannot be read ({e})" if isinstance(e, OSError) else
@@ -3475,6 +3484,8 @@ def load_arms(folder: str, skipped: Optional[List[Tuple[str, str]]] = None
 def _is_sweep_run(path: str) -> bool:
     """A sweep's run folder: its meta.json is heaplab run's (an object with
     a "run_id"; another meta.json beside arm files does not make one)."""
+    if not os.path.isfile(os.path.join(path, "meta.json")):
+        return False        # (a FIFO named meta.json: open() waited for good)
     try:
         with open(os.path.join(path, "meta.json")) as f:
             meta = json.load(f)
