@@ -352,3 +352,14 @@ def test_a_fifo_named_like_a_record_is_named_not_waited_on(tmp_path, capsys):
     finally:
         sig.signal(sig.SIGALRM, old)
     assert "sub/meta.json: cannot be read (not a regular file: a FIFO)" in err, err
+
+
+def test_report_of_a_missing_results_folder_says_what_writes_one(tmp_path, capsys):
+    """A fresh clone has no results/: `heaplab report results` (what
+    docs/analysis.md shows first) said "results: no such folder" and no
+    more."""
+    assert main(["report", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"heaplab report: {tmp_path / 'results'}: no such folder "
+                          "(`python3 -m pytest experiments` -- make experiments -- writes "
+                          "results/"), err

@@ -83,8 +83,11 @@ def _cli_hint(msg: str, command: str) -> str:
 def _cmd_report(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.results):
         # (a file was "no such folder" too)
+        # (a fresh clone has no results/: say what writes one)
         what = ("not a folder (a results folder: the <experiment>/<arm>.json files under it)"
-                if os.path.exists(args.results) else "no such folder")
+                if os.path.exists(args.results) else
+                "no such folder (`python3 -m pytest experiments` -- make experiments -- writes "
+                "results/, `heaplab run` a sweep's results/<run-id>)")
         print(f"heaplab report: {args.results}: {what}", file=sys.stderr)
         return 2
     if not 20 <= args.dpi <= 600:
