@@ -363,3 +363,22 @@ def test_report_of_a_missing_results_folder_says_what_writes_one(tmp_path, capsy
     assert err.startswith(f"heaplab report: {tmp_path / 'results'}: no such folder "
                           "(`python3 -m pytest experiments` -- make experiments -- writes "
                           "results/"), err
+
+
+def test_an_earlier_reports_files_left_in_the_folder_are_named(tmp_path, capsys):
+    """Reported again into the same --out after E2 left the results: E2's
+    four files of the earlier report stayed beside E1's new ones, nothing
+    said -- the folder read as a report of E1 and E2.  Now a warning names
+    them; files that are no report's (notes.txt) are no concern of it."""
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E2", "on", 20))
+    out = tmp_path / "out"
+    assert main(["report", str(res), "--out", str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    (out / "notes.txt").write_text("mine\n")
+    import shutil
+    shutil.rmtree(res / "E2")
+    assert main(["report", str(res), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"heaplab report: warning: {out} holds 4 file(s) of an earlier report that "
+                   f"this one did not write: E2_footprint.png, E2_phase_cost.png, "
+                   f"E2_phases.csv, E2_records.csv; not part of this report -- remove them\n"), err

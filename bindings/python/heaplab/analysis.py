@@ -1252,7 +1252,29 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
                 f"({' or '.join(flat)} throughout); no VMA plot")
         else:
             say(f"{exp}: no VMA count recorded; no VMA plot")
+    _say_stale(out, written)
     return written
+
+
+#: the names report() writes (<experiment>_<what>)
+REPORT_SUFFIXES = ("_footprint.png", "_phase_cost.png", "_vmas.png", "_records.csv",
+                   "_phases.csv")
+
+
+def _say_stale(out: str, written: Sequence[str]) -> None:
+    """A warning naming the files of an earlier report in `out` that this
+    one did not write (an experiment since removed from the results, a VMA
+    plot no longer drawn): they sat beside the new ones as if part of it."""
+    import warnings
+    now = {os.path.basename(p) for p in written}
+    stale = sorted(n for n in os.listdir(out)
+                   if n.endswith(REPORT_SUFFIXES) and n not in now
+                   and os.path.isfile(os.path.join(out, n)))
+    if stale:
+        warnings.warn(f"heaplab: {out} holds {len(stale)} file(s) of an earlier report that "
+                      f"this one did not write: {', '.join(stale[:8])}"
+                      + (f" and {len(stale) - 8} more" if len(stale) > 8 else "")
+                      + "; not part of this report -- remove them", stacklevel=3)
 
 
 # ---- sweeps (heaplab run) ---------------------------------------------------------------
