@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -168,7 +169,11 @@ def test_a_hand_edited_record_is_an_error_naming_the_file(tmp_path, edit, said):
     res = _results(tmp_path / "res", bad, _arm("E1", "off", 40))
     (res / "E1" / "on.json").rename(res / "E1" / "on.r0.json")
     (res / "E1" / "on.r1.json").write_text(json.dumps(_arm("E1", "on", 22, repeat=1)))
-    with pytest.raises(ValueError, match=r"on\.r0\.json: not an arm's results: .*" + said):
+    with pytest.raises(ValueError, match=r"on\.r0\.json: not an arm's results: .*" + said), \
+            warnings.catch_warnings():
+        # (and no other word of it: a repeat `true` beside on.r1.json's 1 was
+        # "both repeat 1", a warning, before the refusal)
+        warnings.simplefilter("error")
         hla.records_frame(str(res))
     assert main(["report", str(res)]) == 2
     assert not os.path.exists(res / "report")

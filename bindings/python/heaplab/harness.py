@@ -3568,11 +3568,14 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
                 if skipped is not None:
                     skipped.append((path, reason))
                 continue
-            key = (exp, str(data.get("arm")), data.get("repeat"))
+            # (the repeat's type in the key: a hand-edited `true` beside a
+            # repeat 1 was "both repeat 1" before the record was refused)
+            rep = data.get("repeat")
+            key = (exp, str(data.get("arm")), (type(rep).__name__, rep))
             if key in seen:
                 apart = os.path.dirname(path) != os.path.dirname(seen[key])
                 warnings.warn(f"heaplab: {path} and {seen[key]} are both experiment {key[0]} arm "
-                              f"{key[1]!r}" + (f" repeat {key[2]}" if key[2] is not None else "")
+                              f"{key[1]!r}" + (f" repeat {rep}" if rep is not None else "")
                               + (": a copy of the arm in another folder, read as more runs of "
                                  "it (their records' session tells them apart)" if apart else
                                  ": two runs of one arm side by side (their records' session "
