@@ -423,6 +423,9 @@ def test_ctrl_c_twice_still_closes_the_cluster_and_says_how_to_resume(tmp_path):
 _FIRE = """
 import logging, os, signal, sys, threading
 _fire, _at = os.environ.get("SWEEP_TEST_FIRE"), os.environ.get("SWEEP_TEST_FIRE_AT")
+def _fired():
+    open(_fire + ".fired", "w").close()     # (the test checks it landed)
+    os.kill(os.getpid(), signal.SIGINT)
 def _ours():
     return (threading.current_thread() is threading.main_thread() and _fire
             and os.path.exists(_fire) and open(_fire).read() == str(os.getpid()))
@@ -436,7 +439,7 @@ class _Firing:
                 and any(sys._getframe(d).f_code.co_name == "_clear_cache" for d in (1, 2, 3))):
             _Firing.clears += 1
             if _Firing.clears == 2:
-                os.kill(os.getpid(), signal.SIGINT)
+                _fired()
         return got
     def release(self):
         self._l.release()
@@ -452,7 +455,7 @@ elif _at == "shutdown":
     _shutdown = threading._shutdown
     def _firing_shutdown():
         if _ours():
-            os.kill(os.getpid(), signal.SIGINT)
+            _fired()
         _shutdown()
     threading._shutdown = _firing_shutdown
 """
@@ -495,6 +498,8 @@ def test_ctrl_c_inside_a_logging_call_of_the_stop_does_not_hold_the_close(tmp_pa
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
         _stopped_in_time(tmp_path, p, pid, t0)
+        # (it landed there: logging's internals as this test knows them)
+        assert os.path.exists(f"{fire}.fired"), "the second Ctrl-C was never sent"
     finally:
         reap(p, pid)
 
@@ -519,6 +524,7 @@ def test_ctrl_c_once_the_stop_is_said_ends_the_process_quietly(tmp_path):
         assert p.returncode == -signal.SIGINT, (p.returncode, out, err[-3000:])
         assert err.endswith(f"interrupted: heaplab run --resume {run}\n"), err[-3000:]
         assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+        assert os.path.exists(f"{fire}.fired"), "the Ctrl-C in the shutdown was never sent"
         assert gone(pid)
     finally:
         reap(p, pid)
