@@ -117,7 +117,7 @@ def test_a_report_stopped_part_way_says_it_is_incomplete(tmp_path, monkeypatch, 
 
     def fsync(fd):
         calls.append(fd)
-        if len(calls) == 3:
+        if len(calls) == 4:     # (the first: the incomplete-report marker)
             if stop == "full":
                 raise OSError(28, "No space left on device")
             raise KeyboardInterrupt
@@ -133,6 +133,48 @@ def test_a_report_stopped_part_way_says_it_is_incomplete(tmp_path, monkeypatch, 
         assert "No space left on device: '" + str(res / "report" / "E1_footprint.png") in err, err
     else:
         assert err.startswith("heaplab report: interrupted; "), err
+    assert f"(above; the folder keeps {hla.INCOMPLETE_MARKER} until a report" in err, err
+
+
+@pytest.mark.parametrize("stop", ["full", "ctrl-c"])
+def test_a_report_stopped_part_way_leaves_a_marker_in_its_folder(tmp_path, monkeypatch,
+                                                                 capsys, stop):
+    """The terminal said the report was incomplete, the folder did not:
+    opened later, its two new files beside the last report's others read as
+    a report.  Now INCOMPLETE-REPORT.txt is written before any file of the
+    report and removed when it completes; a report run again says the
+    earlier one did not complete, and completing, removes it."""
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E1", "off", 40))
+    out = res / "report"
+    assert main(["report", str(res)]) == 0                  # complete: no marker
+    assert sorted(os.listdir(out)) == ["E1_footprint.png", "E1_phase_cost.png",
+                                       "E1_phases.csv", "E1_records.csv"]
+    capsys.readouterr()
+    from heaplab import harness
+    real = harness.os.fsync
+    calls = []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == 3:
+            if stop == "full":
+                raise OSError(28, "No space left on device")
+            raise KeyboardInterrupt
+        real(fd)
+    monkeypatch.setattr(harness.os, "fsync", fsync)
+    assert main(["report", str(res)]) == (1 if stop == "full" else 130)
+    capsys.readouterr()
+    marker = out / "INCOMPLETE-REPORT.txt"
+    text = marker.read_text()
+    assert text.startswith(f"This report is incomplete: `heaplab report` of {res} into this "
+                           f"folder, started "), text
+    assert f"Run `python3 -m heaplab report {res} --out {out}` again" in text, text
+    monkeypatch.setattr(harness.os, "fsync", real)
+    assert main(["report", str(res)]) == 0
+    said = capsys.readouterr().out
+    assert (f"{out}: an earlier report here did not complete (INCOMPLETE-REPORT.txt); this one "
+            f"replaces it") in said, said
+    assert not marker.exists()
 
 
 # ---- hand-edited records: a named error, never a traceback or another repeat -------------
@@ -280,6 +322,8 @@ def test_a_run_report_refused_part_way_says_it_is_incomplete(tmp_path, capsys):
     assert n >= 1, out
     assert (f"no figure(s) ['phys_growth', 'duration_s'] in its records (figures: []); the "
             f"report in {tmp_path / 'a' / 'report'} is incomplete: {n} file(s) written") in err, err
+    # and the folder says so later (a sweep run's report keeps the marker too)
+    assert (tmp_path / "a" / "report" / hla.INCOMPLETE_MARKER).is_file()
 
 
 def test_compare_says_what_it_takes(tmp_path, capsys):
@@ -387,3 +431,4 @@ def test_an_earlier_reports_files_left_in_the_folder_are_named(tmp_path, capsys)
     assert err == (f"heaplab report: warning: {out} holds 4 file(s) of an earlier report that "
                    f"this one did not write: E2_footprint.png, E2_phase_cost.png, "
                    f"E2_phases.csv, E2_records.csv; not part of this report -- remove them\n"), err
+

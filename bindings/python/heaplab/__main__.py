@@ -112,8 +112,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     def incomplete() -> str:
         # (a report stopped part-way looked complete: the files it had
         # written, the last report's beside them, and nothing said so)
+        # (the folder keeps INCOMPLETE-REPORT.txt, which says so later)
         return (f"the report in {os.path.dirname(done[-1])} is incomplete: {len(done)} "
-                f"file(s) written before it stopped (above); run heaplab report again"
+                f"file(s) written before it stopped (above; the folder keeps "
+                f"{analysis.INCOMPLETE_MARKER} until a report there completes); "
+                f"run heaplab report again"
                 if done else "no file of the report written")
     try:
         with warnings.catch_warnings():

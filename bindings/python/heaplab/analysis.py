@@ -1107,6 +1107,37 @@ def _make_out(out):
     _make_folder(out, out, role=" (the report's output folder)")
 
 
+#: the file a report keeps in its output folder while it is written: a
+#: report that completes removes it, so one stopped part-way (an error, a
+#: full disk, Ctrl-C, a kill) is recognisable later from the folder alone
+INCOMPLETE_MARKER = "INCOMPLETE-REPORT.txt"
+
+
+def _begin_report(out: str, source: Any, say: Callable[[str], None]) -> str:
+    """Write the incomplete-report marker into `out` (before any file of
+    the report) and return its path; _end_report removes it.  A marker left
+    by an earlier report that did not complete is said."""
+    import time
+    marker = os.path.join(out, INCOMPLETE_MARKER)
+    if os.path.isfile(marker):
+        say(f"{out}: an earlier report here did not complete ({INCOMPLETE_MARKER}); "
+            f"this one replaces it")
+    src = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "(results given in Python)"
+    write_atomic(marker, (
+        f"This report is incomplete: `heaplab report` of {src} into this folder, started "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} (pid {os.getpid()}), did not finish -- it "
+        f"was stopped by an error, a full disk, Ctrl-C or a kill (or it is still running).\n"
+        f"Some of its files may be missing, and files here may be an earlier report's.\n"
+        f"Run `python3 -m heaplab report {src} --out {out}` again: a report that completes "
+        f"removes this file.\n"))
+    return marker
+
+
+def _end_report(marker: str) -> None:
+    """The report is complete: its marker goes."""
+    os.unlink(marker)
+
+
 def _safe(name):
     return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in str(name))
 
@@ -1179,6 +1210,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     _check_failed(found, failed)       # refuse before writing anything
     check_repeats_pair(_phase_rows(found))
     _make_out(out)
+    marker = _begin_report(out, source, say)
     written = []
     if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
         # a sweep's run folder in it (heaplab run --results RESULTS) is no
@@ -1253,6 +1285,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         else:
             say(f"{exp}: no VMA count recorded; no VMA plot")
     _say_stale(out, written)
+    _end_report(marker)
     return written
 
 
@@ -1735,6 +1768,7 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
     tables = (("sweep.csv", sweep_frame(run)), ("effects.csv", effects_frame(run)),
               ("effect_summary.csv", effect_summary(run)))
     _make_out(out)
+    marker = _begin_report(out, run, say)
 
     def save(fig, name):
         path = os.path.join(out, name)
@@ -1772,4 +1806,5 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
             # (ok tasks; a phase whose with block raised inside one is left out)
             save(plot_phase_cost(mine, experiment=exp, failed="drop"),
                  f"{_safe(exp)}_{first}_phase_cost.png")
+    _end_report(marker)
     return written
