@@ -432,3 +432,31 @@ def test_an_earlier_reports_files_left_in_the_folder_are_named(tmp_path, capsys)
                    f"this one did not write: E2_footprint.png, E2_phase_cost.png, "
                    f"E2_phases.csv, E2_records.csv; not part of this report -- remove them\n"), err
 
+
+def test_an_infinite_figure_is_named_not_blanked_without_a_word(tmp_path, capsys):
+    """A hand-edited or foreign record's Infinity (JSON's: phys_after, a
+    note) became no row -- a blank cell in <experiment>_phases.csv, nothing
+    said.  Now a warning names the file, the record and each figure; a NaN
+    (a note may mean "no value") is still no row, without a warning."""
+    on = _arm("E1", "on", 20)
+    on["records"][0]["phys_after"] = float("inf")
+    on["records"][0]["notes"] = {"rate_mib_s": float("-inf"), "spare_mib": float("nan")}
+    res = _results(tmp_path / "res", on, _arm("E1", "off", 40))
+    assert "Infinity" in (res / "E1" / "on.json").read_text()
+    assert main(["report", str(res)]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"heaplab report: warning: {res / 'E1' / 'on.json'} (E1/on): 2 figure(s) "
+                   f"infinite -- record 0 (phase 'p'): phys_after = inf; record 0 (phase 'p'): "
+                   f"notes.rate_mib_s = -inf: not a measurement, left out of the tables (a "
+                   f"blank cell)\n"), err
+    # the table: no row for them (as documented), the warning says why
+    df = hla.records_frame(str(res / "E1" / "off.json"))
+    assert not df.empty
+    off = _arm("E1", "off", 40)
+    off["records"][0]["notes"] = {"spare_mib": float("nan")}
+    (res / "E1" / "off.json").write_text(json.dumps(off))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hla.records_frame(str(res / "E1" / "off.json"))      # a NaN: no warning
+    with pytest.warns(UserWarning, match=r"on\.json \(E1/on\): 2 figure\(s\) infinite"):
+        hla.records_frame(str(res / "E1" / "on.json"))

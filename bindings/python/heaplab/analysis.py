@@ -138,6 +138,9 @@ def arms(source: Any) -> List[Dict[str, Any]]:
                 why = _arm_problem(a)
                 if why:
                     raise ValueError(f"{_file_of(path, a)}: not an arm's results: {why}")
+            for a in found:
+                if _infinite(a):
+                    _say_infinite(_file_of(path, a), a)
             # os.walk visits experiment folders in no set order: E1, E2, ..., E10
             found.sort(key=lambda a: _natural(a["experiment"]))
             if not found:
@@ -156,6 +159,8 @@ def arms(source: Any) -> List[Dict[str, Any]]:
                 why = _arm_problem(data)
                 if why:
                     raise ValueError(f"{path}: not an arm's results: {why}")
+                if _infinite(data):
+                    _say_infinite(path, data)
             return arms(data)
         raise ValueError(f"{path}: no such file or folder")
     data = getattr(source, "data", None)           # an ArmResult
@@ -183,6 +188,33 @@ def arms(source: Any) -> List[Dict[str, Any]]:
         return [a for item in source for a in arms(item)]
     raise TypeError(f"cannot read results from {type(source).__name__}: expected a results "
                     "folder, an arm JSON file, an ArmResult, {arm: ArmResult} or an arm dict")
+
+
+def _infinite(a: Dict[str, Any]) -> List[str]:
+    """The figures, stats and notes of an arm's records that are an infinity
+    (JSON's Infinity: a hand edit, another tool's record): each
+    'record i (phase p): name = inf'."""
+    found = []
+    for i, r in enumerate(a["records"]):
+        for k, v in (*((k, r.get(k)) for k in FIGURES),
+                     *((f"stats.{n}", v) for n, v in (r.get("stats") or {}).items()),
+                     *((f"notes.{n}", v) for n, v in (r.get("notes") or {}).items()
+                       if n not in NOTE_NOT_FIGURES)):
+            if isinstance(v, float) and math.isinf(v):
+                found.append(f"record {i} (phase {r['phase']!r}): {k} = {v}")
+    return found
+
+
+def _say_infinite(where: str, a: Dict[str, Any]) -> None:
+    """A warning naming an arm's infinite figures: no number, they have no
+    row (a blank cell in the tables) -- as a NaN has none, but a NaN note
+    may be meant (no value), an infinity is a damaged or foreign record."""
+    import warnings
+    inf = _infinite(a)
+    warnings.warn(f"heaplab: {where} ({a['experiment']}/{a['arm']}): {len(inf)} figure(s) "
+                  f"infinite -- {'; '.join(inf[:4])}" + (f" and {len(inf) - 4} more"
+                                                         if len(inf) > 4 else "")
+                  + ": not a measurement, left out of the tables (a blank cell)", stacklevel=4)
 
 
 def _runs_left_out(runs):
