@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import statistics
@@ -1165,10 +1166,11 @@ def workloads_from_arms(arms):
     return list(ws.values())
 
 
-def folder_arms(folder):
-    """The bench arm JSON files directly in folder (what save() writes): a
-    file that cannot be read or is not JSON is a BenchError naming it."""
-    arms = []
+def _folder_arm_files(folder):
+    """(path, arm) of each bench arm JSON file directly in folder (what
+    save() writes): a file that cannot be read or is not JSON is a
+    BenchError naming it."""
+    found = []
     for name in sorted(os.listdir(folder)):
         if not name.endswith(".json") or name.startswith("."):
             continue
@@ -1179,8 +1181,70 @@ def folder_arms(folder):
         except (OSError, ValueError) as e:
             raise BenchError(f"{path}: cannot be read or is not JSON ({e}): remove it") from None
         if isinstance(data, dict) and data.get("experiment") == "bench" and "records" in data:
-            arms.append(data)
-    return arms
+            found.append((path, data))
+    return found
+
+
+def folder_arms(folder):
+    """The bench arm JSON files directly in folder (what save() writes): a
+    file that cannot be read or is not JSON is a BenchError naming it."""
+    return [a for _, a in _folder_arm_files(folder)]
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def record_problem(a):
+    """What makes a bench arm record (arm_json's shape) unusable by the table
+    and docs/notebooks/bench.ipynb, or None.  They read these fields as
+    arm_json writes them: a hand-edited or another tool's record without
+    one (no notes.checksum) stopped a notebook cell with a bare KeyError."""
+    arm = a.get("arm")
+    if not isinstance(arm, str) or "/" not in arm:
+        return f"'arm' is {arm!r:.60}, expected '<workload>/<arm>' (binary-trees/heaplab)"
+    if not isinstance(a.get("title"), str):
+        return f"'title' is {a.get('title')!r:.60}, expected a string"
+    for k in ("options", "params", "notes"):
+        if not isinstance(a.get(k), dict):
+            return f"{k!r} is {a.get(k)!r:.60}, expected an object"
+    notes = a["notes"]
+    if not isinstance(notes.get("allocator"), str):
+        return f"notes.allocator is {notes.get('allocator')!r:.60}, expected a string"
+    if "reference" not in notes or not isinstance(notes["reference"], (str, type(None))):
+        return (f"notes.reference is {notes.get('reference', 'missing')!r:.60}, expected the "
+                f"workload's reference arm or null")
+    recs = a.get("records")
+    if not isinstance(recs, list) or not recs:
+        return f"'records' is {recs!r:.60}, expected a list of one record per run"
+    for i, r in enumerate(recs):
+        if not isinstance(r, dict) or not isinstance(r.get("notes"), dict):
+            return f"record {i} has no 'notes' object (a run's figures and checksum)"
+        n = r["notes"]
+        for k in ("time_ns", "vmhwm_bytes", "user_ns", "sys_ns"):
+            if not _number(n.get(k)):
+                return (f"record {i}: " + (f"no notes.{k}" if k not in n else
+                                           f"notes.{k} is {n[k]!r:.60}") + ", expected a number")
+        if not isinstance(n.get("checksum"), str):
+            return (f"record {i}: " + ("no notes.checksum" if "checksum" not in n else
+                                       f"notes.checksum is {n['checksum']!r:.60}")
+                    + ", expected the run's checksum (a string)")
+        if not _number(r.get("duration_s")):
+            return f"record {i}: 'duration_s' is {r.get('duration_s')!r:.60}, expected a number"
+        ph = r.get("tree_phases")
+        if ph is not None and not (isinstance(ph, list) and all(
+                isinstance(p, dict) and isinstance(p.get("phase"), str) and _number(p.get("ns"))
+                for p in ph)):
+            return f"record {i}: 'tree_phases' is {ph!r:.60}, expected [{{phase, ns, ...}}, ...]"
+    return None
+
+
+def record_problems(folder):
+    """One line per bench arm JSON directly in folder that record_problem
+    refuses: '<file>: not a benchmark record: <what is wrong>; ...'."""
+    return [f"{path}: not a benchmark record (bench.py's arm JSON): {why}; remove it or move it "
+            f"out of the folder" for path, a in _folder_arm_files(folder)
+            for why in [record_problem(a)] if why]
 
 
 def folder_table(folder):

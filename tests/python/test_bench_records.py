@@ -229,3 +229,66 @@ def test_analysis_md_counts_the_bench_notebooks_arms_as_the_suite_has_them():
     text = open(os.path.join(ROOT, "docs", "analysis.md")).read()
     assert (f"binary-trees ({n['binary-trees']} arms), fill ({n['fill']} with the page-fault "
             f"floor), churn ({n['churn']})") in text, n
+
+
+def _good_bench_arm(b):
+    """An arm JSON as bench.py writes it (arm_json), of two made-up runs."""
+    w = b.Workload("fill", "fill 192 MiB", [], 2)
+    a = b.Arm("glibc", "glibc")
+    a.records = [{"allocator": "glibc", "workload": "fill", "checksum": "0xabcdef0123456789",
+                  "objects": 10, "time_ns": t, "user_ns": 5, "sys_ns": 6, "minflt": 7,
+                  "vmhwm_bytes": 1 << 20, "maxrss_bytes": 1 << 20, "notes": {},
+                  "params": {"mib": 192}} for t in (1000, 1200)]
+    w.arms.append(a)
+    return b.arm_json(w, a, provenance={"env": {}, "ld_preload": None})
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda a: a["records"][1]["notes"].pop("checksum"),
+     "record 1: no notes.checksum, expected the run's checksum (a string)"),
+    (lambda a: a["records"][0]["notes"].update(time_ns="12"),
+     "record 0: notes.time_ns is '12', expected a number"),
+    (lambda a: a["records"][0]["notes"].pop("vmhwm_bytes"),
+     "record 0: no notes.vmhwm_bytes, expected a number"),
+    (lambda a: a["notes"].pop("reference"),
+     "notes.reference is 'missing', expected the workload's reference arm or null"),
+    (lambda a: a["notes"].pop("allocator"), "notes.allocator is None, expected a string"),
+    (lambda a: a.update(arm="glibc"), "'arm' is 'glibc', expected '<workload>/<arm>'"),
+    (lambda a: a.update(options=None), "'options' is None, expected an object"),
+    (lambda a: a.update(records=[]), "'records' is [], expected a list of one record per run"),
+    (lambda a: a["records"][0].update(tree_phases=[{"phase": "stretch"}]),
+     "record 0: 'tree_phases' is [{'phase': 'stretch'}], expected [{phase, ns, ...}, ...]"),
+])
+def test_a_hand_edited_bench_record_is_named_with_what_is_wrong(tmp_path, edit, said):
+    # a record missing notes.checksum (hand-edited, another tool's) stopped a cell of
+    # bench.ipynb with a bare KeyError: 'checksum'; bench.record_problems names the file
+    b = load_bench()
+    good = _good_bench_arm(b)
+    assert b.record_problem(good) is None
+    (tmp_path / "fill_jemalloc.json").write_text(json.dumps(dict(good, arm="fill/jemalloc")))
+    bad = json.loads(json.dumps(good))
+    edit(bad)
+    assert b.record_problem(bad).startswith(said), b.record_problem(bad)
+    (tmp_path / "fill_glibc.json").write_text(json.dumps(bad))
+    (tmp_path / "other.json").write_text('{"not": "a bench record"}')
+    assert b.record_problems(str(tmp_path)) == [
+        f"{tmp_path / 'fill_glibc.json'}: not a benchmark record (bench.py's arm JSON): "
+        f"{b.record_problem(bad)}; remove it or move it out of the folder"]
+
+
+def test_the_notebook_names_a_record_without_its_checksum(tmp_path):
+    # a hand-edited record without notes.checksum: the notebook stopped in its fourth
+    # cell with a bare KeyError: 'checksum', naming no file
+    b = load_bench()
+    folder = tmp_path / "r"
+    notebook_records(folder, b)
+    path = folder / "fill_glibc.json"
+    d = json.loads(path.read_text())
+    del d["records"][0]["notes"]["checksum"]
+    path.write_text(json.dumps(d))
+    p, texts = run_notebook(tmp_path, folder)
+    said = p.stdout + p.stderr + "".join(texts)
+    assert p.returncode != 0 and "ValueError" in said, said[-3000:]
+    assert (f"{path}: not a benchmark record (bench.py's arm JSON): record 0: no "
+            f"notes.checksum, expected the run's checksum (a string)") in said, said[-3000:]
+    assert "KeyError" not in said and not any("live run" in t for t in texts), said[-3000:]
