@@ -75,8 +75,8 @@ NOTE_UNITS.update({k: "count" for k in (
 # Notes that are no figure (strings, booleans, lists, dicts; a checksum): no row.
 NOTE_NOT_FIGURES = frozenset((
     "answers_checked", "checksum", "checksums", "end", "events", "expected_checksum", "figures",
-    "fresh_pages_by_round", "info", "injected", "mark", "per_trim", "pipe", "rounds", "series",
-    "stats_when_armed", "walls"))
+    "fresh_pages_by_round", "info", "injected", "mark", "per_trim", "pipe", "reference", "rounds",
+    "series", "stats_when_armed", "walls"))
 
 COLUMNS = ["experiment", "arm", "repeat", "phase", "index", "figure", "value", "unit", "source",
            "status"]
