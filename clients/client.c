@@ -331,16 +331,17 @@ static void write_report(FILE *f) { client_write_report(f); }
 
 static int reported; /* client_report_now wrote it: exit() does not again */
 
-/* Is the launcher's heap free to be read at exit?  exit() called by a C
- * signal handler -- libc's exit installed as the handler through ctypes, an
- * extension's -- that interrupted the interpreter inside the heap (its lock
- * held: a large block's adoption) ran this handler, whose flush and stats
- * waited for that lock, its own thread's, for ever: 2 of 30 runs of
- * heaplab-python, where python3 exited 14 every time (clients scenario
- * exit_in_signal_handler; h39exit, session 39).  Another thread's hold is a
- * moment: tried every millisecond for half a second, as the preloaded
- * library does (heap_free_at_exit). */
-static bool heap_free_at_exit(hl_heap *h) {
+/* Is the heap free to be read at exit?  exit() from a signal handler that
+ * interrupted an allocation runs the report with the heap's lock held by the
+ * very thread (or a large realloc's block out of the heap): the flush and
+ * the stats waited for it for ever -- the preloaded library's malloc loops
+ * (3-6 of 20 runs, the preload hunt, session 25) and the launchers (exit()
+ * from a C handler -- libc's exit installed through ctypes, an extension's
+ * -- that interrupted heaplab-python inside the heap: 5-8 of 30 runs, where
+ * python3 exits every time; clients scenario exit_in_signal_handler, h39exit,
+ * session 39).  Another thread's hold is a moment: tried every millisecond
+ * for about half a second.  (nanosleep: a signal handler may be waiting.) */
+bool client_heap_free_at_exit(hl_heap *h) {
   for (int i = 0;; i++) {
     if (pthread_mutex_trylock(&h->lock) == 0) {
       bool busy = h->in_cycle || h->large_moving;
@@ -357,7 +358,7 @@ static void report_at_exit(void) {
   /* a forked child inherits the handler; only the launcher's own process
    * writes, so a child's exit cannot overwrite the parent's report */
   if (!client.stats_path || getpid() != client.pid || reported) return;
-  if (client.heap && !heap_free_at_exit(client.heap)) {
+  if (client.heap && !client_heap_free_at_exit(client.heap)) {
     fprintf(stderr, "%s: the heap is busy at exit (exit() from a signal handler that "
             "interrupted an allocation?): no HEAPLAB_STATS report written\n", client.launcher);
     return;

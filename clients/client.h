@@ -147,6 +147,12 @@ int client_save(const char *path, void (*write)(FILE *));
  * preloaded shell script (the real-programs hunt, session 38). */
 bool client_stream_path(const char *path);
 
+/* Is heap h free to be read at exit (its lock to be had, no cycle or large
+ * move under way)?  Tried for about half a second: exit() from a signal
+ * handler that interrupted an allocation finds the lock held by its own
+ * thread (the launchers' report at exit, the preloaded library's). */
+bool client_heap_free_at_exit(hl_heap *h);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t client_now_ns(void);
 

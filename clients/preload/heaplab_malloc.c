@@ -433,8 +433,8 @@ static inline hl_heap *the_heap(void) {
 
 /* ---- reports at exit ---- */
 
-/* The exit path's waits -- for the heap lock (heap_free_at_exit), for the
- * reports' writer (exit_waited), for another thread's set-up
+/* The exit path's waits -- for the reports' writer (exit_waited), for
+ * another thread's set-up
  * (write_reports_once): done(arg) asked at once and after each of up to ms
  * sleeps of 1 ms; whether it said so.  (nanosleep, not a condition
  * variable: a signal handler's _exit may be the one waiting.) */
@@ -514,21 +514,8 @@ static void write_events(FILE *f) {
 
 static void write_report(FILE *f) { client_write_report(f); }
 
-/* Is the heap free to be read at exit?  exit() from a signal handler that
- * interrupted an allocation runs this with the heap lock held by the very
- * thread (or a large realloc's block out of the heap): the flush and the
- * stats waited for it for ever -- 3-6 of 20 runs of a malloc loop whose
- * SIGALRM handler calls exit(0) hung, with no report even asked for (the
- * preload hunt, session 25).  Another thread's hold is a moment: tried for
- * about half a second. */
-static bool heap_not_busy(void *arg) {
-  hl_heap *h = arg;
-  if (pthread_mutex_trylock(&h->lock) != 0) return false;
-  bool busy = h->in_cycle || h->large_moving;
-  pthread_mutex_unlock(&h->lock);
-  return !busy;
-}
-static bool heap_free_at_exit(hl_heap *h) { return poll_ms(500, heap_not_busy, h); }
+/* (Is the heap free to be read at exit: client_heap_free_at_exit, client.c,
+ * the launchers' check too.) */
 
 /* Flush the exiting thread's cache before the report (exit(): the
  * destructor)?  Not from _exit, _Exit or quick_exit -- the ways out a
@@ -805,7 +792,7 @@ static void forked_child(void) {
  * an allocation of its own thread, which holds the heap lock (or is inside
  * its cache's lock-free fast path).  So, in this order: nothing asked,
  * nothing done (no check, no lock); then the heap's busy check, which never
- * waits for ever (heap_free_at_exit); only then what may lock or allocate --
+ * waits for ever (client_heap_free_at_exit); only then what may lock or allocate --
  * verify's check, the heap's set-up, the report.  (verify_check and a dlsym
  * ran first: a SIGALRM handler calling _exit hung 6 of 6 runs under
  * HEAPLAB_VERIFY=1 with no report asked, and 1 of 300 with HEAPLAB_STATS --
@@ -852,7 +839,7 @@ static void write_reports_once(bool by_exit) {
    * allocator) and verify's check waited for it for ever (preload scenario
    * exit_in_signal_handler, large and threaded: 18 of 30 runs hung, the
    * h34exit helper, session 34).  Busy at once: this thread's own state. */
-  if (hl__in_libc_malloc || (h && !heap_free_at_exit(h))) {
+  if (hl__in_libc_malloc || (h && !client_heap_free_at_exit(h))) {
     if (asked)
       hl__say("libheaplab-malloc: the heap is busy at exit (exit() or _exit() from a signal "
               "handler that interrupted an allocation?): no report written\n");
