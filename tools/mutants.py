@@ -341,7 +341,41 @@ class Scratch:
                                "libheaplab-malloc.so")
             if os.path.exists(lib):
                 shutil.copy2(lib, pkg)
+            self.dist_info(os.path.dirname(pkg))
+            # the benchmark programs bench.py runs (tests of experiments/bench:
+            # HEAPLAB_BUILD is build/, where only the C tests were built)
+            out = subprocess.run([self.ninja, "-C", "build", "-t", "targets", "all"], cwd=self.path,
+                                 env=self.env, capture_output=True, text=True).stdout
+            bench = re.findall(r"^(experiments/bench/bench-[A-Za-z0-9_.-]+): ", out, re.M)
+            if bench:
+                rc, _ = run([self.ninja, "-C", "build"] + bench, self.path, self.env, log=self.log)
+                if rc != 0:
+                    return False
         return True
+
+    def dist_info(self, where):
+        """The package's metadata beside it on PYTHONPATH: its entry points --
+        the pytest plugin (pytest11: the `lab` fixture, the tables), the
+        `heaplab` script -- are found through an installed distribution, and
+        a fresh clone's venv has none (the pytest plugin's tests then saw
+        "fixture 'lab' not found"; `make mutants`' baseline failed there)."""
+        with open(os.path.join(self.path, "pyproject.toml"), "rb") as f:
+            project = tomllib.load(f)["project"]
+        with open(os.path.join(self.path, "meson.build"), encoding="utf-8") as f:
+            # (the version is meson.build's: dynamic in pyproject.toml)
+            m = re.search(r"version\s*:\s*'([^']+)'", f.read())
+        project["version"] = m.group(1) if m else "0"
+        info = os.path.join(where, f"{project['name']}-{project['version']}.dist-info")
+        os.makedirs(info, exist_ok=True)
+        with open(os.path.join(info, "METADATA"), "w", encoding="utf-8") as f:
+            f.write(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                    f"Version: {project['version']}\n")
+        groups = dict(project.get("entry-points", {}))
+        if project.get("scripts"):
+            groups["console_scripts"] = project["scripts"]
+        with open(os.path.join(info, "entry_points.txt"), "w", encoding="utf-8") as f:
+            for group, eps in groups.items():
+                f.write(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n")
 
     def test(self, t, timeout):
         """True when test t passes."""
@@ -442,7 +476,8 @@ def main(argv=None):
         copy_tree(scratch)
         s = Scratch(scratch, log)
         everything = sorted({t for m in muts for t in m["tests"]})
-        s.setup(any(on_meson(t) or needs_lua_module(t) for t in everything),
+        # (build/ also for the Python tests: the benchmark programs)
+        s.setup(any(on_meson(t) or needs_lua_module(t) or not on_meson(t) for t in everything),
                 any(not on_meson(t) for t in everything))
         if not s.build(everything):
             print(f"mutants: the unmutated tree does not build (log: {log.name})", file=sys.stderr)

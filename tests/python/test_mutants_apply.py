@@ -111,3 +111,24 @@ def test_a_timed_out_test_leaves_no_process_behind(tmp_path):
         time.sleep(0.05)
     os.kill(pid, 9)
     raise AssertionError(f"the command's child {pid} (its own session) still runs after the timeout")
+
+
+def test_the_scratch_package_carries_its_entry_points(tmp_path):
+    # the scratch copy's package is put on PYTHONPATH, not installed: in a fresh
+    # clone's venv (no heaplab installed) the pytest plugin's entry point was
+    # nowhere, and `make mutants`' baseline failed on every test that runs an
+    # inner pytest session ("fixture 'lab' not found") -- the metadata beside
+    # the package makes it a distribution of its own
+    m = _mutants()
+    s = m.Scratch.__new__(m.Scratch)
+    s.path = ROOT
+    s.dist_info(str(tmp_path))
+    # -S: no site-packages, so only what PYTHONPATH holds is found
+    p = subprocess.run([sys.executable, "-S", "-c",
+                        "import importlib.metadata as m; d = m.distribution('heaplab'); "
+                        "print(d.version, sorted((e.group, e.name, e.value) for e in d.entry_points))"],
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path)), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "('pytest11', 'heaplab', 'heaplab.pytest_plugin')" in p.stdout, p.stdout
+    assert "('console_scripts', 'heaplab', 'heaplab.__main__:main')" in p.stdout, p.stdout
+    assert p.stdout.split()[0] == "0.1.0", p.stdout
