@@ -68,6 +68,46 @@ describe("a failed operation", function()
          "heaplab.heap under a refused reservation: " .. out)
   end)
 
+  it("returns nil, message, code when a heap invariant is found broken", function()
+    -- an object's header overwritten -- what a C library's overflow into
+    -- the heap does; written here through /proc/self/mem, which a Lua
+    -- program can open -- is ECHECK: h:check() and o:checksum() return it
+    -- as a failure, they do not raise it (the mutation audit said "no Lua
+    -- program can break an invariant of its heap": this one can)
+    local h = assert(hl.heap{})
+    local o = assert(h:alloc(32))
+    C.eq(o:refs(), 0, "o:refs()")
+    local at = o:address() - 8 -- the header {uint32 refs, uint32 size}: no slots
+    local function poke(bytes)
+      local f = assert(io.open("/proc/self/mem", "r+b"))
+      assert(f:seek("set", at))
+      assert(f:write(bytes))
+      assert(f:close())
+    end
+    local mem = assert(io.open("/proc/self/mem", "rb"))
+    assert(mem:seek("set", at))
+    local header = mem:read(8)
+    mem:close()
+    C.eq(header, string.pack("<I4I4", 0, 32), "the header as the heap wrote it")
+    poke(string.pack("<I4I4", 0xfffff, 0xffffff))
+    local calls = {
+      { "h:check", function() return h:check() end },
+      { "o:checksum", function() return o:checksum() end },
+    }
+    for _, c in ipairs(calls) do
+      local res = table.pack(pcall(c[2]))
+      C.ok(res[1], c[1] .. " raised: " .. tostring(res[2]))
+      C.eq(res.n, 4, c[1] .. ": nil, message, code")
+      C.eq(res[2], nil, c[1] .. "'s first result")
+      C.eq(res[4], "ECHECK", c[1] .. "'s code")
+      C.ok(res[3]:find("^" .. c[1] .. ": .*header refs 1048575 size 16777215 does not fit.*%(ECHECK%)$"),
+           c[1] .. "'s message: " .. res[3])
+    end
+    poke(header)
+    C.eq(h:check(), true, "h:check() with the header put back")
+    h:close()
+  end)
+
   it("is told apart from a bad argument, which raises", function()
     local h = assert(hl.heap{})
     C.raises({ "h:alloc", "size", ">= 0" }, h.alloc, h, -1)
