@@ -530,6 +530,77 @@ def test_ctrl_c_once_the_stop_is_said_ends_the_process_quietly(tmp_path):
         reap(p, pid)
 
 
+# (the run of the test below: heaplab run with sweep._ask_workers wrapped --
+# as the stop asks the workers to kill their tasks' groups, each worker's
+# process is killed first, and what its nanny did about it is written to
+# NANNY_TEST_OUT: "restarted" (a new worker process) or "closed")
+_NANNY_RUN = """
+import os, runpy, signal, sys, time
+import heaplab.sweep as s
+nannies, ask = {}, s._ask_workers
+def _nannies(local, _real=s._nannies):
+    nannies.update(_real(local))
+    return nannies
+def _ask_workers(client, fn, addrs, limit):
+    if fn is s._kill_live_groups:
+        said = []
+        for n in nannies.values():
+            pid = n.pid
+            os.kill(pid, signal.SIGKILL)
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                if n.pid not in (None, pid):
+                    said.append("restarted")
+                    break
+                if n.status.name in ("closing", "closed"):
+                    said.append("closed")
+                    break
+                time.sleep(0.005)
+            else:
+                said.append("neither in 30 s: " + n.status.name)
+        with open(os.environ["NANNY_TEST_OUT"], "w") as f:
+            f.write(" ".join(said))
+    return ask(client, fn, addrs, limit)
+s._nannies, s._ask_workers = _nannies, _ask_workers
+sys.argv = ["heaplab", *sys.argv[1:]]
+runpy.run_module("heaplab", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_worker_that_dies_in_the_stop_is_not_started_again(tmp_path):
+    """A stopped local sweep tells each worker's nanny to start no new
+    worker before it asks the workers to kill their tasks: a worker that
+    died in the stop (a SIGTERM to the whole group) was started again by its
+    nanny, and the new one, not there yet to answer, was waited for 2 s and
+    killed with a line saying it had not answered (h38sweep).  The SIGTERM
+    test (test_a_terminals_ctrl_c_is_the_runs_alone) passed without it --
+    the nanny saw the death before or after the stop told it, as it
+    happened: the mutation audit's leftover (sessions 38-39).  Here the
+    worker is killed just after the nannies were told, every time, and its
+    nanny must close, not start another."""
+    import signal
+    from procs import reap, wait_for_file
+    script = tmp_path / "arm.py"
+    script.write_text(SLOW_ARM)
+    said = tmp_path / "nanny"
+    p = subprocess.Popen([sys.executable, "-c", _NANNY_RUN, "run", "--command",
+                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
+                          "--results", str(tmp_path / "r"), "--workers", "1",
+                          "--progress", "plain"], cwd=ROOT,
+                         env=dict(os.environ, NANNY_TEST_OUT=str(said)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_as_in_a_terminal)
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _stopped_in_time(tmp_path, p, pid, t0)
+        assert said.read_text() == "closed", said.read_text()
+    finally:
+        reap(p, pid)
+
+
 GO_ARM = """
 import json, os, sys, time
 arm, folder = sys.argv[1], sys.argv[2]
