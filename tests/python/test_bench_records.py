@@ -258,6 +258,13 @@ def _good_bench_arm(b):
     (lambda a: a.update(records=[]), "'records' is [], expected a list of one record per run"),
     (lambda a: a["records"][0].update(tree_phases=[{"phase": "stretch"}]),
      "record 0: 'tree_phases' is [{'phase': 'stretch'}], expected [{phase, ns, ...}, ...]"),
+    # (the three below had no case: their checks could go without a test
+    # failing -- the mutation audit, session 40)
+    (lambda a: a["records"][1].pop("duration_s"),
+     "record 1: 'duration_s' is None, expected a number"),
+    (lambda a: a.update(title=["fill"]), "'title' is ['fill'], expected a string"),
+    (lambda a: a["records"][0].update(notes=None),
+     "record 0 has no 'notes' object (a run's figures and checksum)"),
 ])
 def test_a_hand_edited_bench_record_is_named_with_what_is_wrong(tmp_path, edit, said):
     # a record missing notes.checksum (hand-edited, another tool's) stopped a cell of
