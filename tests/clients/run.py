@@ -1056,12 +1056,29 @@ def exit_in_signal_handler():
     often): the launcher's report at exit flushed and read the heap under its
     lock, which the interrupted allocation held: 5-8 of 30 runs hung, where
     python3 exits 14 every time (h39exit, session 39).  Each run exits 14
-    within 10 s, with the report or one line that the heap was busy."""
+    within 10 s, with the report or one line that the heap was busy.  And
+    exit() while a large block's realloc moves it (the heap's lock let go):
+    busy, every time (programs/realloc_moving.py)."""
     need(PYTHON, "heaplab-python")
     script = os.path.join(PROGRAMS, "exit_in_handler.py")
     busy = "heaplab-python: the heap is busy at exit"
     status, _, err = run([STOCK_PYTHON, script, "0.01"])
     assert status == 14, ("python3", status, err)
+    # exit() while a large block's realloc moves it -- its copy, the heap's
+    # lock let go, held at a page made unreadable (programs/realloc_moving.py,
+    # libc's exit as SIGSEGV's handler): the block is in no list then, and
+    # the report must not read the heap (the busy check's large_moving had no
+    # test: the mutation audit, session 40).  Every time: busy, no report.
+    moving = os.path.join(PROGRAMS, "realloc_moving.py")
+    status, _, err = run([STOCK_PYTHON, moving])
+    assert status == 11, ("python3", status, err)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "moving.json")
+        status, _, err = run([PYTHON, moving], env={"HEAPLAB_STATS": path}, timeout=10)
+        assert status == 11, ("realloc_moving", status, err)
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(busy), ("realloc_moving", err)
+        assert not os.path.exists(path), "realloc_moving: a report of the heap mid-move"
     runs = 30
     with tempfile.TemporaryDirectory() as d:
         def one(i):
