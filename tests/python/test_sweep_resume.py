@@ -533,7 +533,7 @@ def test_ctrl_c_once_the_stop_is_said_ends_the_process_quietly(tmp_path):
 # (the run of the test below: heaplab run with sweep._ask_workers wrapped --
 # as the stop asks the workers to kill their tasks' groups, each worker's
 # process is killed first, and what its nanny did about it is written to
-# NANNY_TEST_OUT: "restarted" (a new worker process) or "closed")
+# TEST_OUT: "restarted" (a new worker process) or "closed")
 _NANNY_RUN = """
 import os, runpy, signal, sys, time
 import heaplab.sweep as s
@@ -558,13 +558,28 @@ def _ask_workers(client, fn, addrs, limit):
                 time.sleep(0.005)
             else:
                 said.append("neither in 30 s: " + n.status.name)
-        with open(os.environ["NANNY_TEST_OUT"], "w") as f:
+        with open(os.environ["TEST_OUT"], "w") as f:
             f.write(" ".join(said))
     return ask(client, fn, addrs, limit)
 s._nannies, s._ask_workers = _nannies, _ask_workers
 sys.argv = ["heaplab", *sys.argv[1:]]
 runpy.run_module("heaplab", run_name="__main__", alter_sys=True)
 """
+
+
+def _wrapped_run(tmp_path, driver, out):
+    """heaplab run of SLOW_ARM (arms a, b; one local worker) through `driver`
+    (python -c: heaplab.sweep's functions wrapped, then heaplab's __main__),
+    which writes what it saw to `out` (TEST_OUT)."""
+    script = tmp_path / "arm.py"
+    script.write_text(SLOW_ARM)
+    return subprocess.Popen([sys.executable, "-c", driver, "run", "--command",
+                             f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
+                             "--results", str(tmp_path / "r"), "--workers", "1",
+                             "--progress", "plain"], cwd=ROOT,
+                            env=dict(os.environ, TEST_OUT=str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_in_a_terminal)
 
 
 def test_a_worker_that_dies_in_the_stop_is_not_started_again(tmp_path):
@@ -580,16 +595,8 @@ def test_a_worker_that_dies_in_the_stop_is_not_started_again(tmp_path):
     nanny must close, not start another."""
     import signal
     from procs import reap, wait_for_file
-    script = tmp_path / "arm.py"
-    script.write_text(SLOW_ARM)
     said = tmp_path / "nanny"
-    p = subprocess.Popen([sys.executable, "-c", _NANNY_RUN, "run", "--command",
-                          f"{sys.executable} {script} {{arm}} {tmp_path}", "--arms", "a,b",
-                          "--results", str(tmp_path / "r"), "--workers", "1",
-                          "--progress", "plain"], cwd=ROOT,
-                         env=dict(os.environ, NANNY_TEST_OUT=str(said)),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=_as_in_a_terminal)
+    p = _wrapped_run(tmp_path, _NANNY_RUN, said)
     pid = None
     try:
         pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
@@ -597,6 +604,48 @@ def test_a_worker_that_dies_in_the_stop_is_not_started_again(tmp_path):
         p.send_signal(signal.SIGINT)
         _stopped_in_time(tmp_path, p, pid, t0)
         assert said.read_text() == "closed", said.read_text()
+    finally:
+        reap(p, pid)
+
+
+# (the run of the test below: heaplab run with sweep._stop_local_tasks
+# wrapped -- as the stop's clean-up reaches it, the tasks the scheduler
+# still holds are written to TEST_OUT)
+_HELD_RUN = """
+import os, runpy, sys
+import heaplab.sweep as s
+stop = s._stop_local_tasks
+def _stop_local_tasks(client, local, *a, **k):
+    held = client.run_on_scheduler(lambda dask_scheduler: sorted(map(str, dask_scheduler.tasks)))
+    with open(os.environ["TEST_OUT"], "w") as f:
+        f.write(" ".join(held))
+    return stop(client, local, *a, **k)
+s._stop_local_tasks = _stop_local_tasks
+sys.argv = ["heaplab", *sys.argv[1:]]
+runpy.run_module("heaplab", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_stopped_sweep_leaves_the_scheduler_no_task(tmp_path):
+    """A stopped local sweep cancels its tasks before it kills the running
+    ones' groups: a task left waiting was started by the worker as soon as
+    the running one's group was killed, and the cluster's close waited 4 s
+    for its thread (dask's grace) before it killed the worker.  The tests
+    of the stop's time caught it only when the worker was quick enough to
+    start the next task before the close (the mutation audit, session 40:
+    1 of 2 runs).  Here the scheduler is asked, as the clean-up begins,
+    which tasks it still holds: none."""
+    import signal
+    from procs import reap, wait_for_file
+    held = tmp_path / "held"
+    p = _wrapped_run(tmp_path, _HELD_RUN, held)
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _stopped_in_time(tmp_path, p, pid, t0)
+        assert held.read_text() == "", f"the scheduler still holds {held.read_text()}"
     finally:
         reap(p, pid)
 
