@@ -1228,12 +1228,24 @@ def exit_in_signal_handler():
     waited for the registry lock for ever (new_threads).  Each run ends with
     status 3 within a few seconds: with nothing asked, nothing
     said; with a report asked, the report or the one line that the heap was
-    busy."""
+    busy.  And first, exit() while another thread holds the heap's lock for
+    100 ms (lock_held): the report waits for it and is written."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(EXIT_IN_HANDLER, "test_preload_exit_in_handler")
     busy = "libheaplab-malloc: the heap is busy at exit"
     counts = {}
     with tempfile.TemporaryDirectory() as d:
+        # exit() while another thread holds the heap's lock for 100 ms (its
+        # free held at a page made unreadable, preload_exit_in_handler.c
+        # lock_held): the report waits for the lock, up to half a second,
+        # and is written -- a busy check that gave up at once said "busy"
+        # and wrote none (the mutation audit, session 40)
+        path = os.path.join(d, "lock_held.json")
+        status, out, err = run([EXIT_IN_HANDLER, "0", "lock_held"], "heaplab",
+                               {"HEAPLAB_STATS": path, "HEAPLAB_VERIFY": "1",
+                                "HEAPLAB_TCACHE_BLOCKS": "0"}, timeout=10)
+        assert status == 3 and err == "", ("lock_held", status, err)
+        assert os.path.exists(path), "lock_held: no report"
         cases = [("verify", {"HEAPLAB_VERIFY": "1"}, "loop", 40),
                  ("verify+stats", {"HEAPLAB_VERIFY": "1"}, "loop", 40),
                  # (the alarm 1-3000 us in: it may land in the heap's set-up,

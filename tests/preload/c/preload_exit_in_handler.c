@@ -9,7 +9,7 @@
  * it many times with a timeout.
  *
  *   preload_exit_in_handler DELAY_US [loop|small|large|threaded|fork|new_threads|
- *                            mallopt|malloc_info|refused_sized]
+ *                            mallopt|malloc_info|refused_sized|lock_held]
  * loop: sizes 16..5015 (the small and mid classes); small: 8..192 bytes in
  * a scattered order (the thread cache's fast paths); large: 20,000..219,999
  * bytes (past small_max: glibc's own malloc, outside the heap's lock) and
@@ -41,14 +41,23 @@
  * mutex lock 300 us slower, as in new_threads, so the handler often lands
  * with errlock held: the report, whose vma_count fails without /proc (a
  * failure: the message to the heap again), waited for that lock for ever
- * (5 of 30 runs, h39exit, session 39). */
+ * (5 of 30 runs, h39exit, session 39).
+ * lock_held (HEAPLAB_VERIFY=1 HEAPLAB_TCACHE_BLOCKS=0: a free takes the
+ * heap's lock and poisons the block): a second thread frees a block whose
+ * page is unreadable, and its SIGSEGV handler holds it there, the heap's
+ * lock held, for 100 ms; the main thread calls exit() meanwhile.  The report
+ * at exit tries the lock for half a second: it must wait for it and write
+ * the report (no alarm; the mutation audit, session 40). */
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <semaphore.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -107,6 +116,26 @@ static void *asleep(void *arg) {
   return NULL;
 }
 
+/* lock_held: a block whose free faults, the heap's lock held -- its page
+ * made unreadable, the handler holding the freeing thread there 100 ms
+ * before it makes the page readable again and the free goes on */
+static char *volatile held_block;
+static sem_t in_free;
+static void on_held(int sig) {
+  (void)sig;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  sem_post(&in_free);
+  struct timespec d = {0, 100 * 1000 * 1000};
+  nanosleep(&d, NULL);
+  mprotect((void *)((uintptr_t)held_block & ~(uintptr_t)(page - 1)), page,
+           PROT_READ | PROT_WRITE);
+}
+static void *frees_held(void *arg) {
+  (void)arg;
+  free(held_block);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   long delay = argc > 1 ? atol(argv[1]) : 20000;
   const char *mode = argc > 2 ? argv[2] : "loop";
@@ -146,6 +175,20 @@ int main(int argc, char **argv) {
   void (*free_sized)(void *, size_t) =
       refused ? (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized") : NULL;
   if (refused && !free_sized) return 2;
+  if (strcmp(mode, "lock_held") == 0) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    held_block = malloc(3000);
+    if (!held_block || sem_init(&in_free, 0, 0) != 0) return 2;
+    memset(held_block, 1, 3000);
+    signal(SIGSEGV, on_held);
+    if (mprotect((void *)((uintptr_t)held_block & ~(uintptr_t)(page - 1)), page, PROT_NONE))
+      return 2;
+    pthread_t t;
+    if (pthread_create(&t, NULL, frees_held, NULL) != 0) return 2;
+    while (sem_wait(&in_free) != 0) {
+    }
+    exit(3);
+  }
   signal(SIGALRM, on_alarm);
   struct itimerval it = {{0, 0}, {0, delay}};
   setitimer(ITIMER_REAL, &it, 0);
