@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -95,6 +96,70 @@ const char *client_refusal(void) {
   return copy[0] ? copy : NULL;
 }
 
+/* ---- the report's writer (client.h, client_out) ---- */
+
+/* Room for n more bytes: a page mapped first, then doubled with mremap --
+ * the preloaded library's event trace may be megabytes, and the report on
+ * a heap (4.2 KiB) grows once, so every report test goes through the
+ * growth.  False, err set, when the kernel refuses: never cut short
+ * without a word. */
+static bool out_room(client_out *o, size_t n) {
+  if (o->err) return false;
+  if (o->cap - o->len >= n) return true;
+  size_t cap = o->cap ? o->cap : (size_t)4 << 10;
+  while (cap - o->len < n) {
+    if (cap > SIZE_MAX / 2) {
+      o->err = ENOMEM;
+      return false;
+    }
+    cap *= 2;
+  }
+  void *p = o->buf ? mremap(o->buf, o->cap, cap, MREMAP_MAYMOVE)
+                   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    o->err = errno ? errno : ENOMEM;
+    return false;
+  }
+  o->buf = p;
+  o->cap = cap;
+  return true;
+}
+
+void client_out_write(client_out *o, const void *p, size_t n) {
+  if (!n || !out_room(o, n)) return;
+  memcpy(o->buf + o->len, p, n);
+  o->len += n;
+}
+
+void client_out_puts(client_out *o, const char *s) { client_out_write(o, s, strlen(s)); }
+
+void client_out_putc(client_out *o, char c) { client_out_write(o, &c, 1); }
+
+/* (by hand, not snprintf: no locale, no stdio, nothing that may allocate) */
+void client_out_u64(client_out *o, uint64_t v) {
+  char d[20];
+  size_t n = 0;
+  do d[sizeof d - ++n] = (char)('0' + v % 10);
+  while ((v /= 10));
+  client_out_write(o, d + sizeof d - n, n);
+}
+
+void client_out_i64(client_out *o, int64_t v) {
+  if (v < 0) client_out_putc(o, '-');
+  client_out_u64(o, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+}
+
+void client_out_free(client_out *o) {
+  if (o->buf) munmap(o->buf, o->cap);
+  *o = (client_out){0};
+}
+
+/* "\u00XX" for a byte */
+static void out_u00(client_out *o, unsigned c) {
+  char e[6] = {'\\', 'u', '0', '0', "0123456789abcdef"[c >> 4 & 15], "0123456789abcdef"[c & 15]};
+  client_out_write(o, e, sizeof e);
+}
+
 /* The length of the valid UTF-8 sequence at p (1-4), or 0: overlong forms,
  * surrogates and code points past U+10FFFF are not valid. */
 static int utf8_len(const unsigned char *p) {
@@ -116,39 +181,48 @@ static int utf8_len(const unsigned char *p) {
   return n;
 }
 
-void client_json_string(FILE *out, const char *s) {
+void client_json_string(client_out *out, const char *s) {
   if (!s) {
-    fputs("null", out);
+    client_out_puts(out, "null");
     return;
   }
-  putc('"', out);
+  client_out_putc(out, '"');
   for (const unsigned char *p = (const unsigned char *)s; *p;) {
     unsigned c = *p;
     if (c == '"' || c == '\\') {
-      putc('\\', out);
-      putc((int)c, out);
+      client_out_putc(out, '\\');
+      client_out_putc(out, (char)c);
       p++;
     } else if (c < 0x20 || c == 0x7f) {
       const char *esc = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
                         : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-      if (esc) fputs(esc, out);
-      else fprintf(out, "\\u%04x", c);
+      if (esc) client_out_puts(out, esc);
+      else out_u00(out, c);
       p++;
     } else {
       int n = utf8_len(p);
       if (n == 0) { /* not UTF-8: U+00XX of the byte (see client.h) */
-        fprintf(out, "\\u%04x", c);
+        out_u00(out, c);
         p++;
       } else {
-        fwrite(p, 1, (size_t)n, out);
+        client_out_write(out, p, (size_t)n);
         p += n;
       }
     }
   }
-  putc('"', out);
+  client_out_putc(out, '"');
 }
 
-int client_write_report(FILE *out) {
+/* ", \"name\": value" of a figure, null when absent */
+static void out_figure(client_out *out, const char *name, bool have, uint64_t v) {
+  client_out_puts(out, ", \"");
+  client_out_puts(out, name);
+  client_out_puts(out, "\": ");
+  if (have) client_out_u64(out, v);
+  else client_out_puts(out, "null");
+}
+
+int client_write_report(client_out *out) {
   /* what could not be read is null, not 0 (without /proc -- a mount
    * namespace without it, a chroot -- the report said a footprint of 0,
    * vma_count 0 and interpreter "": the environment hunt, session 27) */
@@ -157,72 +231,76 @@ int client_write_report(FILE *out) {
   /* elapsed_s in whole numbers: %f writes the decimal point of the
    * program's locale, and a program that called setlocale(LC_ALL, "") under
    * de_DE wrote "elapsed_s": 0,002136 -- not JSON (the environment hunt,
-   * session 27).  Integer conversions do not depend on the locale. */
+   * session 27).  The writer's integers do not depend on the locale. */
   uint64_t ns = client_now_ns() - client.start_ns;
-  fputs("{\"launcher\": ", out);
+  client_out_puts(out, "{\"launcher\": ");
   client_json_string(out, client.launcher);
-  fputs(", \"interpreter\": ", out);
+  client_out_puts(out, ", \"interpreter\": ");
   client_json_string(out, client.interpreter && *client.interpreter ? client.interpreter : NULL);
-  fputs(", \"allocator\": ", out);
+  client_out_puts(out, ", \"allocator\": ");
   client_json_string(out, client.allocator);
-  fprintf(out, ", \"pid\": %d, \"elapsed_s\": %llu.%06llu", (int)getpid(),
-          (unsigned long long)(ns / 1000000000u), (unsigned long long)(ns % 1000000000u / 1000u));
-  if (have_fp)
-    fprintf(out, ", \"footprint\": {\"rss\": %llu, \"anonymous\": %llu, \"lazyfree\": %llu, "
-                 "\"swap\": %llu, \"phys_footprint\": %llu, \"anon_huge\": %llu}",
-            (unsigned long long)fp.rss, (unsigned long long)fp.anonymous,
-            (unsigned long long)fp.lazyfree, (unsigned long long)fp.swap,
-            (unsigned long long)fp.phys_footprint, (unsigned long long)fp.anon_huge);
-  else
-    fputs(", \"footprint\": {\"rss\": null, \"anonymous\": null, \"lazyfree\": null, "
-          "\"swap\": null, \"phys_footprint\": null, \"anon_huge\": null}", out);
+  client_out_puts(out, ", \"pid\": ");
+  client_out_i64(out, (int)getpid());
+  client_out_puts(out, ", \"elapsed_s\": ");
+  client_out_u64(out, ns / 1000000000u);
+  uint64_t us = ns % 1000000000u / 1000u;
+  char frac[7] = {'.'};
+  for (int i = 6; i >= 1; i--, us /= 10) frac[i] = (char)('0' + us % 10);
+  client_out_write(out, frac, sizeof frac);
+  client_out_puts(out, ", \"footprint\": {\"rss\": ");
+  const struct { const char *name; uint64_t v; } figures[] = {
+      {"anonymous", fp.anonymous}, {"lazyfree", fp.lazyfree}, {"swap", fp.swap},
+      {"phys_footprint", fp.phys_footprint}, {"anon_huge", fp.anon_huge}};
+  if (have_fp) client_out_u64(out, fp.rss);
+  else client_out_puts(out, "null");
+  for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+    out_figure(out, figures[i].name, have_fp, figures[i].v);
+  client_out_putc(out, '}');
   uint64_t peak = client_peak_rss();
-  if (peak) fprintf(out, ", \"peak_rss\": %llu", (unsigned long long)peak);
-  else fputs(", \"peak_rss\": null", out);
+  out_figure(out, "peak_rss", peak != 0, peak);
   hl_heap *h = client.heap;
   if (!h) {
-    fputs(", \"options\": null, \"stats\": null, \"resident_bytes\": null, \"vma_count\": null}\n",
-          out);
-    return ferror(out) ? -1 : 0;
+    client_out_puts(out, ", \"options\": null, \"stats\": null, \"resident_bytes\": null, "
+                         "\"vma_count\": null}\n");
+    return out->err;
   }
   hl_options o;
   hl_heap_options(h, &o);
-  fputs(", \"options\": {", out);
+  client_out_puts(out, ", \"options\": {");
   for (int i = 0; i < hl_option_count(); i++) {
     hl_option_info info;
     int64_t v = 0;
     hl_option_info_get(i, &info);
     hl_options_get(&o, info.name, &v);
-    fputs(i ? ", " : "", out);
+    client_out_puts(out, i ? ", " : "");
     client_json_string(out, info.name);
-    fputs(": ", out);
+    client_out_puts(out, ": ");
     if (info.kind == HL_OPT_BOOL) {
-      fputs(v ? "true" : "false", out);
+      client_out_puts(out, v ? "true" : "false");
     } else if (info.kind == HL_OPT_ENUM) {
       client_json_string(out, hl_option_choice(i, v));
     } else {
-      fprintf(out, "%lld", (long long)v);
+      client_out_i64(out, v);
     }
   }
   hl_stats st;
   hl_stats_get(h, &st);
   const uint64_t *field = (const uint64_t *)&st;
-  fputs("}, \"stats\": {", out);
+  client_out_puts(out, "}, \"stats\": {");
   for (int i = 0; i < hl_stat_count(); i++) {
-    fputs(i ? ", " : "", out);
+    client_out_puts(out, i ? ", " : "");
     client_json_string(out, hl_stat_name(i));
-    fprintf(out, ": %llu", (unsigned long long)field[i]);
+    client_out_puts(out, ": ");
+    client_out_u64(out, field[i]);
   }
+  client_out_putc(out, '}');
   uint64_t resident = 0, vmas = 0;
-  if (hl_resident_bytes(h, &resident) == 0)
-    fprintf(out, "}, \"resident_bytes\": %llu", (unsigned long long)resident);
-  else
-    fputs("}, \"resident_bytes\": null", out);
-  if (hl_vma_count(h, &vmas) == 0)
-    fprintf(out, ", \"vma_count\": %llu}\n", (unsigned long long)vmas);
-  else
-    fputs(", \"vma_count\": null}\n", out);
-  return ferror(out) ? -1 : 0;
+  bool have_resident = hl_resident_bytes(h, &resident) == 0;
+  out_figure(out, "resident_bytes", have_resident, resident);
+  bool have_vmas = hl_vma_count(h, &vmas) == 0;
+  out_figure(out, "vma_count", have_vmas, vmas);
+  client_out_puts(out, "}\n");
+  return out->err;
 }
 
 /* Write all of buf to fd: 0 or the errno. */
@@ -262,20 +340,37 @@ bool client_stream_path(const char *path) {
   return stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
 }
 
-int client_save(const char *path, void (*write_fn)(FILE *)) {
+/* tmp's name, .<name>.<pid>.<salt as 8 hex digits>.tmp in path's folder,
+ * made by hand (no stdio at exit: client_out); false when it does not fit */
+static bool tmp_name(char *tmp, size_t cap, const char *path, size_t dir, unsigned salt) {
+  char pid[24], hex[8];
+  size_t np = 0;
+  for (unsigned v = (unsigned)getpid(); np == 0 || v; v /= 10) pid[sizeof pid - ++np] = (char)('0' + v % 10);
+  for (int i = 7; i >= 0; i--, salt >>= 4) hex[i] = "0123456789abcdef"[salt & 15];
+  size_t base = strlen(path + dir);
+  if (dir + 1 + base + 1 + np + 1 + 8 + 4 + 1 > cap) return false;
+  char *t = tmp;
+  memcpy(t, path, dir), t += dir;
+  *t++ = '.';
+  memcpy(t, path + dir, base), t += base;
+  *t++ = '.';
+  memcpy(t, pid + sizeof pid - np, np), t += np;
+  *t++ = '.';
+  memcpy(t, hex, 8), t += 8;
+  memcpy(t, ".tmp", 5);
+  return true;
+}
+
+int client_save(const char *path, void (*write_fn)(client_out *)) {
   static char tmp[4400]; /* (static: the exiting thread's stack may be 16 KiB) */
-  char *buf = NULL;
-  size_t len = 0;
-  errno = 0;
-  FILE *m = open_memstream(&buf, &len);
-  int err = m ? 0 : (errno ? errno : ENOMEM);
-  if (m) {
-    write_fn(m);
-    if (fflush(m) != 0 || ferror(m)) err = errno ? errno : EIO;
-    if (fclose(m) != 0 && !err) err = errno ? errno : EIO;
-  }
+  /* made in a buffer of the writer's own, not glibc's (client.h, client_out) */
+  client_out out = {0};
+  write_fn(&out);
+  int err = out.err;
+  const char *buf = out.buf;
+  size_t len = out.len;
   if (err) {
-    free(buf);
+    client_out_free(&out);
     return err;
   }
   struct stat st;
@@ -294,9 +389,7 @@ int client_save(const char *path, void (*write_fn)(FILE *)) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     unsigned salt = (unsigned)ts.tv_nsec ^ (unsigned)ts.tv_sec * 2654435761u;
     for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
-      int n = snprintf(tmp, sizeof tmp, "%.*s.%s.%d.%08x.tmp", (int)dir, path, path + dir,
-                       (int)getpid(), salt + (unsigned)attempt * 0x9e3779b9u);
-      if (n < 0 || (size_t)n >= sizeof tmp) break;
+      if (!tmp_name(tmp, sizeof tmp, path, dir, salt + (unsigned)attempt * 0x9e3779b9u)) break;
       fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd < 0 && errno != EEXIST) break;
     }
@@ -313,12 +406,13 @@ int client_save(const char *path, void (*write_fn)(FILE *)) {
     errno = 0;
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
-      free(buf);
-      return errno ? errno : EIO;
+      err = errno ? errno : EIO;
+      client_out_free(&out);
+      return err;
     }
   }
   err = write_all(fd, buf, len);
-  free(buf);
+  client_out_free(&out);
   if (close(fd) != 0 && !err && errno != EINTR) err = errno ? errno : EIO;
   if (!in_place) {
     if (!err && rename(tmp, path) != 0) err = errno ? errno : EIO;
@@ -327,7 +421,7 @@ int client_save(const char *path, void (*write_fn)(FILE *)) {
   return err;
 }
 
-static void write_report(FILE *f) { client_write_report(f); }
+static void write_report(client_out *out) { client_write_report(out); }
 
 static int reported; /* client_report_now wrote it: exit() does not again */
 
@@ -359,7 +453,7 @@ static void report_at_exit(void) {
    * writes, so a child's exit cannot overwrite the parent's report */
   if (!client.stats_path || getpid() != client.pid || reported) return;
   if (client.heap && !client_heap_free_at_exit(client.heap)) {
-    fprintf(stderr, "%s: the heap is busy at exit (exit() from a signal handler that "
+    hl__say("%s: the heap is busy at exit (exit() from a signal handler that "
             "interrupted an allocation?): no HEAPLAB_STATS report written\n", client.launcher);
     return;
   }
@@ -371,8 +465,8 @@ static void report_at_exit(void) {
    * interpreters do; the line says the report is missing or cut short. */
   int err = client_save(client.stats_path, write_report);
   if (err)
-    fprintf(stderr, "%s: HEAPLAB_STATS=%s: cannot write the report: %s\n", client.launcher,
-            client.stats_path, strerror(err));
+    hl__say("%s: HEAPLAB_STATS=%s: cannot write the report: %s\n", client.launcher,
+            client.stats_path, hl__strerror(err));
 }
 
 /* ---- whose report: an exec'd child's own name ---- */

@@ -39,10 +39,35 @@ extern hl_client client;
  * are the stock interpreters' own). */
 int client_start(const char *launcher, const char *interpreter);
 
+/* Where the report is made: bytes in memory of the writer's own, mapped
+ * with mmap and grown with mremap -- no stdio stream and no call into the C
+ * library's allocator.  The report at exit may run in a signal handler that
+ * interrupted glibc's own malloc (the launchers do not interpose it: any C
+ * code's malloc, the heap's large blocks): built in an open_memstream
+ * buffer, glibc's, it re-entered the interrupted malloc -- glibc aborted
+ * ("malloc assertion failure in sysmalloc") or, threaded, the report waited
+ * for the arena lock its own thread held, for ever (clients scenario
+ * exit_in_glibc_malloc, h40rep, session 40).  Never cut short: a mapping
+ * refused is remembered in err (ENOMEM), which client_save returns.
+ * Zero-initialised ({0}) is empty; client_out_free unmaps. */
+typedef struct client_out {
+  char *buf;  /* mmap'd, or NULL */
+  size_t len; /* bytes written */
+  size_t cap; /* bytes mapped */
+  int err;    /* the first failure (ENOMEM), or 0 */
+} client_out;
+
+void client_out_write(client_out *o, const void *p, size_t n);
+void client_out_puts(client_out *o, const char *s);
+void client_out_putc(client_out *o, char c);
+void client_out_u64(client_out *o, uint64_t v);
+void client_out_i64(client_out *o, int64_t v);
+void client_out_free(client_out *o);
+
 /* Write the report (launcher, interpreter, allocator, options, every stat by name, residency, VMAs,
  * footprint, peak RSS) as one JSON object.  Also called by the atexit
- * handler when HEAPLAB_STATS is set. */
-int client_write_report(FILE *out);
+ * handler when HEAPLAB_STATS is set.  0, or out->err. */
+int client_write_report(client_out *out);
 
 /* Write s as a JSON string, quotes included: '"' and '\\' escaped, control
  * characters as \n, \t... or \u00XX, valid UTF-8 as it is; a byte that is
@@ -51,7 +76,7 @@ int client_write_report(FILE *out);
  * can still be told.  NULL writes null.  Every string of the C side's JSON
  * goes through it (the report's "interpreter", a program's path, wrote a
  * quote or a backslash raw: not JSON). */
-void client_json_string(FILE *out, const char *s);
+void client_json_string(client_out *out, const char *s);
 
 /* Write the HEAPLAB_STATS report now (if set, in the launcher's own
  * process), and not again at exit: for a process that will not end through
@@ -127,7 +152,9 @@ void client_identify(const void *addr);
  * the report there is the launcher's (docs/clients.md). */
 #define CLIENT_LAUNCHER_MARK "heaplab_launcher_process"
 
-/* Write path with write(f), made in memory first: into .<name>.<pid>.<salt>.tmp
+/* Write path with write(out), made in memory first (a client_out: no call
+ * into the C library's allocator or stdio, so it may run at an exit() that
+ * interrupted them): into .<name>.<pid>.<salt>.tmp
  * of path's folder, renamed over path once whole (two processes writing the
  * same path leave one whole report, the last renamed, never a splice of
  * both); in place (created or truncated) when path is there and is not a
@@ -136,7 +163,7 @@ void client_identify(const void *addr);
  * full disk: the report was silently cut short, HEAPLAB_STATS=/dev/full said
  * nothing), the close, the rename; the temporary file is removed when
  * anything failed.  Prints nothing: the caller names the file. */
-int client_save(const char *path, void (*write)(FILE *));
+int client_save(const char *path, void (*write)(client_out *));
 
 /* Is path a stream -- a character device or a FIFO, itself or where its
  * symbolic links lead (/dev/stderr, /dev/null, a named pipe)?  A process

@@ -114,14 +114,13 @@ static int c_peak_rss(lua_State *L) {
 }
 
 static int c_report(lua_State *L) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) return luaL_error(L, "report: out of memory");
-  client_write_report(f);
-  fclose(f);
-  lua_pushlstring(L, buf, len);
-  free(buf);
+  client_out out = {0};
+  if (client_write_report(&out) != 0) {
+    client_out_free(&out);
+    return luaL_error(L, "report: out of memory");
+  }
+  lua_pushlstring(L, out.buf, out.len);
+  client_out_free(&out);
   return 1;
 }
 

@@ -120,14 +120,13 @@ static PyObject *m_peak_rss(PyObject *self, PyObject *args) {
 
 static PyObject *m_report(PyObject *self, PyObject *args) {
   (void)self, (void)args;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) return PyErr_NoMemory();
-  client_write_report(f);
-  fclose(f);
-  PyObject *s = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len);
-  free(buf);
+  client_out out = {0};
+  if (client_write_report(&out) != 0) {
+    client_out_free(&out);
+    return PyErr_NoMemory();
+  }
+  PyObject *s = PyUnicode_FromStringAndSize(out.buf, (Py_ssize_t)out.len);
+  client_out_free(&out);
   return s;
 }
 

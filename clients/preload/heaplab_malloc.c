@@ -489,30 +489,33 @@ static bool report_name(const char *var, const char *path, bool descendant, bool
  * fallback -- the file is written empty: glibc's allocator has no heaplab
  * events, and a script reading each arm's file finds it, as it finds the
  * report that says "allocator": "libc") */
-static void write_events(FILE *f) {
+static void write_events(client_out *f) {
   static hl_event buf[256];
   size_t got = 0;
   if (atomic_load(&state) != ST_HEAPLAB) return;
   do {
     if (hl_events_read(HEAP, buf, 256, &got, 1)) return;
     for (size_t i = 0; i < got; i++) {
-      fputs("{\"kind\": ", f);
+      client_out_puts(f, "{\"kind\": ");
       client_json_string(f, hl_event_name(buf[i].kind));
-      fprintf(f, ", \"cycle\": %" PRIu64 ", \"time_ns\": %" PRIu64, buf[i].cycle,
-              buf[i].time_ns);
+      client_out_puts(f, ", \"cycle\": ");
+      client_out_u64(f, buf[i].cycle);
+      client_out_puts(f, ", \"time_ns\": ");
+      client_out_u64(f, buf[i].time_ns);
       for (int k = 0; k < buf[i].nfields; k++) {
         const char *name = hl_event_field(buf[i].kind, k);
         if (!name) continue;
-        fputs(", ", f);
+        client_out_puts(f, ", ");
         client_json_string(f, name);
-        fprintf(f, ": %" PRId64, buf[i].fields[k]);
+        client_out_puts(f, ": ");
+        client_out_i64(f, buf[i].fields[k]);
       }
-      fputs("}\n", f);
+      client_out_puts(f, "}\n");
     }
   } while (got == 256);
 }
 
-static void write_report(FILE *f) { client_write_report(f); }
+static void write_report(client_out *f) { client_write_report(f); }
 
 /* (Is the heap free to be read at exit: client_heap_free_at_exit, client.c,
  * the launchers' check too.) */

@@ -14,12 +14,14 @@ while the faults really fired (the launcher's HEAPLAB_STATS report says so).
 Paths come from the environment (Meson sets them): HEAPLAB_LUA_LAUNCHER,
 HEAPLAB_PYTHON_LAUNCHER, STOCK_LUA, STOCK_PYTHON.
 """
+import collections
 import concurrent.futures
 import filecmp
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -1111,6 +1113,99 @@ def exit_in_signal_handler():
           f"{runs} runs, {got.count('report')} reports, {got.count('busy')} busy")
 
 
+def exits_in_time(name, cases, runs, busy):
+    """Each case (label, argv, exe, env) run `runs` times, three at a time,
+    the alarm's delay varied: every run must exit 14 within 10 s, with the
+    report (manual_mallocs > 0, nothing on stderr) or the one line `busy`.
+    Every failure is listed, with each case's counts."""
+    with tempfile.TemporaryDirectory() as d:
+        def one(label, argv, exe, env, i):
+            path = os.path.join(d, f"r{len(label)}-{abs(hash(label))}-{i}.json")
+            delay = f"{0.005 + (i * 0.0077) % 0.06:.4f}"
+            what = f"{label}, run {i} ({delay} s)"
+            try:
+                status, _, err = run(argv(delay), exe, dict(env, HEAPLAB_STATS=path), timeout=10)
+            except subprocess.TimeoutExpired:
+                return "hung", f"{what}: no exit within 10 s"
+            if status != 14:
+                return ("aborted" if status == -signal.SIGABRT else "status",
+                        f"{what}: status {status}: {err[-300:]!r}")
+            if os.path.exists(path):
+                try:
+                    ok = report(path)["stats"]["manual_mallocs"] > 0 and not err
+                except ValueError as e:
+                    return "bad report", f"{what}: {e}"
+                return ("report", "") if ok else ("bad report", f"{what}: {err!r}")
+            lines = err.splitlines()
+            if len(lines) == 1 and lines[0].startswith(busy):
+                return "busy", ""
+            return "no report", f"{what}: {err[-300:]!r}"
+
+        # (three at a time, as exit_in_signal_handler)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            got = {c[0]: list(pool.map(lambda i, c=c: one(*c, i), range(runs))) for c in cases}
+    failed = [why for label in got for kind, why in got[label] if kind not in ("report", "busy")]
+    counts = {label: collections.Counter(kind for kind, _ in got[label]) for label in got}
+    summary = "; ".join(f"{label}: {dict(c)}" for label, c in counts.items())
+    assert not failed, (f"{name}: {len(failed)} of {len(cases) * runs} runs failed ({summary})\n  "
+                        + "\n  ".join(failed))
+    print(f"{name}: every run exit 14 in time; {runs} runs each, "
+          + "; ".join(f"{label}: {c['report']} reports, {c['busy']} busy"
+                      for label, c in counts.items()))
+
+
+def exit_in_glibc_malloc():
+    """exit() called by a C SIGALRM handler (libc's exit installed through
+    ctypes) that interrupted glibc's OWN allocator: the program calls libc's
+    malloc and free through ctypes (programs/exit_in_glibc_malloc.py) -- any
+    C code's allocations, which the launchers do not interpose.  The report
+    was built in an open_memstream buffer, glibc's: alone, glibc aborted
+    (the report's calloc inside the interrupted malloc: "malloc assertion
+    failure in sysmalloc", 10 of 20 runs), with three threads the report
+    waited for the arena lock its own thread held, for ever (12 of 20 runs);
+    python3 exits 14 every time (h40rep, session 40).  Each run exits 14
+    within 10 s, with the report or one line that the heap was busy (the
+    interpreter's own allocations between the calls are heaplab's)."""
+    need(PYTHON, "heaplab-python")
+    script = os.path.join(PROGRAMS, "exit_in_glibc_malloc.py")
+    for threads in ("1", "3"):
+        status, _, err = run([STOCK_PYTHON, script, "0.01", threads], timeout=10)
+        assert status == 14, ("python3", threads, status, err)
+    exits_in_time("exit() from a C SIGALRM handler inside glibc's malloc in heaplab-python",
+                  [(f"{t} thread(s)", lambda delay, t=t: [PYTHON, script, delay, t], None, {})
+                   for t in ("1", "3")],
+                  20, "heaplab-python: the heap is busy at exit")
+
+
+def lua_exit_in_signal_handler():
+    """exit() called by a C SIGALRM handler in heaplab-lua -- a Lua C module
+    built by the suite (modules/exit_in_handler.c: Lua has no FFI) installs
+    it -- that interrupted (a) heaplab-lua inside its heap (tables and
+    strings, one-block thread caches: the heap's lock taken often), the
+    launchers' busy check that exit_in_signal_handler tests on heaplab-python
+    (client.c is shared); (b) glibc's own malloc and free, called by the
+    module's C code on 1 and on 3 threads, as exit_in_glibc_malloc.  lua5.4
+    exits 14 in each; each run of heaplab-lua exits 14 within 10 s, with the
+    report or one line that the heap was busy (h40rep, session 40)."""
+    need(LUA, "heaplab-lua")
+    module_dir = os.environ.get("EXIT_MODULE_DIR")
+    if not module_dir or not os.path.exists(os.path.join(module_dir, "exit_in_handler.so")):
+        raise Missing("the suite's Lua C module exit_in_handler.so (EXIT_MODULE_DIR)")
+    env = {"LUA_CPATH": os.path.join(module_dir, "?.so") + ";;"}
+    script = os.path.join(PROGRAMS, "exit_in_handler.lua")
+    if STOCK_LUA:
+        for mode in ("heap", "1", "3"):
+            status, _, err = run(["lua5.4", script, mode, "0.01"], STOCK_LUA, env, timeout=10)
+            assert status == 14, ("lua5.4", mode, status, err)
+    exits_in_time("exit() from a C SIGALRM handler in heaplab-lua",
+                  [("in the heap", lambda delay: ["heaplab-lua", script, "heap", delay], LUA,
+                    dict(env, HEAPLAB_TCACHE_BLOCKS="1"))]
+                  + [(f"glibc's malloc, {t} thread(s)",
+                      lambda delay, t=t: ["heaplab-lua", script, t, delay], LUA, env)
+                     for t in ("1", "3")],
+                  20, "heaplab-lua: the heap is busy at exit")
+
+
 def core_dump():
     """A core dump of a launcher holds the interpreter's pages, not its heap's
     32 GiB reservation (dump_unused=0 is the launchers' default): the kernel
@@ -1142,7 +1237,8 @@ SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck
                                      python_verify_debug_hooks, sparse_survivors,
                                      out_of_memory, report_write_errors,
                                      launcher_children, preloaded_launcher, core_dump,
-                                     exit_in_signal_handler)}
+                                     exit_in_signal_handler, exit_in_glibc_malloc,
+                                     lua_exit_in_signal_handler)}
 
 
 def main(argv):
