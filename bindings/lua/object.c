@@ -251,13 +251,16 @@ static int o_read(lua_State *L) {
   hl_heap *h;
   lobj *o = obj_check(L, 1, fn, &h);
   hl_object_info info;
-  obj_info(L, fn, h, o, &info);
+  /* (a broken invariant -- the header overwritten -- is a failure, returned
+   * as nil, message, "ECHECK" as docs/lua.md's Errors says; it was raised) */
+  int rc = hl_ref_info(h, o->ref, &info);
+  if (rc) return lhl_result(L, fn, h, rc);
   uint64_t off = lhl_arg_uint(L, 2, fn, "offset", info.size, 0);
   uint64_t len = lhl_arg_uint(L, 3, fn, "length", info.size - off, (int64_t)(info.size - off));
   luaL_Buffer b;
   char *dst = luaL_buffinitsize(L, &b, (size_t)len);
   o = obj_check(L, 1, fn, &h); /* (after an allocation: heap.c says why) */
-  int rc = hl_ref_read(h, o->ref, off, dst, len);
+  rc = hl_ref_read(h, o->ref, off, dst, len);
   if (rc) return lhl_result(L, fn, h, rc);
   luaL_pushresultsize(&b, (size_t)len);
   return 1;
@@ -281,14 +284,15 @@ static int o_write(lua_State *L) {
   size_t len = 0;
   const char *src = lua_tolstring(L, 2, &len);
   hl_object_info info;
-  obj_info(L, fn, h, o, &info);
+  int rc = hl_ref_info(h, o->ref, &info); /* (as o:read) */
+  if (rc) return lhl_result(L, fn, h, rc);
   uint64_t off = lhl_arg_uint(L, 3, fn, "offset", info.size, 0);
   if (len > info.size - off) {
     char c[48];
     return lhl_fail(L, fn, "%s at offset %" PRIu64 " do%s not fit a %" PRIu64 "-byte payload",
                     lhl_count(c, sizeof c, len, "byte"), off, len == 1 ? "es" : "", info.size);
   }
-  int rc = hl_ref_write(h, o->ref, off, src, len);
+  rc = hl_ref_write(h, o->ref, off, src, len);
   if (rc) return lhl_result(L, fn, h, rc);
   lua_pushvalue(L, 1); /* as file:write, the object: o:write(a):write(b, 16) */
   return 1;

@@ -93,6 +93,9 @@ describe("a failed operation", function()
     local calls = {
       { "h:check", function() return h:check() end },
       { "o:checksum", function() return o:checksum() end },
+      -- (o:read and o:write raised it: they read the header first)
+      { "o:read", function() return o:read(0, 4) end },
+      { "o:write", function() return o:write("abcd") end },
     }
     for _, c in ipairs(calls) do
       local res = table.pack(pcall(c[2]))
@@ -103,8 +106,16 @@ describe("a failed operation", function()
       C.ok(res[3]:find("^" .. c[1] .. ": .*header refs 1048575 size 16777215 does not fit.*%(ECHECK%)$"),
            c[1] .. "'s message: " .. res[3])
     end
+    -- the accessors, whose value goes straight into an expression, raise
+    -- it (docs/lua.md's Errors): a nil there would fail later, elsewhere
+    for _, c in ipairs({ { "o:size", function() return o:size() end },
+                         { "#o", function() return #o end } }) do
+      local ok, err = pcall(c[2])
+      C.ok(not ok and tostring(err):find(c[1] .. ": .*%(ECHECK%)"), c[1] .. ": " .. tostring(err))
+    end
     poke(header)
     C.eq(h:check(), true, "h:check() with the header put back")
+    C.eq(o:read(0, 4), o:read(0, 4), "o:read with the header put back")
     h:close()
   end)
 
