@@ -446,7 +446,8 @@ def test_an_infinite_figure_is_named_not_blanked_without_a_word(tmp_path, capsys
     assert main(["report", str(res)]) == 0
     err = capsys.readouterr().err
     assert err == (f"heaplab report: warning: {res / 'E1' / 'on.json'} (E1/on): 2 figure(s) "
-                   f"infinite -- record 0 (phase 'p'): phys_after = inf; record 0 (phase 'p'): "
+                   f"not a finite number -- record 0 (phase 'p'): phys_after = inf; record 0 "
+                   f"(phase 'p'): "
                    f"notes.rate_mib_s = -inf: not a measurement, left out of the tables (a "
                    f"blank cell)\n"), err
     # the table: no row for them (as documented), the warning says why
@@ -458,5 +459,6 @@ def test_an_infinite_figure_is_named_not_blanked_without_a_word(tmp_path, capsys
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         hla.records_frame(str(res / "E1" / "off.json"))      # a NaN: no warning
-    with pytest.warns(UserWarning, match=r"on\.json \(E1/on\): 2 figure\(s\) infinite"):
+    with pytest.warns(UserWarning,
+                      match=r"on\.json \(E1/on\): 2 figure\(s\) not a finite number"):
         hla.records_frame(str(res / "E1" / "on.json"))

@@ -25,6 +25,8 @@ calls; in a notebook, make the Figure the cell's last expression to show it.
 """
 from __future__ import annotations
 
+import contextvars
+import functools
 import glob
 import json
 import math
@@ -107,6 +109,26 @@ def unit_of(name: str, value: Any = None, source: str = "note") -> str:
     return ""
 
 
+#: within one call of the analysis (report() reads each arm a dozen times:
+#: arms, records_frame, every plot), each arm's figures are named once
+_SAID: "contextvars.ContextVar[Optional[set]]" = contextvars.ContextVar("heaplab_said",
+                                                                        default=None)
+
+
+def _says_once(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn, with the arms' non-finite figures named once per outermost call."""
+    @functools.wraps(fn)
+    def call(*args: Any, **kw: Any) -> Any:
+        if _SAID.get() is not None:
+            return fn(*args, **kw)
+        token = _SAID.set(set())
+        try:
+            return fn(*args, **kw)
+        finally:
+            _SAID.reset(token)
+    return call
+
+
 # ---- sources --------------------------------------------------------------------------
 
 def _file_of(folder: str, data: Dict[str, Any]) -> str:
@@ -125,6 +147,7 @@ def _file_of(folder: str, data: Dict[str, Any]) -> str:
     return folder
 
 
+@_says_once
 def arms(source: Any) -> List[Dict[str, Any]]:
     """The arm JSON dicts of a source (see the module docstring), in order.
     An arm that cannot be read -- no 'experiment', 'records' not a list,
@@ -139,8 +162,8 @@ def arms(source: Any) -> List[Dict[str, Any]]:
                 if why:
                     raise ValueError(f"{_file_of(path, a)}: not an arm's results: {why}")
             for a in found:
-                if _infinite(a):
-                    _say_infinite(_file_of(path, a), a)
+                if _non_finite(a):
+                    _say_non_finite(lambda a=a: _file_of(path, a), a)
             # os.walk visits experiment folders in no set order: E1, E2, ..., E10
             found.sort(key=lambda a: _natural(a["experiment"]))
             if not found:
@@ -159,8 +182,8 @@ def arms(source: Any) -> List[Dict[str, Any]]:
                 why = _arm_problem(data)
                 if why:
                     raise ValueError(f"{path}: not an arm's results: {why}")
-                if _infinite(data):
-                    _say_infinite(path, data)
+                if _non_finite(data):
+                    _say_non_finite(lambda: path, data)
             return arms(data)
         raise ValueError(f"{path}: no such file or folder")
     data = getattr(source, "data", None)           # an ArmResult
@@ -179,6 +202,11 @@ def arms(source: Any) -> List[Dict[str, Any]]:
             why = _arm_problem(source)
             if why:
                 raise ValueError(f"arm {source.get('arm')!r}: not an arm's results: {why}")
+            # (an arm given as a dict or an ArmResult was not checked: its
+            # infinity a blank cell without a word, where the same arm read
+            # from its file was named)
+            if _non_finite(source):
+                _say_non_finite(lambda: "an arm given in Python", source)
             return [source]
         if source and all(hasattr(v, "data") or isinstance(v, dict) for v in source.values()):
             return [a for v in source.values() for a in arms(v)]
@@ -190,30 +218,54 @@ def arms(source: Any) -> List[Dict[str, Any]]:
                     "folder, an arm JSON file, an ArmResult, {arm: ArmResult} or an arm dict")
 
 
-def _infinite(a: Dict[str, Any]) -> List[str]:
-    """The figures, stats and notes of an arm's records that are an infinity
-    (JSON's Infinity: a hand edit, another tool's record): each
+def _not_finite(name: str, v: Any) -> bool:
+    """A number that is no measurement: an infinity anywhere, a NaN in a
+    figure, a stat or an effect (the harness writes null for a figure a
+    phase does not have, a counter is never NaN) -- but not a NaN note: a
+    note may mean "no value" by it (_json_note allows it)."""
+    return (isinstance(v, float) and not math.isfinite(v)
+            and not (math.isnan(v) and name.startswith("notes.")))
+
+
+def _non_finite(a: Dict[str, Any]) -> List[str]:
+    """The figures, stats and notes of an arm's records (and a sweep task's
+    effects) that are no finite number (_not_finite: JSON's Infinity or
+    NaN -- a hand edit, another tool's record): each
     'record i (phase p): name = inf'."""
     found = []
     for i, r in enumerate(a["records"]):
-        for k, v in (*((k, r.get(k)) for k in FIGURES),
+        for k, v in (*((k, r.get(k)) for k in (*FIGURES, "samples")),
                      *((f"stats.{n}", v) for n, v in (r.get("stats") or {}).items()),
                      *((f"notes.{n}", v) for n, v in (r.get("notes") or {}).items()
                        if n not in NOTE_NOT_FIGURES)):
-            if isinstance(v, float) and math.isinf(v):
+            if _not_finite(k, v):
                 found.append(f"record {i} (phase {r['phase']!r}): {k} = {v}")
+    for e in a.get("effects_numeric") or []:
+        if isinstance(e, dict) and _not_finite("effect", e.get("value")):
+            found.append(f"effect {e.get('effect')!r} = {e.get('value')}")
     return found
 
 
-def _say_infinite(where: str, a: Dict[str, Any]) -> None:
-    """A warning naming an arm's infinite figures: no number, they have no
-    row (a blank cell in the tables) -- as a NaN has none, but a NaN note
-    may be meant (no value), an infinity is a damaged or foreign record."""
+def _say_non_finite(where: Callable[[], str], a: Dict[str, Any]) -> None:
+    """A warning naming an arm's non-finite figures (where(): its file, or
+    how it was given): no number, they have no row (a blank cell in the
+    tables); said once per arm within one call (_says_once), whichever way
+    the arm came in (a folder, a file, a dict, an ArmResult, a sweep's task
+    record)."""
     import warnings
-    inf = _infinite(a)
-    warnings.warn(f"heaplab: {where} ({a['experiment']}/{a['arm']}): {len(inf)} figure(s) "
-                  f"infinite -- {'; '.join(inf[:4])}" + (f" and {len(inf) - 4} more"
-                                                         if len(inf) > 4 else "")
+    bad = _non_finite(a)
+    sw = a.get("sweep") if isinstance(a.get("sweep"), dict) else {}
+    key = (a.get("experiment"), a.get("arm"), a.get("repeat"), sw.get("cell"),
+           sw.get("repeat"), tuple(bad))
+    said = _SAID.get()
+    if said is not None:
+        if key in said:
+            return
+        said.add(key)
+    warnings.warn(f"heaplab: {where()} ({a['experiment']}/{a['arm']}"
+                  + (f" cell {sw['cell']}" if sw.get("cell") else "")
+                  + f"): {len(bad)} figure(s) not a finite number -- {'; '.join(bad[:4])}"
+                  + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
                   + ": not a measurement, left out of the tables (a blank cell)", stacklevel=4)
 
 
@@ -227,6 +279,7 @@ def _natural(name):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name))]
 
 
+@_says_once
 def experiments(source: Any) -> List[str]:
     """The experiment names in a source, in order of first appearance."""
     return list(dict.fromkeys(a["experiment"] for a in arms(source)))
@@ -331,6 +384,7 @@ def _phase_rows(found):
                         columns=_PHASE_KEYS)
 
 
+@_says_once
 def check_repeats_pair(source: Any) -> None:
     """ValueError when the repeats of an arm do not pair: phase k of each
     repeat goes with phase k of the others (the phase index), and phase k
@@ -365,6 +419,7 @@ def check_repeats_pair(source: Any) -> None:
 _number = _real
 
 
+@_says_once
 def records_frame(source: Any, stats: bool = True, notes: bool = True,
                   derived: bool = True, failed: str = "raise") -> pd.DataFrame:
     """The tidy table: one row per experiment x arm x phase x figure.
@@ -435,6 +490,7 @@ WIDE_FIGURES = ("phys_before", "phys_after", "phys_peak", "phys_low_after_mark",
                 "phys_returned", "resident_after", "vmas_after", "duration_s")
 
 
+@_says_once
 def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
          unit: Optional[str] = "MiB", failed: str = "raise") -> pd.DataFrame:
     """One row per experiment x arm x phase, one column per figure (bytes
@@ -503,6 +559,7 @@ def wide(df: Any, figures: Optional[Sequence[str]] = WIDE_FIGURES,
     return t
 
 
+@_says_once
 def phases_frame(source: Any) -> pd.DataFrame:
     """One row per arm x phase: when it ran (seconds since the arm started),
     and its mark (label and time) if it set one."""
@@ -516,6 +573,7 @@ def phases_frame(source: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
+@_says_once
 def series_frame(source: Any) -> pd.DataFrame:
     """The footprint time series: one row per sample -- experiment, arm, t_s
     (seconds since the arm started), phys, rss, lazyfree (bytes), and the
@@ -716,6 +774,7 @@ def _aligned(a, slots):
     return out
 
 
+@_says_once
 def plot_footprint(source: Any, experiment: Optional[str] = None,
                    arms: Optional[Sequence[str]] = None, overlay: bool = True, rss: bool = True,
                    sharey: bool = True, title: Optional[str] = None,
@@ -919,6 +978,7 @@ def _label_bars(ax, fig, bars, values, bar_width_data, fontsize=7):
         ax.bar_label(bars, labels=texts, fontsize=fontsize, padding=2, rotation=90)
 
 
+@_says_once
 def plot_phase_cost(source: Any, experiment: Optional[str] = None,
                     arms: Optional[Sequence[str]] = None,
                     figures: Union[str, Sequence[str]] = ("phys_growth", "duration_s"),
@@ -1028,6 +1088,7 @@ def plot_phase_cost(source: Any, experiment: Optional[str] = None,
 LEGEND_ROWS = 20
 
 
+@_says_once
 def plot_vmas(source: Any, experiment: Optional[str] = None,
               arms: Optional[Sequence[str]] = None,
               figures: Union[str, Sequence[str]] = ("vmas_after",), log: Optional[bool] = None,
@@ -1202,6 +1263,7 @@ def _say_sessions(exp: str, sel: Sequence[Dict[str, Any]]) -> None:
                   stacklevel=3)
 
 
+@_says_once
 def report(source: Any, out: Optional[str] = None, dpi: int = 110,
            log: Optional[Callable[[str], None]] = None, failed: str = "raise") -> List[str]:
     """Write the plots and tables for every experiment in `source`:
@@ -1388,6 +1450,7 @@ def _task_record_problem(data: Any) -> Optional[str]:
     return why
 
 
+@_says_once
 def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
                 ) -> List[Dict[str, Any]]:
     """Every task record of a run folder (complete or failed), in task order.
@@ -1428,6 +1491,11 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
             skipped.append((path, why))
             continue
         sw = data["sweep"]
+        if _non_finite({"experiment": sw["experiment"], "arm": sw["arm"], **data}):
+            # (a task's Infinity was sweep.csv's "inf", its effect's median
+            # inf; only the suite's arm files were checked)
+            _say_non_finite(lambda: path, {"experiment": sw["experiment"], "arm": sw["arm"],
+                                           **data})
         key = (sw["experiment"], sw["cell"], sw["arm"], sw["repeat"])
         if key in seen:
             # (a copy beside it, `on.r0 (1).json`, was one more repeat in
@@ -1444,6 +1512,7 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
     return out
 
 
+@_says_once
 def sweep_frame(run: Any) -> pd.DataFrame:
     """A run folder as one tidy DataFrame: one row per cell x arm x repeat x
     phase, with the swept option values as columns (named as in --set), then
@@ -1470,7 +1539,9 @@ def sweep_frame(run: Any) -> pd.DataFrame:
             row = {**base, "phase": r["phase"], "index": r.get("index", pos),
                    "phase_status": phase_status(r)}
             for f in SWEEP_FIGURES:
-                row[f] = r.get(f)
+                # (a non-finite figure: a blank cell, as records_frame has no
+                # row for it -- run_records named it; it was sweep.csv's inf)
+                row[f] = r.get(f) if _real(r.get(f)) else None
             own = derived_figures(r)
             for name in SWEEP_DERIVED:
                 row[name] = own.get(name)
@@ -1494,6 +1565,7 @@ def _grid_value(v):
             return v
 
 
+@_says_once
 def effects_frame(run: Any) -> pd.DataFrame:
     """The run's effects as numbers: one row per cell x arm x repeat x
     effect -- option values, experiment, cell, arm, repeat, effect, value,
@@ -1507,8 +1579,8 @@ def effects_frame(run: Any) -> pd.DataFrame:
         base.update({"experiment": data.get("experiment", sw["experiment"]), "cell": sw["cell"],
                      "arm": sw["arm"], "repeat": sw["repeat"], "status": sw["status"]})
         for e in data.get("effects_numeric") or []:
-            if e.get("value") is None:
-                continue
+            if e.get("value") is None or _not_finite("effect", e.get("value")):
+                continue        # (run_records named a non-finite one)
             rows.append({**base, "effect": e["effect"], "value": float(e["value"]),
                          "unit": e.get("unit", ""), "threshold": e.get("threshold"),
                          "passed": e.get("passed")})
@@ -1517,6 +1589,7 @@ def effects_frame(run: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+@_says_once
 def effect_summary(run: Any) -> pd.DataFrame:
     """Per experiment x cell x arm x effect (ok tasks only): the median
     across repeats, min, max, spread (max - min), n, and the option values."""
@@ -1572,6 +1645,7 @@ def _canon_cells(s: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
     return s
 
 
+@_says_once
 def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFrame:
     """Per effect, the medians of two runs side by side: one row per
     experiment x arm x effect x option values present in both runs, with
@@ -1657,6 +1731,7 @@ def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFram
     return m[keys + ["median_a", "median_b", "ratio", "spread", "n_a", "n_b", "significant"]]
 
 
+@_says_once
 def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Optional[str] = None,
                 title: Optional[str] = None, width: float = 10.0) -> Figure:
     """One effect of a sweep: its median per cell and arm (points joined by
@@ -1722,6 +1797,7 @@ def _median_range(med: float, lo: float, hi: float) -> str:
     return f"{med:,.{d}f}\n({lo:,.{d}f}–{hi:,.{d}f})"
 
 
+@_says_once
 def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None,
                         y: Optional[str] = None, experiment: Optional[str] = None,
                         title: Optional[str] = None, width: float = 7.0) -> Figure:
@@ -1780,6 +1856,7 @@ def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None
     return fig
 
 
+@_says_once
 def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
                log: Optional[Callable[[str], None]] = None) -> List[str]:
     """The report of a sweep's run folder: per effect a median/spread plot

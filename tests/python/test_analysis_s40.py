@@ -1,0 +1,114 @@
+"""The analysis side's leftovers of session 39's hunt (session 40): the
+same treatment of non-finite figures on every path into the tables, the
+incomplete-report marker's edges, `heaplab compare` on Ctrl-C.  The folders
+are written by hand: no arm runs here."""
+import glob
+import json
+import os
+import types
+import warnings
+
+import pytest
+
+from heaplab import analysis as hla
+from heaplab.__main__ import main
+from test_analysis_s39 import _arm, _results
+from test_compare_grids import make_run
+
+pytestmark = pytest.mark.shares_the_machine
+
+MiB = 1 << 20
+
+
+def _with_figures(run):
+    """make_run's task records given the figures a run report plots."""
+    for path in glob.glob(os.path.join(run, "E1", "*", "*.json")):
+        with open(path) as f:
+            d = json.load(f)
+        d["records"][0].update(phys_before=8 * MiB, phys_after=20 * MiB, duration_s=0.1)
+        with open(path, "w") as f:
+            json.dump(d, f)
+    return run
+
+
+# ---- non-finite figures: one treatment on every path into the tables ----------------------
+
+def test_a_non_finite_figure_given_as_a_dict_or_arm_result_is_named(tmp_path):
+    """An Infinity was named only for an arm read from a file: the same arm
+    given as a dict (or an ArmResult, a list) became a blank cell without a
+    word.  And a NaN figure or stat (the harness writes null for a figure a
+    phase does not have; a counter is never NaN) was blanked without a word
+    everywhere.  Now each is named, whichever way the arm comes in, once
+    per call; a NaN note (it may mean "no value") is still not."""
+    on = _arm("E1", "on", 20)
+    r = on["records"][0]
+    r["phys_after"] = float("inf")
+    r["stats"] = {"cycles": float("nan"), "pages": 3}
+    r["notes"] = {"spare_mib": float("nan"), "rate_mib_s": float("-inf")}
+    said = ("an arm given in Python (E1/on): 3 figure(s) not a finite number -- record 0 "
+            "(phase 'p'): phys_after = inf; record 0 (phase 'p'): stats.cycles = nan; record 0 "
+            "(phase 'p'): notes.rate_mib_s = -inf: not a measurement, left out of the tables "
+            "(a blank cell)")
+    for source in (on, [on], types.SimpleNamespace(data=on, repeats=[])):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            df = hla.records_frame(source)
+        assert [str(w.message) for w in got] == ["heaplab: " + said], [str(w.message)
+                                                                       for w in got]
+        assert set(df["figure"]) == {"phys_before", "duration_s", "stats.pages"}, df
+    # one warning for a whole plot (it reads the arms three times)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        hla.plot_phase_cost([on, _arm("E1", "off", 40)], figures="duration_s")
+    assert len(got) == 1, [str(w.message) for w in got]
+    # a NaN note alone: no word, no row
+    off = _arm("E1", "off", 40)
+    off["records"][0]["notes"] = {"spare_mib": float("nan")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = hla.records_frame(off)
+    assert "notes.spare_mib" not in set(df["figure"])
+    # from a file: the file named, once (the file read, then its dict)
+    res = _results(tmp_path / "res", on)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        hla.records_frame(str(res / "E1" / "on.json"))
+    assert [str(w.message) for w in got] == [
+        "heaplab: " + said.replace("an arm given in Python", str(res / "E1" / "on.json"))]
+
+
+def test_a_sweep_task_records_non_finite_figure_or_effect_is_named_and_blank(tmp_path, capsys):
+    """A sweep's task record was not checked at all: an Infinity phys_after
+    was sweep.csv's "inf", an Infinity effect the cell's median (inf, its
+    spread NaN) in effect_summary, compare and the run's plots.  Now the
+    task record is named (once per file, in the report and compare too),
+    the figure is a blank cell and the effect has no row, as records_frame
+    has none."""
+    run = _with_figures(make_run(tmp_path / "a", {"warm_pages": ["0", "64"]},
+                                 lambda v: 10.0 if v["warm_pages"] == "0" else 20.0))
+    other = make_run(tmp_path / "b", {"warm_pages": ["0", "64"]}, lambda v: 11.0)
+    rec = tmp_path / "a" / "E1" / "c000" / "on.r1.json"
+    d = json.loads(rec.read_text())
+    d["records"][0]["phys_after"] = float("inf")
+    d["effects_numeric"][0]["value"] = float("nan")
+    rec.write_text(json.dumps(d))
+    with pytest.warns(UserWarning, match=r"c000/on\.r1\.json \(E1/on cell c000\): 2 figure\(s\) "
+                                         r"not a finite number -- record 0 \(phase 'p'\): "
+                                         r"phys_after = inf; effect 'x' = nan: not a "
+                                         r"measurement"):
+        sw = hla.sweep_frame(run)
+    assert sw["phys_after"].isna().sum() == 1 and not (sw["phys_after"] == float("inf")).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = hla.effect_summary(run)
+    c0 = s[s["cell"] == "c000"].iloc[0]
+    assert (c0["median"], c0["n"], c0["spread"]) == (10.0, 1, 0.0), s
+    assert main(["report", run]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("heaplab report: warning: ") == 1, err
+    assert "c000/on.r1.json (E1/on cell c000): 2 figure(s) not a finite number" in err, err
+    assert "inf" not in (tmp_path / "a" / "report" / "sweep.csv").read_text()
+    assert main(["compare", run, other]) == 0
+    err = capsys.readouterr().err
+    assert err.count("heaplab compare: warning: ") == 1, err
+    assert "c000/on.r1.json (E1/on cell c000): 2 figure(s) not a finite number" in err, err
