@@ -1191,6 +1191,35 @@ def folder_arms(folder):
     return [a for _, a in _folder_arm_files(folder)]
 
 
+def records_below(folder):
+    """The subfolders of folder (at any depth) that hold bench arm JSON
+    files: no part of the folder's records, which are the files directly in
+    it (what save() writes, what its table.txt and records.csv are made of)
+    -- an older run kept below it, or the folder named is one above the
+    records (HEAPLAB_BENCH_RESULTS=results for results/bench).  bench.ipynb
+    read them too (load_arms walks every subfolder): a kept run's arm took
+    the place of the folder's own, and record_problems checked the files
+    directly in the folder only.  A file there that cannot be read is
+    passed over: it is not read."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        if root == folder:
+            continue
+        for name in sorted(files):
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            try:
+                with open(os.path.join(root, name)) as f:
+                    data = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("experiment") == "bench" and "records" in data:
+                out.append(root)
+                break
+    return out
+
+
 def _number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 

@@ -217,8 +217,10 @@ def test_the_notebook_names_a_damaged_record_instead_of_running_live(tmp_path):
     path = folder / "fill_glibc.json"
     path.write_text(path.read_text()[:1000])
     p, texts = run_notebook(tmp_path, folder)
-    assert p.returncode != 0 and "ValueError" in p.stdout + p.stderr, p.stdout + p.stderr
-    assert f"{path}: is not valid JSON" in p.stdout + p.stderr + "".join(texts), p.stdout
+    # (bench.folder_arms' error: the notebook reads the files directly in the folder)
+    assert p.returncode != 0 and "BenchError" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert f"{path}: cannot be read or is not JSON" in p.stdout + p.stderr + "".join(texts), \
+        p.stdout
     assert not any("live run" in t for t in texts), texts
 
 
@@ -299,3 +301,29 @@ def test_the_notebook_names_a_record_without_its_checksum(tmp_path):
     assert (f"{path}: not a benchmark record (bench.py's arm JSON): record 0: no "
             f"notes.checksum, expected the run's checksum (a string)") in said, said[-3000:]
     assert "KeyError" not in said and not any("live run" in t for t in texts), said[-3000:]
+
+
+def test_the_notebook_reads_the_records_in_its_folder_not_below_it(tmp_path):
+    # bench.ipynb read its records with load_arms, which walks every subfolder, while
+    # bench.record_problems (and table.txt) took the files directly in the folder only:
+    # an older run kept in results/bench/old took the place of the folder's own arm
+    # (load_arms' copy warning aside) unchecked -- a copy there without notes.checksum
+    # stopped the notebook with a bare KeyError: 'checksum'.  Now the notebook reads
+    # the folder's own records, and its source line names the subfolder left out.
+    b = load_bench()
+    folder = tmp_path / "r"
+    notebook_records(folder, b)
+    d = json.loads((folder / "fill_glibc.json").read_text())
+    del d["records"][0]["notes"]["checksum"]
+    (folder / "old").mkdir()
+    (folder / "old" / "fill_glibc.json").write_text(json.dumps(d))
+    (folder / "old" / "broken.json").write_text("{")      # not read: not named
+    assert b.records_below(str(folder)) == [str(folder / "old")]
+    assert b.record_problems(str(folder)) == []
+    p, texts = run_notebook(tmp_path, folder)
+    said = p.stdout + p.stderr + "".join(texts)
+    assert p.returncode == 0, said[-3000:]
+    assert "KeyError" not in said and "copy" not in said, said[-3000:]
+    source = next(t for t in texts if t.startswith("records: "))
+    assert (f"\nleft out: the bench records in {folder / 'old'} (only the files directly in "
+            f"{folder} are its records, as its table.txt;") in source, source
