@@ -112,3 +112,92 @@ def test_a_sweep_task_records_non_finite_figure_or_effect_is_named_and_blank(tmp
     err = capsys.readouterr().err
     assert err.count("heaplab compare: warning: ") == 1, err
     assert "c000/on.r1.json (E1/on cell c000): 2 figure(s) not a finite number" in err, err
+
+
+# ---- the incomplete-report marker's edges --------------------------------------------------
+
+def _stop_at_fsync(monkeypatch, n, exc=KeyboardInterrupt):
+    """The n-th fsync of write_atomic raises exc (Ctrl-C or a full disk there)."""
+    from heaplab import harness
+    real, calls = harness.os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == n:
+            raise exc
+        real(fd)
+    monkeypatch.setattr(harness.os, "fsync", fsync)
+    return lambda: monkeypatch.setattr(harness.os, "fsync", real)
+
+
+def test_a_report_stopped_before_its_first_file_leaves_no_marker(tmp_path, monkeypatch,
+                                                                  capsys):
+    """The marker was written before the report's first plot was drawn: a
+    Ctrl-C there (the plots take most of a report's time) left
+    INCOMPLETE-REPORT.txt beside the complete earlier report, whose files
+    were all whole and untouched -- the folder called incomplete for
+    nothing.  Now the marker comes with the first file written."""
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E1", "off", 40))
+    assert main(["report", str(res)]) == 0
+    before = {n: (res / "report" / n).read_bytes() for n in os.listdir(res / "report")}
+    capsys.readouterr()
+
+    def stop(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(hla, "records_frame", stop)
+    assert main(["report", str(res)]) == 130
+    assert "no file of the report written" in capsys.readouterr().err
+    after = {n: (res / "report" / n).read_bytes() for n in os.listdir(res / "report")}
+    assert after == before, sorted(after)
+
+
+def test_the_markers_command_carries_the_options_given(tmp_path, monkeypatch, capsys):
+    """The marker's "run again" line said `heaplab report SRC --out OUT`
+    whatever the report was given: run as written after `--dpi 200
+    --failed flag`, it refused the failed arm the first report kept (exit
+    2) or wrote the plots at another resolution.  Now it gives them (a path
+    with a space quoted, as a shell takes it)."""
+    on = _arm("E1", "on", 20, error="RuntimeError: boom")
+    res = _results(tmp_path / "my res", on, _arm("E1", "off", 40))
+    out = tmp_path / "out"
+    _stop_at_fsync(monkeypatch, 3)
+    assert main(["report", str(res), "--out", str(out), "--dpi", "200",
+                 "--failed", "flag"]) == 130
+    capsys.readouterr()
+    text = (out / hla.INCOMPLETE_MARKER).read_text()
+    assert (f"Run `python3 -m heaplab report '{res}' --out {out} --dpi 200 --failed flag` "
+            f"again") in text, text
+    run = make_run(tmp_path / "run", {"warm_pages": ["0", "64"]}, lambda v: 1.0)
+    _stop_at_fsync(monkeypatch, 2)
+    assert main(["report", run, "--dpi", "90"]) == 130
+    text = (tmp_path / "run" / "report" / hla.INCOMPLETE_MARKER).read_text()
+    assert f"Run `python3 -m heaplab report {run} --out {run}/report --dpi 90` again" in text
+
+
+def test_two_reports_into_one_folder_each_take_out_only_their_own_marker(tmp_path, capsys):
+    """Two reports writing into one folder at once: the first to finish
+    removed the marker while the other was still writing -- killed then,
+    it left its files beside the first's and no word in the folder; and
+    neither said the other was there.  Now each report has its own entry
+    in the marker and takes out only its own (and those of reports no
+    longer running); a report starting beside one still running says so."""
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E1", "off", 40))
+    out = res / "report"
+    os.makedirs(out)
+    # a report still writing there (an entry of a live process: our parent), and one
+    # that was killed (no such process), as the marker holds them
+    def entry(src, pid, tag):
+        return (f"This report is incomplete: `heaplab report` of {src} into this folder, "
+                f"started 2026-12-07 08:00:00 UTC (pid {pid}), did not finish -- ...\n"
+                f"(report {pid}-{tag})\n")
+    (out / hla.INCOMPLETE_MARKER).write_text(entry("/elsewhere/results", os.getppid(), "0a0b")
+                                             + "\n" + entry("/old/results", 999999999, "0c0d"))
+    assert main(["report", str(res)]) == 0
+    said = capsys.readouterr().out
+    assert (f"{out}: another report is writing into this folder now (pid {os.getppid()}: "
+            f"`heaplab report` of /elsewhere/results): the files here will be a mix of both "
+            f"reports; let it finish, or report into another --out") in said, said
+    assert f"{out}: an earlier report here did not complete" in said, said
+    # its own entry and the killed one's gone, the running one's kept
+    assert (out / hla.INCOMPLETE_MARKER).read_text() == entry("/elsewhere/results",
+                                                              os.getppid(), "0a0b")

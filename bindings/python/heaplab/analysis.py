@@ -1206,29 +1206,115 @@ def _make_out(out):
 INCOMPLETE_MARKER = "INCOMPLETE-REPORT.txt"
 
 
-def _begin_report(out: str, source: Any, say: Callable[[str], None]) -> str:
-    """Write the incomplete-report marker into `out` (before any file of
-    the report) and return its path; _end_report removes it.  A marker left
-    by an earlier report that did not complete is said."""
-    import time
-    marker = os.path.join(out, INCOMPLETE_MARKER)
-    if os.path.isfile(marker):
-        say(f"{out}: an earlier report here did not complete ({INCOMPLETE_MARKER}); "
-            f"this one replaces it")
-    src = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "(results given in Python)"
-    write_atomic(marker, (
-        f"This report is incomplete: `heaplab report` of {src} into this folder, started "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} (pid {os.getpid()}), did not finish -- it "
-        f"was stopped by an error, a full disk, Ctrl-C or a kill (or it is still running).\n"
-        f"Some of its files may be missing, and files here may be an earlier report's.\n"
-        f"Run `python3 -m heaplab report {src} --out {out}` again: a report that completes "
-        f"removes this file.\n"))
-    return marker
+_MARKER_ID = re.compile(r"^\(report (\d+)-([0-9a-f]+)\)$", re.M)
 
 
-def _end_report(marker: str) -> None:
-    """The report is complete: its marker goes."""
-    os.unlink(marker)
+def _marker_entries(path: str) -> List[Tuple[int, str, str]]:
+    """The reports an incomplete-report marker names: [(pid, id, its text)],
+    in order (a marker of an older heaplab, no id line: one entry, pid 0)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    out, start = [], 0
+    for m in _MARKER_ID.finditer(text):
+        out.append((int(m.group(1)), f"{m.group(1)}-{m.group(2)}",
+                    text[start:m.end()].strip("\n") + "\n"))
+        start = m.end()
+    if not out and text.strip():
+        out.append((0, "", text))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """A process of that id runs on this machine (a report still writing)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True         # (another user's: it exists)
+    return True
+
+
+class _Marker:
+    """A report's INCOMPLETE-REPORT.txt entry in its folder: written just
+    before the report's first file (begin) and taken out when it completes
+    (end).  A report stopped before its first file changed nothing in the
+    folder, and leaves no marker (it left one beside a complete earlier
+    report).  The file holds one entry per report writing there: two
+    reports into one folder at once each take out only their own -- the
+    first to finish removed the other's -- and a report that completes
+    also takes out the entries of reports no longer running (stopped:
+    its files replace theirs); the file goes with the last entry.  Entries
+    are read and written under a lock on the folder (flock)."""
+
+    def __init__(self, out: str, source: Any, again: str, say: Callable[[str], None]) -> None:
+        import secrets
+        import time
+        self.out, self.path = out, os.path.join(out, INCOMPLETE_MARKER)
+        self.id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.written = False
+        src = (os.fspath(source) if isinstance(source, (str, os.PathLike))
+               else "(results given in Python)")
+        self.text = (
+            f"This report is incomplete: `heaplab report` of {src} into this folder, started "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} (pid {os.getpid()}), did not finish -- it "
+            f"was stopped by an error, a full disk, Ctrl-C or a kill (or it is still running).\n"
+            f"Some of its files may be missing, and files here may be an earlier report's.\n"
+            f"Run `{again}` again: a report that completes removes this file.\n"
+            f"(report {self.id})\n")
+        entries = _marker_entries(self.path)
+        live = [(pid, text) for pid, _, text in entries if pid != os.getpid() and _alive(pid)]
+        if len(live) < len(entries):
+            say(f"{out}: an earlier report here did not complete ({INCOMPLETE_MARKER}); "
+                f"this one replaces it")
+        for pid, text in live:
+            # (two reports into one folder at once: their files mixed, nothing said)
+            what = text.splitlines()[0].split(" into this folder")[0].split(": ", 1)[-1]
+            say(f"{out}: another report is writing into this folder now (pid {pid}: {what}): "
+                f"the files here will be a mix of both reports; let it finish, or report "
+                f"into another --out")
+
+    def _update(self, change: Callable[[List[Tuple[int, str, str]]],
+                                       List[Tuple[int, str, str]]]) -> None:
+        import fcntl
+        fd = os.open(self.out, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            entries = change(_marker_entries(self.path))
+            if entries:
+                write_atomic(self.path, "\n".join(t for _, _, t in entries))
+            elif os.path.lexists(self.path):
+                os.unlink(self.path)
+        finally:
+            os.close(fd)        # (the lock with it)
+
+    def begin(self) -> None:
+        """Before each file of the report: the first time, its entry."""
+        if not self.written:
+            self._update(lambda es: [e for e in es if e[1] != self.id]
+                         + [(os.getpid(), self.id, self.text)])
+            self.written = True
+
+    def end(self) -> None:
+        """The report is complete: its entry goes, and those of reports no
+        longer running (its files replace theirs)."""
+        self._update(lambda es: [e for e in es if e[1] != self.id and e[0] != os.getpid()
+                                 and _alive(e[0])])
+
+
+def _again(kind: str, source: Any, out: str, dpi: int, failed: str = "raise") -> str:
+    """The command that writes the report whole, with the options given."""
+    import shlex
+    src = (shlex.quote(os.fspath(source)) if isinstance(source, (str, os.PathLike))
+           else "(results given in Python)")
+    return (f"python3 -m heaplab report {src} --out {shlex.quote(out)}"
+            + (f" --dpi {dpi}" if dpi != 110 else "")
+            + (f" --failed {failed}" if kind == "results" and failed != "raise" else ""))
 
 
 def _safe(name):
@@ -1304,7 +1390,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     _check_failed(found, failed)       # refuse before writing anything
     check_repeats_pair(_phase_rows(found))
     _make_out(out)
-    marker = _begin_report(out, source, say)
+    marker = _Marker(out, source, _again("results", source, out, dpi, failed), say)
     written = []
     if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
         # a sweep's run folder in it (heaplab run --results RESULTS) is no
@@ -1315,7 +1401,15 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
 
     def save_fig(fig, name):
         path = os.path.join(out, name)
+        marker.begin()
         _save_figure(fig, path, dpi)
+        written.append(path)
+        say(f"wrote {path}")
+
+    def save_csv(frame, name, **kw):
+        path = os.path.join(out, name)
+        marker.begin()
+        _save_csv(frame, path, **kw)
         written.append(path)
         say(f"wrote {path}")
 
@@ -1330,10 +1424,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
             # run, a time and a peak RSS) beside make experiments' -- it wrote an empty
             # footprint plot, then failed on the phase-cost plot ("no figure(s)
             # ['phys_growth']") and the report stopped there
-            path = os.path.join(out, f"{base}_records.csv")
-            _save_csv(df, path, index=False)
-            written.append(path)
-            say(f"wrote {path}")
+            save_csv(df, f"{base}_records.csv", index=False)
             say(f"{exp}: no footprint in its records (" + (
                 "the benchmark's: its table is bench/table.txt, its plots "
                 "docs/notebooks/bench.ipynb" if exp == "bench" else
@@ -1348,14 +1439,8 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
             for a in sel:
                 if no_records_failure(a):
                     say(f"{exp}/{a['arm']}: {no_records_failure(a)} (left out, failed='drop')")
-        path = os.path.join(out, f"{base}_records.csv")
-        _save_csv(df, path, index=False)
-        written.append(path)
-        say(f"wrote {path}")
-        path = os.path.join(out, f"{base}_phases.csv")
-        _save_csv(wide(df, failed=failed), path)
-        written.append(path)
-        say(f"wrote {path}")
+        save_csv(df, f"{base}_records.csv", index=False)
+        save_csv(wide(df, failed=failed), f"{base}_phases.csv")
         save_fig(plot_footprint(sel), f"{base}_footprint.png")
         if df.empty:
             say(f"{exp}: no phase records left (failed={failed!r}); no phase-cost plot")
@@ -1379,7 +1464,7 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         else:
             say(f"{exp}: no VMA count recorded; no VMA plot")
     _say_stale(out, written)
-    _end_report(marker)
+    marker.end()
     return written
 
 
@@ -1877,16 +1962,18 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
     tables = (("sweep.csv", sweep_frame(run)), ("effects.csv", effects_frame(run)),
               ("effect_summary.csv", effect_summary(run)))
     _make_out(out)
-    marker = _begin_report(out, run, say)
+    marker = _Marker(out, run, _again("run", run, out, dpi), say)
 
     def save(fig, name):
         path = os.path.join(out, name)
+        marker.begin()
         _save_figure(fig, path, dpi)
         written.append(path)
         say(f"wrote {path}")
 
     for name, frame in tables:
         path = os.path.join(out, name)
+        marker.begin()
         _save_csv(frame, path, index=False)
         written.append(path)
         say(f"wrote {path}")
@@ -1915,5 +2002,5 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
             # (ok tasks; a phase whose with block raised inside one is left out)
             save(plot_phase_cost(mine, experiment=exp, failed="drop"),
                  f"{_safe(exp)}_{first}_phase_cost.png")
-    _end_report(marker)
+    marker.end()
     return written
