@@ -201,3 +201,20 @@ def test_two_reports_into_one_folder_each_take_out_only_their_own_marker(tmp_pat
     # its own entry and the killed one's gone, the running one's kept
     assert (out / hla.INCOMPLETE_MARKER).read_text() == entry("/elsewhere/results",
                                                               os.getppid(), "0a0b")
+
+
+# ---- heaplab compare on Ctrl-C ----------------------------------------------------------------
+
+def test_compare_interrupted_says_so(tmp_path, monkeypatch, capsys):
+    """`heaplab compare` stopped by Ctrl-C exited 130 without a word, where
+    `report` says `heaplab report: interrupted; ...` and `run`
+    `interrupted: heaplab run --resume RUN`.  Now one line, as theirs."""
+    a = make_run(tmp_path / "a", {"warm_pages": ["0", "64"]}, lambda v: 1.0)
+    b = make_run(tmp_path / "b", {"warm_pages": ["0", "64"]}, lambda v: 2.0)
+
+    def stop(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(hla, "compare_runs", stop)
+    assert main(["compare", a, b]) == 130
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "heaplab compare: interrupted\n"), (out, err)

@@ -527,6 +527,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
+        # (report and run say theirs, with what they leave; compare -- its
+        # runs read, nothing written -- exited 130 without a word)
+        try:
+            print(f"heaplab {args._command}: interrupted", file=sys.stderr, flush=True)
+        except OSError:
+            pass
         return 130
 
 
