@@ -218,3 +218,54 @@ def test_compare_interrupted_says_so(tmp_path, monkeypatch, capsys):
     assert main(["compare", a, b]) == 130
     out, err = capsys.readouterr()
     assert (out, err) == ("", "heaplab compare: interrupted\n"), (out, err)
+
+
+# ---- the hostile pass: unusual but legal inputs ---------------------------------------------
+
+def test_an_arm_that_recorded_no_phase_is_named_by_the_report(tmp_path, capsys):
+    """An arm that ran and recorded no phase, without an error (a
+    --command arm printing records [], an arm that returned early), had no
+    row in E1_records.csv or E1_phases.csv and no bar, and the report said
+    nothing of it, exit 0: the tables of on and off read as the whole
+    experiment.  (An arm that *failed* with no record is refused or flagged:
+    no_records_failure.)  Now a line names it."""
+    empty = _arm("E1", "early", 0)
+    empty["records"] = []
+    res = _results(tmp_path / "res", _arm("E1", "on", 20), _arm("E1", "off", 40), empty)
+    assert main(["report", str(res)]) == 0
+    out = capsys.readouterr().out
+    assert ("E1/early: no phase record (the arm recorded no phase): no row in the tables, "
+            "no bar\n") in out, out
+    assert "early" not in (res / "report" / "E1_phases.csv").read_text()
+
+
+def test_a_big_sweeps_effect_plots_stay_legible(tmp_path):
+    """A 50 x 20 grid (10,000 rows of sweep.csv): plot_effect drew one
+    arm's 20 lines in one colour with 7 markers in turn -- legend entries
+    1, 8 and 15 looked the same -- and plot_effect_heatmap wrote 1,000
+    "median (min–max)" texts on a 7-inch figure, one smear of overlapping
+    digits (its 50 tick labels too).  Now one arm's lines get a colour each,
+    and the heat map is as wide as its cells' texts need, up to
+    HEATMAP_MAX_WIDTH inches; beyond, it writes no value and says where
+    they are."""
+    run = make_run(tmp_path / "a", {"warm_pages": [str(i) for i in range(50)],
+                                    "release_per_sweep": [str(1 + j) for j in range(10)]},
+                   lambda v: int(v["warm_pages"]) / 50 + int(v["release_per_sweep"]) / 100,
+                   unit="fraction")
+    fig = hla.plot_effect(run, "x")
+    lines = [c.lines[0] for c in fig.axes[0].containers]      # (one errorbar per line)
+    styles = {(str(ln.get_color()), ln.get_marker()) for ln in lines}
+    assert len(lines) == 10 and len(styles) == 10, styles
+    fig = hla.plot_effect_heatmap(run, "x", "on")
+    ax = fig.axes[0]
+    assert fig.get_figwidth() == hla.HEATMAP_MAX_WIDTH and not ax.texts, len(ax.texts)
+    assert ("50 columns: too many to write each cell's value on it; the values are in "
+            "effect_summary") in fig._suptitle.get_text()
+    # fewer columns: a figure wide enough for the texts, every cell written
+    small = make_run(tmp_path / "b", {"warm_pages": [str(i) for i in range(8)],
+                                      "release_per_sweep": ["1", "2"]},
+                     lambda v: int(v["warm_pages"]) / 50, unit="fraction")
+    fig = hla.plot_effect_heatmap(small, "x", "on")
+    longest = max(len(line) for t in fig.axes[0].texts for line in t.get_text().split("\n"))
+    assert len(fig.axes[0].texts) == 16
+    assert fig.get_figwidth() >= 8 * longest * 0.07, (fig.get_figwidth(), longest)

@@ -1418,6 +1418,16 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         base = _safe(exp)
         _say_sessions(exp, sel)
         df = records_frame(sel, failed=failed)
+        for a in sel:
+            if not a["records"] and not a.get("error"):
+                # (an arm that ran and recorded no phase -- no error, so no
+                # failure to flag -- had no row in any table or bar, and the
+                # report said nothing: E1's tables of on and off, a third arm
+                # gone without a word)
+                say(f"{exp}/{a['arm']}" + (f".r{a['repeat']}" if a.get("repeat") is not None
+                                           else "")
+                    + ": no phase record (the arm recorded no phase): no row in the tables, "
+                      "no bar")
         if not any(a.get("series") for a in sel) and not df["figure"].isin(
                 ("phys_before", "phys_after", "phys_peak")).any():
             # records without a footprint: make bench's results/bench (one record per
@@ -1843,11 +1853,27 @@ def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Opti
     styles = _styles(arm_names)
     others = [n for n in names if n != x]
     markers = ("o", "s", "^", "D", "v", "P", "X")
+    # one line per arm x combination of the other options: with more
+    # combinations than markers (a 50 x 20 grid: 20 lines of one arm) the
+    # lines shared colour and marker, and legend entries 1, 8 and 15 were one
+    # and the same to the eye -- one arm's lines get a colour each then
+    combos = list(dict.fromkeys(tuple(r) for r in s[others].itertuples(index=False))) \
+        if others else [()]
+    cmap = None
+    if len(arm_names) == 1 and len(combos) > 1:
+        from matplotlib import colormaps
+        cmap = colormaps["tab20" if len(combos) <= 20 else "viridis"]
+    lines = 0
     for arm_name in arm_names:
         d = s[s["arm"] == arm_name]
         groups = d.groupby(others, sort=False) if others else [((), d)]
         for j, (key, g) in enumerate(groups):
             key = key if isinstance(key, tuple) else (key,)
+            lines += 1
+            colour = styles[arm_name]["color"]
+            if cmap is not None:
+                c = combos.index(key) if key in combos else j
+                colour = cmap(c % 20 if len(combos) <= 20 else c / max(len(combos) - 1, 1))
             if x:
                 g = g.iloc[sorted(range(len(g)), key=lambda i: _cell_key(g[x].iloc[i]))]
             xs = [pos[v] for v in g[x]] if x else [0] * len(g)
@@ -1856,16 +1882,20 @@ def plot_effect(run: Any, effect: str, experiment: Optional[str] = None, x: Opti
                              g["max"].to_numpy(dtype=float) - med])
             label = arm_name + ("" if not others else " " + ", ".join(
                 f"{n}={v}" for n, v in zip(others, key)))
-            ax.errorbar(xs, med, yerr=err, color=styles[arm_name]["color"],
+            ax.errorbar(xs, med, yerr=err, color=colour,
                         ls=styles[arm_name]["ls"], marker=markers[j % len(markers)], capsize=3,
                         lw=1.3, label=label)
-    ax.set_xticks(range(len(ticks)), [str(v) for v in ticks])
+    # (50 values of x: their labels ran into one another, "9101112")
+    ax.set_xticks(range(len(ticks)), [str(v) for v in ticks],
+                  rotation=90 if len(ticks) > 15 else 0, fontsize=8 if len(ticks) > 15 else None)
     unit = s["unit"].iloc[0]
     ax.set_ylabel(figure_label(effect, unit))
     ax.set_xlabel(x or "")
     ax.grid(alpha=0.3)
     n = int(s["n"].max())
-    fig.legend(loc="outside right upper", fontsize=8)
+    # the legend in columns of LEGEND_ROWS lines (as plot_vmas': 40 lines ran
+    # off the figure)
+    fig.legend(loc="outside right upper", fontsize=8, ncols=-(-lines // LEGEND_ROWS))
     fig.suptitle(title or f"{s['experiment'].iloc[0]}: {effect.replace('_', ' ')} per cell "
                           f"(median of {n} repeats, bars min-max)")
     return fig
@@ -1914,15 +1944,9 @@ def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None
             .reindex(index=rows, columns=cols).to_numpy(dtype=float) if not rest else None)
     hi_t = (s.pivot_table(index=y, columns=x, values="max", aggfunc="max", sort=False)
             .reindex(index=rows, columns=cols).to_numpy(dtype=float) if not rest else None)
-    fig = Figure(figsize=(width, 0.9 + 0.55 * len(t.index) + 1.5), layout="constrained")
-    ax = fig.add_subplot()
-    im = ax.imshow(t.to_numpy(dtype=float), aspect="auto", cmap="viridis")
-    ax.set_xticks(range(len(t.columns)), [str(c) for c in t.columns])
-    ax.set_yticks(range(len(t.index)), [str(i) for i in t.index])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
     vals = t.to_numpy(dtype=float)
     lo, hi = np.nanmin(vals), np.nanmax(vals)
+    texts = {}
     for i in range(len(t.index)):
         for j in range(len(t.columns)):
             v = vals[i, j]
@@ -1931,14 +1955,42 @@ def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None
             text = _short(v)
             if lo_t is not None and math.isfinite(lo_t[i, j]) and math.isfinite(hi_t[i, j]):
                 text = _median_range(v, lo_t[i, j], hi_t[i, j])
-            dark = hi > lo and (v - lo) / (hi - lo) < 0.5
-            ax.text(j, i, text, ha="center", va="center", fontsize=8,
-                    color="white" if dark else "black")
+            texts[i, j] = text
+    # a column as wide as its longest text (fontsize 8: about 0.07 in a
+    # character), the figure up to HEATMAP_MAX_WIDTH; where the texts do
+    # not fit even then, none is written (a 50 x 20 grid's were one smear of
+    # overlapping digits on a 7-inch figure, its tick labels too)
+    chars = max((len(line) for text in texts.values() for line in text.split("\n")),
+                default=1)
+    need = 1.6 + len(t.columns) * (chars * 0.07 + 0.1)
+    fig_w = min(max(width, need), max(width, HEATMAP_MAX_WIDTH))
+    label = need <= fig_w
+    fig = Figure(figsize=(fig_w, 0.9 + 0.55 * len(t.index) + 1.5), layout="constrained")
+    ax = fig.add_subplot()
+    im = ax.imshow(vals, aspect="auto", cmap="viridis")
+    crowded = (fig_w - 1.6) / max(len(t.columns), 1) < 0.3
+    ax.set_xticks(range(len(t.columns)), [str(c) for c in t.columns],
+                  rotation=90 if crowded else 0, fontsize=8 if crowded else None)
+    ax.set_yticks(range(len(t.index)), [str(i) for i in t.index])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    for (i, j), text in texts.items() if label else ():
+        v = vals[i, j]
+        dark = hi > lo and (v - lo) / (hi - lo) < 0.5
+        ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                color="white" if dark else "black")
     unit = s["unit"].iloc[0] if "unit" in s else ""
     fig.colorbar(im, ax=ax, label=figure_label(effect, unit))
     fig.suptitle(title or f"{effect.replace('_', ' ')}, arm {arm}: median over repeats"
-                 + (f" (and over {', '.join(rest)})" if rest else ""))
+                 + (f" (and over {', '.join(rest)})" if rest else "")
+                 + ("" if label or not texts else
+                    f"\n({len(t.columns)} columns: too many to write each cell's value on it; "
+                    f"the values are in effect_summary)"))
     return fig
+
+
+#: plot_effect_heatmap's widest figure (inches) before it leaves the cells unlabelled
+HEATMAP_MAX_WIDTH = 24.0
 
 
 @_says_once
