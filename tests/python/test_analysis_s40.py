@@ -55,6 +55,8 @@ def test_a_non_finite_figure_given_as_a_dict_or_arm_result_is_named(tmp_path):
             df = hla.records_frame(source)
         assert [str(w.message) for w in got] == ["heaplab: " + said], [str(w.message)
                                                                        for w in got]
+        # attributed to this line, not to heaplab's wrapper or a frame inside it
+        assert got[0].filename == __file__, (got[0].filename, got[0].lineno)
         assert set(df["figure"]) == {"phys_before", "duration_s", "stats.pages"}, df
     # one warning for a whole plot (it reads the arms three times)
     with warnings.catch_warnings(record=True) as got:
@@ -269,3 +271,28 @@ def test_a_big_sweeps_effect_plots_stay_legible(tmp_path):
     longest = max(len(line) for t in fig.axes[0].texts for line in t.get_text().split("\n"))
     assert len(fig.axes[0].texts) == 16
     assert fig.get_figwidth() >= 8 * longest * 0.07, (fig.get_figwidth(), longest)
+
+
+def test_a_runs_failed_tasks_are_said_by_its_report_and_compare(tmp_path, capsys):
+    """A sweep whose tasks failed -- here every one -- was reported as its
+    three tables, exit 0, nothing said (the suite's report refuses failed
+    arms by default), and compare against it said only "the two runs have
+    no effect in common".  Failed tasks' effects are no part of the medians;
+    now both say how many tasks failed, which, and how to run them again."""
+    run = _with_figures(make_run(tmp_path / "a", {"warm_pages": ["0", "64"]}, lambda v: 1.0))
+    for path in glob.glob(os.path.join(run, "E1", "*", "*.json")):
+        with open(path) as f:
+            d = json.load(f)
+        d["sweep"].update(status="failed", error="RuntimeError: boom")
+        with open(path, "w") as f:
+            json.dump(d, f)
+    other = _with_figures(make_run(tmp_path / "b", {"warm_pages": ["0", "64"]}, lambda v: 2.0))
+    said = (f"4 of 4 task(s) failed (E1 cell c000 on r0, E1 cell c000 on r1, E1 cell c001 on "
+            f"r0, E1 cell c001 on r1): their effects are no part of the medians (sweep.csv's "
+            f"status and error say why; heaplab run --resume {run} runs them again)")
+    assert main(["report", run]) == 0
+    assert f"a: {said}\n" in capsys.readouterr().out
+    assert main(["compare", run, other]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"heaplab compare: warning: run A ({run}): {said}\nheaplab compare: the two "
+                   f"runs have no effect in common (same experiment, arm and option values)\n"), err

@@ -354,11 +354,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"heaplab compare: {e}", file=sys.stderr)
         return 2
     import warnings
+    caught: List[Any] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t = analysis.compare_runs(args.run_a, args.run_b, tolerance=args.tolerance)
     except ValueError as e:
+        # the warnings first (a run whose every task failed: they say why
+        # there is "no effect in common")
+        for w in caught:
+            _say_warning("compare")(w.message, w.category, w.filename, w.lineno)
         print(f"heaplab compare: {_cli_hint(str(e), 'compare')}", file=sys.stderr)
         return 2
     for w in caught:

@@ -109,6 +109,18 @@ def unit_of(name: str, value: Any = None, source: str = "note") -> str:
     return ""
 
 
+def _warn(message: str) -> None:
+    """A UserWarning attributed to the first caller outside heaplab (the
+    notebook cell's line, the user's script): a fixed stacklevel pointed
+    into heaplab when the same function was reached another way."""
+    import sys
+    import warnings
+    f, level = sys._getframe(1), 2
+    while f is not None and str(f.f_globals.get("__name__", "")).startswith("heaplab."):
+        f, level = f.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
 #: within one call of the analysis (report() reads each arm a dozen times:
 #: arms, records_frame, every plot), each arm's figures are named once
 _SAID: "contextvars.ContextVar[Optional[set]]" = contextvars.ContextVar("heaplab_said",
@@ -252,7 +264,6 @@ def _say_non_finite(where: Callable[[], str], a: Dict[str, Any]) -> None:
     tables); said once per arm within one call (_says_once), whichever way
     the arm came in (a folder, a file, a dict, an ArmResult, a sweep's task
     record)."""
-    import warnings
     bad = _non_finite(a)
     sw = a.get("sweep") if isinstance(a.get("sweep"), dict) else {}
     key = (a.get("experiment"), a.get("arm"), a.get("repeat"), sw.get("cell"),
@@ -262,11 +273,11 @@ def _say_non_finite(where: Callable[[], str], a: Dict[str, Any]) -> None:
         if key in said:
             return
         said.add(key)
-    warnings.warn(f"heaplab: {where()} ({a['experiment']}/{a['arm']}"
+    _warn(f"heaplab: {where()} ({a['experiment']}/{a['arm']}"
                   + (f" cell {sw['cell']}" if sw.get("cell") else "")
                   + f"): {len(bad)} figure(s) not a finite number -- {'; '.join(bad[:4])}"
                   + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-                  + ": not a measurement, left out of the tables (a blank cell)", stacklevel=4)
+                  + ": not a measurement, left out of the tables (a blank cell)")
 
 
 def _runs_left_out(runs):
@@ -1328,7 +1339,6 @@ def _say_sessions(exp: str, sel: Sequence[Dict[str, Any]]) -> None:
     and nothing said so (each arm JSON records its session; records.csv has
     the column, the report read none of it).  Arms that record no session
     (an older heaplab's) count as one more session beside others."""
-    import warnings
     groups: Dict[Any, Tuple[Any, List[str]]] = {}
     for a in sel:
         sess = a.get("session") if isinstance(a.get("session"), dict) else {}
@@ -1343,10 +1353,9 @@ def _say_sessions(exp: str, sel: Sequence[Dict[str, Any]]) -> None:
         + f": {', '.join(sorted(arms)[:6])}" + (f" and {len(arms) - 6} more" if len(arms) > 6
                                                  else "")
         for sid, (started, arms) in sorted(groups.items(), key=lambda g: str(g[1][0])))
-    warnings.warn(f"heaplab: {exp}: its arms come from {len(groups)} sessions -- {said}: "
+    _warn(f"heaplab: {exp}: its arms come from {len(groups)} sessions -- {said}: "
                   f"compared as one run's (an interrupted or partial session's arms beside an "
-                  f"older one's); run the experiment again whole for one session's records",
-                  stacklevel=3)
+                  f"older one's); run the experiment again whole for one session's records")
 
 
 @_says_once
@@ -1487,16 +1496,15 @@ def _say_stale(out: str, written: Sequence[str]) -> None:
     """A warning naming the files of an earlier report in `out` that this
     one did not write (an experiment since removed from the results, a VMA
     plot no longer drawn): they sat beside the new ones as if part of it."""
-    import warnings
     now = {os.path.basename(p) for p in written}
     stale = sorted(n for n in os.listdir(out)
                    if n.endswith(REPORT_SUFFIXES) and n not in now
                    and os.path.isfile(os.path.join(out, n)))
     if stale:
-        warnings.warn(f"heaplab: {out} holds {len(stale)} file(s) of an earlier report that "
+        _warn(f"heaplab: {out} holds {len(stale)} file(s) of an earlier report that "
                       f"this one did not write: {', '.join(stale[:8])}"
                       + (f" and {len(stale) - 8} more" if len(stale) > 8 else "")
-                      + "; not part of this report -- remove them", stacklevel=3)
+                      + "; not part of this report -- remove them")
 
 
 # ---- sweeps (heaplab run) ---------------------------------------------------------------
@@ -1580,9 +1588,7 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
             if skipped is None:
                 raise ValueError(f"{path}: not a task record of the run: {why}; remove it, or "
                                  f"pass skipped=[] to run_records to load the others")
-            import warnings
-            warnings.warn(f"heaplab: {path}: not a task record of the run: {why}: skipped",
-                          stacklevel=2)
+            _warn(f"heaplab: {path}: not a task record of the run: {why}: skipped")
             skipped.append((path, why))
             continue
         sw = data["sweep"]
@@ -1595,10 +1601,9 @@ def run_records(run: Any, skipped: Optional[List[Tuple[str, str]]] = None
         if key in seen:
             # (a copy beside it, `on.r0 (1).json`, was one more repeat in
             # every median, without a word: load_arms names such copies)
-            import warnings
-            warnings.warn(f"heaplab: {path} and {seen[key]} are both experiment {key[0]} cell "
+            _warn(f"heaplab: {path} and {seen[key]} are both experiment {key[0]} cell "
                           f"{key[1]} arm {key[2]!r} repeat {key[3]}: read as two runs of the "
-                          f"task; remove the one that is not wanted", stacklevel=2)
+                          f"task; remove the one that is not wanted")
         else:
             seen[key] = path
         out.append(data)
@@ -1762,7 +1767,6 @@ def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFram
     == 0).  ValueError when no cell meets, or when both name one folder (a
     run against itself differs nowhere).  A UserWarning says when the two
     runs' --env differ (the effects may differ for that reason)."""
-    import warnings
     if (isinstance(run_a, (str, os.PathLike)) and isinstance(run_b, (str, os.PathLike))
             and os.path.realpath(run_a) == os.path.realpath(run_b)):
         raise ValueError(f"{os.fspath(run_a)} and {os.fspath(run_b)} are the same run folder "
@@ -1805,10 +1809,16 @@ def compare_runs(run_a: Any, run_b: Any, tolerance: float = 0.02) -> pd.DataFram
     if envs["A"] is not None and envs["B"] is not None and envs["A"] != envs["B"]:
         differ = sorted(set(envs["A"]) ^ set(envs["B"]) |
                         {k for k in envs["A"] if k in envs["B"] and envs["A"][k] != envs["B"][k]})
-        warnings.warn(f"the two runs ran with different --env ({', '.join(differ)}: A "
+        _warn(f"the two runs ran with different --env ({', '.join(differ)}: A "
                       f"{ {k: envs['A'].get(k) for k in differ} }, B "
                       f"{ {k: envs['B'].get(k) for k in differ} }): a difference may be the "
-                      f"environment's", UserWarning, stacklevel=2)
+                      f"environment's")
+    for which, run in (("A", run_a), ("B", run_b)):
+        # (failed tasks' effects are left out of the medians: a run whose
+        # every task failed was "no effect in common", nothing more)
+        line = _failed_tasks(run)
+        if line:
+            _warn(f"run {which} ({os.fspath(run)}): {line}")
     keys = ["experiment", "arm", "effect", "unit"] + names
     m = a.merge(b, on=keys, suffixes=("_a", "_b"))
     if m.empty:
@@ -1993,6 +2003,20 @@ def plot_effect_heatmap(run: Any, effect: str, arm: str, x: Optional[str] = None
 HEATMAP_MAX_WIDTH = 24.0
 
 
+def _failed_tasks(run: Any) -> str:
+    """'' when every task record of the run is ok, else the line saying
+    how many failed ("3 of 8 task(s) failed: E1 cell c000 on r1, ...")."""
+    recs = run_records(run)
+    bad = [r["sweep"] for r in recs if r["sweep"]["status"] != "ok"]
+    if not bad:
+        return ""
+    named = ", ".join(f"{sw['experiment']} cell {sw['cell']} {sw['arm']} r{sw['repeat']}"
+                      for sw in bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+    return (f"{len(bad)} of {len(recs)} task(s) failed ({named}): their effects are no part "
+            f"of the medians (sweep.csv's status and error say why; heaplab run --resume "
+            f"{os.fspath(run)} runs them again)")
+
+
 @_says_once
 def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
                log: Optional[Callable[[str], None]] = None) -> List[str]:
@@ -2031,6 +2055,12 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
         say(f"wrote {path}")
     meta = run_meta(run)
     names = list(meta.get("grid") or {})
+    # (a run whose tasks failed -- every one of them -- was reported as its
+    # tables and exit 0, nothing said: the plots' medians over fewer
+    # repeats, or no plot at all)
+    failed_line = _failed_tasks(run)
+    if failed_line:
+        say(f"{os.path.basename(run)}: {failed_line}")
     s = effect_summary(run)
     for exp in dict.fromkeys(s["experiment"]):
         base = _safe(exp)
