@@ -582,6 +582,24 @@ def _wrapped_run(tmp_path, driver, out):
                             preexec_fn=_as_in_a_terminal)
 
 
+def _stopped_wrapped_run(tmp_path, driver):
+    """_wrapped_run, stopped by a Ctrl-C once arm a runs, in time
+    (_stopped_in_time); what the driver wrote to TEST_OUT."""
+    import signal
+    from procs import reap, wait_for_file
+    out = tmp_path / "test_out"
+    p = _wrapped_run(tmp_path, driver, out)
+    pid = None
+    try:
+        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _stopped_in_time(tmp_path, p, pid, t0)
+        return out.read_text()
+    finally:
+        reap(p, pid)
+
+
 def test_a_worker_that_dies_in_the_stop_is_not_started_again(tmp_path):
     """A stopped local sweep tells each worker's nanny to start no new
     worker before it asks the workers to kill their tasks: a worker that
@@ -593,19 +611,8 @@ def test_a_worker_that_dies_in_the_stop_is_not_started_again(tmp_path):
     happened: the mutation audit's leftover (sessions 38-39).  Here the
     worker is killed just after the nannies were told, every time, and its
     nanny must close, not start another."""
-    import signal
-    from procs import reap, wait_for_file
-    said = tmp_path / "nanny"
-    p = _wrapped_run(tmp_path, _NANNY_RUN, said)
-    pid = None
-    try:
-        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
-        t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        _stopped_in_time(tmp_path, p, pid, t0)
-        assert said.read_text() == "closed", said.read_text()
-    finally:
-        reap(p, pid)
+    said = _stopped_wrapped_run(tmp_path, _NANNY_RUN)
+    assert said == "closed", said
 
 
 # (the run of the test below: heaplab run with sweep._stop_local_tasks
@@ -635,19 +642,8 @@ def test_a_stopped_sweep_leaves_the_scheduler_no_task(tmp_path):
     start the next task before the close (the mutation audit, session 40:
     1 of 2 runs).  Here the scheduler is asked, as the clean-up begins,
     which tasks it still holds: none."""
-    import signal
-    from procs import reap, wait_for_file
-    held = tmp_path / "held"
-    p = _wrapped_run(tmp_path, _HELD_RUN, held)
-    pid = None
-    try:
-        pid = int(wait_for_file(str(tmp_path / "a.pid"), p, seconds=120))
-        t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        _stopped_in_time(tmp_path, p, pid, t0)
-        assert held.read_text() == "", f"the scheduler still holds {held.read_text()}"
-    finally:
-        reap(p, pid)
+    held = _stopped_wrapped_run(tmp_path, _HELD_RUN)
+    assert held == "", f"the scheduler still holds {held}"
 
 
 GO_ARM = """
