@@ -309,9 +309,15 @@ class Scratch:
         if any(t.startswith("clients:") for t in tests):
             # the launchers, and what the suite hands them (the Lua module
             # comes below): the preloaded library (launcher_children,
-            # preloaded_launcher)
+            # preloaded_launcher), and the suite's own modules
+            # (lua_exit_in_signal_handler's exit_in_handler.so: its baseline
+            # failed in the scratch copy without it)
+            out = subprocess.run([self.ninja, "-C", "build", "-t", "targets", "all"], cwd=self.path,
+                                 env=self.env, capture_output=True, text=True).stdout
+            own = re.findall(r"^(tests/clients/[a-z0-9_]+\.so): ", out, re.M)
             rc, _ = run([self.ninja, "-C", "build", "clients/heaplab-lua", "clients/heaplab-python",
-                         "clients/preload/libheaplab-malloc.so"], self.path, self.env, log=self.log)
+                         "clients/preload/libheaplab-malloc.so"] + own, self.path, self.env,
+                        log=self.log)
             if rc != 0:
                 return False
         if any(needs_lua_module(t) for t in tests):
