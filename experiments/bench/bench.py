@@ -1185,10 +1185,52 @@ def _folder_arm_files(folder):
     return found
 
 
+def arm_file_stem(arm):
+    """The name (without .json) of the file save() writes an arm's record to:
+    'fill/page-fault floor' -> 'fill_page-fault_floor'."""
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in arm)
+
+
+def _one_file_per_arm(found):
+    """(kept, copies) of _folder_arm_files' (path, arm): one file per arm --
+    the one save() writes for it (arm_file_stem), else the last by name --
+    and (path, the kept file's path, arm name) of each other file of the
+    same arm, left out."""
+    by_arm = {}
+    for path, a in found:
+        by_arm.setdefault(str(a.get("arm")), []).append((path, a))
+    chosen = {}
+    for arm, files in by_arm.items():
+        own = [f for f in files if os.path.basename(f[0]) == arm_file_stem(arm) + ".json"]
+        chosen[arm] = (own or files)[-1][0]
+    kept = [(path, a) for path, a in found if chosen[str(a.get("arm"))] == path]
+    copies = [(path, chosen[str(a.get("arm"))], str(a.get("arm")))
+              for path, a in found if chosen[str(a.get("arm"))] != path]
+    return kept, copies
+
+
 def folder_arms(folder):
-    """The bench arm JSON files directly in folder (what save() writes): a
-    file that cannot be read or is not JSON is a BenchError naming it."""
-    return [a for _, a in _folder_arm_files(folder)]
+    """The bench arm JSON files directly in folder (what save() writes), one
+    per arm (arm_copies names the others): a file that cannot be read or is
+    not JSON is a BenchError naming it."""
+    return [a for _, a in _one_file_per_arm(_folder_arm_files(folder))[0]]
+
+
+def arm_copies(folder):
+    """One line per bench arm JSON directly in folder that holds an arm
+    another file there holds too (a copy: 'fill_glibc (1).json' beside
+    fill_glibc.json), saying which one table.txt and bench.ipynb take
+    (records.csv is the harness's: it has the rows of both, and its writer
+    warns of the pair as load_arms does).  The notebook read its records with load_arms, which
+    warned of the pair and kept both, the last one read taking the place of
+    the other in its plots; folder_arms took both without a word, and the
+    table made the workload of both (h40left, session 40)."""
+    return [f"{path} and {kept} are both bench arm {arm!r}: two records of one arm side by "
+            f"side; {os.path.basename(kept)} is the one read (the file bench.py writes for "
+            f"the arm, else the last by name), {os.path.basename(path)} is left out of the "
+            f"table and bench.ipynb (records.csv has the rows of both); remove the one that "
+            f"is not wanted"
+            for path, kept, arm in _one_file_per_arm(_folder_arm_files(folder))[1]]
 
 
 def records_below(folder):
@@ -1292,8 +1334,10 @@ def folder_table(folder):
                     "end say which HEAPLAB_* variables each had)\n" + text)
     except KeyError as e:       # (an arm a table row needs is not in the folder)
         text = f"no table: the arms in this folder lack {e} that the table needs"
+    copies = arm_copies(folder)
     return (text + "\n\nthe records in this folder (" + os.path.abspath(folder) + ") come from:\n"
-            + "\n".join("  " + line for line in provenance_lines(arms)))
+            + "\n".join("  " + line for line in provenance_lines(arms))
+            + "".join("\nCOPY: " + line for line in copies))
 
 
 def save(workloads, folder, provenance=None):
@@ -1308,8 +1352,8 @@ def save(workloads, folder, provenance=None):
     for w in workloads:
         for a in w.arms:
             data = arm_json(w, a, provenance)
-            safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in data["arm"])
-            write_atomic(os.path.join(folder, f"{safe}.json"), json.dumps(data))
+            write_atomic(os.path.join(folder, f"{arm_file_stem(data['arm'])}.json"),
+                         json.dumps(data))
     text = folder_table(folder)
     write_atomic(os.path.join(folder, "table.txt"), text + "\n")
     try:

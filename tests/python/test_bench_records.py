@@ -327,3 +327,38 @@ def test_the_notebook_reads_the_records_in_its_folder_not_below_it(tmp_path):
     source = next(t for t in texts if t.startswith("records: "))
     assert (f"\nleft out: the bench records in {folder / 'old'} (only the files directly in "
             f"{folder} are its records, as its table.txt;") in source, source
+
+
+def test_two_records_of_one_arm_in_the_folder_one_is_read_and_the_other_named(tmp_path):
+    # a copy of an arm's record beside it (fill_glibc_old.json, "fill_glibc (1).json"):
+    # load_arms, which the notebook read before folder_arms, warned of the pair and kept
+    # both -- the last one read took the other's place in the plots; folder_arms took both
+    # without a word (the notebook plotted the copy, here: it sorts last), and table.txt
+    # made the workload of both.  One is read -- the file bench.py writes for the arm --
+    # and the other named, in table.txt and on the notebook's source line.
+    b = load_bench()
+    folder = tmp_path / "r"
+    notebook_records(folder, b)
+    own = folder / "fill_glibc.json"
+    d = json.loads(own.read_text())
+    for r in d["records"]:
+        r["notes"]["checksum"] = "0x00000000deadbeef"  # (plotted, the checksums disagree)
+    copy = folder / "fill_glibc_old.json"              # (after fill_glibc.json by name)
+    copy.write_text(json.dumps(d))
+    said = (f"{copy} and {own} are both bench arm 'fill/glibc': two records of one arm side "
+            f"by side; fill_glibc.json is the one read (the file bench.py writes for the arm, "
+            f"else the last by name), fill_glibc_old.json is left out of the table and "
+            f"bench.ipynb (records.csv has the rows of both); remove the one that is not wanted")
+    assert b.arm_copies(str(folder)) == [said]
+    glibc = [a for a in b.folder_arms(str(folder)) if a["arm"] == "fill/glibc"]
+    assert [a["records"][0]["notes"]["checksum"] for a in glibc] == \
+        [json.loads(own.read_text())["records"][0]["notes"]["checksum"]]
+    table = b.folder_table(str(folder))
+    assert table.endswith("\nCOPY: " + said), table
+    rows = [ln for ln in table.splitlines() if ln.split()[:3] == ["fill", "|", "glibc"]]
+    assert len(rows) == 1 and "deadbeef" not in rows[0], table
+    p, texts = run_notebook(tmp_path, folder)
+    said_all = p.stdout + p.stderr + "".join(texts)
+    assert p.returncode == 0, said_all[-3000:]
+    source = next(t for t in texts if t.startswith("records: "))
+    assert "\ncopy: " + said in source, source
