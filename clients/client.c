@@ -457,6 +457,13 @@ static void report_at_exit(void) {
             "interrupted an allocation?): no HEAPLAB_STATS report written\n", client.launcher);
     return;
   }
+  /* From here failures wait for the heap's errlock a bounded time, as in
+   * the preloaded library's report: the handler may have interrupted this
+   * thread holding it, the heap's lock free (a refused calloc -- count x
+   * size overflows -- copies its message to the heap there), and the
+   * report's vma_count fails without /proc (hl__errors_at_exit: it waited
+   * for ever -- clients scenario exit_inside_errlock, h40left, session 40) */
+  hl__errors_at_exit(true);
   /* the exiting thread's cached blocks go home first, so the live bytes in
    * the report are the program's, not the cache's */
   if (client.heap) hl_thread_flush(client.heap);
@@ -464,6 +471,7 @@ static void report_at_exit(void) {
    * this handler does not know it, and the launchers exit as the stock
    * interpreters do; the line says the report is missing or cut short. */
   int err = client_save(client.stats_path, write_report);
+  hl__errors_at_exit(false); /* (client_report_now: the program goes on) */
   if (err)
     hl__say("%s: HEAPLAB_STATS=%s: cannot write the report: %s\n", client.launcher,
             client.stats_path, hl__strerror(err));

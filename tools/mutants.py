@@ -311,7 +311,8 @@ class Scratch:
             # comes below): the preloaded library (launcher_children,
             # preloaded_launcher), and the suite's own modules
             # (lua_exit_in_signal_handler's exit_in_handler.so: its baseline
-            # failed in the scratch copy without it)
+            # failed in the scratch copy without it; exit_inside_errlock's
+            # slow_unlock.so)
             out = subprocess.run([self.ninja, "-C", "build", "-t", "targets", "all"], cwd=self.path,
                                  env=self.env, capture_output=True, text=True).stdout
             own = re.findall(r"^(tests/clients/[a-z0-9_]+\.so): ", out, re.M)
