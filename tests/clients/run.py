@@ -27,6 +27,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scenarios import three_at_a_time, without_proc  # noqa: E402  (tests/scenarios.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
 LUA = os.environ.get("HEAPLAB_LUA_LAUNCHER", "")
@@ -1121,14 +1124,7 @@ def exit_in_signal_handler():
             return "busy"
 
         # (three at a time, as the preload suite's exit_in_signal_handler)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            futures = [pool.submit(one, i) for i in range(runs)]
-            try:
-                got = [f.result() for f in futures]
-            except BaseException:
-                for f in futures:   # (the first failure is the answer)
-                    f.cancel()
-                raise
+        got = three_at_a_time((one, (i,)) for i in range(runs))
     print(f"exit() from a C SIGALRM handler in heaplab-python: every run exit 14 in time; "
           f"{runs} runs, {got.count('report')} reports, {got.count('busy')} busy")
 
@@ -1151,16 +1147,7 @@ def exit_inside_errlock():
     script = os.path.join(PROGRAMS, "exit_inside_errlock.py")
     status, _, err = run([STOCK_PYTHON, script, "0.05"])
     assert status == 14, ("python3", status, err)
-    unshare = shutil.which("unshare")
-    if os.geteuid() != 0 or not unshare:
-        print("SKIP: needs root and unshare(1) to unmount /proc in a mount namespace of its own")
-        sys.exit(77)
-    ns = [unshare, "-m", "--propagation", "private", "sh", "-c"]
-    probe = subprocess.run(ns + ["umount -l /proc && ! test -e /proc/self"], capture_output=True,
-                           text=True)
-    if probe.returncode != 0:
-        print(f"SKIP: cannot unmount /proc in a mount namespace here: {probe.stderr.strip()}")
-        sys.exit(77)
+    ns = without_proc()
     busy = "heaplab-python: the heap is busy at exit"
     runs = 20
     with tempfile.TemporaryDirectory() as d:
@@ -1184,14 +1171,7 @@ def exit_inside_errlock():
             assert len(lines) == 1 and lines[0].startswith(busy), (i, err)
             return "busy"
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            futures = [pool.submit(one, i) for i in range(runs)]
-            try:
-                got = [f.result() for f in futures]
-            except BaseException:
-                for f in futures:   # (the first failure is the answer)
-                    f.cancel()
-                raise
+        got = three_at_a_time((one, (i,)) for i in range(runs))
     assert "report" in got, got     # (the report is written there, not only refused)
     print(f"exit() from a C SIGALRM handler inside the heap's errlock, without /proc: every run "
           f"exit 14 in time; {runs} runs, {got.count('report')} reports, {got.count('busy')} busy")

@@ -12,7 +12,6 @@ Paths come from the environment (Meson sets them): HEAPLAB_PRELOAD (the
 library), HEAPLAB_PRELOAD_THREADS (the threaded C test),
 HEAPLAB_PRELOAD_CONFORMANCE (the API's C test), STOCK_LUA.
 """
-import concurrent.futures
 import glob
 import json
 import os
@@ -23,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scenarios import three_at_a_time, without_proc  # noqa: E402  (tests/scenarios.py)
 
 PRELOAD = os.environ.get("HEAPLAB_PRELOAD", "")
 THREADS = os.environ.get("HEAPLAB_PRELOAD_THREADS", "")
@@ -977,23 +979,6 @@ def report_escapes_strings():
     print("report: a program path with a quote, a backslash, a tab, bytes not UTF-8: JSON")
 
 
-def without_proc():
-    """The command that runs `sh -c SCRIPT` in a mount namespace of its own
-    (unshare -m), where SCRIPT may unmount /proc; or the scenario is skipped
-    (exit 77): it needs root and unshare(1)."""
-    unshare = shutil.which("unshare")
-    if os.geteuid() != 0 or not unshare:
-        print("SKIP: needs root and unshare(1) to unmount /proc in a mount namespace of its own")
-        sys.exit(77)
-    ns = [unshare, "-m", "--propagation", "private", "sh", "-c"]
-    probe = subprocess.run(ns + ["umount -l /proc && ! test -e /proc/self"], capture_output=True,
-                           text=True)
-    if probe.returncode != 0:
-        print(f"SKIP: cannot unmount /proc in a mount namespace here: {probe.stderr.strip()}")
-        sys.exit(77)
-    return ns
-
-
 def report_without_proc():
     """Without /proc (a mount namespace that unmounted it, a chroot), what
     the report cannot read is null: it said a footprint of 0, vma_count 0
@@ -1195,19 +1180,6 @@ def own_malloc():
     print("a program's own malloc, jemalloc, mimalloc or libc_malloc_debug first, valgrind's "
           "memcheck or massif: no report, one line; valgrind --tool=none, python3 "
           "and a program taking malloc's address report")
-
-
-def three_at_a_time(calls):
-    """[fn(*args) for fn, args in calls], three running at a time; the
-    first failure is the answer (the calls not started are cancelled)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        futures = [pool.submit(fn, *args) for fn, args in calls]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
 
 
 def exit_in_signal_handler():
