@@ -1147,9 +1147,9 @@ void *hl_obj_get(const void *obj, uint64_t slot);
  * then the parent heap's: a running cycle is waited for, and a thread that
  * holds another heap (hl_enter) stores across heaps in the program's one
  * order, as for any call that locks a second heap) -- and a cycle reports
- * a slot of a live object that holds no object (unless a root region is
- * conservative: a stale conservative word may keep a dead object whose
- * slots name freed ones). */
+ * a slot of a live object that holds no object (unless the heap has a root
+ * region: a stale word of one, precise or conservative, may keep a dead
+ * object whose slots name freed ones). */
 void hl_obj_set(void *obj, uint64_t slot, void *value);
 
 #ifndef HL_CDEF
