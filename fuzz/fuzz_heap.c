@@ -33,7 +33,8 @@
  * A configuration byte of 0xc0 or more where the option strings' count is
  * read brings the extension (configure()): compaction, sub-page release,
  * huge pages, mark threads, the large path's arms, root regions (precise
- * and conservative) and hl_thin.  Within it, b9 >= 0x80 brings the API
+ * and conservative; removed and added again with their stale words) and
+ * hl_thin.  Within it, b9 >= 0x80 brings the API
  * extension: one more byte (heap_limit_bytes) and an operation byte of
  * 0xf0 or more for the samplers (summaries and series against a model of
  * their windows), interrupts during long calls (a helper thread; HL_EINTR,
@@ -1124,13 +1125,49 @@ static void op_burst(input *in) {
   }
 }
 
+/* A region removed (hl_roots_remove) and added again: while it is out its
+ * words keep nothing and the model follows none of them; it comes back with
+ * the words it had -- stale then (compaction no longer updated them, what
+ * they kept may have died), which any region may hold ("any value is
+ * allowed in any region", docs/design.md) -- and the model follows none of
+ * them until op_region stores one again.  Removing a base not registered,
+ * or adding one registered, must be refused with HL_EINVAL and a message. */
+static bool regOut[2]; /* [0] the precise region, [1] the conservative one */
+
+static void region_toggle(int kind) {
+  void *base = kind ? (void *)regC : (void *)regP;
+  int *ids = kind ? regCid : regPid;
+  if (!regOut[kind]) {
+    int rc = hl_roots_add(H, base, NREG, kind);
+    if (rc != HL_EINVAL || !strstr(msg(), "already registered"))
+      FAIL("roots_add of a registered base: %s '%s'", hl_error_name(rc), msg());
+    if (hl_roots_remove(H, base)) FAIL("roots_remove of region %d: %s", kind, msg());
+    rc = hl_roots_remove(H, base);
+    if (rc != HL_EINVAL || !strstr(msg(), "not a registered region"))
+      FAIL("roots_remove of a removed base: %s '%s'", hl_error_name(rc), msg());
+    for (int i = 0; i < NREG; i++) ids[i] = -1;
+    regOut[kind] = true;
+  } else {
+    if (hl_roots_add(H, base, NREG, kind)) FAIL("roots_add of region %d again: %s", kind, msg());
+    regOut[kind] = false;
+  }
+}
+
 /* A root region word: precise ones stored with hl_roots_store (and moved
  * within the region, held), conservative ones an object's address (interior
- * with conservative_interior), or junk, or nothing. */
+ * with conservative_interior), or junk, or nothing.  A how byte with bits 0
+ * and 5-7 set removes or adds again a region instead (bit 4: which one,
+ * region_toggle); a word stored into a region that is out brings it back
+ * first. */
 static void op_region(input *in) {
   uint8_t k = u8(in), how = u8(in);
   int a = pick_handle(in);
   int i = k % NREG;
+  if ((how & 0xe1) == 0xe1) {
+    region_toggle(how >> 4 & 1);
+    return;
+  }
+  if (regOut[!(how & 1)]) region_toggle(!(how & 1));
   if (how & 1) {
     hl_ref r = (how & 2) && a >= 0 ? hnd[a].ref : 0;
     uint64_t v = 0, bad = 0;
@@ -1327,6 +1364,7 @@ static void op_api(input *in);
 
 static void run_collected(input *in) {
   have_regions = false;
+  regOut[0] = regOut[1] = false;
   for (int i = 0; i < NREG; i++) regP[i] = regC[i] = NULL, regPid[i] = regCid[i] = -1;
   if (ext_ops) {
     if (hl_roots_add(H, regP, NREG, 0) || hl_roots_add(H, regC, NREG, 1))
