@@ -92,6 +92,34 @@ def heap_seeds():
                     0xC0, b7, b8, b9, b10]
             write("fuzz_heap", f"{name}_{k}", head + body)
 
+    # root regions removed (hl_roots_remove) and added again with their stale
+    # words (op_region: a how byte with bits 0 and 5-7 set); one operation in
+    # four a region's, a third of those a removal or an addition, the rest
+    # allocations and collections; a random generator of its own
+    rng = random.Random(40)
+    region_ops = [0x1D, 0x3D, 0x5D, 0x7D, 0x9D, 0xBD, 0xDD]
+    # (name, b0, b1, b7, b8): b7 compaction, b8 sub-page release / mark threads
+    regions = [
+        ("regions_out_and_back_compact", 0x00, 0x0A, 0x02, 0x00),
+        ("regions_out_and_back_generational", 0x02, 0x04, 0x40, 0x08),
+    ]
+    for name, b0, b1, b7, b8 in regions:
+        body = []
+        while len(body) < 500:
+            r = rng.random()
+            if r < 0.25:
+                how = rng.randrange(256) | (0xE1 if rng.randrange(3) == 0 else 0)
+                body += [rng.choice(region_ops), rng.randrange(256), how, rng.randrange(256)]
+            elif r < 0.55:
+                body += [rng.choice([0x00, 0x10, 0x01, 0x11])] + [rng.randrange(256) for _ in range(4)]
+            elif r < 0.65:
+                body += [rng.choice([0x09, 0x19]), rng.randrange(256)]
+            else:
+                body.append(rng.randrange(0xF0))
+        head = [b0, b1, rng.randrange(256), rng.randrange(256) & 0x7F, 0x01, rng.randrange(256),
+                0xC0, b7, b8, 0x00]
+        write("fuzz_heap", name, head + body[:500])
+
 
 def i64(v):
     return list(struct.pack(">q", v * 4))  # the harness reads (v >> 2) % 4096 - 16 for tag 0
