@@ -16,7 +16,12 @@
  *                    thread flush, frees and allocations from another thread,
  *                    trim, double frees (verify), bad arguments
  *   both             fault injection (any site, every mode, several errnos),
- *                    stats / events / faults / resident bytes
+ *                    stats / events / faults / resident bytes; an operation
+ *                    byte of 0xef (collected; 0xed manual), a probe before,
+ *                    reads the event ring with hl_events_peek and
+ *                    hl_events_consume (the bindings' protocol, a part, an
+ *                    upto already consumed or past the end, bad arguments)
+ *                    against a model of heaplab.h's promises (op_events)
  *
  * After EVERY operation: hl_heap_check must pass (verify=1 poisons and checks
  * free slots) and every object the model says is live is compared with the
@@ -25,7 +30,8 @@
  * corrupted: that is the property.  With compact (a full collection may
  * move objects) the model compares identity, not fixed addresses: one
  * address per object within a check, none shared, handle identities
- * stable, pinned objects (conservative roots) where they were.
+ * stable, pinned objects (conservative roots) where they were, hl_ref_same
+ * true for two handles of one object and false for two objects.
  * Every error the API returns must be one
  * the operation can have, with a message.  A violation aborts with a line
  * saying what was wrong (libFuzzer then saves the input).
@@ -245,13 +251,210 @@ static void op_inject(input *in) {
   if (rc != HL_EINVAL || !strstr(msg(), "site")) FAIL("inject with a bad site: %d %s", rc, msg());
 }
 
+/* ---- the event ring against a model of heaplab.h's promises (op_events) ----
+ * Events are numbered from 0 in the order recorded; a peek copies without
+ * consuming and says the number of its first; hl_events_consume(upto)
+ * consumes those below upto still in the ring and says kept_from (every
+ * event below it was consumed by an earlier read).  What the model knows:
+ * the ring's first number never goes down and is the events consumed plus
+ * those the full ring dropped (stats events_dropped); an event keeps its
+ * number and contents until consumed or dropped; events come in order
+ * (cycle count and time never go back); kept_from only moves with our own
+ * reads and never passes the ring's first; one cycle event per cycle.
+ * With the background collector events may be recorded between any two
+ * calls: the model then checks bounds instead of equalities. */
+#define EVMAX 256 /* events_capacity is at most 256 here (configure) */
+static hl_event ev_win[EVMAX];      /* the last peek's events */
+static uint64_t ev_win_first;       /* ... numbered from this */
+static size_t ev_win_n;
+static uint64_t ev_first_lo;        /* the ring's first number: at least this */
+static uint64_t ev_next_lo;         /* events recorded: at least this many */
+static uint64_t ev_taken_lo, ev_taken_hi; /* the kept_from a consume gives: in this range */
+static uint64_t ev_consumed;        /* events our reads consumed */
+static bool ev_consumed_known;
+static uint64_t ev_seen_next;       /* one past the newest event seen */
+static uint64_t ev_seen_cycle, ev_seen_time; /* ... its cycle and time */
+static bool ev_base;                /* a full view: every event from ev_base_next on is */
+static uint64_t ev_base_next, ev_base_cycles; /* still in the ring, and cycles then */
+
+static bool ev_sync(void) { return O.mode == HL_MODE_MANUAL || O.collector == HL_COLLECTOR_SYNC; }
+
+static void ev_reset(void) {
+  ev_win_first = ev_win_n = 0;
+  ev_first_lo = ev_next_lo = ev_taken_lo = ev_taken_hi = ev_consumed = 0;
+  ev_consumed_known = true;
+  ev_seen_next = ev_seen_cycle = ev_seen_time = 0;
+  ev_base = false;
+}
+
+static int ev_nnames(int kind) {
+  const char *f = hl_event_fields(kind);
+  int n = f && *f ? 1 : 0;
+  for (; f && *f; f++) n += *f == ',';
+  return n;
+}
+
+/* Peek up to cap events into buf and check them against the model. */
+static void ev_peek(hl_event *buf, size_t cap, size_t *n, uint64_t *first) {
+  hl_stats s1, s2;
+  if (hl_stats_get(H, &s1)) FAIL("stats: %s", msg());
+  int rc = hl_events_peek(H, buf, cap, n, first);
+  if (hl_stats_get(H, &s2)) FAIL("stats: %s", msg());
+  if (rc) FAIL("events_peek(cap %zu): %s", cap, msg());
+  uint64_t f = *first;
+  if (*n > cap || *n > (size_t)O.events_capacity)
+    FAIL("events_peek(cap %zu) copied %zu events (ring of %" PRId64 ")", cap, *n,
+         O.events_capacity);
+  if (f < ev_first_lo) FAIL("events_peek: first %" PRIu64 ", earlier %" PRIu64, f, ev_first_lo);
+  if (f < ev_taken_lo)
+    FAIL("events_peek: first %" PRIu64 " below what reads consumed (%" PRIu64 ")", f, ev_taken_lo);
+  if (ev_consumed_known &&
+      (f < s1.events_dropped + ev_consumed || f > s2.events_dropped + ev_consumed))
+    FAIL("events_peek: first %" PRIu64 ", but %" PRIu64 " consumed and %" PRIu64 "-%" PRIu64
+         " dropped", f, ev_consumed, s1.events_dropped, s2.events_dropped);
+  if (ev_consumed == 0 && f == 0 && *n && s2.events_dropped == 0 && buf[0].kind != HL_EV_heap_created)
+    FAIL("event 0 is %s, not heap_created", hl_event_name(buf[0].kind));
+  for (size_t i = 0; i < *n; i++) {
+    hl_event *e = &buf[i];
+    uint64_t num = f + i;
+    if (e->kind < 0 || e->kind >= HL_EV_COUNT || e->nfields < 0 ||
+        e->nfields > ev_nnames(e->kind))
+      FAIL("event %" PRIu64 " has kind %d and %d fields", num, e->kind, e->nfields);
+    if (e->cycle > s2.cycles)
+      FAIL("event %" PRIu64 " (%s) says cycle %" PRIu64 " of %" PRIu64, num,
+           hl_event_name(e->kind), e->cycle, s2.cycles);
+    const hl_event *p = i ? &buf[i - 1] : NULL;
+    uint64_t pc = p ? p->cycle : ev_seen_cycle, pt = p ? p->time_ns : ev_seen_time;
+    if ((p || (num >= ev_seen_next && ev_seen_next)) && (e->cycle < pc || e->time_ns < pt))
+      FAIL("event %" PRIu64 " (%s, cycle %" PRIu64 ", %" PRIu64 " ns) comes before the one "
+           "before it (cycle %" PRIu64 ", %" PRIu64 " ns)", num, hl_event_name(e->kind),
+           e->cycle, e->time_ns, pc, pt);
+    if (num >= ev_win_first && num < ev_win_first + ev_win_n &&
+        memcmp(e, &ev_win[num - ev_win_first], sizeof *e))
+      FAIL("event %" PRIu64 " changed since the last peek: %s, was %s", num,
+           hl_event_name(e->kind), hl_event_name(ev_win[num - ev_win_first].kind));
+    if (e->kind == HL_EV_cycle &&
+        (e->fields[0] < 0 || e->fields[0] > 1 || e->fields[8] < 0 || e->fields[8] > 4 ||
+         e->fields[9] < 0 || e->fields[9] > 1))
+      FAIL("cycle event %" PRIu64 ": major %" PRId64 ", reason %" PRId64 ", minor %" PRId64, num,
+           e->fields[0], e->fields[8], e->fields[9]);
+  }
+  if (*n && f + *n > ev_seen_next) {
+    ev_seen_next = f + *n;
+    ev_seen_cycle = buf[*n - 1].cycle, ev_seen_time = buf[*n - 1].time_ns;
+  }
+  bool all = *n < cap || *n == (size_t)O.events_capacity; /* the whole ring */
+  if (all && f + *n < ev_next_lo)
+    FAIL("events_peek: %" PRIu64 " events recorded, earlier %" PRIu64, f + *n, ev_next_lo);
+  /* one cycle event per cycle since the last full view, when none is lost */
+  if (all && ev_sync() && ev_base && f <= ev_base_next) {
+    uint64_t cycles = 0;
+    for (size_t i = ev_base_next - f; i < *n; i++) cycles += buf[i].kind == HL_EV_cycle;
+    if (cycles != s2.cycles - ev_base_cycles)
+      FAIL("%" PRIu64 " cycle events since event %" PRIu64 ", stats count %" PRIu64 " cycles",
+           cycles, ev_base_next, s2.cycles - ev_base_cycles);
+  }
+  if (all && ev_sync()) ev_base = true, ev_base_next = f + *n, ev_base_cycles = s2.cycles;
+  if (all && f + *n > ev_next_lo) ev_next_lo = f + *n;
+  ev_first_lo = f;
+  if (f < ev_taken_hi) ev_taken_hi = f; /* kept_from never passes the ring's first */
+  if (ev_taken_hi < ev_taken_lo) FAIL("internal: kept_from's range is empty");
+  if (*n) memcpy(ev_win, buf, *n * sizeof *buf);
+  ev_win_first = f, ev_win_n = *n;
+}
+
+/* hl_events_read(clear) read n events (op_probe): first0 was a peek's just
+ * before. */
+static void ev_read_cleared(uint64_t first0, size_t n) {
+  ev_consumed += n;
+  ev_base = false;
+  /* the reader's taken: the ring's first then (first0 or more) plus n */
+  if (first0 + n > ev_taken_lo) ev_taken_lo = first0 + n;
+  ev_taken_hi = ev_sync() ? ev_taken_lo : UINT64_MAX; /* (the next peek bounds it) */
+  if (first0 + n > ev_first_lo) ev_first_lo = first0 + n;
+  if (first0 + n > ev_next_lo) ev_next_lo = first0 + n;
+}
+
+static void op_events(input *in) {
+  uint8_t how = u8(in), a = u8(in);
+  static hl_event buf[EVMAX], buf2[EVMAX];
+  size_t n = 0, n2 = 0;
+  uint64_t first = 0, first2 = 0;
+  if (how & 0x80) { /* what peek and consume must refuse */
+    int rc = hl_events_peek(H, buf, 4, &n, NULL);
+    if (rc != HL_EINVAL || !strstr(msg(), "first") || n)
+      FAIL("events_peek(NULL first): %s, %zu events: %s", hl_error_name(rc), n, msg());
+    rc = hl_events_peek(H, NULL, 1 + a % 8, &n, &first);
+    if (rc != HL_EINVAL || !strstr(msg(), "NULL buffer") || n || first)
+      FAIL("events_peek(NULL buffer): %s, %zu events from %" PRIu64 ": %s", hl_error_name(rc), n,
+           first, msg());
+    rc = hl_events_peek(NULL, buf, 4, &n, &first);
+    if (rc != HL_EINVAL || n) FAIL("events_peek(NULL heap): %s", hl_error_name(rc));
+    uint64_t kf = 1;
+    rc = hl_events_consume(NULL, 0, &kf);
+    if (rc != HL_EINVAL || kf) FAIL("events_consume(NULL heap): %s, kept_from %" PRIu64,
+                                    hl_error_name(rc), kf);
+  }
+  /* a peek of a few, then of all: the first does not consume */
+  size_t cap = how & 1 ? EVMAX : (size_t)(a % 16);
+  ev_peek(buf, cap, &n, &first);
+  ev_peek(buf2, EVMAX, &n2, &first2);
+  if (ev_sync() && (first2 != first || n2 < n))
+    FAIL("a peek consumed: %zu from %" PRIu64 ", then %zu from %" PRIu64, n, first, n2, first2);
+  uint64_t next = first2 + n2, upto;
+  switch (how >> 1 & 3) {
+  case 0: upto = next; break;                                        /* the protocol */
+  case 1: upto = first2 + a % (n2 + 1); break;                       /* a part */
+  case 2: upto = first2 - (first2 < a % 8 ? first2 : a % 8); break;  /* consumed already */
+  default: upto = next + 1 + a % 4 + (ev_sync() ? 0 : 1ull << 40);   /* past the end */
+  }
+  bool want_kept = !(how & 8);
+  uint64_t kf = 7;
+  int rc = hl_events_consume(H, upto, want_kept ? &kf : NULL);
+  if ((how >> 1 & 3) == 3) {
+    if (rc != HL_EINVAL || !strstr(msg(), "upto") || (want_kept && kf))
+      FAIL("events_consume(%" PRIu64 ", past %" PRIu64 " recorded): %s, kept_from %" PRIu64
+           ": %s", upto, next, hl_error_name(rc), kf, msg());
+    ev_peek(buf, EVMAX, &n, &first);
+    if (ev_sync() && (first != first2 || n != n2))
+      FAIL("a refused consume consumed: %zu from %" PRIu64 ", before %zu from %" PRIu64, n, first,
+           n2, first2);
+    return;
+  }
+  if (rc) FAIL("events_consume(%" PRIu64 ") of %zu from %" PRIu64 ": %s", upto, n2, first2, msg());
+  if (want_kept) {
+    if (kf < ev_taken_lo || kf > ev_taken_hi)
+      FAIL("events_consume: kept_from %" PRIu64 ", the model says %" PRIu64 "..%" PRIu64, kf,
+           ev_taken_lo, ev_taken_hi);
+    ev_taken_lo = ev_taken_hi = kf > upto ? kf : upto;
+  } else {
+    if (upto > ev_taken_lo) ev_taken_lo = upto;
+    if (upto > ev_taken_hi) ev_taken_hi = upto;
+  }
+  if (ev_sync()) ev_consumed += upto > first2 ? upto - first2 : 0;
+  else ev_consumed_known = false; /* (a drop meanwhile consumed some for it) */
+  ev_base = false;
+  if (upto > ev_first_lo) ev_first_lo = upto;
+  ev_peek(buf, EVMAX, &n, &first);
+  if (verbose)
+    fprintf(stderr, "fuzz_heap: events %zu from %" PRIu64 ", consumed up to %" PRIu64
+            " (kept from %" PRIu64 "), %zu left from %" PRIu64 "\n", n2, first2, upto, kf, n, first);
+  uint64_t want = upto > first2 ? upto : first2;
+  if (ev_sync() && (first != want || first + n != next))
+    FAIL("events_consume(%" PRIu64 ") of %zu from %" PRIu64 " left %zu from %" PRIu64, upto, n2,
+         first2, n, first);
+}
+
 static void op_probe(void) {
   hl_stats s;
   if (hl_stats_get(H, &s)) FAIL("stats: %s", msg());
   if (s.verify_failures) FAIL("verify failed in a cycle: %s", msg());
   hl_event ev[16];
   size_t n = 0;
+  uint64_t first0 = 0;
+  ev_peek(NULL, 0, &n, &first0); /* (the ring's first, for the event model) */
   if (hl_events_read(H, ev, 16, &n, 1) || n > 16) FAIL("events: %s", msg());
+  ev_read_cleared(first0, n);
   for (size_t i = 0; i < n; i++)
     if (ev[i].kind < 0 || ev[i].kind >= HL_EV_COUNT || ev[i].nfields > HL_EVENT_MAX_FIELDS)
       FAIL("event %zu has kind %d and %d fields", i, ev[i].kind, ev[i].nfields);
@@ -603,6 +806,8 @@ typedef struct {
                              moves it), else where the last check found it */
   uint64_t ident;         /* hl_ref_identity once asked (0: not yet) */
   uint32_t seen;          /* check epoch */
+  uint32_t seen_handle_epoch; /* check epoch of first_handle */
+  int first_handle;       /* its first handle in that check (hl_ref_same) */
 } mobj;
 
 static mobj objs[MAXOBJ];
@@ -746,6 +951,18 @@ static void check_collected(void) {
     if (!m->ident) m->ident = ident;
     else if (m->ident != ident)
       FAIL("object %d's identity changed: %" PRIx64 " -> %" PRIx64, hnd[i].obj, m->ident, ident);
+    /* hl_ref_same: the handle before it, and the object's first handle (moved or not) */
+    if (m->seen_handle_epoch != epoch) m->seen_handle_epoch = epoch, m->first_handle = i;
+    int other[2] = {i ? i - 1 : -1, m->first_handle};
+    for (int k = 0; k < 2; k++) {
+      if (other[k] < 0) continue;
+      int same = -1;
+      if (hl_ref_same(H, hnd[i].ref, hnd[other[k]].ref, &same))
+        FAIL("ref_same of handles %d and %d: %s", i, other[k], msg());
+      if (same != (hnd[i].obj == hnd[other[k]].obj))
+        FAIL("ref_same says %d for handles %d and %d of objects %d and %d", same, i, other[k],
+             hnd[i].obj, hnd[other[k]].obj);
+    }
   }
   for (int i = 0; have_regions && i < NREG; i++) {
     void *w = __atomic_load_n(&regP[i], __ATOMIC_RELAXED);
@@ -942,7 +1159,9 @@ static void op_read(input *in) {
 static uint64_t fill_args[4];
 static bool fill_again(void) {
   hl_ref r = 0;
-  if (hl_fill_stride(H, fill_args[0], fill_args[1], fill_args[2], fill_args[3], &r)) return false;
+  if (fill_args[3] == 1 ? hl_fill(H, fill_args[0], fill_args[1], fill_args[2], &r)
+                        : hl_fill_stride(H, fill_args[0], fill_args[1], fill_args[2], fill_args[3], &r))
+    return false;
   if (hl_ref_release(H, r)) FAIL("release of a retried fill: %s", msg());
   return true;
 }
@@ -960,7 +1179,8 @@ static void op_fill(input *in) {
     return;
   }
   hl_ref r = 0;
-  int rc = hl_fill_stride(H, total, size, refs, stride, &r);
+  int rc = stride == 1 ? hl_fill(H, total, size, refs, &r) /* (the same as stride 1) */
+                       : hl_fill_stride(H, total, size, refs, stride, &r);
   if (rc == HL_ENOMEM || rc == HL_ESYS) {
     if (r) FAIL("a failed fill gave a handle");
     fill_args[0] = total, fill_args[1] = size, fill_args[2] = refs, fill_args[3] = stride;
@@ -1363,6 +1583,7 @@ static void op_interrupt(input *in) {
 static void op_api(input *in);
 
 static void run_collected(input *in) {
+  ev_reset();
   have_regions = false;
   regOut[0] = regOut[1] = false;
   for (int i = 0; i < NREG; i++) regP[i] = regC[i] = NULL, regPid[i] = regCid[i] = -1;
@@ -1394,7 +1615,11 @@ static void run_collected(input *in) {
       else op_stale(in);
       break;
     case 14: if (op & 16) op_churn(in); else op_bad(in); break;
-    default: if (op & 16) op_burst(in); else op_probe(); break;
+    default:
+      if (op & 16) op_burst(in);
+      else if (op == 0xef) op_events(in); /* (0xef: was a probe; 1 in 8 of its bytes) */
+      else op_probe();
+      break;
     }
     check_collected();
     if (hl_heap_check(H)) FAIL("heap check after op %u: %s", op % 16, msg());
@@ -1760,6 +1985,7 @@ static void check_manual(void) {
 }
 
 static void run_manual(input *in) {
+  ev_reset();
   while (in->n) {
     uint8_t op = u8(in);
     switch (api_ops && op >= 0xf0 ? 14 : op % 14) {
@@ -1775,7 +2001,7 @@ static void run_manual(input *in) {
     case 10: op_inject(in); break;
     case 11: op_remote(in); break;
     case 12: if (op & 16) op_double_free(in); else op_mbad(in); break;
-    default: op_probe(); break;
+    default: if (op == 0xed) op_events(in); else op_probe(); break; /* (0xed as 0xef above) */
     }
     check_manual();
     if (hl_heap_check(H)) FAIL("heap check after op %u: %s", op % 14, msg());
