@@ -3395,6 +3395,13 @@ def _real(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _session_id(data: Dict[str, Any]) -> Any:
+    """The id of the pytest session or run an arm's JSON says it comes
+    from (records.csv's session column), or None."""
+    sess = data.get("session")
+    return sess.get("id") if isinstance(sess, dict) else None
+
+
 def _arm_problem(a: Dict[str, Any]) -> Optional[str]:
     """What makes a dict that claims to be an arm's JSON unreadable, or None:
     the fields write_csv, records_frame and the plots read (docs/harness.md,
@@ -3543,7 +3550,7 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
     every arm, their medians mixed, without a word)."""
     import warnings
     top = os.path.abspath(folder)
-    seen: Dict[Tuple[str, str, Any], str] = {}
+    seen: Dict[Tuple[str, str, Any], Tuple[str, Any]] = {}
     for root, files in _arm_files_walk(folder):
         rel = os.path.relpath(os.path.abspath(root), top)
         names = {os.path.basename(top)} | ({p for p in rel.split(os.sep) if p not in (".", "")})
@@ -3573,16 +3580,20 @@ def _arm_files(folder: str, skipped: Optional[List[Tuple[str, str]]], caller: st
             rep = data.get("repeat")
             key = (exp, str(data.get("arm")), (type(rep).__name__, rep))
             if key in seen:
-                apart = os.path.dirname(path) != os.path.dirname(seen[key])
-                warnings.warn(f"heaplab: {path} and {seen[key]} are both experiment {key[0]} arm "
+                other, other_session = seen[key]
+                apart = os.path.dirname(path) != os.path.dirname(other)
+                # (records.csv's session column tells them apart only when both
+                # arms carry a session -- bench.py's records carry none)
+                told = (" (records.csv's session column tells them apart)"
+                        if _session_id(data) and other_session else
+                        " (nothing in records.csv tells them apart: not both carry a session)")
+                warnings.warn(f"heaplab: {path} and {other} are both experiment {key[0]} arm "
                               f"{key[1]!r}" + (f" repeat {rep}" if rep is not None else "")
                               + (": a copy of the arm in another folder, read as more runs of "
-                                 "it (their records' session tells them apart)" if apart else
-                                 ": two runs of one arm side by side (their records' session "
-                                 "tells them apart)")
-                              + "; remove the one that is not wanted", stacklevel=3)
+                                 "it" if apart else ": two runs of one arm side by side")
+                              + told + "; remove the one that is not wanted", stacklevel=3)
             else:
-                seen[key] = path
+                seen[key] = (path, _session_id(data))
             yield path, data
 
 
