@@ -22,23 +22,6 @@
 
 static void *roots[NR], *keep[2], *word[1];
 
-static void *make(hl_heap *h, uint64_t size, uint64_t refs) {
-  void *o = hl_obj_new(h, size, refs);
-  CHECK(o, "alloc: %s", hl_heap_error(h));
-  return o;
-}
-
-/* Allocate garbage of a class of its own until one more cycle has run. */
-static void one_cycle(hl_heap *h) {
-  hl_stats s;
-  OK(h, hl_stats_get(h, &s));
-  uint64_t c = s.cycles;
-  while (s.cycles == c) {
-    make(h, 200, 0);
-    OK(h, hl_stats_get(h, &s));
-  }
-}
-
 int main(void) {
   /* no major sweep (quiet, backstop, growth): X's page must stay unswept */
   hl_heap *h = HEAP("page_size=4k", "gc_trigger_bytes=64k", "gc_trigger_min_bytes=64k",
@@ -48,17 +31,17 @@ int main(void) {
   OK(h, hl_roots_add(h, roots, NR, 0));
   OK(h, hl_roots_add(h, keep, 2, 0));
   OK(h, hl_roots_add(h, word, 1, 0));
-  for (int i = 0; i < NR; i++) roots[i] = make(h, 16, 3);
-  one_cycle(h); /* the pages swept once: partial, dense */
+  for (int i = 0; i < NR; i++) roots[i] = obj_made(h, 16, 3);
+  cycle_by_garbage(h); /* the pages swept once: partial, dense */
 
   /* W between two live objects of its class, on the page being filled */
   void *x = roots[2 * 85 + 5];
-  keep[0] = make(h, 40, 1);
-  void *w = make(h, 40, 1);
-  keep[1] = make(h, 40, 1);
+  keep[0] = obj_made(h, 40, 1);
+  void *w = obj_made(h, 40, 1);
+  keep[1] = obj_made(h, 40, 1);
   hl_obj_set(x, 0, w);
   roots[2 * 85 + 5] = NULL;
-  one_cycle(h); /* X dead, its page not swept; W's page swept: W freed */
+  cycle_by_garbage(h); /* X dead, its page not swept; W's page swept: W freed */
   hl_stats s;
   OK(h, hl_stats_get(h, &s));
   CHECK(s.verify_failures == 0, "verify failures before the stale word: %" PRIu64 ": %s",
@@ -68,8 +51,8 @@ int main(void) {
   OK(h, hl_roots_remove(h, word));
   __atomic_store_n(&word[0], x, __ATOMIC_RELAXED);
   OK(h, hl_roots_add(h, word, 1, 0));
-  one_cycle(h);
-  one_cycle(h);
+  cycle_by_garbage(h);
+  cycle_by_garbage(h);
   OK(h, hl_stats_get(h, &s));
   CHECK(s.verify_failures == 0, "verify failures %" PRIu64 ": %s", s.verify_failures,
         hl_heap_error(h));

@@ -206,6 +206,25 @@ static inline uint64_t vmas_of(hl_heap *h) {
 
 static inline void check_invariants(hl_heap *h) { OK(h, hl_heap_check(h)); }
 
+/* hl_obj_new, or the test fails saying why. */
+static inline void *obj_made(hl_heap *h, uint64_t size, uint64_t refs) {
+  void *o = hl_obj_new(h, size, refs);
+  CHECK(o, "alloc: %s", hl_heap_error(h));
+  return o;
+}
+
+/* Allocate garbage of a class of its own (200-byte objects) until one more
+ * cycle has run. */
+static inline void cycle_by_garbage(hl_heap *h) {
+  hl_stats s;
+  OK(h, hl_stats_get(h, &s));
+  uint64_t c = s.cycles;
+  while (s.cycles == c) {
+    obj_made(h, 200, 0);
+    OK(h, hl_stats_get(h, &s));
+  }
+}
+
 /* The next number of a xorshift64 sequence whose state is *x (not 0). */
 static inline uint64_t xorshift64(uint64_t *x) {
   *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;

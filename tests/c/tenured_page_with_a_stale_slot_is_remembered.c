@@ -21,23 +21,6 @@
 
 static void *roots[NR], *keep[2], *cons[1];
 
-static void *make(hl_heap *h, uint64_t size, uint64_t refs) {
-  void *o = hl_obj_new(h, size, refs);
-  CHECK(o, "alloc: %s", hl_heap_error(h));
-  return o;
-}
-
-/* Allocate garbage of a class of its own until one more cycle has run. */
-static void one_cycle(hl_heap *h) {
-  hl_stats s;
-  OK(h, hl_stats_get(h, &s));
-  uint64_t c = s.cycles;
-  while (s.cycles == c) {
-    make(h, 200, 0);
-    OK(h, hl_stats_get(h, &s));
-  }
-}
-
 int main(void) {
   /* no major sweep (quiet, backstop, growth) and no whole mark: the sequence
    * below needs X's page unswept and tenured pages kept */
@@ -47,30 +30,30 @@ int main(void) {
   OK(h, hl_roots_add(h, roots, NR, 0));
   OK(h, hl_roots_add(h, keep, 2, 0));
   OK(h, hl_roots_add(h, cons, 1, 1));
-  for (int i = 0; i < NR; i++) roots[i] = make(h, 16, 3);
-  one_cycle(h); /* the pages swept once: partial, dense */
+  for (int i = 0; i < NR; i++) roots[i] = obj_made(h, 16, 3);
+  cycle_by_garbage(h); /* the pages swept once: partial, dense */
 
   /* W between two live objects of its class, on the page being filled */
   void *x = roots[2 * 85 + 5];
-  keep[0] = make(h, 40, 1);
-  void *w = make(h, 40, 1);
-  keep[1] = make(h, 40, 1);
+  keep[0] = obj_made(h, 40, 1);
+  void *w = obj_made(h, 40, 1);
+  keep[1] = obj_made(h, 40, 1);
   hl_obj_set(x, 0, w);
   roots[2 * 85 + 5] = NULL;
-  one_cycle(h); /* X dead, its page not swept; W's page swept: W freed */
+  cycle_by_garbage(h); /* X dead, its page not swept; W's page swept: W freed */
 
   cons[0] = x;  /* a stale word brings X back */
-  one_cycle(h);
-  one_cycle(h); /* X's page dense twice: tenured */
+  cycle_by_garbage(h);
+  cycle_by_garbage(h); /* X's page dense twice: tenured */
   hl_stats s;
   OK(h, hl_stats_get(h, &s));
   CHECK(s.tenured_pages >= 4, "%" PRIu64 " pages tenured", s.tenured_pages);
 
   void *w2 = NULL; /* garbage in W's slot */
-  for (int k = 0; k < 100 && w2 != w; k++) w2 = make(h, 40, 1);
+  for (int k = 0; k < 100 && w2 != w; k++) w2 = obj_made(h, 40, 1);
   CHECK(w2 == w, "W's slot was not reused");
-  one_cycle(h);
-  one_cycle(h);
+  cycle_by_garbage(h);
+  cycle_by_garbage(h);
   OK(h, hl_stats_get(h, &s));
   CHECK(s.whole_marks == 0, "a whole mark ran");
   CHECK(s.verify_failures == 0, "verify failures %" PRIu64 ": %s", s.verify_failures,
