@@ -1219,17 +1219,16 @@ def folder_arms(folder):
 def arm_copies(folder):
     """One line per bench arm JSON directly in folder that holds an arm
     another file there holds too (a copy: 'fill_glibc (1).json' beside
-    fill_glibc.json), saying which one table.txt and bench.ipynb take
-    (records.csv is the harness's: it has the rows of both, and its writer
-    warns of the pair as load_arms does).  The notebook read its records with load_arms, which
+    fill_glibc.json), saying which one table.txt, records.csv and
+    bench.ipynb take (records.csv had the rows of both, and a notebook's
+    groupby of it counted the arm's runs twice).  The notebook read its records with load_arms, which
     warned of the pair and kept both, the last one read taking the place of
     the other in its plots; folder_arms took both without a word, and the
     table made the workload of both (h40left, session 40)."""
     return [f"{path} and {kept} are both bench arm {arm!r}: two records of one arm side by "
             f"side; {os.path.basename(kept)} is the one read (the file bench.py writes for "
             f"the arm, else the last by name), {os.path.basename(path)} is left out of the "
-            f"table and bench.ipynb (records.csv has the rows of both); remove the one that "
-            f"is not wanted"
+            f"table, records.csv and bench.ipynb; remove the one that is not wanted"
             for path, kept, arm in _one_file_per_arm(_folder_arm_files(folder))[1]]
 
 
@@ -1346,8 +1345,9 @@ def save(workloads, folder, provenance=None):
     in it -- a run of one workload into a folder of make bench's records
     replaced that workload's JSON only, and left the table and CSV of the
     earlier run (the bench hunt, session 27).  records.csv is the harness's
-    (heaplab.harness.write_csv); without the package it is removed instead of
-    left stale.  Returns the table's text."""
+    (heaplab.harness.write_csv) of the same files as the table (folder_arms:
+    one per arm, directly in the folder); without the package it is removed
+    instead of left stale.  Returns the table's text."""
     os.makedirs(folder, exist_ok=True)
     for w in workloads:
         for a in w.arms:
@@ -1361,7 +1361,11 @@ def save(workloads, folder, provenance=None):
     except ImportError:
         write_csv = None
     if write_csv is not None:
-        write_csv(folder)
+        # the rows of the files the table and bench.ipynb read (folder_arms):
+        # the CSV had those of a copy of an arm and of the runs kept below
+        # the folder too, counted twice by a notebook's groupby
+        write_csv(folder, files=[path for path, _ in
+                                 _one_file_per_arm(_folder_arm_files(folder))[0]])
     elif os.path.exists(os.path.join(folder, "records.csv")):
         os.remove(os.path.join(folder, "records.csv"))
     return text

@@ -347,8 +347,8 @@ def test_two_records_of_one_arm_in_the_folder_one_is_read_and_the_other_named(tm
     copy.write_text(json.dumps(d))
     said = (f"{copy} and {own} are both bench arm 'fill/glibc': two records of one arm side "
             f"by side; fill_glibc.json is the one read (the file bench.py writes for the arm, "
-            f"else the last by name), fill_glibc_old.json is left out of the table and "
-            f"bench.ipynb (records.csv has the rows of both); remove the one that is not wanted")
+            f"else the last by name), fill_glibc_old.json is left out of the table, "
+            f"records.csv and bench.ipynb; remove the one that is not wanted")
     assert b.arm_copies(str(folder)) == [said]
     glibc = [a for a in b.folder_arms(str(folder)) if a["arm"] == "fill/glibc"]
     assert [a["records"][0]["notes"]["checksum"] for a in glibc] == \
@@ -362,3 +362,31 @@ def test_two_records_of_one_arm_in_the_folder_one_is_read_and_the_other_named(tm
     assert p.returncode == 0, said_all[-3000:]
     source = next(t for t in texts if t.startswith("records: "))
     assert "\ncopy: " + said in source, source
+
+
+def test_records_csv_has_the_rows_of_the_files_the_table_reads(tmp_path):
+    # records.csv (the harness's write_csv of every arm JSON under the folder) kept the
+    # rows of a copy of an arm beside its own and of an older run kept in a subfolder:
+    # the table and bench.ipynb read one file per arm, directly in the folder, and a
+    # notebook user's groupby of the CSV counted the arm's runs three times over
+    import csv
+    import warnings
+    b = load_bench()
+    good = _good_bench_arm(b)
+    (tmp_path / "fill_glibc.json").write_text(json.dumps(good))
+    (tmp_path / "fill_glibc (1).json").write_text(json.dumps(good))
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "fill_glibc.json").write_text(json.dumps(good))
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        b.save([], str(tmp_path))
+    # (the copy is named once, by the table -- not warned of as read)
+    assert not [str(w.message) for w in got if "both" in str(w.message)], \
+        [str(w.message) for w in got]
+    rows = list(csv.DictReader(open(tmp_path / "records.csv")))
+    assert [(r["arm"], r["phase"]) for r in rows] == [("fill/glibc", "run1"),
+                                                      ("fill/glibc", "run2")], rows
+    said = b.arm_copies(str(tmp_path))
+    assert len(said) == 1 and said[0].endswith(
+        "fill_glibc (1).json is left out of the table, records.csv and bench.ipynb; remove "
+        "the one that is not wanted"), said

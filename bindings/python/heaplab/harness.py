@@ -3605,25 +3605,36 @@ CSV_COLUMNS = ("experiment", "arm", "repeat", "phase", "status", "arm_error", *F
                "session", "started")
 
 
-def write_csv(folder: str) -> None:
+def write_csv(folder: str, files: Optional[Sequence[str]] = None) -> None:
     """Write <folder>/records.csv (write_atomic): one row per phase of every
     arm JSON under it (CSV_COLUMNS), each with its arm's repeat (k of an
     <arm>.r<k>.json; empty for an arm run once), its phase's status and its
     arm's error.  A *.json file that is not valid JSON, or an arm's JSON
     that cannot be read (_arm_problem: "records" null, a figure that is not a
     number...), is left out with a warning naming it (load_arms(folder)
-    raises on the first, heaplab.analysis on both).  The listing and the
-    write are done holding records_lock(folder)."""
+    raises on the first, heaplab.analysis on both).  `files`: the arm JSON
+    files to take instead (paths), in that order -- the ones a reader of the
+    folder other than load_arms takes (bench.py's: one file per arm,
+    directly in the folder, as its table.txt and bench.ipynb read them: the
+    CSV had the rows of a copy of an arm beside its own and of the runs
+    kept in subfolders, which the table and notebook leave out, and a
+    notebook's groupby counted both).  The listing and the write are done
+    holding records_lock(folder)."""
     with records_lock(folder):
-        _write_csv(folder)
+        _write_csv(folder, files)
 
 
-def _write_csv(folder: str) -> None:
+def _write_csv(folder: str, files: Optional[Sequence[str]] = None) -> None:
     """write_csv, records_lock(folder) held by the caller."""
     import warnings
     rows = []
-    for path, data in _arm_files(folder, [], "write_csv"):
-        why = _arm_problem(data)
+    taken: Iterable[Tuple[str, Any]] = (
+        _arm_files(folder, [], "write_csv") if files is None else
+        ((path, load_json_record(path, [], "write_csv")) for path in files))
+    for path, data in taken:
+        if data is SKIPPED:
+            continue
+        why = _arm_problem(data) if isinstance(data, dict) else "not a JSON object"
         if why:
             warnings.warn(f"heaplab: {path}: not an arm's results: {why}: left out of "
                           f"records.csv", stacklevel=2)
