@@ -1217,7 +1217,8 @@ def _make_out(out):
 INCOMPLETE_MARKER = "INCOMPLETE-REPORT.txt"
 
 
-_MARKER_ID = re.compile(r"^\(report (\d+)-([0-9a-f]+)\)$", re.M)
+_MARKER_ID = re.compile(r"^\(report (\d+)-([0-9a-f]+)(?: on (.*): boot (\S*), pid namespace "
+                        r"(\S*), process start (\S*))?\)$", re.M)
 
 
 def _marker_entries(path: str) -> List[Tuple[int, str, str]]:
@@ -1251,6 +1252,79 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _read_proc(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _process_start(pid: int) -> str:
+    """The start time of process pid (/proc/PID/stat's starttime, clock
+    ticks since boot: with the pid, it names one process of this boot), ''
+    when there is no such process (or no /proc)."""
+    stat = _read_proc(f"/proc/{pid}/stat")
+    fields = stat.rsplit(")", 1)[-1].split()      # (comm may hold spaces and ')')
+    return fields[19] if stat and len(fields) > 19 else ""
+
+
+def _this_machine() -> Tuple[str, str, str]:
+    """(host name, boot id, pid namespace) of this process: where a pid in
+    a marker entry can be looked up -- on the machine and boot that wrote
+    it, in its pid namespace."""
+    import socket
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = ""
+    return (socket.gethostname(), _read_proc("/proc/sys/kernel/random/boot_id"),
+            "".join(c for c in ns if c.isdigit()))
+
+
+def _marker_identity() -> str:
+    """The end of this process's id line: ' on HOST: boot B, pid namespace
+    N, process start T' (_entry_state reads it)."""
+    host, boot, ns = _this_machine()
+    return (f" on {host}: boot {boot or '-'}, pid namespace {ns or '-'}, "
+            f"process start {_process_start(os.getpid()) or '-'}")
+
+
+def _entry_state(pid: int, text: str) -> Tuple[str, str]:
+    """(state, where) of a marker entry's report: 'running' (still writing),
+    'gone' (stopped: its entry can go) or 'elsewhere' (on another machine,
+    or in another pid namespace -- a container --, whose processes this one
+    cannot see: it may be running), with where that is.  The pid alone
+    (os.kill(pid, 0)) took an entry written on another host (a shared
+    folder) for gone when no process here had its pid, and for running
+    when one had; and a pid reused since, by any process, kept the entry
+    of a report long stopped.  An entry of an older heaplab (pid only) is
+    judged by its pid."""
+    m = None
+    for m in _MARKER_ID.finditer(text):
+        pass
+    if pid <= 0:
+        return "gone", ""
+    if m is None or m.group(3) is None:
+        return ("running" if pid != os.getpid() and _alive(pid) else "gone"), ""
+    host, boot, ns, start = (m.group(3), m.group(4).strip("-"), m.group(5).strip("-"),
+                             m.group(6).strip("-"))
+    here_host, here_boot, here_ns = _this_machine()
+    if boot and here_boot and boot != here_boot:
+        # (another machine, or this one rebooted since: its processes are gone)
+        return ("gone", "") if host == here_host else ("elsewhere", f"on host {host}")
+    if not (boot and here_boot) and host != here_host:
+        return "elsewhere", f"on host {host}"
+    if ns and here_ns and ns != here_ns:
+        return "elsewhere", f"in another pid namespace of this machine ({ns}: a container)"
+    if pid == os.getpid():
+        return "gone", ""       # (an earlier report of this process, stopped)
+    now = _process_start(pid)
+    if start and now:
+        return ("running" if now == start else "gone"), ""     # (a pid reused: gone)
+    return ("running" if _alive(pid) else "gone"), ""
+
+
 class _Marker:
     """A report's INCOMPLETE-REPORT.txt entry in its folder: written just
     before the report's first file (begin) and taken out when it completes
@@ -1260,8 +1334,13 @@ class _Marker:
     reports into one folder at once each take out only their own -- the
     first to finish removed the other's -- and a report that completes
     also takes out the entries of reports no longer running (stopped:
-    its files replace theirs); the file goes with the last entry.  Entries
-    are read and written under a lock on the folder (flock)."""
+    its files replace theirs); the file goes with the last entry.  An
+    entry names its report's process as one process of one machine: pid,
+    host, boot id, pid namespace and the process's start time
+    (_entry_state) -- a pid reused since is no report running, and an
+    entry written on another host or in another container, whose
+    processes cannot be seen from here, is kept and said.  Entries are
+    read and written under a lock on the folder (flock)."""
 
     def __init__(self, out: str, source: Any, again: str, say: Callable[[str], None]) -> None:
         import secrets
@@ -1277,18 +1356,25 @@ class _Marker:
             f"was stopped by an error, a full disk, Ctrl-C or a kill (or it is still running).\n"
             f"Some of its files may be missing, and files here may be an earlier report's.\n"
             f"Run `{again}` again: a report that completes removes this file.\n"
-            f"(report {self.id})\n")
+            f"(report {self.id}{_marker_identity()})\n")
         entries = _marker_entries(self.path)
-        live = [(pid, text) for pid, _, text in entries if pid != os.getpid() and _alive(pid)]
-        if len(live) < len(entries):
+        states = [(pid, text, *_entry_state(pid, text)) for pid, _, text in entries]
+        if any(state == "gone" for _, _, state, _ in states):
             say(f"{out}: an earlier report here did not complete ({INCOMPLETE_MARKER}); "
                 f"this one replaces it")
-        for pid, text in live:
+        for pid, text, state, where in states:
             # (two reports into one folder at once: their files mixed, nothing said)
             what = text.splitlines()[0].split(" into this folder")[0].split(": ", 1)[-1]
-            say(f"{out}: another report is writing into this folder now (pid {pid}: {what}): "
-                f"the files here will be a mix of both reports; let it finish, or report "
-                f"into another --out")
+            if state == "running":
+                say(f"{out}: another report is writing into this folder now (pid {pid}: "
+                    f"{what}): the files here will be a mix of both reports; let it finish, "
+                    f"or report into another --out")
+            elif state == "elsewhere":
+                say(f"{out}: a report {where} (pid {pid}: {what}) did not complete or is "
+                    f"still writing into this folder -- this machine cannot tell: if it "
+                    f"runs, the files here will be a mix of both reports; its entry in "
+                    f"{INCOMPLETE_MARKER} is kept (remove the file if that report is not "
+                    f"running)")
 
     def _update(self, change: Callable[[List[Tuple[int, str, str]]],
                                        List[Tuple[int, str, str]]]) -> None:
@@ -1314,8 +1400,8 @@ class _Marker:
     def end(self) -> None:
         """The report is complete: its entry goes, and those of reports no
         longer running (its files replace theirs)."""
-        self._update(lambda es: [e for e in es if e[1] != self.id and e[0] != os.getpid()
-                                 and _alive(e[0])])
+        self._update(lambda es: [e for e in es if e[1] != self.id
+                                 and _entry_state(e[0], e[2])[0] != "gone"])
 
 
 def _again(kind: str, source: Any, out: str, dpi: int, failed: str = "raise") -> str:
