@@ -91,3 +91,34 @@ def test_a_reports_own_marker_entry_names_its_process(tmp_path, monkeypatch, cap
                     f"process start {_start(os.getpid())})"), line
     assert not (res / "report" / hla.INCOMPLETE_MARKER).exists()
 
+
+# ---- text in a script the figure's font lacks ---------------------------------------------
+
+def _installed_font_has(c):
+    from matplotlib import font_manager, ft2font
+    return any(ord(c) in ft2font.FT2Font(f.fname).get_charmap()
+               for f in font_manager.fontManager.ttflist if not f.name.startswith("Last Resort"))
+
+
+def test_text_no_font_has_is_one_warning_per_figure_naming_its_script(tmp_path, capsys):
+    """An arm named in CJK: matplotlib's "Glyph 20869 (\\N{CJK UNIFIED
+    IDEOGRAPH-5185}) missing from font(s) DejaVu Sans." was a `heaplab
+    report: warning:` line per character and draw (a dozen for one name).
+    Now a character another installed font has is drawn with it (font
+    fallback: U+02EF, which DejaVu Serif has and DejaVu Sans lacks), and
+    the rest is one warning per figure naming it and the characters by
+    script."""
+    res = _results(tmp_path / "res", _arm("E1", "内存 on", 20), _arm("E1", "off\u02ef", 40))
+    capsys.readouterr()
+    assert main(["report", str(res)]) == 0
+    err = capsys.readouterr().err
+    assert "Glyph" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("heaplab report: warning:")]
+    out = res / "report"
+    if _installed_font_has("内"):
+        assert lines == [], err         # (a CJK font installed: drawn with it)
+        return
+    assert lines == [f"heaplab report: warning: {out / name}: 2 character(s) of its text are in "
+                     f"no installed font: CJK ('内存'), drawn as boxes -- install a font that "
+                     f"has them (for CJK: Debian's fonts-noto-cjk) and report again"
+                     for name in ("E1_footprint.png", "E1_phase_cost.png")], err

@@ -1184,19 +1184,96 @@ def plot_vmas(source: Any, experiment: Optional[str] = None,
 
 # ---- report ---------------------------------------------------------------------------
 
-def _save_figure(fig, path, dpi):
-    """fig as a PNG at path, written whole (write_atomic): an interrupt or a
-    full disk leaves the old file, never half of one."""
+_GLYPH_MISSING = re.compile(r"^Glyph (\d+) .*missing from font\(s\) (.*?)\.?$")
+
+
+def _render_png(fig, dpi):
+    """(fig as PNG bytes, the characters of its text no font it asked for
+    has, those fonts' names); matplotlib's other warnings are passed on."""
     import io
     import warnings
     buf = io.BytesIO()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")     # (each time: its registry said them once)
         # (matplotlib's "constrained_layout not applied because axes sizes
         # collapsed to zero" leaked among heaplab report's lines: the
         # figure is saved as laid out without it)
         warnings.filterwarnings("ignore", message="constrained_layout not applied")
         fig.savefig(buf, dpi=dpi, format="png")
-    write_atomic(path, buf.getvalue())
+    missing: Dict[str, None] = {}
+    fonts: Dict[str, None] = {}
+    for w in got:
+        m = _GLYPH_MISSING.match(str(w.message))
+        if m:
+            missing[chr(int(m.group(1)))] = None
+            fonts.update((f.strip(), None) for f in m.group(2).split(","))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return buf.getvalue(), "".join(missing), list(fonts)
+
+
+@functools.lru_cache(maxsize=None)
+def _charmap(fname: str) -> frozenset:
+    from matplotlib import ft2font
+    try:
+        return frozenset(ft2font.FT2Font(fname).get_charmap())
+    except Exception:       # (a font file FreeType cannot read)
+        return frozenset()
+
+
+def _fonts_having(chars: str, besides: Sequence[str]) -> List[str]:
+    """Names of installed fonts (matplotlib's font list) that have the
+    characters, one font per character at most, none of `besides` (the
+    fonts that lack them) -- nor matplotlib's "Last Resort", whose glyphs
+    are the boxes."""
+    from matplotlib import font_manager
+    entries = sorted((f for f in font_manager.fontManager.ttflist
+                      if f.name not in besides and not f.name.startswith("Last Resort")),
+                     key=lambda f: (f.style != "normal", f.weight not in (400, "normal"),
+                                    f.name))
+    names: Dict[str, None] = {}
+    for c in chars:
+        for f in entries:
+            if ord(c) in _charmap(f.fname):
+                names[f.name] = None
+                break
+    return list(names)
+
+
+def _scripts(chars: str) -> str:
+    """'CJK (内存), Hangul (메)': the characters by the script their Unicode
+    name begins with."""
+    import unicodedata
+    by: Dict[str, str] = {}
+    for c in chars:
+        word = unicodedata.name(c, "U+%04X" % ord(c)).split()[0]
+        word = word if word.isupper() and len(word) <= 3 else word.capitalize()
+        by[word] = by.get(word, "") + c
+    return ", ".join(f"{k} ({v!r:.40})" for k, v in by.items())
+
+
+def _save_figure(fig, path, dpi):
+    """fig as a PNG at path, written whole (write_atomic): an interrupt or a
+    full disk leaves the old file, never half of one.  Text in a script the
+    figure's font lacks (an arm named in CJK: DejaVu Sans has none of it)
+    is drawn with an installed font that has it, when there is one
+    (matplotlib's font fallback); else one warning names the figure and
+    the characters by script -- matplotlib's "Glyph N (...) missing from
+    font(s) DejaVu Sans" was said once per character and draw, each a
+    `heaplab report: warning:` line."""
+    from matplotlib.text import Text
+    png, missing, fonts = _render_png(fig, dpi)
+    if missing:
+        extra = _fonts_having(missing, fonts)
+        if extra:
+            for t in fig.findobj(Text):
+                t.set_fontfamily([*t.get_fontfamily(), *extra])
+            png, missing, _ = _render_png(fig, dpi)
+    if missing:
+        _warn(f"heaplab: {path}: {len(missing)} character(s) of its text are in no installed "
+              f"font: {_scripts(missing)}, drawn as boxes -- install a font that has them "
+              f"(for CJK: Debian's fonts-noto-cjk) and report again")
+    write_atomic(path, png)
 
 
 def _save_csv(frame, path, **kw):
