@@ -530,6 +530,62 @@ def test_ctrl_c_once_the_stop_is_said_ends_the_process_quietly(tmp_path):
         reap(p, pid)
 
 
+def _distributed_has_what_the_stop_tests_read():
+    """The two tests below watch the sweep's local cluster through
+    distributed's objects: a nanny's worker pid and state (Nanny.pid,
+    Server.status and its Status names -- public attributes; no Client call
+    says whether a nanny restarted its worker or closed) and the tasks the
+    scheduler holds (Client.run_on_scheduler given SchedulerState.tasks, as
+    run_on_scheduler's own documented example reads it).  A distributed
+    release that renames one failed deep inside the wrapped run, where the
+    stop's clean-up swallows exceptions: the test then said only "neither in
+    30 s" or an empty answer.  Checked here first, named if gone."""
+    import inspect
+
+    import distributed
+    from distributed.core import Server, Status
+    from distributed.deploy.spec import SpecCluster
+    from distributed.scheduler import SchedulerState
+    needs = [
+        ("Nanny.pid (its worker process's pid)",
+         isinstance(getattr(distributed.Nanny, "pid", None), property)),
+        ("Nanny.worker_address (heaplab.sweep._nannies)",
+         isinstance(getattr(distributed.Nanny, "worker_address", None), property)),
+        ("Nanny.close_gracefully (heaplab.sweep's stop)",
+         callable(getattr(distributed.Nanny, "close_gracefully", None))),
+        ("Server.status (a nanny's state)", isinstance(getattr(Server, "status", None), property)),
+        ("Status.closing and Status.closed", {"closing", "closed"} <= set(Status.__members__)),
+        ("SpecCluster.workers (a local cluster's nannies)",
+         "self.workers = " in inspect.getsource(SpecCluster.__init__)),
+        ("Client.run_on_scheduler", callable(getattr(distributed.Client, "run_on_scheduler", None))),
+        ("SchedulerState.tasks (the tasks the scheduler holds)",
+         "tasks" in getattr(SchedulerState, "__annotations__", {})),
+    ]
+    gone = [what for what, ok in needs if not ok]
+    if gone:
+        pytest.fail(f"distributed {distributed.__version__} has no {'; no '.join(gone)} -- "
+                    f"renamed? This test reads it to watch the sweep's cluster: find its new "
+                    f"name and change the test (test_sweep_resume.py)", pytrace=False)
+
+
+def test_the_stop_tests_name_what_distributed_no_longer_has(monkeypatch):
+    """A distributed that renamed Nanny.pid and SchedulerState.tasks: the two
+    stop tests fail at once naming both, not deep in the wrapped run."""
+    import distributed
+    from distributed.scheduler import SchedulerState
+    _distributed_has_what_the_stop_tests_read()         # (this one has them)
+    monkeypatch.delattr(distributed.Nanny, "pid")
+    monkeypatch.setattr(SchedulerState, "__annotations__",
+                        {k: v for k, v in SchedulerState.__annotations__.items() if k != "tasks"})
+    with pytest.raises(pytest.fail.Exception) as e:
+        _distributed_has_what_the_stop_tests_read()
+    assert str(e.value) == (
+        f"distributed {distributed.__version__} has no Nanny.pid (its worker process's pid); no "
+        f"SchedulerState.tasks (the tasks the scheduler holds) -- renamed? This test reads it to "
+        f"watch the sweep's cluster: find its new name and change the test "
+        f"(test_sweep_resume.py)"), str(e.value)
+
+
 # (the run of the test below: heaplab run with sweep._ask_workers wrapped --
 # as the stop asks the workers to kill their tasks' groups, each worker's
 # process is killed first, and what its nanny did about it is written to
@@ -543,7 +599,8 @@ def _nannies(local, _real=s._nannies):
     return nannies
 def _ask_workers(client, fn, addrs, limit):
     if fn is s._kill_live_groups:
-        said = []
+        said = [] if nannies else ["no nanny: heaplab.sweep._nannies found none (distributed's "
+                                   "LocalCluster.workers or Nanny.worker_address renamed?)"]
         for n in nannies.values():
             pid = n.pid
             os.kill(pid, signal.SIGKILL)
@@ -611,6 +668,7 @@ def test_a_worker_that_dies_in_the_stop_is_not_started_again(tmp_path):
     happened: the mutation audit's leftover (sessions 38-39).  Here the
     worker is killed just after the nannies were told, every time, and its
     nanny must close, not start another."""
+    _distributed_has_what_the_stop_tests_read()
     said = _stopped_wrapped_run(tmp_path, _NANNY_RUN)
     assert said == "closed", said
 
@@ -642,6 +700,7 @@ def test_a_stopped_sweep_leaves_the_scheduler_no_task(tmp_path):
     start the next task before the close (the mutation audit, session 40:
     1 of 2 runs).  Here the scheduler is asked, as the clean-up begins,
     which tasks it still holds: none."""
+    _distributed_has_what_the_stop_tests_read()
     held = _stopped_wrapped_run(tmp_path, _HELD_RUN)
     assert held == "", f"the scheduler still holds {held}"
 
