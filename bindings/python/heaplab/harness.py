@@ -1415,6 +1415,29 @@ class _GroupKeeper:
         """Popen's arguments that start a process in the group."""
         return _in_group(self.p.pid)
 
+    def members(self) -> List[str]:
+        """'pid N (its command line)' of each process in the group but the
+        keeper (/proc; [] without it)."""
+        out = []
+        try:
+            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        except OSError:
+            return []
+        for pid in sorted(pids):
+            if pid == self.p.pid:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                if int(fields[2]) != self.p.pid or fields[0] == b"Z":
+                    continue
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    what = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except (OSError, IndexError, ValueError):
+                continue
+            out.append(f"pid {pid} ({what[:80]})")
+        return out
+
     def end(self) -> None:
         """Kill (SIGKILL) what is left in the group, the keeper last reaped."""
         import signal as _signal
@@ -2381,6 +2404,11 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                     stopped = True
                     proc.kill()
                 proc.wait()
+                # (what the command started and left running when it ended
+                # by itself: a wrapper that forks the program and exits --
+                # the sampler followed the wrapper, the program was killed
+                # here, and the arm was a measurement of nothing, no word)
+                orphans = keeper.members() if not stopped else []
                 keeper.end()
                 sampler.stop()
                 strays = _kill_tagged(tag, keeper.p.pid)
@@ -2412,6 +2440,14 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         data["report"] = None
         data.setdefault("warnings", [])
         _add_strays(data, label, strays)
+        if orphans:
+            data["warnings"].append(
+                f"{label}: the command ended ({_exit_text(rc)}) and left {len(orphans)} "
+                f"process(es) it started running: {', '.join(orphans[:5])}"
+                f"{', ...' if len(orphans) > 5 else ''}: killed -- only the command's own "
+                f"process is sampled, so the figures leave out what they did (a wrapper that "
+                f"starts the program and exits, a server that daemonizes: run the program "
+                f"itself, in the foreground)")
         # the command's own report under its pid: written by a command that
         # took itself for a descendant of a process writing the same path
         # (a preloaded parent merely mapping the library did: report None,
