@@ -38,3 +38,45 @@ def test_a_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
     data = run_command_arm(["sh", "-c", "sleep 30 & wait"], allocator="glibc",
                            script=lambda ctl: None, experiment="X", arm="a", timeout=20)
     assert data["error"] is None and data["warnings"] == [], data
+
+
+def test_a_report_of_records_without_duration_s_completes(tmp_path, capsys, monkeypatch):
+    """An arm JSON with footprints and no duration_s (a --command arm's own,
+    another tool's: the harness does not require it) stopped the report
+    part-way at the phase-cost plot -- "no figure(s) ['duration_s'] in its
+    records ...; the report ... is incomplete ...; run heaplab report again",
+    which stopped there again.  The results folder's report and a sweep
+    run's (of one cell) now draw the plot of what there is and say what is
+    not."""
+    import glob
+    import json
+    from heaplab.__main__ import main
+    from test_analysis_s39 import _arm, _results
+    from test_analysis_s40 import _with_figures
+    from test_compare_grids import make_run
+    from heaplab import analysis as hla
+    from heaplab.harness import write_atomic
+    # (the figures are made, not drawn: the PNGs' pixels are no part of this)
+    monkeypatch.setattr(hla, "_save_figure", lambda fig, path, dpi: write_atomic(path, b""))
+    on, off = _arm("E1", "on", 20), _arm("E1", "off", 40)
+    for a in (on, off):
+        del a["records"][0]["duration_s"]
+    res = _results(tmp_path / "res", on, off)
+    assert main(["report", str(res)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "E1: no duration_s in its records; the phase-cost plot shows phys_growth alone" \
+        in out, out
+    assert (res / "report" / "E1_phase_cost.png").exists()
+    run = _with_figures(make_run(tmp_path / "run", {"warm_pages": ["0"]}, lambda v: 1.0))
+    for path in glob.glob(os.path.join(run, "E1", "*", "*.json")):
+        with open(path) as f:
+            d = json.load(f)
+        del d["records"][0]["duration_s"]
+        with open(path, "w") as f:
+            json.dump(d, f)
+    assert main(["report", run]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "E1: no duration_s in its records; the phase-cost plot shows phys_growth alone" \
+        in out, out
+    assert os.path.exists(os.path.join(run, "report", "E1_c000_phase_cost.png"))
+    assert not os.path.exists(os.path.join(run, "report", "INCOMPLETE-REPORT.txt"))

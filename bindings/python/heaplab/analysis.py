@@ -1627,7 +1627,10 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
         if df.empty:
             say(f"{exp}: no phase records left (failed={failed!r}); no phase-cost plot")
         else:
-            save_fig(plot_phase_cost(sel, failed=failed), f"{base}_phase_cost.png")
+            figs = _cost_figures(set(df["figure"]), exp, say)
+            if figs:
+                save_fig(plot_phase_cost(sel, failed=failed, figures=figs),
+                         f"{base}_phase_cost.png")
         # (a VMA plot shows a count that changes within a run: a heap with
         # dump_unused=0, the launchers', is two VMAs throughout -- E8's flat
         # line; arms flat at different counts -- E10's collected heaps at 1,
@@ -1648,6 +1651,20 @@ def report(source: Any, out: Optional[str] = None, dpi: int = 110,
     _say_stale(out, written)
     marker.end()
     return written
+
+
+def _cost_figures(present: set, exp: str, say: Callable[[str], None]) -> List[str]:
+    """The phase-cost plot's figures (phys_growth, duration_s) of those
+    recorded, the others said: an arm JSON of a --command arm or another
+    tool with footprints and no duration_s stopped the report part-way at
+    the plot ("no figure(s) ['duration_s'] ...; run heaplab report
+    again", which stopped there again)."""
+    figs = [f for f in ("phys_growth", "duration_s") if f in present]
+    lacking = [f for f in ("phys_growth", "duration_s") if f not in present]
+    if lacking:
+        say(f"{exp}: no {' or '.join(lacking)} in its records; "
+            + (f"the phase-cost plot shows {figs[0]} alone" if figs else "no phase-cost plot"))
+    return figs
 
 
 #: the names report() writes (<experiment>_<what>)
@@ -2245,7 +2262,9 @@ def report_run(run: Any, out: Optional[str] = None, dpi: int = 110,
                                       f"{meta.get('cells', {}).get(first, {})}"),
                  f"{_safe(exp)}_{first}_footprint.png")
             # (ok tasks; a phase whose with block raised inside one is left out)
-            save(plot_phase_cost(mine, experiment=exp, failed="drop"),
-                 f"{_safe(exp)}_{first}_phase_cost.png")
+            figs = _cost_figures(set(records_frame(mine, failed="drop")["figure"]), exp, say)
+            if figs:
+                save(plot_phase_cost(mine, experiment=exp, failed="drop", figures=figs),
+                     f"{_safe(exp)}_{first}_phase_cost.png")
     marker.end()
     return written
