@@ -310,17 +310,25 @@ def test_a_run_folders_foreign_or_copied_task_records_are_named(tmp_path, capsys
         assert "meta.json: not the meta.json of a heaplab run: 'run_id' is None" in err, err
 
 
-def test_a_run_report_refused_part_way_says_it_is_incomplete(tmp_path, capsys):
-    """A run whose records have effects but no phase figures: the report
-    wrote the effect plot and the first cell's footprint, then refused the
-    phase-cost plot ("no figure(s) ['phys_growth', 'duration_s']"), exit 2
-    -- the two files left looking like the report."""
+def test_a_run_report_refused_part_way_says_it_is_incomplete(tmp_path, capsys, monkeypatch):
+    """A run report refused part-way: it wrote the effect plot and the first
+    cell's footprint, then refused the phase-cost plot, exit 2 -- the two
+    files left looking like the report.  (The refusal was the run's records
+    having effects but no phase figures, "no figure(s) ['phys_growth',
+    'duration_s']"; since session 41 such a run is reported without a
+    phase-cost plot, said -- test_hostile_s41 -- so the refusal is made
+    here.)"""
     run = make_run(tmp_path / "a", {"warm_pages": ["0", "64"]}, lambda v: 1.0)
+
+    def refuse(*a, **kw):
+        raise ValueError("experiment E1: no figure(s) ['phys_growth'] in its records")
+    monkeypatch.setattr(hla, "_cost_figures", lambda present, exp, say: ["phys_growth"])
+    monkeypatch.setattr(hla, "plot_phase_cost", refuse)
     assert main(["report", run]) == 2
     out, err = capsys.readouterr()
     n = out.count("wrote ")
     assert n >= 1, out
-    assert (f"no figure(s) ['phys_growth', 'duration_s'] in its records (figures: []); the "
+    assert (f"no figure(s) ['phys_growth'] in its records; the "
             f"report in {tmp_path / 'a' / 'report'} is incomplete: {n} file(s) written") in err, err
     # and the folder says so later (a sweep run's report keeps the marker too)
     assert (tmp_path / "a" / "report" / hla.INCOMPLETE_MARKER).is_file()

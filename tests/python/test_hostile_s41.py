@@ -80,3 +80,9 @@ def test_a_report_of_records_without_duration_s_completes(tmp_path, capsys, monk
         in out, out
     assert os.path.exists(os.path.join(run, "report", "E1_c000_phase_cost.png"))
     assert not os.path.exists(os.path.join(run, "report", "INCOMPLETE-REPORT.txt"))
+    # effects and no phase figure at all: no phase-cost plot, said (it refused, exit 2)
+    run = make_run(tmp_path / "bare", {"warm_pages": ["0"]}, lambda v: 1.0)
+    assert main(["report", run]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "E1: no phys_growth or duration_s in its records; no phase-cost plot" in out, out
+    assert not os.path.exists(os.path.join(run, "report", "E1_c000_phase_cost.png"))
