@@ -86,3 +86,38 @@ def test_a_report_of_records_without_duration_s_completes(tmp_path, capsys, monk
     out = capsys.readouterr().out
     assert "E1: no phys_growth or duration_s in its records; no phase-cost plot" in out, out
     assert not os.path.exists(os.path.join(run, "report", "E1_c000_phase_cost.png"))
+
+
+@pytest.mark.parametrize("env, said", [
+    ({"FOO": "a\0b"}, "env FOO='a\\x00b': a NUL byte in the value (no environment variable can "
+                      "hold one)"),
+    ({"FO=O": "x"}, "env 'FO=O': not an environment variable's name (empty, or an '=' or a NUL "
+                    "byte in it)"),
+    ({"": "x"}, "env '': not an environment variable's name (empty, or an '=' or a NUL byte in "
+                "it)"),
+], ids=["nul-in-value", "eq-in-name", "empty-name"])
+@pytest.mark.parametrize("allocator", [None, "glibc"])
+def test_env_a_process_cannot_take_is_named_before_anything_runs(tmp_path, env, said,
+                                                                  allocator):
+    """Popen's own refusal named no variable ("embedded null byte", "illegal
+    environment variable name"), and came once the command arm's group
+    keeper had started.  A newline in a value is legal, and reaches the
+    command as it is."""
+    marker = tmp_path / "ran"
+    with pytest.raises(ValueError) as e:
+        run_command_arm(["sh", "-c", f"touch '{marker}'"], env=env, allocator=allocator,
+                        timeout=20)
+    assert str(e.value) == said
+    assert not marker.exists()
+    got = tmp_path / "foo"
+    data = run_command_arm(["sh", "-c", f"printf %s \"$FOO\" > '{got}'"], env={"FOO": "a\nb c"},
+                           allocator="glibc", timeout=20)
+    assert data["error"] is None and got.read_text() == "a\nb c"
+
+
+def test_a_command_that_cannot_be_started_says_why_in_its_error(tmp_path):
+    """A command arm of a program that does not exist: "the command failed
+    (exit 127)", the why in stderr_tail only."""
+    data = run_command_arm([str(tmp_path / "no such prog")], allocator="glibc", timeout=20)
+    assert data["error"] == (f"glibc: {tmp_path / 'no such prog'}: cannot start "
+                             f"{tmp_path / 'no such prog'}: No such file or directory"), data

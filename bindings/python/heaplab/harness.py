@@ -860,6 +860,20 @@ def child_env(extra: Optional[Mapping[str, str]] = None, drop: Sequence[str] = (
     env = {k: v for k, v in os.environ.items() if not (drop and k.startswith(tuple(drop)))}
     env["MALLOC_PERTURB_"] = "0"       # DESIGN.md section 5
     env.pop("HEAPLAB_COUNTERS_FILE", None)
+    for k, v in (extra or {}).items():
+        # (Popen's own refusal named no variable -- "embedded null byte",
+        # "illegal environment variable name" -- and came once the group's
+        # keeper had started)
+        if not isinstance(k, str):
+            raise TypeError(f"env: the name {k!r:.60} is {type(k).__name__}, not a string")
+        if not isinstance(v, str):
+            raise TypeError(f"env {k}: the value {v!r:.60} is {type(v).__name__}, not a string")
+        if not k or "=" in k or "\0" in k:
+            raise ValueError(f"env {k!r}: not an environment variable's name (empty, or an "
+                             f"'=' or a NUL byte in it)")
+        if "\0" in v:
+            raise ValueError(f"env {k}={v!r:.60}: a NUL byte in the value (no environment "
+                             f"variable can hold one)")
     env.update(extra or {})
     return env
 
@@ -2421,6 +2435,13 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
             # the preload): not a measurement of the program (a script may
             # stop it itself, with stop_signal or so that it exits 0)
             data["error"] = f"{label}: the command failed ({_exit_text(rc)})"
+            if rc == 127:
+                # (the wrapper's exec failed: "heaplab: cannot start PROG:
+                # No such file or directory" was in stderr_tail only)
+                why = [ln for ln in _file_ends(err_path, 0, 4000).splitlines()
+                       if ln.startswith("heaplab: cannot start ")]
+                if why:
+                    data["error"] = f"{label}: {why[-1].removeprefix('heaplab: ')}"
         _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
                   ok=data["error"] is None, experiment=experiment)
         with ctl._lock:
