@@ -70,7 +70,11 @@ extern char **environ;
 
 /* This thread's depth in glibc's allocator: the core's hl__sys_* calls and
  * the library's own __libc_* calls count themselves through IN_LIBC
- * (internal.h).  Read by write_reports_once. */
+ * (internal.h) -- not the malloc family's on the system allocator
+ * (ON_SYSTEM, below).  Read by write_reports_once, for the two things at
+ * exit that call glibc's allocator: the heap's set-up for a program that
+ * never allocated, and the exiting thread's flush, whose trim takes its
+ * lists from glibc. */
 HL_TLS int hl__in_libc_malloc;
 
 enum { ST_NONE, ST_STARTING, ST_HEAPLAB, ST_SYSTEM };
@@ -80,6 +84,16 @@ enum { ST_NONE, ST_STARTING, ST_HEAPLAB, ST_SYSTEM };
 static hl_heap *_Atomic heap_ptr;
 #define HEAP atomic_load_explicit(&heap_ptr, memory_order_acquire)
 static _Atomic int state;
+
+/* On the system allocator for good (ST_SYSTEM: HEAPLAB_ALLOCATOR=libc, a
+ * set-up refused, a child forked during one; no state follows it) the
+ * malloc family goes straight to glibc, a tail call: no set-up to look at,
+ * no errno kept, no count (nothing reads it there: the report made at exit
+ * calls nothing of glibc's allocator -- client_out, the /proc reads, open,
+ * write, rename -- so an exit inside glibc writes it).  The way through
+ * malloc_slow and the set-up's check cost 47% more instructions than glibc
+ * alone on bench-preload classes (docs/clients.md, the busy check). */
+#define ON_SYSTEM() hl_unlikely(atomic_load_explicit(&state, memory_order_relaxed) == ST_SYSTEM)
 static HL_TLS int in_setup;  /* this thread is setting the heap up */
 static int setup_pid;
 static char stats_path[4096], events_path[4096];
@@ -543,16 +557,16 @@ static void write_reports(void) {
     hl__prim_os_self_exe(exe, sizeof exe);
     client.interpreter = exe;
     int err = client_save(name, write_report);
-    if (err)
+    if (err) /* (hl__strerror: strerror may translate, and gettext allocates) */
       hl__say("libheaplab-malloc: HEAPLAB_STATS=%s: cannot write %s: %s\n", stats_path,
-              name, strerror(err));
+              name, hl__strerror(err));
   }
   if (report_name("HEAPLAB_TRACE_EVENTS", events_path, descendant_events, events_stream, name,
                   sizeof name)) {
     int err = client_save(name, write_events);
     if (err)
       hl__say("libheaplab-malloc: HEAPLAB_TRACE_EVENTS=%s: cannot write %s: %s\n",
-              events_path, name, strerror(err));
+              events_path, name, hl__strerror(err));
   }
   hl__manual_caches_bypassed(false);
 }
@@ -764,8 +778,11 @@ static bool calls_redirected(void) {
  * until before the parent's and child's: a signal handler calling _exit
  * there found no busy heap (under HEAPLAB_ALLOCATOR=libc there is none) and
  * the report's allocations waited for those locks for ever (2 of 15 runs of
- * a fork loop beside a second thread hung: the review of session 34).  Inside
- * glibc's allocator for that time (hl__in_libc_malloc). */
+ * a fork loop beside a second thread hung: the review of session 34).  The
+ * report allocates nothing now, but a program that never allocated has its
+ * heap set up at exit, from glibc: inside glibc's allocator for that time
+ * (hl__in_libc_malloc; with a heap, the heap's own fork handler holds its
+ * lock then, and the exit finds it busy). */
 static void fork_in_libc(void) { hl__in_libc_malloc++; }
 static void fork_out_of_libc(void) { hl__in_libc_malloc--; }
 /* (the set-up's report paths, half made or not yet, were not the child's:
@@ -836,13 +853,17 @@ static void write_reports_once(bool by_exit) {
   if (!asked && !check) goto done;
   /* A handler that interrupted glibc's own allocator on this thread -- a
    * large block's (the manual heap takes those from glibc outside its
-   * lock), any call under HEAPLAB_ALLOCATOR=libc, a foreign block's free --
-   * passes the heap's check: glibc's arena lock is held, and the report's
-   * allocations that reach glibc (past small_max; every one on the system
-   * allocator) and verify's check waited for it for ever (preload scenario
-   * exit_in_signal_handler, large and threaded: 18 of 30 runs hung, the
-   * h34exit helper, session 34).  Busy at once: this thread's own state. */
-  if (hl__in_libc_malloc || (h && !client_heap_free_at_exit(h))) {
+   * lock), a foreign block's free, any call under HEAPLAB_ALLOCATOR=libc --
+   * passes the heap's check with glibc's arena lock held (or, in a program
+   * of one thread, glibc's lists half-updated).  The report's allocations
+   * waited for that lock for ever (18 of 30 runs hung, the h34exit helper,
+   * session 34); since session 40 it makes none, and neither does verify's
+   * check, so it is written there (preload scenario exit_in_glibc_malloc).
+   * Two things at exit still call glibc's allocator: the heap's set-up for a
+   * program that never allocated (below: busy at once, this thread's own
+   * state) and the exiting thread's flush, whose trim takes its lists from
+   * glibc (skipped: flush_at_report). */
+  if ((unset && hl__in_libc_malloc) || (h && !client_heap_free_at_exit(h))) {
     if (asked)
       hl__say("libheaplab-malloc: the heap is busy at exit (exit() or _exit() from a signal "
               "handler that interrupted an allocation?): no report written\n");
@@ -881,7 +902,11 @@ static void write_reports_once(bool by_exit) {
    * up at the start: launcher_process; checked after the set-up, which
    * fills stats_path: the review, session 33.) */
   if (stats_path[0] && launcher_process) stats_path[0] = 0;
-  flush_at_report = by_exit;
+  /* (not inside glibc's allocator: the flush may run a trim, whose lists
+   * are glibc's -- exit() from a handler that interrupted a large block's
+   * malloc, the thread's cache full, hung; the cached blocks count as used,
+   * as after _exit) */
+  flush_at_report = by_exit && !hl__in_libc_malloc;
   if ((s == ST_HEAPLAB || s == ST_SYSTEM) && (stats_path[0] || events_path[0]))
     write_reports_on_own_stack();
 done:
@@ -1081,6 +1106,7 @@ EXPORT void *NAME(malloc)(size_t n) {
     void *b = hl__tcache_take(HEAP, tc, n);
     if (hl_likely(b != NULL)) return b;
   }
+  if (ON_SYSTEM()) return __libc_malloc(n);
   return malloc_slow(n);
 }
 
@@ -1118,10 +1144,15 @@ EXPORT void NAME(free)(void *ptr) {
         hl__tcache_put(h, tc, ptr, h->pages[hl__page_of(h, ptr)].cls))
       return;
   }
+  if (ON_SYSTEM()) { /* (glibc's free keeps errno: 2.33) */
+    __libc_free(ptr);
+    return;
+  }
   if (ptr) free_slow(ptr);
 }
 
 EXPORT void *NAME(calloc)(size_t count, size_t size) {
+  if (ON_SYSTEM()) return __libc_calloc(count, size);
   if (size && count > SIZE_MAX / size) return fail_nomem();
   size_t n = count * size;
   int saved = errno;
@@ -1168,6 +1199,7 @@ static size_t foreign_usable_size(void *ptr) {
 }
 
 EXPORT void *NAME(realloc)(void *ptr, size_t n) {
+  if (ON_SYSTEM()) return __libc_realloc(ptr, n);
   if (!ptr) return NAME(malloc)(n);
   if (n == 0) { /* glibc: frees and returns NULL */
     NAME(free)(ptr);
@@ -1209,6 +1241,7 @@ EXPORT void *NAME(reallocarray)(void *ptr, size_t count, size_t size) {
 /* glibc 2.36: an alignment that is not a power of two is rounded up to one;
  * one past SIZE_MAX / 2 + 1 is EINVAL. */
 static void *aligned(size_t align, size_t n) {
+  if (ON_SYSTEM()) return __libc_memalign(align, n); /* (which rounds the same way) */
   if (align > SIZE_MAX / 2 + 1) {
     errno = EINVAL;
     return NULL;
@@ -1387,12 +1420,15 @@ EXPORT void NAME(malloc_stats)(void) {
  * glibc's allocator (IN_LIBC): each takes glibc's arena locks (malloc_info
  * each arena's while it reads it), and a signal handler's _exit that
  * interrupted one under HEAPLAB_ALLOCATOR=libc passed the busy check: the
- * report, allocating through glibc, waited for the lock its own thread
+ * report, allocating through glibc then, waited for the lock its own thread
  * held, for ever (preload scenario exit_in_signal_handler's
  * stats+libc+mallopt and +malloc_info: 18 and 14 of 20 runs hung, h39exit,
  * session 39; they were glibc's, called past the library -- the carried
- * "counter's gaps").  They
- * change nothing else: glibc's figures and settings, as before. */
+ * "counter's gaps").  The report allocates nothing now (written there,
+ * under HEAPLAB_ALLOCATOR=libc); what the count still guards is the heap's
+ * set-up at exit of a program that never allocated (a mallopt before the
+ * first malloc is common) and the exiting thread's flush.  They change
+ * nothing else: glibc's figures and settings, as before. */
 EXPORT int NAME(mallopt)(int param, int value) { return IN_LIBC(__libc_mallopt(param, value)); }
 
 EXPORT int NAME(malloc_info)(int options, FILE *fp) {

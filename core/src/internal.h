@@ -92,12 +92,14 @@ extern void *__libc_calloc(size_t n, size_t size);
 extern void *__libc_realloc(void *p, size_t n);
 extern void __libc_free(void *p);
 /* How deep this thread is in glibc's allocator (every __libc_* call of the
- * preloaded library and of this core built for it): above 0, it may hold an
- * arena's lock, and a signal handler that interrupted it and ends the
- * process with _exit writes no report -- the report's allocations reach
- * glibc (all of them under HEAPLAB_ALLOCATOR=libc; past small_max
- * otherwise) and waited for that lock for ever (clients/preload/
- * heaplab_malloc.c, write_reports_once).  Defined there. */
+ * preloaded library and of this core built for it, but its malloc family's
+ * on the system allocator, where nothing reads it): above 0, it may hold an arena's
+ * lock, and a signal handler that interrupted it and ends the process must
+ * not call glibc's allocator.  The report made then calls none (since
+ * session 40; written there); what still would -- the heap's set-up at exit
+ * of a program that never allocated, exit()'s flush of the thread's cache,
+ * whose trim takes its lists from glibc -- reads this first (clients/
+ * preload/heaplab_malloc.c, write_reports_once).  Defined there. */
 extern _Thread_local __attribute__((tls_model("initial-exec"))) int hl__in_libc_malloc;
 /* A call into glibc's allocator, counted in hl__in_libc_malloc: IN_LIBC(e)
  * is e's value, IN_LIBC_VOID(s) runs s.  The only way this core and the

@@ -9,7 +9,8 @@
  * it many times with a timeout.
  *
  *   preload_exit_in_handler DELAY_US [loop|small|large|threaded|fork|new_threads|
- *                            mallopt|malloc_info|refused_sized|lock_held]
+ *                            mallopt|malloc_info|refused_sized|lock_held|
+ *                            cached_large] [_exit|exit]
  * loop: sizes 16..5015 (the small and mid classes); small: 8..192 bytes in
  * a scattered order (the thread cache's fast paths); large: 20,000..219,999
  * bytes (past small_max: glibc's own malloc, outside the heap's lock) and
@@ -47,7 +48,16 @@
  * page is unreadable, and its SIGSEGV handler holds it there, the heap's
  * lock held, for 100 ms; the main thread calls exit() meanwhile.  The report
  * at exit tries the lock for half a second: it must wait for it and write
- * the report (no alarm; the mutation audit, session 40). */
+ * the report (no alarm; the mutation audit, session 40).
+ * cached_large: large's loop after 1,024 blocks of 16,000 bytes were made and
+ * freed -- kept by the thread's cache under HEAPLAB_TCACHE_BYTES=0, their
+ * 256 pages otherwise empty: the exit's flush gives them back and trims,
+ * and the trim takes its lists from glibc -- with exit(), inside glibc's
+ * malloc, its arena lock held (h41libc, session 41).
+ * _exit, exit: the heap is set up (a malloc and a free) before the alarm is
+ * armed -- an alarm in the set-up says "being set up" and writes no report
+ * -- and the handler calls that: exit(3) flushes the exiting thread's cache
+ * before the report; _exit(3) does not. */
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -63,8 +73,10 @@
 #include <time.h>
 #include <unistd.h>
 
+static int by_exit;
 static void on_alarm(int sig) {
   (void)sig;
+  if (by_exit) exit(3);
   _exit(3);
 }
 
@@ -139,7 +151,9 @@ static void *frees_held(void *arg) {
 int main(int argc, char **argv) {
   long delay = argc > 1 ? atol(argv[1]) : 20000;
   const char *mode = argc > 2 ? argv[2] : "loop";
-  int small = strcmp(mode, "small") == 0, large = strcmp(mode, "large") == 0;
+  by_exit = argc > 3 && strcmp(argv[3], "exit") == 0;
+  int cached = strcmp(mode, "cached_large") == 0;
+  int small = strcmp(mode, "small") == 0, large = strcmp(mode, "large") == 0 || cached;
   int forks = strcmp(mode, "fork") == 0;
   int refused = strcmp(mode, "refused_sized") == 0;
   int info = strcmp(mode, "malloc_info") == 0, opt = strcmp(mode, "mallopt") == 0;
@@ -154,7 +168,7 @@ int main(int argc, char **argv) {
    * freed and trimmed, a trim event each time -- so that an event trace,
    * HEAPLAB_TRACE_EVENTS, is past 16 KiB) */
   static char *volatile fill[4096];
-  for (int i = 0; large && i < 120; i++) {
+  for (int i = 0; large && !cached && i < 120; i++) {
     for (int k = 0; k < 4096; k++) {
       fill[k] = malloc(1000);
       if (fill[k]) fill[k][0] = 1;
@@ -162,6 +176,13 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4096; k++) free(fill[k]);
     malloc_trim(0);
   }
+  /* (cached_large: 256 pages of 64 KiB whose every block sits in the
+   * thread's cache) */
+  for (int k = 0; cached && k < 1024; k++) {
+    fill[k] = malloc(16000);
+    if (fill[k]) fill[k][0] = 1;
+  }
+  for (int k = 0; cached && k < 1024; k++) free(fill[k]);
   /* (fork: 128 MiB touched first, so that each fork's copy of the page
    * tables -- the time glibc holds its arenas' locks -- is long) */
   char *big = forks ? malloc((size_t)128 << 20) : NULL;
@@ -189,6 +210,7 @@ int main(int argc, char **argv) {
     }
     exit(3);
   }
+  if (argc > 3) free(malloc(1));
   signal(SIGALRM, on_alarm);
   struct itimerval it = {{0, 0}, {0, delay}};
   setitimer(ITIMER_REAL, &it, 0);

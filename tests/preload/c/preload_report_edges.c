@@ -74,6 +74,14 @@
  *                  that _exit waited half a second for the set-up (the
  *                  wait ran before "nothing asked, nothing done": 71e29fe).
  *                  Still alive 300 ms after the _exit: says so, exits 2.
+ *   no_room ROOM   allocates (the heap set up), grows its stack by 512 KiB,
+ *                  then sets RLIMIT_AS to its address space (VmSize) plus
+ *                  ROOM bytes and calls exit(7): the report's own buffer
+ *                  (client_out) cannot be mapped (ROOM 0) or, a report on a
+ *                  heap being 4.2 KiB, its first page cannot be doubled
+ *                  (ROOM 4096: mremap).  That refusal had no test (h40rep);
+ *                  the line "cannot write ...: Cannot allocate memory", the
+ *                  status 7.
  *   fork_during_setup  the same hold; the thread started there forks, the
  *                  child calls _exit(0) (HEAPLAB_STATS asked): the child
  *                  kept the parent's "being set up" for good -- its _exit
@@ -95,6 +103,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -287,6 +296,14 @@ static void *exit_too(void *arg) {
   exit((int)(long)arg);
 }
 
+/* n bytes of stack touched (no_room: the report, on this stack when its own
+ * cannot be mapped, needs no more than the stack mapped already) */
+__attribute__((noinline)) static void grow_stack(size_t n) {
+  volatile char *a = __builtin_alloca(n);
+  for (size_t i = 0; i < n; i += 4096) a[i] = 1;
+  a[n - 1] = 1;
+}
+
 static void exit_now(int sig) {
   (void)sig;
   exit(0);
@@ -321,6 +338,23 @@ int main(int argc, char **argv) {
     }
     free(b);
     return 0;
+  }
+  if (strcmp(mode, "no_room") == 0 && argc == 3) {
+    char *volatile b = malloc(100);
+    if (!b) return 2;
+    b[0] = 1;
+    grow_stack(512 << 10);
+    /* (read with open and read: a stdio FILE's buffer may map memory) */
+    static char status[8192];
+    int fd = open("/proc/self/status", O_RDONLY);
+    ssize_t got = fd < 0 ? -1 : read(fd, status, sizeof status - 1);
+    if (fd >= 0) close(fd);
+    const char *vm = got > 0 ? (status[got] = 0, strstr(status, "VmSize:")) : NULL;
+    if (!vm) return 2;
+    struct rlimit rl = {(rlim_t)strtoull(vm + 7, NULL, 10) * 1024 + (rlim_t)atol(argv[2]),
+                        RLIM_INFINITY};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) return 2;
+    exit(7);
   }
   if (strcmp(mode, "sleep_first") == 0) {
     struct timespec ts = {0, 300000000};
