@@ -21,7 +21,17 @@
  *                    reads the event ring with hl_events_peek and
  *                    hl_events_consume (the bindings' protocol, a part, an
  *                    upto already consumed or past the end, bad arguments)
- *                    against a model of heaplab.h's promises (op_events)
+ *                    against a model of heaplab.h's promises (op_events);
+ *                    with b9 bit 6 (configure), an operation byte of 0xcf
+ *                    (collected; 0xdf manual) is op_fapi: hl_inject_named
+ *                    (and its refusals), one past hl_max_size / hl_max_refs,
+ *                    hl_heap_options, the wait hook set, removed and changed
+ *                    by another thread while allocations wait
+ *
+ * After EVERY operation, too: each fault site's fired count is what its
+ * schedule takes of its calls, and each paced wait ran the wait hook (set
+ * on every heap) at its start and its end (check_api_laws); every heap's
+ * hl_heap_options is checked once it is made.
  *
  * After EVERY operation: hl_heap_check must pass (verify=1 poisons and checks
  * free slots) and every object the model says is live is compared with the
@@ -238,6 +248,8 @@ static void out_of_memory(const char *what) {
 static const int errnos[] = {ENOMEM, EAGAIN, EIO, EINVAL, EPERM, EBUSY, EFAULT};
 #define NERRNOS (int)(sizeof errnos / sizeof errnos[0])
 
+static void fault_snapshot(void);
+
 static void op_inject(input *in) {
   int site = u8(in) % HL_SITE_COUNT, mode = u8(in) % HL_FAULT_MODE_COUNT;
   int64_t arg = u8(in) % 64;
@@ -246,6 +258,7 @@ static void op_inject(input *in) {
   int rc = hl_inject(H, site, mode, arg, err);
   if (rc) FAIL("inject(%s, %s, %" PRId64 ", %d): %s", hl_fault_site_name(site),
                hl_fault_mode_name(mode), arg, err, msg());
+  fault_snapshot(); /* (the schedule laws start again: check_faults) */
   /* and one that must be refused */
   rc = hl_inject(H, HL_SITE_COUNT + (int)(arg % 3), mode, arg, err);
   if (rc != HL_EINVAL || !strstr(msg(), "site")) FAIL("inject with a bad site: %d %s", rc, msg());
@@ -828,7 +841,7 @@ static bool moving; /* compact != never: a full collection may move objects */
 static void *regP[NREG], *regC[NREG];
 static int regPid[NREG], regCid[NREG];
 static uint64_t regCoff[NREG];
-static bool have_regions, ext_ops, api_ops;
+static bool have_regions, ext_ops, api_ops, fapi_ops;
 
 static uint64_t live_estimate(void) { return model_bytes; }
 
@@ -1580,6 +1593,508 @@ static void op_interrupt(input *in) {
   }
 }
 
+/* ======================================================================== */
+/* Faults by name, the size limits, the effective options, the wait hook    */
+/* ======================================================================== */
+
+/* What heaplab.h promises of hl_inject_named, hl_max_size / hl_max_refs,
+ * hl_heap_options and hl_heap_set_wait_hook, checked two ways: laws after
+ * EVERY operation (so every input checks them) and an operation of its own,
+ * op_fapi -- an operation byte of 0xcf (collected; 0xdf manual) when the
+ * extension's b9 has bit 6 set (configure(); a probe otherwise, so the
+ * inputs before it mean what they meant).
+ *
+ * The fault schedules (syscall.c, heaplab.h's modes): after every operation
+ * each site's state is what was armed (a refused inject changes nothing),
+ * and its fired count is what its mode takes of its calls -- first N:
+ * min(calls, N); always: calls; every N: calls / N; sticky: at most calls;
+ * off: no call counted.  stats faults_fired counts failed calls: up by at
+ * least the most any site fired and at most their sum.  With the restore
+ * site armed (errno not EAGAIN, "any" off) every restore is one call at the
+ * site and every fired one a failed restore (restore_failed_pages,
+ * subpage_restore_failed): the injected failure was taken, and the checks
+ * after the operation (verify, every live object) say the heap survived it.
+ * Exact where no other thread calls the heap (sync collector or manual, no
+ * prefault helper); bounds otherwise.
+ *
+ * The wait hook is set on every heap: each paced wait (stats pacing_waits)
+ * runs it once with begins 1 and once with 0, in the allocating thread, with
+ * the heap and arg it was set with, the end with the hook the wait began
+ * with, and with the heap lock dropped (the first wait of each input, and of
+ * op_fapi's drills: another thread takes the lock, hl_stats_get, while the
+ * hook waits for it).  No paced wait (sync, manual), no call. */
+static pthread_t main_thread;
+static bool faults_exact(void) { return ev_sync() && O.thp_prefault == 0; }
+
+static hl_fault_state fsnap[HL_SITE_COUNT];
+static uint64_t law_restores, law_restore_fails; /* (FUZZ_HEAP_VERBOSE's tally) */
+static uint64_t fsnap_fired, fsnap_restores, fsnap_restore_failed;
+
+static void faults_read(hl_fault_state *fs, hl_stats *st) {
+  size_t n = 0;
+  if (hl_stats_get(H, st)) FAIL("stats: %s", msg());
+  if (hl_faults_get(H, fs, HL_SITE_COUNT, &n) || n != HL_SITE_COUNT) FAIL("faults: %s", msg());
+}
+
+static void fault_snapshot_from(const hl_fault_state *fs, const hl_stats *st) {
+  memcpy(fsnap, fs, sizeof fsnap);
+  fsnap_fired = st->faults_fired;
+  fsnap_restores = st->restore_calls + st->subpage_restores + st->subpage_restore_failed;
+  fsnap_restore_failed = st->restore_failed_pages + st->subpage_restore_failed;
+}
+
+/* After hl_inject / hl_inject_named armed a site: the laws start again. */
+static void fault_snapshot(void) {
+  hl_fault_state fs[HL_SITE_COUNT];
+  hl_stats st;
+  faults_read(fs, &st);
+  fault_snapshot_from(fs, &st);
+}
+
+static void check_faults(void) {
+  hl_fault_state fs[HL_SITE_COUNT];
+  hl_stats st;
+  faults_read(fs, &st);
+  bool exact = faults_exact();
+  uint64_t slack = exact ? 0 : 8, dsum = 0, dmax = 0;
+  for (int i = 0; i < HL_SITE_COUNT; i++) {
+    const hl_fault_state *f = &fs[i], *s = &fsnap[i];
+    const char *name = hl_fault_site_name(i);
+    if (f->site != i || f->mode != s->mode || f->arg != s->arg || f->err != s->err)
+      FAIL("site %s: %s %" PRId64 " errno %d, armed %s %" PRId64 " errno %d", name,
+           hl_fault_mode_name(f->mode), f->arg, f->err, hl_fault_mode_name(s->mode), s->arg,
+           s->err);
+    if (f->calls < s->calls || f->fired < s->fired)
+      FAIL("site %s: %" PRIu64 " calls, %" PRIu64 " fired; before, %" PRIu64 " and %" PRIu64, name,
+           f->calls, f->fired, s->calls, s->fired);
+    uint64_t c = f->calls, want;
+    bool ok = true;
+    switch (f->mode) {
+    case HL_FAULT_off: ok = !c && !f->fired; want = 0; break;
+    case HL_FAULT_first:
+      want = c < (uint64_t)f->arg ? c : (uint64_t)f->arg;
+      ok = exact ? f->fired == want : f->fired <= (uint64_t)f->arg && f->fired <= c + slack;
+      break;
+    case HL_FAULT_always: want = c; ok = exact ? f->fired == c : f->fired <= c + slack; break;
+    case HL_FAULT_every:
+      want = c / (uint64_t)f->arg;
+      ok = exact ? f->fired == want : f->fired <= (c + slack) / (uint64_t)f->arg;
+      break;
+    default: want = c; ok = f->fired <= c + slack; break; /* sticky: the pages it covers */
+    }
+    if (!ok)
+      FAIL("site %s, %s %" PRId64 ": %" PRIu64 " of %" PRIu64 " calls failed, the schedule takes "
+           "%s%" PRIu64, name, hl_fault_mode_name(f->mode), f->arg, f->fired, c,
+           f->mode == HL_FAULT_sticky ? "at most " : "", want);
+    uint64_t d = f->fired - s->fired;
+    dsum += d;
+    if (d > dmax) dmax = d;
+  }
+  uint64_t dF = st.faults_fired - fsnap_fired;
+  if (st.faults_fired < fsnap_fired || (exact && (dF < dmax || dF > dsum)))
+    FAIL("stats faults_fired went from %" PRIu64 " to %" PRIu64 ", the sites fired %" PRIu64
+         " (the most one site: %" PRIu64 ")", fsnap_fired, st.faults_fired, dsum, dmax);
+  const hl_fault_state *r = &fs[HL_SITE_restore], *rs = &fsnap[HL_SITE_restore];
+  if (exact && r->mode != HL_FAULT_off && r->err != EAGAIN &&
+      fs[HL_SITE_any].mode == HL_FAULT_off) {
+    uint64_t calls = r->calls - rs->calls;
+    uint64_t done = st.restore_calls + st.subpage_restores + st.subpage_restore_failed -
+                    fsnap_restores;
+    uint64_t failed = st.restore_failed_pages + st.subpage_restore_failed - fsnap_restore_failed;
+    law_restores += calls, law_restore_fails += failed;
+    if (calls != done)
+      FAIL("site restore counted %" PRIu64 " calls, the stats %" PRIu64 " restores", calls, done);
+    if (O.dump_toggle ? failed < r->fired - rs->fired : failed != r->fired - rs->fired)
+      FAIL("site restore (%s %" PRId64 ", %s) fired %" PRIu64 " times, %" PRIu64
+           " restores failed", hl_fault_mode_name(r->mode), r->arg, hl_errno_name(r->err),
+           r->fired - rs->fired, failed);
+  }
+  fault_snapshot_from(fs, &st);
+}
+
+/* ---- the wait hook ---- */
+static char wcookie[4]; /* hook A's args: &wcookie[0], &wcookie[1]; B's: &wcookie[2], NULL */
+static void wait_hook_a(hl_heap *heap, int begins, void *arg);
+static void wait_hook_b(hl_heap *heap, int begins, void *arg);
+static int wh_set;                   /* the hook now: 0 none, 1 A, 2 B, -1 changing */
+static uint64_t wh_begins, wh_ends;  /* calls (the allocating thread only) */
+static __thread bool wh_in;
+static __thread hl_wait_hook wh_fn;
+static __thread void *wh_arg;
+static bool wh_probe;                /* the next begin checks the lock */
+static uint64_t wsnap_waits, wsnap_begins;
+
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t probe_cv = PTHREAD_COND_INITIALIZER;
+static bool probe_done;
+static void *lock_prober(void *arg) {
+  (void)arg;
+  hl_stats st;
+  if (hl_stats_get(H, &st)) FAIL("stats from another thread during a paced wait: %s", msg());
+  pthread_mutex_lock(&probe_mu);
+  probe_done = true;
+  pthread_cond_signal(&probe_cv);
+  pthread_mutex_unlock(&probe_mu);
+  return NULL;
+}
+
+/* In the hook: another thread must be able to take the heap lock. */
+static void lock_probe(void) {
+  pthread_t t;
+  probe_done = false;
+  if (pthread_create(&t, NULL, lock_prober, NULL)) return;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  pthread_mutex_lock(&probe_mu);
+  int rc = 0;
+  while (!probe_done && rc == 0) rc = pthread_cond_timedwait(&probe_cv, &probe_mu, &until);
+  bool done = probe_done;
+  pthread_mutex_unlock(&probe_mu);
+  if (!done) FAIL("the wait hook runs with the heap lock held: another thread's hl_stats_get "
+                  "waited 10 s");
+  pthread_join(t, NULL);
+}
+
+static void wait_hook_check(hl_wait_hook self, hl_heap *heap, int begins, void *arg) {
+  const char *me = self == wait_hook_a ? "A" : "B";
+  if (heap != H) FAIL("wait hook %s called with heap %p, not %p", me, (void *)heap, (void *)H);
+  if (!pthread_equal(pthread_self(), main_thread))
+    FAIL("wait hook %s called in another thread than the allocating one", me);
+  bool arg_ok = self == wait_hook_a ? arg == &wcookie[0] || arg == &wcookie[1]
+                                    : arg == &wcookie[2] || arg == NULL;
+  if (!arg_ok) FAIL("wait hook %s called with arg %p, never set with it", me, arg);
+  if (begins == 1) {
+    if (wh_in) FAIL("wait hook %s: a wait begins inside a wait", me);
+    wh_in = true, wh_fn = self, wh_arg = arg;
+    wh_begins++;
+    if (wh_probe) wh_probe = false, lock_probe();
+  } else if (begins == 0) {
+    if (!wh_in) FAIL("wait hook %s: a wait ends that did not begin", me);
+    if (wh_fn != self || wh_arg != arg)
+      FAIL("a wait begun with hook %s (arg %p) ended with hook %s (arg %p)",
+           wh_fn == wait_hook_a ? "A" : "B", wh_arg, me, arg);
+    wh_in = false;
+    wh_ends++;
+  } else {
+    FAIL("wait hook %s called with begins %d", me, begins);
+  }
+}
+static void wait_hook_a(hl_heap *heap, int begins, void *arg) {
+  wait_hook_check(wait_hook_a, heap, begins, arg);
+}
+static void wait_hook_b(hl_heap *heap, int begins, void *arg) {
+  wait_hook_check(wait_hook_b, heap, begins, arg);
+}
+
+static void wait_snapshot(void) {
+  hl_stats st;
+  if (hl_stats_get(H, &st)) FAIL("stats: %s", msg());
+  wsnap_waits = st.pacing_waits, wsnap_begins = wh_begins;
+}
+
+static void set_wait_hook(int which, int argi) {
+  static void *const args[4] = {&wcookie[0], &wcookie[1], &wcookie[2], NULL};
+  hl_wait_hook fn = which == 1 ? wait_hook_a : which == 2 ? wait_hook_b : NULL;
+  void *arg = which == 1 ? args[argi & 1] : which == 2 ? args[2 + (argi & 1)] : args[argi & 3];
+  int rc = hl_heap_set_wait_hook(H, fn, arg);
+  if (rc) FAIL("set_wait_hook: %s", msg());
+  wh_set = which;
+  wait_snapshot();
+}
+
+/* After every operation: one begin and one end per paced wait of the hook. */
+static void check_waits(const char *when) {
+  hl_stats st;
+  if (hl_stats_get(H, &st)) FAIL("stats: %s", msg());
+  if (wh_in) FAIL("%s: a paced wait's hook began and did not end", when);
+  if (wh_begins != wh_ends) FAIL("%s: %" PRIu64 " waits began, %" PRIu64 " ended", when,
+                                 wh_begins, wh_ends);
+  uint64_t waits = st.pacing_waits - wsnap_waits, calls = wh_begins - wsnap_begins;
+  if (wh_set >= 0 && calls != (wh_set ? waits : 0))
+    FAIL("%s: %" PRIu64 " paced waits (stats), the hook %s ran for %" PRIu64, when, waits,
+         wh_set == 1 ? "A" : wh_set == 2 ? "B" : "(none set)", calls);
+  if (ev_sync() && st.pacing_waits)
+    FAIL("%s: %" PRIu64 " paced waits with the sync collector", when, st.pacing_waits);
+  wsnap_waits = st.pacing_waits, wsnap_begins = wh_begins;
+}
+
+/* ---- the effective options ---- */
+static void check_options(const char *when) {
+  hl_options e;
+  memset(&e, 0xa5, sizeof e);
+  int rc = hl_heap_options(H, &e);
+  if (rc) FAIL("%s: heap_options: %s", when, msg());
+  hl_stats st;
+  uint64_t bytes = 0;
+  if (hl_stats_get(H, &st) || hl_heap_range(H, NULL, &bytes)) FAIL("stats: %s", msg());
+  hl_options want = O;
+  uint64_t ps = (uint64_t)O.page_size, align = 2u << 20;
+  uint64_t res = (uint64_t)O.reserve_bytes / ps * ps;
+  if (O.thp != HL_THP_NEVER && ps < align) res = res < align ? align : res / align * align;
+  want.reserve_bytes = (int64_t)res; /* (at most 8 MiB here: never halved, or no heap) */
+  if (want.young_min_bytes > want.young_bytes) want.young_min_bytes = want.young_bytes;
+  if ((uint64_t)e.reserve_bytes != st.reserved_bytes || (uint64_t)e.reserve_bytes != bytes)
+    FAIL("%s: heap_options says reserve_bytes %" PRId64 ", stats reserved_bytes %" PRIu64
+         ", the range %" PRIu64, when, e.reserve_bytes, st.reserved_bytes, bytes);
+  if (memcmp(&e, &want, sizeof e)) {
+    for (int i = 0; i < hl_option_count(); i++) {
+      hl_option_info info;
+      int64_t got = 0, w = 0;
+      hl_option_info_get(i, &info);
+      if (hl_options_get(&e, info.name, &got) || hl_options_get(&want, info.name, &w))
+        FAIL("options_get(%s) failed", info.name);
+      if (got != w) {
+        int64_t given = 0;
+        hl_options_get(&O, info.name, &given);
+        FAIL("%s: heap_options says %s %" PRId64 ", the heap was made with %" PRId64
+             " (effective: %" PRId64 ")", when, info.name, got, given, w);
+      }
+    }
+    FAIL("%s: heap_options differs from the options the heap was made with outside any "
+         "option's field", when);
+  }
+  char err[256];
+  if (hl_options_validate(&e, err, sizeof err))
+    FAIL("%s: heap_options' effective options do not validate: %s", when, err);
+}
+
+/* ---- op_fapi ---- */
+
+/* A fault schedule armed by names: site and mode by their names, N, the
+ * errno as NULL (ENOMEM), its name (or "E<n>" for one without), a decimal
+ * number or "+n"; read back by hl_faults_get as armed (off: errno 0). */
+static void fapi_inject(uint8_t how, uint8_t a, uint8_t b, uint16_t v) {
+  int site = a % HL_SITE_COUNT, mode = (a >> 4) % HL_FAULT_MODE_COUNT;
+  int64_t arg = b % 64;
+  if (mode == HL_FAULT_every && arg < 1) arg = 1;
+  int e = (how & 0x40) ? errnos[v % NERRNOS] : 1 + v % 4095;
+  char ebuf[32];
+  const char *es;
+  switch (how >> 4 & 3) {
+  case 0: es = NULL, e = ENOMEM; break;
+  case 1: es = hl_errno_name(e); break;
+  case 2: snprintf(ebuf, sizeof ebuf, "%d", e), es = ebuf; break;
+  default: snprintf(ebuf, sizeof ebuf, "+%d", e), es = ebuf; break;
+  }
+  if (mode == HL_FAULT_off) e = 0;
+  int rc = hl_inject_named(H, hl_fault_site_name(site), hl_fault_mode_name(mode), arg, es);
+  if (rc) FAIL("inject_named(%s, %s, %" PRId64 ", %s): %s", hl_fault_site_name(site),
+               hl_fault_mode_name(mode), arg, es ? es : "NULL", msg());
+  hl_fault_state fs[HL_SITE_COUNT];
+  hl_stats st;
+  faults_read(fs, &st);
+  const hl_fault_state *f = &fs[site];
+  if (f->mode != mode || f->arg != arg || f->err != e || (faults_exact() && (f->calls || f->fired)))
+    FAIL("inject_named(%s, %s, %" PRId64 ", %s) reads back as %s %" PRId64 " errno %d, %" PRIu64
+         " calls, %" PRIu64 " fired (errno %d expected)", hl_fault_site_name(site),
+         hl_fault_mode_name(mode), arg, es ? es : "NULL", hl_fault_mode_name(f->mode), f->arg,
+         f->err, f->calls, f->fired, e);
+  for (int i = 0; i < HL_SITE_COUNT; i++)
+    if (i != site && (fs[i].mode != fsnap[i].mode || fs[i].arg != fsnap[i].arg ||
+                      fs[i].err != fsnap[i].err))
+      FAIL("inject_named(%s, ...) changed site %s", hl_fault_site_name(site),
+           hl_fault_site_name(i));
+  fault_snapshot_from(fs, &st);
+}
+
+/* What hl_inject_named must refuse: HL_EINVAL, a message naming what was
+ * wrong (and the choices, for an unknown site or mode), nothing armed. */
+static void fapi_inject_bad(uint8_t a, uint8_t b) {
+  check_faults(); /* (the state before, in fsnap) */
+  const char *site = hl_fault_site_name(a % HL_SITE_COUNT), *mode = "always", *err = "EIO";
+  const char *want = NULL, *list = NULL;
+  int64_t arg = b % 8;
+  char bad[48];
+  switch ((a >> 4) % 10) {
+  case 0: site = NULL, want = "NULL site"; break;
+  case 1: snprintf(bad, sizeof bad, "%sx", site), site = bad, want = bad, list = "site"; break;
+  case 2: mode = NULL, want = "NULL mode"; break;
+  case 3: mode = b & 1 ? "sometimes" : "never", want = mode, list = "mode"; break;
+  case 4: err = b & 1 ? "0" : "-5", want = err; break;
+  case 5: err = b & 1 ? "4096" : "99999999999999999999", want = err; break;
+  case 6: err = b & 1 ? "ENOTANERRNO" : " 5", want = err; break;
+  case 7: mode = "first", arg = -1 - b, want = "N >= 0"; break;
+  case 8: mode = "every", arg = -(int64_t)(b % 2), want = "N >= 1"; break;
+  default: {
+    int rc = hl_inject_named(NULL, site, mode, arg, err);
+    if (rc != HL_EINVAL) FAIL("inject_named(NULL heap): %s", hl_error_name(rc));
+    check_faults();
+    return;
+  }
+  }
+  int rc = hl_inject_named(H, site, mode, arg, err);
+  if (rc != HL_EINVAL || !strstr(msg(), want))
+    FAIL("inject_named(%s, %s, %" PRId64 ", %s): %s '%s', not HL_EINVAL naming '%s'",
+         site ? site : "NULL", mode ? mode : "NULL", arg, err, hl_error_name(rc), msg(), want);
+  if (list) /* the choices */
+    for (int i = 0; i < (*list == 's' ? HL_SITE_COUNT : HL_FAULT_MODE_COUNT); i++) {
+      const char *c = *list == 's' ? hl_fault_site_name(i) : hl_fault_mode_name(i);
+      if (!strstr(msg(), c)) FAIL("inject_named: unknown %s: '%s' does not list %s", list, msg(), c);
+    }
+  check_faults(); /* nothing armed */
+}
+
+/* One past hl_max_size / hl_max_refs is HL_EINVAL (a manual heap: HL_EMODE),
+ * no handle; at the bounds, with heap_limit_bytes, the limit refuses it
+ * (the bounds themselves accepted). */
+static void fapi_limits(uint8_t how, uint8_t a) {
+  if (hl_max_size() != HL_MAX_SIZE || hl_max_refs() != HL_MAX_REFS)
+    FAIL("hl_max_size %" PRIu64 ", hl_max_refs %" PRIu64 ": not HL_MAX_SIZE, HL_MAX_REFS",
+         hl_max_size(), hl_max_refs());
+  hl_stats s0, s1;
+  if (hl_stats_get(H, &s0)) FAIL("stats: %s", msg());
+  uint64_t over = 1 + a % 3;
+  hl_ref r = 77;
+  int rc = hl_alloc(H, hl_max_size() + over, a % 4, &r);
+  int want = manual_mode ? HL_EMODE : HL_EINVAL;
+  if (rc != want || r || (!manual_mode && !strstr(msg(), "size")))
+    FAIL("alloc(hl_max_size() + %" PRIu64 "): %s '%s', handle %" PRIu64, over, hl_error_name(rc),
+         msg(), r);
+  r = 77;
+  rc = hl_alloc(H, a, hl_max_refs() + over, &r);
+  if (rc != want || r || (!manual_mode && !strstr(msg(), "refs")))
+    FAIL("alloc(%u, hl_max_refs() + %" PRIu64 "): %s '%s', handle %" PRIu64, a, over,
+         hl_error_name(rc), msg(), r);
+  if (!manual_mode && how & 0x40) { /* the raw path */
+    hl_enter(H);
+    void *o = how & 0x20 ? hl_obj_new(H, a, hl_max_refs() + over)
+                         : hl_obj_new(H, hl_max_size() + over, 0);
+    const char *m = msg();
+    bool named = strstr(m, how & 0x20 ? "refs" : "size") != NULL;
+    hl_leave(H);
+    if (o || !named) FAIL("hl_obj_new past the bounds: %p '%s'", o, msg());
+  }
+  if (!manual_mode && O.heap_limit_bytes && how & 0x10) { /* the bounds themselves */
+    r = 77;
+    rc = how & 0x20 ? hl_alloc(H, 0, hl_max_refs(), &r) : hl_alloc(H, hl_max_size(), 0, &r);
+    if (rc != HL_ENOMEM || r || !limit_oom())
+      FAIL("alloc at %s with heap_limit_bytes %" PRId64 ": %s '%s' (the limit must refuse it)",
+           how & 0x20 ? "hl_max_refs()" : "hl_max_size()", O.heap_limit_bytes, hl_error_name(rc),
+           msg());
+  }
+  if (hl_stats_get(H, &s1)) FAIL("stats: %s", msg());
+  if (s1.handles != s0.handles) FAIL("refused allocations changed the handles: %" PRIu64 " -> %"
+                                     PRIu64, s0.handles, s1.handles);
+}
+
+static void fapi_options(uint8_t a) {
+  check_options("op_fapi");
+  hl_options e;
+  memset(&e, 0x5a, sizeof e);
+  int rc = hl_heap_options(NULL, &e);
+  hl_options zero;
+  memset(&zero, 0, sizeof zero);
+  if (rc != HL_EINVAL || memcmp(&e, &zero, sizeof e))
+    FAIL("heap_options(NULL heap): %s, the output %szeroed", hl_error_name(rc),
+         memcmp(&e, &zero, sizeof e) ? "not " : "");
+  if (a & 1) {
+    rc = hl_heap_options(H, NULL);
+    if (rc != HL_EINVAL || !strstr(msg(), "NULL")) FAIL("heap_options(NULL out): %s '%s'",
+                                                         hl_error_name(rc), msg());
+  }
+}
+
+/* Allocations that may wait (the large path, adding up past
+ * large_trigger_bytes), each dropped at once; out of memory as everywhere
+ * (the request retried after a major collection). */
+static uint64_t paced_size;
+static bool paced_again(void) {
+  hl_ref r = 0;
+  if (hl_alloc(H, paced_size, 0, &r)) return false;
+  if (hl_ref_release(H, r)) FAIL("release: %s", msg());
+  return true;
+}
+static void paced_allocs(int n, uint16_t v) {
+  uint64_t span = (uint64_t)O.large_trigger_bytes / 4;
+  if (span > 32768) span = 32768;
+  for (int i = 0; i < n; i++) {
+    uint64_t size = (uint64_t)O.small_max + 1 + (v + (uint64_t)i * 4099) % span;
+    hl_ref r = 0;
+    int rc = hl_alloc(H, size, 0, &r);
+    if (rc == HL_ENOMEM) {
+      if (r) FAIL("a refused paced allocation gave a handle");
+      paced_size = size;
+      retry = paced_again;
+      out_of_memory("a paced allocation");
+      retry = NULL;
+      return;
+    }
+    if (rc || hl_ref_release(H, r)) FAIL("paced allocation of %" PRIu64 ": %s", size, msg());
+  }
+}
+
+static atomic_int tog_done;
+static void *hook_toggler(void *arg) {
+  unsigned k = (unsigned)(uintptr_t)arg;
+  static void *const args[4] = {&wcookie[0], &wcookie[1], &wcookie[2], NULL};
+  while (!atomic_load(&tog_done)) {
+    int which = k % 3, ai = (k >> 2) & 1;
+    int rc = hl_heap_set_wait_hook(H, which == 1 ? wait_hook_a : which == 2 ? wait_hook_b : NULL,
+                                   which == 1 ? args[ai] : args[2 + ai]);
+    if (rc) FAIL("set_wait_hook from another thread: %s", hl_error_name(rc));
+    k = k * 1103515245u + 12345u;
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+static void fapi_wait(uint8_t how, uint8_t a, uint16_t v) {
+  switch (how >> 4 & 3) {
+  case 0: /* set, removed, set again; a NULL heap refused */
+    set_wait_hook(a % 3, a >> 2);
+    if (how & 0x40) {
+      int rc = hl_heap_set_wait_hook(NULL, wait_hook_a, &wcookie[0]);
+      if (rc != HL_EINVAL) FAIL("set_wait_hook(NULL heap): %s", hl_error_name(rc));
+    }
+    break;
+  case 1: case 2: /* each hook in turn, the law checked after each */
+    if (manual_mode) break;
+    for (int k = 0; k < 3; k++) {
+      set_wait_hook((a + k) % 3, a >> (2 + k));
+      wh_probe = true;
+      paced_allocs(2 + (a >> 4), v);
+      check_waits("op_fapi's paced allocations");
+    }
+    wh_probe = false;
+    break;
+  default: { /* changed by another thread while allocations wait */
+    if (manual_mode) break;
+    pthread_t t;
+    atomic_store(&tog_done, 0);
+    if (pthread_create(&t, NULL, hook_toggler, (void *)(uintptr_t)(a | v << 8))) break;
+    wh_set = -1;
+    paced_allocs(4 + (a >> 3), v);
+    atomic_store(&tog_done, 1);
+    pthread_join(t, NULL);
+    if (wh_in) FAIL("a paced wait's hook began and did not end (the hook changing)");
+    if (wh_begins != wh_ends) FAIL("%" PRIu64 " waits began, %" PRIu64 " ended (the hook "
+                                   "changing)", wh_begins, wh_ends);
+    set_wait_hook(1, 0);
+  }
+  }
+}
+
+static void op_fapi(input *in) {
+  uint8_t how = u8(in), a = u8(in), b = u8(in);
+  uint16_t v = u16(in);
+  if (verbose) fprintf(stderr, "fuzz_heap: op_fapi %u (how 0x%02x)\n", how % 6, how);
+  switch (how % 6) {
+  case 0: case 1: fapi_inject(how, a, b, v); break;
+  case 2: fapi_inject_bad(a, b); break;
+  case 3: fapi_limits(how, a); break;
+  case 4: fapi_options(a); break;
+  default: fapi_wait(how, a, v);
+  }
+}
+
+/* After every operation (both modes). */
+static void check_api_laws(void) {
+  check_faults();
+  check_waits("after the operation");
+}
+
 static void op_api(input *in);
 
 static void run_collected(input *in) {
@@ -1618,10 +2133,12 @@ static void run_collected(input *in) {
     default:
       if (op & 16) op_burst(in);
       else if (op == 0xef) op_events(in); /* (0xef: was a probe; 1 in 8 of its bytes) */
+      else if (op == 0xcf && fapi_ops) op_fapi(in); /* (b9 bit 6) */
       else op_probe();
       break;
     }
     check_collected();
+    check_api_laws();
     if (hl_heap_check(H)) FAIL("heap check after op %u: %s", op % 16, msg());
   }
 }
@@ -2001,9 +2518,14 @@ static void run_manual(input *in) {
     case 10: op_inject(in); break;
     case 11: op_remote(in); break;
     case 12: if (op & 16) op_double_free(in); else op_mbad(in); break;
-    default: if (op == 0xed) op_events(in); else op_probe(); break; /* (0xed as 0xef above) */
+    default: /* (0xed as 0xef above; 0xdf as 0xcf) */
+      if (op == 0xed) op_events(in);
+      else if (op == 0xdf && fapi_ops) op_fapi(in);
+      else op_probe();
+      break;
     }
     check_manual();
+    check_api_laws();
     if (hl_heap_check(H)) FAIL("heap check after op %u: %s", op % 14, msg());
   }
 }
@@ -2085,7 +2607,7 @@ static bool configure(input *in) {
    * before it (every byte here below 0xc0) mean what they meant. */
   uint8_t b6 = u8(in);
   ext_ops = b6 >= 0xc0;
-  api_ops = false;
+  api_ops = fapi_ops = false;
   if (ext_ops) {
     uint8_t b7 = u8(in), b8 = u8(in), b9 = u8(in);
     if (O.mode == HL_MODE_COLLECTED) {
@@ -2110,6 +2632,10 @@ static bool configure(input *in) {
      * interrupts, hl_vma_count and the refusal hook: an operation byte of
      * 0xf0 or more (op_api). */
     api_ops = b9 >= 0x80;
+    /* b9 bit 6 (0 in every committed seed before it): an operation byte of
+     * 0xcf (collected; 0xdf manual), a probe otherwise, is op_fapi's -- faults
+     * by name, the size limits, the effective options, the wait hook */
+    fapi_ops = b9 & 0x40;
     if (api_ops) {
       uint8_t b10 = u8(in);
       set("heap_limit_bytes", (int64_t[]){0, 0, 256 << 10, 1 << 20}[b10 & 3]);
@@ -2171,6 +2697,7 @@ const char *__asan_default_options(void) { return "allocator_may_return_null=1";
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   verbose = getenv("FUZZ_HEAP_VERBOSE") != NULL;
+  main_thread = pthread_self();
   strict_oom = !getenv("FUZZ_HEAP_STRICT_OOM") || atoi(getenv("FUZZ_HEAP_STRICT_OOM"));
   hl_footprint f;
   footprint_works = hl_footprint_get(&f) == HL_OK;
@@ -2205,6 +2732,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   manual_mode = O.mode == HL_MODE_MANUAL;
   budget = (uint64_t)O.reserve_bytes / 4;
   set_hook(true, &hook_cookie[0]);
+  wh_begins = wh_ends = law_restores = law_restore_fails = 0;
+  set_wait_hook(1, 0); /* (every heap: check_waits) */
+  wh_probe = true;     /* (the input's first paced wait checks the lock) */
+  fault_snapshot();
+  check_options("after hl_heap_new");
   refusals_seen = intr_calls = intr_stopped = 0;
   if (verbose)
     fprintf(stderr, "fuzz_heap: %s heap, page %" PRId64 ", small_max %" PRId64 ", reserve %" PRId64
@@ -2232,6 +2764,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fprintf(stderr, "fuzz_heap: %s: %" PRIu64 " refusals ran the hook, %" PRIu64 " long calls "
             "under interrupts, %" PRIu64 " interrupted\n", api_ops ? "api extension" : "no api "
             "extension", refusals_seen, intr_calls, intr_stopped);
+  if (verbose)
+    fprintf(stderr, "fuzz_heap: %" PRIu64 " paced waits ran the wait hook; restore armed: %"
+            PRIu64 " restores, %" PRIu64 " failed\n", wh_begins, law_restores, law_restore_fails);
   if (hl_heap_check(H)) FAIL("final heap check: %s", msg());
   hl_heap_free(H);
   H = NULL;
