@@ -120,6 +120,72 @@ def heap_seeds():
                 0xC0, b7, b8, 0x00]
         write("fuzz_heap", name, head + body[:500])
 
+    # faults by name, the size limits, the effective options and the wait
+    # hook (b9 bit 6: an operation byte of 0xcf, collected, or 0xdf, manual,
+    # is op_fapi's); restore armed by name (first / always / every, errno
+    # EIO) among allocations and trims, the wait hook's drills on the
+    # background collector with large_pacing; a random generator of its own
+    rng = random.Random(41)
+    # how bytes (op_fapi: how % 6, then its bits): inject by name (0x00,
+    # 0x13, 0x60, 0x31: the errno NULL, a name, decimal, "+n"), refused
+    # (0x02, 0x44), the limits (0x03; 0x51, 0x75: the raw path; 0x33, 0x51,
+    # 0x75: at the bounds under heap_limit_bytes), options (0x04), the wait
+    # hook (0x05, 0x47: set; 0x11, 0x23: each hook in turn; 0x35: changed by
+    # another thread)
+    hows = [0x00, 0x13, 0x60, 0x31, 0x02, 0x44, 0x03, 0x51, 0x75, 0x33, 0x04, 0x05, 0x47,
+            0x11, 0x23, 0x35]
+    # restore armed by name: site 4 (restore), first / always / every
+    restore_a = [0x16, 0x28, 0x31]
+    # (name, b0, b1, b4, b7, b8, b9, b10)
+    fapi = [
+        ("fapi_collected_limit", 0x00, 0x0A, 0x01, 0x00, 0x08, 0xC0, 0x03),
+        ("fapi_background_pacing", 0x04, 0x0A, 0x01, 0x00, 0x08, 0xC0, 0x00),
+        ("fapi_generational_background", 0x06, 0x2A, 0x01, 0x02, 0x08, 0xC0, 0x02),
+        ("fapi_subpage_restore", 0x00, 0x0A, 0x01, 0x00, 0x01, 0xC0, 0x00),
+        ("fapi_manual", 0x01, 0x0A, 0x03, 0x00, 0x00, 0xC0, 0x02),
+        ("fapi_manual_tcache", 0x01, 0x0A, 0x63, 0x00, 0x00, 0xC0, 0x00),
+    ]
+    for name, b0, b1, b4, b7, b8, b9, b10 in fapi:
+        fop = 0xDF if b0 & 1 else 0xCF
+        body = []
+        while len(body) < 600:
+            r = rng.random()
+            if r < 0.15:
+                body += [fop, rng.choice(hows), rng.randrange(256), rng.randrange(256),
+                         rng.randrange(256), rng.randrange(256)]
+            elif r < 0.2:
+                body += [fop, 0x60, rng.choice(restore_a), 1 + rng.randrange(8), 2, 0]
+            elif r < 0.25:
+                body += [0x0A]  # trim
+            else:
+                body.append(rng.randrange(0xF0))
+        head = [b0, b1, rng.randrange(256), rng.randrange(256) & 0x7F, b4, rng.randrange(256),
+                0xC0, b7, b8, b9, b10]
+        write("fuzz_heap", name, head + body[:600])
+    # pacing_max_wait_ms=1 and min_cycle_interval_ms=2 (two option strings:
+    # 0xC2): paced waits that time out, the wait hook's drills among them;
+    # and thp with 3 MiB asked (2 MiB reserved: hl_heap_options' reserve_bytes)
+    head = [0x04, 0x0A, rng.randrange(256), rng.randrange(256) & 0x7F, 0x01, rng.randrange(256),
+            0xC2, 0x00, 0x08, 0xC0, 0x00, 43, 1, ord("1"), 46, 1, ord("2")]
+    body = []
+    while len(body) < 500:
+        if rng.random() < 0.2:
+            body += [0xCF, rng.choice([0x11, 0x23, 0x35]), rng.randrange(256), rng.randrange(256),
+                     rng.randrange(256), rng.randrange(256)]
+        else:
+            body.append(rng.randrange(0xF0))
+    write("fuzz_heap", "fapi_background_wait_timeouts", head + body[:500])
+    head = [0x00, 0x0A, rng.randrange(256), 0x02, 0x01, rng.randrange(256), 0xC0, 0x00, 0x02,
+            0xC0, 0x00]
+    body = []
+    while len(body) < 300:
+        if rng.random() < 0.15:
+            body += [0xCF, rng.choice(hows), rng.randrange(256), rng.randrange(256),
+                     rng.randrange(256), rng.randrange(256)]
+        else:
+            body.append(rng.randrange(0xF0))
+    write("fuzz_heap", "fapi_thp_reserve", head + body[:300])
+
 
 def i64(v):
     return list(struct.pack(">q", v * 4))  # the harness reads (v >> 2) % 4096 - 16 for tag 0
