@@ -81,6 +81,10 @@ static void every_failure_says_why(void) {
 
 int main(void) {
   every_failure_says_why();
+  /* the limits as functions are the macros: the bindings read them there and
+   * refuse past them (h41fapi) */
+  CHECK(hl_max_refs() == HL_MAX_REFS && hl_max_size() == HL_MAX_SIZE,
+        "hl_max_refs %" PRIu64 ", hl_max_size %" PRIu64, hl_max_refs(), hl_max_size());
   char err[256];
   hl_options o;
   hl_options_defaults(&o);

@@ -75,6 +75,21 @@ int main(void) {
   for (int s = 0; s < HL_SITE_COUNT; s++)
     CHECK(fs[s].mode == HL_FAULT_off && fs[s].err == 0, "site %s: mode %s errno %d",
           hl_fault_site_name(s), hl_fault_mode_name(fs[s].mode), fs[s].err);
+  /* no errno given: ENOMEM (heaplab.h); an errno out of range is refused
+   * and arms nothing -- a call that failed leaves the site as it was (both
+   * hand-made defects fuzz_heap's op_fapi caught, h41fapi) */
+  OK(h, hl_inject_named(h, "release", "first", 1, NULL));
+  OK(h, hl_faults_get(h, fs, HL_SITE_COUNT, &n));
+  CHECK(fs[HL_SITE_release].mode == HL_FAULT_first && fs[HL_SITE_release].err == ENOMEM,
+        "release armed without an errno: mode %s errno %d",
+        hl_fault_mode_name(fs[HL_SITE_release].mode), fs[HL_SITE_release].err);
+  CHECK(hl_inject_named(h, "restore", "always", 0, "4096") == HL_EINVAL &&
+            hl_inject_named(h, "restore", "always", 0, "0") == HL_EINVAL,
+        "an errno out of [1, 4095] accepted");
+  OK(h, hl_faults_get(h, fs, HL_SITE_COUNT, &n));
+  CHECK(fs[HL_SITE_restore].mode == HL_FAULT_off && fs[HL_SITE_restore].err == 0,
+        "a refused inject armed restore: mode %s errno %d",
+        hl_fault_mode_name(fs[HL_SITE_restore].mode), fs[HL_SITE_restore].err);
   hl_heap_free(h);
   printf("ok\n");
   return 0;
