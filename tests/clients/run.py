@@ -1270,6 +1270,64 @@ def lua_exit_in_signal_handler():
                   20, "heaplab-lua: the heap is busy at exit")
 
 
+def lua_exit_inside_errlock():
+    """exit_inside_errlock's case in heaplab-lua: exit() from a C SIGALRM
+    handler (modules/exit_in_handler.c's arm: Lua has no FFI) that
+    interrupted heaplab-lua inside its heap's errlock, the heap's lock free.
+    heaplab-lua's own allocations copy no message there (Lua's allocator
+    gives every block its exact size, and a refused malloc or realloc fails
+    under the heap's lock: the busy check's case), but heaplab.client's
+    vma_count does: without /proc it fails, in a loop
+    (programs/exit_inside_errlock.lua), each failure's message copied to the
+    launcher's heap under errlock.  With every mutex held 300 us longer
+    (modules/slow_unlock.c, preloaded into the launcher, armed by the
+    module's slow_unlock), the report's own vma_count failure waited for the
+    errlock its thread held, for ever, without hl__errors_at_exit in
+    report_at_exit: 6 of 6 runs by hand (h41lua, session 41).  Each run exits
+    14 within 10 s, with the report (vma_count null) or one line that the
+    heap was busy.  Needs root for the mount namespace: skipped otherwise."""
+    need(LUA, "heaplab-lua")
+    shim = os.environ.get("SLOW_UNLOCK")
+    need(shim, "the suite's preloaded slow_unlock.so (SLOW_UNLOCK)")
+    module_dir = os.environ.get("EXIT_MODULE_DIR")
+    if not module_dir or not os.path.exists(os.path.join(module_dir, "exit_in_handler.so")):
+        raise Missing("the suite's Lua C module exit_in_handler.so (EXIT_MODULE_DIR)")
+    env = {"LUA_CPATH": os.path.join(module_dir, "?.so") + ";;"}
+    script = os.path.join(PROGRAMS, "exit_inside_errlock.lua")
+    if STOCK_LUA:
+        status, _, err = run(["lua5.4", script, "0.05"], STOCK_LUA, env, timeout=10)
+        assert status == 14, ("lua5.4", status, err)
+    ns = without_proc()
+    busy = "heaplab-lua: the heap is busy at exit"
+    runs = 12
+    with tempfile.TemporaryDirectory() as d:
+        def one(i):
+            path = os.path.join(d, f"r{i}.json")
+            delay = f"{0.05 + (i * 0.0377) % 0.3:.4f}"
+            # (the shim preloaded into the launcher only, not unshare and sh)
+            try:
+                status, _, err = run(ns + ['umount -l /proc && LD_PRELOAD="$1" exec "$0" "$2" "$3"',
+                                           LUA, shim, script, delay],
+                                     env=dict(env, HEAPLAB_STATS=path), timeout=10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"run {i} ({delay} s) hung: no exit within 10 s") from None
+            assert status == 14, (i, status, err)
+            if os.path.exists(path):
+                r = report(path)
+                assert r["vma_count"] is None and r["stats"]["manual_mallocs"] > 0, r
+                assert not err, (i, err)
+                return "report"
+            lines = err.splitlines()
+            assert len(lines) == 1 and lines[0].startswith(busy), (i, err)
+            return "busy"
+
+        got = three_at_a_time((one, (i,)) for i in range(runs))
+    assert "report" in got, got     # (the report is written there, not only refused)
+    print(f"exit() from a C SIGALRM handler inside heaplab-lua's errlock, without /proc: every "
+          f"run exit 14 in time; {runs} runs, {got.count('report')} reports, "
+          f"{got.count('busy')} busy")
+
+
 def core_dump():
     """A core dump of a launcher holds the interpreter's pages, not its heap's
     32 GiB reservation (dump_unused=0 is the launchers' default): the kernel
@@ -1302,7 +1360,8 @@ SCENARIOS = {f.__name__: f for f in (lua_cli, lua_ldoc, lua_dkjson, lua_luacheck
                                      out_of_memory, report_write_errors,
                                      launcher_children, preloaded_launcher, core_dump,
                                      exit_in_signal_handler, exit_in_glibc_malloc,
-                                     exit_inside_errlock, lua_exit_in_signal_handler)}
+                                     exit_inside_errlock, lua_exit_in_signal_handler,
+                                     lua_exit_inside_errlock)}
 
 
 def main(argv):

@@ -11,7 +11,12 @@
  *                      any C code's allocations, which heaplab-lua does not
  *                      interpose (20 KiB blocks: glibc's heap top grows and
  *                      is trimmed, sysmalloc and systrim, over and over)
+ *   m.slow_unlock()    arms modules/slow_unlock.c when it is preloaded (every
+ *                      mutex held 300 us longer: Lua cannot reach its
+ *                      slow_unlock_armed as ctypes does); false when it is not
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -66,8 +71,16 @@ static int m_glibc_churn(lua_State *L) {
   return 0;
 }
 
+static int m_slow_unlock(lua_State *L) {
+  int *armed = dlsym(RTLD_DEFAULT, "slow_unlock_armed");
+  if (armed) __atomic_store_n(armed, 1, __ATOMIC_RELAXED);
+  lua_pushboolean(L, armed != NULL);
+  return 1;
+}
+
 int luaopen_exit_in_handler(lua_State *L) {
-  static const luaL_Reg fns[] = {{"arm", m_arm}, {"glibc_churn", m_glibc_churn}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+      {"arm", m_arm}, {"glibc_churn", m_glibc_churn}, {"slow_unlock", m_slow_unlock}, {NULL, NULL}};
   luaL_newlib(L, fns);
   return 1;
 }
