@@ -261,6 +261,20 @@ const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
 
 /* ---- argument checking --------------------------------------------------------- */
 
+/* (lhl.h) A float with an integral value beyond the 64-bit integers (1e300,
+ * 2^63): 1 above them, -1 below; 0 for any other value.  Such a float is an
+ * integer too big (docs/lua.md: an integral float is that integer), not
+ * "no integer": h:alloc(1e300) said "size must be an integer, got
+ * 1.0000000000000001e+300" where h:alloc(2^62) said its size exceeds the
+ * maximum (h41lua, session 41). */
+int lhl_beyond_int64(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TNUMBER || lua_isinteger(L, idx)) return 0;
+  double v = (double)lua_tonumber(L, idx);
+  /* (a float that large is integral; nan and the infinities are no integer) */
+  if (v != v || v - v != 0 || (v >= -0x1p63 && v < 0x1p63)) return 0;
+  return v > 0 ? 1 : -1;
+}
+
 /* An integer argument: an integer, or a float with an integral value. */
 int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name) {
   char b[80];
@@ -268,6 +282,9 @@ int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name) {
     return lhl_fail(L, fn, "%s must be an integer, got %s", name, lhl_shown(L, idx, b, sizeof b));
   int ok = 0;
   lua_Integer v = lua_tointegerx(L, idx, &ok);
+  if (!ok && lhl_beyond_int64(L, idx))
+    return lhl_fail(L, fn, "%s %s is out of range (beyond the 64-bit integers)", name,
+                    lhl_shown(L, idx, b, sizeof b));
   if (!ok)
     return lhl_fail(L, fn, "%s must be an integer, got %s", name, lhl_shown(L, idx, b, sizeof b));
   return (int64_t)v;
@@ -285,6 +302,14 @@ uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, u
 uint64_t lhl_arg_range(lua_State *L, int idx, const char *fn, const char *name, uint64_t min,
                        uint64_t max, int64_t def) {
   if (def >= 0 && lua_isnoneornil(L, idx)) return (uint64_t)def;
+  char b[80];
+  int beyond = lhl_beyond_int64(L, idx); /* (the messages of an integer that size) */
+  if (beyond < 0)
+    return (uint64_t)lhl_fail(L, fn, "%s must be >= %" PRIu64 ", got %s", name, min,
+                              lhl_shown(L, idx, b, sizeof b));
+  if (beyond > 0 && max < (uint64_t)INT64_MAX)
+    return (uint64_t)lhl_fail(L, fn, "%s %s exceeds the maximum of %" PRIu64, name,
+                              lhl_shown(L, idx, b, sizeof b), max);
   int64_t v = lhl_arg_int(L, idx, fn, name);
   if (v < 0 || (uint64_t)v < min)
     return (uint64_t)lhl_fail(L, fn, "%s must be >= %" PRIu64 ", got %" PRId64, name, min, v);

@@ -303,11 +303,15 @@ static uint64_t slot_index(lua_State *L, int idx, const char *fn, hl_heap *h, lo
   char b[80];
   int ok = 0;
   lua_Integer i = lua_tointegerx(L, idx, &ok);
-  if (!ok || lua_type(L, idx) != LUA_TNUMBER)
+  int beyond = ok ? 0 : lhl_beyond_int64(L, idx); /* (1e300: out of range, an integer) */
+  if ((!ok && !beyond) || lua_type(L, idx) != LUA_TNUMBER)
     return (uint64_t)lhl_fail(L, fn, "slot index must be an integer, got %s",
                               lhl_shown(L, idx, b, sizeof b));
   hl_object_info info;
   obj_info(L, fn, h, o, &info);
+  if (beyond)
+    return (uint64_t)lhl_fail(L, fn, "slot index %s out of range [1, %" PRIu64 "]",
+                              lhl_shown(L, idx, b, sizeof b), info.refs);
   if (info.refs == 0)
     return (uint64_t)lhl_fail(L, fn, "slot index %lld: the object has no slots (#o == 0)",
                               (long long)i);

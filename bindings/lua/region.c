@@ -180,9 +180,13 @@ static uint64_t word_index(lua_State *L, int idx, const char *fn, const lregion 
   char b[80];
   int ok = 0;
   lua_Integer i = lua_tointegerx(L, idx, &ok);
-  if (!ok || lua_type(L, idx) != LUA_TNUMBER)
+  int beyond = ok ? 0 : lhl_beyond_int64(L, idx); /* (1e300: out of range, an integer) */
+  if ((!ok && !beyond) || lua_type(L, idx) != LUA_TNUMBER)
     return (uint64_t)lhl_fail(L, fn, "word index must be an integer, got %s",
                               lhl_shown(L, idx, b, sizeof b));
+  if (beyond)
+    return (uint64_t)lhl_fail(L, fn, "word index %s out of range [1, %" PRIu64 "]",
+                              lhl_shown(L, idx, b, sizeof b), r->n);
   if (i < 1 || (uint64_t)i > r->n)
     return (uint64_t)lhl_fail(L, fn, "word index %lld out of range [1, %" PRIu64 "]",
                               (long long)i, r->n);

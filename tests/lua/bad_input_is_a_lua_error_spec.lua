@@ -156,6 +156,39 @@ for _, call in ipairs{ { "h:alloc", h.alloc, h, 0/0 }, { "heaplab.heap", hl.heap
   local err = C.raises({ call[1], "nan" }, table.unpack(call, 2))
   C.ok(not tostring(err):find("-nan", 1, true), "NaN shown as -nan: " .. tostring(err))
 end
+-- A float with an integral value beyond the 64-bit integers (1e300, 2^63) is an
+-- integer too big, not "no integer": "h:alloc: size must be an integer, got
+-- 1.0000000000000001e+300" where 2^62 exceeded the maximum (docs/lua.md: an
+-- integral float is that integer; the hostile Lua round, h41lua, session 41)
+local reg = assert(h:conservative_region(2))
+for _, big in ipairs{ 1e300, 2^63, -1e300, -2^64 } do
+  local shown = ("%.17g"):format(big)
+  local range = big > 0 and { "out of range" } or { ">= " }
+  for _, call in ipairs{
+      { { "h:alloc", "size", table.unpack(range) }, h.alloc, h, big },
+      { { "h:alloc", "refs", table.unpack(range) }, h.alloc, h, 16, big },
+      { { "h:fill", "total_bytes", table.unpack(range) }, h.fill, h, big, 256 },
+      { { "h:thin", "every", big > 0 and "exceeds the maximum" or ">= 1" }, h.thin, h, o, big },
+      { { "o:read", "offset", big > 0 and "exceeds the maximum of 64" or ">= 0" }, o.read, o, big },
+      { { "h:collect", "cycles", "out of range" }, h.collect, h, big },
+      { { "h:collect", "cycles", "out of range" }, h.collect, h, { cycles = big } },
+      { { "h:inject", "n", "out of range" }, h.inject, h, "restore", "every", big },
+      { { "h:inject", "errno", "out of range" }, h.inject, h, "restore", "every", 3, big },
+      { { "heaplab.sampler", "capacity", "out of range" }, hl.sampler, 0.01, big },
+      { { "h:conservative_region", "words", big > 0 and "out of range" or ">= 1" },
+        h.conservative_region, h, big },
+      { { "reg:write", "start", big > 0 and "out of range" or ">= 1" }, reg.write, reg, { 1 }, big },
+      { { "o[i]", "slot index", "out of range [1, 2]" }, function() return o[big] end },
+      { { "o[i] = v", "slot index", "out of range [1, 2]" }, function() o[big] = nil end },
+      { { "reg[i]", "word index", "out of range [1, 2]" }, function() return reg[big] end },
+      { { "reg[i] = v", "word index", "out of range [1, 2]" }, function() reg[big] = 0 end } } do
+    local err = C.raises(call[1], table.unpack(call, 2))
+    C.ok(err:find(shown, 1, true), "the value as given: " .. err)
+    C.ok(not err:find("must be an integer", 1, true), "an integer too big, not none: " .. err)
+    cases = cases + 1
+  end
+end
+reg:remove()
 case({ "h:alloc", "self", "call it with ':'" }, h.alloc, 16)
 case({ "h:fill", "total_bytes", ">= 0" }, h.fill, h, -5, 256)
 case({ "h:fill", "size", "integer", "nothing" }, h.fill, h, 1 << 20)
