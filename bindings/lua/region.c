@@ -246,6 +246,11 @@ static int g_write(lua_State *L) {
   lua_len(L, 2);
   int ok = 0;
   lua_Integer n = lua_tointegerx(L, -1, &ok);
+  int beyond = ok ? 0 : lhl_beyond_int64(L, -1); /* (1e300: an integer out of range) */
+  if (beyond)
+    return lhl_fail(L, fn, beyond > 0 ? "#values is out of range (its __len returned %s)"
+                                      : "#values must be >= 0 (its __len returned %s)",
+                    lhl_shown(L, -1, b, sizeof b));
   if (!ok || lua_type(L, -1) != LUA_TNUMBER)
     return lhl_fail(L, fn, "#values must be an integer (its __len returned %s)",
                     lhl_shown(L, -1, b, sizeof b));

@@ -188,6 +188,13 @@ for _, big in ipairs{ 1e300, 2^63, -1e300, -2^64 } do
     cases = cases + 1
   end
 end
+for _, n in ipairs{ 1e300, 2^63, -1e300 } do
+  local err = C.raises({ "reg:write", "#values", n > 0 and "out of range" or ">= 0",
+                         ("%.17g"):format(n) },
+                       reg.write, reg, setmetatable({}, { __len = function() return n end }))
+  C.ok(not err:find("must be an integer", 1, true), "an integer too big, not none: " .. err)
+  cases = cases + 1
+end
 reg:remove()
 case({ "h:alloc", "self", "call it with ':'" }, h.alloc, 16)
 case({ "h:fill", "total_bytes", ">= 0" }, h.fill, h, -5, 256)
