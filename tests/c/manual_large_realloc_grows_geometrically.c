@@ -40,6 +40,22 @@ int main(void) {
   CHECK(c, "realloc to 1,000,000 under a 1 MiB limit: %s", hl_heap_error(l));
   CHECK(hl_usable_size(l, c) <= 1048576, "the slack took the block past the limit");
   hl_free(l, c);
+  /* ... nor when the step is small: 840,000 -> 850,000 would get 1,050,000
+   * (a quarter more), past the 1 MiB limit, while 850,000 fits -- the
+   * realloc succeeds with the size asked, no slack (the growth above is past
+   * the slack, so that case never took it: make coverage, session 41) */
+  char *d = hl_malloc(l, 840000);
+  CHECK(d, "malloc of 840,000 under the limit: %s", hl_heap_error(l));
+  memset(d, 9, 840000);
+  char *e = hl_realloc(l, d, 0, 850000);
+  CHECK(e, "realloc of 840,000 to 850,000 under a 1 MiB limit: %s", hl_heap_error(l));
+  CHECK(hl_usable_size(l, e) == 850000, "grown to 850,000 under a 1 MiB limit, usable %zu: the "
+        "slack broke the limit", hl_usable_size(l, e));
+  hl_stats ls = stats_of(l);
+  CHECK(ls.large_live_bytes <= 1048576, "large live bytes %" PRIu64 " past the 1 MiB limit",
+        ls.large_live_bytes);
+  for (size_t i = 0; i < 840000; i++) CHECK(e[i] == 9, "byte %zu lost", i);
+  hl_free(l, e);
   hl_heap_free(l);
   hl_free(h, t);
   hl_heap_free(h);
