@@ -22,12 +22,12 @@ static void heap_in_child(const char *path, char *err, size_t len) {
     setenv("HEAPLAB_COUNTERS_FILE", path, 1);
     hl_heap *h = NULL;
     char e[256];
-    if (hl_heap_new(NULL, &h, e, sizeof e) != HL_OK) _exit(3);
+    if (hl_heap_new(NULL, &h, e, sizeof e) != HL_OK) child_exit(3);
     hl_ref r;
     for (int i = 0; i < 1000; i++) hl_alloc(h, 100, 0, &r);
     hl_collect(h, 1, 1);
     hl_heap_free(h);
-    _exit(0);
+    child_exit(0);
   }
   close(fds[1]);
   size_t n = 0;

@@ -134,7 +134,7 @@ int main(void) {
     while (started != i) usleep(100); /* the fill is under way */
     pid_t pid = fork();
     CHECK(pid >= 0, "fork");
-    if (pid == 0) _exit(child());
+    if (pid == 0) child_exit(child());
     int status;
     CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
     if (!WIFEXITED(status) || WEXITSTATUS(status)) {

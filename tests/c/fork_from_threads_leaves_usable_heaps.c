@@ -134,7 +134,7 @@ int main(void) {
     usleep(2000);
     pid_t pid = fork();
     CHECK(pid >= 0, "fork");
-    if (pid == 0) _exit(child());
+    if (pid == 0) child_exit(child());
     int st = 0;
     CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) hung++;

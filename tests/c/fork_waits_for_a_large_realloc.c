@@ -90,7 +90,7 @@ static void *forker(void *arg) {
     CHECK(hl_enter(h) == HL_OK, "hl_enter: %s", hl_heap_error(h));
   }
   pid_t pid = fork();
-  if (pid == 0) _exit(child(held));
+  if (pid == 0) child_exit(child(held));
   CHECK(pid > 0, "fork: %s", strerror(errno));
   if (held) hl_leave(h);
   CHECK(waitpid(pid, &status, 0) == pid, "waitpid");

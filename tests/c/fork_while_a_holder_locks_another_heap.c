@@ -100,7 +100,7 @@ static void run(const char *name, int mode) {
     alarm(20);
     use(h1);
     use(h2);
-    _exit(0);
+    child_exit(0);
   }
   sem_post(&forked);
   pthread_join(t, NULL);

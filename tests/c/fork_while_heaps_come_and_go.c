@@ -59,7 +59,7 @@ int main(void) {
       hl_ref r;
       int rc = hl_alloc(c, 64, 0, &r);
       hl_heap_free(c);
-      _exit(rc == HL_OK ? 0 : 3);
+      child_exit(rc == HL_OK ? 0 : 3);
     }
     int st;
     CHECK(waitpid(pid, &st, 0) == pid, "waitpid");

@@ -81,7 +81,7 @@ static void round_of(const char *map, double *added, double *left) {
           st.large_live_bytes);
     double out[2] = {full - before, phys_mib() - before};
     CHECK(write(fds[1], out, sizeof out) == (ssize_t)sizeof out, "write");
-    _exit(0);
+    child_exit(0);
   }
   close(fds[1]);
   double in[2];

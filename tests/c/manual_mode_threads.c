@@ -177,7 +177,7 @@ static void fork_while_allocating(void) {
       void *big = hl_malloc(H, 100000);
       hl_free(H, big);
       hl_thread_flush(H);
-      _exit(hl_heap_check(H) == HL_OK ? 0 : 3);
+      child_exit(hl_heap_check(H) == HL_OK ? 0 : 3);
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid, "waitpid");

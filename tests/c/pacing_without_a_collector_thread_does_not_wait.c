@@ -56,7 +56,7 @@ int main(void) {
           "%" PRIu64 " paced waits (%" PRIu64 " timed out) with no collector thread",
           b.pacing_waits - a.pacing_waits, b.pacing_timeouts - a.pacing_timeouts);
     check_invariants(h);
-    _exit(0);
+    child_exit(0);
   }
   int st;
   CHECK(waitpid(pid, &st, 0) == pid, "waitpid");

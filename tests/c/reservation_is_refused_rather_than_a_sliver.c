@@ -49,12 +49,12 @@ static int program_room_after_heap(int resource, uint64_t room, uint64_t want) {
   if (pid == 0) {
     uint64_t limit = status_bytes(resource == RLIMIT_DATA ? "VmData" : "VmSize") + room;
     struct rlimit rl = {limit, limit};
-    if (setrlimit(resource, &rl)) _exit(10);
+    if (setrlimit(resource, &rl)) child_exit(10);
     hl_heap *h = NULL;
     char err[512];
     if (hl_heap_new(NULL, &h, err, sizeof err) != HL_OK) {
       fprintf(stderr, "heap: %s\n", err);
-      _exit(11);
+      child_exit(11);
     }
     uint64_t got = 0;
     hl_heap_range(h, NULL, &got);
@@ -62,12 +62,12 @@ static int program_room_after_heap(int resource, uint64_t room, uint64_t want) {
     if (!p) {
       fprintf(stderr, "a %" PRIu64 " MiB malloc failed after a heap of %" PRIu64 " MiB (room %"
               PRIu64 " MiB)\n", want >> 20, got >> 20, room >> 20);
-      _exit(12);
+      child_exit(12);
     }
-    if (got > room / 2) _exit(13);
+    if (got > room / 2) child_exit(13);
     free(p);
     hl_heap_free(h);
-    _exit(0);
+    child_exit(0);
   }
   int st = 0;
   waitpid(pid, &st, 0);

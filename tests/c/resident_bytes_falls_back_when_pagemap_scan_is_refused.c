@@ -108,7 +108,7 @@ int main(void) {
   if (pid == 0) {
     int rc = child();
     fflush(stdout);
-    _exit(rc);
+    child_exit(rc);
   }
   int st;
   CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
