@@ -49,8 +49,12 @@ echo "coverage.sh: Python tests against $cov-py"
 # the package as pip installs it, staged (the copies of the instrumented
 # objects write their counts to this build)
 site=$(tools/stage-package.sh "$cov-py")
+# (one test left out: it runs bench.py under a 2 KiB RLIMIT_FSIZE, and the
+# instrumented bench program writing its .gcda files at exit dies of SIGXFSZ
+# -- a failure of this build, not of the code: make test runs it)
 (cd tests/python && PYTHONPATH="$site" HEAPLAB_BUILD="$root/$cov" \
-  step "$root/$cov-py/pytest.log" $PYTHON -m pytest -q -p no:cacheprovider .)
+  step "$root/$cov-py/pytest.log" $PYTHON -m pytest -q -p no:cacheprovider . \
+  --deselect test_bench_records.py::test_a_failed_save_leaves_the_earlier_records_whole)
 
 echo "coverage.sh: gcovr (core/ only)"
 # registry.c's hl__pin_code is defined on another line in the preloaded
