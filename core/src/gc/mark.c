@@ -282,18 +282,14 @@ static NOINLINE bool compact(marker *m) {
   return true;
 }
 
-/* Set bit i of a mark bitmap; false when it was set already.  par: other
- * markers may set bits of the same word. */
-static inline bool set_mark(uint64_t *bm, uint32_t i, const bool par) {
+/* Set bit i of a mark bitmap; false when it was set already.  One marker
+ * only: a parallel mark sets its bits in batches (mark_slot_batched, below). */
+static inline bool set_mark(uint64_t *bm, uint32_t i) {
   uint64_t *w = &bm[i >> 6];
   uint64_t bit = (uint64_t)1 << (i & 63);
-  if (!par) {
-    if (*w & bit) return false;
-    *w |= bit;
-    return true;
-  }
-  if (__atomic_load_n(w, __ATOMIC_RELAXED) & bit) return false;
-  return !(__atomic_fetch_or(w, bit, __ATOMIC_RELAXED) & bit);
+  if (*w & bit) return false;
+  *w |= bit;
+  return true;
 }
 
 static inline void mark_large_t(marker *m, void *obj, const bool par) {
@@ -315,7 +311,7 @@ static inline void mark_large_t(marker *m, void *obj, const bool par) {
  * bump, allocation bit, and (precise) the exact start -- in the same page
  * lookup that marks it (hl__resolve's checks, without a second lookup). */
 static inline __attribute__((always_inline)) void mark_value_t(marker *m, void *v,
-                                                               bool interior, const bool par) {
+                                                               bool interior) {
   if (!v) return;
   hl_heap *h = m->h;
   const uint8_t *a = v;
@@ -331,7 +327,7 @@ static inline __attribute__((always_inline)) void mark_value_t(marker *m, void *
     uint64_t start = (uint64_t)idx * sz;
     if (!interior && start != off) return;
     if (!hl__bit(hl__allocs(h, p), idx)) return;
-    if (!set_mark(hl__marks(h, p), idx, par)) return;
+    if (!set_mark(hl__marks(h, p), idx)) return;
     m->bytes += sz;
     m->objects++;
     /* Pages of objects without slots (a fill's payloads) are marked without
@@ -340,7 +336,7 @@ static inline __attribute__((always_inline)) void mark_value_t(marker *m, void *
     return;
   }
   if (a >= h->base && a < h->base + h->reserved) return; /* reserved, not carved */
-  if (hl__large_contains(h, a)) mark_large_t(m, v, par);
+  if (hl__large_contains(h, a)) mark_large_t(m, v, false);
 }
 
 /* ---- batched marks (parallel marking) ----
@@ -431,7 +427,7 @@ static inline __attribute__((always_inline)) void trace_t(marker *m, void *obj, 
   if (m->old_bit && !(hd->size & HL_HDR_OLD)) hd->size |= HL_HDR_OLD;
   void **slots = hl__slots(obj);
   if (!par) {
-    for (uint64_t i = 0; i < refs; i++) mark_value_t(m, slots[i], false, false);
+    for (uint64_t i = 0; i < refs; i++) mark_value_t(m, slots[i], false);
     return;
   }
   markbatch b = {0};
@@ -503,7 +499,7 @@ static void drain_par(marker *m) {
   if (hl_unlikely(m->bounded)) drain_par_b(m);
   else drain_par_u(m);
 }
-static void mark_value(marker *m, void *v, bool interior) { mark_value_t(m, v, interior, false); }
+static void mark_value(marker *m, void *v, bool interior) { mark_value_t(m, v, interior); }
 
 /* Move the older half of m's stack (at most a packet) to the pool: from its
  * bottom, nothing else moves. */
