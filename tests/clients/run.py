@@ -1129,6 +1129,42 @@ def exit_in_signal_handler():
           f"{runs} runs, {got.count('report')} reports, {got.count('busy')} busy")
 
 
+def errlock_runs(cmd, env, launcher, runs):
+    """The exit_inside_errlock scenarios' runs: cmd (launcher, shim, script)
+    in a mount namespace without /proc, the shim preloaded into the launcher
+    only (not unshare and sh), each run's script given a delay of its own;
+    each run must exit 14 within 10 s with the report (vma_count null) or
+    one line that the heap was busy, and one run at least with the report."""
+    ns = without_proc()
+    busy = f"{launcher}: the heap is busy at exit"
+    launcher_path, shim, script = cmd
+    with tempfile.TemporaryDirectory() as d:
+        def one(i):
+            path = os.path.join(d, f"r{i}.json")
+            delay = f"{0.05 + (i * 0.0377) % 0.3:.4f}"
+            try:
+                status, _, err = run(ns + ['umount -l /proc && LD_PRELOAD="$1" exec "$0" "$2" "$3"',
+                                           launcher_path, shim, script, delay],
+                                     env=dict(env, HEAPLAB_STATS=path), timeout=10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"run {i} ({delay} s) hung: no exit within 10 s") from None
+            assert status == 14, (i, status, err)
+            if os.path.exists(path):
+                r = report(path)
+                assert r["vma_count"] is None and r["stats"]["manual_mallocs"] > 0, r
+                assert not err, (i, err)
+                return "report"
+            lines = err.splitlines()
+            assert len(lines) == 1 and lines[0].startswith(busy), (i, err)
+            return "busy"
+
+        got = three_at_a_time((one, (i,)) for i in range(runs))
+    assert "report" in got, got     # (the report is written there, not only refused)
+    print(f"exit() from a C SIGALRM handler inside {launcher}'s errlock, without /proc: every "
+          f"run exit 14 in time; {runs} runs, {got.count('report')} reports, "
+          f"{got.count('busy')} busy")
+
+
 def exit_inside_errlock():
     """exit() from a C SIGALRM handler that interrupted heaplab-python inside
     the heap's errlock, the heap's lock free (programs/exit_inside_errlock.py:
@@ -1147,34 +1183,7 @@ def exit_inside_errlock():
     script = os.path.join(PROGRAMS, "exit_inside_errlock.py")
     status, _, err = run([STOCK_PYTHON, script, "0.05"])
     assert status == 14, ("python3", status, err)
-    ns = without_proc()
-    busy = "heaplab-python: the heap is busy at exit"
-    runs = 20
-    with tempfile.TemporaryDirectory() as d:
-        def one(i):
-            path = os.path.join(d, f"r{i}.json")
-            delay = f"{0.05 + (i * 0.0377) % 0.3:.4f}"
-            # (the shim preloaded into the launcher only, not unshare and sh)
-            try:
-                status, _, err = run(ns + ['umount -l /proc && LD_PRELOAD="$1" exec "$0" "$2" "$3"',
-                                           PYTHON, shim, script, delay],
-                                     env={"HEAPLAB_STATS": path}, timeout=10)
-            except subprocess.TimeoutExpired:
-                raise AssertionError(f"run {i} ({delay} s) hung: no exit within 10 s") from None
-            assert status == 14, (i, status, err)
-            if os.path.exists(path):
-                r = report(path)
-                assert r["vma_count"] is None and r["stats"]["manual_mallocs"] > 0, r
-                assert not err, (i, err)
-                return "report"
-            lines = err.splitlines()
-            assert len(lines) == 1 and lines[0].startswith(busy), (i, err)
-            return "busy"
-
-        got = three_at_a_time((one, (i,)) for i in range(runs))
-    assert "report" in got, got     # (the report is written there, not only refused)
-    print(f"exit() from a C SIGALRM handler inside the heap's errlock, without /proc: every run "
-          f"exit 14 in time; {runs} runs, {got.count('report')} reports, {got.count('busy')} busy")
+    errlock_runs([PYTHON, shim, script], {}, "heaplab-python", 20)
 
 
 def exits_in_time(name, cases, runs, busy):
@@ -1297,35 +1306,7 @@ def lua_exit_inside_errlock():
     if STOCK_LUA:
         status, _, err = run(["lua5.4", script, "0.05"], STOCK_LUA, env, timeout=10)
         assert status == 14, ("lua5.4", status, err)
-    ns = without_proc()
-    busy = "heaplab-lua: the heap is busy at exit"
-    runs = 12
-    with tempfile.TemporaryDirectory() as d:
-        def one(i):
-            path = os.path.join(d, f"r{i}.json")
-            delay = f"{0.05 + (i * 0.0377) % 0.3:.4f}"
-            # (the shim preloaded into the launcher only, not unshare and sh)
-            try:
-                status, _, err = run(ns + ['umount -l /proc && LD_PRELOAD="$1" exec "$0" "$2" "$3"',
-                                           LUA, shim, script, delay],
-                                     env=dict(env, HEAPLAB_STATS=path), timeout=10)
-            except subprocess.TimeoutExpired:
-                raise AssertionError(f"run {i} ({delay} s) hung: no exit within 10 s") from None
-            assert status == 14, (i, status, err)
-            if os.path.exists(path):
-                r = report(path)
-                assert r["vma_count"] is None and r["stats"]["manual_mallocs"] > 0, r
-                assert not err, (i, err)
-                return "report"
-            lines = err.splitlines()
-            assert len(lines) == 1 and lines[0].startswith(busy), (i, err)
-            return "busy"
-
-        got = three_at_a_time((one, (i,)) for i in range(runs))
-    assert "report" in got, got     # (the report is written there, not only refused)
-    print(f"exit() from a C SIGALRM handler inside heaplab-lua's errlock, without /proc: every "
-          f"run exit 14 in time; {runs} runs, {got.count('report')} reports, "
-          f"{got.count('busy')} busy")
+    errlock_runs([LUA, shim, script], env, "heaplab-lua", 12)
 
 
 def core_dump():
