@@ -858,8 +858,7 @@ def report_edges():
         # (not in make coverage's build: gcov's own dump at exit mallocs, and
         # waits for ever for the heap lock the interrupted call holds --
         # gdb: gcov_do_dump -> malloc -> hl__lock, 2 runs of 5)
-        with open(PRELOAD, "rb") as f:
-            gcov = b"__gcov_dump" in f.read()
+        gcov = gcov_instrumented()
         for env in () if gcov else ({}, {"HEAPLAB_STATS": path}):
             for i in range(24):
                 status, out, err = run([EDGES, "signal_exit", str(2000 + 1500 * i)], "heaplab",
@@ -1309,6 +1308,17 @@ def exit_in_signal_handler():
           + "; ".join(f"{k}: {r} runs, {w} reports, {b} busy" for k, (r, w, b) in counts.items()))
 
 
+def gcov_instrumented():
+    """Is the library built for make coverage (-Db_coverage=true)?  There an
+    exit() from a signal handler that interrupted an allocation hangs in
+    gcov's own dump at exit, which mallocs -- the instrumentation's wait,
+    not the library's (gdb: gcov_do_dump -> malloc -> hl__lock; and, inside
+    glibc's malloc, the arena lock: exit_in_glibc_malloc's exit() runs hung
+    in make coverage's run of session 41)."""
+    with open(PRELOAD, "rb") as f:
+        return b"__gcov_dump" in f.read()
+
+
 def exit_in_glibc_malloc():
     """A SIGALRM handler ends the process (_exit(3), or exit(3): "+exit")
     while its thread is inside glibc's allocator (tests/preload/c/
@@ -1342,6 +1352,10 @@ def exit_in_glibc_malloc():
              ("libc+large", libc, "large", 20), ("libc+fork", libc, "fork", 20),
              ("libc+mallopt", libc, "mallopt", 20), ("libc+malloc_info", libc, "malloc_info", 20),
              ("cached-large+exit", cached, "cached_large", 30)]
+    # (exit() from the handler not run in make coverage's build: gcov_instrumented)
+    gcov = gcov_instrumented()
+    if gcov:
+        cases = [c for c in cases if not c[0].endswith("+exit")]
     keys = None
     with tempfile.TemporaryDirectory() as d:
         # the keys of a whole report on the system allocator
@@ -1387,11 +1401,13 @@ def exit_in_glibc_malloc():
         counts.setdefault(name, []).append(r)
     # (on the heap the interrupted allocation may hold the heap's lock: busy
     # then -- 2-4 of 30; it said busy in 28 of 30 before)
-    heap = counts["cached-large+exit"]
-    assert heap.count("report") > heap.count("busy"), heap
+    heap = counts.get("cached-large+exit")
+    assert gcov or heap.count("report") > heap.count("busy"), heap
     print("exit inside glibc's allocator: every run exit 3 in time; "
           + "; ".join(f"{k}: {len(v)} runs, {v.count('report')} reports, {v.count('busy')} busy"
-                      for k, v in counts.items()))
+                      for k, v in counts.items())
+          + (" (exit() from the handler not run: the library is gcov-instrumented)"
+             if gcov else ""))
 
 
 def exit_in_handler_inside_errlock():
