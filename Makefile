@@ -161,8 +161,12 @@ test-soak: build
 	meson test -C $(BUILD) --suite soak --print-errorlogs
 
 # line and branch coverage of core/ by the C, Lua, preload and Python tests
-# (gcovr); fails below the floors in tools/coverage.sh
-coverage: setup
+# (gcovr); fails below the floors in tools/coverage.sh.  (build and install:
+# the Python tests import the instrumented package first on PYTHONPATH, but
+# its console script, pytest plugin and version come from the installed
+# package's metadata, and test_sweep's Lua arms from build/: a fresh clone's
+# make coverage failed 29 of them without, session 41)
+coverage: setup build install
 	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
 	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
 

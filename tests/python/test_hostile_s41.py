@@ -27,12 +27,16 @@ def test_a_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
     assert data["error"] is None and data["returncode"] == 0, data["error"]
     child = int(pidfile.read_text())
     assert gone(child)
-    assert data["warnings"] == [
-        f"wrapper: the command ended (exit 0) and "
-        f"left 1 process(es) it started running: pid {child} (sleep 30): killed -- only the "
-        f"command's own process is sampled, so the figures leave out what they did (a wrapper "
-        f"that starts the program and exits, a server that daemonizes: run the program itself, "
-        f"in the foreground)"], data["warnings"]
+    left = (f"wrapper: the command ended (exit 0) and "
+            f"left 1 process(es) it started running: pid {child} (sleep 30): killed -- only the "
+            f"command's own process is sampled, so the figures leave out what they did (a "
+            f"wrapper that starts the program and exits, a server that daemonizes: run the "
+            f"program itself, in the foreground)")
+    # (and, on a slow machine, the sampler's own word that the command ended before its
+    # second sample -- make coverage's instrumented build, session 41)
+    assert left in data["warnings"] and all(
+        w == left or "before 2 samples were taken" in w for w in data["warnings"]), \
+        data["warnings"]
     # a command stopped by the harness (its stop signal) leaves its helpers killed as before,
     # without the word: that is the stop, not the command leaving its work
     data = run_command_arm(["sh", "-c", "sleep 30 & wait"], allocator="glibc",
