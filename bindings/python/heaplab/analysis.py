@@ -44,6 +44,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
 
 from .harness import (DERIVED_FIGURES, FIGURES, SKIPPED, _arm_problem, _real, derived_figures,
                       error_summary, load_arms, load_json_record, _make_folder, phase_status,
+                      _proc_stat,
                       repeats_mismatch, sweep_runs_under, write_atomic)
 
 MiB = 1 << 20
@@ -1341,9 +1342,8 @@ def _process_start(pid: int) -> str:
     """The start time of process pid (/proc/PID/stat's starttime, clock
     ticks since boot: with the pid, it names one process of this boot), ''
     when there is no such process (or no /proc)."""
-    stat = _read_proc(f"/proc/{pid}/stat")
-    fields = stat.rsplit(")", 1)[-1].split()      # (comm may hold spaces and ')')
-    return fields[19] if stat and len(fields) > 19 else ""
+    fields = _proc_stat(pid)         # (field 3 on: starttime is field 22)
+    return fields[19].decode() if fields and len(fields) > 19 else ""
 
 
 def _this_machine() -> Tuple[str, str, str]:

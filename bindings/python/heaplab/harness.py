@@ -1440,10 +1440,9 @@ class _GroupKeeper:
         for pid in sorted(pids):
             if pid == self.p.pid:
                 continue
+            fields = _proc_stat(pid)
             try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-                if int(fields[2]) != self.p.pid or fields[0] == b"Z":
+                if fields is None or int(fields[2]) != self.p.pid or fields[0] == b"Z":
                     continue
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     what = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
