@@ -1129,6 +1129,15 @@ def exit_in_signal_handler():
           f"{runs} runs, {got.count('report')} reports, {got.count('busy')} busy")
 
 
+def exit_module_env():
+    """The environment that finds the suite's Lua C module exit_in_handler.so
+    (EXIT_MODULE_DIR: Lua has no FFI) -- Missing when it was not built."""
+    module_dir = os.environ.get("EXIT_MODULE_DIR")
+    if not module_dir or not os.path.exists(os.path.join(module_dir, "exit_in_handler.so")):
+        raise Missing("the suite's Lua C module exit_in_handler.so (EXIT_MODULE_DIR)")
+    return {"LUA_CPATH": os.path.join(module_dir, "?.so") + ";;"}
+
+
 def errlock_runs(cmd, env, launcher, runs):
     """The exit_inside_errlock scenarios' runs: cmd (launcher, shim, script)
     in a mount namespace without /proc, the shim preloaded into the launcher
@@ -1261,10 +1270,7 @@ def lua_exit_in_signal_handler():
     exits 14 in each; each run of heaplab-lua exits 14 within 10 s, with the
     report or one line that the heap was busy (h40rep, session 40)."""
     need(LUA, "heaplab-lua")
-    module_dir = os.environ.get("EXIT_MODULE_DIR")
-    if not module_dir or not os.path.exists(os.path.join(module_dir, "exit_in_handler.so")):
-        raise Missing("the suite's Lua C module exit_in_handler.so (EXIT_MODULE_DIR)")
-    env = {"LUA_CPATH": os.path.join(module_dir, "?.so") + ";;"}
+    env = exit_module_env()
     script = os.path.join(PROGRAMS, "exit_in_handler.lua")
     if STOCK_LUA:
         for mode in ("heap", "1", "3"):
@@ -1298,10 +1304,7 @@ def lua_exit_inside_errlock():
     need(LUA, "heaplab-lua")
     shim = os.environ.get("SLOW_UNLOCK")
     need(shim, "the suite's preloaded slow_unlock.so (SLOW_UNLOCK)")
-    module_dir = os.environ.get("EXIT_MODULE_DIR")
-    if not module_dir or not os.path.exists(os.path.join(module_dir, "exit_in_handler.so")):
-        raise Missing("the suite's Lua C module exit_in_handler.so (EXIT_MODULE_DIR)")
-    env = {"LUA_CPATH": os.path.join(module_dir, "?.so") + ";;"}
+    env = exit_module_env()
     script = os.path.join(PROGRAMS, "exit_inside_errlock.lua")
     if STOCK_LUA:
         status, _, err = run(["lua5.4", script, "0.05"], STOCK_LUA, env, timeout=10)
