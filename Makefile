@@ -97,12 +97,15 @@ test-python: install build
 
 # make test splits the Python tests in two: those that measure the process
 # (sampled footprints, bounded waits) run alone; the rest (marked
-# shares_the_machine) run in test-side-by-side
+# shares_the_machine) run in test-side-by-side, two pytest-xdist workers at
+# once: alone that run is the phase's last to end, one core busy for its
+# second half (serial 222-226 s, -n 2 170-179 s, make test-side-by-side,
+# interleaved pairs, session 42)
 test-python-alone: install build
 	$(PYTEST_RUN) -m 'not shares_the_machine' .
 
 test-python-shared: install build
-	$(PYTEST_RUN) -m shares_the_machine .
+	$(PYTEST_RUN) -n 2 -m shares_the_machine .
 
 test-lua: build
 	meson test -C $(BUILD) --suite lua --print-errorlogs
