@@ -654,22 +654,6 @@ struct hl_heap {
   uint32_t env_faults;
 };
 
-/* An errno's text, untranslated -- what every message of the core says.
- * strerror translates through gettext, which read-locks glibc's locale lock;
- * the preloaded library's first malloc may come from inside setlocale, which
- * holds that lock for writing: the read-lock failed (EDEADLK), its unlock
- * released setlocale's write lock, and the program's next setlocale hung
- * (bash, whenever the heap could not be set up).  strerrordesc_np takes no
- * lock and allocates nothing. */
-static inline const char *hl__strerror(int e) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-  const char *s = strerrordesc_np(e);
-  return s ? s : "unknown error";
-#else
-  return strerror(e);
-#endif
-}
-
 /* ---- error reporting (telemetry/telemetry.c) ---- */
 int hl__fail(const hl_heap *h, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

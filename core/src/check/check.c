@@ -149,7 +149,7 @@ static int check_large(hl_heap *h, char *msg, size_t len) {
           (const void *)l);
     int err = hl__prim_os_mapped(l, 1);
     CHECK(err == 0, "unmap pending range %p (%" PRIu64 " bytes) is not mapped (mincore: %s)",
-          (const void *)l, sizeof(hl_large) + l->size, strerror(err));
+          (const void *)l, sizeof(hl_large) + l->size, hl__strerror(err));
     pb += sizeof(hl_large) + l->size;
   }
   CHECK(h->unmap_retrying || (pn == h->unmap_pending_n && pb == h->unmap_pending_bytes),

@@ -354,7 +354,7 @@ void hl__large_destroy_all(hl_heap *h) {
             " bytes) could not be unmapped (munmap: %s -- vm.max_map_count reached, each "
             "inside a VMA merged with mappings not the heap's): they stay mapped, their "
             "pages given back\n",
-            n, bytes, strerror(t.err));
+            n, bytes, hl__strerror(t.err));
   h->unmap_pending_n = h->unmap_pending_bytes = 0;
   hl__ptrset_free(&h->large_set);
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "heaplab.h"
@@ -31,6 +32,25 @@
  * Allocates nothing.  Every stderr line of the core and of the preloaded
  * library goes through it. */
 void hl__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* An errno's text, untranslated -- what every message of the core and of
+ * this layer says (HEAPLAB_COUNTERS_FILE's warning comes from the heap's
+ * set-up, which may run inside setlocale too).
+ * strerror translates through gettext, which read-locks glibc's locale lock;
+ * the preloaded library's first malloc may come from inside setlocale, which
+ * holds that lock for writing: the read-lock failed (EDEADLK), its unlock
+ * released setlocale's write lock, and the program's next setlocale hung
+ * (bash, whenever the heap could not be set up).  strerrordesc_np takes no
+ * lock and allocates nothing. */
+static inline const char *hl__strerror(int e) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  const char *s = strerrordesc_np(e);
+  return s ? s : "unknown error";
+#else
+  return strerror(e);
+#endif
+}
+
 /* The name a warning line starts with: the preloaded library's lines all
  * start "libheaplab-malloc:" (the core's said "heaplab:" there -- the
  * unknown-variable warning, the preload hunt, session 32; the counters

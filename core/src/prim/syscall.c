@@ -106,7 +106,7 @@ static void shared_open(void) {
   int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* (a FIFO: no wait) */
   if (fd < 0) {
     hl__say(HL_SAY_NAME ": warning: HEAPLAB_COUNTERS_FILE=%s: cannot open it: %s (no "
-                    "counters)\n", path, strerror(errno));
+                    "counters)\n", path, hl__strerror(errno));
     return;
   }
   struct stat st = {0};
