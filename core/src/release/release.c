@@ -31,9 +31,30 @@ static prim_op fallback_op(int64_t fb) {
   return fb == HL_FALLBACK_FREE ? PRIM_FREE : PRIM_DONTNEED;
 }
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return (x > y) - (x < y);
+/* Page and chunk numbers in ascending order, in place: a heapsort, which
+ * allocates nothing.  glibc's qsort mallocs a buffer for more than 1 KiB of
+ * elements, and in the preloaded library that malloc is the heap's own: the
+ * whole-chunk plan sorts under the heap lock, and a malloc_trim of more than
+ * 256 chunks (thp=madvise, a raised release_per_sweep, trims backed off by
+ * refused releases) hung in its own malloc (session 42). */
+static void sift_u32(uint32_t *a, size_t root, size_t n) {
+  uint32_t v = a[root];
+  for (size_t child; (child = 2 * root + 1) < n; root = child) {
+    if (child + 1 < n && a[child + 1] > a[child]) child++;
+    if (a[child] <= v) break;
+    a[root] = a[child];
+  }
+  a[root] = v;
+}
+static void sort_u32(uint32_t *a, size_t n) {
+  for (size_t i = n / 2; i-- > 0;) sift_u32(a, i, n);
+  for (size_t end = n; end > 1;) {
+    end--;
+    uint32_t t = a[0];
+    a[0] = a[end];
+    a[end] = t;
+    sift_u32(a, 0, end);
+  }
 }
 
 typedef struct trim_tally {
@@ -228,7 +249,7 @@ static uint64_t pick_chunks(hl_heap *h, uint32_t *rel, uint64_t take, uint64_t m
     return 0; /* single pages only, this time */
   }
   memcpy(w->chunks, rel, nc * sizeof *rel);
-  qsort(w->chunks, nc, sizeof *w->chunks, cmp_u32);
+  sort_u32(w->chunks, nc);
   w->nc = nc;
   uint64_t k = 0;
   for (uint64_t i = 0; i < nc; i++) {
@@ -467,9 +488,9 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
   uint64_t t0 = hl__prim_now_ns();
   trim_tally t = {0};
 
-  qsort(rel, nw, sizeof *rel, cmp_u32);
+  sort_u32(rel, nw);
   if (nw) release_chunks(h, &w, rel, nw, outcome, &t);
-  qsort(rel + nw, nr - nw, sizeof *rel, cmp_u32);
+  sort_u32(rel + nw, nr - nw);
   for (uint64_t i = nw, j; i < nr; i = j) {
     j = run_end(rel, nr, i);
     /* A page already carrying a release kind is filed as released without
@@ -491,7 +512,7 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
   }
 
   memcpy(upg_sorted, upg, nu * sizeof *upg);
-  qsort(upg_sorted, nu, sizeof *upg_sorted, cmp_u32);
+  sort_u32(upg_sorted, nu);
   for (uint64_t i = 0, j; i < nu && !t.gu.any; i = j) {
     j = run_end(upg_sorted, nu, i);
     uint32_t n = (uint32_t)(j - i);
