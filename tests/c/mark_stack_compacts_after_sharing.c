@@ -15,29 +15,35 @@
  *   A: ALEAVES leaves, then W (its last slot);  W: WLEAVES leaves;
  *   each leaf refers to a grandchild (8 bytes, no slots).
  * The chain keeps the marking thread busy with one entry on its stack, so
- * the helper runs dry and waits, hungry.  (A million links, some 10 ms: with
- * 200,000 a quarter of the processes never compacted -- the helper, woken on
- * the marking thread's core, ran only after the chain was done, in every
- * mark of that process.)  A's trace pushes its leaves and W
- * (W under the last bitmap word's leaves); the next traces share 510 of
- * A's leaves with the helper; then W's trace pushes WLEAVES more onto a
- * stack shrunk to CAP entries (the heap's internals, as
+ * the helper runs dry and waits, hungry (a million links, some 10 ms; a
+ * third under the sanitizers, which mark as slowly: with 100,000 the first
+ * mark, whose helper thread starts then, mostly missed).  A's trace pushes
+ * its leaves and then W, on top (small_max=16384: W is a small object of
+ * another page, pushed by the last batch); the share after that trace
+ * takes 510 of A's leaves from the bottom; W, popped next, pushes WLEAVES
+ * more onto a stack shrunk to CAP entries (the heap's internals, as
  * mark_stack_overflow_keeps_every_object does): the push at the end finds
- * 510 free at the bottom and compacts (mark_moved = CAP - 510), and the
- * rest of W's leaves fit.  Checked: every mark counts exactly the live
- * objects (a leaf lost in the move would leave its grandchild unmarked),
- * verify=true finds no marked object referring to an unmarked one, and a
- * mark compacted (a round may not: the helper's wake-up is the kernel's --
- * up to ROUNDS marks, until two compacted; 30 of 30 processes passed alone
- * and three at a time on two cores, 0.3 s each).  Checked by hand: with
- * compact()'s memmove or its bottom = 0 dropped (mutants compact-moves-
- * nothing, compact-keeps-its-bottom) verify finds a marked object referring
- * to an unmarked one; with compact() returning false at once the marks
- * overflow into the rescan and no mark moves an entry. */
+ * 510 free at the bottom and compacts (mark_moved = CAP - 510 = 3202), and
+ * the rest of W's leaves fit.  (W under A's last leaves, as a large W is,
+ * was no good: a helper on the marking thread's core ran at each share and
+ * came back hungry before the next trace, the shares halved the stack down
+ * to W and it emptied -- a quarter of the processes never compacted.)
+ * Checked: every mark counts exactly the live objects (a leaf lost in the
+ * move would leave its grandchild unmarked), verify=true finds no marked
+ * object referring to an unmarked one, and a mark compacted -- up to ROUNDS
+ * marks until two did: 30 of 30 processes compacted in their first two
+ * marks alone, 29 of 30 three at a time on two cores (0.4 s each, ASan
+ * 1-2 s).  Checked by hand: with compact()'s memmove or its bottom = 0
+ * dropped (mutants compact-moves-nothing, compact-keeps-its-bottom) verify
+ * finds a marked object referring to an unmarked one; with compact()
+ * returning false at once the marks overflow into the rescan and no mark
+ * moves an entry. */
 #include "check.h"
 #include "internal.h"
 
-enum { CHAIN = 1000000, ALEAVES = 2000, WLEAVES = 2400, CAP = 4096, ROUNDS = 24 };
+/* (a third of the links under the sanitizers, which mark as slowly) */
+#define CHAIN ((uint64_t)SAN_FEWER(1000000))
+enum { ALEAVES = 2000, WLEAVES = 2000, CAP = 3712, ROUNDS = 24 };
 
 static void *leaf_in(hl_heap *h, void *parent, uint64_t slot) {
   void *leaf = hl_obj_new_in(h, parent, slot, 8, 1);
@@ -53,7 +59,8 @@ static void *object_of(hl_heap *h, hl_ref r) {
 }
 
 int main(void) {
-  hl_heap *h = HEAP("mark_threads=2", "generational=false", "verify=true",
+  /* small_max 16 KiB: W is a small object, pushed after A's leaves */
+  hl_heap *h = HEAP("mark_threads=2", "generational=false", "verify=true", "small_max=16384",
                     "gc_trigger_bytes=1073741824");
   hl_ref top, chain;
   OK(h, hl_alloc(h, 0, ALEAVES + 1, &top));
