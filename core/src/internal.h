@@ -531,6 +531,8 @@ struct hl_heap {
   /* large path */
   hl_large *large_head;
   hl_ptrset large_set;      /* the large objects' blocks: validates a pointer */
+  bool large_set_refused;   /* the last hl__large_alloc made its block, and the set could
+                               not grow to take it (the block given back): its message */
   uint32_t large_moving;    /* blocks detached for a system realloc outside the lock (manual
                                realloc), out of the list and the set, still counted; fork
                                waits for none to be (registry.c) */

@@ -4,8 +4,11 @@
  * when munmap refuses it (vm.max_map_count), gives its pages but the first
  * back and puts the range on the heap's pending list, as a dead object's
  * refused range (large.c, unmap_or_pend).  The allocation fails with
- * HL_ENOMEM naming the bytes asked, nothing is charged, hl_heap_check
- * passes, and hl_trim unmaps the pending ranges once munmap agrees.
+ * HL_ENOMEM saying what was refused -- "no memory to track a large object
+ * of N bytes: the heap's set of large blocks could not grow" (it said "the
+ * system allocator refused N bytes", which had made them: h42cov) --
+ * nothing is charged, hl_heap_check passes, and hl_trim unmaps the pending
+ * ranges once munmap agrees.
  *
  * No test reached unmap_or_pend before (h41cov, h42cov): no fault site is a
  * malloc, and RLIMIT_AS would need ~32k mappings before the table's calloc
@@ -22,6 +25,9 @@
  *      passes; with munmap agreeing again hl_trim unmaps both (unmapped 2,
  *      pending 0) and mincore finds the range gone.
  * Each heap then allocates the same object (nothing refused) and frees it.
+ *   3. a manual heap's large block (the system malloc's, not a mapping of
+ *      its own) whose set's first table, calloc(1024, 8), is refused: NULL,
+ *      the same message, nothing live; the next malloc works.
  * Not under the sanitizers: their runtimes intercept these calls. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -40,6 +46,7 @@ enum { BIG = 1 << 20, MAX_MAPS = 8 };
 static atomic_int armed;         /* 1: record BIG mappings, refuse the calloc after each */
 static atomic_int refuse_calloc; /* the next calloc fails */
 static atomic_int refuse_munmap; /* munmap of a recorded mapping fails (ENOMEM) */
+static atomic_int refuse_set_growth; /* calloc(1024, 8), the large set's first table, fails */
 static atomic_int calloc_refused;
 static void *maps[MAX_MAPS];
 static size_t map_len[MAX_MAPS];
@@ -48,7 +55,8 @@ static atomic_int unmapped[MAX_MAPS], munmap_refused;
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 void *calloc(size_t n, size_t size) {
-  if (atomic_exchange(&refuse_calloc, 0)) {
+  if (atomic_exchange(&refuse_calloc, 0) ||
+      (n == 1024 && size == sizeof(void *) && atomic_load(&refuse_set_growth))) {
     atomic_fetch_add(&calloc_refused, 1);
     errno = ENOMEM;
     return NULL;
@@ -121,7 +129,8 @@ static void alloc_refused(hl_heap *h) {
   reset();
   hl_ref r = 7;
   atomic_store(&armed, 1);
-  FAILS(h, HL_ENOMEM, "the system allocator refused", hl_alloc(h, BIG, 0, &r));
+  /* what was refused: the large set's growth, not the block's bytes */
+  FAILS(h, HL_ENOMEM, "the heap's set of large blocks could not grow", hl_alloc(h, BIG, 0, &r));
   atomic_store(&armed, 0);
   atomic_store(&refuse_calloc, 0);
   CHECK(r == 0, "a failed hl_alloc left its handle %" PRIu64, r);
@@ -185,6 +194,25 @@ int main(void) {
   CHECK(!is_mapped(maps[0]) && !is_mapped(maps[1]), "a range hl_trim unmapped is mapped");
   check_invariants(h);
   alloc_after(h);
+  hl_heap_free(h);
+  /* 3: a manual heap's large block (the system malloc's) the set cannot take:
+   * freed, the same message */
+  h = HEAP("mode=manual");
+  atomic_store(&refuse_set_growth, 1);
+  atomic_store(&calloc_refused, 0);
+  void *p = hl_malloc(h, BIG);
+  atomic_store(&refuse_set_growth, 0);
+  CHECK(!p && atomic_load(&calloc_refused) == 1, "a manual heap's malloc took a block its large "
+        "set could not (%p, %d callocs refused)", p, atomic_load(&calloc_refused));
+  CHECK(strstr(hl_heap_error(h), "the heap's set of large blocks could not grow"),
+        "the message of the refused malloc is '%s'", hl_heap_error(h));
+  hl_stats ms = stats_of(h);
+  CHECK(ms.large_live_bytes == 0 && ms.large_objects == 0, "%" PRIu64 " large bytes live",
+        ms.large_live_bytes);
+  p = hl_malloc(h, BIG);
+  CHECK(p, "malloc after the refusal: %s", hl_heap_error(h));
+  hl_free(h, p);
+  check_invariants(h);
   hl_heap_free(h);
   printf("unadopted mappings: unmapped at once, or pending until hl_trim\n");
   return 0;

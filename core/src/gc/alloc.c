@@ -164,7 +164,10 @@ void *hl__obj_alloc(hl_heap *h, uint64_t size, uint64_t refs, unsigned flags, co
   if (hl_unlikely(!obj) && collect_for_memory(h)) obj = take(h, size, refs, bytes, large);
   if (held) hl__limit_hold(h, -(int64_t)held); /* charged now, or failed */
   if (hl_likely(obj != NULL)) return obj;
-  if (large)
+  if (large && h->large_set_refused) /* (the block was made, and given back) */
+    hl__fail(h, HL_ENOMEM, "%s: no memory to track a large object of %" PRIu64
+             " bytes: the heap's set of large blocks could not grow", what, bytes);
+  else if (large)
     hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %" PRIu64 " bytes", what, bytes);
   else
     hl__fail_no_page(h, what);

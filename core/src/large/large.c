@@ -100,9 +100,11 @@ void *hl__large_alloc(hl_heap *h, uint64_t block_bytes, bool zero) {
   if (mapped && hl__prim_os_map(sizeof(hl_large) + block_bytes, &raw) != 0) raw = NULL, mapped = false;
   if (!raw) raw = hl__large_sys_alloc(block_bytes, 16, zero);
   hl__retake_lock(h, dropped);
+  h->large_set_refused = false;
   if (!raw) return NULL;
   void *block = hl__large_adopt(h, raw, block_bytes, 16);
   if (!block) {
+    h->large_set_refused = true;
     if (mapped) unmap_or_pend(h, raw, block_bytes);
     else hl__large_sys_free(raw);
     return NULL;

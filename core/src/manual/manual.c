@@ -623,6 +623,9 @@ static void *large_new(hl_heap *h, size_t size, size_t align, bool zero, const c
   if (!over_limit(h, size, what)) {
     p = raw ? hl__large_adopt(h, raw, size, align) : NULL;
     if (p) h->tally.manual_mallocs++;
+    else if (raw) /* (the block was made: freed below) */
+      hl__fail(h, HL_ENOMEM, "%s: no memory to track a large block of %zu bytes: the heap's "
+               "set of large blocks could not grow", what, size);
     else hl__fail(h, HL_ENOMEM, "%s: the system allocator refused %zu bytes", what, size);
   }
   hl__unlock(h, locked);
