@@ -22,6 +22,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "../bindings/lua/lhl_int64.h"
 #include "client.h"
 
 #define SAMPLER "heaplab.client.sampler"
@@ -209,6 +210,12 @@ static void sampler_metatable(lua_State *L) {
 /* client.sampler(interval_s = 0.002, capacity = 65536) */
 static int c_sampler(lua_State *L) {
   lua_Number interval = luaL_optnumber(L, 1, 0.002);
+  /* an integral float beyond the 64-bit integers (1e300) is a capacity out
+   * of range, as in the module (docs/lua.md), not Lua's "number has no
+   * integer representation" */
+  if (lhl_beyond_int64(L, 2))
+    return luaL_error(L, "sampler: capacity %s is out of range (beyond the 64-bit integers)",
+                      luaL_tolstring(L, 2, NULL));
   lua_Integer cap = luaL_optinteger(L, 2, 1 << 16);
   sampler_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->tag = SAMPLER_TAG;

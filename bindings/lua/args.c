@@ -261,20 +261,6 @@ const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
 
 /* ---- argument checking --------------------------------------------------------- */
 
-/* (lhl.h) A float with an integral value beyond the 64-bit integers (1e300,
- * 2^63): 1 above them, -1 below; 0 for any other value.  Such a float is an
- * integer too big (docs/lua.md: an integral float is that integer), not
- * "no integer": h:alloc(1e300) said "size must be an integer, got
- * 1.0000000000000001e+300" where h:alloc(2^62) said its size exceeds the
- * maximum (h41lua, session 41). */
-int lhl_beyond_int64(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TNUMBER || lua_isinteger(L, idx)) return 0;
-  double v = (double)lua_tonumber(L, idx);
-  /* (a float that large is integral; nan and the infinities are no integer) */
-  if (v != v || v - v != 0 || (v >= -0x1p63 && v < 0x1p63)) return 0;
-  return v > 0 ? 1 : -1;
-}
-
 /* An integer argument: an integer, or a float with an integral value. */
 int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name) {
   char b[80];

@@ -20,6 +20,7 @@
 #include <lua.h>
 
 #include "heaplab.h"
+#include "lhl_int64.h" /* lhl_beyond_int64 (shared with the launcher's heaplab.client) */
 
 #define HEAP_MT "heaplab.heap"
 #define OBJ_MT "heaplab.object"
@@ -124,9 +125,6 @@ const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len);
 /* A float as a message shows it ("nan", never "-nan"). */
 const char *lhl_float(double v, char *buf, size_t len);
 int64_t lhl_arg_int(lua_State *L, int idx, const char *fn, const char *name);
-/* 1 (-1) when the value at idx is a float above (below) the 64-bit integers:
- * an integer out of range (1e300, 2^63), not "no integer" as 1.5 and nan */
-int lhl_beyond_int64(lua_State *L, int idx);
 uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, uint64_t max,
                       int64_t def);
 uint64_t lhl_arg_range(lua_State *L, int idx, const char *fn, const char *name, uint64_t min,
