@@ -2,7 +2,9 @@
  * saying so -- never a hang or a lost object:
  *   - the parallel mark's helpers (mark_threads=2): the mark runs alone
  *     (gc/markers.c: "fewer helpers: the mark still completes"), every live
- *     object marked, mark_threads_used 1;
+ *     object marked, mark_threads_used 1; and once threads can start
+ *     again (the limit raised) the next mark starts its helper -- the mark
+ *     that had none left the helpers free, not busy for good;
  *   - the thp_prefault helper: the fill faults its chunks in itself
  *     (release/prefault.c), every object made, no chunk counted as the
  *     helper's;
@@ -31,9 +33,21 @@ static uint64_t vm_bytes(void) {
 
 static void *nothing(void *arg) { return arg; }
 
+/* This process's threads (/proc/self/status), 0 when unread. */
+static uint64_t threads_now(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  uint64_t n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %" SCNu64, &n) == 1) break;
+  if (f) fclose(f);
+  return n;
+}
+
 /* The child's findings, one word each (0: as promised). */
 enum { W_LIMIT, W_THREAD, W_MARK, W_MARKED, W_THREADS_USED, W_PREFAULT_ON, W_FILL, W_FILL_SUM,
-       W_FILL_OBJECTS, W_PREFAULT, W_SAMPLER, W_SAMPLER_MSG, W_N };
+       W_FILL_OBJECTS, W_PREFAULT, W_SAMPLER, W_SAMPLER_MSG, W_RELIMIT, W_MARK_AGAIN, W_HELPERS_AFTER,
+       W_N };
 
 /* A fill of f, its checksum and objects (the index's nodes counted). */
 static int fill_of(hl_heap *f, uint64_t *sum, uint64_t *objects) {
@@ -45,23 +59,33 @@ static int fill_of(hl_heap *f, uint64_t *sum, uint64_t *objects) {
   return rc;
 }
 
-static void child(int fd) {
-  uint64_t w[W_N] = {0};
+/* A heap whose mark has work for a helper: an object of FAN others, each with a
+ * slot (a leaf is marked, never pushed: the mark of FAN leaves was never parallel
+ * -- no helper was ever asked for until h42left, session 42). */
+static hl_heap *fan_heap(void) {
   hl_heap *g = HEAP("mark_threads=2", "warm_pages=0");
   hl_ref root;
   OK(g, hl_alloc(g, 0, FAN, &root));
   for (uint64_t i = 0; i < FAN; i++) {
     hl_ref o;
-    OK(g, hl_alloc(g, 16, 0, &o));
+    OK(g, hl_alloc(g, 16, 1, &o)); /* (a slot: pushed, so a mark has work to share) */
     OK(g, hl_ref_set(g, root, i, o));
     OK(g, hl_ref_release(g, o));
   }
+  return g;
+}
+
+static void child(int fd) {
+  uint64_t w[W_N] = {0};
+  hl_heap *g = fan_heap();
   hl_heap *f = HEAP("thp=populate", "thp_prefault=8", "warm_pages=0", "warm_demand_trims=0");
   bool prefault = stats_of(f).thp_enabled && sysconf(_SC_NPROCESSORS_ONLN) > 1;
 
   uint64_t vm = vm_bytes();
-  struct rlimit rl = {vm + (4u << 20), vm + (4u << 20)};
-  w[W_LIMIT] = vm == 0 || setrlimit(RLIMIT_AS, &rl) != 0;
+  struct rlimit old, rl;
+  w[W_LIMIT] = vm == 0 || getrlimit(RLIMIT_AS, &old) != 0;
+  rl = (struct rlimit){vm + (4u << 20), old.rlim_max}; /* (the soft limit: raised again below) */
+  w[W_LIMIT] = w[W_LIMIT] || setrlimit(RLIMIT_AS, &rl) != 0;
   /* the premise: no thread can start now */
   pthread_t t;
   if (pthread_create(&t, NULL, nothing, NULL) == 0) {
@@ -86,6 +110,19 @@ static void child(int fd) {
   w[W_SAMPLER_MSG] = !strstr(hl_heap_error(NULL), "sampler: cannot start its thread");
   if (w[W_SAMPLER_MSG]) fprintf(stderr, "sampler's message: '%s'\n", hl_heap_error(NULL));
   if (rc == HL_OK) hl_sampler_stop(sp);
+
+  /* Threads can start again: the next parallel mark starts its helper --
+   * the mark that had none left the helpers free (markers.c's no-helper
+   * return; without it they stayed busy and no later mark of the process
+   * ran in parallel).  The helper stays, waiting for the next mark: the
+   * thread count says it started, whatever it did in this mark. */
+  w[W_RELIMIT] = setrlimit(RLIMIT_AS, &old) != 0;
+  hl_heap *g2 = fan_heap();
+  uint64_t before = threads_now();
+  w[W_MARK_AGAIN] = hl_collect(g2, 1, 1) != HL_OK;
+  uint64_t after = threads_now();
+  hl_heap_free(g2);
+  w[W_HELPERS_AFTER] = before == 0 || after <= before ? 1 + after - before : 0;
 
   OK(g, hl_heap_check(g));
   hl_heap_free(g);
@@ -122,6 +159,10 @@ int main(void) {
         w[W_MARKED] - 1, 1 + FAN);
   CHECK(!w[W_THREADS_USED], "a mark whose helpers could not start says %" PRIu64 " threads",
         w[W_THREADS_USED] - 1);
+  CHECK(!w[W_RELIMIT], "RLIMIT_AS could not be raised again");
+  CHECK(!w[W_MARK_AGAIN], "the mark after the limit failed");
+  CHECK(!w[W_HELPERS_AFTER], "the mark after threads could start again started no helper "
+        "(threads after - before: %" PRId64 "): the helpers stayed busy", (int64_t)w[W_HELPERS_AFTER] - 1);
   if (w[W_PREFAULT_ON]) {
     /* the same fill where the helper runs */
     hl_heap *f = HEAP("thp=populate", "thp_prefault=8", "warm_pages=0", "warm_demand_trims=0");
