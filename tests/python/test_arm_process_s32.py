@@ -221,7 +221,8 @@ def test_a_process_that_left_the_arms_group_does_not_outlive_the_arm(experiment_
     process group, and the group kill at the arm's end missed it: it ran on,
     reparented to init (docs: the command "does not outlive the arm").  Now
     it is killed, and the arm's record says so; a helper that stayed in the
-    group is killed with it, as before, and not reported.  The helpers'
+    group is killed with it, as before, and said since session 42 (the
+    command arm's words: it ended and left it running).  The helpers'
     durations are this run's own (from its pid): two runs of the suite on
     the machine at once found and killed each other's."""
     import signal
@@ -263,8 +264,12 @@ def test_a_process_that_left_the_arms_group_does_not_outlive_the_arm(experiment_
         while any(running().values()) and time.monotonic() < end:
             time.sleep(0.01)
         assert not any(running().values()), running()
-        assert len(data["warnings"]) == 1 and f"(sleep {own['detached']})" in data["warnings"][0]
+        # (the helper that stayed in the group is named too, as a command arm's is: h42left,
+        # session 42 -- it was killed unsaid)
+        assert len(data["warnings"]) == 2 and f"(sleep {own['detached']})" in data["warnings"][0]
         assert own["grouped"] not in data["warnings"][0]
+        assert "pid " in data["warnings"][1] and f"(sleep {own['grouped']})" in \
+            data["warnings"][1] and "left 1 process(es) it started running" in data["warnings"][1]
         assert f"(sleep {own['command']})" in command["warnings"][0]
         assert any(f"(sleep {own['sampled']})" in w for w in sampled["warnings"])
     finally:

@@ -44,6 +44,29 @@ def test_a_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
     assert data["error"] is None and data["warnings"] == [], data
 
 
+def test_an_arm_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
+    """The arm form (no allocator: the command prints its own arm JSON) killed
+    what the command left running in its group without a word, where the
+    allocator arms said so (above).  Now the same words, from the same code
+    (harness._left_running_warning; h42left, session 42)."""
+    pidfile = tmp_path / "child.pid"
+    data = run_command_arm(["sh", "-c", f"sleep 30 & echo $! > '{pidfile}'; "
+                            "echo '{\"arm\": \"x\", \"records\": []}'"],
+                           timeout=20, label="wrapper")
+    assert data["returncode"] == 0 and not data.get("error"), data
+    child = int(pidfile.read_text())
+    assert gone(child)
+    assert data["warnings"] == [
+        f"wrapper: the command ended (exit 0) and left 1 process(es) it started running: "
+        f"pid {child} (sleep 30): killed -- its records are the arm's own process's, and what "
+        f"they did after it ended was cut short (a wrapper that starts the arm and exits: run "
+        f"the arm itself)"], data["warnings"]
+    # one that waits for what it started leaves nothing: no word
+    data = run_command_arm(["sh", "-c", "sleep 0.1 & wait; echo '{\"arm\": \"x\", "
+                            "\"records\": []}'"], timeout=20, label="waits")
+    assert not data.get("warnings"), data["warnings"]
+
+
 def test_a_report_of_records_without_duration_s_completes(tmp_path, capsys, monkeypatch):
     """An arm JSON with footprints and no duration_s (a --command arm's own,
     another tool's: the harness does not require it) stopped the report

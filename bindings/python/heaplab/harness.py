@@ -921,7 +921,9 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
 
     Without `allocator`: run a program that is one arm (a Python child, a Lua
     script, a launcher) and return the arm JSON it printed on stdout, with
-    its `returncode` and `stderr_tail` added.  stderr is never parsed.
+    its `returncode` and `stderr_tail` added (and `warnings` naming what it
+    left running in its group when it ended, killed then).  stderr is never
+    parsed.
     Raises ArmFailed when it times out or prints no JSON.  env and drop:
     child_env.  `experiment` (optional here) names the experiment to the
     progress listeners (the pytest plugin's tables name an experiment whose
@@ -999,7 +1001,8 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
             raise ArmFailed(f"{label}: {_exit_text(p.returncode)}, no arm JSON on stdout (an "
                             f"object with its records);\n"
                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[-4000:]}") from None
-        _add_process_output(data, label, p.returncode, p.stderr, getattr(p, "strays", []))
+        _add_process_output(data, label, p.returncode, p.stderr, getattr(p, "strays", []),
+                            getattr(p, "left", []))
         # the session that ran it and when the arm started (two sessions'
         # records side by side -- an interrupted one's and a later one's --
         # were told apart by nothing)
@@ -1281,6 +1284,9 @@ class _GroupRun:
         #: "pid N (command)" of the processes that had left the group and
         #: were killed when it ended (_kill_tagged)
         self.strays: List[str] = []
+        #: "pid N (command)" of those still in the group when the process
+        #: had ended by itself, killed with the group (_group_members)
+        self.left: List[str] = []
         #: the bytes of stdout kept (_stdout_limit)
         self.limit = _stdout_limit()
         env, self.tag = _tagged_env(env)
@@ -1363,6 +1369,11 @@ class _GroupRun:
         import signal as _signal
         if self.finished:
             return
+        # (what it left running when it ended by itself: a wrapper that
+        # starts the program and exits -- killed here without a word, where
+        # the allocator arms said so; h42left, session 42)
+        if self.p.poll() is not None:
+            self.left = _group_members(self.p.pid)
         _kill_group(self.p.pid, sig)
         if sig == _signal.SIGKILL and self.p.poll() is None:
             self.p.kill()
@@ -1407,6 +1418,40 @@ def _in_group(pgid: int) -> Dict[str, Any]:
     return {"preexec_fn": lambda: os.setpgid(0, pgid)}
 
 
+def _group_members(pgid: int) -> List[str]:
+    """'pid N (its command line)' of each live process of group pgid but its
+    leader (/proc; [] without it): what a command left running in its group
+    (_GroupKeeper's command arm, _GroupRun's arm form)."""
+    out = []
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+    for pid in sorted(pids):
+        if pid == pgid:
+            continue
+        fields = _proc_stat(pid)
+        try:
+            if fields is None or int(fields[2]) != pgid or fields[0] == b"Z":
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                what = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError, ValueError):
+            continue
+        out.append(f"pid {pid} ({what[:80]})")
+    return out
+
+
+def _left_running_warning(label: str, returncode: Optional[int], left: List[str],
+                          why: str) -> str:
+    """The warning of a command that ended by itself and left processes it
+    started running in its group, killed then -- the one wording of both
+    forms of run_command_arm; `why` says what that means for the arm."""
+    return (f"{label}: the command ended ({_exit_text(returncode)}) and left {len(left)} "
+            f"process(es) it started running: {', '.join(left[:5])}"
+            f"{', ...' if len(left) > 5 else ''}: killed -- {why}")
+
+
 class _GroupKeeper:
     """A process group whose id stays this process's to signal: its leader
     is a `sleep` that only end() kills and reaps.  A group named by the pid
@@ -1432,24 +1477,7 @@ class _GroupKeeper:
     def members(self) -> List[str]:
         """'pid N (its command line)' of each process in the group but the
         keeper (/proc; [] without it)."""
-        out = []
-        try:
-            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
-        except OSError:
-            return []
-        for pid in sorted(pids):
-            if pid == self.p.pid:
-                continue
-            fields = _proc_stat(pid)
-            try:
-                if fields is None or int(fields[2]) != self.p.pid or fields[0] == b"Z":
-                    continue
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    what = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            except (OSError, IndexError, ValueError):
-                continue
-            out.append(f"pid {pid} ({what[:80]})")
-        return out
+        return _group_members(self.p.pid)
 
     def end(self) -> None:
         """Kill (SIGKILL) what is left in the group, the keeper last reaped."""
@@ -1651,6 +1679,7 @@ def _run_arm_process(cmd: List[str], env: Dict[str, str], cwd: Optional[str], ti
     out, err = run.output()
     done = subprocess.CompletedProcess(cmd, p.returncode, out, err)
     done.strays = run.strays        # type: ignore[attr-defined]
+    done.left = run.left            # type: ignore[attr-defined]
     done.stdout_over = _stdout_over(run) if run.stdout_over else None  # type: ignore
     return done
 
@@ -1663,13 +1692,22 @@ def _stdout_over(run: _GroupRun) -> str:
 
 
 def _add_process_output(data: Dict[str, Any], label: str, returncode: Optional[int],
-                        stderr: Optional[str], strays: List[str]) -> None:
+                        stderr: Optional[str], strays: List[str],
+                        left: Sequence[str] = ()) -> None:
     """The arm's record of its process: its `returncode`, `stderr_tail` (the
-    last 2000 characters of stderr) and the processes that had left its
-    group and were killed (_add_strays)."""
+    last 2000 characters of stderr), the processes that had left its
+    group and were killed (_add_strays) and those it left running in its
+    group when it ended by itself, killed with the group (`left`)."""
     data["returncode"] = returncode
     data["stderr_tail"] = (stderr or "")[-2000:]
     _add_strays(data, label, strays)
+    if left:
+        if not isinstance(data.get("warnings"), list):
+            data["warnings"] = []
+        data["warnings"].append(_left_running_warning(
+            label, returncode, list(left),
+            "its records are the arm's own process's, and what they did after it ended was "
+            "cut short (a wrapper that starts the arm and exits: run the arm itself)"))
 
 
 def _add_strays(data: Dict[str, Any], label: str, strays: List[str]) -> None:
@@ -2461,13 +2499,11 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         data.setdefault("warnings", [])
         _add_strays(data, label, strays)
         if orphans:
-            data["warnings"].append(
-                f"{label}: the command ended ({_exit_text(rc)}) and left {len(orphans)} "
-                f"process(es) it started running: {', '.join(orphans[:5])}"
-                f"{', ...' if len(orphans) > 5 else ''}: killed -- only the command's own "
-                f"process is sampled, so the figures leave out what they did (a wrapper that "
-                f"starts the program and exits, a server that daemonizes: run the program "
-                f"itself, in the foreground)")
+            data["warnings"].append(_left_running_warning(
+                label, rc, orphans,
+                "only the command's own process is sampled, so the figures leave out what they "
+                "did (a wrapper that starts the program and exits, a server that daemonizes: "
+                "run the program itself, in the foreground)"))
         # the command's own report under its pid: written by a command that
         # took itself for a descendant of a process writing the same path
         # (a preloaded parent merely mapping the library did: report None,
