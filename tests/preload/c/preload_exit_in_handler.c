@@ -10,7 +10,7 @@
  *
  *   preload_exit_in_handler DELAY_US [loop|small|large|threaded|fork|new_threads|
  *                            mallopt|malloc_info|refused_sized|lock_held|
- *                            cached_large] [_exit|exit]
+ *                            cached_large|setup_mallopt|setup_fork] [_exit|exit]
  * loop: sizes 16..5015 (the small and mid classes); small: 8..192 bytes in
  * a scattered order (the thread cache's fast paths); large: 20,000..219,999
  * bytes (past small_max: glibc's own malloc, outside the heap's lock) and
@@ -54,6 +54,13 @@
  * 256 pages otherwise empty: the exit's flush gives them back and trims,
  * and the trim takes its lists from glibc -- with exit(), inside glibc's
  * malloc, its arena lock held (h41libc, session 41).
+ * setup_mallopt, setup_fork: no malloc at all (the third argument sets no
+ * heap up), one thread: mallopt in a loop (glibc's holds the main arena's
+ * lock), or fork() in a loop (the library's fork handlers count the fork as
+ * inside glibc's allocator; the children end by the exit_group system call,
+ * past the library) -- a report asked, the heap is set up at exit, from
+ * glibc: inside glibc's allocator it is refused ("busy"), never made there
+ * (h41libc read it from the code; h42left, session 42).
  * _exit, exit: the heap is set up (a malloc and a free) before the alarm is
  * armed -- an alarm in the set-up says "being set up" and writes no report
  * -- and the handler calls that: exit(3) flushes the exiting thread's cache
@@ -68,6 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -210,7 +218,8 @@ int main(int argc, char **argv) {
     }
     exit(3);
   }
-  if (argc > 3) { /* (volatile: a malloc freed at once is no call to the compiler) */
+  int setup = strncmp(mode, "setup_", 6) == 0;
+  if (argc > 3 && !setup) { /* (volatile: a malloc freed at once is no call to the compiler) */
     char *volatile first = malloc(1);
     free(first);
   }
@@ -226,6 +235,12 @@ int main(int argc, char **argv) {
       pthread_join(t, NULL);
     }
   }
+  while (setup && strcmp(mode, "setup_fork") == 0) {
+    pid_t c = fork();
+    if (c == 0) syscall(SYS_exit_group, 0); /* (no report of the child's: not the library's _exit) */
+    if (c > 0) waitpid(c, NULL, 0);
+  }
+  while (setup) mallopt(M_MMAP_THRESHOLD, 1 << 20);
   while (forks) {
     pid_t c = fork();
     if (c == 0) _exit(0);
