@@ -117,6 +117,10 @@ int lhl_region_new(lua_State *L) {
   lheap *lh = lhl_heap_at(L, 1); /* (h:conservative_region checked it) */
   r->owner = lh;
   if (!lh->h) return lhl_fail(L, fn, "the heap is closed");
+  /* (a region larger than the heap's reservation refused before its words
+   * are allocated: 2^33 asked calloc for 64 GiB) */
+  int fit = hl_roots_fit(lh->h, n);
+  if (fit) return lhl_result(L, fn, lh->h, fit);
   void **w = n <= SIZE_MAX / sizeof(void *) ? calloc((size_t)n, sizeof(void *)) : NULL;
   if (!w) {
     char msg[160], c[48];

@@ -170,6 +170,12 @@ int hlpy_region_open(hl_heap *h, hlpy_region *r, hlpy_anchor *a, uint64_t n) {
   r->anchor = NULL;
   r->words = NULL;
   r->n = 0;
+  /* (a region larger than the heap's reservation refused before its words
+   * are allocated, in the core's words: 2^33 asked calloc for 64 GiB) */
+  pthread_mutex_lock(&a->lock);
+  int fit = a->obj == h ? hl_roots_fit(h, n) : HL_ECLOSED;
+  pthread_mutex_unlock(&a->lock);
+  if (fit) return fit;
   if (n > SIZE_MAX / sizeof(void *)) return HL_ENOMEM;
   void **w = calloc((size_t)n, sizeof(void *));
   if (!w) return HL_ENOMEM;

@@ -1187,6 +1187,14 @@ static inline void *hl_obj_data(void *obj) {
  * moves within a region -- a mark between the copy and the clear could read
  * the old word after the clear and the new one before the copy. */
 int hl_roots_add(hl_heap *heap, void *base, uint64_t words, int conservative);
+/* Whether a region of `words` words fits the heap, before its memory is
+ * allocated: HL_EINVAL (the message says so) when its bytes exceed the
+ * heap's reservation (reserved_bytes, as reserve_bytes gave it) -- a word
+ * keeps an object only by pointing into the reservation, so a root region
+ * larger than it is a size mistaken (2^33 words for 2^13: 64 GiB asked of
+ * calloc, each mark scanning it), not a root set.  hl_roots_add checks it
+ * too; the bindings call it before they allocate a region's words. */
+int hl_roots_fit(hl_heap *heap, uint64_t words);
 int hl_roots_remove(hl_heap *heap, void *base);
 /* Store count words at words[0..count) (a root region's memory): word i is
  * the address of refs[i]'s object when refs[i] is not 0 (values[i] is set

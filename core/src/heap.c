@@ -1299,6 +1299,22 @@ void hl_obj_set(void *obj, uint64_t slot, void *value) {
   hl__store_any(obj, slot, value);
 }
 
+/* (the bound: a region's bytes, not its words, within the reservation's) */
+static int roots_fit(hl_heap *h, const char *fn, uint64_t words) {
+  if (words > h->reserved / sizeof(void *))
+    return hl__fail(h, HL_EINVAL, "%s: a region of %" PRIu64 " words is larger than the heap's "
+                    "reservation (%" PRIu64 " bytes, reserve_bytes: %" PRIu64 " words at most)",
+                    fn, words, h->reserved, h->reserved / sizeof(void *));
+  return HL_OK;
+}
+
+int hl_roots_fit(hl_heap *h, uint64_t words) {
+  CHECK_HEAP(h);
+  if (h->opt.mode != HL_MODE_COLLECTED) /* (hl_roots_add's order: the mode first) */
+    return hl__fail(h, HL_EMODE, "hl_roots_fit: root regions need a collected heap");
+  return roots_fit(h, "hl_roots_fit", words);
+}
+
 int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
   CHECK_HEAP(h);
   if (!base && words) return hl__fail(h, HL_EINVAL, "hl_roots_add: NULL region");
@@ -1311,6 +1327,8 @@ int hl_roots_add(hl_heap *h, void *base, uint64_t words, int conservative) {
                     "address space", words, base);
   if (h->opt.mode != HL_MODE_COLLECTED)
     return hl__fail(h, HL_EMODE, "hl_roots_add: root regions need a collected heap");
+  int fit = roots_fit(h, "hl_roots_add", words);
+  if (fit) return fit;
   bool locked = hl__lock(h);
   int rc = hl__roots_add(h, base, words, conservative);
   hl__unlock(h, locked);

@@ -165,8 +165,20 @@ def test_bad_input_is_a_clear_error():
             h.conservative_region(-1)
         with pytest.raises(TypeError, match="must be an int"):
             h.conservative_region(2.0)
-        with pytest.raises(heaplab.OutOfMemory, match="cannot allocate"):
-            h.conservative_region(1 << 62)
+        # larger than the heap's reservation: refused before its words are
+        # allocated (2^33 asked calloc for 64 GiB; h42left, session 42)
+        res = h.stats().reserved_bytes
+        for n in (1 << 62, 1 << 33, res // 8 + 1):
+            with pytest.raises(heaplab.InvalidArgument) as e:
+                h.conservative_region(n)
+            assert str(e.value) == (f"conservative_region: a region of {n} words is larger than "
+                                    f"the heap's reservation ({res} bytes, reserve_bytes: "
+                                    f"{res // 8} words at most)")
+        with heaplab.Heap(reserve_bytes=1 << 20) as small:
+            with pytest.raises(heaplab.InvalidArgument, match="131073 words is larger"):
+                small.conservative_region((1 << 17) + 1)
+            with small.conservative_region(1 << 17) as whole:   # (the reservation's words fit)
+                assert len(whole) == 1 << 17
         with pytest.raises(TypeError, match="Heap.conservative_region"):
             heaplab.ConservativeRegion()
         region[7] = (1 << 64) - 1

@@ -1002,8 +1002,8 @@ class Heap(_Owned):
             self._call(lib.hlpy_region_open, reg, self._anchor, n)
         except OutOfMemory:
             raise OutOfMemory(f"conservative_region: cannot allocate {n} words") from None
-        except ModeError as e:
-            raise ModeError(f"conservative_region: {e}") from None
+        except (ModeError, InvalidArgument) as e:   # (larger than the heap: hl_roots_fit)
+            raise type(e)(f"conservative_region: {e}") from None
         region = ConservativeRegion.__new__(ConservativeRegion)
         region._heap = self
         region._region = reg
