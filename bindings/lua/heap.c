@@ -83,7 +83,7 @@ static const char *choice_hint(lua_State *L, const char *name, char *buf, size_t
  * every language); this only says what Lua type each value has. */
 static void build_options(lua_State *L, int idx, hl_options *o) {
   static const char fn[] = "heaplab.heap";
-  char err[1024], b[80];
+  char err[1024], b[80], big[320]; /* (big: the decimal of a double, at most 309 digits) */
   hl_options_defaults(o);
   if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
     lhl_fail(L, fn, "argument 1 must be a table of options, got %s", lhl_shown(L, idx, b, sizeof b));
@@ -136,6 +136,15 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
         ival = (int64_t)lua_tointegerx(L, -1, &ok);
         if (ok) {
           type = HL_VALUE_INT;
+        } else if (lhl_beyond_int64(L, -1)) {
+          /* an integer too big (1e300, 2^63), as in every method's integer
+           * argument (docs/lua.md): its exact decimal, which C says is out
+           * of range as it says Python's 1 << 64 is -- it said "got the
+           * number 1e+300", a type error (h42left, session 42) */
+          snprintf(big, sizeof big, "%.0f", (double)lua_tonumber(L, -1));
+          type = HL_VALUE_STRING;
+          sval = big;
+          len = strlen(big);
         } else {
           char f[40];
           snprintf(b, sizeof b, "the number %s", lhl_float((double)lua_tonumber(L, -1), f, sizeof f));

@@ -195,6 +195,16 @@ for _, n in ipairs{ 1e300, 2^63, -1e300 } do
   C.ok(not err:find("must be an integer", 1, true), "an integer too big, not none: " .. err)
   cases = cases + 1
 end
+-- and in an option (docs/lua.md: "here and in every method's integer argument"): out of
+-- range as C says it of an integer that size, not "got the number 1e+300" (h42left)
+for _, big in ipairs{ 2^63, -2^64, 1e300 } do
+  local exact = ("%.0f"):format(big)
+  local err = C.raises({ "heaplab.heap: option page_size: '" .. exact:sub(1, 40),
+                         "is out of range; expected bytes in [4096, 1048576]" },
+                       hl.heap, { page_size = big })
+  C.ok(not err:find("got the number", 1, true), "an integer too big, not a number: " .. err)
+  cases = cases + 1
+end
 reg:remove()
 case({ "h:alloc", "self", "call it with ':'" }, h.alloc, 16)
 case({ "h:fill", "total_bytes", ">= 0" }, h.fill, h, -5, 256)
