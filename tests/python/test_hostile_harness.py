@@ -39,6 +39,9 @@ def test_command_arm_arguments_are_checked_before_anything_runs(tmp_path):
         (dict(stop_signal="TERM"), TypeError, "stop_signal must be a signal number"),
         (dict(script=5), TypeError, "script must be callable"),
         (dict(options=["page_release"]), TypeError, "options must be a mapping"),
+        # (the sampler's thread died of an OverflowError, unsaid: session 42)
+        (dict(interval_s=1e300), ValueError,
+         r"interval_s 1e\+300 s is longer than the arm's timeout \(600 s\)"),
     ]
     for kwargs, exc, needle in cases:
         kwargs = {"cmd": argv, "allocator": "glibc", **kwargs}
@@ -49,6 +52,27 @@ def test_command_arm_arguments_are_checked_before_anything_runs(tmp_path):
         with pytest.raises(exc, match=needle):
             run_command_arm(**{"cmd": argv, **kwargs})
         assert not marker.exists(), kwargs
+
+
+def test_a_timeout_of_any_length_is_waited_for():
+    """A timeout past epoll's 2^31 ms (24.8 days: a 30-day arm, or 1e300 s)
+    raised OverflowError ('timeout is too large') from the arm form's wait,
+    after its process had started; the select waits an hour at most now."""
+    from heaplab.harness import add_progress_listener, remove_progress_listener
+    ends = []
+    told = add_progress_listener(lambda event, label, info: event == "end" and ends.append(info))
+    try:
+        arm = ["sh", "-c", "echo '{\"arm\": \"x\", \"records\": []}'"]
+        for timeout in (30 * 86400, 1e300):
+            data = run_command_arm(arm, timeout=timeout)
+            assert data["returncode"] == 0 and data["records"] == [], data
+            data = run_command_arm(["true"], allocator="glibc", timeout=timeout)
+            assert data["error"] is None and data["returncode"] == 0, data
+    finally:
+        remove_progress_listener(told)
+    # (the arm's time: the allocator arm's was time.monotonic() - (deadline - timeout),
+    # the machine's uptime with 1e300)
+    assert len(ends) == 4 and all(0 <= e["seconds"] < 60 for e in ends), ends
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -955,6 +955,11 @@ def run_command_arm(cmd: Sequence[str], env: Optional[Mapping[str, str]] = None,
     timeout = _positive("timeout", timeout)
     if allocator is not None:
         interval_s = _positive("interval_s", interval_s)
+        if interval_s > timeout:
+            # (1e300: the sampler's thread died of an OverflowError after its
+            # first sample, the arm said nothing; h42left, session 42)
+            raise ValueError(f"run_command_arm: interval_s {interval_s:g} s is longer than the "
+                             f"arm's timeout ({timeout:g} s): no sample would follow the first")
         if stop_signal is not None:
             stop_signal = _signal_number(stop_signal)
         if script is not None and not callable(script):
@@ -1357,7 +1362,10 @@ class _GroupRun:
             left = until - time.monotonic()
             if left <= 0:
                 return False
-            step = left if self.exit_fd is not None else min(left, 0.02)
+            # (at most an hour a select: epoll takes 2^31 ms at most, and a
+            # timeout of 30 days -- or 1e300 s -- raised OverflowError, 'timeout
+            # is too large', after the process had started; h42left, session 42)
+            step = min(left, 3600.0) if self.exit_fd is not None else min(left, 0.02)
             for key, _ in self.sel.select(step):
                 if key.fd != self.exit_fd:
                     self._read(key.fd)
@@ -2390,7 +2398,10 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
         # second Ctrl-C while the command is given its grace time
         interrupted: Optional[BaseException] = None
         stopped = False     # the harness sent stop_signal (or killed it)
-        deadline = time.monotonic() + timeout
+        started_at = time.monotonic()
+        # (the start kept, not deadline - timeout: with timeout=1e300 that was
+        # 0, and the arm's time said the machine's uptime)
+        deadline = started_at + timeout
         try:
             ctl = CommandControl(proc, sampler, experiment, arm, deadline, timeout, t0_ns)
             data = {"experiment": experiment, "title": label, "arm": arm,
@@ -2442,7 +2453,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                     proc.wait(timeout=wait_s)
                 except subprocess.TimeoutExpired:
                     if data["error"] is None:
-                        at = time.monotonic() - (deadline - timeout)
+                        at = time.monotonic() - started_at
                         data["error"] = (
                             f"{label}: still running {wait_s:.1f} s after the stop signal "
                             f"({_signal.Signals(stop_signal).name}): killed at {at:.1f} s (the "
@@ -2479,7 +2490,7 @@ def _run_sampled_command(cmd, env, cwd, timeout, label, drop, allocator, script,
                        if ln.startswith("heaplab: cannot start ")]
                 if why:
                     data["error"] = f"{label}: {why[-1].removeprefix('heaplab: ')}"
-        _announce("end", label, seconds=time.monotonic() - (deadline - timeout),
+        _announce("end", label, seconds=time.monotonic() - started_at,
                   ok=data["error"] is None, experiment=experiment)
         with ctl._lock:
             ctl._closed = True      # (a script's thread left running adds nothing now)
