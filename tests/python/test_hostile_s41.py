@@ -14,6 +14,14 @@ from heaplab.harness import run_command_arm
 from procs import gone
 
 
+# The shell's child for `sleep 30 &` is `sh -c ...` until it has exec'd sleep: a wrapper
+# that exits at once left it named so in 1 run of 10 (h42left, session 42); the wrapper waits
+# for the exec (10 s at most, else exit 3 saying so), as test_arm_process_s32's setsid does.
+_EXECD = ("i=0; while [ \"$(cat /proc/$!/comm 2>/dev/null)\" != sleep ]; do i=$((i+1)); "
+          "if [ $i -gt 1000 ]; then echo 'sleep never showed up' >&2; exit 3; fi; "
+          "sleep 0.01; done")
+
+
 def test_a_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
     """A wrapper that starts the program and exits at once (`sh -c 'prog &'`,
     a server that daemonizes): the sampler followed the wrapper, the program
@@ -21,7 +29,7 @@ def test_a_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
     of the wrapper -- rc 0, no error, no warning.  Now a warning names what
     it left running and what the figures leave out."""
     pidfile = tmp_path / "child.pid"
-    data = run_command_arm(["sh", "-c", f"sleep 30 & echo $! > '{pidfile}'; exit 0"],
+    data = run_command_arm(["sh", "-c", f"sleep 30 & echo $! > '{pidfile}'; {_EXECD}; exit 0"],
                            allocator="glibc", experiment="X", arm="a", timeout=20,
                            label="wrapper")
     assert data["error"] is None and data["returncode"] == 0, data["error"]
@@ -50,7 +58,7 @@ def test_an_arm_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_p
     allocator arms said so (above).  Now the same words, from the same code
     (harness._left_running_warning; h42left, session 42)."""
     pidfile = tmp_path / "child.pid"
-    data = run_command_arm(["sh", "-c", f"sleep 30 & echo $! > '{pidfile}'; "
+    data = run_command_arm(["sh", "-c", f"sleep 30 & echo $! > '{pidfile}'; {_EXECD}; "
                             "echo '{\"arm\": \"x\", \"records\": []}'"],
                            timeout=20, label="wrapper")
     assert data["returncode"] == 0 and not data.get("error"), data
