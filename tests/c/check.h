@@ -54,10 +54,13 @@
 /* GCC 12's AddressSanitizer does not take its allocator's locks around
  * fork() (LLVM's runtime does since release 17): a child of a parent whose
  * other thread was inside malloc can wait for ever in ASan's own malloc
- * (gdb: SizeClassAllocator64::GetFromAllocator's mutex).  A scenario that
- * forks beside threads calling into the library starts with
- * SKIP_WHERE_FORK_IS_UNSAFE(): it runs in the plain build and under
- * ThreadSanitizer, is skipped (77) under ASan. */
+ * (gdb: SizeClassAllocator64::GetFromAllocator's mutex) or free (the
+ * quarantine's spin lock in Quarantine::Drain, ReturnToAllocator's mutex:
+ * manual_mode_threads, session 42).  A scenario that forks beside threads
+ * calling into the library starts with SKIP_WHERE_FORK_IS_UNSAFE(): it runs
+ * in the plain build and under ThreadSanitizer, is skipped (77) under ASan
+ * -- or keeps its threads out of the system allocator at its forks there,
+ * as manual_mode_threads does (docs/design.md, *fork()*). */
 #if defined(__SANITIZE_ADDRESS__)
 #define SKIP_WHERE_FORK_IS_UNSAFE()                                            \
   do {                                                                         \
