@@ -52,7 +52,7 @@
 #define MiB (1024.0 * 1024.0)
 
 /* GCC 12's AddressSanitizer does not take its allocator's locks around
- * fork() (LLVM's runtime does since release 17): a child of a parent whose
+ * fork() (upstream LLVM's runtime does now: asan_posix.cpp's BeforeFork): a child of a parent whose
  * other thread was inside malloc can wait for ever in ASan's own malloc
  * (gdb: SizeClassAllocator64::GetFromAllocator's mutex) or free (the
  * quarantine's spin lock in Quarantine::Drain, ReturnToAllocator's mutex:
