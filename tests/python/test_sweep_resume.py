@@ -4,7 +4,8 @@ took a --set grid, an experiment, --arms or --repeat given beside it, and
 counted a record of another grid "already complete").
 
 The arms are a small Python script run as a --command (it echoes the
-environment it got), on a local cluster of one worker: seconds each."""
+environment it got), on the module's dask scheduler and worker (on_cluster):
+seconds each.  The tests of a stop run on a local cluster of their own."""
 import glob
 import json
 import os
@@ -54,13 +55,25 @@ def arm(tmp_path):
     return f"{sys.executable} {script} {{arm}}"
 
 
-LOCAL = ("--workers", "1", "--progress", "plain")
+@pytest.fixture(scope="module")
+def on_cluster(tmp_path_factory):
+    """`heaplab run`'s arguments to run on this module's dask scheduler and
+    worker (one worker, one arm at a time: as --workers 1 did), shared by
+    the tests of what a resume runs.  Each of them started a local cluster
+    for every run and resume -- about 0.7 s more each, 17 in all; what they
+    check is the run's and the resume's, not the cluster's.  The tests of
+    a stop start a local cluster each: they stop, kill or SIGSTOP its
+    workers and read its nannies."""
+    from dask_cluster import Cluster
+    c = Cluster(tmp_path_factory.mktemp("dask"), workers=1)
+    yield ("--cluster", c.address, "--progress", "plain")
+    c.close()
 
 
-def test_resume_keeps_env_arm_env_and_timeout(arm, tmp_path):
+def test_resume_keeps_env_arm_env_and_timeout(arm, tmp_path, on_cluster):
     p = heaplab("run", "--command", arm, "--arms", "a,b", "--env", "T_SIZE=16",
                 "--arm-env", "b:T_ONLY_B=yes", "--timeout", "30",
-                "--results", str(tmp_path / "r"), *LOCAL)
+                "--results", str(tmp_path / "r"), *on_cluster)
     assert p.returncode == 0, p.stdout + p.stderr
     run = run_folder(p.stdout)
     with open(os.path.join(run, "meta.json")) as f:
@@ -70,7 +83,7 @@ def test_resume_keeps_env_arm_env_and_timeout(arm, tmp_path):
     first = records(run)
     for rel in list(first):
         os.remove(os.path.join(run, rel))             # as if Ctrl-C came before them
-    p = heaplab("run", "--resume", run, *LOCAL)
+    p = heaplab("run", "--resume", run, *on_cluster)
     assert p.returncode == 0 and "2 ok, 0 failed, 0 already complete" in p.stdout, \
         p.stdout + p.stderr
     again = records(run)
@@ -81,19 +94,19 @@ def test_resume_keeps_env_arm_env_and_timeout(arm, tmp_path):
     for extra, needle in ((["--env", "T_SIZE=64"], "--env {'T_SIZE': '64'}"),
                           (["--arm-env", "a:T_X=1"], "--arm-env"),
                           (["--timeout", "600"], "--timeout 600 (the run's: 30)")):
-        p = heaplab("run", "--resume", run, *extra, *LOCAL)
+        p = heaplab("run", "--resume", run, *extra, *on_cluster)
         assert p.returncode == 2 and needle in p.stderr and "meta.json" in p.stderr, \
             (extra, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr
     # the run's own values are no conflict
-    p = heaplab("run", "--resume", run, "--timeout", "30", "--env", "T_SIZE=16", *LOCAL)
+    p = heaplab("run", "--resume", run, "--timeout", "30", "--env", "T_SIZE=16", *on_cluster)
     assert p.returncode == 0 and "0 ok, 0 failed, 2 already complete" in p.stdout, \
         p.stdout + p.stderr
 
 
-def test_resume_refuses_another_grid_experiment_arms_or_repeat(arm, tmp_path):
+def test_resume_refuses_another_grid_experiment_arms_or_repeat(arm, tmp_path, on_cluster):
     p = heaplab("run", "--command", arm, "--arms", "a", "--set", "T_X=1,2",
-                "--results", str(tmp_path / "r"), *LOCAL)
+                "--results", str(tmp_path / "r"), *on_cluster)
     assert p.returncode == 0, p.stdout + p.stderr
     run = run_folder(p.stdout)
     (c001,) = [rel for rel in records(run) if "/c001/" in rel]
@@ -102,11 +115,11 @@ def test_resume_refuses_another_grid_experiment_arms_or_repeat(arm, tmp_path):
                           (["e1"], "the experiment 'e1'"),
                           (["--arms", "a,b"], "--arms a,b (the run's: a)"),
                           (["--repeat", "2"], "--repeat 2 (the run's: 1)")):
-        p = heaplab("run", *extra, "--resume", run, *LOCAL)
+        p = heaplab("run", *extra, "--resume", run, *on_cluster)
         assert p.returncode == 2 and needle in p.stderr, (extra, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr
     assert not os.path.exists(os.path.join(run, c001)), "a refused resume ran nothing"
-    p = heaplab("run", "--resume", run, *LOCAL)
+    p = heaplab("run", "--resume", run, *on_cluster)
     assert p.returncode == 0 and "1 ok, 0 failed, 1 already complete" in p.stdout, \
         p.stdout + p.stderr
     recs = records(run)
@@ -161,23 +174,25 @@ time.sleep(30)           # (killed at the task's timeout)
 """
 
 
-def test_a_resumed_task_gets_the_runs_timeout(tmp_path):
+def test_a_resumed_task_gets_the_runs_timeout(tmp_path, on_cluster):
     """--resume without --timeout runs the tasks with the run's (meta.json's),
     not the default 600 s (a run made with --timeout 1.5 would wait 600 s
-    for a hanging arm once resumed).  A real run and resume on a local
-    cluster: the hanging arm is killed after 1.5 s both times (before, the
-    resume waited 600 s: the child's 20 s bound here)."""
+    for a hanging arm once resumed).  A real run and resume on the module's
+    cluster: the hanging arm is killed after 0.5 s both times (before, the
+    resume waited 600 s: the child's 20 s bound here).  (0.5 s, not 1.5:
+    the arm only hangs, nothing it does must end within its timeout, and
+    0.5 against 600 is the same proof -- 2 s less of make test.)"""
     script = tmp_path / "hang_arm.py"
     script.write_text(HANG_ARM)
     p = heaplab("run", "--command", f"{sys.executable} {script} {{arm}}", "--arms", "hang",
-                "--timeout", "1.5", "--results", str(tmp_path / "r"), *LOCAL)
+                "--timeout", "0.5", "--results", str(tmp_path / "r"), *on_cluster)
     assert p.returncode == 1 and "0 ok, 1 failed" in p.stdout, p.stdout + p.stderr
     run = run_folder(p.stdout)
-    p = subprocess.run([sys.executable, "-m", "heaplab", "run", "--resume", run, *LOCAL],
+    p = subprocess.run([sys.executable, "-m", "heaplab", "run", "--resume", run, *on_cluster],
                        cwd=ROOT, capture_output=True, text=True, timeout=20)
     assert p.returncode == 1 and "0 ok, 1 failed" in p.stdout, p.stdout + p.stderr
     (rec,) = records(run).values()
-    assert "no result within 1.5 s" in rec["sweep"]["error"], rec["sweep"]
+    assert "no result within 0.5 s" in rec["sweep"]["error"], rec["sweep"]
 
 
 SLOW_ARM = """
@@ -808,7 +823,7 @@ print(string.format('{"experiment": "MINE", "title": "mine", "arm": "%s", "optio
 
 
 @pytest.mark.parametrize("kind", ["command", "python", "lua"])
-def test_resume_from_elsewhere_runs_the_runs_tasks_where_it_ran(kind, tmp_path):
+def test_resume_from_elsewhere_runs_the_runs_tasks_where_it_ran(kind, tmp_path, on_cluster):
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()
@@ -824,8 +839,8 @@ def test_resume_from_elsewhere_runs_the_runs_tasks_where_it_ran(kind, tmp_path):
     (home / "fail-b").write_text("")
 
     def run(*args, cwd):
-        return subprocess.run([sys.executable, "-m", "heaplab", "run", *args, *LOCAL], cwd=cwd,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run([sys.executable, "-m", "heaplab", "run", *args, *on_cluster],
+                              cwd=cwd, capture_output=True, text=True, timeout=300)
     p = run(*what, "--results", str(tmp_path / "r"), cwd=home)
     assert p.returncode == 1 and "1 ok, 1 failed" in p.stdout, p.stdout + p.stderr
     run_dir = run_folder(p.stdout)
@@ -914,7 +929,7 @@ def _git_repo(path):
                           text=True, check=True).stdout.strip()
 
 
-def test_meta_json_names_heaplabs_commit_and_the_experiment_files(tmp_path):
+def test_meta_json_names_heaplabs_commit_and_the_experiment_files(tmp_path, on_cluster):
     """meta.json's `git` was the working directory's checkout: a user's own
     repository, run from there, stood in for heaplab's, and the experiment
     file's own checkout was not recorded (the installation hunt, session 26)."""
@@ -922,7 +937,7 @@ def test_meta_json_names_heaplabs_commit_and_the_experiment_files(tmp_path):
     mine_commit = _git_repo(mine)
     cwd_commit = _git_repo(cwd)
     (mine / "mine.py").write_text(OWN_EXPERIMENT)
-    p = subprocess.run([sys.executable, "-m", "heaplab", "run", str(mine / "mine.py"), *LOCAL,
+    p = subprocess.run([sys.executable, "-m", "heaplab", "run", str(mine / "mine.py"), *on_cluster,
                         "--results", str(tmp_path / "r")], cwd=cwd, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
