@@ -304,6 +304,7 @@ def test_a_heaplab_name_no_part_of_heaplab_reads_is_refused_by_build_sweep():
     assert len(sweep.tasks) == 1
 
 
+@pytest.mark.shares_the_machine   # ~35 refused command lines: no time, no wait, no footprint
 def test_bad_input_names_what_is_wrong(tmp_path):
     # a path that is not a Python module gave an AttributeError traceback, exit 1
     not_py = tmp_path / "notes.txt"
