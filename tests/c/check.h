@@ -286,4 +286,25 @@ static inline uint64_t mincore_resident(uintptr_t lo, uintptr_t hi) {
 }
 
 
+/* The sum of the large_unmap_pending events read now (and taken off the
+ * ring): mappings refused, unmapped, the first refusal's errno, and the last
+ * event's pending count (-1: no event). */
+typedef struct pending_events {
+  int64_t refused, unmapped, pending, err;
+} pending_events;
+static inline pending_events large_unmap_pending_events(hl_heap *h) {
+  static hl_event ev[4096];
+  size_t n = 0;
+  OK(h, hl_events_read(h, ev, 4096, &n, 1));
+  pending_events p = {0, 0, -1, 0};
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind != HL_EV_large_unmap_pending) continue;
+    p.refused += ev[i].fields[0];
+    if (!p.err) p.err = ev[i].fields[2];
+    p.unmapped += ev[i].fields[3];
+    p.pending = ev[i].fields[5];
+  }
+  return p;
+}
+
 #endif

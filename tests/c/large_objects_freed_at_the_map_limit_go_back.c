@@ -110,26 +110,6 @@ static uint64_t resident(range r) {
   return bytes;
 }
 
-/* The sum of the large_unmap_pending events read now: refused, unmapped, and
- * the last one's pending count (-1: no event). */
-typedef struct pending_events {
-  int64_t refused, unmapped, pending, err;
-} pending_events;
-static pending_events read_events(hl_heap *h) {
-  static hl_event ev[4096];
-  size_t n = 0;
-  OK(h, hl_events_read(h, ev, 4096, &n, 1));
-  pending_events p = {0, 0, -1, 0};
-  for (size_t i = 0; i < n; i++) {
-    if (ev[i].kind != HL_EV_large_unmap_pending) continue;
-    p.refused += ev[i].fields[0];
-    if (!p.err) p.err = ev[i].fields[2];
-    p.unmapped += ev[i].fields[3];
-    p.pending = ev[i].fields[5];
-  }
-  return p;
-}
-
 /* N objects of SIZE bytes, written whole: their handles and ranges. */
 static hl_heap *make(hl_ref *refs, range *ranges) {
   /* no cycle but the test's own */
@@ -158,7 +138,7 @@ static void drop(hl_heap *h, hl_ref *refs, int from, int step) {
 /* Every page of the ranges from, from + step, ... unmapped, nothing
  * pending, and the events read since say the ranges were unmapped. */
 static void all_unmapped(hl_heap *h, const range *ranges, int from, int step, const char *when) {
-  pending_events ev = read_events(h);
+  pending_events ev = large_unmap_pending_events(h);
   uint64_t still = 0;
   for (int i = from; i < N; i += step) still += mapped_pages(ranges[i]);
   CHECK(still == 0 && h->unmap_pending_n == 0 && h->unmap_pending_bytes == 0,
@@ -192,7 +172,7 @@ int main(void) {
   for (int i = 0; i < N; i += 2)
     if (mapped_pages(ranges[i]) == pages_of(ranges[i]))
       dead_resident += resident(ranges[i]);
-  pending_events ev = read_events(h);
+  pending_events ev = large_unmap_pending_events(h);
   printf("at %ld maps: %" PRIu64 " objects dropped (%.1f MiB): resident %.1f -> %.1f MiB, "
          "%" PRIu64 " of their pages still mapped, %.1f MiB of them resident; munmap refused "
          "%" PRId64 " (%s), pending %" PRIu64 "\n",

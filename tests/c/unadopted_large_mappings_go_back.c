@@ -98,25 +98,6 @@ static bool is_mapped(void *p) {
   return mincore(p, 1, &v) == 0 || errno != ENOMEM;
 }
 
-typedef struct {
-  int64_t refused, unmapped, pending, err;
-} pending_events;
-
-static pending_events events_of(hl_heap *h) {
-  static hl_event ev[1024];
-  size_t n = 0;
-  OK(h, hl_events_read(h, ev, 1024, &n, 1));
-  pending_events p = {0, 0, -1, 0};
-  for (size_t i = 0; i < n; i++) {
-    if (ev[i].kind != HL_EV_large_unmap_pending) continue;
-    p.refused += ev[i].fields[0];
-    if (!p.err) p.err = ev[i].fields[2];
-    p.unmapped += ev[i].fields[3];
-    p.pending = ev[i].fields[5];
-  }
-  return p;
-}
-
 static void reset(void) {
   atomic_store(&nmaps, 0);
   for (int i = 0; i < MAX_MAPS; i++) atomic_store(&unmapped[i], 0);
@@ -163,7 +144,7 @@ int main(void) {
   for (int i = 0; i < 2; i++)
     CHECK(atomic_load(&unmapped[i]), "mapping %d (%zu bytes at %p), not adopted, was never unmapped",
           i, map_len[i], maps[i]);
-  pending_events e = events_of(h);
+  pending_events e = large_unmap_pending_events(h);
   CHECK(e.refused == 0 && e.pending == -1, "nothing refused, yet event large_unmap_pending: "
         "refused %" PRId64 ", pending %" PRId64, e.refused, e.pending);
   CHECK(!is_mapped(maps[1]), "the last mapping at %p is still mapped", maps[1]);
@@ -177,7 +158,7 @@ int main(void) {
   alloc_refused(h);
   CHECK(atomic_load(&munmap_refused) >= 2, "munmap refused %d times, expected 2 or more",
         atomic_load(&munmap_refused));
-  e = events_of(h);
+  e = large_unmap_pending_events(h);
   CHECK(e.refused == 2 && e.pending == 2 && e.err == ENOMEM,
         "two mappings refused, yet event large_unmap_pending: refused %" PRId64 ", pending %"
         PRId64 ", errno %" PRId64, e.refused, e.pending, e.err);
@@ -185,7 +166,7 @@ int main(void) {
   check_invariants(h); /* pending ranges are tracked: the check passes */
   atomic_store(&refuse_munmap, 0);
   OK(h, hl_trim(h));
-  e = events_of(h);
+  e = large_unmap_pending_events(h);
   CHECK(e.unmapped == 2 && e.pending == 0,
         "hl_trim with munmap agreeing: event large_unmap_pending unmapped %" PRId64 ", pending %"
         PRId64 ", expected 2 and 0", e.unmapped, e.pending);
