@@ -147,9 +147,11 @@ bool client_preloaded(int pid);
 void client_identify(const void *addr);
 
 /* A symbol the launchers export (their dynamic symbol table:
- * clients/launcher.dynlist): the preloaded library, finding it with
- * dlsym(RTLD_DEFAULT, ...), writes no report in a launcher's process --
- * the report there is the launcher's (docs/clients.md). */
+ * clients/launcher.dynlist): the preloaded library, finding it (a weak
+ * reference the dynamic loader binds to the executable's definition),
+ * writes no report in a launcher's process -- the report there is the
+ * launcher's (docs/clients.md). */
+#define CLIENT_LAUNCHER_MARK_SYMBOL heaplab_launcher_process
 #define CLIENT_LAUNCHER_MARK "heaplab_launcher_process"
 
 /* Write path with write(out), made in memory first (a client_out: no call

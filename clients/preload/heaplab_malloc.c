@@ -100,17 +100,10 @@ static char stats_path[4096], events_path[4096];
 
 /* ---- set-up ---- */
 
-/* getenv without libc: the set-up's look-ups walk environ themselves, so a
- * program that never calls getenv does not fault getenv's code in (64 KiB of
- * libc's text around it: docs/performance.md, the preloaded library) */
-static const char *env(const char *name) {
-  for (char **e = environ; e && *e; e++) {
-    const char *v = *e, *p = name;
-    while (*p && *v == *p) v++, p++;
-    if (!*p && *v == '=') return v + 1;
-  }
-  return NULL;
-}
+/* getenv without libc (prim.h): the set-up's look-ups walk environ
+ * themselves, so a program that never calls getenv does not fault getenv's
+ * code in */
+static const char *env(const char *name) { return hl__prim_env(name); }
 
 static bool env_is(const char *name, const char *value) {
   const char *v = env(name);
@@ -223,6 +216,16 @@ static bool inert;
 /* the dlopen after this library's (the end of this file) */
 __attribute__((visibility("hidden"))) extern void *(*_Atomic hl__next_dlopen)(const char *, int);
 #endif
+/* The launchers' mark (client.h): a weak reference, bound by the dynamic
+ * loader to the executable's definition, NULL in any other program.  It was
+ * dlsym(RTLD_DEFAULT, ...), whose miss in every other program left an error
+ * that the dlerror() clearing it formatted -- asprintf and gettext's look-up,
+ * their windows of libc's text and data faulted in for nothing (with the
+ * core's getenv, prim/syscall.c: a one-block program's peak RSS 1,888 ->
+ * 1,708 KiB, median of 9; docs/performance.md, the preloaded library,
+ * session 43).  Default
+ * visibility: a hidden weak reference is resolved to 0 by the static linker. */
+__attribute__((weak, visibility("default"))) extern const char CLIENT_LAUNCHER_MARK_SYMBOL[];
 /* The mark by which a copy knows another (heaplab-malloc.map exports it). */
 __attribute__((visibility("default"))) void heaplab_malloc_library(void) {}
 /* Is malloc defined by another copy of this library before this one in the
@@ -300,10 +303,7 @@ __attribute__((constructor)) static void at_start(void) {
 #ifndef HL_PRELOAD_PREFIX /* (a test linking the prefixed build keeps glibc's names) */
   if (!malloc_elsewhere) malloc_redirected = calls_redirected();
 #endif
-  if (!malloc_elsewhere) {
-    launcher_process = dlsym(RTLD_DEFAULT, CLIENT_LAUNCHER_MARK) != NULL;
-    (void)dlerror();
-  }
+  if (!malloc_elsewhere) launcher_process = CLIENT_LAUNCHER_MARK_SYMBOL != NULL;
   in_setup = 0;
   /* a relative HEAPLAB_STATS / HEAPLAB_TRACE_EVENTS is taken from here: a
    * program that called chdir() or daemon() before its first malloc wrote

@@ -1541,6 +1541,43 @@ def fork_beside_a_set_up():
     print("_exit of a child forked beside a set-up, a report asked: 10 runs, none waited")
 
 
+def setup_leaves_libc_alone():
+    """The library's set-up, in a program without HEAPLAB_ variables, calls
+    nothing of libc's that the program may not call itself: each such call
+    faults in a 64 KiB window of libc's text or data around it, part of the
+    library's fixed cost in peak RSS (docs/performance.md, the preloaded
+    library; issue 17's target).  Read from the dynamic loader's debug
+    output (LD_DEBUG, to stderr), for a stock program that allocates:
+    - no getenv: the core's HEAPLAB_COUNTERS_FILE look-up called it
+      (prim/syscall.c; the library's own look-ups walk environ already);
+    - no symbol looked up after the library's constructor started: the
+      launchers' mark was dlsym(RTLD_DEFAULT, ...), which fails in every
+      other program, and the dlerror() clearing the failure formatted its
+      message -- asprintf and gettext's catalogue look-up.  It is a weak
+      reference now, bound while the library is relocated.
+    Both were there at ee5b4a1 (session 43): the one-block program's peak
+    RSS 1,888 -> 1,708 KiB without them (median of 9)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    sort = shutil.which("sort") or "/usr/bin/sort"
+    need(sort, "sort")
+    lib = os.path.basename(PRELOAD)
+    for what in ("bindings", "symbols"):
+        status, out, err = run([sort], "heaplab", {"LD_DEBUG": what}, stdin="b\na\n", timeout=60)
+        assert status == 0 and out == "a\nb\n", (what, status, out, err[-2000:])
+        lines = err.splitlines()
+        if what == "bindings":
+            got = [l for l in lines if re.search(r"binding file \S*" + re.escape(lib) +
+                                                 r" .*: normal symbol `getenv'", l)]
+            assert not got, f"the library called getenv: {got}"
+        else:
+            init = next((i for i, l in enumerate(lines)
+                         if re.search(r"calling init: \S*" + re.escape(lib), l)), None)
+            assert init is not None, lines[-20:]
+            after = [l for l in lines[init:] if "symbol=" + "heaplab_launcher_process" in l]
+            assert not after, f"the launchers' mark looked up by dlsym: {after[:3]}"
+    print("set-up of a plain program: no getenv, no symbol looked up after the constructor")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, collected_only_options,
                                      verify_refuses,
@@ -1556,7 +1593,7 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      exit_in_handler_inside_errlock,
                                      launcher_that_never_allocated,
                                      exit_beside_a_set_up, fork_beside_a_set_up,
-                                     signal_to_itself)}
+                                     signal_to_itself, setup_leaves_libc_alone)}
 
 
 def main(argv):

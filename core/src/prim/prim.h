@@ -237,6 +237,11 @@ int hl__prim_os_footprint(hl_footprint *out);
 /* What hl__prim_os_footprint reads, as its failures name it. */
 extern const char hl__prim_os_footprint_source[];
 size_t hl__prim_os_page_size(void);
+/* getenv without libc's: a plain walk of environ, calling nothing.  The
+ * preloaded library's set-up reads its variables this way: a program that
+ * never calls getenv does not fault getenv's code in (a 64 KiB window of
+ * libc's text: docs/performance.md, the preloaded library). */
+const char *hl__prim_env(const char *name);
 /* The address space this process may still map under its limits: the
  * smaller of RLIMIT_AS - VmSize and RLIMIT_DATA - VmData (a private writable
  * mapping, the reservation included, counts against both); UINT64_MAX when
