@@ -1578,6 +1578,45 @@ def setup_leaves_libc_alone():
     print("set-up of a plain program: no getenv, no symbol looked up after the constructor")
 
 
+def layout_puts_what_runs_together():
+    """clients/preload/layout.ld: the functions a preloaded program runs are
+    together at the start of the text (.text.hl_hot), and the big zeroed
+    buffers after the small variables in .bss (.bss.hl_cold) -- the kernel
+    faults a file's pages in 64 KiB at a time, and the library's whole text
+    was resident in every program (140 KiB; 64-104 with the layout, and its
+    .bss 40 -> 12 KiB: bench-preload realloc's peak, session 43).  Read
+    from the library's sections and symbols (readelf, nm)."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    secs = subprocess.run(["readelf", "-SW", PRELOAD], capture_output=True, text=True,
+                          check=True).stdout
+    bounds = {}
+    for m in re.finditer(r"\]\s+(\.\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", secs):
+        bounds[m.group(1)] = (int(m.group(2), 16), int(m.group(2), 16) + int(m.group(3), 16))
+    assert ".text.hl_hot" in bounds and ".bss.hl_cold" in bounds, sorted(bounds)
+    syms = {}
+    for line in subprocess.run(["nm", PRELOAD], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            syms[parts[2]] = int(parts[0], 16)
+
+    def inside(name, sec):
+        lo, hi = bounds[sec]
+        return name in syms and lo <= syms[name] < hi
+
+    hot = ["malloc", "free", "realloc", "calloc", "setup", "at_start", "hl_heap_new",
+           "hl__take_refill", "hl__manual_free_small", "tcache_for"]
+    cold = [n for n in hot if not inside(n, ".text.hl_hot")]
+    assert not cold, f"not in .text.hl_hot: {cold}"
+    lo, hi = bounds[".text.hl_hot"]
+    assert hi - lo <= 64 * 1024, f"the hot text is {hi - lo} bytes: more than a 64 KiB window"
+    for big in ("say_line", "stats_path", "errno_numbered"):
+        assert inside(big, ".bss.hl_cold"), f"{big} is not after the small variables"
+    for small in ("heap_ptr", "state"):
+        assert small in syms and not inside(small, ".bss.hl_cold"), small
+    print(f"hot text {hi - lo} bytes at {lo:#x}; big buffers after .bss's small variables")
+
+
 SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_script, c_threads,
                                      bad_option, small_page_option, collected_only_options,
                                      verify_refuses,
@@ -1593,7 +1632,8 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      exit_in_handler_inside_errlock,
                                      launcher_that_never_allocated,
                                      exit_beside_a_set_up, fork_beside_a_set_up,
-                                     signal_to_itself, setup_leaves_libc_alone)}
+                                     signal_to_itself, setup_leaves_libc_alone,
+                                     layout_puts_what_runs_together)}
 
 
 def main(argv):
