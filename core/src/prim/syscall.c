@@ -90,16 +90,7 @@ void hl__say(const char *fmt, ...) {
   errno = saved;
 }
 
-static _Atomic uint64_t *shared_counters;
-static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
-
-/* HEAPLAB_COUNTERS_FILE=path: a file (created by the observer) mapped shared,
- * so a parent can watch a child's syscall, retry and give-up counts while the
- * child is stuck inside a call (experiment E6).  Only the observer's file:
- * a regular file of 4096 bytes (E6 writes 4096 zero bytes) or an empty one
- * (made 4096 here).  Any other file is left as it is, with one warning line:
- * the variable pointed at someone's file truncated it to 4096 bytes and
- * wrote counters over its start (the environment hunt, session 27). */
+/* (prim.h) */
 const char *hl__prim_env(const char *name) {
   extern char **environ;
   for (char **e = environ; e && *e; e++) {
@@ -110,6 +101,16 @@ const char *hl__prim_env(const char *name) {
   return NULL;
 }
 
+static _Atomic uint64_t *shared_counters;
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+
+/* HEAPLAB_COUNTERS_FILE=path: a file (created by the observer) mapped shared,
+ * so a parent can watch a child's syscall, retry and give-up counts while the
+ * child is stuck inside a call (experiment E6).  Only the observer's file:
+ * a regular file of 4096 bytes (E6 writes 4096 zero bytes) or an empty one
+ * (made 4096 here).  Any other file is left as it is, with one warning line:
+ * the variable pointed at someone's file truncated it to 4096 bytes and
+ * wrote counters over its start (the environment hunt, session 27). */
 static void shared_open(void) {
   const char *path = hl__prim_env("HEAPLAB_COUNTERS_FILE");
   if (!path || !*path) return;
