@@ -380,6 +380,17 @@ sweep, `false` forbids it, `nil` lets the policy decide; a number is `{cycles = 
 @return nil, message, code when a cycle fails (verify found a broken invariant: "ECHECK")
 @raise "interrupted" when Ctrl-C stops it between two cycles
 */
+/* h:collect's cycles: an integer; one beyond the 64-bit integers (2^63,
+ * 1e300), which never reaches hl_collect, out of its range as hl_collect
+ * says it of 10^7 (it said "(beyond the 64-bit integers)", naming no range). */
+static int64_t collect_cycles(lua_State *L, int idx, const char *fn) {
+  char b[80];
+  if (lhl_beyond_int64(L, idx))
+    return lhl_fail(L, fn, "cycles %s out of range [1, %d] (%s)", lhl_shown(L, idx, b, sizeof b),
+                    HL_COLLECT_MAX_CYCLES, hl_error_name(HL_EINVAL));
+  return lhl_arg_int(L, idx, fn, "cycles");
+}
+
 /* h:collect{cycles = 1, major = nil|true|false}; h:collect(n) is h:collect{cycles = n}. */
 static int h_collect(lua_State *L) {
   static const char fn[] = "h:collect";
@@ -388,7 +399,7 @@ static int h_collect(lua_State *L) {
   int major = -1;
   char b[80];
   if (lua_type(L, 2) == LUA_TNUMBER) {
-    cycles = lhl_arg_int(L, 2, fn, "cycles");
+    cycles = collect_cycles(L, 2, fn);
   } else if (lua_istable(L, 2)) {
     static const char *const fields[] = {"cycles", "major"};
     int t = lhl_plain_table(L, 2, fields, 2); /* (__pairs, __index) */
@@ -396,7 +407,7 @@ static int h_collect(lua_State *L) {
     while (lua_next(L, t)) {
       const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
       if (k && strcmp(k, "cycles") == 0) {
-        cycles = lhl_arg_int(L, -1, fn, "cycles");
+        cycles = collect_cycles(L, -1, fn);
       } else if (k && strcmp(k, "major") == 0) {
         major = lhl_arg_bool(L, -1, fn, "major", -1);
       } else {

@@ -1056,7 +1056,13 @@ int hl_ref_write(hl_heap *heap, hl_ref ref, uint64_t offset, const void *src,
 int hl_ref_read(hl_heap *heap, hl_ref ref, uint64_t offset, void *dst,
                 uint64_t len);
 
-/* Synchronous collections.  major: -1 = policy decides, 0 = no, 1 = force. */
+/* Synchronous collections: cycles in [1, HL_COLLECT_MAX_CYCLES] (else
+ * HL_EINVAL, "collect: cycles N out of range [1, 1000000]").  major: -1 =
+ * policy decides, 0 = no, 1 = force. */
+/* (an enum, not a macro: the bindings see it -- the Python binding's cdef is
+ * this header preprocessed -- and name the range of a count beyond the
+ * 64-bit integers, which never reaches this call, as this call names it) */
+enum { HL_COLLECT_MAX_CYCLES = 1000000 };
 int hl_collect(hl_heap *heap, int64_t cycles, int major);
 
 typedef struct hl_churn_result {

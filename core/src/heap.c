@@ -883,8 +883,9 @@ int hl_collect(hl_heap *h, int64_t cycles, int major) {
   CHECK_HEAP(h);
   if (h->opt.mode != HL_MODE_COLLECTED)
     return hl__fail(h, HL_EMODE, "collect: a manual heap has no collector (use hl_trim)");
-  if (cycles < 1 || cycles > 1000000)
-    return hl__fail(h, HL_EINVAL, "collect: cycles %" PRId64 " out of range [1, 1000000]", cycles);
+  if (cycles < 1 || cycles > HL_COLLECT_MAX_CYCLES)
+    return hl__fail(h, HL_EINVAL, "collect: cycles %" PRId64 " out of range [1, %d]", cycles,
+                    HL_COLLECT_MAX_CYCLES);
   if (major < -1 || major > 1)
     return hl__fail(h, HL_EINVAL, "collect: major %d is not -1 (policy), 0 or 1", major);
   bool locked = hl__lock(h);

@@ -170,8 +170,10 @@ for _, big in ipairs{ 1e300, 2^63, -1e300, -2^64 } do
       { { "h:fill", "total_bytes", table.unpack(range) }, h.fill, h, big, 256 },
       { { "h:thin", "every", big > 0 and "exceeds the maximum" or ">= 1" }, h.thin, h, o, big },
       { { "o:read", "offset", big > 0 and "exceeds the maximum of 64" or ">= 0" }, o.read, o, big },
-      { { "h:collect", "cycles", "out of range" }, h.collect, h, big },
-      { { "h:collect", "cycles", "out of range" }, h.collect, h, { cycles = big } },
+      -- (and named as hl_collect names 10^7: "(beyond the 64-bit integers)" named no range)
+      { { "h:collect", "cycles", "out of range [1, 1000000] (EINVAL)" }, h.collect, h, big },
+      { { "h:collect", "cycles", "out of range [1, 1000000] (EINVAL)" }, h.collect, h,
+        { cycles = big } },
       { { "h:inject", "n", "out of range" }, h.inject, h, "restore", "every", big },
       { { "h:inject", "errno", "out of range" }, h.inject, h, "restore", "every", 3, big },
       { { "heaplab.sampler", "capacity", "out of range" }, hl.sampler, 0.01, big },

@@ -326,6 +326,22 @@ def test_bad_calls(env, name, call, exc, msg):
         call(h, keep, foreign, released)
 
 
+def test_collect_names_its_range_for_a_count_beyond_64_bits(env):
+    """collect(1 << 63) said "cycles 9223372036854775808 does not fit in 64
+    bits" where collect(10**7) names the range C checks ("out of range [1,
+    1000000]"): a count C's int64_t cannot hold is said as C says the rest."""
+    h = env[0]
+    with pytest.raises(heaplab.InvalidArgument) as big:
+        h.collect(10 ** 7)
+    assert str(big.value) == "collect: cycles 10000000 out of range [1, 1000000]", big.value
+    for n in (1 << 63, -(1 << 63) - 1, 10 ** 30):
+        with pytest.raises(heaplab.InvalidArgument) as info:
+            h.collect(n)
+        assert str(info.value) == f"collect: cycles {n} out of range [1, 1000000]", info.value
+        assert info.value.code == "EINVAL", info.value.code
+    h.collect(1)
+
+
 def test_error_code_is_the_c_errors_name(env, monkeypatch):
     """heaplab.Error's docstring: `code` is the C error name (and docs/lua.md
     gives Lua's errors the same).  InvalidArgument stands for EINVAL, EVALUE

@@ -1037,7 +1037,13 @@ class Heap(_Owned):
         False forbids it, None lets the policy decide."""
         if major is not None and not _is_bool(major):
             raise TypeError(f"collect: major must be None, True or False, not {major!r}")
-        self._call(lib.hl_collect, _i64("cycles", cycles), -1 if major is None else int(bool(major)))
+        n = _int("cycles", cycles)
+        if not -(1 << 63) <= n < 1 << 63:
+            # (C's int64_t cannot hold it: C's message, its range -- "does not
+            # fit in 64 bits" named no range where 10**7 named [1, 1000000])
+            raise InvalidArgument(
+                f"collect: cycles {n} out of range [1, {lib.HL_COLLECT_MAX_CYCLES}]")
+        self._call(lib.hl_collect, n, -1 if major is None else int(bool(major)))
 
     def trim(self) -> None:
         """Trim now: release every free page beyond the warm cache (and
