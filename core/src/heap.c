@@ -291,11 +291,22 @@ static int fault_from_env(hl_heap *h, const char *var, const char *site, const c
         return HL_EVALUE;
       }
       /* a number too long for N is one: out of range, not "not a decimal
-       * number" (the C API hunt, session 33) */
+       * number" (the C API hunt, session 33) -- the range its mode takes
+       * (hl_inject's: every's N from 1, first's and sticky's from 0), not
+       * int64_t's, which every:-99999999999999999999 was told it was in
+       * (session 43); an unknown mode is said as such (hl_inject_named) */
       if (errno) {
-        hl__fmt_err(err, errlen, "environment %s=%s: N '%s' is out of range [%" PRId64 ", %" PRId64
-                    "]", var, v, x, INT64_MIN, INT64_MAX);
-        return HL_EVALUE;
+        int m = hl_fault_mode_index(fields[0]);
+        if (m >= 0) {
+          int64_t low = INT64_MIN; /* (always, off: any N) */
+          if (m == HL_FAULT_every) low = 1;
+          else if (m == HL_FAULT_first || m == HL_FAULT_sticky) low = 0;
+          hl__fmt_err(err, errlen,
+                      "environment %s=%s: N '%s' is out of range [%" PRId64 ", %" PRId64 "]", var,
+                      v, x, low, INT64_MAX);
+          return HL_EVALUE;
+        }
+        n = 0;
       }
       arg = n;
     } else {

@@ -222,9 +222,23 @@ int main(void) {
   }
   /* a number past int64 is out of range, not "not a decimal number" (the
    * C API hunt, session 33); junk after digits is still no number */
-  const char *ranges[][2] = {{"sticky:99999999999999999999", "N '99999999999999999999' is out of range"},
-                             {"first:-99999999999999999999", "N '-99999999999999999999' is out of range"},
-                             {"first:12abc", "N '12abc' is not a decimal number"}};
+  /* and the range is its mode's (hl_inject's), not int64_t's: every:-1e20
+   * was told N is in [-9223372036854775808, ...] (session 43) */
+  const char *ranges[][2] = {
+      {"sticky:99999999999999999999",
+       "HEAPLAB_FAULT_RELEASE=sticky:99999999999999999999: N '99999999999999999999' is out of "
+       "range [0, 9223372036854775807]"},
+      {"first:-99999999999999999999",
+       "N '-99999999999999999999' is out of range [0, 9223372036854775807]"},
+      {"every:99999999999999999999",
+       "HEAPLAB_FAULT_RELEASE=every:99999999999999999999: N '99999999999999999999' is out of "
+       "range [1, 9223372036854775807]"},
+      {"every:-99999999999999999999:EIO",
+       "N '-99999999999999999999' is out of range [1, 9223372036854775807]"},
+      {"always:99999999999999999999",
+       "N '99999999999999999999' is out of range [-9223372036854775808, 9223372036854775807]"},
+      {"sometimes:99999999999999999999", "unknown mode 'sometimes'"},
+      {"first:12abc", "N '12abc' is not a decimal number"}};
   for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
     setenv("HEAPLAB_FAULT_RELEASE", ranges[k][0], 1);
     hl_heap *h = NULL;
