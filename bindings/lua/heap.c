@@ -145,6 +145,23 @@ static void build_options(lua_State *L, int idx, hl_options *o) {
           type = HL_VALUE_STRING;
           sval = big;
           len = strlen(big);
+          /* ...but of a boolean or a choice no integer is a value, of any
+           * size: the wrong type, as 2^62's "expected a boolean (...), got
+           * the integer 4611686018427387904" and Python's 1 << 63 -- handed
+           * on as a string it was "'9223372036854775808' is not a boolean",
+           * a string the caller never wrote (session 43) */
+          hl_option_info info;
+          int at = hl_option_index(name);
+          if (at >= 0 && hl_option_info_get(at, &info) == HL_OK &&
+              (info.kind == HL_OPT_BOOL || info.kind == HL_OPT_ENUM)) {
+            char digits[320];
+            snprintf(digits, sizeof digits, "%s", big);
+            /* (1e300's 301 digits shortened as C shortens a string it shows) */
+            snprintf(big, sizeof big, "the integer %.60s%s", digits,
+                     strlen(digits) > 60 ? "..." : "");
+            type = HL_VALUE_OTHER;
+            len = strlen(big);
+          }
         } else {
           char f[40];
           snprintf(b, sizeof b, "the number %s", lhl_float((double)lua_tonumber(L, -1), f, sizeof f));

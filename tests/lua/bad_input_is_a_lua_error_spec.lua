@@ -207,6 +207,21 @@ for _, big in ipairs{ 2^63, -2^64, 1e300 } do
   C.ok(not err:find("got the number", 1, true), "an integer too big, not a number: " .. err)
   cases = cases + 1
 end
+-- but of a boolean or a choice no integer is a value: what the option expects, and the
+-- integer, as 2^62 is said (and Python's 1 << 63) -- it said "'9223372036854775808' is
+-- not a boolean", a string never written (session 43)
+for _, big in ipairs{ 2^63, -2^64, 1e300 } do
+  local exact = ("%.0f"):format(big)
+  for _, o in ipairs{ { "page_release", "expected a boolean (true/false, 1/0, on/off, yes/no)" },
+                      { "thp", "expected one of never|madvise|populate as a string" } } do
+    local err = C.raises({ "heaplab.heap: option " .. o[1] .. ": " .. o[2],
+                           "got the integer " .. exact:sub(1, 60) },
+                         hl.heap, { [o[1]] = big })
+    C.ok(not err:find("'", 1, true), "no string was given: " .. err)
+    C.ok(#exact <= 60 or err:find(exact:sub(1, 60) .. "...", 1, true), "shortened: " .. err)
+    cases = cases + 1
+  end
+end
 reg:remove()
 case({ "h:alloc", "self", "call it with ':'" }, h.alloc, 16)
 case({ "h:fill", "total_bytes", ">= 0" }, h.fill, h, -5, 256)
