@@ -142,7 +142,29 @@ static PyObject *m_sampler_start(PyObject *self, PyObject *args) {
   (void)self;
   double interval = 0.002;
   long long cap = 1 << 16;
-  if (!PyArg_ParseTuple(args, "|dL:sampler_start", &interval, &cap)) return NULL;
+  PyObject *iv = NULL, *cv = NULL;
+  if (!PyArg_ParseTuple(args, "|OO:sampler_start", &iv, &cv)) return NULL;
+  /* named as the bindings name them (heaplab.Sampler: "interval_s must be a
+   * number, not str"; Lua's heaplab.client.sampler the same): the parse's
+   * "must be real number, not str" named no argument, and a bool was an
+   * interval (True: 1 s) -- session 43 */
+  if (iv) {
+    if (PyBool_Check(iv) || !PyNumber_Check(iv))
+      return PyErr_Format(PyExc_TypeError, "sampler_start: interval_s must be a number, not %s",
+                          Py_TYPE(iv)->tp_name);
+    interval = PyFloat_AsDouble(iv);
+    if (interval == -1.0 && PyErr_Occurred()) return NULL;
+  }
+  if (cv) {
+    if (PyBool_Check(cv) || !PyIndex_Check(cv))
+      return PyErr_Format(PyExc_TypeError, "sampler_start: capacity must be an int, not %s",
+                          Py_TYPE(cv)->tp_name);
+    PyObject *n = PyNumber_Index(cv);
+    if (!n) return NULL;
+    cap = PyLong_AsLongLong(n);
+    Py_DECREF(n);
+    if (cap == -1 && PyErr_Occurred()) return NULL;
+  }
   if (sampler) {
     PyErr_SetString(PyExc_RuntimeError, "sampler_start: a sampler is already running");
     return NULL;

@@ -47,6 +47,16 @@ for _, cap in ipairs{ 1e300, -2^63 * 2 } do
                              .. " is out of range (beyond the 64-bit integers)", 1, true),
          "capacity " .. tostring(cap) .. ": " .. tostring(err))
 end
+-- a string is no number, as in the module's heaplab.sampler: "0.01" and a capacity
+-- "16" were taken (luaL_optnumber's conversion), true said "bad argument #1"
+for _, case in ipairs{ { { "0.01" }, "interval_s must be a number, got '0.01'" },
+                       { { true }, "interval_s must be a number, got true" },
+                       { { 0.01, "16" }, "capacity must be an integer, got '16'" },
+                       { { 0.01, 1.5 }, "capacity must be an integer, got 1.5" } } do
+  ok, err = pcall(c.sampler, table.unpack(case[1], 1, 2))
+  assert(not ok and err:find("heaplab.client.sampler: " .. case[2], 1, true),
+         "sampler(" .. tostring(case[1][1]) .. ", " .. tostring(case[1][2]) .. "): " .. tostring(err))
+end
 local s = c.sampler()
 s:stop()
 ok, err = pcall(s.mark, s)

@@ -595,6 +595,14 @@ def python_report():
                   "    assert 'already running' in str(e), e\n"
                   "else:\n    raise AssertionError('a second sampler_start was accepted')\n"
                   "assert len(c.sampler_series()) >= 1; c.sampler_stop()\n"
+                  # a string is no number: named as the bindings name it (the
+                  # parse said "must be real number, not str"; True was 1 s)
+                  "for a, said in (((\"0.01\",), 'interval_s must be a number, not str'),\n"
+                  "                ((True,), 'interval_s must be a number, not bool'),\n"
+                  "                ((0.01, '16'), 'capacity must be an int, not str')):\n"
+                  "    try:\n        c.sampler_start(*a)\n    except TypeError as e:\n"
+                  "        assert str(e) == 'sampler_start: ' + said, e\n"
+                  "    else:\n        raise AssertionError(f'sampler_start{a} was accepted')\n"
                   # a finalizer that stops the sampler while sampler_series
                   # builds its list (the cyclic collector runs at its tuples'
                   # allocations): the list came back cut short, no error
