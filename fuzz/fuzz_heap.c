@@ -49,8 +49,9 @@
  * A configuration byte of 0xc0 or more where the option strings' count is
  * read brings the extension (configure()): compaction, sub-page release,
  * huge pages, mark threads, the large path's arms, root regions (precise
- * and conservative; removed and added again with their stale words) and
- * hl_thin.  Within it, b9 >= 0x80 brings the API
+ * and conservative; removed and added again with their stale words, each
+ * add after hl_roots_fit as the bindings do it, and hl_roots_fit's bound:
+ * the reservation's words fit, one more does not) and hl_thin.  Within it, b9 >= 0x80 brings the API
  * extension: one more byte (heap_limit_bytes) and an operation byte of
  * 0xf0 or more for the samplers (summaries and series against a model of
  * their windows), interrupts during long calls (a helper thread; HL_EINTR,
@@ -1367,6 +1368,34 @@ static void op_burst(input *in) {
  * or adding one registered, must be refused with HL_EINVAL and a message. */
 static bool regOut[2]; /* [0] the precise region, [1] the conservative one */
 
+/* hl_roots_fit, as the bindings call it before they allocate a region's
+ * words (they call nothing else first): a count the reservation holds fits,
+ * one past it is HL_EINVAL naming the reservation -- and hl_roots_add, which
+ * checks the same bound, refuses it before it reads a word or looks at the
+ * base (regP, registered or not).  k picks the count: the most, past it by
+ * 1 + k, a small one, or one near 2^64 (no add: its base would pass the end
+ * of the address space first). */
+static void roots_fit_probe(uint8_t k) {
+  uint64_t base = 0, bytes = 0;
+  if (hl_heap_range(H, &base, &bytes)) FAIL("heap_range: %s", msg());
+  uint64_t most = bytes / sizeof(void *);
+  uint64_t words = k % 4 == 0 ? most : k % 4 == 1 ? most + 1 + k : k % 4 == 2 ? k : UINT64_MAX - k;
+  int rc = hl_roots_fit(H, words);
+  if (words <= most) {
+    if (rc) FAIL("roots_fit of %" PRIu64 " words (%" PRIu64 " at most): %s '%s'", words, most,
+                 hl_error_name(rc), msg());
+    return;
+  }
+  if (rc != HL_EINVAL || !strstr(msg(), "larger than the heap's reservation"))
+    FAIL("roots_fit of %" PRIu64 " words, past the %" PRIu64 " the reservation holds: %s '%s'",
+         words, most, hl_error_name(rc), msg());
+  if (k % 4 != 1) return;
+  rc = hl_roots_add(H, regP, words, 0);
+  if (rc != HL_EINVAL || !strstr(msg(), "larger than the heap's reservation"))
+    FAIL("roots_add of %" PRIu64 " words, past the %" PRIu64 " the reservation holds: %s '%s'",
+         words, most, hl_error_name(rc), msg());
+}
+
 static void region_toggle(int kind) {
   void *base = kind ? (void *)regC : (void *)regP;
   int *ids = kind ? regCid : regPid;
@@ -1381,6 +1410,8 @@ static void region_toggle(int kind) {
     for (int i = 0; i < NREG; i++) ids[i] = -1;
     regOut[kind] = true;
   } else {
+    /* (as a binding adds one: hl_roots_fit first) */
+    if (hl_roots_fit(H, NREG)) FAIL("roots_fit of region %d's %d words: %s", kind, NREG, msg());
     if (hl_roots_add(H, base, NREG, kind)) FAIL("roots_add of region %d again: %s", kind, msg());
     regOut[kind] = false;
   }
@@ -1397,6 +1428,7 @@ static void op_region(input *in) {
   int a = pick_handle(in);
   int i = k % NREG;
   if ((how & 0xe1) == 0xe1) {
+    roots_fit_probe(k);
     region_toggle(how >> 4 & 1);
     return;
   }
@@ -2103,8 +2135,8 @@ static void run_collected(input *in) {
   regOut[0] = regOut[1] = false;
   for (int i = 0; i < NREG; i++) regP[i] = regC[i] = NULL, regPid[i] = regCid[i] = -1;
   if (ext_ops) {
-    if (hl_roots_add(H, regP, NREG, 0) || hl_roots_add(H, regC, NREG, 1))
-      FAIL("roots_add: %s", msg());
+    if (hl_roots_fit(H, NREG) || hl_roots_add(H, regP, NREG, 0) || hl_roots_add(H, regC, NREG, 1))
+      FAIL("roots_fit/roots_add: %s", msg());
     have_regions = true;
   }
   while (in->n) {
