@@ -30,7 +30,11 @@ def variables_read():
                 continue
             with open(os.path.join(dirpath, name)) as f:
                 code = strip_comments(f.read())
-            found.update(re.findall(r'getenv\(\s*"([A-Z0-9_]+)"', code))
+            # a variable read by name: libc's getenv or the core's own walk
+            # of environ (prim.h's hl__prim_env, which calls nothing of libc)
+            by_name = r'(?:\bgetenv|\bhl__prim_env)\(\s*"([A-Z0-9_]+)"'
+            found.update(re.findall(by_name, code))
+            code = re.sub(by_name, "", code)
             # environ walks: the prefixes they match ("HEAPLAB_FAULT_", "HEAPLAB_")
             if "environ" in code:
                 found.update(p + "<" for p in re.findall(r'"(HEAPLAB_[A-Z_]*)"', code))
