@@ -615,6 +615,31 @@ void hl__preload_verify_failed(hl_heap *h) {
   abort();
 }
 
+/* The thread holds the heap's lock (internal.h: hl__owner_set and
+ * hl__owner_clear keep hl__lock_holder) and is about to wait for it again:
+ * `what` -- a call of the malloc family made under the lock, or a signal
+ * handler's that interrupted it, or such a handler's fork().  It waited for
+ * its own thread for ever, in silence (a futex wait, no CPU; preload
+ * scenario malloc_in_signal_handler).  One line, then abort: the core
+ * dump's backtrace shows who called.  A second time (the program's SIGABRT
+ * handler allocates: a crash reporter's backtrace()) the default action,
+ * not that handler. */
+HL_TLS bool hl__lock_holder;
+void hl__reentered(const char *what) {
+  static _Atomic int said;
+  if (atomic_fetch_add(&said, 1) == 0) {
+    hl__say("libheaplab-malloc: %s on a thread that holds the heap's lock -- from inside the "
+            "heap (a C library call made under the lock allocated) or from a signal handler "
+            "that interrupted it -- would wait for itself for ever: aborting\n", what);
+  } else {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGABRT, &dfl, NULL);
+  }
+  abort();
+}
+
 /* HEAPLAB_VERIFY=1: the whole heap's check (at malloc_trim and at exit). */
 static void verify_check(hl_heap *h) {
   if (h && h->opt.verify && hl_heap_check(h) != HL_OK) hl__preload_verify_failed(h);

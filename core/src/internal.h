@@ -704,13 +704,39 @@ extern char hl__not_held;
  * save six registers around that path even where the linker removed it) */
 extern _Thread_local __attribute__((tls_model("initial-exec"))) hl_heap *hl__held; /* HL_NOT_HELD when none, never NULL */
 extern _Thread_local uint32_t hl__held_depth;
+/* The preloaded library's guard: this thread holds the heap's lock (its
+ * one heap's; set and cleared where the holder is recorded, below).  A
+ * call of the malloc family that would take the lock again -- made from
+ * inside the heap by a C library call under the lock that allocates
+ * (glibc's qsort did, session 42), or by a signal handler that interrupted
+ * the heap -- waited for its own thread for ever, in silence (and a fork()
+ * there retried its fork handler's wait for ever); it says so and aborts (hl__reentered: clients/preload/heaplab_malloc.c, where the
+ * flag is defined).  A store at each lock and unlock and a test before
+ * each lock, on the slow paths only: the thread caches' fast paths take no
+ * lock. */
+#ifdef HL_PRELOAD
+extern _Thread_local __attribute__((tls_model("initial-exec"))) bool hl__lock_holder;
+__attribute__((noreturn, cold)) void hl__reentered(const char *what);
+#define HL__LOCK_HOLDER(v) (hl__lock_holder = (v))
+#else
+#define HL__LOCK_HOLDER(v) ((void)0)
+#endif
+static inline void hl__reentry_check(const char *what) {
+#ifdef HL_PRELOAD
+  if (hl_unlikely(hl__lock_holder)) hl__reentered(what);
+#else
+  (void)what;
+#endif
+}
 #ifdef HL_ASSERTS
 extern _Thread_local char hl__thread_token; /* its address names the thread */
 static inline void hl__owner_set(hl_heap *h) {
   atomic_store_explicit(&h->owner, (const void *)&hl__thread_token, memory_order_relaxed);
+  HL__LOCK_HOLDER(true);
 }
 static inline void hl__owner_clear(hl_heap *h) {
   atomic_store_explicit(&h->owner, (const void *)0, memory_order_relaxed);
+  HL__LOCK_HOLDER(false);
 }
 static inline bool hl__lock_owned(hl_heap *h) {
   return atomic_load_explicit(&h->owner, memory_order_relaxed) == (const void *)&hl__thread_token;
@@ -719,8 +745,14 @@ static inline bool hl__lock_owned(hl_heap *h) {
 /* (unless the thread holds the heap with hl_enter) */
 #define HL_ASSERT_UNLOCKED(h) HL_ASSERT(hl__held == (h) || !hl__lock_owned(h))
 #else
-static inline void hl__owner_set(hl_heap *h) { (void)h; }
-static inline void hl__owner_clear(hl_heap *h) { (void)h; }
+static inline void hl__owner_set(hl_heap *h) {
+  (void)h;
+  HL__LOCK_HOLDER(true);
+}
+static inline void hl__owner_clear(hl_heap *h) {
+  (void)h;
+  HL__LOCK_HOLDER(false);
+}
 #define HL_ASSERT_LOCKED(h) ((void)0)
 #define HL_ASSERT_UNLOCKED(h) ((void)0)
 #endif
@@ -738,6 +770,7 @@ static inline void hl__owner_clear(hl_heap *h) { (void)h; }
  * (heaplab-manual-bench realloc, 18.5 -> 21.5 ns). */
 void hl__lock_contended(pthread_mutex_t *m);
 static inline void hl__lock_raw(hl_heap *h) {
+  hl__reentry_check("a call of the malloc family");
 #if HL_HAVE_SINGLE_THREADED
   if (__libc_single_threaded) pthread_mutex_lock(&h->lock);
   else

@@ -81,6 +81,7 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
  * thread kept its heap lock past FORK_LOCK_WAIT_NS. */
 static bool fork_take(hl_heap *h) {
   if (hl__held != h) { /* (this thread may hold it: hl_enter) */
+    hl__reentry_check("fork()"); /* (from a handler that interrupted the heap: retried for ever) */
     if (prim_mutex_lock_within(&h->lock, FORK_LOCK_WAIT_NS)) return false;
     hl__owner_set(h);
     /* a trim advising outside the lock must finish first: in the child it

@@ -33,6 +33,7 @@ EDGES = os.environ.get("HEAPLAB_PRELOAD_REPORT_EDGES", "")
 OWN_MALLOC = os.environ.get("HEAPLAB_PRELOAD_OWN_MALLOC", "")
 MALLOC_ADDRESS = os.environ.get("HEAPLAB_PRELOAD_MALLOC_ADDRESS", "")
 EXIT_IN_HANDLER = os.environ.get("HEAPLAB_PRELOAD_EXIT_IN_HANDLER", "")
+MALLOC_IN_HANDLER = os.environ.get("HEAPLAB_PRELOAD_MALLOC_IN_HANDLER", "")
 LAUNCHER_MARK = os.environ.get("HEAPLAB_PRELOAD_LAUNCHER_MARK", "")
 STOCK_PYTHON = "/usr/bin/python3"       # Debian's, not the venv's: its test package is there
 STOCK_LUA = os.environ.get("STOCK_LUA") or shutil.which("lua5.4") or ""
@@ -1424,6 +1425,33 @@ def exit_in_glibc_malloc():
              if gcov else ""))
 
 
+def malloc_in_signal_handler():
+    """A signal handler that allocates, landing while its thread holds the
+    heap's lock (tests/preload/c/preload_malloc_in_signal_handler.c: a
+    SIGPROF every 200 us of CPU time over a malloc/free loop, no thread
+    caches): the handler's malloc would wait for its own thread.  It hung
+    for ever in silence (3 of 3 runs, the program's 20 s alarm; h43lock,
+    session 43) -- as would any C library call made under the lock that
+    allocates (glibc's qsort did, session 42).  The library says so in one
+    line and aborts, within the first second.  So does a handler's fork(),
+    whose fork handler retried its wait for the lock for ever ("fork")."""
+    need(PRELOAD, "libheaplab-malloc.so")
+    need(MALLOC_IN_HANDLER, "test_preload_malloc_in_signal_handler")
+    for what, call in (("malloc", "a call of the malloc family"), ("fork", "fork()")):
+        for run_no in range(3):
+            started = time.monotonic()
+            status, out, err = run([MALLOC_IN_HANDLER, what], "heaplab",
+                                   {"HEAPLAB_TCACHE_BLOCKS": "0"}, timeout=60)
+            took = time.monotonic() - started
+            lines = err.splitlines()
+            assert status == -signal.SIGABRT, (what, run_no, status, out, err)
+            assert len(lines) == 1 and lines[0].startswith(
+                f"libheaplab-malloc: {call} on a thread that holds the heap's lock"), \
+                (what, run_no, err)
+            assert out == "", (what, run_no, out)
+        print(f"{what} in a signal handler inside the heap: aborted after {took:.2f} s: {lines[0]}")
+
+
 def exit_in_handler_inside_errlock():
     """A SIGALRM handler calls _exit(3) while the program's thread, under
     HEAPLAB_VERIFY=1, frees each block with free_sized of a size the block
@@ -1633,7 +1661,8 @@ SCENARIOS = {f.__name__: f for f in (python_regrtest, lua_luacheck, sqlite3_scri
                                      launcher_that_never_allocated,
                                      exit_beside_a_set_up, fork_beside_a_set_up,
                                      signal_to_itself, setup_leaves_libc_alone,
-                                     layout_puts_what_runs_together)}
+                                     layout_puts_what_runs_together,
+                                     malloc_in_signal_handler)}
 
 
 def main(argv):
