@@ -1,28 +1,31 @@
 /*
- * A SIGPROF handler that calls malloc and free -- not async-signal-safe, a
- * program's bug, and a common one -- while the program's thread is in a
- * malloc/free loop on a heap without thread caches (HEAPLAB_TCACHE_BLOCKS=0:
- * every call takes the heap's lock).  The handler soon lands while its
- * thread holds the heap's lock, and its malloc waits for that lock: the
- * thread waits for itself.  It hung there for ever, in silence (a futex wait
- * of a process using no CPU); the preloaded library now says so on stderr
- * and aborts (hl__reentered) -- as any call under the lock that allocates
- * would (tests/preload/run.py malloc_in_signal_handler).  The alarm turns a
- * hang into a failure; a loop that ran 5 s without one such landing says so.
+ * A signal handler that calls malloc -- not async-signal-safe, a program's
+ * bug, and a common one -- on a thread that holds the heap's lock: its
+ * malloc waits for that lock, the thread for itself.  It hung for ever, in
+ * silence (a futex wait of a process using no CPU); the preloaded library
+ * now says so on stderr and aborts (hl__reentered) -- as any call under the
+ * lock that allocates would (tests/preload/run.py malloc_in_signal_handler).
+ *
+ * The handler is made to run inside the lock: under HEAPLAB_VERIFY=1 and
+ * HEAPLAB_TCACHE_BLOCKS=0 a free takes the heap's lock and poisons the
+ * block, whose page the program made unreadable -- a SIGSEGV there, the
+ * lock held (preload_exit_in_handler's lock_held does the same).  The
+ * handler allocates, or forks; if that returns, it makes the page readable
+ * again and the free goes on.  The alarm turns a hang into a failure.
  *
  *   preload_malloc_in_signal_handler [malloc|fork]
  * fork: the handler calls fork() instead (async-signal-safe in POSIX before
- * 2008), the child _exits at once: the library's fork handler waits for the
- * heap's lock 5 ms, lets go and starts again -- for ever, the lock being
- * its own thread's.  It says so and aborts too.
+ * 2008), the child _exits at once: the library's fork handler waited for
+ * the heap's lock 5 ms, let go and started again -- for ever, the lock
+ * being its own thread's.  It says so and aborts too.
  */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 static void on_alarm(int sig) {
@@ -32,51 +35,39 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
-static volatile unsigned long handled;
+static char *volatile block;
 static int forks;
-static void on_prof(int sig) {
+static size_t page;
+static void on_segv(int sig) {
   (void)sig;
   if (forks) {
     pid_t c = fork();
     if (c == 0) _exit(0);
     if (c > 0) waitpid(c, NULL, 0);
   } else {
-    char *volatile p = malloc(100 + handled % 4000);
+    char *volatile p = malloc(100);
     if (p) p[0] = 1;
     free(p);
   }
-  handled++;
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+  mprotect((void *)((uintptr_t)block & ~(uintptr_t)(page - 1)), page, PROT_READ | PROT_WRITE);
 }
 
 int main(int argc, char **argv) {
   forks = argc > 1 && strcmp(argv[1], "fork") == 0;
+  page = (size_t)sysconf(_SC_PAGESIZE);
   signal(SIGALRM, on_alarm);
   alarm(20);
+  block = malloc(3000);
+  if (!block) return 2;
+  memset(block, 1, 3000);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_prof;
+  sa.sa_handler = on_segv;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGPROF, &sa, NULL);
-  struct itimerval it = {{0, 200}, {0, 200}}; /* every 200 us of the process's CPU time */
-  setitimer(ITIMER_PROF, &it, NULL);
-  static char *volatile v[64];
-  double end = now() + 5;
-  unsigned long i = 0;
-  while (now() < end) {
-    for (int k = 0; k < 64; k++, i++) {
-      v[k] = malloc(16 + i % 5000);
-      if (v[k]) v[k][0] = 1;
-    }
-    for (int k = 0; k < 64; k++) free(v[k]);
-  }
-  printf("preload_malloc_in_signal_handler: %lu %s in handlers, none inside the heap's lock\n",
-         (unsigned long)handled, forks ? "forks" : "mallocs");
+  sigaction(SIGSEGV, &sa, NULL);
+  if (mprotect((void *)((uintptr_t)block & ~(uintptr_t)(page - 1)), page, PROT_NONE)) return 2;
+  free(block); /* faults under the heap's lock */
+  printf("preload_malloc_in_signal_handler: the %s in the handler returned\n",
+         forks ? "fork" : "malloc");
   return 0;
 }
