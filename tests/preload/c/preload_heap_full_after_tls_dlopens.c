@@ -1,0 +1,81 @@
+/*
+ * A thread made before the program dlopened twenty modules with
+ * thread-local storage, which that thread never touched, allocates 40 MB in
+ * blocks of 1,000 bytes: past HEAPLAB_RESERVE_BYTES=16m the heap has no
+ * small page left, says so (hl__fail_no_page) and the block comes from the
+ * large path (glibc's).
+ *
+ * The refusal's message is written under the heap's lock, into the core's
+ * thread-local error buffers (telemetry.c), which the library reached
+ * through __tls_get_addr (the general-dynamic model).  With the thread's
+ * dynamic thread vector older than the process's TLS generation, glibc
+ * brings it up to date there -- Debian's 2.36 to the newest generation --
+ * and past its 14 spare slots grows it with realloc, the process's: this
+ * library's, on the thread that held the heap's lock (gdb: _dl_resize_dtv
+ * <- _dl_update_slotinfo <- update_get_addr <- __tls_get_addr <- hl__failv
+ * <- malloc_small).  It waited for itself for ever (h43lock, session 43).
+ * The library is built with TLS descriptors now (clients/preload/
+ * meson.build): its thread-local variables, in the static TLS block, are
+ * read without __tls_get_addr.  The alarm turns a hang into a failure.
+ *
+ *   preload_heap_full_after_tls_dlopens DIR   (DIR/libpreload_tls_module_N.so, N = 1..20)
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MODULES 20
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "preload_heap_full_after_tls_dlopens: hung\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  _exit(1);
+}
+
+static sem_t go;
+static size_t made;
+static void *fills_the_heap(void *arg) {
+  (void)arg;
+  free(malloc(64)); /* (its cache made) */
+  sem_wait(&go);    /* the dlopens happen meanwhile */
+  for (int i = 0; i < 40000; i++) {
+    char *volatile p = malloc(1000);
+    if (!p) break;
+    p[0] = 1;
+    made++;
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  signal(SIGALRM, on_alarm);
+  alarm(30);
+  sem_init(&go, 0, 0);
+  pthread_t t;
+  if (pthread_create(&t, NULL, fills_the_heap, NULL) != 0) return 2;
+  for (int i = 1; i <= MODULES; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libpreload_tls_module_%d.so", argv[1], i);
+    void *h = dlopen(path, RTLD_NOW);
+    if (!h) {
+      fprintf(stderr, "preload_heap_full_after_tls_dlopens: %s\n", dlerror());
+      return 2;
+    }
+    char *(*touch)(void) = (char *(*)(void))dlsym(h, "tls_module_touch");
+    if (!touch) return 2;
+    touch(); /* (this thread's vector grows here; the other's is left behind) */
+  }
+  sem_post(&go);
+  pthread_join(t, NULL);
+  printf("preload_heap_full_after_tls_dlopens: %zu blocks of 1,000 bytes\n", made);
+  return 0;
+}
