@@ -710,8 +710,9 @@ extern _Thread_local uint32_t hl__held_depth;
  * inside the heap by a C library call under the lock that allocates
  * (glibc's qsort did, session 42), or by a signal handler that interrupted
  * the heap -- waited for its own thread for ever, in silence (and a fork()
- * there retried its fork handler's wait for ever); it says so and aborts (hl__reentered: clients/preload/heaplab_malloc.c, where the
- * flag is defined).  A store at each lock and unlock and a test before
+ * there retried its fork handler's wait for ever); it says so and aborts
+ * (hl__reentered: clients/preload/heaplab_malloc.c, where the flag is
+ * defined).  A store at each lock and unlock and a test before
  * each lock, on the slow paths only: the thread caches' fast paths take no
  * lock. */
 #ifdef HL_PRELOAD
