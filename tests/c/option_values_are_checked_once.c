@@ -246,9 +246,23 @@ int main(void) {
     CHECK(rc == HL_EVALUE && !h && strstr(err, ranges[k][1]), "fault spec '%s': %s", ranges[k][0],
           err);
   }
+  hl_heap *h = NULL;
+  /* a spec longer than the parser's 127 bytes is refused, naming the
+   * variable -- not cut to its first 127 bytes: "first:" and 130 zeros
+   * before the 2 were "first:0", a schedule that never fires (no test set a
+   * long one: make coverage, session 43) */
+  char longspec[160] = "first:";
+  memset(longspec + 6, '0', 130);
+  strcpy(longspec + 136, "2");
+  setenv("HEAPLAB_FAULT_RELEASE", longspec, 1);
+  h = NULL;
+  int lrc = hl_heap_new(NULL, &h, err, sizeof err);
+  CHECK(lrc == HL_EVALUE && !h &&
+            strstr(err, "environment HEAPLAB_FAULT_RELEASE: the value is too long"),
+        "a %zu-byte fault spec: %s, '%s'", strlen(longspec), hl_error_name(lrc), err);
   unsetenv("HEAPLAB_FAULT_RELEASE");
   setenv("HEAPLAB_FAULT_RELAESE", "always", 1);
-  hl_heap *h = NULL;
+  h = NULL;
   CHECK(hl_heap_new(NULL, &h, err, sizeof err) == HL_EVALUE && strstr(err, "unknown site 'relaese'"),
         "a fault variable naming no site: %s", err);
   unsetenv("HEAPLAB_FAULT_RELAESE");
