@@ -10,6 +10,9 @@
  *     helper's;
  *   - a sampler's thread: hl_sampler_open fails with HL_ESYS, "sampler: cannot
  *     start its thread: ..." (telemetry/sampler.c), and *out is NULL.
+ *   - a heap's background collector: hl_heap_new fails with HL_ESYS,
+ *     "hl_heap_new: cannot start the collector thread (...)", no heap; a
+ *     fault schedule set in the environment is named after it (session 43).
  * None of these was executed by any test (make coverage, session 41).  A
  * fork() child lowers RLIMIT_AS to what it has mapped plus 4 MiB after making
  * its heaps: a thread's stack (8 MiB) cannot be mapped, pthread_create fails
@@ -46,7 +49,7 @@ static uint64_t threads_now(void) {
 
 /* The child's findings, one word each (0: as promised). */
 enum { W_LIMIT, W_THREAD, W_MARK, W_MARKED, W_THREADS_USED, W_PREFAULT_ON, W_FILL, W_FILL_SUM,
-       W_FILL_OBJECTS, W_PREFAULT, W_SAMPLER, W_SAMPLER_MSG, W_RELIMIT, W_MARK_AGAIN, W_HELPERS_AFTER,
+       W_FILL_OBJECTS, W_PREFAULT, W_SAMPLER, W_SAMPLER_MSG, W_COLLECTOR, W_COLLECTOR_MSG, W_RELIMIT, W_MARK_AGAIN, W_HELPERS_AFTER,
        W_N };
 
 /* A fill of f, its checksum and objects (the index's nodes counted). */
@@ -110,6 +113,28 @@ static void child(int fd) {
   w[W_SAMPLER_MSG] = !strstr(hl_heap_error(NULL), "sampler: cannot start its thread");
   if (w[W_SAMPLER_MSG]) fprintf(stderr, "sampler's message: '%s'\n", hl_heap_error(NULL));
   if (rc == HL_OK) hl_sampler_stop(sp);
+
+  /* a heap whose background collector cannot start: hl_heap_new fails with
+   * HL_ESYS saying so, no heap -- and, a fault schedule from the
+   * environment having fired, the message names it (heap.c 483-485 and 495:
+   * no test reached either, make coverage at ee5b4a1).  sticky:0 refuses the
+   * one call of site reserve that covers page 0, the reservation's THP
+   * advice, which the heap does without; reserve_bytes=2m fits the limit. */
+  setenv("HEAPLAB_FAULT_RESERVE", "sticky:0", 1);
+  hl_options o;
+  hl_options_defaults(&o);
+  OK(NULL, hl_options_set(&o, "collector", "background", NULL, 0));
+  OK(NULL, hl_options_set(&o, "mark_threads", "1", NULL, 0));
+  OK(NULL, hl_options_set(&o, "reserve_bytes", "2m", NULL, 0));
+  hl_heap *bg = (hl_heap *)&w; /* (not NULL: the call must clear it) */
+  char err[512] = "";
+  rc = hl_heap_new(&o, &bg, err, sizeof err);
+  unsetenv("HEAPLAB_FAULT_RESERVE");
+  w[W_COLLECTOR] = rc != HL_ESYS || bg != NULL ? 1 + (uint64_t)rc : 0;
+  w[W_COLLECTOR_MSG] = !strstr(err, "hl_heap_new: cannot start the collector thread (") ||
+                       !strstr(err, " -- HEAPLAB_FAULT_RESERVE=sticky:0 fired 1 time (a fault injected");
+  if (w[W_COLLECTOR] || w[W_COLLECTOR_MSG]) fprintf(stderr, "hl_heap_new's message: '%s'\n", err);
+  if (rc == HL_OK && bg) hl_heap_free(bg);
 
   /* Threads can start again: the next parallel mark starts its helper --
    * the mark that had none left the helpers free (markers.c's no-helper
@@ -184,6 +209,10 @@ int main(void) {
   CHECK(!w[W_SAMPLER], "hl_sampler_open without a thread returned %s (HL_ESYS, *out NULL wanted)",
         hl_error_name((int)w[W_SAMPLER] - 1));
   CHECK(!w[W_SAMPLER_MSG], "the sampler's failure does not say its thread could not start");
+  CHECK(!w[W_COLLECTOR], "hl_heap_new of a background collector that cannot start returned %s "
+        "(HL_ESYS, *out NULL wanted)", hl_error_name((int)w[W_COLLECTOR] - 1));
+  CHECK(!w[W_COLLECTOR_MSG], "hl_heap_new's failure does not say the collector thread could not "
+        "start, or does not name the fault schedule set in the environment (its message above)");
   puts("ok");
   return 0;
 }
