@@ -16,6 +16,10 @@
  *      syscall_gave_up site fallback;
  *   3. the 4 OS pages released, then restore EAGAIN that does not clear:
  *      allocations go to a new page, event syscall_gave_up site restore.
+ *   4. the page emptied with its 4 OS pages out and taken from the free
+ *      pool while the restore gives up: back to the free pool, a fresh page
+ *      serves (not formatted over released memory, its "restore failed"
+ *      mark dropped), and taken and restored once the fault is off.
  * After each, with the fault off, hl_trim releases the 4 OS pages (1, 2) or
  * an allocation restores them (3); hl_heap_check passes at every step and
  * every live object keeps its payload. */
@@ -141,6 +145,55 @@ int main(void) {
         "with the fault off: %" PRIu64 " restores, %" PRIu64 " bytes still out",
         s.subpage_restores, s.subpage_released_bytes);
   kept(h);
+  hl_heap_free(h);
+
+  /* 4: the page emptied with its 4 OS pages out, then taken from the free
+   * pool with the restore giving up: it goes back to the free pool (not
+   * formatted over released memory), a fresh page serves; with the fault off
+   * the next page taken is it, restored (reuse.c hl__acquire_page: no test
+   * reached it, make coverage at ee5b4a1) */
+  h = HEAP("subpage_release=true", "warm_pages=64", "warm_demand_trims=0",
+           "syscall_retry_max=3", "syscall_retry_backoff_us=0", "fallback_advice=none",
+           "gc_trigger_bytes=1073741824");
+  for (uint64_t i = 0; i < SLOTS; i++) OK(h, hl_alloc(h, SIZE, 0, &objs[i]));
+  for (uint64_t i = LIVE; i < SLOTS; i++) OK(h, hl_ref_release(h, objs[i]));
+  OK(h, hl_collect(h, 1, 1));
+  OK(h, hl_trim(h));
+  CHECK(stats_of(h).subpage_released_bytes == 4 * OS, "%" PRIu64 " bytes released, expected %d",
+        stats_of(h).subpage_released_bytes, 4 * OS);
+  for (uint64_t i = 0; i < LIVE; i++) OK(h, hl_ref_release(h, objs[i]));
+  OK(h, hl_collect(h, 1, 1));
+  s = stats_of(h);
+  CHECK(s.free_pool_pages == 1 && s.total_pages == 1 && s.subpage_released_bytes == 4 * OS,
+        "emptied: %" PRIu64 " free pages of %" PRIu64 ", %" PRIu64 " bytes still out",
+        s.free_pool_pages, s.total_pages, s.subpage_released_bytes);
+  (void)gave_up_sites(h, &err);
+  OK(h, hl_inject_named(h, "restore", "always", 0, "EAGAIN"));
+  hl_ref one;
+  OK(h, hl_alloc(h, SIZE, 0, &one));
+  uint64_t v = 42;
+  OK(h, hl_ref_write(h, one, 0, &v, sizeof v));
+  hl_stats t = stats_of(h);
+  CHECK(t.total_pages == 2 && t.fresh_pages == s.fresh_pages + 1 && t.free_pool_pages == 1,
+        "the emptied page's restore gave up, yet no fresh page served (%" PRIu64 " pages, %" PRIu64
+        " free, %" PRIu64 " fresh)", t.total_pages, t.free_pool_pages, t.fresh_pages - s.fresh_pages);
+  CHECK(t.subpage_restore_failed > s.subpage_restore_failed && t.subpage_released_bytes == 4 * OS,
+        "restore: %" PRIu64 " failed, %" PRIu64 " bytes still out",
+        t.subpage_restore_failed - s.subpage_restore_failed, t.subpage_released_bytes);
+  sites = gave_up_sites(h, &err);
+  CHECK(sites & (1u << HL_SITE_restore) && err == EAGAIN,
+        "no event syscall_gave_up at site restore (sites 0x%x, errno %" PRId64 ")", sites, err);
+  check_invariants(h);
+  OK(h, hl_inject_named(h, "restore", "off", 0, NULL));
+  for (uint64_t i = 1; i < SLOTS + 1; i++) OK(h, hl_alloc(h, SIZE, 0, &objs[i % SLOTS]));
+  t = stats_of(h);
+  CHECK(t.total_pages == 2 && t.free_pool_pages == 0 && t.subpage_released_bytes == 0,
+        "with the fault off: %" PRIu64 " pages, %" PRIu64 " free, %" PRIu64 " bytes still out",
+        t.total_pages, t.free_pool_pages, t.subpage_released_bytes);
+  v = 0;
+  OK(h, hl_ref_read(h, one, 0, &v, sizeof v));
+  CHECK(v == 42, "the object on the fresh page lost its payload");
+  check_invariants(h);
   hl_heap_free(h);
   printf("sub-page release and restore: gave up and refused, said so, done later\n");
   return 0;
