@@ -1443,8 +1443,7 @@ enum { MAJOR_NONE = 0, MAJOR_QUIET = 1, MAJOR_PRESSURE = 2, MAJOR_BACKSTOP = 3,
        MAJOR_FORCED = 4, MAJOR_FULL_MARK = 5, MAJOR_GROWTH = 6 };
 /* One cycle (major: -1 = policy, 0 = no, 1 = force).  Lock held. */
 int hl__cycle(hl_heap *h, int major, int reason);
-/* Whether a trigger is due; run (or request) the cycle when one is.  Lock held. */
-bool hl__cycle_due(const hl_heap *h);
+/* When a trigger is due, run (or request) the cycle.  Lock held. */
 void hl__maybe_collect(hl_heap *h);
 /* Set alloc_limit, where the allocation runs stop (after every cycle and
  * every large allocation); gives back the runs' untaken slots when it drops

@@ -456,8 +456,6 @@ static inline bool large_due(const hl_heap *h) {
   return h->ctr.since_cycle[HL_LARGE] >= (uint64_t)h->opt.large_trigger_bytes;
 }
 
-bool hl__cycle_due(const hl_heap *h) { return small_due(h) || large_due(h); }
-
 /* (the allocation sequence has passed its safepoint already) */
 void hl__maybe_collect(hl_heap *h) {
   HL_ASSERT_LOCKED(h);
