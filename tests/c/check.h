@@ -205,6 +205,14 @@ static inline void cycle_reasons_read(hl_heap *h, uint64_t counts[8]) {
   } while (n == 64);
 }
 
+/* The first 8 bytes of r's payload (the word a scenario wrote to tell its
+ * object later). */
+static inline uint64_t first_word(hl_heap *h, hl_ref r) {
+  uint64_t v = 0;
+  OK(h, hl_ref_read(h, r, 0, &v, sizeof v));
+  return v;
+}
+
 static inline hl_stats stats_of(hl_heap *h) {
   hl_stats s;
   OK(h, hl_stats_get(h, &s));
