@@ -8,7 +8,8 @@
  * or without -- refuse it with HL_ECHECK instead of reading past it (a read
  * of it crashed), hl_ref_same (equality), hl_ref_dup and hl_ref_identity
  * (a Python Ref's copy and hash) included, and hl_ref_checksum and hl_thin,
- * which walk from it.  A large object's header too.
+ * which walk from it.  A large object's header too, and the refs word of an
+ * object on a page of objects without slots.
  */
 #include "check.h"
 
@@ -115,6 +116,35 @@ static void small_overflow(int verify) {
   hl_heap_free(h);
 }
 
+/* An object on a page of objects without slots whose header says it has
+ * one -- its refs word overwritten, its size left as it was -- is reported
+ * as such, not as a header that does not fit its slot (it fits): check.c's
+ * message for it was executed by no test (make coverage at ee5b4a1, check.c
+ * 207-209), and no check of it was pinned.  The marker would have read the
+ * payload's first word as a reference. */
+static void slot_on_a_slotless_page(void) {
+  hl_heap *h = make(1);
+  hl_ref a, b;
+  OK(h, hl_alloc(h, 32, 0, &a)); /* (a 48-byte slot: a slot would fit) */
+  OK(h, hl_alloc(h, 32, 0, &b));
+  hl_object_info ia = info(h, a), ib = info(h, b);
+  CHECK(ib.object - ia.object >= 48 && ib.object - ia.object < 4096,
+        "b %" PRIu64 " bytes after a: a 48-byte slot or more wanted", ib.object - ia.object);
+  uint32_t refs = 1, was;
+  memcpy(&was, (void *)(uintptr_t)ib.object, 4);
+  memcpy((void *)(uintptr_t)ib.object, &refs, 4); /* b's refs word */
+  char want[192];
+  snprintf(want, sizeof want, "object %p (page ", (void *)(uintptr_t)ib.object);
+  FAILS(h, HL_ECHECK, want, hl_heap_check(h));
+  snprintf(want, sizeof want, "header refs 1 on a page of objects without slots (overwritten? an "
+           "overflow of the object at %p?)", (void *)(uintptr_t)ia.object);
+  FAILS(h, HL_ECHECK, want, hl_heap_check(h));
+  FAILS(h, HL_ECHECK, want, hl_collect(h, 1, 1)); /* (before the cycle's mark) */
+  memcpy((void *)(uintptr_t)ib.object, &was, 4);
+  OK(h, hl_heap_check(h));
+  hl_heap_free(h);
+}
+
 static void large_header(void) {
   hl_heap *h = make(1);
   hl_ref big;
@@ -174,6 +204,7 @@ int main(void) {
   small_overflow(1);
   small_overflow(0);
   large_header();
+  slot_on_a_slotless_page();
   puts("ok");
   return 0;
 }
