@@ -9,7 +9,7 @@
  * trims_back_off_after_giving_up keeps the release refused, so its trims give
  * up before any retry.  Without the clamp the retry's MADV_DONTNEED zeroed
  * the later fill's objects; without the empty-range end it asked the kernel
- * to release a range of negative length, was refused (EINVAL), and every
+ * to release a range of negative length, was refused, and every
  * later trim retried it and backed off for nothing.
  *
  * A fill over 24 MiB of garbage (its estimate counts the garbage's pages as
