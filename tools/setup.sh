@@ -36,8 +36,11 @@ apt_bench=""
 apt_clients=""
 pip_base="meson>=1.1 meson-python>=0.15 ninja cffi>=2.0 pytest pytest-xdist hypothesis pandas matplotlib nbclient nbformat ipykernel mypy distributed rich"
 # (locales: the de_DE source the preload test report_in_a_comma_locale builds a
-# decimal-comma locale from, into its own folder; without it the test skips)
-apt_preload="redis-server redis-tools sqlite3 python3 locales"
+# decimal-comma locale from, into its own folder; without it the test skips;
+# binutils: readelf and nm, which preload_layout_puts_what_runs_together reads
+# the library's sections and symbols with -- gcc depends on it, but the suite
+# calls them itself)
+apt_preload="redis-server redis-tools sqlite3 python3 locales binutils"
 
 profiles=${*:-base}
 want=""
