@@ -223,8 +223,8 @@ __attribute__((visibility("hidden"))) extern void *(*_Atomic hl__next_dlopen)(co
  * their windows of libc's text and data faulted in for nothing (with the
  * core's getenv, prim/syscall.c: a one-block program's peak RSS 1,888 ->
  * 1,708 KiB, median of 9; docs/performance.md, the preloaded library,
- * session 43).  Default
- * visibility: a hidden weak reference is resolved to 0 by the static linker. */
+ * session 43).  Default visibility: a hidden weak reference is resolved to
+ * 0 by the static linker. */
 __attribute__((weak, visibility("default"))) extern const char CLIENT_LAUNCHER_MARK_SYMBOL[];
 /* The mark by which a copy knows another (heaplab-malloc.map exports it). */
 __attribute__((visibility("default"))) void heaplab_malloc_library(void) {}
