@@ -28,7 +28,7 @@ export MALLOC_PERTURB_ = 0
         test-clients test-bench test-notebooks test-tsan build-tsan experiments bench \
         notebooks lua clean distclean docs test-lua-testes build-fuzz fuzz test-fuzz soak \
         test-soak test-side-by-side coverage mutants test-preload \
-        test-python-alone test-python-shared
+        test-python-alone test-python-shared test-alone setup-preload
 
 all: build
 
@@ -96,11 +96,10 @@ test-python: install build
 	$(PYTEST_RUN) .
 
 # make test splits the Python tests in two: those that measure the process
-# (sampled footprints, bounded waits) run alone; the rest (marked
-# shares_the_machine) run in test-side-by-side, two pytest-xdist workers at
-# once: alone that run is the phase's last to end, one core busy for its
-# second half (serial 222-226 s, -n 2 170-179 s, make test-side-by-side,
-# interleaved pairs, session 42)
+# (sampled footprints, bounded waits) run in test-alone; the rest (marked
+# shares_the_machine) in test-side-by-side, two pytest-xdist workers at once
+# (serial 222-226 s, -n 2 170-179 s, make test-side-by-side, interleaved
+# pairs, session 42)
 test-python-alone: install build
 	$(PYTEST_RUN) -m 'not shares_the_machine' .
 
@@ -115,8 +114,7 @@ test-clients: build install
 	meson test -C $(BUILD) --suite clients --print-errorlogs
 
 # real programs on libheaplab-malloc.so (LD_PRELOAD) and its C tests (issue 17)
-test-preload: build
-	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
+test-preload: build setup-preload
 	meson test -C $(BUILD) --suite preload --print-errorlogs
 
 # a tiny benchmark configuration: correctness only (issue 8)
@@ -161,7 +159,7 @@ soak: build
 
 # the short soak configuration (30 s)
 test-soak: build
-	meson test -C $(BUILD) --suite soak --print-errorlogs
+	meson test -C $(BUILD) --suite soak --print-errorlogs --logbase testlog-soak
 
 # line and branch coverage of core/ by the C, Lua, preload and Python tests
 # (gcovr); fails below the floors in tools/coverage.sh.  (build and install:
@@ -169,25 +167,41 @@ test-soak: build
 # its console script, pytest plugin and version come from the installed
 # package's metadata, and test_sweep's Lua arms from build/: a fresh clone's
 # make coverage failed 29 of them without, session 41)
-coverage: setup build install
-	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
+coverage: setup build install setup-preload
 	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
 
-test: test-c test-asan test-tsan test-python-alone test-python-asan test-lua test-clients test-preload test-bench \
-      test-side-by-side
+# make test in two lanes.  First, one at a time, the phases whose tests use
+# both cores (the C suite, the ASan suites: threaded scenarios) and the
+# set-up the rest needs (the preload profile's packages -- the E9 notebook
+# drives redis-server --, the Python package).  Then two lanes at once:
+# test-alone runs the phases whose tests bound waits or sample footprints one
+# after another (TSan, the main pytest run, the Python ASan run, the Lua,
+# clients, preload and bench suites: about one core busy on average), and
+# test-side-by-side runs beside them, at the lowest CPU priority, what asserts
+# no time and no footprint.  (The phases of test-alone had the machine to
+# themselves before; nice 19 gives a task a weight of 15 against a default
+# task's 1024: when a test of test-alone wants a core it gets ~98.5% of it.)
+test: test-c test-asan setup-preload install
+	@$(MAKE) --no-print-directory -j2 INSTALLED=1 test-alone test-side-by-side
 
-# The phases before it run one at a time: their tests measure footprints and
-# bound waits.  These four assert no time and no footprint (a notebook runs
-# and draws; the fuzzers and the soak run a fixed time and check results; the
-# Python tests marked shares_the_machine compare heaps with models), so they
-# share the machine.  Each one's output is printed whole when it ends.  (The
-# package is not installed again here: make test did it before.)
+test-alone:
+	@$(MAKE) --no-print-directory -j1 INSTALLED=1 test-tsan test-python-alone test-python-asan test-lua \
+	  test-clients test-preload test-bench
+
+# The notebooks (each runs and draws), the fuzzers and the soak (each runs a
+# fixed time and checks results) and the Python tests marked
+# shares_the_machine (the models, the conventions: no time, no footprint)
+# share the machine with each other, at nice 19: with test-alone's phases
+# when make test runs them.  Each one's output is printed whole when it ends.
+# (The package is not installed again here: make test did it before.)
 test-side-by-side:
-	$(MAKE) --no-print-directory -j4 --output-sync=target INSTALLED=1 test-notebooks test-fuzz \
-	  test-soak test-python-shared
+	nice -n 19 $(MAKE) --no-print-directory -j4 --output-sync=target INSTALLED=1 test-notebooks \
+	  test-fuzz test-soak test-python-shared
 
-experiments: install build
+setup-preload: setup
 	@PYTHON="$(BASE_PYTHON)" VENV="$(VENV)" tools/setup.sh preload
+
+experiments: install build setup-preload
 	$(PYTHON) -m pytest experiments -q
 
 # the mutation audit (issue 22, docs/mutants.md): each mutation of tools/mutants.toml
