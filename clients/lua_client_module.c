@@ -234,10 +234,11 @@ static int c_sampler(lua_State *L) {
   lua_Number interval = lua_isnoneornil(L, 1) ? 0.002 : lua_tonumber(L, 1);
   /* an integral float beyond the 64-bit integers (1e300) is a capacity out
    * of range, as in the module (docs/lua.md), not Lua's "number has no
-   * integer representation" */
+   * integer representation" -- the range hl_sampler_open checks, as the
+   * module names it (session 44) */
   if (lhl_beyond_int64(L, 2))
-    return luaL_error(L, SAMPLER ": capacity %s is out of range (beyond the 64-bit integers)",
-                      luaL_tolstring(L, 2, NULL));
+    return luaL_error(L, SAMPLER ": capacity %s out of range [%d, %d]", luaL_tolstring(L, 2, NULL),
+                      HL_SAMPLER_MIN_CAPACITY, HL_SAMPLER_MAX_CAPACITY);
   int isint = 0;
   lua_Integer cap = lua_isnoneornil(L, 2) ? 1 << 16 : lua_tointegerx(L, 2, &isint);
   if (!lua_isnoneornil(L, 2) && (lua_type(L, 2) != LUA_TNUMBER || !isint))

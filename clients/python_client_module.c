@@ -161,7 +161,15 @@ static PyObject *m_sampler_start(PyObject *self, PyObject *args) {
                           Py_TYPE(cv)->tp_name);
     PyObject *n = PyNumber_Index(cv);
     if (!n) return NULL;
-    cap = PyLong_AsLongLong(n);
+    int beyond = 0;
+    cap = PyLong_AsLongLongAndOverflow(n, &beyond);
+    if (beyond) { /* (never reaches hl_sampler_open: its range, as heaplab.Sampler says it;
+                   * it was OverflowError's "Python int too large to convert") */
+      PyErr_Format(PyExc_ValueError, "sampler_start: capacity %S out of range [%d, %d]", n,
+                   HL_SAMPLER_MIN_CAPACITY, HL_SAMPLER_MAX_CAPACITY);
+      Py_DECREF(n);
+      return NULL;
+    }
     Py_DECREF(n);
     if (cap == -1 && PyErr_Occurred()) return NULL;
   }

@@ -293,9 +293,8 @@ uint64_t lhl_arg_range(lua_State *L, int idx, const char *fn, const char *name, 
   if (beyond < 0)
     return (uint64_t)lhl_fail(L, fn, "%s must be >= %" PRIu64 ", got %s", name, min,
                               lhl_shown(L, idx, b, sizeof b));
-  if (beyond > 0 && max < (uint64_t)INT64_MAX)
-    return (uint64_t)lhl_fail(L, fn, "%s %s exceeds the maximum of %" PRIu64, name,
-                              lhl_shown(L, idx, b, sizeof b), max);
+  if (beyond > 0 && max < (uint64_t)INT64_MAX) /* (the range, as lhl_arg_checked says it) */
+    return (uint64_t)lhl_fail_beyond(L, idx, fn, name, (int64_t)min, (int64_t)max);
   int64_t v = lhl_arg_int(L, idx, fn, name);
   if (v < 0 || (uint64_t)v < min)
     return (uint64_t)lhl_fail(L, fn, "%s must be >= %" PRIu64 ", got %" PRId64, name, min, v);
@@ -303,6 +302,28 @@ uint64_t lhl_arg_range(lua_State *L, int idx, const char *fn, const char *name, 
     return (uint64_t)lhl_fail(L, fn, "%s %" PRId64 " exceeds the maximum of %" PRIu64, name, v,
                               max);
   return (uint64_t)v;
+}
+
+/* A bound as a message shows it: the 64-bit integers' ends in Lua's words
+ * ("2^63-1"), any other as its number. */
+static const char *bound_shown(char *buf, size_t len, int64_t v) {
+  if (v == INT64_MAX) return "2^63-1";
+  if (v == INT64_MIN) return "-2^63";
+  snprintf(buf, len, "%" PRId64, v);
+  return buf;
+}
+
+int lhl_fail_beyond(lua_State *L, int idx, const char *fn, const char *name, int64_t low,
+                    int64_t high) {
+  char b[80], lo[24], hi[24];
+  return lhl_fail(L, fn, "%s %s out of range [%s, %s]", name, lhl_shown(L, idx, b, sizeof b),
+                  bound_shown(lo, sizeof lo, low), bound_shown(hi, sizeof hi, high));
+}
+
+uint64_t lhl_arg_checked(lua_State *L, int idx, const char *fn, const char *name, int64_t low,
+                         int64_t high, int64_t def) {
+  if (lhl_beyond_int64(L, idx) > 0) return (uint64_t)lhl_fail_beyond(L, idx, fn, name, low, high);
+  return lhl_arg_uint(L, idx, fn, name, UINT64_MAX, def);
 }
 
 double lhl_arg_number(lua_State *L, int idx, const char *fn, const char *name) {

@@ -295,8 +295,8 @@ A new object, as a handle that roots it.
 static int h_alloc(lua_State *L) {
   static const char fn[] = "h:alloc";
   heap_ud(L, 1, fn);
-  uint64_t size = lhl_arg_uint(L, 2, fn, "size", UINT64_MAX, -1);
-  uint64_t refs = lhl_arg_uint(L, 3, fn, "refs", UINT64_MAX, 0);
+  uint64_t size = lhl_arg_checked(L, 2, fn, "size", 0, HL_MAX_SIZE, -1);
+  uint64_t refs = lhl_arg_checked(L, 3, fn, "refs", 0, HL_MAX_REFS, 0);
   lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
   hl_heap *h = heap_open(L, 1, fn);
   /* (no handler put in front here: a paced wait puts it there itself, the
@@ -339,10 +339,10 @@ reachable from the returned handle (one slot per page).
 static int h_fill(lua_State *L) {
   static const char fn[] = "h:fill";
   heap_ud(L, 1, fn);
-  uint64_t total = lhl_arg_uint(L, 2, fn, "total_bytes", UINT64_MAX, -1);
-  uint64_t size = lhl_arg_uint(L, 3, fn, "size", UINT64_MAX, -1);
-  uint64_t refs = lhl_arg_uint(L, 4, fn, "refs", UINT64_MAX, 0);
-  uint64_t stride = lhl_arg_uint(L, 5, fn, "stride", UINT64_MAX, 1);
+  uint64_t total = lhl_arg_checked(L, 2, fn, "total_bytes", 0, HL_MAX_SIZE, -1);
+  uint64_t size = lhl_arg_checked(L, 3, fn, "size", 0, HL_MAX_SIZE, -1);
+  uint64_t refs = lhl_arg_checked(L, 4, fn, "refs", 0, HL_MAX_REFS, 0);
+  uint64_t stride = lhl_arg_checked(L, 5, fn, "stride", 1, HL_FILL_MAX_STRIDE, 1);
   lobj *o = lhl_obj_new(L, 1); /* (may run a finalizer) */
   hl_heap *h = heap_open(L, 1, fn);
   lhl_sigint si;
@@ -372,7 +372,7 @@ static int h_thin(lua_State *L) {
   heap_ud(L, 1, fn);
   lobj *src = lhl_obj_at(L, 2);
   if (!src) return lhl_fail(L, fn, "obj must be a heaplab object, got %s", lhl_shown(L, 2, b, sizeof b));
-  uint64_t every = lhl_arg_range(L, 3, fn, "every", 1, 1000000000, -1);
+  uint64_t every = lhl_arg_range(L, 3, fn, "every", 1, HL_THIN_MAX_EVERY, -1);
   lua_getiuservalue(L, 2, 1);
   int same = lua_rawequal(L, -1, 1);
   lua_pop(L, 1);
@@ -696,7 +696,13 @@ static int h_inject(lua_State *L) {
     return lhl_fail(L, fn, "site '%s...' contains a NUL byte", lua_tostring(L, 2));
   if (!nul_free(L, 3))
     return lhl_fail(L, fn, "mode '%s...' contains a NUL byte", lua_tostring(L, 3));
-  int64_t n = lua_isnoneornil(L, 4) ? 0 : lhl_arg_int(L, 4, fn, "n");
+  /* an n beyond the 64-bit integers, which never reaches hl_inject: out of
+   * the range its mode takes (an unknown site or mode is hl_inject_named's
+   * to name: n 0 then, never looked at) */
+  int mode = hl_fault_mode_index(lua_tostring(L, 3));
+  if (lhl_beyond_int64(L, 4) && mode >= 0 && hl_fault_site_index(lua_tostring(L, 2)) >= 0)
+    return lhl_fail_beyond(L, 4, fn, "n", hl_fault_mode_min_arg(mode), INT64_MAX);
+  int64_t n = lua_isnoneornil(L, 4) || lhl_beyond_int64(L, 4) ? 0 : lhl_arg_int(L, 4, fn, "n");
   const char *err = NULL;
   if (lua_type(L, 5) == LUA_TSTRING) {
     if (!nul_free(L, 5))
@@ -775,7 +781,10 @@ static int h_churn(lua_State *L) {
   static const char fn[] = "h:churn";
   hl_heap *h = heap_open(L, 1, fn);
   double dur = lhl_arg_number(L, 2, fn, "duration_s");
-  uint64_t size = lhl_arg_uint(L, 3, fn, "size", UINT64_MAX, -1);
+  uint64_t size = lhl_arg_checked(L, 3, fn, "size", 0, HL_MAX_SIZE, -1);
+  /* (live_bytes: hl_churn bounds the ring, live_bytes / size objects, which
+   * the largest size keeps in bounds for any 64-bit live_bytes: Lua's
+   * integers are the bound, "beyond the 64-bit integers") */
   uint64_t live = lhl_arg_uint(L, 4, fn, "live_bytes", UINT64_MAX, -1);
   double rate = lua_isnoneornil(L, 5) ? 0.0 : lhl_arg_number(L, 5, fn, "rate_bytes_per_s");
   hl_churn_result r;

@@ -129,6 +129,18 @@ uint64_t lhl_arg_uint(lua_State *L, int idx, const char *fn, const char *name, u
                       int64_t def);
 uint64_t lhl_arg_range(lua_State *L, int idx, const char *fn, const char *name, uint64_t min,
                        uint64_t max, int64_t def);
+/* An integer >= 0 that the C call checks against [low, high] itself (its
+ * own message, from the call); one beyond the 64-bit integers (2^63, 1e300),
+ * which never reaches the call, said out of that range here, as the Python
+ * binding says it of 2**64 -- "(beyond the 64-bit integers)" named no range
+ * where one more than the call's maximum names it (session 44).  `def` as
+ * lhl_arg_uint's. */
+uint64_t lhl_arg_checked(lua_State *L, int idx, const char *fn, const char *name, int64_t low,
+                         int64_t high, int64_t def);
+/* Raise "name <the value at idx> out of range [low, high]" (INT64_MAX said
+ * 2^63-1): for an integer beyond the 64-bit integers, with C's range. */
+int lhl_fail_beyond(lua_State *L, int idx, const char *fn, const char *name, int64_t low,
+                    int64_t high);
 const char *lhl_count(char *buf, size_t len, uint64_t n, const char *noun);
 double lhl_arg_number(lua_State *L, int idx, const char *fn, const char *name);
 int lhl_arg_bool(lua_State *L, int idx, const char *fn, const char *name, int def);

@@ -100,6 +100,13 @@ int lhl_region_finalize(lua_State *L) {
 /* h:conservative_region(words) (heap.c calls this with the heap at 1). */
 int lhl_region_new(lua_State *L) {
   static const char fn[] = "h:conservative_region";
+  lheap *at = lhl_heap_at(L, 1);
+  hl_stats st;
+  /* (beyond the 64-bit integers: hl_roots_fit's range, as the Python binding
+   * names it -- the words the reservation holds) */
+  if (lhl_beyond_int64(L, 2) > 0 && at && at->h && hl_stats_get(at->h, &st) == HL_OK)
+    return lhl_fail_beyond(L, 2, fn, "words", 1,
+                           (int64_t)(st.reserved_bytes / sizeof(void *)));
   uint64_t n = lhl_arg_range(L, 2, fn, "words", 1, UINT64_MAX, -1);
   lregion *r = lua_newuserdatauv(L, sizeof *r, 1); /* (may run a finalizer) */
   r->tag = LHL_TAG_REGION;
@@ -244,6 +251,8 @@ static int g_write(lua_State *L) {
   if (!lua_istable(L, 2))
     return lhl_fail(L, fn, "values must be a table (an array), got %s",
                     lhl_shown(L, 2, b, sizeof b));
+  if (lhl_beyond_int64(L, 3) > 0) /* (the words from which values fit: Python's range) */
+    return lhl_fail_beyond(L, 3, fn, "start", 1, (int64_t)r->n + 1);
   uint64_t start = lhl_arg_range(L, 3, fn, "start", 1, UINT64_MAX, 1);
   /* #values, its __len honoured: an integer >= 0 (luaL_len said "object
    * length is not an integer", naming no function; -1 was "-1 words") */

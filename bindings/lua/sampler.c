@@ -33,6 +33,8 @@ A footprint sampler: a C thread reading phys_footprint and rss every `interval_s
 int lhl_sampler_new(lua_State *L) {
   static const char fn[] = "heaplab.sampler";
   double interval = lua_isnoneornil(L, 1) ? 0.002 : lhl_arg_number(L, 1, fn, "interval_s");
+  if (lhl_beyond_int64(L, 2)) /* (never reaches hl_sampler_open: its range, as it says it) */
+    return lhl_fail_beyond(L, 2, fn, "capacity", HL_SAMPLER_MIN_CAPACITY, HL_SAMPLER_MAX_CAPACITY);
   int64_t cap = lua_isnoneornil(L, 2) ? 65536 : lhl_arg_int(L, 2, fn, "capacity");
   lsampler *ls = lua_newuserdatauv(L, sizeof *ls, 0);
   ls->tag = LHL_TAG_SAMPLER;

@@ -706,6 +706,11 @@ const char *hl_fault_site_name(int site);
 const char *hl_fault_mode_name(int mode);
 int hl_fault_site_index(const char *name);
 int hl_fault_mode_index(const char *name);
+/* The least N hl_inject takes for a mode: 1 for every, 0 for first and
+ * sticky, INT64_MIN for always, off and an unknown mode (any N; the most is
+ * INT64_MAX for every mode).  What a binding names for an N beyond the 64-bit
+ * integers, which never reaches hl_inject (as HEAPLAB_FAULT_<SITE> does). */
+int64_t hl_fault_mode_min_arg(int mode);
 /* errno by name ("EAGAIN", "ENOMEM", "EINVAL", "EIO", "ENOSPC", ... every
  * name of the platform's errno.h, aliases such as EWOULDBLOCK too), or by
  * the "E<n>" hl_errno_name gives a number without a name; -1 else. */
@@ -780,6 +785,9 @@ typedef struct hl_sampler_summary {
  * the parent's figures and series (its thread starts again at the next
  * call): hl_sampler_reset starts the child's own phase. */
 #define HL_SAMPLER_THREAD_COST ((uint64_t)64 << 10)
+/* capacity's range (enums, not macros, as HL_COLLECT_MAX_CYCLES: the
+ * bindings name it for a capacity beyond the 64-bit integers) */
+enum { HL_SAMPLER_MIN_CAPACITY = 16, HL_SAMPLER_MAX_CAPACITY = 1 << 24 };
 int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity);
 /* The same with the interval in microseconds (the first version's call). */
 int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity);
@@ -1034,6 +1042,9 @@ int hl_fill(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t refs,
  * (stride 2: half of every page).  total_bytes counts every object. */
 int hl_fill_stride(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t refs,
                    uint64_t stride, hl_ref *out);
+/* stride in [1, HL_FILL_MAX_STRIDE] (an enum: what the bindings name for a
+ * stride beyond the 64-bit integers, as HL_COLLECT_MAX_CYCLES) */
+enum { HL_FILL_MAX_STRIDE = 1000000 };
 /* Keep every `every`-th leaf of the graph under ref: a new root (*out, on
  * the large path) whose slots hold them.  The leaves are the objects with no
  * non-empty slot, in depth-first slot order from ref (a fill's objects, in
@@ -1043,6 +1054,8 @@ int hl_fill_stride(hl_heap *heap, uint64_t total_bytes, uint64_t size, uint64_t 
  * A ref whose object's header was overwritten is HL_ECHECK (as
  * hl_ref_info), *out then 0. */
 int hl_thin(hl_heap *heap, hl_ref ref, uint64_t every, hl_ref *out);
+/* every in [1, HL_THIN_MAX_EVERY] (an enum, as HL_FILL_MAX_STRIDE) */
+enum { HL_THIN_MAX_EVERY = 1000000000 };
 /* A checksum of the payloads of every object reachable from ref, and how
  * many objects it read (objects may be NULL: not asked).  A ref whose
  * object's header was overwritten is HL_ECHECK (as hl_ref_info), the

@@ -298,12 +298,9 @@ static int fault_from_env(hl_heap *h, const char *var, const char *site, const c
       if (errno) {
         int m = hl_fault_mode_index(fields[0]);
         if (m >= 0) {
-          int64_t low = INT64_MIN; /* (always, off: any N) */
-          if (m == HL_FAULT_every) low = 1;
-          else if (m == HL_FAULT_first || m == HL_FAULT_sticky) low = 0;
           hl__fmt_err(err, errlen,
                       "environment %s=%s: N '%s' is out of range [%" PRId64 ", %" PRId64 "]", var,
-                      v, x, low, INT64_MAX);
+                      v, x, hl_fault_mode_min_arg(m), INT64_MAX);
           return HL_EVALUE;
         }
         n = 0;
@@ -772,8 +769,9 @@ int hl_thin(hl_heap *h, hl_ref ref, uint64_t every, hl_ref *out) {
   if (!out) return hl__fail(h, HL_EINVAL, "thin: NULL output");
   if (h->opt.mode != HL_MODE_COLLECTED)
     return hl__fail(h, HL_EMODE, "thin: needs a collected heap (this one is manual)");
-  if (every < 1 || every > 1000000000)
-    return hl__fail(h, HL_EINVAL, "thin: every %" PRIu64 " out of range [1, 1000000000]", every);
+  if (every < 1 || every > HL_THIN_MAX_EVERY)
+    return hl__fail(h, HL_EINVAL, "thin: every %" PRIu64 " out of range [1, %d]", every,
+                    HL_THIN_MAX_EVERY);
   bool locked = hl__lock(h);
   hl_long_call was = hl__long_call_begin();
   int rc = hl__thin(h, ref, every, out);
@@ -839,8 +837,9 @@ int hl_fill_stride(hl_heap *h, uint64_t total, uint64_t size, uint64_t refs, uin
   if (out) *out = 0;
   CHECK_HEAP(h);
   if (!out) return hl__fail(h, HL_EINVAL, "fill: NULL output");
-  if (stride < 1 || stride > 1000000)
-    return hl__fail(h, HL_EINVAL, "fill: stride %" PRIu64 " out of range [1, 1000000]", stride);
+  if (stride < 1 || stride > HL_FILL_MAX_STRIDE)
+    return hl__fail(h, HL_EINVAL, "fill: stride %" PRIu64 " out of range [1, %d]", stride,
+                    HL_FILL_MAX_STRIDE);
   int rc = hl__check_alloc_args(h, "fill", size, refs);
   if (rc) return rc;
   if (total > HL_MAX_SIZE)
@@ -1065,6 +1064,12 @@ int hl_memory_pressure(hl_heap *h) {
 
 /* ---- fault injection ---- */
 
+int64_t hl_fault_mode_min_arg(int mode) {
+  if (mode == HL_FAULT_every) return 1;
+  if (mode == HL_FAULT_first || mode == HL_FAULT_sticky) return 0;
+  return INT64_MIN; /* (always, off: any N) */
+}
+
 int hl_inject(hl_heap *h, int site, int mode, int64_t arg, int err) {
   CHECK_HEAP(h);
   if (site < 0 || site >= HL_SITE_COUNT)
@@ -1072,11 +1077,9 @@ int hl_inject(hl_heap *h, int site, int mode, int64_t arg, int err) {
   if (mode < 0 || mode >= HL_FAULT_MODE_COUNT)
     return hl__fail(h, HL_EINVAL, "inject: mode %d out of range [0, %d)", mode,
                     HL_FAULT_MODE_COUNT);
-  if ((mode == HL_FAULT_first || mode == HL_FAULT_sticky) && arg < 0)
-    return hl__fail(h, HL_EINVAL, "inject: %s needs N >= 0, got %" PRId64,
-                    hl_fault_mode_name(mode), arg);
-  if (mode == HL_FAULT_every && arg < 1)
-    return hl__fail(h, HL_EINVAL, "inject: every needs N >= 1, got %" PRId64, arg);
+  if (arg < hl_fault_mode_min_arg(mode))
+    return hl__fail(h, HL_EINVAL, "inject: %s needs N >= %" PRId64 ", got %" PRId64,
+                    hl_fault_mode_name(mode), hl_fault_mode_min_arg(mode), arg);
   if (mode != HL_FAULT_off && (err <= 0 || err > 4095))
     return hl__fail(h, HL_EINVAL, "inject: errno %d is not a positive errno value", err);
   /* a disarmed site records no errno, as one never armed: "off" with the

@@ -41,10 +41,12 @@ assert(not ok and err:find("interval_s 50", 1, true) and err:find("[0.0001, 10]"
        "a bad interval is refused, in the library's words: " .. tostring(err))
 -- an integral float beyond the 64-bit integers is a capacity out of range,
 -- named, as in the module -- not Lua's "number has no integer representation"
+-- -- with hl_sampler_open's range, as the module says it ("(beyond the 64-bit
+-- integers)" named none, session 44)
 for _, cap in ipairs{ 1e300, -2^63 * 2 } do
   ok, err = pcall(c.sampler, 0.01, cap)
   assert(not ok and err:find("sampler: capacity " .. tostring(cap)
-                             .. " is out of range (beyond the 64-bit integers)", 1, true),
+                             .. " out of range [16, 16777216]", 1, true),
          "capacity " .. tostring(cap) .. ": " .. tostring(err))
 end
 -- a string is no number, as in the module's heaplab.sampler: "0.01" and a capacity

@@ -603,6 +603,13 @@ def python_report():
                   "    try:\n        c.sampler_start(*a)\n    except TypeError as e:\n"
                   "        assert str(e) == 'sampler_start: ' + said, e\n"
                   "    else:\n        raise AssertionError(f'sampler_start{a} was accepted')\n"
+                  # a capacity beyond the 64-bit integers: the range, as heaplab.Sampler
+                  # names it (it was OverflowError's "too large to convert"; session 44)
+                  "for cap in (1 << 64, -(1 << 64)):\n"
+                  "    try:\n        c.sampler_start(0.01, cap)\n    except ValueError as e:\n"
+                  "        assert str(e) == f'sampler_start: capacity {cap} out of range "
+                  "[16, 16777216]', e\n"
+                  "    else:\n        raise AssertionError(f'capacity {cap} was accepted')\n"
                   # a finalizer that stops the sampler while sampler_series
                   # builds its list (the cyclic collector runs at its tuples'
                   # allocations): the list came back cut short, no error

@@ -342,6 +342,70 @@ def test_collect_names_its_range_for_a_count_beyond_64_bits(env):
     h.collect(1)
 
 
+def test_64_bit_arguments_beyond_their_type_name_the_range_c_checks(env):
+    """h.alloc(1 << 64) said "size 18446744073709551616 does not fit in 64
+    bits" where h.alloc(1 << 41) names C's maximum: an int the argument's 64-bit
+    type cannot hold never reaches C, and the binding names the range C checks
+    (C's limits: heaplab.h), or, where the type is all the bound, the type's
+    range in Python's words -- as collect() does (session 44)."""
+    h = env[0]
+    ref = h.alloc(8)
+    fill = h.fill(1024, 16)
+    region = h.conservative_region(4)
+    sampler = heaplab.Sampler(0.01, 16)
+    words = h.stats().reserved_bytes // 8
+    try:
+        for beyond in (1 << 64, 10 ** 30):
+            cases = [
+                (lambda v: h.alloc(v), f"alloc: size {beyond} out of range [0, 1099511627776]"),
+                (lambda v: h.alloc(8, v), f"alloc: refs {beyond} out of range [0, 16777216]"),
+                (lambda v: h.fill(v, 16),
+                 f"fill: total_bytes {beyond} out of range [0, 1099511627776]"),
+                (lambda v: h.fill(1024, v), f"fill: size {beyond} out of range [0, 1099511627776]"),
+                (lambda v: h.fill(1024, 16, v), f"fill: refs {beyond} out of range [0, 16777216]"),
+                (lambda v: h.fill(1024, 16, 0, v),
+                 f"fill: stride {beyond} out of range [1, 1000000]"),
+                (lambda v: h.thin(fill, v), f"thin: every {beyond} out of range [1, 1000000000]"),
+                (lambda v: h.churn(0.01, v, 1024),
+                 f"churn: size {beyond} out of range [0, 1099511627776]"),
+                (lambda v: h.churn(0.01, 16, v),
+                 f"churn: live_bytes {beyond} out of range [0, 2**64-1]"),
+                (lambda v: ref.read(v), f"read: offset {beyond} out of range [0, 8]"),
+                (lambda v: ref.read(2, v), f"read: length {beyond} out of range [0, 6]"),
+                (lambda v: ref.write(b"x", v), f"write: offset {beyond} out of range [0, 8]"),
+                (lambda v: h.conservative_region(v),
+                 f"conservative_region: words {beyond} out of range [1, {words}]"),
+                (lambda v: region.write([], v), f"write: start {beyond} out of range [0, 4]"),
+                (lambda v: sampler.series(v), f"series: start {beyond} out of range [0, 2**64-1]"),
+            ]
+            # the int64_t arguments, beyond either end
+            for v in (beyond, -beyond):
+                cases += [
+                    (lambda v: h.inject("release", "every", v),
+                     f"inject: n {v} out of range [1, 2**63-1]"),
+                    (lambda v: h.inject("release", "sticky", v),
+                     f"inject: n {v} out of range [0, 2**63-1]"),
+                    (lambda v: h.inject("release", "always", v),
+                     f"inject: n {v} out of range [-2**63, 2**63-1]"),
+                    (lambda v: heaplab.Sampler(0.01, v),
+                     f"sampler: capacity {v} out of range [16, 16777216]"),
+                ]
+            for call, said in cases:
+                v = int(said.split(" ")[2])
+                with pytest.raises(heaplab.InvalidArgument) as info:
+                    call(v)
+                assert str(info.value) == said, (str(info.value), said)
+        # an unknown site or mode beside such an n is C's to name (nothing armed)
+        for site, mode, said in (("release", "often", "unknown mode 'often'"),
+                                 ("nowhere", "every", "unknown site 'nowhere'")):
+            with pytest.raises(heaplab.InvalidArgument, match=said):
+                h.inject(site, mode, 1 << 64)
+        assert all(f["mode"] == "off" for f in h.faults.values()), h.faults
+    finally:
+        sampler.close()
+        region.remove()
+
+
 def test_error_code_is_the_c_errors_name(env, monkeypatch):
     """heaplab.Error's docstring: `code` is the C error name (and docs/lua.md
     gives Lua's errors the same).  InvalidArgument stands for EINVAL, EVALUE

@@ -618,21 +618,40 @@ def _int(name: str, value: Any) -> int:
     return number
 
 
-def _u64(name: str, value: Any) -> int:
-    """An int for a uint64_t argument."""
+# A value the C argument's 64-bit type cannot hold never reaches C, which names
+# the range it checks; the binding names that range itself, as C says it of the
+# rest ("fn: name value out of range [low, high]"), `within` = (fn, low, high).
+# Where the 64-bit type is all the bound there is, `high` is the type's most,
+# said as Python writes it: [0, 2**64-1].  ("does not fit in 64 bits" named no
+# range where one value more than C's maximum named it; session 44.)
+_U64_MAX = (1 << 64) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_TYPE_BOUNDS = {_U64_MAX: "2**64-1", _I64_MAX: "2**63-1", _I64_MIN: "-2**63"}
+
+
+def _out_of_range(name: str, value: int, within: Tuple[str, int, Any]) -> "InvalidArgument":
+    fn, low, high = within
+    if callable(high):   # (a bound that costs a C call: asked only for the message)
+        high = high()
+    low_s, high_s = (_TYPE_BOUNDS.get(x, str(x)) for x in (low, high))
+    return InvalidArgument(f"{fn}: {name} {value} out of range [{low_s}, {high_s}]")
+
+
+def _u64(name: str, value: Any, within: Tuple[str, int, Any]) -> int:
+    """An int for a uint64_t argument; `within` the range C checks (above)."""
     value = _int(name, value)
     if value < 0:
         raise InvalidArgument(f"{name} must be >= 0, got {value}")
-    if value >= 1 << 64:
-        raise InvalidArgument(f"{name} {value} does not fit in 64 bits")
+    if value > _U64_MAX:
+        raise _out_of_range(name, value, within)
     return value
 
 
-def _i64(name, value):
-    """An int for an int64_t argument."""
+def _i64(name: str, value: Any, within: Tuple[str, int, Any]) -> int:
+    """An int for an int64_t argument; `within` the range C checks (above)."""
     value = _int(name, value)
-    if not -(1 << 63) <= value < (1 << 63):
-        raise InvalidArgument(f"{name} {value} does not fit in 64 bits")
+    if not _I64_MIN <= value <= _I64_MAX:
+        raise _out_of_range(name, value, within)
     return value
 
 
@@ -982,7 +1001,8 @@ class Heap(_Owned):
     # -- objects --
     def alloc(self, size: int, refs: int = 0) -> Ref:
         """A new object with `size` payload bytes and `refs` empty slots, as a Ref."""
-        return self._new_ref(lib.hl_alloc, _u64("size", size), _u64("refs", refs))
+        return self._new_ref(lib.hl_alloc, _u64("size", size, ("alloc", 0, MAX_SIZE)),
+                             _u64("refs", refs, ("alloc", 0, MAX_REFS)))
 
     def conservative_region(self, words: int) -> ConservativeRegion:
         """A root region of `words` machine words scanned conservatively (E7):
@@ -993,7 +1013,8 @@ class Heap(_Owned):
         # (>= 1 for a negative count too: "must be >= 0" then refused 0)
         if isinstance(words, int) and not isinstance(words, bool) and words < 1:
             raise InvalidArgument(f"conservative_region: words must be >= 1, got {words}")
-        n = _u64("words", words)
+        n = _u64("words", words, ("conservative_region", 1,     # (roots_fit's bound)
+                                  lambda: self.stats().reserved_bytes // ffi.sizeof("void *")))
         if n == 0:
             raise InvalidArgument("conservative_region: words must be >= 1, got 0")
         mem = ffi.new("hlpy_region *")     # (kept by the region, as a Ref's root: _root)
@@ -1016,8 +1037,11 @@ class Heap(_Owned):
         objects landed on, each holding that page's index).  stride=N keeps
         only every Nth object (the rest are garbage at once), so the pages come
         out partially live."""
-        return self._new_ref(lib.hl_fill_stride, _u64("total_bytes", total_bytes),
-                             _u64("size", size), _u64("refs", refs), _u64("stride", stride))
+        return self._new_ref(lib.hl_fill_stride,
+                             _u64("total_bytes", total_bytes, ("fill", 0, MAX_SIZE)),
+                             _u64("size", size, ("fill", 0, MAX_SIZE)),
+                             _u64("refs", refs, ("fill", 0, MAX_REFS)),
+                             _u64("stride", stride, ("fill", 1, lib.HL_FILL_MAX_STRIDE)))
 
     def thin(self, ref: Ref, every: int) -> Ref:
         """A new root holding every `every`-th leaf of the graph under `ref`
@@ -1030,7 +1054,8 @@ class Heap(_Owned):
         if ref._heap is not self:
             raise _foreign("thin: the Ref belongs to another heap")
         ref._h()
-        return self._new_ref(lib.hl_thin, ref._ref, _u64("every", every))
+        return self._new_ref(lib.hl_thin, ref._ref,
+                             _u64("every", every, ("thin", 1, lib.HL_THIN_MAX_EVERY)))
 
     def collect(self, cycles: int = 1, major: Optional[bool] = None) -> None:
         """Synchronous full collection(s); major=True forces a major sweep,
@@ -1079,8 +1104,11 @@ class Heap(_Owned):
         at rate_bytes_per_s (None = as fast as possible) for duration_s."""
         rate = 0.0 if rate_bytes_per_s is None else _number("rate_bytes_per_s", rate_bytes_per_s)
         out = ffi.new("hl_churn_result *")
-        self._call(lib.hl_churn, _number("duration_s", duration_s), _u64("size", size),
-                   _u64("live_bytes", live_bytes), rate, out)
+        # (live_bytes: C bounds the ring, live_bytes / size objects; with the
+        # largest size that takes every live_bytes the 64-bit type holds)
+        self._call(lib.hl_churn, _number("duration_s", duration_s),
+                   _u64("size", size, ("churn", 0, MAX_SIZE)),
+                   _u64("live_bytes", live_bytes, ("churn", 0, _U64_MAX)), rate, out)
         return _tuple_of(ChurnResult, out)
 
     # -- telemetry --
@@ -1152,8 +1180,17 @@ class Heap(_Owned):
             e = str(_as_int(errno))
         else:
             raise TypeError(f"inject: errno must be a name or an int, not {errno!r}")
-        self._call(lib.hl_inject_named, _cstr("inject: site", site), _cstr("inject: mode", mode),
-                   _i64("n", n), _cstr("inject: errno", e))
+        site_c, mode_c, errno_c = (_cstr("inject: site", site), _cstr("inject: mode", mode),
+                                   _cstr("inject: errno", e))
+        number = _int("n", n)
+        if not _I64_MIN <= number <= _I64_MAX:
+            # the range n's mode takes; an unknown site or mode is C's to name
+            # (n 0 then, never looked at)
+            m = lib.hl_fault_mode_index(mode_c)
+            if m >= 0 and lib.hl_fault_site_index(site_c) >= 0:
+                raise _out_of_range("n", number, ("inject", lib.hl_fault_mode_min_arg(m), _I64_MAX))
+            number = 0
+        self._call(lib.hl_inject_named, site_c, mode_c, number, errno_c)
 
     @property
     def faults(self) -> Dict[str, Dict[str, Any]]:
@@ -1326,8 +1363,9 @@ class Ref(_Slotted):
     def read(self, offset: int = 0, length: Optional[int] = None) -> bytes:
         """Copy payload bytes out (from offset, length bytes; the rest by default)."""
         size = self.size
-        offset = _u64("offset", offset)
-        length = max(size - offset, 0) if length is None else _u64("length", length)
+        offset = _u64("offset", offset, ("read", 0, size))
+        length = (max(size - offset, 0) if length is None
+                  else _u64("length", length, ("read", 0, max(size - offset, 0))))
         # more than the payload holds: the library names the range (IndexError)
         # before anything is copied, so no buffer of that size is made
         buf = ffi.new("char[]", max(min(length, size), 1))
@@ -1346,7 +1384,7 @@ class Ref(_Slotted):
         except TypeError:
             raise TypeError(f"write: data must be a bytes-like object, "
                             f"not {_tname(data)}") from None
-        offset = _u64("offset", offset)
+        offset = _u64("offset", offset, ("write", 0, lambda: self.size))
         h, ref = self._live()
         h._call(lib.hl_ref_write, ref, offset, data, len(data))
 
@@ -1577,7 +1615,7 @@ class ConservativeRegion(_Slotted):
     def write(self, values: Iterable[_Word], start: int = 0) -> None:
         """Store values (ints, Refs or None) into the words from `start` on;
         nothing is stored if one is bad or they do not fit."""
-        first = _u64("start", start)
+        first = _u64("start", start, ("write", 0, len(self)))
         words = [self._word(v) for v in values]
         n = len(self)
         if first > n or len(words) > n - first:
@@ -1657,7 +1695,9 @@ class Sampler(_Owned):
 
     def __init__(self, interval_s: float = 0.002, capacity: int = 65536) -> None:
         self._fresh()
-        interval_s, capacity = _number("interval_s", interval_s), _i64("capacity", capacity)
+        interval_s = _number("interval_s", interval_s)
+        capacity = _i64("capacity", capacity,
+                        ("sampler", lib.HL_SAMPLER_MIN_CAPACITY, lib.HL_SAMPLER_MAX_CAPACITY))
         slot = lib.hlpy_anchor_sampler_slot(self._anchored(1))
         rc = lib.hl_sampler_open(slot, interval_s, capacity)
         if rc:
@@ -1696,7 +1736,7 @@ class Sampler(_Owned):
 
     def series(self, start: int = 0) -> List[Tuple[int, int, int, int]]:
         """[(t_ns, phys_footprint, rss, lazyfree), ...] from stored sample `start` on."""
-        start = _u64("start", start)
+        start = _u64("start", start, ("series", 0, _U64_MAX))  # (past the end: no samples)
         out = []
         buf = ffi.new("hl_sample[]", 4096)
         n = ffi.new("size_t *")

@@ -201,9 +201,9 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
   if (!(interval_s >= 0.0001 && interval_s <= 10))
     return hl__fail(NULL, HL_EINVAL, "sampler: interval_s %.15g out of range [0.0001, 10] seconds",
                     hl__g(interval_s));
-  if (capacity < 16 || capacity > (1 << 24))
-    return hl__fail(NULL, HL_EINVAL, "sampler: capacity %lld out of range [16, 16777216]",
-                    (long long)capacity);
+  if (capacity < HL_SAMPLER_MIN_CAPACITY || capacity > HL_SAMPLER_MAX_CAPACITY)
+    return hl__fail(NULL, HL_EINVAL, "sampler: capacity %lld out of range [%d, %d]",
+                    (long long)capacity, HL_SAMPLER_MIN_CAPACITY, HL_SAMPLER_MAX_CAPACITY);
   uint32_t interval_us = (uint32_t)(interval_s * 1e6 + 0.5);
   hl_sampler *s = hl__sys_calloc(1, sizeof *s);
   if (!s) return hl__fail(NULL, HL_ENOMEM, "sampler: out of memory");
@@ -233,9 +233,11 @@ int hl_sampler_open(hl_sampler **out, double interval_s, int64_t capacity) {
 }
 
 int hl_sampler_start(hl_sampler **out, uint32_t interval_us, size_t capacity) {
-  if (capacity > (1 << 24)) { /* (said as it was given: above INT64_MAX it was said clamped) */
+  if (capacity > HL_SAMPLER_MAX_CAPACITY) { /* (said as it was given: above INT64_MAX it was
+                                             * said clamped) */
     if (out) *out = NULL; /* as hl_sampler_open's refusals leave it */
-    return hl__fail(NULL, HL_EINVAL, "sampler: capacity %zu out of range [16, 16777216]", capacity);
+    return hl__fail(NULL, HL_EINVAL, "sampler: capacity %zu out of range [%d, %d]", capacity,
+                    HL_SAMPLER_MIN_CAPACITY, HL_SAMPLER_MAX_CAPACITY);
   }
   return hl_sampler_open(out, interval_us / 1e6,
                          capacity > (size_t)INT64_MAX ? INT64_MAX : (int64_t)capacity);
