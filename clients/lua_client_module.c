@@ -23,6 +23,8 @@
 #include <lua.h>
 
 #include "../bindings/lua/lhl_int64.h"
+#include "../bindings/lua/lhl_shown.h" /* (the module's messages' values, header-only: this
+                                        * launcher links no other part of the module) */
 #include "client.h"
 
 #define SAMPLER "heaplab.client.sampler"
@@ -208,21 +210,6 @@ static void sampler_metatable(lua_State *L) {
 }
 
 /* client.sampler(interval_s = 0.002, capacity = 65536) */
-/* What the caller passed, for a message: "'0.01'", "true", "1.5", "a table"
- * (the module's lhl_shown, which this launcher does not link). */
-static const char *shown(lua_State *L, int idx, char *buf, size_t len) {
-  switch (lua_type(L, idx)) {
-  case LUA_TSTRING: snprintf(buf, len, "'%.60s'", lua_tostring(L, idx)); break;
-  case LUA_TNUMBER:
-    if (lua_isinteger(L, idx)) snprintf(buf, len, "%lld", (long long)lua_tointeger(L, idx));
-    else snprintf(buf, len, "%.17g", (double)lua_tonumber(L, idx));
-    break;
-  case LUA_TBOOLEAN: snprintf(buf, len, "%s", lua_toboolean(L, idx) ? "true" : "false"); break;
-  default: snprintf(buf, len, "a %s", luaL_typename(L, idx));
-  }
-  return buf;
-}
-
 static int c_sampler(lua_State *L) {
   char b[80];
   /* a number is a number, as the module's heaplab.sampler has it: a string
@@ -230,7 +217,8 @@ static int c_sampler(lua_State *L) {
    * luaL_optinteger's conversion; a boolean said "bad argument #1 to
    * 'heaplab.client.sampler' (number expected, got boolean)") -- session 43 */
   if (!lua_isnoneornil(L, 1) && lua_type(L, 1) != LUA_TNUMBER)
-    return luaL_error(L, SAMPLER ": interval_s must be a number, got %s", shown(L, 1, b, sizeof b));
+    return luaL_error(L, SAMPLER ": interval_s must be a number, got %s",
+                      lhl_shown_value(L, 1, b, sizeof b));
   lua_Number interval = lua_isnoneornil(L, 1) ? 0.002 : lua_tonumber(L, 1);
   /* an integral float beyond the 64-bit integers (1e300) is a capacity out
    * of range, as in the module (docs/lua.md), not Lua's "number has no
@@ -242,7 +230,8 @@ static int c_sampler(lua_State *L) {
   int isint = 0;
   lua_Integer cap = lua_isnoneornil(L, 2) ? 1 << 16 : lua_tointegerx(L, 2, &isint);
   if (!lua_isnoneornil(L, 2) && (lua_type(L, 2) != LUA_TNUMBER || !isint))
-    return luaL_error(L, SAMPLER ": capacity must be an integer, got %s", shown(L, 2, b, sizeof b));
+    return luaL_error(L, SAMPLER ": capacity must be an integer, got %s",
+                      lhl_shown_value(L, 2, b, sizeof b));
   sampler_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->tag = SAMPLER_TAG;
   u->s = NULL; /* closed until started, so __gc is always safe */

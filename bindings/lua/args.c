@@ -218,45 +218,17 @@ int lhl_tostring_other(lua_State *L, const char *mt) {
   return 1;
 }
 
-/* A float for a message: "nan" whatever its sign bit (printf's "-nan" for
- * 0/0 read as a negative number: the C API hunt, session 33). */
-const char *lhl_float(double v, char *buf, size_t len) {
-  if (v != v) snprintf(buf, len, "nan");
-  else snprintf(buf, len, "%.17g", v);
-  return buf;
-}
+const char *lhl_float(double v, char *buf, size_t len) { return lhl_float_text(v, buf, len); }
 
+/* The module's own values by their tag ("a heaplab.heap"), whatever their
+ * metatable says; any other as lhl_shown.h shows it. */
 const char *lhl_shown(lua_State *L, int idx, char *buf, size_t len) {
   const char *kind = kind_of(L, idx);
   if (kind) {
     snprintf(buf, len, "a %s", kind);
     return buf;
   }
-  switch (lua_type(L, idx)) {
-  case LUA_TNUMBER:
-    if (lua_isinteger(L, idx))
-      snprintf(buf, len, "%lld", (long long)lua_tointeger(L, idx));
-    else
-      lhl_float((double)lua_tonumber(L, idx), buf, len);
-    return buf;
-  case LUA_TSTRING: snprintf(buf, len, "'%.60s'", lua_tostring(L, idx)); return buf;
-  case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
-  case LUA_TNONE: return "nothing";
-  case LUA_TUSERDATA:
-    switch (luaL_getmetafield(L, idx, "__name")) {
-    case LUA_TNIL: break; /* nothing pushed */
-    case LUA_TSTRING:
-      /* (not one of ours, kind_of said: a metatable of ours on another
-       * userdata names it no more than it makes it one) */
-      snprintf(buf, len, strncmp(lua_tostring(L, -1), "heaplab.", 8) ? "a %.60s"
-                         : "a userdata (with the metatable of %.60s)", lua_tostring(L, -1));
-      lua_pop(L, 1);
-      return buf;
-    default: lua_pop(L, 1);
-    }
-    /* fall through */
-  default: snprintf(buf, len, "a %s", luaL_typename(L, idx)); return buf;
-  }
+  return lhl_shown_value(L, idx, buf, len);
 }
 
 /* ---- argument checking --------------------------------------------------------- */

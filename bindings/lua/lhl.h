@@ -21,6 +21,7 @@
 
 #include "heaplab.h"
 #include "lhl_int64.h" /* lhl_beyond_int64 (shared with the launcher's heaplab.client) */
+#include "lhl_shown.h" /* lhl_shown_value (shared with the launcher's heaplab.client) */
 
 #define HEAP_MT "heaplab.heap"
 #define OBJ_MT "heaplab.object"

@@ -54,7 +54,11 @@ end
 for _, case in ipairs{ { { "0.01" }, "interval_s must be a number, got '0.01'" },
                        { { true }, "interval_s must be a number, got true" },
                        { { 0.01, "16" }, "capacity must be an integer, got '16'" },
-                       { { 0.01, 1.5 }, "capacity must be an integer, got 1.5" } } do
+                       { { 0.01, 1.5 }, "capacity must be an integer, got 1.5" },
+                       -- shown as the module shows a value (lhl_shown.h, one function:
+                       -- the client's own copy said "-nan" and "a userdata"; session 44)
+                       { { 0.01, 0/0 }, "capacity must be an integer, got nan" },
+                       { { io.stdout }, "interval_s must be a number, got a FILE*" } } do
   ok, err = pcall(c.sampler, table.unpack(case[1], 1, 2))
   assert(not ok and err:find("heaplab.client.sampler: " .. case[2], 1, true),
          "sampler(" .. tostring(case[1][1]) .. ", " .. tostring(case[1][2]) .. "): " .. tostring(err))
