@@ -1607,6 +1607,62 @@ def setup_leaves_libc_alone():
     print("set-up of a plain program: no getenv, no symbol looked up after the constructor")
 
 
+LAYOUT_LD = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "clients", "preload", "layout.ld")
+# GCC's names for a copy of a static function it specialised (run.constprop.0)
+CLONE = re.compile(r"^(.+?)\.(?:constprop|isra|part|cold)(?:\.\d+)*$")
+
+
+def layout_stale_names(lib):
+    """The names clients/preload/layout.ld places that `lib` does not define,
+    as "section name (why)": each .text.NAME a function (nm: t, T, W, i), each
+    .text.unlikely.NAME beside its .text.NAME, each .bss.NAME a zeroed
+    variable (b, B) -- NAME.* (a static of a function: buf.2) at least one.
+    A clone's name (run.constprop.0) is current when the library has that
+    clone, or the function itself and no clone of it (at -O0 GCC clones
+    nothing: make coverage's build)."""
+    with open(LAYOUT_LD) as f:
+        script = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
+    kinds = {}
+    for line in subprocess.run(["nm", lib], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            kinds.setdefault(parts[2], set()).add(parts[1])
+
+    def has(name, types):
+        return bool(kinds.get(name, set()) & set(types))
+
+    def function(name):
+        if has(name, "tTWi"):
+            return True
+        clone = CLONE.match(name)
+        if not clone:
+            return False
+        base = clone.group(1)
+        return has(base, "tTWi") and not any(CLONE.match(k) and CLONE.match(k).group(1) == base
+                                             for k in kinds)
+
+    stale = []
+    hot = re.findall(r"\*\(\.text\.(?!unlikely\.|startup\b)([^\s()]+)\)", script)
+    cold = re.findall(r"\*\(\.text\.unlikely\.([^\s()]+)\)", script)
+    assert len(hot) > 50, f"layout.ld read as {len(hot)} functions: {hot}"
+    stale += [f".text.{n} (no such function)" for n in hot if not function(n)]
+    stale += [f".text.unlikely.{n} (not in the list's .text names)" for n in cold
+              if n not in hot]
+    stale += [f".text.{n} (no .text.unlikely.{n} beside it)" for n in hot if n not in cold]
+    for group in re.findall(r"\*\((\.bss\.[^()]*)\)", script):
+        for sec in group.split():
+            name = sec[len(".bss."):]
+            if name.endswith(".*"):
+                ok = any(k.startswith(name[:-1]) and has(k, "bB") for k in kinds)
+            else:
+                ok = has(name, "bB")
+            if not ok:
+                stale.append(f"{sec} (no such zeroed variable)")
+    return stale
+
+
 def layout_puts_what_runs_together():
     """clients/preload/layout.ld: the functions a preloaded program runs are
     together at the start of the text (.text.hl_hot), and the big zeroed
@@ -1614,7 +1670,9 @@ def layout_puts_what_runs_together():
     faults a file's pages in 64 KiB at a time, and the library's whole text
     was resident in every program (140 KiB; 64-104 with the layout, and its
     .bss 40 -> 12 KiB: bench-preload realloc's peak, session 43).  Read
-    from the library's sections and symbols (readelf, nm)."""
+    from the library's sections and symbols (readelf, nm).  And every name
+    the list places is one the library defines (layout_stale_names): a
+    renamed function matched nothing, silently left out (session 44)."""
     need(PRELOAD, "libheaplab-malloc.so")
     secs = subprocess.run(["readelf", "-SW", PRELOAD], capture_output=True, text=True,
                           check=True).stdout
@@ -1632,6 +1690,13 @@ def layout_puts_what_runs_together():
     def inside(name, sec):
         lo, hi = bounds[sec]
         return name in syms and lo <= syms[name] < hi
+
+    # every name the list places is the library's: a function renamed or
+    # removed matched nothing and left the hot list without a word (session 44)
+    stale = layout_stale_names(PRELOAD)
+    assert not stale, ("clients/preload/layout.ld names what libheaplab-malloc.so does not "
+                       "define (renamed or removed? callgrind's list: layout.ld's comment): "
+                       + ", ".join(stale))
 
     hot = ["malloc", "free", "realloc", "calloc", "setup", "at_start", "hl_heap_new",
            "hl__take_refill", "hl__manual_free_small", "tcache_for"]
