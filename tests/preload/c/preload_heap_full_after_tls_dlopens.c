@@ -18,9 +18,18 @@
  * meson.build): its thread-local variables, in the static TLS block, are
  * read without __tls_get_addr.  The alarm turns a hang into a failure.
  *
+ * And the heap must have refused: a program that never reached the refusal
+ * passed as well (a larger reservation, a smaller fill).  The blocks it
+ * refused are glibc's (the large path: large_map_bytes), so glibc's own
+ * count of bytes in use (its mallinfo2, looked up in libc.so.6: the
+ * library's answers glibc's and its own) grows by them; at least 1,000
+ * blocks' worth, where 40 MB against a 16 MiB reservation makes some 23 MB
+ * (session 44: it passed with HEAPLAB_RESERVE_BYTES=64m too).
+ *
  *   preload_heap_full_after_tls_dlopens DIR   (DIR/libpreload_tls_module_N.so, N = 1..20)
  */
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -52,6 +61,16 @@ static void *fills_the_heap(void *arg) {
   return NULL;
 }
 
+/* glibc's bytes in use (its arenas and its mmapped blocks), or -1. */
+static long long glibc_in_use(void) {
+  void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  struct mallinfo2 (*f)(void) = libc ? (struct mallinfo2 (*)(void))dlsym(libc, "mallinfo2") : NULL;
+  if (libc) dlclose(libc);
+  if (!f) return -1;
+  struct mallinfo2 mi = f();
+  return (long long)(mi.uordblks + mi.hblkhd);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -74,8 +93,20 @@ int main(int argc, char **argv) {
     if (!touch) return 2;
     touch(); /* (this thread's vector grows here; the other's is left behind) */
   }
+  long long before = glibc_in_use();
+  if (before < 0) {
+    fprintf(stderr, "preload_heap_full_after_tls_dlopens: no mallinfo2 in libc.so.6\n");
+    return 2;
+  }
   sem_post(&go);
   pthread_join(t, NULL);
-  printf("preload_heap_full_after_tls_dlopens: %zu blocks of 1,000 bytes\n", made);
+  long long refused = glibc_in_use() - before;
+  printf("preload_heap_full_after_tls_dlopens: %zu blocks of 1,000 bytes; glibc's bytes in use "
+         "grew by %lld (the blocks the heap refused)\n", made, refused);
+  if (refused < 1000 * 1000) {
+    fprintf(stderr, "preload_heap_full_after_tls_dlopens: the heap refused no more than %lld "
+            "bytes: the refusal this test is about was not reached\n", refused);
+    return 1;
+  }
   return 0;
 }
