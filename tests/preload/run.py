@@ -1436,7 +1436,8 @@ def malloc_in_signal_handler():
     qsort did, session 42).  The library says so in one line and aborts at
     once.  So does a
     handler's fork(), whose fork handler retried its wait for the lock for
-    ever ("fork")."""
+    ever ("fork"), and a handler's pthread_exit, whose thread's exit flushed
+    its caches and tried the lock for ever (thread_exit: tc_destructor)."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(MALLOC_IN_HANDLER, "test_preload_malloc_in_signal_handler")
     for what, call in (("malloc", "a call of the malloc family"), ("fork", "fork()")):
@@ -1451,6 +1452,25 @@ def malloc_in_signal_handler():
                 (what, run_no, err)
             assert out == "", (what, run_no, out)
         print(f"{what} in a signal handler inside the heap's lock: {lines[0]}")
+    # and a handler that ends its thread there (pthread_exit): the thread's exit
+    # flushes its caches, whose try of the heap's lock failed for ever, the lock
+    # its own -- it slept and tried again, the join waiting: the program's 20 s
+    # alarm ("hung", exit 1; session 44)
+    call = "the exit of a thread (its thread caches' flush)"
+    for run_no in range(3):
+        status, out, err = run([MALLOC_IN_HANDLER, "thread_exit"], "heaplab",
+                               {"HEAPLAB_RESERVE_BYTES": "16m"}, timeout=60)
+        if status == 77:
+            print("thread_exit: skipped (glibc's pthread_mutex_lock by its version: x86-64 and "
+                  "AArch64 only)")
+            return
+        lines = err.splitlines()
+        assert status == -signal.SIGABRT, ("thread_exit", run_no, status, out, err)
+        assert len(lines) == 1 and lines[0].startswith(
+            f"libheaplab-malloc: {call} on a thread that holds the heap's lock"), \
+            ("thread_exit", run_no, err)
+        assert out == "", ("thread_exit", run_no, out)
+    print(f"a thread ended by a signal handler inside the heap's lock: {lines[0]}")
 
 
 def exit_in_handler_inside_errlock():

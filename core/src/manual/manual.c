@@ -287,6 +287,14 @@ static void tc_destructor(void *arg) {
     if (h) {
       /* (this thread may hold it: hl_enter) */
       bool locked = hl__held != h;
+      /* ... or hold its lock otherwise: the thread ends inside the heap -- a
+       * signal handler that interrupted it under the lock calls
+       * pthread_exit, or an asynchronous cancellation lands there.  The
+       * trylock below failed for ever then, the lock its own (it slept and
+       * tried again, its joiner waiting; session 44): the preloaded
+       * library's guard says so and aborts (hl__reentered; a no-op in the
+       * other builds, whose programs hold no lock the guard knows of). */
+      if (locked) hl__reentry_check("the exit of a thread (its thread caches' flush)");
       if (locked && pthread_mutex_trylock(&h->lock) != 0) {
         /* another thread has it: wait without tc_global (tc_global_and),
          * then look again -- the heap may have been freed meanwhile

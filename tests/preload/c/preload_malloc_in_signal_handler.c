@@ -13,12 +13,23 @@
  * handler allocates, or forks; if that returns, it makes the page readable
  * again and the free goes on.  The alarm turns a hang into a failure.
  *
- *   preload_malloc_in_signal_handler [malloc|fork]
+ *   preload_malloc_in_signal_handler [malloc|fork|thread_exit]
  * fork: the handler calls fork() instead (async-signal-safe in POSIX before
  * 2008), the child _exits at once: the library's fork handler waited for
  * the heap's lock 5 ms, let go and started again -- for ever, the lock
  * being its own thread's.  It says so and aborts too.
+ * thread_exit (thread caches on, no verify; HEAPLAB_RESERVE_BYTES=16m): a
+ * thread with its caches fills the heap, then mallocs once more -- the heap
+ * refuses the small block under its lock, and the refusal's message takes
+ * the heap's errlock by pthread_mutex_lock, this program's (-rdynamic), where
+ * a SIGUSR1 to the thread runs a handler that ends the thread
+ * (pthread_exit), the heap's lock held.  The thread's exit flushes its
+ * caches (manual.c, tc_destructor), whose try of the heap's lock failed for
+ * ever, the lock its own: it slept and tried again, the program's join
+ * waiting (session 44).  It says so and aborts too.  (x86-64 and AArch64:
+ * glibc's pthread_mutex_lock by its version; elsewhere it exits 77.)
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,7 +63,71 @@ static void on_segv(int sig) {
   mprotect((void *)((uintptr_t)block & ~(uintptr_t)(page - 1)), page, PROT_READ | PROT_WRITE);
 }
 
+/* thread_exit: the library's pthread_mutex_lock is this one (glibc's own by
+ * its version, as preload_exit_in_handler.c links it: dlsym would malloc);
+ * armed, it has the calling thread's handler end the thread there */
+#if defined(__x86_64__)
+#define GLIBC_BASE "GLIBC_2.2.5"
+#elif defined(__aarch64__)
+#define GLIBC_BASE "GLIBC_2.17"
+#endif
+static _Atomic int exit_armed;
+#ifdef GLIBC_BASE
+int real_mutex_lock(pthread_mutex_t *m);
+__asm__(".symver real_mutex_lock, __pthread_mutex_lock@" GLIBC_BASE);
+int pthread_mutex_lock(pthread_mutex_t *m) {
+  if (exit_armed && __atomic_exchange_n(&exit_armed, 0, __ATOMIC_SEQ_CST))
+    pthread_kill(pthread_self(), SIGUSR1);
+  return real_mutex_lock(m);
+}
+#endif
+static void on_usr1(int sig) {
+  (void)sig;
+  pthread_exit(NULL);
+}
+static void *just_exits(void *arg) {
+  pthread_exit(arg);
+}
+static void *fills_and_exits(void *arg) {
+  (void)arg;
+  /* its caches made and the 16 MiB reservation used up (40 MB asked) */
+  for (int i = 0; i < 40000; i++) {
+    char *volatile p = malloc(1000);
+    if (p) p[0] = 1;
+  }
+  exit_armed = 1;
+  char *volatile p = malloc(1000); /* refused under the heap's lock: its message */
+  if (p) p[0] = 1;
+  return (void *)1; /* (no lock taken there: no exit inside the heap) */
+}
+static int thread_exit(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+#ifndef GLIBC_BASE
+  return 77;
+#endif
+  pthread_t t;
+  void *ret = NULL;
+  /* (glibc loads its unwinder, libgcc_s, at the first pthread_exit, and
+   * that allocates: done here, not inside the heap) */
+  if (pthread_create(&t, NULL, just_exits, NULL) != 0) return 2;
+  pthread_join(t, NULL);
+  if (pthread_create(&t, NULL, fills_and_exits, NULL) != 0) return 2;
+  pthread_join(t, &ret);
+  printf("preload_malloc_in_signal_handler: the thread %s\n",
+         ret ? "took no lock in its last malloc" : "ended inside the heap, and its exit returned");
+  return ret ? 2 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "thread_exit") == 0) {
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    return thread_exit();
+  }
   forks = argc > 1 && strcmp(argv[1], "fork") == 0;
   page = (size_t)sysconf(_SC_PAGESIZE);
   signal(SIGALRM, on_alarm);
