@@ -1,8 +1,20 @@
 """Helpers for the tests that start processes and check they are gone
-(test_hostile_harness.py, test_harness_records.py)."""
+(test_hostile_harness.py, test_harness_records.py), and the command of a
+child pytest session."""
 import os
 import signal
+import sys
 import time
+
+# A child pytest session (the tests of heaplab's pytest plugin, of the
+# experiment suite's sessions): hypothesis's pytest plugin, an entry point
+# every session loads, imports hypothesis whole at the session's end (its
+# pytest_terminal_summary: hypothesis.internal.observability, hypothesis
+# 6.170) -- 0.69 of the 1.11 CPU seconds of a one-test session on this
+# project's venv, 43 child sessions in the Python tests.  No child session
+# runs a hypothesis test: blocked, as in a project without hypothesis.  (The
+# tests' own session keeps it: the model tests are hypothesis tests.)
+PYTEST = (sys.executable, "-m", "pytest", "-p", "no:hypothesispytest")
 
 
 def gone(pid):

@@ -7,13 +7,15 @@ import os
 import subprocess
 import sys
 
+from procs import PYTEST
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_asserted_sizes_are_the_sizes_run(tmp_path):
     env = dict(os.environ, HEAPLAB_RESULTS=str(tmp_path), HEAPLAB_E1_FILL_MIB="16",
                HEAPLAB_E1_TEXTURES_MIB="12", HEAPLAB_E7_STRUCT_MIB="8")
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    p = subprocess.run([*PYTEST, "-q", "-p", "no:cacheprovider",
                         "experiments/test_e1_page_floor.py", "experiments/test_e7_stale_roots.py"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

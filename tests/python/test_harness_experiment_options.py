@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from heaplab.harness import Experiment, SEED_POLICIES
+from procs import PYTEST
 
 ARM_MODULE = '''
 from heaplab.harness import Experiment
@@ -127,7 +128,7 @@ def test_the_pytest_session_says_which_option_variables_it_runs_with(tmp_path):
     (and, since -q drops the header, the line under its results table)."""
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     env = dict(os.environ, HEAPLAB_THP="never")
-    r = subprocess.run([sys.executable, "-m", "pytest",  # (the plugin: an entry point)
+    r = subprocess.run([*PYTEST,  # (the plugin: an entry point)
                         "-p", "no:cacheprovider", str(tmp_path / "test_x.py")],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     # (and which arms get it: session 28)

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from heaplab.pytest_plugin import Lab
+from procs import PYTEST
 
 # no assertion here depends on the machine's load (no bounded wait, no sampled
 # footprint): make test runs these beside the notebooks, the fuzzers and the
@@ -44,7 +45,7 @@ def run_session(tmp_path, source, *args, env=None, name="test_inner.py", target=
     (tmp_path / name).write_text(FAKE + textwrap.dedent(source))
     results = tmp_path / "results"
     e = session_env(results, env)
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
+    p = subprocess.run([*PYTEST, "-q", "-p", "no:cacheprovider", *args,
                         target or name], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
     return p, results
 
@@ -410,7 +411,7 @@ def test_a_session_whose_output_is_closed_writes_its_part_and_says_so(tmp_path):
     results, complete = complete_tables(tmp_path, source)
     flag = tmp_path / "closed"
     e = session_env(results, {"CLOSED_FLAG": str(flag)})
-    child = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+    child = subprocess.Popen([*PYTEST, "-p", "no:cacheprovider",
                               "test_inner.py"], cwd=tmp_path, env=e, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from procs import PYTEST
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -21,7 +23,7 @@ def _pytest(cwd, *args, env=None, timeout=120):
     e = dict(os.environ)
     e.pop("PYTEST_XDIST_WORKER", None)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env=e,
+    return subprocess.run([*PYTEST, *args], cwd=cwd, env=e,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -640,7 +642,7 @@ def test_a_signal_to_pytest_leaves_no_arm_running(tmp_path, kind, signame):
     # waited out its 60 s (the fresh-clone CI of session 28, run under nohup)
     hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
-        p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        p = subprocess.Popen([*PYTEST, "-q", "-p", "no:cacheprovider",
                               f"test_slow.py::test_{kind}"], cwd=tmp_path, env=e,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)

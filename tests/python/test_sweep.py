@@ -16,7 +16,7 @@ import time
 import pytest
 
 from dask_cluster import Cluster
-from procs import gone, wait_for_file
+from procs import PYTEST, gone, wait_for_file
 
 pytest.importorskip("distributed", reason="tools/setup.sh installs distributed")
 
@@ -599,14 +599,14 @@ def test_median_arm_takes_the_median_of_every_number():
 def test_experiment_suite_repeat_judges_on_the_median(tmp_path):
     env = dict(os.environ, HEAPLAB_RESULTS=str(tmp_path), HEAPLAB_E1_FILL_MIB="16",
                HEAPLAB_E1_TEXTURES_MIB="16")
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "experiments", "-k",
+    p = subprocess.run([*PYTEST, "-q", "experiments", "-k",
                         "test_e1_page_floor", "--repeat", "3", "-p", "no:cacheprovider"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert "E1/off (repeat 3/3)" in p.stdout and "E1/on (repeat 1/3)" in p.stdout, p.stdout
     saved = sorted(os.path.basename(x) for x in glob.glob(str(tmp_path / "E1" / "*.json")))
     assert saved == [f"{a}.r{k}.json" for a in ("huge", "off", "on") for k in range(3)], saved
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "experiments", "-k",
+    p = subprocess.run([*PYTEST, "-q", "experiments", "-k",
                         "test_e1_page_floor", "--repeat", "0", "-p", "no:cacheprovider"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and "--repeat 0" in p.stderr + p.stdout
