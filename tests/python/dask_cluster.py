@@ -26,16 +26,29 @@ class Cluster:
         self.log = open(tmp / "dask.log", "w")
         self.scheduler = dask("scheduler", "--host", "127.0.0.1", "--port", "0",
                               "--no-dashboard", "--scheduler-file", self.file, log=self.log)
-        deadline = time.monotonic() + 60
-        while not os.path.exists(self.file):
-            assert self.scheduler.poll() is None, "the scheduler exited"
-            assert time.monotonic() < deadline, "no scheduler file within 60 s"
-            time.sleep(0.1)
-        time.sleep(0.2)
-        with open(self.file) as f:
-            self.address = json.load(f)["address"]
+        # the workers start beside the scheduler (each waits for its file,
+        # distributed's json_load_robust): started after it, they waited for
+        # its start, about a second of make test's part that runs alone
         self.workers = [self.add_worker() for _ in range(workers)]
-        self.wait_workers(workers)
+        try:
+            self.address = self._scheduler_address(time.monotonic() + 60)
+            self.wait_workers(workers)
+        except BaseException:
+            self.close()
+            raise
+
+    def _scheduler_address(self, deadline):
+        # the scheduler file's address once the file is whole (it was read
+        # after a fixed 0.2 s past its appearance)
+        while True:
+            assert self.scheduler.poll() is None, "the scheduler exited"
+            try:
+                with open(self.file) as f:
+                    return json.load(f)["address"]
+            except (FileNotFoundError, ValueError, KeyError):
+                pass
+            assert time.monotonic() < deadline, "no scheduler file within 60 s"
+            time.sleep(0.02)
 
     def add_worker(self):
         # one arm at a time: one thread and the `arm` resource heaplab run asks for
