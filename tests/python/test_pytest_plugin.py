@@ -200,10 +200,11 @@ def test_the_effects_tables_say_fail_for_an_effect_that_did_not_hold(tmp_path):
     assert cells == ["held: 1 | 1 ok", "missed: 0 | >= 1 FAIL", "told: 5 | -"], cells
 
 
+# (-p no:hypothesispytest: as procs.PYTEST's child sessions)
 TWICE = """
 import os, sys, pytest
 for k in (1, 2):
-    code = pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1]])
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", sys.argv[1]])
     with open(os.path.join(os.environ["HEAPLAB_RESULTS"], "effects.json")) as f:
         print("session", k, "effects", [e["what"] for e in __import__("json").load(f)["effects"]])
 """
@@ -228,10 +229,12 @@ def test_two_sessions_in_one_process_have_their_own_tables(tmp_path):
 REPEAT_TWICE = """
 import os, sys, pytest
 os.environ.pop("HEAPLAB_REPEAT", None)
-pytest.main(["-q", "-p", "no:cacheprovider", "--repeat", "3", sys.argv[1]])
+pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--repeat", "3",
+             sys.argv[1]])
 print("after session 1:", os.environ.get("HEAPLAB_REPEAT"))
 os.environ["HEAPLAB_REPEAT"] = "2"       # the caller's own, kept
-pytest.main(["-q", "-p", "no:cacheprovider", "--repeat", "5", sys.argv[1]])
+pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--repeat", "5",
+             sys.argv[1]])
 print("after session 2:", os.environ.get("HEAPLAB_REPEAT"))
 """
 
