@@ -171,21 +171,23 @@ coverage: setup build install setup-preload
 	PYTHON=$(PYTHON) tools/coverage.sh $(COV)
 
 # make test in two lanes.  First, one at a time, the phases whose tests use
-# both cores (the C suite, the ASan suites: threaded scenarios) and the
-# set-up the rest needs (the preload profile's packages -- the E9 notebook
-# drives redis-server --, the Python package).  Then two lanes at once:
-# test-alone runs the phases whose tests bound waits or sample footprints one
-# after another (TSan, the main pytest run, the Python ASan run, the Lua,
-# clients, preload and bench suites: about one core busy on average), and
-# test-side-by-side runs beside them, at the lowest CPU priority, what asserts
-# no time and no footprint.  (The phases of test-alone had the machine to
-# themselves before; nice 19 gives a task a weight of 15 against a default
-# task's 1024: when a test of test-alone wants a core it gets ~98.5% of it.)
-test: test-c test-asan setup-preload install
+# both cores or do not bear a neighbour: the C suite and the ASan suites
+# (threaded scenarios: 1.8-2 cores busy), the TSan suite (one core busy, but
+# its threaded scenarios ran 1.7-2.3x slower beside the other lane, even at
+# nice 19 or SCHED_IDLE: the two CPUs share more than the scheduler's time),
+# and the set-up the rest needs (the preload profile's packages -- the E9
+# notebook drives redis-server --, the Python package).  Then two lanes at
+# once: test-alone runs the phases whose tests bound waits or sample
+# footprints one after another (the main pytest run, the Python ASan run, the
+# Lua, clients, preload and bench suites: about one core busy, much of it
+# waiting for their programs), and test-side-by-side runs beside them, at the
+# lowest CPU priority, what asserts no time and no footprint.  (nice 19 gives
+# a task a weight of 15 against a default task's 1024.)
+test: test-c test-asan test-tsan setup-preload install
 	@$(MAKE) --no-print-directory -j2 INSTALLED=1 test-alone test-side-by-side
 
 test-alone:
-	@$(MAKE) --no-print-directory -j1 INSTALLED=1 test-tsan test-python-alone test-python-asan test-lua \
+	@$(MAKE) --no-print-directory -j1 INSTALLED=1 test-python-alone test-python-asan test-lua \
 	  test-clients test-preload test-bench
 
 # The notebooks (each runs and draws), the fuzzers and the soak (each runs a
