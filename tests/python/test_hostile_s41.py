@@ -52,6 +52,30 @@ def test_a_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
     assert data["error"] is None and data["warnings"] == [], data
 
 
+def test_what_the_arm_killed_is_gone_when_it_returns(tmp_path):
+    """The group's SIGKILL is asynchronous: what the command left running was
+    killed, and run_command_arm returned while it still ran its exit (the
+    test above saw the `sleep 30` alive right after, 1 failure under make
+    test's load, session 44).  A process with 1 GiB to tear down is still
+    running ~35 ms after its SIGKILL here: the harness waits until the
+    group's members are gone (harness._wait_group_gone)."""
+    pidfile = tmp_path / "big.pid"
+    big = tmp_path / "big.py"
+    big.write_text("import os, time\n"
+                   "b = b'x' * (1 << 30)\n"
+                   f"with open({str(pidfile)!r} + '.tmp', 'w') as f:\n"
+                   "    f.write(str(os.getpid()))\n"
+                   f"os.rename({str(pidfile)!r} + '.tmp', {str(pidfile)!r})\n"
+                   "time.sleep(60)\n")
+    data = run_command_arm(["sh", "-c", f"'{sys.executable}' '{big}' & "
+                            f"while [ ! -e '{pidfile}' ]; do sleep 0.01; done; exit 0"],
+                           allocator="glibc", experiment="X", arm="a", timeout=60,
+                           label="bigchild")
+    child = int(pidfile.read_text())
+    assert gone(child), f"pid {child} (1 GiB) still there when the arm returned"
+    assert data["error"] is None and any(f"pid {child}" in w for w in data["warnings"]), data
+
+
 def test_an_arm_command_that_forks_and_exits_is_said_to_have_left_its_work(tmp_path):
     """The arm form (no allocator: the command prints its own arm JSON) killed
     what the command left running in its group without a word, where the
