@@ -186,7 +186,7 @@ coverage: setup build install setup-preload
 test: test-c test-asan test-tsan setup-preload install
 	@$(MAKE) --no-print-directory -j2 INSTALLED=1 test-alone test-side-by-side
 
-test-alone:
+test-alone: install
 	@$(MAKE) --no-print-directory -j1 INSTALLED=1 test-python-alone test-python-asan test-lua \
 	  test-clients test-preload test-bench
 
@@ -195,8 +195,9 @@ test-alone:
 # shares_the_machine (the models, the conventions: no time, no footprint)
 # share the machine with each other, at nice 19: with test-alone's phases
 # when make test runs them.  Each one's output is printed whole when it ends.
-# (The package is not installed again here: make test did it before.)
-test-side-by-side:
+# (The package is installed once, before: four pip installs at once in the
+# venv would race; under make test, which installed it, INSTALLED=1.)
+test-side-by-side: install
 	nice -n 19 $(MAKE) --no-print-directory -j4 --output-sync=target INSTALLED=1 test-notebooks \
 	  test-fuzz test-soak test-python-shared
 
