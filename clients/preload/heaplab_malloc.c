@@ -615,22 +615,23 @@ void hl__preload_verify_failed(hl_heap *h) {
   abort();
 }
 
-/* The thread holds the heap's lock (internal.h: hl__owner_set and
- * hl__owner_clear keep hl__lock_holder) and is about to wait for it again:
- * `what` -- a call of the malloc family made under the lock, or a signal
- * handler's that interrupted it, or such a handler's fork().  It waited for
+/* The thread holds `lock` -- the heap's (internal.h: hl__owner_set and
+ * hl__owner_clear keep hl__lock_holder) or the thread caches' (manual.c,
+ * tc_global) -- and is about to wait for it again: `what` -- a call of the
+ * malloc family made under the lock, or a signal handler's that interrupted
+ * it, or such a handler's fork() or pthread_exit.  It waited for
  * its own thread for ever, in silence (a futex wait, no CPU; preload
  * scenario malloc_in_signal_handler).  One line, then abort: the core
  * dump's backtrace shows who called.  A second time (the program's SIGABRT
  * handler allocates: a crash reporter's backtrace()) the default action,
  * not that handler. */
 HL_TLS bool hl__lock_holder;
-void hl__reentered(const char *what) {
+void hl__reentered(const char *what, const char *lock) {
   static _Atomic int said;
   if (atomic_fetch_add(&said, 1) == 0) {
-    hl__say("libheaplab-malloc: %s on a thread that holds the heap's lock -- from inside the "
+    hl__say("libheaplab-malloc: %s on a thread that holds %s -- from inside the "
             "heap (a C library call made under the lock allocated) or from a signal handler "
-            "that interrupted it -- would wait for itself for ever: aborting\n", what);
+            "that interrupted it -- would wait for itself for ever: aborting\n", what, lock);
   } else {
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);

@@ -717,17 +717,19 @@ extern _Thread_local uint32_t hl__held_depth;
  * lock. */
 #ifdef HL_PRELOAD
 extern _Thread_local __attribute__((tls_model("initial-exec"))) bool hl__lock_holder;
-__attribute__((noreturn, cold)) void hl__reentered(const char *what);
+__attribute__((noreturn, cold)) void hl__reentered(const char *what, const char *lock);
 #define HL__LOCK_HOLDER(v) (hl__lock_holder = (v))
+/* The guard's test before taking a lock whose mark (a thread-local flag:
+ * this thread holds it) is `mark`: the thread caches' lock has one too
+ * (manual.c, tc_global).  Nothing in the other builds, where the marks do
+ * not exist. */
+#define HL__REENTRY_CHECK(mark, what, lock) (hl_unlikely(mark) ? hl__reentered(what, lock) : (void)0)
 #else
 #define HL__LOCK_HOLDER(v) ((void)0)
+#define HL__REENTRY_CHECK(mark, what, lock) ((void)(what), (void)(lock))
 #endif
 static inline void hl__reentry_check(const char *what) {
-#ifdef HL_PRELOAD
-  if (hl_unlikely(hl__lock_holder)) hl__reentered(what);
-#else
-  (void)what;
-#endif
+  HL__REENTRY_CHECK(hl__lock_holder, what, "the heap's lock");
 }
 #ifdef HL_ASSERTS
 extern _Thread_local char hl__thread_token; /* its address names the thread */

@@ -1437,7 +1437,10 @@ def malloc_in_signal_handler():
     once.  So does a
     handler's fork(), whose fork handler retried its wait for the lock for
     ever ("fork"), and a handler's pthread_exit, whose thread's exit flushed
-    its caches and tried the lock for ever (thread_exit: tc_destructor)."""
+    its caches and tried the lock for ever (thread_exit: tc_destructor).
+    And the same three on a thread that holds the thread caches' lock
+    (tc_global, making its first cache: first_cache), each of which took
+    that lock again and waited for itself for ever (session 45)."""
     need(PRELOAD, "libheaplab-malloc.so")
     need(MALLOC_IN_HANDLER, "test_preload_malloc_in_signal_handler")
     for what, call in (("malloc", "a call of the malloc family"), ("fork", "fork()")):
@@ -1471,6 +1474,27 @@ def malloc_in_signal_handler():
             ("thread_exit", run_no, err)
         assert out == "", ("thread_exit", run_no, out)
     print(f"a thread ended by a signal handler inside the heap's lock: {lines[0]}")
+    # a handler that interrupts a thread making its first cache, tc_global held
+    # (this program's pthread_mutex_trylock of the heap's lock, tc_global's
+    # taking before it): its malloc made a cache of its own and took tc_global
+    # again, its fork()'s handler took it first, its pthread_exit's flush took
+    # it -- each waited for its own thread for ever (the 20 s alarm, session 45)
+    for does, call in (("malloc", "a call of the malloc family (making its thread's cache)"),
+                       ("fork", "fork()"),
+                       ("thread_exit", "the exit of a thread (its thread caches' flush)")):
+        for run_no in range(3):
+            status, out, err = run([MALLOC_IN_HANDLER, "first_cache", does], "heaplab", {},
+                                   timeout=60)
+            if status == 77:
+                print("first_cache: skipped (x86-64 and AArch64 only)")
+                return
+            lines = err.splitlines()
+            assert status == -signal.SIGABRT, ("first_cache", does, run_no, status, out, err)
+            assert len(lines) == 1 and lines[0].startswith(
+                f"libheaplab-malloc: {call} on a thread that holds the thread caches' lock"), \
+                ("first_cache", does, run_no, err)
+            assert out == "", ("first_cache", does, run_no, out)
+        print(f"{does} in a signal handler inside the caches' lock: {lines[0]}")
 
 
 def exit_in_handler_inside_errlock():

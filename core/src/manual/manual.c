@@ -61,6 +61,32 @@ static HL_TLS volatile bool tls_making; /* (volatile: glibc declares pthread_set
  * tc_global for ever (exit_in_signal_handler, 1 of 2,000 runs on a loaded
  * machine). */
 static HL_TLS volatile bool tls_bypass;
+/* tc_global's mark for the preloaded library's guard (internal.h,
+ * HL__REENTRY_CHECK), as the heap's lock has hl__lock_holder: this thread
+ * holds tc_global.  A thread that holds it and takes it again waited for
+ * itself for ever, in silence: a signal handler that interrupted it there
+ * (making its cache, tcache_for; freeing a heap; exiting) and mallocs a
+ * cache of its own -- the half-made one is not yet its heap's -- or forks
+ * (fork_prepare takes tc_global first), or ends the thread (tc_destructor).
+ * It says so and aborts now (preload scenario malloc_in_signal_handler,
+ * first_cache; session 45).  Set after the taking, cleared before the
+ * release; volatile: a static the compiler sees escape nowhere, whose
+ * stores it could move across the mutex calls. */
+#ifdef HL_PRELOAD
+static HL_TLS volatile bool tc_global_mine;
+#define TC_GLOBAL_MINE(v) (tc_global_mine = (v))
+#else
+#define TC_GLOBAL_MINE(v) ((void)0)
+#endif
+static void tc_global_lock(const char *what) {
+  HL__REENTRY_CHECK(tc_global_mine, what, "the thread caches' lock");
+  pthread_mutex_lock(&tc_global);
+  TC_GLOBAL_MINE(true);
+}
+static void tc_global_unlock(void) {
+  TC_GLOBAL_MINE(false);
+  pthread_mutex_unlock(&tc_global);
+}
 HL_TLS hl_tls_cache hl__tls;
 /* The thread's caches by their heap's serial: an open-addressing table
  * (linear probing, at most half full) -- the list was searched on every
@@ -100,26 +126,27 @@ static inline void forget_cache(void) { hl__tls = (hl_tls_cache){0}; }
  * fork_prepare, the one exception, waits for a heap lock a few ms at most
  * and then lets go of everything (registry.c).  True when h is locked now,
  * tc_global held; false with neither held. */
-static bool tc_global_and(hl_heap *h) {
-  pthread_mutex_lock(&tc_global);
+static bool tc_global_and(hl_heap *h, const char *what) {
+  tc_global_lock(what);
   if (pthread_mutex_trylock(&h->lock) == 0) {
     hl__owner_set(h);
     return true;
   }
-  pthread_mutex_unlock(&tc_global);
+  tc_global_unlock();
   return false;
 }
 
-/* tc_global and h's lock, both held on return: h waited for alone. */
-static void tc_global_then(hl_heap *h) {
-  while (!tc_global_and(h)) {
+/* tc_global and h's lock, both held on return: h waited for alone.  what:
+ * the call, for the guard's message. */
+static void tc_global_then(hl_heap *h, const char *what) {
+  while (!tc_global_and(h, what)) {
     hl__lock_raw(h);
     hl__unlock_raw(h);
   }
 }
 
-void hl__manual_fork_prepare(void) { pthread_mutex_lock(&tc_global); }
-void hl__manual_fork_done(void) { pthread_mutex_unlock(&tc_global); }
+void hl__manual_fork_prepare(void) { tc_global_lock("fork()"); }
+void hl__manual_fork_done(void) { tc_global_unlock(); }
 
 /* ---- thread caches ---- */
 
@@ -280,7 +307,7 @@ static void detach_closing(hl_tcache *tc, hl_heap *h) {
 /* Thread exit: flush every cache whose heap is still open, free them all. */
 static void tc_destructor(void *arg) {
   hl_tcache *tc = arg;
-  pthread_mutex_lock(&tc_global);
+  tc_global_lock("the exit of a thread (its thread caches' flush)");
   for (int64_t backoff = 50; tc;) {
     hl_tcache *next = tc->next_thread;
     hl_heap *h = atomic_load(&tc->heap);
@@ -299,10 +326,10 @@ static void tc_destructor(void *arg) {
         /* another thread has it: wait without tc_global (tc_global_and),
          * then look again -- the heap may have been freed meanwhile
          * (hl__manual_destroy detaches this cache) */
-        pthread_mutex_unlock(&tc_global);
+        tc_global_unlock();
         hl__prim_sleep_us(backoff);
         backoff = backoff < 2000 ? backoff * 2 : backoff;
-        pthread_mutex_lock(&tc_global);
+        tc_global_lock("the exit of a thread (its thread caches' flush)");
         continue;
       }
       if (locked) hl__owner_set(h);
@@ -314,7 +341,7 @@ static void tc_destructor(void *arg) {
     atomic_fetch_sub_explicit(&tcaches_alive, 1, memory_order_relaxed);
     tc = next;
   }
-  pthread_mutex_unlock(&tc_global);
+  tc_global_unlock();
   hl__sys_free(tls_index);
   tls_index = NULL;
   tls_index_n = tls_index_mask = 0;
@@ -485,14 +512,15 @@ static hl_tcache *tcache_for(hl_heap *h) {
   tc->serial = h->serial;
   index_put(tc);
   tls_index_n++;
-  tc_global_then(h); /* (h waited for without tc_global) */
+  /* (h waited for without tc_global) */
+  tc_global_then(h, "a call of the malloc family (making its thread's cache)");
   tc->prev_heap = NULL;
   tc->next_heap = h->tcaches;
   if (h->tcaches) h->tcaches->prev_heap = tc;
   h->tcaches = tc;
   atomic_store(&tc->heap, h);
   hl__unlock_raw(h);
-  pthread_mutex_unlock(&tc_global);
+  tc_global_unlock();
   return use_cache(tc, h);
 }
 
@@ -1346,10 +1374,10 @@ void hl__manual_thread_flush(hl_heap *h) {
 /* Called by hl_heap_free without the lock. */
 void hl__manual_destroy(hl_heap *h) {
   quarantine_destroy(h);
-  tc_global_then(h); /* (h waited for without tc_global) */
+  tc_global_then(h, "hl_heap_free"); /* (h waited for without tc_global) */
   while (h->tcaches) detach_closing(h->tcaches, h);
   hl__unlock_raw(h);
-  pthread_mutex_unlock(&tc_global);
+  tc_global_unlock();
   if (hl__tls.heap == h) forget_cache();
   /* this thread's: freed now (the others' at their next slow path) */
   hl_tcache *own = tls_exited ? NULL : index_find(h->serial);
