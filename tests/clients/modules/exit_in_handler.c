@@ -15,7 +15,9 @@
  *                      mutex held 300 us longer: Lua cannot reach its
  *                      slow_unlock_armed as ctypes does); false when it is not
  */
+#ifndef _GNU_SOURCE /* (meson.build passes -D_GNU_SOURCE) */
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <lauxlib.h>
 #include <lua.h>

@@ -5,7 +5,9 @@
  * lands inside the heap's errlock often (as preload_exit_in_handler.c's
  * refused_sized slows its locks: h39exit, session 39).  Not armed: no
  * change. */
+#ifndef _GNU_SOURCE /* (meson.build passes -D_GNU_SOURCE) */
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
