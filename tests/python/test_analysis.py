@@ -450,8 +450,51 @@ def test_report_bad_input_is_a_clear_error(tmp_path):
     assert p.returncode == 2 and "no such folder" in p.stderr
     p = run_cli("report", str(tmp_path))
     assert p.returncode == 2 and "no arm results" in p.stderr
+    # (JSON but no arm: found by the library, after the imports -- the empty
+    # folder above is refused before them)
+    (tmp_path / "effects.json").write_text("{}")
+    p = run_cli("report", str(tmp_path))
+    assert p.returncode == 2 and "no arm results" in p.stderr, p.stderr
     p = run_cli("report")
     assert p.returncode == 2 and "results" in p.stderr
+
+
+REPORT_IMPORTS = """
+import sys
+from heaplab.__main__ import main
+rc = main(sys.argv[1:])
+print(rc, 'pandas' in sys.modules, 'matplotlib' in sys.modules)
+"""
+
+
+def test_report_refuses_bad_arguments_before_it_imports_pandas(tmp_path):
+    """heaplab report imported pandas and matplotlib (0.95 CPU s, session 44)
+    before it found an empty results folder or an --out that is a file.
+    Those are refused first now, in the library's words (hla.report's
+    ValueError) -- and a good run still imports them and writes its files."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    only_run = tmp_path / "only_run"                   # a sweep's run folder below, no arm
+    (only_run / "r1").mkdir(parents=True)
+    (only_run / "r1" / "meta.json").write_text(json.dumps({"run_id": "r1", "grid": {}}))
+    results = write_arms(tmp_path / "results", e1_like())
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    (results / "report").write_text("x")               # the default --out, a file
+    for source, out in ((empty, None), (empty, a_file), (only_run, None), (results, a_file),
+                        (results, "/dev/null"), (results, None)):
+        with pytest.raises(ValueError) as e:
+            hla.report(str(source), None if out is None else str(out))
+        argv = ["report", str(source)] + ([] if out is None else ["--out", str(out)])
+        p = subprocess.run([sys.executable, "-c", REPORT_IMPORTS, *argv], capture_output=True,
+                           text=True, timeout=120)
+        assert p.stdout == "2 False False\n", (argv, p.stdout, p.stderr)
+        assert p.stderr == f"heaplab report: {e.value}\n", (argv, p.stderr)
+    out = tmp_path / "plots"
+    p = subprocess.run([sys.executable, "-c", REPORT_IMPORTS, "report", str(results), "--out",
+                        str(out)], capture_output=True, text=True, timeout=120)
+    assert p.stdout.endswith("0 True True\n") and "E1_footprint.png" in os.listdir(out), \
+        (p.stdout, p.stderr)
 
 
 def test_unclear_calls_are_clear_errors(tmp_path):

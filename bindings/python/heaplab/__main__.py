@@ -93,14 +93,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not 20 <= args.dpi <= 600:
         print(f"heaplab report: --dpi {args.dpi}: expected 20..600", file=sys.stderr)
         return 2
+    # RESULTS resolved once (RESULTS/latest may be re-pointed by a sweep
+    # starting meanwhile): the kind of folder and its report are one run's
+    results = os.path.realpath(args.results)
+    # the arguments the library would refuse without reading a record, refused
+    # before pandas and matplotlib are imported (0.95 CPU s, session 44: an
+    # empty folder or an --out that is a file paid it), in its words and
+    # order: a results folder with no JSON file at all, then --out (or
+    # RESULTS/report) a file
+    from .harness import (REPORT_OUT_ROLE, _holds_no_json, _no_arm_results,
+                          _not_a_folder)
+    from .sweep import RUN_META
+    problem = None
+    if not os.path.isfile(os.path.join(results, RUN_META)) and _holds_no_json(results):
+        problem = _no_arm_results(results)
+    if not problem:
+        out = os.path.realpath(args.out or os.path.join(results, "report"))
+        problem = _not_a_folder(out, out, REPORT_OUT_ROLE)
+    if problem:
+        print(f"heaplab report: {problem}", file=sys.stderr)
+        return 2
     try:
         from . import analysis
     except ImportError as e:
         print(f"heaplab report: {e}", file=sys.stderr)
         return 2
-    # RESULTS resolved once (RESULTS/latest may be re-pointed by a sweep
-    # starting meanwhile): the kind of folder and its report are one run's
-    results = os.path.realpath(args.results)
     import warnings
     done: List[str] = []
 

@@ -42,10 +42,10 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"heaplab.analysis needs pandas and matplotlib ({e}); "
                       "install them with: pip install 'heaplab[analysis]'") from None
 
-from .harness import (DERIVED_FIGURES, FIGURES, SKIPPED, _arm_problem, _real, derived_figures,
-                      error_summary, load_arms, load_json_record, _make_folder, phase_status,
-                      _proc_stat,
-                      repeats_mismatch, sweep_runs_under, write_atomic)
+from .harness import (DERIVED_FIGURES, FIGURES, REPORT_OUT_ROLE, SKIPPED, _arm_problem, _real,
+                      derived_figures, error_summary, load_arms, load_json_record, _make_folder,
+                      _no_arm_results, phase_status, _proc_stat, repeats_mismatch,
+                      _runs_left_out, sweep_runs_under, write_atomic)
 
 MiB = 1 << 20
 
@@ -180,10 +180,7 @@ def arms(source: Any) -> List[Dict[str, Any]]:
             # os.walk visits experiment folders in no set order: E1, E2, ..., E10
             found.sort(key=lambda a: _natural(a["experiment"]))
             if not found:
-                runs = sweep_runs_under(path)
-                raise ValueError(f"{path}: no arm results in this folder "
-                                 "(expected <experiment>/<arm>.json files written by the harness)"
-                                 + (f"; {_runs_left_out(runs)}" if runs else ""))
+                raise ValueError(_no_arm_results(path))
             return found
         if os.path.isfile(path):
             with open(path) as f:
@@ -279,12 +276,6 @@ def _say_non_finite(where: Callable[[], str], a: Dict[str, Any]) -> None:
                   + f"): {len(bad)} figure(s) not a finite number -- {'; '.join(bad[:4])}"
                   + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
                   + ": not a measurement, left out of the tables (a blank cell)")
-
-
-def _runs_left_out(runs):
-    """The line saying which sweep run folders a folder's report left out."""
-    return (f"left out {len(runs)} sweep run folder(s) (heaplab run's, with meta.json; "
-            f"report each on its own: heaplab report {runs[0]}): {', '.join(runs)}")
 
 
 def _natural(name):
@@ -1286,7 +1277,7 @@ def _save_csv(frame, path, **kw):
 def _make_out(out):
     """The report's output folder, made if missing (ValueError when it cannot be)."""
     out = os.fspath(out)
-    _make_folder(out, out, role=" (the report's output folder)")
+    _make_folder(out, out, role=REPORT_OUT_ROLE)
 
 
 #: the file a report keeps in its output folder while it is written: a

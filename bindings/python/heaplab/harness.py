@@ -90,12 +90,26 @@ def _name(what: str, value: Any, folder: bool = True) -> str:
     return value
 
 
+def _not_a_folder(path: str, label: str, role: str = "") -> Optional[str]:
+    """What is wrong with making `path` a folder when a file is there (the
+    message, naming `label`), else None: _make_folder's first check, which
+    heaplab report makes before it imports pandas."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"{label}: not a folder{role}"
+    return None
+
+
+#: the role _make_folder's messages give a report's output folder (--out)
+REPORT_OUT_ROLE = " (the report's output folder)"
+
+
 def _make_folder(path: str, label: str, error: type = ValueError, role: str = "") -> None:
     """path made if missing; `error` (a ValueError, which the CLIs print as one
     line, exit 2) naming `label` when it cannot be: a file is there (--out
     /dev/null was a FileExistsError traceback), no permission."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise error(f"{label}: not a folder{role}")
+    problem = _not_a_folder(path, label, role)
+    if problem:
+        raise error(problem)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
@@ -3637,6 +3651,30 @@ def _is_sweep_run(path: str) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "run_id" in meta
+
+
+def _runs_left_out(runs: List[str]) -> str:
+    """The line saying which sweep run folders a folder's report left out."""
+    return (f"left out {len(runs)} sweep run folder(s) (heaplab run's, with meta.json; "
+            f"report each on its own: heaplab report {runs[0]}): {', '.join(runs)}")
+
+
+def _no_arm_results(folder: str) -> str:
+    """The error of a results folder in which load_arms found no arm
+    (analysis.arms; heaplab report says it before it imports pandas when
+    the folder holds no JSON at all: _holds_no_json)."""
+    runs = sweep_runs_under(folder)
+    return (f"{folder}: no arm results in this folder "
+            "(expected <experiment>/<arm>.json files written by the harness)"
+            + (f"; {_runs_left_out(runs)}" if runs else ""))
+
+
+def _holds_no_json(folder: str) -> bool:
+    """True when none of the folders load_arms reads under `folder` holds a
+    *.json file: it can find no arm there, and no file need be read to say
+    so (an empty folder, the wrong one)."""
+    return not any(name.endswith(".json") for _, files in _arm_files_walk(folder)
+                   for name in files)
 
 
 def sweep_runs_under(folder: str) -> List[str]:
