@@ -368,6 +368,112 @@ def test_a_stray_caught_inside_its_exec_is_read_again(monkeypatch):
             stray.wait()
 
 
+def test_the_stray_scan_returns_once_what_it_killed_is_gone(monkeypatch):
+    """A SIGKILL is asynchronous: the killed process runs its exit, tearing
+    its memory down -- 35 ms a GiB here.  _kill_tagged re-scanned while it
+    found the stray alive, 8 rounds 10 ms apart: a stray slower to die (a
+    few GiB) outlived its return.  Now it waits on the killed processes'
+    pidfds (_wait_killed_gone, 10 s at most).  The slow exit is made here by
+    a kill that lands 1 s after the call (a timer thread sends it): the old
+    rounds returned ~0.1 s in, the stray still running."""
+    import signal
+    import threading
+    from procs import gone
+    env, tag = harness._tagged_env(None)
+    stray = subprocess.Popen(["sleep", "304"], env=env, start_new_session=True)
+    real_send = signal.pidfd_send_signal
+    timers = []
+
+    def late_send(fd, sig, *a):
+        mine = os.dup(fd)                   # (_kill_tagged closes its own)
+
+        def send():
+            try:
+                real_send(mine, sig)
+            finally:
+                os.close(mine)
+        t = threading.Timer(1.0, send)
+        t.start()
+        timers.append(t)
+    try:
+        monkeypatch.setattr(signal, "pidfd_send_signal", late_send)
+        t0 = time.monotonic()
+        killed = harness._kill_tagged(tag, None)
+        took = time.monotonic() - t0
+        monkeypatch.undo()
+        assert killed == [f"pid {stray.pid} (sleep 304)"], killed
+        assert gone(stray.pid), f"_kill_tagged returned after {took:.3f} s, the stray running"
+        assert took >= 0.9, took
+        assert stray.wait(10) == -signal.SIGKILL
+    finally:
+        for t in timers:
+            t.join()
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()
+
+
+def test_the_stray_scan_kills_without_pidfds_on_an_older_kernel(monkeypatch):
+    """os.pidfd_open exists but the kernel has no pidfd_open (before Linux
+    5.3: ENOSYS): the scan took that for the process being gone and killed
+    no stray.  It kills with os.kill then, and waits on /proc/PID/stat."""
+    import errno
+    import signal
+    from procs import gone
+    env, tag = harness._tagged_env(None)
+    stray = subprocess.Popen(["sleep", "305"], env=env, start_new_session=True)
+
+    def no_pidfd(pid, *a):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+    try:
+        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+        killed = harness._kill_tagged(tag, None)
+        monkeypatch.undo()
+        assert killed == [f"pid {stray.pid} (sleep 305)"], killed
+        assert gone(stray.pid)
+        assert stray.wait(10) == -signal.SIGKILL
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()
+
+
+def test_the_wait_for_what_was_killed_is_bounded_and_needs_no_pidfd():
+    """_wait_killed_gone: True once every process given has exited (a zombie
+    counts: its memory is given back), by its pidfd or, without one, by
+    /proc/PID/stat (its starttime: not a reused pid); False at its deadline
+    with one still running -- and the pidfds closed either way."""
+    from procs import gone
+
+    def started(*argv):
+        p = subprocess.Popen(list(argv))
+        return p, harness._proc_stat(p.pid)[19]
+    quick, q_start = started("sleep", "0.3")
+    quick2, q2_start = started("sleep", "0.3")
+    stays, s_start = started("sleep", "30")
+    try:
+        fds = [os.pidfd_open(quick.pid), os.pidfd_open(stays.pid)]
+        t0 = time.monotonic()
+        assert harness._wait_killed_gone([(quick.pid, fds[0], q_start),
+                                          (quick2.pid, None, q2_start)], t0 + 10)
+        took = time.monotonic() - t0
+        assert gone(quick.pid) and gone(quick2.pid) and 0.2 <= took < 10, took
+        t0 = time.monotonic()
+        assert not harness._wait_killed_gone([(stays.pid, fds[1], s_start)], t0 + 0.2)
+        took = time.monotonic() - t0
+        assert 0.2 <= took < 5 and not gone(stays.pid), took
+        for fd in fds:
+            with pytest.raises(OSError):
+                os.fstat(fd)
+        t0 = time.monotonic()
+        assert not harness._wait_killed_gone([(stays.pid, None, s_start)], t0 + 0.1)
+        assert 0.1 <= time.monotonic() - t0 < 5
+    finally:
+        for p in (quick, quick2, stays):
+            p.kill()
+            p.wait()
+
+
 # ---- the output kept of a process (finding 11) --------------------------------------------
 
 _PEAK = """

@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import csv
+import errno
 import importlib.util
 import io
 import json
@@ -1162,8 +1163,12 @@ def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
     """SIGKILL every process (not this one) outside the process group `pgid`
     (None: any) whose environment carries `tag` (ARM_TAG_VAR) -- the ones
     that left the arm's group; a member of the group is the group kill's --
-    until none is left (a few rounds: one may fork meanwhile).  Returns
-    "pid N (command)" of each.  Linux (/proc); elsewhere nothing is found.
+    until none is left (a few rounds: one may fork meanwhile).  Each round
+    waits until what it killed is gone (_wait_killed_gone, at most
+    _GONE_WAIT_S in all), as the group's kill does (_wait_group_gone): the
+    re-scans waited ~80 ms at most, and a stray with a few GiB to tear down
+    outlived the return.  Returns "pid N (command)" of each.  Linux (/proc);
+    elsewhere nothing is found.
 
     Cheap and safe on a busy machine: of each process /proc/PID/stat is
     read first (it takes no mmap_lock); one that started before the tag
@@ -1181,8 +1186,11 @@ def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
     uid = os.getuid()
     left: List[str] = []
     me = os.getpid()
+    end = time.monotonic() + _GONE_WAIT_S
     for _ in range(8):
         found = unread = 0
+        # (pid, its pidfd or None, its starttime) of each process killed
+        killed: List[Tuple[int, Optional[int], bytes]] = []
         try:
             pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
         except OSError:
@@ -1205,8 +1213,11 @@ def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
                 fd = os.pidfd_open(pid)     # (the pid cannot be another's meanwhile)
             except AttributeError:
                 pass                        # (no pidfd: os.kill)
-            except OSError:
-                continue                    # (gone)
+            except OSError as e:
+                if e.errno != errno.ENOSYS:
+                    continue                # (gone)
+                # (a kernel before 5.3: os.kill, as without os.pidfd_open --
+                # it was taken for gone, and no stray was ever killed)
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     environ = f.read()
@@ -1243,15 +1254,56 @@ def _kill_tagged(tag: str, pgid: Optional[int]) -> List[str]:
                         os.kill(pid, _signal.SIGKILL)
                 except OSError:
                     pass
+                killed.append((pid, fd, stat[19]))
+                fd = None                   # (closed once it is gone)
                 desc = f"pid {pid} ({what[:80]})"
                 if desc not in left:
                     left.append(desc)
             if fd is not None:
                 os.close(fd)
+        _wait_killed_gone(killed, end)
         if not found and not unread:
             break
         time.sleep(0.01)
     return left
+
+
+def _wait_killed_gone(killed: List[Tuple[int, Optional[int], bytes]], end: float) -> bool:
+    """Wait, until the time.monotonic() `end` at most, until each process
+    killed -- (pid, its pidfd or None, its starttime: /proc/PID/stat field
+    22) -- has run its exit (a zombie counts as gone, as in
+    _wait_group_gone: its memory is given back by then); close the pidfds.
+    With pidfds, poll() on them (a pidfd is readable once its process has
+    exited): no fixed sleep, no scan; without, /proc/PID/stat every 2 ms.
+    True when all are gone."""
+    import select
+    fds = [fd for _, fd, _ in killed if fd is not None]
+    try:
+        waiting = select.poll()
+        for fd in fds:
+            waiting.register(fd, select.POLLIN)
+        alive = len(fds)
+        while alive:
+            ms = math.ceil((end - time.monotonic()) * 1000)
+            if ms <= 0:
+                break
+            for fd, _ in waiting.poll(ms):
+                waiting.unregister(fd)
+                alive -= 1
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+    def running(pid: int, start: bytes) -> bool:
+        st = _proc_stat(pid)
+        return (st is not None and len(st) >= 20 and st[19] == start
+                and st[0] not in (b"Z", b"X"))
+    others = [(pid, start) for pid, fd, start in killed if fd is None]
+    while others and time.monotonic() < end:
+        others = [(pid, start) for pid, start in others if running(pid, start)]
+        if others:
+            time.sleep(0.002)
+    return alive == 0 and not others
 
 
 def _strays_warning(label: str, strays: List[str]) -> str:
