@@ -125,23 +125,33 @@ static void *fills_and_exits(void *arg) {
   if (p) p[0] = 1;
   return (void *)1; /* (no lock taken there: no exit inside the heap) */
 }
-static int thread_exit(void) {
+/* fn's handler of sig (no flags) */
+static void handle(int sig, void (*fn)(int)) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr1;
+  sa.sa_handler = fn;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(sig, &sa, NULL);
+}
+/* fn on a thread of its own, joined (its value in *ret), after a first
+ * thread's pthread_exit: glibc loads its unwinder, libgcc_s, at the first,
+ * and that allocates -- done here, not inside the heap.  0, or 2 when a
+ * thread could not be made. */
+static int on_a_thread(void *(*fn)(void *), void **ret) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, just_exits, NULL) != 0) return 2;
+  pthread_join(t, NULL);
+  if (pthread_create(&t, NULL, fn, NULL) != 0) return 2;
+  pthread_join(t, ret);
+  return 0;
+}
+static int thread_exit(void) {
+  handle(SIGUSR1, on_usr1);
 #ifndef GLIBC_BASE
   return 77;
 #endif
-  pthread_t t;
   void *ret = NULL;
-  /* (glibc loads its unwinder, libgcc_s, at the first pthread_exit, and
-   * that allocates: done here, not inside the heap) */
-  if (pthread_create(&t, NULL, just_exits, NULL) != 0) return 2;
-  pthread_join(t, NULL);
-  if (pthread_create(&t, NULL, fills_and_exits, NULL) != 0) return 2;
-  pthread_join(t, &ret);
+  if (on_a_thread(fills_and_exits, &ret)) return 2;
   printf("preload_malloc_in_signal_handler: the thread %s\n",
          ret ? "took no lock in its last malloc" : "ended inside the heap, and its exit returned");
   return ret ? 2 : 0;
@@ -173,26 +183,16 @@ static void *first_malloc(void *arg) {
 }
 static int first_cache(const char *does) {
   cache_handler_does = does;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr2;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR2, &sa, NULL);
+  handle(SIGUSR2, on_usr2);
 #ifndef GLIBC_BASE
   return 77;
 #endif
-  pthread_t t;
   void *ret = NULL;
-  /* (the main thread's cache made, and libgcc_s loaded by a first
-   * pthread_exit: both allocate) */
-  char *volatile p = malloc(100);
+  char *volatile p = malloc(100); /* (the main thread's cache made first) */
   free(p);
-  if (pthread_create(&t, NULL, just_exits, NULL) != 0) return 2;
-  pthread_join(t, NULL);
-  if (pthread_create(&t, NULL, first_malloc, NULL) != 0) return 2;
-  pthread_join(t, &ret);
-  printf("preload_malloc_in_signal_handler: the %s in a handler inside the caches' lock returned\n",
-         does);
+  if (on_a_thread(first_malloc, &ret)) return 2;
+  printf("preload_malloc_in_signal_handler: the %s in a handler inside the caches' lock %s\n",
+         does, ret ? "returned" : "ended the thread, and its exit returned");
   return 0;
 }
 
@@ -214,11 +214,7 @@ int main(int argc, char **argv) {
   block = malloc(3000);
   if (!block) return 2;
   memset(block, 1, 3000);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_segv;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, NULL);
+  handle(SIGSEGV, on_segv);
   if (mprotect((void *)((uintptr_t)block & ~(uintptr_t)(page - 1)), page, PROT_NONE)) return 2;
   free(block); /* faults under the heap's lock */
   printf("preload_malloc_in_signal_handler: the %s in the handler returned\n",
