@@ -277,12 +277,7 @@ class Scratch:
 
     def setup(self, need_c, need_py):
         if need_c:
-            # (-Wno-error: meson.build's -Werror for make test's build with
-            # GCC 12.2 would fail a mutation whose edit leaves a warning --
-            # an unused function, a variable -- as broken; the defect is what
-            # is tested, not the warning)
-            self._do([self.meson, "setup", "build", "--buildtype=release", "-Dc_args=-Wno-error"],
-                     "meson setup build")
+            self._do([self.meson, "setup", "build", "--buildtype=release"], "meson setup build")
         if need_py:
             self._do([self.meson, "setup", "build-py", "--buildtype=release", "-Dpython=true",
                       "-Dtests=false", "-Dlua=disabled"], "meson setup build-py")
