@@ -386,7 +386,7 @@ static void heap_destroy(hl_heap *h) {
   hl__sys_free(h->aword_of);
   hl__sys_free(h->events);
   hl__mark_stack_release(h);
-  hl__sys_free(h->scratch);
+  hl__release_scratch_free(h);
   pthread_mutex_destroy(&h->lock);
   pthread_mutex_destroy(&h->errlock);
   pthread_mutex_destroy(&h->req_lock);

@@ -56,7 +56,9 @@
  * (libheaplab-malloc.so, clients/preload/, built with HL_PRELOAD) *is* malloc,
  * so there they call glibc's own allocator by its exported __libc_* names:
  * no dlsym, no recursion into heaplab, and the memory the dynamic loader and
- * heaplab's own set-up need never comes from the heap being set up. */
+ * heaplab's own set-up need never comes from the heap being set up.  (There
+ * the large set's table and the trims' scratch are mappings of their own
+ * instead: util/ptrset.c, release/release.c say why.) */
 /* ThreadSanitizer does not intercept glibc's __libc_* allocator, which the
  * preloaded library calls (below), so it sees neither its arena locks nor
  * its reuse of memory: a block one thread gave back and another was handed
@@ -1502,6 +1504,9 @@ void hl__trim_locked(hl_heap *h, bool forced);
  * pages: hl__trim_maybe).  Lock held. */
 void hl__trim_now(hl_heap *h);
 void hl__trim_maybe(hl_heap *h);
+/* Free the trims' scratch (h->scratch: a mapping of its own in the
+ * preloaded library, release.c's scratch_room). */
+void hl__release_scratch_free(hl_heap *h);
 /* Take an empty page for class cls: warm, else released (restored before it
  * is formatted), else fresh.  In flight and formatted, or HL_NIL.  May drop
  * the lock around a restore.  Lock held. */

@@ -412,6 +412,47 @@ void hl__backoff_step(hl_backoff *b, bool gave_up) {
 
 static void backoff_update(hl_heap *h, bool gave_up) { hl__backoff_step(&h->trim_backoff, gave_up); }
 
+/* Room for `words` uint32_t in h->scratch, the trims' lists and outcomes
+ * (kept between trims, rewritten by each); false when refused.  In the
+ * preloaded library a mapping of its own, as the large set's table
+ * (util/ptrset.c): from glibc's heap (__libc_realloc), a scratch that grew
+ * in a trim while the program's large blocks filled that heap was carved
+ * above them -- and so was each trim's outcome array (malloc'd and freed,
+ * parked in glibc's tcache) -- and kept them resident once the program
+ * freed them (small blocks freed, then 4,000 blocks of 20,000 bytes: 80 MB
+ * stayed; the real-programs hunt, session 45). */
+static bool scratch_room(hl_heap *h, uint64_t words) {
+  if (words <= h->scratch_cap) return true;
+#ifdef HL_PRELOAD
+  size_t ps = hl__prim_os_page_size();
+  size_t bytes = (words * sizeof(uint32_t) + ps - 1) & ~(ps - 1);
+  void *n = NULL;
+  if (hl__prim_os_map(bytes, &n) != 0) return false;
+  hl__release_scratch_free(h);
+  h->scratch = n;
+  h->scratch_cap = bytes / sizeof(uint32_t);
+#else
+  uint32_t *n = hl__sys_realloc(h->scratch, words * sizeof(uint32_t));
+  if (!n) return false;
+  h->scratch = n;
+  h->scratch_cap = words;
+#endif
+  return true;
+}
+
+void hl__release_scratch_free(hl_heap *h) {
+#ifdef HL_PRELOAD
+  size_t bytes = h->scratch_cap * sizeof(uint32_t);
+  /* (a munmap the map limit refuses, at vm.max_map_count: its pages go back) */
+  if (h->scratch && hl__prim_os_unreserve(h->scratch, bytes) != 0)
+    (void)hl__prim_os_advise(h->scratch, bytes, PRIM_DONTNEED);
+#else
+  hl__sys_free(h->scratch);
+#endif
+  h->scratch = NULL;
+  h->scratch_cap = 0;
+}
+
 /* The whole pages of a trim: release `take` free pages from the cold end of
  * the free pool -- with thp, up to `most` when a whole chunk goes past take
  * (pick_chunks) -- and upgrade at most `budget` fallback pages.  Returns
@@ -429,17 +470,12 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
     room = take + (1u << h->chunk_shift) - 1;
     if (room > most) room = most;
   }
-  uint64_t need = room + 2 * budget;
-  if (need > h->scratch_cap) {
-    uint32_t *n = hl__sys_realloc(h->scratch, need * sizeof(uint32_t));
-    if (!n) return false; /* try again next trim */
-    h->scratch = n;
-    h->scratch_cap = need;
-  }
+  uint64_t need = room + 2 * budget + (room + 3) / 4;
+  if (!scratch_room(h, need)) return false; /* try again next trim */
   uint32_t *rel = h->scratch;             /* pages to release */
   uint32_t *upg = h->scratch + room;      /* upgrade candidates, list order */
   uint32_t *upg_sorted = upg + budget;    /* the same, by address */
-  uint8_t *outcome = NULL;
+  uint8_t *outcome = (uint8_t *)(upg_sorted + budget); /* each of rel's, room at most */
   uint64_t nr = 0, nu = 0, nw = 0;
   whole_chunks w = {0};
 
@@ -472,17 +508,6 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
   *upgrade_used = budget0 - budget;
   *taken = nr;
   if (nr == 0 && nu == 0) return false;
-  outcome = hl__sys_malloc(nr ? nr : 1);
-  if (!outcome) {
-    unhold(h, &w);
-    for (uint64_t i = 0; i < nr; i++) hl__page_to_state(h, rel[i], PS_FREE, false);
-    for (uint64_t i = nu; i-- > 0;) {
-      bool parked = h->pages[upg[i]].flags & PF_PARKED;
-      h->pages[upg[i]].flags &= (uint8_t)~PF_PARKED;
-      hl__page_to_state(h, upg[i], parked ? PS_REUSE_FAILED : PS_RELEASED, !parked);
-    }
-    return false;
-  }
 
   bool dropped = hl__drop_lock(h);
   uint64_t t0 = hl__prim_now_ns();
@@ -559,7 +584,6 @@ static bool trim_pages(hl_heap *h, uint64_t take, uint64_t most, uint64_t budget
     h->pages[upg[i]].flags &= (uint8_t)~PF_PARKED;
     hl__page_to_state(h, upg[i], PS_REUSE_FAILED, false);
   }
-  hl__sys_free(outcome);
 
   h->tally.trims++;
   h->tally.trim_ns += dt;
