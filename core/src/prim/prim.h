@@ -194,6 +194,16 @@ int hl__prim_os_map(size_t bytes, void **out);
  * enabled is always or madvise), 0 when it cannot (never, or no THP). */
 int hl__prim_os_thp_available(void);
 int hl__prim_os_advise(void *addr, size_t len, prim_op op);
+/* Unmap [base, base+bytes), a mapping of its own (hl__prim_os_map); when the
+ * kernel refuses -- at vm.max_map_count, where a munmap that splits a merged
+ * VMA is refused -- its pages go back all the same (PRIM_DONTNEED).  The
+ * unmap's error, or 0.  (The preloaded library's large-set table and trim
+ * scratch: util/ptrset.c, release/release.c.) */
+static inline int hl__prim_os_unmap_or_drop(void *base, size_t bytes) {
+  int err = hl__prim_os_unreserve(base, bytes);
+  if (err) (void)hl__prim_os_advise(base, bytes, PRIM_DONTNEED);
+  return err;
+}
 /* 1 when `op` needs a system call on this OS (PRIM_RESTORE does not on Linux). */
 int hl__prim_os_op_is_syscall(prim_op op);
 /* Bytes of [addr, addr+len) the kernel charges now: pages present and not

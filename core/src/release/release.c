@@ -442,10 +442,7 @@ static bool scratch_room(hl_heap *h, uint64_t words) {
 
 void hl__release_scratch_free(hl_heap *h) {
 #ifdef HL_PRELOAD
-  size_t bytes = h->scratch_cap * sizeof(uint32_t);
-  /* (a munmap the map limit refuses, at vm.max_map_count: its pages go back) */
-  if (h->scratch && hl__prim_os_unreserve(h->scratch, bytes) != 0)
-    (void)hl__prim_os_advise(h->scratch, bytes, PRIM_DONTNEED);
+  if (h->scratch) (void)hl__prim_os_unmap_or_drop(h->scratch, h->scratch_cap * sizeof(uint32_t));
 #else
   hl__sys_free(h->scratch);
 #endif

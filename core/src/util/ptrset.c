@@ -35,9 +35,7 @@ static void **table_new(uint64_t cap) {
 
 static void table_free(void **t, uint64_t cap) {
 #ifdef HL_PRELOAD
-  /* (a munmap the map limit refuses, at vm.max_map_count: its pages go back) */
-  if (t && hl__prim_os_unreserve(t, cap * sizeof(void *)) != 0)
-    (void)hl__prim_os_advise(t, cap * sizeof(void *), PRIM_DONTNEED);
+  if (t) (void)hl__prim_os_unmap_or_drop(t, cap * sizeof(void *));
 #else
   (void)cap;
   hl__sys_free(t);
